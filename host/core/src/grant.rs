@@ -1,0 +1,280 @@
+//! Effective grants: what a tool requires ∩ what the operator grants
+//! (DESIGN §3).
+//!
+//! Rules:
+//! - Every requirement must be covered by at least one operator grant, or the
+//!   tool is not callable ([`GrantError::Missing`] lists what is missing).
+//! - Every operator grant must answer some requirement of the tool, or the
+//!   policy is refused at load ([`GrantError::Undeclared`]): the operator sees
+//!   least privilege, never a grant the tool would silently not use.
+//! - The effective grant is the narrower of the two: an `fs:write` grant given
+//!   to a tool that only requires `fs:read` becomes `fs:read`; a
+//!   `net:https:*.example.com` grant given to a tool that requires
+//!   `net:https:api.example.com` becomes the latter.
+//! - Operator grants are always concrete; a `*` in a grant is refused.
+
+use crate::capability::{Capability, FsAccess, FsDir, NetTarget, Place};
+use std::collections::BTreeSet;
+
+/// Why a tool cannot be given its grants.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    /// Requirements of the tool that no operator grant covers.
+    #[error("tool `{tool}` is not callable: missing grants {}", list(.missing))]
+    Missing {
+        /// The tool's name.
+        tool: String,
+        /// Each uncovered requirement, as written by the tool.
+        missing: Vec<String>,
+    },
+    /// Operator grants the tool did not ask for.
+    #[error("policy grants `{tool}` capabilities it does not declare: {}", list(.undeclared))]
+    Undeclared {
+        /// The tool's name.
+        tool: String,
+        /// Each grant no requirement asked for.
+        undeclared: Vec<String>,
+    },
+    /// A `*` place in an operator grant.
+    #[error("policy for `{tool}`: grant `{grant}` is not concrete (name a directory or host)")]
+    NotConcrete {
+        /// The tool's name.
+        tool: String,
+        /// The offending grant.
+        grant: String,
+    },
+}
+
+fn list(v: &[String]) -> String {
+    v.join(", ")
+}
+
+/// Whether `granted` (concrete) covers `required` (concrete or `*`), and if so
+/// the effective capability (the narrower of the two).
+///
+/// Directories are compared as already-expanded absolute paths; call with
+/// [`FsDir::Absolute`] values (see `Policy::expand`).
+pub fn intersect(required: &Capability, granted: &Capability) -> Option<Capability> {
+    match (required, granted) {
+        (
+            Capability::Fs {
+                access: ra,
+                dir: rd,
+            },
+            Capability::Fs {
+                access: ga,
+                dir: Place::Concrete(gd),
+            },
+        ) => {
+            // A read requirement is served by a read or write grant; a write
+            // requirement needs a write grant.
+            if *ra == FsAccess::Write && *ga == FsAccess::Read {
+                return None;
+            }
+            let access = (*ra).min(*ga);
+            let dir = match rd {
+                Place::Any => gd.clone(),
+                Place::Concrete(r) => narrower_dir(r, gd)?,
+            };
+            Some(Capability::Fs {
+                access,
+                dir: Place::Concrete(dir),
+            })
+        }
+        (
+            Capability::Net {
+                scheme: rs,
+                target: rt,
+            },
+            Capability::Net {
+                scheme: gs,
+                target: Place::Concrete(gt),
+            },
+        ) if rs == gs => {
+            let target = match rt {
+                Place::Any => gt.clone(),
+                Place::Concrete(r) => {
+                    if r.effective_port(*rs) != gt.effective_port(*gs) || !gt.host.covers(&r.host) {
+                        return None;
+                    }
+                    NetTarget {
+                        host: r.host.clone(),
+                        port: r.port.or(gt.port),
+                    }
+                }
+            };
+            Some(Capability::Net {
+                scheme: *rs,
+                target: Place::Concrete(target),
+            })
+        }
+        (Capability::Secret { name: rn, host: rh }, Capability::Secret { name: gn, host: gh })
+            if rn == gn && gh.covers(rh) =>
+        {
+            Some(required.clone())
+        }
+        (a, b) if a == b && a.is_concrete() => Some(a.clone()),
+        _ => None,
+    }
+}
+
+/// `required` must lie under `granted`; the effective directory is `required`.
+fn narrower_dir(required: &FsDir, granted: &FsDir) -> Option<FsDir> {
+    let (FsDir::Absolute(r), FsDir::Absolute(g)) = (required, granted) else {
+        return (required == granted).then(|| required.clone());
+    };
+    let under = g == "/" || r == g || r.strip_prefix(g.as_str()).is_some_and(|t| t.starts_with('/'));
+    under.then(|| required.clone())
+}
+
+/// Compute the effective grants of `tool`.
+///
+/// `required` is what the tool's meta declares, `granted` what the operator's
+/// policy gives it (`~` already expanded). Returns the effective capabilities,
+/// sorted and deduplicated.
+///
+/// # Errors
+/// [`GrantError::NotConcrete`] for a `*` grant, [`GrantError::Undeclared`] for
+/// a grant no requirement asked for, [`GrantError::Missing`] for requirements
+/// left uncovered (checked in that order).
+pub fn effective_grants(
+    tool: &str,
+    required: &[Capability],
+    granted: &[Capability],
+) -> Result<Vec<Capability>, GrantError> {
+    if let Some(g) = granted.iter().find(|g| !g.is_concrete()) {
+        return Err(GrantError::NotConcrete {
+            tool: tool.to_string(),
+            grant: g.to_string(),
+        });
+    }
+    let mut effective = BTreeSet::new();
+    let mut undeclared = Vec::new();
+    for g in granted {
+        let mut used = false;
+        for r in required {
+            if let Some(e) = intersect(r, g) {
+                effective.insert(e);
+                used = true;
+            }
+        }
+        if !used {
+            undeclared.push(g.to_string());
+        }
+    }
+    if !undeclared.is_empty() {
+        return Err(GrantError::Undeclared {
+            tool: tool.to_string(),
+            undeclared,
+        });
+    }
+    let missing: Vec<String> = required
+        .iter()
+        .filter(|r| !granted.iter().any(|g| intersect(r, g).is_some()))
+        .map(|r| r.to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(GrantError::Missing {
+            tool: tool.to_string(),
+            missing,
+        });
+    }
+    Ok(effective.into_iter().collect())
+}
+
+/// The grants a dry-run instance gets: `fs:write` narrowed to `fs:read`; the
+/// rest unchanged (the net guard limits a dry-run to GET/HEAD itself).
+pub fn dry_run_grants(effective: &[Capability]) -> Vec<Capability> {
+    let set: BTreeSet<Capability> = effective
+        .iter()
+        .map(|c| match c {
+            Capability::Fs { dir, .. } => Capability::Fs {
+                access: FsAccess::Read,
+                dir: dir.clone(),
+            },
+            other => other.clone(),
+        })
+        .collect();
+    set.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(v: &[&str]) -> Vec<Capability> {
+        v.iter().map(|s| Capability::parse(s).unwrap()).collect()
+    }
+    fn strs(v: &[Capability]) -> Vec<String> {
+        v.iter().map(|c| c.to_string()).collect()
+    }
+
+    #[test]
+    fn wildcard_requirement_takes_concrete_grant() {
+        let e = effective_grants("fs_write", &caps(&["fs:write:*"]), &caps(&["fs:write:/ws/**"])).unwrap();
+        assert_eq!(strs(&e), ["fs:write:/ws/**"]);
+    }
+
+    #[test]
+    fn write_grant_narrowed_to_read_requirement() {
+        let e = effective_grants("fs_read", &caps(&["fs:read:*"]), &caps(&["fs:write:/ws/**"])).unwrap();
+        assert_eq!(strs(&e), ["fs:read:/ws/**"]);
+    }
+
+    #[test]
+    fn read_grant_does_not_cover_write_requirement() {
+        let err = effective_grants("fs_write", &caps(&["fs:write:*"]), &caps(&["fs:read:/ws/**"])).unwrap_err();
+        // The read grant answers no requirement: refused as undeclared.
+        assert!(matches!(err, GrantError::Undeclared { .. }), "{err}");
+    }
+
+    #[test]
+    fn missing_grants_are_listed() {
+        let err = effective_grants("t", &caps(&["fs:read:*", "net:https:api.x.com"]), &caps(&["fs:read:/a/**"])).unwrap_err();
+        match err {
+            GrantError::Missing { missing, .. } => assert_eq!(missing, ["net:https:api.x.com"]),
+            e => panic!("{e}"),
+        }
+        let err = effective_grants("t", &caps(&["fs:read:*"]), &[]).unwrap_err();
+        assert!(err.to_string().contains("fs:read:*"));
+    }
+
+    #[test]
+    fn undeclared_and_wildcard_grants_refused() {
+        assert!(matches!(
+            effective_grants("t", &caps(&["fs:read:*"]), &caps(&["fs:read:/a/**", "env:HOME"])),
+            Err(GrantError::Undeclared { .. })
+        ));
+        assert!(matches!(
+            effective_grants("t", &caps(&["fs:read:*"]), &caps(&["fs:read:*"])),
+            Err(GrantError::NotConcrete { .. })
+        ));
+    }
+
+    #[test]
+    fn concrete_dirs_must_nest() {
+        let r = caps(&["fs:read:/data/sub/**"]);
+        assert_eq!(strs(&effective_grants("t", &r, &caps(&["fs:read:/data/**"])).unwrap()), ["fs:read:/data/sub/**"]);
+        assert_eq!(strs(&effective_grants("t", &r, &caps(&["fs:read:/**"])).unwrap()), ["fs:read:/data/sub/**"]);
+        assert!(effective_grants("t", &r, &caps(&["fs:read:/data/subway/**"])).is_err());
+        assert!(effective_grants("t", &caps(&["fs:read:/data/**"]), &caps(&["fs:read:/data/sub/**"])).is_err());
+        assert!(effective_grants("t", &caps(&["fs:read:/dat/**"]), &caps(&["fs:read:/data/**"])).is_err());
+    }
+
+    #[test]
+    fn net_hosts_and_ports() {
+        let e = effective_grants("t", &caps(&["net:https:api.example.com"]), &caps(&["net:https:*.example.com"])).unwrap();
+        assert_eq!(strs(&e), ["net:https:api.example.com"]);
+        assert!(effective_grants("t", &caps(&["net:https:api.example.com"]), &caps(&["net:http:api.example.com"])).is_err());
+        assert!(effective_grants("t", &caps(&["net:https:api.example.com:8443"]), &caps(&["net:https:api.example.com"])).is_err());
+        assert!(effective_grants("t", &caps(&["net:https:api.example.com:443"]), &caps(&["net:https:api.example.com"])).is_ok());
+        let e = effective_grants("t", &caps(&["net:http:*"]), &caps(&["net:http:127.0.0.1:8080"])).unwrap();
+        assert_eq!(strs(&e), ["net:http:127.0.0.1:8080"]);
+    }
+
+    #[test]
+    fn dry_run_strips_write() {
+        let d = dry_run_grants(&caps(&["fs:write:/a/**", "fs:read:/a/**", "env:X"]));
+        assert_eq!(strs(&d), ["fs:read:/a/**", "env:X"]);
+    }
+}

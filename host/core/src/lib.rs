@@ -1,0 +1,34 @@
+//! # capsaga-core
+//!
+//! The pure logic of capsaga, kept free of Wasmtime, SQLite and I/O so that it
+//! builds in seconds, can be fuzzed alone, and each mechanism can be read on its
+//! own:
+//!
+//! - [`capability`]: the capability-string grammar (`fs:read:/data/**`,
+//!   `net:https:api.example.com`, ...), parsed into typed values.
+//! - [`grant`]: effective grants = what a tool requires ∩ what the operator grants.
+//! - [`path_guard`]: resolution of a path under a granted root, component by
+//!   component, the way cap-std does it.
+//! - [`fsm`]: the guardrail finite-state machine of the saga.
+//! - [`policy`]: the operator's `capsaga.toml`, parsed and checked.
+//! - [`meta`]: a tool's self-description, checked before the tool is registered.
+//! - [`validate`]: tool-call arguments checked against the tool's JSON Schema,
+//!   with messages written for the model.
+//! - [`json`]: strict JSON parsing (duplicate keys refused) and canonical form.
+//! - [`idempotency`]: idempotency keys of saga steps.
+//! - [`error`]: the error kinds of the tool world and the tool error record.
+//! - [`tool`]: the call context and tool output records.
+//! - [`untrusted`]: the `<untrusted>` markers around content from outside.
+
+pub mod capability;
+pub mod error;
+pub mod fsm;
+pub mod grant;
+pub mod idempotency;
+pub mod json;
+pub mod meta;
+pub mod path_guard;
+pub mod policy;
+pub mod tool;
+pub mod untrusted;
+pub mod validate;

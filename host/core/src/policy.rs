@@ -1,0 +1,306 @@
+//! The operator's policy, `capsaga.toml`: what each tool is granted, where the
+//! tools and the state live, and the limits of each call.
+//!
+//! ```toml
+//! home = "."                        # what `~` means in grants (relative to this file)
+//! tools_dir = "../target/components"
+//! state_dir = ".capsaga"            # holds state.db
+//!
+//! [limits]                          # defaults for every call
+//! deadline_ms = 5000
+//! memory_bytes = 67108864
+//!
+//! [tools.fs_write]
+//! grants = ["fs:write:~/workspace/**"]
+//! limits = { deadline_ms = 2000 }
+//! ```
+//!
+//! Unknown keys are refused (a typo must not silently widen or drop a rule).
+//! Paths are resolved by the host relative to the file; this module only
+//! parses and checks. An empty `[tools]` table denies every capability.
+
+use crate::capability::{Capability, CapabilityError, FsDir, Place};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// Limits of one call. Every field is optional in the file; the host fills
+/// the defaults of [`Limits::DEFAULT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Wall-clock deadline of a call, milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// Cap on the sum of all linear memories of the instance, bytes.
+    pub memory_bytes: Option<u64>,
+    /// Wasm fuel (roughly, instructions) per call.
+    pub fuel: Option<u64>,
+    /// Cap on the output's `data` plus effects and summary, bytes.
+    pub output_bytes: Option<u64>,
+    /// Cap on log messages per call, bytes.
+    pub log_bytes: Option<u64>,
+}
+
+/// Effective limits of one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock deadline, milliseconds.
+    pub deadline_ms: u64,
+    /// Memory cap (all linear memories together), bytes.
+    pub memory_bytes: u64,
+    /// Fuel per call.
+    pub fuel: u64,
+    /// Output cap, bytes.
+    pub output_bytes: u64,
+    /// Log cap, bytes.
+    pub log_bytes: u64,
+}
+
+impl Limits {
+    /// Defaults: 10 s, 256 MiB, 20 billion fuel, 4 MiB output, 64 KiB logs.
+    pub const DEFAULT: Limits = Limits {
+        deadline_ms: 10_000,
+        memory_bytes: 256 * 1024 * 1024,
+        fuel: 20_000_000_000,
+        output_bytes: 4 * 1024 * 1024,
+        log_bytes: 64 * 1024,
+    };
+
+    /// `self` with the fields set in `c` replaced.
+    pub fn overlay(self, c: &LimitsConfig) -> Limits {
+        Limits {
+            deadline_ms: c.deadline_ms.unwrap_or(self.deadline_ms),
+            memory_bytes: c.memory_bytes.unwrap_or(self.memory_bytes),
+            fuel: c.fuel.unwrap_or(self.fuel),
+            output_bytes: c.output_bytes.unwrap_or(self.output_bytes),
+            log_bytes: c.log_bytes.unwrap_or(self.log_bytes),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
+
+/// One tool's section.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolPolicyFile {
+    /// Capability strings granted to the tool.
+    #[serde(default)]
+    pub grants: Vec<String>,
+    /// Limits overriding the defaults for this tool.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+}
+
+/// The file as parsed.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    /// What `~` means in grants: a directory, relative to the file or absolute.
+    pub home: Option<String>,
+    /// Directory of tool components (`*.wasm`), relative to the file or absolute.
+    pub tools_dir: Option<String>,
+    /// Directory of the state database, relative to the file or absolute.
+    pub state_dir: Option<String>,
+    /// Default limits.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Per-tool sections, keyed by tool name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolPolicyFile>,
+}
+
+/// Why a policy was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    /// Not TOML or unknown keys.
+    #[error("policy file: {0}")]
+    Toml(String),
+    /// A grant did not parse.
+    #[error("policy for tool `{tool}`: {error}")]
+    Capability {
+        /// The tool.
+        tool: String,
+        /// The parse error.
+        error: CapabilityError,
+    },
+    /// A `*` grant.
+    #[error("policy for tool `{tool}`: `{grant}` is not concrete; grants name a directory or a host")]
+    NotConcrete {
+        /// The tool.
+        tool: String,
+        /// The grant.
+        grant: String,
+    },
+    /// A section for a name that cannot be a tool.
+    #[error("policy: `{0}` is not a valid tool name")]
+    BadToolName(String),
+    /// A limit of zero.
+    #[error("policy: limit `{0}` must be greater than zero")]
+    ZeroLimit(&'static str),
+}
+
+/// The checked policy: grants parsed with `~` expanded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// Default limits.
+    pub limits: Limits,
+    /// Grants and limits by tool name.
+    pub tools: BTreeMap<String, ToolPolicy>,
+}
+
+/// One tool's checked grants and limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolPolicy {
+    /// Concrete capabilities, `~` expanded.
+    pub grants: Vec<Capability>,
+    /// Effective limits.
+    pub limits: Limits,
+}
+
+impl PolicyFile {
+    /// Parse the TOML text.
+    ///
+    /// # Errors
+    /// [`PolicyError::Toml`] with the line of the problem.
+    pub fn parse(text: &str) -> Result<PolicyFile, PolicyError> {
+        toml::from_str(text).map_err(|e| PolicyError::Toml(e.to_string()))
+    }
+
+    /// Check grants and limits, expanding `~` to `home` (absolute, normalised).
+    ///
+    /// # Errors
+    /// [`PolicyError`] for the first problem found.
+    pub fn check(&self, home: &str) -> Result<Policy, PolicyError> {
+        check_limits(&self.limits)?;
+        let defaults = Limits::DEFAULT.overlay(&self.limits);
+        let mut tools = BTreeMap::new();
+        for (name, t) in &self.tools {
+            if !crate::meta::is_valid_tool_name(name) {
+                return Err(PolicyError::BadToolName(name.chars().take(80).collect()));
+            }
+            check_limits(&t.limits)?;
+            let mut grants = Vec::new();
+            for g in &t.grants {
+                let cap = Capability::parse(g).map_err(|error| PolicyError::Capability {
+                    tool: name.clone(),
+                    error,
+                })?;
+                if !cap.is_concrete() {
+                    return Err(PolicyError::NotConcrete {
+                        tool: name.clone(),
+                        grant: g.clone(),
+                    });
+                }
+                grants.push(expand_home(cap, home).map_err(|error| PolicyError::Capability {
+                    tool: name.clone(),
+                    error,
+                })?);
+            }
+            grants.sort();
+            grants.dedup();
+            tools.insert(
+                name.clone(),
+                ToolPolicy {
+                    grants,
+                    limits: defaults.overlay(&t.limits),
+                },
+            );
+        }
+        Ok(Policy {
+            limits: defaults,
+            tools,
+        })
+    }
+}
+
+fn check_limits(l: &LimitsConfig) -> Result<(), PolicyError> {
+    for (name, v) in [
+        ("deadline_ms", l.deadline_ms),
+        ("memory_bytes", l.memory_bytes),
+        ("fuel", l.fuel),
+        ("output_bytes", l.output_bytes),
+        ("log_bytes", l.log_bytes),
+    ] {
+        if v == Some(0) {
+            return Err(PolicyError::ZeroLimit(name));
+        }
+    }
+    Ok(())
+}
+
+/// Replace `~` in an fs capability by `home`.
+///
+/// # Errors
+/// [`CapabilityError`] when `home` is not absolute and normalised.
+pub fn expand_home(cap: Capability, home: &str) -> Result<Capability, CapabilityError> {
+    match cap {
+        Capability::Fs {
+            access,
+            dir: Place::Concrete(d @ FsDir::Home(_)),
+        } => Ok(Capability::Fs {
+            access,
+            dir: Place::Concrete(FsDir::Absolute(d.expand(home)?)),
+        }),
+        other => Ok(other),
+    }
+}
+
+impl Policy {
+    /// The grants and limits of `tool`; a tool without a section gets no
+    /// grants and the default limits.
+    pub fn tool(&self, tool: &str) -> ToolPolicy {
+        self.tools.get(tool).cloned().unwrap_or(ToolPolicy {
+            grants: Vec::new(),
+            limits: self.limits,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_expands() {
+        let f = PolicyFile::parse(
+            r#"
+            home = "."
+            [limits]
+            deadline_ms = 3000
+            [tools.fs_write]
+            grants = ["fs:write:~/ws/**"]
+            limits = { memory_bytes = 1048576 }
+            "#,
+        )
+        .unwrap();
+        let p = f.check("/srv/agent").unwrap();
+        let t = p.tool("fs_write");
+        assert_eq!(t.grants[0].to_string(), "fs:write:/srv/agent/ws/**");
+        assert_eq!(t.limits.deadline_ms, 3000);
+        assert_eq!(t.limits.memory_bytes, 1048576);
+        assert!(p.tool("other").grants.is_empty());
+    }
+
+    #[test]
+    fn refusals() {
+        assert!(matches!(PolicyFile::parse("tols = 1"), Err(PolicyError::Toml(_))));
+        assert!(matches!(
+            PolicyFile::parse("[tools.a]\ngrant = []"),
+            Err(PolicyError::Toml(_))
+        ));
+        let f = PolicyFile::parse("[tools.a]\ngrants = [\"fs:read:*\"]").unwrap();
+        assert!(matches!(f.check("/h"), Err(PolicyError::NotConcrete { .. })));
+        let f = PolicyFile::parse("[tools.a]\ngrants = [\"fs:read:/x/*.md\"]").unwrap();
+        assert!(matches!(f.check("/h"), Err(PolicyError::Capability { .. })));
+        let f = PolicyFile::parse("[tools.A]\ngrants = []").unwrap();
+        assert!(matches!(f.check("/h"), Err(PolicyError::BadToolName(_))));
+        let f = PolicyFile::parse("[limits]\nfuel = 0").unwrap();
+        assert!(matches!(f.check("/h"), Err(PolicyError::ZeroLimit("fuel"))));
+        let f = PolicyFile::parse("[tools.a]\ngrants = [\"fs:read:~/x/**\"]").unwrap();
+        assert!(f.check("relative").is_err());
+    }
+}

@@ -1,0 +1,181 @@
+//! The model provider abstraction: one trait every provider implements
+//! (scripted, OpenAI-compatible, Anthropic), and the provider-neutral chat
+//! records the agent loop speaks.
+
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The operator's user: the task.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool result (or a validation error) answering a tool call.
+    Tool,
+}
+
+/// A tool call the model made. `arguments` is the raw JSON text as the model
+/// wrote it, so that the host can refuse duplicate keys before anything else
+/// parses it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's call id (generated when the provider has none).
+    pub id: String,
+    /// The tool name the model used.
+    pub name: String,
+    /// Raw JSON text of the arguments.
+    pub arguments: String,
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text.
+    pub content: String,
+    /// Tool calls of an assistant message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a tool message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// True for a tool message reporting an error (validation or tool error).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+impl Message {
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message {
+            role: Role::User,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            is_error: false,
+        }
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Message {
+            role: Role::Assistant,
+            content: content.into(),
+            tool_calls,
+            tool_call_id: None,
+            is_error: false,
+        }
+    }
+
+    /// A tool result.
+    pub fn tool(call_id: &str, content: impl Into<String>, is_error: bool) -> Self {
+        Message {
+            role: Role::Tool,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.to_string()),
+            is_error,
+        }
+    }
+}
+
+/// A tool as presented to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Args JSON Schema.
+    pub parameters: serde_json::Value,
+    /// The tool's effective grants (shown in the system prompt so that the
+    /// model knows which directories and hosts it can reach; not sent as part
+    /// of the provider's tool definition).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+}
+
+/// One model call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatRequest {
+    /// The system prompt.
+    pub system: String,
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// The tool catalog.
+    pub tools: Vec<ToolSpec>,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A final answer.
+    Stop,
+    /// It called tools.
+    ToolCalls,
+    /// Out of output tokens.
+    Length,
+    /// Anything else.
+    Other,
+}
+
+/// Token counts of one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt (input) tokens.
+    pub input_tokens: u64,
+    /// Response (output) tokens.
+    pub output_tokens: u64,
+}
+
+/// One model answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatResponse {
+    /// Which provider answered.
+    pub provider: String,
+    /// Which model answered.
+    pub model: String,
+    /// Its text (may be empty when it only calls tools).
+    pub text: String,
+    /// Its tool calls, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Why it stopped.
+    pub finish_reason: FinishReason,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+/// Why a provider call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    /// The scripted provider has no more turns.
+    #[error("the script has no more turns (after {0})")]
+    ScriptExhausted(usize),
+    /// Transport or protocol failure.
+    #[error("provider `{provider}` failed: {message}")]
+    Failed {
+        /// Which provider.
+        provider: String,
+        /// What happened.
+        message: String,
+        /// Whether a retry may succeed (429, 5xx, timeouts).
+        retriable: bool,
+    },
+}
+
+/// A model provider.
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// The provider's name, e.g. `scripted`, `openai`, `anthropic`.
+    fn name(&self) -> &str;
+
+    /// One chat completion with native tool calling.
+    ///
+    /// # Errors
+    /// [`ProviderError`].
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+}

@@ -1,0 +1,278 @@
+//! The ReAct loop with native function calling (seed 000 §2-§5).
+//!
+//! One turn is one saga. Each model answer is a Thought; each tool call in it
+//! is validated (unknown tool, schema, duplicate keys) and an invalid one is
+//! answered with a `tool_error` message the model can act on; two invalid
+//! calls in a row end the turn as `tool_hallucination`. Valid calls run as
+//! saga steps. Results of `returns-untrusted` tools are wrapped in
+//! `<untrusted>` markers; results over [`MAX_RESULT_BYTES`] are truncated by
+//! the host with a note. A final answer ends the saga (Done); any other end
+//! rolls back what committed.
+
+use super::prompt::{DEFAULT_IDENTITY, system_prompt};
+use super::provider::{ChatRequest, Message, Provider, ToolSpec};
+use super::trace::{self, ExecutionTrace, Outcome, PolicyDecision, TraceStep, Validation};
+use crate::db::{DbError, now_rfc3339};
+use crate::host::Host;
+use crate::saga::{Saga, SagaError, StepOutcome};
+use crate::wal::Origin;
+use capsaga_core::fsm::State;
+use capsaga_core::untrusted;
+use capsaga_core::validate::{CallError, unknown_tool};
+use std::time::Instant;
+
+/// Tool results longer than this many bytes are truncated for the model.
+pub const MAX_RESULT_BYTES: usize = 2048;
+/// Invalid calls in a row that end the turn as `tool_hallucination`.
+pub const MAX_CONSECUTIVE_INVALID: u32 = 2;
+
+/// Options of one turn.
+#[derive(Debug, Clone)]
+pub struct TurnOptions {
+    /// Most model calls in the turn (then `timeout_steps`).
+    pub max_steps: usize,
+    /// Session id (stable across a conversation).
+    pub session_id: String,
+    /// Channel label, e.g. `cli`.
+    pub channel: String,
+}
+
+impl Default for TurnOptions {
+    fn default() -> Self {
+        TurnOptions {
+            max_steps: 16,
+            session_id: uuid::Uuid::new_v4().to_string(),
+            channel: "cli".into(),
+        }
+    }
+}
+
+/// Why a turn could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The saga engine failed.
+    #[error(transparent)]
+    Saga(#[from] SagaError),
+    /// The trace could not be stored.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// Truncate `text` to [`MAX_RESULT_BYTES`] on a character boundary, with a
+/// note giving the full size.
+pub fn truncate_result(text: &str) -> String {
+    if text.len() <= MAX_RESULT_BYTES {
+        return text.to_string();
+    }
+    let mut cut = MAX_RESULT_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}\n[... truncated, {} bytes total]", &text[..cut], text.len())
+}
+
+/// The catalog the model sees: callable tools only.
+pub fn catalog(host: &Host) -> Vec<ToolSpec> {
+    host.registry
+        .tools()
+        .filter(|t| t.grants.is_ok())
+        .map(|t| ToolSpec {
+            name: t.meta.name.clone(),
+            description: t.meta.description.clone(),
+            parameters: t.meta.args_schema.clone(),
+            grants: t.grant_strings(),
+        })
+        .collect()
+}
+
+/// Run one agent turn for `task` with `provider`. The trace is stored before
+/// it is returned.
+///
+/// # Errors
+/// [`AgentError`] when the saga engine or the database fails; everything the
+/// model or a tool does wrong ends up in the trace's outcome instead.
+pub async fn run_turn(
+    host: &Host,
+    provider: &dyn Provider,
+    task: &str,
+    opts: &TurnOptions,
+) -> Result<ExecutionTrace, AgentError> {
+    let started = Instant::now();
+    let mut saga = Saga::start(host, Origin::Agent, task)?;
+    let mut tr = ExecutionTrace {
+        trace_id: uuid::Uuid::new_v4().to_string(),
+        session_id: opts.session_id.clone(),
+        channel: opts.channel.clone(),
+        saga_id: Some(saga.id().to_string()),
+        saga_state: None,
+        started_at: now_rfc3339(),
+        finished_at: None,
+        user_message: task.to_string(),
+        steps: Vec::new(),
+        final_response: None,
+        cost_usd: 0.0,
+        prompt_tokens: 0,
+        response_tokens: 0,
+        wall_time_ms: 0,
+        outcome: Outcome::TimeoutSteps,
+    };
+    let tools = catalog(host);
+    let callable: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    let mut request = ChatRequest {
+        system: system_prompt(DEFAULT_IDENTITY, &tools, ""),
+        messages: vec![Message::user(task)],
+        tools: tools.clone(),
+    };
+    let mut invalid_in_a_row = 0u32;
+    let mut rollback_state: Option<State> = None;
+
+    'turn: for _ in 0..opts.max_steps {
+        let t0 = Instant::now();
+        let resp = match provider.complete(&request).await {
+            Ok(r) => r,
+            Err(e) => {
+                tr.outcome = Outcome::ProviderError;
+                tr.final_response = Some(format!("model provider failed: {e}"));
+                break 'turn;
+            }
+        };
+        tr.prompt_tokens += resp.usage.input_tokens;
+        tr.response_tokens += resp.usage.output_tokens;
+        tr.steps.push(TraceStep::Thought {
+            provider: resp.provider.clone(),
+            model: resp.model.clone(),
+            prompt_tokens: resp.usage.input_tokens,
+            response_tokens: resp.usage.output_tokens,
+            finish_reason: serde_json::to_value(resp.finish_reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            text: resp.text.clone(),
+            tool_calls: resp.tool_calls.iter().map(|c| c.name.clone()).collect(),
+            cost_usd: 0.0,
+            wall_ms: t0.elapsed().as_millis() as u64,
+        });
+        request
+            .messages
+            .push(Message::assistant(resp.text.clone(), resp.tool_calls.clone()));
+        if resp.tool_calls.is_empty() {
+            tr.final_response = Some(resp.text.clone());
+            tr.outcome = Outcome::Success;
+            break 'turn;
+        }
+        for call in &resp.tool_calls {
+            let t1 = Instant::now();
+            // Validation.
+            let checked = match host.registry.get(&call.name).filter(|t| t.grants.is_ok()) {
+                None => Err((Validation::UnknownTool, unknown_tool(&call.name, &callable))),
+                Some(t) => t
+                    .validator
+                    .check_text(&call.arguments)
+                    .map(|args| (t, args))
+                    .map_err(|e| (Validation::SchemaError, e)),
+            };
+            let (tool, args) = match checked {
+                Ok(ok) => ok,
+                Err((validation, err)) => {
+                    invalid_in_a_row += 1;
+                    record_invalid(&mut tr, call, validation, &err, t1);
+                    request
+                        .messages
+                        .push(Message::tool(&call.id, err.to_model_message(), true));
+                    if invalid_in_a_row >= MAX_CONSECUTIVE_INVALID {
+                        tr.outcome = Outcome::ToolHallucination;
+                        break 'turn;
+                    }
+                    continue;
+                }
+            };
+            invalid_in_a_row = 0;
+            // Execution as a saga step.
+            let outcome = saga.step(&tool.meta.name, &args).await?;
+            let (content, is_error, step_seq, exec_result, error) = match &outcome {
+                StepOutcome::Committed { seq, output, .. } => {
+                    let text = truncate_result(&output.data.to_string());
+                    let text = if tool.meta.returns_untrusted {
+                        let source = format!("tool:{}", tool.meta.name);
+                        untrusted::wrap(&source, &now_rfc3339(), &text)
+                    } else {
+                        text
+                    };
+                    (text, false, Some(*seq), Some(output.data.clone()), None)
+                }
+                StepOutcome::ReadFailed { seq, error, .. } | StepOutcome::Failed { seq, error, .. } => {
+                    (error.to_model_text(), true, Some(*seq), None, Some(error.clone()))
+                }
+                StepOutcome::Refused { error } => (error.to_model_text(), true, None, None, Some(error.clone())),
+            };
+            tr.steps.push(TraceStep::Action {
+                tool_name: call.name.clone(),
+                call_id: call.id.clone(),
+                args: args.clone(),
+                validation: Validation::Ok,
+                policy_decision: PolicyDecision::Allow,
+                step_seq,
+                exec_result,
+                error,
+                wall_ms: t1.elapsed().as_millis() as u64,
+            });
+            request.messages.push(Message::tool(&call.id, content, is_error));
+            if let StepOutcome::Failed { rollback, .. } = &outcome {
+                tr.outcome = Outcome::RolledBack;
+                rollback_state = Some(rollback.final_state);
+                break 'turn;
+            }
+        }
+    }
+
+    let final_state = match (tr.outcome, rollback_state) {
+        (_, Some(state)) => state,
+        (Outcome::Success, None) => saga.finish()?,
+        (_, None) => saga.abort().await?.final_state,
+    };
+    tr.saga_state = Some(final_state);
+    tr.finished_at = Some(now_rfc3339());
+    tr.wall_time_ms = started.elapsed().as_millis() as u64;
+    trace::save(&host.db, &tr)?;
+    Ok(tr)
+}
+
+fn record_invalid(
+    tr: &mut ExecutionTrace,
+    call: &super::provider::ToolCall,
+    validation: Validation,
+    err: &CallError,
+    t1: Instant,
+) {
+    let args = capsaga_core::json::parse_strict(&call.arguments, capsaga_core::validate::MAX_ARGS_LEN)
+        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.chars().take(4096).collect()));
+    tr.steps.push(TraceStep::Action {
+        tool_name: call.name.chars().take(200).collect(),
+        call_id: call.id.clone(),
+        args,
+        validation,
+        policy_decision: PolicyDecision::NotEvaluated,
+        step_seq: None,
+        exec_result: None,
+        error: Some(capsaga_core::error::ToolError::new(
+            capsaga_core::error::ErrorKind::InvalidArgs,
+            err.to_string(),
+            err.to_model_message(),
+        )),
+        wall_ms: t1.elapsed().as_millis() as u64,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_note_and_boundary() {
+        assert_eq!(truncate_result("short"), "short");
+        let long = "é".repeat(2000);
+        let t = truncate_result(&long);
+        assert!(t.ends_with("[... truncated, 4000 bytes total]"), "{t}");
+        assert!(t.len() < 2100);
+    }
+}

@@ -1,0 +1,223 @@
+//! The ExecutionTrace (seed 000 §5): everything that happened in one agent
+//! turn (thought, action and critic steps, tokens, cost, wall time, outcome),
+//! persisted in the `traces` table of the state database.
+
+use crate::db::{Db, DbError};
+use capsaga_core::error::ToolError;
+use capsaga_core::fsm::State;
+use rusqlite::{OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The model gave a final answer and every step committed.
+    Success,
+    /// Two invalid tool calls in a row.
+    ToolHallucination,
+    /// The policy refused a call.
+    PolicyDenied,
+    /// A human refused (or no human could be asked).
+    UserAborted,
+    /// A budget cap was hit.
+    BudgetHit,
+    /// The step limit was reached.
+    TimeoutSteps,
+    /// A side-effecting step failed and the saga was rolled back (capsaga's
+    /// addition to the seed's list).
+    RolledBack,
+    /// The model provider failed (capsaga's addition).
+    ProviderError,
+}
+
+impl Outcome {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::ToolHallucination => "tool_hallucination",
+            Outcome::PolicyDenied => "policy_denied",
+            Outcome::UserAborted => "user_aborted",
+            Outcome::BudgetHit => "budget_hit",
+            Outcome::TimeoutSteps => "timeout_steps",
+            Outcome::RolledBack => "rolled_back",
+            Outcome::ProviderError => "provider_error",
+        }
+    }
+}
+
+/// Result of validating a tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Validation {
+    /// Valid.
+    Ok,
+    /// The args did not match the schema (or were not JSON).
+    SchemaError,
+    /// No such tool.
+    UnknownTool,
+}
+
+/// The policy's decision for a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyDecision {
+    /// Allowed.
+    Allow,
+    /// Denied.
+    Deny,
+    /// A human must approve.
+    ApproveRequired,
+    /// Not evaluated (the call was invalid).
+    NotEvaluated,
+}
+
+/// One step of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TraceStep {
+    /// A model call.
+    Thought {
+        /// Provider name.
+        provider: String,
+        /// Model name.
+        model: String,
+        /// Input tokens.
+        prompt_tokens: u64,
+        /// Output tokens.
+        response_tokens: u64,
+        /// Why it stopped (`stop`, `tool_calls`, ...).
+        finish_reason: String,
+        /// Its text.
+        text: String,
+        /// Names of the tools it called.
+        tool_calls: Vec<String>,
+        /// Cost, USD.
+        cost_usd: f64,
+        /// Wall time, milliseconds.
+        wall_ms: u64,
+    },
+    /// A tool call.
+    Action {
+        /// Tool name as the model wrote it.
+        tool_name: String,
+        /// Provider call id.
+        call_id: String,
+        /// Arguments (parsed when valid, else the raw text as a string).
+        args: serde_json::Value,
+        /// Validation result.
+        validation: Validation,
+        /// Policy decision.
+        policy_decision: PolicyDecision,
+        /// Saga step, when it ran as one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_seq: Option<u64>,
+        /// Output data when it succeeded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exec_result: Option<serde_json::Value>,
+        /// Error when it failed or was refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ToolError>,
+        /// Wall time, milliseconds.
+        wall_ms: u64,
+    },
+    /// A judgement about the turn (fitness, safety, quality).
+    Critic {
+        /// `fitness`, `safety` or `quality`.
+        purpose: String,
+        /// What was judged.
+        input: String,
+        /// The verdict.
+        verdict: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One agent turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionTrace {
+    /// UUID v4.
+    pub trace_id: String,
+    /// Stable across a conversation.
+    pub session_id: String,
+    /// Where the request came from, e.g. `cli`.
+    pub channel: String,
+    /// The saga of the turn.
+    pub saga_id: Option<String>,
+    /// The saga's final guardrail state.
+    pub saga_state: Option<State>,
+    /// RFC 3339.
+    pub started_at: String,
+    /// RFC 3339.
+    pub finished_at: Option<String>,
+    /// The task.
+    pub user_message: String,
+    /// Steps in order.
+    pub steps: Vec<TraceStep>,
+    /// The model's final answer.
+    pub final_response: Option<String>,
+    /// Sum of thought costs, USD.
+    pub cost_usd: f64,
+    /// Sum of prompt tokens.
+    pub prompt_tokens: u64,
+    /// Sum of response tokens.
+    pub response_tokens: u64,
+    /// Wall time of the turn, milliseconds.
+    pub wall_time_ms: u64,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+/// Store `trace` (insert or replace).
+///
+/// # Errors
+/// [`DbError`].
+pub fn save(db: &Db, trace: &ExecutionTrace) -> Result<(), DbError> {
+    let json = serde_json::to_string(trace).map_err(|e| DbError::Decode(e.to_string()))?;
+    db.write(|tx| {
+        tx.execute(
+            "INSERT OR REPLACE INTO traces (trace_id, saga_id, task, outcome, started_at, finished_at, wall_ms, trace)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                trace.trace_id,
+                trace.saga_id,
+                trace.user_message,
+                trace.outcome.as_str(),
+                trace.started_at,
+                trace.finished_at,
+                trace.wall_time_ms as i64,
+                json
+            ],
+        )?;
+        Ok(())
+    })
+}
+
+/// Load a trace by id, or by unique id prefix (at least 4 characters), or
+/// the newest with `last`.
+///
+/// # Errors
+/// [`DbError`] (including a damaged row).
+pub fn load(db: &Db, id: &str) -> Result<Option<ExecutionTrace>, DbError> {
+    if id != "last" && !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+        return Ok(None);
+    }
+    let json: Option<String> = db.read(|c| {
+        let sql = if id == "last" {
+            "SELECT trace FROM traces ORDER BY started_at DESC, rowid DESC LIMIT 1"
+        } else {
+            "SELECT trace FROM traces WHERE trace_id = ?1 OR (length(?1) >= 4 AND trace_id LIKE ?1 || '%') ORDER BY started_at DESC LIMIT 1"
+        };
+        let mut st = c.prepare(sql)?;
+        let r = if id == "last" {
+            st.query_row([], |r| r.get(0)).optional()?
+        } else {
+            st.query_row(params![id], |r| r.get(0)).optional()?
+        };
+        Ok(r)
+    })?;
+    json.map(|j| serde_json::from_str(&j).map_err(|e| DbError::Decode(format!("trace: {e}"))))
+        .transpose()
+}

@@ -1,0 +1,210 @@
+//! The `capsaga` command line: argument parsing (clap) and dispatch. Each
+//! command prints a human-readable report by default and one JSON document
+//! with `--json`; exit codes are in [`exit`].
+
+pub mod exit;
+mod ops;
+mod render;
+mod run;
+
+use crate::host::{Host, HostError};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// capsaga: a host that lets AI agents use tools safely. Tools are WebAssembly
+/// components confined to the capabilities the operator grants; every call is
+/// a saga step logged ahead in SQLite and undone in reverse order when a later
+/// step fails.
+#[derive(Debug, Parser)]
+#[command(name = "capsaga", version, after_help = exit::TABLE)]
+pub struct Cli {
+    /// The operator's policy file.
+    #[arg(long, global = true, env = "CAPSAGA_CONFIG", default_value = "capsaga.toml")]
+    pub config: PathBuf,
+    /// Print one JSON document instead of the human-readable report.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// More log output on stderr (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Tools: list what is loaded and callable.
+    Tools {
+        /// What to do with tools.
+        #[command(subcommand)]
+        cmd: ToolsCmd,
+    },
+    /// Call one tool as a one-step saga (or preview it with --dry-run).
+    Call {
+        /// Tool name.
+        tool: String,
+        /// Arguments as JSON text.
+        #[arg(default_value = "{}")]
+        args: String,
+        /// Run the tool's dry-run in a read-only sandbox; nothing is logged.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Run a plan (a list of tool calls) as one saga, without a model.
+    Run {
+        /// The plan file (JSON).
+        #[arg(long)]
+        plan: PathBuf,
+        /// Replay the plan in an existing saga: committed steps return their
+        /// logged output instead of running again.
+        #[arg(long)]
+        saga: Option<String>,
+    },
+    /// Run one agent turn with the scripted model.
+    Agent {
+        /// The script of model turns (JSON).
+        #[arg(long)]
+        script: PathBuf,
+        /// The task.
+        task: String,
+        /// Most model calls in the turn.
+        #[arg(long, default_value_t = 16)]
+        max_steps: usize,
+    },
+    /// Show the write-ahead log of a saga (the newest when none is given).
+    Log {
+        /// Saga id.
+        #[arg(long)]
+        saga: Option<String>,
+    },
+    /// List sagas, newest first.
+    Sagas {
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Compensate what a saga left: an interrupted saga is rolled back; the
+    /// failed compensations of a FailedRollbackPartial saga are retried.
+    Rollback {
+        /// Saga id.
+        #[arg(long)]
+        saga: String,
+    },
+    /// Show an execution trace by id (or `last`).
+    Trace {
+        /// Trace id, a unique prefix of at least 4 characters, or `last`.
+        id: String,
+    },
+    /// Audit the write-ahead log.
+    Audit {
+        /// What to audit.
+        #[command(subcommand)]
+        cmd: AuditCmd,
+    },
+    /// Show the guardrail state machine.
+    Fsm {
+        /// Print the transition table and a Mermaid diagram.
+        #[arg(long)]
+        show: bool,
+    },
+}
+
+/// `capsaga tools ...`
+#[derive(Debug, Subcommand)]
+pub enum ToolsCmd {
+    /// List loaded tools with their grants, and load problems.
+    List,
+}
+
+/// `capsaga audit ...`
+#[derive(Debug, Subcommand)]
+pub enum AuditCmd {
+    /// Verify the hash chain of the write-ahead log.
+    Verify,
+}
+
+/// A command's failure before or outside a saga, with its exit code.
+pub(crate) struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl From<HostError> for Failure {
+    fn from(e: HostError) -> Self {
+        let code = match &e {
+            HostError::Config(_) | HostError::Load(_) => exit::CONFIG,
+            HostError::Db(_) => exit::DATABASE,
+            HostError::Sandbox(_) => exit::INTERNAL,
+        };
+        Failure {
+            code,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<crate::db::DbError> for Failure {
+    fn from(e: crate::db::DbError) -> Self {
+        Failure {
+            code: exit::DATABASE,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<crate::saga::SagaError> for Failure {
+    fn from(e: crate::saga::SagaError) -> Self {
+        let code = match &e {
+            crate::saga::SagaError::NotFound(_) => exit::NOT_FOUND,
+            crate::saga::SagaError::Db(_) => exit::DATABASE,
+            crate::saga::SagaError::Transition(_) => exit::INTERNAL,
+        };
+        Failure {
+            code,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Run a parsed command line and return the process exit code.
+pub async fn main_with(cli: Cli) -> u8 {
+    let json = cli.json;
+    let result = dispatch(cli).await;
+    match result {
+        Ok(code) => code,
+        Err(f) => {
+            if json {
+                println!("{}", serde_json::json!({"error": f.message, "exit_code": f.code}));
+            } else {
+                eprintln!("capsaga: {}", f.message);
+            }
+            f.code
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    let out = render::Out { json: cli.json };
+    if let Command::Fsm { show } = &cli.command {
+        return Ok(ops::fsm(&out, *show));
+    }
+    let host = Host::open(&cli.config).await?;
+    match cli.command {
+        Command::Tools { cmd: ToolsCmd::List } => Ok(ops::tools_list(&host, &out)),
+        Command::Call { tool, args, dry_run } => run::call(&host, &out, &tool, &args, dry_run).await,
+        Command::Run { plan, saga } => run::plan(&host, &out, &plan, saga.as_deref()).await,
+        Command::Agent {
+            script,
+            task,
+            max_steps,
+        } => run::agent(&host, &out, &script, &task, max_steps).await,
+        Command::Log { saga } => ops::log(&host, &out, saga.as_deref()),
+        Command::Sagas { limit } => ops::sagas(&host, &out, limit),
+        Command::Rollback { saga } => run::rollback(&host, &out, &saga).await,
+        Command::Trace { id } => ops::trace(&host, &out, &id),
+        Command::Audit { cmd: AuditCmd::Verify } => ops::audit_verify(&host, &out),
+        Command::Fsm { .. } => Ok(exit::OK),
+    }
+}

@@ -1,0 +1,187 @@
+//! Read-only operator commands: `tools list`, `log`, `sagas`, `trace`,
+//! `audit verify`, `fsm --show`.
+
+use super::render::{Out, clip, log_line, step_line};
+use super::{Failure, exit};
+use crate::agent::trace;
+use crate::host::Host;
+use crate::wal::{Wal, chain};
+use capsaga_core::fsm::Guardrail;
+use serde_json::json;
+
+/// `capsaga tools list`.
+pub(crate) fn tools_list(host: &Host, out: &Out) -> u8 {
+    if out.json {
+        let tools: Vec<_> = host
+            .registry
+            .tools()
+            .map(|t| {
+                json!({
+                    "name": t.meta.name,
+                    "version": t.meta.version,
+                    "description": t.meta.description,
+                    "risk": t.meta.risk,
+                    "has_side_effects": t.meta.has_side_effects,
+                    "returns_untrusted": t.meta.returns_untrusted,
+                    "idempotent": t.meta.idempotent,
+                    "supports_dry_run": t.meta.supports_dry_run,
+                    "requires": t.meta.capabilities,
+                    "hash": t.hash,
+                    "callable": t.grants.is_ok(),
+                    "grants": t.grant_strings(),
+                    "not_callable_because": t.grants.as_ref().err().map(|e| e.to_string()),
+                })
+            })
+            .collect();
+        out.json(&json!({"tools_dir": host.config.tools_dir, "tools": tools, "issues": host.registry.issues}));
+        return exit::OK;
+    }
+    println!("tools in {}", host.config.tools_dir.display());
+    for t in host.registry.tools() {
+        let effects = if t.meta.has_side_effects { "side effects" } else { "read-only" };
+        println!(
+            "  {:<14} {:<8} risk {:<6} {:<12} {}",
+            t.meta.name, t.meta.version, t.meta.risk, effects, clip(&t.meta.description, 70)
+        );
+        match &t.grants {
+            Ok(g) if g.is_empty() => println!("  {:<14} grants: (none needed)", ""),
+            Ok(_) => println!("  {:<14} grants: {}", "", t.grant_strings().join(", ")),
+            Err(e) => println!("  {:<14} NOT CALLABLE: {e}", ""),
+        }
+    }
+    if !host.registry.issues.is_empty() {
+        println!("load issues:");
+        for i in &host.registry.issues {
+            println!("  {}: {}", i.source, i.error);
+        }
+    }
+    exit::OK
+}
+
+/// `capsaga log [--saga <id>]`.
+pub(crate) fn log(host: &Host, out: &Out, saga: Option<&str>) -> Result<u8, Failure> {
+    let wal = Wal::new(&host.db);
+    let row = match saga {
+        Some(id) => wal.saga(id)?,
+        None => wal.sagas(1)?.into_iter().next(),
+    };
+    let Some(row) = row else {
+        return Err(Failure {
+            code: exit::NOT_FOUND,
+            message: match saga {
+                Some(id) => format!("no saga `{}`", clip(id, 80)),
+                None => "no saga has run yet".into(),
+            },
+        });
+    };
+    let log = wal.log(Some(&row.saga_id))?;
+    let steps = wal.steps(&row.saga_id)?;
+    if out.json {
+        out.json(&json!({"saga": row, "steps": steps, "log": log}));
+        return Ok(exit::OK);
+    }
+    println!(
+        "saga {}  origin {}  state {}  {}",
+        row.saga_id, row.origin, row.state, row.label
+    );
+    println!("steps:");
+    for s in &steps {
+        println!("{}", step_line(s));
+    }
+    println!("write-ahead log:");
+    for r in &log {
+        println!("{}", log_line(r));
+    }
+    Ok(exit::OK)
+}
+
+/// `capsaga sagas`.
+pub(crate) fn sagas(host: &Host, out: &Out, limit: usize) -> Result<u8, Failure> {
+    let rows = Wal::new(&host.db).sagas(limit)?;
+    if out.json {
+        out.json(&rows);
+    } else {
+        for r in &rows {
+            println!(
+                "{}  {:<22} {:<6} {}  {}",
+                r.saga_id,
+                r.state.as_str(),
+                r.origin,
+                r.created_at,
+                clip(&r.label, 60)
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// `capsaga trace <id>`.
+pub(crate) fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failure> {
+    let Some(t) = trace::load(&host.db, id)? else {
+        return Err(Failure {
+            code: exit::NOT_FOUND,
+            message: format!("no trace `{}`", clip(id, 80)),
+        });
+    };
+    if out.json {
+        out.json(&t);
+        return Ok(exit::OK);
+    }
+    println!("trace {}  outcome {}  {} ms", t.trace_id, t.outcome.as_str(), t.wall_time_ms);
+    println!("task: {}", t.user_message);
+    println!(
+        "saga: {} ({})",
+        t.saga_id.as_deref().unwrap_or("-"),
+        t.saga_state.map(|s| s.to_string()).unwrap_or_default()
+    );
+    println!("tokens: {} in, {} out  cost: ${:.6}", t.prompt_tokens, t.response_tokens, t.cost_usd);
+    for (i, s) in t.steps.iter().enumerate() {
+        println!("  {i:>3} {}", clip(&serde_json::to_string(s).unwrap_or_default(), 300));
+    }
+    if let Some(f) = &t.final_response {
+        println!("answer: {f}");
+    }
+    Ok(exit::OK)
+}
+
+/// `capsaga audit verify`.
+pub(crate) fn audit_verify(host: &Host, out: &Out) -> Result<u8, Failure> {
+    let rows = Wal::new(&host.db).log(None)?;
+    let broken = chain::verify(&rows);
+    if out.json {
+        out.json(&json!({"rows": rows.len(), "ok": broken.is_none(), "first_break": broken}));
+    } else {
+        match &broken {
+            None => println!("write-ahead log intact: {} rows, hash chain verified", rows.len()),
+            Some(b) => println!("write-ahead log BROKEN at row {}: {}", b.seq, b.reason),
+        }
+    }
+    Ok(if broken.is_none() { exit::OK } else { exit::NOT_SUCCESS })
+}
+
+/// `capsaga fsm --show`.
+pub(crate) fn fsm(out: &Out, _show: bool) -> u8 {
+    let g = Guardrail::new();
+    let rows = g.rows();
+    if out.json {
+        let table: Vec<_> = rows
+            .iter()
+            .map(|(a, e, b, guard)| json!({"from": a, "event": e, "to": b, "guard": guard}))
+            .collect();
+        out.json(&json!({"transitions": table}));
+        return exit::OK;
+    }
+    println!("{:<14} {:<20} {:<22} guard", "from", "event", "to");
+    for (a, e, b, guard) in &rows {
+        println!("{:<14} {:<20} {:<22} {guard}", a.as_str(), e, b.as_str(), );
+    }
+    println!("\n```mermaid\nstateDiagram-v2\n    [*] --> Idle");
+    for (a, e, b, _) in &rows {
+        println!("    {} --> {}: {}", a.as_str(), b.as_str(), e);
+    }
+    for t in ["Done", "FailedRolledBack", "FailedRollbackPartial"] {
+        println!("    {t} --> [*]");
+    }
+    println!("```");
+    exit::OK
+}

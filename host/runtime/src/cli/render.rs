@@ -1,0 +1,93 @@
+//! Output helpers: human text or one JSON document.
+
+use crate::wal::{LogRow, StepRow};
+use capsaga_core::error::ToolError;
+use capsaga_core::tool::ToolOutput;
+use serde::Serialize;
+
+/// Where and how to print.
+pub(crate) struct Out {
+    pub json: bool,
+}
+
+impl Out {
+    /// Print `value` as JSON (pretty) when `--json`.
+    pub fn json<T: Serialize>(&self, value: &T) {
+        match serde_json::to_string_pretty(value) {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("capsaga: cannot render JSON: {e}"),
+        }
+    }
+}
+
+/// One line for a tool output.
+pub(crate) fn output_line(o: &ToolOutput) -> String {
+    let mut s = if o.summary.is_empty() {
+        clip(&o.data.to_string(), 160)
+    } else {
+        o.summary.clone()
+    };
+    if !o.effects.is_empty() {
+        s.push_str(&format!(" [{}]", o.effects.join("; ")));
+    }
+    s
+}
+
+/// One line for a tool error.
+pub(crate) fn error_line(e: &ToolError) -> String {
+    format!("{}: {}", e.kind, e.message)
+}
+
+pub(crate) fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
+
+/// A `wal_log` row as one line.
+pub(crate) fn log_line(r: &LogRow) -> String {
+    let step = r.step_seq.map(|s| format!("step {s}")).unwrap_or_else(|| "saga".into());
+    let detail = match r.record.as_str() {
+        "BEGIN" => format!(
+            "{} {}",
+            r.detail.get("tool").and_then(|v| v.as_str()).unwrap_or("?"),
+            clip(&r.detail.get("args").map(|a| a.to_string()).unwrap_or_default(), 100)
+        ),
+        "COMMIT" => r
+            .detail
+            .get("output")
+            .and_then(|o| serde_json::from_value::<ToolOutput>(o.clone()).ok())
+            .map(|o| output_line(&o))
+            .unwrap_or_default(),
+        "FAIL" | "COMPENSATION_FAILED" => r
+            .detail
+            .get("error")
+            .and_then(|e| serde_json::from_value::<ToolError>(e.clone()).ok())
+            .map(|e| error_line(&e))
+            .unwrap_or_default(),
+        "STATE" => format!(
+            "{}{}",
+            r.detail.get("state").and_then(|v| v.as_str()).unwrap_or("?"),
+            r.detail
+                .get("event")
+                .and_then(|v| v.as_str())
+                .map(|e| format!(" (after {e})"))
+                .unwrap_or_default()
+        ),
+        _ => String::new(),
+    };
+    format!("{:>5}  {}  {:<8} {:<20} {}", r.seq, r.at, step, r.record, detail)
+}
+
+/// A `saga_steps` row as one line.
+pub(crate) fn step_line(s: &StepRow) -> String {
+    format!(
+        "  step {:<3} {:<12} {:<20} {}",
+        s.step_seq,
+        s.tool_id,
+        s.status.as_str(),
+        clip(&s.args.to_string(), 100)
+    )
+}

@@ -1,0 +1,252 @@
+//! Commands that run tools: `call`, `run --plan`, `agent`, `rollback`.
+
+use super::render::{Out, error_line, output_line};
+use super::{Failure, exit};
+use crate::agent::runner::{TurnOptions, run_turn};
+use crate::agent::scripted::ScriptedProvider;
+use crate::agent::trace::{Outcome, TraceStep};
+use crate::host::Host;
+use crate::saga::plan::{self, Plan};
+use crate::saga::{RollbackReport, Saga, StepOutcome, deadline_from_now};
+use crate::sandbox::{CallRequest, Op};
+use crate::wal::Origin;
+use capsaga_core::fsm::State;
+use capsaga_core::grant::dry_run_grants;
+use capsaga_core::json::canonical;
+use capsaga_core::tool::CallContext;
+use serde_json::json;
+use std::path::Path;
+
+fn state_code(state: State) -> u8 {
+    match state {
+        State::FailedRolledBack => exit::ROLLED_BACK,
+        State::FailedRollbackPartial => exit::ROLLBACK_PARTIAL,
+        _ => exit::OK,
+    }
+}
+
+fn print_rollback(rb: &RollbackReport) {
+    for u in &rb.undone {
+        match &u.result {
+            Ok(()) => println!("  compensated step {} ({})", u.seq, u.tool),
+            Err(e) => println!("  COMPENSATION FAILED step {} ({}): {}", u.seq, u.tool, error_line(e)),
+        }
+    }
+    println!("saga state: {}", rb.final_state);
+}
+
+/// `capsaga call <tool> '<json>' [--dry-run]`.
+pub(crate) async fn call(host: &Host, out: &Out, tool: &str, args: &str, dry_run: bool) -> Result<u8, Failure> {
+    let Some(t) = host.registry.get(tool) else {
+        let e = capsaga_core::validate::unknown_tool(tool, &host.registry.names());
+        return Err(Failure {
+            code: exit::TOOL_ERROR,
+            message: e.to_model_message(),
+        });
+    };
+    let args = t.validator.check_text(args).map_err(|e| Failure {
+        code: exit::TOOL_ERROR,
+        message: e.to_model_message(),
+    })?;
+    if dry_run {
+        let grants = t.grants.as_ref().map_err(|e| Failure {
+            code: exit::CONFIG,
+            message: e.to_string(),
+        })?;
+        let dry = dry_run_grants(grants);
+        let ctx = CallContext {
+            saga_id: String::new(),
+            step_seq: 0,
+            idempotency_key: String::new(),
+            deadline_ms: deadline_from_now(t.limits.deadline_ms),
+            dry_run: true,
+        };
+        let args_text = canonical(&args);
+        let (res, diag) = host
+            .sandbox
+            .call(CallRequest {
+                tool,
+                prepared: &t.prepared,
+                grants: &dry,
+                limits: &t.limits,
+                ctx: &ctx,
+                args_json: &args_text,
+                op: &Op::DryRun,
+            })
+            .await;
+        return Ok(match res {
+            Ok(Some(o)) => {
+                if out.json {
+                    out.json(&json!({"dry_run": true, "output": o, "wall_ms": diag.wall_ms}));
+                } else {
+                    println!("dry-run {tool}: {}", output_line(&o));
+                    println!("{}", serde_json::to_string_pretty(&o.data).unwrap_or_default());
+                }
+                exit::OK
+            }
+            Ok(None) => exit::OK,
+            Err(e) => {
+                if out.json {
+                    out.json(&json!({"dry_run": true, "error": e}));
+                } else {
+                    println!("dry-run {tool} failed: {}\nhint: {}", error_line(&e), e.llm_hint);
+                }
+                exit::TOOL_ERROR
+            }
+        });
+    }
+    let mut saga = Saga::start(host, Origin::Call, &format!("call {tool}"))?;
+    let outcome = saga.step(tool, &args).await?;
+    let (code, state) = match &outcome {
+        StepOutcome::Committed { .. } => (exit::OK, saga.finish()?),
+        StepOutcome::ReadFailed { .. } | StepOutcome::Refused { .. } => {
+            (exit::TOOL_ERROR, saga.abort().await?.final_state)
+        }
+        StepOutcome::Failed { rollback, .. } => (exit::TOOL_ERROR, rollback.final_state),
+    };
+    if out.json {
+        let body = match &outcome {
+            StepOutcome::Committed { seq, output, replayed, .. } => {
+                json!({"step_seq": seq, "output": output, "replayed": replayed})
+            }
+            StepOutcome::ReadFailed { seq, error, .. } | StepOutcome::Failed { seq, error, .. } => {
+                json!({"step_seq": seq, "error": error})
+            }
+            StepOutcome::Refused { error } => json!({"error": error}),
+        };
+        out.json(&json!({"saga_id": saga.id(), "saga_state": state, "result": body}));
+    } else {
+        match &outcome {
+            StepOutcome::Committed { output, .. } => {
+                println!("{tool}: {}", output_line(output));
+                println!("{}", serde_json::to_string_pretty(&output.data).unwrap_or_default());
+            }
+            StepOutcome::ReadFailed { error, .. }
+            | StepOutcome::Failed { error, .. }
+            | StepOutcome::Refused { error } => {
+                println!("{tool} failed: {}\nhint: {}", error_line(error), error.llm_hint);
+            }
+        }
+        println!("saga {} ended {state}", saga.id());
+    }
+    Ok(code)
+}
+
+/// `capsaga run --plan <file> [--saga <id>]`.
+pub(crate) async fn plan(host: &Host, out: &Out, path: &Path, resume: Option<&str>) -> Result<u8, Failure> {
+    let plan = Plan::from_file(path, &host.config.home).map_err(|e| Failure {
+        code: exit::CONFIG,
+        message: e.to_string(),
+    })?;
+    plan.validate(host).map_err(|e| Failure {
+        code: exit::CONFIG,
+        message: e.to_string(),
+    })?;
+    let report = plan::run(host, &plan, resume).await?;
+    if out.json {
+        out.json(&report);
+    } else {
+        println!("saga {}  ({})", report.saga_id, plan.description);
+        for s in &report.steps {
+            let seq = s.step_seq.map(|q| format!("step {q}")).unwrap_or_else(|| "-".into());
+            match (&s.output, &s.error) {
+                (Some(o), _) => println!("  {seq:<8} {:<10} {:<9} {}", s.tool, s.status, output_line(o)),
+                (_, Some(e)) => println!("  {seq:<8} {:<10} {:<9} {}", s.tool, s.status, error_line(e)),
+                _ => println!("  {seq:<8} {:<10} {}", s.tool, s.status),
+            }
+        }
+        if let Some(rb) = &report.rollback {
+            println!("rollback:");
+            print_rollback(rb);
+        } else {
+            println!("saga state: {}", report.final_state);
+        }
+    }
+    Ok(state_code(report.final_state))
+}
+
+/// `capsaga agent --script <file> "<task>"`.
+pub(crate) async fn agent(host: &Host, out: &Out, script: &Path, task: &str, max_steps: usize) -> Result<u8, Failure> {
+    let provider = ScriptedProvider::from_file(script, &host.config.home).map_err(|e| Failure {
+        code: exit::CONFIG,
+        message: e.to_string(),
+    })?;
+    let opts = TurnOptions {
+        max_steps,
+        ..TurnOptions::default()
+    };
+    let tr = run_turn(host, &provider, task, &opts).await.map_err(|e| Failure {
+        code: exit::INTERNAL,
+        message: e.to_string(),
+    })?;
+    if out.json {
+        out.json(&tr);
+    } else {
+        println!("trace {}  saga {}", tr.trace_id, tr.saga_id.as_deref().unwrap_or("-"));
+        for s in &tr.steps {
+            match s {
+                TraceStep::Thought { text, tool_calls, .. } => {
+                    if !text.is_empty() {
+                        println!("  thought: {}", super::render::clip(text, 200));
+                    }
+                    if !tool_calls.is_empty() {
+                        println!("  calls:   {}", tool_calls.join(", "));
+                    }
+                }
+                TraceStep::Action {
+                    tool_name,
+                    validation,
+                    step_seq,
+                    error,
+                    ..
+                } => {
+                    let seq = step_seq.map(|q| format!("step {q}")).unwrap_or_else(|| "-".into());
+                    match error {
+                        None => println!("  action:  {tool_name} ({seq}) ok"),
+                        Some(e) => println!(
+                            "  action:  {tool_name} ({seq}) {:?}: {}",
+                            validation,
+                            super::render::clip(&error_line(e), 200)
+                        ),
+                    }
+                }
+                TraceStep::Critic { purpose, verdict, .. } => println!("  critic:  {purpose}: {verdict}"),
+            }
+        }
+        if let Some(f) = &tr.final_response {
+            println!("answer: {}", super::render::clip(f, 500));
+        }
+        println!(
+            "outcome: {}  saga state: {}",
+            tr.outcome.as_str(),
+            tr.saga_state.map(|s| s.to_string()).unwrap_or_default()
+        );
+    }
+    Ok(match (tr.outcome, tr.saga_state) {
+        (Outcome::Success, _) => exit::OK,
+        (_, Some(State::FailedRollbackPartial)) => exit::ROLLBACK_PARTIAL,
+        (Outcome::RolledBack, _) => exit::ROLLED_BACK,
+        _ => exit::NOT_SUCCESS,
+    })
+}
+
+/// `capsaga rollback --saga <id>`.
+pub(crate) async fn rollback(host: &Host, out: &Out, saga_id: &str) -> Result<u8, Failure> {
+    let mut saga = Saga::resume(host, saga_id)?;
+    let before = saga.state();
+    let report = saga.recover().await?;
+    if out.json {
+        out.json(&json!({"saga_id": saga_id, "state_before": before, "report": report}));
+    } else {
+        println!("saga {saga_id} was {before}");
+        if report.undone.is_empty() {
+            println!("  nothing to compensate");
+        }
+        print_rollback(&report);
+    }
+    Ok(if report.all_compensated() {
+        exit::OK
+    } else {
+        exit::ROLLBACK_PARTIAL
+    })
+}

@@ -1,0 +1,199 @@
+//! Loading the operator's `capsaga.toml` from disk: the file is parsed and
+//! checked by `capsaga_core::policy`; this module resolves its paths relative
+//! to the file's directory.
+
+use capsaga_core::policy::{Policy, PolicyError, PolicyFile};
+use std::path::{Component, Path, PathBuf};
+
+/// Default name of the policy file.
+pub const DEFAULT_CONFIG: &str = "capsaga.toml";
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {error}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        error: String,
+    },
+    /// The file is not a valid policy.
+    #[error("{path}: {error}")]
+    Policy {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        error: PolicyError,
+    },
+    /// A directory named in the file does not exist.
+    #[error("{path}: {what} `{dir}` cannot be resolved: {error}")]
+    Dir {
+        /// The file.
+        path: PathBuf,
+        /// Which setting.
+        what: &'static str,
+        /// The directory as written.
+        dir: String,
+        /// The OS error.
+        error: String,
+    },
+}
+
+/// The loaded configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The policy file.
+    pub path: PathBuf,
+    /// What `~` means in grants (absolute, canonical).
+    pub home: PathBuf,
+    /// Where the tool components are.
+    pub tools_dir: PathBuf,
+    /// Where `state.db` lives.
+    pub state_dir: PathBuf,
+    /// The checked policy.
+    pub policy: Policy,
+}
+
+impl Config {
+    /// The state database file.
+    pub fn db_path(&self) -> PathBuf {
+        self.state_dir.join("state.db")
+    }
+
+    /// Load and check the policy file at `path`.
+    ///
+    /// Relative paths in the file are resolved against its directory; `home`
+    /// (default: the file's directory) must exist and is canonicalised, so
+    /// grants name real directories without symlinks in their prefix.
+    ///
+    /// # Errors
+    /// [`ConfigError`].
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_path_buf(),
+            error: e.to_string(),
+        })?;
+        let file = PolicyFile::parse(&text).map_err(|error| ConfigError::Policy {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let base = base.canonicalize().map_err(|e| ConfigError::Dir {
+            path: path.to_path_buf(),
+            what: "the config directory",
+            dir: base.display().to_string(),
+            error: e.to_string(),
+        })?;
+        let home_raw = file.home.clone().unwrap_or_else(|| ".".into());
+        let home = base
+            .join(&home_raw)
+            .canonicalize()
+            .map_err(|e| ConfigError::Dir {
+                path: path.to_path_buf(),
+                what: "home",
+                dir: home_raw.clone(),
+                error: e.to_string(),
+            })?;
+        let home_str = home.to_str().ok_or_else(|| ConfigError::Dir {
+            path: path.to_path_buf(),
+            what: "home",
+            dir: home_raw,
+            error: "not valid UTF-8".into(),
+        })?;
+        let policy = file.check(home_str).map_err(|error| ConfigError::Policy {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let tools_dir = normalize(&base.join(file.tools_dir.as_deref().unwrap_or("tools")));
+        let state_dir = normalize(&base.join(file.state_dir.as_deref().unwrap_or(".capsaga")));
+        Ok(Config {
+            path: path.to_path_buf(),
+            home,
+            tools_dir,
+            state_dir,
+            policy,
+        })
+    }
+}
+
+/// Replace every `${home}` in the string values of `v` by `home`.
+///
+/// Plans and scripts are operator documents that name files by absolute path
+/// (a path means the same to the operator, the model and the guest); this lets
+/// them be written without knowing where the workspace lives. Model output is
+/// never expanded.
+pub fn expand_home_vars(v: &mut serde_json::Value, home: &Path) {
+    let home = home.to_string_lossy();
+    match v {
+        serde_json::Value::String(s) if s.contains("${home}") => *s = s.replace("${home}", &home),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| expand_home_vars(x, Path::new(home.as_ref()))),
+        serde_json::Value::Object(m) => m
+            .values_mut()
+            .for_each(|x| expand_home_vars(x, Path::new(home.as_ref()))),
+        _ => {}
+    }
+}
+
+/// Lexically remove `.` and `..` (for display and for paths that may not
+/// exist yet).
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_relative_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        let p = dir.path().join("capsaga.toml");
+        std::fs::write(
+            &p,
+            "tools_dir = \"../components\"\n[tools.fs_read]\ngrants = [\"fs:read:~/ws/**\"]\n",
+        )
+        .unwrap();
+        let c = Config::load(&p).unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        assert_eq!(c.home, home);
+        assert_eq!(c.state_dir, home.join(".capsaga"));
+        assert_eq!(c.tools_dir, home.parent().unwrap().join("components"));
+        assert_eq!(
+            c.policy.tool("fs_read").grants[0].to_string(),
+            format!("fs:read:{}/ws/**", home.display())
+        );
+    }
+
+    #[test]
+    fn home_vars_expand_in_strings_only() {
+        let mut v = serde_json::json!({"path": "${home}/a.txt", "n": 1, "list": ["${home}", "x"]});
+        expand_home_vars(&mut v, Path::new("/srv/h"));
+        assert_eq!(v, serde_json::json!({"path": "/srv/h/a.txt", "n": 1, "list": ["/srv/h", "x"]}));
+    }
+
+    #[test]
+    fn errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("capsaga.toml");
+        std::fs::write(&p, "[tools.x]\ngrants = [\"fs:read:/a/*.md\"]\n").unwrap();
+        let e = Config::load(&p).unwrap_err().to_string();
+        assert!(e.contains("capsaga.toml") && e.contains("/**"), "{e}");
+        assert!(Config::load(&dir.path().join("missing.toml")).is_err());
+    }
+}

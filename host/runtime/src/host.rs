@@ -1,0 +1,78 @@
+//! [`Host`]: everything a command needs, wired once: the configuration, the
+//! sandbox, the tool registry, the state database and the guardrail.
+
+use crate::config::{Config, ConfigError};
+use crate::db::{Db, DbError};
+use crate::registry::{LoadError, Registry};
+use crate::sandbox::{Sandbox, SandboxError};
+use capsaga_core::fsm::Guardrail;
+use std::path::Path;
+
+/// Why the host could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// Bad or missing `capsaga.toml`.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The state database is unusable.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The engine could not start.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The tools directory could not be read.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
+
+/// The wired host.
+pub struct Host {
+    /// The configuration.
+    pub config: Config,
+    /// The shared engine.
+    pub sandbox: Sandbox,
+    /// Loaded tools.
+    pub registry: Registry,
+    /// The state database.
+    pub db: Db,
+    /// The guardrail.
+    pub guardrail: Guardrail,
+}
+
+impl Host {
+    /// Load `capsaga.toml` at `config_path`, open the state database, start the
+    /// engine and load the tools.
+    ///
+    /// # Errors
+    /// [`HostError`].
+    pub async fn open(config_path: &Path) -> Result<Host, HostError> {
+        let config = Config::load(config_path)?;
+        Host::with_config(config).await
+    }
+
+    /// Same as [`Host::open`] with an already loaded configuration.
+    ///
+    /// # Errors
+    /// [`HostError`].
+    pub async fn with_config(config: Config) -> Result<Host, HostError> {
+        let db = Db::open(&config.db_path())?;
+        let sandbox = Sandbox::new()?;
+        let registry = Registry::load(
+            &sandbox,
+            &config.tools_dir,
+            &config.state_dir.join("components"),
+            &config.policy,
+        )
+        .await?;
+        for issue in &registry.issues {
+            tracing::warn!("{}: {}", issue.source, issue.error);
+        }
+        Ok(Host {
+            config,
+            sandbox,
+            registry,
+            db,
+            guardrail: Guardrail::new(),
+        })
+    }
+}

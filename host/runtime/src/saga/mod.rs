@@ -1,0 +1,483 @@
+//! The saga engine: every tool call runs as a step of a saga, checked by the
+//! guardrail and logged ahead in the WAL (DESIGN §5-§6).
+//!
+//! A step of a side-effecting tool:
+//! 1. the guardrail moves the saga to Acting (PlanReady, or ValidationPassed
+//!    from Validating) and checks the tool may execute there;
+//! 2. if the tool supports it, `dry-run` runs first in a read-only sandbox and
+//!    its output is kept as the step's pre-image (what crash recovery hands
+//!    to `compensate` for a step whose `execute` outcome was never logged);
+//! 3. BEGIN is written (durably) with the tool's content hash, its effective
+//!    grants, the arguments and the pre-image; an idempotency key that
+//!    already committed returns the logged output instead;
+//! 4. `execute` runs in a fresh instance with the effective grants;
+//! 5. COMMIT or FAIL is written; a failure starts the rollback (see
+//!    [`rollback`]).
+//!
+//! A read-only step runs in Planning or Validating (a read after writes moves
+//! the saga to Validating); its failure is reported to the caller and does not
+//! fail the saga.
+
+pub mod plan;
+pub mod rollback;
+
+use crate::db::DbError;
+use crate::host::Host;
+use crate::registry::LoadedTool;
+use crate::sandbox::{CallDiagnostics, CallRequest, Op};
+use crate::wal::{BeginOutcome, Origin, StepStatus, Wal};
+use capsaga_core::error::{ErrorKind, ToolError};
+use capsaga_core::fsm::{Event, State};
+use capsaga_core::grant::dry_run_grants;
+use capsaga_core::idempotency::step_key;
+use capsaga_core::json::canonical;
+use capsaga_core::tool::{CallContext, ToolOutput};
+pub use rollback::{RollbackReport, StepUndo};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Why the saga engine itself failed (not a tool).
+#[derive(Debug, thiserror::Error)]
+pub enum SagaError {
+    /// The WAL could not be written or read.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The guardrail refused a transition the engine needed (a bug, or a
+    /// saga already terminal).
+    #[error(transparent)]
+    Transition(#[from] capsaga_core::fsm::TransitionDenied),
+    /// No saga with this id.
+    #[error("no saga `{0}`")]
+    NotFound(String),
+}
+
+/// What happened to one step.
+#[derive(Debug, Clone)]
+pub enum StepOutcome {
+    /// Executed and committed, or replayed from the log (`replayed`).
+    Committed {
+        /// The step.
+        seq: u64,
+        /// Its output.
+        output: ToolOutput,
+        /// True when the idempotency key had already committed and the tool
+        /// was not executed again.
+        replayed: bool,
+        /// Diagnostics of the call (None when replayed).
+        diagnostics: Option<CallDiagnostics>,
+    },
+    /// A read-only step failed; the saga goes on.
+    ReadFailed {
+        /// The step.
+        seq: u64,
+        /// The tool's error.
+        error: ToolError,
+        /// Diagnostics of the call.
+        diagnostics: CallDiagnostics,
+    },
+    /// A side-effecting step failed; the saga was rolled back.
+    Failed {
+        /// The step.
+        seq: u64,
+        /// The tool's error.
+        error: ToolError,
+        /// What the rollback did.
+        rollback: RollbackReport,
+        /// Diagnostics of the call.
+        diagnostics: CallDiagnostics,
+    },
+    /// Nothing ran: the tool is unknown, not callable with the operator's
+    /// grants, or the guardrail refused it.
+    Refused {
+        /// Why, for the model and the operator.
+        error: ToolError,
+    },
+}
+
+/// A saga being driven by a plan, the agent loop or a single call.
+pub struct Saga<'h> {
+    host: &'h Host,
+    id: String,
+    state: State,
+    next_seq: u64,
+    /// A side-effecting step committed and its ToolSucceeded event is pending
+    /// until we know what comes next (SPEC §3.4: Validating when the next step
+    /// is read-only or the tool hinted `validate`).
+    pending_success: bool,
+    side_effects: u64,
+}
+
+impl<'h> Saga<'h> {
+    /// Start a new saga (Idle → Planning), logged.
+    ///
+    /// # Errors
+    /// [`SagaError`].
+    pub fn start(host: &'h Host, origin: Origin, label: &str) -> Result<Saga<'h>, SagaError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let state = host.guardrail.apply(State::Idle, Event::StartSaga)?;
+        Wal::new(&host.db).create_saga(&id, origin.as_str(), label, state)?;
+        Ok(Saga {
+            host,
+            id,
+            state,
+            next_seq: 0,
+            pending_success: false,
+            side_effects: 0,
+        })
+    }
+
+    /// Re-open an existing saga to replay it: steps are numbered from 0 again,
+    /// so a step with the same tool and arguments at the same position has
+    /// the same idempotency key, and a committed one is not executed again.
+    ///
+    /// # Errors
+    /// [`SagaError::NotFound`] or [`SagaError::Db`].
+    pub fn resume(host: &'h Host, saga_id: &str) -> Result<Saga<'h>, SagaError> {
+        let row = Wal::new(&host.db)
+            .saga(saga_id)?
+            .ok_or_else(|| SagaError::NotFound(saga_id.to_string()))?;
+        Ok(Saga {
+            host,
+            id: row.saga_id,
+            state: row.state,
+            next_seq: 0,
+            pending_success: false,
+            side_effects: 0,
+        })
+    }
+
+    /// The saga id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The guardrail state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    fn transition(&mut self, event: Event) -> Result<(), SagaError> {
+        let next = self.host.guardrail.apply(self.state, event)?;
+        Wal::new(&self.host.db).set_state(&self.id, next, event.name())?;
+        self.state = next;
+        Ok(())
+    }
+
+    /// Apply the pending ToolSucceeded event, choosing Validating when
+    /// `validate`.
+    fn settle_success(&mut self, validate: bool) -> Result<(), SagaError> {
+        if self.pending_success && self.state == State::Acting {
+            self.pending_success = false;
+            self.transition(Event::ToolSucceeded { validate })?;
+        }
+        Ok(())
+    }
+
+    /// Bring the saga to the state in which `tool` may execute, or refuse.
+    fn prepare_state(&mut self, has_side_effects: bool) -> Result<Result<(), ToolError>, SagaError> {
+        if has_side_effects {
+            self.settle_success(false)?;
+            match self.state {
+                State::Planning => self.transition(Event::PlanReady { steps: 1 })?,
+                State::Validating => self.transition(Event::ValidationPassed { complete: false })?,
+                _ => {}
+            }
+        } else {
+            self.settle_success(true)?;
+        }
+        Ok(self
+            .host
+            .guardrail
+            .may_execute(self.state, has_side_effects)
+            .map_err(|d| {
+                ToolError::new(
+                    ErrorKind::PermissionDenied,
+                    format!("guardrail: {d}"),
+                    "This saga cannot run tools any more; finish with a final answer.",
+                )
+            }))
+    }
+
+    /// Run one step: `tool` with `args` (already validated against its schema).
+    ///
+    /// # Errors
+    /// [`SagaError`] only when the engine itself fails (database); tool
+    /// failures are [`StepOutcome`]s.
+    pub async fn step(&mut self, tool: &str, args: &Value) -> Result<StepOutcome, SagaError> {
+        let Some(t) = self.host.registry.get(tool) else {
+            let names = self.host.registry.names();
+            return Ok(StepOutcome::Refused {
+                error: ToolError::new(
+                    ErrorKind::InvalidArgs,
+                    format!("unknown tool `{}`", tool.chars().take(80).collect::<String>()),
+                    format!("Use one of: {}.", names.join(", ")),
+                ),
+            });
+        };
+        let grants = match &t.grants {
+            Ok(g) => g.clone(),
+            Err(e) => {
+                return Ok(StepOutcome::Refused {
+                    error: ToolError::new(
+                        ErrorKind::PermissionDenied,
+                        e.to_string(),
+                        "The operator has not granted what this tool needs; use another tool or ask the operator.",
+                    ),
+                });
+            }
+        };
+        let seq = self.next_seq;
+        let key = step_key(&self.id, seq, tool, args);
+        // A retry of a committed step returns the logged output: nothing
+        // executes, so the guardrail has nothing to allow.
+        let wal = Wal::new(&self.host.db);
+        if let Some(row) = wal.step_by_key(&key)?
+            && row.status == StepStatus::Commit
+            && let Some(out) = row.output
+        {
+            let output: ToolOutput = serde_json::from_value(out)
+                .map_err(|e| SagaError::Db(DbError::Decode(format!("logged output of step {seq}: {e}"))))?;
+            self.next_seq += 1;
+            if t.meta.has_side_effects {
+                self.side_effects += 1;
+            }
+            return Ok(StepOutcome::Committed {
+                seq,
+                output,
+                replayed: true,
+                diagnostics: None,
+            });
+        }
+        if let Err(error) = self.prepare_state(t.meta.has_side_effects)? {
+            return Ok(StepOutcome::Refused { error });
+        }
+        self.next_seq += 1;
+        let args_text = canonical(args);
+        let ctx = CallContext {
+            saga_id: self.id.clone(),
+            step_seq: seq,
+            idempotency_key: key.clone(),
+            deadline_ms: deadline_from_now(t.limits.deadline_ms),
+            dry_run: false,
+        };
+
+        // Pre-image: the dry-run output, read-only sandbox.
+        let mut preimage = None;
+        if t.meta.has_side_effects && t.meta.supports_dry_run {
+            let dry_grants = dry_run_grants(&grants);
+            let dry_ctx = CallContext {
+                dry_run: true,
+                ..ctx.clone()
+            };
+            let (res, _diag) = self
+                .host
+                .sandbox
+                .call(CallRequest {
+                    tool,
+                    prepared: &t.prepared,
+                    grants: &dry_grants,
+                    limits: &t.limits,
+                    ctx: &dry_ctx,
+                    args_json: &args_text,
+                    op: &Op::DryRun,
+                })
+                .await;
+            match res {
+                Ok(out) => preimage = out,
+                Err(e) => tracing::debug!(tool, "dry-run before execute failed: {e}"),
+            }
+        }
+
+        let grant_strings: Vec<String> = grants.iter().map(ToString::to_string).collect();
+        match wal.begin_step(&crate::wal::NewStep {
+            saga_id: &self.id,
+            step_seq: seq,
+            tool_id: tool,
+            tool_hash: &t.hash,
+            grants: &grant_strings,
+            has_side_effects: t.meta.has_side_effects,
+            idempotency_key: &key,
+            args,
+            preimage: preimage.as_ref(),
+        })? {
+            BeginOutcome::Started => {}
+            BeginOutcome::AlreadyCommitted(output) => {
+                if t.meta.has_side_effects {
+                    self.side_effects += 1;
+                    self.pending_success = true;
+                }
+                return Ok(StepOutcome::Committed {
+                    seq,
+                    output,
+                    replayed: true,
+                    diagnostics: None,
+                });
+            }
+            BeginOutcome::Exists(status) => {
+                return Ok(StepOutcome::Refused {
+                    error: ToolError::new(
+                        ErrorKind::Unsupported,
+                        format!("step {seq} of saga {} is already logged as {status}", self.id),
+                        "This step cannot be run again in this saga.",
+                    ),
+                });
+            }
+        }
+
+        let (res, diagnostics) = self.execute(&t, &grants, &ctx, &args_text).await;
+        match res {
+            Ok(output) => {
+                wal.commit_step(&self.id, seq, &output)?;
+                if t.meta.has_side_effects {
+                    self.side_effects += 1;
+                    self.pending_success = true;
+                    if output.wants_validation() {
+                        self.settle_success(true)?;
+                    }
+                }
+                Ok(StepOutcome::Committed {
+                    seq,
+                    output,
+                    replayed: false,
+                    diagnostics: Some(diagnostics),
+                })
+            }
+            Err(error) => {
+                wal.fail_step(&self.id, seq, &error)?;
+                if !t.meta.has_side_effects {
+                    return Ok(StepOutcome::ReadFailed {
+                        seq,
+                        error,
+                        diagnostics,
+                    });
+                }
+                let rollback = self.rollback(Event::ToolFailed).await?;
+                Ok(StepOutcome::Failed {
+                    seq,
+                    error,
+                    rollback,
+                    diagnostics,
+                })
+            }
+        }
+    }
+
+    async fn execute(
+        &self,
+        t: &Arc<LoadedTool>,
+        grants: &[capsaga_core::capability::Capability],
+        ctx: &CallContext,
+        args_text: &str,
+    ) -> (Result<ToolOutput, ToolError>, CallDiagnostics) {
+        let (res, diag) = self
+            .host
+            .sandbox
+            .call(CallRequest {
+                tool: &t.meta.name,
+                prepared: &t.prepared,
+                grants,
+                limits: &t.limits,
+                ctx,
+                args_json: args_text,
+                op: &Op::Execute,
+            })
+            .await;
+        let res = res.and_then(|o| {
+            o.ok_or_else(|| ToolError::new(ErrorKind::Unknown, "execute returned no output", "Report the tool."))
+        });
+        (res, diag)
+    }
+
+    /// End the saga normally: Done when every step committed. A saga that
+    /// never reached Acting ends with `Finish`.
+    ///
+    /// # Errors
+    /// [`SagaError`].
+    pub fn finish(&mut self) -> Result<State, SagaError> {
+        match self.state {
+            State::Planning => self.transition(Event::Finish)?,
+            State::Acting => {
+                self.pending_success = true;
+                self.settle_success(true)?;
+                self.transition(Event::ValidationPassed { complete: true })?;
+            }
+            State::Validating => self.transition(Event::ValidationPassed { complete: true })?,
+            _ => {}
+        }
+        Ok(self.state)
+    }
+
+    /// End the saga in failure: roll back what committed (ValidationFailed
+    /// or ToolFailed), or `Abort` when nothing side-effecting ran.
+    ///
+    /// # Errors
+    /// [`SagaError`].
+    pub async fn abort(&mut self) -> Result<RollbackReport, SagaError> {
+        match self.state {
+            State::Planning => {
+                self.transition(Event::Abort)?;
+                Ok(RollbackReport::empty(self.state))
+            }
+            State::Acting => self.rollback(Event::ToolFailed).await,
+            State::Validating => self.rollback(Event::ValidationFailed).await,
+            _ => Ok(RollbackReport::empty(self.state)),
+        }
+    }
+
+    /// Finish what an interrupted or partially compensated saga left:
+    /// Planning aborts; Acting and Validating roll back; Compensating
+    /// resumes its rollback; FailedRollbackPartial retries its failed
+    /// compensations (and stays FailedRollbackPartial: terminal states are
+    /// terminal, the report says what is now compensated). Done and
+    /// FailedRolledBack have nothing to do.
+    ///
+    /// # Errors
+    /// [`SagaError`].
+    pub async fn recover(&mut self) -> Result<RollbackReport, SagaError> {
+        match self.state {
+            State::Planning | State::Acting | State::Validating => self.abort().await,
+            State::Compensating => self.finish_rollback().await,
+            State::FailedRollbackPartial => rollback::compensate_all(self.host, &self.id).await,
+            State::Idle | State::Done | State::FailedRolledBack => Ok(RollbackReport::empty(self.state)),
+        }
+    }
+
+    async fn rollback(&mut self, event: Event) -> Result<RollbackReport, SagaError> {
+        self.pending_success = false;
+        self.transition(event)?;
+        self.finish_rollback().await
+    }
+
+    async fn finish_rollback(&mut self) -> Result<RollbackReport, SagaError> {
+        let report = rollback::compensate_all(self.host, &self.id).await?;
+        let end = if report.all_compensated() {
+            Event::CompensationDone
+        } else {
+            Event::CompensationFailed
+        };
+        self.transition(end)?;
+        Ok(RollbackReport {
+            final_state: self.state,
+            ..report
+        })
+    }
+
+    /// Number of side-effecting steps committed so far.
+    pub fn side_effects(&self) -> u64 {
+        self.side_effects
+    }
+}
+
+/// `now + ms` in milliseconds since the Unix epoch.
+pub fn deadline_from_now(ms: u64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    now.saturating_add(ms)
+}
+
+/// True for statuses that still hold an effect that may need undoing.
+pub fn needs_compensation(status: StepStatus) -> bool {
+    matches!(status, StepStatus::Commit | StepStatus::Begin | StepStatus::CompensationFailed)
+}

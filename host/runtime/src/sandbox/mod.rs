@@ -1,0 +1,341 @@
+//! The sandbox: one shared Wasmtime [`Engine`], components compiled once, and
+//! a **fresh instance per call** whose WASI context holds exactly the call's
+//! grants (DESIGN §4).
+//!
+//! Limits per call: a wall-clock deadline (epoch interruption, plus a host-side
+//! timeout for time spent in host calls), fuel, a cap on the sum of all linear
+//! memories, table/instance caps, an output size cap and a log size cap. A
+//! trap, a limit hit or a malformed return becomes a typed [`ToolError`]; the
+//! host never panics because of a guest.
+
+pub mod bindings;
+mod outcome;
+pub mod state;
+pub mod wasi;
+
+use bindings::{Tool, ToolPre, WitCallContext};
+use capsaga_core::capability::Capability;
+use capsaga_core::error::{ErrorKind, ToolError};
+use capsaga_core::meta::RawToolMeta;
+use capsaga_core::policy::Limits;
+use capsaga_core::tool::{CallContext, ToolOutput};
+use state::{CallLimiter, CallState, InstanceCaps, LogBuffer, LogRecord};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store};
+
+/// Interval of the epoch ticker, milliseconds. Deadlines are rounded up to it.
+pub const EPOCH_TICK_MS: u64 = 5;
+/// Extra host-side time allowed past the deadline before the call future is
+/// dropped (covers a guest blocked in a host call), milliseconds.
+pub const HOST_GRACE_MS: u64 = 250;
+/// Limits of the `meta` call (no grants at all).
+pub const META_LIMITS: Limits = Limits {
+    deadline_ms: 5_000,
+    memory_bytes: 64 * 1024 * 1024,
+    fuel: 2_000_000_000,
+    output_bytes: 512 * 1024,
+    log_bytes: 4 * 1024,
+};
+
+/// Why the sandbox could not be set up or a component not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// Engine configuration failed.
+    #[error("cannot create the Wasmtime engine: {0}")]
+    Engine(String),
+    /// The bytes are not a valid component, or it does not fit the tool world.
+    #[error("not a valid capsaga tool component: {0}")]
+    Component(String),
+    /// `meta` failed.
+    #[error("the component's meta call failed: {0}")]
+    Meta(ToolError),
+}
+
+/// Which export to call.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// `execute`.
+    Execute,
+    /// `dry-run` (give it dry-run grants: see `capsaga_core::grant::dry_run_grants`).
+    DryRun,
+    /// `compensate`, with the output being undone.
+    Compensate(ToolOutput),
+}
+
+impl Op {
+    /// The export's WIT name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Execute => "execute",
+            Op::DryRun => "dry-run",
+            Op::Compensate(_) => "compensate",
+        }
+    }
+}
+
+/// Everything a call produced besides its result.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CallDiagnostics {
+    /// Guest log records (capped).
+    pub logs: Vec<LogRecord>,
+    /// Log records dropped past the cap.
+    pub logs_dropped: usize,
+    /// Captured guest stdout/stderr (capped), e.g. a panic message.
+    pub stdio: String,
+    /// Wall time of the call, milliseconds.
+    pub wall_ms: u64,
+    /// Fuel consumed.
+    pub fuel_used: u64,
+}
+
+/// The result of one call: `Ok(None)` for a successful `compensate`.
+pub type CallResult = Result<Option<ToolOutput>, ToolError>;
+
+/// One call: which tool, with which grants and limits, what to call.
+#[derive(Clone, Copy)]
+pub struct CallRequest<'a> {
+    /// The tool's name (for logs and errors).
+    pub tool: &'a str,
+    /// The tool's prepared component.
+    pub prepared: &'a Prepared,
+    /// Effective grants of this call (dry-run grants for a dry-run).
+    pub grants: &'a [Capability],
+    /// Limits of this call.
+    pub limits: &'a Limits,
+    /// The call context passed to the guest.
+    pub ctx: &'a CallContext,
+    /// Arguments, JSON text, already validated.
+    pub args_json: &'a str,
+    /// Which export.
+    pub op: &'a Op,
+}
+
+/// A component compiled and pre-linked for instantiation.
+#[derive(Clone)]
+pub struct Prepared {
+    pre: ToolPre<CallState>,
+}
+
+/// The shared engine and linker.
+pub struct Sandbox {
+    engine: Engine,
+    linker: Linker<CallState>,
+    stop_ticker: Arc<AtomicBool>,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Sandbox {
+    /// Create the engine (epoch interruption and fuel on) and the linker
+    /// (WASI preview 2 and the `log` import), and start the epoch ticker.
+    ///
+    /// # Errors
+    /// [`SandboxError::Engine`].
+    pub fn new() -> Result<Sandbox, SandboxError> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.consume_fuel(true);
+        config.wasm_component_model(true);
+        config.max_wasm_stack(512 * 1024);
+        let engine = Engine::new(&config).map_err(|e| SandboxError::Engine(e.to_string()))?;
+        let mut linker: Linker<CallState> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| SandboxError::Engine(e.to_string()))?;
+        Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| SandboxError::Engine(e.to_string()))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker_engine = engine.clone();
+        let ticker_stop = stop.clone();
+        std::thread::Builder::new()
+            .name("capsaga-epoch".into())
+            .spawn(move || {
+                while !ticker_stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(EPOCH_TICK_MS));
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| SandboxError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        Ok(Sandbox {
+            engine,
+            linker,
+            stop_ticker: stop,
+        })
+    }
+
+    /// The engine (shared with the component cache).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Compile component bytes (binary only; WAT text is refused) and link them
+    /// against the tool world.
+    ///
+    /// # Errors
+    /// [`SandboxError::Component`] for bytes that are not a component, or a
+    /// component that imports something the host does not provide or does
+    /// not export the tool world.
+    pub fn prepare(&self, bytes: &[u8]) -> Result<Prepared, SandboxError> {
+        let component = Component::from_binary(&self.engine, bytes)
+            .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
+        self.prepare_component(&component)
+    }
+
+    /// Link an already compiled component.
+    ///
+    /// # Errors
+    /// [`SandboxError::Component`].
+    pub fn prepare_component(&self, component: &Component) -> Result<Prepared, SandboxError> {
+        let pre = self
+            .linker
+            .instantiate_pre(component)
+            .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
+        let pre = ToolPre::new(pre).map_err(|e| SandboxError::Component(format!("{e:#}")))?;
+        Ok(Prepared { pre })
+    }
+
+    /// Call `meta` in an instance with no grants.
+    ///
+    /// # Errors
+    /// [`SandboxError::Meta`] when the call traps or times out.
+    pub async fn meta(&self, tool_label: &str, prepared: &Prepared) -> Result<RawToolMeta, SandboxError> {
+        let (mut store, _stdio) = self
+            .new_store(tool_label, &[], &META_LIMITS)
+            .map_err(SandboxError::Meta)?;
+        let fut = async {
+            let inst = prepared.pre.instantiate_async(&mut store).await?;
+            inst.call_meta(&mut store).await
+        };
+        let res = tokio::time::timeout(
+            Duration::from_millis(META_LIMITS.deadline_ms + HOST_GRACE_MS),
+            fut,
+        )
+        .await;
+        match res {
+            Ok(Ok(m)) => Ok(outcome::raw_meta(m)),
+            Ok(Err(e)) => Err(SandboxError::Meta(outcome::trap_to_error(
+                tool_label,
+                "meta",
+                &e,
+                store.data().limiter.hit.as_deref(),
+                "",
+                &META_LIMITS,
+            ))),
+            Err(_) => Err(SandboxError::Meta(outcome::deadline_error(tool_label, "meta", &META_LIMITS))),
+        }
+    }
+
+    fn new_store(
+        &self,
+        tool_label: &str,
+        grants: &[Capability],
+        limits: &Limits,
+    ) -> Result<(Store<CallState>, wasmtime_wasi::p2::pipe::MemoryOutputPipe), ToolError> {
+        let (wasi, stdio) = wasi::build(grants).map_err(|e| {
+            ToolError::new(
+                ErrorKind::PermissionDenied,
+                e.to_string(),
+                "A directory granted to this tool is missing on the host; ask the operator to fix the policy.",
+            )
+        })?;
+        let state = CallState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: CallLimiter::new(InstanceCaps::for_memory(limits.memory_bytes)),
+            log: LogBuffer::new(limits.log_bytes as usize),
+            tool: tool_label.to_string(),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_fuel(limits.fuel).map_err(|e| {
+            ToolError::new(ErrorKind::Unknown, format!("cannot set fuel: {e}"), "Retry later.")
+        })?;
+        store.set_epoch_deadline(limits.deadline_ms.div_ceil(EPOCH_TICK_MS).max(1));
+        store.epoch_deadline_trap();
+        Ok((store, stdio))
+    }
+
+    /// Call one export of a fresh instance with `grants` and `limits`.
+    ///
+    /// The result is `Ok(Some(output))` for execute/dry-run, `Ok(None)` for
+    /// compensate, or a typed [`ToolError`]: the guest's own error, or one the
+    /// host made from a trap (`unknown`), the deadline (`timeout`), the memory,
+    /// fuel or output cap (`quota-exceeded`), or a malformed return
+    /// (`unknown`). Diagnostics (logs, captured stdio, wall time, fuel) are
+    /// returned in every case.
+    pub async fn call(&self, req: CallRequest<'_>) -> (CallResult, CallDiagnostics) {
+        let CallRequest {
+            tool: tool_label,
+            prepared,
+            grants,
+            limits,
+            ctx,
+            args_json,
+            op,
+        } = req;
+        let started = Instant::now();
+        let (mut store, stdio) = match self.new_store(tool_label, grants, limits) {
+            Ok(s) => s,
+            Err(e) => return (Err(e), CallDiagnostics::default()),
+        };
+        let wit_ctx = WitCallContext {
+            saga_id: ctx.saga_id.clone(),
+            step_seq: ctx.step_seq,
+            idempotency_key: ctx.idempotency_key.clone(),
+            deadline_ms: ctx.deadline_ms,
+            dry_run: ctx.dry_run,
+        };
+        let fut = async {
+            let inst: Tool = prepared.pre.instantiate_async(&mut store).await?;
+            let r = match op {
+                Op::Execute => inst
+                    .call_execute(&mut store, &wit_ctx, args_json)
+                    .await?
+                    .map(Some),
+                Op::DryRun => inst
+                    .call_dry_run(&mut store, &wit_ctx, args_json)
+                    .await?
+                    .map(Some),
+                Op::Compensate(output) => {
+                    let wit_out = outcome::output_to_wit(output);
+                    inst.call_compensate(&mut store, &wit_ctx, args_json, &wit_out)
+                        .await?
+                        .map(|()| None)
+                }
+            };
+            wasmtime::Result::Ok(r)
+        };
+        let res = tokio::time::timeout(Duration::from_millis(limits.deadline_ms + HOST_GRACE_MS), fut).await;
+        let captured = String::from_utf8_lossy(&stdio.contents()).into_owned();
+        let result = match res {
+            Ok(Ok(Ok(Some(out)))) => outcome::output_from_wit(tool_label, out, limits).map(Some),
+            Ok(Ok(Ok(None))) => Ok(None),
+            Ok(Ok(Err(guest_err))) => Err(outcome::error_from_wit(guest_err)),
+            Ok(Err(trap)) => Err(outcome::trap_to_error(
+                tool_label,
+                op.name(),
+                &trap,
+                store.data().limiter.hit.as_deref(),
+                &captured,
+                limits,
+            )),
+            Err(_) => Err(outcome::deadline_error(tool_label, op.name(), limits)),
+        };
+        let fuel_left = store.get_fuel().unwrap_or(0);
+        let data = store.data_mut();
+        let diags = CallDiagnostics {
+            logs: std::mem::take(&mut data.log.records),
+            logs_dropped: data.log.dropped,
+            stdio: captured,
+            wall_ms: started.elapsed().as_millis() as u64,
+            fuel_used: limits.fuel.saturating_sub(fuel_left),
+        };
+        (result, diags)
+    }
+}

@@ -1,0 +1,215 @@
+//! Per-call store data: the WASI context built from the grants, the resource
+//! limiter, and the capped log buffer behind the `log` import.
+
+use super::bindings::{LogLevel, capsaga};
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// Caps enforced by [`CallLimiter`], per call.
+#[derive(Debug, Clone, Copy)]
+pub struct InstanceCaps {
+    /// Sum of all linear memories, bytes.
+    pub memory_bytes: u64,
+    /// Elements per table.
+    pub table_elements: usize,
+    /// Core instances per component instance.
+    pub instances: usize,
+    /// Tables per component instance.
+    pub tables: usize,
+    /// Linear memories per component instance.
+    pub memories: usize,
+}
+
+impl InstanceCaps {
+    /// Caps for a call with `memory_bytes` of memory. The instance, table and
+    /// memory counts leave room for what wasm-component-ld and the WASI
+    /// adapter produce (a handful of each).
+    pub fn for_memory(memory_bytes: u64) -> Self {
+        InstanceCaps {
+            memory_bytes,
+            table_elements: 100_000,
+            instances: 32,
+            tables: 32,
+            memories: 8,
+        }
+    }
+}
+
+/// A [`ResourceLimiter`] that caps the *sum* of all linear memories of the
+/// instance (a component holds several core instances, each may have its
+/// own memory), and records whether a cap was hit so that the resulting trap
+/// can be reported as `quota-exceeded`.
+#[derive(Debug)]
+pub struct CallLimiter {
+    caps: InstanceCaps,
+    used_bytes: u64,
+    /// Set when a memory or table growth was refused.
+    pub hit: Option<String>,
+}
+
+impl CallLimiter {
+    /// A limiter with nothing allocated yet.
+    pub fn new(caps: InstanceCaps) -> Self {
+        CallLimiter {
+            caps,
+            used_bytes: 0,
+            hit: None,
+        }
+    }
+}
+
+impl ResourceLimiter for CallLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let delta = desired.saturating_sub(current) as u64;
+        let next = self.used_bytes.saturating_add(delta);
+        if next > self.caps.memory_bytes {
+            self.hit = Some(format!(
+                "memory cap of {} bytes reached (asked for {} more)",
+                self.caps.memory_bytes, delta
+            ));
+            return Ok(false);
+        }
+        self.used_bytes = next;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.caps.table_elements {
+            self.hit = Some(format!(
+                "table cap of {} elements reached",
+                self.caps.table_elements
+            ));
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        self.caps.instances
+    }
+    fn tables(&self) -> usize {
+        self.caps.tables
+    }
+    fn memories(&self) -> usize {
+        self.caps.memories
+    }
+}
+
+/// One log record written by the guest.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LogRecord {
+    /// `trace`, `debug`, `info`, `warn` or `error`.
+    pub level: &'static str,
+    /// The message (clipped to the remaining budget).
+    pub message: String,
+}
+
+/// Guest log records, capped in bytes per call.
+#[derive(Debug, Default)]
+pub struct LogBuffer {
+    cap_bytes: usize,
+    used_bytes: usize,
+    /// Records kept.
+    pub records: Vec<LogRecord>,
+    /// Records dropped past the cap.
+    pub dropped: usize,
+}
+
+impl LogBuffer {
+    /// An empty buffer keeping at most `cap_bytes` of messages.
+    pub fn new(cap_bytes: usize) -> Self {
+        LogBuffer {
+            cap_bytes,
+            ..Default::default()
+        }
+    }
+
+    fn push(&mut self, level: &'static str, message: String) {
+        let left = self.cap_bytes.saturating_sub(self.used_bytes);
+        if left == 0 {
+            self.dropped += 1;
+            return;
+        }
+        let mut message = message;
+        if message.len() > left {
+            let mut cut = left;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        self.used_bytes += message.len();
+        self.records.push(LogRecord { level, message });
+    }
+}
+
+/// The data of one call's `Store`.
+pub struct CallState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) limiter: CallLimiter,
+    pub(crate) log: LogBuffer,
+    pub(crate) tool: String,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl capsaga::tool::log::Host for CallState {
+    fn log(&mut self, level: LogLevel, message: String) {
+        let level = match level {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        };
+        tracing::debug!(tool = %self.tool, level, "guest log: {}", message.chars().take(200).collect::<String>());
+        self.log.push(level, message);
+    }
+}
+
+impl capsaga::tool::types::Host for CallState {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_caps_the_sum_of_memories() {
+        let mut l = CallLimiter::new(InstanceCaps::for_memory(100));
+        assert!(l.memory_growing(0, 60, None).unwrap());
+        // A second memory: 60 + 50 > 100.
+        assert!(!l.memory_growing(0, 50, None).unwrap());
+        assert!(l.hit.is_some());
+        assert!(l.memory_growing(0, 40, None).unwrap());
+    }
+
+    #[test]
+    fn log_buffer_caps_bytes() {
+        let mut b = LogBuffer::new(10);
+        b.push("info", "hello".into());
+        b.push("info", "wörld!!".into());
+        b.push("info", "more".into());
+        assert_eq!(b.records.len(), 2);
+        assert!(b.records[1].message.len() <= 5);
+        assert_eq!(b.dropped, 1);
+    }
+}

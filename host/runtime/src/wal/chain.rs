@@ -1,0 +1,74 @@
+//! The hash chain over `wal_log`: each row's hash is
+//! `SHA-256(prev_hash ‖ canonical JSON of {seq, saga_id, step_seq, record, detail, at})`,
+//! so editing, deleting or reordering any row breaks every hash after it.
+
+use super::LogRow;
+use capsaga_core::json::canonical;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+/// `prev_hash` of the first row.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The hash of a row with these fields.
+pub fn row_hash(
+    prev_hash: &str,
+    seq: i64,
+    saga_id: &str,
+    step_seq: Option<u64>,
+    record: &str,
+    detail: &serde_json::Value,
+    at: &str,
+) -> String {
+    let body = canonical(&json!({
+        "seq": seq,
+        "saga_id": saga_id,
+        "step_seq": step_seq,
+        "record": record,
+        "detail": detail,
+        "at": at,
+    }));
+    let mut h = Sha256::new();
+    h.update(prev_hash.as_bytes());
+    h.update(body.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The first row that breaks the chain, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChainBreak {
+    /// `seq` of the row (or of the row after a gap).
+    pub seq: i64,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// Verify rows given in `seq` order. Returns the first break, if any.
+pub fn verify(rows: &[LogRow]) -> Option<ChainBreak> {
+    let mut prev = GENESIS.to_string();
+    let mut expected_seq = 1;
+    for r in rows {
+        if r.seq != expected_seq {
+            return Some(ChainBreak {
+                seq: r.seq,
+                reason: format!("row {} follows row {}: a row was deleted or reordered", r.seq, expected_seq - 1),
+            });
+        }
+        if r.prev_hash != prev {
+            return Some(ChainBreak {
+                seq: r.seq,
+                reason: "prev_hash does not match the previous row: a row was deleted, inserted or reordered".into(),
+            });
+        }
+        let h = row_hash(&r.prev_hash, r.seq, &r.saga_id, r.step_seq, &r.record, &r.detail, &r.at);
+        if h != r.hash {
+            return Some(ChainBreak {
+                seq: r.seq,
+                reason: "content does not match its hash: the row was edited".into(),
+            });
+        }
+        prev = r.hash.clone();
+        expected_seq += 1;
+    }
+    None
+}

@@ -1,0 +1,329 @@
+//! [`Meta`]: what a tool says about itself (WIT `tool-meta`).
+
+use std::fmt;
+
+/// How much harm a wrong call can do (WIT `risk`). The operator's policy uses
+/// it to choose between allow, deny and asking a human; `High` always asks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Risk {
+    /// Reads or computes; nothing outside the call changes.
+    #[default]
+    Low,
+    /// Changes state that the tool can undo with `compensate`.
+    Medium,
+    /// Changes state that is hard or impossible to undo (payments, e-mail).
+    High,
+}
+
+impl Risk {
+    /// The WIT name: `low`, `medium` or `high`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Low => "low",
+            Risk::Medium => "medium",
+            Risk::High => "high",
+        }
+    }
+}
+
+impl fmt::Display for Risk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a tool says about itself, built with [`Meta::new`] and the chained
+/// setters, returned by [`Tool::meta`](crate::Tool::meta).
+///
+/// Two fields are filled by the SDK, never by hand:
+/// [`Meta::args_schema`] is derived from `Tool::Args` with schemars (JSON
+/// Schema draft 2020-12), and [`Meta::version`] defaults to the tool crate's
+/// `CARGO_PKG_VERSION` (passed in by [`export_tool!`](crate::export_tool)).
+/// [`crate::describe`] shows the finished value, e.g. in a unit test.
+///
+/// Defaults: no side effects, [`Risk::Low`], output trusted, not idempotent,
+/// no dry-run support, no capabilities.
+///
+/// The fields are public to read; the type is `#[non_exhaustive]`, so build
+/// it with [`Meta::new`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Meta {
+    /// Identifier used by the model and the operator: `[a-z][a-z0-9_]*`,
+    /// 1 to 64 characters (checked by [`Meta::check`]).
+    pub name: String,
+    /// One or two sentences for the model's tool catalog.
+    pub description: String,
+    /// JSON Schema (draft 2020-12) of the arguments. `None` until
+    /// [`crate::describe`] derives it from `Tool::Args`.
+    pub args_schema: Option<serde_json::Value>,
+    /// True when `execute` changes anything outside the call.
+    pub has_side_effects: bool,
+    /// See [`Risk`].
+    pub risk: Risk,
+    /// True when the output carries content from outside the operator's
+    /// trust (files, web pages); the host wraps it in `<untrusted>` markers.
+    pub returns_untrusted: bool,
+    /// True when running `execute` twice with the same arguments has the same
+    /// effect as running it once.
+    pub idempotent: bool,
+    /// True when `dry-run` describes the effect without causing it.
+    pub supports_dry_run: bool,
+    /// Capability strings the tool needs, e.g. `fs:write:*`.
+    pub capabilities: Vec<String>,
+    /// Semantic version, e.g. `1.2.0`. `None` means "the tool crate's
+    /// `CARGO_PKG_VERSION`", filled in by [`crate::describe`].
+    pub version: Option<String>,
+}
+
+/// A [`Meta`] that the host would refuse; returned by [`Meta::check`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetaError {
+    /// The offending field, e.g. `name`.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl fmt::Display for MetaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid tool meta: {}: {}", self.field, self.problem)
+    }
+}
+
+impl std::error::Error for MetaError {}
+
+impl Meta {
+    /// Starts a description with the tool's `name` (lowercase_snake) and a
+    /// one- or two-sentence `description` for the model.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Meta {
+        Meta {
+            name: name.into(),
+            description: description.into(),
+            args_schema: None,
+            has_side_effects: false,
+            risk: Risk::Low,
+            returns_untrusted: false,
+            idempotent: false,
+            supports_dry_run: false,
+            capabilities: Vec::new(),
+            version: None,
+        }
+    }
+
+    /// Declares whether `execute` changes anything outside the call (default
+    /// false). Side-effecting calls run as compensable saga steps.
+    #[must_use]
+    pub fn side_effects(mut self, yes: bool) -> Meta {
+        self.has_side_effects = yes;
+        self
+    }
+
+    /// Sets the [`Risk`] (default [`Risk::Low`]).
+    #[must_use]
+    pub fn risk(mut self, risk: Risk) -> Meta {
+        self.risk = risk;
+        self
+    }
+
+    /// Declares that the output carries untrusted content (default false).
+    #[must_use]
+    pub fn returns_untrusted(mut self, yes: bool) -> Meta {
+        self.returns_untrusted = yes;
+        self
+    }
+
+    /// Declares that repeating `execute` with the same arguments is harmless
+    /// (default false).
+    #[must_use]
+    pub fn idempotent(mut self, yes: bool) -> Meta {
+        self.idempotent = yes;
+        self
+    }
+
+    /// Declares that [`Tool::dry_run`](crate::Tool::dry_run) is implemented
+    /// and has no side effects (default false).
+    #[must_use]
+    pub fn dry_run(mut self, yes: bool) -> Meta {
+        self.supports_dry_run = yes;
+        self
+    }
+
+    /// Adds one required capability string, e.g. `fs:read:*`.
+    #[must_use]
+    pub fn capability(mut self, capability: impl Into<String>) -> Meta {
+        self.capabilities.push(capability.into());
+        self
+    }
+
+    /// Adds several required capability strings.
+    #[must_use]
+    pub fn capabilities<I, S>(mut self, capabilities: I) -> Meta
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.capabilities
+            .extend(capabilities.into_iter().map(Into::into));
+        self
+    }
+
+    /// Overrides the version (default: the tool crate's `CARGO_PKG_VERSION`).
+    #[must_use]
+    pub fn version(mut self, version: impl Into<String>) -> Meta {
+        self.version = Some(version.into());
+        self
+    }
+
+    /// Checks the rules of the WIT contract (`wit/tool.wit`), which the host
+    /// enforces at load: the name grammar, a non-empty description, a `MAJOR.MINOR.PATCH[-pre][+build]` version (when set),
+    /// capability strings without whitespace, and that a tool with side
+    /// effects does not claim [`Risk::Low`].
+    ///
+    /// # Errors
+    /// The first problem found, as a [`MetaError`].
+    pub fn check(&self) -> Result<(), MetaError> {
+        let err = |field, problem: String| Err(MetaError { field, problem });
+        if !is_valid_name(&self.name) {
+            return err(
+                "name",
+                format!(
+                    "{:?} must match [a-z][a-z0-9_]* and be 1 to 64 characters",
+                    self.name
+                ),
+            );
+        }
+        if self.description.trim().is_empty() {
+            return err("description", "must not be empty".to_owned());
+        }
+        if let Some(version) = &self.version
+            && !is_semver(version)
+        {
+            return err(
+                "version",
+                format!("{version:?} is not MAJOR.MINOR.PATCH[-pre][+build]"),
+            );
+        }
+        for cap in &self.capabilities {
+            if cap.is_empty() || cap.chars().any(char::is_whitespace) {
+                return err(
+                    "capabilities",
+                    format!("{cap:?} is empty or contains whitespace"),
+                );
+            }
+        }
+        if self.has_side_effects && self.risk == Risk::Low {
+            return err(
+                "risk",
+                "a tool with side effects must declare Risk::Medium or Risk::High".to_owned(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `[a-z][a-z0-9_]*`, 1 to 64 characters.
+fn is_valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && bytes[0].is_ascii_lowercase()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+}
+
+/// `MAJOR.MINOR.PATCH` with optional `-pre` and `+build` suffixes.
+fn is_semver(version: &str) -> bool {
+    let core = version
+        .split_once('+')
+        .map_or(version, |(core, _build)| core);
+    let core = core.split_once('-').map_or(core, |(core, _pre)| core);
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_sets_every_field() {
+        let m = Meta::new("fs_write", "Writes a file.")
+            .side_effects(true)
+            .risk(Risk::Medium)
+            .returns_untrusted(true)
+            .idempotent(true)
+            .dry_run(true)
+            .capability("fs:write:*")
+            .capabilities(["net:https:*"])
+            .version("1.2.3");
+        assert_eq!(m.name, "fs_write");
+        assert!(m.has_side_effects && m.returns_untrusted && m.idempotent && m.supports_dry_run);
+        assert_eq!(m.risk, Risk::Medium);
+        assert_eq!(m.capabilities, ["fs:write:*", "net:https:*"]);
+        assert_eq!(m.version.as_deref(), Some("1.2.3"));
+        assert_eq!(m.check(), Ok(()));
+    }
+
+    #[test]
+    fn defaults_are_conservative() {
+        let m = Meta::new("time_now", "Tells the time.");
+        assert!(!m.has_side_effects && !m.idempotent && !m.supports_dry_run);
+        assert_eq!(m.risk, Risk::Low);
+        assert!(m.capabilities.is_empty() && m.version.is_none() && m.args_schema.is_none());
+    }
+
+    #[test]
+    fn name_grammar() {
+        for ok in ["a", "fs_read", "x9_", &"a".repeat(64)] {
+            assert!(is_valid_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "Fs",
+            "9a",
+            "_a",
+            "fs-read",
+            "fs read",
+            "é",
+            &"a".repeat(65),
+        ] {
+            assert!(!is_valid_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn check_reports_the_field() {
+        let e = Meta::new("Bad", "d").check().err();
+        assert_eq!(e.map(|e| e.field), Some("name"));
+        let e = Meta::new("ok", " ").check().err();
+        assert_eq!(e.map(|e| e.field), Some("description"));
+        let e = Meta::new("ok", "d").version("1.2").check().err();
+        assert_eq!(e.map(|e| e.field), Some("version"));
+        let e = Meta::new("ok", "d").capability("fs:read: x").check().err();
+        assert_eq!(e.map(|e| e.field), Some("capabilities"));
+        let e = Meta::new("ok", "d").side_effects(true).check().err();
+        assert_eq!(e.map(|e| e.field), Some("risk"));
+    }
+
+    #[test]
+    fn semver_forms() {
+        for ok in ["0.1.0", "1.2.3-alpha.1", "1.2.3+b5", "10.20.30-rc1+x"] {
+            assert!(is_semver(ok), "{ok}");
+        }
+        for bad in ["1", "1.2", "1.2.x", "1..3", "v1.2.3", ""] {
+            assert!(!is_semver(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn risk_names_match_wit() {
+        assert_eq!(Risk::Low.to_string(), "low");
+        assert_eq!(Risk::Medium.as_str(), "medium");
+        assert_eq!(Risk::High.as_str(), "high");
+    }
+}
