@@ -1,1 +1,165 @@
-//! Shared harness for capsaga integration tests.
+//! Shared harness for capsaga integration tests: locating the real components
+//! built from `tools/` and `tests/components/` (by `scripts/build-components`),
+//! the `capsaga` binary, and throw-away workspaces with their own policy,
+//! tools directory and SQLite file.
+
+use capsaga_host::host::Host;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The workspace root (the directory holding the top-level `Cargo.toml`).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(".."))
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+}
+
+/// Path of a built component: first-party tools in `target/tools/`, test
+/// components in `target/test-components/`.
+///
+/// # Panics
+/// When the component was not built: run `scripts/build-components`.
+pub fn component(name: &str) -> PathBuf {
+    for dir in ["tools", "test-components"] {
+        let p = target_dir().join(dir).join(format!("{name}.wasm"));
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!(
+        "component `{name}` is not built: run scripts/build-components (looked in {}/tools and test-components)",
+        target_dir().display()
+    );
+}
+
+/// The `capsaga` binary, built on first use.
+///
+/// # Panics
+/// When it cannot be built.
+pub fn capsaga_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = std::process::Command::new(cargo)
+            .args(["build", "--quiet", "-p", "capsaga-host", "--bin", "capsaga"])
+            .current_dir(repo_root())
+            .status()
+            .expect("run cargo build for the capsaga binary");
+        assert!(status.success(), "cargo build -p capsaga-host failed");
+        target_dir().join("debug").join("capsaga")
+    })
+    .clone()
+}
+
+/// A throw-away workspace: `root/ws` is the granted directory, `root/tools`
+/// holds the chosen components, `root/capsaga.toml` the policy, and
+/// `root/.capsaga/state.db` the state.
+pub struct TestWorkspace {
+    /// Keeps the directory alive.
+    pub dir: tempfile::TempDir,
+    /// Canonical root path.
+    pub root: PathBuf,
+}
+
+impl TestWorkspace {
+    /// Create a workspace with the named components and a policy body (the
+    /// `[tools.*]` sections; `~` is the root).
+    pub fn new(components: &[&str], policy: &str) -> TestWorkspace {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical tempdir");
+        std::fs::create_dir(root.join("ws")).expect("mkdir ws");
+        std::fs::create_dir(root.join("tools")).expect("mkdir tools");
+        for c in components {
+            std::fs::copy(component(c), root.join("tools").join(format!("{c}.wasm")))
+                .expect("copy component");
+        }
+        let ws = TestWorkspace { dir, root };
+        ws.write_policy(policy);
+        ws
+    }
+
+    /// Rewrite the policy file.
+    pub fn write_policy(&self, policy: &str) {
+        let text =
+            format!("home = \".\"\ntools_dir = \"tools\"\nstate_dir = \".capsaga\"\n{policy}\n");
+        std::fs::write(self.config(), text).expect("write capsaga.toml");
+    }
+
+    /// The policy file.
+    pub fn config(&self) -> PathBuf {
+        self.root.join("capsaga.toml")
+    }
+
+    /// The granted directory.
+    pub fn ws(&self) -> PathBuf {
+        self.root.join("ws")
+    }
+
+    /// A path under the granted directory, as a string.
+    pub fn ws_path(&self, rel: &str) -> String {
+        self.ws().join(rel).to_string_lossy().into_owned()
+    }
+
+    /// Open a host on this workspace.
+    ///
+    /// # Panics
+    /// When the host cannot start.
+    pub async fn host(&self) -> Host {
+        match Host::open(&self.config()).await {
+            Ok(h) => h,
+            Err(e) => panic!("host failed to open: {e}"),
+        }
+    }
+}
+
+/// The usual policy: fs tools granted the workspace.
+pub const FS_POLICY: &str = r#"
+[tools.fs_read]
+grants = ["fs:read:~/ws/**"]
+[tools.fs_list]
+grants = ["fs:read:~/ws/**"]
+[tools.fs_write]
+grants = ["fs:write:~/ws/**"]
+"#;
+
+/// Snapshot of every file under `dir`: relative path → bytes.
+pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    fn walk(base: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let rel = p
+                .strip_prefix(base)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .into_owned();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => {
+                    out.insert(format!("{rel}/"), Vec::new());
+                    walk(base, &p, out);
+                }
+                Ok(t) if t.is_symlink() => {
+                    let target = std::fs::read_link(&p)
+                        .map(|t| t.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    out.insert(format!("{rel} -> {target}"), Vec::new());
+                }
+                _ => {
+                    out.insert(rel, std::fs::read(&p).unwrap_or_default());
+                }
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out
+}

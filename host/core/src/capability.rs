@@ -446,9 +446,9 @@ impl<'de> serde::Deserialize<'de> for Capability {
 }
 
 fn parse_fs(input: &str, rest: &str) -> Result<Capability, CapabilityError> {
-    let (access, place) = rest
-        .split_once(':')
-        .ok_or_else(|| CapabilityError::new(input, "expected `fs:read:<dir>/**` or `fs:write:<dir>/**`"))?;
+    let (access, place) = rest.split_once(':').ok_or_else(|| {
+        CapabilityError::new(input, "expected `fs:read:<dir>/**` or `fs:write:<dir>/**`")
+    })?;
     let access = match access {
         "read" => FsAccess::Read,
         "write" => FsAccess::Write,
@@ -538,7 +538,10 @@ fn check_segments(input: &str, rel: &str) -> Result<(), CapabilityError> {
 
 fn parse_net(input: &str, rest: &str) -> Result<Capability, CapabilityError> {
     let (scheme, place) = rest.split_once(':').ok_or_else(|| {
-        CapabilityError::new(input, "expected `net:http:<host>[:<port>]` or `net:https:...`")
+        CapabilityError::new(
+            input,
+            "expected `net:http:<host>[:<port>]` or `net:https:...`",
+        )
     })?;
     let scheme = match scheme {
         "http" => Scheme::Http,
@@ -567,7 +570,10 @@ fn parse_net(input: &str, rest: &str) -> Result<Capability, CapabilityError> {
     })
 }
 
-fn split_host_port<'a>(input: &str, place: &'a str) -> Result<(&'a str, Option<u16>), CapabilityError> {
+fn split_host_port<'a>(
+    input: &str,
+    place: &'a str,
+) -> Result<(&'a str, Option<u16>), CapabilityError> {
     let (host, port) = if let Some(after) = place.strip_prefix('[') {
         let close = after
             .find(']')
@@ -591,7 +597,10 @@ fn split_host_port<'a>(input: &str, place: &'a str) -> Result<(&'a str, Option<u
         None => None,
         Some(p) => {
             if p.is_empty() || p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(CapabilityError::new(input, "the port must be a number 1..=65535"));
+                return Err(CapabilityError::new(
+                    input,
+                    "the port must be a number 1..=65535",
+                ));
             }
             let n: u32 = p
                 .parse()
@@ -624,7 +633,10 @@ fn parse_host(input: &str, host: &str) -> Result<HostPattern, CapabilityError> {
             .strip_suffix(']')
             .ok_or_else(|| CapabilityError::new(input, "unclosed `[` in IPv6 literal"))?;
         if inner.contains('%') {
-            return Err(CapabilityError::new(input, "IPv6 zone identifiers are refused"));
+            return Err(CapabilityError::new(
+                input,
+                "IPv6 zone identifiers are refused",
+            ));
         }
         let ip: Ipv6Addr = inner
             .parse()
@@ -708,7 +720,10 @@ pub fn parse_dotted_quad(s: &str) -> Option<Ipv4Addr> {
 
 fn check_dns_name(input: &str, name: &str) -> Result<(), CapabilityError> {
     if name.is_empty() || name.len() > 253 {
-        return Err(CapabilityError::new(input, "a DNS name has 1 to 253 characters"));
+        return Err(CapabilityError::new(
+            input,
+            "a DNS name has 1 to 253 characters",
+        ));
     }
     for label in name.split('.') {
         if !is_dns_label(label) {
@@ -798,10 +813,22 @@ mod tests {
 
     #[test]
     fn net_forms() {
-        assert_eq!(ok("net:https:API.Example.com.").to_string(), "net:https:api.example.com");
-        assert_eq!(ok("net:http:127.0.0.1:8080").to_string(), "net:http:127.0.0.1:8080");
-        assert_eq!(ok("net:https:[::1]:8443").to_string(), "net:https:[::1]:8443");
-        assert_eq!(ok("net:https:*.example.com").to_string(), "net:https:*.example.com");
+        assert_eq!(
+            ok("net:https:API.Example.com.").to_string(),
+            "net:https:api.example.com"
+        );
+        assert_eq!(
+            ok("net:http:127.0.0.1:8080").to_string(),
+            "net:http:127.0.0.1:8080"
+        );
+        assert_eq!(
+            ok("net:https:[::1]:8443").to_string(),
+            "net:https:[::1]:8443"
+        );
+        assert_eq!(
+            ok("net:https:*.example.com").to_string(),
+            "net:https:*.example.com"
+        );
         assert!(!ok("net:https:*").is_concrete());
     }
 
@@ -829,7 +856,10 @@ mod tests {
     #[test]
     fn other_kinds() {
         assert_eq!(ok("env:API_TOKEN").to_string(), "env:API_TOKEN");
-        assert_eq!(ok("secret:github@api.github.com").to_string(), "secret:github@api.github.com");
+        assert_eq!(
+            ok("secret:github@api.github.com").to_string(),
+            "secret:github@api.github.com"
+        );
         assert_eq!(ok("kv:notes").kind(), "kv");
         assert_eq!(ok("llm:frontier").kind(), "llm");
         bad("env:1ABC");

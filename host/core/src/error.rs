@@ -83,9 +83,10 @@ pub struct ToolError {
     pub message: String,
     /// What the model should try next.
     pub llm_hint: String,
-    /// Optional structured details.
+    /// Optional structured details (boxed: most errors have none, and the
+    /// error travels in `Result`s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<serde_json::Value>,
+    pub details: Option<Box<serde_json::Value>>,
     /// True when the same call may succeed if retried unchanged.
     #[serde(default)]
     pub retriable: bool,
@@ -105,7 +106,7 @@ impl ToolError {
 
     /// Attach structured details.
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 

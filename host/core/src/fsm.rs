@@ -69,7 +69,10 @@ impl State {
 
     /// Done, FailedRolledBack and FailedRollbackPartial.
     pub fn is_terminal(self) -> bool {
-        matches!(self, State::Done | State::FailedRolledBack | State::FailedRollbackPartial)
+        matches!(
+            self,
+            State::Done | State::FailedRolledBack | State::FailedRollbackPartial
+        )
     }
 
     /// The state's name, as stored in `saga_state`.
@@ -99,7 +102,12 @@ impl FromStr for State {
         State::ALL
             .into_iter()
             .find(|st| st.as_str() == s)
-            .ok_or_else(|| format!("unknown guardrail state `{}`", s.chars().take(40).collect::<String>()))
+            .ok_or_else(|| {
+                format!(
+                    "unknown guardrail state `{}`",
+                    s.chars().take(40).collect::<String>()
+                )
+            })
     }
 }
 
@@ -226,18 +234,27 @@ impl Guardrail {
                 return Err(format!("unknown event `{}`", t.event));
             }
             if t.from.is_terminal() {
-                return Err(format!("{} is terminal: no transition may leave it", t.from));
+                return Err(format!(
+                    "{} is terminal: no transition may leave it",
+                    t.from
+                ));
             }
             if t.to == State::Idle {
                 return Err("no transition may return to Idle".into());
             }
             if t.to == State::Done && !matches!(t.from, State::Planning | State::Validating) {
-                return Err(format!("Done can only be reached from Planning or Validating, not {}", t.from));
+                return Err(format!(
+                    "Done can only be reached from Planning or Validating, not {}",
+                    t.from
+                ));
             }
             if matches!(t.to, State::FailedRolledBack | State::FailedRollbackPartial)
                 && !matches!(t.event.as_str(), "CompensationDone" | "CompensationFailed")
             {
-                return Err(format!("{} can only be entered by a compensation event", t.to));
+                return Err(format!(
+                    "{} can only be entered by a compensation event",
+                    t.to
+                ));
             }
         }
         Ok(Guardrail { extra })
@@ -269,9 +286,11 @@ impl Guardrail {
             }
             (State::Planning, Event::Finish) => Ok(State::Done),
             (State::Planning, Event::Abort) => Ok(State::FailedRolledBack),
-            (State::Acting, Event::ToolSucceeded { validate }) => {
-                Ok(if validate { State::Validating } else { State::Acting })
-            }
+            (State::Acting, Event::ToolSucceeded { validate }) => Ok(if validate {
+                State::Validating
+            } else {
+                State::Acting
+            }),
             (State::Acting, Event::ToolFailed) => Ok(State::Compensating),
             (State::Validating, Event::ValidationPassed { complete }) => {
                 Ok(if complete { State::Done } else { State::Acting })
@@ -312,17 +331,67 @@ impl Guardrail {
     pub fn rows(&self) -> Vec<(State, String, State, String)> {
         let mut rows = vec![
             (State::Idle, "StartSaga", State::Planning, ""),
-            (State::Planning, "PlanReady", State::Acting, "plan not empty"),
-            (State::Planning, "Finish", State::Done, "nothing side-effecting ran (capsaga)"),
-            (State::Planning, "Abort", State::FailedRolledBack, "nothing side-effecting ran (capsaga)"),
-            (State::Acting, "ToolSucceeded", State::Acting, "next step has side effects"),
-            (State::Acting, "ToolSucceeded", State::Validating, "hint validate or next read-only"),
+            (
+                State::Planning,
+                "PlanReady",
+                State::Acting,
+                "plan not empty",
+            ),
+            (
+                State::Planning,
+                "Finish",
+                State::Done,
+                "nothing side-effecting ran (capsaga)",
+            ),
+            (
+                State::Planning,
+                "Abort",
+                State::FailedRolledBack,
+                "nothing side-effecting ran (capsaga)",
+            ),
+            (
+                State::Acting,
+                "ToolSucceeded",
+                State::Acting,
+                "next step has side effects",
+            ),
+            (
+                State::Acting,
+                "ToolSucceeded",
+                State::Validating,
+                "hint validate or next read-only",
+            ),
             (State::Acting, "ToolFailed", State::Compensating, ""),
-            (State::Validating, "ValidationPassed", State::Acting, "more steps"),
-            (State::Validating, "ValidationPassed", State::Done, "every step committed"),
-            (State::Validating, "ValidationFailed", State::Compensating, ""),
-            (State::Compensating, "CompensationDone", State::FailedRolledBack, "every COMMIT compensated"),
-            (State::Compensating, "CompensationFailed", State::FailedRollbackPartial, "a compensation failed"),
+            (
+                State::Validating,
+                "ValidationPassed",
+                State::Acting,
+                "more steps",
+            ),
+            (
+                State::Validating,
+                "ValidationPassed",
+                State::Done,
+                "every step committed",
+            ),
+            (
+                State::Validating,
+                "ValidationFailed",
+                State::Compensating,
+                "",
+            ),
+            (
+                State::Compensating,
+                "CompensationDone",
+                State::FailedRolledBack,
+                "every COMMIT compensated",
+            ),
+            (
+                State::Compensating,
+                "CompensationFailed",
+                State::FailedRollbackPartial,
+                "a compensation failed",
+            ),
         ]
         .into_iter()
         .map(|(a, e, b, g)| (a, e.to_string(), b, g.to_string()))
@@ -361,17 +430,36 @@ mod tests {
         let g = Guardrail::new();
         let s = g.apply(State::Acting, Event::ToolFailed).unwrap();
         assert_eq!(s, State::Compensating);
-        assert_eq!(g.apply(s, Event::CompensationDone).unwrap(), State::FailedRolledBack);
-        assert_eq!(g.apply(s, Event::CompensationFailed).unwrap(), State::FailedRollbackPartial);
+        assert_eq!(
+            g.apply(s, Event::CompensationDone).unwrap(),
+            State::FailedRolledBack
+        );
+        assert_eq!(
+            g.apply(s, Event::CompensationFailed).unwrap(),
+            State::FailedRollbackPartial
+        );
     }
 
     #[test]
     fn default_deny_and_terminal() {
         let g = Guardrail::new();
         assert!(g.apply(State::Idle, Event::ToolFailed).is_err());
-        assert!(g.apply(State::Planning, Event::PlanReady { steps: 0 }).is_err());
-        for t in [State::Done, State::FailedRolledBack, State::FailedRollbackPartial] {
-            for e in [Event::StartSaga, Event::ToolFailed, Event::CompensationDone, Event::Finish, Event::Abort] {
+        assert!(
+            g.apply(State::Planning, Event::PlanReady { steps: 0 })
+                .is_err()
+        );
+        for t in [
+            State::Done,
+            State::FailedRolledBack,
+            State::FailedRollbackPartial,
+        ] {
+            for e in [
+                Event::StartSaga,
+                Event::ToolFailed,
+                Event::CompensationDone,
+                Event::Finish,
+                Event::Abort,
+            ] {
                 assert!(g.apply(t, e).is_err());
             }
         }
@@ -390,13 +478,36 @@ mod tests {
 
     #[test]
     fn extra_rows_validated() {
-        let row = |from, event: &str, to| ExtraTransition { from, event: event.into(), to };
-        assert!(Guardrail::with_extra(vec![row(State::Done, "StartSaga", State::Planning)]).is_err());
+        let row = |from, event: &str, to| ExtraTransition {
+            from,
+            event: event.into(),
+            to,
+        };
+        assert!(
+            Guardrail::with_extra(vec![row(State::Done, "StartSaga", State::Planning)]).is_err()
+        );
         assert!(Guardrail::with_extra(vec![row(State::Acting, "Finish", State::Done)]).is_err());
-        assert!(Guardrail::with_extra(vec![row(State::Acting, "Bogus", State::Validating)]).is_err());
-        assert!(Guardrail::with_extra(vec![row(State::Acting, "ToolFailed", State::FailedRolledBack)]).is_err());
-        let g = Guardrail::with_extra(vec![row(State::Validating, "ToolFailed", State::Compensating)]).unwrap();
-        assert_eq!(g.apply(State::Validating, Event::ToolFailed).unwrap(), State::Compensating);
+        assert!(
+            Guardrail::with_extra(vec![row(State::Acting, "Bogus", State::Validating)]).is_err()
+        );
+        assert!(
+            Guardrail::with_extra(vec![row(
+                State::Acting,
+                "ToolFailed",
+                State::FailedRolledBack
+            )])
+            .is_err()
+        );
+        let g = Guardrail::with_extra(vec![row(
+            State::Validating,
+            "ToolFailed",
+            State::Compensating,
+        )])
+        .unwrap();
+        assert_eq!(
+            g.apply(State::Validating, Event::ToolFailed).unwrap(),
+            State::Compensating
+        );
     }
 
     #[test]

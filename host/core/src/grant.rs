@@ -123,7 +123,10 @@ fn narrower_dir(required: &FsDir, granted: &FsDir) -> Option<FsDir> {
     let (FsDir::Absolute(r), FsDir::Absolute(g)) = (required, granted) else {
         return (required == granted).then(|| required.clone());
     };
-    let under = g == "/" || r == g || r.strip_prefix(g.as_str()).is_some_and(|t| t.starts_with('/'));
+    let under = g == "/"
+        || r == g
+        || r.strip_prefix(g.as_str())
+            .is_some_and(|t| t.starts_with('/'));
     under.then(|| required.clone())
 }
 
@@ -211,26 +214,46 @@ mod tests {
 
     #[test]
     fn wildcard_requirement_takes_concrete_grant() {
-        let e = effective_grants("fs_write", &caps(&["fs:write:*"]), &caps(&["fs:write:/ws/**"])).unwrap();
+        let e = effective_grants(
+            "fs_write",
+            &caps(&["fs:write:*"]),
+            &caps(&["fs:write:/ws/**"]),
+        )
+        .unwrap();
         assert_eq!(strs(&e), ["fs:write:/ws/**"]);
     }
 
     #[test]
     fn write_grant_narrowed_to_read_requirement() {
-        let e = effective_grants("fs_read", &caps(&["fs:read:*"]), &caps(&["fs:write:/ws/**"])).unwrap();
+        let e = effective_grants(
+            "fs_read",
+            &caps(&["fs:read:*"]),
+            &caps(&["fs:write:/ws/**"]),
+        )
+        .unwrap();
         assert_eq!(strs(&e), ["fs:read:/ws/**"]);
     }
 
     #[test]
     fn read_grant_does_not_cover_write_requirement() {
-        let err = effective_grants("fs_write", &caps(&["fs:write:*"]), &caps(&["fs:read:/ws/**"])).unwrap_err();
+        let err = effective_grants(
+            "fs_write",
+            &caps(&["fs:write:*"]),
+            &caps(&["fs:read:/ws/**"]),
+        )
+        .unwrap_err();
         // The read grant answers no requirement: refused as undeclared.
         assert!(matches!(err, GrantError::Undeclared { .. }), "{err}");
     }
 
     #[test]
     fn missing_grants_are_listed() {
-        let err = effective_grants("t", &caps(&["fs:read:*", "net:https:api.x.com"]), &caps(&["fs:read:/a/**"])).unwrap_err();
+        let err = effective_grants(
+            "t",
+            &caps(&["fs:read:*", "net:https:api.x.com"]),
+            &caps(&["fs:read:/a/**"]),
+        )
+        .unwrap_err();
         match err {
             GrantError::Missing { missing, .. } => assert_eq!(missing, ["net:https:api.x.com"]),
             e => panic!("{e}"),
@@ -242,7 +265,11 @@ mod tests {
     #[test]
     fn undeclared_and_wildcard_grants_refused() {
         assert!(matches!(
-            effective_grants("t", &caps(&["fs:read:*"]), &caps(&["fs:read:/a/**", "env:HOME"])),
+            effective_grants(
+                "t",
+                &caps(&["fs:read:*"]),
+                &caps(&["fs:read:/a/**", "env:HOME"])
+            ),
             Err(GrantError::Undeclared { .. })
         ));
         assert!(matches!(
@@ -254,21 +281,72 @@ mod tests {
     #[test]
     fn concrete_dirs_must_nest() {
         let r = caps(&["fs:read:/data/sub/**"]);
-        assert_eq!(strs(&effective_grants("t", &r, &caps(&["fs:read:/data/**"])).unwrap()), ["fs:read:/data/sub/**"]);
-        assert_eq!(strs(&effective_grants("t", &r, &caps(&["fs:read:/**"])).unwrap()), ["fs:read:/data/sub/**"]);
+        assert_eq!(
+            strs(&effective_grants("t", &r, &caps(&["fs:read:/data/**"])).unwrap()),
+            ["fs:read:/data/sub/**"]
+        );
+        assert_eq!(
+            strs(&effective_grants("t", &r, &caps(&["fs:read:/**"])).unwrap()),
+            ["fs:read:/data/sub/**"]
+        );
         assert!(effective_grants("t", &r, &caps(&["fs:read:/data/subway/**"])).is_err());
-        assert!(effective_grants("t", &caps(&["fs:read:/data/**"]), &caps(&["fs:read:/data/sub/**"])).is_err());
-        assert!(effective_grants("t", &caps(&["fs:read:/dat/**"]), &caps(&["fs:read:/data/**"])).is_err());
+        assert!(
+            effective_grants(
+                "t",
+                &caps(&["fs:read:/data/**"]),
+                &caps(&["fs:read:/data/sub/**"])
+            )
+            .is_err()
+        );
+        assert!(
+            effective_grants(
+                "t",
+                &caps(&["fs:read:/dat/**"]),
+                &caps(&["fs:read:/data/**"])
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn net_hosts_and_ports() {
-        let e = effective_grants("t", &caps(&["net:https:api.example.com"]), &caps(&["net:https:*.example.com"])).unwrap();
+        let e = effective_grants(
+            "t",
+            &caps(&["net:https:api.example.com"]),
+            &caps(&["net:https:*.example.com"]),
+        )
+        .unwrap();
         assert_eq!(strs(&e), ["net:https:api.example.com"]);
-        assert!(effective_grants("t", &caps(&["net:https:api.example.com"]), &caps(&["net:http:api.example.com"])).is_err());
-        assert!(effective_grants("t", &caps(&["net:https:api.example.com:8443"]), &caps(&["net:https:api.example.com"])).is_err());
-        assert!(effective_grants("t", &caps(&["net:https:api.example.com:443"]), &caps(&["net:https:api.example.com"])).is_ok());
-        let e = effective_grants("t", &caps(&["net:http:*"]), &caps(&["net:http:127.0.0.1:8080"])).unwrap();
+        assert!(
+            effective_grants(
+                "t",
+                &caps(&["net:https:api.example.com"]),
+                &caps(&["net:http:api.example.com"])
+            )
+            .is_err()
+        );
+        assert!(
+            effective_grants(
+                "t",
+                &caps(&["net:https:api.example.com:8443"]),
+                &caps(&["net:https:api.example.com"])
+            )
+            .is_err()
+        );
+        assert!(
+            effective_grants(
+                "t",
+                &caps(&["net:https:api.example.com:443"]),
+                &caps(&["net:https:api.example.com"])
+            )
+            .is_ok()
+        );
+        let e = effective_grants(
+            "t",
+            &caps(&["net:http:*"]),
+            &caps(&["net:http:127.0.0.1:8080"]),
+        )
+        .unwrap();
         assert_eq!(strs(&e), ["net:http:127.0.0.1:8080"]);
     }
 

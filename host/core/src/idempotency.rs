@@ -31,8 +31,14 @@ mod tests {
     fn key_ignores_key_order_but_not_values() {
         let a = json!({"path": "/a", "content": "x"});
         let b: Value = serde_json::from_str(r#"{ "content":"x",  "path":"/a" }"#).unwrap();
-        assert_eq!(step_key("s", 1, "fs_write", &a), step_key("s", 1, "fs_write", &b));
-        assert_ne!(step_key("s", 1, "fs_write", &a), step_key("s", 2, "fs_write", &a));
+        assert_eq!(
+            step_key("s", 1, "fs_write", &a),
+            step_key("s", 1, "fs_write", &b)
+        );
+        assert_ne!(
+            step_key("s", 1, "fs_write", &a),
+            step_key("s", 2, "fs_write", &a)
+        );
         assert_ne!(
             step_key("s", 1, "fs_write", &a),
             step_key("s", 1, "fs_write", &json!({"path": "/a", "content": "y"}))

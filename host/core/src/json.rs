@@ -102,7 +102,9 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         if self.depth >= MAX_DEPTH {
-            return Err(de::Error::custom(format!("nesting deeper than {MAX_DEPTH}")));
+            return Err(de::Error::custom(format!(
+                "nesting deeper than {MAX_DEPTH}"
+            )));
         }
         let mut out = Vec::new();
         while let Some(v) = seq.next_element_seed(StrictSeed {
@@ -114,7 +116,9 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         if self.depth >= MAX_DEPTH {
-            return Err(de::Error::custom(format!("nesting deeper than {MAX_DEPTH}")));
+            return Err(de::Error::custom(format!(
+                "nesting deeper than {MAX_DEPTH}"
+            )));
         }
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
@@ -189,7 +193,10 @@ mod tests {
 
     #[test]
     fn limits() {
-        assert!(matches!(parse_strict("[1]", 2), Err(JsonError::TooLarge { .. })));
+        assert!(matches!(
+            parse_strict("[1]", 2),
+            Err(JsonError::TooLarge { .. })
+        ));
         let deep = "[".repeat(100) + &"]".repeat(100);
         assert!(parse_strict(&deep, 10_000).is_err());
         assert!(parse_strict("{} x", 100).is_err());
@@ -199,6 +206,9 @@ mod tests {
     #[test]
     fn canonical_sorts_keys() {
         let a = parse_strict(r#"{"b":1,"a":{"d":[1,{"z":0,"y":1}],"c":"x"}}"#, 1000).unwrap();
-        assert_eq!(canonical(&a), r#"{"a":{"c":"x","d":[1,{"y":1,"z":0}]},"b":1}"#);
+        assert_eq!(
+            canonical(&a),
+            r#"{"a":{"c":"x","d":[1,{"y":1,"z":0}]},"b":1}"#
+        );
     }
 }

@@ -146,7 +146,10 @@ impl ToolMeta {
         }
         if raw.version.is_empty()
             || raw.version.len() > 64
-            || raw.version.chars().any(|c| c.is_control() || c.is_whitespace())
+            || raw
+                .version
+                .chars()
+                .any(|c| c.is_control() || c.is_whitespace())
         {
             return Err(MetaError::BadVersion(tool));
         }
@@ -194,7 +197,9 @@ mod tests {
         RawToolMeta {
             name: "fs_read".into(),
             description: "Reads a file.".into(),
-            args_schema: r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#.into(),
+            args_schema:
+                r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#
+                    .into(),
             has_side_effects: false,
             risk: Risk::Low,
             returns_untrusted: true,
@@ -216,22 +221,40 @@ mod tests {
         for name in ["", "FsRead", "1abc", "fs-read", "a".repeat(65).as_str()] {
             let mut r = raw();
             r.name = name.into();
-            assert!(matches!(ToolMeta::from_raw(r), Err(MetaError::BadName(_))), "{name}");
+            assert!(
+                matches!(ToolMeta::from_raw(r), Err(MetaError::BadName(_))),
+                "{name}"
+            );
         }
         let mut r = raw();
         r.args_schema = "{not json".into();
-        assert!(matches!(ToolMeta::from_raw(r), Err(MetaError::SchemaJson { .. })));
+        assert!(matches!(
+            ToolMeta::from_raw(r),
+            Err(MetaError::SchemaJson { .. })
+        ));
         let mut r = raw();
         r.args_schema = r#"{"type":"object","type":"array"}"#.into();
-        assert!(matches!(ToolMeta::from_raw(r), Err(MetaError::SchemaJson { .. })));
+        assert!(matches!(
+            ToolMeta::from_raw(r),
+            Err(MetaError::SchemaJson { .. })
+        ));
         let mut r = raw();
         r.args_schema = r#"{"type":"no-such-type"}"#.into();
-        assert!(matches!(ToolMeta::from_raw(r), Err(MetaError::SchemaInvalid { .. })));
+        assert!(matches!(
+            ToolMeta::from_raw(r),
+            Err(MetaError::SchemaInvalid { .. })
+        ));
         let mut r = raw();
         r.capabilities = vec!["fs:read:/x/*.md".into()];
-        assert!(matches!(ToolMeta::from_raw(r), Err(MetaError::Capability { .. })));
+        assert!(matches!(
+            ToolMeta::from_raw(r),
+            Err(MetaError::Capability { .. })
+        ));
         let mut r = raw();
         r.description = " ".into();
-        assert!(matches!(ToolMeta::from_raw(r), Err(MetaError::BadDescription(_))));
+        assert!(matches!(
+            ToolMeta::from_raw(r),
+            Err(MetaError::BadDescription(_))
+        ));
     }
 }

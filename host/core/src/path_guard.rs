@@ -133,10 +133,12 @@ pub fn check_component(name: &str) -> Result<(), PathError> {
     }
     let stem = name.split('.').next().unwrap_or(name).trim_end();
     let upper = stem.to_ascii_uppercase();
-    let device = matches!(upper.as_str(), "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$")
-        || ((upper.starts_with("COM") || upper.starts_with("LPT"))
-            && upper.len() == 4
-            && upper.as_bytes()[3].is_ascii_digit());
+    let device = matches!(
+        upper.as_str(),
+        "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$"
+    ) || ((upper.starts_with("COM") || upper.starts_with("LPT"))
+        && upper.len() == 4
+        && upper.as_bytes()[3].is_ascii_digit());
     // Windows also treats superscript digits ¹²³ as COM/LPT device suffixes.
     let superscript = {
         let u: Vec<char> = stem.to_uppercase().chars().collect();
@@ -173,7 +175,12 @@ fn check_root(root: &Path) -> Result<(), PathError> {
 ///
 /// # Errors
 /// A [`PathError`] naming the first rule broken; see the module documentation.
-pub fn resolve(root: &Path, path: &str, follow: Follow, fs: &impl FsView) -> Result<PathBuf, PathError> {
+pub fn resolve(
+    root: &Path,
+    path: &str,
+    follow: Follow,
+    fs: &impl FsView,
+) -> Result<PathBuf, PathError> {
     check_root(root)?;
     if path.is_empty() {
         return Err(PathError::Empty);
@@ -303,7 +310,11 @@ mod tests {
         }
     }
     fn links(v: &[(&str, &str)]) -> MapFs {
-        MapFs(v.iter().map(|(a, b)| (PathBuf::from(a), PathBuf::from(b))).collect())
+        MapFs(
+            v.iter()
+                .map(|(a, b)| (PathBuf::from(a), PathBuf::from(b)))
+                .collect(),
+        )
     }
     fn r(path: &str, fs: &impl FsView) -> Result<PathBuf, PathError> {
         resolve(Path::new("/ws"), path, Follow::Final, fs)
@@ -311,7 +322,10 @@ mod tests {
 
     #[test]
     fn plain_paths() {
-        assert_eq!(r("a/b.txt", &NoLinks).unwrap(), PathBuf::from("/ws/a/b.txt"));
+        assert_eq!(
+            r("a/b.txt", &NoLinks).unwrap(),
+            PathBuf::from("/ws/a/b.txt")
+        );
         assert_eq!(r("/ws/a/./b", &NoLinks).unwrap(), PathBuf::from("/ws/a/b"));
         assert_eq!(r("/ws", &NoLinks).unwrap(), PathBuf::from("/ws"));
         assert_eq!(r("a/../b", &NoLinks).unwrap(), PathBuf::from("/ws/b"));
@@ -320,19 +334,42 @@ mod tests {
 
     #[test]
     fn escapes_refused() {
-        assert!(matches!(r("..", &NoLinks), Err(PathError::EscapesRoot { .. })));
-        assert!(matches!(r("a/../../etc/passwd", &NoLinks), Err(PathError::EscapesRoot { .. })));
-        assert!(matches!(r("/etc/passwd", &NoLinks), Err(PathError::OutsideRoot { .. })));
-        assert!(matches!(r("/wsx/a", &NoLinks), Err(PathError::OutsideRoot { .. })));
-        assert!(matches!(r("/ws/../etc", &NoLinks), Err(PathError::EscapesRoot { .. })));
-        assert!(matches!(r("a\0b", &NoLinks), Err(PathError::ControlCharacter)));
+        assert!(matches!(
+            r("..", &NoLinks),
+            Err(PathError::EscapesRoot { .. })
+        ));
+        assert!(matches!(
+            r("a/../../etc/passwd", &NoLinks),
+            Err(PathError::EscapesRoot { .. })
+        ));
+        assert!(matches!(
+            r("/etc/passwd", &NoLinks),
+            Err(PathError::OutsideRoot { .. })
+        ));
+        assert!(matches!(
+            r("/wsx/a", &NoLinks),
+            Err(PathError::OutsideRoot { .. })
+        ));
+        assert!(matches!(
+            r("/ws/../etc", &NoLinks),
+            Err(PathError::EscapesRoot { .. })
+        ));
+        assert!(matches!(
+            r("a\0b", &NoLinks),
+            Err(PathError::ControlCharacter)
+        ));
         assert!(matches!(r("", &NoLinks), Err(PathError::Empty)));
     }
 
     #[test]
     fn special_names_refused() {
-        for bad in ["CON", "nul.txt", "Com1", "lpt9.log", "a:stream", "a\\b", "trail.", "trail ", "COM¹"] {
-            assert!(matches!(r(bad, &NoLinks), Err(PathError::SpecialName(_))), "{bad}");
+        for bad in [
+            "CON", "nul.txt", "Com1", "lpt9.log", "a:stream", "a\\b", "trail.", "trail ", "COM¹",
+        ] {
+            assert!(
+                matches!(r(bad, &NoLinks), Err(PathError::SpecialName(_))),
+                "{bad}"
+            );
         }
         for fine in ["console", "com10", "nullable", ".hidden", "a.b.c"] {
             assert!(r(fine, &NoLinks).is_ok(), "{fine}");
@@ -350,9 +387,18 @@ mod tests {
             ("/ws/loop", "loop"),
         ]);
         assert_eq!(r("in", &fs).unwrap(), PathBuf::from("/ws/sub/target"));
-        assert!(matches!(r("abs/passwd", &fs), Err(PathError::SymlinkEscape { .. })));
-        assert!(matches!(r("up/passwd", &fs), Err(PathError::SymlinkEscape { .. })));
-        assert!(matches!(r("sub/deep", &fs), Err(PathError::SymlinkEscape { .. })));
+        assert!(matches!(
+            r("abs/passwd", &fs),
+            Err(PathError::SymlinkEscape { .. })
+        ));
+        assert!(matches!(
+            r("up/passwd", &fs),
+            Err(PathError::SymlinkEscape { .. })
+        ));
+        assert!(matches!(
+            r("sub/deep", &fs),
+            Err(PathError::SymlinkEscape { .. })
+        ));
         assert_eq!(r("sub/ok/x", &fs).unwrap(), PathBuf::from("/ws/other/x"));
         assert!(matches!(r("loop", &fs), Err(PathError::TooManySymlinks)));
         // Not following the final component leaves the link itself.

@@ -128,7 +128,9 @@ pub enum PolicyError {
         error: CapabilityError,
     },
     /// A `*` grant.
-    #[error("policy for tool `{tool}`: `{grant}` is not concrete; grants name a directory or a host")]
+    #[error(
+        "policy for tool `{tool}`: `{grant}` is not concrete; grants name a directory or a host"
+    )]
     NotConcrete {
         /// The tool.
         tool: String,
@@ -195,10 +197,12 @@ impl PolicyFile {
                         grant: g.clone(),
                     });
                 }
-                grants.push(expand_home(cap, home).map_err(|error| PolicyError::Capability {
-                    tool: name.clone(),
-                    error,
-                })?);
+                grants.push(
+                    expand_home(cap, home).map_err(|error| PolicyError::Capability {
+                        tool: name.clone(),
+                        error,
+                    })?,
+                );
             }
             grants.sort();
             grants.dedup();
@@ -287,13 +291,19 @@ mod tests {
 
     #[test]
     fn refusals() {
-        assert!(matches!(PolicyFile::parse("tols = 1"), Err(PolicyError::Toml(_))));
+        assert!(matches!(
+            PolicyFile::parse("tols = 1"),
+            Err(PolicyError::Toml(_))
+        ));
         assert!(matches!(
             PolicyFile::parse("[tools.a]\ngrant = []"),
             Err(PolicyError::Toml(_))
         ));
         let f = PolicyFile::parse("[tools.a]\ngrants = [\"fs:read:*\"]").unwrap();
-        assert!(matches!(f.check("/h"), Err(PolicyError::NotConcrete { .. })));
+        assert!(matches!(
+            f.check("/h"),
+            Err(PolicyError::NotConcrete { .. })
+        ));
         let f = PolicyFile::parse("[tools.a]\ngrants = [\"fs:read:/x/*.md\"]").unwrap();
         assert!(matches!(f.check("/h"), Err(PolicyError::Capability { .. })));
         let f = PolicyFile::parse("[tools.A]\ngrants = []").unwrap();

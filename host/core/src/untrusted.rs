@@ -40,7 +40,11 @@ fn letter(c: char) -> Option<char> {
 /// name: optional spaces and `/`, then `untrusted`, ignoring invisible
 /// characters.
 fn marker_follows(chars: &[char], mut i: usize) -> bool {
-    while i < chars.len() && (chars[i].is_whitespace() || is_invisible(chars[i]) || matches!(chars[i], '/' | '／' | '\\')) {
+    while i < chars.len()
+        && (chars[i].is_whitespace()
+            || is_invisible(chars[i])
+            || matches!(chars[i], '/' | '／' | '\\'))
+    {
         i += 1;
     }
     let word = "untrusted";
@@ -52,7 +56,7 @@ fn marker_follows(chars: &[char], mut i: usize) -> bool {
             continue;
         }
         match letter(c) {
-            Some(l) if Some(l) == word[matched..].chars().next() => matched += 1,
+            Some(l) if word[matched..].starts_with(l) => matched += 1,
             _ => return false,
         }
     }

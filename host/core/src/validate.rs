@@ -23,7 +23,9 @@ pub struct ArgsValidator {
 
 impl std::fmt::Debug for ArgsValidator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArgsValidator").field("tool", &self.tool).finish()
+        f.debug_struct("ArgsValidator")
+            .field("tool", &self.tool)
+            .finish()
     }
 }
 
@@ -113,7 +115,12 @@ impl CallError {
                     if p.pointer.is_empty() {
                         let _ = writeln!(m, "- arguments: {}", p.problem);
                     } else {
-                        let _ = writeln!(m, "- argument \"{}\": {}", pointer_to_name(&p.pointer), p.problem);
+                        let _ = writeln!(
+                            m,
+                            "- argument \"{}\": {}",
+                            pointer_to_name(&p.pointer),
+                            p.problem
+                        );
                     }
                 }
                 let _ = writeln!(m, "- expected arguments: {expected}");
@@ -129,7 +136,10 @@ fn clip(s: &str, n: usize) -> String {
 }
 
 fn pointer_to_name(p: &str) -> String {
-    p.trim_start_matches('/').replace('/', ".").replace("~1", "/").replace("~0", "~")
+    p.trim_start_matches('/')
+        .replace('/', ".")
+        .replace("~1", "/")
+        .replace("~0", "~")
 }
 
 impl ArgsValidator {
@@ -224,8 +234,16 @@ fn describe(e: &jsonschema::ValidationError<'_>, schema: &Value) -> FieldProblem
                 pointer,
                 problem: format!(
                     "unexpected field(s) {}; allowed fields: {}",
-                    unexpected.iter().map(|u| format!("\"{}\"", clip(u, 60))).collect::<Vec<_>>().join(", "),
-                    if allowed.is_empty() { "none".into() } else { allowed.join(", ") }
+                    unexpected
+                        .iter()
+                        .map(|u| format!("\"{}\"", clip(u, 60)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if allowed.is_empty() {
+                        "none".into()
+                    } else {
+                        allowed.join(", ")
+                    }
                 ),
             };
         }
@@ -312,7 +330,11 @@ fn summarize_object(schema: &Value) -> String {
     let fields: Vec<String> = props
         .iter()
         .map(|(k, v)| {
-            let req = if required.contains(&k.as_str()) { " (required)" } else { "" };
+            let req = if required.contains(&k.as_str()) {
+                " (required)"
+            } else {
+                ""
+            };
             format!("\"{k}\": {}{req}", summarize_type(v))
         })
         .collect();
@@ -361,27 +383,48 @@ mod tests {
     #[test]
     fn missing_field_named_with_type() {
         let m = v().check_text("{}").unwrap_err().to_model_message();
-        assert!(m.contains("- argument \"path\": missing (required, expected string)"), "{m}");
-        assert!(m.contains("expected arguments: { \"path\": string (required)"), "{m}");
+        assert!(
+            m.contains("- argument \"path\": missing (required, expected string)"),
+            "{m}"
+        );
+        assert!(
+            m.contains("expected arguments: { \"path\": string (required)"),
+            "{m}"
+        );
     }
 
     #[test]
     fn wrong_type_named() {
-        let m = v().check_text(r#"{"path":"a","max_bytes":"10"}"#).unwrap_err().to_model_message();
-        assert!(m.contains("- argument \"max_bytes\": expected integer, got string \"10\""), "{m}");
+        let m = v()
+            .check_text(r#"{"path":"a","max_bytes":"10"}"#)
+            .unwrap_err()
+            .to_model_message();
+        assert!(
+            m.contains("- argument \"max_bytes\": expected integer, got string \"10\""),
+            "{m}"
+        );
     }
 
     #[test]
     fn enum_choices_listed() {
-        let m = v().check_text(r#"{"path":"a","mode":"hex"}"#).unwrap_err().to_model_message();
+        let m = v()
+            .check_text(r#"{"path":"a","mode":"hex"}"#)
+            .unwrap_err()
+            .to_model_message();
         assert!(m.contains("valid choices: [\"text\",\"base64\"]"), "{m}");
     }
 
     #[test]
     fn extra_field_and_duplicate_key() {
-        let m = v().check_text(r#"{"path":"a","colour":1}"#).unwrap_err().to_model_message();
+        let m = v()
+            .check_text(r#"{"path":"a","colour":1}"#)
+            .unwrap_err()
+            .to_model_message();
         assert!(m.contains("unexpected field(s) \"colour\""), "{m}");
-        let m = v().check_text(r#"{"path":"a","path":"b"}"#).unwrap_err().to_model_message();
+        let m = v()
+            .check_text(r#"{"path":"a","path":"b"}"#)
+            .unwrap_err()
+            .to_model_message();
         assert!(m.contains("duplicate key `path`"), "{m}");
     }
 
@@ -390,7 +433,10 @@ mod tests {
         let e = unknown_tool("fs_reed", &["fs_write", "fs_read", "time_now"]);
         let m = e.to_model_message();
         assert!(m.contains("did you mean \"fs_read\""), "{m}");
-        assert!(m.contains("available tools: fs_read, fs_write, time_now"), "{m}");
+        assert!(
+            m.contains("available tools: fs_read, fs_write, time_now"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -131,7 +131,9 @@ pub fn expand_home_vars(v: &mut serde_json::Value, home: &Path) {
     let home = home.to_string_lossy();
     match v {
         serde_json::Value::String(s) if s.contains("${home}") => *s = s.replace("${home}", &home),
-        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| expand_home_vars(x, Path::new(home.as_ref()))),
+        serde_json::Value::Array(a) => a
+            .iter_mut()
+            .for_each(|x| expand_home_vars(x, Path::new(home.as_ref()))),
         serde_json::Value::Object(m) => m
             .values_mut()
             .for_each(|x| expand_home_vars(x, Path::new(home.as_ref()))),
@@ -184,7 +186,10 @@ mod tests {
     fn home_vars_expand_in_strings_only() {
         let mut v = serde_json::json!({"path": "${home}/a.txt", "n": 1, "list": ["${home}", "x"]});
         expand_home_vars(&mut v, Path::new("/srv/h"));
-        assert_eq!(v, serde_json::json!({"path": "/srv/h/a.txt", "n": 1, "list": ["/srv/h", "x"]}));
+        assert_eq!(
+            v,
+            serde_json::json!({"path": "/srv/h/a.txt", "n": 1, "list": ["/srv/h", "x"]})
+        );
     }
 
     #[test]

@@ -26,7 +26,9 @@ pub const BUSY_TIMEOUT_MS: u64 = 10_000;
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     /// The file is not a SQLite database or is damaged.
-    #[error("state database {path} is corrupt or not a SQLite database ({detail}); it was left untouched: move it aside to start afresh")]
+    #[error(
+        "state database {path} is corrupt or not a SQLite database ({detail}); it was left untouched: move it aside to start afresh"
+    )]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -34,7 +36,9 @@ pub enum DbError {
         detail: String,
     },
     /// A SQLite database of another application.
-    #[error("{path} is not a capsaga state database (application id {found:#x}); it was left untouched")]
+    #[error(
+        "{path} is not a capsaga state database (application id {found:#x}); it was left untouched"
+    )]
     Foreign {
         /// The file.
         path: PathBuf,
@@ -42,7 +46,9 @@ pub enum DbError {
         found: i64,
     },
     /// A newer schema than this binary knows.
-    #[error("state database {path} has schema version {found}, newer than this capsaga ({SCHEMA_VERSION}); upgrade capsaga")]
+    #[error(
+        "state database {path} has schema version {found}, newer than this capsaga ({SCHEMA_VERSION}); upgrade capsaga"
+    )]
     TooNew {
         /// The file.
         path: PathBuf,
@@ -163,10 +169,15 @@ impl Db {
                 error: e.to_string(),
             })?;
         }
-        let existed = path.exists() && std::fs::metadata(path).map(|m| m.len() > 0).unwrap_or(false);
+        let existed = path.exists()
+            && std::fs::metadata(path)
+                .map(|m| m.len() > 0)
+                .unwrap_or(false);
         let conn = Connection::open_with_flags(
             path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| classify(path, e))?;
         conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
@@ -223,7 +234,10 @@ impl Db {
     /// # Errors
     /// Whatever `f` returns, or the commit's error; the transaction is rolled
     /// back on error.
-    pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T, DbError>) -> Result<T, DbError> {
+    pub fn write<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
         let mut conn = self.conn.lock().map_err(|_| DbError::Poisoned)?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -246,7 +260,9 @@ impl Db {
 /// The current time as RFC 3339 UTC with milliseconds, e.g.
 /// `2026-11-30T04:05:06.789Z`.
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
 }
 
 #[cfg(test)]
@@ -269,7 +285,9 @@ mod tests {
     fn garbage_file_is_corrupt_and_untouched() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("state.db");
-        let junk = b"this is not a database at all, but it is long enough to look like a header....".repeat(20);
+        let junk =
+            b"this is not a database at all, but it is long enough to look like a header...."
+                .repeat(20);
         std::fs::write(&p, &junk).unwrap();
         let err = Db::open(&p).unwrap_err();
         assert!(matches!(err, DbError::Corrupt { .. }), "{err}");
@@ -282,8 +300,10 @@ mod tests {
         let p = dir.path().join("other.db");
         {
             let c = Connection::open(&p).unwrap();
-            c.execute_batch("CREATE TABLE customers(id INTEGER); INSERT INTO customers VALUES (1);")
-                .unwrap();
+            c.execute_batch(
+                "CREATE TABLE customers(id INTEGER); INSERT INTO customers VALUES (1);",
+            )
+            .unwrap();
         }
         assert!(matches!(Db::open(&p), Err(DbError::Foreign { .. })));
     }

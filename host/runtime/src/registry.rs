@@ -196,13 +196,20 @@ impl Registry {
         Ok(reg)
     }
 
-    async fn load_one(&self, sandbox: &Sandbox, path: &Path, policy: &Policy) -> Result<LoadedTool, LoadError> {
+    async fn load_one(
+        &self,
+        sandbox: &Sandbox,
+        path: &Path,
+        policy: &Policy,
+    ) -> Result<LoadedTool, LoadError> {
         let bytes = read_component(path)?;
         let hash = sha256_hex(&bytes);
-        let prepared = sandbox.prepare(&bytes).map_err(|error| LoadError::Sandbox {
-            path: path.to_path_buf(),
-            error,
-        })?;
+        let prepared = sandbox
+            .prepare(&bytes)
+            .map_err(|error| LoadError::Sandbox {
+                path: path.to_path_buf(),
+                error,
+            })?;
         let raw = sandbox
             .meta(&path.display().to_string(), &prepared)
             .await
@@ -214,13 +221,14 @@ impl Registry {
             path: path.to_path_buf(),
             error,
         })?;
-        let validator = ArgsValidator::new(&meta.name, &meta.args_schema).map_err(|e| LoadError::Meta {
-            path: path.to_path_buf(),
-            error: MetaError::SchemaInvalid {
-                tool: meta.name.clone(),
-                error: e.to_string(),
-            },
-        })?;
+        let validator =
+            ArgsValidator::new(&meta.name, &meta.args_schema).map_err(|e| LoadError::Meta {
+                path: path.to_path_buf(),
+                error: MetaError::SchemaInvalid {
+                    tool: meta.name.clone(),
+                    error: e.to_string(),
+                },
+            })?;
         self.store_copy(&hash, &bytes);
         if let Ok(mut m) = self.by_hash.lock() {
             m.insert(hash.clone(), prepared.clone());
@@ -293,10 +301,12 @@ impl Registry {
                 error: "stored component does not match its content hash".into(),
             });
         }
-        let prepared = sandbox.prepare(&bytes).map_err(|error| LoadError::Sandbox {
-            path: path.clone(),
-            error,
-        })?;
+        let prepared = sandbox
+            .prepare(&bytes)
+            .map_err(|error| LoadError::Sandbox {
+                path: path.clone(),
+                error,
+            })?;
         if let Ok(mut m) = self.by_hash.lock() {
             m.insert(hash.to_string(), prepared.clone());
         }

@@ -18,7 +18,8 @@ use std::fmt::Write as _;
 pub const CONSTITUTION: &str = "You are an agent running inside capsaga. Every tool call you make is checked against its schema and the operator's policy, runs in a sandbox with only the access the operator granted, and is logged as a step of a saga: if a later step fails, earlier steps are undone. Call tools only with the exact names and argument schemas given. When a tool call is refused or fails, read the error's hint and correct the call instead of repeating it. When the task is done, answer in plain text without calling a tool.";
 
 /// Block 2: who the agent is.
-pub const DEFAULT_IDENTITY: &str = "You act for the operator of this workspace, on the task they give.";
+pub const DEFAULT_IDENTITY: &str =
+    "You act for the operator of this workspace, on the task they give.";
 
 /// Assemble blocks 1-5.
 pub fn system_prompt(identity: &str, tools: &[ToolSpec], memory: &str) -> String {
@@ -35,7 +36,11 @@ pub fn system_prompt(identity: &str, tools: &[ToolSpec], memory: &str) -> String
         }
         s.push('\n');
     }
-    let _ = writeln!(s, "\n# Memory\n{}\n", if memory.is_empty() { "(none)" } else { memory });
+    let _ = writeln!(
+        s,
+        "\n# Memory\n{}\n",
+        if memory.is_empty() { "(none)" } else { memory }
+    );
     let _ = writeln!(s, "# Untrusted content\n{UNTRUSTED_INSTRUCTION}");
     s
 }

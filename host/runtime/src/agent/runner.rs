@@ -68,7 +68,11 @@ pub fn truncate_result(text: &str) -> String {
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    format!("{}\n[... truncated, {} bytes total]", &text[..cut], text.len())
+    format!(
+        "{}\n[... truncated, {} bytes total]",
+        &text[..cut],
+        text.len()
+    )
 }
 
 /// The catalog the model sees: callable tools only.
@@ -152,9 +156,10 @@ pub async fn run_turn(
             cost_usd: 0.0,
             wall_ms: t0.elapsed().as_millis() as u64,
         });
-        request
-            .messages
-            .push(Message::assistant(resp.text.clone(), resp.tool_calls.clone()));
+        request.messages.push(Message::assistant(
+            resp.text.clone(),
+            resp.tool_calls.clone(),
+        ));
         if resp.tool_calls.is_empty() {
             tr.final_response = Some(resp.text.clone());
             tr.outcome = Outcome::Success;
@@ -200,10 +205,17 @@ pub async fn run_turn(
                     };
                     (text, false, Some(*seq), Some(output.data.clone()), None)
                 }
-                StepOutcome::ReadFailed { seq, error, .. } | StepOutcome::Failed { seq, error, .. } => {
-                    (error.to_model_text(), true, Some(*seq), None, Some(error.clone()))
+                StepOutcome::ReadFailed { seq, error, .. }
+                | StepOutcome::Failed { seq, error, .. } => (
+                    error.to_model_text(),
+                    true,
+                    Some(*seq),
+                    None,
+                    Some(error.clone()),
+                ),
+                StepOutcome::Refused { error } => {
+                    (error.to_model_text(), true, None, None, Some(error.clone()))
                 }
-                StepOutcome::Refused { error } => (error.to_model_text(), true, None, None, Some(error.clone())),
             };
             tr.steps.push(TraceStep::Action {
                 tool_name: call.name.clone(),
@@ -216,7 +228,9 @@ pub async fn run_turn(
                 error,
                 wall_ms: t1.elapsed().as_millis() as u64,
             });
-            request.messages.push(Message::tool(&call.id, content, is_error));
+            request
+                .messages
+                .push(Message::tool(&call.id, content, is_error));
             if let StepOutcome::Failed { rollback, .. } = &outcome {
                 tr.outcome = Outcome::RolledBack;
                 rollback_state = Some(rollback.final_state);
@@ -244,8 +258,11 @@ fn record_invalid(
     err: &CallError,
     t1: Instant,
 ) {
-    let args = capsaga_core::json::parse_strict(&call.arguments, capsaga_core::validate::MAX_ARGS_LEN)
-        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.chars().take(4096).collect()));
+    let args =
+        capsaga_core::json::parse_strict(&call.arguments, capsaga_core::validate::MAX_ARGS_LEN)
+            .unwrap_or_else(|_| {
+                serde_json::Value::String(call.arguments.chars().take(4096).collect())
+            });
     tr.steps.push(TraceStep::Action {
         tool_name: call.name.chars().take(200).collect(),
         call_id: call.id.clone(),

@@ -18,7 +18,9 @@
 //! per token); `latency_ms` simulates a model's delay, scaled by
 //! `CAPSAGA_SIM_LATENCY_SCALE` (0 = none, the default).
 
-use super::provider::{ChatRequest, ChatResponse, FinishReason, Provider, ProviderError, ToolCall, Usage};
+use super::provider::{
+    ChatRequest, ChatResponse, FinishReason, Provider, ProviderError, ToolCall, Usage,
+};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
@@ -105,7 +107,8 @@ impl ScriptedProvider {
             path: p.clone(),
             error: e.to_string(),
         })?;
-        let mut sp = Self::from_json(&text).map_err(|error| ScriptError::Invalid { path: p, error })?;
+        let mut sp =
+            Self::from_json(&text).map_err(|error| ScriptError::Invalid { path: p, error })?;
         for turn in &mut sp.script.turns {
             for call in &mut turn.tool_calls {
                 match &mut call.arguments {
@@ -122,7 +125,8 @@ impl ScriptedProvider {
     /// # Errors
     /// A message naming the problem.
     pub fn from_json(text: &str) -> Result<Self, String> {
-        let value = capsaga_core::json::parse_strict(text, MAX_SCRIPT_BYTES).map_err(|e| e.to_string())?;
+        let value =
+            capsaga_core::json::parse_strict(text, MAX_SCRIPT_BYTES).map_err(|e| e.to_string())?;
         let script: ScriptFile = serde_json::from_value(value).map_err(|e| e.to_string())?;
         let latency_scale = std::env::var("CAPSAGA_SIM_LATENCY_SCALE")
             .ok()
@@ -173,9 +177,21 @@ impl Provider for ScriptedProvider {
             })
             .collect();
         let prompt_chars = request.system.len()
-            + request.messages.iter().map(|m| m.content.len()).sum::<usize>()
-            + request.tools.iter().map(|t| t.description.len() + t.parameters.to_string().len()).sum::<usize>();
-        let out_chars = turn.text.len() + tool_calls.iter().map(|c| c.name.len() + c.arguments.len()).sum::<usize>();
+            + request
+                .messages
+                .iter()
+                .map(|m| m.content.len())
+                .sum::<usize>()
+            + request
+                .tools
+                .iter()
+                .map(|t| t.description.len() + t.parameters.to_string().len())
+                .sum::<usize>();
+        let out_chars = turn.text.len()
+            + tool_calls
+                .iter()
+                .map(|c| c.name.len() + c.arguments.len())
+                .sum::<usize>();
         Ok(ChatResponse {
             provider: "scripted".into(),
             model: self.script.model.clone(),
@@ -218,8 +234,14 @@ mod tests {
         assert_eq!(r.tool_calls[1].arguments, r#"{"k":1,"k":2}"#);
         assert!(r.usage.input_tokens > 0);
         let r = p.complete(&req()).await.unwrap();
-        assert_eq!((r.text.as_str(), r.finish_reason), ("done", FinishReason::Stop));
-        assert_eq!(p.complete(&req()).await.unwrap_err(), ProviderError::ScriptExhausted(2));
+        assert_eq!(
+            (r.text.as_str(), r.finish_reason),
+            ("done", FinishReason::Stop)
+        );
+        assert_eq!(
+            p.complete(&req()).await.unwrap_err(),
+            ProviderError::ScriptExhausted(2)
+        );
     }
 
     #[test]

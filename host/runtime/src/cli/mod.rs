@@ -19,7 +19,12 @@ use std::path::PathBuf;
 #[command(name = "capsaga", version, after_help = exit::TABLE)]
 pub struct Cli {
     /// The operator's policy file.
-    #[arg(long, global = true, env = "CAPSAGA_CONFIG", default_value = "capsaga.toml")]
+    #[arg(
+        long,
+        global = true,
+        env = "CAPSAGA_CONFIG",
+        default_value = "capsaga.toml"
+    )]
     pub config: PathBuf,
     /// Print one JSON document instead of the human-readable report.
     #[arg(long, global = true)]
@@ -176,7 +181,10 @@ pub async fn main_with(cli: Cli) -> u8 {
         Ok(code) => code,
         Err(f) => {
             if json {
-                println!("{}", serde_json::json!({"error": f.message, "exit_code": f.code}));
+                println!(
+                    "{}",
+                    serde_json::json!({"error": f.message, "exit_code": f.code})
+                );
             } else {
                 eprintln!("capsaga: {}", f.message);
             }
@@ -192,8 +200,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     }
     let host = Host::open(&cli.config).await?;
     match cli.command {
-        Command::Tools { cmd: ToolsCmd::List } => Ok(ops::tools_list(&host, &out)),
-        Command::Call { tool, args, dry_run } => run::call(&host, &out, &tool, &args, dry_run).await,
+        Command::Tools {
+            cmd: ToolsCmd::List,
+        } => Ok(ops::tools_list(&host, &out)),
+        Command::Call {
+            tool,
+            args,
+            dry_run,
+        } => run::call(&host, &out, &tool, &args, dry_run).await,
         Command::Run { plan, saga } => run::plan(&host, &out, &plan, saga.as_deref()).await,
         Command::Agent {
             script,
@@ -204,7 +218,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Sagas { limit } => ops::sagas(&host, &out, limit),
         Command::Rollback { saga } => run::rollback(&host, &out, &saga).await,
         Command::Trace { id } => ops::trace(&host, &out, &id),
-        Command::Audit { cmd: AuditCmd::Verify } => ops::audit_verify(&host, &out),
+        Command::Audit {
+            cmd: AuditCmd::Verify,
+        } => ops::audit_verify(&host, &out),
         Command::Fsm { .. } => Ok(exit::OK),
     }
 }

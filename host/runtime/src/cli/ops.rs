@@ -38,10 +38,18 @@ pub(crate) fn tools_list(host: &Host, out: &Out) -> u8 {
     }
     println!("tools in {}", host.config.tools_dir.display());
     for t in host.registry.tools() {
-        let effects = if t.meta.has_side_effects { "side effects" } else { "read-only" };
+        let effects = if t.meta.has_side_effects {
+            "side effects"
+        } else {
+            "read-only"
+        };
         println!(
             "  {:<14} {:<8} risk {:<6} {:<12} {}",
-            t.meta.name, t.meta.version, t.meta.risk, effects, clip(&t.meta.description, 70)
+            t.meta.name,
+            t.meta.version,
+            t.meta.risk,
+            effects,
+            clip(&t.meta.description, 70)
         );
         match &t.grants {
             Ok(g) if g.is_empty() => println!("  {:<14} grants: (none needed)", ""),
@@ -127,16 +135,27 @@ pub(crate) fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failure> {
         out.json(&t);
         return Ok(exit::OK);
     }
-    println!("trace {}  outcome {}  {} ms", t.trace_id, t.outcome.as_str(), t.wall_time_ms);
+    println!(
+        "trace {}  outcome {}  {} ms",
+        t.trace_id,
+        t.outcome.as_str(),
+        t.wall_time_ms
+    );
     println!("task: {}", t.user_message);
     println!(
         "saga: {} ({})",
         t.saga_id.as_deref().unwrap_or("-"),
         t.saga_state.map(|s| s.to_string()).unwrap_or_default()
     );
-    println!("tokens: {} in, {} out  cost: ${:.6}", t.prompt_tokens, t.response_tokens, t.cost_usd);
+    println!(
+        "tokens: {} in, {} out  cost: ${:.6}",
+        t.prompt_tokens, t.response_tokens, t.cost_usd
+    );
     for (i, s) in t.steps.iter().enumerate() {
-        println!("  {i:>3} {}", clip(&serde_json::to_string(s).unwrap_or_default(), 300));
+        println!(
+            "  {i:>3} {}",
+            clip(&serde_json::to_string(s).unwrap_or_default(), 300)
+        );
     }
     if let Some(f) = &t.final_response {
         println!("answer: {f}");
@@ -152,11 +171,18 @@ pub(crate) fn audit_verify(host: &Host, out: &Out) -> Result<u8, Failure> {
         out.json(&json!({"rows": rows.len(), "ok": broken.is_none(), "first_break": broken}));
     } else {
         match &broken {
-            None => println!("write-ahead log intact: {} rows, hash chain verified", rows.len()),
+            None => println!(
+                "write-ahead log intact: {} rows, hash chain verified",
+                rows.len()
+            ),
             Some(b) => println!("write-ahead log BROKEN at row {}: {}", b.seq, b.reason),
         }
     }
-    Ok(if broken.is_none() { exit::OK } else { exit::NOT_SUCCESS })
+    Ok(if broken.is_none() {
+        exit::OK
+    } else {
+        exit::NOT_SUCCESS
+    })
 }
 
 /// `capsaga fsm --show`.
@@ -173,7 +199,7 @@ pub(crate) fn fsm(out: &Out, _show: bool) -> u8 {
     }
     println!("{:<14} {:<20} {:<22} guard", "from", "event", "to");
     for (a, e, b, guard) in &rows {
-        println!("{:<14} {:<20} {:<22} {guard}", a.as_str(), e, b.as_str(), );
+        println!("{:<14} {:<20} {:<22} {guard}", a.as_str(), e, b.as_str(),);
     }
     println!("\n```mermaid\nstateDiagram-v2\n    [*] --> Idle");
     for (a, e, b, _) in &rows {

@@ -48,12 +48,21 @@ pub(crate) fn clip(s: &str, n: usize) -> String {
 
 /// A `wal_log` row as one line.
 pub(crate) fn log_line(r: &LogRow) -> String {
-    let step = r.step_seq.map(|s| format!("step {s}")).unwrap_or_else(|| "saga".into());
+    let step = r
+        .step_seq
+        .map(|s| format!("step {s}"))
+        .unwrap_or_else(|| "saga".into());
     let detail = match r.record.as_str() {
         "BEGIN" => format!(
             "{} {}",
             r.detail.get("tool").and_then(|v| v.as_str()).unwrap_or("?"),
-            clip(&r.detail.get("args").map(|a| a.to_string()).unwrap_or_default(), 100)
+            clip(
+                &r.detail
+                    .get("args")
+                    .map(|a| a.to_string())
+                    .unwrap_or_default(),
+                100
+            )
         ),
         "COMMIT" => r
             .detail
@@ -69,7 +78,10 @@ pub(crate) fn log_line(r: &LogRow) -> String {
             .unwrap_or_default(),
         "STATE" => format!(
             "{}{}",
-            r.detail.get("state").and_then(|v| v.as_str()).unwrap_or("?"),
+            r.detail
+                .get("state")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?"),
             r.detail
                 .get("event")
                 .and_then(|v| v.as_str())
@@ -78,7 +90,10 @@ pub(crate) fn log_line(r: &LogRow) -> String {
         ),
         _ => String::new(),
     };
-    format!("{:>5}  {}  {:<8} {:<20} {}", r.seq, r.at, step, r.record, detail)
+    format!(
+        "{:>5}  {}  {:<8} {:<20} {}",
+        r.seq, r.at, step, r.record, detail
+    )
 }
 
 /// A `saga_steps` row as one line.

@@ -29,14 +29,25 @@ fn print_rollback(rb: &RollbackReport) {
     for u in &rb.undone {
         match &u.result {
             Ok(()) => println!("  compensated step {} ({})", u.seq, u.tool),
-            Err(e) => println!("  COMPENSATION FAILED step {} ({}): {}", u.seq, u.tool, error_line(e)),
+            Err(e) => println!(
+                "  COMPENSATION FAILED step {} ({}): {}",
+                u.seq,
+                u.tool,
+                error_line(e)
+            ),
         }
     }
     println!("saga state: {}", rb.final_state);
 }
 
 /// `capsaga call <tool> '<json>' [--dry-run]`.
-pub(crate) async fn call(host: &Host, out: &Out, tool: &str, args: &str, dry_run: bool) -> Result<u8, Failure> {
+pub(crate) async fn call(
+    host: &Host,
+    out: &Out,
+    tool: &str,
+    args: &str,
+    dry_run: bool,
+) -> Result<u8, Failure> {
     let Some(t) = host.registry.get(tool) else {
         let e = capsaga_core::validate::unknown_tool(tool, &host.registry.names());
         return Err(Failure {
@@ -80,7 +91,10 @@ pub(crate) async fn call(host: &Host, out: &Out, tool: &str, args: &str, dry_run
                     out.json(&json!({"dry_run": true, "output": o, "wall_ms": diag.wall_ms}));
                 } else {
                     println!("dry-run {tool}: {}", output_line(&o));
-                    println!("{}", serde_json::to_string_pretty(&o.data).unwrap_or_default());
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&o.data).unwrap_or_default()
+                    );
                 }
                 exit::OK
             }
@@ -89,7 +103,11 @@ pub(crate) async fn call(host: &Host, out: &Out, tool: &str, args: &str, dry_run
                 if out.json {
                     out.json(&json!({"dry_run": true, "error": e}));
                 } else {
-                    println!("dry-run {tool} failed: {}\nhint: {}", error_line(&e), e.llm_hint);
+                    println!(
+                        "dry-run {tool} failed: {}\nhint: {}",
+                        error_line(&e),
+                        e.llm_hint
+                    );
                 }
                 exit::TOOL_ERROR
             }
@@ -106,7 +124,12 @@ pub(crate) async fn call(host: &Host, out: &Out, tool: &str, args: &str, dry_run
     };
     if out.json {
         let body = match &outcome {
-            StepOutcome::Committed { seq, output, replayed, .. } => {
+            StepOutcome::Committed {
+                seq,
+                output,
+                replayed,
+                ..
+            } => {
                 json!({"step_seq": seq, "output": output, "replayed": replayed})
             }
             StepOutcome::ReadFailed { seq, error, .. } | StepOutcome::Failed { seq, error, .. } => {
@@ -119,12 +142,19 @@ pub(crate) async fn call(host: &Host, out: &Out, tool: &str, args: &str, dry_run
         match &outcome {
             StepOutcome::Committed { output, .. } => {
                 println!("{tool}: {}", output_line(output));
-                println!("{}", serde_json::to_string_pretty(&output.data).unwrap_or_default());
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&output.data).unwrap_or_default()
+                );
             }
             StepOutcome::ReadFailed { error, .. }
             | StepOutcome::Failed { error, .. }
             | StepOutcome::Refused { error } => {
-                println!("{tool} failed: {}\nhint: {}", error_line(error), error.llm_hint);
+                println!(
+                    "{tool} failed: {}\nhint: {}",
+                    error_line(error),
+                    error.llm_hint
+                );
             }
         }
         println!("saga {} ended {state}", saga.id());
@@ -133,7 +163,12 @@ pub(crate) async fn call(host: &Host, out: &Out, tool: &str, args: &str, dry_run
 }
 
 /// `capsaga run --plan <file> [--saga <id>]`.
-pub(crate) async fn plan(host: &Host, out: &Out, path: &Path, resume: Option<&str>) -> Result<u8, Failure> {
+pub(crate) async fn plan(
+    host: &Host,
+    out: &Out,
+    path: &Path,
+    resume: Option<&str>,
+) -> Result<u8, Failure> {
     let plan = Plan::from_file(path, &host.config.home).map_err(|e| Failure {
         code: exit::CONFIG,
         message: e.to_string(),
@@ -148,10 +183,23 @@ pub(crate) async fn plan(host: &Host, out: &Out, path: &Path, resume: Option<&st
     } else {
         println!("saga {}  ({})", report.saga_id, plan.description);
         for s in &report.steps {
-            let seq = s.step_seq.map(|q| format!("step {q}")).unwrap_or_else(|| "-".into());
+            let seq = s
+                .step_seq
+                .map(|q| format!("step {q}"))
+                .unwrap_or_else(|| "-".into());
             match (&s.output, &s.error) {
-                (Some(o), _) => println!("  {seq:<8} {:<10} {:<9} {}", s.tool, s.status, output_line(o)),
-                (_, Some(e)) => println!("  {seq:<8} {:<10} {:<9} {}", s.tool, s.status, error_line(e)),
+                (Some(o), _) => println!(
+                    "  {seq:<8} {:<10} {:<9} {}",
+                    s.tool,
+                    s.status,
+                    output_line(o)
+                ),
+                (_, Some(e)) => println!(
+                    "  {seq:<8} {:<10} {:<9} {}",
+                    s.tool,
+                    s.status,
+                    error_line(e)
+                ),
                 _ => println!("  {seq:<8} {:<10} {}", s.tool, s.status),
             }
         }
@@ -166,7 +214,13 @@ pub(crate) async fn plan(host: &Host, out: &Out, path: &Path, resume: Option<&st
 }
 
 /// `capsaga agent --script <file> "<task>"`.
-pub(crate) async fn agent(host: &Host, out: &Out, script: &Path, task: &str, max_steps: usize) -> Result<u8, Failure> {
+pub(crate) async fn agent(
+    host: &Host,
+    out: &Out,
+    script: &Path,
+    task: &str,
+    max_steps: usize,
+) -> Result<u8, Failure> {
     let provider = ScriptedProvider::from_file(script, &host.config.home).map_err(|e| Failure {
         code: exit::CONFIG,
         message: e.to_string(),
@@ -175,17 +229,25 @@ pub(crate) async fn agent(host: &Host, out: &Out, script: &Path, task: &str, max
         max_steps,
         ..TurnOptions::default()
     };
-    let tr = run_turn(host, &provider, task, &opts).await.map_err(|e| Failure {
-        code: exit::INTERNAL,
-        message: e.to_string(),
-    })?;
+    let tr = run_turn(host, &provider, task, &opts)
+        .await
+        .map_err(|e| Failure {
+            code: exit::INTERNAL,
+            message: e.to_string(),
+        })?;
     if out.json {
         out.json(&tr);
     } else {
-        println!("trace {}  saga {}", tr.trace_id, tr.saga_id.as_deref().unwrap_or("-"));
+        println!(
+            "trace {}  saga {}",
+            tr.trace_id,
+            tr.saga_id.as_deref().unwrap_or("-")
+        );
         for s in &tr.steps {
             match s {
-                TraceStep::Thought { text, tool_calls, .. } => {
+                TraceStep::Thought {
+                    text, tool_calls, ..
+                } => {
                     if !text.is_empty() {
                         println!("  thought: {}", super::render::clip(text, 200));
                     }
@@ -200,17 +262,27 @@ pub(crate) async fn agent(host: &Host, out: &Out, script: &Path, task: &str, max
                     error,
                     ..
                 } => {
-                    let seq = step_seq.map(|q| format!("step {q}")).unwrap_or_else(|| "-".into());
+                    let seq = step_seq
+                        .map(|q| format!("step {q}"))
+                        .unwrap_or_else(|| "-".into());
                     match error {
                         None => println!("  action:  {tool_name} ({seq}) ok"),
-                        Some(e) => println!(
-                            "  action:  {tool_name} ({seq}) {:?}: {}",
-                            validation,
-                            super::render::clip(&error_line(e), 200)
-                        ),
+                        Some(e) => {
+                            let invalid = match validation {
+                                crate::agent::trace::Validation::Ok => "",
+                                crate::agent::trace::Validation::SchemaError => "invalid args, ",
+                                crate::agent::trace::Validation::UnknownTool => "unknown tool, ",
+                            };
+                            println!(
+                                "  action:  {tool_name} ({seq}) {invalid}{}",
+                                super::render::clip(&error_line(e), 200)
+                            )
+                        }
                     }
                 }
-                TraceStep::Critic { purpose, verdict, .. } => println!("  critic:  {purpose}: {verdict}"),
+                TraceStep::Critic {
+                    purpose, verdict, ..
+                } => println!("  critic:  {purpose}: {verdict}"),
             }
         }
         if let Some(f) = &tr.final_response {

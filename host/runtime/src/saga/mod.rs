@@ -174,12 +174,17 @@ impl<'h> Saga<'h> {
     }
 
     /// Bring the saga to the state in which `tool` may execute, or refuse.
-    fn prepare_state(&mut self, has_side_effects: bool) -> Result<Result<(), ToolError>, SagaError> {
+    fn prepare_state(
+        &mut self,
+        has_side_effects: bool,
+    ) -> Result<Result<(), ToolError>, SagaError> {
         if has_side_effects {
             self.settle_success(false)?;
             match self.state {
                 State::Planning => self.transition(Event::PlanReady { steps: 1 })?,
-                State::Validating => self.transition(Event::ValidationPassed { complete: false })?,
+                State::Validating => {
+                    self.transition(Event::ValidationPassed { complete: false })?
+                }
                 _ => {}
             }
         } else {
@@ -209,7 +214,10 @@ impl<'h> Saga<'h> {
             return Ok(StepOutcome::Refused {
                 error: ToolError::new(
                     ErrorKind::InvalidArgs,
-                    format!("unknown tool `{}`", tool.chars().take(80).collect::<String>()),
+                    format!(
+                        "unknown tool `{}`",
+                        tool.chars().take(80).collect::<String>()
+                    ),
                     format!("Use one of: {}.", names.join(", ")),
                 ),
             });
@@ -235,8 +243,9 @@ impl<'h> Saga<'h> {
             && row.status == StepStatus::Commit
             && let Some(out) = row.output
         {
-            let output: ToolOutput = serde_json::from_value(out)
-                .map_err(|e| SagaError::Db(DbError::Decode(format!("logged output of step {seq}: {e}"))))?;
+            let output: ToolOutput = serde_json::from_value(out).map_err(|e| {
+                SagaError::Db(DbError::Decode(format!("logged output of step {seq}: {e}")))
+            })?;
             self.next_seq += 1;
             if t.meta.has_side_effects {
                 self.side_effects += 1;
@@ -317,7 +326,10 @@ impl<'h> Saga<'h> {
                 return Ok(StepOutcome::Refused {
                     error: ToolError::new(
                         ErrorKind::Unsupported,
-                        format!("step {seq} of saga {} is already logged as {status}", self.id),
+                        format!(
+                            "step {seq} of saga {} is already logged as {status}",
+                            self.id
+                        ),
                         "This step cannot be run again in this saga.",
                     ),
                 });
@@ -383,7 +395,13 @@ impl<'h> Saga<'h> {
             })
             .await;
         let res = res.and_then(|o| {
-            o.ok_or_else(|| ToolError::new(ErrorKind::Unknown, "execute returned no output", "Report the tool."))
+            o.ok_or_else(|| {
+                ToolError::new(
+                    ErrorKind::Unknown,
+                    "execute returned no output",
+                    "Report the tool.",
+                )
+            })
         });
         (res, diag)
     }
@@ -438,7 +456,9 @@ impl<'h> Saga<'h> {
             State::Planning | State::Acting | State::Validating => self.abort().await,
             State::Compensating => self.finish_rollback().await,
             State::FailedRollbackPartial => rollback::compensate_all(self.host, &self.id).await,
-            State::Idle | State::Done | State::FailedRolledBack => Ok(RollbackReport::empty(self.state)),
+            State::Idle | State::Done | State::FailedRolledBack => {
+                Ok(RollbackReport::empty(self.state))
+            }
         }
     }
 
@@ -479,5 +499,8 @@ pub fn deadline_from_now(ms: u64) -> u64 {
 
 /// True for statuses that still hold an effect that may need undoing.
 pub fn needs_compensation(status: StepStatus) -> bool {
-    matches!(status, StepStatus::Commit | StepStatus::Begin | StepStatus::CompensationFailed)
+    matches!(
+        status,
+        StepStatus::Commit | StepStatus::Begin | StepStatus::CompensationFailed
+    )
 }

@@ -126,7 +126,9 @@ impl Plan {
                 error,
             };
             let Some(t) = host.registry.get(&s.tool) else {
-                return Err(step_err(unknown_tool(&s.tool, &host.registry.names()).to_model_message()));
+                return Err(step_err(
+                    unknown_tool(&s.tool, &host.registry.names()).to_model_message(),
+                ));
             };
             if let Err(e) = &t.grants {
                 return Err(step_err(e.to_string()));
@@ -192,7 +194,10 @@ pub async fn run(host: &Host, plan: &Plan, resume: Option<&str>) -> Result<PlanR
         };
         let stop = match outcome {
             StepOutcome::Committed {
-                seq, output, replayed, ..
+                seq,
+                output,
+                replayed,
+                ..
             } => {
                 rep.step_seq = Some(seq);
                 rep.status = if replayed { "replayed" } else { "committed" };

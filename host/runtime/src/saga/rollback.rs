@@ -96,7 +96,10 @@ pub async fn compensate_all(host: &Host, saga_id: &str) -> Result<RollbackReport
         .saga(saga_id)?
         .map(|s| s.state)
         .ok_or_else(|| SagaError::NotFound(saga_id.to_string()))?;
-    Ok(RollbackReport { undone, final_state })
+    Ok(RollbackReport {
+        undone,
+        final_state,
+    })
 }
 
 async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
@@ -106,7 +109,10 @@ async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
         .map_err(|e| {
             ToolError::new(
                 ErrorKind::Unrevertible,
-                format!("cannot load the component step {} ran with: {e}", step.step_seq),
+                format!(
+                    "cannot load the component step {} ran with: {e}",
+                    step.step_seq
+                ),
                 "The operator must restore the component or undo the step by hand.",
             )
         })?;
@@ -115,7 +121,10 @@ async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
         grants.push(Capability::parse(g).map_err(|e| {
             ToolError::new(
                 ErrorKind::Unrevertible,
-                format!("the logged grants of step {} do not parse: {e}", step.step_seq),
+                format!(
+                    "the logged grants of step {} do not parse: {e}",
+                    step.step_seq
+                ),
                 "The WAL row was altered; the operator must act.",
             )
         })?);
@@ -128,7 +137,10 @@ async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
         Some(v) => serde_json::from_value::<ToolOutput>(v).map_err(|e| {
             ToolError::new(
                 ErrorKind::Unrevertible,
-                format!("the logged output of step {} does not decode: {e}", step.step_seq),
+                format!(
+                    "the logged output of step {} does not decode: {e}",
+                    step.step_seq
+                ),
                 "The WAL row was altered; the operator must act.",
             )
         })?,

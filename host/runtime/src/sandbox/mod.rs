@@ -204,7 +204,11 @@ impl Sandbox {
     ///
     /// # Errors
     /// [`SandboxError::Meta`] when the call traps or times out.
-    pub async fn meta(&self, tool_label: &str, prepared: &Prepared) -> Result<RawToolMeta, SandboxError> {
+    pub async fn meta(
+        &self,
+        tool_label: &str,
+        prepared: &Prepared,
+    ) -> Result<RawToolMeta, SandboxError> {
         let (mut store, _stdio) = self
             .new_store(tool_label, &[], &META_LIMITS)
             .map_err(SandboxError::Meta)?;
@@ -227,7 +231,11 @@ impl Sandbox {
                 "",
                 &META_LIMITS,
             ))),
-            Err(_) => Err(SandboxError::Meta(outcome::deadline_error(tool_label, "meta", &META_LIMITS))),
+            Err(_) => Err(SandboxError::Meta(outcome::deadline_error(
+                tool_label,
+                "meta",
+                &META_LIMITS,
+            ))),
         }
     }
 
@@ -254,7 +262,11 @@ impl Sandbox {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_fuel(limits.fuel).map_err(|e| {
-            ToolError::new(ErrorKind::Unknown, format!("cannot set fuel: {e}"), "Retry later.")
+            ToolError::new(
+                ErrorKind::Unknown,
+                format!("cannot set fuel: {e}"),
+                "Retry later.",
+            )
         })?;
         store.set_epoch_deadline(limits.deadline_ms.div_ceil(EPOCH_TICK_MS).max(1));
         store.epoch_deadline_trap();
@@ -311,7 +323,11 @@ impl Sandbox {
             };
             wasmtime::Result::Ok(r)
         };
-        let res = tokio::time::timeout(Duration::from_millis(limits.deadline_ms + HOST_GRACE_MS), fut).await;
+        let res = tokio::time::timeout(
+            Duration::from_millis(limits.deadline_ms + HOST_GRACE_MS),
+            fut,
+        )
+        .await;
         let captured = String::from_utf8_lossy(&stdio.contents()).into_owned();
         let result = match res {
             Ok(Ok(Ok(Some(out)))) => outcome::output_from_wit(tool_label, out, limits).map(Some),

@@ -64,8 +64,10 @@ fn clip(mut s: String, max: usize) -> String {
 /// (kept as a string when it is not JSON).
 pub(super) fn error_from_wit(e: WitToolError) -> ToolError {
     let details = e.details.map(|d| {
-        parse_strict(&d, MAX_DETAILS_BYTES)
-            .unwrap_or_else(|_| serde_json::Value::String(clip(d, MAX_TEXT_BYTES)))
+        Box::new(
+            parse_strict(&d, MAX_DETAILS_BYTES)
+                .unwrap_or_else(|_| serde_json::Value::String(clip(d, MAX_TEXT_BYTES))),
+        )
     });
     ToolError {
         kind: kind_from_wit(e.kind),
@@ -77,7 +79,11 @@ pub(super) fn error_from_wit(e: WitToolError) -> ToolError {
 }
 
 /// A guest output, checked against the output cap and parsed.
-pub(super) fn output_from_wit(tool: &str, o: WitToolOutput, limits: &Limits) -> Result<ToolOutput, ToolError> {
+pub(super) fn output_from_wit(
+    tool: &str,
+    o: WitToolOutput,
+    limits: &Limits,
+) -> Result<ToolOutput, ToolError> {
     let size = o.data.len()
         + o.effects.iter().map(String::len).sum::<usize>()
         + o.next_hint.as_ref().map_or(0, String::len)
@@ -121,7 +127,10 @@ pub(super) fn output_to_wit(o: &ToolOutput) -> WitToolOutput {
 pub(super) fn deadline_error(tool: &str, op: &str, limits: &Limits) -> ToolError {
     ToolError::new(
         ErrorKind::Timeout,
-        format!("tool `{tool}` {op} exceeded its deadline of {} ms and was stopped", limits.deadline_ms),
+        format!(
+            "tool `{tool}` {op} exceeded its deadline of {} ms and was stopped",
+            limits.deadline_ms
+        ),
         "The call took too long. Try a smaller request, or a different approach.",
     )
     .retriable(false)
@@ -138,7 +147,14 @@ pub(super) fn trap_to_error(
 ) -> ToolError {
     let trap = err.downcast_ref::<Trap>().copied();
     let details = || {
-        let tail: String = stdio.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: String = stdio
+            .chars()
+            .rev()
+            .take(2000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         serde_json::json!({ "trap": format!("{err:#}").chars().take(2000).collect::<String>(), "stderr": tail })
     };
     if matches!(trap, Some(Trap::Interrupt)) {
@@ -147,7 +163,10 @@ pub(super) fn trap_to_error(
     if matches!(trap, Some(Trap::OutOfFuel)) {
         return ToolError::new(
             ErrorKind::QuotaExceeded,
-            format!("tool `{tool}` {op} used all its fuel ({} units) and was stopped", limits.fuel),
+            format!(
+                "tool `{tool}` {op} used all its fuel ({} units) and was stopped",
+                limits.fuel
+            ),
             "The call needed too much computation. Try a smaller request.",
         )
         .with_details(details());
@@ -170,7 +189,10 @@ pub(super) fn trap_to_error(
     }
     let what = match trap {
         Some(t) => format!("trapped ({t})"),
-        None => format!("failed in the host: {}", format!("{err:#}").chars().take(500).collect::<String>()),
+        None => format!(
+            "failed in the host: {}",
+            format!("{err:#}").chars().take(500).collect::<String>()
+        ),
     };
     let panic_line = stdio
         .lines()

@@ -46,12 +46,15 @@ pub struct ChainBreak {
 /// Verify rows given in `seq` order. Returns the first break, if any.
 pub fn verify(rows: &[LogRow]) -> Option<ChainBreak> {
     let mut prev = GENESIS.to_string();
-    let mut expected_seq = 1;
-    for r in rows {
+    for (expected_seq, r) in (1i64..).zip(rows.iter()) {
         if r.seq != expected_seq {
             return Some(ChainBreak {
                 seq: r.seq,
-                reason: format!("row {} follows row {}: a row was deleted or reordered", r.seq, expected_seq - 1),
+                reason: format!(
+                    "row {} follows row {}: a row was deleted or reordered",
+                    r.seq,
+                    expected_seq - 1
+                ),
             });
         }
         if r.prev_hash != prev {
@@ -60,7 +63,15 @@ pub fn verify(rows: &[LogRow]) -> Option<ChainBreak> {
                 reason: "prev_hash does not match the previous row: a row was deleted, inserted or reordered".into(),
             });
         }
-        let h = row_hash(&r.prev_hash, r.seq, &r.saga_id, r.step_seq, &r.record, &r.detail, &r.at);
+        let h = row_hash(
+            &r.prev_hash,
+            r.seq,
+            &r.saga_id,
+            r.step_seq,
+            &r.record,
+            &r.detail,
+            &r.at,
+        );
         if h != r.hash {
             return Some(ChainBreak {
                 seq: r.seq,
@@ -68,7 +79,6 @@ pub fn verify(rows: &[LogRow]) -> Option<ChainBreak> {
             });
         }
         prev = r.hash.clone();
-        expected_seq += 1;
     }
     None
 }

@@ -65,9 +65,11 @@ fn append(
     at: &str,
 ) -> Result<(), DbError> {
     let (last_seq, prev): (i64, String) = tx
-        .query_row("SELECT seq, hash FROM wal_log ORDER BY seq DESC LIMIT 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .query_row(
+            "SELECT seq, hash FROM wal_log ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .optional()?
         .unwrap_or((0, GENESIS.to_string()));
     let seq = last_seq + 1;
@@ -127,8 +129,10 @@ impl StepRowRaw {
                 .ok_or_else(|| DbError::Decode(format!("unknown step status `{}`", self.status)))?,
             step_seq: u64::try_from(self.step_seq)
                 .map_err(|_| DbError::Decode(format!("negative step_seq {}", self.step_seq)))?,
-            grants: serde_json::from_str(&self.grants).map_err(|e| DbError::Decode(format!("grants: {e}")))?,
-            args: serde_json::from_str(&self.args).map_err(|e| DbError::Decode(format!("args: {e}")))?,
+            grants: serde_json::from_str(&self.grants)
+                .map_err(|e| DbError::Decode(format!("grants: {e}")))?,
+            args: serde_json::from_str(&self.args)
+                .map_err(|e| DbError::Decode(format!("args: {e}")))?,
             preimage: decode_json(self.preimage, "preimage")?,
             output: decode_json(self.output, "output")?,
             error: decode_json(self.error, "error")?,
@@ -145,8 +149,17 @@ impl StepRowRaw {
 
 const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at";
 
-fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<(String, String, String, String, String, String)> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+fn saga_from_row(
+    r: &Row<'_>,
+) -> rusqlite::Result<(String, String, String, String, String, String)> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ))
 }
 
 fn decode_saga(t: (String, String, String, String, String, String)) -> Result<SagaRow, DbError> {
@@ -170,7 +183,13 @@ impl<'a> Wal<'a> {
     ///
     /// # Errors
     /// [`DbError`], including a duplicate saga id.
-    pub fn create_saga(&self, saga_id: &str, origin: &str, label: &str, state: State) -> Result<(), DbError> {
+    pub fn create_saga(
+        &self,
+        saga_id: &str,
+        origin: &str,
+        label: &str,
+        state: State,
+    ) -> Result<(), DbError> {
         let at = now_rfc3339();
         self.db.write(|tx| {
             tx.execute(
@@ -195,7 +214,14 @@ impl<'a> Wal<'a> {
             if n == 0 {
                 return Err(DbError::Decode(format!("no saga `{saga_id}`")));
             }
-            append(tx, saga_id, None, "STATE", &json!({"state": state.as_str(), "event": event}), &at)
+            append(
+                tx,
+                saga_id,
+                None,
+                "STATE",
+                &json!({"state": state.as_str(), "event": event}),
+                &at,
+            )
         })
     }
 
@@ -309,16 +335,40 @@ impl<'a> Wal<'a> {
     ///
     /// # Errors
     /// [`DbError`], including a step not in BEGIN.
-    pub fn commit_step(&self, saga_id: &str, step_seq: u64, output: &ToolOutput) -> Result<(), DbError> {
-        self.transition(saga_id, step_seq, StepStatus::Commit, &[StepStatus::Begin], Some(output), None)
+    pub fn commit_step(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        output: &ToolOutput,
+    ) -> Result<(), DbError> {
+        self.transition(
+            saga_id,
+            step_seq,
+            StepStatus::Commit,
+            &[StepStatus::Begin],
+            Some(output),
+            None,
+        )
     }
 
     /// BEGIN → FAIL with the error.
     ///
     /// # Errors
     /// [`DbError`], including a step not in BEGIN.
-    pub fn fail_step(&self, saga_id: &str, step_seq: u64, error: &ToolError) -> Result<(), DbError> {
-        self.transition(saga_id, step_seq, StepStatus::Fail, &[StepStatus::Begin], None, Some(error))
+    pub fn fail_step(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        error: &ToolError,
+    ) -> Result<(), DbError> {
+        self.transition(
+            saga_id,
+            step_seq,
+            StepStatus::Fail,
+            &[StepStatus::Begin],
+            None,
+            Some(error),
+        )
     }
 
     /// COMMIT, BEGIN (in doubt) or COMPENSATION_FAILED (operator retry) →
@@ -331,7 +381,11 @@ impl<'a> Wal<'a> {
             saga_id,
             step_seq,
             StepStatus::Compensated,
-            &[StepStatus::Commit, StepStatus::Begin, StepStatus::CompensationFailed],
+            &[
+                StepStatus::Commit,
+                StepStatus::Begin,
+                StepStatus::CompensationFailed,
+            ],
             None,
             None,
         )
@@ -341,12 +395,21 @@ impl<'a> Wal<'a> {
     ///
     /// # Errors
     /// [`DbError`].
-    pub fn compensation_failed(&self, saga_id: &str, step_seq: u64, error: &ToolError) -> Result<(), DbError> {
+    pub fn compensation_failed(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        error: &ToolError,
+    ) -> Result<(), DbError> {
         self.transition(
             saga_id,
             step_seq,
             StepStatus::CompensationFailed,
-            &[StepStatus::Commit, StepStatus::Begin, StepStatus::CompensationFailed],
+            &[
+                StepStatus::Commit,
+                StepStatus::Begin,
+                StepStatus::CompensationFailed,
+            ],
             None,
             Some(error),
         )
@@ -484,7 +547,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(&dir.path().join("s.db")).unwrap();
         let wal = Wal::new(&db);
-        wal.create_saga("s1", "plan", "test", State::Planning).unwrap();
+        wal.create_saga("s1", "plan", "test", State::Planning)
+            .unwrap();
         let args = json!({"a": 1});
         let grants = vec!["fs:write:/x/**".to_string()];
         let step = NewStep {
@@ -499,14 +563,24 @@ mod tests {
             preimage: None,
         };
         assert_eq!(wal.begin_step(&step).unwrap(), BeginOutcome::Started);
-        assert_eq!(wal.begin_step(&step).unwrap(), BeginOutcome::Exists(StepStatus::Begin));
+        assert_eq!(
+            wal.begin_step(&step).unwrap(),
+            BeginOutcome::Exists(StepStatus::Begin)
+        );
         wal.commit_step("s1", 0, &out(json!({"ok": true}))).unwrap();
         assert_eq!(
             wal.begin_step(&step).unwrap(),
             BeginOutcome::AlreadyCommitted(out(json!({"ok": true})))
         );
         // A committed step cannot fail afterwards.
-        assert!(wal.fail_step("s1", 0, &ToolError::new(capsaga_core::error::ErrorKind::Unknown, "x", "y")).is_err());
+        assert!(
+            wal.fail_step(
+                "s1",
+                0,
+                &ToolError::new(capsaga_core::error::ErrorKind::Unknown, "x", "y")
+            )
+            .is_err()
+        );
         wal.compensated("s1", 0).unwrap();
         let steps = wal.steps("s1").unwrap();
         assert_eq!(steps[0].status, StepStatus::Compensated);

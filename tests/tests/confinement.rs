@@ -1,0 +1,151 @@
+//! Filesystem confinement from the attacker's side, with real components and
+//! real files: `..`, absolute paths outside the grant, and symlinks planted
+//! inside the grant that point outside all get permission-denied, and nothing
+//! outside the grant is read or written. A tool that loops forever is stopped
+//! at its deadline and the host carries on.
+
+use capsaga_core::error::ErrorKind;
+use capsaga_host::host::Host;
+use capsaga_host::saga::{Saga, StepOutcome};
+use capsaga_host::wal::Origin;
+use capsaga_tests::{FS_POLICY, TestWorkspace};
+use serde_json::{Value, json};
+use std::time::Instant;
+
+const SECRET: &str = "TOP-SECRET-outside-the-grant";
+
+async fn step(host: &Host, tool: &str, args: Value) -> StepOutcome {
+    let mut saga = Saga::start(host, Origin::Call, "test").unwrap();
+    let out = saga.step(tool, &args).await.unwrap();
+    let _ = saga.abort().await;
+    out
+}
+
+fn denied(out: &StepOutcome) -> bool {
+    let err = match out {
+        StepOutcome::ReadFailed { error, .. } | StepOutcome::Failed { error, .. } => error,
+        StepOutcome::Committed { output, .. } => panic!("call succeeded: {:?}", output.data),
+        StepOutcome::Refused { error } => panic!("refused before running: {error:?}"),
+    };
+    let text = serde_json::to_string(err).unwrap();
+    assert!(!text.contains(SECRET), "secret leaked in error: {text}");
+    err.kind == ErrorKind::PermissionDenied
+}
+
+fn setup() -> TestWorkspace {
+    let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], FS_POLICY);
+    std::fs::write(ws.root.join("secret.txt"), SECRET).unwrap();
+    std::fs::write(ws.ws().join("inside.txt"), "inside").unwrap();
+    std::os::unix::fs::symlink(ws.root.join("secret.txt"), ws.ws().join("abs_link")).unwrap();
+    std::os::unix::fs::symlink("../secret.txt", ws.ws().join("rel_link")).unwrap();
+    std::os::unix::fs::symlink(&ws.root, ws.ws().join("dir_link")).unwrap();
+    ws
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_outside_the_grant_are_denied() {
+    let ws = setup();
+    let host = ws.host().await;
+    let ws_s = ws.ws().to_string_lossy().into_owned();
+    let root = ws.root.to_string_lossy().into_owned();
+    for path in [
+        format!("{ws_s}/../secret.txt"),
+        format!("{ws_s}/sub/../../secret.txt"),
+        format!("{root}/secret.txt"),
+        "/etc/passwd".to_string(),
+        format!("{ws_s}/abs_link"),
+        format!("{ws_s}/rel_link"),
+        format!("{ws_s}/dir_link/secret.txt"),
+    ] {
+        let out = step(&host, "fs_read", json!({"path": path})).await;
+        assert!(denied(&out), "fs_read {path}: {out:?}");
+    }
+    for path in [
+        format!("{ws_s}/.."),
+        format!("{ws_s}/dir_link"),
+        root.clone(),
+    ] {
+        let out = step(&host, "fs_list", json!({"path": path})).await;
+        assert!(denied(&out), "fs_list {path}: {out:?}");
+    }
+    // The legitimate file is readable.
+    match step(
+        &host,
+        "fs_read",
+        json!({"path": format!("{ws_s}/inside.txt")}),
+    )
+    .await
+    {
+        StepOutcome::Committed { output, .. } => assert_eq!(output.data["content"], "inside"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn writes_outside_the_grant_are_denied_and_change_nothing() {
+    let ws = setup();
+    let host = ws.host().await;
+    let ws_s = ws.ws().to_string_lossy().into_owned();
+    let root = ws.root.to_string_lossy().into_owned();
+    for path in [
+        format!("{ws_s}/../secret.txt"),
+        format!("{ws_s}/../new_outside.txt"),
+        format!("{root}/secret.txt"),
+        format!("{ws_s}/abs_link"),
+        format!("{ws_s}/rel_link"),
+        format!("{ws_s}/dir_link/secret.txt"),
+        format!("{ws_s}/dir_link/new_outside.txt"),
+    ] {
+        let out = step(&host, "fs_write", json!({"path": path, "content": "pwned"})).await;
+        assert!(denied(&out), "fs_write {path}: {out:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("secret.txt")).unwrap(),
+        SECRET
+    );
+    assert!(!ws.root.join("new_outside.txt").exists());
+    // The links themselves are still links to the same place.
+    assert_eq!(
+        std::fs::read_link(ws.ws().join("abs_link")).unwrap(),
+        ws.root.join("secret.txt")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_without_grants_sees_no_filesystem() {
+    // fs_read is loaded but the operator grants it nothing: not callable.
+    let ws = TestWorkspace::new(&["fs_read"], "");
+    let host = ws.host().await;
+    match step(&host, "fs_read", json!({"path": ws.ws_path("x")})).await {
+        StepOutcome::Refused { error } => {
+            assert_eq!(error.kind, ErrorKind::PermissionDenied);
+            assert!(error.message.contains("fs:read:*"), "{}", error.message);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn infinite_loop_stopped_at_deadline_and_host_carries_on() {
+    let ws = TestWorkspace::new(
+        &["spin", "fs_read"],
+        &format!("{FS_POLICY}\n[tools.spin]\nlimits = {{ deadline_ms = 300 }}\n"),
+    );
+    std::fs::write(ws.ws().join("inside.txt"), "still here").unwrap();
+    let host = ws.host().await;
+    let t0 = Instant::now();
+    let out = step(&host, "spin", json!({})).await;
+    let elapsed = t0.elapsed();
+    match out {
+        StepOutcome::ReadFailed { error, .. } | StepOutcome::Failed { error, .. } => {
+            assert_eq!(error.kind, ErrorKind::Timeout, "{error:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Stopped near its 300 ms deadline, not after the default 10 s.
+    assert!(elapsed.as_secs() < 5, "took {elapsed:?}");
+    match step(&host, "fs_read", json!({"path": ws.ws_path("inside.txt")})).await {
+        StepOutcome::Committed { output, .. } => assert_eq!(output.data["content"], "still here"),
+        other => panic!("{other:?}"),
+    }
+}
