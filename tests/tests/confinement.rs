@@ -112,14 +112,32 @@ async fn writes_outside_the_grant_are_denied_and_change_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_tool_without_grants_sees_no_filesystem() {
-    // fs_read is loaded but the operator grants it nothing: not callable.
+async fn a_tool_without_grants_is_not_callable() {
+    // Not listed in the policy at all: default deny.
     let ws = TestWorkspace::new(&["fs_read"], "");
     let host = ws.host().await;
     match step(&host, "fs_read", json!({"path": ws.ws_path("x")})).await {
         StepOutcome::Refused { error } => {
             assert_eq!(error.kind, ErrorKind::PermissionDenied);
-            assert!(error.message.contains("fs:read:*"), "{}", error.message);
+            assert!(
+                error.message.contains("not in the operator's policy"),
+                "{}",
+                error.message
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Listed, but its requirement is not granted: the error lists what is missing.
+    ws.write_policy("[tools.fs_read]\ngrants = []\n");
+    let host = ws.host().await;
+    match step(&host, "fs_read", json!({"path": ws.ws_path("x")})).await {
+        StepOutcome::Refused { error } => {
+            assert_eq!(error.kind, ErrorKind::PermissionDenied);
+            assert!(
+                error.message.contains("missing grants fs:read:*"),
+                "{}",
+                error.message
+            );
         }
         other => panic!("{other:?}"),
     }

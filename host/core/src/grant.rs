@@ -19,6 +19,15 @@ use std::collections::BTreeSet;
 /// Why a tool cannot be given its grants.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GrantError {
+    /// The operator's policy has no section for the tool: nothing is granted
+    /// and the tool is not callable (default deny).
+    #[error(
+        "tool `{tool}` is not in the operator's policy (add a [tools.{tool}] section to allow it)"
+    )]
+    NotListed {
+        /// The tool's name.
+        tool: String,
+    },
     /// Requirements of the tool that no operator grant covers.
     #[error("tool `{tool}` is not callable: missing grants {}", list(.missing))]
     Missing {

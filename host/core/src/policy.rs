@@ -93,6 +93,77 @@ pub struct ToolPolicyFile {
     /// Limits overriding the defaults for this tool.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// When a human must approve a call (default `auto`).
+    #[serde(default)]
+    pub approval: ApprovalRule,
+    /// Refuse every call of this tool (it stays loaded and listed).
+    #[serde(default)]
+    pub deny: bool,
+}
+
+/// When a human must approve a call of a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalRule {
+    /// Only when [`decide`]'s built-in rules say so (high risk).
+    #[default]
+    Auto,
+    /// Every call with side effects.
+    Always,
+}
+
+/// The policy's decision for one call (seed 000 §7, `Policy.evaluate`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    /// Run it.
+    Allow,
+    /// Refuse it.
+    Deny {
+        /// Why, for the model and the operator.
+        reason: String,
+    },
+    /// A human must approve it first.
+    ApproveRequired {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Decide a call of a tool with `risk` and `has_side_effects` under its
+/// policy section (`None`: the tool is not in the operator's allowlist).
+///
+/// Rules, in order: a tool the operator did not list, or listed with
+/// `deny = true`, is denied (default deny); a high-risk tool always needs a
+/// human, whatever the policy says (irreversible actions are never
+/// automatic, seed 003); `approval = "always"` asks a human for every call
+/// with side effects; everything else is allowed.
+pub fn decide(
+    risk: crate::meta::Risk,
+    has_side_effects: bool,
+    tool: Option<&ToolPolicy>,
+) -> Decision {
+    let Some(tool) = tool else {
+        return Decision::Deny {
+            reason: "the tool is not in the operator's policy".into(),
+        };
+    };
+    if tool.deny {
+        return Decision::Deny {
+            reason: "the operator's policy denies this tool".into(),
+        };
+    }
+    if risk == crate::meta::Risk::High {
+        return Decision::ApproveRequired {
+            reason: "high-risk calls always need a human".into(),
+        };
+    }
+    if tool.approval == ApprovalRule::Always && has_side_effects {
+        return Decision::ApproveRequired {
+            reason: "the operator's policy asks a human for every call of this tool".into(),
+        };
+    }
+    Decision::Allow
 }
 
 /// The file as parsed.
@@ -161,6 +232,10 @@ pub struct ToolPolicy {
     pub grants: Vec<Capability>,
     /// Effective limits.
     pub limits: Limits,
+    /// When a human must approve.
+    pub approval: ApprovalRule,
+    /// Every call refused.
+    pub deny: bool,
 }
 
 impl PolicyFile {
@@ -211,6 +286,8 @@ impl PolicyFile {
                 ToolPolicy {
                     grants,
                     limits: defaults.overlay(&t.limits),
+                    approval: t.approval,
+                    deny: t.deny,
                 },
             );
         }
@@ -254,12 +331,20 @@ pub fn expand_home(cap: Capability, home: &str) -> Result<Capability, Capability
 }
 
 impl Policy {
+    /// The section of `tool`, if the operator listed it.
+    pub fn section(&self, tool: &str) -> Option<&ToolPolicy> {
+        self.tools.get(tool)
+    }
+
     /// The grants and limits of `tool`; a tool without a section gets no
-    /// grants and the default limits.
+    /// grants and the default limits (and is not callable: see
+    /// [`Policy::section`] and [`decide`]).
     pub fn tool(&self, tool: &str) -> ToolPolicy {
         self.tools.get(tool).cloned().unwrap_or(ToolPolicy {
             grants: Vec::new(),
             limits: self.limits,
+            approval: ApprovalRule::Auto,
+            deny: false,
         })
     }
 }
@@ -287,6 +372,36 @@ mod tests {
         assert_eq!(t.limits.deadline_ms, 3000);
         assert_eq!(t.limits.memory_bytes, 1048576);
         assert!(p.tool("other").grants.is_empty());
+    }
+
+    #[test]
+    fn decisions() {
+        use crate::meta::Risk;
+        let f = PolicyFile::parse(
+            "[tools.a]\n[tools.b]\ndeny = true\n[tools.c]\napproval = \"always\"\n",
+        )
+        .unwrap();
+        let p = f.check("/h").unwrap();
+        assert_eq!(decide(Risk::Low, false, p.section("a")), Decision::Allow);
+        assert_eq!(decide(Risk::Medium, true, p.section("a")), Decision::Allow);
+        assert!(matches!(
+            decide(Risk::High, true, p.section("a")),
+            Decision::ApproveRequired { .. }
+        ));
+        assert!(matches!(
+            decide(Risk::Low, false, p.section("b")),
+            Decision::Deny { .. }
+        ));
+        assert!(matches!(
+            decide(Risk::Low, false, p.section("zzz")),
+            Decision::Deny { .. }
+        ));
+        assert!(matches!(
+            decide(Risk::Medium, true, p.section("c")),
+            Decision::ApproveRequired { .. }
+        ));
+        assert_eq!(decide(Risk::Low, false, p.section("c")), Decision::Allow);
+        assert!(PolicyFile::parse("[tools.a]\napproval = \"never\"\n").is_err());
     }
 
     #[test]

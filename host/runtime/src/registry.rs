@@ -234,7 +234,13 @@ impl Registry {
             m.insert(hash.clone(), prepared.clone());
         }
         let tp = policy.tool(&meta.name);
-        let grants = effective_grants(&meta.name, &meta.capabilities, &tp.grants);
+        let grants = if policy.section(&meta.name).is_some() {
+            effective_grants(&meta.name, &meta.capabilities, &tp.grants)
+        } else {
+            Err(GrantError::NotListed {
+                tool: meta.name.clone(),
+            })
+        };
         Ok(LoadedTool {
             hash,
             path: path.to_path_buf(),

@@ -31,6 +31,7 @@ use capsaga_core::fsm::{Event, State};
 use capsaga_core::grant::dry_run_grants;
 use capsaga_core::idempotency::step_key;
 use capsaga_core::json::canonical;
+use capsaga_core::policy::{Decision, decide};
 use capsaga_core::tool::{CallContext, ToolOutput};
 pub use rollback::{RollbackReport, StepUndo};
 use serde_json::Value;
@@ -234,6 +235,31 @@ impl<'h> Saga<'h> {
                 });
             }
         };
+        match decide(
+            t.meta.risk,
+            t.meta.has_side_effects,
+            self.host.config.policy.section(tool),
+        ) {
+            Decision::Allow => {}
+            Decision::Deny { reason } => {
+                return Ok(StepOutcome::Refused {
+                    error: ToolError::new(
+                        ErrorKind::PermissionDenied,
+                        format!("policy: {reason}"),
+                        "The operator does not allow this tool; use another tool or finish.",
+                    ),
+                });
+            }
+            Decision::ApproveRequired { reason } => {
+                return Ok(StepOutcome::Refused {
+                    error: ToolError::new(
+                        ErrorKind::PermissionDenied,
+                        format!("policy: {reason}, and no human can approve in this run"),
+                        "This call needs a human's approval; explain what you wanted to do in your final answer.",
+                    ),
+                });
+            }
+        }
         let seq = self.next_seq;
         let key = step_key(&self.id, seq, tool, args);
         // A retry of a committed step returns the logged output: nothing
