@@ -39,6 +39,10 @@
 //! # }
 //! ```
 //!
+//! Paths given by the model are checked with [`fs::resolve`] before any
+//! filesystem access: escapes from the granted directories become a
+//! `permission-denied` error that names them.
+//!
 //! The same code compiles natively, where [`export_tool!`] only checks the
 //! type and logging goes to stderr, so tools can be unit-tested with
 //! `cargo test`; [`describe`] and [`parse_args`] help there.
@@ -51,6 +55,7 @@
 
 mod context;
 mod errors;
+pub mod fs;
 pub mod log;
 mod meta;
 mod output;

@@ -7,12 +7,19 @@
 //! links are reported, not followed), `size_bytes` the size of files and
 //! `null` for the rest.
 //!
+//! The path is checked with [`capsaga_sdk::fs::resolve`] first: `..` walks
+//! and absolute paths outside the granted directories, and symbolic links
+//! that lead outside them (the listed directory itself included), fail with
+//! `permission-denied`; a symbolic link to a directory inside them is listed
+//! as that directory.
+//!
 //! No side effects, risk low, idempotent; names are untrusted. Needs
 //! `fs:read:*`.
 
 use std::fs;
 use std::path::Path;
 
+use capsaga_sdk::fs::{Follow, resolve};
 use capsaga_sdk::prelude::*;
 
 /// Default for [`Args::max_entries`].
@@ -102,15 +109,12 @@ impl Tool for FsList {
                 "use a max_entries between 1 and {LIMIT_MAX_ENTRIES}"
             )));
         }
+        // Refuse `..` walks, paths outside the grants and symbolic links
+        // leading out with one precise error, then list the resolved path.
+        let resolved = resolve(&args.path, Follow::Final)?;
         let path = Path::new(&args.path);
-        if !path.is_absolute() {
-            return Err(
-                ToolError::invalid_args(format!("path {:?} is not absolute", args.path))
-                    .hint("give the absolute path of a directory inside a granted directory"),
-            );
-        }
         let mut entries = Vec::new();
-        for item in fs::read_dir(path).map_err(|e| ToolError::from_io(&e, path))? {
+        for item in fs::read_dir(&resolved).map_err(|e| ToolError::from_io(&e, path))? {
             let item = item.map_err(|e| ToolError::from_io(&e, path))?;
             let file_type = item
                 .file_type()
@@ -217,5 +221,40 @@ mod tests {
         assert_eq!(kind(list("relative", 10)), Some(ErrorKind::InvalidArgs));
         assert_eq!(kind(list(&p, 0)), Some(ErrorKind::InvalidArgs));
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn outside_the_grant_is_permission_denied() {
+        use capsaga_sdk::fs::with_granted_roots;
+        use std::os::unix::fs::symlink;
+        let base = std::env::temp_dir().join(format!("fs_list-confine-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&base);
+        let ws = base.join("ws");
+        fs::create_dir_all(ws.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+        fs::write(ws.join("sub/a.txt"), "a").unwrap_or_else(|e| panic!("{e}"));
+        symlink(&base, ws.join("dir_link")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("..", ws.join("up_link")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("sub", ws.join("sub_link")).unwrap_or_else(|e| panic!("{e}"));
+        let w = ws.display().to_string();
+        let kind = |r: Result<ListOutput, ToolError>| r.err().map(|e| e.kind);
+        with_granted_roots([&ws], || {
+            for p in [
+                format!("{w}/.."),
+                format!("{w}/sub/../.."),
+                base.display().to_string(),
+                "/".to_owned(),
+                format!("{w}/dir_link"),
+                format!("{w}/up_link"),
+                format!("{w}/up_link/ws"),
+            ] {
+                assert_eq!(kind(list(&p, 10)), Some(ErrorKind::PermissionDenied), "{p}");
+            }
+            // A link to a directory inside the grant lists that directory.
+            let out = list(&format!("{w}/sub_link"), 10).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(out.entries.len(), 1);
+            assert_eq!(out.entries[0].name, "a.txt");
+        });
+        let _ = fs::remove_dir_all(&base);
     }
 }

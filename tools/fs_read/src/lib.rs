@@ -6,6 +6,11 @@
 //! cut back to a whole UTF-8 character, and `truncated` tells whether the file
 //! is longer. A file that is not UTF-8 text fails with `unsupported`.
 //!
+//! The path is checked with [`capsaga_sdk::fs::resolve`] before anything is
+//! opened: `..` walks and absolute paths outside the granted directories, and
+//! symbolic links that lead outside them, fail with `permission-denied`;
+//! symbolic links inside them are followed.
+//!
 //! No side effects, risk low, idempotent; the content is untrusted. Needs
 //! `fs:read:*` (each granted directory is mounted at its own absolute path).
 
@@ -13,6 +18,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
+use capsaga_sdk::fs::{Follow, resolve};
 use capsaga_sdk::prelude::*;
 
 /// Default for [`Args::max_bytes`]: 64 KiB.
@@ -76,14 +82,11 @@ impl Tool for FsRead {
             ))
             .hint(format!("use a max_bytes between 1 and {LIMIT_MAX_BYTES}")));
         }
+        // Refuse `..` walks, paths outside the grants and symbolic links
+        // leading out with one precise error, then open the resolved path.
+        let resolved = resolve(&args.path, Follow::Final)?;
         let path = Path::new(&args.path);
-        if !path.is_absolute() {
-            return Err(
-                ToolError::invalid_args(format!("path {:?} is not absolute", args.path))
-                    .hint("give the absolute path of a file inside a granted directory"),
-            );
-        }
-        let file = File::open(path).map_err(|e| ToolError::from_io(&e, path))?;
+        let file = File::open(&resolved).map_err(|e| ToolError::from_io(&e, path))?;
         let meta = file.metadata().map_err(|e| ToolError::from_io(&e, path))?;
         if meta.is_dir() {
             return Err(
@@ -209,6 +212,52 @@ mod tests {
         std::fs::write(&bin, [0x66, 0xff, 0x00]).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(kind(read(&bin, 10)), Some(ErrorKind::Unsupported));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn outside_the_grant_is_permission_denied() {
+        use capsaga_sdk::fs::with_granted_roots;
+        use std::os::unix::fs::symlink;
+        let base = scratch("confine");
+        let ws = base.join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+        let secret = base.join("secret.txt");
+        std::fs::write(&secret, "TOP-SECRET").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.join("inside.txt"), "inside").unwrap_or_else(|e| panic!("{e}"));
+        symlink(&secret, ws.join("abs_link")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("../secret.txt", ws.join("rel_link")).unwrap_or_else(|e| panic!("{e}"));
+        symlink(&base, ws.join("dir_link")).unwrap_or_else(|e| panic!("{e}"));
+        symlink("inside.txt", ws.join("in_link")).unwrap_or_else(|e| panic!("{e}"));
+        let w = ws.display().to_string();
+        with_granted_roots([&ws], || {
+            for p in [
+                format!("{w}/../secret.txt"),
+                format!("{w}/sub/../../secret.txt"),
+                secret.display().to_string(),
+                "/etc/passwd".to_owned(),
+                format!("{w}/abs_link"),
+                format!("{w}/rel_link"),
+                format!("{w}/dir_link/secret.txt"),
+            ] {
+                let e = read(Path::new(&p), 100).err();
+                assert_eq!(
+                    e.as_ref().map(|e| e.kind),
+                    Some(ErrorKind::PermissionDenied),
+                    "{p}"
+                );
+                let text = format!("{e:?}");
+                assert!(!text.contains("TOP-SECRET"), "{text}");
+                assert!(text.contains(&w), "the hint names the grant: {text}");
+            }
+            // Inside the grant, links are followed.
+            let out = read(&ws.join("in_link"), 100).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(out.content, "inside");
+            let out = read(Path::new(&format!("{w}/sub/../inside.txt")), 100)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(out.content, "inside");
+        });
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

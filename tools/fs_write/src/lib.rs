@@ -10,7 +10,8 @@
 //! never a mix. Output data ([`WriteData`]):
 //!
 //! ```json
-//! {"path": "/w/a.txt", "bytes_written": 5, "created": true, "created_dirs": [],
+//! {"path": "/w/a.txt", "resolved_path": "/w/a.txt", "bytes_written": 5,
+//!  "created": true, "created_dirs": [],
 //!  "previous": {"existed": false, "content": null, "encoding": null, "sha256": null},
 //!  "written_sha256": "2cf2…", "dry_run": false}
 //! ```
@@ -18,16 +19,32 @@
 //! `dry_run` returns the same data (with `"dry_run": true`) without writing;
 //! the host logs it as the pre-image for crash recovery.
 //!
-//! `compensate` compares the file as it is now with the pre-image and what
-//! was written ([`decide`]): still the previous content (or still absent) →
+//! `compensate` checks the path again (it must still resolve, inside the
+//! grants, to the `resolved_path` that was written, otherwise `unrevertible`),
+//! then compares the file as it is now with the pre-image and what was
+//! written ([`decide`]): still the previous content (or still absent) →
 //! nothing to do; exactly what this step wrote → restore the previous content
 //! atomically, or remove the file this step created (and the directories it
 //! created, when empty); anything else → `unrevertible`, naming the
 //! conflict, because a third party changed the file since.
 //!
-//! Limits: pre-images over 4 MiB are refused (`unsupported`); symbolic links
-//! are not written through (`unsupported`); file permissions of a replaced
-//! file are not preserved (WASI has no chmod).
+//! Paths: before anything is read or written, the path is checked with
+//! [`capsaga_sdk::fs::resolve`]. A `..` walk or an absolute path outside the
+//! directories granted for writing, or a symbolic link (anywhere in the path,
+//! the final component included) that leads outside them, fails with
+//! `permission-denied`, and nothing is read or written. Symbolic links to
+//! directories inside the grants are followed; the file is written at the
+//! resolved path (`resolved_path` in the output, the one the effects name).
+//!
+//! A final component that is a symbolic link whose target is inside the
+//! grants is refused with `unsupported`, naming the target: the atomic write
+//! renames a new file over the path, which would replace the link itself by a
+//! regular file instead of changing the file it points to, and the pre-image
+//! and the undo would then concern the link and not its target. Writing to the
+//! target's path does what was meant.
+//!
+//! Limits: pre-images over 4 MiB are refused (`unsupported`); file
+//! permissions of a replaced file are not preserved (WASI has no chmod).
 //!
 //! Side effects, risk medium, idempotent, supports dry-run. The output holds
 //! the previous content of the file, so it is marked untrusted. Needs
@@ -41,6 +58,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use capsaga_sdk::fs::{Follow, resolve};
 use capsaga_sdk::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -88,6 +106,10 @@ pub struct Previous {
 pub struct WriteData {
     /// The path as given.
     pub path: String,
+    /// The path actually written: `path` with `.`, `..` and symbolic links to
+    /// directories resolved (absent in outputs of older versions).
+    #[serde(default)]
+    pub resolved_path: Option<String>,
     /// Bytes written (for a dry run: that would be written).
     pub bytes_written: u64,
     /// True when the file did not exist before.
@@ -173,7 +195,8 @@ impl Tool for FsWrite {
 
     fn execute(ctx: &CallContext, args: Args) -> Result<Output, ToolError> {
         let plan = prepare(&args)?;
-        let path = Path::new(&args.path);
+        let path = plan.target.as_path();
+        let shown = path.display();
         let unchanged = plan.previous.sha256.as_deref() == Some(plan.written_sha256.as_str());
         let created_dirs: Vec<String> = plan
             .missing_dirs
@@ -199,18 +222,18 @@ impl Tool for FsWrite {
         }
         let (effect, summary) = if unchanged {
             (
-                format!("left {} unchanged (same content, {bytes} bytes)", args.path),
-                format!("{} already had this content", args.path),
+                format!("left {shown} unchanged (same content, {bytes} bytes)"),
+                format!("{shown} already had this content"),
             )
         } else if plan.previous.existed {
             (
-                format!("wrote {} ({bytes} bytes)", args.path),
-                format!("Replaced {} with {bytes} bytes", args.path),
+                format!("wrote {shown} ({bytes} bytes)"),
+                format!("Replaced {shown} with {bytes} bytes"),
             )
         } else {
             (
-                format!("wrote {} ({bytes} bytes)", args.path),
-                format!("Created {} with {bytes} bytes", args.path),
+                format!("wrote {shown} ({bytes} bytes)"),
+                format!("Created {shown} with {bytes} bytes"),
             )
         };
         crate_log(&effect);
@@ -229,9 +252,10 @@ impl Tool for FsWrite {
         } else {
             "create"
         };
+        let shown = plan.target.display();
         Ok(out
-            .effect(format!("would write {} ({bytes} bytes)", args.path))
-            .summary(format!("Would {verb} {} with {bytes} bytes", args.path)))
+            .effect(format!("would write {shown} ({bytes} bytes)"))
+            .summary(format!("Would {verb} {shown} with {bytes} bytes")))
     }
 
     fn compensate(ctx: &CallContext, args: Args, output: &Output) -> Result<(), ToolError> {
@@ -243,19 +267,41 @@ impl Tool for FsWrite {
             ))
             .hint("pass compensate the arguments and output of the same step"));
         }
-        let path = Path::new(&args.path);
+        // Check the path again: it must still lead, inside the grants, to the
+        // file that was written. The final component is not followed: a
+        // symbolic link there now is a third party's change (`Current::Other`).
+        let target = resolve(&args.path, Follow::NoFinal)?;
+        if let Some(written) = &data.resolved_path
+            && Path::new(written) != target
+        {
+            return Err(ToolError::unrevertible(format!(
+                "{} now leads to {}, not to {written} where it was written (a directory \
+                 on the way was replaced by a symbolic link or the reverse)",
+                args.path,
+                target.display()
+            ))
+            .hint("do not overwrite it; tell the operator that the path changed meanwhile")
+            .details(
+                json!({"path": args.path, "written": written, "now": target.display().to_string()}),
+            ));
+        }
+        let path = target.as_path();
         let current = observe(path)?;
         match decide(&data.previous, &data.written_sha256, &current) {
             Plan::Nothing => {}
             Plan::Remove => match fs::remove_file(path) {
-                Ok(()) => crate_log(&format!("removed {}", args.path)),
+                Ok(()) => crate_log(&format!("removed {}", path.display())),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(ToolError::from_io(&e, path)),
             },
             Plan::Restore => {
                 let bytes = decode_previous(&data.previous)?;
                 atomic_write(path, &bytes, ctx)?;
-                crate_log(&format!("restored {} ({} bytes)", args.path, bytes.len()));
+                crate_log(&format!(
+                    "restored {} ({} bytes)",
+                    path.display(),
+                    bytes.len()
+                ));
             }
             Plan::Conflict => {
                 let found = match &current {
@@ -299,6 +345,8 @@ fn crate_log(message: &str) {
 
 /// Everything `execute` and `dry_run` learn before writing.
 struct Prepared {
+    /// The path to write: resolved, inside the grants, not a symbolic link.
+    target: PathBuf,
     previous: Previous,
     written_sha256: String,
     missing_dirs: Vec<PathBuf>,
@@ -308,6 +356,7 @@ impl Prepared {
     fn data(&self, args: &Args, dry_run: bool) -> WriteData {
         WriteData {
             path: args.path.clone(),
+            resolved_path: Some(self.target.display().to_string()),
             bytes_written: args.content.len() as u64,
             created: !self.previous.existed,
             created_dirs: self
@@ -324,30 +373,14 @@ impl Prepared {
 
 /// Validates the path, captures the pre-image and finds missing parents.
 fn prepare(args: &Args) -> Result<Prepared, ToolError> {
-    let path = Path::new(&args.path);
-    if !path.is_absolute() || args.path.contains('\0') {
-        return Err(ToolError::invalid_args(format!(
-            "path {:?} is not an absolute path",
-            args.path
-        ))
-        .hint("give the absolute path of a file inside a directory granted for writing"));
-    }
-    let Some(parent) = path.parent().filter(|_| path.file_name().is_some()) else {
+    let target = locate(&args.path)?;
+    let Some(parent) = target.parent() else {
         return Err(
             ToolError::invalid_args(format!("path {:?} does not name a file", args.path))
                 .hint("end the path with a file name, e.g. /dir/notes.txt"),
         );
     };
     let missing_dirs = missing_ancestors(parent)?;
-    if missing_dirs.first().is_some_and(|d| d.parent().is_none()) {
-        // Not even "/" exists: in the sandbox that means no granted directory
-        // contains the path (WASI answers "not found" outside the preopens).
-        return Err(ToolError::permission_denied(format!(
-            "{} is outside the directories granted to this tool",
-            args.path
-        ))
-        .hint("write to an absolute path inside a directory granted for writing"));
-    }
     if !missing_dirs.is_empty() && !args.create_dirs {
         return Err(ToolError::not_found(format!(
             "the directory {} does not exist",
@@ -356,7 +389,7 @@ fn prepare(args: &Args) -> Result<Prepared, ToolError> {
         .hint("set create_dirs to true to create it, or write into an existing directory"));
     }
     let previous = if missing_dirs.is_empty() {
-        capture_previous(path)?
+        capture_previous(&target)?
     } else {
         Previous {
             existed: false,
@@ -366,10 +399,44 @@ fn prepare(args: &Args) -> Result<Prepared, ToolError> {
         }
     };
     Ok(Prepared {
+        target,
         previous,
         written_sha256: sha256_hex(args.content.as_bytes()),
         missing_dirs,
     })
+}
+
+/// The file to write for `raw`: checked against the grants and resolved
+/// ([`resolve`]), not a symbolic link.
+///
+/// # Errors
+/// `invalid-args` for a path that is not absolute or does not end with a file
+/// name; `permission-denied` when the path, or a symbolic link on the way or
+/// at its end, leads outside the granted directories; `unsupported` when the
+/// final component is a symbolic link inside them (see the crate docs).
+fn locate(raw: &str) -> Result<PathBuf, ToolError> {
+    // Follow the final link too, so that a link leading out is refused as
+    // such (permission-denied), whatever its target.
+    let followed = resolve(raw, Follow::Final)?;
+    let target = resolve(raw, Follow::NoFinal)?;
+    if matches!(raw.rsplit('/').next(), Some("" | "." | "..")) {
+        return Err(
+            ToolError::invalid_args(format!("path {raw:?} does not name a file"))
+                .hint("end the path with a file name, e.g. /dir/notes.txt"),
+        );
+    }
+    if followed != target {
+        return Err(ToolError::unsupported(format!(
+            "{raw} is a symbolic link (to {})",
+            followed.display()
+        ))
+        .hint(format!(
+            "fs_write does not write through symbolic links; write to the link's target path {}",
+            followed.display()
+        ))
+        .details(json!({"path": raw, "link_target": followed.display().to_string()})));
+    }
+    Ok(target)
 }
 
 /// Ancestors of `dir` (itself included) that do not exist, outermost first.
@@ -541,10 +608,19 @@ fn unique_suffix(ctx: &CallContext) -> String {
 
 /// Removes the directories this step created, innermost first, if empty.
 /// Failures (not empty, already gone) are ignored: never remove others' files.
+/// Each path is checked again first and skipped unless it still resolves,
+/// inside the grants, to itself (no symbolic link on the way any more).
 fn remove_empty_dirs(dirs: &[String]) {
     for dir in dirs.iter().rev() {
-        if fs::remove_dir(dir).is_ok() {
-            crate_log(&format!("removed empty directory {dir}"));
+        match resolve(dir, Follow::NoFinal) {
+            Ok(resolved) if resolved == Path::new(dir) => {
+                if fs::remove_dir(&resolved).is_ok() {
+                    crate_log(&format!("removed empty directory {dir}"));
+                }
+            }
+            _ => capsaga_sdk::log::warn(&format!(
+                "left {dir} alone: it no longer resolves to itself inside the granted directories"
+            )),
         }
     }
 }
@@ -565,240 +641,4 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn prev(existed: bool, sha: Option<&str>) -> Previous {
-        Previous {
-            existed,
-            content: sha.map(|_| "x".into()),
-            encoding: sha.map(|_| Encoding::Utf8),
-            sha256: sha.map(str::to_owned),
-        }
-    }
-
-    fn file(sha: &str) -> Current {
-        Current::File { sha256: sha.into() }
-    }
-
-    #[test]
-    fn decide_covers_every_case() {
-        let new = prev(false, None);
-        let old = prev(true, Some("old"));
-        // Created a file.
-        assert_eq!(decide(&new, "w", &Current::Absent), Plan::Nothing);
-        assert_eq!(decide(&new, "w", &file("w")), Plan::Remove);
-        assert_eq!(decide(&new, "w", &file("x")), Plan::Conflict);
-        assert_eq!(decide(&new, "w", &Current::Other), Plan::Conflict);
-        // Replaced a file.
-        assert_eq!(decide(&old, "w", &file("old")), Plan::Nothing);
-        assert_eq!(decide(&old, "w", &file("w")), Plan::Restore);
-        assert_eq!(decide(&old, "w", &file("x")), Plan::Conflict);
-        assert_eq!(decide(&old, "w", &Current::Absent), Plan::Conflict);
-        assert_eq!(decide(&old, "w", &Current::Other), Plan::Conflict);
-        // Wrote the same content it had.
-        assert_eq!(decide(&old, "old", &file("old")), Plan::Nothing);
-    }
-
-    #[test]
-    fn sha_and_hex() {
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        assert_eq!(hex(&[0x00, 0x0f, 0xf0, 0xff]), "000ff0ff");
-    }
-
-    #[test]
-    fn meta_is_valid() {
-        let meta = capsaga_sdk::describe::<FsWrite>(env!("CARGO_PKG_VERSION"));
-        assert_eq!(meta.check(), Ok(()));
-        assert!(meta.has_side_effects && meta.idempotent && meta.supports_dry_run);
-        assert_eq!(meta.risk, Risk::Medium);
-        assert_eq!(meta.capabilities, ["fs:write:*"]);
-        let schema = meta.args_schema.unwrap_or_default();
-        assert_eq!(schema["required"], json!(["path", "content"]));
-        assert_eq!(schema["properties"]["create_dirs"]["default"], false);
-    }
-
-    // Native end-to-end tests on a scratch directory.
-
-    struct Scratch(PathBuf);
-    impl Scratch {
-        fn new(name: &str) -> Scratch {
-            let dir =
-                std::env::temp_dir().join(format!("fs_write-test-{}-{name}", std::process::id()));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-            Scratch(dir)
-        }
-        fn path(&self, rel: &str) -> String {
-            self.0.join(rel).display().to_string()
-        }
-    }
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn args(path: &str, content: &str, create_dirs: bool) -> Args {
-        Args {
-            path: path.into(),
-            content: content.into(),
-            create_dirs,
-        }
-    }
-
-    fn run(a: &Args) -> Output {
-        FsWrite::execute(&CallContext::default(), a.clone()).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    fn undo(a: &Args, out: &Output) -> Result<(), ToolError> {
-        FsWrite::compensate(&CallContext::default(), a.clone(), out)
-    }
-
-    fn read(p: &str) -> Option<Vec<u8>> {
-        fs::read(p).ok()
-    }
-
-    #[test]
-    fn create_then_compensate_removes_file_and_dirs() {
-        let s = Scratch::new("create");
-        let p = s.path("sub/deeper/a.txt");
-        let a = args(&p, "hello", true);
-        let dry =
-            FsWrite::dry_run(&CallContext::default(), a.clone()).unwrap_or_else(|e| panic!("{e}"));
-        assert!(read(&p).is_none(), "dry run must not write");
-        let out = run(&a);
-        assert_eq!(read(&p).as_deref(), Some(&b"hello"[..]));
-        let data: WriteData = out.data_as().unwrap_or_else(|e| panic!("{e}"));
-        let dry_data: WriteData = dry.data_as().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(data.previous, dry_data.previous);
-        assert_eq!(data.written_sha256, dry_data.written_sha256);
-        assert_eq!(data.created_dirs, dry_data.created_dirs);
-        assert!(data.created && !data.dry_run && dry_data.dry_run);
-        assert_eq!(data.created_dirs.len(), 2);
-        assert!(
-            out.effects
-                .iter()
-                .any(|e| e == &format!("wrote {p} (5 bytes)"))
-        );
-
-        undo(&a, &out).unwrap_or_else(|e| panic!("{e}"));
-        assert!(read(&p).is_none());
-        assert!(!s.0.join("sub").exists(), "created dirs removed");
-        undo(&a, &out).unwrap_or_else(|e| panic!("idempotent: {e}"));
-    }
-
-    #[test]
-    fn replace_then_compensate_restores_binary_content() {
-        let s = Scratch::new("replace");
-        let p = s.path("a.bin");
-        let original = vec![0u8, 0xff, 0xfe, b'x'];
-        fs::write(&p, &original).unwrap_or_else(|e| panic!("{e}"));
-        let a = args(&p, "new text", false);
-        let out = run(&a);
-        let data: WriteData = out.data_as().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(data.previous.encoding, Some(Encoding::Base64));
-        assert!(!data.created);
-        assert_eq!(read(&p).as_deref(), Some(&b"new text"[..]));
-        undo(&a, &out).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(read(&p), Some(original.clone()));
-        undo(&a, &out).unwrap_or_else(|e| panic!("idempotent: {e}"));
-        assert_eq!(read(&p), Some(original));
-    }
-
-    #[test]
-    fn compensate_with_dry_run_output_tolerates_never_executed() {
-        let s = Scratch::new("indoubt");
-        let p = s.path("a.txt");
-        fs::write(&p, "before").unwrap_or_else(|e| panic!("{e}"));
-        let a = args(&p, "after", false);
-        let dry =
-            FsWrite::dry_run(&CallContext::default(), a.clone()).unwrap_or_else(|e| panic!("{e}"));
-        // Crash before execute: nothing to undo.
-        undo(&a, &dry).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(read(&p).as_deref(), Some(&b"before"[..]));
-        // Crash after execute: the dry-run pre-image is enough to restore.
-        run(&a);
-        undo(&a, &dry).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(read(&p).as_deref(), Some(&b"before"[..]));
-    }
-
-    #[test]
-    fn third_party_change_is_unrevertible() {
-        let s = Scratch::new("conflict");
-        let p = s.path("a.txt");
-        let a = args(&p, "ours", false);
-        let out = run(&a);
-        fs::write(&p, "theirs").unwrap_or_else(|e| panic!("{e}"));
-        let e = undo(&a, &out).err();
-        assert_eq!(e.as_ref().map(|e| e.kind), Some(ErrorKind::Unrevertible));
-        assert!(e.is_some_and(|e| e.message.contains("changed by someone else")));
-        assert_eq!(read(&p).as_deref(), Some(&b"theirs"[..]), "left alone");
-    }
-
-    #[test]
-    fn same_content_is_left_unchanged() {
-        let s = Scratch::new("same");
-        let p = s.path("a.txt");
-        fs::write(&p, "same").unwrap_or_else(|e| panic!("{e}"));
-        let a = args(&p, "same", false);
-        let out = run(&a);
-        assert!(out.effects.iter().any(|e| e.contains("unchanged")));
-        undo(&a, &out).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(read(&p).as_deref(), Some(&b"same"[..]));
-    }
-
-    #[test]
-    fn refusals() {
-        let s = Scratch::new("refuse");
-        let kind = |a: Args| {
-            FsWrite::execute(&CallContext::default(), a)
-                .err()
-                .map(|e| e.kind)
-        };
-        assert_eq!(
-            kind(args("rel.txt", "x", false)),
-            Some(ErrorKind::InvalidArgs)
-        );
-        assert_eq!(
-            kind(args(&s.path("no/such/a.txt"), "x", false)),
-            Some(ErrorKind::NotFound)
-        );
-        assert_eq!(
-            kind(args(&s.path(""), "x", false)),
-            Some(ErrorKind::InvalidArgs)
-        );
-        let big = s.path("big.txt");
-        let size = usize::try_from(MAX_PRE_IMAGE_BYTES).unwrap_or(usize::MAX) + 1;
-        fs::write(&big, vec![b'a'; size]).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(kind(args(&big, "x", false)), Some(ErrorKind::Unsupported));
-        #[cfg(unix)]
-        {
-            let link = s.path("link");
-            std::os::unix::fs::symlink(&big, &link).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(kind(args(&link, "x", false)), Some(ErrorKind::Unsupported));
-        }
-        // Nothing left behind by the refusals, no temp files.
-        let names: Vec<String> = fs::read_dir(&s.0)
-            .map(|rd| {
-                rd.filter_map(Result::ok)
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        assert!(
-            names.iter().all(|n| !n.contains("capsaga-tmp")),
-            "{names:?}"
-        );
-    }
-
-    #[test]
-    fn compensate_rejects_foreign_output() {
-        let a = args("/w/a.txt", "x", false);
-        let e = undo(&a, &Output::new(json!({"path": "/w/a.txt"}))).err();
-        assert_eq!(e.map(|e| e.kind), Some(ErrorKind::InvalidArgs));
-    }
-}
+mod tests;

@@ -14,8 +14,14 @@
 //!
 //! Success (the OS allowed it) is an output `{"mode", "path", "ok": true,
 //! "observed": ...}`; a refusal is the `ToolError` of [`ToolError::from_io`]
-//! (permission-denied for "capabilities insufficient") with `details` adding
-//! `mode` and `step`. Needs `fs:read:*` and `fs:write:*`.
+//! with `details` adding `mode` and `step`. Needs `fs:read:*` and `fs:write:*`.
+//!
+//! What the OS answers depends on the guest's wasi-libc: `..` walks and
+//! symbolic links leading out are `EPERM` (permission-denied) in both builds;
+//! an absolute path outside every preopen is `ENOENT` (not-found) with
+//! rustup's wasm32-wasip2 libc, `ENOTCAPABLE` (permission-denied) with
+//! Debian's 2022 wasi-libc. A test should accept either kind and check that
+//! no data leaked and nothing outside the grant changed.
 
 use std::fs;
 use std::io;
