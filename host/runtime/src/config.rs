@@ -54,12 +54,20 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// The checked policy.
     pub policy: Policy,
+    /// The directory of the policy file (canonical): relative paths in the
+    /// file (scripts, the price table) are resolved against it.
+    pub base: PathBuf,
 }
 
 impl Config {
     /// The state database file.
     pub fn db_path(&self) -> PathBuf {
         self.state_dir.join("state.db")
+    }
+
+    /// A path written in the policy file, resolved against its directory.
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        normalize(&self.base.join(p))
     }
 
     /// Load and check the policy file at `path`.
@@ -117,6 +125,7 @@ impl Config {
             tools_dir,
             state_dir,
             policy,
+            base,
         })
     }
 }
