@@ -760,6 +760,14 @@ async fn scripted_is_the_default_when_no_provider_is_configured() {
     let e = env(&[("OA_KEY", OA_KEY), ("CAPSAGA_SIMULATION", "true")]);
     let selected = select(&host.config, &e, &Selection::default()).unwrap();
     assert!(selected.scripted, "{}", selected.mode);
+    // Simulation without a script is an error, never a live call.
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n{}",
+        openai_section("oa", &never, "")
+    ));
+    let host = ws.host().await;
+    let e = env(&[("OA_KEY", OA_KEY), ("CAPSAGA_SIMULATION", "1")]);
+    assert!(select(&host.config, &e, &Selection::default()).is_err());
     // No script and nothing configured: an error naming what is missing.
     ws.write_policy(&format!(
         "{FS_POLICY}\n{}",

@@ -83,7 +83,7 @@ pub fn retry_after_ms(headers: &HeaderMap) -> Option<u64> {
     }
     let v = headers.get("retry-after")?.to_str().ok()?.trim();
     if let Ok(secs) = v.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| (secs * 1000.0) as u64);
+        return (secs.is_finite() && secs >= 0.0).then_some((secs * 1000.0) as u64);
     }
     let when = httpdate::parse_http_date(v).ok()?;
     Some(

@@ -152,12 +152,13 @@ impl Provider for Router {
                             status,
                             error: Some(e.to_string()),
                         });
-                        if retriable && retry < self.retry.retries {
-                            if let Some(wait) = self.backoff(retry, retry_after) {
-                                tokio::time::sleep(wait).await;
-                                retry += 1;
-                                continue;
-                            }
+                        if retriable
+                            && retry < self.retry.retries
+                            && let Some(wait) = self.backoff(retry, retry_after)
+                        {
+                            tokio::time::sleep(wait).await;
+                            retry += 1;
+                            continue;
                         }
                         break;
                     }

@@ -392,6 +392,7 @@ pub async fn run_turn(
                 }
             };
             // Execution as a saga step.
+            let mut safety: Option<TraceStep> = None;
             let outcome = match refusal {
                 Some(error) => StepOutcome::Refused { error },
                 None => saga.step(&tool.meta.name, &args).await?,
@@ -404,7 +405,7 @@ pub async fn run_turn(
                         let (wrapped, neutralised) =
                             untrusted::wrap_counted(&source, &now_rfc3339(), &text);
                         if neutralised > 0 {
-                            tr.steps.push(TraceStep::Critic {
+                            safety = Some(TraceStep::Critic {
                                 purpose: "safety".into(),
                                 input: source,
                                 verdict: "neutralised".into(),
@@ -442,6 +443,7 @@ pub async fn run_turn(
                 error,
                 wall_ms: t1.elapsed().as_millis() as u64,
             });
+            tr.steps.extend(safety);
             request
                 .messages
                 .push(Message::tool(&call.id, content, is_error));

@@ -59,6 +59,11 @@ pub enum SelectError {
         /// Which declared providers lack what.
         detail: String,
     },
+    /// Simulation asked for, but no script configured.
+    #[error(
+        "CAPSAGA_SIMULATION is set but no script is configured: pass --script FILE or set [agent] script (simulation never calls a provider)"
+    )]
+    SimulationWithoutScript,
     /// The HTTP client could not start.
     #[error("cannot start the HTTP client: {0}")]
     Client(String),
@@ -108,10 +113,19 @@ pub fn select(config: &Config, env: &Env, sel: &Selection) -> Result<Selected, S
     }
     let policy = &config.policy;
     let default_script = policy.agent.script.as_deref().map(|s| config.resolve(s));
-    if truthy(env.get("CAPSAGA_SIMULATION"))
-        && let Some(s) = &default_script
-    {
-        return scripted(s, &config.home, "CAPSAGA_SIMULATION is set");
+    if truthy(env.get("CAPSAGA_SIMULATION")) {
+        // Simulation never reaches the network: the script, or an error.
+        let script = default_script.clone().or_else(|| {
+            policy
+                .providers
+                .values()
+                .filter(|p| p.kind == ProviderKind::Scripted)
+                .find_map(|p| p.script.as_deref().map(|s| config.resolve(s)))
+        });
+        return match script {
+            Some(s) => scripted(&s, &config.home, "CAPSAGA_SIMULATION is set"),
+            None => Err(SelectError::SimulationWithoutScript),
+        };
     }
     for p in sel
         .route
