@@ -202,6 +202,19 @@ mod tests {
     }
 
     #[test]
+    fn provider_example_loads() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/providers.toml");
+        let c = Config::load(&p).unwrap();
+        let names: Vec<&String> = c.policy.providers.keys().collect();
+        assert_eq!(names, ["anthropic", "deepseek"]);
+        assert_eq!(
+            c.policy.autonomy,
+            capsaga_core::policy::Autonomy::Supervised
+        );
+        assert!(c.resolve("demo/script.json").exists());
+    }
+
+    #[test]
     fn errors_name_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("capsaga.toml");
