@@ -146,32 +146,46 @@ pub fn contains_marker_like(text: &str) -> bool {
 /// whatever encoding, is replaced by [`NEUTRALISED`]. Returns the text and
 /// the number of sequences neutralised.
 pub fn neutralize_counted(content: &str) -> (String, usize) {
-    let spans = marker_openers(content);
-    if spans.is_empty() {
-        return (content.to_string(), 0);
-    }
-    let mut out = String::with_capacity(content.len() + spans.len() * NEUTRALISED.len());
-    let mut pos = 0;
-    let mut n = 0;
-    for (s, e) in spans {
-        if s < pos {
-            continue;
-        }
-        out.push_str(&content[pos..s]);
-        out.push_str(NEUTRALISED);
-        pos = e;
-        n += 1;
-    }
-    out.push_str(&content[pos..]);
+    let mut text = content.to_string();
+    let mut total = 0;
     // A replacement could in principle complete a sequence with what
-    // surrounds it; repeat until nothing is left (each pass removes at least
-    // one opener, so this ends).
-    if contains_marker_like(&out) {
-        let (again, m) = neutralize_counted(&out);
-        return (again, n + m);
+    // surrounds it: passes repeat while anything is left.
+    for _ in 0..MAX_PASSES {
+        let spans = marker_openers(&text);
+        if spans.is_empty() {
+            return (text, total);
+        }
+        let mut out = String::with_capacity(text.len() + spans.len() * NEUTRALISED.len());
+        let mut pos = 0;
+        for (s, e) in spans {
+            if s < pos {
+                continue;
+            }
+            out.push_str(&text[pos..s]);
+            out.push_str(NEUTRALISED);
+            pos = e;
+            total += 1;
+        }
+        out.push_str(&text[pos..]);
+        text = out;
     }
-    (out, n)
+    // Still something after that many passes: give up on fidelity, remove
+    // every character that starts an opener or an encoding.
+    let flat: String = text
+        .chars()
+        .map(|c| {
+            if is_opener(c) || matches!(c, '&' | '%' | '\\') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    (flat, total + 1)
 }
+
+/// Most neutralisation passes before the lossy fallback.
+const MAX_PASSES: usize = 8;
 
 /// Neutralise every marker-like sequence in `content`.
 pub fn neutralize(content: &str) -> String {
