@@ -19,7 +19,11 @@
 //! - [`error`]: the error kinds of the tool world and the tool error record.
 //! - [`tool`]: the call context and tool output records.
 //! - [`untrusted`]: the `<untrusted>` markers around content from outside.
+//! - [`providers`]: model provider configuration and the attempt order
+//!   (failover, allowlists).
+//! - [`budget`]: price table, cost of a call, budget caps.
 
+pub mod budget;
 pub mod capability;
 pub mod error;
 pub mod fsm;
@@ -29,6 +33,7 @@ pub mod json;
 pub mod meta;
 pub mod path_guard;
 pub mod policy;
+pub mod providers;
 pub mod tool;
 pub mod untrusted;
 pub mod validate;
