@@ -3,6 +3,8 @@
 //! the `capsaga` binary, and throw-away workspaces with their own policy,
 //! tools directory and SQLite file.
 
+pub mod hostile;
+
 use capsaga_host::host::Host;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

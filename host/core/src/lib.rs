@@ -19,8 +19,11 @@
 //! - [`error`]: the error kinds of the tool world and the tool error record.
 //! - [`tool`]: the call context and tool output records.
 //! - [`untrusted`]: the `<untrusted>` markers around content from outside.
+//! - [`check`]: one probe of one guard with its decision and reason (what
+//!   `capsaga check` prints), and corpus files of probes replayed at once.
 
 pub mod capability;
+pub mod check;
 pub mod error;
 pub mod fsm;
 pub mod grant;
