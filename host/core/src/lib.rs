@@ -9,6 +9,8 @@
 //! - [`grant`]: effective grants = what a tool requires ∩ what the operator grants.
 //! - [`path_guard`]: resolution of a path under a granted root, component by
 //!   component, the way cap-std does it.
+//! - [`net_guard`]: whether a guest's outgoing HTTP request may leave the host,
+//!   and to which addresses (URL, grant and address-class checks).
 //! - [`fsm`]: the guardrail finite-state machine of the saga.
 //! - [`policy`]: the operator's `capsaga.toml`, parsed and checked.
 //! - [`meta`]: a tool's self-description, checked before the tool is registered.
@@ -27,6 +29,7 @@ pub mod grant;
 pub mod idempotency;
 pub mod json;
 pub mod meta;
+pub mod net_guard;
 pub mod path_guard;
 pub mod policy;
 pub mod tool;
