@@ -11,6 +11,7 @@
 //!   component, the way cap-std does it.
 //! - [`net_guard`]: whether a guest's outgoing HTTP request may leave the host,
 //!   and to which addresses (URL, grant and address-class checks).
+//! - [`redact`]: streaming redaction of secret values in responses.
 //! - [`fsm`]: the guardrail finite-state machine of the saga.
 //! - [`policy`]: the operator's `capsaga.toml`, parsed and checked.
 //! - [`meta`]: a tool's self-description, checked before the tool is registered.
@@ -32,6 +33,7 @@ pub mod meta;
 pub mod net_guard;
 pub mod path_guard;
 pub mod policy;
+pub mod redact;
 pub mod tool;
 pub mod untrusted;
 pub mod validate;
