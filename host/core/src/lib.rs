@@ -9,6 +9,9 @@
 //! - [`grant`]: effective grants = what a tool requires ∩ what the operator grants.
 //! - [`path_guard`]: resolution of a path under a granted root, component by
 //!   component, the way cap-std does it.
+//! - [`net_guard`]: whether a guest's outgoing HTTP request may leave the host,
+//!   and to which addresses (URL, grant and address-class checks).
+//! - [`redact`]: streaming redaction of secret values in responses.
 //! - [`fsm`]: the guardrail finite-state machine of the saga.
 //! - [`policy`]: the operator's `capsaga.toml`, parsed and checked.
 //! - [`meta`]: a tool's self-description, checked before the tool is registered.
@@ -30,8 +33,10 @@ pub mod grant;
 pub mod idempotency;
 pub mod json;
 pub mod meta;
+pub mod net_guard;
 pub mod path_guard;
 pub mod policy;
+pub mod redact;
 pub mod tool;
 pub mod untrusted;
 pub mod validate;

@@ -139,7 +139,7 @@ pub(crate) struct Failure {
 impl From<HostError> for Failure {
     fn from(e: HostError) -> Self {
         let code = match &e {
-            HostError::Config(_) | HostError::Load(_) => exit::CONFIG,
+            HostError::Config(_) | HostError::Load(_) | HostError::Outbound(_) => exit::CONFIG,
             HostError::Db(_) => exit::DATABASE,
             HostError::Sandbox(_) => exit::INTERNAL,
         };
