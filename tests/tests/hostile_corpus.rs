@@ -10,11 +10,12 @@
 //! through the test harness's capture), so `scripts/test` shows them.
 
 use capsaga_core::capability::Capability;
-use capsaga_core::check::corpus::{Case, Env, replay, run_case};
+use capsaga_core::check::corpus::{Case, Env, grants_of, replay, run_case};
 use capsaga_core::check::{Decision, Guard, Verdict};
 use capsaga_core::json::{canonical, parse_strict};
 use capsaga_core::path_guard::RealFs;
 use capsaga_core::validate::ArgsValidator;
+use capsaga_tests::hostile::net_oracle::{self, Answer};
 use capsaga_tests::hostile::{self, Family, tree};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -64,7 +65,6 @@ fn hostile_corpus_gets_the_expected_decisions() {
         &Env {
             home: &home,
             fs: &RealFs,
-            url: None,
         },
     );
     let mut text = format!(
@@ -114,7 +114,6 @@ fn verdicts(guard: Guard, home: &str) -> Vec<(Case, Verdict)> {
     let env = Env {
         home,
         fs: &RealFs,
-        url: None,
     };
     numbered(&hostile::families())
         .into_iter()
@@ -292,4 +291,53 @@ fn accepted_arguments_revalidate_and_any_duplicated_key_is_refused() {
         n += 1;
     }
     assert!(n > 10, "only {n} accepted argument sets");
+}
+
+#[test]
+fn the_net_guard_agrees_with_an_independent_oracle() {
+    let (_dir, home) = planted();
+    let mut compared = 0;
+    for (case, v) in verdicts(Guard::Url, &home) {
+        let plain_get = case.method.as_deref().is_none_or(|m| m == "GET")
+            && case.headers.is_empty()
+            && !case.dry_run;
+        if !plain_get {
+            continue;
+        }
+        let grants = grants_of(&case, &home).expect("grants parse");
+        let oracle = {
+            let u = url::Url::parse(&case.input).ok();
+            let name = u
+                .as_ref()
+                .and_then(|u| u.host_str().map(|h| h.trim_end_matches('.').to_ascii_lowercase()));
+            let resolved = name
+                .and_then(|n| {
+                    case.resolve
+                        .iter()
+                        .find(|(k, _)| k.eq_ignore_ascii_case(&n))
+                        .map(|(_, v)| v.clone())
+                })
+                .unwrap_or_default();
+            net_oracle::decide(&case.input, &grants, &resolved)
+        };
+        match (&oracle, v.decision) {
+            (Answer::Allow { host, port, addresses }, Decision::Allow) => {
+                let value = v.value.as_ref().expect("allowed url has a value");
+                assert_eq!(value["host"], host.as_str(), "{:?}", case.input);
+                assert_eq!(value["port"], *port, "{:?}", case.input);
+                let want: Vec<String> = addresses
+                    .iter()
+                    .map(|a| std::net::SocketAddr::new(*a, *port).to_string())
+                    .collect();
+                assert_eq!(value["addresses"], serde_json::json!(want), "{:?}", case.input);
+            }
+            (Answer::Deny(_), Decision::Deny) => {}
+            (o, d) => panic!(
+                "{:?} (grants {:?}): the oracle says {o:?}, the guard {} ({}: {})",
+                case.input, case.grants, d.as_str(), v.kind, v.reason
+            ),
+        }
+        compared += 1;
+    }
+    assert!(compared > 300, "only {compared} URL cases compared");
 }

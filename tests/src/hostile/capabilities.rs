@@ -130,7 +130,7 @@ fn mutations() -> Family {
 
 /// Addresses whose encodings are tried: loopback, metadata, private ranges,
 /// CGNAT, unspecified, broadcast, public.
-const ADDRESSES: &[[u8; 4]] = &[
+pub const ADDRESSES: &[[u8; 4]] = &[
     [127, 0, 0, 1],
     [169, 254, 169, 254],
     [10, 0, 0, 1],

@@ -18,6 +18,10 @@
 //! - capability grammar ([`capabilities`]): `capability_valid_forms`,
 //!   `capability_mutations`, `ip_encodings_in_grants`, `ports`,
 //!   `wildcards_and_host_names`, `fs_directories`, `grant_coverage`;
+//! - net guard ([`urls`]): `url_ip_spellings`, `url_resolved_addresses`,
+//!   `url_parser_confusion`, `url_schemes`, `url_literal_grants`,
+//!   `url_methods_and_headers`, with fixed DNS answers, and checked against
+//!   the independent oracle of [`net_oracle`];
 //! - arguments ([`args`]): `duplicate_keys`, `json_syntax`,
 //!   `nesting_and_size`, `type_confusion`, `extra_fields`, `unicode_values`;
 //! - untrusted markers ([`markers`]): `marker_forms`, `marker_confusables`,
@@ -33,9 +37,11 @@
 pub mod args;
 pub mod capabilities;
 pub mod markers;
+pub mod net_oracle;
 pub mod paths;
 pub mod reports;
 pub mod tree;
+pub mod urls;
 
 use capsaga_core::check::corpus::Case;
 
@@ -55,6 +61,7 @@ pub fn families() -> Vec<Family> {
     let mut all = Vec::new();
     all.extend(paths::families());
     all.extend(capabilities::families());
+    all.extend(urls::families());
     all.extend(args::families());
     all.extend(markers::families());
     all.extend(reports::families());

@@ -28,8 +28,11 @@
 //! a corpus can name files in a directory tree made for it. Blank lines and
 //! lines starting with `#` are skipped.
 
-use super::check_untrusted;
-use super::{Decision, Guard, PathProbe, Verdict, check_args, check_capability, check_path};
+use super::{
+    Decision, Guard, PathProbe, Verdict, check_args, check_capability, check_path,
+    check_untrusted, check_url,
+};
+use crate::net_guard::NetRequest;
 use crate::capability::Capability;
 use crate::json::parse_strict;
 use crate::path_guard::{Follow, FsView};
@@ -172,17 +175,15 @@ pub fn parse_corpus(text: &str) -> Result<Vec<(usize, Case)>, CaseError> {
     Ok(out)
 }
 
-/// What a replay needs from outside: the home (`~` and `${home}`), the
-/// filesystem view for symlinks, and the net guard hook for `url` cases.
+/// What a replay needs from outside: the home (`~` and `${home}`) and the
+/// filesystem view for symlinks. (DNS answers come from each case's
+/// `resolve`: a replay never uses the network.)
 pub struct Env<'a, F: FsView> {
     /// Absolute, normalised directory replacing `~` in grants and `${home}`
     /// in inputs and grants.
     pub home: &'a str,
     /// The filesystem the path guard reads symlinks from.
     pub fs: &'a F,
-    /// The url probe: (case with `${home}` expanded, parsed grants) → verdict.
-    /// `None` when the net guard is not built in.
-    pub url: Option<&'a dyn Fn(&Case, &[Capability]) -> Verdict>,
 }
 
 fn expand_vars(s: &str, home: &str) -> String {
@@ -207,7 +208,7 @@ pub fn grants_of(case: &Case, home: &str) -> Result<Vec<Capability>, String> {
 ///
 /// # Errors
 /// [`CaseError`] when the case is not runnable: a grant that does not parse,
-/// an `args` case without schema, a `url` case without a net guard.
+/// an `args` case without schema.
 pub fn run_case<F: FsView>(
     case: &Case,
     line: usize,
@@ -240,12 +241,24 @@ pub fn run_case<F: FsView>(
         }
         Guard::Untrusted => check_untrusted(&input),
         Guard::Url => {
-            let probe = env
-                .url
-                .ok_or_else(|| err("the url guard is not available in this replay".into()))?;
-            let mut c = case.clone();
-            c.input = input;
-            probe(&c, &grants)
+            let headers: Vec<&str> = case.headers.iter().map(String::as_str).collect();
+            let req = NetRequest {
+                method: case.method.as_deref().unwrap_or("GET"),
+                url: &input,
+                headers: &headers,
+                dry_run: case.dry_run,
+            };
+            let resolve = |name: &str| {
+                case.resolve
+                    .iter()
+                    .find(|(k, _)| {
+                        let k = k.strip_suffix('.').unwrap_or(k);
+                        k.eq_ignore_ascii_case(name)
+                    })
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            check_url(&req, &grants, &resolve)
         }
     })
 }

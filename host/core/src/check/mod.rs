@@ -11,6 +11,9 @@
 //! - [`check_path`]: a path against `fs:` grants, through
 //!   [`crate::path_guard::resolve`] under each granted directory that
 //!   contains it (a tool can use any of its preopens).
+//! - [`check_url`]: an outgoing request through the net guard
+//!   ([`crate::net_guard::check_request`] then
+//!   [`crate::net_guard::vet_addresses`] on the resolver's answer).
 //! - [`check_capability`]: a capability string through the grammar of
 //!   [`crate::capability`]; with grants, as a tool's requirement through
 //!   [`crate::grant::intersect`].
@@ -29,6 +32,7 @@ pub mod corpus;
 use crate::capability::{Capability, FsAccess, FsDir, Place};
 use crate::grant::intersect;
 use crate::json::canonical;
+use crate::net_guard::{DestHost, NetDenied, NetRequest, check_request, vet_addresses};
 use crate::path_guard::{Follow, FsView, resolve};
 use crate::untrusted::{count_markers, neutralize, wrap};
 use crate::validate::{ArgsValidator, CallError};
@@ -244,6 +248,61 @@ pub fn check_path(probe: &PathProbe<'_>, fs: &impl FsView) -> Verdict {
         .with(json!({ "grant": grant.to_string() })),
         (None, Some(v)) => v,
         (None, None) => Verdict::new(g, Decision::Deny, "no_grant", "no grant resolves the path"),
+    }
+}
+
+/// The stable rule name of a net guard refusal.
+pub fn net_kind(e: &NetDenied) -> &'static str {
+    match e {
+        NetDenied::NoGrant => "no_grant",
+        NetDenied::BadUrl { .. } => "bad_url",
+        NetDenied::Scheme { .. } => "scheme",
+        NetDenied::Userinfo { .. } => "userinfo",
+        NetDenied::Header { .. } => "header",
+        NetDenied::Method { .. } => "method",
+        NetDenied::NotGranted { .. } => "not_granted",
+        NetDenied::Address { .. } => "address",
+        NetDenied::NotUnicast { .. } => "not_unicast",
+        NetDenied::NoAddress { .. } => "no_address",
+    }
+}
+
+/// Check an outgoing request against `net:` grants. `resolve` answers the
+/// DNS question for a name (an empty answer is "does not resolve"); it is
+/// not asked for IP literals.
+pub fn check_url(
+    req: &NetRequest<'_>,
+    grants: &[Capability],
+    resolve: &dyn Fn(&str) -> Vec<std::net::IpAddr>,
+) -> Verdict {
+    let g = Guard::Url;
+    let deny = |e: NetDenied| Verdict::new(g, Decision::Deny, net_kind(&e), e.to_string());
+    let dest = match check_request(req, grants) {
+        Ok(d) => d,
+        Err(e) => return deny(e),
+    };
+    let resolved = match &dest.host {
+        DestHost::Domain(name) => resolve(name),
+        DestHost::Ip(_) => Vec::new(),
+    };
+    match vet_addresses(&dest, &resolved) {
+        Err(e) => deny(e),
+        Ok(addrs) => {
+            let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+            Verdict::new(
+                g,
+                Decision::Allow,
+                "allowed",
+                format!("{} {} may connect to {}", req.method, dest.url, list.join(", ")),
+            )
+            .with(json!({
+                "url": dest.url,
+                "host": dest.host.to_string(),
+                "port": dest.port,
+                "host_header": dest.host_header,
+                "addresses": list,
+            }))
+        }
     }
 }
 

@@ -159,14 +159,13 @@ fn replay_reports_mismatches_and_home() {
             2,
             Case::new(Guard::Capability, "net:http:127.1", Decision::Allow),
         ),
-        (3, Case::new(Guard::Url, "http://x/", Decision::Deny)),
+        (3, Case::new(Guard::Args, "{}", Decision::Allow)),
     ];
     let r = replay(
         &cases,
         &Env {
             home: "/srv/h",
             fs: &NoLinks,
-            url: None,
         },
     );
     assert_eq!((r.total, r.passed), (3, 1));
@@ -176,8 +175,29 @@ fn replay_reports_mismatches_and_home() {
             .problem
             .starts_with("expected allow, got deny")
     );
-    assert!(r.mismatches[1].problem.contains("not available"));
+    assert!(r.mismatches[1].problem.contains("needs a `schema`"));
     // Round trip of a case through its JSON line.
     let line = cases[0].1.to_line();
     assert_eq!(parse_corpus(&line).unwrap()[0].1, cases[0].1);
+}
+
+#[test]
+fn url_probe_resolves_through_the_case() {
+    let mut c = Case::new(Guard::Url, "http://API.example.com./x?y#z", Decision::Allow)
+        .grants(&["net:http:*.example.com"])
+        .kind("allowed");
+    c.resolve.insert("api.example.com".into(), vec!["93.184.215.14".parse().unwrap()]);
+    let env = Env {
+        home: "/",
+        fs: &NoLinks,
+    };
+    let v = super::corpus::run_case(&c, 1, &env).unwrap();
+    assert_eq!(v.decision, Decision::Allow, "{v:?}");
+    assert_eq!(v.value.as_ref().unwrap()["addresses"][0], "93.184.215.14:80");
+    c.resolve.insert("api.example.com".into(), vec!["127.0.0.1".parse().unwrap()]);
+    assert_eq!(super::corpus::run_case(&c, 1, &env).unwrap().kind, "address");
+    c.resolve.clear();
+    assert_eq!(super::corpus::run_case(&c, 1, &env).unwrap().kind, "no_address");
+    c.input = "http://2130706433/".into();
+    assert_eq!(super::corpus::run_case(&c, 1, &env).unwrap().kind, "not_granted");
 }

@@ -2,6 +2,7 @@
 //! command prints a human-readable report by default and one JSON document
 //! with `--json`; exit codes are in [`exit`].
 
+pub mod check;
 pub mod exit;
 mod ops;
 mod render;
@@ -114,6 +115,9 @@ pub enum Command {
         #[arg(long)]
         show: bool,
     },
+    /// Probe one guard with one input (path, url, capability, args,
+    /// untrusted) and print its decision and reason, or replay a corpus file.
+    Check(check::CheckArgs),
 }
 
 /// `capsaga tools ...`
@@ -198,6 +202,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     if let Command::Fsm { show } = &cli.command {
         return Ok(ops::fsm(&out, *show));
     }
+    let cli = match cli.command {
+        Command::Check(args) => return check::run(&cli.config, &out, args).await,
+        command => Cli { command, ..cli },
+    };
     let host = Host::open(&cli.config).await?;
     match cli.command {
         Command::Tools {
@@ -221,6 +229,6 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Audit {
             cmd: AuditCmd::Verify,
         } => ops::audit_verify(&host, &out),
-        Command::Fsm { .. } => Ok(exit::OK),
+        Command::Fsm { .. } | Command::Check(_) => Ok(exit::OK),
     }
 }
