@@ -4,6 +4,7 @@
 //! tools directory and SQLite file.
 
 pub mod hostile;
+pub mod llm_server;
 
 use capsaga_host::host::Host;
 use std::path::{Path, PathBuf};

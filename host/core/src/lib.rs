@@ -24,7 +24,11 @@
 //! - [`untrusted`]: the `<untrusted>` markers around content from outside.
 //! - [`check`]: one probe of one guard with its decision and reason (what
 //!   `capsaga check` prints), and corpus files of probes replayed at once.
+//! - [`providers`]: model provider configuration and the attempt order
+//!   (failover, allowlists).
+//! - [`budget`]: price table, cost of a call, budget caps.
 
+pub mod budget;
 pub mod capability;
 pub mod check;
 pub mod error;
@@ -36,6 +40,7 @@ pub mod meta;
 pub mod net_guard;
 pub mod path_guard;
 pub mod policy;
+pub mod providers;
 pub mod redact;
 pub mod tool;
 pub mod untrusted;

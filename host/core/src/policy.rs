@@ -13,6 +13,11 @@
 //! [tools.fs_write]
 //! grants = ["fs:write:~/workspace/**"]
 //! limits = { deadline_ms = 2000 }
+//! approval = "always"               # a human approves every call with side effects
+//! irreversible = true               # cannot be undone: always a human
+//!
+//! [agent]                           # the agent loop (see `crate::providers`)
+//! autonomy = "autonomous"           # read_only | supervised | autonomous
 //!
 //! [env]                             # values of `env:<NAME>` grants
 //! LANG = "C.UTF-8"
@@ -27,6 +32,9 @@
 //! request_timeout_ms = 30000
 //! hosts = { "api.internal.test" = ["203.0.113.7"] }   # static resolver entries
 //! ```
+//!
+//! The `[agent]`, `[providers.*]` and `[budget]` sections are described in
+//! [`crate::providers`] and [`crate::budget`].
 //!
 //! Unknown keys are refused (a typo must not silently widen or drop a rule).
 //! Paths are resolved by the host relative to the file; this module only
@@ -112,6 +120,61 @@ pub struct ToolPolicyFile {
     /// Refuse every call of this tool (it stays loaded and listed).
     #[serde(default)]
     pub deny: bool,
+    /// The tool's effects cannot be undone (seed 003: irreversible
+    /// capabilities always need a human, whatever the autonomy level).
+    #[serde(default)]
+    pub irreversible: bool,
+}
+
+/// How much the agent may do without a human (seed 003, "nivel de
+/// autonomía"). Ordered from least to most autonomous; a request can lower
+/// the operator's level, never raise it ([`Autonomy::narrow`]).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Autonomy {
+    /// Only tools without side effects are offered and run.
+    ReadOnly,
+    /// Every call with side effects needs a human.
+    Supervised,
+    /// Calls run under the per-tool rules; high-risk and irreversible calls
+    /// still need a human (the default: the operator's `[tools.*]` sections
+    /// are the allowlist).
+    #[default]
+    Autonomous,
+}
+
+impl Autonomy {
+    /// The lower of two levels: what a request asking for `requested` gets
+    /// under the operator's `self`.
+    pub fn narrow(self, requested: Autonomy) -> Autonomy {
+        self.min(requested)
+    }
+
+    /// The configuration name (`read_only`, `supervised`, `autonomous`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Autonomy::ReadOnly => "read_only",
+            Autonomy::Supervised => "supervised",
+            Autonomy::Autonomous => "autonomous",
+        }
+    }
+}
+
+impl std::str::FromStr for Autonomy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "read_only" | "read-only" => Ok(Autonomy::ReadOnly),
+            "supervised" => Ok(Autonomy::Supervised),
+            "autonomous" => Ok(Autonomy::Autonomous),
+            other => Err(format!(
+                "unknown autonomy level `{}` (read_only, supervised, autonomous)",
+                other.chars().take(40).collect::<String>()
+            )),
+        }
+    }
 }
 
 /// When a human must approve a call of a tool.
@@ -144,17 +207,34 @@ pub enum Decision {
 }
 
 /// Decide a call of a tool with `risk` and `has_side_effects` under its
-/// policy section (`None`: the tool is not in the operator's allowlist).
-///
-/// Rules, in order: a tool the operator did not list, or listed with
-/// `deny = true`, is denied (default deny); a high-risk tool always needs a
-/// human, whatever the policy says (irreversible actions are never
-/// automatic, seed 003); `approval = "always"` asks a human for every call
-/// with side effects; everything else is allowed.
+/// policy section (`None`: the tool is not in the operator's allowlist), at
+/// the operator's autonomy level (held in the section). Same as
+/// [`decide_at`] with [`Autonomy::Autonomous`] requested.
 pub fn decide(
     risk: crate::meta::Risk,
     has_side_effects: bool,
     tool: Option<&ToolPolicy>,
+) -> Decision {
+    decide_at(risk, has_side_effects, tool, Autonomy::Autonomous)
+}
+
+/// Decide a call at the autonomy level `requested`, narrowed by the
+/// operator's (seed 000 §7 `Policy.evaluate`, seed 003 approvals).
+///
+/// Rules, in order:
+/// 1. a tool the operator did not list, or listed with `deny = true`, is
+///    denied (default deny);
+/// 2. at `read_only`, a call with side effects is denied;
+/// 3. a high-risk tool, or one the operator marked `irreversible`, always
+///    needs a human, whatever the autonomy level or the tool's rule;
+/// 4. `approval = "always"` asks a human for every call with side effects;
+/// 5. at `supervised`, every call with side effects needs a human;
+/// 6. everything else is allowed.
+pub fn decide_at(
+    risk: crate::meta::Risk,
+    has_side_effects: bool,
+    tool: Option<&ToolPolicy>,
+    requested: Autonomy,
 ) -> Decision {
     let Some(tool) = tool else {
         return Decision::Deny {
@@ -166,9 +246,21 @@ pub fn decide(
             reason: "the operator's policy denies this tool".into(),
         };
     }
+    let autonomy = tool.autonomy.narrow(requested);
+    if autonomy == Autonomy::ReadOnly && has_side_effects {
+        return Decision::Deny {
+            reason: "the autonomy level is read_only: calls with side effects are not allowed"
+                .into(),
+        };
+    }
     if risk == crate::meta::Risk::High {
         return Decision::ApproveRequired {
             reason: "high-risk calls always need a human".into(),
+        };
+    }
+    if tool.irreversible {
+        return Decision::ApproveRequired {
+            reason: "the operator marked this tool irreversible: every call needs a human".into(),
         };
     }
     if tool.approval == ApprovalRule::Always && has_side_effects {
@@ -176,7 +268,27 @@ pub fn decide(
             reason: "the operator's policy asks a human for every call of this tool".into(),
         };
     }
+    if autonomy == Autonomy::Supervised && has_side_effects {
+        return Decision::ApproveRequired {
+            reason: "the autonomy level is supervised: calls with side effects need a human".into(),
+        };
+    }
     Decision::Allow
+}
+
+/// Whether a tool belongs in the catalog the model sees at autonomy
+/// `requested`: every tool whose calls are not always denied (a call that
+/// needs a human is offered; the human decides).
+pub fn offered(
+    risk: crate::meta::Risk,
+    has_side_effects: bool,
+    tool: Option<&ToolPolicy>,
+    requested: Autonomy,
+) -> bool {
+    !matches!(
+        decide_at(risk, has_side_effects, tool, requested),
+        Decision::Deny { .. }
+    )
 }
 
 /// The file as parsed.
@@ -205,6 +317,15 @@ pub struct PolicyFile {
     /// Outgoing HTTP settings.
     #[serde(default)]
     pub net: NetFile,
+    /// The agent loop: autonomy, provider order and allowlist, retries.
+    #[serde(default)]
+    pub agent: crate::providers::AgentSection,
+    /// Model providers by name.
+    #[serde(default)]
+    pub providers: BTreeMap<String, crate::providers::ProviderSection>,
+    /// Price table and budget caps.
+    #[serde(default)]
+    pub budget: crate::budget::BudgetSection,
 }
 
 /// A text that must never be printed: `Debug` shows `<redacted>`, and there
@@ -355,6 +476,12 @@ pub enum PolicyError {
     /// A bad `[net]` setting.
     #[error("policy [net]: {0}")]
     Net(String),
+    /// A bad `[agent]` or `[providers.*]` section.
+    #[error("policy: {0}")]
+    Providers(#[from] crate::providers::ProviderConfigError),
+    /// A bad `[budget]` section.
+    #[error("policy: {0}")]
+    Budget(#[from] crate::budget::BudgetError),
 }
 
 /// The checked policy: grants parsed with `~` expanded.
@@ -370,6 +497,14 @@ pub struct Policy {
     pub secrets: BTreeMap<String, SecretSpec>,
     /// Outgoing HTTP settings.
     pub net: NetSettings,
+    /// The operator's autonomy level.
+    pub autonomy: Autonomy,
+    /// The agent section, checked.
+    pub agent: crate::providers::AgentSection,
+    /// Provider sections, checked.
+    pub providers: BTreeMap<String, crate::providers::ProviderSection>,
+    /// Budget section, checked.
+    pub budget: crate::budget::BudgetSection,
 }
 
 /// One tool's checked grants and limits.
@@ -383,6 +518,10 @@ pub struct ToolPolicy {
     pub approval: ApprovalRule,
     /// Every call refused.
     pub deny: bool,
+    /// Every call needs a human.
+    pub irreversible: bool,
+    /// The operator's autonomy level (from `[agent]`).
+    pub autonomy: Autonomy,
 }
 
 impl PolicyFile {
@@ -436,15 +575,23 @@ impl PolicyFile {
                     limits: defaults.overlay(&t.limits),
                     approval: t.approval,
                     deny: t.deny,
+                    irreversible: t.irreversible,
+                    autonomy: self.agent.autonomy,
                 },
             );
         }
+        self.agent.check(&self.providers)?;
+        self.budget.check()?;
         Ok(Policy {
             limits: defaults,
             tools,
             env: check_env(&self.env)?,
             secrets: check_secrets(&self.secrets)?,
             net: check_net(&self.net)?,
+            autonomy: self.agent.autonomy,
+            agent: self.agent.clone(),
+            providers: self.providers.clone(),
+            budget: self.budget.clone(),
         })
     }
 }
@@ -669,6 +816,8 @@ impl Policy {
             limits: self.limits,
             approval: ApprovalRule::Auto,
             deny: false,
+            irreversible: false,
+            autonomy: self.autonomy,
         })
     }
 }
@@ -726,6 +875,64 @@ mod tests {
         ));
         assert_eq!(decide(Risk::Low, false, p.section("c")), Decision::Allow);
         assert!(PolicyFile::parse("[tools.a]\napproval = \"never\"\n").is_err());
+    }
+
+    fn approve(d: Decision) -> bool {
+        matches!(d, Decision::ApproveRequired { .. })
+    }
+    fn deny(d: Decision) -> bool {
+        matches!(d, Decision::Deny { .. })
+    }
+
+    #[test]
+    fn autonomy_levels_and_irreversible() {
+        use crate::meta::Risk;
+        use Autonomy::*;
+        let p = PolicyFile::parse(
+            "[agent]\nautonomy = \"supervised\"\n[tools.r]\n[tools.w]\n[tools.x]\nirreversible = true\n",
+        )
+        .unwrap()
+        .check("/h")
+        .unwrap();
+        assert_eq!(p.autonomy, Supervised);
+        // Supervised: reads run, every side effect needs a human.
+        assert_eq!(decide(Risk::Low, false, p.section("r")), Decision::Allow);
+        assert!(approve(decide(Risk::Low, true, p.section("w"))));
+        // A request cannot raise the level...
+        assert!(approve(decide_at(
+            Risk::Low,
+            true,
+            p.section("w"),
+            Autonomous
+        )));
+        // ...but can lower it: read_only denies side effects and hides them.
+        assert!(deny(decide_at(Risk::Low, true, p.section("w"), ReadOnly)));
+        assert!(!offered(Risk::Low, true, p.section("w"), ReadOnly));
+        assert!(offered(Risk::Low, false, p.section("r"), ReadOnly));
+        assert!(offered(Risk::Low, true, p.section("w"), Supervised));
+        // Irreversible: a human even for a low-risk call at full autonomy,
+        // and even for a call the tool reports without side effects.
+        let p = PolicyFile::parse("[tools.x]\nirreversible = true\n[tools.h]\n")
+            .unwrap()
+            .check("/h")
+            .unwrap();
+        assert_eq!(p.autonomy, Autonomous);
+        assert!(approve(decide(Risk::Low, true, p.section("x"))));
+        assert!(approve(decide(Risk::Low, false, p.section("x"))));
+        // High risk: a human at every level where it is offered at all.
+        for a in [Supervised, Autonomous] {
+            assert!(approve(decide_at(Risk::High, true, p.section("h"), a)));
+            assert!(approve(decide_at(Risk::High, false, p.section("h"), a)));
+        }
+        assert!(deny(decide_at(Risk::High, true, p.section("h"), ReadOnly)));
+        // Not listed: denied at every level, never offered.
+        for a in [ReadOnly, Supervised, Autonomous] {
+            assert!(deny(decide_at(Risk::Low, false, p.section("zz"), a)));
+            assert!(!offered(Risk::Low, false, p.section("zz"), a));
+        }
+        assert!(PolicyFile::parse("[agent]\nautonomy = \"yolo\"\n").is_err());
+        assert_eq!("read_only".parse::<Autonomy>(), Ok(ReadOnly));
+        assert!("full".parse::<Autonomy>().is_err());
     }
 
     #[test]

@@ -54,12 +54,20 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// The checked policy.
     pub policy: Policy,
+    /// The directory of the policy file (canonical): relative paths in the
+    /// file (scripts, the price table) are resolved against it.
+    pub base: PathBuf,
 }
 
 impl Config {
     /// The state database file.
     pub fn db_path(&self) -> PathBuf {
         self.state_dir.join("state.db")
+    }
+
+    /// A path written in the policy file, resolved against its directory.
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        normalize(&self.base.join(p))
     }
 
     /// Load and check the policy file at `path`.
@@ -117,6 +125,7 @@ impl Config {
             tools_dir,
             state_dir,
             policy,
+            base,
         })
     }
 }
@@ -190,6 +199,19 @@ mod tests {
             v,
             serde_json::json!({"path": "/srv/h/a.txt", "n": 1, "list": ["/srv/h", "x"]})
         );
+    }
+
+    #[test]
+    fn provider_example_loads() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/providers.toml");
+        let c = Config::load(&p).unwrap();
+        let names: Vec<&String> = c.policy.providers.keys().collect();
+        assert_eq!(names, ["anthropic", "deepseek"]);
+        assert_eq!(
+            c.policy.autonomy,
+            capsaga_core::policy::Autonomy::Supervised
+        );
+        assert!(c.resolve("demo/script.json").exists());
     }
 
     #[test]

@@ -34,7 +34,7 @@ use crate::grant::intersect;
 use crate::json::canonical;
 use crate::net_guard::{DestHost, NetDenied, NetRequest, check_request, vet_addresses};
 use crate::path_guard::{Follow, FsView, resolve};
-use crate::untrusted::{count_markers, neutralize, wrap};
+use crate::untrusted::{contains_marker_like, count_markers, inner, wrap_counted};
 use crate::validate::{ArgsValidator, CallError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -401,21 +401,24 @@ pub fn check_args(schema: &Value, args: &str) -> Verdict {
     }
 }
 
-/// Wrap `content` in untrusted markers and report what happened to it.
+/// Wrap `content` in untrusted markers and report what happened to it. The
+/// verdict is [`Decision::Escaped`] (a guard failure) when the wrapped text
+/// does not hold exactly one real opening and one closing marker, or when its
+/// inside still reads as a marker.
 pub fn check_untrusted(content: &str) -> Verdict {
     let g = Guard::Untrusted;
-    let wrapped = wrap("tool:check", "1970-01-01T00:00:00Z", content);
-    let neutralised = neutralize(content);
-    if count_markers(&wrapped) != (1, 1) || neutralize(&neutralised) != neutralised {
+    let (wrapped, n) = wrap_counted("tool:check", "1970-01-01T00:00:00Z", content);
+    let body = inner(&wrapped).unwrap_or("");
+    if count_markers(&wrapped) != (1, 1) || contains_marker_like(body) {
         return Verdict::new(
             g,
             Decision::Escaped,
             "marker_escape",
-            "the wrapped content holds a real marker: the untrusted wrapper failed",
+            "the wrapped content holds a marker: the untrusted wrapper failed",
         )
         .with(Value::String(wrapped));
     }
-    if neutralised == content {
+    if n == 0 {
         Verdict::new(
             g,
             Decision::Unchanged,
@@ -424,10 +427,6 @@ pub fn check_untrusted(content: &str) -> Verdict {
         )
         .with(Value::String(wrapped))
     } else {
-        let n = neutralised
-            .matches("&lt;")
-            .count()
-            .saturating_sub(content.matches("&lt;").count());
         Verdict::new(
             g,
             Decision::Neutralised,

@@ -3,12 +3,23 @@
 //!
 //! - [`provider`]: the provider trait and the provider-neutral chat records.
 //! - [`scripted`]: the scripted provider (the embedded default).
+//! - [`openai`], [`anthropic`]: the HTTP providers, over their wire formats
+//!   ([`http`] holds what they share).
+//! - [`router`]: failover across providers, allowlists, retries.
+//! - [`select`]: choosing the provider of a turn from config, env, request.
+//! - [`budget`]: price table, spend counters in SQLite.
 //! - [`prompt`]: the system prompt in its fixed block order.
 //! - [`runner`]: the loop itself.
 //! - [`trace`]: the ExecutionTrace and its persistence.
 
+pub mod anthropic;
+pub mod budget;
+pub mod http;
+pub mod openai;
 pub mod prompt;
 pub mod provider;
+pub mod router;
 pub mod runner;
 pub mod scripted;
+pub mod select;
 pub mod trace;

@@ -98,6 +98,18 @@ pub struct ToolSpec {
     pub grants: Vec<String>,
 }
 
+/// Which model tier a call uses (seed 000 §6): the provider's normal model,
+/// or its cheaper one once a soft budget cap is reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// The provider's `model`.
+    #[default]
+    Normal,
+    /// The provider's `cheap_model` (its `model` when it has none).
+    Cheap,
+}
+
 /// One model call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatRequest {
@@ -107,6 +119,27 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     /// The tool catalog.
     pub tools: Vec<ToolSpec>,
+    /// Most output tokens.
+    pub max_tokens: u32,
+    /// Model tier.
+    pub tier: Tier,
+    /// The role or call kind (`plan`, `review`, ...) that selects a provider
+    /// order, if any.
+    pub role: Option<String>,
+}
+
+impl ChatRequest {
+    /// A request with the default output limit, normal tier, no role.
+    pub fn new(system: impl Into<String>, messages: Vec<Message>, tools: Vec<ToolSpec>) -> Self {
+        ChatRequest {
+            system: system.into(),
+            messages,
+            tools,
+            max_tokens: capsaga_core::providers::DEFAULT_MAX_TOKENS,
+            tier: Tier::Normal,
+            role: None,
+        }
+    }
 }
 
 /// Why the model stopped.
@@ -132,6 +165,21 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
+/// One try of one provider, as recorded in the trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// Provider name.
+    pub provider: String,
+    /// Model asked for.
+    pub model: String,
+    /// HTTP status, when a response came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Why it failed (`None`: it answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// One model answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatResponse {
@@ -147,6 +195,9 @@ pub struct ChatResponse {
     pub finish_reason: FinishReason,
     /// Tokens used.
     pub usage: Usage,
+    /// Every try made for this answer, the successful one last (filled by
+    /// the failover router; empty for a single provider).
+    pub attempts: Vec<Attempt>,
 }
 
 /// Why a provider call failed.
@@ -160,11 +211,53 @@ pub enum ProviderError {
     Failed {
         /// Which provider.
         provider: String,
-        /// What happened.
+        /// What happened (never holds the API key).
         message: String,
         /// Whether a retry may succeed (429, 5xx, timeouts).
         retriable: bool,
+        /// The HTTP status, when a response came back.
+        status: Option<u16>,
+        /// The server's `Retry-After`, milliseconds.
+        retry_after_ms: Option<u64>,
     },
+    /// No provider is allowed for this request: nothing was sent.
+    #[error(transparent)]
+    NoAllowedProvider(#[from] capsaga_core::providers::NoAllowedProvider),
+    /// Every allowed provider failed, retries and failover included.
+    #[error("every allowed provider failed: {}", summary(.0))]
+    AllFailed(Vec<Attempt>),
+}
+
+fn summary(attempts: &[Attempt]) -> String {
+    attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "{} ({})",
+                a.provider,
+                a.error
+                    .as_deref()
+                    .unwrap_or("ok")
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl ProviderError {
+    /// A failure of `provider`.
+    pub fn failed(provider: &str, message: impl Into<String>, retriable: bool) -> Self {
+        ProviderError::Failed {
+            provider: provider.to_string(),
+            message: message.into(),
+            retriable,
+            status: None,
+            retry_after_ms: None,
+        }
+    }
 }
 
 /// A model provider.
@@ -172,6 +265,12 @@ pub enum ProviderError {
 pub trait Provider: Send + Sync {
     /// The provider's name, e.g. `scripted`, `openai`, `anthropic`.
     fn name(&self) -> &str;
+
+    /// The model a request of `tier` goes to (for the trace and attempts).
+    fn model_for(&self, tier: Tier) -> String {
+        let _ = tier;
+        String::new()
+    }
 
     /// One chat completion with native tool calling.
     ///

@@ -1,22 +1,33 @@
 //! The ReAct loop with native function calling (seed 000 §2-§5).
 //!
-//! One turn is one saga. Each model answer is a Thought; each tool call in it
-//! is validated (unknown tool, schema, duplicate keys) and an invalid one is
-//! answered with a `tool_error` message the model can act on; two invalid
-//! calls in a row end the turn as `tool_hallucination`. Valid calls run as
-//! saga steps. Results of `returns-untrusted` tools are wrapped in
-//! `<untrusted>` markers; results over [`MAX_RESULT_BYTES`] are truncated by
-//! the host with a note. A final answer ends the saga (Done); any other end
-//! rolls back what committed.
+//! One turn is one saga. Before each model call the budget is checked (a
+//! hard cap ends the turn as `budget_hit` with no call; a soft cap moves the
+//! call to the cheaper tier); each answer is a Thought, priced from the price
+//! table and added to the day's counters. Each tool call in it is validated
+//! (unknown tool, schema, duplicate keys) and an invalid one is answered with
+//! a `tool_error` message the model can act on; two invalid calls in a row
+//! end the turn as `tool_hallucination`. A valid call is decided by the
+//! policy at the turn's autonomy level: denied ends the turn as
+//! `policy_denied`; needing a human goes through [`approval_required`].
+//! Allowed calls run as saga steps. Results of `returns-untrusted` tools are
+//! wrapped in `<untrusted>` markers; results over [`MAX_RESULT_BYTES`] are
+//! truncated by the host with a note. A final answer ends the saga (Done);
+//! any other end rolls back what committed. Critic steps record the turn's
+//! fitness and every neutralised marker-like sequence (safety).
 
+use super::budget::{Budget, BudgetLoadError};
 use super::prompt::{DEFAULT_IDENTITY, system_prompt};
-use super::provider::{ChatRequest, Message, Provider, ToolSpec};
+use super::provider::{ChatRequest, Message, Provider, ProviderError, Tier, ToolSpec};
 use super::trace::{self, ExecutionTrace, Outcome, PolicyDecision, TraceStep, Validation};
 use crate::db::{DbError, now_rfc3339};
 use crate::host::Host;
+use crate::registry::LoadedTool;
 use crate::saga::{Saga, SagaError, StepOutcome};
 use crate::wal::Origin;
+use capsaga_core::budget::BudgetState;
+use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
+use capsaga_core::policy::{Autonomy, Decision, decide_at, offered};
 use capsaga_core::untrusted;
 use capsaga_core::validate::{CallError, unknown_tool};
 use std::time::Instant;
@@ -35,6 +46,14 @@ pub struct TurnOptions {
     pub session_id: String,
     /// Channel label, e.g. `cli`.
     pub channel: String,
+    /// The autonomy level the request asks for; the operator's level is the
+    /// ceiling (`None`: the operator's).
+    pub autonomy: Option<Autonomy>,
+    /// The role or call kind, selecting a provider order.
+    pub role: Option<String>,
+    /// How the provider was chosen (`scripted (...)`, `live (...)`), for the
+    /// trace.
+    pub provider_mode: String,
 }
 
 impl Default for TurnOptions {
@@ -43,6 +62,9 @@ impl Default for TurnOptions {
             max_steps: 16,
             session_id: uuid::Uuid::new_v4().to_string(),
             channel: "cli".into(),
+            autonomy: None,
+            role: None,
+            provider_mode: String::new(),
         }
     }
 }
@@ -56,6 +78,9 @@ pub enum AgentError {
     /// The trace could not be stored.
     #[error(transparent)]
     Db(#[from] DbError),
+    /// The price table or the budget counters are unusable.
+    #[error(transparent)]
+    Budget(#[from] BudgetLoadError),
 }
 
 /// Truncate `text` to [`MAX_RESULT_BYTES`] on a character boundary, with a
@@ -75,11 +100,27 @@ pub fn truncate_result(text: &str) -> String {
     )
 }
 
-/// The catalog the model sees: callable tools only.
+/// The catalog the model sees at the operator's autonomy level.
 pub fn catalog(host: &Host) -> Vec<ToolSpec> {
+    catalog_at(host, Autonomy::Autonomous)
+}
+
+/// The catalog the model sees at autonomy `requested` (narrowed by the
+/// operator's): callable tools (grants satisfied) whose calls the policy
+/// does not always deny. A tool offered only with a human's approval is
+/// listed; a `read_only` turn sees no tool with side effects.
+pub fn catalog_at(host: &Host, requested: Autonomy) -> Vec<ToolSpec> {
     host.registry
         .tools()
         .filter(|t| t.grants.is_ok())
+        .filter(|t| {
+            offered(
+                t.meta.risk,
+                t.meta.has_side_effects,
+                host.config.policy.section(&t.meta.name),
+                requested,
+            )
+        })
         .map(|t| ToolSpec {
             name: t.meta.name.clone(),
             description: t.meta.description.clone(),
@@ -89,12 +130,48 @@ pub fn catalog(host: &Host) -> Vec<ToolSpec> {
         .collect()
 }
 
+/// What became of a call that needs a human's approval.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Approval {
+    /// Approved: run it.
+    Approved,
+    /// Not approved (refused, or nobody could be asked): not run; the error
+    /// goes to the model.
+    Refused(ToolError),
+    /// The human aborted the turn (`user_aborted`), nothing more runs.
+    Aborted(String),
+}
+
+/// The hook through which a call that the policy says needs a human is
+/// approved or not.
+///
+/// This branch has no approval mechanism (parking, `capsaga approve`, the
+/// TTY prompt and the dry-run summary belong to the approval work), so the
+/// call is refused and the model told why; the mechanism replaces this body.
+pub async fn approval_required(
+    _host: &Host,
+    _saga: &Saga<'_>,
+    tool: &LoadedTool,
+    _args: &serde_json::Value,
+    reason: &str,
+) -> Approval {
+    Approval::Refused(ToolError::new(
+        ErrorKind::PermissionDenied,
+        format!(
+            "policy: {reason}, and no human can approve `{}` in this run",
+            tool.meta.name
+        ),
+        "This call needs a human's approval; explain what you wanted to do in your final answer.",
+    ))
+}
+
 /// Run one agent turn for `task` with `provider`. The trace is stored before
 /// it is returned.
 ///
 /// # Errors
-/// [`AgentError`] when the saga engine or the database fails; everything the
-/// model or a tool does wrong ends up in the trace's outcome instead.
+/// [`AgentError`] when the saga engine, the database or the price table
+/// fails; everything the model or a tool does wrong ends up in the trace's
+/// outcome instead.
 pub async fn run_turn(
     host: &Host,
     provider: &dyn Provider,
@@ -102,6 +179,12 @@ pub async fn run_turn(
     opts: &TurnOptions,
 ) -> Result<ExecutionTrace, AgentError> {
     let started = Instant::now();
+    let budget = Budget::open(&host.config, &host.db)?;
+    let autonomy = host
+        .config
+        .policy
+        .autonomy
+        .narrow(opts.autonomy.unwrap_or(Autonomy::Autonomous));
     let mut saga = Saga::start(host, Origin::Agent, task)?;
     let mut tr = ExecutionTrace {
         trace_id: uuid::Uuid::new_v4().to_string(),
@@ -119,27 +202,77 @@ pub async fn run_turn(
         response_tokens: 0,
         wall_time_ms: 0,
         outcome: Outcome::TimeoutSteps,
+        provider_mode: if opts.provider_mode.is_empty() {
+            provider.name().to_string()
+        } else {
+            opts.provider_mode.clone()
+        },
+        autonomy: Some(autonomy),
     };
-    let tools = catalog(host);
+    let tools = catalog_at(host, autonomy);
     let callable: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-    let mut request = ChatRequest {
-        system: system_prompt(DEFAULT_IDENTITY, &tools, ""),
-        messages: vec![Message::user(task)],
-        tools: tools.clone(),
-    };
+    let mut request = ChatRequest::new(
+        system_prompt(DEFAULT_IDENTITY, &tools, ""),
+        vec![Message::user(task)],
+        tools.clone(),
+    );
+    request.max_tokens = host
+        .config
+        .policy
+        .agent
+        .max_tokens
+        .unwrap_or(capsaga_core::providers::DEFAULT_MAX_TOKENS);
+    request.role = opts.role.clone();
     let mut invalid_in_a_row = 0u32;
     let mut rollback_state: Option<State> = None;
 
     'turn: for _ in 0..opts.max_steps {
+        // Budget: a hard cap ends the turn before anything is sent.
+        request.tier = match budget.state(tr.cost_usd)? {
+            BudgetState::Normal => Tier::Normal,
+            BudgetState::Soft { reason } => {
+                if request.tier == Tier::Normal {
+                    tracing::warn!("{reason}: using the cheaper tier");
+                }
+                Tier::Cheap
+            }
+            BudgetState::Hard { reason } => {
+                tr.outcome = Outcome::BudgetHit;
+                tr.final_response = Some(format!("budget_hit: {reason}; no model call was made"));
+                break 'turn;
+            }
+        };
         let t0 = Instant::now();
         let resp = match provider.complete(&request).await {
             Ok(r) => r,
             Err(e) => {
+                if let ProviderError::AllFailed(attempts) = &e {
+                    tr.steps.push(TraceStep::Thought {
+                        provider: String::new(),
+                        model: String::new(),
+                        prompt_tokens: 0,
+                        response_tokens: 0,
+                        finish_reason: "error".into(),
+                        text: String::new(),
+                        tool_calls: Vec::new(),
+                        cost_usd: 0.0,
+                        wall_ms: t0.elapsed().as_millis() as u64,
+                        tier: request.tier,
+                        attempts: attempts.clone(),
+                    });
+                }
                 tr.outcome = Outcome::ProviderError;
                 tr.final_response = Some(format!("model provider failed: {e}"));
                 break 'turn;
             }
         };
+        let cost = budget.cost(
+            &resp.model,
+            resp.usage.input_tokens,
+            resp.usage.output_tokens,
+        );
+        budget.record(cost.usd, resp.usage.input_tokens, resp.usage.output_tokens)?;
+        tr.cost_usd += cost.usd;
         tr.prompt_tokens += resp.usage.input_tokens;
         tr.response_tokens += resp.usage.output_tokens;
         tr.steps.push(TraceStep::Thought {
@@ -153,8 +286,10 @@ pub async fn run_turn(
                 .unwrap_or_default(),
             text: resp.text.clone(),
             tool_calls: resp.tool_calls.iter().map(|c| c.name.clone()).collect(),
-            cost_usd: 0.0,
+            cost_usd: cost.usd,
             wall_ms: t0.elapsed().as_millis() as u64,
+            tier: request.tier,
+            attempts: resp.attempts.clone(),
         });
         request.messages.push(Message::assistant(
             resp.text.clone(),
@@ -192,14 +327,94 @@ pub async fn run_turn(
                 }
             };
             invalid_in_a_row = 0;
+            // Policy at the turn's autonomy level.
+            let decision = decide_at(
+                tool.meta.risk,
+                tool.meta.has_side_effects,
+                host.config.policy.section(&tool.meta.name),
+                autonomy,
+            );
+            let policy_decision = match &decision {
+                Decision::Allow => PolicyDecision::Allow,
+                Decision::Deny { .. } => PolicyDecision::Deny,
+                Decision::ApproveRequired { .. } => PolicyDecision::ApproveRequired,
+            };
+            let refusal = match &decision {
+                Decision::Allow => None,
+                Decision::Deny { reason } => {
+                    let error = ToolError::new(
+                        ErrorKind::PermissionDenied,
+                        format!("policy: {reason}"),
+                        "The operator does not allow this call; the turn ends here.",
+                    );
+                    request
+                        .messages
+                        .push(Message::tool(&call.id, error.to_model_text(), true));
+                    tr.steps.push(TraceStep::Action {
+                        tool_name: call.name.clone(),
+                        call_id: call.id.clone(),
+                        args: args.clone(),
+                        validation: Validation::Ok,
+                        policy_decision,
+                        step_seq: None,
+                        exec_result: None,
+                        error: Some(error),
+                        wall_ms: t1.elapsed().as_millis() as u64,
+                    });
+                    tr.outcome = Outcome::PolicyDenied;
+                    tr.final_response = Some(format!(
+                        "policy_denied: `{}` is not allowed ({reason})",
+                        tool.meta.name
+                    ));
+                    break 'turn;
+                }
+                Decision::ApproveRequired { reason } => {
+                    match approval_required(host, &saga, &tool, &args, reason).await {
+                        Approval::Approved => None,
+                        Approval::Refused(e) => Some(e),
+                        Approval::Aborted(why) => {
+                            tr.steps.push(TraceStep::Action {
+                                tool_name: call.name.clone(),
+                                call_id: call.id.clone(),
+                                args: args.clone(),
+                                validation: Validation::Ok,
+                                policy_decision,
+                                step_seq: None,
+                                exec_result: None,
+                                error: None,
+                                wall_ms: t1.elapsed().as_millis() as u64,
+                            });
+                            tr.outcome = Outcome::UserAborted;
+                            tr.final_response = Some(why);
+                            break 'turn;
+                        }
+                    }
+                }
+            };
             // Execution as a saga step.
-            let outcome = saga.step(&tool.meta.name, &args).await?;
+            let mut safety: Option<TraceStep> = None;
+            let outcome = match refusal {
+                Some(error) => StepOutcome::Refused { error },
+                None => saga.step(&tool.meta.name, &args).await?,
+            };
             let (content, is_error, step_seq, exec_result, error) = match &outcome {
                 StepOutcome::Committed { seq, output, .. } => {
                     let text = truncate_result(&output.data.to_string());
                     let text = if tool.meta.returns_untrusted {
                         let source = format!("tool:{}", tool.meta.name);
-                        untrusted::wrap(&source, &now_rfc3339(), &text)
+                        let (wrapped, neutralised) =
+                            untrusted::wrap_counted(&source, &now_rfc3339(), &text);
+                        if neutralised > 0 {
+                            safety = Some(TraceStep::Critic {
+                                purpose: "safety".into(),
+                                input: source,
+                                verdict: "neutralised".into(),
+                                reason: format!(
+                                    "{neutralised} marker-like sequence(s) in untrusted content were neutralised before the model saw them"
+                                ),
+                            });
+                        }
+                        wrapped
                     } else {
                         text
                     };
@@ -222,12 +437,13 @@ pub async fn run_turn(
                 call_id: call.id.clone(),
                 args: args.clone(),
                 validation: Validation::Ok,
-                policy_decision: PolicyDecision::Allow,
+                policy_decision,
                 step_seq,
                 exec_result,
                 error,
                 wall_ms: t1.elapsed().as_millis() as u64,
             });
+            tr.steps.extend(safety);
             request
                 .messages
                 .push(Message::tool(&call.id, content, is_error));
@@ -245,10 +461,46 @@ pub async fn run_turn(
         (_, None) => saga.abort().await?.final_state,
     };
     tr.saga_state = Some(final_state);
+    tr.steps
+        .push(fitness(&tr, final_state, saga.side_effects()));
     tr.finished_at = Some(now_rfc3339());
     tr.wall_time_ms = started.elapsed().as_millis() as u64;
     trace::save(&host.db, &tr)?;
     Ok(tr)
+}
+
+/// The closing critic step: how the turn ended and why.
+fn fitness(tr: &ExecutionTrace, state: State, side_effects: u64) -> TraceStep {
+    let thoughts = tr
+        .steps
+        .iter()
+        .filter(|s| matches!(s, TraceStep::Thought { .. }))
+        .count();
+    let actions = tr
+        .steps
+        .iter()
+        .filter(|s| matches!(s, TraceStep::Action { .. }))
+        .count();
+    let invalid = tr
+        .steps
+        .iter()
+        .filter(
+            |s| matches!(s, TraceStep::Action { validation, .. } if *validation != Validation::Ok),
+        )
+        .count();
+    TraceStep::Critic {
+        purpose: "fitness".into(),
+        input: format!(
+            "{thoughts} model call(s), {actions} tool call(s) ({invalid} invalid), {side_effects} side effect(s) committed, ${:.6}",
+            tr.cost_usd
+        ),
+        verdict: if tr.outcome == Outcome::Success {
+            "pass".into()
+        } else {
+            "fail".into()
+        },
+        reason: format!("outcome {}, saga {state}", tr.outcome.as_str()),
+    }
 }
 
 fn record_invalid(

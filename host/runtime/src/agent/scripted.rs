@@ -152,6 +152,10 @@ impl Provider for ScriptedProvider {
         "scripted"
     }
 
+    fn model_for(&self, _tier: super::provider::Tier) -> String {
+        self.script.model.clone()
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let i = self.next.fetch_add(1, Ordering::SeqCst);
         let turn = self
@@ -206,6 +210,7 @@ impl Provider for ScriptedProvider {
                 input_tokens: simulated_tokens(prompt_chars),
                 output_tokens: simulated_tokens(out_chars),
             },
+            attempts: Vec::new(),
         })
     }
 }
@@ -215,11 +220,7 @@ mod tests {
     use super::*;
 
     fn req() -> ChatRequest {
-        ChatRequest {
-            system: "sys".into(),
-            messages: vec![],
-            tools: vec![],
-        }
+        ChatRequest::new("sys", vec![], vec![])
     }
 
     #[tokio::test]

@@ -2,9 +2,11 @@
 //! turn (thought, action and critic steps, tokens, cost, wall time, outcome),
 //! persisted in the `traces` table of the state database.
 
+use super::provider::{Attempt, Tier};
 use crate::db::{Db, DbError};
 use capsaga_core::error::ToolError;
 use capsaga_core::fsm::State;
+use capsaga_core::policy::Autonomy;
 use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
@@ -97,6 +99,13 @@ pub enum TraceStep {
         cost_usd: f64,
         /// Wall time, milliseconds.
         wall_ms: u64,
+        /// Model tier (cheap past a soft budget cap).
+        #[serde(default)]
+        tier: Tier,
+        /// Every provider tried for this thought, in order (failover and
+        /// retries); empty for a provider called directly.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attempts: Vec<Attempt>,
     },
     /// A tool call.
     Action {
@@ -168,6 +177,12 @@ pub struct ExecutionTrace {
     pub wall_time_ms: u64,
     /// How it ended.
     pub outcome: Outcome,
+    /// How the model provider was chosen: `scripted (...)` or `live (...)`.
+    #[serde(default)]
+    pub provider_mode: String,
+    /// The autonomy level the turn ran at.
+    #[serde(default)]
+    pub autonomy: Option<Autonomy>,
 }
 
 /// Store `trace` (insert or replace).

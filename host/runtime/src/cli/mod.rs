@@ -68,16 +68,38 @@ pub enum Command {
         #[arg(long)]
         saga: Option<String>,
     },
-    /// Run one agent turn with the scripted model.
+    /// Run one agent turn. The model is the scripted provider with --script
+    /// (or when no provider is configured), else the configured providers
+    /// with failover.
     Agent {
-        /// The script of model turns (JSON).
+        /// The script of model turns (JSON): use the scripted provider.
         #[arg(long)]
-        script: PathBuf,
+        script: Option<PathBuf>,
         /// The task.
         task: String,
         /// Most model calls in the turn.
         #[arg(long, default_value_t = 16)]
         max_steps: usize,
+        /// The role or call kind (selects `provider_order_by_role`).
+        #[arg(long)]
+        role: Option<String>,
+        /// Providers this request allows (comma-separated, `none` for
+        /// none): narrows the operator's allowlist, never widens it.
+        #[arg(long, value_name = "LIST")]
+        allow_providers: Option<String>,
+        /// Providers to try first (comma-separated).
+        #[arg(long, value_name = "LIST")]
+        prefer_providers: Option<String>,
+        /// Autonomy for this turn: read_only, supervised or autonomous
+        /// (never above the operator's level).
+        #[arg(long)]
+        autonomy: Option<String>,
+    },
+    /// Show the spend counters (per UTC day) and the budget caps.
+    Budget {
+        /// How many days.
+        #[arg(long, default_value_t = 7)]
+        days: usize,
     },
     /// Show the write-ahead log of a saga (the newest when none is given).
     Log {
@@ -221,7 +243,23 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             script,
             task,
             max_steps,
-        } => run::agent(&host, &out, &script, &task, max_steps).await,
+            role,
+            allow_providers,
+            prefer_providers,
+            autonomy,
+        } => {
+            let req = run::AgentRequest {
+                script,
+                task,
+                max_steps,
+                role,
+                allow_providers,
+                prefer_providers,
+                autonomy,
+            };
+            run::agent(&host, &out, &req).await
+        }
+        Command::Budget { days } => ops::budget(&host, &out, days),
         Command::Log { saga } => ops::log(&host, &out, saga.as_deref()),
         Command::Sagas { limit } => ops::sagas(&host, &out, limit),
         Command::Rollback { saga } => run::rollback(&host, &out, &saga).await,

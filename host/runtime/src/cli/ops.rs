@@ -1,7 +1,7 @@
 //! Read-only operator commands: `tools list`, `log`, `sagas`, `trace`,
 //! `audit verify`, `fsm --show`.
 
-use super::render::{Out, clip, log_line, step_line};
+use super::render::{Out, clip, log_line, step_line, trace_step_line};
 use super::{Failure, exit};
 use crate::agent::trace;
 use crate::host::Host;
@@ -148,17 +148,59 @@ pub(crate) fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failure> {
         t.saga_state.map(|s| s.to_string()).unwrap_or_default()
     );
     println!(
-        "tokens: {} in, {} out  cost: ${:.6}",
-        t.prompt_tokens, t.response_tokens, t.cost_usd
+        "model: {}  autonomy: {}",
+        if t.provider_mode.is_empty() {
+            "-"
+        } else {
+            &t.provider_mode
+        },
+        t.autonomy.map(|a| a.as_str()).unwrap_or("-")
     );
-    for (i, s) in t.steps.iter().enumerate() {
-        println!(
-            "  {i:>3} {}",
-            clip(&serde_json::to_string(s).unwrap_or_default(), 300)
-        );
+    println!(
+        "tokens: {} in, {} out  cost: ${:.6}  started {}  finished {}",
+        t.prompt_tokens,
+        t.response_tokens,
+        t.cost_usd,
+        t.started_at,
+        t.finished_at.as_deref().unwrap_or("-")
+    );
+    println!("steps:");
+    for s in &t.steps {
+        println!("{}", trace_step_line(s));
     }
     if let Some(f) = &t.final_response {
         println!("answer: {f}");
+    }
+    Ok(exit::OK)
+}
+
+/// `capsaga budget`.
+pub(crate) fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Failure> {
+    let rows = crate::agent::budget::days(&host.db, days)?;
+    let caps = host.config.policy.budget.caps();
+    if out.json {
+        out.json(&json!({"caps": caps, "days": rows}));
+        return Ok(exit::OK);
+    }
+    let cap = |c: Option<f64>| {
+        c.map(|v| format!("${v:.4}"))
+            .unwrap_or_else(|| "none".into())
+    };
+    println!(
+        "caps: request soft {} hard {}; day (UTC) soft {} hard {}",
+        cap(caps.request_soft_usd),
+        cap(caps.request_hard_usd),
+        cap(caps.day_soft_usd),
+        cap(caps.day_hard_usd)
+    );
+    if rows.is_empty() {
+        println!("no model call recorded yet");
+    }
+    for r in &rows {
+        println!(
+            "  {}  ${:.6}  {} call(s)  {} in, {} out",
+            r.day, r.spent_usd, r.calls, r.input_tokens, r.output_tokens
+        );
     }
     Ok(exit::OK)
 }

@@ -1,5 +1,6 @@
 //! Output helpers: human text or one JSON document.
 
+use crate::agent::trace::{PolicyDecision, TraceStep, Validation};
 use crate::wal::{LogRow, StepRow};
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
@@ -105,4 +106,97 @@ pub(crate) fn step_line(s: &StepRow) -> String {
         s.status.as_str(),
         clip(&s.args.to_string(), 100)
     )
+}
+
+/// One trace step as readable lines (`capsaga agent`, `capsaga trace`).
+pub(crate) fn trace_step_line(s: &TraceStep) -> String {
+    match s {
+        TraceStep::Thought {
+            provider,
+            model,
+            prompt_tokens,
+            response_tokens,
+            finish_reason,
+            text,
+            tool_calls,
+            cost_usd,
+            wall_ms,
+            tier,
+            attempts,
+        } => {
+            let mut out = format!(
+                "  thought  {provider}/{model} [{}] {prompt_tokens} in, {response_tokens} out, ${cost_usd:.6}, {wall_ms} ms, {finish_reason}",
+                serde_json::to_value(tier)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            );
+            for a in attempts.iter().filter(|a| a.error.is_some()) {
+                out.push_str(&format!(
+                    "\n           failed try: {} ({}): {}",
+                    a.provider,
+                    a.model,
+                    clip(a.error.as_deref().unwrap_or_default(), 160)
+                ));
+            }
+            if !text.is_empty() {
+                out.push_str(&format!("\n           {}", clip(text, 200)));
+            }
+            if !tool_calls.is_empty() {
+                out.push_str(&format!("\n           calls: {}", tool_calls.join(", ")));
+            }
+            out
+        }
+        TraceStep::Action {
+            tool_name,
+            args,
+            validation,
+            policy_decision,
+            step_seq,
+            exec_result,
+            error,
+            wall_ms,
+            ..
+        } => {
+            let seq = step_seq
+                .map(|q| format!("step {q}"))
+                .unwrap_or_else(|| "no step".into());
+            let validation = match validation {
+                Validation::Ok => "valid",
+                Validation::SchemaError => "INVALID ARGS",
+                Validation::UnknownTool => "UNKNOWN TOOL",
+            };
+            let policy = match policy_decision {
+                PolicyDecision::Allow => "allow",
+                PolicyDecision::Deny => "DENY",
+                PolicyDecision::ApproveRequired => "approve_required",
+                PolicyDecision::NotEvaluated => "-",
+            };
+            let mut out = format!(
+                "  action   {tool_name} {} ({seq}; {validation}; policy {policy}; {wall_ms} ms)",
+                clip(&args.to_string(), 120)
+            );
+            match (exec_result, error) {
+                (_, Some(e)) => out.push_str(&format!(
+                    "\n           error: {}",
+                    clip(&error_line(e), 200)
+                )),
+                (Some(r), None) => out.push_str(&format!(
+                    "\n           result: {}",
+                    clip(&r.to_string(), 160)
+                )),
+                (None, None) => {}
+            }
+            out
+        }
+        TraceStep::Critic {
+            purpose,
+            input,
+            verdict,
+            reason,
+        } => format!(
+            "  critic   {purpose}: {verdict} ({reason}) [{}]",
+            clip(input, 160)
+        ),
+    }
 }

@@ -2,9 +2,11 @@
 
 use super::render::{Out, error_line, output_line};
 use super::{Failure, exit};
-use crate::agent::runner::{TurnOptions, run_turn};
-use crate::agent::scripted::ScriptedProvider;
-use crate::agent::trace::{Outcome, TraceStep};
+use crate::agent::budget::BudgetLoadError;
+use crate::agent::router::RequestRoute;
+use crate::agent::runner::{AgentError, TurnOptions, run_turn};
+use crate::agent::select::{Selection, process_env, select};
+use crate::agent::trace::Outcome;
 use crate::host::Host;
 use crate::saga::plan::{self, Plan};
 use crate::saga::{RollbackReport, Saga, StepOutcome, deadline_from_now};
@@ -13,6 +15,8 @@ use crate::wal::Origin;
 use capsaga_core::fsm::State;
 use capsaga_core::grant::dry_run_grants;
 use capsaga_core::json::canonical;
+use capsaga_core::policy::Autonomy;
+use capsaga_core::providers::parse_list;
 use capsaga_core::tool::CallContext;
 use serde_json::json;
 use std::path::Path;
@@ -213,26 +217,68 @@ pub(crate) async fn plan(
     Ok(state_code(report.final_state))
 }
 
-/// `capsaga agent --script <file> "<task>"`.
-pub(crate) async fn agent(
-    host: &Host,
-    out: &Out,
-    script: &Path,
-    task: &str,
-    max_steps: usize,
-) -> Result<u8, Failure> {
-    let provider = ScriptedProvider::from_file(script, &host.config.home).map_err(|e| Failure {
+/// What `capsaga agent` was asked.
+pub(crate) struct AgentRequest {
+    pub script: Option<std::path::PathBuf>,
+    pub task: String,
+    pub max_steps: usize,
+    pub role: Option<String>,
+    pub allow_providers: Option<String>,
+    pub prefer_providers: Option<String>,
+    pub autonomy: Option<String>,
+}
+
+/// `capsaga agent [--script <file>] "<task>"`.
+pub(crate) async fn agent(host: &Host, out: &Out, req: &AgentRequest) -> Result<u8, Failure> {
+    let config_error = |message: String| Failure {
         code: exit::CONFIG,
-        message: e.to_string(),
-    })?;
+        message,
+    };
+    let autonomy = req
+        .autonomy
+        .as_deref()
+        .map(str::parse::<Autonomy>)
+        .transpose()
+        .map_err(config_error)?;
+    if let Some(r) = &req.role
+        && !capsaga_core::providers::is_role_name(r)
+    {
+        return Err(config_error(format!(
+            "--role `{}`: lower-case letters, digits and `_` only",
+            super::render::clip(r, 40)
+        )));
+    }
+    let selection = Selection {
+        script: req.script.clone(),
+        route: RequestRoute {
+            preferred: req
+                .prefer_providers
+                .as_deref()
+                .map(parse_list)
+                .unwrap_or_default(),
+            allowed: req.allow_providers.as_deref().map(parse_list),
+        },
+    };
+    let selected = select(&host.config, &process_env(), &selection)
+        .map_err(|e| config_error(e.to_string()))?;
     let opts = TurnOptions {
-        max_steps,
+        max_steps: req.max_steps,
+        autonomy,
+        role: req.role.clone(),
+        provider_mode: selected.mode.clone(),
         ..TurnOptions::default()
     };
-    let tr = run_turn(host, &provider, task, &opts)
+    if !out.json {
+        println!("model: {}", selected.mode);
+    }
+    let tr = run_turn(host, selected.provider.as_ref(), &req.task, &opts)
         .await
         .map_err(|e| Failure {
-            code: exit::INTERNAL,
+            code: match &e {
+                AgentError::Budget(BudgetLoadError::Db(_)) | AgentError::Db(_) => exit::DATABASE,
+                AgentError::Budget(_) => exit::CONFIG,
+                AgentError::Saga(_) => exit::INTERNAL,
+            },
             message: e.to_string(),
         })?;
     if out.json {
@@ -244,54 +290,18 @@ pub(crate) async fn agent(
             tr.saga_id.as_deref().unwrap_or("-")
         );
         for s in &tr.steps {
-            match s {
-                TraceStep::Thought {
-                    text, tool_calls, ..
-                } => {
-                    if !text.is_empty() {
-                        println!("  thought: {}", super::render::clip(text, 200));
-                    }
-                    if !tool_calls.is_empty() {
-                        println!("  calls:   {}", tool_calls.join(", "));
-                    }
-                }
-                TraceStep::Action {
-                    tool_name,
-                    validation,
-                    step_seq,
-                    error,
-                    ..
-                } => {
-                    let seq = step_seq
-                        .map(|q| format!("step {q}"))
-                        .unwrap_or_else(|| "-".into());
-                    match error {
-                        None => println!("  action:  {tool_name} ({seq}) ok"),
-                        Some(e) => {
-                            let invalid = match validation {
-                                crate::agent::trace::Validation::Ok => "",
-                                crate::agent::trace::Validation::SchemaError => "invalid args, ",
-                                crate::agent::trace::Validation::UnknownTool => "unknown tool, ",
-                            };
-                            println!(
-                                "  action:  {tool_name} ({seq}) {invalid}{}",
-                                super::render::clip(&error_line(e), 200)
-                            )
-                        }
-                    }
-                }
-                TraceStep::Critic {
-                    purpose, verdict, ..
-                } => println!("  critic:  {purpose}: {verdict}"),
-            }
+            println!("{}", super::render::trace_step_line(s));
         }
         if let Some(f) = &tr.final_response {
             println!("answer: {}", super::render::clip(f, 500));
         }
         println!(
-            "outcome: {}  saga state: {}",
+            "outcome: {}  saga state: {}  tokens: {} in, {} out  cost: ${:.6}",
             tr.outcome.as_str(),
-            tr.saga_state.map(|s| s.to_string()).unwrap_or_default()
+            tr.saga_state.map(|s| s.to_string()).unwrap_or_default(),
+            tr.prompt_tokens,
+            tr.response_tokens,
+            tr.cost_usd
         );
     }
     Ok(match (tr.outcome, tr.saga_state) {

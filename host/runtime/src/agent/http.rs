@@ -1,0 +1,263 @@
+//! What the HTTP providers share: the reqwest client (rustls with the `ring`
+//! provider, no redirects), the API key type that never prints, and the
+//! mapping of an HTTP failure to a [`ProviderError`] (429 and 5xx are
+//! retriable; `Retry-After` is read in seconds or as an HTTP date, and the
+//! `retry-after-ms` extension in milliseconds).
+
+use super::provider::ProviderError;
+use reqwest::header::{HeaderMap, HeaderValue};
+use std::time::Duration;
+
+/// Largest response body read from a provider, bytes.
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// An API key. `Debug` and `Display` print `***`; the only way to the value
+/// is [`ApiKey::header_value`], which marks the header sensitive.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wrap a key read from the operator's environment.
+    pub fn new(key: String) -> ApiKey {
+        ApiKey(key)
+    }
+
+    /// The key as a sensitive header value, with `prefix` (`Bearer `).
+    ///
+    /// # Errors
+    /// When the key holds characters a header cannot carry (the key is not
+    /// echoed in the message).
+    pub fn header_value(&self, prefix: &str, provider: &str) -> Result<HeaderValue, ProviderError> {
+        let mut v = HeaderValue::from_str(&format!("{prefix}{}", self.0)).map_err(|_| {
+            ProviderError::failed(
+                provider,
+                "the API key holds characters an HTTP header cannot carry",
+                false,
+            )
+        })?;
+        v.set_sensitive(true);
+        Ok(v)
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
+}
+
+impl std::fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Build the HTTP client: request timeout `timeout_ms`, no redirects (a
+/// redirect would resend the key elsewhere), no proxy from the environment
+/// unless reqwest's system-proxy feature is on (it is not).
+///
+/// # Errors
+/// When the TLS stack cannot start.
+pub fn client(timeout_ms: u64) -> Result<reqwest::Client, String> {
+    // reqwest is built without a default crypto provider; install ring once
+    // for the process (an error means one is installed already).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(Duration::from_millis(timeout_ms))
+        .connect_timeout(Duration::from_millis(timeout_ms.min(30_000)))
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("capsaga/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// The delay a response asks for before a retry, milliseconds.
+pub fn retry_after_ms(headers: &HeaderMap) -> Option<u64> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        return Some(ms as u64);
+    }
+    let v = headers.get("retry-after")?.to_str().ok()?.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then_some((secs * 1000.0) as u64);
+    }
+    let when = httpdate::parse_http_date(v).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+    )
+}
+
+/// Whether an HTTP status is worth a retry: 408, 409 (Anthropic lock
+/// conflicts), 429, 5xx (529 is Anthropic's "overloaded").
+pub fn retriable_status(status: u16) -> bool {
+    matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
+}
+
+/// POST `body` as JSON to `url` with `headers`; the response body on a 2xx,
+/// else a [`ProviderError::Failed`] with the provider's error message.
+///
+/// # Errors
+/// [`ProviderError::Failed`]: transport errors and timeouts (retriable),
+/// non-2xx statuses (retriable per [`retriable_status`]), oversized bodies.
+pub async fn post_json(
+    client: &reqwest::Client,
+    provider: &str,
+    url: &str,
+    headers: HeaderMap,
+    body: &serde_json::Value,
+) -> Result<String, ProviderError> {
+    let payload = serde_json::to_vec(body)
+        .map_err(|e| ProviderError::failed(provider, format!("request encoding: {e}"), false))?;
+    let resp = client
+        .post(url)
+        .headers(headers)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(payload)
+        .send()
+        .await
+        .map_err(|e| {
+            // reqwest's messages name the URL, never headers: no key leaks.
+            let what = if e.is_timeout() {
+                "timed out"
+            } else if e.is_connect() {
+                "cannot connect"
+            } else {
+                "request failed"
+            };
+            ProviderError::failed(provider, format!("{what}: {}", e.without_url()), true)
+        })?;
+    let status = resp.status().as_u16();
+    let retry_after = retry_after_ms(resp.headers());
+    let text = read_limited(resp, provider).await?;
+    if (200..300).contains(&status) {
+        return Ok(text);
+    }
+    Err(ProviderError::Failed {
+        provider: provider.to_string(),
+        message: format!("HTTP {status}: {}", error_message(&text)),
+        retriable: retriable_status(status),
+        status: Some(status),
+        retry_after_ms: retry_after,
+    })
+}
+
+async fn read_limited(
+    mut resp: reqwest::Response,
+    provider: &str,
+) -> Result<String, ProviderError> {
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => {
+                if buf.len() + c.len() > MAX_RESPONSE_BYTES {
+                    return Err(ProviderError::failed(
+                        provider,
+                        format!("response larger than {MAX_RESPONSE_BYTES} bytes"),
+                        false,
+                    ));
+                }
+                buf.extend_from_slice(&c);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                return Err(ProviderError::failed(
+                    provider,
+                    format!("reading the response: {}", e.without_url()),
+                    true,
+                ));
+            }
+        }
+    }
+    String::from_utf8(buf)
+        .map_err(|_| ProviderError::failed(provider, "response is not UTF-8", false))
+}
+
+/// The message of a provider error body: OpenAI `{"error":{"message"}}`,
+/// Anthropic `{"type":"error","error":{"type","message"}}`, else the text
+/// clipped.
+pub fn error_message(body: &str) -> String {
+    let clipped = |s: &str| s.chars().take(300).collect::<String>();
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(body) else {
+        return clipped(body.trim());
+    };
+    let err = v.get("error");
+    let msg = err
+        .and_then(|e| e.get("message"))
+        .and_then(|m| m.as_str())
+        .or_else(|| err.and_then(|e| e.as_str()));
+    let kind = err
+        .and_then(|e| e.get("type").or_else(|| e.get("code")))
+        .and_then(|t| t.as_str());
+    match (kind, msg) {
+        (Some(k), Some(m)) => clipped(&format!("{k}: {m}")),
+        (None, Some(m)) => clipped(m),
+        _ => clipped(body.trim()),
+    }
+}
+
+/// A response body that is not the documented shape.
+pub fn malformed(provider: &str, what: impl std::fmt::Display) -> ProviderError {
+    ProviderError::failed(provider, format!("malformed response: {what}"), false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_never_print() {
+        let k = ApiKey::new("sk-secret-123".into());
+        assert_eq!(format!("{k:?} {k}"), "ApiKey(***) ***");
+        let v = k.header_value("Bearer ", "p").unwrap();
+        assert!(v.is_sensitive());
+        let e = ApiKey::new("bad\nkey-secret".into())
+            .header_value("", "p")
+            .unwrap_err();
+        assert!(!e.to_string().contains("secret"));
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("2"));
+        assert_eq!(retry_after_ms(&h), Some(2000));
+        h.insert("retry-after-ms", HeaderValue::from_static("150"));
+        assert_eq!(retry_after_ms(&h), Some(150));
+        let mut h = HeaderMap::new();
+        h.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
+        assert_eq!(retry_after_ms(&h), Some(0));
+        h.insert("retry-after", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after_ms(&h), None);
+    }
+
+    #[test]
+    fn error_bodies() {
+        assert_eq!(
+            error_message(
+                r#"{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#
+            ),
+            "requests: Rate limit reached"
+        );
+        assert_eq!(
+            error_message(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
+            "overloaded_error: Overloaded"
+        );
+        assert_eq!(
+            error_message("<html>bad gateway</html>"),
+            "<html>bad gateway</html>"
+        );
+        assert!(retriable_status(429) && retriable_status(529) && retriable_status(500));
+        assert!(!retriable_status(400) && !retriable_status(401));
+    }
+}

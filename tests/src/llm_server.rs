@@ -1,0 +1,165 @@
+//! A local HTTP server on 127.0.0.1 that stands in for a remote model
+//! provider: it records every request (path, headers, JSON body) and answers
+//! with scripted replies in order, written in the provider's documented wire
+//! format by the test. After the last reply it answers 500.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+/// One recorded request.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Request path, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// Headers, names lower case.
+    pub headers: BTreeMap<String, String>,
+    /// The JSON body (`Value::Null` when it was not JSON).
+    pub body: Value,
+}
+
+/// One reply.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Extra headers.
+    pub headers: Vec<(String, String)>,
+    /// JSON body.
+    pub body: Value,
+}
+
+impl Reply {
+    /// A 200 with `body`.
+    pub fn ok(body: Value) -> Reply {
+        Reply {
+            status: 200,
+            headers: Vec::new(),
+            body,
+        }
+    }
+
+    /// A reply with `status` and `body`.
+    pub fn status(status: u16, body: Value) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body,
+        }
+    }
+
+    /// Add a header.
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    replies: VecDeque<Reply>,
+    seen: Vec<Recorded>,
+}
+
+/// The running server.
+pub struct LlmServer {
+    /// Its address.
+    pub addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LlmServer {
+    /// Start a server answering `replies` in order.
+    ///
+    /// # Panics
+    /// When it cannot bind 127.0.0.1.
+    pub async fn start(replies: Vec<Reply>) -> LlmServer {
+        let inner = Arc::new(Mutex::new(Inner {
+            replies: replies.into(),
+            seen: Vec::new(),
+        }));
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
+        let addr = listener.local_addr().expect("local addr");
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        LlmServer { addr, inner, task }
+    }
+
+    /// `http://127.0.0.1:PORT` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.inner
+            .lock()
+            .map(|i| i.seen.clone())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for LlmServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn handle(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let reply = {
+        let Ok(mut i) = inner.lock() else {
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        };
+        i.seen.push(Recorded {
+            path: uri.path().to_string(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_ascii_lowercase(),
+                        v.to_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect(),
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        });
+        i.replies.pop_front()
+    };
+    let reply = reply.unwrap_or_else(|| {
+        Reply::status(
+            500,
+            serde_json::json!({"error": {"message": "the test server has no more replies", "type": "server_error"}}),
+        )
+    });
+    let mut resp = (
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        axum::Json(reply.body),
+    )
+        .into_response();
+    for (k, v) in reply.headers {
+        if let (Ok(name), Ok(value)) = (
+            axum::http::HeaderName::from_bytes(k.as_bytes()),
+            axum::http::HeaderValue::from_str(&v),
+        ) {
+            resp.headers_mut().insert(name, value);
+        }
+    }
+    resp
+}
