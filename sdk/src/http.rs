@@ -451,6 +451,24 @@ cfg_component! {
             Ok(Response { url: req.url.clone(), status, headers, body, truncated })
         }
 
+        /// A body-read error the host did not type: Wasmtime 48 hands body
+        /// errors to the guest as text only (`http-error-code` answers
+        /// `none`), so classify its first line (the rest is a host backtrace,
+        /// never shown).
+        fn body_error(debug: &str, url: &str) -> ToolError {
+            let first = debug.lines().next().unwrap_or("").chars().take(200).collect::<String>();
+            let lower = first.to_ascii_lowercase();
+            let e = if lower.contains("body size exceeds limit") {
+                ToolError::quota_exceeded(format!("the response from {url} is larger than the host's cap ({first})"))
+                    .hint("Ask for less data (a range, a page, a smaller resource).")
+            } else if lower.contains("timeout") || lower.contains("timed out") {
+                ToolError::timeout(format!("reading the response from {url} timed out")).retriable(true)
+            } else {
+                ToolError::network(format!("reading the response from {url} failed: {first}")).retriable(true)
+            };
+            e.details(json!({"url": url, "wasi_http_error": first}))
+        }
+
         fn read_body(incoming: &IncomingBody, cap: u64, url: &str) -> Result<(Vec<u8>, bool), ToolError> {
             let stream = incoming.stream().map_err(|()| ToolError::unknown("response body stream unavailable"))?;
             let mut out = Vec::new();
@@ -467,7 +485,7 @@ cfg_component! {
                     Err(StreamError::LastOperationFailed(e)) => {
                         let err = match wasip2::http::types::http_error_code(&e) {
                             Some(code) => error_from_code(&code, url),
-                            None => ToolError::network(format!("reading the response from {url} failed: {}", e.to_debug_string())),
+                            None => body_error(&e.to_debug_string(), url),
                         };
                         return Err(err);
                     }

@@ -73,7 +73,10 @@ pub struct NetEscape;
 fn sock_error(mode: &str, target: &str, e: SockError) -> ToolError {
     let code = format!("{e:?}");
     let err = match e {
-        SockError::AccessDenied | SockError::NotSupported => {
+        // What wasmtime answers when the WASI context denies the use:
+        // access-denied for sockets, permanent-resolver-failure for lookups
+        // (returned before any resolution is attempted).
+        SockError::AccessDenied | SockError::NotSupported | SockError::PermanentResolverFailure => {
             ToolError::permission_denied(format!("{mode} {target}: the sandbox refused ({code})"))
         }
         _ => ToolError::network(format!("{mode} {target}: {code}")),
@@ -181,11 +184,13 @@ impl Tool for NetEscape {
                 for chunk in args.data.as_bytes().chunks(30) {
                     let name = format!("{}.{}", hex(chunk), args.name);
                     let by_lookup = lookup(&name);
+                    let by_lookup_msg = by_lookup.as_ref().err().map(|e| e.message.clone());
                     let by_http = Request::get(format!("http://{name}/")).send();
                     leaked |= by_lookup.is_ok() || by_http.is_ok();
                     attempts.push(json!({
                         "name": name,
                         "lookup": by_lookup.map(|a| json!(a)).unwrap_or_else(|e| json!(e.kind.as_str())),
+                        "lookup_error": by_lookup_msg,
                         "http": by_http.map(|r| json!(r.status)).unwrap_or_else(|e| json!(e.kind.as_str())),
                     }));
                 }
