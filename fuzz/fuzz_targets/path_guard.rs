@@ -19,7 +19,7 @@
 #![no_main]
 
 use cap_std::ambient_authority;
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, MetadataExt as _};
 use capsaga_core::path_guard::{Follow, RealFs, resolve};
 use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
