@@ -41,7 +41,8 @@
 //!
 //! Paths given by the model are checked with [`fs::resolve`] before any
 //! filesystem access: escapes from the granted directories become a
-//! `permission-denied` error that names them.
+//! `permission-denied` error that names them. Outgoing HTTP goes through
+//! [`http::Request`] (`wasi:http`), checked by the host's net guard.
 //!
 //! The same code compiles natively, where [`export_tool!`] only checks the
 //! type and logging goes to stderr, so tools can be unit-tested with
@@ -56,6 +57,7 @@
 mod context;
 mod errors;
 pub mod fs;
+pub mod http;
 pub mod log;
 mod meta;
 mod output;

@@ -1,8 +1,12 @@
 //! Shared harness for capsaga integration tests: locating the real components
 //! built from `tools/` and `tests/components/` (by `scripts/build-components`),
 //! the `capsaga` binary, and throw-away workspaces with their own policy,
-//! tools directory and SQLite file.
+//! tools directory and SQLite file. [`http_server`] is a real HTTP(S) server on
+//! 127.0.0.1 that records what reaches it.
 
+pub mod http_server;
+
+pub mod hostile;
 pub mod llm_server;
 
 use capsaga_host::host::Host;

@@ -749,14 +749,14 @@ fn is_dns_label(label: &str) -> bool {
         && !label.ends_with('-')
 }
 
-fn is_env_name(s: &str) -> bool {
+pub(crate) fn is_env_name(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
         && s.len() <= 128
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
-fn is_ident(s: &str) -> bool {
+pub(crate) fn is_ident(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
         && s.len() <= 64

@@ -33,6 +33,23 @@ pub enum JsonError {
     Syntax(String),
 }
 
+impl JsonError {
+    /// A stable snake_case name of the refusal: `too_large`, `duplicate_key`,
+    /// `too_deep` or `syntax`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            JsonError::TooLarge { .. } => "too_large",
+            JsonError::Syntax(m) if m.starts_with(DUPLICATE_KEY) => "duplicate_key",
+            JsonError::Syntax(m) if m.starts_with(TOO_DEEP) => "too_deep",
+            JsonError::Syntax(_) => "syntax",
+        }
+    }
+}
+
+/// How the messages of the two structural refusals start (see [`JsonError::kind`]).
+const DUPLICATE_KEY: &str = "duplicate key `";
+const TOO_DEEP: &str = "nesting deeper than ";
+
 /// Parse `text` as one JSON value, refusing duplicate keys, nesting deeper than
 /// [`MAX_DEPTH`] and texts over `limit` bytes.
 ///
@@ -102,9 +119,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         if self.depth >= MAX_DEPTH {
-            return Err(de::Error::custom(format!(
-                "nesting deeper than {MAX_DEPTH}"
-            )));
+            return Err(de::Error::custom(format!("{TOO_DEEP}{MAX_DEPTH}")));
         }
         let mut out = Vec::new();
         while let Some(v) = seq.next_element_seed(StrictSeed {
@@ -116,15 +131,13 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         if self.depth >= MAX_DEPTH {
-            return Err(de::Error::custom(format!(
-                "nesting deeper than {MAX_DEPTH}"
-            )));
+            return Err(de::Error::custom(format!("{TOO_DEEP}{MAX_DEPTH}")));
         }
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             if out.contains_key(&key) {
                 return Err(de::Error::custom(format!(
-                    "duplicate key `{}`",
+                    "{DUPLICATE_KEY}{}`",
                     key.chars().take(100).collect::<String>()
                 )));
             }

@@ -9,6 +9,9 @@
 //! - [`grant`]: effective grants = what a tool requires ∩ what the operator grants.
 //! - [`path_guard`]: resolution of a path under a granted root, component by
 //!   component, the way cap-std does it.
+//! - [`net_guard`]: whether a guest's outgoing HTTP request may leave the host,
+//!   and to which addresses (URL, grant and address-class checks).
+//! - [`redact`]: streaming redaction of secret values in responses.
 //! - [`fsm`]: the guardrail finite-state machine of the saga.
 //! - [`policy`]: the operator's `capsaga.toml`, parsed and checked.
 //! - [`meta`]: a tool's self-description, checked before the tool is registered.
@@ -19,21 +22,26 @@
 //! - [`error`]: the error kinds of the tool world and the tool error record.
 //! - [`tool`]: the call context and tool output records.
 //! - [`untrusted`]: the `<untrusted>` markers around content from outside.
+//! - [`check`]: one probe of one guard with its decision and reason (what
+//!   `capsaga check` prints), and corpus files of probes replayed at once.
 //! - [`providers`]: model provider configuration and the attempt order
 //!   (failover, allowlists).
 //! - [`budget`]: price table, cost of a call, budget caps.
 
 pub mod budget;
 pub mod capability;
+pub mod check;
 pub mod error;
 pub mod fsm;
 pub mod grant;
 pub mod idempotency;
 pub mod json;
 pub mod meta;
+pub mod net_guard;
 pub mod path_guard;
 pub mod policy;
 pub mod providers;
+pub mod redact;
 pub mod tool;
 pub mod untrusted;
 pub mod validate;

@@ -75,6 +75,25 @@ pub enum PathError {
     BadRoot(String),
 }
 
+impl PathError {
+    /// A stable snake_case name of the rule that refused the path
+    /// (`escapes_root`, `symlink_escape`, ...), for corpus files and `--json`
+    /// output.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PathError::Empty => "empty",
+            PathError::TooLong => "too_long",
+            PathError::ControlCharacter => "control_character",
+            PathError::SpecialName(_) => "special_name",
+            PathError::OutsideRoot { .. } => "outside_root",
+            PathError::EscapesRoot { .. } => "escapes_root",
+            PathError::SymlinkEscape { .. } => "symlink_escape",
+            PathError::TooManySymlinks => "too_many_symlinks",
+            PathError::BadRoot(_) => "bad_root",
+        }
+    }
+}
+
 /// Whether to follow a symlink in the final component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Follow {

@@ -4,6 +4,7 @@
 use crate::config::{Config, ConfigError};
 use crate::db::{Db, DbError};
 use crate::registry::{LoadError, Registry};
+use crate::sandbox::net::{Outbound, OutboundError};
 use crate::sandbox::{Sandbox, SandboxError};
 use capsaga_core::fsm::Guardrail;
 use std::path::Path;
@@ -23,6 +24,10 @@ pub enum HostError {
     /// The tools directory could not be read.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// The outgoing-HTTP settings (secrets, root certificates) could not be
+    /// loaded.
+    #[error("{0}")]
+    Outbound(#[from] OutboundError),
 }
 
 /// The wired host.
@@ -56,7 +61,16 @@ impl Host {
     /// [`HostError`].
     pub async fn with_config(config: Config) -> Result<Host, HostError> {
         let db = Db::open(&config.db_path())?;
-        let sandbox = Sandbox::new()?;
+        let mut sandbox = Sandbox::new()?;
+        let base = config
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        sandbox.set_outbound(std::sync::Arc::new(Outbound::from_policy(
+            &config.policy,
+            base,
+        )?));
         let registry = Registry::load(
             &sandbox,
             &config.tools_dir,

@@ -2,6 +2,7 @@
 //! command prints a human-readable report by default and one JSON document
 //! with `--json`; exit codes are in [`exit`].
 
+pub mod check;
 pub mod exit;
 mod ops;
 mod render;
@@ -136,6 +137,9 @@ pub enum Command {
         #[arg(long)]
         show: bool,
     },
+    /// Probe one guard with one input (path, url, capability, args,
+    /// untrusted) and print its decision and reason, or replay a corpus file.
+    Check(check::CheckArgs),
 }
 
 /// `capsaga tools ...`
@@ -161,7 +165,7 @@ pub(crate) struct Failure {
 impl From<HostError> for Failure {
     fn from(e: HostError) -> Self {
         let code = match &e {
-            HostError::Config(_) | HostError::Load(_) => exit::CONFIG,
+            HostError::Config(_) | HostError::Load(_) | HostError::Outbound(_) => exit::CONFIG,
             HostError::Db(_) => exit::DATABASE,
             HostError::Sandbox(_) => exit::INTERNAL,
         };
@@ -220,6 +224,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     if let Command::Fsm { show } = &cli.command {
         return Ok(ops::fsm(&out, *show));
     }
+    let cli = match cli.command {
+        Command::Check(args) => return check::run(&cli.config, &out, args).await,
+        command => Cli { command, ..cli },
+    };
     let host = Host::open(&cli.config).await?;
     match cli.command {
         Command::Tools {
@@ -259,6 +267,6 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Audit {
             cmd: AuditCmd::Verify,
         } => ops::audit_verify(&host, &out),
-        Command::Fsm { .. } => Ok(exit::OK),
+        Command::Fsm { .. } | Command::Check(_) => Ok(exit::OK),
     }
 }

@@ -2,6 +2,10 @@
 //! a **fresh instance per call** whose WASI context holds exactly the call's
 //! grants (DESIGN §4).
 //!
+//! Outgoing HTTP goes through `wasi:http` and the net guard ([`net`]); the
+//! operator's settings for it ([`net::Outbound`]) are set once with
+//! [`Sandbox::set_outbound`].
+//!
 //! Limits per call: a wall-clock deadline (epoch interruption, plus a host-side
 //! timeout for time spent in host calls), fuel, a cap on the sum of all linear
 //! memories, table/instance caps, an output size cap and a log size cap. A
@@ -9,6 +13,7 @@
 //! host never panics because of a guest.
 
 pub mod bindings;
+pub mod net;
 mod outcome;
 pub mod state;
 pub mod wasi;
@@ -19,6 +24,7 @@ use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::meta::RawToolMeta;
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::{CallContext, ToolOutput};
+use net::{NetHooks, NetRecord, Outbound};
 use state::{CallLimiter, CallState, InstanceCaps, LogBuffer, LogRecord};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,6 +95,9 @@ pub struct CallDiagnostics {
     pub wall_ms: u64,
     /// Fuel consumed.
     pub fuel_used: u64,
+    /// Outgoing HTTP requests and what the net guard did with them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub net: Vec<NetRecord>,
 }
 
 /// The result of one call: `Ok(None)` for a successful `compensate`.
@@ -124,6 +133,7 @@ pub struct Sandbox {
     engine: Engine,
     linker: Linker<CallState>,
     stop_ticker: Arc<AtomicBool>,
+    outbound: Arc<Outbound>,
 }
 
 impl Drop for Sandbox {
@@ -148,6 +158,8 @@ impl Sandbox {
         let mut linker: Linker<CallState> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| SandboxError::Engine(e.to_string()))?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(|e| SandboxError::Engine(e.to_string()))?;
         Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| SandboxError::Engine(e.to_string()))?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -166,7 +178,14 @@ impl Sandbox {
             engine,
             linker,
             stop_ticker: stop,
+            outbound: Arc::new(Outbound::none()),
         })
+    }
+
+    /// Set the operator's outgoing-HTTP settings, secrets and `env:` values
+    /// (default: none of them, see [`Outbound::none`]).
+    pub fn set_outbound(&mut self, outbound: Arc<Outbound>) {
+        self.outbound = outbound;
     }
 
     /// The engine (shared with the component cache).
@@ -210,7 +229,7 @@ impl Sandbox {
         prepared: &Prepared,
     ) -> Result<RawToolMeta, SandboxError> {
         let (mut store, _stdio) = self
-            .new_store(tool_label, &[], &META_LIMITS)
+            .new_store(tool_label, &[], &META_LIMITS, false)
             .map_err(SandboxError::Meta)?;
         let fut = async {
             let inst = prepared.pre.instantiate_async(&mut store).await?;
@@ -244,8 +263,10 @@ impl Sandbox {
         tool_label: &str,
         grants: &[Capability],
         limits: &Limits,
+        dry_run: bool,
     ) -> Result<(Store<CallState>, wasmtime_wasi::p2::pipe::MemoryOutputPipe), ToolError> {
-        let (wasi, stdio) = wasi::build(grants).map_err(|e| {
+        let env = self.outbound.env_for(grants);
+        let (wasi, stdio) = wasi::build(grants, &env).map_err(|e| {
             ToolError::new(
                 ErrorKind::PermissionDenied,
                 e.to_string(),
@@ -258,6 +279,8 @@ impl Sandbox {
             limiter: CallLimiter::new(InstanceCaps::for_memory(limits.memory_bytes)),
             log: LogBuffer::new(limits.log_bytes as usize),
             tool: tool_label.to_string(),
+            http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            net: NetHooks::new(grants, dry_run, limits.deadline_ms, self.outbound.clone()),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -292,7 +315,8 @@ impl Sandbox {
             op,
         } = req;
         let started = Instant::now();
-        let (mut store, stdio) = match self.new_store(tool_label, grants, limits) {
+        let dry_run = matches!(op, Op::DryRun) || ctx.dry_run;
+        let (mut store, stdio) = match self.new_store(tool_label, grants, limits, dry_run) {
             Ok(s) => s,
             Err(e) => return (Err(e), CallDiagnostics::default()),
         };
@@ -329,7 +353,7 @@ impl Sandbox {
         )
         .await;
         let captured = String::from_utf8_lossy(&stdio.contents()).into_owned();
-        let result = match res {
+        let mut result = match res {
             Ok(Ok(Ok(Some(out)))) => outcome::output_from_wit(tool_label, out, limits).map(Some),
             Ok(Ok(Ok(None))) => Ok(None),
             Ok(Ok(Err(guest_err))) => Err(outcome::error_from_wit(guest_err)),
@@ -345,12 +369,17 @@ impl Sandbox {
         };
         let fuel_left = store.get_fuel().unwrap_or(0);
         let data = store.data_mut();
+        let net = data.net.records();
+        if let Err(e) = &mut result {
+            net::annotate_error(e, &net);
+        }
         let diags = CallDiagnostics {
             logs: std::mem::take(&mut data.log.records),
             logs_dropped: data.log.dropped,
             stdio: captured,
             wall_ms: started.elapsed().as_millis() as u64,
             fuel_used: limits.fuel.saturating_sub(fuel_left),
+            net,
         };
         (result, diags)
     }

@@ -1,10 +1,12 @@
-//! Per-call store data: the WASI context built from the grants, the resource
-//! limiter, and the capped log buffer behind the `log` import.
+//! Per-call store data: the WASI context built from the grants, the
+//! `wasi:http` context with the net guard's hooks, the resource limiter, and
+//! the capped log buffer behind the `log` import.
 
 use super::bindings::{LogLevel, capsaga};
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 /// Caps enforced by [`CallLimiter`], per call.
 #[derive(Debug, Clone, Copy)]
@@ -161,6 +163,18 @@ pub struct CallState {
     pub(crate) limiter: CallLimiter,
     pub(crate) log: LogBuffer,
     pub(crate) tool: String,
+    pub(crate) http: WasiHttpCtx,
+    pub(crate) net: super::net::NetHooks,
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.net,
+        }
+    }
 }
 
 impl WasiView for CallState {

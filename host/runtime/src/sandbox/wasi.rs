@@ -1,7 +1,8 @@
 //! The WASI context of one call, built from the effective grants and nothing
 //! else: one preopen per `fs:*` grant (mounted at its own absolute path, so a
-//! path means the same to the model, the guest and the operator), no
-//! environment, no arguments, stdin closed, stdout/stderr captured in a capped
+//! path means the same to the model, the guest and the operator), only the
+//! environment variables of `env:*` grants with the operator's values (nothing
+//! inherited from the host process), no arguments, stdin closed, stdout/stderr captured in a capped
 //! buffer, no sockets and no name lookup.
 
 use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
@@ -50,13 +51,21 @@ pub fn preopens(grants: &[Capability]) -> Result<BTreeMap<String, FsPerms>, Wasi
     Ok(out)
 }
 
-/// Build the WASI context of one call. Returns it with the pipe that captures
-/// the guest's stdout and stderr.
+/// Build the WASI context of one call: preopens from `grants`, the
+/// environment from `env` (the operator's values of the call's `env:`
+/// grants). Returns it with the pipe that captures the guest's stdout and
+/// stderr.
 ///
 /// # Errors
 /// [`WasiSetupError`] when a granted directory cannot be opened.
-pub fn build(grants: &[Capability]) -> Result<(WasiCtx, MemoryOutputPipe), WasiSetupError> {
+pub fn build(
+    grants: &[Capability],
+    env: &[(String, String)],
+) -> Result<(WasiCtx, MemoryOutputPipe), WasiSetupError> {
     let mut b = WasiCtxBuilder::new();
+    for (k, v) in env {
+        b.env(k, v);
+    }
     for (dir, perms) in preopens(grants)? {
         b.preopened_dir(&dir, &dir, perms)
             .map_err(|e| WasiSetupError::Preopen {
@@ -93,6 +102,9 @@ mod tests {
     #[test]
     fn missing_directory_is_an_error() {
         let caps = [Capability::parse("fs:read:/definitely/not/here/capsaga/**").unwrap()];
-        assert!(matches!(build(&caps), Err(WasiSetupError::Preopen { .. })));
+        assert!(matches!(
+            build(&caps, &[]),
+            Err(WasiSetupError::Preopen { .. })
+        ));
     }
 }

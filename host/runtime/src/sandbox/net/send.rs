@@ -1,0 +1,268 @@
+//! Sending one guest request through the net guard: check, resolve, vet,
+//! connect to the vetted addresses only, TLS, one HTTP/1.1 exchange.
+
+use super::body::GuardedBody;
+use super::{CallNet, NetRecord, clip_url};
+use capsaga_core::capability::Scheme;
+use capsaga_core::net_guard::{
+    DestHost, Destination, NetDenied, NetRequest, check_request, secrets_for, vet_addresses,
+};
+use http_body_util::BodyExt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use tokio::net::TcpStream;
+use tokio::time::{Instant, timeout_at};
+use wasmtime_wasi_http::io::TokioIo;
+use wasmtime_wasi_http::{Error, WasiBody};
+
+type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
+
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Stream for T {}
+
+/// The `wasi:http` error code the guest sees for a refusal.
+fn denied_code(e: &NetDenied) -> Error {
+    match e {
+        NetDenied::BadUrl { .. } => Error::HttpRequestUriInvalid,
+        NetDenied::Address { .. } | NetDenied::NotUnicast { .. } => Error::DestinationIpProhibited,
+        NetDenied::NoAddress { .. } => Error::DnsError {
+            rcode: Some("no address".into()),
+            info_code: None,
+        },
+        NetDenied::Method { dry_run: false, .. } => Error::HttpRequestMethodInvalid,
+        _ => Error::HttpRequestDenied,
+    }
+}
+
+impl CallNet {
+    fn record(
+        &self,
+        method: &str,
+        url: &str,
+        resolved: Option<Vec<IpAddr>>,
+        outcome: &'static str,
+        reason: Option<String>,
+    ) -> usize {
+        self.push(NetRecord {
+            method: method.to_string(),
+            url: clip_url(url),
+            resolved,
+            outcome,
+            status: None,
+            reason,
+            body_bytes: 0,
+        })
+    }
+}
+
+/// Resolve `dest`'s name: the operator's static entry, or the system
+/// resolver, before `deadline`.
+async fn resolve(
+    call: &CallNet,
+    dest: &Destination,
+    deadline: Instant,
+) -> Result<Vec<IpAddr>, Error> {
+    let DestHost::Domain(name) = &dest.host else {
+        return Ok(Vec::new());
+    };
+    if let Some(ips) = call.outbound.settings.hosts.get(name) {
+        return Ok(ips.clone());
+    }
+    match timeout_at(
+        deadline,
+        tokio::net::lookup_host((name.as_str(), dest.port)),
+    )
+    .await
+    {
+        Err(_) => Err(Error::DnsTimeout),
+        Ok(Err(e)) => Err(Error::DnsError {
+            rcode: Some(e.kind().to_string()),
+            info_code: None,
+        }),
+        Ok(Ok(addrs)) => Ok(addrs.map(|a| a.ip()).collect()),
+    }
+}
+
+/// Connect to the first vetted address that answers.
+async fn connect(addrs: &[SocketAddr], deadline: Instant) -> Result<TcpStream, Error> {
+    let mut last = Error::ConnectionRefused;
+    for a in addrs {
+        match timeout_at(deadline, TcpStream::connect(a)).await {
+            Err(_) => return Err(Error::ConnectionTimeout),
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Ok(Err(e)) => last = Error::Connect(e),
+        }
+    }
+    Err(last)
+}
+
+async fn tls(
+    call: &CallNet,
+    dest: &Destination,
+    tcp: TcpStream,
+    deadline: Instant,
+) -> Result<Box<dyn Stream>, Error> {
+    use rustls::pki_types::{DnsName, ServerName};
+    let name = match &dest.host {
+        DestHost::Domain(d) => {
+            ServerName::DnsName(DnsName::try_from(d.clone()).map_err(|_| Error::TlsProtocolError)?)
+        }
+        DestHost::Ip(ip) => ServerName::IpAddress((*ip).into()),
+    };
+    let connector = tokio_rustls::TlsConnector::from(call.outbound.tls.clone());
+    match timeout_at(deadline, connector.connect(name, tcp)).await {
+        Err(_) => Err(Error::ConnectionTimeout),
+        Ok(Ok(s)) => Ok(Box::new(s)),
+        Ok(Err(e)) => {
+            let cert = e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+                .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+            Err(if cert {
+                Error::TlsCertificateError
+            } else {
+                Error::Tls(e)
+            })
+        }
+    }
+}
+
+/// Check, resolve, vet, connect and send one request.
+pub(super) async fn send(
+    call: Arc<CallNet>,
+    req: http::Request<WasiBody>,
+) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
+    let method = req.method().as_str().to_string();
+    let url = req.uri().to_string();
+    let names: Vec<&str> = req.headers().keys().map(http::HeaderName::as_str).collect();
+    let nreq = NetRequest {
+        method: &method,
+        url: &url,
+        headers: &names,
+        dry_run: call.dry_run,
+    };
+    let dest = match check_request(&nreq, &call.grants) {
+        Ok(d) => d,
+        Err(e) => {
+            call.record(&method, &url, None, "denied", Some(e.to_string()));
+            return Err(denied_code(&e));
+        }
+    };
+    let budget = call.remaining().min(std::time::Duration::from_millis(
+        call.outbound.settings.request_timeout_ms,
+    ));
+    let deadline = Instant::now() + budget;
+    let resolved = match resolve(&call, &dest, deadline).await {
+        Ok(r) => r,
+        Err(e) => {
+            call.record(
+                &method,
+                &url,
+                Some(Vec::new()),
+                "failed",
+                Some(e.to_string()),
+            );
+            return Err(e);
+        }
+    };
+    let looked_up = matches!(dest.host, DestHost::Domain(_)).then(|| resolved.clone());
+    let addrs = match vet_addresses(&dest, &resolved) {
+        Ok(a) => a,
+        Err(e) => {
+            call.record(&method, &url, looked_up, "denied", Some(e.to_string()));
+            return Err(denied_code(&e));
+        }
+    };
+    let idx = call.record(
+        &method,
+        &url,
+        looked_up,
+        "failed",
+        Some("no response".into()),
+    );
+
+    // The request as it goes out: origin-form target and Host from the
+    // checked destination, the guest's other headers, the secrets for this
+    // host (replacing any header of the same name).
+    let (parts, body) = req.into_parts();
+    let mut headers = parts.headers;
+    headers.remove(http::header::HOST);
+    let host_value =
+        http::HeaderValue::from_str(&dest.host_header).map_err(|_| Error::HttpRequestUriInvalid)?;
+    headers.insert(http::header::HOST, host_value);
+    for name in secrets_for(&dest, &call.grants) {
+        if let Some(s) = call.outbound.secrets.get(name) {
+            headers.remove(&s.header);
+            headers.insert(s.header.clone(), s.value.clone());
+        }
+    }
+    let mut out = http::Request::builder()
+        .method(parts.method)
+        .uri(dest.path_and_query.as_str())
+        .version(http::Version::HTTP_11)
+        .body(body)
+        .map_err(|_| Error::HttpRequestUriInvalid)?;
+    *out.headers_mut() = headers;
+
+    let exchange = async {
+        let tcp = connect(&addrs, deadline).await?;
+        let stream: Box<dyn Stream> = match dest.scheme {
+            Scheme::Https => tls(&call, &dest, tcp, deadline).await?,
+            Scheme::Http => Box::new(tcp),
+        };
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            .handshake::<_, WasiBody>(TokioIo::new(stream))
+            .await
+            .map_err(Error::from)?;
+        // The connection is driven by its own task, aborted when the
+        // guest drops the response (or the call ends).
+        let conn_task = wasmtime_wasi::runtime::spawn(async move { conn.await });
+        let resp = sender.send_request(out).await.map_err(Error::from)?;
+        Ok::<_, Error>((resp, conn_task))
+    };
+    let (resp, conn_task) = match timeout_at(deadline, exchange).await {
+        Err(_) => {
+            call.update(idx, |r| r.reason = Some("timed out".into()));
+            return Err(Error::ConnectionReadTimeout);
+        }
+        Ok(Err(e)) => {
+            call.update(idx, |r| r.reason = Some(e.to_string()));
+            return Err(e);
+        }
+        Ok(Ok(x)) => x,
+    };
+    let status = resp.status().as_u16();
+    call.update(idx, |r| {
+        r.outcome = "sent";
+        r.status = Some(status);
+        r.reason = None;
+    });
+    let redactor = call.redactor();
+    let (mut parts, incoming) = resp.into_parts();
+    if !redactor.is_empty() {
+        for v in parts.headers.values_mut() {
+            if redactor.contains_secret(v.as_bytes()) {
+                *v = http::HeaderValue::from_static("[redacted]");
+            }
+        }
+    }
+    let body = GuardedBody::new(
+        incoming,
+        call.outbound.settings.max_response_bytes,
+        redactor,
+        deadline,
+        call.clone(),
+        idx,
+    );
+    let io: IoFuture = Box::new(async move {
+        match conn_task.await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_timeout() => Err(Error::HttpResponseTimeout),
+            Err(e) => Err(Error::from(e)),
+        }
+    });
+    Ok((http::Response::from_parts(parts, body.boxed_unsync()), io))
+}
