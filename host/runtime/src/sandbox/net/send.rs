@@ -219,7 +219,7 @@ pub(super) async fn send(
             .map_err(Error::from)?;
         // The connection is driven by its own task, aborted when the
         // guest drops the response (or the call ends).
-        let conn_task = wasmtime_wasi::runtime::spawn(async move { conn.await });
+        let conn_task = wasmtime_wasi::runtime::spawn(conn);
         let resp = sender.send_request(out).await.map_err(Error::from)?;
         Ok::<_, Error>((resp, conn_task))
     };
