@@ -4,7 +4,7 @@
 use crate::config::{Config, ConfigError};
 use crate::db::{Db, DbError};
 use crate::registry::{LoadError, Registry};
-use crate::sandbox::{Sandbox, SandboxError};
+use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use capsaga_core::fsm::Guardrail;
 use std::path::Path;
 
@@ -41,7 +41,8 @@ pub struct Host {
 
 impl Host {
     /// Load `capsaga.toml` at `config_path`, open the state database, start the
-    /// engine and load the tools.
+    /// engine (pooling allocator sized for the largest memory cap of the
+    /// policy, compiled cache in `<state_dir>/compiled/`) and load the tools.
     ///
     /// # Errors
     /// [`HostError`].
@@ -56,7 +57,11 @@ impl Host {
     /// [`HostError`].
     pub async fn with_config(config: Config) -> Result<Host, HostError> {
         let db = Db::open(&config.db_path())?;
-        let sandbox = Sandbox::new()?;
+        let sandbox = Sandbox::with_config(&SandboxConfig {
+            max_memory_bytes: config.policy.max_memory_bytes(),
+            compiled_cache: Some(config.state_dir.join("compiled")),
+            ..SandboxConfig::default()
+        })?;
         let registry = Registry::load(
             &sandbox,
             &config.tools_dir,

@@ -4,12 +4,13 @@
 //! environment, no arguments, stdin closed, stdout/stderr captured in a capped
 //! buffer, no sockets and no name lookup.
 
+use super::stdio::CapturePipe;
 use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
 use std::collections::BTreeMap;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
-/// Bytes of guest stdout/stderr kept per call (for trap diagnostics).
+/// Bytes of guest stdout/stderr kept per call (for trap diagnostics): the
+/// first and the last half; writes past it succeed and are dropped.
 pub const STDIO_CAPTURE_BYTES: usize = 16 * 1024;
 
 /// Why a WASI context could not be built.
@@ -55,7 +56,7 @@ pub fn preopens(grants: &[Capability]) -> Result<BTreeMap<String, FsPerms>, Wasi
 ///
 /// # Errors
 /// [`WasiSetupError`] when a granted directory cannot be opened.
-pub fn build(grants: &[Capability]) -> Result<(WasiCtx, MemoryOutputPipe), WasiSetupError> {
+pub fn build(grants: &[Capability]) -> Result<(WasiCtx, CapturePipe), WasiSetupError> {
     let mut b = WasiCtxBuilder::new();
     for (dir, perms) in preopens(grants)? {
         b.preopened_dir(&dir, &dir, perms)
@@ -64,7 +65,7 @@ pub fn build(grants: &[Capability]) -> Result<(WasiCtx, MemoryOutputPipe), WasiS
                 error: e.to_string(),
             })?;
     }
-    let stdio = MemoryOutputPipe::new(STDIO_CAPTURE_BYTES);
+    let stdio = CapturePipe::new(STDIO_CAPTURE_BYTES);
     b.stdout(stdio.clone());
     b.stderr(stdio.clone());
     b.allow_tcp(false);
