@@ -2,6 +2,7 @@
 //! command prints a human-readable report by default and one JSON document
 //! with `--json`; exit codes are in [`exit`].
 
+mod bench;
 pub mod exit;
 mod ops;
 mod render;
@@ -108,6 +109,9 @@ pub enum Command {
         #[command(subcommand)]
         cmd: AuditCmd,
     },
+    /// Measure a trivial tool call against bare Wasmtime, a native call and
+    /// a process spawn, and cold start with and without the compiled cache.
+    Bench(bench::BenchArgs),
     /// Show the guardrail state machine.
     Fsm {
         /// Print the transition table and a Mermaid diagram.
@@ -198,6 +202,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     if let Command::Fsm { show } = &cli.command {
         return Ok(ops::fsm(&out, *show));
     }
+    if let Command::Bench(args) = &cli.command {
+        return Ok(bench::run(&out, args).await);
+    }
     let host = Host::open(&cli.config).await?;
     match cli.command {
         Command::Tools {
@@ -221,6 +228,6 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Audit {
             cmd: AuditCmd::Verify,
         } => ops::audit_verify(&host, &out),
-        Command::Fsm { .. } => Ok(exit::OK),
+        Command::Fsm { .. } | Command::Bench(_) => Ok(exit::OK),
     }
 }

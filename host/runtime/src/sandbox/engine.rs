@@ -73,6 +73,10 @@ fn base_config() -> Config {
     config.wasm_component_model(true);
     config.max_wasm_stack(MAX_WASM_STACK_BYTES);
     config.async_stack_size(ASYNC_STACK_BYTES);
+    // No component-model-async (WASI 0.3) runtime state in every store: the
+    // tool world and WASI 0.2 do not use it, and it doubles the cost of a
+    // fresh instance per call (measured by `capsaga bench`).
+    config.concurrency_support(false);
     config
 }
 
