@@ -44,8 +44,10 @@ use crate::capability::{Capability, CapabilityError, FsDir, Place};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-/// Limits of one call. Every field is optional in the file; the host fills
-/// the defaults of [`Limits::DEFAULT`].
+/// Limits of one call as written in `capsaga.toml` (`[limits]` for the
+/// defaults, `[tools.<name>] limits = {...}` per tool). Every field is
+/// optional; the host fills the defaults of [`Limits::DEFAULT`]. Units as in
+/// [`Limits`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
@@ -53,26 +55,37 @@ pub struct LimitsConfig {
     pub deadline_ms: Option<u64>,
     /// Cap on the sum of all linear memories of the instance, bytes.
     pub memory_bytes: Option<u64>,
-    /// Wasm fuel (roughly, instructions) per call.
+    /// Wasm fuel per call, units (about one per wasm instruction).
     pub fuel: Option<u64>,
-    /// Cap on the output's `data` plus effects and summary, bytes.
+    /// Cap on the output's `data` plus effects, next hint and summary, bytes.
     pub output_bytes: Option<u64>,
     /// Cap on log messages per call, bytes.
     pub log_bytes: Option<u64>,
 }
 
-/// Effective limits of one call.
+/// Effective limits of one call (one fresh instance running one export).
+/// The sandbox enforces each one and reports a hit as a typed tool error:
+/// `timeout` for the deadline, `quota-exceeded` for the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock deadline, milliseconds.
+    /// Wall-clock deadline, milliseconds, from the start of the call
+    /// (instantiation included). Checked at every epoch tick (5 ms) while
+    /// the guest runs, and by a host timeout 250 ms later for time spent
+    /// blocked in host calls.
     pub deadline_ms: u64,
-    /// Memory cap (all linear memories together), bytes.
+    /// Cap on the sum of all linear memories of the instance, bytes (a
+    /// component holds several core instances, each may have memories).
+    /// Also bounds what the host copies out of guest memory.
     pub memory_bytes: u64,
-    /// Fuel per call.
+    /// Wasm fuel, units: about one per wasm instruction executed, plus one
+    /// per byte of strings and lists copied between host and guest.
     pub fuel: u64,
-    /// Output cap, bytes.
+    /// Cap on the output (`data` JSON text plus effects, next hint and
+    /// summary), bytes, measured in guest memory before anything is copied.
     pub output_bytes: u64,
-    /// Log cap, bytes.
+    /// Cap on the guest's log messages per call, bytes; each record also
+    /// counts 32 bytes, so a flood of empty messages is capped too.
+    /// Messages past the cap are clipped or dropped, not an error.
     pub log_bytes: u64,
 }
 
@@ -805,6 +818,15 @@ impl Policy {
     /// The section of `tool`, if the operator listed it.
     pub fn section(&self, tool: &str) -> Option<&ToolPolicy> {
         self.tools.get(tool)
+    }
+
+    /// The largest memory cap of any call under this policy (defaults and
+    /// every tool's own), bytes: what the sandbox's memory slots must hold.
+    pub fn max_memory_bytes(&self) -> u64 {
+        self.tools
+            .values()
+            .map(|t| t.limits.memory_bytes)
+            .fold(self.limits.memory_bytes, u64::max)
     }
 
     /// The grants and limits of `tool`; a tool without a section gets no

@@ -5,7 +5,7 @@ use crate::config::{Config, ConfigError};
 use crate::db::{Db, DbError};
 use crate::registry::{LoadError, Registry};
 use crate::sandbox::net::{Outbound, OutboundError};
-use crate::sandbox::{Sandbox, SandboxError};
+use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use capsaga_core::fsm::Guardrail;
 use std::path::Path;
 
@@ -46,7 +46,8 @@ pub struct Host {
 
 impl Host {
     /// Load `capsaga.toml` at `config_path`, open the state database, start the
-    /// engine and load the tools.
+    /// engine (pooling allocator sized for the largest memory cap of the
+    /// policy, compiled cache in `<state_dir>/compiled/`) and load the tools.
     ///
     /// # Errors
     /// [`HostError`].
@@ -61,7 +62,11 @@ impl Host {
     /// [`HostError`].
     pub async fn with_config(config: Config) -> Result<Host, HostError> {
         let db = Db::open(&config.db_path())?;
-        let mut sandbox = Sandbox::new()?;
+        let mut sandbox = Sandbox::with_config(&SandboxConfig {
+            max_memory_bytes: config.policy.max_memory_bytes(),
+            compiled_cache: Some(config.state_dir.join("compiled")),
+            ..SandboxConfig::default()
+        })?;
         let base = config
             .path
             .parent()

@@ -6,10 +6,14 @@
 //! that compensation and crash recovery can re-instantiate exactly the
 //! component a step ran with, even after the tools directory changed.
 //!
+//! Compilation goes through the sandbox's compiled cache when it has one
+//! (`<state_dir>/compiled/`), so a second start loads native code instead of
+//! compiling; [`LoadedTool::compiled`] says which happened.
+//!
 //! One bad component does not stop the others: it is reported as a
 //! [`LoadIssue`] and left out of the catalog.
 
-use crate::sandbox::{Prepared, Sandbox, SandboxError};
+use crate::sandbox::{CacheOutcome, Prepared, Sandbox, SandboxError};
 use capsaga_core::capability::Capability;
 use capsaga_core::grant::{GrantError, effective_grants};
 use capsaga_core::idempotency::sha256_hex;
@@ -88,6 +92,8 @@ pub struct LoadedTool {
     pub grants: Result<Vec<Capability>, GrantError>,
     /// Limits of its calls.
     pub limits: Limits,
+    /// Whether it was compiled at load or loaded from the compiled cache.
+    pub compiled: CacheOutcome,
 }
 
 impl LoadedTool {
@@ -204,12 +210,13 @@ impl Registry {
     ) -> Result<LoadedTool, LoadError> {
         let bytes = read_component(path)?;
         let hash = sha256_hex(&bytes);
-        let prepared = sandbox
-            .prepare(&bytes)
-            .map_err(|error| LoadError::Sandbox {
-                path: path.to_path_buf(),
-                error,
-            })?;
+        let (prepared, compiled) =
+            sandbox
+                .prepare_cached(&bytes)
+                .map_err(|error| LoadError::Sandbox {
+                    path: path.to_path_buf(),
+                    error,
+                })?;
         let raw = sandbox
             .meta(&path.display().to_string(), &prepared)
             .await
@@ -248,6 +255,7 @@ impl Registry {
             validator,
             grants,
             limits: tp.limits,
+            compiled,
             meta,
         })
     }
@@ -307,8 +315,8 @@ impl Registry {
                 error: "stored component does not match its content hash".into(),
             });
         }
-        let prepared = sandbox
-            .prepare(&bytes)
+        let (prepared, _) = sandbox
+            .prepare_cached(&bytes)
             .map_err(|error| LoadError::Sandbox {
                 path: path.clone(),
                 error,

@@ -3,6 +3,7 @@
 //! with `--json`; exit codes are in [`exit`].
 
 pub mod check;
+mod bench;
 pub mod exit;
 mod ops;
 mod render;
@@ -131,6 +132,9 @@ pub enum Command {
         #[command(subcommand)]
         cmd: AuditCmd,
     },
+    /// Measure a trivial tool call against bare Wasmtime, a native call and
+    /// a process spawn, and cold start with and without the compiled cache.
+    Bench(bench::BenchArgs),
     /// Show the guardrail state machine.
     Fsm {
         /// Print the transition table and a Mermaid diagram.
@@ -224,6 +228,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     if let Command::Fsm { show } = &cli.command {
         return Ok(ops::fsm(&out, *show));
     }
+    if let Command::Bench(args) = &cli.command {
+        return Ok(bench::run(&out, args).await);
+    }
     let cli = match cli.command {
         Command::Check(args) => return check::run(&cli.config, &out, args).await,
         command => Cli { command, ..cli },
@@ -267,6 +274,6 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::Audit {
             cmd: AuditCmd::Verify,
         } => ops::audit_verify(&host, &out),
-        Command::Fsm { .. } | Command::Check(_) => Ok(exit::OK),
+        Command::Fsm { .. } | Command::Check(_) | Command::Bench(_) => Ok(exit::OK),
     }
 }

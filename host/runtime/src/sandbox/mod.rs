@@ -10,13 +10,31 @@
 //! timeout for time spent in host calls), fuel, a cap on the sum of all linear
 //! memories, table/instance caps, an output size cap and a log size cap. A
 //! trap, a limit hit or a malformed return becomes a typed [`ToolError`]; the
-//! host never panics because of a guest.
+//! host never panics because of a guest. What the host copies out of guest
+//! memory in one transfer (an export's results, one host call's arguments)
+//! is bounded before the copy by Wasmtime's hostcall fuel, set from the
+//! output cap (`outcome::transfer_cap_bytes`).
+//!
+//! Instances come from the pooling allocator ([`engine`]); compiled
+//! components can be cached on disk ([`cache`]); at most
+//! [`SandboxConfig::max_concurrent_calls`] calls run at once. A running
+//! guest yields to the async runtime at every epoch tick, so a few guests
+//! spinning until their deadline do not starve the other calls.
 
 pub mod bindings;
+pub mod cache;
+pub mod engine;
 pub mod net;
 mod outcome;
 pub mod state;
+pub mod stdio;
 pub mod wasi;
+
+#[cfg(test)]
+mod caps_tests;
+
+pub use cache::{CacheOutcome, CompiledCache};
+pub use engine::{Allocator, SandboxConfig};
 
 use bindings::{Tool, ToolPre, WitCallContext};
 use capsaga_core::capability::Capability;
@@ -30,9 +48,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store};
+use wasmtime::{Engine, Store, UpdateDeadline};
 
-/// Interval of the epoch ticker, milliseconds. Deadlines are rounded up to it.
+/// Interval of the epoch ticker, milliseconds: a running guest checks its
+/// deadline (and yields to the runtime) this often.
 pub const EPOCH_TICK_MS: u64 = 5;
 /// Extra host-side time allowed past the deadline before the call future is
 /// dropped (covers a guest blocked in a host call), milliseconds.
@@ -134,6 +153,9 @@ pub struct Sandbox {
     linker: Linker<CallState>,
     stop_ticker: Arc<AtomicBool>,
     outbound: Arc<Outbound>,
+    allocator: Allocator,
+    cache: Option<CompiledCache>,
+    slots: tokio::sync::Semaphore,
 }
 
 impl Drop for Sandbox {
@@ -143,18 +165,29 @@ impl Drop for Sandbox {
 }
 
 impl Sandbox {
-    /// Create the engine (epoch interruption and fuel on) and the linker
-    /// (WASI preview 2 and the `log` import), and start the epoch ticker.
+    /// [`Sandbox::with_config`] with the defaults: pooling allocator, no
+    /// compiled cache.
     ///
     /// # Errors
     /// [`SandboxError::Engine`].
     pub fn new() -> Result<Sandbox, SandboxError> {
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        config.consume_fuel(true);
-        config.wasm_component_model(true);
-        config.max_wasm_stack(512 * 1024);
-        let engine = Engine::new(&config).map_err(|e| SandboxError::Engine(e.to_string()))?;
+        Sandbox::with_config(&SandboxConfig::default())
+    }
+
+    /// Create the engine (epoch interruption and fuel on, pooling allocator
+    /// unless disabled or unavailable) and the linker (WASI preview 2 and
+    /// the `log` import), open the compiled cache if one is configured (an
+    /// unusable one is disabled with a warning), and start the epoch ticker.
+    ///
+    /// # Errors
+    /// [`SandboxError::Engine`].
+    pub fn with_config(config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
+        let (engine, allocator) = engine::build(config)?;
+        let cache = config.compiled_cache.as_deref().and_then(|dir| {
+            CompiledCache::open(dir, &engine)
+                .map_err(|e| tracing::warn!("{e}; components will be compiled at every start"))
+                .ok()
+        });
         let mut linker: Linker<CallState> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| SandboxError::Engine(e.to_string()))?;
@@ -179,6 +212,9 @@ impl Sandbox {
             linker,
             stop_ticker: stop,
             outbound: Arc::new(Outbound::none()),
+            allocator,
+            cache,
+            slots: tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1) as usize),
         })
     }
 
@@ -186,6 +222,16 @@ impl Sandbox {
     /// (default: none of them, see [`Outbound::none`]).
     pub fn set_outbound(&mut self, outbound: Arc<Outbound>) {
         self.outbound = outbound;
+    }
+
+    /// Which instance allocator the engine uses.
+    pub fn allocator(&self) -> Allocator {
+        self.allocator
+    }
+
+    /// The compiled-component cache, if one is in use.
+    pub fn compiled_cache(&self) -> Option<&CompiledCache> {
+        self.cache.as_ref()
     }
 
     /// The engine (shared with the component cache).
@@ -219,6 +265,39 @@ impl Sandbox {
         Ok(Prepared { pre })
     }
 
+    /// Like [`Sandbox::prepare`], through the compiled cache when there is
+    /// one: the component is loaded from the cache when a trusted entry for
+    /// these bytes and this engine exists, else compiled and stored.
+    ///
+    /// # Errors
+    /// [`SandboxError::Component`].
+    pub fn prepare_cached(&self, bytes: &[u8]) -> Result<(Prepared, CacheOutcome), SandboxError> {
+        let Some(cache) = &self.cache else {
+            return Ok((self.prepare(bytes)?, CacheOutcome::Disabled));
+        };
+        let hash = capsaga_core::idempotency::sha256_hex(bytes);
+        let (component, outcome) = match cache.load(&self.engine, &hash) {
+            Ok(Some(c)) => (c, CacheOutcome::Hit),
+            found => {
+                let component = Component::from_binary(&self.engine, bytes)
+                    .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
+                cache.store(&hash, &component);
+                let outcome = match found {
+                    Err(reason) => {
+                        tracing::warn!(
+                            "compiled cache entry {} not loaded: {reason}; recompiled",
+                            cache.file_name(&hash)
+                        );
+                        CacheOutcome::Rejected { reason }
+                    }
+                    _ => CacheOutcome::Miss,
+                };
+                (component, outcome)
+            }
+        };
+        Ok((self.prepare_component(&component)?, outcome))
+    }
+
     /// Call `meta` in an instance with no grants.
     ///
     /// # Errors
@@ -228,11 +307,16 @@ impl Sandbox {
         tool_label: &str,
         prepared: &Prepared,
     ) -> Result<RawToolMeta, SandboxError> {
+        let _slot = self.slot().await.map_err(SandboxError::Meta)?;
         let (mut store, _stdio) = self
             .new_store(tool_label, &[], &META_LIMITS, false)
             .map_err(SandboxError::Meta)?;
         let fut = async {
-            let inst = prepared.pre.instantiate_async(&mut store).await?;
+            let inst = prepared
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(|e| e.context(outcome::Instantiating))?;
             inst.call_meta(&mut store).await
         };
         let res = tokio::time::timeout(
@@ -258,13 +342,24 @@ impl Sandbox {
         }
     }
 
+    /// Wait for one of the concurrent-call slots.
+    async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, ToolError> {
+        self.slots.acquire().await.map_err(|_| {
+            ToolError::new(
+                ErrorKind::Unknown,
+                "the sandbox is shutting down",
+                "Retry later.",
+            )
+        })
+    }
+
     fn new_store(
         &self,
         tool_label: &str,
         grants: &[Capability],
         limits: &Limits,
         dry_run: bool,
-    ) -> Result<(Store<CallState>, wasmtime_wasi::p2::pipe::MemoryOutputPipe), ToolError> {
+    ) -> Result<(Store<CallState>, stdio::CapturePipe), ToolError> {
         let env = self.outbound.env_for(grants);
         let (wasi, stdio) = wasi::build(grants, &env).map_err(|e| {
             ToolError::new(
@@ -277,13 +372,15 @@ impl Sandbox {
             wasi,
             table: ResourceTable::new(),
             limiter: CallLimiter::new(InstanceCaps::for_memory(limits.memory_bytes)),
-            log: LogBuffer::new(limits.log_bytes as usize),
+            log: LogBuffer::new(usize::try_from(limits.log_bytes).unwrap_or(usize::MAX)),
             tool: tool_label.to_string(),
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             net: NetHooks::new(grants, dry_run, limits.deadline_ms, self.outbound.clone()),
+            deadline: Instant::now() + Duration::from_millis(limits.deadline_ms),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
+        store.set_hostcall_fuel(outcome::transfer_cap_bytes(limits));
         store.set_fuel(limits.fuel).map_err(|e| {
             ToolError::new(
                 ErrorKind::Unknown,
@@ -291,8 +388,16 @@ impl Sandbox {
                 "Retry later.",
             )
         })?;
-        store.set_epoch_deadline(limits.deadline_ms.div_ceil(EPOCH_TICK_MS).max(1));
-        store.epoch_deadline_trap();
+        // At every tick: past the deadline, trap (Interrupt → `timeout`);
+        // otherwise yield to the runtime so other calls get the thread.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| {
+            Ok(if Instant::now() >= ctx.data().deadline {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Yield(1)
+            })
+        });
         Ok((store, stdio))
     }
 
@@ -315,6 +420,10 @@ impl Sandbox {
             op,
         } = req;
         let started = Instant::now();
+        let _slot = match self.slot().await {
+            Ok(s) => s,
+            Err(e) => return (Err(e), CallDiagnostics::default()),
+        };
         let dry_run = matches!(op, Op::DryRun) || ctx.dry_run;
         let (mut store, stdio) = match self.new_store(tool_label, grants, limits, dry_run) {
             Ok(s) => s,
@@ -328,7 +437,11 @@ impl Sandbox {
             dry_run: ctx.dry_run,
         };
         let fut = async {
-            let inst: Tool = prepared.pre.instantiate_async(&mut store).await?;
+            let inst: Tool = prepared
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(|e| e.context(outcome::Instantiating))?;
             let r = match op {
                 Op::Execute => inst
                     .call_execute(&mut store, &wit_ctx, args_json)
@@ -352,7 +465,7 @@ impl Sandbox {
             fut,
         )
         .await;
-        let captured = String::from_utf8_lossy(&stdio.contents()).into_owned();
+        let captured = stdio.contents();
         let mut result = match res {
             Ok(Ok(Ok(Some(out)))) => outcome::output_from_wit(tool_label, out, limits).map(Some),
             Ok(Ok(Ok(None))) => Ok(None),

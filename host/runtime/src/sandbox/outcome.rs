@@ -48,16 +48,21 @@ fn kind_from_wit(k: WitErrorKind) -> ErrorKind {
     }
 }
 
-fn clip(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push_str(" [...]");
+fn clip(s: String, max: usize) -> String {
+    if s.len() <= max { s } else { clip_str(&s, max) }
+}
+
+/// At most `max` bytes of `text`, cut at a char boundary, marked `[...]`
+/// when cut.
+fn clip_str(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
     }
-    s
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{} [...]", &text[..cut])
 }
 
 /// A guest's own error, with oversized fields clipped and `details` parsed
@@ -123,6 +128,18 @@ pub(super) fn output_to_wit(o: &ToolOutput) -> WitToolOutput {
     }
 }
 
+/// Context marking an error raised while instantiating the component (before
+/// any export ran): a component that needs more memories, tables or core
+/// instances than the per-call caps allow fails there.
+#[derive(Debug)]
+pub(super) struct Instantiating;
+
+impl std::fmt::Display for Instantiating {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("cannot instantiate the component")
+    }
+}
+
 /// The error for a call that passed its deadline on the host side.
 pub(super) fn deadline_error(tool: &str, op: &str, limits: &Limits) -> ToolError {
     ToolError::new(
@@ -171,11 +188,40 @@ pub(super) fn trap_to_error(
         )
         .with_details(details());
     }
+    if is_transfer_cap(err) {
+        return ToolError::new(
+            ErrorKind::QuotaExceeded,
+            format!(
+                "tool `{tool}` {op} tried to pass more than {} bytes to the host at once \
+                 (an output, error or log message over the transfer cap)",
+                transfer_cap_bytes(limits)
+            ),
+            "Ask for less data at once (a smaller range, a lower max_bytes, a narrower query).",
+        )
+        .with_details(details());
+    }
     if let Some(hit) = limiter_hit {
         return ToolError::new(
             ErrorKind::QuotaExceeded,
             format!("tool `{tool}` {op} was stopped: {hit}"),
             "The call needed too much memory. Try a smaller request.",
+        )
+        .with_details(details());
+    }
+    if trap.is_none() && err.downcast_ref::<Instantiating>().is_some() {
+        let root = err
+            .chain()
+            .last()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        return ToolError::new(
+            ErrorKind::QuotaExceeded,
+            format!(
+                "tool `{tool}` cannot be instantiated within the sandbox's per-call caps \
+                 (memories, tables, core instances): {}",
+                root.chars().take(500).collect::<String>()
+            ),
+            "This tool cannot run in this sandbox; use another tool.",
         )
         .with_details(details());
     }
@@ -194,10 +240,8 @@ pub(super) fn trap_to_error(
             format!("{err:#}").chars().take(500).collect::<String>()
         ),
     };
-    let panic_line = stdio
-        .lines()
-        .find(|l| l.contains("panicked"))
-        .map(|l| format!(": {}", l.chars().take(300).collect::<String>()))
+    let panic_line = panic_message(stdio)
+        .map(|l| format!(": {l}"))
         .unwrap_or_default();
     ToolError::new(
         ErrorKind::Unknown,
@@ -205,4 +249,60 @@ pub(super) fn trap_to_error(
         "The tool crashed. Do not retry the same call; try another tool or different arguments.",
     )
     .with_details(details())
+}
+
+/// Bytes a guest may pass to the host in one transfer (the results of an
+/// export, or the arguments of one host call such as `log` or a WASI call),
+/// enforced by Wasmtime's hostcall fuel before anything is copied: the output
+/// cap, at least 2 MiB (WASI writes pass up to 1 MiB at a time), plus 64 KiB
+/// for the record around the data.
+pub fn transfer_cap_bytes(limits: &Limits) -> usize {
+    let out = usize::try_from(limits.output_bytes).unwrap_or(usize::MAX);
+    out.max(2 * 1024 * 1024).saturating_add(64 * 1024)
+}
+
+/// True when `err` is Wasmtime refusing to copy more than the hostcall fuel
+/// allows (its error type is private; its message is stable in Wasmtime 48
+/// and checked by the hostile-component tests).
+fn is_transfer_cap(err: &wasmtime::Error) -> bool {
+    err.chain().any(|e| {
+        e.to_string()
+            .contains("fuel allocated for hostcalls has been exhausted")
+    })
+}
+
+/// The guest's panic report from its captured stderr: the `panicked at` line
+/// and the message Rust prints on the line after it, at most 600 characters.
+fn panic_message(stdio: &str) -> Option<String> {
+    let mut lines = stdio.lines();
+    let at = lines.find(|l| l.contains("panicked"))?;
+    let mut text = at.trim().to_string();
+    if let Some(next) = lines.next().filter(|l| !l.trim().is_empty()) {
+        text.push(' ');
+        text.push_str(next.trim());
+    }
+    Some(text.chars().take(600).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_message_keeps_the_message_line() {
+        let err = "noise\nthread '<unnamed>' (1) panicked at src/lib.rs:33:9:\ndeliberate panic\nnote: run with RUST_BACKTRACE\n";
+        assert_eq!(
+            panic_message(err).as_deref(),
+            Some("thread '<unnamed>' (1) panicked at src/lib.rs:33:9: deliberate panic")
+        );
+        assert_eq!(panic_message("no panic here"), None);
+        let old_style = "thread 'main' panicked at 'boom', src/lib.rs:1:1";
+        assert_eq!(panic_message(old_style).as_deref(), Some(old_style));
+    }
+
+    #[test]
+    fn clip_cuts_at_char_boundaries() {
+        assert_eq!(clip_str("short", 10), "short");
+        assert_eq!(clip_str("ééé", 3), "é [...]");
+    }
 }

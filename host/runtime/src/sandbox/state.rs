@@ -1,12 +1,17 @@
 //! Per-call store data: the WASI context built from the grants, the
-//! `wasi:http` context with the net guard's hooks, the resource limiter, and
-//! the capped log buffer behind the `log` import.
+//! `wasi:http` context with the net guard's hooks, the resource limiter, the
+//! wall-clock deadline, and the capped log buffer behind the `log` import.
 
 use super::bindings::{LogLevel, capsaga};
+use std::time::Instant;
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+/// What each log record costs against the log cap besides its message,
+/// bytes, so that a flood of empty messages is capped too.
+pub const LOG_RECORD_OVERHEAD: usize = 32;
 
 /// Caps enforced by [`CallLimiter`], per call.
 #[derive(Debug, Clone, Copy)]
@@ -137,21 +142,22 @@ impl LogBuffer {
         }
     }
 
-    fn push(&mut self, level: &'static str, message: String) {
+    /// Record `message`, clipped to what is left of the cap (each record
+    /// also costs [`LOG_RECORD_OVERHEAD`]); dropped when nothing is left.
+    fn push(&mut self, level: &'static str, message: &str) {
         let left = self.cap_bytes.saturating_sub(self.used_bytes);
-        if left == 0 {
+        if left <= LOG_RECORD_OVERHEAD {
             self.dropped += 1;
+            self.used_bytes = self.cap_bytes;
             return;
         }
-        let mut message = message;
-        if message.len() > left {
-            let mut cut = left;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
+        let room = left - LOG_RECORD_OVERHEAD;
+        let mut cut = message.len().min(room);
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
         }
-        self.used_bytes += message.len();
+        let message = message[..cut].to_string();
+        self.used_bytes += message.len() + LOG_RECORD_OVERHEAD;
         self.records.push(LogRecord { level, message });
     }
 }
@@ -165,6 +171,9 @@ pub struct CallState {
     pub(crate) tool: String,
     pub(crate) http: WasiHttpCtx,
     pub(crate) net: super::net::NetHooks,
+    /// When the call's wall-clock deadline passes (checked at every epoch
+    /// tick, see `Sandbox`'s epoch callback).
+    pub(crate) deadline: Instant,
 }
 
 impl WasiHttpView for CallState {
@@ -187,6 +196,8 @@ impl WasiView for CallState {
 }
 
 impl capsaga::tool::log::Host for CallState {
+    /// The message arrives already copied (at most the call's transfer cap,
+    /// see `outcome::transfer_cap_bytes`); only what fits the log cap is kept.
     fn log(&mut self, level: LogLevel, message: String) {
         let level = match level {
             LogLevel::Trace => "trace",
@@ -196,7 +207,7 @@ impl capsaga::tool::log::Host for CallState {
             LogLevel::Error => "error",
         };
         tracing::debug!(tool = %self.tool, level, "guest log: {}", message.chars().take(200).collect::<String>());
-        self.log.push(level, message);
+        self.log.push(level, &message);
     }
 }
 
@@ -218,12 +229,23 @@ mod tests {
 
     #[test]
     fn log_buffer_caps_bytes() {
-        let mut b = LogBuffer::new(10);
-        b.push("info", "hello".into());
-        b.push("info", "wörld!!".into());
-        b.push("info", "more".into());
+        let o = LOG_RECORD_OVERHEAD;
+        let mut b = LogBuffer::new(2 * o + 10);
+        b.push("info", "hello");
+        b.push("info", "wörld!!");
+        b.push("info", "more");
         assert_eq!(b.records.len(), 2);
-        assert!(b.records[1].message.len() <= 5);
+        assert_eq!(b.records[1].message, "wörl");
         assert_eq!(b.dropped, 1);
+    }
+
+    #[test]
+    fn log_buffer_caps_empty_records_too() {
+        let mut b = LogBuffer::new(10 * LOG_RECORD_OVERHEAD);
+        for _ in 0..1_000_000 {
+            b.push("info", "");
+        }
+        assert!(b.records.len() < 10, "{}", b.records.len());
+        assert!(b.dropped > 999_000);
     }
 }

@@ -5,12 +5,13 @@
 //! inherited from the host process), no arguments, stdin closed, stdout/stderr captured in a capped
 //! buffer, no sockets and no name lookup.
 
+use super::stdio::CapturePipe;
 use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
 use std::collections::BTreeMap;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
-/// Bytes of guest stdout/stderr kept per call (for trap diagnostics).
+/// Bytes of guest stdout/stderr kept per call (for trap diagnostics): the
+/// first and the last half; writes past it succeed and are dropped.
 pub const STDIO_CAPTURE_BYTES: usize = 16 * 1024;
 
 /// Why a WASI context could not be built.
@@ -61,7 +62,7 @@ pub fn preopens(grants: &[Capability]) -> Result<BTreeMap<String, FsPerms>, Wasi
 pub fn build(
     grants: &[Capability],
     env: &[(String, String)],
-) -> Result<(WasiCtx, MemoryOutputPipe), WasiSetupError> {
+) -> Result<(WasiCtx, CapturePipe), WasiSetupError> {
     let mut b = WasiCtxBuilder::new();
     for (k, v) in env {
         b.env(k, v);
@@ -73,7 +74,7 @@ pub fn build(
                 error: e.to_string(),
             })?;
     }
-    let stdio = MemoryOutputPipe::new(STDIO_CAPTURE_BYTES);
+    let stdio = CapturePipe::new(STDIO_CAPTURE_BYTES);
     b.stdout(stdio.clone());
     b.stderr(stdio.clone());
     b.allow_tcp(false);

@@ -1,0 +1,539 @@
+//! The compiled-component cache: native code produced by Wasmtime for a
+//! component, kept on disk so that a second start does not compile again.
+//!
+//! Loading a compiled component means mapping native code into the process
+//! (`Component::deserialize` is `unsafe` for that reason), so the cache only
+//! ever loads files this host wrote itself:
+//! - the directory (`<state_dir>/compiled/`) is created with mode 0700, and is
+//!   used only when it is a real directory (not a symbolic link) owned by the
+//!   host's effective user and not writable by group or others; otherwise the
+//!   cache is disabled with a warning and components are compiled each time;
+//! - files are opened relative to that directory's descriptor without
+//!   following symbolic links, and must be regular files with one link,
+//!   owned by the host's user, not writable by group or others;
+//! - a file is `<content sha256>-<engine key>.cwasm`: a header naming the
+//!   component's content hash and the engine key (a hash of Wasmtime's
+//!   version and every compilation setting), the SHA-256 of the payload, and
+//!   the payload written by `Component::serialize`. A file whose header or
+//!   checksum does not match, or that Wasmtime refuses as incompatible, is
+//!   not loaded: the component is compiled again and the file replaced;
+//! - files are written under a temporary name (created exclusively, mode
+//!   0600), synced, then renamed into place, so a reader never sees half a
+//!   file.
+//!
+//! Another local user therefore cannot plant native code: they cannot create
+//! entries in the directory, and any entry they could have made earlier (a
+//! directory left open) is refused on ownership or mode. A process running
+//! as the host's own user is out of scope: it could replace the binary.
+
+use capsaga_core::idempotency::sha256_hex;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+const MAGIC: &[u8; 16] = b"CAPSAGA-CWASM-01";
+const HASH_HEX: usize = 64;
+const ENGINE_KEY_HEX: usize = 32;
+const HEADER_LEN: usize = MAGIC.len() + HASH_HEX + ENGINE_KEY_HEX + 32 + 8;
+/// Largest cache file read, bytes.
+const MAX_FILE_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// What the cache did for one component.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "cache", rename_all = "kebab-case")]
+pub enum CacheOutcome {
+    /// No cache configured (or it was disabled at start): compiled.
+    Disabled,
+    /// Loaded from the cache: not compiled.
+    Hit,
+    /// Not in the cache: compiled, and stored.
+    Miss,
+    /// A cache file was there but not loaded (corrupt, stale, or not
+    /// trusted): compiled, and the file replaced.
+    Rejected {
+        /// Why the file was not loaded.
+        reason: String,
+    },
+}
+
+/// Why the cache directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// The directory could not be created or opened.
+    #[error("cannot open the compiled-component cache {dir}: {error}")]
+    Open {
+        /// The directory.
+        dir: PathBuf,
+        /// The OS error.
+        error: String,
+    },
+    /// The directory is not safe to load native code from.
+    #[error("the compiled-component cache {dir} is not used: {reason}")]
+    Untrusted {
+        /// The directory.
+        dir: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// The on-disk cache of compiled components for one engine configuration.
+#[derive(Debug)]
+pub struct CompiledCache {
+    dir: PathBuf,
+    engine_key: String,
+    #[cfg(unix)]
+    dirfd: std::os::fd::OwnedFd,
+}
+
+/// A stable key for the engine's compilation settings and Wasmtime version:
+/// the first 16 bytes of a SHA-256 over Wasmtime's compatibility hash.
+pub fn engine_key(engine: &Engine) -> String {
+    struct ShaHasher(Sha256);
+    impl std::hash::Hasher for ShaHasher {
+        fn finish(&self) -> u64 {
+            0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.update(bytes);
+        }
+    }
+    let mut h = ShaHasher(Sha256::new());
+    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut h);
+    hex::encode(&h.0.finalize()[..ENGINE_KEY_HEX / 2])
+}
+
+fn is_hash(s: &str) -> bool {
+    s.len() == HASH_HEX
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+}
+
+#[cfg(unix)]
+mod fs {
+    //! The few system calls the cache needs, relative to the directory's
+    //! descriptor and never following symbolic links.
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::{AsFd, OwnedFd};
+
+    /// Check that `fd` is owned by the effective user and not writable by
+    /// group or others; `what` names it in the error.
+    pub fn check_owner(st: &rustix::fs::Stat, what: &str) -> Result<(), String> {
+        let euid = rustix::process::geteuid().as_raw();
+        if st.st_uid != euid {
+            return Err(format!(
+                "{what} is owned by uid {}, not by this host's uid {euid}",
+                st.st_uid
+            ));
+        }
+        if st.st_mode & 0o022 != 0 {
+            return Err(format!(
+                "{what} is writable by group or others (mode {:o})",
+                st.st_mode & 0o7777
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn open_dir(path: &std::path::Path) -> Result<(OwnedFd, rustix::fs::Stat), String> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| e.to_string())?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| e.to_string())?;
+        Ok((fd, st))
+    }
+
+    /// Open `name` in `dir` for reading; `Ok(None)` when it does not exist.
+    pub fn open_file(dir: impl AsFd, name: &str) -> Result<Option<std::fs::File>, String> {
+        match rustix::fs::openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+            Mode::empty(),
+        ) {
+            Ok(fd) => Ok(Some(std::fs::File::from(fd))),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(rustix::io::Errno::LOOP) => Err("it is a symbolic link".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    pub fn create_exclusive(dir: impl AsFd, name: &str) -> std::io::Result<std::fs::File> {
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        Ok(std::fs::File::from(fd))
+    }
+
+    pub fn rename(dir: impl AsFd + Copy, from: &str, to: &str) -> std::io::Result<()> {
+        rustix::fs::renameat(dir, from, dir, to)?;
+        Ok(())
+    }
+
+    pub fn remove(dir: impl AsFd, name: &str) {
+        let _ = rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty());
+    }
+}
+
+impl CompiledCache {
+    /// Open (creating it with mode 0700 if needed) the cache directory for
+    /// `engine`.
+    ///
+    /// # Errors
+    /// [`CacheError::Open`] when it cannot be created or opened,
+    /// [`CacheError::Untrusted`] when it is a symbolic link, not owned by this
+    /// user, or writable by others.
+    #[cfg(unix)]
+    pub fn open(dir: &Path, engine: &Engine) -> Result<CompiledCache, CacheError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let open_err = |error: String| CacheError::Open {
+            dir: dir.to_path_buf(),
+            error,
+        };
+        if let Some(parent) = dir.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| open_err(e.to_string()))?;
+        }
+        match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(open_err(e.to_string())),
+        }
+        let (dirfd, st) = fs::open_dir(dir).map_err(|e| CacheError::Untrusted {
+            dir: dir.to_path_buf(),
+            reason: format!("cannot open it as a directory without following links: {e}"),
+        })?;
+        fs::check_owner(&st, "the directory").map_err(|reason| CacheError::Untrusted {
+            dir: dir.to_path_buf(),
+            reason,
+        })?;
+        Ok(CompiledCache {
+            dir: dir.to_path_buf(),
+            engine_key: engine_key(engine),
+            dirfd,
+        })
+    }
+
+    /// Not available off Unix: ownership cannot be checked the same way.
+    ///
+    /// # Errors
+    /// Always [`CacheError::Untrusted`].
+    #[cfg(not(unix))]
+    pub fn open(dir: &Path, _engine: &Engine) -> Result<CompiledCache, CacheError> {
+        Err(CacheError::Untrusted {
+            dir: dir.to_path_buf(),
+            reason: "the compiled cache is only supported on Unix".into(),
+        })
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// File name of the entry for the component with content hash `hash`.
+    pub fn file_name(&self, hash: &str) -> String {
+        format!("{hash}-{}.cwasm", self.engine_key)
+    }
+
+    /// The compiled component for the component bytes with SHA-256 `hash`:
+    /// `Ok(None)` when there is no entry, `Err(reason)` when an entry exists
+    /// but is not loaded (it is then to be recompiled and replaced).
+    #[cfg(unix)]
+    pub fn load(&self, engine: &Engine, hash: &str) -> Result<Option<Component>, String> {
+        use std::io::Read;
+        if !is_hash(hash) {
+            return Err("not a content hash".into());
+        }
+        let Some(file) = fs::open_file(&self.dirfd, &self.file_name(hash))? else {
+            return Ok(None);
+        };
+        let st = rustix::fs::fstat(&file).map_err(|e| e.to_string())?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+            return Err("it is not a regular file".into());
+        }
+        fs::check_owner(&st, "the file")?;
+        if st.st_nlink != 1 {
+            return Err(format!("it has {} hard links", st.st_nlink));
+        }
+        let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
+        if size > MAX_FILE_BYTES {
+            return Err(format!("it is {size} bytes, over {MAX_FILE_BYTES}"));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        file.take(MAX_FILE_BYTES)
+            .read_to_end(&mut bytes)
+            .map_err(|e| e.to_string())?;
+        let payload = self.check(&bytes, hash)?;
+        // SAFETY: `payload` was written by `Component::serialize` in this
+        // host (a file in our 0700 directory, owned by us, not writable by
+        // others, whose SHA-256 matches its header, read into memory so it
+        // cannot change after the check), and Wasmtime itself refuses bytes
+        // from another version or configuration.
+        unsafe { Component::deserialize(engine, payload) }
+            .map(Some)
+            .map_err(|e| format!("Wasmtime refused it (stale or incompatible): {e:#}"))
+    }
+
+    /// Not available off Unix.
+    ///
+    /// # Errors
+    /// Never called: [`CompiledCache::open`] fails there.
+    #[cfg(not(unix))]
+    pub fn load(&self, _engine: &Engine, _hash: &str) -> Result<Option<Component>, String> {
+        Ok(None)
+    }
+
+    /// Check a file's header and checksum; returns the payload.
+    fn check<'a>(&self, bytes: &'a [u8], hash: &str) -> Result<&'a [u8], String> {
+        if bytes.len() < HEADER_LEN || &bytes[..MAGIC.len()] != MAGIC {
+            return Err("it is not a capsaga compiled-component file".into());
+        }
+        let mut at = MAGIC.len();
+        let mut take = |n: usize| {
+            let s = &bytes[at..at + n];
+            at += n;
+            s
+        };
+        if take(HASH_HEX) != hash.as_bytes() {
+            return Err("it was compiled from other component bytes".into());
+        }
+        if take(ENGINE_KEY_HEX) != self.engine_key.as_bytes() {
+            return Err("it was compiled for another engine configuration".into());
+        }
+        let sum = take(32).to_vec();
+        let len_bytes: [u8; 8] = take(8).try_into().map_err(|_| "short header")?;
+        let len = u64::from_le_bytes(len_bytes);
+        let payload = &bytes[HEADER_LEN..];
+        if payload.len() as u64 != len {
+            return Err(format!(
+                "it is truncated or padded ({} payload bytes, header says {len})",
+                payload.len()
+            ));
+        }
+        if Sha256::digest(payload).as_slice() != sum.as_slice() {
+            return Err("its checksum does not match (corrupt)".into());
+        }
+        Ok(payload)
+    }
+
+    /// Store `component` (compiled from bytes with SHA-256 `hash`)
+    /// atomically, replacing any entry. Failures only cost the next start a
+    /// compilation, so they are logged, not returned.
+    pub fn store(&self, hash: &str, component: &Component) {
+        if let Err(e) = self.try_store(hash, component) {
+            tracing::warn!(
+                "cannot write the compiled component {} in {}: {e}",
+                self.file_name(hash),
+                self.dir.display()
+            );
+        }
+    }
+
+    #[cfg(unix)]
+    fn try_store(&self, hash: &str, component: &Component) -> Result<(), String> {
+        use std::io::Write;
+        if !is_hash(hash) {
+            return Err("not a content hash".into());
+        }
+        let payload = component.serialize().map_err(|e| format!("{e:#}"))?;
+        let mut file_bytes = Vec::with_capacity(HEADER_LEN + payload.len());
+        file_bytes.extend_from_slice(MAGIC);
+        file_bytes.extend_from_slice(hash.as_bytes());
+        file_bytes.extend_from_slice(self.engine_key.as_bytes());
+        file_bytes.extend_from_slice(&Sha256::digest(&payload));
+        file_bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        file_bytes.extend_from_slice(&payload);
+        let name = self.file_name(hash);
+        let nonce = sha256_hex(
+            format!(
+                "{}-{:?}-{:?}",
+                std::process::id(),
+                std::thread::current().id(),
+                std::time::SystemTime::now()
+            )
+            .as_bytes(),
+        );
+        let tmp = format!(".{name}.{}.tmp", &nonce[..16]);
+        let res = (|| {
+            let mut f = fs::create_exclusive(&self.dirfd, &tmp)?;
+            f.write_all(&file_bytes)?;
+            f.sync_all()?;
+            fs::rename(&self.dirfd, &tmp, &name)
+        })();
+        if let Err(e) = res {
+            fs::remove(&self.dirfd, &tmp);
+            return Err(e.to_string());
+        }
+        Ok(())
+    }
+
+    #[cfg(not(unix))]
+    fn try_store(&self, _hash: &str, _component: &Component) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A tiny component (the cache does not care what it holds).
+    const WAT: &str = r#"(component (core module (func (export "f"))))"#;
+
+    fn setup() -> (tempfile::TempDir, Engine, Vec<u8>, String) {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut config = wasmtime::Config::new();
+        config.consume_fuel(true);
+        let engine = Engine::new(&config).unwrap();
+        // Component::new accepts the text format; the cache keys on bytes.
+        let bytes = WAT.as_bytes().to_vec();
+        let hash = sha256_hex(&bytes);
+        (tmp, engine, bytes, hash)
+    }
+
+    #[test]
+    fn round_trip_then_hit() {
+        let (tmp, engine, bytes, hash) = setup();
+        let dir = tmp.path().join("compiled");
+        let cache = CompiledCache::open(&dir, &engine).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        assert!(cache.load(&engine, &hash).unwrap().is_none());
+        let c = Component::new(&engine, &bytes).unwrap();
+        cache.store(&hash, &c);
+        let file = dir.join(cache.file_name(&hash));
+        let fmode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(fmode, 0o600);
+        assert!(cache.load(&engine, &hash).unwrap().is_some());
+        // No temporary file left behind.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn corrupt_truncated_foreign_and_misnamed_files_are_refused() {
+        let (tmp, engine, bytes, hash) = setup();
+        let dir = tmp.path().join("compiled");
+        let cache = CompiledCache::open(&dir, &engine).unwrap();
+        let c = Component::new(&engine, &bytes).unwrap();
+        cache.store(&hash, &c);
+        let file = dir.join(cache.file_name(&hash));
+        let good = std::fs::read(&file).unwrap();
+
+        // One flipped bit in the native code.
+        let mut bad = good.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        std::fs::write(&file, &bad).unwrap();
+        let err = cache.load(&engine, &hash).unwrap_err();
+        assert!(err.contains("checksum"), "{err}");
+
+        // Truncated.
+        std::fs::write(&file, &good[..good.len() - 10]).unwrap();
+        assert!(
+            cache
+                .load(&engine, &hash)
+                .unwrap_err()
+                .contains("truncated")
+        );
+
+        // A raw Wasmtime .cwasm (what an attacker would plant), no header.
+        std::fs::write(&file, c.serialize().unwrap()).unwrap();
+        assert!(
+            cache
+                .load(&engine, &hash)
+                .unwrap_err()
+                .contains("not a capsaga")
+        );
+
+        // A valid entry of another component renamed to this one's name.
+        let other = sha256_hex(b"other");
+        std::fs::write(&file, &good).unwrap();
+        std::fs::rename(&file, dir.join(cache.file_name(&other))).unwrap();
+        let err = cache.load(&engine, &other).unwrap_err();
+        assert!(err.contains("other component"), "{err}");
+    }
+
+    #[test]
+    fn stale_engine_is_refused_by_key() {
+        let (tmp, engine, bytes, hash) = setup();
+        let dir = tmp.path().join("compiled");
+        let cache = CompiledCache::open(&dir, &engine).unwrap();
+        cache.store(&hash, &Component::new(&engine, &bytes).unwrap());
+        // Same directory, an engine with other settings: a different key, so
+        // a different file name; the old entry is never even opened...
+        let other = Engine::new(&wasmtime::Config::new()).unwrap();
+        let cache2 = CompiledCache::open(&dir, &other).unwrap();
+        assert_ne!(cache.file_name(&hash), cache2.file_name(&hash));
+        assert!(cache2.load(&other, &hash).unwrap().is_none());
+        // ...and copied under the new name its header still says no.
+        std::fs::copy(
+            dir.join(cache.file_name(&hash)),
+            dir.join(cache2.file_name(&hash)),
+        )
+        .unwrap();
+        let err = cache2.load(&other, &hash).unwrap_err();
+        assert!(err.contains("another engine"), "{err}");
+    }
+
+    #[test]
+    fn links_and_loose_permissions_are_refused() {
+        let (tmp, engine, bytes, hash) = setup();
+        let dir = tmp.path().join("compiled");
+        let cache = CompiledCache::open(&dir, &engine).unwrap();
+        let c = Component::new(&engine, &bytes).unwrap();
+        cache.store(&hash, &c);
+        let file = dir.join(cache.file_name(&hash));
+
+        // Group-writable file.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o620)).unwrap();
+        assert!(cache.load(&engine, &hash).unwrap_err().contains("writable"));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        // A second hard link.
+        std::fs::hard_link(&file, tmp.path().join("elsewhere")).unwrap();
+        assert!(
+            cache
+                .load(&engine, &hash)
+                .unwrap_err()
+                .contains("hard links")
+        );
+        std::fs::remove_file(tmp.path().join("elsewhere")).unwrap();
+
+        // A symbolic link in place of the file, to a valid entry elsewhere.
+        std::fs::rename(&file, tmp.path().join("planted.cwasm")).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("planted.cwasm"), &file).unwrap();
+        assert!(
+            cache
+                .load(&engine, &hash)
+                .unwrap_err()
+                .contains("symbolic link")
+        );
+        // Storing replaces the link itself, not its target.
+        cache.store(&hash, &c);
+        assert!(!std::fs::symlink_metadata(&file).unwrap().is_symlink());
+        assert!(cache.load(&engine, &hash).unwrap().is_some());
+
+        // A world-writable directory is not used at all.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(
+            CompiledCache::open(&dir, &engine),
+            Err(CacheError::Untrusted { .. })
+        ));
+        // Nor a symbolic link to a directory.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        assert!(matches!(
+            CompiledCache::open(&link, &engine),
+            Err(CacheError::Untrusted { .. })
+        ));
+    }
+}

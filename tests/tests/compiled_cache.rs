@@ -1,0 +1,127 @@
+//! The compiled-component cache with real components and real starts: a
+//! second start loads native code instead of compiling, and anything in the
+//! cache directory the host did not write exactly as it is (a corrupt file,
+//! another component's code under this one's name, a raw Wasmtime `.cwasm`
+//! planted by someone, a directory others can write to) is never loaded.
+
+use capsaga_host::host::Host;
+use capsaga_host::sandbox::CacheOutcome;
+use capsaga_tests::TestWorkspace;
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+const POLICY: &str = "[tools.time_now]\n[tools.spin]\n";
+
+fn outcomes(host: &Host) -> BTreeMap<String, CacheOutcome> {
+    host.registry
+        .tools()
+        .map(|t| (t.meta.name.clone(), t.compiled.clone()))
+        .collect()
+}
+
+fn cache_dir(ws: &TestWorkspace) -> PathBuf {
+    ws.root.join(".capsaga/compiled")
+}
+
+fn cache_file(ws: &TestWorkspace, host: &Host, tool: &str) -> PathBuf {
+    let t = host.registry.get(tool).unwrap();
+    let cache = host.sandbox.compiled_cache().expect("cache in use");
+    cache_dir(ws).join(cache.file_name(&t.hash))
+}
+
+async fn time_now_works(host: &Host) {
+    let mut saga =
+        capsaga_host::saga::Saga::start(host, capsaga_host::wal::Origin::Call, "t").unwrap();
+    match saga.step("time_now", &serde_json::json!({})).await.unwrap() {
+        capsaga_host::saga::StepOutcome::Committed { output, .. } => {
+            assert!(output.data["unix_ms"].as_u64().is_some())
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn all(host: &Host, expect: &CacheOutcome) {
+    for (tool, got) in outcomes(host) {
+        assert_eq!(&got, expect, "{tool}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn second_start_loads_every_component_from_the_cache() {
+    let ws = TestWorkspace::new(&["time_now", "spin"], POLICY);
+    let first = ws.host().await;
+    all(&first, &CacheOutcome::Miss);
+    let dir = cache_dir(&ws);
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    let file = cache_file(&ws, &first, "time_now");
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // One entry per component, no temporary file left.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    drop(first);
+
+    let second = ws.host().await;
+    all(&second, &CacheOutcome::Hit);
+    time_now_works(&second).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn untrusted_cache_entries_are_recompiled_never_loaded() {
+    let ws = TestWorkspace::new(&["time_now", "spin"], POLICY);
+    let first = ws.host().await;
+    let time_now = cache_file(&ws, &first, "time_now");
+    let spin = cache_file(&ws, &first, "spin");
+    let good = std::fs::read(&time_now).unwrap();
+    drop(first);
+
+    let expect_rejected = |host: &Host, needle: &str| match &outcomes(host)["time_now"] {
+        CacheOutcome::Rejected { reason } => assert!(reason.contains(needle), "{reason}"),
+        other => panic!("expected a rejected entry ({needle}), got {other:?}"),
+    };
+
+    // A flipped byte in the native code.
+    let mut bad = good.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x40;
+    std::fs::write(&time_now, &bad).unwrap();
+    let host = ws.host().await;
+    expect_rejected(&host, "checksum");
+    assert_eq!(outcomes(&host)["spin"], CacheOutcome::Hit);
+    time_now_works(&host).await;
+    drop(host);
+    // It was rewritten: the next start hits.
+    assert_eq!(std::fs::read(&time_now).unwrap(), good);
+    all(&ws.host().await, &CacheOutcome::Hit);
+
+    // Another component's (valid) entry under time_now's name: spin's code
+    // must never run as time_now.
+    std::fs::copy(&spin, &time_now).unwrap();
+    let host = ws.host().await;
+    expect_rejected(&host, "other component bytes");
+    time_now_works(&host).await;
+    drop(host);
+
+    // A raw Wasmtime .cwasm planted by someone (what `wasmtime compile`
+    // produces): no header, refused.
+    let engine = wasmtime::Engine::default();
+    let planted = engine
+        .precompile_component(&std::fs::read(capsaga_tests::component("time_now")).unwrap())
+        .unwrap();
+    std::fs::write(&time_now, planted).unwrap();
+    let host = ws.host().await;
+    expect_rejected(&host, "not a capsaga");
+    drop(host);
+
+    // A cache directory that others can write to is not used at all.
+    std::fs::set_permissions(cache_dir(&ws), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let host = ws.host().await;
+    assert!(host.sandbox.compiled_cache().is_none());
+    all(&host, &CacheOutcome::Disabled);
+    time_now_works(&host).await;
+}
