@@ -9,7 +9,10 @@
 //! - [`grant`]: effective grants = what a tool requires ∩ what the operator grants.
 //! - [`path_guard`]: resolution of a path under a granted root, component by
 //!   component, the way cap-std does it.
-//! - [`fsm`]: the guardrail finite-state machine of the saga.
+//! - [`fsm`]: the guardrail finite-state machine of the saga, and the
+//!   operator's `fsm.toml` extra rows.
+//! - [`approval`]: human approvals bound to one exact call, claimed once.
+//! - [`retry`]: retries of retriable errors with bounded backoff.
 //! - [`policy`]: the operator's `capsaga.toml`, parsed and checked.
 //! - [`meta`]: a tool's self-description, checked before the tool is registered.
 //! - [`validate`]: tool-call arguments checked against the tool's JSON Schema,
@@ -20,6 +23,7 @@
 //! - [`tool`]: the call context and tool output records.
 //! - [`untrusted`]: the `<untrusted>` markers around content from outside.
 
+pub mod approval;
 pub mod capability;
 pub mod error;
 pub mod fsm;
@@ -29,6 +33,7 @@ pub mod json;
 pub mod meta;
 pub mod path_guard;
 pub mod policy;
+pub mod retry;
 pub mod tool;
 pub mod untrusted;
 pub mod validate;

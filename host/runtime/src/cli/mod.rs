@@ -195,8 +195,8 @@ pub async fn main_with(cli: Cli) -> u8 {
 
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let out = render::Out { json: cli.json };
-    if let Command::Fsm { show } = &cli.command {
-        return Ok(ops::fsm(&out, *show));
+    if let Command::Fsm { .. } = &cli.command {
+        return Ok(ops::fsm(&out, &capsaga_core::fsm::Guardrail::new(), None));
     }
     let host = Host::open(&cli.config).await?;
     match cli.command {

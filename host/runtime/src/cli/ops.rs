@@ -185,29 +185,36 @@ pub(crate) fn audit_verify(host: &Host, out: &Out) -> Result<u8, Failure> {
     })
 }
 
-/// `capsaga fsm --show`.
-pub(crate) fn fsm(out: &Out, _show: bool) -> u8 {
-    let g = Guardrail::new();
-    let rows = g.rows();
+/// `capsaga fsm --show`: the table (normative rows, capsaga's rows, the
+/// operator's `fsm.toml` rows when `guardrail` has them, the operator-only
+/// row) and a Mermaid diagram.
+pub(crate) fn fsm(out: &Out, guardrail: &Guardrail, source: Option<&std::path::Path>) -> u8 {
+    let rows = guardrail.rows();
     if out.json {
-        let table: Vec<_> = rows
-            .iter()
-            .map(|(a, e, b, guard)| json!({"from": a, "event": e, "to": b, "guard": guard}))
-            .collect();
-        out.json(&json!({"transitions": table}));
+        out.json(&json!({
+            "fsm_toml": source.map(|p| p.display().to_string()),
+            "transitions": rows,
+            "mermaid": guardrail.mermaid(),
+        }));
         return exit::OK;
     }
-    println!("{:<14} {:<20} {:<22} guard", "from", "event", "to");
-    for (a, e, b, guard) in &rows {
-        println!("{:<14} {:<20} {:<22} {guard}", a.as_str(), e, b.as_str(),);
+    if let Some(p) = source {
+        println!("extra rows loaded from {}", p.display());
     }
-    println!("\n```mermaid\nstateDiagram-v2\n    [*] --> Idle");
-    for (a, e, b, _) in &rows {
-        println!("    {} --> {}: {}", a.as_str(), b.as_str(), e);
+    println!(
+        "{:<22} {:<28} {:<22} {:<9} guard",
+        "from", "event", "to", "source"
+    );
+    for r in &rows {
+        println!(
+            "{:<22} {:<28} {:<22} {:<9} {}",
+            r.from.as_str(),
+            r.event,
+            r.to.as_str(),
+            r.source,
+            r.guard
+        );
     }
-    for t in ["Done", "FailedRolledBack", "FailedRollbackPartial"] {
-        println!("    {t} --> [*]");
-    }
-    println!("```");
+    println!("\n```mermaid\n{}```", guardrail.mermaid());
     exit::OK
 }

@@ -464,6 +464,7 @@ impl<'h> Saga<'h> {
             }
             State::Acting => self.rollback(Event::ToolFailed).await,
             State::Validating => self.rollback(Event::ValidationFailed).await,
+            State::AwaitingApproval => self.rollback(Event::ApprovalDenied).await,
             _ => Ok(RollbackReport::empty(self.state)),
         }
     }
@@ -479,7 +480,9 @@ impl<'h> Saga<'h> {
     /// [`SagaError`].
     pub async fn recover(&mut self) -> Result<RollbackReport, SagaError> {
         match self.state {
-            State::Planning | State::Acting | State::Validating => self.abort().await,
+            State::Planning | State::Acting | State::Validating | State::AwaitingApproval => {
+                self.abort().await
+            }
             State::Compensating => self.finish_rollback().await,
             State::FailedRollbackPartial => rollback::compensate_all(self.host, &self.id).await,
             State::Idle | State::Done | State::FailedRolledBack => {
