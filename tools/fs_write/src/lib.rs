@@ -36,8 +36,6 @@
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -187,7 +185,7 @@ impl Tool for FsWrite {
             remove_empty_dirs(&created_dirs);
             return Err(ToolError::from_io(&e, parent));
         }
-        if !unchanged && let Err(e) = atomic_write(path, args.content.as_bytes(), ctx) {
+        if !unchanged && let Err(e) = atomic_write(path, args.content.as_bytes(), ctx, "execute") {
             // A failed step is not compensated: leave no empty directories behind.
             remove_empty_dirs(&created_dirs);
             return Err(e);
@@ -244,6 +242,10 @@ impl Tool for FsWrite {
             .hint("pass compensate the arguments and output of the same step"));
         }
         let path = Path::new(&args.path);
+        // A crash between execute's write and its rename leaves its temporary file.
+        if let Some(tmp) = temp_path(path, ctx, "execute") {
+            remove_if_present(&tmp)?;
+        }
         let current = observe(path)?;
         match decide(&data.previous, &data.written_sha256, &current) {
             Plan::Nothing => {}
@@ -254,7 +256,7 @@ impl Tool for FsWrite {
             },
             Plan::Restore => {
                 let bytes = decode_previous(&data.previous)?;
-                atomic_write(path, &bytes, ctx)?;
+                atomic_write(path, &bytes, ctx, "compensate")?;
                 crate_log(&format!("restored {} ({} bytes)", args.path, bytes.len()));
             }
             Plan::Conflict => {
@@ -496,18 +498,20 @@ fn decode_previous(previous: &Previous) -> Result<Vec<u8>, ToolError> {
 
 /// Writes `bytes` to a temporary file next to `path`, then renames it over
 /// `path`. The temporary file is removed if anything fails.
-fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext) -> Result<(), ToolError> {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+///
+/// The temporary name is derived from the step's idempotency key and the
+/// operation ([`temp_path`]): a process killed between the write and the
+/// rename leaves a file that the step's own compensation (or its next
+/// attempt) finds and removes, so a crash never leaves litter behind. A stale
+/// file of that name is removed first (never followed if it is a symlink).
+fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> Result<(), ToolError> {
+    let Some(tmp) = temp_path(path, ctx, op) else {
         return Err(ToolError::invalid_args(format!(
             "{} does not name a file",
             path.display()
         )));
     };
-    let tmp = parent.join(format!(
-        ".{}.{}.capsaga-tmp",
-        name.to_string_lossy(),
-        unique_suffix(ctx)
-    ));
+    remove_if_present(&tmp)?;
     let written = (|| -> io::Result<()> {
         let mut file = fs::OpenOptions::new()
             .write(true)
@@ -526,17 +530,29 @@ fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext) -> Result<(), Tool
     result
 }
 
-/// 16 hex digits that differ between calls and between concurrent writers.
-fn unique_suffix(ctx: &CallContext) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+/// `<dir>/.<name>.<16 hex digits>.capsaga-tmp`, the digits from the SHA-256
+/// of the idempotency key and `op` (`execute` or `compensate`): stable for
+/// one step, different between steps.
+fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
+    let (parent, name) = (path.parent()?, path.file_name()?);
     let mut hasher = Sha256::new();
     hasher.update(ctx.idempotency_key.as_bytes());
-    hasher.update(nanos.to_le_bytes());
-    hasher.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    hex(&hasher.finalize()[..8])
+    hasher.update([0u8]);
+    hasher.update(op.as_bytes());
+    Some(parent.join(format!(
+        ".{}.{}.capsaga-tmp",
+        name.to_string_lossy(),
+        hex(&hasher.finalize()[..8])
+    )))
+}
+
+/// Remove `path` if it exists (a symlink is removed, not followed).
+fn remove_if_present(path: &Path) -> Result<(), ToolError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(ToolError::from_io(&e, path)),
+    }
 }
 
 /// Removes the directories this step created, innermost first, if empty.
@@ -724,6 +740,31 @@ mod tests {
         run(&a);
         undo(&a, &dry).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(read(&p).as_deref(), Some(&b"before"[..]));
+    }
+
+    #[test]
+    fn compensate_removes_a_temp_file_left_by_a_crash() {
+        let s = Scratch::new("crash-tmp");
+        let p = s.path("a.txt");
+        let ctx = CallContext {
+            idempotency_key: "saga:0:fs_write:abc".into(),
+            ..CallContext::default()
+        };
+        let a = args(&p, "after", false);
+        let dry = FsWrite::dry_run(&ctx, a.clone()).unwrap_or_else(|e| panic!("{e}"));
+        // The host was killed after the write, before the rename.
+        let tmp = temp_path(Path::new(&p), &ctx, "execute").unwrap_or_default();
+        fs::write(&tmp, "after").unwrap_or_else(|e| panic!("{e}"));
+        FsWrite::compensate(&ctx, a.clone(), &dry).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!tmp.exists(), "temp file left behind");
+        assert!(read(&p).is_none());
+        // Another step's temp name differs; the same step's is stable.
+        let other = CallContext {
+            idempotency_key: "saga:1:fs_write:abc".into(),
+            ..CallContext::default()
+        };
+        assert_ne!(temp_path(Path::new(&p), &other, "execute"), Some(tmp.clone()));
+        assert_eq!(temp_path(Path::new(&p), &ctx, "execute"), Some(tmp));
     }
 
     #[test]

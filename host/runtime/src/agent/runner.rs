@@ -35,6 +35,9 @@ pub struct TurnOptions {
     pub session_id: String,
     /// Channel label, e.g. `cli`.
     pub channel: String,
+    /// Whether a human can be asked to approve a call (see
+    /// [`super::approval`]); the default never asks.
+    pub prompt: super::approval::TurnPrompt,
 }
 
 impl Default for TurnOptions {
@@ -43,6 +46,7 @@ impl Default for TurnOptions {
             max_steps: 16,
             session_id: uuid::Uuid::new_v4().to_string(),
             channel: "cli".into(),
+            prompt: super::approval::TurnPrompt::Never,
         }
     }
 }
@@ -192,8 +196,10 @@ pub async fn run_turn(
                 }
             };
             invalid_in_a_row = 0;
-            // Execution as a saga step.
-            let outcome = saga.step(&tool.meta.name, &args).await?;
+            // Execution as a saga step (asking a human when the policy says so).
+            let stepped =
+                super::approval::step(&mut saga, &tool.meta.name, &args, opts.prompt).await?;
+            let outcome = stepped.outcome;
             let (content, is_error, step_seq, exec_result, error) = match &outcome {
                 StepOutcome::Committed { seq, output, .. } => {
                     let text = truncate_result(&output.data.to_string());
@@ -216,13 +222,21 @@ pub async fn run_turn(
                 StepOutcome::Refused { error } => {
                     (error.to_model_text(), true, None, None, Some(error.clone()))
                 }
+                StepOutcome::AwaitingApproval { seq, approval } => {
+                    let error = capsaga_core::error::ToolError::new(
+                        capsaga_core::error::ErrorKind::PermissionDenied,
+                        super::approval::ended_message(approval, stepped.denied_by.as_deref()),
+                        "This call was not approved; end the turn.",
+                    );
+                    (error.to_model_text(), true, Some(*seq), None, Some(error))
+                }
             };
             tr.steps.push(TraceStep::Action {
                 tool_name: call.name.clone(),
                 call_id: call.id.clone(),
                 args: args.clone(),
                 validation: Validation::Ok,
-                policy_decision: PolicyDecision::Allow,
+                policy_decision: stepped.policy_decision,
                 step_seq,
                 exec_result,
                 error,
@@ -234,6 +248,16 @@ pub async fn run_turn(
             if let StepOutcome::Failed { rollback, .. } = &outcome {
                 tr.outcome = Outcome::RolledBack;
                 rollback_state = Some(rollback.final_state);
+                break 'turn;
+            }
+            if let StepOutcome::AwaitingApproval { approval, .. } = &outcome {
+                // Nobody approved: nothing of the call ran; the end of the
+                // turn rolls the parked saga back.
+                tr.outcome = Outcome::UserAborted;
+                tr.final_response = Some(super::approval::ended_message(
+                    approval,
+                    stepped.denied_by.as_deref(),
+                ));
                 break 'turn;
             }
         }

@@ -5,7 +5,7 @@ use super::render::{Out, clip, log_line, step_line};
 use super::{Failure, exit};
 use crate::agent::trace;
 use crate::host::Host;
-use crate::wal::{Wal, chain};
+use crate::wal::{Wal, audit};
 use capsaga_core::fsm::Guardrail;
 use serde_json::json;
 
@@ -163,26 +163,113 @@ pub(crate) fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failure> {
     Ok(exit::OK)
 }
 
-/// `capsaga audit verify`.
-pub(crate) fn audit_verify(host: &Host, out: &Out) -> Result<u8, Failure> {
-    let rows = Wal::new(&host.db).log(None)?;
-    let broken = chain::verify(&rows);
+/// `capsaga audit verify [--expect-head <seq>:<hash>]`.
+pub(crate) fn audit_verify(
+    host: &Host,
+    out: &Out,
+    expect_head: Option<&str>,
+) -> Result<u8, Failure> {
+    let witnessed = match expect_head {
+        None => None,
+        Some(text) => {
+            let parsed = text.split_once(':').and_then(|(seq, hash)| {
+                let ok = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
+                Some((seq.parse::<i64>().ok()?, hash.to_ascii_lowercase())).filter(|_| ok)
+            });
+            Some(parsed.ok_or_else(|| Failure {
+                code: exit::USAGE,
+                message: format!(
+                    "--expect-head `{}` is not <seq>:<64 hex digits>",
+                    clip(text, 100)
+                ),
+            })?)
+        }
+    };
+    let report = audit::verify(&Wal::new(&host.db), witnessed.as_ref())?;
     if out.json {
-        out.json(&json!({"rows": rows.len(), "ok": broken.is_none(), "first_break": broken}));
+        out.json(&json!({
+            "ok": report.ok(),
+            "rows": report.rows,
+            "head": report.head.as_ref().map(|(s, h)| format!("{s}:{h}")),
+            "first_bad_row": report.first_bad_row(),
+            "findings": report.findings,
+        }));
+    } else if report.ok() {
+        println!(
+            "write-ahead log intact: {} rows, hash chain verified, head anchored, tables match a replay of the log",
+            report.rows
+        );
+        if let Some((s, h)) = &report.head {
+            println!("head: {s}:{h}  (keep it elsewhere; check later with --expect-head)");
+        }
     } else {
-        match &broken {
-            None => println!(
-                "write-ahead log intact: {} rows, hash chain verified",
-                rows.len()
-            ),
-            Some(b) => println!("write-ahead log BROKEN at row {}: {}", b.seq, b.reason),
+        match report.first_bad_row() {
+            Some(seq) => println!("write-ahead log BROKEN: first bad row {seq}"),
+            None => println!("write-ahead log BROKEN"),
+        }
+        for f in &report.findings {
+            let at = f.seq.map(|s| format!("row {s}: ")).unwrap_or_default();
+            println!("  [{}] {at}{}", f.check, f.reason);
         }
     }
-    Ok(if broken.is_none() {
+    Ok(if report.ok() {
         exit::OK
     } else {
         exit::NOT_SUCCESS
     })
+}
+
+/// `capsaga sagas --needs-operator`: FailedRollbackPartial sagas with their
+/// failed compensations and why.
+pub(crate) fn needs_operator(host: &Host, out: &Out) -> Result<u8, Failure> {
+    let rows = Wal::new(&host.db).needs_operator()?;
+    if out.json {
+        out.json(&json!({"needs_operator": rows}));
+        return Ok(exit::OK);
+    }
+    if rows.is_empty() {
+        println!("no saga needs the operator");
+        return Ok(exit::OK);
+    }
+    for n in &rows {
+        println!(
+            "{}  {}  {} {}  {}",
+            n.saga.saga_id,
+            n.saga.state,
+            n.saga.origin,
+            n.saga.updated_at,
+            clip(&n.saga.label, 60)
+        );
+        for f in &n.failed {
+            let err = f.error.as_ref().and_then(|e| {
+                serde_json::from_value::<capsaga_core::error::ToolError>(e.clone()).ok()
+            });
+            println!(
+                "    step {} {} args {}",
+                f.step_seq,
+                f.tool_id,
+                clip(&f.args.to_string(), 120)
+            );
+            match err {
+                Some(e) => {
+                    println!(
+                        "      compensation failed: {}: {}",
+                        e.kind,
+                        clip(&e.message, 300)
+                    );
+                    if !e.llm_hint.is_empty() {
+                        println!("      hint: {}", clip(&e.llm_hint, 200));
+                    }
+                }
+                None => println!("      compensation failed (no error recorded)"),
+            }
+        }
+        println!(
+            "    repair what the error names, then `capsaga rollback --saga {}` retries",
+            n.saga.saga_id
+        );
+    }
+    Ok(exit::OK)
 }
 
 /// `capsaga fsm --show`: the table (normative rows, capsaga's rows, the

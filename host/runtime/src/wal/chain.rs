@@ -37,7 +37,8 @@ pub fn row_hash(
 /// The first row that breaks the chain, and why.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ChainBreak {
-    /// `seq` of the row (or of the row after a gap).
+    /// `seq` of the first bad row: the edited or moved row, or the first
+    /// missing row of a gap.
     pub seq: i64,
     /// What is wrong.
     pub reason: String,
@@ -49,12 +50,20 @@ pub fn verify(rows: &[LogRow]) -> Option<ChainBreak> {
     for (expected_seq, r) in (1i64..).zip(rows.iter()) {
         if r.seq != expected_seq {
             return Some(ChainBreak {
-                seq: r.seq,
-                reason: format!(
-                    "row {} follows row {}: a row was deleted or reordered",
-                    r.seq,
-                    expected_seq - 1
-                ),
+                seq: expected_seq,
+                reason: if r.seq > expected_seq {
+                    format!(
+                        "row {expected_seq} is missing: the log goes from row {} to row {}; rows were deleted",
+                        expected_seq - 1,
+                        r.seq
+                    )
+                } else {
+                    format!(
+                        "row {} appears after row {}: rows were reordered",
+                        r.seq,
+                        expected_seq - 1
+                    )
+                },
             });
         }
         if r.prev_hash != prev {
