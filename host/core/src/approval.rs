@@ -187,8 +187,8 @@ mod tests {
         let args = json!({"to": "a@example.com", "body": "hi"});
         let b = Binding::new("send", "aa", &args);
         // Key order does not matter; values, tool and component do.
-        let reordered: Value = serde_json::from_str(r#"{"body":"hi","to":"a@example.com"}"#)
-            .unwrap_or(Value::Null);
+        let reordered: Value =
+            serde_json::from_str(r#"{"body":"hi","to":"a@example.com"}"#).unwrap_or(Value::Null);
         assert!(b.check(&Binding::new("send", "aa", &reordered)).is_ok());
         assert!(
             b.check(&Binding::new(

@@ -383,6 +383,60 @@ mod tests {
     }
 
     #[test]
+    fn version_1_file_is_migrated_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.db");
+        {
+            let c = Connection::open(&p).unwrap();
+            c.execute_batch(SCHEMA).unwrap();
+            c.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;
+                 INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at) VALUES ('s', 'Done', 'plan', 't', 't');
+                 INSERT INTO wal_log (seq, saga_id, record, detail, at, prev_hash, hash) VALUES (1, 's', 'STATE', '{{}}', 't', 'p', 'h1');
+                 INSERT INTO wal_log (seq, saga_id, record, detail, at, prev_hash, hash) VALUES (2, 's', 'STATE', '{{}}', 't', 'h1', 'h2');"
+            ))
+            .unwrap();
+        }
+        let db = Db::open(&p).unwrap();
+        let (version, head, owner): (i64, (i64, String), Option<String>) = db
+            .read(|c| {
+                Ok((
+                    c.query_row("PRAGMA user_version", [], |r| r.get(0))?,
+                    c.query_row("SELECT seq, hash FROM wal_head", [], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })?,
+                    c.query_row("SELECT owner FROM saga_state", [], |r| r.get(0))?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(
+            head,
+            (2, "h2".to_string()),
+            "the head is anchored at the last row"
+        );
+        assert_eq!(owner, None);
+        // Opening again changes nothing.
+        drop(db);
+        assert!(Db::open(&p).is_ok());
+    }
+
+    #[test]
+    fn newer_schema_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.db");
+        drop(Db::open(&p).unwrap());
+        {
+            let c = Connection::open(&p).unwrap();
+            c.execute_batch("PRAGMA user_version = 99").unwrap();
+        }
+        assert!(matches!(
+            Db::open(&p),
+            Err(DbError::TooNew { found: 99, .. })
+        ));
+    }
+
+    #[test]
     fn timestamps_are_rfc3339_millis() {
         let t = now_rfc3339();
         assert_eq!(t.len(), 24, "{t}");

@@ -88,7 +88,10 @@ pub fn check(t: &ExtraTransition) -> Result<(), String> {
         );
     }
     if t.from.is_terminal() {
-        return Err(format!("{} is terminal: no transition may leave it", t.from));
+        return Err(format!(
+            "{} is terminal: no transition may leave it",
+            t.from
+        ));
     }
     if t.from == State::Compensating {
         return Err("a rollback cannot be interrupted: nothing may leave Compensating".into());

@@ -65,7 +65,10 @@ fn approval_path() {
         assert!(g.apply(s, Event::ApprovalGranted).is_err());
         assert!(g.apply(s, Event::ApprovalDenied).is_err());
     }
-    assert!(g.apply(State::Compensating, Event::ApprovalRequested).is_err());
+    assert!(
+        g.apply(State::Compensating, Event::ApprovalRequested)
+            .is_err()
+    );
 }
 
 #[test]
@@ -182,9 +185,12 @@ fn extra_rows_validated() {
         State::Compensating
     );
     // A table row whose guard fails stays denied even with extras.
-    let g =
-        Guardrail::with_extra(vec![row(State::Planning, "ToolFailed", State::Compensating)])
-            .unwrap();
+    let g = Guardrail::with_extra(vec![row(
+        State::Planning,
+        "ToolFailed",
+        State::Compensating,
+    )])
+    .unwrap();
     assert!(
         g.apply(State::Planning, Event::PlanReady { steps: 0 })
             .is_err()
@@ -225,7 +231,9 @@ fn mermaid_lists_every_row() {
     let m = g.mermaid();
     assert!(m.starts_with("stateDiagram-v2\n"));
     assert!(m.contains("AwaitingApproval --> Acting: ApprovalGranted"));
-    assert!(m.contains("FailedRollbackPartial --> FailedRolledBack: OperatorCompensationRetried (operator)"));
+    assert!(m.contains(
+        "FailedRollbackPartial --> FailedRolledBack: OperatorCompensationRetried (operator)"
+    ));
     assert_eq!(m.matches(" --> ").count(), g.rows().len() + 1 + 3);
 }
 
@@ -252,13 +260,16 @@ fn any_event() -> impl Strategy<Value = Event> {
 }
 
 fn any_extra() -> impl Strategy<Value = ExtraTransition> {
-    (any_state(), prop::sample::select(EVENT_NAMES.to_vec()), any_state()).prop_map(
-        |(from, event, to)| ExtraTransition {
+    (
+        any_state(),
+        prop::sample::select(EVENT_NAMES.to_vec()),
+        any_state(),
+    )
+        .prop_map(|(from, event, to)| ExtraTransition {
             from,
             event: event.to_string(),
             to,
-        },
-    )
+        })
 }
 
 /// The guard data of `event` is consistent with the row's target.

@@ -67,9 +67,35 @@ pub fn verify(rows: &[LogRow]) -> Option<ChainBreak> {
             });
         }
         if r.prev_hash != prev {
-            return Some(ChainBreak {
-                seq: r.seq,
-                reason: "prev_hash does not match the previous row: a row was deleted, inserted or reordered".into(),
+            // Row r follows a row whose hash is not the one it recorded. If
+            // r points at another row of the log, r was moved (reordered);
+            // if it points at no row, the row before it was changed and
+            // re-hashed (its own hash then verifies), so that one is the
+            // first bad row.
+            let own_ok = row_hash(
+                &r.prev_hash,
+                r.seq,
+                &r.saga_id,
+                r.step_seq,
+                &r.record,
+                &r.detail,
+                &r.at,
+            ) == r.hash;
+            let points_elsewhere = rows.iter().any(|o| o.hash == r.prev_hash);
+            return Some(if own_ok && !points_elsewhere && expected_seq > 1 {
+                ChainBreak {
+                    seq: expected_seq - 1,
+                    reason: format!(
+                        "row {} is not the row that row {} was chained to: it was edited and re-hashed",
+                        expected_seq - 1,
+                        r.seq
+                    ),
+                }
+            } else {
+                ChainBreak {
+                    seq: r.seq,
+                    reason: "prev_hash does not match the previous row: rows were reordered, inserted or deleted".into(),
+                }
             });
         }
         let h = row_hash(
