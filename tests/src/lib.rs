@@ -113,6 +113,19 @@ impl TestWorkspace {
         self.ws().join(rel).to_string_lossy().into_owned()
     }
 
+    /// A `capsaga` command (the real binary, see [`capsaga_bin`]) on this
+    /// workspace's policy, with its stdin closed; add arguments and run or
+    /// spawn it.
+    pub fn capsaga(&self, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new(capsaga_bin());
+        c.arg("--config")
+            .arg(self.config())
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .env_remove("CAPSAGA_CONFIG");
+        c
+    }
+
     /// Open a host on this workspace.
     ///
     /// # Panics

@@ -26,6 +26,9 @@ fn denied(out: &StepOutcome) -> bool {
         StepOutcome::ReadFailed { error, .. } | StepOutcome::Failed { error, .. } => error,
         StepOutcome::Committed { output, .. } => panic!("call succeeded: {:?}", output.data),
         StepOutcome::Refused { error } => panic!("refused before running: {error:?}"),
+        StepOutcome::AwaitingApproval { approval, .. } => {
+            panic!("parked for approval: {approval:?}")
+        }
     };
     let text = serde_json::to_string(err).unwrap();
     assert!(!text.contains(SECRET), "secret leaked in error: {text}");

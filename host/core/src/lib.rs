@@ -12,7 +12,10 @@
 //! - [`net_guard`]: whether a guest's outgoing HTTP request may leave the host,
 //!   and to which addresses (URL, grant and address-class checks).
 //! - [`redact`]: streaming redaction of secret values in responses.
-//! - [`fsm`]: the guardrail finite-state machine of the saga.
+//! - [`fsm`]: the guardrail finite-state machine of the saga, and the
+//!   operator's `fsm.toml` extra rows.
+//! - [`approval`]: human approvals bound to one exact call, claimed once.
+//! - [`retry`]: retries of retriable errors with bounded backoff.
 //! - [`policy`]: the operator's `capsaga.toml`, parsed and checked.
 //! - [`meta`]: a tool's self-description, checked before the tool is registered.
 //! - [`validate`]: tool-call arguments checked against the tool's JSON Schema,
@@ -28,6 +31,7 @@
 //!   (failover, allowlists).
 //! - [`budget`]: price table, cost of a call, budget caps.
 
+pub mod approval;
 pub mod budget;
 pub mod capability;
 pub mod check;
@@ -42,6 +46,7 @@ pub mod path_guard;
 pub mod policy;
 pub mod providers;
 pub mod redact;
+pub mod retry;
 pub mod tool;
 pub mod untrusted;
 pub mod validate;

@@ -2,11 +2,15 @@
 //! checked by `capsaga_core::policy`; this module resolves its paths relative
 //! to the file's directory.
 
+use capsaga_core::fsm::{FsmFile, Guardrail};
 use capsaga_core::policy::{Policy, PolicyError, PolicyFile};
 use std::path::{Component, Path, PathBuf};
 
 /// Default name of the policy file.
 pub const DEFAULT_CONFIG: &str = "capsaga.toml";
+/// Name of the optional file of extra guardrail transitions, next to the
+/// policy file (SPEC §3.5 rule 5: explicit `fsm.toml` only).
+pub const FSM_FILE: &str = "fsm.toml";
 
 /// Why the configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +30,14 @@ pub enum ConfigError {
         path: PathBuf,
         /// What is wrong.
         error: PolicyError,
+    },
+    /// `fsm.toml` is unreadable or has a refused row.
+    #[error("{path}: {error}")]
+    Fsm {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        error: String,
     },
     /// A directory named in the file does not exist.
     #[error("{path}: {what} `{dir}` cannot be resolved: {error}")]
@@ -57,6 +69,10 @@ pub struct Config {
     /// The directory of the policy file (canonical): relative paths in the
     /// file (scripts, the price table) are resolved against it.
     pub base: PathBuf,
+    /// The guardrail: the normative table plus the rows of `fsm.toml`.
+    pub guardrail: Guardrail,
+    /// The `fsm.toml` that was loaded, if there is one.
+    pub fsm_path: Option<PathBuf>,
 }
 
 impl Config {
@@ -117,6 +133,7 @@ impl Config {
             path: path.to_path_buf(),
             error,
         })?;
+        let (guardrail, fsm_path) = load_fsm(&base.join(FSM_FILE))?;
         let tools_dir = normalize(&base.join(file.tools_dir.as_deref().unwrap_or("tools")));
         let state_dir = normalize(&base.join(file.state_dir.as_deref().unwrap_or(".capsaga")));
         Ok(Config {
@@ -126,8 +143,33 @@ impl Config {
             state_dir,
             policy,
             base,
+            guardrail,
+            fsm_path,
         })
     }
+}
+
+/// Load `fsm.toml` at `path` if it exists; every row is validated, and one
+/// bad row refuses the whole file.
+///
+/// # Errors
+/// [`ConfigError::Fsm`].
+pub fn load_fsm(path: &Path) -> Result<(Guardrail, Option<PathBuf>), ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Guardrail::new(), None)),
+        Err(e) => {
+            return Err(ConfigError::Fsm {
+                path: path.to_path_buf(),
+                error: e.to_string(),
+            });
+        }
+    };
+    let g = FsmFile::parse(&text).map_err(|error| ConfigError::Fsm {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    Ok((g, Some(path.to_path_buf())))
 }
 
 /// Replace every `${home}` in the string values of `v` by `home`.
@@ -212,6 +254,28 @@ mod tests {
             capsaga_core::policy::Autonomy::Supervised
         );
         assert!(c.resolve("demo/script.json").exists());
+    }
+
+    #[test]
+    fn fsm_toml_next_to_the_policy_is_loaded_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("capsaga.toml");
+        std::fs::write(&p, "").unwrap();
+        assert!(Config::load(&p).unwrap().fsm_path.is_none());
+        std::fs::write(
+            dir.path().join(FSM_FILE),
+            "[[transition]]\nfrom = \"Validating\"\nevent = \"ToolFailed\"\nto = \"Compensating\"\n",
+        )
+        .unwrap();
+        let c = Config::load(&p).unwrap();
+        assert_eq!(c.guardrail.extra().len(), 1);
+        std::fs::write(
+            dir.path().join(FSM_FILE),
+            "[[transition]]\nfrom = \"Done\"\nevent = \"StartSaga\"\nto = \"Planning\"\n",
+        )
+        .unwrap();
+        let e = Config::load(&p).unwrap_err().to_string();
+        assert!(e.contains("fsm.toml") && e.contains("terminal"), "{e}");
     }
 
     #[test]

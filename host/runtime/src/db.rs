@@ -17,8 +17,10 @@ use std::time::Duration;
 
 /// `PRAGMA application_id` of capsaga databases ("CAPS").
 pub const APPLICATION_ID: i64 = 0x4341_5053;
-/// Current schema version (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// Current schema version (`PRAGMA user_version`). Version 2 added the
+/// `approvals` and `wal_head` tables and the `owner` and `plan` columns of
+/// `saga_state`; a version 1 file is migrated in place, in one transaction.
+pub const SCHEMA_VERSION: i64 = 2;
 /// How long a writer waits for another process's lock, milliseconds.
 pub const BUSY_TIMEOUT_MS: u64 = 10_000;
 
@@ -125,6 +127,67 @@ CREATE TABLE IF NOT EXISTS traces (
 );
 "#;
 
+/// Version 2: approvals, the anchored head of the log, saga owners and plans.
+const MIGRATE_V2: &str = r#"
+CREATE TABLE IF NOT EXISTS approvals (
+    approval_id  TEXT PRIMARY KEY,
+    saga_id      TEXT NOT NULL REFERENCES saga_state(saga_id),
+    step_seq     INTEGER NOT NULL,
+    tool_id      TEXT NOT NULL,
+    tool_hash    TEXT NOT NULL,
+    args_hash    TEXT NOT NULL,
+    args         TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    summary      TEXT NOT NULL,
+    preview      TEXT,
+    status       TEXT NOT NULL CHECK (status IN ('pending','approved','denied','claimed')),
+    decided_by   TEXT,
+    decided_at   TEXT,
+    claimed_saga TEXT,
+    claimed_step INTEGER,
+    claimed_at   TEXT,
+    created_at   TEXT NOT NULL,
+    UNIQUE (saga_id, step_seq)
+);
+CREATE INDEX IF NOT EXISTS idx_approvals_binding ON approvals(tool_id, tool_hash, args_hash, status);
+CREATE TABLE IF NOT EXISTS wal_head (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    seq   INTEGER NOT NULL,
+    hash  TEXT NOT NULL
+);
+INSERT OR IGNORE INTO wal_head (id, seq, hash)
+    SELECT 1, seq, hash FROM wal_log ORDER BY seq DESC LIMIT 1;
+"#;
+
+fn has_column(tx: &Transaction<'_>, table: &str, column: &str) -> Result<bool, DbError> {
+    let mut st = tx.prepare(&format!("PRAGMA table_info({table})"))?;
+    let names = st.query_map([], |r| r.get::<_, String>(1))?;
+    for n in names {
+        if n? == column {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Bring the schema from `version` to [`SCHEMA_VERSION`], inside `tx`.
+fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), DbError> {
+    if version < 1 {
+        tx.execute_batch(SCHEMA)?;
+    }
+    if version < 2 {
+        for (column, decl) in [("owner", "TEXT"), ("plan", "TEXT")] {
+            if !has_column(tx, "saga_state", column)? {
+                tx.execute_batch(&format!(
+                    "ALTER TABLE saga_state ADD COLUMN {column} {decl}"
+                ))?;
+            }
+        }
+        tx.execute_batch(MIGRATE_V2)?;
+    }
+    Ok(())
+}
+
 /// The open database. One connection behind a mutex: the process's single
 /// writer path.
 pub struct Db {
@@ -216,9 +279,20 @@ impl Db {
             path: path.to_path_buf(),
         };
         db.write(|tx| {
-            tx.execute_batch(SCHEMA)?;
+            // Read again under the write lock: another process may have
+            // migrated the file since it was opened.
+            let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if version > SCHEMA_VERSION {
+                return Err(DbError::TooNew {
+                    path: path.to_path_buf(),
+                    found: version,
+                });
+            }
+            if version < SCHEMA_VERSION {
+                migrate(tx, version)?;
+                tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            }
             tx.pragma_update(None, "application_id", APPLICATION_ID)?;
-            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             Ok(())
         })?;
         Ok(db)
@@ -306,6 +380,60 @@ mod tests {
             .unwrap();
         }
         assert!(matches!(Db::open(&p), Err(DbError::Foreign { .. })));
+    }
+
+    #[test]
+    fn version_1_file_is_migrated_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.db");
+        {
+            let c = Connection::open(&p).unwrap();
+            c.execute_batch(SCHEMA).unwrap();
+            c.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;
+                 INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at) VALUES ('s', 'Done', 'plan', 't', 't');
+                 INSERT INTO wal_log (seq, saga_id, record, detail, at, prev_hash, hash) VALUES (1, 's', 'STATE', '{{}}', 't', 'p', 'h1');
+                 INSERT INTO wal_log (seq, saga_id, record, detail, at, prev_hash, hash) VALUES (2, 's', 'STATE', '{{}}', 't', 'h1', 'h2');"
+            ))
+            .unwrap();
+        }
+        let db = Db::open(&p).unwrap();
+        let (version, head, owner): (i64, (i64, String), Option<String>) = db
+            .read(|c| {
+                Ok((
+                    c.query_row("PRAGMA user_version", [], |r| r.get(0))?,
+                    c.query_row("SELECT seq, hash FROM wal_head", [], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })?,
+                    c.query_row("SELECT owner FROM saga_state", [], |r| r.get(0))?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(
+            head,
+            (2, "h2".to_string()),
+            "the head is anchored at the last row"
+        );
+        assert_eq!(owner, None);
+        // Opening again changes nothing.
+        drop(db);
+        assert!(Db::open(&p).is_ok());
+    }
+
+    #[test]
+    fn newer_schema_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state.db");
+        drop(Db::open(&p).unwrap());
+        {
+            let c = Connection::open(&p).unwrap();
+            c.execute_batch("PRAGMA user_version = 99").unwrap();
+        }
+        assert!(matches!(
+            Db::open(&p),
+            Err(DbError::TooNew { found: 99, .. })
+        ));
     }
 
     #[test]

@@ -4,9 +4,11 @@
 use crate::config::{Config, ConfigError};
 use crate::db::{Db, DbError};
 use crate::registry::{LoadError, Registry};
+use crate::saga::owner::OwnerLock;
 use crate::sandbox::net::{Outbound, OutboundError};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use capsaga_core::fsm::Guardrail;
+use capsaga_core::retry::RetryPolicy;
 use std::path::Path;
 
 /// Why the host could not start.
@@ -28,6 +30,14 @@ pub enum HostError {
     /// loaded.
     #[error("{0}")]
     Outbound(#[from] OutboundError),
+    /// The owner lock under the state directory could not be taken.
+    #[error("cannot take the owner lock in {dir}: {error}")]
+    Owner {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// The OS error.
+        error: String,
+    },
 }
 
 /// The wired host.
@@ -40,8 +50,13 @@ pub struct Host {
     pub registry: Registry,
     /// The state database.
     pub db: Db,
-    /// The guardrail.
+    /// The guardrail (the normative table plus `fsm.toml`'s rows).
     pub guardrail: Guardrail,
+    /// How failed steps are retried (retriable errors only).
+    pub retry: RetryPolicy,
+    /// This process's owner lock: the sagas it drives are known to be alive
+    /// while it is held (see [`crate::saga::owner`]).
+    pub owner: OwnerLock,
 }
 
 impl Host {
@@ -62,6 +77,10 @@ impl Host {
     /// [`HostError`].
     pub async fn with_config(config: Config) -> Result<Host, HostError> {
         let db = Db::open(&config.db_path())?;
+        let owner = OwnerLock::acquire(&config.state_dir).map_err(|e| HostError::Owner {
+            dir: config.state_dir.clone(),
+            error: e.to_string(),
+        })?;
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),
             compiled_cache: Some(config.state_dir.join("compiled")),
@@ -86,12 +105,15 @@ impl Host {
         for issue in &registry.issues {
             tracing::warn!("{}: {}", issue.source, issue.error);
         }
+        let guardrail = config.guardrail.clone();
         Ok(Host {
             config,
             sandbox,
             registry,
             db,
-            guardrail: Guardrail::new(),
+            guardrail,
+            retry: RetryPolicy::DEFAULT,
+            owner,
         })
     }
 }

@@ -41,7 +41,11 @@ fn in_v4(ip: Ipv4Addr, net: [u8; 4], len: u32) -> bool {
 }
 
 fn in_v6(ip: Ipv6Addr, net: [u16; 8], len: u32) -> bool {
-    let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+    let mask = if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - len)
+    };
     u128::from(ip) & mask == u128::from(Ipv6Addr::from(net)) & mask
 }
 

@@ -53,8 +53,6 @@
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -210,7 +208,7 @@ impl Tool for FsWrite {
             remove_empty_dirs(&created_dirs);
             return Err(ToolError::from_io(&e, parent));
         }
-        if !unchanged && let Err(e) = atomic_write(path, args.content.as_bytes(), ctx) {
+        if !unchanged && let Err(e) = atomic_write(path, args.content.as_bytes(), ctx, "execute") {
             // A failed step is not compensated: leave no empty directories behind.
             remove_empty_dirs(&created_dirs);
             return Err(e);
@@ -286,6 +284,10 @@ impl Tool for FsWrite {
             ));
         }
         let path = target.as_path();
+        // A crash between execute's write and its rename leaves its temporary file.
+        if let Some(tmp) = temp_path(path, ctx, "execute") {
+            remove_if_present(&tmp)?;
+        }
         let current = observe(path)?;
         match decide(&data.previous, &data.written_sha256, &current) {
             Plan::Nothing => {}
@@ -296,7 +298,7 @@ impl Tool for FsWrite {
             },
             Plan::Restore => {
                 let bytes = decode_previous(&data.previous)?;
-                atomic_write(path, &bytes, ctx)?;
+                atomic_write(path, &bytes, ctx, "compensate")?;
                 crate_log(&format!(
                     "restored {} ({} bytes)",
                     path.display(),
@@ -563,18 +565,20 @@ fn decode_previous(previous: &Previous) -> Result<Vec<u8>, ToolError> {
 
 /// Writes `bytes` to a temporary file next to `path`, then renames it over
 /// `path`. The temporary file is removed if anything fails.
-fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext) -> Result<(), ToolError> {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+///
+/// The temporary name is derived from the step's idempotency key and the
+/// operation ([`temp_path`]): a process killed between the write and the
+/// rename leaves a file that the step's own compensation (or its next
+/// attempt) finds and removes, so a crash never leaves litter behind. A stale
+/// file of that name is removed first (never followed if it is a symlink).
+fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> Result<(), ToolError> {
+    let Some(tmp) = temp_path(path, ctx, op) else {
         return Err(ToolError::invalid_args(format!(
             "{} does not name a file",
             path.display()
         )));
     };
-    let tmp = parent.join(format!(
-        ".{}.{}.capsaga-tmp",
-        name.to_string_lossy(),
-        unique_suffix(ctx)
-    ));
+    remove_if_present(&tmp)?;
     let written = (|| -> io::Result<()> {
         let mut file = fs::OpenOptions::new()
             .write(true)
@@ -593,17 +597,29 @@ fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext) -> Result<(), Tool
     result
 }
 
-/// 16 hex digits that differ between calls and between concurrent writers.
-fn unique_suffix(ctx: &CallContext) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+/// `<dir>/.<name>.<16 hex digits>.capsaga-tmp`, the digits from the SHA-256
+/// of the idempotency key and `op` (`execute` or `compensate`): stable for
+/// one step, different between steps.
+fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
+    let (parent, name) = (path.parent()?, path.file_name()?);
     let mut hasher = Sha256::new();
     hasher.update(ctx.idempotency_key.as_bytes());
-    hasher.update(nanos.to_le_bytes());
-    hasher.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    hex(&hasher.finalize()[..8])
+    hasher.update([0u8]);
+    hasher.update(op.as_bytes());
+    Some(parent.join(format!(
+        ".{}.{}.capsaga-tmp",
+        name.to_string_lossy(),
+        hex(&hasher.finalize()[..8])
+    )))
+}
+
+/// Remove `path` if it exists (a symlink is removed, not followed).
+fn remove_if_present(path: &Path) -> Result<(), ToolError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(ToolError::from_io(&e, path)),
+    }
 }
 
 /// Removes the directories this step created, innermost first, if empty.

@@ -158,6 +158,31 @@ fn compensate_with_dry_run_output_tolerates_never_executed() {
 }
 
 #[test]
+fn compensate_removes_a_temp_file_left_by_a_crash() {
+    let s = Scratch::new("crash-tmp");
+    let p = s.path("a.txt");
+    let ctx = CallContext {
+        idempotency_key: "saga:0:fs_write:abc".into(),
+        ..CallContext::default()
+    };
+    let a = args(&p, "after", false);
+    let dry = FsWrite::dry_run(&ctx, a.clone()).unwrap_or_else(|e| panic!("{e}"));
+    // The host was killed after the write, before the rename.
+    let tmp = temp_path(Path::new(&p), &ctx, "execute").unwrap_or_default();
+    fs::write(&tmp, "after").unwrap_or_else(|e| panic!("{e}"));
+    FsWrite::compensate(&ctx, a.clone(), &dry).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!tmp.exists(), "temp file left behind");
+    assert!(read(&p).is_none());
+    // Another step's temp name differs; the same step's is stable.
+    let other = CallContext {
+        idempotency_key: "saga:1:fs_write:abc".into(),
+        ..CallContext::default()
+    };
+    assert_ne!(temp_path(Path::new(&p), &other, "execute"), Some(tmp.clone()));
+    assert_eq!(temp_path(Path::new(&p), &ctx, "execute"), Some(tmp));
+}
+
+#[test]
 fn third_party_change_is_unrevertible() {
     let s = Scratch::new("conflict");
     let p = s.path("a.txt");

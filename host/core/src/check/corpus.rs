@@ -29,12 +29,12 @@
 //! lines starting with `#` are skipped.
 
 use super::{
-    Decision, Guard, PathProbe, Verdict, check_args, check_capability, check_path,
-    check_untrusted, check_url,
+    Decision, Guard, PathProbe, Verdict, check_args, check_capability, check_path, check_untrusted,
+    check_url,
 };
-use crate::net_guard::NetRequest;
 use crate::capability::Capability;
 use crate::json::parse_strict;
+use crate::net_guard::NetRequest;
 use crate::path_guard::{Follow, FsView};
 use crate::policy::expand_home;
 use serde::{Deserialize, Serialize};

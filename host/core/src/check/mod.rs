@@ -293,7 +293,12 @@ pub fn check_url(
                 g,
                 Decision::Allow,
                 "allowed",
-                format!("{} {} may connect to {}", req.method, dest.url, list.join(", ")),
+                format!(
+                    "{} {} may connect to {}",
+                    req.method,
+                    dest.url,
+                    list.join(", ")
+                ),
             )
             .with(json!({
                 "url": dest.url,

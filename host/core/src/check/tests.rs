@@ -186,18 +186,34 @@ fn url_probe_resolves_through_the_case() {
     let mut c = Case::new(Guard::Url, "http://API.example.com./x?y#z", Decision::Allow)
         .grants(&["net:http:*.example.com"])
         .kind("allowed");
-    c.resolve.insert("api.example.com".into(), vec!["93.184.215.14".parse().unwrap()]);
+    c.resolve.insert(
+        "api.example.com".into(),
+        vec!["93.184.215.14".parse().unwrap()],
+    );
     let env = Env {
         home: "/",
         fs: &NoLinks,
     };
     let v = super::corpus::run_case(&c, 1, &env).unwrap();
     assert_eq!(v.decision, Decision::Allow, "{v:?}");
-    assert_eq!(v.value.as_ref().unwrap()["addresses"][0], "93.184.215.14:80");
-    c.resolve.insert("api.example.com".into(), vec!["127.0.0.1".parse().unwrap()]);
-    assert_eq!(super::corpus::run_case(&c, 1, &env).unwrap().kind, "address");
+    assert_eq!(
+        v.value.as_ref().unwrap()["addresses"][0],
+        "93.184.215.14:80"
+    );
+    c.resolve
+        .insert("api.example.com".into(), vec!["127.0.0.1".parse().unwrap()]);
+    assert_eq!(
+        super::corpus::run_case(&c, 1, &env).unwrap().kind,
+        "address"
+    );
     c.resolve.clear();
-    assert_eq!(super::corpus::run_case(&c, 1, &env).unwrap().kind, "no_address");
+    assert_eq!(
+        super::corpus::run_case(&c, 1, &env).unwrap().kind,
+        "no_address"
+    );
     c.input = "http://2130706433/".into();
-    assert_eq!(super::corpus::run_case(&c, 1, &env).unwrap().kind, "not_granted");
+    assert_eq!(
+        super::corpus::run_case(&c, 1, &env).unwrap().kind,
+        "not_granted"
+    );
 }

@@ -10,9 +10,12 @@
 //! - [`budget`]: price table, spend counters in SQLite.
 //! - [`prompt`]: the system prompt in its fixed block order.
 //! - [`runner`]: the loop itself.
+//! - [`approval`]: calls that need a human: the prompt, or the end of the
+//!   turn.
 //! - [`trace`]: the ExecutionTrace and its persistence.
 
 pub mod anthropic;
+pub mod approval;
 pub mod budget;
 pub mod http;
 pub mod openai;

@@ -8,7 +8,7 @@
 //! a `tool_error` message the model can act on; two invalid calls in a row
 //! end the turn as `tool_hallucination`. A valid call is decided by the
 //! policy at the turn's autonomy level: denied ends the turn as
-//! `policy_denied`; needing a human goes through [`approval_required`].
+//! `policy_denied`; needing a human goes through [`super::approval`].
 //! Allowed calls run as saga steps. Results of `returns-untrusted` tools are
 //! wrapped in `<untrusted>` markers; results over [`MAX_RESULT_BYTES`] are
 //! truncated by the host with a note. A final answer ends the saga (Done);
@@ -21,7 +21,6 @@ use super::provider::{ChatRequest, Message, Provider, ProviderError, Tier, ToolS
 use super::trace::{self, ExecutionTrace, Outcome, PolicyDecision, TraceStep, Validation};
 use crate::db::{DbError, now_rfc3339};
 use crate::host::Host;
-use crate::registry::LoadedTool;
 use crate::saga::{Saga, SagaError, StepOutcome};
 use crate::wal::Origin;
 use capsaga_core::budget::BudgetState;
@@ -54,6 +53,9 @@ pub struct TurnOptions {
     /// How the provider was chosen (`scripted (...)`, `live (...)`), for the
     /// trace.
     pub provider_mode: String,
+    /// Whether a human can be asked to approve a call (see
+    /// [`super::approval`]); the default never asks.
+    pub prompt: super::approval::TurnPrompt,
 }
 
 impl Default for TurnOptions {
@@ -65,6 +67,7 @@ impl Default for TurnOptions {
             autonomy: None,
             role: None,
             provider_mode: String::new(),
+            prompt: super::approval::TurnPrompt::Never,
         }
     }
 }
@@ -128,41 +131,6 @@ pub fn catalog_at(host: &Host, requested: Autonomy) -> Vec<ToolSpec> {
             grants: t.grant_strings(),
         })
         .collect()
-}
-
-/// What became of a call that needs a human's approval.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Approval {
-    /// Approved: run it.
-    Approved,
-    /// Not approved (refused, or nobody could be asked): not run; the error
-    /// goes to the model.
-    Refused(ToolError),
-    /// The human aborted the turn (`user_aborted`), nothing more runs.
-    Aborted(String),
-}
-
-/// The hook through which a call that the policy says needs a human is
-/// approved or not.
-///
-/// This branch has no approval mechanism (parking, `capsaga approve`, the
-/// TTY prompt and the dry-run summary belong to the approval work), so the
-/// call is refused and the model told why; the mechanism replaces this body.
-pub async fn approval_required(
-    _host: &Host,
-    _saga: &Saga<'_>,
-    tool: &LoadedTool,
-    _args: &serde_json::Value,
-    reason: &str,
-) -> Approval {
-    Approval::Refused(ToolError::new(
-        ErrorKind::PermissionDenied,
-        format!(
-            "policy: {reason}, and no human can approve `{}` in this run",
-            tool.meta.name
-        ),
-        "This call needs a human's approval; explain what you wanted to do in your final answer.",
-    ))
 }
 
 /// Run one agent turn for `task` with `provider`. The trace is stored before
@@ -339,64 +307,40 @@ pub async fn run_turn(
                 Decision::Deny { .. } => PolicyDecision::Deny,
                 Decision::ApproveRequired { .. } => PolicyDecision::ApproveRequired,
             };
-            let refusal = match &decision {
-                Decision::Allow => None,
-                Decision::Deny { reason } => {
-                    let error = ToolError::new(
-                        ErrorKind::PermissionDenied,
-                        format!("policy: {reason}"),
-                        "The operator does not allow this call; the turn ends here.",
-                    );
-                    request
-                        .messages
-                        .push(Message::tool(&call.id, error.to_model_text(), true));
-                    tr.steps.push(TraceStep::Action {
-                        tool_name: call.name.clone(),
-                        call_id: call.id.clone(),
-                        args: args.clone(),
-                        validation: Validation::Ok,
-                        policy_decision,
-                        step_seq: None,
-                        exec_result: None,
-                        error: Some(error),
-                        wall_ms: t1.elapsed().as_millis() as u64,
-                    });
-                    tr.outcome = Outcome::PolicyDenied;
-                    tr.final_response = Some(format!(
-                        "policy_denied: `{}` is not allowed ({reason})",
-                        tool.meta.name
-                    ));
-                    break 'turn;
-                }
-                Decision::ApproveRequired { reason } => {
-                    match approval_required(host, &saga, &tool, &args, reason).await {
-                        Approval::Approved => None,
-                        Approval::Refused(e) => Some(e),
-                        Approval::Aborted(why) => {
-                            tr.steps.push(TraceStep::Action {
-                                tool_name: call.name.clone(),
-                                call_id: call.id.clone(),
-                                args: args.clone(),
-                                validation: Validation::Ok,
-                                policy_decision,
-                                step_seq: None,
-                                exec_result: None,
-                                error: None,
-                                wall_ms: t1.elapsed().as_millis() as u64,
-                            });
-                            tr.outcome = Outcome::UserAborted;
-                            tr.final_response = Some(why);
-                            break 'turn;
-                        }
-                    }
-                }
-            };
-            // Execution as a saga step.
+            if let Decision::Deny { reason } = &decision {
+                let error = ToolError::new(
+                    ErrorKind::PermissionDenied,
+                    format!("policy: {reason}"),
+                    "The operator does not allow this call; the turn ends here.",
+                );
+                request
+                    .messages
+                    .push(Message::tool(&call.id, error.to_model_text(), true));
+                tr.steps.push(TraceStep::Action {
+                    tool_name: call.name.clone(),
+                    call_id: call.id.clone(),
+                    args: args.clone(),
+                    validation: Validation::Ok,
+                    policy_decision,
+                    step_seq: None,
+                    exec_result: None,
+                    error: Some(error),
+                    wall_ms: t1.elapsed().as_millis() as u64,
+                });
+                tr.outcome = Outcome::PolicyDenied;
+                tr.final_response = Some(format!(
+                    "policy_denied: `{}` is not allowed ({reason})",
+                    tool.meta.name
+                ));
+                break 'turn;
+            }
+            // Execution as a saga step at the turn's autonomy level (the saga
+            // parks a call that needs a human; see `super::approval`).
             let mut safety: Option<TraceStep> = None;
-            let outcome = match refusal {
-                Some(error) => StepOutcome::Refused { error },
-                None => saga.step(&tool.meta.name, &args).await?,
-            };
+            saga.set_autonomy(autonomy);
+            let stepped =
+                super::approval::step(&mut saga, &tool.meta.name, &args, opts.prompt).await?;
+            let outcome = stepped.outcome;
             let (content, is_error, step_seq, exec_result, error) = match &outcome {
                 StepOutcome::Committed { seq, output, .. } => {
                     let text = truncate_result(&output.data.to_string());
@@ -431,13 +375,21 @@ pub async fn run_turn(
                 StepOutcome::Refused { error } => {
                     (error.to_model_text(), true, None, None, Some(error.clone()))
                 }
+                StepOutcome::AwaitingApproval { seq, approval } => {
+                    let error = capsaga_core::error::ToolError::new(
+                        capsaga_core::error::ErrorKind::PermissionDenied,
+                        super::approval::ended_message(approval, stepped.denied_by.as_deref()),
+                        "This call was not approved; end the turn.",
+                    );
+                    (error.to_model_text(), true, Some(*seq), None, Some(error))
+                }
             };
             tr.steps.push(TraceStep::Action {
                 tool_name: call.name.clone(),
                 call_id: call.id.clone(),
                 args: args.clone(),
                 validation: Validation::Ok,
-                policy_decision,
+                policy_decision: stepped.policy_decision,
                 step_seq,
                 exec_result,
                 error,
@@ -450,6 +402,16 @@ pub async fn run_turn(
             if let StepOutcome::Failed { rollback, .. } = &outcome {
                 tr.outcome = Outcome::RolledBack;
                 rollback_state = Some(rollback.final_state);
+                break 'turn;
+            }
+            if let StepOutcome::AwaitingApproval { approval, .. } = &outcome {
+                // Nobody approved: nothing of the call ran; the end of the
+                // turn rolls the parked saga back.
+                tr.outcome = Outcome::UserAborted;
+                tr.final_response = Some(super::approval::ended_message(
+                    approval,
+                    stepped.denied_by.as_deref(),
+                ));
                 break 'turn;
             }
         }

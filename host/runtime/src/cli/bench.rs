@@ -172,9 +172,9 @@ fn floor_engine(instrumented: bool) -> Result<Engine, String> {
     config.max_wasm_stack(engine::MAX_WASM_STACK_BYTES);
     // As in capsaga's engine: no WASI 0.3 concurrency state per store.
     config.concurrency_support(false);
-    config.allocation_strategy(InstanceAllocationStrategy::Pooling(
-        engine::pooling_config(&SandboxConfig::default()),
-    ));
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(engine::pooling_config(
+        &SandboxConfig::default(),
+    )));
     Engine::new(&config).map_err(|e| format!("floor engine: {e:#}"))
 }
 
@@ -539,9 +539,7 @@ fn print_report(r: &Report) {
     );
     let floor = r.per_call[1].us_per_call;
     println!();
-    println!(
-        "  per call (median of {BATCHES} batch means)           µs/call   x sync floor"
-    );
+    println!("  per call (median of {BATCHES} batch means)           µs/call   x sync floor");
     for f in &r.per_call {
         println!(
             "    {:<62} {:>9.2} {:>9.2}",

@@ -208,12 +208,7 @@ fn print(out: &Out, input: &str, v: &Verdict) -> u8 {
     if out.json {
         out.json(&serde_json::json!({ "input": input, "verdict": v }));
     } else {
-        println!(
-            "{} {} ({})",
-            v.decision.as_str(),
-            v.guard.as_str(),
-            v.kind
-        );
+        println!("{} {} ({})", v.decision.as_str(), v.guard.as_str(), v.kind);
         for line in v.reason.lines() {
             println!("  {line}");
         }
@@ -301,7 +296,11 @@ pub(crate) async fn run(config_path: &Path, out: &Out, args: CheckArgs) -> Resul
         }
         CheckWhat::Capability { capability, grants } => {
             let grants = grants_of(&grants, &home, config.as_ref())?;
-            Ok(print(out, &capability, &check_capability(&capability, &grants)))
+            Ok(print(
+                out,
+                &capability,
+                &check_capability(&capability, &grants),
+            ))
         }
         CheckWhat::Args { args, schema, tool } => {
             let schema = match (schema, tool) {

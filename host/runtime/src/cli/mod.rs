@@ -2,8 +2,9 @@
 //! command prints a human-readable report by default and one JSON document
 //! with `--json`; exit codes are in [`exit`].
 
-pub mod check;
+mod approvals;
 mod bench;
+pub mod check;
 pub mod exit;
 mod ops;
 mod render;
@@ -102,6 +103,42 @@ pub enum Command {
         #[arg(long, default_value_t = 7)]
         days: usize,
     },
+    /// Resume a plan or call saga with the plan stored when it started (after
+    /// `approve`, a parked step runs once; committed steps are replayed).
+    Resume {
+        /// Saga id.
+        #[arg(long)]
+        saga: String,
+    },
+    /// List approvals waiting for a human (all approvals with --all).
+    Approvals {
+        /// Also list approved, denied and claimed approvals.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Approve a pending approval: the exact call it is bound to (tool,
+    /// component hash, argument hash) may then run once.
+    Approve {
+        /// Approval id, or a unique prefix of at least 6 characters.
+        id: String,
+        /// A note kept in the write-ahead log.
+        #[arg(long)]
+        note: Option<String>,
+        /// Resume the parked plan or call saga right away.
+        #[arg(long)]
+        resume: bool,
+    },
+    /// Deny a pending approval; a plan or call saga parked on it is rolled back.
+    Deny {
+        /// Approval id, or a unique prefix of at least 6 characters.
+        id: String,
+        /// A note kept in the write-ahead log.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Finish the sagas of processes that died (also done at the start of
+    /// every command that acts on sagas).
+    Recover,
     /// Show the write-ahead log of a saga (the newest when none is given).
     Log {
         /// Saga id.
@@ -113,9 +150,14 @@ pub enum Command {
         /// How many.
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// Only FailedRollbackPartial sagas, with what failed and why.
+        #[arg(long)]
+        needs_operator: bool,
     },
     /// Compensate what a saga left: an interrupted saga is rolled back; the
-    /// failed compensations of a FailedRollbackPartial saga are retried.
+    /// failed compensations of a FailedRollbackPartial saga are retried, and
+    /// when all succeed the saga becomes FailedRolledBack (an operator-only
+    /// transition, logged).
     Rollback {
         /// Saga id.
         #[arg(long)]
@@ -156,8 +198,14 @@ pub enum ToolsCmd {
 /// `capsaga audit ...`
 #[derive(Debug, Subcommand)]
 pub enum AuditCmd {
-    /// Verify the hash chain of the write-ahead log.
-    Verify,
+    /// Verify the write-ahead log: its hash chain, its anchored head, and a
+    /// replay of it against the saga, step and approval tables.
+    Verify {
+        /// A head witnessed earlier (`<seq>:<hash>`, as printed by `audit
+        /// verify`): that row must still be in the log with that hash.
+        #[arg(long)]
+        expect_head: Option<String>,
+    },
 }
 
 /// A command's failure before or outside a saga, with its exit code.
@@ -171,7 +219,7 @@ impl From<HostError> for Failure {
         let code = match &e {
             HostError::Config(_) | HostError::Load(_) | HostError::Outbound(_) => exit::CONFIG,
             HostError::Db(_) => exit::DATABASE,
-            HostError::Sandbox(_) => exit::INTERNAL,
+            HostError::Sandbox(_) | HostError::Owner { .. } => exit::INTERNAL,
         };
         Failure {
             code,
@@ -195,6 +243,10 @@ impl From<crate::saga::SagaError> for Failure {
             crate::saga::SagaError::NotFound(_) => exit::NOT_FOUND,
             crate::saga::SagaError::Db(_) => exit::DATABASE,
             crate::saga::SagaError::Transition(_) => exit::INTERNAL,
+            crate::saga::SagaError::NoPlan(_) | crate::saga::SagaError::PlanMismatch(_) => {
+                exit::CONFIG
+            }
+            crate::saga::SagaError::Busy { .. } => exit::BUSY,
         };
         Failure {
             code,
@@ -223,10 +275,42 @@ pub async fn main_with(cli: Cli) -> u8 {
     }
 }
 
+/// Whether a command acts on sagas (and so runs crash recovery first).
+fn acts_on_sagas(c: &Command) -> bool {
+    match c {
+        Command::Call { dry_run, .. } => !dry_run,
+        Command::Run { .. }
+        | Command::Resume { .. }
+        | Command::Agent { .. }
+        | Command::Rollback { .. }
+        | Command::Approve { .. }
+        | Command::Deny { .. }
+        | Command::Recover => true,
+        Command::Tools { .. }
+        | Command::Approvals { .. }
+        | Command::Log { .. }
+        | Command::Sagas { .. }
+        | Command::Trace { .. }
+        | Command::Audit { .. }
+        | Command::Budget { .. }
+        | Command::Bench(_)
+        | Command::Check(_)
+        | Command::Fsm { .. } => false,
+    }
+}
+
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let out = render::Out { json: cli.json };
-    if let Command::Fsm { show } = &cli.command {
-        return Ok(ops::fsm(&out, *show));
+    if let Command::Fsm { .. } = &cli.command {
+        // The table needs no state: only the policy's directory, for fsm.toml.
+        let (g, source) = match crate::config::Config::load(&cli.config) {
+            Ok(c) => (c.guardrail, c.fsm_path),
+            Err(crate::config::ConfigError::Read { .. }) => {
+                (capsaga_core::fsm::Guardrail::new(), None)
+            }
+            Err(e) => return Err(HostError::Config(e).into()),
+        };
+        return Ok(ops::fsm(&out, &g, source.as_deref()));
     }
     if let Command::Bench(args) = &cli.command {
         return Ok(bench::run(&out, args).await);
@@ -236,6 +320,19 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         command => Cli { command, ..cli },
     };
     let host = Host::open(&cli.config).await?;
+    let recovered = if acts_on_sagas(&cli.command) {
+        crate::saga::recovery::recover_at_startup(&host).await?
+    } else {
+        Vec::new()
+    };
+    if !matches!(cli.command, Command::Recover) {
+        for r in &recovered {
+            eprintln!(
+                "capsaga: recovered saga {} left {} by a process that died: now {}",
+                r.saga_id, r.state_before, r.report.final_state
+            );
+        }
+    }
     match cli.command {
         Command::Tools {
             cmd: ToolsCmd::List,
@@ -246,6 +343,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             dry_run,
         } => run::call(&host, &out, &tool, &args, dry_run).await,
         Command::Run { plan, saga } => run::plan(&host, &out, &plan, saga.as_deref()).await,
+        Command::Resume { saga } => run::resume(&host, &out, &saga).await,
         Command::Agent {
             script,
             task,
@@ -267,13 +365,28 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             run::agent(&host, &out, &req).await
         }
         Command::Budget { days } => ops::budget(&host, &out, days),
+        Command::Approvals { all } => approvals::list(&host, &out, all),
+        Command::Approve { id, note, resume } => {
+            approvals::approve(&host, &out, &id, note.as_deref(), resume).await
+        }
+        Command::Deny { id, note } => approvals::deny(&host, &out, &id, note.as_deref()).await,
+        Command::Recover => Ok(run::recover_report(&out, &recovered)),
         Command::Log { saga } => ops::log(&host, &out, saga.as_deref()),
-        Command::Sagas { limit } => ops::sagas(&host, &out, limit),
+        Command::Sagas {
+            limit,
+            needs_operator,
+        } => {
+            if needs_operator {
+                ops::needs_operator(&host, &out)
+            } else {
+                ops::sagas(&host, &out, limit)
+            }
+        }
         Command::Rollback { saga } => run::rollback(&host, &out, &saga).await,
         Command::Trace { id } => ops::trace(&host, &out, &id),
         Command::Audit {
-            cmd: AuditCmd::Verify,
-        } => ops::audit_verify(&host, &out),
+            cmd: AuditCmd::Verify { expect_head },
+        } => ops::audit_verify(&host, &out, expect_head.as_deref()),
         Command::Fsm { .. } | Command::Check(_) | Command::Bench(_) => Ok(exit::OK),
     }
 }

@@ -5,7 +5,7 @@ use super::render::{Out, clip, log_line, step_line, trace_step_line};
 use super::{Failure, exit};
 use crate::agent::trace;
 use crate::host::Host;
-use crate::wal::{Wal, chain};
+use crate::wal::{Wal, audit};
 use capsaga_core::fsm::Guardrail;
 use serde_json::json;
 
@@ -205,51 +205,145 @@ pub(crate) fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Failure>
     Ok(exit::OK)
 }
 
-/// `capsaga audit verify`.
-pub(crate) fn audit_verify(host: &Host, out: &Out) -> Result<u8, Failure> {
-    let rows = Wal::new(&host.db).log(None)?;
-    let broken = chain::verify(&rows);
+/// `capsaga audit verify [--expect-head <seq>:<hash>]`.
+pub(crate) fn audit_verify(
+    host: &Host,
+    out: &Out,
+    expect_head: Option<&str>,
+) -> Result<u8, Failure> {
+    let witnessed = match expect_head {
+        None => None,
+        Some(text) => {
+            let parsed = text.split_once(':').and_then(|(seq, hash)| {
+                let ok = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
+                Some((seq.parse::<i64>().ok()?, hash.to_ascii_lowercase())).filter(|_| ok)
+            });
+            Some(parsed.ok_or_else(|| Failure {
+                code: exit::USAGE,
+                message: format!(
+                    "--expect-head `{}` is not <seq>:<64 hex digits>",
+                    clip(text, 100)
+                ),
+            })?)
+        }
+    };
+    let report = audit::verify(&Wal::new(&host.db), witnessed.as_ref())?;
     if out.json {
-        out.json(&json!({"rows": rows.len(), "ok": broken.is_none(), "first_break": broken}));
+        out.json(&json!({
+            "ok": report.ok(),
+            "rows": report.rows,
+            "head": report.head.as_ref().map(|(s, h)| format!("{s}:{h}")),
+            "first_bad_row": report.first_bad_row(),
+            "findings": report.findings,
+        }));
+    } else if report.ok() {
+        println!(
+            "write-ahead log intact: {} rows, hash chain verified, head anchored, tables match a replay of the log",
+            report.rows
+        );
+        if let Some((s, h)) = &report.head {
+            println!("head: {s}:{h}  (keep it elsewhere; check later with --expect-head)");
+        }
     } else {
-        match &broken {
-            None => println!(
-                "write-ahead log intact: {} rows, hash chain verified",
-                rows.len()
-            ),
-            Some(b) => println!("write-ahead log BROKEN at row {}: {}", b.seq, b.reason),
+        match report.first_bad_row() {
+            Some(seq) => println!("write-ahead log BROKEN: first bad row {seq}"),
+            None => println!("write-ahead log BROKEN"),
+        }
+        for f in &report.findings {
+            let at = f.seq.map(|s| format!("row {s}: ")).unwrap_or_default();
+            println!("  [{}] {at}{}", f.check, f.reason);
         }
     }
-    Ok(if broken.is_none() {
+    Ok(if report.ok() {
         exit::OK
     } else {
         exit::NOT_SUCCESS
     })
 }
 
-/// `capsaga fsm --show`.
-pub(crate) fn fsm(out: &Out, _show: bool) -> u8 {
-    let g = Guardrail::new();
-    let rows = g.rows();
+/// `capsaga sagas --needs-operator`: FailedRollbackPartial sagas with their
+/// failed compensations and why.
+pub(crate) fn needs_operator(host: &Host, out: &Out) -> Result<u8, Failure> {
+    let rows = Wal::new(&host.db).needs_operator()?;
     if out.json {
-        let table: Vec<_> = rows
-            .iter()
-            .map(|(a, e, b, guard)| json!({"from": a, "event": e, "to": b, "guard": guard}))
-            .collect();
-        out.json(&json!({"transitions": table}));
+        out.json(&json!({"needs_operator": rows}));
+        return Ok(exit::OK);
+    }
+    if rows.is_empty() {
+        println!("no saga needs the operator");
+        return Ok(exit::OK);
+    }
+    for n in &rows {
+        println!(
+            "{}  {}  {} {}  {}",
+            n.saga.saga_id,
+            n.saga.state,
+            n.saga.origin,
+            n.saga.updated_at,
+            clip(&n.saga.label, 60)
+        );
+        for f in &n.failed {
+            let err = f.error.as_ref().and_then(|e| {
+                serde_json::from_value::<capsaga_core::error::ToolError>(e.clone()).ok()
+            });
+            println!(
+                "    step {} {} args {}",
+                f.step_seq,
+                f.tool_id,
+                clip(&f.args.to_string(), 120)
+            );
+            match err {
+                Some(e) => {
+                    println!(
+                        "      compensation failed: {}: {}",
+                        e.kind,
+                        clip(&e.message, 300)
+                    );
+                    if !e.llm_hint.is_empty() {
+                        println!("      hint: {}", clip(&e.llm_hint, 200));
+                    }
+                }
+                None => println!("      compensation failed (no error recorded)"),
+            }
+        }
+        println!(
+            "    repair what the error names, then `capsaga rollback --saga {}` retries",
+            n.saga.saga_id
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// `capsaga fsm --show`: the table (normative rows, capsaga's rows, the
+/// operator's `fsm.toml` rows when `guardrail` has them, the operator-only
+/// row) and a Mermaid diagram.
+pub(crate) fn fsm(out: &Out, guardrail: &Guardrail, source: Option<&std::path::Path>) -> u8 {
+    let rows = guardrail.rows();
+    if out.json {
+        out.json(&json!({
+            "fsm_toml": source.map(|p| p.display().to_string()),
+            "transitions": rows,
+            "mermaid": guardrail.mermaid(),
+        }));
         return exit::OK;
     }
-    println!("{:<14} {:<20} {:<22} guard", "from", "event", "to");
-    for (a, e, b, guard) in &rows {
-        println!("{:<14} {:<20} {:<22} {guard}", a.as_str(), e, b.as_str(),);
+    if let Some(p) = source {
+        println!("extra rows loaded from {}", p.display());
     }
-    println!("\n```mermaid\nstateDiagram-v2\n    [*] --> Idle");
-    for (a, e, b, _) in &rows {
-        println!("    {} --> {}: {}", a.as_str(), b.as_str(), e);
+    println!(
+        "{:<22} {:<28} {:<22} {:<9} guard",
+        "from", "event", "to", "source"
+    );
+    for r in &rows {
+        println!(
+            "{:<22} {:<28} {:<22} {:<9} {}",
+            r.from.as_str(),
+            r.event,
+            r.to.as_str(),
+            r.source,
+            r.guard
+        );
     }
-    for t in ["Done", "FailedRolledBack", "FailedRollbackPartial"] {
-        println!("    {t} --> [*]");
-    }
-    println!("```");
+    println!("\n```mermaid\n{}```", guardrail.mermaid());
     exit::OK
 }

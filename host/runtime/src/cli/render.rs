@@ -77,18 +77,79 @@ pub(crate) fn log_line(r: &LogRow) -> String {
             .and_then(|e| serde_json::from_value::<ToolError>(e.clone()).ok())
             .map(|e| error_line(&e))
             .unwrap_or_default(),
-        "STATE" => format!(
-            "{}{}",
-            r.detail
-                .get("state")
+        "STATE" => {
+            format!(
+                "{}{}",
+                r.detail
+                    .get("state")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("?"),
+                r.detail
+                    .get("event")
+                    .and_then(|v| v.as_str())
+                    .map(|e| format!(" (after {e})"))
+                    .unwrap_or_default()
+            ) + r
+                .detail
+                .get("actor")
                 .and_then(|v| v.as_str())
-                .unwrap_or("?"),
+                .map(|a| format!(" by the {a}"))
+                .unwrap_or_default()
+                .as_str()
+        }
+        "RETRY" => format!(
+            "attempt {} failed, retrying in {} ms: {}",
             r.detail
-                .get("event")
-                .and_then(|v| v.as_str())
-                .map(|e| format!(" (after {e})"))
+                .get("attempt")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0),
+            r.detail
+                .get("delay_ms")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0),
+            r.detail
+                .get("error")
+                .and_then(|e| serde_json::from_value::<ToolError>(e.clone()).ok())
+                .map(|e| error_line(&e))
                 .unwrap_or_default()
         ),
+        "OWNER" => format!(
+            "owner {} ({})",
+            r.detail
+                .get("owner")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?"),
+            r.detail.get("why").and_then(|v| v.as_str()).unwrap_or("")
+        ),
+        "APPROVAL_REQUESTED" => format!(
+            "{} {}: {}",
+            r.detail
+                .get("approval_id")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?"),
+            r.detail.get("tool").and_then(|v| v.as_str()).unwrap_or("?"),
+            clip(
+                r.detail
+                    .get("summary")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or(""),
+                100
+            )
+        ),
+        "APPROVAL_APPROVED" | "APPROVAL_DENIED" => format!(
+            "{} by {}",
+            r.detail
+                .get("approval_id")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?"),
+            r.detail.get("by").and_then(|v| v.as_str()).unwrap_or("?")
+        ),
+        "APPROVAL_CLAIMED" => r
+            .detail
+            .get("approval_id")
+            .and_then(|v| v.as_str())
+            .unwrap_or("?")
+            .to_string(),
         _ => String::new(),
     };
     format!(

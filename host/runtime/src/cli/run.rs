@@ -8,8 +8,8 @@ use crate::agent::runner::{AgentError, TurnOptions, run_turn};
 use crate::agent::select::{Selection, process_env, select};
 use crate::agent::trace::Outcome;
 use crate::host::Host;
-use crate::saga::plan::{self, Plan};
-use crate::saga::{RollbackReport, Saga, StepOutcome, deadline_from_now};
+use crate::saga::plan::{self, Plan, PlanStep};
+use crate::saga::{RollbackReport, Saga, deadline_from_now};
 use crate::sandbox::{CallRequest, Op};
 use crate::wal::Origin;
 use capsaga_core::fsm::State;
@@ -117,53 +117,80 @@ pub(crate) async fn call(
             }
         });
     }
-    let mut saga = Saga::start(host, Origin::Call, &format!("call {tool}"))?;
-    let outcome = saga.step(tool, &args).await?;
-    let (code, state) = match &outcome {
-        StepOutcome::Committed { .. } => (exit::OK, saga.finish()?),
-        StepOutcome::ReadFailed { .. } | StepOutcome::Refused { .. } => {
-            (exit::TOOL_ERROR, saga.abort().await?.final_state)
-        }
-        StepOutcome::Failed { rollback, .. } => (exit::TOOL_ERROR, rollback.final_state),
+    // A call is a one-step plan, stored with its saga so that a call parked
+    // for approval can be resumed (`capsaga resume`).
+    let one = Plan {
+        description: format!("call {tool}"),
+        steps: vec![PlanStep {
+            tool: tool.to_string(),
+            args,
+        }],
+    };
+    let report = plan::run_as(host, &one, None, Origin::Call).await?;
+    let state = report.final_state;
+    let step = report.steps.first();
+    let status = step.map(|s| s.status).unwrap_or("refused");
+    let code = match status {
+        "committed" | "replayed" => exit::OK,
+        "awaiting_approval" => exit::AWAITING_APPROVAL,
+        _ => exit::TOOL_ERROR,
     };
     if out.json {
-        let body = match &outcome {
-            StepOutcome::Committed {
-                seq,
-                output,
-                replayed,
-                ..
-            } => {
-                json!({"step_seq": seq, "output": output, "replayed": replayed})
+        let body = match step {
+            Some(s) if s.output.is_some() => {
+                json!({"step_seq": s.step_seq, "output": s.output, "replayed": status == "replayed"})
             }
-            StepOutcome::ReadFailed { seq, error, .. } | StepOutcome::Failed { seq, error, .. } => {
-                json!({"step_seq": seq, "error": error})
-            }
-            StepOutcome::Refused { error } => json!({"error": error}),
+            Some(s) if s.error.is_some() => json!({"step_seq": s.step_seq, "error": s.error}),
+            _ => json!({"awaiting_approval": report.awaiting_approval}),
         };
-        out.json(&json!({"saga_id": saga.id(), "saga_state": state, "result": body}));
+        out.json(&json!({"saga_id": report.saga_id, "saga_state": state, "result": body}));
     } else {
-        match &outcome {
-            StepOutcome::Committed { output, .. } => {
+        match (
+            step.and_then(|s| s.output.as_ref()),
+            step.and_then(|s| s.error.as_ref()),
+        ) {
+            (Some(output), _) => {
                 println!("{tool}: {}", output_line(output));
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&output.data).unwrap_or_default()
                 );
             }
-            StepOutcome::ReadFailed { error, .. }
-            | StepOutcome::Failed { error, .. }
-            | StepOutcome::Refused { error } => {
+            (None, Some(error)) => {
                 println!(
                     "{tool} failed: {}\nhint: {}",
                     error_line(error),
                     error.llm_hint
                 );
             }
+            (None, None) => {}
         }
-        println!("saga {} ended {state}", saga.id());
+        if let Some(a) = &report.awaiting_approval {
+            print_parked(&report.saga_id, a);
+        }
+        println!("saga {} ended {state}", report.saga_id);
     }
     Ok(code)
+}
+
+/// What a parked saga waits for, and what the operator can do.
+fn print_parked(saga_id: &str, a: &crate::wal::approvals::ApprovalRow) {
+    println!("approval needed: {}", a.approval_id);
+    println!(
+        "  tool:    {} (component {})",
+        a.binding.tool_id, a.binding.tool_hash
+    );
+    println!(
+        "  args:    {} (sha256 {})",
+        super::render::clip(&a.args.to_string(), 200),
+        a.binding.args_hash
+    );
+    println!("  why:     {}", a.reason);
+    println!("  preview: {}", a.summary);
+    println!(
+        "  decide with `capsaga approve {id}` or `capsaga deny {id}`, then `capsaga resume --saga {saga_id}`",
+        id = a.approval_id
+    );
 }
 
 /// `capsaga run --plan <file> [--saga <id>]`.
@@ -182,10 +209,30 @@ pub(crate) async fn plan(
         message: e.to_string(),
     })?;
     let report = plan::run(host, &plan, resume).await?;
+    print_plan_report(out, &report, &plan.description);
+    Ok(plan_code(&report))
+}
+
+fn plan_code(report: &plan::PlanReport) -> u8 {
+    if report.awaiting_approval.is_some() {
+        exit::AWAITING_APPROVAL
+    } else {
+        state_code(report.final_state)
+    }
+}
+
+/// `capsaga resume --saga <id>`.
+pub(crate) async fn resume(host: &Host, out: &Out, saga_id: &str) -> Result<u8, Failure> {
+    let report = plan::resume(host, saga_id).await?;
+    print_plan_report(out, &report, "resumed");
+    Ok(plan_code(&report))
+}
+
+fn print_plan_report(out: &Out, report: &plan::PlanReport, description: &str) {
     if out.json {
         out.json(&report);
     } else {
-        println!("saga {}  ({})", report.saga_id, plan.description);
+        println!("saga {}  ({})", report.saga_id, description);
         for s in &report.steps {
             let seq = s
                 .step_seq
@@ -207,6 +254,9 @@ pub(crate) async fn plan(
                 _ => println!("  {seq:<8} {:<10} {}", s.tool, s.status),
             }
         }
+        if let Some(a) = &report.awaiting_approval {
+            print_parked(&report.saga_id, a);
+        }
         if let Some(rb) = &report.rollback {
             println!("rollback:");
             print_rollback(rb);
@@ -214,7 +264,6 @@ pub(crate) async fn plan(
             println!("saga state: {}", report.final_state);
         }
     }
-    Ok(state_code(report.final_state))
 }
 
 /// What `capsaga agent` was asked.
@@ -266,6 +315,7 @@ pub(crate) async fn agent(host: &Host, out: &Out, req: &AgentRequest) -> Result<
         autonomy,
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
+        prompt: crate::agent::approval::TurnPrompt::detect(),
         ..TurnOptions::default()
     };
     if !out.json {
@@ -325,10 +375,39 @@ pub(crate) async fn rollback(host: &Host, out: &Out, saga_id: &str) -> Result<u8
             println!("  nothing to compensate");
         }
         print_rollback(&report);
+        if before == State::FailedRollbackPartial && report.final_state == State::FailedRolledBack {
+            println!(
+                "  every step is compensated now: operator transition to FailedRolledBack logged"
+            );
+        }
     }
-    Ok(if report.all_compensated() {
-        exit::OK
+    Ok(
+        if report.final_state == State::FailedRollbackPartial || !report.all_compensated() {
+            exit::ROLLBACK_PARTIAL
+        } else {
+            exit::OK
+        },
+    )
+}
+
+/// `capsaga recover`: what start-up recovery did.
+pub(crate) fn recover_report(out: &Out, recovered: &[crate::saga::recovery::Recovered]) -> u8 {
+    if out.json {
+        out.json(&json!({"recovered": recovered}));
+    } else if recovered.is_empty() {
+        println!("nothing to recover: no saga was left unfinished by a process that died");
     } else {
+        for r in recovered {
+            println!("saga {} was {}:", r.saga_id, r.state_before);
+            print_rollback(&r.report);
+        }
+    }
+    if recovered
+        .iter()
+        .any(|r| r.report.final_state == State::FailedRollbackPartial)
+    {
         exit::ROLLBACK_PARTIAL
-    })
+    } else {
+        exit::OK
+    }
 }

@@ -8,11 +8,16 @@
 //!
 //! Every step is validated (tool exists and is callable, args match its
 //! schema) before the saga starts, so a typo never leaves a half-run saga.
-//! The steps then run in order; the first failure rolls the saga back.
+//! The steps then run in order; the first failure rolls the saga back. A
+//! step that needs a human parks the saga (AwaitingApproval) and the run
+//! stops there; the plan is stored with the saga (canonical JSON), so that
+//! [`resume`] can replay it after `capsaga approve`: committed steps return
+//! their logged output, and the approved step runs once.
 
 use super::{RollbackReport, Saga, SagaError, StepOutcome};
 use crate::host::Host;
-use crate::wal::Origin;
+use crate::wal::approvals::ApprovalRow;
+use crate::wal::{Origin, Wal};
 use capsaga_core::error::ToolError;
 use capsaga_core::fsm::State;
 use capsaga_core::json::parse_strict;
@@ -150,7 +155,7 @@ pub struct PlanStepReport {
     pub tool: String,
     /// Saga step, when it ran as one.
     pub step_seq: Option<u64>,
-    /// `committed`, `replayed`, `failed` or `refused`.
+    /// `committed`, `replayed`, `failed`, `refused` or `awaiting_approval`.
     pub status: &'static str,
     /// Output when it committed.
     pub output: Option<ToolOutput>,
@@ -167,8 +172,40 @@ pub struct PlanReport {
     pub steps: Vec<PlanStepReport>,
     /// The rollback, when a step failed.
     pub rollback: Option<RollbackReport>,
-    /// The saga's final state.
+    /// The approval the saga is parked on, when a step needs a human.
+    pub awaiting_approval: Option<ApprovalRow>,
+    /// The saga's final state (AwaitingApproval when parked).
     pub final_state: State,
+}
+
+impl Plan {
+    /// The plan as canonical JSON (what is stored with its saga).
+    pub fn canonical(&self) -> String {
+        capsaga_core::json::canonical(&serde_json::to_value(self).unwrap_or(Value::Null))
+    }
+}
+
+/// Resume saga `saga_id` with the plan stored when it started: committed
+/// steps are replayed from the log, the rest run (a parked step runs once
+/// its approval is approved).
+///
+/// # Errors
+/// [`SagaError::NotFound`], [`SagaError::NoPlan`] for a saga without a stored
+/// plan (an agent turn), or any error of [`run`].
+pub async fn resume(host: &Host, saga_id: &str) -> Result<PlanReport, SagaError> {
+    let wal = Wal::new(&host.db);
+    if wal.saga(saga_id)?.is_none() {
+        return Err(SagaError::NotFound(saga_id.to_string()));
+    }
+    let text = wal
+        .saga_plan(saga_id)?
+        .ok_or_else(|| SagaError::NoPlan(saga_id.to_string()))?;
+    let plan: Plan = serde_json::from_str(&text).map_err(|e| {
+        SagaError::Db(crate::db::DbError::Decode(format!(
+            "stored plan of saga {saga_id}: {e}"
+        )))
+    })?;
+    run(host, &plan, Some(saga_id)).await
 }
 
 /// Run a validated plan as a new saga, or replay it in saga `resume`.
@@ -176,12 +213,35 @@ pub struct PlanReport {
 /// # Errors
 /// [`SagaError`] when the engine fails.
 pub async fn run(host: &Host, plan: &Plan, resume: Option<&str>) -> Result<PlanReport, SagaError> {
+    run_as(host, plan, resume, Origin::Plan).await
+}
+
+/// [`run`] for a saga of `origin` (`capsaga call` runs a one-step plan).
+///
+/// # Errors
+/// [`SagaError`] when the engine fails; [`SagaError::PlanMismatch`] when
+/// `resume` names a saga that was started with another plan.
+pub async fn run_as(
+    host: &Host,
+    plan: &Plan,
+    resume: Option<&str>,
+    origin: Origin,
+) -> Result<PlanReport, SagaError> {
+    let text = plan.canonical();
     let mut saga = match resume {
-        Some(id) => Saga::resume(host, id)?,
-        None => Saga::start(host, Origin::Plan, &plan.description)?,
+        Some(id) => {
+            if let Some(stored) = Wal::new(&host.db).saga_plan(id)?
+                && stored != text
+            {
+                return Err(SagaError::PlanMismatch(id.to_string()));
+            }
+            Saga::resume(host, id)?
+        }
+        None => Saga::start_with_plan(host, origin, &plan.description, Some(&text))?,
     };
     let mut steps = Vec::new();
     let mut rollback = None;
+    let mut awaiting_approval = None;
     for (index, s) in plan.steps.iter().enumerate() {
         let outcome = saga.step(&s.tool, &s.args).await?;
         let mut rep = PlanStepReport {
@@ -223,6 +283,12 @@ pub async fn run(host: &Host, plan: &Plan, resume: Option<&str>) -> Result<PlanR
                 rollback = Some(saga.abort().await?);
                 true
             }
+            StepOutcome::AwaitingApproval { seq, approval } => {
+                rep.step_seq = Some(seq);
+                rep.status = "awaiting_approval";
+                awaiting_approval = Some(*approval);
+                true
+            }
             StepOutcome::Refused { error } => {
                 rep.status = "refused";
                 rep.error = Some(error);
@@ -237,14 +303,16 @@ pub async fn run(host: &Host, plan: &Plan, resume: Option<&str>) -> Result<PlanR
             break;
         }
     }
-    let final_state = match &rollback {
-        Some(rb) => rb.final_state,
-        None => saga.finish()?,
+    let final_state = match (&rollback, &awaiting_approval) {
+        (Some(rb), _) => rb.final_state,
+        (None, Some(_)) => saga.state(),
+        (None, None) => saga.finish()?,
     };
     Ok(PlanReport {
         saga_id: saga.id().to_string(),
         steps,
         rollback,
+        awaiting_approval,
         final_state,
     })
 }

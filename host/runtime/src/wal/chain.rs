@@ -37,7 +37,8 @@ pub fn row_hash(
 /// The first row that breaks the chain, and why.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ChainBreak {
-    /// `seq` of the row (or of the row after a gap).
+    /// `seq` of the first bad row: the edited or moved row, or the first
+    /// missing row of a gap.
     pub seq: i64,
     /// What is wrong.
     pub reason: String,
@@ -49,18 +50,52 @@ pub fn verify(rows: &[LogRow]) -> Option<ChainBreak> {
     for (expected_seq, r) in (1i64..).zip(rows.iter()) {
         if r.seq != expected_seq {
             return Some(ChainBreak {
-                seq: r.seq,
-                reason: format!(
-                    "row {} follows row {}: a row was deleted or reordered",
-                    r.seq,
-                    expected_seq - 1
-                ),
+                seq: expected_seq,
+                reason: if r.seq > expected_seq {
+                    format!(
+                        "row {expected_seq} is missing: the log goes from row {} to row {}; rows were deleted",
+                        expected_seq - 1,
+                        r.seq
+                    )
+                } else {
+                    format!(
+                        "row {} appears after row {}: rows were reordered",
+                        r.seq,
+                        expected_seq - 1
+                    )
+                },
             });
         }
         if r.prev_hash != prev {
-            return Some(ChainBreak {
-                seq: r.seq,
-                reason: "prev_hash does not match the previous row: a row was deleted, inserted or reordered".into(),
+            // Row r follows a row whose hash is not the one it recorded. If
+            // r points at another row of the log, r was moved (reordered);
+            // if it points at no row, the row before it was changed and
+            // re-hashed (its own hash then verifies), so that one is the
+            // first bad row.
+            let own_ok = row_hash(
+                &r.prev_hash,
+                r.seq,
+                &r.saga_id,
+                r.step_seq,
+                &r.record,
+                &r.detail,
+                &r.at,
+            ) == r.hash;
+            let points_elsewhere = rows.iter().any(|o| o.hash == r.prev_hash);
+            return Some(if own_ok && !points_elsewhere && expected_seq > 1 {
+                ChainBreak {
+                    seq: expected_seq - 1,
+                    reason: format!(
+                        "row {} is not the row that row {} was chained to: it was edited and re-hashed",
+                        expected_seq - 1,
+                        r.seq
+                    ),
+                }
+            } else {
+                ChainBreak {
+                    seq: r.seq,
+                    reason: "prev_hash does not match the previous row: rows were reordered, inserted or deleted".into(),
+                }
             });
         }
         let h = row_hash(

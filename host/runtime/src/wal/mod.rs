@@ -5,15 +5,25 @@
 //!   agent-kernel SPEC §2.6 plus the tool's content hash, its effective grants
 //!   and the pre-image), what recovery and compensation read;
 //! - `wal_log`: an append-only record of every transition (BEGIN, COMMIT,
-//!   FAIL, COMPENSATED, COMPENSATION_FAILED, STATE), each row carrying the
-//!   SHA-256 of the previous row and of its own content ([`chain`]), what
-//!   `capsaga log` shows and `capsaga audit verify` checks.
+//!   FAIL, RETRY, COMPENSATED, COMPENSATION_FAILED, STATE, OWNER and the
+//!   APPROVAL_* records), each row carrying the SHA-256 of the previous row
+//!   and of its own content ([`chain`]), what `capsaga log` shows and
+//!   `capsaga audit verify` checks ([`audit`]);
+//! - `wal_head`: the anchored head of the log (seq and hash of the newest
+//!   row), moved in the same transaction as each append, so that deleting
+//!   the newest rows is detected too.
 //!
-//! `saga_state` holds the guardrail state of each saga.
+//! `saga_state` holds the guardrail state of each saga, its owner (the
+//! process driving it, see `saga::owner`) and its plan; `approvals` holds
+//! the approvals ([`approvals`]).
 
+pub mod approvals;
+pub mod audit;
 pub mod chain;
+mod read;
 mod store;
 
+pub use read::{FailedCompensation, NeedsOperator};
 pub use store::{BeginOutcome, NewStep, Wal};
 
 use capsaga_core::fsm::State;
@@ -104,6 +114,8 @@ pub struct SagaRow {
     pub created_at: String,
     /// RFC 3339.
     pub updated_at: String,
+    /// The id of the process that drives it (see `saga::owner`), if any.
+    pub owner: Option<String>,
 }
 
 /// One row of `saga_steps`.
@@ -148,7 +160,9 @@ pub struct LogRow {
     pub saga_id: String,
     /// The step, for step records.
     pub step_seq: Option<u64>,
-    /// BEGIN, COMMIT, FAIL, COMPENSATED, COMPENSATION_FAILED or STATE.
+    /// BEGIN, COMMIT, FAIL, RETRY, COMPENSATED, COMPENSATION_FAILED, STATE,
+    /// OWNER, APPROVAL_REQUESTED, APPROVAL_APPROVED, APPROVAL_DENIED or
+    /// APPROVAL_CLAIMED.
     pub record: String,
     /// Record details (JSON).
     pub detail: serde_json::Value,

@@ -3,7 +3,7 @@
 //! `wal_log` row, so the two views never disagree.
 
 use super::chain::{GENESIS, row_hash};
-use super::{LogRow, SagaRow, StepRow, StepStatus};
+use super::{SagaRow, StepRow, StepStatus};
 use crate::db::{Db, DbError, now_rfc3339};
 use capsaga_core::error::ToolError;
 use capsaga_core::fsm::State;
@@ -32,6 +32,9 @@ pub struct NewStep<'a> {
     pub args: &'a Value,
     /// Dry-run output captured before execute, if any.
     pub preimage: Option<&'a ToolOutput>,
+    /// An approved approval to claim in the same transaction as the BEGIN
+    /// row (its binding must be this step's tool, tool hash and args hash).
+    pub approval: Option<&'a str>,
 }
 
 /// What `begin_step` found.
@@ -44,6 +47,9 @@ pub enum BeginOutcome {
     AlreadyCommitted(ToolOutput),
     /// The key exists in another status (the caller decides).
     Exists(StepStatus),
+    /// The approval to claim is not approved any more (claimed by another
+    /// step, or its binding does not match): nothing was written.
+    ApprovalUnavailable,
 }
 
 /// Saga-table operations over a [`Db`].
@@ -52,11 +58,17 @@ pub struct Wal<'a> {
     db: &'a Db,
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> String {
+pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
-fn append(
+/// Append one row to `wal_log`, chained to the anchored head (`wal_head`),
+/// and move the head to it, in the caller's transaction.
+///
+/// The previous row is the *anchored* head, not the last row found in the
+/// table: if someone deleted the newest rows, the next row still follows the
+/// deleted ones, and the gap stays visible to `audit verify`.
+pub(crate) fn append(
     tx: &Transaction<'_>,
     saga_id: &str,
     step_seq: Option<u64>,
@@ -64,29 +76,41 @@ fn append(
     detail: &Value,
     at: &str,
 ) -> Result<(), DbError> {
-    let (last_seq, prev): (i64, String) = tx
-        .query_row(
-            "SELECT seq, hash FROM wal_log ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?
-        .unwrap_or((0, GENESIS.to_string()));
+    let head: Option<(i64, String)> = tx
+        .query_row("SELECT seq, hash FROM wal_head WHERE id = 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let (last_seq, prev) = match head {
+        Some(h) => h,
+        None => tx
+            .query_row(
+                "SELECT seq, hash FROM wal_log ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+            .unwrap_or((0, GENESIS.to_string())),
+    };
     let seq = last_seq + 1;
     let hash = row_hash(&prev, seq, saga_id, step_seq, record, detail, at);
     tx.execute(
         "INSERT INTO wal_log (seq, saga_id, step_seq, record, detail, at, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![seq, saga_id, step_seq.map(|s| s as i64), record, to_json(detail), at, prev, hash],
     )?;
+    tx.execute(
+        "INSERT INTO wal_head (id, seq, hash) VALUES (1, ?1, ?2) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+        params![seq, hash],
+    )?;
     Ok(())
 }
 
-fn decode_json(s: Option<String>, what: &str) -> Result<Option<Value>, DbError> {
+pub(super) fn decode_json(s: Option<String>, what: &str) -> Result<Option<Value>, DbError> {
     s.map(|t| serde_json::from_str(&t).map_err(|e| DbError::Decode(format!("{what}: {e}"))))
         .transpose()
 }
 
-fn step_from_row(r: &Row<'_>) -> rusqlite::Result<(StepRowRaw,)> {
+pub(super) fn step_from_row(r: &Row<'_>) -> rusqlite::Result<(StepRowRaw,)> {
     Ok((StepRowRaw {
         saga_id: r.get(0)?,
         step_seq: r.get(1)?,
@@ -105,7 +129,7 @@ fn step_from_row(r: &Row<'_>) -> rusqlite::Result<(StepRowRaw,)> {
     },))
 }
 
-struct StepRowRaw {
+pub(super) struct StepRowRaw {
     saga_id: String,
     step_seq: i64,
     tool_id: String,
@@ -123,7 +147,7 @@ struct StepRowRaw {
 }
 
 impl StepRowRaw {
-    fn decode(self) -> Result<StepRow, DbError> {
+    pub(super) fn decode(self) -> Result<StepRow, DbError> {
         Ok(StepRow {
             status: StepStatus::parse(&self.status)
                 .ok_or_else(|| DbError::Decode(format!("unknown step status `{}`", self.status)))?,
@@ -147,11 +171,22 @@ impl StepRowRaw {
     }
 }
 
-const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at";
+pub(super) const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at";
 
-fn saga_from_row(
-    r: &Row<'_>,
-) -> rusqlite::Result<(String, String, String, String, String, String)> {
+pub(super) const SAGA_COLUMNS: &str =
+    "saga_id, state, origin, label, created_at, updated_at, owner";
+
+pub(super) type SagaRaw = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+);
+
+pub(super) fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
     Ok((
         r.get(0)?,
         r.get(1)?,
@@ -159,10 +194,11 @@ fn saga_from_row(
         r.get(3)?,
         r.get(4)?,
         r.get(5)?,
+        r.get(6)?,
     ))
 }
 
-fn decode_saga(t: (String, String, String, String, String, String)) -> Result<SagaRow, DbError> {
+pub(super) fn decode_saga(t: SagaRaw) -> Result<SagaRow, DbError> {
     Ok(SagaRow {
         state: t.1.parse::<State>().map_err(DbError::Decode)?,
         saga_id: t.0,
@@ -170,6 +206,7 @@ fn decode_saga(t: (String, String, String, String, String, String)) -> Result<Sa
         label: t.3,
         created_at: t.4,
         updated_at: t.5,
+        owner: t.6,
     })
 }
 
@@ -179,7 +216,14 @@ impl<'a> Wal<'a> {
         Wal { db }
     }
 
-    /// Create a saga in `state` (normally Planning, after StartSaga).
+    /// The database.
+    pub fn db(&self) -> &'a Db {
+        self.db
+    }
+
+    /// Create a saga in `state` (normally Planning, after StartSaga), owned
+    /// by the process `owner`, with the plan it runs (canonical JSON) when it
+    /// is driven by one (`run --plan`, `call`), so it can be resumed.
     ///
     /// # Errors
     /// [`DbError`], including a duplicate saga id.
@@ -189,14 +233,51 @@ impl<'a> Wal<'a> {
         origin: &str,
         label: &str,
         state: State,
+        owner: &str,
+        plan: Option<&str>,
     ) -> Result<(), DbError> {
         let at = now_rfc3339();
+        let plan_hash = plan.map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
         self.db.write(|tx| {
             tx.execute(
-                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-                params![saga_id, state.as_str(), origin, label, at],
+                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
+                params![saga_id, state.as_str(), origin, label, at, owner, plan],
             )?;
-            append(tx, saga_id, None, "STATE", &json!({"state": state.as_str(), "origin": origin, "label": label}), &at)
+            append(tx, saga_id, None, "STATE", &json!({"state": state.as_str(), "origin": origin, "label": label, "plan_sha256": plan_hash}), &at)
+        })
+    }
+
+    /// Make `owner` the owner of a saga whose owner is `expected` (compare
+    /// and set, so two processes recovering at once cannot both take it),
+    /// logged as an `OWNER` row saying why.
+    ///
+    /// # Errors
+    /// [`DbError`]. `Ok(false)` when the owner was not `expected`.
+    pub fn take_over(
+        &self,
+        saga_id: &str,
+        expected: Option<&str>,
+        owner: &str,
+        why: &str,
+    ) -> Result<bool, DbError> {
+        let at = now_rfc3339();
+        self.db.write(|tx| {
+            let n = tx.execute(
+                "UPDATE saga_state SET owner = ?3 WHERE saga_id = ?1 AND owner IS ?2",
+                params![saga_id, expected, owner],
+            )?;
+            if n == 0 {
+                return Ok(false);
+            }
+            append(
+                tx,
+                saga_id,
+                None,
+                "OWNER",
+                &json!({"owner": owner, "previous": expected, "why": why}),
+                &at,
+            )?;
+            Ok(true)
         })
     }
 
@@ -205,7 +286,28 @@ impl<'a> Wal<'a> {
     /// # Errors
     /// [`DbError`]; [`DbError::Decode`] when the saga does not exist.
     pub fn set_state(&self, saga_id: &str, state: State, event: &str) -> Result<(), DbError> {
+        self.set_state_with(saga_id, state, event, None)
+    }
+
+    /// Record a guardrail transition with extra details in its log row
+    /// (for example who made an operator's transition).
+    ///
+    /// # Errors
+    /// [`DbError`]; [`DbError::Decode`] when the saga does not exist.
+    pub fn set_state_with(
+        &self,
+        saga_id: &str,
+        state: State,
+        event: &str,
+        extra: Option<&Value>,
+    ) -> Result<(), DbError> {
         let at = now_rfc3339();
+        let mut detail = json!({"state": state.as_str(), "event": event});
+        if let (Some(Value::Object(m)), Some(d)) = (extra, detail.as_object_mut()) {
+            for (k, v) in m {
+                d.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
         self.db.write(|tx| {
             let n = tx.execute(
                 "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1",
@@ -214,14 +316,7 @@ impl<'a> Wal<'a> {
             if n == 0 {
                 return Err(DbError::Decode(format!("no saga `{saga_id}`")));
             }
-            append(
-                tx,
-                saga_id,
-                None,
-                "STATE",
-                &json!({"state": state.as_str(), "event": event}),
-                &at,
-            )
+            append(tx, saga_id, None, "STATE", &detail, &at)
         })
     }
 
@@ -249,6 +344,32 @@ impl<'a> Wal<'a> {
                     return Ok(BeginOutcome::AlreadyCommitted(out));
                 }
                 return Ok(BeginOutcome::Exists(status));
+            }
+            if let Some(approval_id) = s.approval {
+                let claimed = tx.execute(
+                    "UPDATE approvals SET status = 'claimed', claimed_saga = ?2, claimed_step = ?3, claimed_at = ?4
+                     WHERE approval_id = ?1 AND status = 'approved' AND tool_id = ?5 AND tool_hash = ?6 AND args_hash = ?7",
+                    params![
+                        approval_id,
+                        s.saga_id,
+                        s.step_seq as i64,
+                        at,
+                        s.tool_id,
+                        s.tool_hash,
+                        capsaga_core::idempotency::args_hash(s.args)
+                    ],
+                )?;
+                if claimed != 1 {
+                    return Ok(BeginOutcome::ApprovalUnavailable);
+                }
+                append(
+                    tx,
+                    s.saga_id,
+                    Some(s.step_seq),
+                    "APPROVAL_CLAIMED",
+                    &json!({"approval_id": approval_id}),
+                    &at,
+                )?;
             }
             tx.execute(
                 "INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, status, created_at, updated_at)
@@ -278,6 +399,7 @@ impl<'a> Wal<'a> {
                     "idempotency_key": s.idempotency_key,
                     "args": s.args,
                     "preimage": s.preimage,
+                    "approval_id": s.approval,
                 }),
                 &at,
             )?;
@@ -371,6 +493,42 @@ impl<'a> Wal<'a> {
         )
     }
 
+    /// Log a failed attempt of a step that will be retried: a `RETRY` row
+    /// with the attempt number (from 1) and the error; the step stays BEGIN
+    /// (with the error kept as its last error).
+    ///
+    /// # Errors
+    /// [`DbError`], including a step not in BEGIN.
+    pub fn retry_attempt(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        attempt: u32,
+        delay_ms: u64,
+        error: &ToolError,
+    ) -> Result<(), DbError> {
+        let at = now_rfc3339();
+        self.db.write(|tx| {
+            let n = tx.execute(
+                "UPDATE saga_steps SET error = ?3, updated_at = ?4 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
+                params![saga_id, step_seq as i64, to_json(error), at],
+            )?;
+            if n == 0 {
+                return Err(DbError::Decode(format!(
+                    "step {step_seq} of saga `{saga_id}` is not in BEGIN: cannot retry it"
+                )));
+            }
+            append(
+                tx,
+                saga_id,
+                Some(step_seq),
+                "RETRY",
+                &json!({"attempt": attempt, "delay_ms": delay_ms, "error": error}),
+                &at,
+            )
+        })
+    }
+
     /// COMMIT, BEGIN (in doubt) or COMPENSATION_FAILED (operator retry) →
     /// COMPENSATED.
     ///
@@ -414,119 +572,6 @@ impl<'a> Wal<'a> {
             Some(error),
         )
     }
-
-    /// The saga's row.
-    ///
-    /// # Errors
-    /// [`DbError`].
-    pub fn saga(&self, saga_id: &str) -> Result<Option<SagaRow>, DbError> {
-        self.db.read(|c| {
-            c.query_row(
-                "SELECT saga_id, state, origin, label, created_at, updated_at FROM saga_state WHERE saga_id = ?1",
-                params![saga_id],
-                saga_from_row,
-            )
-            .optional()?
-            .map(decode_saga)
-            .transpose()
-        })
-    }
-
-    /// All sagas, newest first (at most `limit`).
-    ///
-    /// # Errors
-    /// [`DbError`].
-    pub fn sagas(&self, limit: usize) -> Result<Vec<SagaRow>, DbError> {
-        self.db.read(|c| {
-            let mut st = c.prepare(
-                "SELECT saga_id, state, origin, label, created_at, updated_at FROM saga_state ORDER BY created_at DESC, rowid DESC LIMIT ?1",
-            )?;
-            let rows = st.query_map(params![limit as i64], saga_from_row)?;
-            rows.map(|r| decode_saga(r?)).collect()
-        })
-    }
-
-    /// The steps of a saga, by `step_seq`.
-    ///
-    /// # Errors
-    /// [`DbError`].
-    pub fn steps(&self, saga_id: &str) -> Result<Vec<StepRow>, DbError> {
-        self.db.read(|c| {
-            let mut st = c.prepare(&format!(
-                "SELECT {STEP_COLUMNS} FROM saga_steps WHERE saga_id = ?1 ORDER BY step_seq"
-            ))?;
-            let rows = st.query_map(params![saga_id], step_from_row)?;
-            rows.map(|r| r?.0.decode()).collect()
-        })
-    }
-
-    /// The step with this idempotency key.
-    ///
-    /// # Errors
-    /// [`DbError`].
-    pub fn step_by_key(&self, key: &str) -> Result<Option<StepRow>, DbError> {
-        self.db.read(|c| {
-            c.query_row(
-                &format!("SELECT {STEP_COLUMNS} FROM saga_steps WHERE idempotency_key = ?1"),
-                params![key],
-                step_from_row,
-            )
-            .optional()?
-            .map(|r| r.0.decode())
-            .transpose()
-        })
-    }
-
-    /// The `wal_log` rows of one saga (or all rows when `saga_id` is None), by `seq`.
-    ///
-    /// # Errors
-    /// [`DbError`].
-    pub fn log(&self, saga_id: Option<&str>) -> Result<Vec<LogRow>, DbError> {
-        self.db.read(|c| {
-            let sql = "SELECT seq, saga_id, step_seq, record, detail, at, prev_hash, hash FROM wal_log WHERE (?1 IS NULL OR saga_id = ?1) ORDER BY seq";
-            let mut st = c.prepare(sql)?;
-            let rows = st.query_map(params![saga_id], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<i64>>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, String>(6)?,
-                    r.get::<_, String>(7)?,
-                ))
-            })?;
-            rows.map(|r| {
-                let (seq, saga_id, step_seq, record, detail, at, prev_hash, hash) = r?;
-                Ok(LogRow {
-                    seq,
-                    saga_id,
-                    step_seq: step_seq.map(|s| s.max(0) as u64),
-                    record,
-                    detail: serde_json::from_str(&detail).map_err(|e| DbError::Decode(format!("log detail: {e}")))?,
-                    at,
-                    prev_hash,
-                    hash,
-                })
-            })
-            .collect()
-        })
-    }
-
-    /// Sagas not in a terminal state (crashed or still running), oldest first.
-    ///
-    /// # Errors
-    /// [`DbError`].
-    pub fn unfinished_sagas(&self) -> Result<Vec<SagaRow>, DbError> {
-        self.db.read(|c| {
-            let mut st = c.prepare(
-                "SELECT saga_id, state, origin, label, created_at, updated_at FROM saga_state WHERE state NOT IN ('Done','FailedRolledBack','FailedRollbackPartial') ORDER BY created_at, rowid",
-            )?;
-            let rows = st.query_map([], saga_from_row)?;
-            rows.map(|r| decode_saga(r?)).collect()
-        })
-    }
 }
 
 #[cfg(test)]
@@ -547,7 +592,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(&dir.path().join("s.db")).unwrap();
         let wal = Wal::new(&db);
-        wal.create_saga("s1", "plan", "test", State::Planning)
+        wal.create_saga("s1", "plan", "test", State::Planning, "me", None)
             .unwrap();
         let args = json!({"a": 1});
         let grants = vec!["fs:write:/x/**".to_string()];
@@ -561,6 +606,7 @@ mod tests {
             idempotency_key: "k0",
             args: &args,
             preimage: None,
+            approval: None,
         };
         assert_eq!(wal.begin_step(&step).unwrap(), BeginOutcome::Started);
         assert_eq!(

@@ -3,7 +3,9 @@
 //!
 //! Args: `{"fail_times": 2, "state_path": "/granted/dir/flaky.count"}`. Each
 //! `execute` increments the number in `state_path` (absent = 0); attempts 1 to
-//! `fail_times` fail, the next one succeeds with `{"attempts": n}`.
+//! `fail_times` fail, the next one succeeds with `{"attempts": n, "key": k}`.
+//! Every error's details and the output carry the call's idempotency key
+//! (`key`), so a test can check that each retry saw the same key.
 //! `compensate` removes the counter file (absent is fine). Needs `fs:write:*`.
 
 use std::fs;
@@ -38,7 +40,7 @@ impl Tool for Flaky {
         .capability("fs:write:*")
     }
 
-    fn execute(_ctx: &CallContext, args: Args) -> Result<Output, ToolError> {
+    fn execute(ctx: &CallContext, args: Args) -> Result<Output, ToolError> {
         let path = Path::new(&args.state_path);
         let count = match fs::read_to_string(path) {
             Ok(text) => text.trim().parse::<u64>().map_err(|e| {
@@ -56,9 +58,9 @@ impl Tool for Flaky {
             ))
             .retriable(true)
             .hint("retry the same call")
-            .details(json!({"attempt": attempt})));
+            .details(json!({"attempt": attempt, "key": ctx.idempotency_key})));
         }
-        Ok(Output::new(json!({"attempts": attempt})).effect(format!(
+        Ok(Output::new(json!({"attempts": attempt, "key": ctx.idempotency_key})).effect(format!(
             "succeeded at attempt {attempt}, counter in {}",
             args.state_path
         )))

@@ -1,0 +1,246 @@
+//! Saga step overhead against a raw SQLite durable commit, measured in the
+//! same run (issue 4). Run with `cargo bench -p capsaga-host --bench
+//! saga_step` after `scripts/build-components`.
+//!
+//! - `sqlite_durable_commit`: the baseline, one INSERT committed in an
+//!   IMMEDIATE transaction on a SQLite file in WAL mode with
+//!   `synchronous = FULL` (what any durable log pays per record);
+//! - `wal_begin_commit`: the two durable records of a step (BEGIN with the
+//!   component hash, grants and arguments; COMMIT with the output), each
+//!   hash-chained and anchored, as the saga engine writes them;
+//! - `sandbox_call`: one `execute` of the read-only `time_now` component in a
+//!   fresh instance, without a saga;
+//! - `saga_step`: a whole step of the same call: policy, guardrail, BEGIN,
+//!   the sandbox call, COMMIT.
+//!
+//! After criterion's report, a summary measured in the same process prints
+//! the ratios: the WAL records and the engine's overhead (saga step minus
+//! sandbox call) each divided by the raw durable commit.
+
+use capsaga_core::tool::CallContext;
+use capsaga_host::db::Db;
+use capsaga_host::host::Host;
+use capsaga_host::saga::Saga;
+use capsaga_host::sandbox::{CallRequest, Op};
+use capsaga_host::wal::{NewStep, Origin, Wal};
+use criterion::{Criterion, black_box};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn component(name: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let p = target.join("tools").join(format!("{name}.wasm"));
+    assert!(
+        p.exists(),
+        "{} is not built: run scripts/build-components",
+        p.display()
+    );
+    p
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    rt: tokio::runtime::Runtime,
+    host: Host,
+    raw: rusqlite::Connection,
+}
+
+fn rig() -> Rig {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    std::fs::create_dir(root.join("tools")).expect("mkdir");
+    std::fs::copy(component("time_now"), root.join("tools/time_now.wasm")).expect("copy");
+    std::fs::write(
+        root.join("capsaga.toml"),
+        "home = \".\"\ntools_dir = \"tools\"\n[tools.time_now]\n",
+    )
+    .expect("policy");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let host = rt
+        .block_on(Host::open(&root.join("capsaga.toml")))
+        .expect("host");
+    let raw = rusqlite::Connection::open(root.join("raw.db")).expect("raw db");
+    raw.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
+         CREATE TABLE log (id INTEGER PRIMARY KEY, body TEXT NOT NULL);",
+    )
+    .expect("raw schema");
+    Rig {
+        _dir: dir,
+        rt,
+        host,
+        raw,
+    }
+}
+
+fn raw_commit(raw: &mut rusqlite::Connection, i: u64) {
+    let tx = raw
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .expect("tx");
+    tx.execute(
+        "INSERT INTO log (body) VALUES (?1)",
+        [format!("record {i}")],
+    )
+    .expect("insert");
+    tx.commit().expect("commit");
+}
+
+fn wal_records(db: &Db, saga: &str, seq: u64) {
+    let wal = Wal::new(db);
+    let args = json!({"i": seq});
+    let grants = vec!["fs:write:/srv/ws/**".to_string()];
+    let key = format!("{saga}:{seq}");
+    wal.begin_step(&NewStep {
+        saga_id: saga,
+        step_seq: seq,
+        tool_id: "bench",
+        tool_hash: "0000000000000000000000000000000000000000000000000000000000000000",
+        grants: &grants,
+        has_side_effects: true,
+        idempotency_key: &key,
+        args: &args,
+        preimage: None,
+        approval: None,
+    })
+    .expect("begin");
+    let out = capsaga_core::tool::ToolOutput {
+        data: json!({"ok": true}),
+        effects: vec!["did it".into()],
+        next_hint: None,
+        summary: String::new(),
+    };
+    wal.commit_step(saga, seq, &out).expect("commit");
+}
+
+async fn sandbox_call(host: &Host) {
+    let t = host.registry.get("time_now").expect("time_now loaded");
+    let grants = t.grants.clone().expect("callable");
+    let ctx = CallContext {
+        saga_id: "bench".into(),
+        step_seq: 0,
+        idempotency_key: "bench".into(),
+        deadline_ms: capsaga_host::saga::deadline_from_now(10_000),
+        dry_run: false,
+    };
+    let (res, _) = host
+        .sandbox
+        .call(CallRequest {
+            tool: "time_now",
+            prepared: &t.prepared,
+            grants: &grants,
+            limits: &t.limits,
+            ctx: &ctx,
+            args_json: "{}",
+            op: &Op::Execute,
+        })
+        .await;
+    black_box(res.expect("call"));
+}
+
+/// Median wall time of `f` over `samples` samples of `batch` calls, per call.
+fn median_per_call(samples: usize, batch: u64, mut f: impl FnMut(u64)) -> Duration {
+    let mut times: Vec<Duration> = Vec::with_capacity(samples);
+    let mut i = 0;
+    for _ in 0..samples {
+        let t0 = Instant::now();
+        for _ in 0..batch {
+            f(i);
+            i += 1;
+        }
+        times.push(t0.elapsed() / batch as u32);
+    }
+    times.sort();
+    times[samples / 2]
+}
+
+fn main() {
+    let mut rig = rig();
+    let wal = Wal::new(&rig.host.db);
+    wal.create_saga(
+        "bench",
+        "plan",
+        "bench",
+        capsaga_core::fsm::State::Acting,
+        "bench",
+        None,
+    )
+    .expect("saga");
+    let mut c = Criterion::default()
+        .configure_from_args()
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(30);
+    let mut g = c.benchmark_group("saga_step_overhead");
+    let mut n = 0u64;
+    g.bench_function("sqlite_durable_commit", |b| {
+        b.iter(|| {
+            n += 1;
+            raw_commit(&mut rig.raw, n)
+        })
+    });
+    let mut seq = 0u64;
+    g.bench_function("wal_begin_commit", |b| {
+        b.iter(|| {
+            seq += 1;
+            wal_records(&rig.host.db, "bench", seq)
+        })
+    });
+    g.bench_function("sandbox_call", |b| {
+        b.iter(|| rig.rt.block_on(sandbox_call(&rig.host)))
+    });
+    let mut saga = Saga::start(&rig.host, Origin::Plan, "bench").expect("saga");
+    g.bench_function("saga_step", |b| {
+        b.iter(|| {
+            rig.rt
+                .block_on(saga.step("time_now", &json!({})))
+                .expect("step")
+        })
+    });
+    g.finish();
+
+    // Ratios, measured again side by side in this process.
+    let samples = 15;
+    let raw = median_per_call(samples, 40, |i| raw_commit(&mut rig.raw, 1_000_000 + i));
+    let records = median_per_call(samples, 20, |i| {
+        wal_records(&rig.host.db, "bench", 1_000_000 + i)
+    });
+    let call = median_per_call(samples, 20, |_| rig.rt.block_on(sandbox_call(&rig.host)));
+    let step = median_per_call(samples, 20, |_| {
+        black_box(
+            rig.rt
+                .block_on(saga.step("time_now", &json!({})))
+                .expect("step"),
+        );
+    });
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let overhead = step.saturating_sub(call);
+    println!("\nsaga step overhead, medians measured in this run:");
+    println!(
+        "  raw SQLite durable commit (WAL, synchronous=FULL): {:>9.1} µs  (1.00x)",
+        us(raw)
+    );
+    println!(
+        "  step records (BEGIN + COMMIT, chained, anchored):  {:>9.1} µs  ({:.2}x raw commit)",
+        us(records),
+        us(records) / us(raw)
+    );
+    println!(
+        "  sandbox call alone (time_now, fresh instance):     {:>9.1} µs",
+        us(call)
+    );
+    println!(
+        "  whole saga step (same call):                       {:>9.1} µs",
+        us(step)
+    );
+    println!(
+        "  engine overhead (saga step - sandbox call):        {:>9.1} µs  ({:.2}x raw commit)",
+        us(overhead),
+        us(overhead) / us(raw)
+    );
+}
