@@ -371,7 +371,8 @@ async fn policy_decisions_at_each_autonomy_level() {
     assert_eq!(offered, ["fs_read"]);
 
     // supervised (from the operator's file): the write needs a human; with
-    // no approval mechanism in this run it is refused and not executed.
+    // nobody to ask (no terminal) the call is parked, nothing executes and the
+    // turn ends user_aborted.
     ws.write_policy(&format!("[agent]\nautonomy = \"supervised\"\n{FS_POLICY}"));
     let host = ws.host().await;
     let p = provider(
@@ -400,9 +401,18 @@ async fn policy_decisions_at_each_autonomy_level() {
         })
         .unwrap();
     assert_eq!(decision, PolicyDecision::ApproveRequired);
-    assert_eq!(step_seq, None, "nothing ran as a saga step");
-    let msgs = last_tool_messages(&p, 1);
-    assert!(msgs[0].contains("supervised"), "{}", msgs[0]);
+    assert_eq!(step_seq, Some(0), "parked at step 0");
+    assert_eq!(tr.outcome, Outcome::UserAborted, "{tr:#?}");
+    let answer = tr.final_response.clone().unwrap_or_default();
+    assert!(
+        answer.contains("supervised") && answer.contains("Nothing was executed"),
+        "{answer}"
+    );
+    assert_eq!(
+        p.seen.lock().unwrap().len(),
+        1,
+        "the turn ended at the parked call"
+    );
     assert_eq!(snapshot(&ws.ws()), before);
 
     // irreversible: a human even at full autonomy.
@@ -424,5 +434,7 @@ async fn policy_decisions_at_each_autonomy_level() {
         _ => None,
     });
     assert_eq!(decision, Some(PolicyDecision::ApproveRequired));
-    assert!(last_tool_messages(&p, 1)[0].contains("irreversible"));
+    assert_eq!(tr.outcome, Outcome::UserAborted, "{tr:#?}");
+    let answer = tr.final_response.clone().unwrap_or_default();
+    assert!(answer.contains("irreversible"), "{answer}");
 }

@@ -298,6 +298,14 @@ fn check(ws: &TestWorkspace, db: &Db, trials: &[Trial], tally: &mut Tally) {
     assert_eq!(partial, 0, "a compensation failed");
 }
 
+/// Print a line of the test's report on the real stderr: libtest captures
+/// `println!`/`eprintln!` of passing tests, and the trial count and tally
+/// belong in the test command's output.
+fn report(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 #[test]
 fn sigkill_at_random_points_then_recover() {
     let trials_n: u64 = std::env::var("CAPSAGA_CRASH_TRIALS")
@@ -314,7 +322,9 @@ fn sigkill_at_random_points_then_recover() {
                 .unwrap_or(1)
         })
         | 1;
-    println!("crash test: {trials_n} trials, CAPSAGA_CRASH_SEED={seed}");
+    report(&format!(
+        "crash test: {trials_n} trials, CAPSAGA_CRASH_SEED={seed}"
+    ));
     let mut rng = Rng(seed);
     let ws = TestWorkspace::new(&["fs_write", "ledger"], POLICY);
     // Create the database (and compile the components once) before polling it.
@@ -360,7 +370,9 @@ fn sigkill_at_random_points_then_recover() {
         let out = ws.capsaga(&["--json", "recover"]).output().unwrap();
         assert!(
             out.status.success(),
-            "recover failed: {}",
+            "recover failed ({:?}): {} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
         tally.trials += 1;
@@ -373,7 +385,7 @@ fn sigkill_at_random_points_then_recover() {
         "{}",
         String::from_utf8_lossy(&audit.stdout)
     );
-    println!(
+    report(&format!(
         "crash test: {} trials in {:.1} s: {} killed mid-run, {} finished before the kill, {} recoveries killed and finished by the next; sagas: {} Done, {} FailedRolledBack, {} FailedRollbackPartial, {} killed before the saga began; ledger: {} executes, {} compensations, none twice",
         tally.trials,
         started.elapsed().as_secs_f64(),
@@ -386,7 +398,7 @@ fn sigkill_at_random_points_then_recover() {
         tally.no_saga,
         tally.executes,
         tally.compensations
-    );
+    ));
     assert!(
         tally.killed > 0,
         "no trial was killed: the test tested nothing"

@@ -710,7 +710,13 @@ async fn http_request_undoes_what_the_api_lets_it_undo() {
         ("GET", "/items/2")
     );
 
-    // The high-risk tool goes through the policy: a human must approve it.
+    // The high-risk tool goes through the policy: a human must approve it,
+    // so the step is parked and nothing is sent.
+    let before = srv.count();
     let out = step(&host, "http_request", args).await;
-    assert!(matches!(out, StepOutcome::Refused { .. }), "{out:?}");
+    assert!(
+        matches!(out, StepOutcome::AwaitingApproval { .. }),
+        "{out:?}"
+    );
+    assert_eq!(srv.count(), before, "a parked POST never leaves the host");
 }

@@ -139,13 +139,13 @@ fn was_approved(saga: &Saga<'_>, outcome: &StepOutcome) -> Result<bool, SagaErro
 pub fn ended_message(approval: &ApprovalRow, denied_by: Option<&str>) -> String {
     match denied_by {
         Some(by) => format!(
-            "Stopped: {by} refused `{}` ({}). Nothing of this turn was kept.",
-            approval.binding.tool_id, approval.summary
+            "Stopped: {by} refused `{}` ({}; {}). Nothing of this turn was kept.",
+            approval.binding.tool_id, approval.reason, approval.summary
         ),
         None => format!(
-            "Stopped: `{}` needs a human's approval ({}). Nothing was executed. \
+            "Stopped: `{}` needs a human's approval ({}; {}). Nothing was executed. \
              Approve it with `capsaga approve {}` and run the task again.",
-            approval.binding.tool_id, approval.summary, approval.approval_id
+            approval.binding.tool_id, approval.reason, approval.summary, approval.approval_id
         ),
     }
 }

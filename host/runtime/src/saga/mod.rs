@@ -412,14 +412,21 @@ impl<'h> Saga<'h> {
             dry_run: false,
         };
 
-        // Pre-image: the dry-run output, read-only sandbox.
-        let preimage = if t.meta.has_side_effects && t.meta.supports_dry_run {
-            self.dry_run(&t, &grants, &ctx, &args_text)
-                .await
-                .map_err(|e| tracing::debug!(tool, "dry-run before execute failed: {e}"))
-                .ok()
+        // Pre-image: the dry-run output, read-only sandbox. A side-effecting
+        // tool that supports dry-run never executes without one: its failed
+        // dry-run fails the step, so a BEGIN row of such a tool without a
+        // pre-image always means `execute` never started (what recovery
+        // relies on, see `rollback::compensate_one`).
+        let (preimage, dry_run_error) = if t.meta.has_side_effects && t.meta.supports_dry_run {
+            match self.dry_run(&t, &grants, &ctx, &args_text).await {
+                Ok(o) => (Some(o), None),
+                Err(e) => {
+                    tracing::debug!(tool, "dry-run before execute failed: {e}");
+                    (None, Some(e))
+                }
+            }
         } else {
-            None
+            (None, None)
         };
 
         let grant_strings: Vec<String> = grants.iter().map(ToString::to_string).collect();
@@ -469,9 +476,19 @@ impl<'h> Saga<'h> {
         }
         self.next_seq += 1;
 
-        let (res, diagnostics) = self
-            .execute_with_retries(&t, &grants, &ctx, &args_text)
-            .await?;
+        let (res, diagnostics) = match dry_run_error {
+            Some(mut e) => {
+                e.message = format!(
+                    "dry-run before execute failed, nothing executed: {}",
+                    e.message
+                );
+                (Err(e), CallDiagnostics::default())
+            }
+            None => {
+                self.execute_with_retries(&t, &grants, &ctx, &args_text)
+                    .await?
+            }
+        };
         match res {
             Ok(output) => {
                 wal.commit_step(&self.id, seq, &output)?;

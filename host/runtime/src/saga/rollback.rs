@@ -103,6 +103,18 @@ pub async fn compensate_all(host: &Host, saga_id: &str) -> Result<RollbackReport
 }
 
 async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
+    // An in-doubt step of a tool that supports dry-run, logged without a
+    // pre-image: the engine never executes such a step (its dry-run failed,
+    // see `Saga::step`), so there is nothing to undo.
+    if step.status == StepStatus::Begin
+        && step.preimage.is_none()
+        && host
+            .registry
+            .get(&step.tool_id)
+            .is_some_and(|t| t.hash == step.tool_hash && t.meta.supports_dry_run)
+    {
+        return Ok(());
+    }
     let prepared = host
         .registry
         .prepared_by_hash(&host.sandbox, &step.tool_hash)
