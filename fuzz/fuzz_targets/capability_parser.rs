@@ -31,7 +31,9 @@ enum Input {
 
 const LABEL: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789-";
 const IDENT: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_-";
-const SEGMENT: &[&str] = &["a", "data", "my docs", "données", "...", "x-y_z.e", "~x", "a b"];
+const SEGMENT: &[&str] = &[
+    "a", "data", "my docs", "données", "...", "x-y_z.e", "~x", "a b",
+];
 
 fn label(u: &mut Unstructured<'_>) -> arbitrary::Result<String> {
     let len = u.int_in_range(1..=12)?;
@@ -101,17 +103,33 @@ fn dir(u: &mut Unstructured<'_>) -> arbitrary::Result<FsDir> {
 fn built(u: &mut Unstructured<'_>) -> arbitrary::Result<Capability> {
     Ok(match u.int_in_range(0..=5)? {
         0 => Capability::Fs {
-            access: if bool::arbitrary(u)? { FsAccess::Read } else { FsAccess::Write },
-            dir: if u.ratio(1, 5)? { Place::Any } else { Place::Concrete(dir(u)?) },
+            access: if bool::arbitrary(u)? {
+                FsAccess::Read
+            } else {
+                FsAccess::Write
+            },
+            dir: if u.ratio(1, 5)? {
+                Place::Any
+            } else {
+                Place::Concrete(dir(u)?)
+            },
         },
         1 => Capability::Net {
-            scheme: if bool::arbitrary(u)? { Scheme::Http } else { Scheme::Https },
+            scheme: if bool::arbitrary(u)? {
+                Scheme::Http
+            } else {
+                Scheme::Https
+            },
             target: if u.ratio(1, 5)? {
                 Place::Any
             } else {
                 Place::Concrete(NetTarget {
                     host: host(u)?,
-                    port: if bool::arbitrary(u)? { Some(u.int_in_range(1..=65535)?) } else { None },
+                    port: if bool::arbitrary(u)? {
+                        Some(u.int_in_range(1..=65535)?)
+                    } else {
+                        None
+                    },
                 })
             },
         },
@@ -126,15 +144,18 @@ fn built(u: &mut Unstructured<'_>) -> arbitrary::Result<Capability> {
             name: ident(u)?,
             host: host(u)?,
         },
-        4 => Capability::Kv { namespace: ident(u)? },
+        4 => Capability::Kv {
+            namespace: ident(u)?,
+        },
         _ => Capability::Llm { tier: ident(u)? },
     })
 }
 
 fn round_trip(cap: &Capability, from: &str) {
     let printed = cap.to_string();
-    let again = Capability::parse(&printed)
-        .unwrap_or_else(|e| panic!("{from:?} -> {cap:?} printed as {printed:?}, which does not parse: {e}"));
+    let again = Capability::parse(&printed).unwrap_or_else(|e| {
+        panic!("{from:?} -> {cap:?} printed as {printed:?}, which does not parse: {e}")
+    });
     assert_eq!(*cap, again, "round trip of {from:?} changed the value");
     assert_eq!(again.to_string(), printed, "printing is not a fixed point");
 }
@@ -152,7 +173,10 @@ fn check_intersection(req: &Capability, grant: &Capability) {
             "{req} ∩ {grant} = {e}, which {grant} does not cover"
         );
         if let (
-            Capability::Fs { access: FsAccess::Read, .. },
+            Capability::Fs {
+                access: FsAccess::Read,
+                ..
+            },
             Capability::Fs { access, .. },
         ) = (req, &e)
         {
@@ -169,8 +193,15 @@ fuzz_target!(|data: &[u8]| {
     match input {
         Input::Text(text) => {
             if let Ok(cap) = Capability::parse(&text) {
-                assert!(!text.chars().any(char::is_control), "{text:?} accepted with a control character");
-                assert_eq!(text.trim(), text, "{text:?} accepted with surrounding whitespace");
+                assert!(
+                    !text.chars().any(char::is_control),
+                    "{text:?} accepted with a control character"
+                );
+                assert_eq!(
+                    text.trim(),
+                    text,
+                    "{text:?} accepted with surrounding whitespace"
+                );
                 round_trip(&cap, &text);
             }
         }

@@ -26,24 +26,95 @@ use libfuzzer_sys::fuzz_target;
 use net_oracle::Answer;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-const SCHEMES: &[&str] = &["http://", "https://", "HTTP://", "http:", "http:/", "http:\\\\", "ftp://", "file://", "//", ""];
-const USERINFO: &[&str] = &["", "", "", "u@", "u:p@", "@", "x.example.com@", "a%40b@", ":@"];
-const NAMES: &[&str] = &[
-    "x.example.com", "X.Example.COM", "x.example.com.", "example.com", "a.b.example.com",
-    "x.example.com.evil.com", "evil.com", "localhost", "\u{24E7}.example.com",
-    "\u{FF58}.example.com", "x.example.com\u{3002}", "x%2eexample.com", "%78.example.com",
-    "x..example.com", "xn--80ak6aa92e.example.com", "x.ex\u{0430}mple.com", "", "0", "127.1",
-    "2130706433", "0x7f000001", "0177.0.0.1", "0x7f.1", "[::1]", "[::ffff:127.0.0.1]",
-    "[::ffff:7f00:1]", "[64:ff9b::7f00:1]", "[2002:7f00:1::]", "[fe80::1%25eth0]", "[::]",
-    "169.254.169.254", "10.0.0.1", "8.8.8.8", "[2606:4700:4700::1111]", "255.255.255.255",
+const SCHEMES: &[&str] = &[
+    "http://",
+    "https://",
+    "HTTP://",
+    "http:",
+    "http:/",
+    "http:\\\\",
+    "ftp://",
+    "file://",
+    "//",
+    "",
 ];
-const PORTS: &[&str] = &["", ":80", ":443", ":8080", ":0080", ":", ":65536", ":-1", ":8o"];
-const TAILS: &[&str] = &["/", "", "/a?b#c", "\\@evil.com/", "#@evil.com", "?@evil.com", "/../x", "%00", " ", "\t"];
+const USERINFO: &[&str] = &[
+    "",
+    "",
+    "",
+    "u@",
+    "u:p@",
+    "@",
+    "x.example.com@",
+    "a%40b@",
+    ":@",
+];
+const NAMES: &[&str] = &[
+    "x.example.com",
+    "X.Example.COM",
+    "x.example.com.",
+    "example.com",
+    "a.b.example.com",
+    "x.example.com.evil.com",
+    "evil.com",
+    "localhost",
+    "\u{24E7}.example.com",
+    "\u{FF58}.example.com",
+    "x.example.com\u{3002}",
+    "x%2eexample.com",
+    "%78.example.com",
+    "x..example.com",
+    "xn--80ak6aa92e.example.com",
+    "x.ex\u{0430}mple.com",
+    "",
+    "0",
+    "127.1",
+    "2130706433",
+    "0x7f000001",
+    "0177.0.0.1",
+    "0x7f.1",
+    "[::1]",
+    "[::ffff:127.0.0.1]",
+    "[::ffff:7f00:1]",
+    "[64:ff9b::7f00:1]",
+    "[2002:7f00:1::]",
+    "[fe80::1%25eth0]",
+    "[::]",
+    "169.254.169.254",
+    "10.0.0.1",
+    "8.8.8.8",
+    "[2606:4700:4700::1111]",
+    "255.255.255.255",
+];
+const PORTS: &[&str] = &[
+    "", ":80", ":443", ":8080", ":0080", ":", ":65536", ":-1", ":8o",
+];
+const TAILS: &[&str] = &[
+    "/",
+    "",
+    "/a?b#c",
+    "\\@evil.com/",
+    "#@evil.com",
+    "?@evil.com",
+    "/../x",
+    "%00",
+    " ",
+    "\t",
+];
 const GRANTS: &[&str] = &[
-    "net:http:*.example.com", "net:https:*.example.com", "net:http:x.example.com",
-    "net:https:x.example.com:8080", "net:http:127.0.0.1", "net:http:[::1]", "net:http:localhost",
-    "net:http:169.254.169.254", "net:http:0.0.0.0", "net:https:example.com", "net:http:8.8.8.8",
-    "net:http:[::ffff:127.0.0.1]", "fs:read:/**",
+    "net:http:*.example.com",
+    "net:https:*.example.com",
+    "net:http:x.example.com",
+    "net:https:x.example.com:8080",
+    "net:http:127.0.0.1",
+    "net:http:[::1]",
+    "net:http:localhost",
+    "net:http:169.254.169.254",
+    "net:http:0.0.0.0",
+    "net:https:example.com",
+    "net:http:8.8.8.8",
+    "net:http:[::ffff:127.0.0.1]",
+    "fs:read:/**",
 ];
 
 #[derive(Debug, Arbitrary)]
@@ -129,14 +200,24 @@ fuzz_target!(|data: &[u8]| {
     let guard = evaluate(&req, &grants, &resolved);
     let oracle = net_oracle::decide(&url, &grants, &resolved);
     match (&guard, &oracle) {
-        (Ok((dest, addrs)), Answer::Allow { host, port, addresses }) => {
+        (
+            Ok((dest, addrs)),
+            Answer::Allow {
+                host,
+                port,
+                addresses,
+            },
+        ) => {
             assert_eq!(&dest.host.to_string(), host, "{url:?}: host differs");
             assert_eq!(dest.port, *port, "{url:?}: port differs");
             let got: Vec<IpAddr> = addrs.iter().map(|a| a.ip()).collect();
             assert_eq!(&got, addresses, "{url:?}: addresses differ");
             assert!(addrs.iter().all(|a| a.port() == dest.port));
             if let DestHost::Domain(_) = dest.host {
-                assert!(got.iter().all(|ip| net_oracle::public(*ip)), "{url:?}: non-public address {got:?}");
+                assert!(
+                    got.iter().all(|ip| net_oracle::public(*ip)),
+                    "{url:?}: non-public address {got:?}"
+                );
             }
         }
         (Err(_), Answer::Deny(_)) => {}

@@ -146,18 +146,24 @@ fuzz_target!(|data: &[u8]| {
         PathSpec::Raw(s) => s.chars().take(300).collect(),
     };
     let dir = Dir::open_ambient_dir(&root, ambient_authority()).expect("open root");
-    // cap-std takes paths relative to the directory.
-    let rel_for_cap: Option<&str> = if let Some(r) = path.strip_prefix(root.to_str().unwrap_or("\0")) {
-        if r.is_empty() {
-            Some(".")
+    // cap-std takes paths relative to the directory: `<root>`, `<root>/x`
+    // and `<root>//x` are the root and x in it (repeated slashes are one
+    // separator); `<root>x` is another directory.
+    let rel_for_cap: Option<&str> =
+        if let Some(r) = path.strip_prefix(root.to_str().unwrap_or("\0")) {
+            if r.is_empty() {
+                Some(".")
+            } else if r.starts_with('/') {
+                let r = r.trim_start_matches('/');
+                Some(if r.is_empty() { "." } else { r })
+            } else {
+                None
+            }
+        } else if path.starts_with('/') || path.is_empty() || path.contains('\0') {
+            None
         } else {
-            r.strip_prefix('/')
-        }
-    } else if path.starts_with('/') || path.is_empty() || path.contains('\0') {
-        None
-    } else {
-        Some(path.as_str())
-    };
+            Some(path.as_str())
+        };
     for follow in [Follow::Final, Follow::NoFinal] {
         let got = resolve(&root, &path, follow, &RealFs);
         let cap = rel_for_cap.map(|r| match follow {
@@ -173,7 +179,10 @@ fuzz_target!(|data: &[u8]| {
             );
         }
         let Ok(p) = got else { continue };
-        assert!(p.starts_with(&root), "{path:?} resolved outside the root: {p:?}");
+        assert!(
+            p.starts_with(&root),
+            "{path:?} resolved outside the root: {p:?}"
+        );
         assert!(normalised(&p), "{p:?} is not normalised");
         let probe = match follow {
             Follow::NoFinal if p != root => p.parent().map(Path::to_path_buf),

@@ -137,7 +137,10 @@ fuzz_target!(|data: &[u8]| {
     let strict = parse_strict(args, MAX_ARGS_LEN);
     let loose = serde_json::from_str::<Value>(args);
     match (&strict, &loose) {
-        (Ok(a), Ok(b)) => assert_eq!(a, b, "the strict and serde_json readings differ for {args:?}"),
+        (Ok(a), Ok(b)) => assert_eq!(
+            a, b,
+            "the strict and serde_json readings differ for {args:?}"
+        ),
         (Ok(a), Err(e)) => panic!("strict accepts {args:?} as {a}, serde_json refuses it: {e}"),
         (Err(e), Ok(_)) if e.kind() == "syntax" => {
             panic!("strict calls {args:?} a syntax error ({e}), serde_json accepts it")
@@ -157,16 +160,16 @@ fuzz_target!(|data: &[u8]| {
             v.check_value(&value)
                 .unwrap_or_else(|e| panic!("accepted {args:?}, check_value refuses: {e}"));
             let canon = canonical(&value);
-            let again = v
-                .check_text(&canon)
-                .unwrap_or_else(|e| panic!("accepted {args:?}, its canonical form {canon:?} is refused: {e}"));
+            let again = v.check_text(&canon).unwrap_or_else(|e| {
+                panic!("accepted {args:?}, its canonical form {canon:?} is refused: {e}")
+            });
             assert_eq!(again, value, "canonical form changed the value");
             for at in 0..8 {
                 let Some(dup) = with_duplicate(&value, at) else {
                     break;
                 };
-                let e = parse_strict(&dup, usize::MAX)
-                    .expect_err("a duplicated key must be refused");
+                let e =
+                    parse_strict(&dup, usize::MAX).expect_err("a duplicated key must be refused");
                 assert_eq!(e.kind(), "duplicate_key", "{dup}: {e}");
                 assert!(v.check_text(&dup).is_err(), "{dup} validated");
             }

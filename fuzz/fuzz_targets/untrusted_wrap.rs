@@ -3,11 +3,15 @@
 //! marker (decoded, folded); text without marker-like sequences is kept.
 #![no_main]
 
-use capsaga_core::untrusted::{contains_marker_like, count_markers, inner, neutralize_counted, wrap};
+use capsaga_core::untrusted::{
+    contains_marker_like, count_markers, inner, neutralize_counted, wrap,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let w = wrap("tool:fuzz", "2026-01-01T00:00:00Z", text);
     assert_eq!(count_markers(&w), (1, 1), "{text:?}");
     let body = inner(&w).expect("wrapped shape");

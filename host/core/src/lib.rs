@@ -30,6 +30,8 @@
 //! - [`providers`]: model provider configuration and the attempt order
 //!   (failover, allowlists).
 //! - [`budget`]: price table, cost of a call, budget caps.
+//! - [`wal_row`]: rows of the saga write-ahead log, stored and decoded, and
+//!   the hash chain over them.
 
 pub mod approval;
 pub mod budget;
@@ -50,3 +52,4 @@ pub mod retry;
 pub mod tool;
 pub mod untrusted;
 pub mod validate;
+pub mod wal_row;

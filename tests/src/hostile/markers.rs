@@ -154,7 +154,6 @@ fn near_misses() -> Family {
         "a < b",
         "<",
         "<<>>",
-        "&lt;/untrusted&gt;",
         "untrusted",
         "</trusted>",
         "<untrusty>",
@@ -173,7 +172,7 @@ fn near_misses() -> Family {
     .collect();
     Family {
         name: "marker_near_misses",
-        doc: "ordinary text near the marker (comparisons, HTML, the word alone, a different word after the bracket, other brackets): left unchanged, so neutralisation does not garble data",
+        doc: "ordinary text near the marker (comparisons, HTML, the word alone, a different word after the bracket, other brackets): left unchanged, so neutralisation does not garble data (an HTML-escaped marker is not a near miss: the wrapper decodes references as a model reads them)",
         cases,
     }
 }

@@ -23,6 +23,8 @@ pub mod chain;
 mod read;
 mod store;
 
+/// One row of `wal_log`, decoded (the decoding and the chain are pure logic in `capsaga-core`).
+pub use capsaga_core::wal_row::LogRow;
 pub use read::{FailedCompensation, NeedsOperator};
 pub use store::{BeginOutcome, NewStep, Wal};
 
@@ -149,27 +151,4 @@ pub struct StepRow {
     pub created_at: String,
     /// RFC 3339.
     pub updated_at: String,
-}
-
-/// One row of `wal_log`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LogRow {
-    /// Position in the whole log, from 1.
-    pub seq: i64,
-    /// The saga.
-    pub saga_id: String,
-    /// The step, for step records.
-    pub step_seq: Option<u64>,
-    /// BEGIN, COMMIT, FAIL, RETRY, COMPENSATED, COMPENSATION_FAILED, STATE,
-    /// OWNER, APPROVAL_REQUESTED, APPROVAL_APPROVED, APPROVAL_DENIED or
-    /// APPROVAL_CLAIMED.
-    pub record: String,
-    /// Record details (JSON).
-    pub detail: serde_json::Value,
-    /// RFC 3339.
-    pub at: String,
-    /// Hash of the previous row (64 zeros for the first).
-    pub prev_hash: String,
-    /// Hash of this row.
-    pub hash: String,
 }

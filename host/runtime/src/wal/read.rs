@@ -3,6 +3,7 @@
 use super::store::{SAGA_COLUMNS, STEP_COLUMNS, decode_saga, saga_from_row, step_from_row};
 use super::{LogRow, SagaRow, StepRow, StepStatus, Wal};
 use crate::db::DbError;
+use capsaga_core::wal_row::StoredLogRow;
 use rusqlite::{OptionalExtension, params};
 
 /// A step whose compensation failed, with why (`capsaga sagas --needs-operator`).
@@ -117,31 +118,19 @@ impl Wal<'_> {
             let sql = "SELECT seq, saga_id, step_seq, record, detail, at, prev_hash, hash FROM wal_log WHERE (?1 IS NULL OR saga_id = ?1) ORDER BY seq";
             let mut st = c.prepare(sql)?;
             let rows = st.query_map(params![saga_id], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<i64>>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, String>(6)?,
-                    r.get::<_, String>(7)?,
-                ))
-            })?;
-            rows.map(|r| {
-                let (seq, saga_id, step_seq, record, detail, at, prev_hash, hash) = r?;
-                Ok(LogRow {
-                    seq,
-                    saga_id,
-                    step_seq: step_seq.map(|s| s.max(0) as u64),
-                    record,
-                    detail: serde_json::from_str(&detail).map_err(|e| DbError::Decode(format!("log detail: {e}")))?,
-                    at,
-                    prev_hash,
-                    hash,
+                Ok(StoredLogRow {
+                    seq: r.get(0)?,
+                    saga_id: r.get(1)?,
+                    step_seq: r.get(2)?,
+                    record: r.get(3)?,
+                    detail: r.get(4)?,
+                    at: r.get(5)?,
+                    prev_hash: r.get(6)?,
+                    hash: r.get(7)?,
                 })
-            })
-            .collect()
+            })?;
+            rows.map(|r| r?.decode().map_err(|e| DbError::Decode(e.to_string())))
+                .collect()
         })
     }
 
