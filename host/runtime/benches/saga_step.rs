@@ -13,18 +13,23 @@
 //! - `saga_step`: a whole step of the same call: policy, guardrail, BEGIN,
 //!   the sandbox call, COMMIT.
 //!
-//! After criterion's report, a summary measured in the same process prints
-//! the ratios: the WAL records and the engine's overhead (saga step minus
-//! sandbox call) each divided by the raw durable commit.
+//! After criterion's report (each benchmark measured seconds after the
+//! other, so fsync latency may differ between them), a summary measured in
+//! the same process with the four paths interleaved prints the ratios: the
+//! WAL records, the whole step and the engine's overhead (saga step minus
+//! sandbox call) each divided by the raw durable commit of the same round.
+//! A step of a read-only tool writes two durable records (BEGIN, COMMIT), so
+//! an overhead of 2x a raw commit is the durability floor.
 
 use capsaga_core::tool::CallContext;
 use capsaga_host::db::Db;
 use capsaga_host::host::Host;
-use capsaga_host::saga::Saga;
+use capsaga_host::saga::{Saga, StepOutcome};
 use capsaga_host::sandbox::{CallRequest, Op};
 use capsaga_host::wal::{NewStep, Origin, Wal};
-use criterion::{Criterion, black_box};
+use criterion::Criterion;
 use serde_json::json;
+use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -144,20 +149,41 @@ async fn sandbox_call(host: &Host) {
     black_box(res.expect("call"));
 }
 
-/// Median wall time of `f` over `samples` samples of `batch` calls, per call.
-fn median_per_call(samples: usize, batch: u64, mut f: impl FnMut(u64)) -> Duration {
-    let mut times: Vec<Duration> = Vec::with_capacity(samples);
-    let mut i = 0;
-    for _ in 0..samples {
-        let t0 = Instant::now();
-        for _ in 0..batch {
-            f(i);
-            i += 1;
-        }
-        times.push(t0.elapsed() / batch as u32);
+/// One step of `time_now` in `saga`; panics unless it executed and committed
+/// (a refused or replayed step would be measured as a fast, wrong figure).
+fn saga_step(rt: &tokio::runtime::Runtime, saga: &mut Saga<'_>) {
+    match rt
+        .block_on(saga.step("time_now", &json!({})))
+        .expect("step")
+    {
+        StepOutcome::Committed {
+            replayed: false, ..
+        } => {}
+        other => panic!("the step did not execute and commit: {other:?}"),
     }
-    times.sort();
-    times[samples / 2]
+}
+
+/// Rounds of the summary (after one warm-up round).
+const ROUNDS: usize = 21;
+
+/// Mean wall time of `batch` calls of `f`, microseconds per call.
+fn batch_us(batch: u64, next: &mut u64, mut f: impl FnMut(u64)) -> f64 {
+    let t0 = Instant::now();
+    for _ in 0..batch {
+        f(*next);
+        *next += 1;
+    }
+    t0.elapsed().as_secs_f64() * 1e6 / batch as f64
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Median over the rounds of `f(round)`.
+fn median_by(rounds: usize, f: impl Fn(usize) -> f64) -> f64 {
+    median((0..rounds).map(f).collect())
 }
 
 fn main() {
@@ -172,10 +198,13 @@ fn main() {
         None,
     )
     .expect("saga");
+    // Short by default (about a minute in all); criterion's command-line
+    // options (e.g. `-- --measurement-time 10`) override these.
     let mut c = Criterion::default()
-        .configure_from_args()
+        .warm_up_time(Duration::from_secs(2))
         .measurement_time(Duration::from_secs(4))
-        .sample_size(30);
+        .sample_size(30)
+        .configure_from_args();
     let mut g = c.benchmark_group("saga_step_overhead");
     let mut n = 0u64;
     g.bench_function("sqlite_durable_commit", |b| {
@@ -195,52 +224,52 @@ fn main() {
         b.iter(|| rig.rt.block_on(sandbox_call(&rig.host)))
     });
     let mut saga = Saga::start(&rig.host, Origin::Plan, "bench").expect("saga");
-    g.bench_function("saga_step", |b| {
-        b.iter(|| {
-            rig.rt
-                .block_on(saga.step("time_now", &json!({})))
-                .expect("step")
-        })
-    });
+    g.bench_function("saga_step", |b| b.iter(|| saga_step(&rig.rt, &mut saga)));
     g.finish();
 
-    // Ratios, measured again side by side in this process.
-    let samples = 15;
-    let raw = median_per_call(samples, 40, |i| raw_commit(&mut rig.raw, 1_000_000 + i));
-    let records = median_per_call(samples, 20, |i| {
-        wal_records(&rig.host.db, "bench", 1_000_000 + i)
-    });
-    let call = median_per_call(samples, 20, |_| rig.rt.block_on(sandbox_call(&rig.host)));
-    let step = median_per_call(samples, 20, |_| {
-        black_box(
-            rig.rt
-                .block_on(saga.step("time_now", &json!({})))
-                .expect("step"),
-        );
-    });
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let overhead = step.saturating_sub(call);
-    println!("\nsaga step overhead, medians measured in this run:");
+    // Ratios, measured again in this process with the four paths
+    // interleaved: each round runs one batch of every path back to back, so
+    // that the latency of fsync (which varies a lot over seconds on a shared
+    // machine) is the same for the paths compared; a ratio is the median of
+    // the per-round ratios.
+    let (mut raw, mut records, mut call, mut step) = (vec![], vec![], vec![], vec![]);
+    let mut next = 1_000_000u64;
+    for round in 0..=ROUNDS {
+        let r = batch_us(20, &mut next, |i| raw_commit(&mut rig.raw, i));
+        let w = batch_us(10, &mut next, |i| wal_records(&rig.host.db, "bench", i));
+        let c = batch_us(200, &mut next, |_| rig.rt.block_on(sandbox_call(&rig.host)));
+        let s = batch_us(10, &mut next, |_| saga_step(&rig.rt, &mut saga));
+        if round > 0 {
+            raw.push(r);
+            records.push(w);
+            call.push(c);
+            step.push(s);
+        }
+    }
+    let overhead: Vec<f64> = step.iter().zip(&call).map(|(s, c)| s - c).collect();
+    println!("\nsaga step overhead, {ROUNDS} interleaved rounds, medians measured in this run:");
     println!(
         "  raw SQLite durable commit (WAL, synchronous=FULL): {:>9.1} µs  (1.00x)",
-        us(raw)
+        median(raw.clone())
     );
     println!(
         "  step records (BEGIN + COMMIT, chained, anchored):  {:>9.1} µs  ({:.2}x raw commit)",
-        us(records),
-        us(records) / us(raw)
+        median(records.clone()),
+        median_by(ROUNDS, |i| records[i] / raw[i])
     );
     println!(
         "  sandbox call alone (time_now, fresh instance):     {:>9.1} µs",
-        us(call)
+        median(call.clone())
     );
     println!(
-        "  whole saga step (same call):                       {:>9.1} µs",
-        us(step)
+        "  whole saga step (same call):                       {:>9.1} µs  ({:.2}x raw commit)",
+        median(step.clone()),
+        median_by(ROUNDS, |i| step[i] / raw[i])
     );
     println!(
-        "  engine overhead (saga step - sandbox call):        {:>9.1} µs  ({:.2}x raw commit)",
-        us(overhead),
-        us(overhead) / us(raw)
+        "  engine overhead (saga step - sandbox call):        {:>9.1} µs  ({:.2}x raw commit, {:.2}x per durable record)",
+        median(overhead.clone()),
+        median_by(ROUNDS, |i| overhead[i] / raw[i]),
+        median_by(ROUNDS, |i| overhead[i] / (2.0 * raw[i]))
     );
 }

@@ -14,14 +14,17 @@
 //!   the compiled cache;
 //! - peak resident memory while a guest returns 100 MB (optional).
 //!
-//! Each per-call figure is the median of several batch means, after a
-//! warm-up. Figures are printed with ratios against the floors of the same
-//! run; nothing is asserted.
+//! The per-call paths are measured interleaved: after a warm-up round, each
+//! of [`ROUNDS`] rounds runs one batch of every path back to back, so that a
+//! change of load on the machine (another build on a shared CPU) hits every
+//! path alike. A path's figure is the median of its batch means; a ratio is
+//! the median of the per-round ratios of the two paths (each pair measured
+//! milliseconds apart). Nothing is asserted.
 
 use super::exit;
 use super::render::Out;
 use crate::sandbox::bindings::{LogLevel, Tool, ToolPre, WitCallContext, capsaga};
-use crate::sandbox::{CallRequest, Op, Sandbox, SandboxConfig, engine};
+use crate::sandbox::{CallRequest, Op, Prepared, Sandbox, SandboxConfig, engine};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
 use serde::Serialize;
@@ -49,7 +52,9 @@ pub struct BenchArgs {
     /// Arguments passed to `execute`, JSON text.
     #[arg(long, default_value = "{}")]
     pub args: String,
-    /// Calls per batch for each wasm path (10 batches are run).
+    /// Calls per batch for each wasm path (15 rounds of one batch per path
+    /// are run; the native path runs 50 times as many calls per batch, the
+    /// process spawn a quarter as many).
     #[arg(long, default_value_t = 200)]
     pub batch: u32,
     /// The `big_output` test component, for the peak-memory measurement
@@ -58,13 +63,17 @@ pub struct BenchArgs {
     pub big_output: PathBuf,
 }
 
-const BATCHES: usize = 10;
+/// Measured rounds of the per-call paths (after one warm-up round).
+const ROUNDS: usize = 15;
 
-/// One measured path, microseconds per call.
+/// One measured path.
 #[derive(Debug, Clone, Serialize)]
 struct Figure {
     name: &'static str,
+    /// Median of the batch means, microseconds per call.
     us_per_call: f64,
+    /// Median of the per-round ratios against the synchronous floor.
+    x_sync_floor: f64,
 }
 
 /// Cold start, milliseconds.
@@ -101,32 +110,13 @@ struct Report {
     peak_memory: Option<PeakMemory>,
 }
 
-/// Median of `BATCHES` batch means of `f`, microseconds per call, after one
-/// warm-up batch.
-async fn measure<F, Fut>(batch: u32, mut f: F) -> Result<f64, String>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
-    let batch = batch.max(1);
-    for _ in 0..batch {
-        f().await?;
-    }
-    let mut means = Vec::with_capacity(BATCHES);
-    for _ in 0..BATCHES {
-        let t0 = Instant::now();
-        for _ in 0..batch {
-            f().await?;
-        }
-        means.push(t0.elapsed().as_secs_f64() * 1e6 / f64::from(batch));
-    }
-    means.sort_by(f64::total_cmp);
-    Ok(means[BATCHES / 2])
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
-fn median_ms(mut v: Vec<Duration>) -> f64 {
-    v.sort();
-    v[v.len() / 2].as_secs_f64() * 1e3
+fn median_ms(v: Vec<Duration>) -> f64 {
+    median(v.into_iter().map(|d| d.as_secs_f64() * 1e3).collect())
 }
 
 /// Store data of the floors: an empty WASI context, nothing else.
@@ -188,110 +178,143 @@ fn wit_ctx() -> WitCallContext {
     }
 }
 
-async fn floor_sync(bytes: &[u8], args: &str, batch: u32) -> Result<f64, String> {
-    let engine = floor_engine(false)?;
-    let component = Component::from_binary(&engine, bytes).map_err(|e| format!("{e:#}"))?;
-    let mut linker: Linker<FloorState> = Linker::new(&engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("{e:#}"))?;
-    sync_bindings::Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-        .map_err(|e| format!("{e:#}"))?;
-    let pre = sync_bindings::ToolPre::new(
-        linker
-            .instantiate_pre(&component)
-            .map_err(|e| format!("{e:#}"))?,
-    )
-    .map_err(|e| format!("{e:#}"))?;
-    let ctx = sync_bindings::capsaga::tool::types::CallContext {
-        saga_id: "bench".into(),
-        step_seq: 0,
-        idempotency_key: "bench".into(),
-        deadline_ms: u64::MAX,
-        dry_run: false,
-    };
-    measure(batch, || {
-        let r = (|| {
-            let mut store = Store::new(&engine, FloorState::new());
-            let tool = pre.instantiate(&mut store)?;
-            tool.call_execute(&mut store, &ctx, args)
-        })();
-        async move {
-            match r {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) => Err(format!("the tool failed: {}", e.message)),
-                Err(e) => Err(format!("{e:#}")),
-            }
-        }
-    })
-    .await
+/// The synchronous bare-Wasmtime floor, ready to call.
+struct SyncFloor {
+    engine: Engine,
+    pre: sync_bindings::ToolPre<FloorState>,
+    ctx: sync_bindings::capsaga::tool::types::CallContext,
 }
 
-async fn floor_async(
-    bytes: &[u8],
-    args: &str,
-    batch: u32,
+impl SyncFloor {
+    fn new(bytes: &[u8]) -> Result<Self, String> {
+        let engine = floor_engine(false)?;
+        let component = Component::from_binary(&engine, bytes).map_err(|e| format!("{e:#}"))?;
+        let mut linker: Linker<FloorState> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("{e:#}"))?;
+        sync_bindings::Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| format!("{e:#}"))?;
+        let pre = sync_bindings::ToolPre::new(
+            linker
+                .instantiate_pre(&component)
+                .map_err(|e| format!("{e:#}"))?,
+        )
+        .map_err(|e| format!("{e:#}"))?;
+        let ctx = sync_bindings::capsaga::tool::types::CallContext {
+            saga_id: "bench".into(),
+            step_seq: 0,
+            idempotency_key: "bench".into(),
+            deadline_ms: u64::MAX,
+            dry_run: false,
+        };
+        Ok(SyncFloor { engine, pre, ctx })
+    }
+
+    fn call(&self, args: &str) -> Result<(), String> {
+        let mut store = Store::new(&self.engine, FloorState::new());
+        let r = self
+            .pre
+            .instantiate(&mut store)
+            .and_then(|tool| tool.call_execute(&mut store, &self.ctx, args));
+        match r {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("the tool failed: {}", e.message)),
+            Err(e) => Err(format!("{e:#}")),
+        }
+    }
+}
+
+/// The asynchronous bare-Wasmtime floor, with or without fuel and epoch
+/// interruption, ready to call.
+struct AsyncFloor {
+    engine: Engine,
+    pre: ToolPre<FloorState>,
+    ctx: WitCallContext,
     instrumented: bool,
-) -> Result<f64, String> {
-    let engine = floor_engine(instrumented)?;
-    let component = Component::from_binary(&engine, bytes).map_err(|e| format!("{e:#}"))?;
-    let mut linker: Linker<FloorState> = Linker::new(&engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| format!("{e:#}"))?;
-    Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(|e| format!("{e:#}"))?;
-    let pre = ToolPre::new(
-        linker
-            .instantiate_pre(&component)
-            .map_err(|e| format!("{e:#}"))?,
-    )
-    .map_err(|e| format!("{e:#}"))?;
-    let ctx = wit_ctx();
-    measure(batch, || async {
-        let mut store = Store::new(&engine, FloorState::new());
-        if instrumented {
+}
+
+impl AsyncFloor {
+    fn new(bytes: &[u8], instrumented: bool) -> Result<Self, String> {
+        let engine = floor_engine(instrumented)?;
+        let component = Component::from_binary(&engine, bytes).map_err(|e| format!("{e:#}"))?;
+        let mut linker: Linker<FloorState> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| format!("{e:#}"))?;
+        Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(|e| format!("{e:#}"))?;
+        let pre = ToolPre::new(
+            linker
+                .instantiate_pre(&component)
+                .map_err(|e| format!("{e:#}"))?,
+        )
+        .map_err(|e| format!("{e:#}"))?;
+        Ok(AsyncFloor {
+            engine,
+            pre,
+            ctx: wit_ctx(),
+            instrumented,
+        })
+    }
+
+    async fn call(&self, args: &str) -> Result<(), String> {
+        let mut store = Store::new(&self.engine, FloorState::new());
+        if self.instrumented {
             store
                 .set_fuel(Limits::DEFAULT.fuel)
                 .map_err(|e| format!("{e:#}"))?;
             store.set_epoch_deadline(u64::MAX / 2);
         }
-        let tool = pre
+        let tool = self
+            .pre
             .instantiate_async(&mut store)
             .await
             .map_err(|e| format!("{e:#}"))?;
-        match tool.call_execute(&mut store, &ctx, args).await {
+        match tool.call_execute(&mut store, &self.ctx, args).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(format!("the tool failed: {}", e.message)),
             Err(e) => Err(format!("{e:#}")),
         }
-    })
-    .await
+    }
 }
 
-async fn through_capsaga(bytes: &[u8], args: &str, batch: u32) -> Result<(f64, String), String> {
-    let sandbox = Sandbox::with_config(&SandboxConfig::default()).map_err(|e| e.to_string())?;
-    let prepared = sandbox.prepare(bytes).map_err(|e| e.to_string())?;
-    let limits = Limits::DEFAULT;
-    let ctx = CallContext {
-        saga_id: "bench".into(),
-        step_seq: 0,
-        idempotency_key: "bench".into(),
-        deadline_ms: u64::MAX,
-        dry_run: false,
-    };
-    let us = measure(batch, || async {
-        let (res, _diag) = sandbox
+/// A trivial call through capsaga's sandbox, ready to call.
+struct ThroughCapsaga {
+    sandbox: Sandbox,
+    prepared: Prepared,
+    limits: Limits,
+    ctx: CallContext,
+}
+
+impl ThroughCapsaga {
+    fn new(bytes: &[u8]) -> Result<Self, String> {
+        let sandbox = Sandbox::with_config(&SandboxConfig::default()).map_err(|e| e.to_string())?;
+        let prepared = sandbox.prepare(bytes).map_err(|e| e.to_string())?;
+        Ok(ThroughCapsaga {
+            sandbox,
+            prepared,
+            limits: Limits::DEFAULT,
+            ctx: CallContext {
+                saga_id: "bench".into(),
+                step_seq: 0,
+                idempotency_key: "bench".into(),
+                deadline_ms: u64::MAX,
+                dry_run: false,
+            },
+        })
+    }
+
+    async fn call(&self, args: &str) -> Result<(), String> {
+        let (res, _diag) = self
+            .sandbox
             .call(CallRequest {
                 tool: "bench",
-                prepared: &prepared,
+                prepared: &self.prepared,
                 grants: &[],
-                limits: &limits,
-                ctx: &ctx,
+                limits: &self.limits,
+                ctx: &self.ctx,
                 args_json: args,
                 op: &Op::Execute,
             })
             .await;
         res.map(|_| ()).map_err(|e| e.to_string())
-    })
-    .await?;
-    let allocator = format!("{:?}", sandbox.allocator());
-    Ok((us, allocator))
+    }
 }
 
 /// The same work as `time_now` in native Rust: read the clock, format
@@ -302,26 +325,93 @@ fn native_time_now() -> String {
     serde_json::json!({ "unix_ms": unix_ms, "rfc3339": now.to_string() }).to_string()
 }
 
-async fn native(batch: u32) -> Result<f64, String> {
-    measure(batch.saturating_mul(50), || async {
-        std::hint::black_box(native_time_now());
+fn spawn_true() -> Result<(), String> {
+    let status = std::process::Command::new("/bin/true")
+        .status()
+        .map_err(|e| format!("cannot spawn /bin/true: {e}"))?;
+    if status.success() {
         Ok(())
-    })
-    .await
+    } else {
+        Err(format!("/bin/true exited with {status}"))
+    }
 }
 
-async fn spawn(batch: u32) -> Result<f64, String> {
-    measure((batch / 4).max(10), || async {
-        let status = std::process::Command::new("/bin/true")
-            .status()
-            .map_err(|e| format!("cannot spawn /bin/true: {e}"))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("/bin/true exited with {status}"))
+/// The per-call paths, in the order of the report (index 1 is the sync floor).
+const PATHS: [&str; 6] = [
+    "native Rust function (same work as time_now)",
+    "bare Wasmtime, sync: InstancePre + pooling, instantiate + call",
+    "bare Wasmtime, async",
+    "bare Wasmtime, async, fuel + epoch on",
+    "capsaga Sandbox::call (fresh instance, execute, drop)",
+    "process spawn (/bin/true)",
+];
+const SYNC_FLOOR: usize = 1;
+const ASYNC_FLOOR: usize = 2;
+const CAPSAGA: usize = 4;
+const SPAWN: usize = 5;
+
+/// Everything the per-call paths need, set up before the first round.
+struct Paths {
+    sync_floor: SyncFloor,
+    async_floor: AsyncFloor,
+    instrumented_floor: AsyncFloor,
+    capsaga: ThroughCapsaga,
+}
+
+impl Paths {
+    /// Calls per batch of path `i`.
+    fn calls(i: usize, batch: u32) -> u32 {
+        match i {
+            0 => batch.saturating_mul(50),
+            SPAWN => (batch / 4).max(10),
+            _ => batch,
         }
-    })
-    .await
+    }
+
+    /// One call of path `i`.
+    async fn call(&self, i: usize, args: &str) -> Result<(), String> {
+        match i {
+            0 => {
+                std::hint::black_box(native_time_now());
+                Ok(())
+            }
+            SYNC_FLOOR => self.sync_floor.call(args),
+            ASYNC_FLOOR => self.async_floor.call(args).await,
+            3 => self.instrumented_floor.call(args).await,
+            CAPSAGA => self.capsaga.call(args).await,
+            _ => spawn_true(),
+        }
+    }
+
+    /// One batch of path `i`, microseconds per call.
+    async fn batch(&self, i: usize, batch: u32, args: &str) -> Result<f64, String> {
+        let n = Self::calls(i, batch.max(1));
+        let t0 = Instant::now();
+        for _ in 0..n {
+            self.call(i, args).await?;
+        }
+        Ok(t0.elapsed().as_secs_f64() * 1e6 / f64::from(n))
+    }
+
+    /// A warm-up round, then [`ROUNDS`] rounds of one batch per path:
+    /// `[path][round]`, microseconds per call.
+    async fn measure(&self, batch: u32, args: &str) -> Result<Vec<Vec<f64>>, String> {
+        let mut means = vec![Vec::with_capacity(ROUNDS); PATHS.len()];
+        for round in 0..=ROUNDS {
+            for (i, m) in means.iter_mut().enumerate() {
+                let us = self.batch(i, batch, args).await?;
+                if round > 0 {
+                    m.push(us);
+                }
+            }
+        }
+        Ok(means)
+    }
+}
+
+/// Median over the rounds of `a[round] / b[round]`.
+fn paired_ratio(a: &[f64], b: &[f64]) -> f64 {
+    median(a.iter().zip(b).map(|(x, y)| x / y).collect())
 }
 
 async fn cold_start(bytes: &[u8]) -> Result<ColdStart, String> {
@@ -478,50 +568,37 @@ async fn run_inner(args: &BenchArgs) -> Result<Report, String> {
             args.component.display()
         )
     })?;
-    let n = args.batch;
-    let native_us = native(n).await?;
-    let spawn_us = spawn(n).await?;
-    let sync_us = floor_sync(&bytes, &args.args, n).await?;
-    let async_us = floor_async(&bytes, &args.args, n, false).await?;
-    let instrumented_us = floor_async(&bytes, &args.args, n, true).await?;
-    let (capsaga_us, allocator) = through_capsaga(&bytes, &args.args, n).await?;
+    let n = args.batch.max(1);
+    let paths = Paths {
+        sync_floor: SyncFloor::new(&bytes)?,
+        async_floor: AsyncFloor::new(&bytes, false)?,
+        instrumented_floor: AsyncFloor::new(&bytes, true)?,
+        capsaga: ThroughCapsaga::new(&bytes)?,
+    };
+    let allocator = format!("{:?}", paths.capsaga.sandbox.allocator());
+    let means = paths.measure(n, &args.args).await?;
+    drop(paths);
     let cold = cold_start(&bytes).await?;
     let peak = peak_memory(&args.big_output).await?;
+    let per_call = PATHS
+        .iter()
+        .zip(&means)
+        .map(|(&name, m)| Figure {
+            name,
+            us_per_call: median(m.clone()),
+            x_sync_floor: paired_ratio(m, &means[SYNC_FLOOR]),
+        })
+        .collect();
     Ok(Report {
         machine: machine(),
         component: args.component.display().to_string(),
         component_bytes: bytes.len() as u64,
         allocator,
-        calls_per_path: n * BATCHES as u32,
-        per_call: vec![
-            Figure {
-                name: "native Rust function (same work as time_now)",
-                us_per_call: native_us,
-            },
-            Figure {
-                name: "bare Wasmtime, sync: InstancePre + pooling, instantiate + call",
-                us_per_call: sync_us,
-            },
-            Figure {
-                name: "bare Wasmtime, async",
-                us_per_call: async_us,
-            },
-            Figure {
-                name: "bare Wasmtime, async, fuel + epoch on",
-                us_per_call: instrumented_us,
-            },
-            Figure {
-                name: "capsaga Sandbox::call (fresh instance, execute, drop)",
-                us_per_call: capsaga_us,
-            },
-            Figure {
-                name: "process spawn (/bin/true)",
-                us_per_call: spawn_us,
-            },
-        ],
-        capsaga_vs_sync_floor: capsaga_us / sync_us,
-        capsaga_vs_async_floor: capsaga_us / async_us,
-        spawn_vs_capsaga: spawn_us / capsaga_us,
+        calls_per_path: n * ROUNDS as u32,
+        per_call,
+        capsaga_vs_sync_floor: paired_ratio(&means[CAPSAGA], &means[SYNC_FLOOR]),
+        capsaga_vs_async_floor: paired_ratio(&means[CAPSAGA], &means[ASYNC_FLOOR]),
+        spawn_vs_capsaga: paired_ratio(&means[SPAWN], &means[CAPSAGA]),
         cold_start: cold,
         peak_memory: peak,
     })
@@ -531,21 +608,20 @@ fn print_report(r: &Report) {
     println!("capsaga bench");
     println!("  machine:   {}", r.machine);
     println!(
-        "  component: {} ({} bytes), execute {} calls per path, {} allocator",
+        "  component: {} ({} bytes), {} calls per wasm path, {} allocator",
         r.component,
         r.component_bytes,
         r.calls_per_path,
         r.allocator.to_lowercase()
     );
-    let floor = r.per_call[1].us_per_call;
     println!();
-    println!("  per call (median of {BATCHES} batch means)           µs/call   x sync floor");
+    println!(
+        "  per call, {ROUNDS} interleaved rounds (medians)                     µs/call   x sync floor"
+    );
     for f in &r.per_call {
         println!(
             "    {:<62} {:>9.2} {:>9.2}",
-            f.name,
-            f.us_per_call,
-            f.us_per_call / floor
+            f.name, f.us_per_call, f.x_sync_floor
         );
     }
     println!();
