@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! home = "."                        # what `~` means in grants (relative to this file)
-//! tools_dir = "../target/components"
+//! tools_dir = "../target/tools"     # the components (scripts/build-components writes them there)
 //! state_dir = ".capsaga"            # holds state.db
 //!
 //! [limits]                          # defaults for every call

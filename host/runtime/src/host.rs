@@ -103,7 +103,11 @@ impl Host {
         )
         .await?;
         for issue in &registry.issues {
-            tracing::warn!("{}: {}", issue.source, issue.error);
+            if issue.unlisted {
+                tracing::info!("{}: {}", issue.source, issue.error);
+            } else {
+                tracing::warn!("{}: {}", issue.source, issue.error);
+            }
         }
         let guardrail = config.guardrail.clone();
         Ok(Host {

@@ -34,6 +34,9 @@ pub struct LoadIssue {
     pub source: String,
     /// What is wrong.
     pub error: String,
+    /// The component is fine but the policy does not list it (default deny):
+    /// reported by `tools list`, logged at info level only.
+    pub unlisted: bool,
 }
 
 /// Why a tool could not be loaded.
@@ -174,6 +177,7 @@ impl Registry {
                                 "tool name `{name}` is already taken by {}; this component was skipped",
                                 prev.path.display()
                             ),
+                            unlisted: false,
                         });
                         continue;
                     }
@@ -181,6 +185,7 @@ impl Registry {
                         reg.issues.push(LoadIssue {
                             source: path.display().to_string(),
                             error: e.to_string(),
+                            unlisted: matches!(e, GrantError::NotListed { .. }),
                         });
                     }
                     reg.tools.insert(name, Arc::new(tool));
@@ -188,6 +193,7 @@ impl Registry {
                 Err(e) => reg.issues.push(LoadIssue {
                     source: path.display().to_string(),
                     error: e.to_string(),
+                    unlisted: false,
                 }),
             }
         }
@@ -196,6 +202,7 @@ impl Registry {
                 reg.issues.push(LoadIssue {
                     source: format!("policy [tools.{name}]"),
                     error: format!("no tool named `{name}` was loaded; its grants are unused"),
+                    unlisted: false,
                 });
             }
         }

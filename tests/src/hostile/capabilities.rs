@@ -93,8 +93,11 @@ fn valid_forms() -> Family {
     }
 }
 
+/// One named edit of a capability string.
+type Mutation = (&'static str, fn(&str) -> String);
+
 /// Edits that make any capability string invalid.
-const MUTATIONS: &[(&str, fn(&str) -> String)] = &[
+const MUTATIONS: &[Mutation] = &[
     ("leading space", |s| format!(" {s}")),
     ("trailing space", |s| format!("{s} ")),
     ("NUL inside", |s| {

@@ -169,6 +169,12 @@ fn grants_of(
     let mut out = Vec::new();
     for s in &g.grants {
         let cap = Capability::parse(s).map_err(|e| config_failure(e.to_string()))?;
+        if !cap.is_concrete() {
+            return Err(config_failure(format!(
+                "--grant `{}` is not concrete: a grant names a directory or a host (`*` is only for a tool's requirement)",
+                clip(s, 200)
+            )));
+        }
         out.push(expand_home(cap, home).map_err(|e| config_failure(e.to_string()))?);
     }
     if let Some(tool) = &g.tool {
