@@ -220,7 +220,9 @@ fn print(out: &Out, input: &str, v: &Verdict) -> u8 {
         }
         if let Some(value) = &v.value {
             match value {
-                serde_json::Value::String(s) => println!("  => {}", clip(s, 400)),
+                // The wrapped text of `check untrusted` is shown whole (it is
+                // what a model would read); other values are short.
+                serde_json::Value::String(s) => println!("  => {}", clip(s, 16 * 1024)),
                 other => println!("  => {other}"),
             }
         }
