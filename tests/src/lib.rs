@@ -45,7 +45,11 @@ pub fn component(name: &str) -> PathBuf {
     );
 }
 
-/// The `capsaga` binary, built on first use.
+/// The `capsaga` binary, built on first use with the command `scripts/test`
+/// uses (`cargo build --workspace --all-targets`): the same feature set as
+/// `cargo test --workspace`, so it is up to date there and nothing is
+/// compiled twice (`-p capsaga-host --bin capsaga` alone resolves other
+/// features and would rebuild Wasmtime and its dependants).
 ///
 /// # Panics
 /// When it cannot be built.
@@ -53,12 +57,35 @@ pub fn capsaga_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = std::process::Command::new(cargo)
-            .args(["build", "--quiet", "-p", "capsaga-host", "--bin", "capsaga"])
+        let mut cmd = std::process::Command::new(cargo);
+        // Not the variables cargo sets for a test process (CARGO_PKG_*,
+        // CARGO_MANIFEST_DIR, ...): build scripts that watch the environment
+        // would see another one than at the top level and rebuild.
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy().into_owned();
+            let keep = ["CARGO_HOME", "CARGO_TARGET_DIR"].contains(&k.as_str())
+                || [
+                    "CARGO_BUILD_",
+                    "CARGO_PROFILE_",
+                    "CARGO_NET_",
+                    "CARGO_REGISTRIES_",
+                    "CARGO_TERM_",
+                ]
+                .iter()
+                .any(|p| k.starts_with(p));
+            if k.starts_with("CARGO_") && !keep {
+                cmd.env_remove(&k);
+            }
+        }
+        let status = cmd
+            .args(["build", "--quiet", "--workspace", "--all-targets"])
             .current_dir(repo_root())
             .status()
             .expect("run cargo build for the capsaga binary");
-        assert!(status.success(), "cargo build -p capsaga-host failed");
+        assert!(
+            status.success(),
+            "cargo build --workspace --all-targets failed"
+        );
         target_dir().join("debug").join("capsaga")
     })
     .clone()

@@ -450,5 +450,5 @@ mod parse;
 mod tests;
 
 pub use parse::parse_dotted_quad;
-pub(crate) use parse::{is_env_name, is_ident};
 use parse::*;
+pub(crate) use parse::{is_env_name, is_ident};
