@@ -237,13 +237,7 @@ impl Provider for OpenAiProvider {
     }
 
     fn model_for(&self, tier: Tier) -> String {
-        match tier {
-            Tier::Cheap => self
-                .cheap_model
-                .clone()
-                .unwrap_or_else(|| self.model.clone()),
-            Tier::Normal => self.model.clone(),
-        }
+        tier.pick(&self.model, self.cheap_model.as_deref())
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {

@@ -110,6 +110,17 @@ pub enum Tier {
     Cheap,
 }
 
+impl Tier {
+    /// The model this tier selects from a provider's `model` and optional
+    /// `cheap_model`.
+    pub fn pick(self, model: &str, cheap_model: Option<&str>) -> String {
+        match self {
+            Tier::Cheap => cheap_model.unwrap_or(model).to_string(),
+            Tier::Normal => model.to_string(),
+        }
+    }
+}
+
 /// One model call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatRequest {
