@@ -547,29 +547,9 @@ pub fn check_component(name: &str) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// The rule is shared with the host's path guard (`capsaga_types::names`).
 fn special_name(name: &str) -> bool {
-    if name == "." || name == ".." {
-        return false;
-    }
-    if name.contains('\\') || name.contains(':') || name.ends_with('.') || name.ends_with(' ') {
-        return true;
-    }
-    let stem = name.split('.').next().unwrap_or(name).trim_end();
-    let upper = stem.to_ascii_uppercase();
-    let device = matches!(
-        upper.as_str(),
-        "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$"
-    ) || ((upper.starts_with("COM") || upper.starts_with("LPT"))
-        && upper.len() == 4
-        && upper.as_bytes()[3].is_ascii_digit());
-    // Windows also treats the superscript digits ¹²³ as COM/LPT suffixes.
-    let superscript = {
-        let u: Vec<char> = stem.to_uppercase().chars().collect();
-        u.len() == 4
-            && (u[..3] == ['C', 'O', 'M'] || u[..3] == ['L', 'P', 'T'])
-            && matches!(u[3], '¹' | '²' | '³')
-    };
-    device || superscript
+    capsaga_types::is_special_name(name)
 }
 
 #[cfg(test)]

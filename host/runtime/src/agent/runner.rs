@@ -308,7 +308,7 @@ pub async fn run_turn(
                 Decision::ApproveRequired { .. } => PolicyDecision::ApproveRequired,
             };
             if let Decision::Deny { reason } = &decision {
-                let error = ToolError::new(
+                let error = ToolError::with_hint(
                     ErrorKind::PermissionDenied,
                     format!("policy: {reason}"),
                     "The operator does not allow this call; the turn ends here.",
@@ -376,7 +376,7 @@ pub async fn run_turn(
                     (error.to_model_text(), true, None, None, Some(error.clone()))
                 }
                 StepOutcome::AwaitingApproval { seq, approval } => {
-                    let error = capsaga_core::error::ToolError::new(
+                    let error = capsaga_core::error::ToolError::with_hint(
                         capsaga_core::error::ErrorKind::PermissionDenied,
                         super::approval::ended_message(approval, stepped.denied_by.as_deref()),
                         "This call was not approved; end the turn.",
@@ -485,7 +485,7 @@ fn record_invalid(
         policy_decision: PolicyDecision::NotEvaluated,
         step_seq: None,
         exec_result: None,
-        error: Some(capsaga_core::error::ToolError::new(
+        error: Some(capsaga_core::error::ToolError::with_hint(
             capsaga_core::error::ErrorKind::InvalidArgs,
             err.to_string(),
             err.to_model_message(),

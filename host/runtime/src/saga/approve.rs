@@ -42,7 +42,7 @@ pub enum Found {
 }
 
 fn refusal(message: String) -> Found {
-    Found::Refused(ToolError::new(
+    Found::Refused(ToolError::with_hint(
         ErrorKind::PermissionDenied,
         message,
         "This call needs a human's approval; explain what you wanted to do in your final answer.",
@@ -100,7 +100,7 @@ pub async fn approval_for(
     // next step with side effects.
     saga.settle_success(false)?;
     if let Err(denied) = host.guardrail.apply(saga.state, Event::ApprovalRequested) {
-        return Ok(Found::Refused(ToolError::new(
+        return Ok(Found::Refused(ToolError::with_hint(
             ErrorKind::PermissionDenied,
             format!("guardrail: {denied}"),
             "This saga cannot run tools any more; finish with a final answer.",

@@ -293,7 +293,7 @@ impl<'h> Saga<'h> {
             .guardrail
             .may_execute(self.state, has_side_effects)
             .map_err(|d| {
-                ToolError::new(
+                ToolError::with_hint(
                     ErrorKind::PermissionDenied,
                     format!("guardrail: {d}"),
                     "This saga cannot run tools any more; finish with a final answer.",
@@ -555,7 +555,7 @@ impl<'h> Saga<'h> {
             .await;
         res.and_then(|o| {
             o.ok_or_else(|| {
-                ToolError::new(
+                ToolError::with_hint(
                     ErrorKind::Unknown,
                     "dry-run returned no output",
                     "Report the tool.",
@@ -623,7 +623,7 @@ impl<'h> Saga<'h> {
             .await;
         let res = res.and_then(|o| {
             o.ok_or_else(|| {
-                ToolError::new(
+                ToolError::with_hint(
                     ErrorKind::Unknown,
                     "execute returned no output",
                     "Report the tool.",
@@ -760,7 +760,7 @@ impl<'h> Saga<'h> {
 
 fn refused(kind: ErrorKind, message: impl Into<String>, hint: impl Into<String>) -> StepOutcome {
     StepOutcome::Refused {
-        error: ToolError::new(kind, message, hint),
+        error: ToolError::with_hint(kind, message, hint),
     }
 }
 

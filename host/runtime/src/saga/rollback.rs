@@ -119,7 +119,7 @@ async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
         .registry
         .prepared_by_hash(&host.sandbox, &step.tool_hash)
         .map_err(|e| {
-            ToolError::new(
+            ToolError::with_hint(
                 ErrorKind::Unrevertible,
                 format!(
                     "cannot load the component step {} ran with: {e}",
@@ -131,7 +131,7 @@ async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
     let mut grants = Vec::with_capacity(step.grants.len());
     for g in &step.grants {
         grants.push(Capability::parse(g).map_err(|e| {
-            ToolError::new(
+            ToolError::with_hint(
                 ErrorKind::Unrevertible,
                 format!(
                     "the logged grants of step {} do not parse: {e}",
@@ -147,7 +147,7 @@ async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
     };
     let output = match output_json {
         Some(v) => serde_json::from_value::<ToolOutput>(v).map_err(|e| {
-            ToolError::new(
+            ToolError::with_hint(
                 ErrorKind::Unrevertible,
                 format!(
                     "the logged output of step {} does not decode: {e}",

@@ -345,7 +345,7 @@ impl Sandbox {
     /// Wait for one of the concurrent-call slots.
     async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, ToolError> {
         self.slots.acquire().await.map_err(|_| {
-            ToolError::new(
+            ToolError::with_hint(
                 ErrorKind::Unknown,
                 "the sandbox is shutting down",
                 "Retry later.",
@@ -362,7 +362,7 @@ impl Sandbox {
     ) -> Result<(Store<CallState>, stdio::CapturePipe), ToolError> {
         let env = self.outbound.env_for(grants);
         let (wasi, stdio) = wasi::build(grants, &env).map_err(|e| {
-            ToolError::new(
+            ToolError::with_hint(
                 ErrorKind::PermissionDenied,
                 e.to_string(),
                 "A directory granted to this tool is missing on the host; ask the operator to fix the policy.",
@@ -382,7 +382,7 @@ impl Sandbox {
         store.limiter(|s| &mut s.limiter);
         store.set_hostcall_fuel(outcome::transfer_cap_bytes(limits));
         store.set_fuel(limits.fuel).map_err(|e| {
-            ToolError::new(
+            ToolError::with_hint(
                 ErrorKind::Unknown,
                 format!("cannot set fuel: {e}"),
                 "Retry later.",

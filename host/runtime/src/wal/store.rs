@@ -623,7 +623,7 @@ mod tests {
             wal.fail_step(
                 "s1",
                 0,
-                &ToolError::new(capsaga_core::error::ErrorKind::Unknown, "x", "y")
+                &ToolError::with_hint(capsaga_core::error::ErrorKind::Unknown, "x", "y")
             )
             .is_err()
         );

@@ -1,5 +1,9 @@
-//! [`ToolError`] and [`ErrorKind`]: failures written for a human and a model.
+//! [`ToolError`] and [`ErrorKind`]: failures written for a human and a model
+//! (WIT `tool-error` and `error-kind`), used both for errors a tool returns
+//! and for errors the host produces on a tool's behalf (sandbox traps,
+//! limits, denied grants, refused calls).
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
 use std::path::Path;
@@ -7,7 +11,11 @@ use std::path::Path;
 /// Classes of failure (WIT `error-kind`). The model and the saga engine act on
 /// the kind: `InvalidArgs` asks the model to fix its call, `Unrevertible`
 /// stops a rollback for the operator, retriable kinds may be retried.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// Serialised (in the write-ahead log, in JSON output) in snake case, e.g.
+/// `permission_denied`; displayed with the WIT name, e.g. `permission-denied`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The arguments are wrong; the model should fix them.
     InvalidArgs,
@@ -32,6 +40,20 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, in WIT order.
+    pub const ALL: [ErrorKind; 10] = [
+        ErrorKind::InvalidArgs,
+        ErrorKind::NotFound,
+        ErrorKind::PermissionDenied,
+        ErrorKind::NetworkError,
+        ErrorKind::ExternalError,
+        ErrorKind::QuotaExceeded,
+        ErrorKind::Unsupported,
+        ErrorKind::Timeout,
+        ErrorKind::Unrevertible,
+        ErrorKind::Unknown,
+    ];
+
     /// The WIT name, e.g. `invalid-args`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -95,12 +117,13 @@ impl fmt::Display for ErrorKind {
 
 /// A failure of `execute`, `dry_run` or `compensate` (WIT `tool-error`).
 ///
-/// Build one with a kind constructor ([`ToolError::not_found`], ...), then
-/// refine it with [`ToolError::hint`], [`ToolError::details`] and
-/// [`ToolError::retriable`]:
+/// A tool builds one with a kind constructor ([`ToolError::not_found`], ...),
+/// then refines it with [`ToolError::hint`], [`ToolError::details`] and
+/// [`ToolError::retriable`]; the host, which always writes its own hint and
+/// never marks its refusals retriable, uses [`ToolError::with_hint`]:
 ///
 /// ```
-/// use capsaga_sdk::ToolError;
+/// use capsaga_types::ToolError;
 /// let e = ToolError::not_found("no such file: /w/a.txt")
 ///     .hint("list /w with fs_list and pick an existing file")
 ///     .details(serde_json::json!({"path": "/w/a.txt"}));
@@ -108,7 +131,7 @@ impl fmt::Display for ErrorKind {
 /// ```
 ///
 /// The fields are public to read; the type is `#[non_exhaustive]`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ToolError {
     /// See [`ErrorKind`].
@@ -120,9 +143,11 @@ pub struct ToolError {
     pub llm_hint: String,
     /// Optional structured details (sent to the host as JSON text). Boxed to
     /// keep `Result<_, ToolError>` small.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Box<serde_json::Value>>,
     /// True when the same call may succeed if retried unchanged. Defaults to
     /// [`ErrorKind::retriable_by_default`].
+    #[serde(default)]
     pub retriable: bool,
 }
 
@@ -136,6 +161,23 @@ impl ToolError {
             llm_hint: kind.default_hint().to_owned(),
             details: None,
             retriable: kind.retriable_by_default(),
+        }
+    }
+
+    /// An error of `kind` with `message` for the human and `llm_hint` for the
+    /// model, not retriable: what the host writes when it refuses or fails a
+    /// call on a tool's behalf.
+    pub fn with_hint(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        llm_hint: impl Into<String>,
+    ) -> ToolError {
+        ToolError {
+            kind,
+            message: message.into(),
+            llm_hint: llm_hint.into(),
+            details: None,
+            retriable: false,
         }
     }
 
@@ -203,11 +245,25 @@ impl ToolError {
         self
     }
 
+    /// Same as [`ToolError::details`].
+    #[must_use]
+    pub fn with_details(self, details: serde_json::Value) -> ToolError {
+        self.details(details)
+    }
+
     /// Overrides whether the same call may succeed if retried unchanged.
     #[must_use]
     pub fn retriable(mut self, yes: bool) -> ToolError {
         self.retriable = yes;
         self
+    }
+
+    /// The error as the model reads it: kind, message and hint.
+    pub fn to_model_text(&self) -> String {
+        format!(
+            "tool error ({}): {}\nhint: {}",
+            self.kind, self.message, self.llm_hint
+        )
     }
 
     /// Turns an I/O error on `path` into a `ToolError` with the right kind and
@@ -368,6 +424,30 @@ mod tests {
         assert!(ToolError::network("x").retriable);
         assert!(ToolError::timeout("x").retriable);
         assert!(!ToolError::not_found("x").retriable);
+    }
+
+    #[test]
+    fn kinds_serialize_as_snake_case_and_display_as_wit_names() {
+        assert_eq!(
+            serde_json::to_string(&ErrorKind::PermissionDenied).unwrap_or_default(),
+            "\"permission_denied\""
+        );
+        assert_eq!(ErrorKind::PermissionDenied.to_string(), "permission-denied");
+        assert_eq!(ErrorKind::ALL.len(), 10);
+    }
+
+    #[test]
+    fn host_errors_and_model_text() {
+        let e = ToolError::with_hint(ErrorKind::Timeout, "no /a", "list the directory first");
+        assert!(!e.retriable, "the host's own errors are not retriable");
+        let t = e.to_model_text();
+        assert!(t.contains("timeout") && t.contains("no /a") && t.contains("list the directory"));
+        // The stored form: details and retriable may be absent.
+        let back: ToolError =
+            serde_json::from_str(r#"{"kind":"not_found","message":"m","llm_hint":"h"}"#)
+                .unwrap_or_else(|_| ToolError::unknown("x"));
+        assert_eq!(back.kind, ErrorKind::NotFound);
+        assert!(!back.retriable && back.details.is_none());
     }
 
     #[test]

@@ -56,7 +56,7 @@ use std::collections::BTreeMap;
 pub struct AgentSection {
     /// Autonomy level.
     #[serde(default)]
-    pub autonomy: crate::policy::Autonomy,
+    pub autonomy: super::decide::Autonomy,
     /// Default script of the scripted provider (relative to the file).
     pub script: Option<String>,
     /// Global provider order.

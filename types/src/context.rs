@@ -1,12 +1,13 @@
-//! [`CallContext`]: who is calling and until when.
+//! [`CallContext`]: who is calling and until when (WIT `call-context`).
 
+use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Identity and limits of one call, set by the host (WIT `call-context`).
 ///
 /// Every field is public so that native unit tests can build one with
 /// `CallContext { dry_run: true, ..Default::default() }`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallContext {
     /// The saga (one agent turn or one plan run) this call belongs to.
     pub saga_id: String,
@@ -62,5 +63,19 @@ mod tests {
             ..Default::default()
         };
         assert!(ctx.remaining_ms().is_some_and(|ms| ms > 0));
+    }
+
+    #[test]
+    fn serde_field_names_are_the_wal_s() {
+        let v = serde_json::to_value(CallContext::default()).unwrap_or_default();
+        for k in [
+            "saga_id",
+            "step_seq",
+            "idempotency_key",
+            "deadline_ms",
+            "dry_run",
+        ] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
     }
 }
