@@ -8,18 +8,18 @@
 //! - [`router`]: failover across providers, allowlists, retries.
 //! - [`select`]: choosing the provider of a turn from config, env, request.
 //! - [`budget`]: price table, spend counters in SQLite.
-//! - [`prompt`]: the system prompt in its fixed block order.
-//! - [`runner`]: the loop itself.
+//! - [`runner`]: the loop itself (the model exchange); `answer` records
+//!   each call's outcome and answers the model.
 //! - [`approval`]: calls that need a human: the prompt, or the end of the
 //!   turn.
 //! - [`trace`]: the ExecutionTrace and its persistence.
 
+mod answer;
 pub mod anthropic;
 pub mod approval;
 pub mod budget;
 pub mod http;
 pub mod openai;
-pub mod prompt;
 pub mod provider;
 pub mod router;
 pub mod runner;

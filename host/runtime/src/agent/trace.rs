@@ -3,11 +3,10 @@
 //! persisted in the `traces` table of the state database.
 
 use super::provider::{Attempt, Tier};
-use crate::db::{Db, DbError};
+use crate::store::{Store, StoreError, TraceRecord};
 use capsaga_core::error::ToolError;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
-use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 /// How a turn ended.
@@ -188,51 +187,32 @@ pub struct ExecutionTrace {
 /// Store `trace` (insert or replace).
 ///
 /// # Errors
-/// [`DbError`].
-pub fn save(db: &Db, trace: &ExecutionTrace) -> Result<(), DbError> {
-    let json = serde_json::to_string(trace).map_err(|e| DbError::Decode(e.to_string()))?;
-    db.write(|tx| {
-        tx.execute(
-            "INSERT OR REPLACE INTO traces (trace_id, saga_id, task, outcome, started_at, finished_at, wall_ms, trace)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                trace.trace_id,
-                trace.saga_id,
-                trace.user_message,
-                trace.outcome.as_str(),
-                trace.started_at,
-                trace.finished_at,
-                trace.wall_time_ms as i64,
-                json
-            ],
-        )?;
-        Ok(())
-    })
+/// [`StoreError`].
+pub async fn save(store: &dyn Store, trace: &ExecutionTrace) -> Result<(), StoreError> {
+    let json = serde_json::to_string(trace).map_err(|e| StoreError::Decode(e.to_string()))?;
+    store
+        .save_trace(&TraceRecord {
+            trace_id: &trace.trace_id,
+            saga_id: trace.saga_id.as_deref(),
+            task: &trace.user_message,
+            outcome: trace.outcome.as_str(),
+            started_at: &trace.started_at,
+            finished_at: trace.finished_at.as_deref(),
+            wall_ms: trace.wall_time_ms,
+            json: &json,
+        })
+        .await
 }
 
 /// Load a trace by id, or by unique id prefix (at least 4 characters), or
 /// the newest with `last`.
 ///
 /// # Errors
-/// [`DbError`] (including a damaged row).
-pub fn load(db: &Db, id: &str) -> Result<Option<ExecutionTrace>, DbError> {
-    if id != "last" && !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
-        return Ok(None);
-    }
-    let json: Option<String> = db.read(|c| {
-        let sql = if id == "last" {
-            "SELECT trace FROM traces ORDER BY started_at DESC, rowid DESC LIMIT 1"
-        } else {
-            "SELECT trace FROM traces WHERE trace_id = ?1 OR (length(?1) >= 4 AND trace_id LIKE ?1 || '%') ORDER BY started_at DESC LIMIT 1"
-        };
-        let mut st = c.prepare(sql)?;
-        let r = if id == "last" {
-            st.query_row([], |r| r.get(0)).optional()?
-        } else {
-            st.query_row(params![id], |r| r.get(0)).optional()?
-        };
-        Ok(r)
-    })?;
-    json.map(|j| serde_json::from_str(&j).map_err(|e| DbError::Decode(format!("trace: {e}"))))
+/// [`StoreError`] (including a damaged row).
+pub async fn load(store: &dyn Store, id: &str) -> Result<Option<ExecutionTrace>, StoreError> {
+    store
+        .load_trace(id)
+        .await?
+        .map(|j| serde_json::from_str(&j).map_err(|e| StoreError::Decode(format!("trace: {e}"))))
         .transpose()
 }

@@ -24,7 +24,7 @@
 use super::exit;
 use super::render::Out;
 use crate::sandbox::bindings::{LogLevel, Tool, ToolPre, WitCallContext, capsaga};
-use crate::sandbox::{CallRequest, Op, Prepared, Sandbox, SandboxConfig, engine};
+use crate::sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig, engine};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
 use serde::Serialize;
@@ -306,7 +306,7 @@ impl ThroughCapsaga {
             .call(CallRequest {
                 tool: "bench",
                 prepared: &self.prepared,
-                grants: &[],
+                bindings: &Bindings::default(),
                 limits: &self.limits,
                 ctx: &self.ctx,
                 args_json: args,
@@ -498,7 +498,7 @@ async fn peak_memory(path: &Path) -> Result<Option<PeakMemory>, String> {
         .call(CallRequest {
             tool: "big_output",
             prepared: &prepared,
-            grants: &[],
+            bindings: &Bindings::default(),
             limits: &limits,
             ctx: &ctx,
             args_json: r#"{"mb":100}"#,

@@ -1,7 +1,7 @@
 //! Output helpers: human text or one JSON document.
 
 use crate::agent::trace::{PolicyDecision, TraceStep, Validation};
-use crate::wal::{LogRow, StepRow};
+use crate::store::{LogRow, StepRow};
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
 use serde::Serialize;

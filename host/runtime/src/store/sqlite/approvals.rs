@@ -1,98 +1,24 @@
-//! The `approvals` table: human approvals of steps (see
-//! `capsaga_core::approval` for their life and binding).
+//! `approvals`: human approvals of steps (see `capsaga_core::approval` for
+//! their life and binding).
 //!
 //! Every change is one `IMMEDIATE` transaction that also appends the matching
 //! `wal_log` row (APPROVAL_REQUESTED, APPROVAL_APPROVED, APPROVAL_DENIED;
-//! APPROVAL_CLAIMED is written by `Wal::begin_step`, in the transaction of the
-//! step's BEGIN row). Requesting an approval parks the saga
-//! (AwaitingApproval) in the same transaction, so a crash cannot leave a
-//! pending approval without a parked saga or the reverse.
+//! APPROVAL_CLAIMED is written with the step's BEGIN row, in [`super::steps`]).
+//! Requesting an approval parks the saga (AwaitingApproval) in the same
+//! transaction, so a crash cannot leave a pending approval without a parked
+//! saga or the reverse.
 
-use super::Wal;
-use super::store::{append, to_json};
-use crate::db::{DbError, now_rfc3339};
+use super::super::{
+    ApprovalOpError, ApprovalRow, ApprovalStore, MIN_ID_PREFIX, NewApproval, StoreError,
+};
+use super::log::append;
+use super::{SqliteStore, to_json};
+use crate::clock::now_rfc3339;
+use async_trait::async_trait;
 use capsaga_core::approval::{ApprovalError, ApprovalStatus, Binding};
 use capsaga_core::fsm::State;
-use capsaga_core::tool::ToolOutput;
 use rusqlite::{OptionalExtension, Row, params};
-use serde::Serialize;
 use serde_json::{Value, json};
-
-/// Shortest id prefix accepted by [`Wal::approval`].
-pub const MIN_ID_PREFIX: usize = 6;
-
-/// One row of `approvals`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ApprovalRow {
-    /// The approval id (UUID v4, lowercase hex with dashes).
-    pub approval_id: String,
-    /// The saga whose step asked for it.
-    pub saga_id: String,
-    /// The step that asked for it.
-    pub step_seq: u64,
-    /// What exactly is approved.
-    pub binding: Binding,
-    /// The arguments (JSON), for the human.
-    pub args: Value,
-    /// Why a human must decide (the policy's reason).
-    pub reason: String,
-    /// One line from the tool's dry-run: what the call would do.
-    pub summary: String,
-    /// The dry-run output (JSON tool output), when the tool has one.
-    pub preview: Option<Value>,
-    /// Where it is in its life.
-    pub status: ApprovalStatus,
-    /// Who decided (`tty:<user>`, `cli:<user>`), once decided.
-    pub decided_by: Option<String>,
-    /// When (RFC 3339), once decided.
-    pub decided_at: Option<String>,
-    /// The saga that claimed it, once claimed.
-    pub claimed_saga: Option<String>,
-    /// The step that claimed it, once claimed.
-    pub claimed_step: Option<u64>,
-    /// When (RFC 3339), once claimed.
-    pub claimed_at: Option<String>,
-    /// When it was requested (RFC 3339).
-    pub created_at: String,
-}
-
-/// An approval to request.
-#[derive(Debug, Clone)]
-pub struct NewApproval<'a> {
-    /// The saga to park.
-    pub saga_id: &'a str,
-    /// The step that needs it.
-    pub step_seq: u64,
-    /// The exact call.
-    pub binding: &'a Binding,
-    /// The arguments.
-    pub args: &'a Value,
-    /// The policy's reason.
-    pub reason: &'a str,
-    /// What the call would do (dry-run summary, or a description).
-    pub summary: &'a str,
-    /// The dry-run output, if any.
-    pub preview: Option<&'a ToolOutput>,
-}
-
-/// Why an approval operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ApprovalOpError {
-    /// The database failed.
-    #[error(transparent)]
-    Db(#[from] DbError),
-    /// No approval with this id (or prefix).
-    #[error("no approval `{0}`")]
-    NotFound(String),
-    /// The prefix matches several approvals, or is too short.
-    #[error(
-        "approval id `{0}` is ambiguous or shorter than {MIN_ID_PREFIX} characters: give more of it"
-    )]
-    Ambiguous(String),
-    /// The operation is not allowed in the approval's state.
-    #[error(transparent)]
-    Refused(#[from] ApprovalError),
-}
 
 const COLUMNS: &str = "approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at";
 
@@ -132,16 +58,16 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Raw> {
     ))
 }
 
-fn decode(raw: Raw) -> Result<ApprovalRow, DbError> {
+fn decode(raw: Raw) -> Result<ApprovalRow, StoreError> {
     let ((approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args), rest, claim) = raw;
     let (reason, summary, preview, status) = rest;
     let (decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at) = claim;
-    let json = |t: &str, what: &str| -> Result<Value, DbError> {
-        serde_json::from_str(t).map_err(|e| DbError::Decode(format!("approval {what}: {e}")))
+    let json = |t: &str, what: &str| -> Result<Value, StoreError> {
+        serde_json::from_str(t).map_err(|e| StoreError::Decode(format!("approval {what}: {e}")))
     };
     Ok(ApprovalRow {
         step_seq: u64::try_from(step_seq)
-            .map_err(|_| DbError::Decode(format!("negative approval step {step_seq}")))?,
+            .map_err(|_| StoreError::Decode(format!("negative approval step {step_seq}")))?,
         binding: Binding {
             tool_id,
             tool_hash,
@@ -150,7 +76,7 @@ fn decode(raw: Raw) -> Result<ApprovalRow, DbError> {
         args: json(&args, "args")?,
         preview: preview.map(|p| json(&p, "preview")).transpose()?,
         status: ApprovalStatus::parse(&status)
-            .ok_or_else(|| DbError::Decode(format!("unknown approval status `{status}`")))?,
+            .ok_or_else(|| StoreError::Decode(format!("unknown approval status `{status}`")))?,
         claimed_step: claimed_step.map(|s| s.max(0) as u64),
         approval_id,
         saga_id,
@@ -164,17 +90,12 @@ fn decode(raw: Raw) -> Result<ApprovalRow, DbError> {
     })
 }
 
-impl Wal<'_> {
-    /// Record a pending approval for a step and park its saga in
-    /// `AwaitingApproval` (the caller has checked the transition with the
-    /// guardrail), in one transaction.
-    ///
-    /// # Errors
-    /// [`DbError`], including an approval already requested for this step.
-    pub fn request_approval(&self, a: &NewApproval<'_>) -> Result<ApprovalRow, DbError> {
+#[async_trait]
+impl ApprovalStore for SqliteStore {
+    async fn request_approval(&self, a: &NewApproval<'_>) -> Result<ApprovalRow, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
         let at = now_rfc3339();
-        self.db().write(|tx| {
+        self.write(|tx| {
             tx.execute(
                 &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', NULL, NULL, NULL, NULL, NULL, ?11)"),
                 params![
@@ -211,7 +132,7 @@ impl Wal<'_> {
                 params![a.saga_id, State::AwaitingApproval.as_str(), at],
             )?;
             if n == 0 {
-                return Err(DbError::Decode(format!("no saga `{}`", a.saga_id)));
+                return Err(StoreError::Decode(format!("no saga `{}`", a.saga_id)));
             }
             append(
                 tx,
@@ -230,22 +151,16 @@ impl Wal<'_> {
         })
     }
 
-    /// Record a human's decision on a pending approval: `approve` or deny,
-    /// by `by` (e.g. `cli:alice`), with an optional note.
-    ///
-    /// # Errors
-    /// [`ApprovalOpError::NotFound`]/[`ApprovalOpError::Ambiguous`] for a bad
-    /// id, [`ApprovalOpError::Refused`] when it is not pending any more.
-    pub fn decide_approval(
+    async fn decide_approval(
         &self,
         id: &str,
         approve: bool,
         by: &str,
         note: Option<&str>,
     ) -> Result<ApprovalRow, ApprovalOpError> {
-        let current = self.approval(id)?;
+        let current = self.approval(id).await?;
         let at = now_rfc3339();
-        let result: Result<Result<ApprovalRow, ApprovalError>, DbError> = self.db().write(|tx| {
+        let result: Result<Result<ApprovalRow, ApprovalError>, StoreError> = self.write(|tx| {
             // Read again under the write lock: someone may have decided since.
             let status: String = tx.query_row(
                 "SELECT status FROM approvals WHERE approval_id = ?1",
@@ -253,7 +168,7 @@ impl Wal<'_> {
                 |r| r.get(0),
             )?;
             let status = ApprovalStatus::parse(&status)
-                .ok_or_else(|| DbError::Decode(format!("unknown approval status `{status}`")))?;
+                .ok_or_else(|| StoreError::Decode(format!("unknown approval status `{status}`")))?;
             let next = match status.decide(approve) {
                 Ok(n) => n,
                 Err(e) => return Ok(Err(e)),
@@ -285,18 +200,12 @@ impl Wal<'_> {
         Ok(result??)
     }
 
-    /// The approval with id `id`, or the only one whose id starts with `id`
-    /// (at least [`MIN_ID_PREFIX`] characters).
-    ///
-    /// # Errors
-    /// [`ApprovalOpError::NotFound`], [`ApprovalOpError::Ambiguous`] or
-    /// [`ApprovalOpError::Db`].
-    pub fn approval(&self, id: &str) -> Result<ApprovalRow, ApprovalOpError> {
+    async fn approval(&self, id: &str) -> Result<ApprovalRow, ApprovalOpError> {
         let shown: String = id.chars().take(80).collect();
         if !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') || id.is_empty() {
             return Err(ApprovalOpError::NotFound(shown));
         }
-        let rows: Vec<ApprovalRow> = self.db().read(|c| {
+        let rows: Vec<ApprovalRow> = self.read(|c| {
             let mut st = c.prepare(&format!(
                 "SELECT {COLUMNS} FROM approvals WHERE approval_id = ?1 OR (length(?1) >= ?2 AND substr(approval_id, 1, length(?1)) = ?1) LIMIT 2"
             ))?;
@@ -314,16 +223,12 @@ impl Wal<'_> {
         }
     }
 
-    /// The approval requested by step `step_seq` of a saga, if any.
-    ///
-    /// # Errors
-    /// [`DbError`].
-    pub fn approval_for_step(
+    async fn approval_for_step(
         &self,
         saga_id: &str,
         step_seq: u64,
-    ) -> Result<Option<ApprovalRow>, DbError> {
-        self.db().read(|c| {
+    ) -> Result<Option<ApprovalRow>, StoreError> {
+        self.read(|c| {
             c.query_row(
                 &format!("SELECT {COLUMNS} FROM approvals WHERE saga_id = ?1 AND step_seq = ?2"),
                 params![saga_id, step_seq as i64],
@@ -335,13 +240,8 @@ impl Wal<'_> {
         })
     }
 
-    /// The oldest approved, unclaimed approval with exactly this binding
-    /// (requested by any saga), if any.
-    ///
-    /// # Errors
-    /// [`DbError`].
-    pub fn find_approved(&self, binding: &Binding) -> Result<Option<ApprovalRow>, DbError> {
-        self.db().read(|c| {
+    async fn find_approved(&self, binding: &Binding) -> Result<Option<ApprovalRow>, StoreError> {
+        self.read(|c| {
             c.query_row(
                 &format!("SELECT {COLUMNS} FROM approvals WHERE tool_id = ?1 AND tool_hash = ?2 AND args_hash = ?3 AND status = 'approved' ORDER BY created_at, rowid LIMIT 1"),
                 params![binding.tool_id, binding.tool_hash, binding.args_hash],
@@ -353,12 +253,8 @@ impl Wal<'_> {
         })
     }
 
-    /// Approvals, oldest first: only pending ones, or all when `all`.
-    ///
-    /// # Errors
-    /// [`DbError`].
-    pub fn approvals(&self, all: bool) -> Result<Vec<ApprovalRow>, DbError> {
-        self.db().read(|c| {
+    async fn approvals(&self, all: bool) -> Result<Vec<ApprovalRow>, StoreError> {
+        self.read(|c| {
             let mut st = c.prepare(&format!(
                 "SELECT {COLUMNS} FROM approvals WHERE ?1 OR status = 'pending' ORDER BY created_at, rowid"
             ))?;

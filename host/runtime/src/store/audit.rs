@@ -20,9 +20,8 @@
 //! prints the head so that it can be witnessed elsewhere, and
 //! `--expect-head <seq>:<hash>` checks the log against a witnessed head.
 
-use super::chain::{self, ChainBreak};
-use super::{LogRow, StepStatus, Wal};
-use crate::db::DbError;
+use super::{LogRow, Store, StoreError, TableStates};
+use capsaga_core::wal_row::{self as chain, ChainBreak};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -204,10 +203,13 @@ fn compare(
 /// check the log against, besides the anchored one.
 ///
 /// # Errors
-/// [`DbError`] when the tables cannot be read.
-pub fn verify(wal: &Wal<'_>, expect_head: Option<&(i64, String)>) -> Result<AuditReport, DbError> {
-    let rows = wal.log(None)?;
-    let head = wal.head()?;
+/// [`StoreError`] when the tables cannot be read.
+pub async fn verify(
+    store: &dyn Store,
+    expect_head: Option<&(i64, String)>,
+) -> Result<AuditReport, StoreError> {
+    let rows = store.log(None).await?;
+    let head = store.head().await?;
     let mut findings = Vec::new();
     let chain = chain::verify(&rows);
     if let Some(b) = &chain {
@@ -243,7 +245,11 @@ pub fn verify(wal: &Wal<'_>, expect_head: Option<&(i64, String)>) -> Result<Audi
     }
 
     let replayed = replay(&rows);
-    let (sagas, steps, approvals) = tables(wal)?;
+    let TableStates {
+        sagas,
+        steps,
+        approvals,
+    } = store.table_states().await?;
     compare("saga", sagas, replayed.sagas, &mut findings);
     compare(
         "step",
@@ -261,46 +267,5 @@ pub fn verify(wal: &Wal<'_>, expect_head: Option<&(i64, String)>) -> Result<Audi
         head,
         chain,
         findings,
-    })
-}
-
-type Tables = (
-    BTreeMap<String, String>,
-    BTreeMap<String, String>,
-    BTreeMap<String, String>,
-);
-
-fn tables(wal: &Wal<'_>) -> Result<Tables, DbError> {
-    wal.db().read(|c| {
-        let mut sagas = BTreeMap::new();
-        let mut st = c.prepare("SELECT saga_id, state FROM saga_state")?;
-        for r in st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
-            let (k, v) = r?;
-            sagas.insert(k, v);
-        }
-        let mut steps = BTreeMap::new();
-        let mut st = c.prepare("SELECT saga_id, step_seq, status FROM saga_steps")?;
-        for r in st.query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-            ))
-        })? {
-            let (saga, seq, status) = r?;
-            // Keep the stored name even if it does not parse: a mismatch is
-            // a finding, not an error.
-            let status = StepStatus::parse(&status)
-                .map(|s| s.as_str().to_string())
-                .unwrap_or(status);
-            steps.insert(format!("{saga}#{seq}"), status);
-        }
-        let mut approvals = BTreeMap::new();
-        let mut st = c.prepare("SELECT approval_id, status FROM approvals")?;
-        for r in st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
-            let (k, v) = r?;
-            approvals.insert(k, v);
-        }
-        Ok((sagas, steps, approvals))
     })
 }

@@ -6,23 +6,24 @@
 //!   "steps": [ { "tool": "fs_write", "args": { "path": "/ws/a.txt", "content": "A" } } ] }
 //! ```
 //!
-//! Every step is validated (tool exists and is callable, args match its
-//! schema) before the saga starts, so a typo never leaves a half-run saga.
+//! Every step is checked by the door's first stages (tool exists and is
+//! callable, args match its schema) before the saga starts, so a typo never
+//! leaves a half-run saga.
 //! The steps then run in order; the first failure rolls the saga back. A
 //! step that needs a human parks the saga (AwaitingApproval) and the run
 //! stops there; the plan is stored with the saga (canonical JSON), so that
 //! [`resume`] can replay it after `capsaga approve`: committed steps return
 //! their logged output, and the approved step runs once.
+//!
+//! A plan is a driver of the dispatch door: every step is submitted there.
 
-use super::{RollbackReport, Saga, SagaError, StepOutcome};
-use crate::host::Host;
-use crate::wal::approvals::ApprovalRow;
-use crate::wal::{Origin, Wal};
+use crate::dispatch::{Args, Call, DispatchError, Dispatcher, Outcome, Refusal};
+use crate::saga::{RollbackReport, Saga};
+use crate::store::{ApprovalRow, Origin, StoreError};
 use capsaga_core::error::ToolError;
 use capsaga_core::fsm::State;
 use capsaga_core::json::parse_strict;
 use capsaga_core::tool::ToolOutput;
-use capsaga_core::validate::unknown_tool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
@@ -119,28 +120,25 @@ impl Plan {
         Ok(plan)
     }
 
-    /// Check every step against the registry and the schemas.
+    /// Check every step with the door's first stages (the tool exists and
+    /// is callable, the arguments match its schema).
     ///
     /// # Errors
     /// [`PlanError::Step`] for the first invalid step.
-    pub fn validate(&self, host: &Host) -> Result<(), PlanError> {
+    pub fn validate(&self, door: &Dispatcher) -> Result<(), PlanError> {
         for (index, s) in self.steps.iter().enumerate() {
             let step_err = |error: String| PlanError::Step {
                 index,
                 tool: s.tool.chars().take(80).collect(),
                 error,
             };
-            let Some(t) = host.registry.get(&s.tool) else {
-                return Err(step_err(
-                    unknown_tool(&s.tool, &host.registry.names()).to_model_message(),
-                ));
-            };
-            if let Err(e) = &t.grants {
-                return Err(step_err(e.to_string()));
+            if let Err((refusal, _)) = door.check(&s.tool, Args::Value(&s.args)) {
+                return Err(step_err(match refusal {
+                    Refusal::UnknownTool(e) | Refusal::InvalidArgs(e) => e.to_model_message(),
+                    Refusal::NotCallable(e) => e.to_string(),
+                    other => format!("{other:?}"),
+                }));
             }
-            t.validator
-                .check_value(&s.args)
-                .map_err(|e| step_err(e.to_model_message()))?;
         }
         Ok(())
     }
@@ -185,75 +183,137 @@ impl Plan {
     }
 }
 
+/// Why a plan run failed (not a step: a step's failure is in the report).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The door failed.
+    #[error(transparent)]
+    Dispatch(#[from] DispatchError),
+    /// `resume` needs the stored plan, and this saga has none (an agent turn).
+    #[error("saga `{0}` has no stored plan: only plan and call sagas can be resumed")]
+    NoPlan(String),
+    /// A plan given to resume a saga is not the plan the saga started with.
+    #[error("saga `{0}` was started with another plan: resume it with `capsaga resume --saga`")]
+    PlanMismatch(String),
+}
+
+impl From<StoreError> for RunError {
+    fn from(e: StoreError) -> Self {
+        RunError::Dispatch(e.into())
+    }
+}
+
 /// Resume saga `saga_id` with the plan stored when it started: committed
 /// steps are replayed from the log, the rest run (a parked step runs once
 /// its approval is approved).
 ///
 /// # Errors
-/// [`SagaError::NotFound`], [`SagaError::NoPlan`] for a saga without a stored
-/// plan (an agent turn), or any error of [`run`].
-pub async fn resume(host: &Host, saga_id: &str) -> Result<PlanReport, SagaError> {
-    let wal = Wal::new(&host.db);
-    if wal.saga(saga_id)?.is_none() {
-        return Err(SagaError::NotFound(saga_id.to_string()));
+/// [`DispatchError::NotFound`], [`RunError::NoPlan`] for a saga without a
+/// stored plan (an agent turn), or any error of [`run`].
+pub async fn resume(door: &Dispatcher, saga_id: &str) -> Result<PlanReport, RunError> {
+    let store = &door.host().store;
+    if store.saga(saga_id).await?.is_none() {
+        return Err(DispatchError::NotFound(saga_id.to_string()).into());
     }
-    let text = wal
-        .saga_plan(saga_id)?
-        .ok_or_else(|| SagaError::NoPlan(saga_id.to_string()))?;
-    let plan: Plan = serde_json::from_str(&text).map_err(|e| {
-        SagaError::Db(crate::db::DbError::Decode(format!(
-            "stored plan of saga {saga_id}: {e}"
-        )))
-    })?;
-    run(host, &plan, Some(saga_id)).await
+    let text = store
+        .saga_plan(saga_id)
+        .await?
+        .ok_or_else(|| RunError::NoPlan(saga_id.to_string()))?;
+    let plan: Plan = serde_json::from_str(&text)
+        .map_err(|e| StoreError::Decode(format!("stored plan of saga {saga_id}: {e}")))?;
+    run(door, &plan, Some(saga_id)).await
 }
 
 /// Run a validated plan as a new saga, or replay it in saga `resume`.
 ///
 /// # Errors
-/// [`SagaError`] when the engine fails.
-pub async fn run(host: &Host, plan: &Plan, resume: Option<&str>) -> Result<PlanReport, SagaError> {
-    run_as(host, plan, resume, Origin::Plan).await
+/// [`RunError`] when the door fails.
+pub async fn run(
+    door: &Dispatcher,
+    plan: &Plan,
+    resume: Option<&str>,
+) -> Result<PlanReport, RunError> {
+    run_as(door, plan, resume, Origin::Plan).await
 }
 
 /// [`run`] for a saga of `origin` (`capsaga call` runs a one-step plan).
 ///
 /// # Errors
-/// [`SagaError`] when the engine fails; [`SagaError::PlanMismatch`] when
+/// [`RunError`] when the door fails; [`RunError::PlanMismatch`] when
 /// `resume` names a saga that was started with another plan.
 pub async fn run_as(
-    host: &Host,
+    door: &Dispatcher,
     plan: &Plan,
     resume: Option<&str>,
     origin: Origin,
-) -> Result<PlanReport, SagaError> {
+) -> Result<PlanReport, RunError> {
     let text = plan.canonical();
     let mut saga = match resume {
         Some(id) => {
-            if let Some(stored) = Wal::new(&host.db).saga_plan(id)?
+            if let Some(stored) = door.host().store.saga_plan(id).await?
                 && stored != text
             {
-                return Err(SagaError::PlanMismatch(id.to_string()));
+                return Err(RunError::PlanMismatch(id.to_string()));
             }
-            Saga::resume(host, id)?
+            door.resume(id).await?
         }
-        None => Saga::start_with_plan(host, origin, &plan.description, Some(&text))?,
+        None => door.start(origin, &plan.description, Some(&text)).await?,
     };
-    let mut steps = Vec::new();
-    let mut rollback = None;
-    let mut awaiting_approval = None;
+    let mut run = Running::default();
     for (index, s) in plan.steps.iter().enumerate() {
-        let outcome = saga.step(&s.tool, &s.args).await?;
+        let submitted = door
+            .submit(&mut saga, Call::new(&s.tool, Args::Value(&s.args)))
+            .await?;
+        let stop = run
+            .record(door, &mut saga, index, &s.tool, submitted.outcome)
+            .await?;
+        if stop {
+            break;
+        }
+    }
+    let final_state = match (&run.rollback, &run.awaiting_approval) {
+        (Some(rb), _) => rb.final_state,
+        (None, Some(_)) => saga.state(),
+        (None, None) => door.finish(&mut saga).await?,
+    };
+    Ok(PlanReport {
+        saga_id: saga.id().to_string(),
+        steps: run.steps,
+        rollback: run.rollback,
+        awaiting_approval: run.awaiting_approval,
+        final_state,
+    })
+}
+
+/// The report being built while a plan runs.
+#[derive(Default)]
+struct Running {
+    steps: Vec<PlanStepReport>,
+    rollback: Option<RollbackReport>,
+    awaiting_approval: Option<ApprovalRow>,
+}
+
+impl Running {
+    /// Record one step's outcome; true when the plan stops there (a failure
+    /// rolls the saga back, a refusal aborts it, an approval parks it).
+    async fn record(
+        &mut self,
+        door: &Dispatcher,
+        saga: &mut Saga,
+        index: usize,
+        tool: &str,
+        outcome: Outcome,
+    ) -> Result<bool, DispatchError> {
         let mut rep = PlanStepReport {
             index,
-            tool: s.tool.clone(),
+            tool: tool.to_string(),
             step_seq: None,
             status: "committed",
             output: None,
             error: None,
         };
         let stop = match outcome {
-            StepOutcome::Committed {
+            Outcome::Committed {
                 seq,
                 output,
                 replayed,
@@ -264,55 +324,42 @@ pub async fn run_as(
                 rep.output = Some(output);
                 false
             }
-            StepOutcome::Failed {
+            Outcome::Failed {
                 seq,
                 error,
-                rollback: rb,
+                rollback,
                 ..
             } => {
                 rep.step_seq = Some(seq);
                 rep.status = "failed";
                 rep.error = Some(error);
-                rollback = Some(rb);
+                self.rollback = Some(rollback);
                 true
             }
-            StepOutcome::ReadFailed { seq, error, .. } => {
+            Outcome::ReadFailed { seq, error, .. } => {
                 rep.step_seq = Some(seq);
                 rep.status = "failed";
                 rep.error = Some(error);
-                rollback = Some(saga.abort().await?);
+                self.rollback = Some(door.abort(saga).await?);
                 true
             }
-            StepOutcome::AwaitingApproval { seq, approval } => {
+            Outcome::AwaitingApproval { seq, approval, .. } => {
                 rep.step_seq = Some(seq);
                 rep.status = "awaiting_approval";
-                awaiting_approval = Some(*approval);
+                self.awaiting_approval = Some(*approval);
                 true
             }
-            StepOutcome::Refused { error } => {
+            Outcome::Refused { error, .. } => {
                 rep.status = "refused";
                 rep.error = Some(error);
                 if !saga.state().is_terminal() {
-                    rollback = Some(saga.abort().await?);
+                    self.rollback = Some(door.abort(saga).await?);
                 }
                 true
             }
+            Outcome::Previewed { .. } => false,
         };
-        steps.push(rep);
-        if stop {
-            break;
-        }
+        self.steps.push(rep);
+        Ok(stop)
     }
-    let final_state = match (&rollback, &awaiting_approval) {
-        (Some(rb), _) => rb.final_state,
-        (None, Some(_)) => saga.state(),
-        (None, None) => saga.finish()?,
-    };
-    Ok(PlanReport {
-        saga_id: saga.id().to_string(),
-        steps,
-        rollback,
-        awaiting_approval,
-        final_state,
-    })
 }

@@ -1,8 +1,9 @@
-//! Which process drives a saga, and whether it is still alive.
+//! Saga ownership: which process drives a saga, and whether it is still
+//! alive.
 //!
 //! Crash recovery at start-up must finish the sagas of a process that died,
 //! and must never touch the sagas of a process that is still running (a
-//! second `capsaga` on the same workspace). Each [`crate::host::Host`] holds
+//! second `capsaga` on the same workspace). Each host holds
 //! an [`OwnerLock`]: an exclusive advisory lock (`flock`) on
 //! `<state_dir>/owners/<owner id>.lock`, held for the life of the host and
 //! released by the kernel when the process exits, however it exits (SIGKILL
@@ -11,7 +12,9 @@
 //!
 //! The owner id is written to the database only after the lock is held, so
 //! a process that finds an id in the database and an unlocked (or missing)
-//! file knows its owner is gone.
+//! file knows its owner is gone. Which sagas recovery may take over is
+//! [`recoverable`]; taking them over and finishing them is the dispatch
+//! door's (`dispatch::recover`).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
@@ -106,6 +109,29 @@ pub fn is_alive(state_dir: &Path, id: &str) -> bool {
             );
             true
         }
+    }
+}
+
+/// Whether recovery at start-up may take over a saga owned by `owner`
+/// (`None`: no owner recorded) in `state` from a saga of `origin`, for the
+/// process `me`: not its own, not a live process's, and not a plan or call
+/// saga parked in AwaitingApproval (those wait durably for `capsaga
+/// approve|deny` and `capsaga resume`; an agent saga parked when its process
+/// died is rolled back: a turn cannot be resumed without its conversation).
+pub fn recoverable(
+    state_dir: &Path,
+    me: &str,
+    owner: Option<&str>,
+    state: capsaga_core::fsm::State,
+    origin: &str,
+) -> bool {
+    if state == capsaga_core::fsm::State::AwaitingApproval && origin != "agent" {
+        return false;
+    }
+    match owner {
+        Some(o) if o == me => false,
+        Some(o) => !is_alive(state_dir, o),
+        None => true,
     }
 }
 

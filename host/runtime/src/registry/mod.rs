@@ -12,17 +12,28 @@
 //!
 //! One bad component does not stop the others: it is reported as a
 //! [`LoadIssue`] and left out of the catalog.
+//!
+//! Each tool's grants are configured into its bindings here (phase 2 of the
+//! capability factors, `sandbox::factors`). Host built-in tools
+//! ([`BuiltinTool`]) are registered beside the components and go through the
+//! same door.
+
+mod builtin;
+mod tool;
+
+pub use builtin::BuiltinTool;
+pub use tool::{LoadedTool, ToolBindings, ToolSource};
 
 use crate::sandbox::{CacheOutcome, Prepared, Sandbox, SandboxError};
 use capsaga_core::capability::Capability;
-use capsaga_core::grant::{GrantError, effective_grants};
+use capsaga_core::grant::{GrantError, dry_run_grants, effective_grants};
 use capsaga_core::idempotency::sha256_hex;
-use capsaga_core::meta::{MetaError, ToolMeta};
-use capsaga_core::policy::{Limits, Policy};
+use capsaga_core::meta::{MetaError, RawToolMeta, ToolMeta};
+use capsaga_core::policy::Policy;
 use capsaga_core::validate::ArgsValidator;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Largest component file accepted, bytes.
 pub const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
@@ -77,41 +88,62 @@ pub enum LoadError {
     /// No stored component has this hash.
     #[error("no component with content hash {0} is stored")]
     UnknownHash(String),
+    /// The tool table was poisoned by a panic in another thread.
+    #[error("the tool registry is unusable after a panic")]
+    Poisoned,
 }
 
-/// A loaded tool.
-pub struct LoadedTool {
-    /// Its checked meta.
-    pub meta: ToolMeta,
-    /// SHA-256 of the component bytes, lowercase hex.
-    pub hash: String,
-    /// Where it was loaded from.
-    pub path: PathBuf,
-    /// Compiled and linked.
-    pub prepared: Prepared,
-    /// Its args validator.
-    pub validator: ArgsValidator,
-    /// Effective grants, or why the tool is not callable.
-    pub grants: Result<Vec<Capability>, GrantError>,
-    /// Limits of its calls.
-    pub limits: Limits,
-    /// Whether it was compiled at load or loaded from the compiled cache.
-    pub compiled: CacheOutcome,
+/// The identity hash of a built-in tool: SHA-256 of `builtin:` and its meta.
+fn builtin_identity(raw: &RawToolMeta) -> String {
+    let meta = serde_json::to_string(raw).unwrap_or_default();
+    sha256_hex(format!("builtin:{meta}").as_bytes())
 }
 
-impl LoadedTool {
-    /// The effective grants as strings (for the WAL).
-    pub fn grant_strings(&self) -> Vec<String> {
-        match &self.grants {
-            Ok(g) => g.iter().map(ToString::to_string).collect(),
-            Err(_) => Vec::new(),
-        }
+/// A tool with its effective grants under `policy` (a tool the policy does
+/// not list gets none and is not callable) and their bindings.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    sandbox: &Sandbox,
+    policy: &Policy,
+    meta: ToolMeta,
+    validator: ArgsValidator,
+    hash: String,
+    path: PathBuf,
+    source: ToolSource,
+    compiled: CacheOutcome,
+) -> LoadedTool {
+    let tp = policy.tool(&meta.name);
+    let grants: Result<Vec<Capability>, GrantError> = if policy.section(&meta.name).is_some() {
+        effective_grants(&meta.name, &meta.capabilities, &tp.grants)
+    } else {
+        Err(GrantError::NotListed {
+            tool: meta.name.clone(),
+        })
+    };
+    let bindings = match &grants {
+        Ok(g) => ToolBindings {
+            execute: sandbox.factors().configure(g),
+            dry_run: sandbox.factors().configure(&dry_run_grants(g)),
+        },
+        Err(_) => ToolBindings::default(),
+    };
+    LoadedTool {
+        meta,
+        hash,
+        path,
+        source,
+        validator,
+        grants,
+        bindings,
+        limits: tp.limits,
+        compiled,
     }
 }
 
-/// All loaded tools.
+/// All loaded tools. Shared by every call (`Sync`): tools can be added
+/// while the host runs ([`Registry::register_builtin`]).
 pub struct Registry {
-    tools: BTreeMap<String, Arc<LoadedTool>>,
+    tools: RwLock<BTreeMap<String, Arc<LoadedTool>>>,
     by_hash: Mutex<BTreeMap<String, Prepared>>,
     store_dir: PathBuf,
     /// Problems found at load.
@@ -160,8 +192,9 @@ impl Registry {
             .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
             .collect();
         paths.sort();
+        let mut tools: BTreeMap<String, Arc<LoadedTool>> = BTreeMap::new();
         let mut reg = Registry {
-            tools: BTreeMap::new(),
+            tools: RwLock::new(BTreeMap::new()),
             by_hash: Mutex::new(BTreeMap::new()),
             store_dir: store_dir.to_path_buf(),
             issues: Vec::new(),
@@ -170,7 +203,7 @@ impl Registry {
             match reg.load_one(sandbox, &path, policy).await {
                 Ok(tool) => {
                     let name = tool.meta.name.clone();
-                    if let Some(prev) = reg.tools.get(&name) {
+                    if let Some(prev) = tools.get(&name) {
                         reg.issues.push(LoadIssue {
                             source: path.display().to_string(),
                             error: format!(
@@ -188,7 +221,7 @@ impl Registry {
                             unlisted: matches!(e, GrantError::NotListed { .. }),
                         });
                     }
-                    reg.tools.insert(name, Arc::new(tool));
+                    tools.insert(name, Arc::new(tool));
                 }
                 Err(e) => reg.issues.push(LoadIssue {
                     source: path.display().to_string(),
@@ -198,7 +231,7 @@ impl Registry {
             }
         }
         for name in policy.tools.keys() {
-            if !reg.tools.contains_key(name) {
+            if !tools.contains_key(name) {
                 reg.issues.push(LoadIssue {
                     source: format!("policy [tools.{name}]"),
                     error: format!("no tool named `{name}` was loaded; its grants are unused"),
@@ -206,6 +239,7 @@ impl Registry {
                 });
             }
         }
+        reg.tools = RwLock::new(tools);
         Ok(reg)
     }
 
@@ -247,24 +281,64 @@ impl Registry {
         if let Ok(mut m) = self.by_hash.lock() {
             m.insert(hash.clone(), prepared.clone());
         }
-        let tp = policy.tool(&meta.name);
-        let grants = if policy.section(&meta.name).is_some() {
-            effective_grants(&meta.name, &meta.capabilities, &tp.grants)
-        } else {
-            Err(GrantError::NotListed {
-                tool: meta.name.clone(),
-            })
-        };
-        Ok(LoadedTool {
-            hash,
-            path: path.to_path_buf(),
-            prepared,
-            validator,
-            grants,
-            limits: tp.limits,
-            compiled,
+        Ok(assemble(
+            sandbox,
+            policy,
             meta,
-        })
+            validator,
+            hash,
+            path.to_path_buf(),
+            ToolSource::Component(prepared),
+            compiled,
+        ))
+    }
+
+    /// Register a tool the host implements, under the policy's section of
+    /// its name (like a component: not listed, not callable). Its identity
+    /// hash is the SHA-256 of `builtin:` and its meta, so a changed built-in
+    /// is a new tool version for approvals and the WAL.
+    ///
+    /// # Errors
+    /// [`LoadError::Meta`] for a malformed meta, or a name already taken.
+    pub fn register_builtin(
+        &self,
+        sandbox: &Sandbox,
+        policy: &Policy,
+        tool: Arc<dyn BuiltinTool>,
+    ) -> Result<Arc<LoadedTool>, LoadError> {
+        let raw = tool.meta();
+        let identity = builtin_identity(&raw);
+        let path = PathBuf::from(format!("builtin:{}", raw.name));
+        let meta_error = |error| LoadError::Meta {
+            path: path.clone(),
+            error,
+        };
+        let meta = ToolMeta::from_raw(raw).map_err(meta_error)?;
+        let validator = ArgsValidator::new(&meta.name, &meta.args_schema).map_err(|e| {
+            meta_error(MetaError::SchemaInvalid {
+                tool: meta.name.clone(),
+                error: e.to_string(),
+            })
+        })?;
+        let loaded = Arc::new(assemble(
+            sandbox,
+            policy,
+            meta,
+            validator,
+            identity,
+            path.clone(),
+            ToolSource::Builtin(tool),
+            CacheOutcome::Disabled,
+        ));
+        let mut tools = self.tools.write().map_err(|_| LoadError::Poisoned)?;
+        if tools.contains_key(&loaded.meta.name) {
+            return Err(meta_error(MetaError::BadName(format!(
+                "{} (already taken)",
+                loaded.meta.name
+            ))));
+        }
+        tools.insert(loaded.meta.name.clone(), loaded.clone());
+        Ok(loaded)
     }
 
     /// Keep a content-addressed copy; failures only cost recovery the option
@@ -286,17 +360,46 @@ impl Registry {
 
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<Arc<LoadedTool>> {
-        self.tools.get(name).cloned()
+        self.tools.read().ok()?.get(name).cloned()
     }
 
     /// All tools, by name.
-    pub fn tools(&self) -> impl Iterator<Item = &Arc<LoadedTool>> {
-        self.tools.values()
+    pub fn tools(&self) -> Vec<Arc<LoadedTool>> {
+        self.tools
+            .read()
+            .map(|t| t.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Names of all tools, sorted.
-    pub fn names(&self) -> Vec<&str> {
-        self.tools.keys().map(String::as_str).collect()
+    pub fn names(&self) -> Vec<String> {
+        self.tools
+            .read()
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// What runs the tool `tool_id` whose identity hash is `hash` (what a
+    /// step's BEGIN pinned): for a component, the loaded one or the stored
+    /// copy with that content hash; for a built-in, the registered one if
+    /// its identity is unchanged.
+    ///
+    /// # Errors
+    /// [`LoadError::UnknownHash`] or a compile error.
+    pub fn source_by_identity(
+        &self,
+        sandbox: &Sandbox,
+        tool_id: &str,
+        hash: &str,
+    ) -> Result<ToolSource, LoadError> {
+        if let Some(t) = self.get(tool_id)
+            && t.hash == hash
+            && let ToolSource::Builtin(b) = &t.source
+        {
+            return Ok(ToolSource::Builtin(b.clone()));
+        }
+        self.prepared_by_hash(sandbox, hash)
+            .map(ToolSource::Component)
     }
 
     /// The prepared component with content hash `hash`: a loaded one, or the
