@@ -132,8 +132,8 @@ impl Plan {
                 tool: s.tool.chars().take(80).collect(),
                 error,
             };
-            if let Err((refusal, _)) = door.check(&s.tool, Args::Value(&s.args)) {
-                return Err(step_err(match refusal {
+            if let Err(r) = door.check(&s.tool, Args::Value(&s.args)) {
+                return Err(step_err(match r.refusal {
                     Refusal::UnknownTool(e) | Refusal::InvalidArgs(e) => e.to_model_message(),
                     Refusal::NotCallable(e) => e.to_string(),
                     other => format!("{other:?}"),

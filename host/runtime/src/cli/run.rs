@@ -57,15 +57,17 @@ pub(crate) async fn call(
     // tool that is not callable is refused as the saga's step.
     let args = match door.check(tool, Args::Text(args)) {
         Ok((_, args)) => args,
-        Err((Refusal::UnknownTool(e) | Refusal::InvalidArgs(e), _)) => {
-            return Err(Failure {
-                code: exit::TOOL_ERROR,
-                message: e.to_model_message(),
-            });
-        }
-        // Not callable: the saga's step is refused (and logged as such).
-        Err(_) => capsaga_core::json::parse_strict(args, capsaga_core::validate::MAX_ARGS_LEN)
-            .unwrap_or_else(|_| json!({})),
+        Err(r) => match r.refusal {
+            Refusal::UnknownTool(e) | Refusal::InvalidArgs(e) => {
+                return Err(Failure {
+                    code: exit::TOOL_ERROR,
+                    message: e.to_model_message(),
+                });
+            }
+            // Not callable: the saga's step is refused (and logged as such).
+            _ => capsaga_core::json::parse_strict(args, capsaga_core::validate::MAX_ARGS_LEN)
+                .unwrap_or_else(|_| json!({})),
+        },
     };
     // A call is a one-step plan, stored with its saga so that a call parked
     // for approval can be resumed (`capsaga resume`).

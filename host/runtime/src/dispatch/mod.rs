@@ -153,6 +153,23 @@ pub enum Verdict {
     ApproveRequired,
 }
 
+/// A refusal and the error the caller (or the model) is given, boxed: the
+/// cold path of every stage that can refuse.
+#[derive(Debug, Clone)]
+pub struct Rejection {
+    /// Which stage refused, and why.
+    pub refusal: Refusal,
+    /// The error for the caller, with its hint.
+    pub error: ToolError,
+}
+
+impl Rejection {
+    /// `refusal` with `error`, boxed.
+    pub(crate) fn boxed(refusal: Refusal, error: ToolError) -> Box<Self> {
+        Box::new(Self { refusal, error })
+    }
+}
+
 /// Which stage refused a call, with what it knows. Nothing of the call ran.
 #[derive(Debug, Clone)]
 pub enum Refusal {
@@ -287,7 +304,7 @@ impl Dispatcher {
         &self,
         tool: &str,
         args: Args<'_>,
-    ) -> Result<(Arc<LoadedTool>, Value), (Refusal, ToolError)> {
+    ) -> Result<(Arc<LoadedTool>, Value), Box<Rejection>> {
         let t = resolve::resolve(&self.host, tool)?;
         let args = validate::validate(&t, args)?;
         Ok((t, args))
@@ -305,7 +322,7 @@ impl Dispatcher {
     ) -> Result<Submitted, DispatchError> {
         let (tool, args) = match self.check(call.tool, call.args) {
             Ok(ok) => ok,
-            Err((refusal, error)) => return Ok(Submitted::refused(refusal, error)),
+            Err(r) => return Ok(Submitted::refused(r.refusal, r.error)),
         };
         let (outcome, verdict) = self.step(saga, &tool, &args, call.approver).await?;
         Ok(Submitted {
@@ -323,7 +340,7 @@ impl Dispatcher {
     pub async fn dry_run(&self, call: Call<'_>) -> Submitted {
         let (tool, args) = match self.check(call.tool, call.args) {
             Ok(ok) => ok,
-            Err((refusal, error)) => return Submitted::refused(refusal, error),
+            Err(r) => return Submitted::refused(r.refusal, r.error),
         };
         let (result, diagnostics) = execute::preview(&self.host, &tool, &args).await;
         Submitted {

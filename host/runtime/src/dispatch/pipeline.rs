@@ -5,7 +5,8 @@
 use super::approval::{self, Approver, Found, Pending};
 use super::policy::{self, Allowed};
 use super::{
-    DispatchError, Dispatcher, Outcome, Refusal, Verdict, execute, guardrail, replay, wal,
+    DispatchError, Dispatcher, Outcome, Refusal, Rejection, Verdict, execute, guardrail, replay,
+    wal,
 };
 use crate::clock::deadline_from_now;
 use crate::registry::LoadedTool;
@@ -35,7 +36,10 @@ impl Dispatcher {
         // 4. Policy.
         let allowed = match policy::decide(host, tool, saga.autonomy) {
             Ok(a) => a,
-            Err((refusal, error)) => return Ok((Outcome::Refused { refusal, error }, None)),
+            Err(r) => {
+                let Rejection { refusal, error } = *r;
+                return Ok((Outcome::Refused { refusal, error }, None));
+            }
         };
         // 5. Approval.
         let (verdict, approval) = match allowed {

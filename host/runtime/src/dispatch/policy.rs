@@ -1,7 +1,7 @@
 //! Stage 4, policy: allow, deny, or a human must approve, at the saga's
 //! autonomy level (the pure rules are `capsaga_core::policy::decide_at`).
 
-use super::Refusal;
+use super::{Refusal, Rejection};
 use crate::host::Host;
 use crate::registry::LoadedTool;
 use capsaga_core::error::{ErrorKind, ToolError};
@@ -23,7 +23,7 @@ pub(super) fn decide(
     host: &Host,
     tool: &LoadedTool,
     autonomy: Autonomy,
-) -> Result<Allowed, (Refusal, ToolError)> {
+) -> Result<Allowed, Box<Rejection>> {
     match decide_at(
         tool.meta.risk,
         tool.meta.has_side_effects,
@@ -38,7 +38,7 @@ pub(super) fn decide(
                 format!("policy: {reason}"),
                 "The operator does not allow this tool; use another tool or finish.",
             );
-            Err((Refusal::Denied { reason }, error))
+            Err(Rejection::boxed(Refusal::Denied { reason }, error))
         }
     }
 }

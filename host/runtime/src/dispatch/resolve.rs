@@ -2,7 +2,7 @@
 //! today; a neuron or a host built-in are other [`ToolSource`]s), and the
 //! tool a logged step pinned by its identity hash (for compensation).
 
-use super::{Dispatcher, Refusal};
+use super::{Dispatcher, Refusal, Rejection};
 use crate::host::Host;
 use crate::registry::{LoadError, LoadedTool, ToolSource};
 use capsaga_core::error::{ErrorKind, ToolError};
@@ -39,7 +39,7 @@ impl Dispatcher {
 /// # Errors
 /// [`Refusal::UnknownTool`] (the error lists every loaded tool) or
 /// [`Refusal::NotCallable`].
-pub(super) fn resolve(host: &Host, name: &str) -> Result<Arc<LoadedTool>, (Refusal, ToolError)> {
+pub(super) fn resolve(host: &Host, name: &str) -> Result<Arc<LoadedTool>, Box<Rejection>> {
     let Some(t) = host.registry.get(name) else {
         let names = host.registry.names();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -51,7 +51,10 @@ pub(super) fn resolve(host: &Host, name: &str) -> Result<Arc<LoadedTool>, (Refus
             ),
             format!("Use one of: {}.", names.join(", ")),
         );
-        return Err((Refusal::UnknownTool(unknown_tool(name, &names)), error));
+        return Err(Rejection::boxed(
+            Refusal::UnknownTool(unknown_tool(name, &names)),
+            error,
+        ));
     };
     if let Err(e) = &t.grants {
         let error = ToolError::with_hint(
@@ -59,7 +62,7 @@ pub(super) fn resolve(host: &Host, name: &str) -> Result<Arc<LoadedTool>, (Refus
             e.to_string(),
             "The operator has not granted what this tool needs; use another tool or ask the operator.",
         );
-        return Err((Refusal::NotCallable(e.clone()), error));
+        return Err(Rejection::boxed(Refusal::NotCallable(e.clone()), error));
     }
     Ok(t)
 }

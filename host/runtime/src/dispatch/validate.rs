@@ -2,7 +2,7 @@
 //! refused) matching the tool's argument schema; errors are written for the
 //! model to correct its call.
 
-use super::{Args, Refusal};
+use super::{Args, Refusal, Rejection};
 use crate::registry::LoadedTool;
 use capsaga_core::error::{ErrorKind, ToolError};
 use serde_json::Value;
@@ -11,7 +11,7 @@ use serde_json::Value;
 ///
 /// # Errors
 /// [`Refusal::InvalidArgs`].
-pub(super) fn validate(tool: &LoadedTool, args: Args<'_>) -> Result<Value, (Refusal, ToolError)> {
+pub(super) fn validate(tool: &LoadedTool, args: Args<'_>) -> Result<Value, Box<Rejection>> {
     let checked = match args {
         Args::Text(text) => tool.validator.check_text(text),
         Args::Value(v) => tool.validator.check_value(v).map(|()| v.clone()),
@@ -19,6 +19,6 @@ pub(super) fn validate(tool: &LoadedTool, args: Args<'_>) -> Result<Value, (Refu
     checked.map_err(|e| {
         let error =
             ToolError::with_hint(ErrorKind::InvalidArgs, e.to_string(), e.to_model_message());
-        (Refusal::InvalidArgs(e), error)
+        Rejection::boxed(Refusal::InvalidArgs(e), error)
     })
 }

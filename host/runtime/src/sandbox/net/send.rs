@@ -199,13 +199,7 @@ async fn vet(call: &CallNet, method: &str, url: &str, headers: &[String]) -> Res
     let resolved = match resolve(call, &dest, deadline).await {
         Ok(r) => r,
         Err(e) => {
-            call.record(
-                method,
-                url,
-                Some(Vec::new()),
-                "failed",
-                Some(e.to_string()),
-            );
+            call.record(method, url, Some(Vec::new()), "failed", Some(e.to_string()));
             return Err(e);
         }
     };
@@ -217,13 +211,7 @@ async fn vet(call: &CallNet, method: &str, url: &str, headers: &[String]) -> Res
             return Err(denied_code(&e));
         }
     };
-    let idx = call.record(
-        method,
-        url,
-        looked_up,
-        "failed",
-        Some("no response".into()),
-    );
+    let idx = call.record(method, url, looked_up, "failed", Some("no response".into()));
     Ok(Vetted {
         dest,
         addrs,
