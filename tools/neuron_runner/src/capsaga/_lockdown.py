@@ -82,11 +82,16 @@ PRELOAD = (
     "shutil",
     "urllib.parse",
     "ipaddress",
-    # diagnostics
+    # diagnostics (and what traceback and linecache load lazily)
     "traceback",
     "linecache",
+    "tokenize",
+    "keyword",
     "warnings",
     "weakref",
+    # componentize-py's bindings release resources through weakref.finalize,
+    # which imports atexit on first use
+    "atexit",
     # codecs looked up lazily by str.encode / bytes.decode
     "encodings.ascii",
     "encodings.latin_1",

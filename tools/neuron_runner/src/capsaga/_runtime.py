@@ -333,12 +333,47 @@ def _json_default(o):
     raise TypeError(f"a value of type {type(o).__name__} is not JSON")
 
 
+def _over_cap(data, cap, budget=100_000):
+    """True when the JSON text of ``data`` certainly has more than ``cap``
+    characters, judged from the lengths of its strings, visiting at most
+    ``budget`` values (encoding 100 MB only to refuse it would take seconds)."""
+    total = 0
+    stack = [data]
+    while stack and budget > 0:
+        budget -= 1
+        v = stack.pop()
+        if isinstance(v, str):
+            total += len(v) + 2
+        elif isinstance(v, dict):
+            total += 2 + len(v)
+            for k, x in v.items():
+                total += len(k) + 3 if isinstance(k, str) else 1
+                stack.append(x)
+        elif isinstance(v, (list, tuple)):
+            total += 2 + len(v)
+            stack.extend(v)
+        else:
+            total += 1
+        if total > cap:
+            return True
+    return False
+
+
+def _cap_error(d, size, cap):
+    return ToolError.quota_exceeded(
+        f"{d.meta.name} returned {size} bytes or more of output, over the call's cap of {cap} bytes",
+        llm_hint="return less data: aggregate, filter or page the result",
+    )
+
+
 def _encode(value, d):
     if isinstance(value, ToolOutput):
         data, effects, summary, next_hint = value.data, value.effects, value.summary, value.next_hint
     else:
         data, effects, summary, next_hint = value, [], "", None
     cap = int(d.max_output_bytes)
+    if _over_cap(data, cap):
+        raise _cap_error(d, cap + 1, cap)
     try:
         text = json.dumps(data, ensure_ascii=False, allow_nan=False, default=_json_default, separators=(",", ":"))
     except (TypeError, ValueError) as e:
@@ -352,10 +387,7 @@ def _encode(value, d):
         size = len(text.encode()) + sum(len(x.encode()) for x in effects)
         size += len(summary.encode()) + len((next_hint or "").encode())
     if size > cap:
-        raise ToolError.quota_exceeded(
-            f"{d.meta.name} returned {size} bytes or more of output, over the call's cap of {cap} bytes",
-            llm_hint="return less data: aggregate, filter or page the result",
-        )
+        raise _cap_error(d, size, cap)
     return wt.ToolOutput(data=text, effects=effects, next_hint=next_hint, summary=summary)
 
 
@@ -406,6 +438,29 @@ def _where(exc, filename):
     return frames[-TRACEBACK_FRAMES:]
 
 
+def _bug(exc, scope):
+    """``unknown``, naming the exception and where in the neuron it was raised."""
+    name = type(exc).__name__
+    try:
+        text = str(exc)[:1000]
+    except Exception:  # noqa: BLE001 - a hostile __str__
+        text = "(unprintable)"
+    at, tb = "", ""
+    try:
+        frames = _where(exc, scope.filename)
+        if frames:
+            f = frames[-1]
+            at = f" (line {f.lineno}, in {f.name}: `{(f.line or '').strip()[:200]}`)"
+        tb = "".join(traceback.format_list(frames))[-4000:] + f"{name}: {text}"
+    except Exception:  # noqa: BLE001 - the error must be reported whatever happens here
+        tb = f"{name}: {text}"
+    return ToolError.unknown(
+        f"{name}: {text}{at}",
+        llm_hint="the neuron's code failed; fix the code or call it with other arguments",
+        details={"exception": name, "traceback": tb},
+    )
+
+
 def classify(exc, scope):
     """The :class:`ToolError` for an exception raised by a call."""
     if isinstance(exc, ToolError):
@@ -435,17 +490,7 @@ def classify(exc, scope):
             llm_hint="return a value, or raise capsaga.ToolError to fail, instead of exiting",
         )
     else:
-        frames = _where(exc, scope.filename)
-        at = ""
-        if frames:
-            f = frames[-1]
-            at = f" (line {f.lineno}, in {f.name}: `{(f.line or '').strip()[:200]}`)"
-        lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
-        err = ToolError.unknown(
-            f"{type(exc).__name__}: {str(exc)[:1000]}{at}",
-            llm_hint="the neuron's code failed; fix the code or call it with other arguments",
-            details={"exception": type(exc).__name__, "traceback": "".join(lines)[-4000:]},
-        )
+        err = _bug(exc, scope)
     stdout = scope.capture.text()
     if stdout and err.details is None:
         err.details = {}
