@@ -13,8 +13,9 @@
 //!   runner instance per call (store, instantiate, `execute` of a small
 //!   neuron, drop), p50/p99 over interleaved rounds with a Rust tool call
 //!   (`target/tools/time_now.wasm`) in the same process, and the ratio;
-//!   the same for instantiation alone and for a CSV-statistics neuron, to
-//!   show where the time goes.
+//!   the same for instantiation alone, for `meta` (instantiate, ask the host
+//!   for the definition, return its meta: no neuron code) and for a
+//!   CSV-statistics neuron, to show where the time goes.
 //!
 //! Criterion's groups measure the same per-call paths.
 
@@ -68,8 +69,14 @@ fn call_ms(
     let t = Instant::now();
     let c = rt.block_on(async {
         match pre {
-            Some(p) => rig.call_pre(p, def, &Op::Execute, grants, &Limits::DEFAULT, args, &none).await,
-            None => rig.call(def, &Op::Execute, grants, &Limits::DEFAULT, args).await,
+            Some(p) => {
+                rig.call_pre(p, def, &Op::Execute, grants, &Limits::DEFAULT, args, &none)
+                    .await
+            }
+            None => {
+                rig.call(def, &Op::Execute, grants, &Limits::DEFAULT, args)
+                    .await
+            }
         }
     });
     let took = ms(t.elapsed());
@@ -81,7 +88,8 @@ fn one_time_compile(wasm: &std::path::Path) -> Option<f64> {
     if std::env::var("CAPSAGA_BENCH_COMPILE").as_deref() == Ok("0") {
         return None;
     }
-    let (engine, _) = capsaga_host::sandbox::engine::build(&SandboxConfig::default()).expect("engine");
+    let (engine, _) =
+        capsaga_host::sandbox::engine::build(&SandboxConfig::default()).expect("engine");
     let bytes = std::fs::read(wasm).expect("runner");
     let t = Instant::now();
     let c = Component::from_binary(&engine, &bytes).expect("compile");
@@ -94,7 +102,8 @@ fn one_time_compile(wasm: &std::path::Path) -> Option<f64> {
 /// (engine, deserialize, link, first call, total to first call).
 fn cold_start(rt: &tokio::runtime::Runtime, wasm: &std::path::Path) -> [f64; 5] {
     let t0 = Instant::now();
-    let (engine, _) = capsaga_host::sandbox::engine::build(&SandboxConfig::default()).expect("engine");
+    let (engine, _) =
+        capsaga_host::sandbox::engine::build(&SandboxConfig::default()).expect("engine");
     let t_engine = ms(t0.elapsed());
     let bytes = std::fs::read(wasm).expect("runner");
     let hash = capsaga_core::idempotency::sha256_hex(&bytes);
@@ -109,7 +118,14 @@ fn cold_start(rt: &tokio::runtime::Runtime, wasm: &std::path::Path) -> [f64; 5] 
     let rig = Rig::from_parts(engine, &component, Loaded::Cached(0), hash);
     let t_link = ms(t.elapsed());
     let t = Instant::now();
-    call_ms(rt, &rig, None, &neuron("small", SMALL), &[], r#"{"a":1,"b":2}"#);
+    call_ms(
+        rt,
+        &rig,
+        None,
+        &neuron("small", SMALL),
+        &[],
+        r#"{"a":1,"b":2}"#,
+    );
     let t_call = ms(t.elapsed());
     [t_engine, t_load, t_link, t_call, ms(t0.elapsed())]
 }
@@ -137,7 +153,8 @@ fn main() {
         capsaga_core::capability::Capability::parse(&format!("fs:read:{}/**", csv_root.display()))
             .expect("grant"),
     ];
-    let csv_args = serde_json::json!({"path": csv_root.join("d.csv").display().to_string()}).to_string();
+    let csv_args =
+        serde_json::json!({"path": csv_root.join("d.csv").display().to_string()}).to_string();
     let small = neuron("small", SMALL);
     let csv_def = neuron("csv_stats", CSV_STATS);
     let tool_def = neuron("time_now", "");
@@ -166,7 +183,11 @@ fn main() {
 
     // ---- summary: interleaved rounds in one process ----------------------------
     let (mut tool, mut inst, mut neu, mut stats) = (vec![], vec![], vec![], vec![]);
+    let mut meta = vec![];
     for _ in 0..ROUNDS {
+        let t = Instant::now();
+        rt.block_on(rig.meta(&small));
+        meta.push(ms(t.elapsed()));
         tool.push(call_ms(&rt, &rig, Some(&time_now), &tool_def, &[], "{}"));
         let t = Instant::now();
         rt.block_on(rig.instantiate_only(&small));
@@ -184,21 +205,33 @@ fn main() {
     let (i50, i99) = (pct(&mut inst, 0.5), pct(&mut inst, 0.99));
     let (s50, s99) = (pct(&mut stats, 0.5), pct(&mut stats, 0.99));
     println!("\nneuron runner summary ({ROUNDS} interleaved rounds, fresh instance per call)");
-    println!("  runner component: {} bytes, sha256 {}", std::fs::metadata(&wasm).map(|m| m.len()).unwrap_or(0), rig.runner_hash);
+    println!(
+        "  runner component: {} bytes, sha256 {}",
+        std::fs::metadata(&wasm).map(|m| m.len()).unwrap_or(0),
+        rig.runner_hash
+    );
     match compile_ms {
         Some(t) => println!("  one-time compile (Cranelift, fresh engine):   {t:9.0} ms"),
         None => println!("  one-time compile: skipped (CAPSAGA_BENCH_COMPILE=0)"),
     }
+    println!("  runner for the calls below: {:?} (ms)", rig.loaded);
     println!(
         "  cached cold start to first call, median of 5:  {:9.1} ms  (goal <= 300 ms)\n    \
          engine {:.1} ms + cache load/deserialize {:.1} ms + link {:.1} ms + first call {:.1} ms",
-        med(4), med(0), med(1), med(2), med(3)
+        med(4),
+        med(0),
+        med(1),
+        med(2),
+        med(3)
     );
     println!("  Rust tool call (time_now):      p50 {t50:7.3} ms  p99 {t99:7.3} ms");
     println!("  runner instantiate only:        p50 {i50:7.3} ms  p99 {i99:7.3} ms");
+    let (m50, m99) = (pct(&mut meta, 0.5), pct(&mut meta, 0.99));
+    println!("  runner meta (no neuron code):   p50 {m50:7.3} ms  p99 {m99:7.3} ms");
     println!(
         "  neuron call (a + b):            p50 {n50:7.3} ms  p99 {n99:7.3} ms  (goals 5 / 20 ms)  = {:.1}x / {:.1}x the Rust tool",
-        n50 / t50, n99 / t99
+        n50 / t50,
+        n99 / t99
     );
     println!(
         "  neuron call (CSV stats, 1000 rows): p50 {s50:7.3} ms  p99 {s99:7.3} ms  = {:.1}x the Rust tool",

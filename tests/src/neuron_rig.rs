@@ -124,7 +124,8 @@ impl tool_world::tool::log::Host for RunnerState {
         }
         .to_string();
         if self.logs.len() < 64 {
-            self.logs.push((level, message.chars().take(64 * 1024).collect()));
+            self.logs
+                .push((level, message.chars().take(64 * 1024).collect()));
         }
     }
 }
@@ -231,7 +232,9 @@ impl Rig {
             capsaga_host::sandbox::engine::build(&SandboxConfig::default()).expect("engine");
         let bytes = std::fs::read(wasm).expect("read the runner");
         let hash = capsaga_core::idempotency::sha256_hex(&bytes);
-        let cache = CompiledCache::open(cache, &engine).expect("open the compiled cache");
+        let cache_store = CompiledCache::open(cache, &engine).expect("open the compiled cache");
+        remove_stale_entries(cache, &hash);
+        let cache = cache_store;
         let started = Instant::now();
         let (component, loaded) = match cache.load(&engine, &hash) {
             Ok(Some(c)) => (c, Loaded::Cached(started.elapsed().as_millis())),
@@ -250,7 +253,12 @@ impl Rig {
     ///
     /// # Panics
     /// When the runner does not link.
-    pub fn from_parts(engine: Engine, component: &Component, loaded: Loaded, runner_hash: String) -> Rig {
+    pub fn from_parts(
+        engine: Engine,
+        component: &Component,
+        loaded: Loaded,
+        runner_hash: String,
+    ) -> Rig {
         let pre = Self::link(&engine, component);
         let stop = Arc::new(AtomicBool::new(false));
         start_ticker(&engine, stop.clone());
@@ -278,9 +286,7 @@ impl Rig {
         Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).expect("tool world imports");
         bindings::capsaga::tool::neuron_host::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .expect("neuron-host import");
-        let pre = linker
-            .instantiate_pre(component)
-            .expect("the runner links");
+        let pre = linker.instantiate_pre(component).expect("the runner links");
         ToolPre::new(pre).expect("the runner exports the tool world")
     }
 
@@ -330,7 +336,11 @@ impl Rig {
     /// When the call traps.
     pub async fn meta(&self, def: &NeuronDefinition) -> WitToolMeta {
         let (mut store, _stdio) = self.store(def, &[], &Limits::DEFAULT, false, &self.outbound);
-        let inst = self.pre.instantiate_async(&mut store).await.expect("instantiate");
+        let inst = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .expect("instantiate");
         inst.call_meta(&mut store).await.expect("meta")
     }
 
@@ -380,7 +390,10 @@ impl Rig {
     /// When instantiation fails.
     pub async fn instantiate_only(&self, def: &NeuronDefinition) {
         let (mut store, _stdio) = self.store(def, &[], &Limits::DEFAULT, false, &self.outbound);
-        self.pre.instantiate_async(&mut store).await.expect("instantiate");
+        self.pre
+            .instantiate_async(&mut store)
+            .await
+            .expect("instantiate");
     }
 
     /// One export call of the component behind `pre` in a fresh instance.
@@ -408,8 +421,14 @@ impl Rig {
         let fut = async {
             let inst: Tool = pre.instantiate_async(&mut store).await?;
             Ok::<_, wasmtime::Error>(match op {
-                Op::Execute => inst.call_execute(&mut store, &ctx, args_json).await?.map(Some),
-                Op::DryRun => inst.call_dry_run(&mut store, &ctx, args_json).await?.map(Some),
+                Op::Execute => inst
+                    .call_execute(&mut store, &ctx, args_json)
+                    .await?
+                    .map(Some),
+                Op::DryRun => inst
+                    .call_dry_run(&mut store, &ctx, args_json)
+                    .await?
+                    .map(Some),
                 Op::Compensate(out) => inst
                     .call_compensate(&mut store, &ctx, args_json, out)
                     .await?
@@ -420,7 +439,11 @@ impl Rig {
         let result = match res {
             Ok(Ok(Ok(out))) => Ok(out),
             Ok(Ok(Err(guest))) => Err(error_from_wit(guest)),
-            Ok(Err(trap)) => Err(classify_trap(&trap, store.data().limiter.hit.as_deref(), limits)),
+            Ok(Err(trap)) => Err(classify_trap(
+                &trap,
+                store.data().limiter.hit.as_deref(),
+                limits,
+            )),
             Err(_) => Err(ToolError::new(
                 ErrorKind::Timeout,
                 "deadline passed (host side)",
@@ -433,6 +456,20 @@ impl Rig {
             stdio: stdio.contents(),
             logs,
             elapsed: started.elapsed(),
+        }
+    }
+}
+
+/// Remove compiled runners of other builds from the rig's cache directory
+/// (each build of the runner has its own hash; its entry is about 40 MB).
+fn remove_stale_entries(dir: &Path, keep_hash: &str) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".cwasm") && !name.starts_with(keep_hash) {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }
@@ -472,9 +509,7 @@ pub fn error_from_wit(e: WitToolError) -> ToolError {
     };
     let mut err = ToolError::new(kind, e.message, e.llm_hint).retriable(e.retriable);
     if let Some(d) = e.details {
-        err = err.with_details(
-            serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d)),
-        );
+        err = err.with_details(serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d)));
     }
     err
 }
@@ -482,14 +517,21 @@ pub fn error_from_wit(e: WitToolError) -> ToolError {
 /// The host's classification of a trap (as `sandbox::outcome::trap_to_error`
 /// does it): deadline → `timeout`; fuel, memory cap, transfer cap or stack
 /// → `quota-exceeded`; anything else → `unknown`.
-pub fn classify_trap(err: &wasmtime::Error, limiter_hit: Option<&str>, limits: &Limits) -> ToolError {
+pub fn classify_trap(
+    err: &wasmtime::Error,
+    limiter_hit: Option<&str>,
+    limits: &Limits,
+) -> ToolError {
     let trap = err.downcast_ref::<Trap>().copied();
     let text = format!("{err:#}");
     let details = serde_json::json!({ "trap": text.chars().take(2000).collect::<String>() });
     let (kind, message, hint) = match trap {
         Some(Trap::Interrupt) => (
             ErrorKind::Timeout,
-            format!("exceeded its deadline of {} ms and was stopped", limits.deadline_ms),
+            format!(
+                "exceeded its deadline of {} ms and was stopped",
+                limits.deadline_ms
+            ),
             "The call took too long. Try a smaller request, or a different approach.",
         ),
         Some(Trap::OutOfFuel) => (

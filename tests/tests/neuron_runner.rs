@@ -71,8 +71,14 @@ fn tempdir() -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 async fn exec(rig: &Rig, def: &NeuronDefinition, grants: &[Capability], args: Value) -> Called {
-    rig.call(def, &Op::Execute, grants, &Limits::DEFAULT, &args.to_string())
-        .await
+    rig.call(
+        def,
+        &Op::Execute,
+        grants,
+        &Limits::DEFAULT,
+        &args.to_string(),
+    )
+    .await
 }
 
 async fn exec_src(rig: &Rig, source: &str) -> Called {
@@ -85,7 +91,11 @@ async fn contained(rig: &Rig, c: &Called, kind: ErrorKind) -> ToolError {
     assert_eq!(e.kind, kind, "{e:#?}\nstdio: {}", c.stdio);
     assert!(!e.message.is_empty() && !e.llm_hint.is_empty(), "{e:#?}");
     let ok = exec_src(rig, "def execute(args):\n    return {'alive': True}\n").await;
-    assert_eq!(ok.data(), json!({"alive": true}), "the host stopped serving calls");
+    assert_eq!(
+        ok.data(),
+        json!({"alive": true}),
+        "the host stopped serving calls"
+    );
     e
 }
 
@@ -144,7 +154,12 @@ async fn csv_statistics_over_a_preopened_directory() {
     assert_eq!(d["max"], 10.0);
     let stdev = d["stdev"].as_f64().expect("stdev");
     assert!((stdev - 3.027_650_354_097_491_7).abs() < 1e-12, "{stdev}");
-    let out = c.result.as_ref().ok().and_then(Option::as_ref).expect("output");
+    let out = c
+        .result
+        .as_ref()
+        .ok()
+        .and_then(Option::as_ref)
+        .expect("output");
     assert_eq!(out.summary, "statistics of x over 10 rows");
 
     // The neuron's own ToolError: kind, hint and details reach the host.
@@ -231,10 +246,7 @@ async fn dry_run_and_compensate_dispatch() {
     let c = rig.call(&def, &Op::Execute, &rw, &limits, &args).await;
     assert_eq!(c.data()["saga"], "neuron-test");
     assert_eq!(std::fs::read_to_string(&target).expect("written"), "hello");
-    let out = c
-        .result
-        .expect("execute")
-        .expect("an output");
+    let out = c.result.expect("execute").expect("an output");
     assert_eq!(out.effects, vec![format!("wrote {}", target.display())]);
 
     let c = rig
@@ -259,14 +271,24 @@ async fn dry_run_and_compensate_dispatch() {
         next_hint: None,
         summary: String::new(),
     };
-    let c = rig.call(&effectful, &Op::DryRun, &[], &limits, r#"{"n":2}"#).await;
+    let c = rig
+        .call(&effectful, &Op::DryRun, &[], &limits, r#"{"n":2}"#)
+        .await;
     assert_eq!(c.err().kind, ErrorKind::Unsupported);
     let c = rig
-        .call(&effectful, &Op::Compensate(nothing.clone()), &[], &limits, r#"{"n":2}"#)
+        .call(
+            &effectful,
+            &Op::Compensate(nothing.clone()),
+            &[],
+            &limits,
+            r#"{"n":2}"#,
+        )
         .await;
     assert_eq!(c.err().kind, ErrorKind::Unrevertible);
     let pure = neuron("bare", bare);
-    let c = rig.call(&pure, &Op::DryRun, &[], &limits, r#"{"n":2}"#).await;
+    let c = rig
+        .call(&pure, &Op::DryRun, &[], &limits, r#"{"n":2}"#)
+        .await;
     assert_eq!(c.data(), json!({"n": 4}));
     let c = rig
         .call(&pure, &Op::Compensate(nothing), &[], &limits, r#"{"n":2}"#)
@@ -347,7 +369,8 @@ async fn prints_are_logged_and_nothing_survives_a_call() {
     assert_eq!(a.data()["calls"], 1);
     assert_eq!(b.data()["calls"], 1, "module state survived a call");
     assert_ne!(
-        a.data()["r"], b.data()["r"],
+        a.data()["r"],
+        b.data()["r"],
         "random starts from the same build-time state in every instance"
     );
     assert!(
@@ -430,7 +453,10 @@ async fn http_goes_through_wasi_http_and_the_net_guard() {
     let c = exec(rig, &def, &caps(&[grant]), json!({"url": url})).await;
     let d = c.data();
     assert_eq!(d["status"], 200);
-    assert!(d["body"].as_str().unwrap_or("").contains("hello world"), "{d}");
+    assert!(
+        d["body"].as_str().unwrap_or("").contains("hello world"),
+        "{d}"
+    );
     assert_eq!(srv.count(), 1);
 }
 
@@ -443,7 +469,10 @@ async fn infinite_loop_stops_at_the_deadline() {
         deadline_ms: 1_500,
         ..Limits::DEFAULT
     };
-    let def = neuron("spin", "def execute(args):\n    while True:\n        pass\n");
+    let def = neuron(
+        "spin",
+        "def execute(args):\n    while True:\n        pass\n",
+    );
     let c = rig.call(&def, &Op::Execute, &[], &limits, "{}").await;
     assert!(c.elapsed < Duration::from_millis(3_000), "{:?}", c.elapsed);
     contained(rig, &c, ErrorKind::Timeout).await;
@@ -468,14 +497,22 @@ async fn memory_bomb_hits_the_memory_cap() {
     let e = contained(rig, &c, ErrorKind::QuotaExceeded).await;
     assert!(e.message.contains("memory"), "{e:#?}");
     // One huge allocation at once (1.5 GB, within wasm32's index range).
-    let c = exec_src(rig, "def execute(args):\n    return len(bytearray(1_500_000_000))\n").await;
+    let c = exec_src(
+        rig,
+        "def execute(args):\n    return len(bytearray(1_500_000_000))\n",
+    )
+    .await;
     contained(rig, &c, ErrorKind::QuotaExceeded).await;
 }
 
 #[tokio::test]
 async fn deep_recursion_is_refused() {
     let rig = rig!();
-    let c = exec_src(rig, "def f(n):\n    return f(n + 1)\ndef execute(args):\n    return f(0)\n").await;
+    let c = exec_src(
+        rig,
+        "def f(n):\n    return f(n + 1)\ndef execute(args):\n    return f(0)\n",
+    )
+    .await;
     let e = contained(rig, &c, ErrorKind::QuotaExceeded).await;
     assert!(e.message.contains("recursed too deeply"), "{e:#?}");
     // Recursion inside C code (the JSON encoder on a deeply nested list).
@@ -498,10 +535,21 @@ async fn deep_recursion_is_refused() {
 #[tokio::test]
 async fn hundred_megabytes_of_output_are_capped() {
     let rig = rig!();
-    let c = exec_src(rig, "def execute(args):\n    return 'x' * (100 * 1024 * 1024)\n").await;
+    let c = exec_src(
+        rig,
+        "def execute(args):\n    return 'x' * (100 * 1024 * 1024)\n",
+    )
+    .await;
     let e = contained(rig, &c, ErrorKind::QuotaExceeded).await;
-    assert!(e.message.contains("cap") || e.message.contains("memory"), "{e:#?}");
-    let c = exec_src(rig, "def execute(args):\n    print('y' * (100 * 1024 * 1024))\n").await;
+    assert!(
+        e.message.contains("cap") || e.message.contains("memory"),
+        "{e:#?}"
+    );
+    let c = exec_src(
+        rig,
+        "def execute(args):\n    print('y' * (100 * 1024 * 1024))\n",
+    )
+    .await;
     let e = contained(rig, &c, ErrorKind::QuotaExceeded).await;
     assert!(e.message.contains("printed more than"), "{e:#?}");
     // Many small prints, caught by the neuron: still refused at the end.
@@ -519,17 +567,29 @@ async fn hundred_megabytes_of_output_are_capped() {
         "import os\ndef execute(args):\n    os.write(1, b'z' * (100 * 1024 * 1024))\n    return 1\n",
     )
     .await;
-    assert!(c.stdio.len() < 64 * 1024, "{} bytes captured", c.stdio.len());
+    assert!(
+        c.stdio.len() < 64 * 1024,
+        "{} bytes captured",
+        c.stdio.len()
+    );
 }
 
 #[tokio::test]
 async fn etc_passwd_does_not_exist() {
     let rig = rig!();
-    let c = exec_src(rig, "def execute(args):\n    return open('/etc/passwd').read()\n").await;
+    let c = exec_src(
+        rig,
+        "def execute(args):\n    return open('/etc/passwd').read()\n",
+    )
+    .await;
     let e = contained(rig, &c, ErrorKind::PermissionDenied).await;
     assert!(e.message.contains("/etc/passwd"), "{e:#?}");
     assert!(!format!("{e:?}").contains("root:"), "{e:#?}");
-    let c = exec_src(rig, "import os\ndef execute(args):\n    return os.listdir('/')\n").await;
+    let c = exec_src(
+        rig,
+        "import os\ndef execute(args):\n    return os.listdir('/')\n",
+    )
+    .await;
     assert!(c.result.is_err() || c.data() == json!([]), "{:?}", c.result);
 }
 
@@ -559,7 +619,13 @@ async fn writes_outside_the_scratch_directory_are_refused() {
     assert!(!root.join("outside.txt").exists());
     assert!(!Path::new("/tmp/capsaga-neuron-escape.txt").exists());
     // Inside the scratch directory it works.
-    let c = exec(rig, &def, &grants, json!({ "path": format!("{s}/inside.txt") })).await;
+    let c = exec(
+        rig,
+        &def,
+        &grants,
+        json!({ "path": format!("{s}/inside.txt") }),
+    )
+    .await;
     assert_eq!(c.data(), json!("ok"));
     assert_eq!(
         std::fs::read_to_string(scratch.join("inside.txt")).expect("inside"),
@@ -570,17 +636,43 @@ async fn writes_outside_the_scratch_directory_are_refused() {
 #[tokio::test]
 async fn no_sockets_and_no_processes() {
     let rig = rig!();
-    for module in ["socket", "_socket", "ssl", "select", "asyncio", "subprocess", "ctypes", "multiprocessing"] {
-        let c = exec_src(rig, &format!("import {module}\ndef execute(args):\n    return 1\n")).await;
+    for module in [
+        "socket",
+        "_socket",
+        "ssl",
+        "select",
+        "asyncio",
+        "subprocess",
+        "ctypes",
+        "multiprocessing",
+    ] {
+        let c = exec_src(
+            rig,
+            &format!("import {module}\ndef execute(args):\n    return 1\n"),
+        )
+        .await;
         let e = contained(rig, &c, ErrorKind::Unsupported).await;
         assert!(e.message.contains("no sockets"), "{module}: {e:#?}");
     }
     // Through the import machinery by other names.
-    let c = exec_src(rig, "def execute(args):\n    return str(__import__('socket'))\n").await;
+    let c = exec_src(
+        rig,
+        "def execute(args):\n    return str(__import__('socket'))\n",
+    )
+    .await;
     contained(rig, &c, ErrorKind::Unsupported).await;
     // Process functions of os: absent or refused.
-    for call in ["os.system('id')", "os.popen('id').read()", "os.fork()", "os.execv('/bin/sh', ['sh'])"] {
-        let c = exec_src(rig, &format!("import os\ndef execute(args):\n    return {call}\n")).await;
+    for call in [
+        "os.system('id')",
+        "os.popen('id').read()",
+        "os.fork()",
+        "os.execv('/bin/sh', ['sh'])",
+    ] {
+        let c = exec_src(
+            rig,
+            &format!("import os\ndef execute(args):\n    return {call}\n"),
+        )
+        .await;
         assert!(c.result.is_err(), "{call}: {:?}", c.result);
         let e = c.err().clone();
         contained(rig, &c, e.kind).await;
@@ -595,14 +687,22 @@ async fn the_host_environment_is_not_visible() {
     let c = exec_src(rig, src).await;
     assert_eq!(c.data(), json!({"env": {}, "path": null}));
     // An env: grant shows exactly the operator's value, in this call only.
-    let policy = PolicyFile::parse("[env]\nLANG = \"C.UTF-8\"\n[tools.probe]\ngrants = [\"env:LANG\"]\n")
-        .expect("policy")
-        .check("/")
-        .expect("checked");
+    let policy =
+        PolicyFile::parse("[env]\nLANG = \"C.UTF-8\"\n[tools.probe]\ngrants = [\"env:LANG\"]\n")
+            .expect("policy")
+            .check("/")
+            .expect("checked");
     let outbound = Arc::new(Outbound::from_policy(&policy, Path::new("/")).expect("outbound"));
     let grants = caps(&["env:LANG".to_string()]);
     let c = rig
-        .call_with(&neuron("probe", src), &Op::Execute, &grants, &Limits::DEFAULT, "{}", &outbound)
+        .call_with(
+            &neuron("probe", src),
+            &Op::Execute,
+            &grants,
+            &Limits::DEFAULT,
+            "{}",
+            &outbound,
+        )
         .await;
     assert_eq!(c.data(), json!({"env": {"LANG": "C.UTF-8"}, "path": null}));
     let c = exec_src(rig, src).await;
@@ -621,9 +721,18 @@ async fn the_hosts_files_cannot_be_imported() {
     );
     let c = exec_src(rig, &src).await;
     let e = contained(rig, &c, ErrorKind::Unsupported).await;
-    assert!(e.message.contains("not available in the neuron runner"), "{e:#?}");
+    assert!(
+        e.message.contains("not available in the neuron runner"),
+        "{e:#?}"
+    );
     // Even when that directory is granted: a neuron reads files, never imports them.
-    let c = exec(rig, &neuron("probe", &src), &caps(&[read_grant(&host_dir)]), json!({})).await;
+    let c = exec(
+        rig,
+        &neuron("probe", &src),
+        &caps(&[read_grant(&host_dir)]),
+        json!({}),
+    )
+    .await;
     contained(rig, &c, ErrorKind::Unsupported).await;
     // Loading the file by hand: it does not exist in the sandbox.
     let src = format!(
@@ -636,7 +745,10 @@ async fn the_hosts_files_cannot_be_imported() {
     let own = capsaga_tests::repo_root().join("tools/neuron_runner/src/app.py");
     let c = exec_src(
         rig,
-        &format!("def execute(args):\n    return open({:?}).read()\n", own.display().to_string()),
+        &format!(
+            "def execute(args):\n    return open({:?}).read()\n",
+            own.display().to_string()
+        ),
     )
     .await;
     contained(rig, &c, ErrorKind::PermissionDenied).await;
