@@ -8,6 +8,7 @@ pub mod http_server;
 
 pub mod hostile;
 pub mod llm_server;
+pub mod neuron_rig;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::host::Host;
@@ -23,7 +24,8 @@ pub fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".."))
 }
 
-fn target_dir() -> PathBuf {
+/// The cargo target directory (`CARGO_TARGET_DIR`, else `target/`).
+pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"))
