@@ -145,7 +145,11 @@ impl Tool for FsEdit {
             return Err(ToolError::unrevertible(format!(
                 "{} was changed by someone else since the edit (sha256 {}, expected {} or {})",
                 args.path,
-                if now.is_empty() { "none: the file is gone" } else { &now },
+                if now.is_empty() {
+                    "none: the file is gone"
+                } else {
+                    &now
+                },
                 data.written_sha256,
                 data.previous_sha256
             ))
@@ -170,8 +174,10 @@ fn prepare(args: &Args, dry_run: bool) -> Result<(PathBuf, EditData, String), To
             .hint("give the exact text to replace; to create a file use fs_write"));
     }
     if args.old_string == args.new_string {
-        return Err(ToolError::invalid_args("old_string and new_string are the same")
-            .hint("nothing would change; give the new text in new_string"));
+        return Err(
+            ToolError::invalid_args("old_string and new_string are the same")
+                .hint("nothing would change; give the new text in new_string"),
+        );
     }
     let followed = resolve(&args.path, Follow::Final)?;
     let target = resolve(&args.path, Follow::NoFinal)?;
@@ -181,12 +187,17 @@ fn prepare(args: &Args, dry_run: bool) -> Result<(PathBuf, EditData, String), To
             args.path,
             followed.display()
         ))
-        .hint(format!("edit the link's target {} instead", followed.display())));
+        .hint(format!(
+            "edit the link's target {} instead",
+            followed.display()
+        )));
     }
     let meta = fs::metadata(&target).map_err(|e| ToolError::from_io(&e, &args.path))?;
     if !meta.is_file() {
-        return Err(ToolError::invalid_args(format!("{} is not a regular file", args.path))
-            .hint("give the path of a text file"));
+        return Err(
+            ToolError::invalid_args(format!("{} is not a regular file", args.path))
+                .hint("give the path of a text file"),
+        );
     }
     if meta.len() > MAX_FILE_BYTES {
         return Err(ToolError::unsupported(format!(
@@ -197,16 +208,18 @@ fn prepare(args: &Args, dry_run: bool) -> Result<(PathBuf, EditData, String), To
     }
     let bytes = fs::read(&target).map_err(|e| ToolError::from_io(&e, &args.path))?;
     let Ok(text) = String::from_utf8(bytes) else {
-        return Err(ToolError::unsupported(format!("{} is not UTF-8 text", args.path))
-            .hint("fs_edit edits text files only"));
+        return Err(
+            ToolError::unsupported(format!("{} is not UTF-8 text", args.path))
+                .hint("fs_edit edits text files only"),
+        );
     };
     let count = text.matches(args.old_string.as_str()).count();
     if count == 0 {
-        return Err(ToolError::not_found(format!(
-            "old_string was not found in {}",
-            args.path
-        ))
-        .hint("read the file again and copy the exact text to replace, whitespace included"));
+        return Err(
+            ToolError::not_found(format!("old_string was not found in {}", args.path)).hint(
+                "read the file again and copy the exact text to replace, whitespace included",
+            ),
+        );
     }
     if count > 1 && !args.replace_all {
         return Err(ToolError::invalid_args(format!(
@@ -249,11 +262,15 @@ fn prepare(args: &Args, dry_run: bool) -> Result<(PathBuf, EditData, String), To
 }
 
 fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> Result<(), ToolError> {
-    let tmp = temp_path(path, ctx, op)
-        .ok_or_else(|| ToolError::invalid_args(format!("{} does not name a file", path.display())))?;
+    let tmp = temp_path(path, ctx, op).ok_or_else(|| {
+        ToolError::invalid_args(format!("{} does not name a file", path.display()))
+    })?;
     let _ = fs::remove_file(&tmp);
     let written = (|| {
-        let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()
     })();
@@ -270,12 +287,19 @@ fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> Resul
 fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
     let (parent, name) = (path.parent()?, path.file_name()?);
     let key = sha256_hex(format!("{}\0{op}", ctx.idempotency_key).as_bytes());
-    Some(parent.join(format!(".{}.{}.capsaga-tmp", name.to_string_lossy(), &key[..16])))
+    Some(parent.join(format!(
+        ".{}.{}.capsaga-tmp",
+        name.to_string_lossy(),
+        &key[..16]
+    )))
 }
 
 /// Lowercase hex SHA-256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -308,12 +332,25 @@ mod tests {
         let a = args(&f, "fn a()", "fn alpha()", false);
         let dry = FsEdit::dry_run(&ctx, a.clone()).unwrap_or_else(|e| panic!("{e}"));
         let dd: EditData = dry.data_as().unwrap_or_else(|e| panic!("{e}"));
-        assert!(dd.diff.contains("-fn a() {}\n+fn alpha() {}"), "{}", dd.diff);
-        assert_eq!(fs::read_to_string(&f).ok().as_deref(), Some("fn a() {}\nfn b() {}\n"));
+        assert!(
+            dd.diff.contains("-fn a() {}\n+fn alpha() {}"),
+            "{}",
+            dd.diff
+        );
+        assert_eq!(
+            fs::read_to_string(&f).ok().as_deref(),
+            Some("fn a() {}\nfn b() {}\n")
+        );
         let out = FsEdit::execute(&ctx, a.clone()).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(fs::read_to_string(&f).ok().as_deref(), Some("fn alpha() {}\nfn b() {}\n"));
+        assert_eq!(
+            fs::read_to_string(&f).ok().as_deref(),
+            Some("fn alpha() {}\nfn b() {}\n")
+        );
         FsEdit::compensate(&ctx, a.clone(), &out).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(fs::read_to_string(&f).ok().as_deref(), Some("fn a() {}\nfn b() {}\n"));
+        assert_eq!(
+            fs::read_to_string(&f).ok().as_deref(),
+            Some("fn a() {}\nfn b() {}\n")
+        );
         FsEdit::compensate(&ctx, a.clone(), &out).unwrap_or_else(|e| panic!("idempotent: {e}"));
         // A third party's change is not overwritten.
         FsEdit::execute(&ctx, a.clone()).unwrap_or_else(|e| panic!("{e}"));
@@ -330,7 +367,10 @@ mod tests {
         fs::write(&f, "x x x").unwrap_or_else(|e| panic!("{e}"));
         let ctx = CallContext::default();
         let kind = |a: Args| FsEdit::execute(&ctx, a).err().map(|e| e.kind);
-        assert_eq!(kind(args(&f, "x", "y", false)), Some(ErrorKind::InvalidArgs));
+        assert_eq!(
+            kind(args(&f, "x", "y", false)),
+            Some(ErrorKind::InvalidArgs)
+        );
         assert_eq!(kind(args(&f, "z", "y", false)), Some(ErrorKind::NotFound));
         assert_eq!(kind(args(&f, "", "y", false)), Some(ErrorKind::InvalidArgs));
         let out = FsEdit::execute(&ctx, args(&f, "x", "y", true)).unwrap_or_else(|e| panic!("{e}"));
@@ -343,8 +383,14 @@ mod tests {
         fs::create_dir(&ws).unwrap_or_else(|e| panic!("{e}"));
         std::os::unix::fs::symlink(&secret, ws.join("link")).unwrap_or_else(|e| panic!("{e}"));
         with_granted_roots([&ws], || {
-            assert_eq!(kind(args(&secret, "s", "p", false)), Some(ErrorKind::PermissionDenied));
-            assert_eq!(kind(args(&ws.join("link"), "s", "p", false)), Some(ErrorKind::PermissionDenied));
+            assert_eq!(
+                kind(args(&secret, "s", "p", false)),
+                Some(ErrorKind::PermissionDenied)
+            );
+            assert_eq!(
+                kind(args(&ws.join("link"), "s", "p", false)),
+                Some(ErrorKind::PermissionDenied)
+            );
         });
         assert_eq!(fs::read_to_string(&secret).ok().as_deref(), Some("s"));
         let _ = fs::remove_dir_all(&d);

@@ -86,12 +86,17 @@ impl Tool for FsGlob {
         };
         let root = resolve(&root_raw, Follow::Final)?;
         if !root.is_dir() {
-            return Err(ToolError::invalid_args(format!("{root_raw} is not a directory"))
-                .hint("give an existing directory inside the granted directories as root"));
+            return Err(
+                ToolError::invalid_args(format!("{root_raw} is not a directory"))
+                    .hint("give an existing directory inside the granted directories as root"),
+            );
         }
         let root_s = root.display().to_string();
         let pattern = match args.pattern.strip_prefix('/') {
-            Some(_) => match args.pattern.strip_prefix(&format!("{}/", root_s.trim_end_matches('/'))) {
+            Some(_) => match args
+                .pattern
+                .strip_prefix(&format!("{}/", root_s.trim_end_matches('/')))
+            {
                 Some(rel) => rel.to_owned(),
                 None => {
                     return Err(ToolError::invalid_args(format!(
@@ -132,7 +137,9 @@ impl Tool for FsGlob {
                 stopped = true;
                 break;
             }
-            let Ok(rel) = entry.path().strip_prefix(&root) else { continue };
+            let Ok(rel) = entry.path().strip_prefix(&root) else {
+                continue;
+            };
             let rel_s = rel.to_string_lossy();
             let ft = entry.file_type();
             if ft.is_dir() && !args.include_dirs {
@@ -152,7 +159,11 @@ impl Tool for FsGlob {
             } else {
                 "file"
             };
-            let bytes = if ft.is_file() { entry.metadata().map_or(0, |m| m.len()) } else { 0 };
+            let bytes = if ft.is_file() {
+                entry.metadata().map_or(0, |m| m.len())
+            } else {
+                0
+            };
             found.push(Match {
                 path: entry.path().display().to_string(),
                 kind: kind.into(),
@@ -205,7 +216,12 @@ mod tests {
             with_granted_roots([&ws], || {
                 FsGlob::execute(
                     &CallContext::default(),
-                    Args { pattern: pattern.into(), root, max_results: max, include_dirs: false },
+                    Args {
+                        pattern: pattern.into(),
+                        root,
+                        max_results: max,
+                        include_dirs: false,
+                    },
                 )
             })
         };
@@ -215,14 +231,32 @@ mod tests {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|m| m["path"].as_str().unwrap_or("").trim_start_matches(&ws.display().to_string()).to_owned())
+            .map(|m| {
+                m["path"]
+                    .as_str()
+                    .unwrap_or("")
+                    .trim_start_matches(&ws.display().to_string())
+                    .to_owned()
+            })
             .collect();
-        assert_eq!(paths, ["/a.md", "/sub/c.md", "/sub/deep/d.md"], "links not followed, hidden skipped");
+        assert_eq!(
+            paths,
+            ["/a.md", "/sub/c.md", "/sub/deep/d.md"],
+            "links not followed, hidden skipped"
+        );
         let out = run("*.md", None, 200).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(out.data_as::<serde_json::Value>().unwrap_or_default()["total"], 1);
+        assert_eq!(
+            out.data_as::<serde_json::Value>().unwrap_or_default()["total"],
+            1
+        );
         let out = run("**/*", None, 2).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(out.data_as::<serde_json::Value>().unwrap_or_default()["truncated"], true);
-        let e = run("*.md", Some(d.display().to_string()), 10).err().map(|e| e.kind);
+        assert_eq!(
+            out.data_as::<serde_json::Value>().unwrap_or_default()["truncated"],
+            true
+        );
+        let e = run("*.md", Some(d.display().to_string()), 10)
+            .err()
+            .map(|e| e.kind);
         assert_eq!(e, Some(ErrorKind::PermissionDenied));
         let e = run("../*.md", None, 10).err().map(|e| e.kind);
         assert_eq!(e, Some(ErrorKind::InvalidArgs));

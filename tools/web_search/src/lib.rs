@@ -109,11 +109,15 @@ impl Tool for WebSearch {
     fn execute(_ctx: &CallContext, args: Args) -> Result<Output, ToolError> {
         let query = args.query.trim();
         if query.is_empty() {
-            return Err(ToolError::invalid_args("the query is empty").hint("give words to search for"));
+            return Err(
+                ToolError::invalid_args("the query is empty").hint("give words to search for")
+            );
         }
         if query.chars().count() > 500 {
-            return Err(ToolError::invalid_args("the query is longer than 500 characters")
-                .hint("search with fewer, more specific words"));
+            return Err(
+                ToolError::invalid_args("the query is longer than 500 characters")
+                    .hint("search with fewer, more specific words"),
+            );
         }
         let endpoint = std::env::var(ENDPOINT_VAR).map_err(|_| {
             ToolError::unsupported(format!("no search backend: {ENDPOINT_VAR} is not set"))
@@ -125,14 +129,17 @@ impl Tool for WebSearch {
             .max_body_bytes(MAX_RESPONSE_BYTES)
             .send()?;
         if resp.status >= 400 {
-            return Err(ToolError::external(format!("the search backend answered {}", resp.status))
-                .hint(if resp.status == 429 || resp.status >= 500 {
-                    "the search backend is busy or failing; try again later"
-                } else {
-                    "the search backend refused the request; rephrase the query"
-                })
-                .retriable(resp.status == 429 || resp.status >= 500)
-                .details(json!({"status": resp.status})));
+            return Err(ToolError::external(format!(
+                "the search backend answered {}",
+                resp.status
+            ))
+            .hint(if resp.status == 429 || resp.status >= 500 {
+                "the search backend is busy or failing; try again later"
+            } else {
+                "the search backend refused the request; rephrase the query"
+            })
+            .retriable(resp.status == 429 || resp.status >= 500)
+            .details(json!({"status": resp.status})));
         }
         let body: serde_json::Value = serde_json::from_slice(&resp.body).map_err(|e| {
             ToolError::external(format!("the search backend did not answer JSON: {e}"))
@@ -164,8 +171,10 @@ pub fn request_url(endpoint: &str, query: &str, args: &Args) -> Result<String, T
             .hint("web search is misconfigured; tell the operator")
     })?;
     if !matches!(url.scheme(), "https" | "http") {
-        return Err(ToolError::unsupported(format!("{ENDPOINT_VAR} is not an http(s) URL"))
-            .hint("web search is misconfigured; tell the operator"));
+        return Err(
+            ToolError::unsupported(format!("{ENDPOINT_VAR} is not an http(s) URL"))
+                .hint("web search is misconfigured; tell the operator"),
+        );
     }
     {
         let mut q = url.query_pairs_mut();
@@ -213,7 +222,10 @@ pub fn parse_results(body: &serde_json::Value, max: usize) -> (Vec<Hit>, Vec<Str
                 snippet: clip(&text(&r["content"]).unwrap_or_default(), MAX_SNIPPET_CHARS),
                 engine: text(&r["engine"]).or_else(|| {
                     r["engines"].as_array().map(|a| {
-                        a.iter().filter_map(|e| e.as_str()).collect::<Vec<_>>().join(",")
+                        a.iter()
+                            .filter_map(|e| e.as_str())
+                            .collect::<Vec<_>>()
+                            .join(",")
                     })
                 }),
             })
@@ -224,11 +236,19 @@ pub fn parse_results(body: &serde_json::Value, max: usize) -> (Vec<Hit>, Vec<Str
         v.as_array()
             .into_iter()
             .flatten()
-            .filter_map(|s| s.as_str().map(|s| clip(s, MAX_SNIPPET_CHARS)).or_else(|| text(&s["answer"])))
+            .filter_map(|s| {
+                s.as_str()
+                    .map(|s| clip(s, MAX_SNIPPET_CHARS))
+                    .or_else(|| text(&s["answer"]))
+            })
             .take(n)
             .collect()
     };
-    (hits, strings(&body["suggestions"], 5), strings(&body["answers"], 3))
+    (
+        hits,
+        strings(&body["suggestions"], 5),
+        strings(&body["answers"], 3),
+    )
 }
 
 #[cfg(test)]
@@ -236,13 +256,23 @@ mod tests {
     use super::*;
 
     fn args() -> Args {
-        Args { query: "q".into(), max_results: 5, language: Some("en".into()), time_range: Some(TimeRange::Week), page: 2 }
+        Args {
+            query: "q".into(),
+            max_results: 5,
+            language: Some("en".into()),
+            time_range: Some(TimeRange::Week),
+            page: 2,
+        }
     }
 
     #[test]
     fn url_has_the_searxng_parameters() {
-        let u = request_url("https://s.example/search?token=1", "a b&c", &args()).unwrap_or_default();
-        assert_eq!(u, "https://s.example/search?token=1&q=a+b%26c&format=json&pageno=2&language=en&time_range=week");
+        let u =
+            request_url("https://s.example/search?token=1", "a b&c", &args()).unwrap_or_default();
+        assert_eq!(
+            u,
+            "https://s.example/search?token=1&q=a+b%26c&format=json&pageno=2&language=en&time_range=week"
+        );
         assert!(request_url("file:///etc/passwd", "q", &args()).is_err());
     }
 
