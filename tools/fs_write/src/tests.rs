@@ -178,10 +178,7 @@ fn compensate_removes_a_temp_file_left_by_a_crash() {
         idempotency_key: "saga:1:fs_write:abc".into(),
         ..CallContext::default()
     };
-    assert_ne!(
-        temp_path(Path::new(&p), &other, "execute"),
-        Some(tmp.clone())
-    );
+    assert_ne!(temp_path(Path::new(&p), &other, "execute"), Some(tmp.clone()));
     assert_eq!(temp_path(Path::new(&p), &ctx, "execute"), Some(tmp));
 }
 
