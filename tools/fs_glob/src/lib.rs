@@ -18,7 +18,6 @@
 
 use capsaga_sdk::fs::{Follow, granted_roots, resolve};
 use capsaga_sdk::prelude::*;
-use capsaga_sdk::serde_json;
 use globset::GlobBuilder;
 
 /// Most entries looked at in one call.
@@ -198,6 +197,7 @@ capsaga_sdk::export_tool!(FsGlob);
 mod tests {
     use super::*;
     use capsaga_sdk::fs::with_granted_roots;
+    use capsaga_sdk::serde_json;
     use std::fs;
 
     #[test]
