@@ -126,7 +126,11 @@ async fn search(
         "answers": [],
         "suggestions": [format!("{query} tutorial")]
     });
-    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn router(shared: Shared, tls: bool) -> Router {

@@ -47,20 +47,47 @@ async fn fs_edit_replaces_once_and_is_rolled_back() {
     let host = ws.host().await;
     let edit = |path: &str, old: &str, new: &str| json!({"path": path, "old_string": old, "new_string": new});
     // Not unique, not found, outside: refused, nothing written.
-    assert_eq!(error_kind(&step(&host, "fs_edit", edit(&f, "fn b() {}", "x")).await), ErrorKind::InvalidArgs);
-    assert_eq!(error_kind(&step(&host, "fs_edit", edit(&f, "fn z", "x")).await), ErrorKind::NotFound);
+    assert_eq!(
+        error_kind(&step(&host, "fs_edit", edit(&f, "fn b() {}", "x")).await),
+        ErrorKind::InvalidArgs
+    );
+    assert_eq!(
+        error_kind(&step(&host, "fs_edit", edit(&f, "fn z", "x")).await),
+        ErrorKind::NotFound
+    );
     let outside = ws.root.join("outside.rs").display().to_string();
-    assert_eq!(error_kind(&step(&host, "fs_edit", edit(&outside, "fn a", "x")).await), ErrorKind::PermissionDenied);
-    assert_eq!(error_kind(&step(&host, "fs_edit", edit(&ws.ws_path("link.rs"), "fn a", "x")).await), ErrorKind::PermissionDenied);
+    assert_eq!(
+        error_kind(&step(&host, "fs_edit", edit(&outside, "fn a", "x")).await),
+        ErrorKind::PermissionDenied
+    );
+    assert_eq!(
+        error_kind(&step(&host, "fs_edit", edit(&ws.ws_path("link.rs"), "fn a", "x")).await),
+        ErrorKind::PermissionDenied
+    );
     assert_eq!(snapshot(&ws.ws()), before);
-    assert_eq!(std::fs::read_to_string(ws.root.join("outside.rs")).unwrap(), "fn a() {}");
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("outside.rs")).unwrap(),
+        "fn a() {}"
+    );
 
     let mut saga = Saga::start(&host, Origin::Call, "test").unwrap();
-    let out = saga.step("fs_edit", &edit(&f, "fn a() {}", "fn alpha() {}")).await.unwrap();
+    let out = saga
+        .step("fs_edit", &edit(&f, "fn a() {}", "fn alpha() {}"))
+        .await
+        .unwrap();
     let d = data(&out);
     assert_eq!(d["replacements"], 1);
-    assert!(d["diff"].as_str().unwrap().contains("-fn a() {}\n+fn alpha() {}"), "{d}");
-    assert_eq!(std::fs::read_to_string(&f).unwrap(), "fn alpha() {}\nfn b() {}\nfn b() {}\n");
+    assert!(
+        d["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-fn a() {}\n+fn alpha() {}"),
+        "{d}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "fn alpha() {}\nfn b() {}\nfn b() {}\n"
+    );
     let report = saga.abort().await.unwrap();
     assert!(report.all_compensated(), "{report:?}");
     assert_eq!(snapshot(&ws.ws()), before);
@@ -68,7 +95,10 @@ async fn fs_edit_replaces_once_and_is_rolled_back() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fs_glob_lists_bounded_and_confined() {
-    let ws = TestWorkspace::new(&["fs_glob"], "[tools.fs_glob]\ngrants = [\"fs:read:~/ws/**\"]\n");
+    let ws = TestWorkspace::new(
+        &["fs_glob"],
+        "[tools.fs_glob]\ngrants = [\"fs:read:~/ws/**\"]\n",
+    );
     for f in ["a.md", "b.txt", "docs/c.md", "docs/deep/d.md"] {
         let p = ws.ws().join(f);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -78,7 +108,12 @@ async fn fs_glob_lists_bounded_and_confined() {
     std::os::unix::fs::symlink(&ws.root, ws.ws().join("up")).unwrap();
     let host = ws.host().await;
     let ws_s = ws.ws().display().to_string();
-    let out = step(&host, "fs_glob", json!({"pattern": "**/*.md", "root": ws_s})).await;
+    let out = step(
+        &host,
+        "fs_glob",
+        json!({"pattern": "**/*.md", "root": ws_s}),
+    )
+    .await;
     let paths: Vec<String> = data(&out)["matches"]
         .as_array()
         .unwrap()
@@ -87,14 +122,28 @@ async fn fs_glob_lists_bounded_and_confined() {
         .collect();
     assert_eq!(
         paths,
-        [format!("{ws_s}/a.md"), format!("{ws_s}/docs/c.md"), format!("{ws_s}/docs/deep/d.md")]
+        [
+            format!("{ws_s}/a.md"),
+            format!("{ws_s}/docs/c.md"),
+            format!("{ws_s}/docs/deep/d.md")
+        ]
     );
-    let out = step(&host, "fs_glob", json!({"pattern": "**/*", "root": ws_s, "max_results": 2})).await;
+    let out = step(
+        &host,
+        "fs_glob",
+        json!({"pattern": "**/*", "root": ws_s, "max_results": 2}),
+    )
+    .await;
     assert_eq!(data(&out)["truncated"], true);
     let root = ws.root.display().to_string();
     let out = step(&host, "fs_glob", json!({"pattern": "*.md", "root": root})).await;
     assert_eq!(error_kind(&out), ErrorKind::PermissionDenied);
-    let out = step(&host, "fs_glob", json!({"pattern": "../*.md", "root": ws_s})).await;
+    let out = step(
+        &host,
+        "fs_glob",
+        json!({"pattern": "../*.md", "root": ws_s}),
+    )
+    .await;
     assert_eq!(error_kind(&out), ErrorKind::InvalidArgs);
 }
 
@@ -126,7 +175,10 @@ async fn web_search_queries_the_operators_backend() {
     let seen = srv.requests();
     assert_eq!(seen.len(), 1);
     assert!(seen[0].tls);
-    assert_eq!(seen[0].path, "/search?q=wasm+components&format=json&pageno=1&time_range=year");
+    assert_eq!(
+        seen[0].path,
+        "/search?q=wasm+components&format=json&pageno=1&time_range=year"
+    );
     // Without the operator's backend the tool is not callable at all.
     ws.write_policy(&format!(
         "[tools.web_search]\ngrants = [\"net:https:127.0.0.1:{tp}\"]\n[net]\nca_files = [\"ca.pem\"]\n"
@@ -134,7 +186,11 @@ async fn web_search_queries_the_operators_backend() {
     let host = ws.host().await;
     match step(&host, "web_search", json!({"query": "x"})).await {
         StepOutcome::Refused { error } => {
-            assert!(error.message.contains("env:WEB_SEARCH_URL"), "{}", error.message);
+            assert!(
+                error.message.contains("env:WEB_SEARCH_URL"),
+                "{}",
+                error.message
+            );
         }
         other => panic!("{other:?}"),
     }

@@ -30,7 +30,10 @@ fn setup() -> TestWorkspace {
 /// Runs `script` as a one-step saga and keeps the step (no rollback).
 async fn run(host: &Host, script: &str) -> Value {
     let mut saga = Saga::start(host, Origin::Call, "test").unwrap();
-    let out = saga.step("shell_run", &json!({"script": script})).await.unwrap();
+    let out = saga
+        .step("shell_run", &json!({"script": script}))
+        .await
+        .unwrap();
     saga.finish().unwrap();
     match out {
         StepOutcome::Committed { output, .. } => output.data,
@@ -45,12 +48,21 @@ async fn hostile_scripts_are_contained_with_a_clear_error() {
     let outside_before = snapshot(&ws.root);
     // (script, what stderr must say)
     let cases: &[(&str, &str)] = &[
-        ("cat /etc/passwd", "/etc/passwd: permission denied: outside the directories granted"),
-        ("cat ../secret.txt", "permission denied: outside the directories granted"),
+        (
+            "cat /etc/passwd",
+            "/etc/passwd: permission denied: outside the directories granted",
+        ),
+        (
+            "cat ../secret.txt",
+            "permission denied: outside the directories granted",
+        ),
         ("cd .. && cat secret.txt", "cd: ..: permission denied"),
         ("cd / ; ls", "cd: /: permission denied"),
         ("ln -s / x; cat x/etc/passwd", "ln: command not found"),
-        ("echo $(cat /etc/passwd)", "cat: /etc/passwd: permission denied"),
+        (
+            "echo $(cat /etc/passwd)",
+            "cat: /etc/passwd: permission denied",
+        ),
         ("echo `cat ../secret.txt`", "permission denied"),
         ("x=$(cat up/secret.txt); echo \"$x\"", "permission denied"),
         ("rm -rf /", "permission denied"),
@@ -67,7 +79,10 @@ async fn hostile_scripts_are_contained_with_a_clear_error() {
         let stderr = d["stderr"].as_str().unwrap();
         let stdout = d["stdout"].as_str().unwrap();
         assert!(stderr.contains(says), "{script}: stderr {stderr:?}");
-        assert!(!stdout.contains(SECRET) && !stdout.contains("root:"), "{script}: {stdout}");
+        assert!(
+            !stdout.contains(SECRET) && !stdout.contains("root:"),
+            "{script}: {stdout}"
+        );
         assert!(!stderr.contains(SECRET), "{script}: {stderr}");
         assert_eq!(d["changes"], json!([]), "{script}");
         assert!(
@@ -79,8 +94,15 @@ async fn hostile_scripts_are_contained_with_a_clear_error() {
     let d = run(&host, "ln -s / x").await;
     assert_eq!(d["exit_code"], 127);
     let stderr = d["stderr"].as_str().unwrap();
-    assert!(stderr.contains("available") && stderr.contains("grep, head"), "{d}");
-    assert_eq!(snapshot(&ws.root), outside_before, "nothing changed anywhere");
+    assert!(
+        stderr.contains("available") && stderr.contains("grep, head"),
+        "{d}"
+    );
+    assert_eq!(
+        snapshot(&ws.root),
+        outside_before,
+        "nothing changed anywhere"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -93,22 +115,44 @@ async fn floods_bombs_and_loops_hit_limits_and_the_host_carries_on() {
     let d = run(&host, "yes | head -c 100000000").await;
     assert_eq!(d["exit_code"], 0, "{}", d["stderr"]);
     assert_eq!(d["stdout"].as_str().unwrap().len(), 65536);
-    assert!(d["stdout_truncated_bytes"].as_u64().unwrap() > 1_000_000, "{d}");
-    assert!(d["stderr"].as_str().unwrap().contains("pipe limit"), "{}", d["stderr"]);
+    assert!(
+        d["stdout_truncated_bytes"].as_u64().unwrap() > 1_000_000,
+        "{d}"
+    );
+    assert!(
+        d["stderr"].as_str().unwrap().contains("pipe limit"),
+        "{}",
+        d["stderr"]
+    );
     assert!(t0.elapsed().as_secs() < 10);
 
     // A fork-bomb-shaped function: the nesting limit, inside the shell.
     let d = run(&host, "echo x > bomb.txt; :(){ :|:& };:").await;
     assert_eq!(d["exit_code"], 124);
-    assert!(d["stopped"].as_str().unwrap().contains("nested deeper than 64"), "{d}");
-    assert!(d["stderr"].as_str().unwrap().contains("nothing was changed"));
+    assert!(
+        d["stopped"]
+            .as_str()
+            .unwrap()
+            .contains("nested deeper than 64"),
+        "{d}"
+    );
+    assert!(
+        d["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was changed")
+    );
 
     // An endless loop: the shell's step limit or its stop time.
     let d = run(&host, "echo x > loop.txt; while true; do :; done").await;
     assert_eq!(d["exit_code"], 124, "{d}");
     assert_eq!(d["changes"], json!([]));
 
-    assert_eq!(snapshot(&ws.ws()), before, "a stopped script changes nothing");
+    assert_eq!(
+        snapshot(&ws.ws()),
+        before,
+        "a stopped script changes nothing"
+    );
     // The host still works.
     let d = run(&host, "grep -c a notes.txt").await;
     assert_eq!(d["stdout"], "3\n");
@@ -130,7 +174,10 @@ async fn changes_are_recorded_then_rolled_back_byte_for_byte() {
         mv old moved\n\
         for i in 1 2 3; do echo \"line $i\" >> out/list.txt; done\n\
         wc -l < out/list.txt";
-    let out = saga.step("shell_run", &json!({"script": script})).await.unwrap();
+    let out = saga
+        .step("shell_run", &json!({"script": script}))
+        .await
+        .unwrap();
     let StepOutcome::Committed { output, .. } = out else {
         panic!("{out:?}")
     };
@@ -150,7 +197,11 @@ async fn changes_are_recorded_then_rolled_back_byte_for_byte() {
         .find(|c| c["path"].as_str().unwrap().ends_with("/notes.txt"))
         .unwrap();
     assert_eq!(notes["before"]["content"], "alpha\nbeta\ngamma\n");
-    assert!(output.effects.iter().any(|e| e.starts_with("wrote ")), "{:?}", output.effects);
+    assert!(
+        output.effects.iter().any(|e| e.starts_with("wrote ")),
+        "{:?}",
+        output.effects
+    );
 
     // A later failure rolls the saga back: shell_run's compensate runs.
     let report = saga.abort().await.unwrap();
@@ -172,7 +223,11 @@ async fn a_dry_run_reports_the_writes_and_changes_nothing() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("would create"), "{text}");
     assert!(text.contains("would remove"), "{text}");

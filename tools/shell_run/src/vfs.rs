@@ -308,11 +308,10 @@ impl Vfs {
             return Look::Node(n);
         }
         for anc in p.ancestors().skip(1) {
-            match self.nodes.get(anc) {
-                Some(Node::Deleted | Node::File(_) | Node::Dir { opaque: true }) => {
-                    return Look::Hidden;
-                }
-                _ => {}
+            if let Some(Node::Deleted | Node::File(_) | Node::Dir { opaque: true }) =
+                self.nodes.get(anc)
+            {
+                return Look::Hidden;
             }
             if self.is_root(anc) {
                 break;

@@ -117,7 +117,8 @@ impl Caller {
                 op: &Op::Execute,
             })
             .await;
-        res.map(|o| o.data).map_err(|e| format!("{}: {}", e.kind, e.message))
+        res.map(|o| o.data)
+            .map_err(|e| format!("{}: {}", e.kind, e.message))
     }
 }
 
@@ -145,7 +146,8 @@ pub(crate) async fn measure(
     let Ok(shell_bytes) = std::fs::read(shell_path) else {
         return Ok(None);
     };
-    let dir: PathBuf = std::env::temp_dir().join(format!("capsaga-bench-shell-{}", std::process::id()));
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("capsaga-bench-shell-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let dir = dir.canonicalize().map_err(|e| e.to_string())?;
@@ -170,14 +172,18 @@ pub(crate) async fn measure(
                 dry_run: false,
             },
         };
-        let pipeline = serde_json::json!({"script": SCRIPT, "cwd": dir.display().to_string()}).to_string();
-        let trivial = serde_json::json!({"script": "true", "cwd": dir.display().to_string()}).to_string();
+        let pipeline =
+            serde_json::json!({"script": SCRIPT, "cwd": dir.display().to_string()}).to_string();
+        let trivial =
+            serde_json::json!({"script": "true", "cwd": dir.display().to_string()}).to_string();
         // Warm up, and check both give the same answer.
         let data = caller.call(&caller.shell, &pipeline).await?;
         let stdout = data["stdout"].as_str().unwrap_or_default().to_owned();
         let native = processes(&dir)?;
         if stdout != native {
-            return Err(format!("shell_run printed {stdout:?}, the system's shell {native:?}"));
+            return Err(format!(
+                "shell_run printed {stdout:?}, the system's shell {native:?}"
+            ));
         }
         caller.call(&caller.time_now, "{}").await?;
         let (mut wasm, mut procs, mut shell_call, mut tn_call) = (vec![], vec![], vec![], vec![]);
@@ -234,8 +240,14 @@ pub(crate) fn print(s: &ShellReport) {
         s.file_bytes as f64 / 1e6,
         s.stdout.trim_end()
     );
-    println!("      shell_run component            {:>9.1} ms", s.shell_run_ms);
-    println!("      sh + system coreutils (processes) {:>6.1} ms", s.processes_ms);
+    println!(
+        "      shell_run component            {:>9.1} ms",
+        s.shell_run_ms
+    );
+    println!(
+        "      sh + system coreutils (processes) {:>6.1} ms",
+        s.processes_ms
+    );
     println!(
         "      shell_run / processes: {:.2}x",
         s.shell_run_vs_processes

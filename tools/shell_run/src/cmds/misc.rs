@@ -577,7 +577,7 @@ pub fn seq(sh: &mut Shell, args: &[String], io: &Io) -> Result<i32, Flow> {
         }
         out.push_str(&format!("{v:0width$}"));
         n += 1;
-        if n % 65536 == 0 {
+        if n.is_multiple_of(65536) {
             io.print(&out)?;
             out.clear();
             sh.check_time()?;

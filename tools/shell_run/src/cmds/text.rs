@@ -296,7 +296,7 @@ pub fn bre_to_ere(p: &str) -> String {
                     if n == ']' {
                         break;
                     }
-                    if n == '\\' || n == '[' && false {
+                    if n == '\\' {
                         o.push('\\');
                     }
                     o.push(n);
@@ -898,28 +898,29 @@ fn tr_set(s: &str) -> Vec<char> {
     let chars: Vec<char> = s.chars().collect();
     let mut i = 0;
     while i < chars.len() {
-        if chars[i] == '[' && chars.get(i + 1) == Some(&':') {
-            if let Some(end) = s[s.char_indices().nth(i).map_or(0, |x| x.0)..].find(":]") {
-                let start_b = s.char_indices().nth(i).map_or(0, |x| x.0);
-                let class = &s[start_b + 2..start_b + end];
-                let set: Vec<char> = match class {
-                    "lower" => ('a'..='z').collect(),
-                    "upper" => ('A'..='Z').collect(),
-                    "digit" => ('0'..='9').collect(),
-                    "alpha" => ('a'..='z').chain('A'..='Z').collect(),
-                    "alnum" => ('a'..='z').chain('A'..='Z').chain('0'..='9').collect(),
-                    "space" => vec![' ', '\t', '\n', '\r', '\x0b', '\x0c'],
-                    "blank" => vec![' ', '\t'],
-                    "punct" => (33u8..=126)
-                        .map(char::from)
-                        .filter(char::is_ascii_punctuation)
-                        .collect(),
-                    _ => Vec::new(),
-                };
-                raw.extend(set);
-                i += s[start_b..start_b + end + 2].chars().count();
-                continue;
-            }
+        if chars[i] == '['
+            && chars.get(i + 1) == Some(&':')
+            && let Some(end) = s[s.char_indices().nth(i).map_or(0, |x| x.0)..].find(":]")
+        {
+            let start_b = s.char_indices().nth(i).map_or(0, |x| x.0);
+            let class = &s[start_b + 2..start_b + end];
+            let set: Vec<char> = match class {
+                "lower" => ('a'..='z').collect(),
+                "upper" => ('A'..='Z').collect(),
+                "digit" => ('0'..='9').collect(),
+                "alpha" => ('a'..='z').chain('A'..='Z').collect(),
+                "alnum" => ('a'..='z').chain('A'..='Z').chain('0'..='9').collect(),
+                "space" => vec![' ', '\t', '\n', '\r', '\x0b', '\x0c'],
+                "blank" => vec![' ', '\t'],
+                "punct" => (33u8..=126)
+                    .map(char::from)
+                    .filter(char::is_ascii_punctuation)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            raw.extend(set);
+            i += s[start_b..start_b + end + 2].chars().count();
+            continue;
         }
         let c = if chars[i] == '\\' && i + 1 < chars.len() {
             i += 1;

@@ -297,9 +297,7 @@ impl Shell {
                 }
                 WordPiece::EscapeSequence(s) => {
                     let c = s.strip_prefix('\\').unwrap_or(s);
-                    if !quoted {
-                        f.quoted(c);
-                    } else if c.starts_with(['$', '`', '"', '\\', '\n']) {
+                    if !quoted || c.starts_with(['$', '`', '"', '\\', '\n']) {
                         f.quoted(c);
                     } else {
                         f.quoted(s);

@@ -219,7 +219,7 @@ impl Shell {
                 self.limits.max_steps
             )));
         }
-        if self.steps % 64 == 0 {
+        if self.steps.is_multiple_of(64) {
             self.check_time()?;
         }
         Ok(())
