@@ -114,6 +114,14 @@ pub struct RunData {
     pub refused: Vec<String>,
     /// True for a dry run.
     pub dry_run: bool,
+    /// False for a dry run that did not need to run the script: it only
+    /// reads (then `exit_code`, `stdout` and `stderr` are empty).
+    #[serde(default = "yes")]
+    pub ran: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The tool.
@@ -199,6 +207,30 @@ fn run(ctx: &CallContext, args: &Args, dry_run: bool) -> Result<Output, ToolErro
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
     let mut sh = Shell::new(Vfs::new(roots, !dry_run), cwd.clone(), env, limits);
+    if dry_run
+        && let Ok(program) = sh.parse(&args.script)
+        && !shell::analysis::may_write(&program)
+    {
+        let data = RunData {
+            exit_code: 0,
+            stdout: String::new(),
+            stderr: String::new(),
+            stdout_truncated_bytes: 0,
+            stderr_truncated_bytes: 0,
+            cwd: cwd.display().to_string(),
+            steps: 0,
+            stopped: None,
+            changes: Vec::new(),
+            applied: false,
+            apply_error: None,
+            refused: Vec::new(),
+            dry_run: true,
+            ran: false,
+        };
+        return Ok(Output::new(&data).summary(
+            "Dry run: the script only reads (no command or redirection that writes); not run",
+        ));
+    }
     let io = Io::new(
         args.stdin.clone().into_bytes(),
         Sink::soft(max),
@@ -226,6 +258,7 @@ fn run(ctx: &CallContext, args: &Args, dry_run: bool) -> Result<Output, ToolErro
         apply_error: None,
         refused: std::mem::take(&mut sh.refused),
         dry_run,
+        ran: true,
     };
     if data.stopped.is_none() {
         let planned = commit::plan(&sh.vfs).map_err(|e| {

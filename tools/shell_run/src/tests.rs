@@ -302,3 +302,32 @@ fn hostile_scripts_are_contained() {
     assert_eq!(d.exit_code, 124);
     assert!(s.get("f.txt").is_none());
 }
+
+#[test]
+fn dry_run_skips_scripts_that_only_read() {
+    let s = Scratch::new("readonly");
+    s.put("a.txt", "x\n");
+    for script in [
+        "grep -c x a.txt | sort",
+        "for f in *.txt; do wc -l $f; done",
+        "cat a.txt 2>/dev/null",
+        "sed -n 1p a.txt",
+    ] {
+        let (_, d) = s.call_with(script, true);
+        assert!(!d.ran, "{script}");
+    }
+    for script in [
+        "echo x > b",
+        "sed -i s/x/y/ a.txt",
+        "sort -o b a.txt",
+        "$CMD",
+        "echo $(rm a.txt)",
+        "f() { rm a.txt; }; f",
+        "xargs rm < a.txt",
+        "find . -delete",
+        "cat a.txt | tee b",
+    ] {
+        let (_, d) = s.call_with(script, true);
+        assert!(d.ran, "{script}");
+    }
+}
