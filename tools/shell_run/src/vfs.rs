@@ -642,8 +642,9 @@ mod imp {
                 let writable = d
                     .get_flags()
                     .is_ok_and(|f| f.contains(DescriptorFlags::MUTATE_DIRECTORY));
+                let trimmed = name.trim_end_matches('/');
                 Root {
-                    path: PathBuf::from(name.trim_end_matches('/'))
+                    path: PathBuf::from(if trimmed.is_empty() { "/" } else { trimmed })
                         .components()
                         .collect(),
                     writable,
