@@ -105,9 +105,11 @@ async fn record(State(st): State<AppState>, req: Request, next: Next) -> Respons
 
 /// A SearXNG-style `format=json` answer: three results, the first naming
 /// the query, the third carrying a prompt injection in its snippet.
-async fn search(
-    axum::extract::Query(q): axum::extract::Query<BTreeMap<String, String>>,
-) -> Response {
+async fn search(uri: axum::http::Uri) -> Response {
+    let q: BTreeMap<String, String> =
+        url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
     if q.get("format").map(String::as_str) != Some("json") {
         return (StatusCode::FORBIDDEN, "format=json is required").into_response();
     }

@@ -117,8 +117,9 @@ impl Caller {
                 op: &Op::Execute,
             })
             .await;
-        res.map(|o| o.data)
-            .map_err(|e| format!("{}: {}", e.kind, e.message))
+        res.map_err(|e| format!("{}: {}", e.kind, e.message))?
+            .map(|o| o.data)
+            .ok_or_else(|| "the call returned no output".to_owned())
     }
 }
 
