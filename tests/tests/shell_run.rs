@@ -104,7 +104,7 @@ async fn hostile_scripts_are_contained_with_a_clear_error() {
     assert_eq!(d["exit_code"], 127);
     let stderr = d["stderr"].as_str().unwrap();
     assert!(
-        stderr.contains("available") && stderr.contains("grep, head"),
+        stderr.contains("only its own commands") && stderr.contains("grep, head"),
         "{d}"
     );
     // Nothing changed, inside the grant or outside it (the state database
