@@ -79,7 +79,7 @@ fn big_text() -> Vec<u8> {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let word = if w == 3 && x % 5 == 0 {
+            let word = if w == 3 && x.is_multiple_of(5) {
                 "foo"
             } else {
                 WORDS[(x % 12) as usize]
@@ -87,7 +87,7 @@ fn big_text() -> Vec<u8> {
             out.extend_from_slice(word.as_bytes());
             out.push(if w == 7 { b'\n' } else { b' ' });
         }
-        if line % 1000 == 0 {
+        if line.is_multiple_of(1000) {
             out.extend_from_slice(format!("line {line}\n").as_bytes());
         }
     }
