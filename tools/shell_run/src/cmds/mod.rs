@@ -1,16 +1,25 @@
 //! The commands of shell_run, each implemented here in Rust and run inside
-//! the component (none is a program of the host): text filters
-//! ([`text`], [`sed`]), files ([`files`]) and the rest ([`misc`]).
+//! the component (none is a program of the host), one module per family:
+//! viewing and counting ([`view`]), searching ([`grep`]), ordering
+//! ([`sort`]), selecting and translating ([`transform`]), editing
+//! ([`sed`]), comparing ([`diff`]), files ([`files`], [`find`]), printing ([`print`])
+//! and the rest ([`misc`]).
 //!
 //! Each takes the shell (for the filesystem overlay, the current directory
 //! and the variables), its arguments without the name, and its streams, and
 //! returns its exit status. Options follow POSIX and the common GNU forms;
 //! an unknown option is a usage error (status 2) naming the supported ones.
 
+pub mod diff;
 pub mod files;
+pub mod find;
+pub mod grep;
 pub mod misc;
+pub mod print;
 pub mod sed;
-pub mod text;
+pub mod sort;
+pub mod transform;
+pub mod view;
 
 use std::rc::Rc;
 
@@ -31,28 +40,28 @@ pub const NAMES: &[&str] = &[
 /// The command called `name`.
 pub fn lookup(name: &str) -> Option<Builtin> {
     Some(match name {
-        "cat" => text::cat,
-        "head" => text::head,
-        "tail" => text::tail,
-        "wc" => text::wc,
-        "grep" => text::grep,
-        "sort" => text::sort,
-        "uniq" => text::uniq,
-        "cut" => text::cut,
-        "tr" => text::tr,
-        "diff" => text::diff,
-        "tee" => text::tee,
+        "cat" => view::cat,
+        "head" => view::head,
+        "tail" => view::tail,
+        "wc" => view::wc,
+        "grep" => grep::grep,
+        "sort" => sort::sort,
+        "uniq" => sort::uniq,
+        "cut" => transform::cut,
+        "tr" => transform::tr,
+        "diff" => diff::diff,
+        "tee" => view::tee,
         "sed" => sed::sed,
         "ls" => files::ls,
-        "find" => files::find,
+        "find" => find::find,
         "mkdir" => files::mkdir,
         "rmdir" => files::rmdir,
         "rm" => files::rm,
         "cp" => files::cp,
         "mv" => files::mv,
         "touch" => files::touch,
-        "echo" => misc::echo,
-        "printf" => misc::printf,
+        "echo" => print::echo,
+        "printf" => print::printf,
         "basename" => misc::basename,
         "dirname" => misc::dirname,
         "date" => misc::date,

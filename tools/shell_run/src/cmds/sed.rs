@@ -8,7 +8,7 @@ use capsaga_sdk::fs::Follow;
 use regex::bytes::Regex;
 
 use super::{getopt, inputs, lines};
-use crate::cmds::text::build_regex;
+use crate::cmds::grep::build_regex;
 use crate::shell::io::Io;
 use crate::shell::{Flow, Shell};
 

@@ -15,10 +15,14 @@
 //! grants only); removing or renaming a link is refused, because shell_run
 //! could not put it back.
 
+mod error;
+mod real;
+
+pub use error::{FsError, FsErrorKind};
+pub use real::{granted, real_stat};
+
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fs;
-use std::io;
 use std::ops::Bound;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
@@ -26,6 +30,8 @@ use std::time::SystemTime;
 
 use capsaga_sdk::ErrorKind;
 use capsaga_sdk::fs::{Follow, resolve};
+
+use error::{is_dir, too_big};
 
 /// Largest file read or written in one piece, bytes (64 MiB).
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -70,76 +76,6 @@ pub struct Stat {
     pub len: u64,
     /// Last modification (real files only).
     pub modified: Option<SystemTime>,
-}
-
-/// Why a filesystem operation failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FsErrorKind {
-    /// No such file or directory.
-    NotFound,
-    /// Outside the grants, or a read-only grant.
-    Denied,
-    /// Already exists.
-    Exists,
-    /// Not a directory.
-    NotDir,
-    /// Is a directory.
-    IsDir,
-    /// Directory not empty.
-    NotEmpty,
-    /// Over a size or count limit of shell_run.
-    TooBig,
-    /// Not supported by shell_run.
-    Unsupported,
-    /// Malformed path.
-    Invalid,
-    /// Another I/O error.
-    Io,
-}
-
-/// A failed filesystem operation, with a message for stderr.
-#[derive(Debug, Clone)]
-pub struct FsError {
-    /// Its kind.
-    pub kind: FsErrorKind,
-    /// What happened, naming the path.
-    pub msg: String,
-}
-
-impl FsError {
-    /// An error of `kind` with `msg`.
-    pub fn new(kind: FsErrorKind, msg: impl Into<String>) -> FsError {
-        FsError {
-            kind,
-            msg: msg.into(),
-        }
-    }
-
-    fn io(path: &Path, e: &io::Error) -> FsError {
-        let kind = match e.kind() {
-            io::ErrorKind::NotFound => FsErrorKind::NotFound,
-            io::ErrorKind::PermissionDenied => FsErrorKind::Denied,
-            io::ErrorKind::AlreadyExists => FsErrorKind::Exists,
-            io::ErrorKind::NotADirectory => FsErrorKind::NotDir,
-            io::ErrorKind::IsADirectory => FsErrorKind::IsDir,
-            io::ErrorKind::DirectoryNotEmpty => FsErrorKind::NotEmpty,
-            _ => FsErrorKind::Io,
-        };
-        FsError::new(kind, format!("{}: {e}", path.display()))
-    }
-
-    fn not_found(path: &Path) -> FsError {
-        FsError::new(
-            FsErrorKind::NotFound,
-            format!("{}: No such file or directory", path.display()),
-        )
-    }
-}
-
-impl fmt::Display for FsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.msg)
-    }
 }
 
 /// A granted directory.
@@ -575,106 +511,5 @@ impl Vfs {
                 format!("{}: Not a directory", parent.display()),
             )),
         }
-    }
-}
-
-fn is_dir(p: &Path) -> FsError {
-    FsError::new(
-        FsErrorKind::IsDir,
-        format!("{}: Is a directory", p.display()),
-    )
-}
-
-fn too_big(p: &Path, len: u64) -> FsError {
-    FsError::new(
-        FsErrorKind::TooBig,
-        format!(
-            "{}: {len} bytes, more than shell_run handles in one file ({MAX_FILE_BYTES})",
-            p.display()
-        ),
-    )
-}
-
-/// The real filesystem's answer for `p`, not following a final link.
-///
-/// # Errors
-/// I/O errors other than "not found".
-pub fn real_stat(p: &Path) -> Result<Option<Stat>, FsError> {
-    match fs::symlink_metadata(p) {
-        Ok(m) => {
-            let t = m.file_type();
-            let kind = if t.is_symlink() {
-                Kind::Link
-            } else if t.is_dir() {
-                Kind::Dir
-            } else if t.is_file() {
-                Kind::File
-            } else {
-                Kind::Other
-            };
-            Ok(Some(Stat {
-                kind,
-                len: m.len(),
-                modified: m.modified().ok(),
-            }))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(FsError::io(p, &e)),
-    }
-}
-
-/// The granted directories of this instance and whether each is writable.
-pub fn granted() -> Vec<Root> {
-    imp::granted()
-}
-
-#[cfg(all(target_arch = "wasm32", target_os = "wasi", target_env = "p2"))]
-mod imp {
-    use super::Root;
-    use std::path::PathBuf;
-    use wasip2::filesystem::types::DescriptorFlags;
-
-    pub(super) fn granted() -> Vec<Root> {
-        let mut roots: Vec<Root> = wasip2::filesystem::preopens::get_directories()
-            .into_iter()
-            .filter(|(_, name)| name.starts_with('/'))
-            .map(|(d, name)| {
-                let writable = d
-                    .get_flags()
-                    .is_ok_and(|f| f.contains(DescriptorFlags::MUTATE_DIRECTORY));
-                let trimmed = name.trim_end_matches('/');
-                Root {
-                    path: PathBuf::from(if trimmed.is_empty() { "/" } else { trimmed })
-                        .components()
-                        .collect(),
-                    writable,
-                }
-            })
-            .collect();
-        roots.sort_by(|a, b| a.path.cmp(&b.path));
-        roots.dedup_by(|a, b| {
-            if a.path == b.path {
-                b.writable |= a.writable;
-                true
-            } else {
-                false
-            }
-        });
-        roots
-    }
-}
-
-#[cfg(not(all(target_arch = "wasm32", target_os = "wasi", target_env = "p2")))]
-mod imp {
-    use super::Root;
-
-    pub(super) fn granted() -> Vec<Root> {
-        capsaga_sdk::fs::granted_roots()
-            .into_iter()
-            .map(|path| Root {
-                path,
-                writable: true,
-            })
-            .collect()
     }
 }
