@@ -2,7 +2,8 @@
 //! the component (none is a program of the host), one module per family:
 //! viewing and counting ([`view`]), searching ([`grep`]), ordering
 //! ([`sort`]), selecting and translating ([`transform`]), editing
-//! ([`sed`]), comparing ([`diff`]), files ([`files`], [`find`]), printing ([`print`])
+//! ([`sed`]; the regular expressions of grep and sed are in [`pattern`]),
+//! comparing ([`diff`]), files ([`files`], [`find`]), printing ([`print`])
 //! and the rest ([`misc`]).
 //!
 //! Each takes the shell (for the filesystem overlay, the current directory
@@ -15,6 +16,7 @@ pub mod files;
 pub mod find;
 pub mod grep;
 pub mod misc;
+pub mod pattern;
 pub mod print;
 pub mod sed;
 pub mod sort;

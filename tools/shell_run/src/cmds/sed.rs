@@ -8,7 +8,7 @@ use capsaga_sdk::fs::Follow;
 use regex::bytes::Regex;
 
 use super::{getopt, inputs, lines};
-use crate::cmds::grep::build_regex;
+use crate::cmds::pattern::{Syntax, build_regex};
 use crate::shell::io::Io;
 use crate::shell::{Flow, Shell};
 
@@ -100,7 +100,14 @@ impl P<'_> {
     }
 
     fn regex(&self, p: &str, icase: bool) -> Result<Regex, String> {
-        build_regex(&[p.to_owned()], self.extended, false, icase, false, false)
+        build_regex(
+            &[p.to_owned()],
+            Syntax {
+                extended: self.extended,
+                icase,
+                ..Syntax::default()
+            },
+        )
     }
 
     fn addr(&mut self) -> Result<Option<Addr>, String> {
