@@ -331,3 +331,89 @@ fn dry_run_skips_scripts_that_only_read() {
         assert!(d.ran, "{script}");
     }
 }
+
+#[test]
+fn text_commands_print_what_gnu_prints() {
+    let s = Scratch::new("gnu");
+    s.put("a.txt", "alpha one\nBeta two\n\nfoo bar\nfoobar\nlast foo");
+    s.put("b.txt", "x\nfoo\n");
+    s.put("s.txt", "b 10 x\na 2 y\nB 2 z\nc -1 w\na 2 y\n");
+    // Expected outputs of GNU grep 3, sort, tr and wc 9 (LC_ALL=C; wc's
+    // columns are not padded) and bash's printf and echo on the same input.
+    let cases: &[(&str, &str)] = &[
+        ("grep -v foo a.txt", "alpha one\nBeta two\n\n"),
+        ("grep -n foo a.txt", "4:foo bar\n5:foobar\n6:last foo\n"),
+        ("grep -vn foo a.txt", "1:alpha one\n2:Beta two\n3:\n"),
+        ("grep -c -v foo a.txt", "3\n"),
+        ("grep -c foo a.txt b.txt", "a.txt:3\nb.txt:1\n"),
+        ("grep -l foo a.txt b.txt", "a.txt\nb.txt\n"),
+        ("grep -L beta a.txt b.txt", "a.txt\nb.txt\n"),
+        ("grep -m 2 foo a.txt", "foo bar\nfoobar\n"),
+        ("grep -x foo b.txt", "foo\n"),
+        ("grep -w foo a.txt", "foo bar\nlast foo\n"),
+        (
+            "grep -on o a.txt",
+            "1:o\n2:o\n4:o\n4:o\n5:o\n5:o\n6:o\n6:o\n",
+        ),
+        ("grep -in beta a.txt", "2:Beta two\n"),
+        (
+            "grep -e alpha -e x a.txt b.txt",
+            "a.txt:alpha one\nb.txt:x\n",
+        ),
+        ("grep -v '' a.txt", ""),
+        ("grep -c '^' a.txt", "6\n"),
+        ("grep -n '^$' a.txt", "3:\n"),
+        ("grep -vm1 alpha a.txt", "Beta two\n"),
+        (
+            "grep -h foo a.txt b.txt",
+            "foo bar\nfoobar\nlast foo\nfoo\n",
+        ),
+        ("grep -E 'fo+(bar)?$' a.txt", "foobar\nlast foo\n"),
+        ("grep 'o\\{2\\}' a.txt", "foo bar\nfoobar\nlast foo\n"),
+        ("grep -q foo a.txt && echo yes", "yes\n"),
+        ("grep -c zzz a.txt; echo $?", "0\n1\n"),
+        ("printf 'foo\\nbar' | grep -v foo", "bar\n"),
+        ("sort s.txt", "B 2 z\na 2 y\na 2 y\nb 10 x\nc -1 w\n"),
+        ("sort -r s.txt", "c -1 w\nb 10 x\na 2 y\na 2 y\nB 2 z\n"),
+        ("sort -f s.txt", "a 2 y\na 2 y\nb 10 x\nB 2 z\nc -1 w\n"),
+        ("sort -u s.txt", "B 2 z\na 2 y\nb 10 x\nc -1 w\n"),
+        ("sort -n -k2 s.txt", "c -1 w\nB 2 z\na 2 y\na 2 y\nb 10 x\n"),
+        (
+            "sort -k2,2n -k1,1r s.txt",
+            "c -1 w\na 2 y\na 2 y\nB 2 z\nb 10 x\n",
+        ),
+        (
+            "sort -t' ' -k3 s.txt",
+            "c -1 w\nb 10 x\na 2 y\na 2 y\nB 2 z\n",
+        ),
+        ("sort -k2n -u s.txt", "c -1 w\na 2 y\nb 10 x\n"),
+        ("sort -fu s.txt", "a 2 y\nb 10 x\nB 2 z\nc -1 w\n"),
+        (
+            "sort -rn -k2 s.txt",
+            "b 10 x\na 2 y\na 2 y\nB 2 z\nc -1 w\n",
+        ),
+        ("echo a | tr aa xy", "y\n"),
+        (
+            "echo 'hello,  world!! ok' | tr -cs 'a-z' '\\n'",
+            "hello\nworld\nok\n",
+        ),
+        ("echo aabbcc | tr -ds a b", "bcc\n"),
+        ("echo aabbcc | tr -s 'a-c'", "abc\n"),
+        ("echo héllo | tr a-z A-Z", "HéLLO\n"),
+        ("echo héllo | tr -d é", "hllo\n"),
+        ("echo abc | tr abc x", "xxx\n"),
+        ("echo 'a1b2' | tr -d '[:digit:]'", "ab\n"),
+        ("printf 'h\\303\\251\\n' | wc -m", "3\n"),
+        ("printf 'a b\\nc' | wc -l -w", "1 3\n"),
+        ("printf '%b' 'a\\tb\\0101\\n'", "a\tbA\n"),
+        ("echo -e 'x\\0101y'", "xAy\n"),
+        ("printf '\\303\\251\\n'", "é\n"),
+        ("printf '%d %s\\n' 1 a 2 b", "1 a\n2 b\n"),
+        ("printf '%03d|%-3d|\\n' -5 7", "-05|7  |\n"),
+        ("printf '%c%c\\n' hello w", "hw\n"),
+    ];
+    for (script, want) in cases {
+        let (_, d) = s.call(script);
+        assert_eq!(d.stdout, *want, "{script}: stderr {}", d.stderr);
+    }
+}

@@ -3,10 +3,15 @@
 use crate::shell::io::Io;
 use crate::shell::{Flow, Shell};
 
-/// Backslash escapes of `echo -e` and printf's format (`\c` stops output:
-/// the flag is returned).
-fn escapes(s: &str, octal_needs_zero: bool) -> (String, bool) {
-    let mut o = String::with_capacity(s.len());
+/// Largest field width or precision of printf (1 MiB): a larger one would
+/// only exhaust the component's memory.
+const MAX_WIDTH: usize = 1024 * 1024;
+
+/// Backslash escapes of `echo -e` and printf's format, as bytes (`\NNN`
+/// and `\xHH` are bytes, not characters); `\c` stops output: the flag is
+/// returned.
+fn escapes(s: &str, octal_needs_zero: bool) -> (Vec<u8>, bool) {
+    let mut o = Out(Vec::with_capacity(s.len()));
     let chars: Vec<char> = s.chars().collect();
     let mut i = 0;
     while i < chars.len() {
@@ -29,7 +34,7 @@ fn escapes(s: &str, octal_needs_zero: bool) -> (String, bool) {
             'e' => o.push('\u{1b}'),
             '\\' => o.push('\\'),
             '"' => o.push('"'),
-            'c' => return (o, true),
+            'c' => return (o.0, true),
             '0'..='7' => {
                 let mut v = if octal_needs_zero && n != '0' {
                     o.push('\\');
@@ -46,7 +51,7 @@ fn escapes(s: &str, octal_needs_zero: bool) -> (String, bool) {
                     i += 1;
                     k += 1;
                 }
-                o.push(char::from_u32(v & 0xff).unwrap_or('?'));
+                o.0.push(u8::try_from(v & 0xff).unwrap_or(b'?'));
             }
             'x' => {
                 let mut v = 0;
@@ -56,7 +61,7 @@ fn escapes(s: &str, octal_needs_zero: bool) -> (String, bool) {
                     i += 1;
                     k += 1;
                 }
-                o.push(char::from_u32(v).unwrap_or('?'));
+                o.0.push(u8::try_from(v).unwrap_or(b'?'));
             }
             other => {
                 o.push('\\');
@@ -64,7 +69,17 @@ fn escapes(s: &str, octal_needs_zero: bool) -> (String, bool) {
             }
         }
     }
-    (o, false)
+    (o.0, false)
+}
+
+/// Bytes being built from characters.
+struct Out(Vec<u8>);
+
+impl Out {
+    fn push(&mut self, c: char) {
+        let mut b = [0u8; 4];
+        self.0.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+    }
 }
 
 /// `echo [-neE] [STRING]...`
@@ -89,17 +104,17 @@ pub fn echo(_sh: &mut Shell, args: &[String], io: &Io) -> Result<i32, Flow> {
     let (mut text, stop) = if interpret {
         escapes(&text, true)
     } else {
-        (text, false)
+        (text.into_bytes(), false)
     };
     if newline && !stop {
-        text.push('\n');
+        text.push(b'\n');
     }
     io.print(text)?;
     Ok(0)
 }
 
 /// One conversion of printf.
-fn convert(spec: &str, conv: char, arg: Option<&String>, io: &Io) -> String {
+fn convert(spec: &str, conv: char, arg: Option<&String>, io: &Io) -> Vec<u8> {
     let a = arg.map_or("", String::as_str);
     let (flags, rest): (String, String) = {
         let f: String = spec.chars().take_while(|c| "-+ #0".contains(*c)).collect();
@@ -112,6 +127,10 @@ fn convert(spec: &str, conv: char, arg: Option<&String>, io: &Io) -> String {
         ),
         None => (rest.parse::<usize>().ok(), None),
     };
+    let (width, prec) = (
+        width.map(|w| w.min(MAX_WIDTH)),
+        prec.map(|p| p.min(MAX_WIDTH)),
+    );
     let int = |a: &str| -> i64 {
         let t = a.trim();
         if let Some(c) = t.strip_prefix('\'').or_else(|| t.strip_prefix('"')) {
@@ -127,16 +146,49 @@ fn convert(spec: &str, conv: char, arg: Option<&String>, io: &Io) -> String {
             0
         })
     };
-    let body = match conv {
+    let body: Vec<u8> = match conv {
+        'b' => escapes(a, true).0,
+        _ => convert_text(conv, a, &flags, prec, &int).into_bytes(),
+    };
+    let Some(w) = width else { return body };
+    let len = String::from_utf8_lossy(&body).chars().count();
+    if len >= w {
+        return body;
+    }
+    let pad = w - len;
+    let mut out = Vec::with_capacity(body.len() + pad);
+    if flags.contains('-') {
+        out.extend_from_slice(&body);
+        out.resize(out.len() + pad, b' ');
+    } else if flags.contains('0') && "diuxXofFeEgG".contains(conv) {
+        let sign = usize::from(body.first().is_some_and(|b| *b == b'-' || *b == b'+'));
+        out.extend_from_slice(&body[..sign]);
+        out.resize(out.len() + pad, b'0');
+        out.extend_from_slice(&body[sign..]);
+    } else {
+        out.resize(pad, b' ');
+        out.extend_from_slice(&body);
+    }
+    out
+}
+
+/// The text of conversion `conv` (all but `%b`) of argument `a`.
+fn convert_text(
+    conv: char,
+    a: &str,
+    flags: &str,
+    prec: Option<usize>,
+    int: &dyn Fn(&str) -> i64,
+) -> String {
+    match conv {
         's' => match prec {
             Some(p) => a.chars().take(p).collect(),
             None => a.to_owned(),
         },
-        'b' => escapes(a, true).0,
         'c' => a.chars().next().map(String::from).unwrap_or_default(),
         'd' | 'i' | 'u' => {
             let v = int(a);
-            let s = v.abs().to_string();
+            let s = v.unsigned_abs().to_string();
             let s = match prec {
                 Some(p) if s.len() < p => format!("{}{s}", "0".repeat(p - s.len())),
                 _ => s,
@@ -173,23 +225,6 @@ fn convert(spec: &str, conv: char, arg: Option<&String>, io: &Io) -> String {
             }
         }
         _ => String::new(),
-    };
-    let Some(w) = width else { return body };
-    let len = body.chars().count();
-    if len >= w {
-        return body;
-    }
-    let pad = w - len;
-    if flags.contains('-') {
-        format!("{body}{}", " ".repeat(pad))
-    } else if flags.contains('0') && "diuxXofFeEgG".contains(conv) {
-        let (sign, digits) = match body.strip_prefix(['-', '+']) {
-            Some(d) => (&body[..1], d),
-            None => ("", body.as_str()),
-        };
-        format!("{sign}{}{digits}", "0".repeat(pad))
-    } else {
-        format!("{}{body}", " ".repeat(pad))
     }
 }
 
@@ -201,41 +236,41 @@ pub fn printf(_sh: &mut Shell, args: &[String], io: &Io) -> Result<i32, Flow> {
     };
     let args = &args[1..];
     let (fmt, _) = escapes(fmt, false);
-    let chars: Vec<char> = fmt.chars().collect();
     let mut next = 0usize;
-    let mut out = String::new();
+    let mut out: Vec<u8> = Vec::new();
     loop {
         let mut used = false;
         let mut i = 0;
-        while i < chars.len() {
-            let c = chars[i];
+        while i < fmt.len() {
+            let c = fmt[i];
             i += 1;
-            if c != '%' {
+            if c != b'%' {
                 out.push(c);
                 continue;
             }
-            if chars.get(i) == Some(&'%') {
-                out.push('%');
+            if fmt.get(i) == Some(&b'%') {
+                out.push(b'%');
                 i += 1;
                 continue;
             }
             let start = i;
-            while i < chars.len() && "-+ #0123456789.".contains(chars[i]) {
+            while i < fmt.len() && b"-+ #0123456789.".contains(&fmt[i]) {
                 i += 1;
             }
-            let spec: String = chars[start..i].iter().collect();
-            let Some(&conv) = chars.get(i) else {
-                out.push('%');
-                out.push_str(&spec);
+            let spec = String::from_utf8_lossy(&fmt[start..i]).into_owned();
+            let Some(&conv) = fmt.get(i) else {
+                out.push(b'%');
+                out.extend_from_slice(spec.as_bytes());
                 break;
             };
             i += 1;
+            let conv = char::from(conv);
             if !"sbcdiuxXofFeEgG".contains(conv) {
                 io.warn(format!("printf: %{conv}: invalid conversion"));
                 io.print(out)?;
                 return Ok(1);
             }
-            out.push_str(&convert(&spec, conv, args.get(next), io));
+            out.extend_from_slice(&convert(&spec, conv, args.get(next), io));
             next += 1;
             used = true;
         }

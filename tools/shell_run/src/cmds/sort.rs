@@ -1,5 +1,6 @@
 //! Ordering: sort and uniq.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use capsaga_sdk::fs::Follow;
@@ -93,6 +94,114 @@ fn key_slice<'a>(line: &'a [u8], k: &Key, sep: Option<u8>) -> &'a [u8] {
     &line[s..e.max(s)]
 }
 
+/// One part of a line's sort key, computed once per line.
+enum Part<'a> {
+    /// A leading number (`-n`).
+    Num(f64),
+    /// Bytes, folded to lower case with `-f`.
+    Text(Cow<'a, [u8]>),
+}
+
+impl Part<'_> {
+    fn cmp(&self, other: &Part<'_>) -> Ordering {
+        match (self, other) {
+            (Part::Num(a), Part::Num(b)) => a.total_cmp(b),
+            (Part::Text(a), Part::Text(b)) => a.cmp(b),
+            // The same key of two lines is always of the same kind.
+            (Part::Num(_), Part::Text(_)) => Ordering::Less,
+            (Part::Text(_), Part::Num(_)) => Ordering::Greater,
+        }
+    }
+}
+
+/// How sort orders lines.
+struct How {
+    keys: Vec<Key>,
+    sep: Option<u8>,
+    numeric: bool,
+    fold: bool,
+    reverse: bool,
+}
+
+impl How {
+    fn part<'a>(&self, s: &'a [u8], numeric: bool) -> Part<'a> {
+        if numeric {
+            Part::Num(leading_number(s))
+        } else if self.fold && s.iter().any(u8::is_ascii_uppercase) {
+            Part::Text(Cow::Owned(s.to_ascii_lowercase()))
+        } else {
+            Part::Text(Cow::Borrowed(s))
+        }
+    }
+
+    /// Appends the key of `line` to `out`: one part per `-k` key, or the
+    /// whole line.
+    fn push_key<'a>(&self, line: &'a [u8], out: &mut Vec<Part<'a>>) {
+        if self.keys.is_empty() {
+            out.push(self.part(line, self.numeric));
+            return;
+        }
+        for k in &self.keys {
+            out.push(self.part(key_slice(line, k, self.sep), k.numeric || self.numeric));
+        }
+    }
+
+    fn cmp_keys(&self, a: &[Part<'_>], b: &[Part<'_>]) -> Ordering {
+        for (i, (pa, pb)) in a.iter().zip(b).enumerate() {
+            let c = pa.cmp(pb);
+            let c = if self.keys.get(i).is_some_and(|k| k.reverse) {
+                c.reverse()
+            } else {
+                c
+            };
+            if c != Ordering::Equal {
+                return c;
+            }
+        }
+        Ordering::Equal
+    }
+
+    /// `lines` in order (keys computed once per line, the whole line as
+    /// the last resort); with `unique`, the first line (in input order) of
+    /// each run of equal keys.
+    fn sorted<'a>(&self, mut lines: Vec<&'a [u8]>, unique: bool) -> Vec<&'a [u8]> {
+        if self.keys.is_empty() && !self.numeric && !self.fold {
+            // Whole lines, byte by byte: equal lines are identical, so an
+            // unstable sort gives the same result.
+            lines.sort_unstable();
+            if self.reverse {
+                lines.reverse();
+            }
+            if unique {
+                lines.dedup();
+            }
+            return lines;
+        }
+        let width = self.keys.len().max(1);
+        let mut parts: Vec<Part<'a>> = Vec::with_capacity(lines.len() * width);
+        for l in &lines {
+            self.push_key(l, &mut parts);
+        }
+        let key = |i: usize| &parts[i * width..(i + 1) * width];
+        let mut order: Vec<usize> = (0..lines.len()).collect();
+        // With -u there is no last resort: the first line of a run of
+        // equal keys, in input order, is the one kept (as GNU sort does).
+        order.sort_by(|&a, &b| {
+            let c = self.cmp_keys(key(a), key(b));
+            let c = if unique {
+                c
+            } else {
+                c.then_with(|| lines[a].cmp(lines[b]))
+            };
+            if self.reverse { c.reverse() } else { c }
+        });
+        if unique {
+            order.dedup_by(|a, b| self.cmp_keys(key(*a), key(*b)) == Ordering::Equal);
+        }
+        order.into_iter().map(|i| lines[i]).collect()
+    }
+}
+
 fn leading_number(s: &[u8]) -> f64 {
     let t = String::from_utf8_lossy(s);
     let t = t.trim_start();
@@ -150,58 +259,14 @@ pub fn sort(sh: &mut Shell, args: &[String], io: &Io) -> Result<i32, Flow> {
     for i in &ins {
         all.extend(lines(&i.data));
     }
-    let numeric = o.has('n') || o.has('g') || o.has('h');
-    let fold = o.has('f');
-    let cmp_one = |a: &[u8], b: &[u8], numeric: bool| -> Ordering {
-        if numeric {
-            leading_number(a).total_cmp(&leading_number(b))
-        } else if fold {
-            a.to_ascii_lowercase().cmp(&b.to_ascii_lowercase())
-        } else {
-            a.cmp(b)
-        }
+    let how = How {
+        keys,
+        sep,
+        numeric: o.has('n') || o.has('g') || o.has('h'),
+        fold: o.has('f'),
+        reverse: o.has('r'),
     };
-    let cmp = |a: &&[u8], b: &&[u8]| -> Ordering {
-        if keys.is_empty() {
-            let c = cmp_one(a, b, numeric);
-            return if numeric && c == Ordering::Equal {
-                a.cmp(b)
-            } else {
-                c
-            };
-        }
-        for k in &keys {
-            let c = cmp_one(
-                key_slice(a, k, sep),
-                key_slice(b, k, sep),
-                k.numeric || numeric,
-            );
-            let c = if k.reverse { c.reverse() } else { c };
-            if c != Ordering::Equal {
-                return c;
-            }
-        }
-        a.cmp(b)
-    };
-    all.sort_by(|a, b| {
-        let c = cmp(a, b);
-        if o.has('r') { c.reverse() } else { c }
-    });
-    if o.has('u') {
-        all.dedup_by(|a, b| {
-            if keys.is_empty() {
-                cmp_one(a, b, numeric) == Ordering::Equal
-            } else {
-                keys.iter().all(|k| {
-                    cmp_one(
-                        key_slice(a, k, sep),
-                        key_slice(b, k, sep),
-                        k.numeric || numeric,
-                    ) == Ordering::Equal
-                })
-            }
-        });
-    }
+    let all = how.sorted(all, o.has('u'));
     let mut out = Vec::with_capacity(all.iter().map(|l| l.len() + 1).sum());
     for l in all {
         out.extend_from_slice(l);

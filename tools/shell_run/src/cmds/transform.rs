@@ -1,5 +1,7 @@
 //! Selecting and translating: cut (fields, characters, bytes) and tr.
 
+use std::collections::{HashMap, HashSet};
+
 use super::{getopt, inputs, lines};
 use crate::shell::io::Io;
 use crate::shell::{Flow, Shell};
@@ -173,6 +175,98 @@ fn tr_set(s: &str) -> Vec<char> {
     raw
 }
 
+/// A set of characters: a table for ASCII, a hash set for the rest.
+struct Chars {
+    ascii: [bool; 128],
+    other: HashSet<char>,
+}
+
+impl Chars {
+    fn new(list: &[char]) -> Chars {
+        let mut s = Chars {
+            ascii: [false; 128],
+            other: HashSet::new(),
+        };
+        for &c in list {
+            match usize::try_from(u32::from(c)) {
+                Ok(i) if i < 128 => s.ascii[i] = true,
+                _ => {
+                    s.other.insert(c);
+                }
+            }
+        }
+        s
+    }
+
+    fn contains(&self, c: char) -> bool {
+        match usize::try_from(u32::from(c)) {
+            Ok(i) if i < 128 => self.ascii[i],
+            _ => self.other.contains(&c),
+        }
+    }
+}
+
+/// What tr does, its sets turned into tables once.
+struct Tr {
+    delete: bool,
+    squeeze: bool,
+    complement: bool,
+    set1: Chars,
+    /// SET1's characters mapped to SET2's (the last mapping of a character
+    /// wins, SET2 padded with its last character): ASCII in a table.
+    map_ascii: [Option<char>; 128],
+    map: HashMap<char, char>,
+    /// SET2's last character (what a complemented SET1 maps to).
+    last2: Option<char>,
+    /// The characters squeezed: SET2 when given, else SET1.
+    squeezed: Option<Chars>,
+}
+
+impl Tr {
+    fn in1(&self, c: char) -> bool {
+        self.set1.contains(c) != self.complement
+    }
+
+    fn squeezes(&self, c: char) -> bool {
+        match &self.squeezed {
+            Some(s) => s.contains(c),
+            None => self.in1(c),
+        }
+    }
+
+    /// The character `c` becomes, `None` when it is deleted.
+    fn map(&self, c: char) -> Option<char> {
+        if !self.in1(c) {
+            return Some(c);
+        }
+        if self.delete {
+            return None;
+        }
+        if self.complement {
+            return Some(self.last2.unwrap_or(c));
+        }
+        let to = match usize::try_from(u32::from(c)) {
+            Ok(i) if i < 128 => self.map_ascii[i],
+            _ => self.map.get(&c).copied(),
+        };
+        Some(to.unwrap_or(c))
+    }
+
+    fn run(&self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut last: Option<char> = None;
+        for c in text.chars() {
+            let Some(m) = self.map(c) else { continue };
+            if self.squeeze && last == Some(m) && self.squeezes(m) {
+                continue;
+            }
+            last = Some(m);
+            out.push(m);
+        }
+        out
+    }
+}
+
 /// `tr [-d] [-s] [-c] SET1 [SET2]`
 pub fn tr(_sh: &mut Shell, args: &[String], io: &Io) -> Result<i32, Flow> {
     let o = match getopt(
@@ -194,40 +288,38 @@ pub fn tr(_sh: &mut Shell, args: &[String], io: &Io) -> Result<i32, Flow> {
         io.warn("tr: missing operand");
         return Ok(2);
     };
-    let set1 = tr_set(s1);
-    let set2 = o.rest.get(1).map(|s| tr_set(s)).unwrap_or_default();
-    let complement = o.has('c') || o.has('C');
-    let in1 = |c: char| set1.contains(&c) != complement;
-    let text = String::from_utf8_lossy(&io.read_stdin()).into_owned();
-    let mut out = String::with_capacity(text.len());
-    let mut last: Option<char> = None;
-    for c in text.chars() {
-        let mapped = if o.has('d') {
-            if in1(c) {
-                continue;
+    let list1 = tr_set(s1);
+    let list2 = o.rest.get(1).map(|s| tr_set(s)).unwrap_or_default();
+    let mut map = HashMap::new();
+    let mut map_ascii = [None; 128];
+    if !o.has('d') {
+        for (i, &c) in list1.iter().enumerate() {
+            let Some(&to) = list2.get(i).or(list2.last()) else {
+                break;
+            };
+            match usize::try_from(u32::from(c)) {
+                Ok(k) if k < 128 => map_ascii[k] = Some(to),
+                _ => {
+                    map.insert(c, to);
+                }
             }
-            c
-        } else if !set2.is_empty() && in1(c) {
-            if complement {
-                *set2.last().unwrap_or(&c)
-            } else {
-                let idx = set1.iter().position(|&x| x == c).unwrap_or(0);
-                *set2.get(idx).or(set2.last()).unwrap_or(&c)
-            }
-        } else {
-            c
-        };
-        let squeeze_set = if set2.is_empty() || o.has('d') {
-            &set1
-        } else {
-            &set2
-        };
-        if o.has('s') && last == Some(mapped) && squeeze_set.contains(&mapped) {
-            continue;
         }
-        last = Some(mapped);
-        out.push(mapped);
     }
+    let tr = Tr {
+        delete: o.has('d'),
+        squeeze: o.has('s'),
+        complement: o.has('c') || o.has('C'),
+        set1: Chars::new(&list1),
+        map_ascii,
+        map,
+        last2: list2.last().copied(),
+        squeezed: (!list2.is_empty()).then(|| Chars::new(&list2)),
+    };
+    let stdin = io.read_stdin();
+    let out = match std::str::from_utf8(&stdin) {
+        Ok(text) => tr.run(text),
+        Err(_) => tr.run(&String::from_utf8_lossy(&stdin)),
+    };
     io.print(out)?;
     Ok(0)
 }

@@ -217,12 +217,26 @@ pub fn wc(sh: &mut Shell, args: &[String], io: &Io) -> Result<i32, Flow> {
     let n_inputs = ins.len();
     for i in &ins {
         let d = i.data.as_slice();
+        // Only what is printed is counted.
+        let want = |c: char| which.contains(&c);
         let counts = [
-            d.iter().filter(|&&b| b == b'\n').count(),
-            d.split(|b| b.is_ascii_whitespace())
-                .filter(|w| !w.is_empty())
-                .count(),
-            String::from_utf8_lossy(d).chars().count(),
+            if want('l') {
+                memchr::memchr_iter(b'\n', d).count()
+            } else {
+                0
+            },
+            if want('w') {
+                d.split(|b| b.is_ascii_whitespace())
+                    .filter(|w| !w.is_empty())
+                    .count()
+            } else {
+                0
+            },
+            if want('m') {
+                String::from_utf8_lossy(d).chars().count()
+            } else {
+                0
+            },
             d.len(),
         ];
         for (t, c) in total.iter_mut().zip(counts) {
