@@ -4,6 +4,7 @@
 
 mod approvals;
 mod bench;
+mod bench_shell;
 pub mod check;
 pub mod exit;
 mod ops;
