@@ -8,6 +8,8 @@ pub mod http_server;
 
 pub mod hostile;
 pub mod llm_server;
+pub mod wire_rig;
+pub mod wire_schema;
 
 use capsaga_host::host::Host;
 use std::path::{Path, PathBuf};

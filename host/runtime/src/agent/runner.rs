@@ -17,7 +17,8 @@
 
 use super::budget::{Budget, BudgetLoadError};
 use super::prompt::{DEFAULT_IDENTITY, system_prompt};
-use super::provider::{ChatRequest, Message, Provider, ProviderError, Tier, ToolSpec};
+use super::provider::{ChatRequest, Message, Provider, Tier, ToolSpec};
+use super::reply::Next;
 use super::trace::{self, ExecutionTrace, Outcome, PolicyDecision, TraceStep, Validation};
 use crate::db::{DbError, now_rfc3339};
 use crate::host::Host;
@@ -214,59 +215,26 @@ pub async fn run_turn(
         let resp = match provider.complete(&request).await {
             Ok(r) => r,
             Err(e) => {
-                if let ProviderError::AllFailed(attempts) = &e {
-                    tr.steps.push(TraceStep::Thought {
-                        provider: String::new(),
-                        model: String::new(),
-                        prompt_tokens: 0,
-                        response_tokens: 0,
-                        finish_reason: "error".into(),
-                        text: String::new(),
-                        tool_calls: Vec::new(),
-                        cost_usd: 0.0,
-                        wall_ms: t0.elapsed().as_millis() as u64,
-                        tier: request.tier,
-                        attempts: attempts.clone(),
-                    });
-                }
-                tr.outcome = Outcome::ProviderError;
-                tr.final_response = Some(format!("model provider failed: {e}"));
+                super::reply::record_failure(&mut tr, &budget, provider, &request, &e, t0)?;
                 break 'turn;
             }
         };
-        let cost = budget.cost(
-            &resp.model,
-            resp.usage.input_tokens,
-            resp.usage.output_tokens,
-        );
-        budget.record(cost.usd, resp.usage.input_tokens, resp.usage.output_tokens)?;
-        tr.cost_usd += cost.usd;
-        tr.prompt_tokens += resp.usage.input_tokens;
-        tr.response_tokens += resp.usage.output_tokens;
-        tr.steps.push(TraceStep::Thought {
-            provider: resp.provider.clone(),
-            model: resp.model.clone(),
-            prompt_tokens: resp.usage.input_tokens,
-            response_tokens: resp.usage.output_tokens,
-            finish_reason: serde_json::to_value(resp.finish_reason)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            text: resp.text.clone(),
-            tool_calls: resp.tool_calls.iter().map(|c| c.name.clone()).collect(),
-            cost_usd: cost.usd,
-            wall_ms: t0.elapsed().as_millis() as u64,
-            tier: request.tier,
-            attempts: resp.attempts.clone(),
-        });
+        // Classified by `super::reply`: a truncated or refused answer ends
+        // the turn with none of its calls run.
+        let next = super::reply::record_answer(&mut tr, &budget, &request, &resp, t0)?;
         request.messages.push(Message::assistant(
             resp.text.clone(),
             resp.tool_calls.clone(),
         ));
-        if resp.tool_calls.is_empty() {
-            tr.final_response = Some(resp.text.clone());
-            tr.outcome = Outcome::Success;
-            break 'turn;
+        match next {
+            Next::Calls => {}
+            Next::Continue => continue 'turn,
+            Next::End => break 'turn,
+            Next::Answer => {
+                tr.final_response = Some(resp.text.clone());
+                tr.outcome = Outcome::Success;
+                break 'turn;
+            }
         }
         for call in &resp.tool_calls {
             let t1 = Instant::now();
