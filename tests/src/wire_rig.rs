@@ -75,7 +75,9 @@ impl Format {
                 json!("stop"),
                 usage,
             ),
-            Format::Anthropic => an_answer(json!([{"type": "text", "text": text}]), "end_turn", usage),
+            Format::Anthropic => {
+                an_answer(json!([{"type": "text", "text": text}]), "end_turn", usage)
+            }
         }
     }
 
@@ -284,8 +286,14 @@ pub fn history_calls(format: Format, body: &Value) -> Vec<(String, String, Strin
             .map(|c| {
                 (
                     c["id"].as_str().unwrap_or_default().to_string(),
-                    c["function"]["name"].as_str().unwrap_or_default().to_string(),
-                    c["function"]["arguments"].as_str().unwrap_or_default().to_string(),
+                    c["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    c["function"]["arguments"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
                 )
             })
             .collect(),

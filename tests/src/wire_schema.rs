@@ -31,8 +31,8 @@ pub enum Api {
 
 fn load(rel: &str) -> jsonschema::Validator {
     let path = repo_root().join("tests/schemas").join(rel);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let schema: Value = serde_json::from_str(&text).expect("schema is JSON");
     jsonschema::options()
         .build(&schema)
@@ -94,7 +94,12 @@ fn openai_rules(body: &Value, out: &mut Vec<String>) {
     }
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut open: Vec<String> = Vec::new();
-    for (i, m) in body["messages"].as_array().into_iter().flatten().enumerate() {
+    for (i, m) in body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let role = m["role"].as_str().unwrap_or_default();
         if role == "tool" {
             let id = m["tool_call_id"].as_str().unwrap_or_default().to_string();
@@ -102,7 +107,9 @@ fn openai_rules(body: &Value, out: &mut Vec<String>) {
                 Some(k) => {
                     open.remove(k);
                 }
-                None => out.push(format!("message {i}: tool result for `{id}`, which no open call has")),
+                None => out.push(format!(
+                    "message {i}: tool result for `{id}`, which no open call has"
+                )),
             }
             continue;
         }
@@ -139,7 +146,9 @@ fn anthropic_rules(body: &Value, out: &mut Vec<String>) {
         let role = m["role"].as_str().unwrap_or_default();
         let want = if i % 2 == 0 { "user" } else { "assistant" };
         if role != want {
-            out.push(format!("message {i}: role {role}, expected {want} (alternation)"));
+            out.push(format!(
+                "message {i}: role {role}, expected {want} (alternation)"
+            ));
         }
         let blocks: Vec<&Value> = m["content"].as_array().into_iter().flatten().collect();
         let results: Vec<String> = blocks
@@ -173,7 +182,9 @@ fn anthropic_rules(body: &Value, out: &mut Vec<String>) {
                 && let Some(t) = blocks.last().and_then(|b| b["text"].as_str())
                 && t.trim_end() != t
             {
-                out.push(format!("message {i}: final assistant text ends with whitespace"));
+                out.push(format!(
+                    "message {i}: final assistant text ends with whitespace"
+                ));
             }
         }
     }

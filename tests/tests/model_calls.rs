@@ -12,10 +12,10 @@ use capsaga_host::agent::provider::{ChatRequest, FailureKind, Message, ToolCall,
 use capsaga_host::agent::runner::{TurnOptions, run_turn};
 use capsaga_host::agent::select::{Env, Selection, select};
 use capsaga_host::agent::trace::{Outcome, TraceStep};
+use capsaga_tests::TestWorkspace;
 use capsaga_tests::llm_server::{LlmServer, Reply};
 use capsaga_tests::wire_rig::{FORMATS, Format, KEY_ENV, policy, thoughts, turn, turn_with};
 use capsaga_tests::wire_schema::{Api, assert_valid, problems};
-use capsaga_tests::TestWorkspace;
 use serde_json::json;
 
 const TOOLS: [&str; 4] = ["fs_read", "fs_write", "fs_list", "time_now"];
@@ -36,7 +36,10 @@ async fn every_model_call_is_in_the_trace() {
             &ws,
             f,
             vec![
-                Reply::ok(f.calls(&[(Some(json!("c1")), "time_now", f.args("{}"))], (1000, 100))),
+                Reply::ok(f.calls(
+                    &[(Some(json!("c1")), "time_now", f.args("{}"))],
+                    (1000, 100),
+                )),
                 Reply::ok(f.text("It is now.", (2000, 10))),
             ],
         )
@@ -50,8 +53,18 @@ async fn every_model_call_is_in_the_trace() {
         };
         let mut total = 0.0;
         for (step, (tin, tout, finish, raw)) in th.iter().zip([
-            (1000u64, 100u64, "tool_calls", if f == Format::OpenAi { "" } else { "tool_use" }),
-            (2000, 10, "stop", if f == Format::OpenAi { "" } else { "end_turn" }),
+            (
+                1000u64,
+                100u64,
+                "tool_calls",
+                if f == Format::OpenAi { "" } else { "tool_use" },
+            ),
+            (
+                2000,
+                10,
+                "stop",
+                if f == Format::OpenAi { "" } else { "end_turn" },
+            ),
         ]) {
             let TraceStep::Thought {
                 provider,
@@ -72,7 +85,10 @@ async fn every_model_call_is_in_the_trace() {
             assert_eq!((*prompt_tokens, *response_tokens), (tin, tout));
             assert_eq!((finish_reason.as_str(), finish_raw.as_str()), (finish, raw));
             let expected = (tin as f64 * price_in + tout as f64 * price_out) / 1e6;
-            assert!((cost_usd - expected).abs() < 1e-12, "{cost_usd} vs {expected}");
+            assert!(
+                (cost_usd - expected).abs() < 1e-12,
+                "{cost_usd} vs {expected}"
+            );
             assert!(problem.is_none());
             total += expected;
         }
@@ -86,7 +102,10 @@ async fn every_model_call_is_in_the_trace() {
 async fn failed_model_calls_name_provider_and_model() {
     for f in FORMATS {
         let ws = TestWorkspace::new(&TOOLS, "");
-        let boom = Reply::status(500, json!({"error": {"message": "boom", "type": "server_error"}}));
+        let boom = Reply::status(
+            500,
+            json!({"error": {"message": "boom", "type": "server_error"}}),
+        );
         let t = turn(&ws, f, vec![boom.clone(), boom]).await;
         assert_eq!(t.trace.outcome, Outcome::ProviderError);
         let th = thoughts(&t.trace);
@@ -104,9 +123,16 @@ async fn failed_model_calls_name_provider_and_model() {
         };
         assert_eq!((provider.as_str(), model.as_str()), ("wire", f.model()));
         assert_eq!(finish_reason, "error");
-        assert!(problem.as_deref().unwrap().contains("HTTP 500"), "{problem:?}");
+        assert!(
+            problem.as_deref().unwrap().contains("HTTP 500"),
+            "{problem:?}"
+        );
         assert_eq!(attempts.len(), 2);
-        assert!(attempts.iter().all(|a| a.kind == Some(FailureKind::Http) && a.status == Some(500)));
+        assert!(
+            attempts
+                .iter()
+                .all(|a| a.kind == Some(FailureKind::Http) && a.status == Some(500))
+        );
     }
 }
 
@@ -121,13 +147,18 @@ async fn tokens_of_unusable_answers_are_billed() {
         let err = match f {
             Format::OpenAi => json!({"error": {"message": "overloaded", "code": 503},
                 "usage": {"prompt_tokens": 400, "completion_tokens": 0}}),
-            Format::Anthropic => json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"},
-                "usage": {"input_tokens": 400, "output_tokens": 0}}),
+            Format::Anthropic => {
+                json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"},
+                "usage": {"input_tokens": 400, "output_tokens": 0}})
+            }
         };
-        let hollow = f.finish(f.text("", (500, 20)), match f {
-            Format::OpenAi => "tool_calls",
-            Format::Anthropic => "tool_use",
-        });
+        let hollow = f.finish(
+            f.text("", (500, 20)),
+            match f {
+                Format::OpenAi => "tool_calls",
+                Format::Anthropic => "tool_use",
+            },
+        );
         let t = turn(&ws, f, vec![Reply::ok(err), Reply::ok(hollow)]).await;
         assert_eq!(t.trace.outcome, Outcome::ProviderError, "{f:?}");
         assert_eq!((t.trace.prompt_tokens, t.trace.response_tokens), (900, 20));
@@ -218,14 +249,25 @@ async fn timeouts_are_reported_with_their_deadline() {
         .await;
         assert_eq!(t.trace.outcome, Outcome::ProviderError);
         assert_eq!(t.requests.len(), 2, "a timeout is retried");
-        let TraceStep::Thought { attempts, problem, .. } = thoughts(&t.trace)[0] else {
+        let TraceStep::Thought {
+            attempts, problem, ..
+        } = thoughts(&t.trace)[0]
+        else {
             unreachable!()
         };
-        assert!(attempts.iter().all(|a| a.kind == Some(FailureKind::Timeout)));
+        assert!(
+            attempts
+                .iter()
+                .all(|a| a.kind == Some(FailureKind::Timeout))
+        );
         let p = problem.clone().unwrap();
         assert!(p.contains("timed out") && p.contains("300 ms"), "{p}");
         assert!(!p.contains("error sending request"), "{p}");
-        assert!(t.trace.wall_time_ms < 2_900, "the deadline was kept: {}", t.trace.wall_time_ms);
+        assert!(
+            t.trace.wall_time_ms < 2_900,
+            "the deadline was kept: {}",
+            t.trace.wall_time_ms
+        );
     }
 }
 
@@ -240,15 +282,27 @@ async fn failover_between_formats_sends_valid_history() {
     let first = LlmServer::start(vec![
         Reply::ok(oa.calls(
             &[
-                (Some(json!("functions.time_now:0")), "time_now", Some(json!("{}"))),
-                (Some(json!("functions.fs_read:1")), "fs_read", Some(json!("{oops"))),
+                (
+                    Some(json!("functions.time_now:0")),
+                    "time_now",
+                    Some(json!("{}")),
+                ),
+                (
+                    Some(json!("functions.fs_read:1")),
+                    "fs_read",
+                    Some(json!("{oops")),
+                ),
             ],
             (5, 5),
         )),
-        Reply::status(503, json!({"error": {"message": "down", "type": "server_error"}})),
+        Reply::status(
+            503,
+            json!({"error": {"message": "down", "type": "server_error"}}),
+        ),
     ])
     .await;
-    let second = LlmServer::start(vec![Reply::ok(an.text("finished by the fallback", (5, 5)))]).await;
+    let second =
+        LlmServer::start(vec![Reply::ok(an.text("finished by the fallback", (5, 5)))]).await;
     ws.write_policy(&format!(
         "{}\n[agent]\nprovider_order = [\"a\", \"b\"]\nretries = 0\n{}{}",
         policy(),
@@ -260,7 +314,11 @@ async fn failover_between_formats_sends_valid_history() {
     let tr = run_turn(&host, sel.provider.as_ref(), "x", &TurnOptions::default())
         .await
         .unwrap();
-    assert_eq!(tr.final_response.as_deref(), Some("finished by the fallback"), "{tr:#?}");
+    assert_eq!(
+        tr.final_response.as_deref(),
+        Some("finished by the fallback"),
+        "{tr:#?}"
+    );
     assert_valid(Api::OpenAiChat, first.requests().iter().map(|r| &r.body));
     let reqs = second.requests();
     assert_valid(Api::AnthropicMessages, reqs.iter().map(|r| &r.body));
@@ -270,7 +328,10 @@ async fn failover_between_formats_sends_valid_history() {
         .iter()
         .collect();
     assert_eq!(uses.len(), 2);
-    assert!(uses.iter().all(|u| u["id"].as_str().unwrap().starts_with("toolu_")));
+    assert!(
+        uses.iter()
+            .all(|u| u["id"].as_str().unwrap().starts_with("toolu_"))
+    );
     assert_eq!(uses[1]["input"], json!({}));
 }
 
@@ -316,9 +377,17 @@ fn request_bodies_match_the_published_schemas() {
     let mut req = ChatRequest::new("system prompt", history, tools);
     req.max_tokens = 256;
     let oa = openai::request_body(&req, "gpt-4o", Default::default());
-    assert_eq!(problems(Api::OpenAiChat, &oa), Vec::<String>::new(), "{oa:#}");
+    assert_eq!(
+        problems(Api::OpenAiChat, &oa),
+        Vec::<String>::new(),
+        "{oa:#}"
+    );
     let an = anthropic::request_body(&req, "claude-sonnet-4-5");
-    assert_eq!(problems(Api::AnthropicMessages, &an), Vec::<String>::new(), "{an:#}");
+    assert_eq!(
+        problems(Api::AnthropicMessages, &an),
+        Vec::<String>::new(),
+        "{an:#}"
+    );
     // Sent as the model wrote it, the same history breaks the rules: the
     // checks are not vacuous.
     let mut raw = oa.clone();

@@ -53,8 +53,14 @@ async fn invalid_arguments_are_never_sent_back() {
             &ws,
             f,
             vec![
-                Reply::ok(f.calls(&[(Some(json!("c1")), "fs_read", broken[0].clone())], (10, 5))),
-                Reply::ok(f.calls(&[(Some(json!("c2")), "fs_read", broken[1].clone())], (10, 5))),
+                Reply::ok(f.calls(
+                    &[(Some(json!("c1")), "fs_read", broken[0].clone())],
+                    (10, 5),
+                )),
+                Reply::ok(f.calls(
+                    &[(Some(json!("c2")), "fs_read", broken[1].clone())],
+                    (10, 5),
+                )),
                 Reply::ok(f.calls(&[(Some(json!("c3")), "fs_read", f.args(&good))], (10, 5))),
                 Reply::ok(f.text("It says hello.", (10, 5))),
             ],
@@ -68,7 +74,10 @@ async fn invalid_arguments_are_never_sent_back() {
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].2, "{}", "{f:?}: the stand-in, not the raw text");
         let results = tool_results(f, &t.requests[1].body);
-        assert!(results[0].1.contains("not valid JSON"), "{f:?}: {results:?}");
+        assert!(
+            results[0].1.contains("not valid JSON"),
+            "{f:?}: {results:?}"
+        );
         // The raw text is in the trace.
         let TraceStep::Action {
             args, validation, ..
@@ -86,7 +95,10 @@ async fn invalid_arguments_are_never_sent_back() {
             &ws,
             f,
             vec![
-                Reply::ok(f.calls(&[(Some(json!("c1")), "fs_read", broken[1].clone())], (10, 5))),
+                Reply::ok(f.calls(
+                    &[(Some(json!("c1")), "fs_read", broken[1].clone())],
+                    (10, 5),
+                )),
                 Reply::ok(f.calls(&[(Some(json!("c2")), "fs_read", f.args(&good))], (10, 5))),
                 Reply::ok(f.text("It says hello.", (10, 5))),
             ],
@@ -126,7 +138,12 @@ async fn no_arguments_in_every_spelling_is_an_empty_object() {
                 ],
             )
             .await;
-            assert_eq!(t.trace.outcome, Outcome::Success, "{f:?} {args:?}: {:#?}", t.trace);
+            assert_eq!(
+                t.trace.outcome,
+                Outcome::Success,
+                "{f:?} {args:?}: {:#?}",
+                t.trace
+            );
             let TraceStep::Action {
                 validation,
                 step_seq,
@@ -140,7 +157,10 @@ async fn no_arguments_in_every_spelling_is_an_empty_object() {
             assert!(step_seq.is_some(), "it ran as a saga step");
             assert_eq!(read, &json!({}));
             let r = repairs(&t.trace);
-            assert!(r.iter().any(|r| r.contains("read as {}")), "{f:?} {args:?}: {r:?}");
+            assert!(
+                r.iter().any(|r| r.contains("read as {}")),
+                "{f:?} {args:?}: {r:?}"
+            );
             assert_eq!(history_calls(f, &t.requests[1].body)[0].2, "{}");
         }
     }
@@ -164,18 +184,29 @@ async fn arguments_in_the_other_shape_or_encoded_again_are_read() {
         for (args, note) in [
             (other_shape, "not a string"),
             (json!(twice), "encoded 2 times"),
-            (json!(serde_json::to_string(&twice).unwrap()), "encoded 3 times"),
+            (
+                json!(serde_json::to_string(&twice).unwrap()),
+                "encoded 3 times",
+            ),
         ] {
             let t = turn(
                 &ws,
                 f,
                 vec![
-                    Reply::ok(f.calls(&[(Some(json!("c1")), "fs_read", Some(args.clone()))], (10, 5))),
+                    Reply::ok(f.calls(
+                        &[(Some(json!("c1")), "fs_read", Some(args.clone()))],
+                        (10, 5),
+                    )),
                     Reply::ok(f.text("It says hello.", (10, 5))),
                 ],
             )
             .await;
-            assert_eq!(t.trace.outcome, Outcome::Success, "{f:?} {args}: {:#?}", t.trace);
+            assert_eq!(
+                t.trace.outcome,
+                Outcome::Success,
+                "{f:?} {args}: {:#?}",
+                t.trace
+            );
             let r = repairs(&t.trace);
             let expected = match (f, note) {
                 (Format::Anthropic, "not a string") => "a string, not an object",
@@ -242,7 +273,10 @@ async fn call_ids_are_unique_in_the_conversation() {
                 _ => unreachable!(),
             })
             .collect();
-        assert_eq!(action_ids, calls.iter().map(|c| c.0.clone()).collect::<Vec<_>>());
+        assert_eq!(
+            action_ids,
+            calls.iter().map(|c| c.0.clone()).collect::<Vec<_>>()
+        );
         let r = repairs(&t.trace);
         assert!(r.iter().any(|x| x.contains("already used")), "{r:?}");
         assert!(r.iter().any(|x| x.contains("no id")), "{r:?}");
@@ -293,7 +327,12 @@ async fn truncated_answers_run_nothing_and_are_named() {
             assert!(problem_of(th[0]).unwrap().starts_with("truncated"));
             // Text cut off without calls: truncated too, not success.
             let ws = TestWorkspace::new(&TOOLS, "");
-            let t = turn(&ws, f, vec![Reply::ok(f.finish(f.text("Once upon a", (10, 8)), reason))]).await;
+            let t = turn(
+                &ws,
+                f,
+                vec![Reply::ok(f.finish(f.text("Once upon a", (10, 8)), reason))],
+            )
+            .await;
             assert_eq!(t.trace.outcome, Outcome::Truncated, "{f:?} {reason}");
             assert_ne!(t.trace.final_response.as_deref(), Some("Once upon a"));
         }
@@ -311,19 +350,31 @@ async fn refusals_and_filtered_answers_are_named() {
     let cases: Vec<(Format, Value)> = vec![
         (
             Format::OpenAi,
-            oa(json!({"role": "assistant", "content": null, "refusal": "I can't help with that."}), "stop"),
+            oa(
+                json!({"role": "assistant", "content": null, "refusal": "I can't help with that."}),
+                "stop",
+            ),
         ),
         (
             Format::OpenAi,
-            oa(json!({"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}), "stop"),
+            oa(
+                json!({"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}),
+                "stop",
+            ),
         ),
         (
             Format::OpenAi,
-            oa(json!({"role": "assistant", "content": "partial"}), "content_filter"),
+            oa(
+                json!({"role": "assistant", "content": "partial"}),
+                "content_filter",
+            ),
         ),
         (
             Format::Anthropic,
-            Format::Anthropic.finish(Format::Anthropic.text("I can't help with that.", (10, 3)), "refusal"),
+            Format::Anthropic.finish(
+                Format::Anthropic.text("I can't help with that.", (10, 3)),
+                "refusal",
+            ),
         ),
     ];
     for (f, answer) in cases {
@@ -382,7 +433,11 @@ async fn announced_but_missing_tool_calls_are_malformed() {
             assert_eq!((provider.as_str(), model.as_str()), ("wire", f.model()));
             assert_eq!(finish_reason, "error");
             assert_eq!(attempts.len(), 2);
-            assert!(attempts.iter().all(|a| a.kind == Some(FailureKind::Malformed)));
+            assert!(
+                attempts
+                    .iter()
+                    .all(|a| a.kind == Some(FailureKind::Malformed))
+            );
             let problem = problem_of(th[0]).unwrap();
             assert!(problem.contains("but no tool"), "{problem}");
             // Both tries billed.
@@ -392,11 +447,19 @@ async fn announced_but_missing_tool_calls_are_malformed() {
         }
         // The retry answers properly: success.
         let ws = TestWorkspace::new(&TOOLS, "");
-        let bad = f.finish(f.text("", (100, 7)), match f {
-            Format::OpenAi => "tool_calls",
-            Format::Anthropic => "tool_use",
-        });
-        let t = turn(&ws, f, vec![Reply::ok(bad), Reply::ok(f.text("fine", (10, 2)))]).await;
+        let bad = f.finish(
+            f.text("", (100, 7)),
+            match f {
+                Format::OpenAi => "tool_calls",
+                Format::Anthropic => "tool_use",
+            },
+        );
+        let t = turn(
+            &ws,
+            f,
+            vec![Reply::ok(bad), Reply::ok(f.text("fine", (10, 2)))],
+        )
+        .await;
         assert_eq!(t.trace.outcome, Outcome::Success, "{f:?}");
         assert_eq!(t.trace.prompt_tokens, 110, "the unusable try is billed too");
     }
@@ -429,18 +492,34 @@ async fn errors_in_200_bodies_are_provider_errors() {
             ),
         };
         let ws = TestWorkspace::new(&TOOLS, "");
-        let t = turn(&ws, f, vec![Reply::ok(retriable.clone()), Reply::ok(f.text("after the retry", (5, 5)))]).await;
+        let t = turn(
+            &ws,
+            f,
+            vec![
+                Reply::ok(retriable.clone()),
+                Reply::ok(f.text("after the retry", (5, 5))),
+            ],
+        )
+        .await;
         assert_eq!(t.trace.outcome, Outcome::Success, "{f:?}: {:#?}", t.trace);
         let TraceStep::Thought { attempts, .. } = thoughts(&t.trace)[0] else {
             unreachable!()
         };
         assert_eq!(attempts[0].kind, Some(FailureKind::ErrorInBody));
         let e = attempts[0].error.clone().unwrap();
-        assert!(e.contains("Rate limit reached") || e.contains("overloaded_error: Overloaded"), "{e}");
+        assert!(
+            e.contains("Rate limit reached") || e.contains("overloaded_error: Overloaded"),
+            "{e}"
+        );
         assert!(!e.contains("missing field"), "{e}");
 
         let ws = TestWorkspace::new(&TOOLS, "");
-        let t = turn(&ws, f, vec![Reply::ok(fatal), Reply::ok(f.text("never asked", (5, 5)))]).await;
+        let t = turn(
+            &ws,
+            f,
+            vec![Reply::ok(fatal), Reply::ok(f.text("never asked", (5, 5)))],
+        )
+        .await;
         assert_eq!(t.trace.outcome, Outcome::ProviderError, "{f:?}");
         assert_eq!(t.requests.len(), 1, "not retried");
         let msg = t.trace.final_response.unwrap();
@@ -458,16 +537,30 @@ async fn errors_in_200_bodies_are_provider_errors() {
 #[tokio::test(flavor = "multi_thread")]
 async fn content_parts_and_thinking_are_read() {
     let oa = |content: Value| {
-        capsaga_tests::wire_rig::oa_answer(json!({"role": "assistant", "content": content}), json!("stop"), (3, 3))
+        capsaga_tests::wire_rig::oa_answer(
+            json!({"role": "assistant", "content": content}),
+            json!("stop"),
+            (3, 3),
+        )
     };
     let cases: Vec<(Format, Value, &str)> = vec![
         (
             Format::OpenAi,
-            oa(json!([{"type": "thinking", "thinking": "let me see"}, {"type": "text", "text": "Paris"}, {"type": "text", "text": "."}])),
+            oa(
+                json!([{"type": "thinking", "thinking": "let me see"}, {"type": "text", "text": "Paris"}, {"type": "text", "text": "."}]),
+            ),
             "Paris.",
         ),
-        (Format::OpenAi, oa(json!([{"type": "reasoning", "text": "hmm"}, "Paris"])), "Paris"),
-        (Format::OpenAi, oa(json!({"type": "text", "text": "Paris"})), "Paris"),
+        (
+            Format::OpenAi,
+            oa(json!([{"type": "reasoning", "text": "hmm"}, "Paris"])),
+            "Paris",
+        ),
+        (
+            Format::OpenAi,
+            oa(json!({"type": "text", "text": "Paris"})),
+            "Paris",
+        ),
         (
             Format::Anthropic,
             capsaga_tests::wire_rig::an_answer(
@@ -481,7 +574,12 @@ async fn content_parts_and_thinking_are_read() {
     for (f, answer, text) in cases {
         let ws = TestWorkspace::new(&TOOLS, "");
         let t = turn(&ws, f, vec![Reply::ok(answer.clone())]).await;
-        assert_eq!(t.trace.outcome, Outcome::Success, "{f:?} {answer}: {:#?}", t.trace);
+        assert_eq!(
+            t.trace.outcome,
+            Outcome::Success,
+            "{f:?} {answer}: {:#?}",
+            t.trace
+        );
         assert_eq!(t.trace.final_response.as_deref(), Some(text));
     }
 }
@@ -507,7 +605,11 @@ async fn bodies_that_are_not_answers_say_what_they_are() {
         let ws = TestWorkspace::new(&TOOLS, "");
         let body = format!("\u{feff}{}", f.text("with a BOM", (1, 1)));
         let t = turn(&ws, f, vec![Reply::raw(body)]).await;
-        assert_eq!(t.trace.final_response.as_deref(), Some("with a BOM"), "{f:?}");
+        assert_eq!(
+            t.trace.final_response.as_deref(),
+            Some("with a BOM"),
+            "{f:?}"
+        );
     }
 }
 
@@ -522,7 +624,10 @@ async fn ill_formed_tool_names_are_not_sent_back() {
             &ws,
             f,
             vec![
-                Reply::ok(f.calls(&[(Some(json!("c1")), "fs.read \"x\"", f.args("{}"))], (5, 5))),
+                Reply::ok(f.calls(
+                    &[(Some(json!("c1")), "fs.read \"x\"", f.args("{}"))],
+                    (5, 5),
+                )),
                 Reply::ok(f.calls(&[(Some(json!("c2")), "time_now", f.args("{}"))], (5, 5))),
                 Reply::ok(f.text("done", (5, 5))),
             ],
@@ -543,7 +648,15 @@ async fn paused_turns_go_on() {
     let f = Format::Anthropic;
     let ws = TestWorkspace::new(&TOOLS, "");
     let paused = f.finish(f.text("Let me think about this.  \n", (5, 5)), "pause_turn");
-    let t = turn(&ws, f, vec![Reply::ok(paused), Reply::ok(f.text("Done thinking.", (5, 5)))]).await;
+    let t = turn(
+        &ws,
+        f,
+        vec![
+            Reply::ok(paused),
+            Reply::ok(f.text("Done thinking.", (5, 5))),
+        ],
+    )
+    .await;
     assert_eq!(t.trace.outcome, Outcome::Success, "{:#?}", t.trace);
     assert_eq!(t.trace.final_response.as_deref(), Some("Done thinking."));
     let msgs = t.requests[1].body["messages"].as_array().unwrap();

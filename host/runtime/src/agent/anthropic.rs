@@ -214,7 +214,8 @@ pub fn parse_response(
 ) -> Result<ChatResponse, ProviderError> {
     let (_, usage) = wire::preflight(provider, body)?;
     let body = body.trim_start_matches('\u{feff}');
-    let bad = |what: String, retriable: bool| malformed(provider, what, retriable).with_usage(usage);
+    let bad =
+        |what: String, retriable: bool| malformed(provider, what, retriable).with_usage(usage);
     let m: MessageResponse<'_> =
         serde_json::from_str(body).map_err(|e| bad(format!("not a message ({e})"), false))?;
     let Some(content) = m.content.filter(|c| c.get() != "null") else {
@@ -273,7 +274,10 @@ pub fn parse_response(
         }
     }
     if !skipped.is_empty() {
-        repairs.push(format!("blocks left out of the answer: {}", skipped.join(", ")));
+        repairs.push(format!(
+            "blocks left out of the answer: {}",
+            skipped.join(", ")
+        ));
     }
     let finish_raw = m.stop_reason.unwrap_or_default();
     let mut finish = stop_reason(&finish_raw);
@@ -281,7 +285,10 @@ pub fn parse_response(
         let shown = if text.trim().is_empty() {
             "and no text".to_string()
         } else {
-            format!("and the text {:?}", text.trim().chars().take(120).collect::<String>())
+            format!(
+                "and the text {:?}",
+                text.trim().chars().take(120).collect::<String>()
+            )
         };
         return Err(bad(
             format!("stop_reason `{finish_raw}` but no tool_use block, {shown}"),

@@ -90,7 +90,9 @@ pub fn timed_out(provider: &str, timeout_ms: u64, phase: &str) -> ProviderError 
     ProviderError::of_kind(
         provider,
         FailureKind::Timeout,
-        format!("timed out: no complete answer within {timeout_ms} ms ([agent] timeout_ms), {phase}"),
+        format!(
+            "timed out: no complete answer within {timeout_ms} ms ([agent] timeout_ms), {phase}"
+        ),
         true,
     )
 }
@@ -172,7 +174,11 @@ pub async fn post_json(
             .map_err(|e| {
                 // reqwest's messages name the URL, never headers: no key leaks.
                 if is_timeout(&e) {
-                    return timed_out(provider, client.timeout_ms, "waiting for the response headers");
+                    return timed_out(
+                        provider,
+                        client.timeout_ms,
+                        "waiting for the response headers",
+                    );
                 }
                 let what = if e.is_connect() {
                     "cannot connect"

@@ -211,7 +211,8 @@ pub fn parse_response(
 ) -> Result<ChatResponse, ProviderError> {
     let (_, usage) = wire::preflight(provider, body)?;
     let body = body.trim_start_matches('\u{feff}');
-    let bad = |what: String, retriable: bool| malformed(provider, what, retriable).with_usage(usage);
+    let bad =
+        |what: String, retriable: bool| malformed(provider, what, retriable).with_usage(usage);
     let c: Completion<'_> = serde_json::from_str(body)
         .map_err(|e| bad(format!("not a chat completion ({e})"), false))?;
     let Some(choice) = c.choices.and_then(|v| v.into_iter().next()) else {
@@ -272,7 +273,10 @@ pub fn parse_response(
         let shown = if text.is_empty() {
             "and no text".to_string()
         } else {
-            format!("and the text {:?}", text.chars().take(120).collect::<String>())
+            format!(
+                "and the text {:?}",
+                text.chars().take(120).collect::<String>()
+            )
         };
         return Err(bad(
             format!("finish_reason `{finish_raw}` but no tool call, {shown}"),
@@ -391,7 +395,10 @@ mod tests {
         .unwrap();
         assert_eq!(r.tool_calls[0].arguments, r#"{"a":1}"#);
         assert_eq!(r.tool_calls[0].id, "");
-        assert_eq!(r.repairs, ["call 1 (t): `arguments` was an object, not a string"]);
+        assert_eq!(
+            r.repairs,
+            ["call 1 (t): `arguments` was an object, not a string"]
+        );
         assert_eq!(r.model, "m");
         assert!(parse_response("p", "m", r#"{"choices":[]}"#).is_err());
         assert!(parse_response("p", "m", "<html>").is_err());

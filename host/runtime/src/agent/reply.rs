@@ -298,21 +298,42 @@ mod tests {
 
     #[test]
     fn refusals_and_filters_are_not_success() {
-        let (next, end) = classify(&resp(FinishReason::Refusal, "refusal", 0, "I can't help"), 9);
+        let (next, end) = classify(
+            &resp(FinishReason::Refusal, "refusal", 0, "I can't help"),
+            9,
+        );
         assert_eq!(next, Next::End);
         let (o, why) = end.unwrap();
         assert_eq!(o, Outcome::Refused);
         assert!(why.contains("I can't help"));
-        let (_, end) = classify(&resp(FinishReason::ContentFilter, "content_filter", 1, ""), 9);
+        let (_, end) = classify(
+            &resp(FinishReason::ContentFilter, "content_filter", 1, ""),
+            9,
+        );
         assert_eq!(end.unwrap().0, Outcome::Refused);
     }
 
     #[test]
     fn other_endings() {
-        assert_eq!(classify(&resp(FinishReason::PauseTurn, "pause_turn", 0, "x"), 9).0, Next::Continue);
-        assert_eq!(classify(&resp(FinishReason::PauseTurn, "pause_turn", 1, ""), 9).0, Next::Calls);
-        assert_eq!(classify(&resp(FinishReason::Stop, "stop", 1, ""), 9).0, Next::Calls);
-        assert_eq!(classify(&resp(FinishReason::Other, "", 0, "hi"), 9).0, Next::Answer);
-        assert_eq!(classify(&resp(FinishReason::Stop, "end_turn", 0, ""), 9).0, Next::Answer);
+        assert_eq!(
+            classify(&resp(FinishReason::PauseTurn, "pause_turn", 0, "x"), 9).0,
+            Next::Continue
+        );
+        assert_eq!(
+            classify(&resp(FinishReason::PauseTurn, "pause_turn", 1, ""), 9).0,
+            Next::Calls
+        );
+        assert_eq!(
+            classify(&resp(FinishReason::Stop, "stop", 1, ""), 9).0,
+            Next::Calls
+        );
+        assert_eq!(
+            classify(&resp(FinishReason::Other, "", 0, "hi"), 9).0,
+            Next::Answer
+        );
+        assert_eq!(
+            classify(&resp(FinishReason::Stop, "end_turn", 0, ""), 9).0,
+            Next::Answer
+        );
     }
 }

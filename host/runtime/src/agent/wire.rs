@@ -177,8 +177,11 @@ pub fn usage_of(v: &Value) -> Usage {
     };
     let n = |k: &str| -> Option<u64> {
         u.get(k).and_then(|x| {
-            x.as_u64()
-                .or_else(|| x.as_f64().filter(|f| f.is_finite() && *f >= 0.0).map(|f| f as u64))
+            x.as_u64().or_else(|| {
+                x.as_f64()
+                    .filter(|f| f.is_finite() && *f >= 0.0)
+                    .map(|f| f as u64)
+            })
         })
     };
     let input = n("prompt_tokens").unwrap_or_else(|| {
@@ -284,7 +287,10 @@ pub fn arguments_text(raw: Option<&RawValue>, shape: ArgsShape) -> (String, Opti
                     } else {
                         "the string \"null\""
                     };
-                    return ("{}".into(), Some(format!("`{field}` was {what}: read as {{}}")));
+                    return (
+                        "{}".into(),
+                        Some(format!("`{field}` was {what}: read as {{}}")),
+                    );
                 }
                 if depth < MAX_UNWRAP
                     && t.starts_with('"')
@@ -301,7 +307,10 @@ pub fn arguments_text(raw: Option<&RawValue>, shape: ArgsShape) -> (String, Opti
                 return (s, note);
             }
         }
-        Some(b'n') if text == "null" => ("{}".into(), Some(format!("`{field}` was null: read as {{}}"))),
+        Some(b'n') if text == "null" => (
+            "{}".into(),
+            Some(format!("`{field}` was null: read as {{}}")),
+        ),
         Some(b'{') if shape == ArgsShape::String => (
             text.to_string(),
             Some(format!("`{field}` was an object, not a string")),
@@ -466,7 +475,10 @@ pub fn wire_ids(messages: &[Message], rule: IdRule) -> Vec<Vec<String>> {
                     } else {
                         rule.fresh(&mut used)
                     };
-                    pending.entry(c.id.as_str()).or_default().push_back(id.clone());
+                    pending
+                        .entry(c.id.as_str())
+                        .or_default()
+                        .push_back(id.clone());
                     last.insert(c.id.as_str(), id.clone());
                     ids.push(id);
                 }
@@ -505,8 +517,14 @@ mod tests {
     fn argument_families() {
         use ArgsShape::*;
         // As documented: kept byte for byte, no note.
-        assert_eq!(args(Some(r#""{\"a\":1,\"a\":2}""#), String), (r#"{"a":1,"a":2}"#.into(), false));
-        assert_eq!(args(Some(r#"{"a":1,"a":2}"#), Object), (r#"{"a":1,"a":2}"#.into(), false));
+        assert_eq!(
+            args(Some(r#""{\"a\":1,\"a\":2}""#), String),
+            (r#"{"a":1,"a":2}"#.into(), false)
+        );
+        assert_eq!(
+            args(Some(r#"{"a":1,"a":2}"#), Object),
+            (r#"{"a":1,"a":2}"#.into(), false)
+        );
         // "No arguments" in its many spellings.
         for s in [r#""""#, r#""   ""#, r#"" \n\t ""#, "null", r#""null""#] {
             assert_eq!(args(Some(s), String), ("{}".into(), true), "{s}");
@@ -515,22 +533,34 @@ mod tests {
         assert_eq!(args(None, String), ("{}".into(), true));
         assert_eq!(args(None, Object), ("{}".into(), true));
         // An object where a string is due, and the reverse.
-        assert_eq!(args(Some(r#"{"p":"/a"}"#), String), (r#"{"p":"/a"}"#.into(), true));
-        assert_eq!(args(Some(r#""{\"p\":1}""#), Object), (r#"{"p":1}"#.into(), true));
+        assert_eq!(
+            args(Some(r#"{"p":"/a"}"#), String),
+            (r#"{"p":"/a"}"#.into(), true)
+        );
+        assert_eq!(
+            args(Some(r#""{\"p\":1}""#), Object),
+            (r#"{"p":1}"#.into(), true)
+        );
         // Encoded twice, three times.
-        let twice = serde_json::to_string(&serde_json::to_string(r#"{"p":"/a"}"#).unwrap()).unwrap();
+        let twice =
+            serde_json::to_string(&serde_json::to_string(r#"{"p":"/a"}"#).unwrap()).unwrap();
         assert_eq!(args(Some(&twice), String), (r#"{"p":"/a"}"#.into(), true));
         let thrice = serde_json::to_string(&twice).unwrap();
         assert_eq!(args(Some(&thrice), String), (r#"{"p":"/a"}"#.into(), true));
         // Not JSON at all: left for validation to refuse, as written.
-        assert_eq!(args(Some(r#""{path: /a""#), String), ("{path: /a".into(), false));
+        assert_eq!(
+            args(Some(r#""{path: /a""#), String),
+            ("{path: /a".into(), false)
+        );
         assert_eq!(args(Some("[1,2]"), String), ("[1,2]".into(), false));
         assert_eq!(args(Some("42"), Object), ("42".into(), false));
     }
 
     #[test]
     fn errors_in_bodies() {
-        let e = error_in_body(&serde_json::json!({"error": {"message": "Rate limit", "code": 429}})).unwrap();
+        let e =
+            error_in_body(&serde_json::json!({"error": {"message": "Rate limit", "code": 429}}))
+                .unwrap();
         assert!(e.retriable);
         assert!(e.message.contains("Rate limit"), "{e:?}");
         let e = error_in_body(&serde_json::json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})).unwrap();
@@ -538,7 +568,8 @@ mod tests {
         assert!(e.retriable);
         let e = error_in_body(&serde_json::json!({"error": {"message": "bad key", "type": "invalid_request_error", "code": "invalid_api_key"}})).unwrap();
         assert!(!e.retriable);
-        let e = error_in_body(&serde_json::json!({"error": "upstream failed", "status": 502})).unwrap();
+        let e =
+            error_in_body(&serde_json::json!({"error": "upstream failed", "status": 502})).unwrap();
         assert!(e.retriable && e.message.contains("upstream failed"));
         assert!(error_in_body(&serde_json::json!({"error": null, "choices": []})).is_none());
         assert!(error_in_body(&serde_json::json!({"choices": []})).is_none());
@@ -548,12 +579,27 @@ mod tests {
     fn preflight_families() {
         let kind = |b: &str| preflight("p", b).map(|_| ()).unwrap_err();
         for b in ["", "  \n", "\u{feff}"] {
-            assert!(matches!(kind(b), ProviderError::Failed { kind: FailureKind::Malformed, retriable: true, .. }));
+            assert!(matches!(
+                kind(b),
+                ProviderError::Failed {
+                    kind: FailureKind::Malformed,
+                    retriable: true,
+                    ..
+                }
+            ));
         }
         assert!(kind("data: {\"a\":1}\n\n").to_string().contains("stream"));
         assert!(kind("<html>502</html>").to_string().contains("not JSON"));
-        match kind(r#"{"error":{"message":"slow down","code":429},"usage":{"prompt_tokens":7,"completion_tokens":2}}"#) {
-            ProviderError::Failed { kind, retriable, usage, message, .. } => {
+        match kind(
+            r#"{"error":{"message":"slow down","code":429},"usage":{"prompt_tokens":7,"completion_tokens":2}}"#,
+        ) {
+            ProviderError::Failed {
+                kind,
+                retriable,
+                usage,
+                message,
+                ..
+            } => {
                 assert_eq!(kind, FailureKind::ErrorInBody);
                 assert!(retriable);
                 assert_eq!((usage.input_tokens, usage.output_tokens), (7, 2));
@@ -570,9 +616,20 @@ mod tests {
             let u = usage_of(&v);
             (u.input_tokens, u.output_tokens)
         };
-        assert_eq!(u(serde_json::json!({"usage": {"prompt_tokens": 5, "completion_tokens": 3}})), (5, 3));
-        assert_eq!(u(serde_json::json!({"usage": {"input_tokens": 5, "output_tokens": 3, "cache_read_input_tokens": 10}})), (15, 3));
-        assert_eq!(u(serde_json::json!({"usage": {"prompt_tokens": 5.0, "completion_tokens": -1}})), (5, 0));
+        assert_eq!(
+            u(serde_json::json!({"usage": {"prompt_tokens": 5, "completion_tokens": 3}})),
+            (5, 3)
+        );
+        assert_eq!(
+            u(
+                serde_json::json!({"usage": {"input_tokens": 5, "output_tokens": 3, "cache_read_input_tokens": 10}})
+            ),
+            (15, 3)
+        );
+        assert_eq!(
+            u(serde_json::json!({"usage": {"prompt_tokens": 5.0, "completion_tokens": -1}})),
+            (5, 0)
+        );
         assert_eq!(u(serde_json::json!({"usage": null})), (0, 0));
     }
 
@@ -590,7 +647,10 @@ mod tests {
         assert_eq!(parts.text, "ab");
         assert_eq!(parts.refusal.as_deref(), Some("no"));
         assert_eq!(parts.skipped, ["thinking"]);
-        assert_eq!(c(serde_json::json!({"type": "text", "text": "one"})).text, "one");
+        assert_eq!(
+            c(serde_json::json!({"type": "text", "text": "one"})).text,
+            "one"
+        );
         assert!(content_text(Some(&serde_json::json!(5))).is_err());
     }
 
@@ -609,7 +669,13 @@ mod tests {
             Message::assistant("", vec![call("call_1")]),
             Message::tool("call_1", "ok", false),
         ];
-        let mut calls = vec![call("call_1"), call(""), call("a"), call("a"), call("bad id")];
+        let mut calls = vec![
+            call("call_1"),
+            call(""),
+            call("a"),
+            call("a"),
+            call("bad id"),
+        ];
         let mut notes = Vec::new();
         settle_ids(&mut calls, &history, IdRule::OpenAi, &mut notes);
         let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
