@@ -89,8 +89,6 @@ async fn invalid_arguments_are_never_sent_back() {
         assert_eq!(args, &json!("{\"path\": \"/ws/notes.txt\""), "{f:?}");
 
         // With one invalid call, the corrected call runs and the turn succeeds.
-        let ws = TestWorkspace::new(&TOOLS, "");
-        std::fs::write(ws.ws().join("notes.txt"), "hello").unwrap();
         let t = turn(
             &ws,
             f,
@@ -127,8 +125,8 @@ async fn no_arguments_in_every_spelling_is_an_empty_object() {
         None,
     ];
     for f in FORMATS {
+        let ws = TestWorkspace::new(&TOOLS, "");
         for args in &spellings {
-            let ws = TestWorkspace::new(&TOOLS, "");
             let t = turn(
                 &ws,
                 f,
@@ -301,8 +299,8 @@ async fn truncated_answers_run_nothing_and_are_named() {
             Format::OpenAi => &["length"],
             Format::Anthropic => &["max_tokens", "model_context_window_exceeded"],
         };
+        let ws = TestWorkspace::new(&TOOLS, "");
         for reason in reasons {
-            let ws = TestWorkspace::new(&TOOLS, "");
             let before = snapshot(&ws.ws());
             let write = format!(
                 "{{\"path\":\"{}\",\"content\":\"half a po\"}}",
@@ -326,7 +324,6 @@ async fn truncated_answers_run_nothing_and_are_named() {
             assert_eq!(finish_reason, "length");
             assert!(problem_of(th[0]).unwrap().starts_with("truncated"));
             // Text cut off without calls: truncated too, not success.
-            let ws = TestWorkspace::new(&TOOLS, "");
             let t = turn(
                 &ws,
                 f,
@@ -377,8 +374,8 @@ async fn refusals_and_filtered_answers_are_named() {
             ),
         ),
     ];
+    let ws = TestWorkspace::new(&TOOLS, "");
     for (f, answer) in cases {
-        let ws = TestWorkspace::new(&TOOLS, "");
         let t = turn(&ws, f, vec![Reply::ok(answer.clone())]).await;
         assert_eq!(t.trace.outcome, Outcome::Refused, "{f:?} {answer}");
         let msg = t.trace.final_response.unwrap();
@@ -411,8 +408,8 @@ async fn announced_but_missing_tool_calls_are_malformed() {
                 .map(|c| capsaga_tests::wire_rig::an_answer(c, "tool_use", (100, 7)))
                 .collect(),
         };
+        let ws = TestWorkspace::new(&TOOLS, "");
         for bad in shapes {
-            let ws = TestWorkspace::new(&TOOLS, "");
             let t = turn(&ws, f, vec![Reply::ok(bad.clone()), Reply::ok(bad.clone())]).await;
             assert_eq!(t.trace.outcome, Outcome::MalformedAnswer, "{f:?} {bad}");
             assert_eq!(t.requests.len(), 2, "retried once (retries = 1)");
@@ -446,7 +443,6 @@ async fn announced_but_missing_tool_calls_are_malformed() {
             assert!(t.trace.cost_usd > 0.0);
         }
         // The retry answers properly: success.
-        let ws = TestWorkspace::new(&TOOLS, "");
         let bad = f.finish(
             f.text("", (100, 7)),
             match f {
@@ -513,7 +509,6 @@ async fn errors_in_200_bodies_are_provider_errors() {
         );
         assert!(!e.contains("missing field"), "{e}");
 
-        let ws = TestWorkspace::new(&TOOLS, "");
         let t = turn(
             &ws,
             f,
@@ -571,8 +566,8 @@ async fn content_parts_and_thinking_are_read() {
             "Paris",
         ),
     ];
+    let ws = TestWorkspace::new(&TOOLS, "");
     for (f, answer, text) in cases {
-        let ws = TestWorkspace::new(&TOOLS, "");
         let t = turn(&ws, f, vec![Reply::ok(answer.clone())]).await;
         assert_eq!(
             t.trace.outcome,
@@ -590,19 +585,18 @@ async fn content_parts_and_thinking_are_read() {
 #[tokio::test(flavor = "multi_thread")]
 async fn bodies_that_are_not_answers_say_what_they_are() {
     for f in FORMATS {
+        let ws = TestWorkspace::new(&TOOLS, "");
         for (raw, says, tries) in [
             ("<html><body>Bad gateway</body></html>", "not JSON", 1),
             ("data: {\"choices\": []}\n\ndata: [DONE]\n\n", "stream", 1),
             ("", "empty body", 2),
         ] {
-            let ws = TestWorkspace::new(&TOOLS, "");
             let t = turn(&ws, f, vec![Reply::raw(raw), Reply::raw(raw)]).await;
             assert_eq!(t.trace.outcome, Outcome::MalformedAnswer, "{f:?} {raw}");
             assert_eq!(t.requests.len(), tries, "{f:?} {raw}");
             let msg = t.trace.final_response.unwrap();
             assert!(msg.contains(says), "{msg}");
         }
-        let ws = TestWorkspace::new(&TOOLS, "");
         let body = format!("\u{feff}{}", f.text("with a BOM", (1, 1)));
         let t = turn(&ws, f, vec![Reply::raw(body)]).await;
         assert_eq!(
