@@ -21,14 +21,13 @@
 
 use capsaga_core::policy::Limits;
 use capsaga_host::sandbox::bindings::ToolPre;
-use capsaga_host::sandbox::net::Outbound;
+use capsaga_host::sandbox::Factors;
 use capsaga_host::sandbox::{CompiledCache, SandboxConfig};
 use capsaga_tests::neuron_rig::{
     Loaded, NeuronDefinition, Op, Rig, RunnerState, cache_dir, neuron, runner_wasm,
 };
 use criterion::Criterion;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wasmtime::component::Component;
 
@@ -65,7 +64,7 @@ fn call_ms(
     grants: &[capsaga_core::capability::Capability],
     args: &str,
 ) -> f64 {
-    let none = Arc::new(Outbound::none());
+    let none = Factors::none();
     let t = Instant::now();
     let c = rt.block_on(async {
         match pre {

@@ -9,6 +9,8 @@ pub mod http_server;
 pub mod hostile;
 pub mod llm_server;
 pub mod neuron_rig;
+pub mod wire_rig;
+pub mod wire_schema;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::host::Host;

@@ -17,14 +17,14 @@
 use capsaga_core::capability::Capability;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::policy::Limits;
+use capsaga_host::sandbox::net::NetHooks;
 use capsaga_host::sandbox::bindings::{
     LogLevel, Tool, ToolPre, WitCallContext, WitErrorKind, WitRisk, WitToolError, WitToolMeta,
     WitToolOutput, capsaga as tool_world,
 };
-use capsaga_host::sandbox::net::{NetHooks, Outbound};
 use capsaga_host::sandbox::state::{CallLimiter, InstanceCaps};
 use capsaga_host::sandbox::stdio::CapturePipe;
-use capsaga_host::sandbox::{CompiledCache, EPOCH_TICK_MS, SandboxConfig};
+use capsaga_host::sandbox::{CompiledCache, EPOCH_TICK_MS, Factors, SandboxConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,7 +205,7 @@ pub struct Rig {
     pub loaded: Loaded,
     /// SHA-256 of the runner's bytes (what a neuron's identity pins).
     pub runner_hash: String,
-    outbound: Arc<Outbound>,
+    factors: Arc<Factors>,
     stop_ticker: Arc<AtomicBool>,
 }
 
@@ -267,7 +267,7 @@ impl Rig {
             pre,
             loaded,
             runner_hash,
-            outbound: Arc::new(Outbound::none()),
+            factors: Arc::new(Factors::none()),
             stop_ticker: stop,
         }
     }
@@ -301,15 +301,19 @@ impl Rig {
         grants: &[Capability],
         limits: &Limits,
         dry_run: bool,
-        outbound: &Arc<Outbound>,
+        factors: &Factors,
     ) -> (Store<RunnerState>, CapturePipe) {
-        let (wasi, stdio) = capsaga_host::sandbox::wasi::build(grants, &outbound.env_for(grants))
+        // The host's three factor phases: bindings from the grants, bound
+        // into this call's WASI context and `wasi:http` hooks.
+        let bound = factors
+            .bind(&factors.configure(grants), dry_run, limits.deadline_ms)
             .expect("wasi context");
+        let (wasi, stdio) = (bound.wasi, bound.stdio);
         let state = RunnerState {
             wasi,
             table: ResourceTable::new(),
             http: WasiHttpCtx::new(),
-            net: NetHooks::new(grants, dry_run, limits.deadline_ms, outbound.clone()),
+            net: bound.net,
             limiter: CallLimiter::new(InstanceCaps::for_memory(limits.memory_bytes)),
             deadline: Instant::now() + Duration::from_millis(limits.deadline_ms),
             definition: def.clone(),
@@ -335,7 +339,7 @@ impl Rig {
     /// # Panics
     /// When the call traps.
     pub async fn meta(&self, def: &NeuronDefinition) -> WitToolMeta {
-        let (mut store, _stdio) = self.store(def, &[], &Limits::DEFAULT, false, &self.outbound);
+        let (mut store, _stdio) = self.store(def, &[], &Limits::DEFAULT, false, &self.factors);
         let inst = self
             .pre
             .instantiate_async(&mut store)
@@ -354,12 +358,12 @@ impl Rig {
         limits: &Limits,
         args_json: &str,
     ) -> Called {
-        self.call_with(def, op, grants, limits, args_json, &self.outbound)
+        self.call_with(def, op, grants, limits, args_json, &self.factors)
             .await
     }
 
     /// [`Rig::call`] with the operator's outgoing settings, secrets and
-    /// `env:` values in `outbound`.
+    /// `env:` values from `factors`.
     pub async fn call_with(
         &self,
         def: &NeuronDefinition,
@@ -367,9 +371,9 @@ impl Rig {
         grants: &[Capability],
         limits: &Limits,
         args_json: &str,
-        outbound: &Arc<Outbound>,
+        factors: &Factors,
     ) -> Called {
-        self.call_pre(&self.pre, def, op, grants, limits, args_json, outbound)
+        self.call_pre(&self.pre, def, op, grants, limits, args_json, factors)
             .await
     }
 
@@ -389,7 +393,7 @@ impl Rig {
     /// # Panics
     /// When instantiation fails.
     pub async fn instantiate_only(&self, def: &NeuronDefinition) {
-        let (mut store, _stdio) = self.store(def, &[], &Limits::DEFAULT, false, &self.outbound);
+        let (mut store, _stdio) = self.store(def, &[], &Limits::DEFAULT, false, &self.factors);
         self.pre
             .instantiate_async(&mut store)
             .await
@@ -406,11 +410,11 @@ impl Rig {
         grants: &[Capability],
         limits: &Limits,
         args_json: &str,
-        outbound: &Arc<Outbound>,
+        factors: &Factors,
     ) -> Called {
         let started = Instant::now();
         let dry = matches!(op, Op::DryRun);
-        let (mut store, stdio) = self.store(def, grants, limits, dry, outbound);
+        let (mut store, stdio) = self.store(def, grants, limits, dry, factors);
         let ctx = WitCallContext {
             saga_id: "neuron-test".into(),
             step_seq: 0,
@@ -444,7 +448,7 @@ impl Rig {
                 store.data().limiter.hit.as_deref(),
                 limits,
             )),
-            Err(_) => Err(ToolError::new(
+            Err(_) => Err(ToolError::with_hint(
                 ErrorKind::Timeout,
                 "deadline passed (host side)",
                 "The call took too long. Try a smaller request.",
@@ -507,7 +511,7 @@ pub fn error_from_wit(e: WitToolError) -> ToolError {
         WitErrorKind::Unrevertible => ErrorKind::Unrevertible,
         WitErrorKind::Unknown => ErrorKind::Unknown,
     };
-    let mut err = ToolError::new(kind, e.message, e.llm_hint).retriable(e.retriable);
+    let mut err = ToolError::with_hint(kind, e.message, e.llm_hint).retriable(e.retriable);
     if let Some(d) = e.details {
         err = err.with_details(serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d)));
     }
@@ -565,7 +569,7 @@ pub fn classify_trap(
             "The tool crashed. Do not retry the same call.",
         ),
     };
-    ToolError::new(kind, message, hint).with_details(details)
+    ToolError::with_hint(kind, message, hint).with_details(details)
 }
 
 /// A neuron definition: `source` as a module, with a meta named `name`,

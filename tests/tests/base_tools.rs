@@ -5,30 +5,37 @@
 //! operator through `[env]`, results wrapped as untrusted).
 
 use capsaga_core::error::ErrorKind;
+use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::host::Host;
-use capsaga_host::saga::{Saga, StepOutcome};
-use capsaga_host::wal::Origin;
+use capsaga_host::store::Origin;
 use capsaga_tests::http_server::TestServer;
 use capsaga_tests::{TestWorkspace, snapshot};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
-async fn step(host: &Host, tool: &str, args: Value) -> StepOutcome {
-    let mut saga = Saga::start(host, Origin::Call, "test").unwrap();
-    let out = saga.step(tool, &args).await.unwrap();
-    let _ = saga.finish();
+/// One call through the dispatch door as a one-step saga, kept (finished).
+async fn step(host: &Arc<Host>, tool: &str, args: Value) -> Outcome {
+    let door = Dispatcher::new(host.clone());
+    let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
+    let out = door
+        .submit(&mut saga, Call::new(tool, Args::Value(&args)))
+        .await
+        .unwrap()
+        .outcome;
+    let _ = door.finish(&mut saga).await;
     out
 }
 
-fn data(out: &StepOutcome) -> &Value {
+fn data(out: &Outcome) -> &Value {
     match out {
-        StepOutcome::Committed { output, .. } => &output.data,
+        Outcome::Committed { output, .. } => &output.data,
         other => panic!("expected success, got {other:?}"),
     }
 }
 
-fn error_kind(out: &StepOutcome) -> ErrorKind {
+fn error_kind(out: &Outcome) -> ErrorKind {
     match out {
-        StepOutcome::ReadFailed { error, .. } | StepOutcome::Failed { error, .. } => error.kind,
+        Outcome::ReadFailed { error, .. } | Outcome::Failed { error, .. } => error.kind,
         other => panic!("expected a failure, got {other:?}"),
     }
 }
@@ -70,11 +77,14 @@ async fn fs_edit_replaces_once_and_is_rolled_back() {
         "fn a() {}"
     );
 
-    let mut saga = Saga::start(&host, Origin::Call, "test").unwrap();
-    let out = saga
-        .step("fs_edit", &edit(&f, "fn a() {}", "fn alpha() {}"))
+    let door = Dispatcher::new(host.clone());
+    let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
+    let args = edit(&f, "fn a() {}", "fn alpha() {}");
+    let out = door
+        .submit(&mut saga, Call::new("fs_edit", Args::Value(&args)))
         .await
-        .unwrap();
+        .unwrap()
+        .outcome;
     let d = data(&out);
     assert_eq!(d["replacements"], 1);
     assert!(
@@ -88,7 +98,7 @@ async fn fs_edit_replaces_once_and_is_rolled_back() {
         std::fs::read_to_string(&f).unwrap(),
         "fn alpha() {}\nfn b() {}\nfn b() {}\n"
     );
-    let report = saga.abort().await.unwrap();
+    let report = door.abort(&mut saga).await.unwrap();
     assert!(report.all_compensated(), "{report:?}");
     assert_eq!(snapshot(&ws.ws()), before);
 }
@@ -185,7 +195,7 @@ async fn web_search_queries_the_operators_backend() {
     ));
     let host = ws.host().await;
     match step(&host, "web_search", json!({"query": "x"})).await {
-        StepOutcome::Refused { error } => {
+        Outcome::Refused { error, .. } => {
             assert!(
                 error.message.contains("env:WEB_SEARCH_URL"),
                 "{}",

@@ -18,14 +18,14 @@ use capsaga_core::capability::Capability;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::policy::{Limits, PolicyFile};
 use capsaga_host::sandbox::bindings::WitToolOutput;
-use capsaga_host::sandbox::net::Outbound;
+use capsaga_host::sandbox::Factors;
 use capsaga_tests::http_server::TestServer;
 use capsaga_tests::neuron_rig::{
     Called, NamedFile, NeuronDefinition, Op, Rig, SourceKind, cache_dir, neuron, runner_wasm,
 };
 use serde_json::{Value, json};
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The rig shared by every test of this binary, or `None` when the runner
@@ -692,7 +692,7 @@ async fn the_host_environment_is_not_visible() {
             .expect("policy")
             .check("/")
             .expect("checked");
-    let outbound = Arc::new(Outbound::from_policy(&policy, Path::new("/")).expect("outbound"));
+    let factors = Factors::load(&policy, Path::new("/")).expect("factors");
     let grants = caps(&["env:LANG".to_string()]);
     let c = rig
         .call_with(
@@ -701,7 +701,7 @@ async fn the_host_environment_is_not_visible() {
             &grants,
             &Limits::DEFAULT,
             "{}",
-            &outbound,
+            &factors,
         )
         .await;
     assert_eq!(c.data(), json!({"env": {"LANG": "C.UTF-8"}, "path": null}));

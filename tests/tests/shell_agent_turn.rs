@@ -6,7 +6,7 @@ use capsaga_core::fsm::State;
 use capsaga_host::agent::runner::{TurnOptions, run_turn};
 use capsaga_host::agent::scripted::ScriptedProvider;
 use capsaga_host::agent::trace::Outcome;
-use capsaga_host::wal::{StepStatus, Wal};
+use capsaga_host::store::StepStatus;
 use capsaga_tests::{TestWorkspace, snapshot};
 
 const POLICY: &str = r#"
@@ -61,8 +61,10 @@ async fn a_failed_turn_undoes_the_shells_writes() {
         "byte-identical after the rollback"
     );
     // The shell and the edit did run and commit, then were compensated.
-    let steps = Wal::new(&host.db)
+    let steps = host
+        .store
         .steps(tr.saga_id.as_deref().unwrap())
+        .await
         .unwrap();
     let summary: Vec<(String, StepStatus)> = steps
         .iter()

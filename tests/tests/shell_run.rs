@@ -4,11 +4,12 @@
 //! script's changes are applied when it ends, recorded with their
 //! pre-images, and put back byte for byte by the saga's rollback.
 
+use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::host::Host;
-use capsaga_host::saga::{Saga, StepOutcome};
-use capsaga_host::wal::Origin;
+use capsaga_host::store::Origin;
 use capsaga_tests::{TestWorkspace, snapshot};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::Instant;
 
 const SECRET: &str = "TOP-SECRET-outside-the-grant";
@@ -28,15 +29,18 @@ fn setup() -> TestWorkspace {
 }
 
 /// Runs `script` as a one-step saga and keeps the step (no rollback).
-async fn run(host: &Host, script: &str) -> Value {
-    let mut saga = Saga::start(host, Origin::Call, "test").unwrap();
-    let out = saga
-        .step("shell_run", &json!({"script": script}))
+async fn run(host: &Arc<Host>, script: &str) -> Value {
+    let door = Dispatcher::new(host.clone());
+    let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
+    let args = json!({"script": script});
+    let out = door
+        .submit(&mut saga, Call::new("shell_run", Args::Value(&args)))
         .await
-        .unwrap();
-    saga.finish().unwrap();
+        .unwrap()
+        .outcome;
+    door.finish(&mut saga).await.unwrap();
     match out {
-        StepOutcome::Committed { output, .. } => output.data,
+        Outcome::Committed { output, .. } => output.data,
         other => panic!("{script}: {other:?}"),
     }
 }
@@ -177,7 +181,8 @@ async fn changes_are_recorded_then_rolled_back_byte_for_byte() {
     std::fs::write(ws.ws().join("old/keep.bin"), [0u8, 159, 146, 150]).unwrap();
     let before = snapshot(&ws.ws());
     let host = ws.host().await;
-    let mut saga = Saga::start(&host, Origin::Call, "test").unwrap();
+    let door = Dispatcher::new(host.clone());
+    let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
     let script = "set -e\n\
         mkdir -p out/deep\n\
         grep -v beta notes.txt | sort -r | tr a-z A-Z > out/deep/summary.txt\n\
@@ -186,11 +191,13 @@ async fn changes_are_recorded_then_rolled_back_byte_for_byte() {
         mv old moved\n\
         for i in 1 2 3; do echo \"line $i\" >> out/list.txt; done\n\
         wc -l < out/list.txt";
-    let out = saga
-        .step("shell_run", &json!({"script": script}))
+    let args = json!({"script": script});
+    let out = door
+        .submit(&mut saga, Call::new("shell_run", Args::Value(&args)))
         .await
-        .unwrap();
-    let StepOutcome::Committed { output, .. } = out else {
+        .unwrap()
+        .outcome;
+    let Outcome::Committed { output, .. } = out else {
         panic!("{out:?}")
     };
     let d = &output.data;
@@ -216,7 +223,7 @@ async fn changes_are_recorded_then_rolled_back_byte_for_byte() {
     );
 
     // A later failure rolls the saga back: shell_run's compensate runs.
-    let report = saga.abort().await.unwrap();
+    let report = door.abort(&mut saga).await.unwrap();
     assert!(report.all_compensated(), "{report:?}");
     assert_eq!(snapshot(&ws.ws()), before, "byte-identical after rollback");
 }

@@ -240,6 +240,15 @@ impl ProviderSection {
             .map(|u| u.trim_end_matches('/').to_string())
     }
 
+    /// Whether the provider is a local one: `keyless` (a server on this
+    /// machine or network, such as llama.cpp's or Ollama) or scripted. Its
+    /// model costs nothing unless the policy's own price table names it (see
+    /// [`crate::budget`]); a keyless proxy to a paid API belongs in that
+    /// table.
+    pub fn is_local(&self) -> bool {
+        self.kind == ProviderKind::Scripted || self.keyless
+    }
+
     /// The environment variable of the key, unless keyless or scripted.
     pub fn key_env(&self) -> Option<String> {
         if self.keyless {
@@ -486,6 +495,20 @@ mod tests {
             ..Default::default()
         };
         assert!(attempt_order(&input).is_err());
+    }
+
+    #[test]
+    fn local_providers() {
+        let section = |extra: &str| -> ProviderSection {
+            toml::from_str(&format!("kind = \"openai\"\nmodel = \"m\"\n{extra}")).unwrap()
+        };
+        assert!(section("keyless = true").is_local());
+        assert!(!section("").is_local());
+        // A loopback address is no proof of a free model (a proxy to a paid
+        // API often listens there): only `keyless` says so.
+        assert!(!section("base_url = \"http://127.0.0.1:4000/v1\"").is_local());
+        let scripted: ProviderSection = toml::from_str("kind = \"scripted\"").unwrap();
+        assert!(scripted.is_local());
     }
 
     #[test]

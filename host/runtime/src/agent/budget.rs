@@ -48,6 +48,12 @@ pub struct Budget<'d> {
     pub prices: PriceTable,
     /// The caps.
     pub caps: Caps,
+    /// Whether the price table is the policy's own (`[budget] prices` or
+    /// `CAPSAGA_PRICES`) rather than the built-in one.
+    pub policy_prices: bool,
+    /// Local providers: keyless or scripted
+    /// ([`capsaga_core::providers::ProviderSection::is_local`]).
+    pub local: BTreeSet<String>,
 }
 
 /// Warn once per process about a model the price table does not know.
@@ -78,6 +84,7 @@ impl<'d> Budget<'d> {
             .as_deref()
             .map(|p| config.resolve(p))
             .or_else(|| std::env::var_os("CAPSAGA_PRICES").map(Into::into));
+        let policy_prices = path.is_some();
         let prices = match path {
             None => {
                 PriceTable::parse(BUILTIN_PRICES).map_err(|error| BudgetLoadError::Invalid {
@@ -100,6 +107,14 @@ impl<'d> Budget<'d> {
             store,
             prices,
             caps: config.policy.budget.caps(),
+            policy_prices,
+            local: config
+                .policy
+                .providers
+                .iter()
+                .filter(|(_, p)| p.is_local())
+                .map(|(n, _)| n.clone())
+                .collect(),
         })
     }
 
@@ -127,6 +142,29 @@ impl<'d> Budget<'d> {
             warn_unknown_model(model);
         }
         c
+    }
+
+    /// The cost of a call of `model` answered by the provider named
+    /// `provider`. A local (keyless or scripted) provider's model is free unless the
+    /// policy's own price table names it (the built-in table and any default
+    /// rate never apply to it); any other model is priced by [`Budget::cost`].
+    pub fn cost_for(
+        &self,
+        provider: &str,
+        model: &str,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) -> Cost {
+        if !self.local.contains(provider) {
+            return self.cost(model, input_tokens, output_tokens);
+        }
+        if self.policy_prices && self.prices.price(model).1 {
+            return self.prices.cost(model, input_tokens, output_tokens);
+        }
+        Cost {
+            usd: 0.0,
+            known_model: true,
+        }
     }
 
     /// Add a call's cost and tokens to today's counters.

@@ -19,7 +19,8 @@
 //! every neutralised marker-like sequence (safety).
 
 use super::budget::{Budget, BudgetLoadError};
-use super::provider::{ChatRequest, Message, Provider, ProviderError, Tier, ToolCall, ToolSpec};
+use super::provider::{ChatRequest, Message, Provider, Tier, ToolCall, ToolSpec};
+use super::reply::Next;
 use super::trace::{self, ExecutionTrace, Outcome, TraceStep, Validation};
 use crate::clock::now_rfc3339;
 use crate::dispatch::{Approver, Args, Call, DispatchError, Dispatcher, NoApprover};
@@ -276,63 +277,28 @@ impl<'a> Turn<'a> {
         let resp = match provider.complete(&self.request).await {
             Ok(r) => r,
             Err(e) => {
-                if let ProviderError::AllFailed(attempts) = &e {
-                    tr.steps.push(TraceStep::Thought {
-                        provider: String::new(),
-                        model: String::new(),
-                        prompt_tokens: 0,
-                        response_tokens: 0,
-                        finish_reason: "error".into(),
-                        text: String::new(),
-                        tool_calls: Vec::new(),
-                        cost_usd: 0.0,
-                        wall_ms: t0.elapsed().as_millis() as u64,
-                        tier: self.request.tier,
-                        attempts: attempts.clone(),
-                    });
-                }
-                tr.outcome = Outcome::ProviderError;
-                tr.final_response = Some(format!("model provider failed: {e}"));
+                super::reply::record_failure(tr, budget, provider, &self.request, &e, t0).await?;
                 return Ok(None);
             }
         };
-        let cost = budget.cost(
-            &resp.model,
-            resp.usage.input_tokens,
-            resp.usage.output_tokens,
-        );
-        budget
-            .record(cost.usd, resp.usage.input_tokens, resp.usage.output_tokens)
-            .await?;
-        tr.cost_usd += cost.usd;
-        tr.prompt_tokens += resp.usage.input_tokens;
-        tr.response_tokens += resp.usage.output_tokens;
-        tr.steps.push(TraceStep::Thought {
-            provider: resp.provider.clone(),
-            model: resp.model.clone(),
-            prompt_tokens: resp.usage.input_tokens,
-            response_tokens: resp.usage.output_tokens,
-            finish_reason: serde_json::to_value(resp.finish_reason)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            text: resp.text.clone(),
-            tool_calls: resp.tool_calls.iter().map(|c| c.name.clone()).collect(),
-            cost_usd: cost.usd,
-            wall_ms: t0.elapsed().as_millis() as u64,
-            tier: self.request.tier,
-            attempts: resp.attempts.clone(),
-        });
+        // Classified by `super::reply`: a truncated or refused answer ends
+        // the turn with none of its calls run.
+        let next = super::reply::record_answer(tr, budget, &self.request, &resp, t0).await?;
         self.request.messages.push(Message::assistant(
             resp.text.clone(),
             resp.tool_calls.clone(),
         ));
-        if resp.tool_calls.is_empty() {
-            tr.final_response = Some(resp.text.clone());
-            tr.outcome = Outcome::Success;
-            return Ok(None);
+        match next {
+            Next::Calls => Ok(Some(resp.tool_calls)),
+            // Paused by the provider: the model goes on with no call made.
+            Next::Continue => Ok(Some(Vec::new())),
+            Next::End => Ok(None),
+            Next::Answer => {
+                tr.final_response = Some(resp.text.clone());
+                tr.outcome = Outcome::Success;
+                Ok(None)
+            }
         }
-        Ok(Some(resp.tool_calls))
     }
 
     /// Submit the model's tool calls to the door, in order. False when the

@@ -30,6 +30,16 @@ pub enum Outcome {
     RolledBack,
     /// The model provider failed (capsaga's addition).
     ProviderError,
+    /// The model's answer was cut off at the output-token limit (or a full
+    /// context window); none of its tool calls ran (capsaga's addition).
+    Truncated,
+    /// The model refused, or the provider's content filter withheld the
+    /// answer (capsaga's addition).
+    Refused,
+    /// Every try answered with something that is not a usable answer in the
+    /// wire format, e.g. tool calls announced but none sent (capsaga's
+    /// addition).
+    MalformedAnswer,
 }
 
 impl Outcome {
@@ -44,6 +54,9 @@ impl Outcome {
             Outcome::TimeoutSteps => "timeout_steps",
             Outcome::RolledBack => "rolled_back",
             Outcome::ProviderError => "provider_error",
+            Outcome::Truncated => "truncated",
+            Outcome::Refused => "refused",
+            Outcome::MalformedAnswer => "malformed_answer",
         }
     }
 }
@@ -84,17 +97,30 @@ pub enum TraceStep {
         provider: String,
         /// Model name.
         model: String,
-        /// Input tokens.
+        /// Input tokens (failed tries whose tokens were billed included).
         prompt_tokens: u64,
-        /// Output tokens.
+        /// Output tokens (same).
         response_tokens: u64,
-        /// Why it stopped (`stop`, `tool_calls`, ...).
+        /// Why it stopped (`stop`, `tool_calls`, `length`, `content_filter`,
+        /// `refusal`, `pause_turn`, `other`; `error` when no answer came).
         finish_reason: String,
+        /// The provider's own word for it (`end_turn`, `max_tokens`, ...),
+        /// when it gave one.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        finish_raw: String,
+        /// What was wrong: why the call failed or why its answer ended the
+        /// turn (malformed, truncated, refused); `None` when nothing was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        problem: Option<String>,
+        /// Departures from the wire format that were tolerated, and how
+        /// they were read (e.g. an empty-string `arguments` read as `{}`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        repairs: Vec<String>,
         /// Its text.
         text: String,
         /// Names of the tools it called.
         tool_calls: Vec<String>,
-        /// Cost, USD.
+        /// Cost, USD (failed tries whose tokens were billed included).
         cost_usd: f64,
         /// Wall time, milliseconds.
         wall_ms: u64,

@@ -12,7 +12,7 @@
 //! Paths are interleaved ([`ROUNDS`] rounds, one batch of each per round); a
 //! ratio is the median of the per-round ratios. Nothing is asserted.
 
-use crate::sandbox::{CallRequest, Op, Prepared, Sandbox, SandboxConfig};
+use crate::sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig};
 use capsaga_core::capability::Capability;
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
@@ -98,7 +98,7 @@ struct Caller {
     sandbox: Sandbox,
     shell: Prepared,
     time_now: Prepared,
-    grants: Vec<Capability>,
+    bindings: Bindings,
     limits: Limits,
     ctx: CallContext,
 }
@@ -110,7 +110,7 @@ impl Caller {
             .call(CallRequest {
                 tool: "bench",
                 prepared,
-                grants: &self.grants,
+                bindings: &self.bindings,
                 limits: &self.limits,
                 ctx: &self.ctx,
                 args_json: args,
@@ -156,14 +156,14 @@ pub(crate) async fn measure(
         let text = big_text();
         std::fs::write(dir.join("big.txt"), &text).map_err(|e| e.to_string())?;
         let sandbox = Sandbox::with_config(&SandboxConfig::default()).map_err(|e| e.to_string())?;
+        let grant = Capability::parse(&format!("fs:write:{}/**", dir.display()))
+            .map_err(|e| e.to_string())?;
+        let bindings = sandbox.factors().configure(&[grant]);
         let caller = Caller {
             shell: sandbox.prepare(&shell_bytes).map_err(|e| e.to_string())?,
             time_now: sandbox.prepare(time_now).map_err(|e| e.to_string())?,
             sandbox,
-            grants: vec![
-                Capability::parse(&format!("fs:write:{}/**", dir.display()))
-                    .map_err(|e| e.to_string())?,
-            ],
+            bindings,
             limits: Limits::DEFAULT,
             ctx: CallContext {
                 saga_id: "bench".into(),
