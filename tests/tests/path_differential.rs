@@ -125,9 +125,9 @@ fn probe_tools_and_cap_std_agree_over_the_path_families() {
                 tally_add(&mut tally, "refused by both");
                 let escape = ESCAPES.contains(&probe_v.kind.as_str());
                 let want = if escape {
-                    ErrorKind::PermissionDenied
+                    capsaga_sdk::ErrorKind::PermissionDenied
                 } else {
-                    ErrorKind::InvalidArgs
+                    capsaga_sdk::ErrorKind::InvalidArgs
                 };
                 if e.kind != want && probe_v.kind != "no_grant" {
                     problems.push(format!(
@@ -234,7 +234,7 @@ async fn fs_read_in_the_sandbox_reads_what_the_probe_allows() {
         compared += 1;
         match (res, file) {
             (Ok(Some(out)), Some(f)) => {
-                let data: serde_json::Value = serde_json::from_str(&out.data).expect("JSON");
+                let data = &out.data;
                 let want = std::fs::read_to_string(&f).expect("read");
                 assert_eq!(data["content"], want.as_str(), "{input:?} → {f}");
                 read += 1;

@@ -210,11 +210,13 @@ fn options(
         opts.read(true);
         open_mode |= OpenMode::READ;
     }
-    opts.follow(if path_flags.contains(PathFlags::SYMLINK_FOLLOW) {
+    // The public entry points cap-fs-ext uses for these two options.
+    opts._cap_fs_ext_follow(if path_flags.contains(PathFlags::SYMLINK_FOLLOW) {
         FollowSymlinks::Yes
     } else {
         FollowSymlinks::No
     });
+    opts._cap_fs_ext_nonblock(true);
     if flags.contains(DescriptorFlags::FILE_INTEGRITY_SYNC)
         || flags.contains(DescriptorFlags::DATA_INTEGRITY_SYNC)
         || flags.contains(DescriptorFlags::REQUESTED_WRITE_SYNC)
@@ -226,8 +228,7 @@ fn options(
     {
         return Err(ErrorCode::Invalid);
     }
-    let extra = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
-    opts.custom_flags(extra.bits() as i32);
+    opts.custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32);
     Ok((opts, open_mode, create))
 }
 

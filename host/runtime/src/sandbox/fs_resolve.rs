@@ -61,7 +61,6 @@ fn classify(e: &io::Error) -> Beneath {
         _ if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => {
             Beneath::Escape(e.to_string())
         }
-        io::ErrorKind::FilesystemLoop => Beneath::Loop,
         _ if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => Beneath::Loop,
         _ => Beneath::Other(e.to_string()),
     }
