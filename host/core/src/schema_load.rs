@@ -14,7 +14,8 @@
 //!   internationalised ones too (`idn-hostname`, `idn-email`, `iri`,
 //!   `iri-reference`: the `jsonschema` crate's `idna` feature), and a format
 //!   the validator does not know (`"hostnmae"`) refuses the schema: an
-//!   author's typo must not switch validation off silently.
+//!   author's typo must not switch validation off silently. The numeric
+//!   formats `schemars` writes (`uint64`, `int32`, `double`, ...) are known.
 //! - **Nothing is fetched.** A `$ref` must resolve inside the document
 //!   (a JSON pointer, an anchor, or an embedded `$id`); a remote or
 //!   unresolvable `$ref` refuses the schema. The crate is built without its
@@ -60,12 +61,37 @@ pub fn compile(schema: &Value) -> Result<jsonschema::Validator, SchemaError> {
             cycle.join(" → ")
         )));
     }
-    jsonschema::options()
+    let mut options = jsonschema::options()
         .should_validate_formats(true)
-        .should_ignore_unknown_formats(false)
+        .should_ignore_unknown_formats(false);
+    for (name, check) in NUMERIC_FORMATS {
+        options = options.with_format(*name, *check);
+    }
+    options
         .build(schema)
         .map_err(|e| SchemaError(explain(&e.to_string())))
 }
+
+/// The numeric formats `schemars` writes on integer and number fields (the
+/// SDK derives tools' schemas with it): known, and checked on strings (a
+/// decimal number in the type's range); on numbers `format` does not apply.
+type FormatCheck = fn(&str) -> bool;
+const NUMERIC_FORMATS: &[(&str, FormatCheck)] = &[
+    ("int8", |s| s.parse::<i8>().is_ok()),
+    ("int16", |s| s.parse::<i16>().is_ok()),
+    ("int32", |s| s.parse::<i32>().is_ok()),
+    ("int64", |s| s.parse::<i64>().is_ok()),
+    ("int128", |s| s.parse::<i128>().is_ok()),
+    ("int", |s| s.parse::<i64>().is_ok()),
+    ("uint8", |s| s.parse::<u8>().is_ok()),
+    ("uint16", |s| s.parse::<u16>().is_ok()),
+    ("uint32", |s| s.parse::<u32>().is_ok()),
+    ("uint64", |s| s.parse::<u64>().is_ok()),
+    ("uint128", |s| s.parse::<u128>().is_ok()),
+    ("uint", |s| s.parse::<u64>().is_ok()),
+    ("float", |s| s.parse::<f32>().is_ok_and(f32::is_finite)),
+    ("double", |s| s.parse::<f64>().is_ok_and(f64::is_finite)),
+];
 
 /// The crate's message, with what capsaga means by it.
 fn explain(message: &str) -> String {

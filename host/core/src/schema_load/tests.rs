@@ -41,6 +41,23 @@ fn idn_formats_are_checked() {
 }
 
 #[test]
+fn schemars_numeric_formats_are_known() {
+    let s = json!({"type": "object", "properties": {
+        "n": {"type": "integer", "format": "uint64", "minimum": 0},
+        "i": {"type": "integer", "format": "int32"},
+        "f": {"type": "number", "format": "double"},
+        "u": {"type": "integer", "format": "uint"},
+        "t": {"type": "string", "format": "uint8"}
+    }});
+    assert!(valid(
+        &s,
+        json!({"n": 5, "i": -3, "f": 1.5, "u": 7, "t": "255"})
+    ));
+    assert!(!valid(&s, json!({"t": "256"})));
+    assert!(!valid(&s, json!({"n": "5"})));
+}
+
+#[test]
 fn unknown_or_misspelt_formats_refuse_the_schema() {
     for format in [
         "hostnmae",

@@ -89,9 +89,13 @@ pub fn beneath(root: &Path, path: &str, follow: Follow) -> Beneath {
         Ok(d) => d,
         Err(e) => return Beneath::Other(format!("cannot open {root_s}: {e}")),
     };
+    // A path written as a directory (`link/`, `link/.`) follows its final
+    // link, as the kernel does and as the guard predicts; cap-primitives'
+    // `stat` without follow would report the link itself.
+    let as_dir = rel.ends_with('/') || rel.ends_with("/.");
     let follow = match follow {
-        Follow::Final => FollowSymlinks::Yes,
-        Follow::NoFinal => FollowSymlinks::No,
+        Follow::NoFinal if !as_dir => FollowSymlinks::No,
+        _ => FollowSymlinks::Yes,
     };
     match cap_primitives::fs::stat(&dir, Path::new(rel), follow) {
         Ok(m) => Beneath::Found {
