@@ -251,5 +251,5 @@ async fn fs_read_in_the_sandbox_reads_what_the_probe_allows() {
         }
     }
     eprintln!("fs_read differential: {compared} calls, {read} read, {refused} refused");
-    assert!(read > 50 && refused > 100, "{read} read, {refused} refused");
+    assert!(read > 5 && refused > 100, "{read} read, {refused} refused");
 }

@@ -150,7 +150,14 @@ pub async fn open_at(
     let want_dir = oflags.contains(OpenFlags::DIRECTORY);
     let shown = path.chars().take(200).collect::<String>();
     let opened = wasmtime_wasi::runtime::spawn_blocking(move || {
-        let file = cap_primitives::fs::open(&parent, path.as_ref(), &opts)?;
+        let file = match cap_primitives::fs::open(&parent, path.as_ref(), &opts) {
+            // ENXIO at open: a socket, a FIFO opened for writing without a
+            // reader, a device without a driver: special files all.
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+                return Ok(Err(Special::Other));
+            }
+            opened => opened?,
+        };
         let ft = file.metadata()?.file_type();
         if let Some(special) = Special::of(&ft) {
             return Ok(Err(special));
