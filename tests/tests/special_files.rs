@@ -244,19 +244,24 @@ async fn every_kind_of_special_file_is_refused_at_open_without_blocking() {
 }
 
 /// Wait for `child` at most `limit`; kill it and fail when it is still
-/// running then.
+/// running then. Its stdout and stderr (piped) are drained meanwhile, so a
+/// full pipe cannot hold it up; returns the exit code and both outputs.
 fn wait_bounded(mut child: std::process::Child, limit: Duration, what: &str) -> (i32, String) {
+    fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let t0 = Instant::now();
-    loop {
+    let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
-            let mut out = String::new();
-            if let Some(mut s) = child.stdout.take() {
-                let _ = std::io::Read::read_to_string(&mut s, &mut out);
-            }
-            if let Some(mut s) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut s, &mut out);
-            }
-            return (status.code().unwrap_or(-1), out);
+            break status;
         }
         if t0.elapsed() > limit {
             let _ = child.kill();
@@ -264,18 +269,20 @@ fn wait_bounded(mut child: std::process::Child, limit: Duration, what: &str) -> 
             panic!("{what}: the process did not exit within {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
+    let out = stdout.join().unwrap_or_default() + &stderr.join().unwrap_or_default();
+    (status.code().unwrap_or(-1), out)
 }
 
 #[test]
 fn capsaga_call_on_a_fifo_reports_the_refusal_and_exits() {
-    let ws = TestWorkspace::new(&["special_files", "fs_read", "fs_list", "fs_write"], POLICY);
+    // Only the tools called: the first command compiles every component of
+    // the tools directory (a few seconds each in a debug build) and stores
+    // it in the workspace's compiled cache, which the later ones load.
+    let ws = TestWorkspace::new(&["fs_read", "fs_list", "fs_write"], POLICY);
     let planted = plant(&ws.ws());
     let fifo = ws.ws_path("fifo");
-    for (tool, args) in [
-        ("fs_read", json!({"path": fifo})),
-        ("fs_write", json!({"path": fifo, "content": "x"})),
-    ] {
+    let capsaga_call = |tool: &str, args: &Value| {
         let what = format!("capsaga call {tool} {args}");
         let child = ws
             .capsaga(&["--json", "call", tool, &args.to_string()])
@@ -284,8 +291,15 @@ fn capsaga_call_on_a_fifo_reports_the_refusal_and_exits() {
             .spawn()
             .expect("spawn capsaga");
         // The tool's deadline is 1 s; the command must be gone well before
-        // this bound (it includes compiling the component in a debug build).
-        let (code, out) = wait_bounded(child, Duration::from_secs(60), &what);
+        // this bound (which also covers compiling the components once).
+        let (code, out) = wait_bounded(child, Duration::from_secs(90), &what);
+        (code, out, what)
+    };
+    for (tool, args) in [
+        ("fs_read", json!({"path": fifo})),
+        ("fs_write", json!({"path": fifo, "content": "x"})),
+    ] {
+        let (code, out, what) = capsaga_call(tool, &args);
         assert_ne!(code, 0, "{what}: {out}");
         assert!(out.contains("unsupported"), "{what}: {out}");
         for f in &planted.fifos {
@@ -293,19 +307,7 @@ fn capsaga_call_on_a_fifo_reports_the_refusal_and_exits() {
         }
     }
     // Listing the directory that holds them still works.
-    let out = ws
-        .capsaga(&[
-            "--json",
-            "call",
-            "fs_list",
-            &json!({"path": ws.ws_path("")}).to_string(),
-        ])
-        .output()
-        .expect("run capsaga");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("fifo"));
+    let (code, out, what) = capsaga_call("fs_list", &json!({"path": ws.ws_path("")}));
+    assert_eq!(code, 0, "{what}: {out}");
+    assert!(out.contains("fifo"), "{what}: {out}");
 }
