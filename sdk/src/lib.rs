@@ -54,8 +54,6 @@
 //! re-exports with `#[serde(crate = "capsaga_sdk::serde")]` and
 //! `#[schemars(crate = "capsaga_sdk::schemars")]`.
 
-mod context;
-mod errors;
 pub mod fs;
 pub mod http;
 pub mod log;
@@ -64,9 +62,9 @@ mod output;
 
 use serde::de::DeserializeOwned;
 
-pub use context::CallContext;
-pub use errors::{ErrorKind, ToolError};
-pub use meta::{Meta, MetaError, Risk};
+// Shared with the host (crate `capsaga-types`), so the two cannot drift.
+pub use capsaga_types::{CallContext, ErrorKind, Risk, ToolError};
+pub use meta::{Meta, MetaError};
 pub use output::Output;
 pub use schemars::{self, JsonSchema};
 pub use serde::{self, Deserialize, Serialize};
@@ -251,23 +249,22 @@ pub mod __private {
         if let Err(e) = meta.check() {
             panic!("{e}");
         }
+        let r = meta.into_record(default_version);
         WitToolMeta {
-            args_schema: meta
-                .args_schema
-                .map_or_else(|| "{}".to_owned(), |s| s.to_string()),
-            version: meta.version.unwrap_or_else(|| default_version.to_owned()),
-            risk: match meta.risk {
+            risk: match r.risk {
                 Risk::Low => wit::Risk::Low,
                 Risk::Medium => wit::Risk::Medium,
                 Risk::High => wit::Risk::High,
             },
-            name: meta.name,
-            description: meta.description,
-            has_side_effects: meta.has_side_effects,
-            returns_untrusted: meta.returns_untrusted,
-            idempotent: meta.idempotent,
-            supports_dry_run: meta.supports_dry_run,
-            capabilities: meta.capabilities,
+            name: r.name,
+            description: r.description,
+            args_schema: r.args_schema,
+            has_side_effects: r.has_side_effects,
+            returns_untrusted: r.returns_untrusted,
+            idempotent: r.idempotent,
+            supports_dry_run: r.supports_dry_run,
+            capabilities: r.capabilities,
+            version: r.version,
         }
     }
 

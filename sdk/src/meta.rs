@@ -1,36 +1,8 @@
 //! [`Meta`]: what a tool says about itself (WIT `tool-meta`).
 
+use capsaga_types::meta::{MAX_DESCRIPTION_LEN, is_valid_tool_name};
+use capsaga_types::{Risk, ToolMetaRecord};
 use std::fmt;
-
-/// How much harm a wrong call can do (WIT `risk`). The operator's policy uses
-/// it to choose between allow, deny and asking a human; `High` always asks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Risk {
-    /// Reads or computes; nothing outside the call changes.
-    #[default]
-    Low,
-    /// Changes state that the tool can undo with `compensate`.
-    Medium,
-    /// Changes state that is hard or impossible to undo (payments, e-mail).
-    High,
-}
-
-impl Risk {
-    /// The WIT name: `low`, `medium` or `high`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Risk::Low => "low",
-            Risk::Medium => "medium",
-            Risk::High => "high",
-        }
-    }
-}
-
-impl fmt::Display for Risk {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// What a tool says about itself, built with [`Meta::new`] and the chained
 /// setters, returned by [`Tool::meta`](crate::Tool::meta).
@@ -184,7 +156,7 @@ impl Meta {
     /// The first problem found, as a [`MetaError`].
     pub fn check(&self) -> Result<(), MetaError> {
         let err = |field, problem: String| Err(MetaError { field, problem });
-        if !is_valid_name(&self.name) {
+        if !is_valid_tool_name(&self.name) {
             return err(
                 "name",
                 format!(
@@ -195,6 +167,12 @@ impl Meta {
         }
         if self.description.trim().is_empty() {
             return err("description", "must not be empty".to_owned());
+        }
+        if self.description.len() > MAX_DESCRIPTION_LEN {
+            return err(
+                "description",
+                format!("is longer than {MAX_DESCRIPTION_LEN} bytes"),
+            );
         }
         if let Some(version) = &self.version
             && !is_semver(version)
@@ -222,15 +200,27 @@ impl Meta {
     }
 }
 
-/// `[a-z][a-z0-9_]*`, 1 to 64 characters.
-fn is_valid_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 64
-        && bytes[0].is_ascii_lowercase()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+impl Meta {
+    /// The record the component's `meta` export returns (WIT `tool-meta`,
+    /// shared with the host as [`ToolMetaRecord`]): the schema as JSON text
+    /// (`{}` when not derived yet), the version defaulted to
+    /// `default_version`.
+    pub fn into_record(self, default_version: &str) -> ToolMetaRecord {
+        ToolMetaRecord {
+            args_schema: self
+                .args_schema
+                .map_or_else(|| "{}".to_owned(), |s| s.to_string()),
+            version: self.version.unwrap_or_else(|| default_version.to_owned()),
+            name: self.name,
+            description: self.description,
+            has_side_effects: self.has_side_effects,
+            risk: self.risk,
+            returns_untrusted: self.returns_untrusted,
+            idempotent: self.idempotent,
+            supports_dry_run: self.supports_dry_run,
+            capabilities: self.capabilities,
+        }
+    }
 }
 
 /// `MAJOR.MINOR.PATCH` with optional `-pre` and `+build` suffixes.
@@ -278,25 +268,6 @@ mod tests {
     }
 
     #[test]
-    fn name_grammar() {
-        for ok in ["a", "fs_read", "x9_", &"a".repeat(64)] {
-            assert!(is_valid_name(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "Fs",
-            "9a",
-            "_a",
-            "fs-read",
-            "fs read",
-            "é",
-            &"a".repeat(65),
-        ] {
-            assert!(!is_valid_name(bad), "{bad}");
-        }
-    }
-
-    #[test]
     fn check_reports_the_field() {
         let e = Meta::new("Bad", "d").check().err();
         assert_eq!(e.map(|e| e.field), Some("name"));
@@ -318,12 +289,5 @@ mod tests {
         for bad in ["1", "1.2", "1.2.x", "1..3", "v1.2.3", ""] {
             assert!(!is_semver(bad), "{bad}");
         }
-    }
-
-    #[test]
-    fn risk_names_match_wit() {
-        assert_eq!(Risk::Low.to_string(), "low");
-        assert_eq!(Risk::Medium.as_str(), "medium");
-        assert_eq!(Risk::High.as_str(), "high");
     }
 }

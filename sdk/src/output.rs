@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde::de::Deserialize as _;
 use serde::de::DeserializeOwned;
 
-use crate::errors::ToolError;
+use crate::ToolError;
 
 /// The result of a successful call (WIT `tool-output`): JSON data for the
 /// model and for `compensate`, a list of human-readable effects, a one-line
@@ -179,7 +179,7 @@ fn serialize_error(e: &str) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::errors::ErrorKind;
+    use crate::ErrorKind;
     use serde::Deserialize;
     use std::collections::BTreeMap;
 

@@ -8,10 +8,15 @@ pub mod http_server;
 
 pub mod hostile;
 pub mod llm_server;
+pub mod neuron_rig;
+pub mod wire_rig;
+pub mod wire_schema;
 
+use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::host::Host;
+use capsaga_host::store::Origin;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The workspace root (the directory holding the top-level `Cargo.toml`).
 pub fn repo_root() -> PathBuf {
@@ -21,7 +26,8 @@ pub fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".."))
 }
 
-fn target_dir() -> PathBuf {
+/// The cargo target directory (`CARGO_TARGET_DIR`, else `target/`).
+pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"))
@@ -157,12 +163,54 @@ impl TestWorkspace {
     ///
     /// # Panics
     /// When the host cannot start.
-    pub async fn host(&self) -> Host {
+    pub async fn host(&self) -> Arc<Host> {
         match Host::open(&self.config()).await {
             Ok(h) => h,
             Err(e) => panic!("host failed to open: {e}"),
         }
     }
+}
+
+/// Run a future to completion on a fresh current-thread runtime (for the
+/// synchronous tests that read the state store).
+///
+/// # Panics
+/// When the runtime cannot start.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
+/// The workspace's state store, opened like the host opens it.
+///
+/// # Panics
+/// When it cannot be opened.
+pub fn open_store(ws: &TestWorkspace) -> capsaga_host::store::sqlite::SqliteStore {
+    capsaga_host::store::sqlite::SqliteStore::open(&ws.root.join(".capsaga/state.db"))
+        .expect("the state store opens")
+}
+
+/// One call of `tool` as the only step of a new saga, submitted through the
+/// dispatch door; the saga is then aborted (rolled back if it wrote).
+///
+/// # Panics
+/// When the door itself fails.
+pub async fn call_once(host: &Arc<Host>, tool: &str, args: serde_json::Value) -> Outcome {
+    let door = Dispatcher::new(host.clone());
+    let mut saga = door
+        .start(Origin::Call, "test", None)
+        .await
+        .expect("saga starts");
+    let out = door
+        .submit(&mut saga, Call::new(tool, Args::Value(&args)))
+        .await
+        .expect("the door works")
+        .outcome;
+    let _ = door.abort(&mut saga).await;
+    out
 }
 
 /// The usual policy: fs tools granted the workspace.

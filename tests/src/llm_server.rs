@@ -1,7 +1,9 @@
 //! A local HTTP server on 127.0.0.1 that stands in for a remote model
 //! provider: it records every request (path, headers, JSON body) and answers
 //! with scripted replies in order, written in the provider's documented wire
-//! format by the test. After the last reply it answers 500.
+//! format by the test (or as raw text, for bodies `serde_json` cannot build:
+//! duplicate keys, a byte-order mark, a stream, HTML), optionally after a
+//! delay (to pass a client's deadline). After the last reply it answers 500.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -32,16 +34,16 @@ pub struct Reply {
     pub headers: Vec<(String, String)>,
     /// JSON body.
     pub body: Value,
+    /// A raw body sent instead of `body`, as `application/json`.
+    pub raw: Option<String>,
+    /// Wait this long before answering, milliseconds.
+    pub delay_ms: u64,
 }
 
 impl Reply {
     /// A 200 with `body`.
     pub fn ok(body: Value) -> Reply {
-        Reply {
-            status: 200,
-            headers: Vec::new(),
-            body,
-        }
+        Reply::status(200, body)
     }
 
     /// A reply with `status` and `body`.
@@ -50,7 +52,23 @@ impl Reply {
             status,
             headers: Vec::new(),
             body,
+            raw: None,
+            delay_ms: 0,
         }
+    }
+
+    /// A 200 whose body is `text` as it is.
+    pub fn raw(text: impl Into<String>) -> Reply {
+        Reply {
+            raw: Some(text.into()),
+            ..Reply::status(200, Value::Null)
+        }
+    }
+
+    /// The same reply, sent `ms` milliseconds late.
+    pub fn delayed(mut self, ms: u64) -> Reply {
+        self.delay_ms = ms;
+        self
     }
 
     /// Add a header.
@@ -148,11 +166,19 @@ async fn handle(
             serde_json::json!({"error": {"message": "the test server has no more replies", "type": "server_error"}}),
         )
     });
-    let mut resp = (
-        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        axum::Json(reply.body),
-    )
-        .into_response();
+    if reply.delay_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(reply.delay_ms)).await;
+    }
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = match reply.raw {
+        Some(raw) => (
+            status,
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            raw,
+        )
+            .into_response(),
+        None => (status, axum::Json(reply.body)).into_response(),
+    };
     for (k, v) in reply.headers {
         if let (Ok(name), Ok(value)) = (
             axum::http::HeaderName::from_bytes(k.as_bytes()),

@@ -124,7 +124,10 @@ async fn invalid_calls_get_tool_errors_then_the_model_recovers() {
         ]
     );
     // Stored and loadable.
-    let stored = trace::load(&host.db, &tr.trace_id).unwrap().unwrap();
+    let stored = trace::load(&*host.store, &tr.trace_id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored, tr);
     assert_eq!(tr.saga_state, Some(State::Done));
 }

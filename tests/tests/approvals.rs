@@ -11,8 +11,9 @@ use capsaga_core::fsm::State;
 use capsaga_host::agent::runner::{TurnOptions, run_turn};
 use capsaga_host::agent::scripted::ScriptedProvider;
 use capsaga_host::agent::trace::{Outcome, PolicyDecision, TraceStep};
-use capsaga_host::db::Db;
-use capsaga_host::wal::{StepStatus, Wal};
+use capsaga_host::store::sqlite::SqliteStore;
+use capsaga_host::store::{ApprovalStore, StepStatus, StepStore};
+use capsaga_tests::block_on;
 use capsaga_tests::{TestWorkspace, capsaga_bin};
 use serde_json::{Value, json};
 use std::process::{Output, Stdio};
@@ -63,8 +64,8 @@ fn executes(ws: &TestWorkspace) -> usize {
         .count()
 }
 
-fn db(ws: &TestWorkspace) -> Db {
-    Db::open(&ws.root.join(".capsaga/state.db")).unwrap()
+fn db(ws: &TestWorkspace) -> SqliteStore {
+    capsaga_tests::open_store(ws)
 }
 
 #[test]
@@ -132,7 +133,7 @@ fn parked_plan_is_approved_resumed_and_runs_once() {
 
     // The approval was claimed once; a new saga with the same call parks
     // again, and a claimed approval cannot be approved again.
-    let a = Wal::new(&db(&ws)).approval(&id).unwrap();
+    let a = block_on(db(&ws).approval(&id)).unwrap();
     assert_eq!(a.status, ApprovalStatus::Claimed);
     assert_eq!(a.claimed_saga.as_deref(), Some(saga.as_str()));
     assert_eq!(a.claimed_step, Some(1));
@@ -236,10 +237,9 @@ fn approved_step_then_sigkill_then_restart_ran_exactly_once() {
         ""
     );
     let d = db(&ws);
-    let wal = Wal::new(&d);
-    let a = wal.approval(&id).unwrap();
+    let a = block_on(d.approval(&id)).unwrap();
     assert_eq!(a.status, ApprovalStatus::Claimed);
-    let steps = wal.steps(&saga).unwrap();
+    let steps = block_on(d.steps(&saga)).unwrap();
     assert_eq!(steps[0].status, StepStatus::Compensated);
     assert_eq!(steps[0].idempotency_key, key);
     assert!(
@@ -363,7 +363,7 @@ fn approval_binds_the_exact_component_and_arguments() {
     assert!(msg.contains("component of `ledger` changed"), "{msg}");
     assert_eq!(r["final_state"], "FailedRolledBack");
     assert_eq!(executes(&ws), 0);
-    let a = Wal::new(&db(&ws)).approval(&id).unwrap();
+    let a = block_on(db(&ws).approval(&id)).unwrap();
     assert_eq!(
         a.status,
         ApprovalStatus::Approved,
@@ -416,7 +416,7 @@ async fn agent_without_a_human_aborts_then_claims_a_cli_approval_once() {
         })
         .next();
     assert_eq!(action, Some(PolicyDecision::ApproveRequired));
-    let pending = Wal::new(&host.db).approvals(false).unwrap();
+    let pending = host.store.approvals(false).await.unwrap();
     assert_eq!(pending.len(), 1);
     let id = pending[0].approval_id.clone();
 
@@ -433,7 +433,7 @@ async fn agent_without_a_human_aborts_then_claims_a_cli_approval_once() {
         .unwrap();
     assert_eq!(tr2.outcome, Outcome::Success, "{tr2:#?}");
     assert_eq!(executes(&ws), 1);
-    let a = Wal::new(&host.db).approval(&id).unwrap();
+    let a = host.store.approval(&id).await.unwrap();
     assert_eq!(a.status, ApprovalStatus::Claimed);
     assert_eq!(a.claimed_saga, tr2.saga_id);
 
@@ -495,7 +495,7 @@ fn agent_asks_on_a_terminal() {
     assert_eq!(yes.status.code(), Some(0), "{text}");
     assert_eq!(executes(&ws), 1);
 
-    let all = Wal::new(&db(&ws)).approvals(true).unwrap();
+    let all = block_on(db(&ws).approvals(true)).unwrap();
     let statuses: Vec<(ApprovalStatus, bool)> = all
         .iter()
         .map(|a| {

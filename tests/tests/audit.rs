@@ -4,11 +4,13 @@
 //! edited behind the log's back (a forged approval, a hidden failed
 //! compensation). Each is caught, with the first bad row named.
 
-use capsaga_host::db::{Db, DbError};
-use capsaga_host::saga::plan::{self, Plan, PlanStep};
-use capsaga_host::wal::Wal;
-use capsaga_host::wal::audit::{self, AuditReport};
+use capsaga_host::dispatch::Dispatcher;
+use capsaga_host::plan::{self, Plan, PlanStep};
+use capsaga_host::store::LogStore;
+use capsaga_host::store::audit::{self, AuditReport};
+use capsaga_host::store::sqlite::SqliteStore;
 use capsaga_tests::{FS_POLICY, TestWorkspace};
+use rusqlite::Connection;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -50,20 +52,18 @@ async fn populated() -> (TestWorkspace, i64) {
             ],
         },
     ];
+    let door = Dispatcher::new(host.clone());
     for p in &plans {
-        plan::run(&host, p, None).await.unwrap();
+        plan::run(&door, p, None).await.unwrap();
     }
-    let rows = Wal::new(&host.db).log(None).unwrap().len() as i64;
+    let rows = host.store.log(None).await.unwrap().len() as i64;
+    drop(door);
     drop(host);
     // Fold the SQLite WAL file into the database so that one file is the
     // whole state, then check the untouched copy is clean.
-    let db = Db::open(&state_db(&ws)).unwrap();
-    db.read(|c| {
-        c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")?;
-        Ok(())
-    })
-    .unwrap();
-    let report = audit::verify(&Wal::new(&db), None).unwrap();
+    tamper(&state_db(&ws), "PRAGMA wal_checkpoint(TRUNCATE);");
+    let db = SqliteStore::open(&state_db(&ws)).unwrap();
+    let report = audit::verify(&db, None).await.unwrap();
     assert!(report.ok(), "{report:#?}");
     (ws, rows)
 }
@@ -72,21 +72,24 @@ fn state_db(ws: &TestWorkspace) -> PathBuf {
     ws.root.join(".capsaga/state.db")
 }
 
-/// Copy the database, tamper with the copy, audit it.
-fn tampered(ws: &TestWorkspace, name: &str, sql: &str) -> AuditReport {
-    let copy = ws.root.join(format!("{name}.db"));
-    std::fs::copy(state_db(ws), &copy).unwrap();
-    audit_after(&copy, sql)
+/// Run `sql` on the database file as someone with write access to it would,
+/// outside capsaga.
+fn tamper(path: &Path, sql: &str) {
+    let c = Connection::open(path).unwrap();
+    c.execute_batch(sql).unwrap();
 }
 
-fn audit_after(path: &Path, sql: &str) -> AuditReport {
-    let db = Db::open(path).unwrap();
-    db.write(|tx| {
-        tx.execute_batch(sql)?;
-        Ok::<(), DbError>(())
-    })
-    .unwrap();
-    audit::verify(&Wal::new(&db), None).unwrap()
+/// Copy the database, tamper with the copy, audit it.
+async fn tampered(ws: &TestWorkspace, name: &str, sql: &str) -> AuditReport {
+    let copy = ws.root.join(format!("{name}.db"));
+    std::fs::copy(state_db(ws), &copy).unwrap();
+    audit_after(&copy, sql).await
+}
+
+async fn audit_after(path: &Path, sql: &str) -> AuditReport {
+    tamper(path, &format!("BEGIN IMMEDIATE;\n{sql};\nCOMMIT;"));
+    let db = SqliteStore::open(path).unwrap();
+    audit::verify(&db, None).await.unwrap()
 }
 
 fn assert_caught(report: &AuditReport, first_bad: i64, check: &str, words: &str) {
@@ -110,13 +113,15 @@ async fn every_kind_of_tampering_is_caught_at_the_first_bad_row() {
         &ws,
         "edit",
         "UPDATE wal_log SET detail = replace(detail, '\"A\"', '\"Z\"') WHERE seq = 3",
-    );
+    )
+    .await;
     assert_caught(&r, 3, "chain", "edited");
     let r = tampered(
         &ws,
         "edit_time",
         "UPDATE wal_log SET at = '2000-01-01T00:00:00.000Z' WHERE seq = 4",
-    );
+    )
+    .await;
     assert_caught(&r, 4, "chain", "edited");
 
     // An edited row whose own hash was recomputed, as someone who knows the
@@ -124,17 +129,17 @@ async fn every_kind_of_tampering_is_caught_at_the_first_bad_row() {
     let copy = ws.root.join("rehash.db");
     std::fs::copy(state_db(&ws), &copy).unwrap();
     {
-        let db = Db::open(&copy).unwrap();
-        let wal = Wal::new(&db);
-        let row = wal
+        let db = SqliteStore::open(&copy).unwrap();
+        let row = db
             .log(None)
+            .await
             .unwrap()
             .into_iter()
             .find(|r| r.seq == 6)
             .unwrap();
         let mut detail = row.detail.clone();
         detail["forged"] = json!(true);
-        let hash = capsaga_host::wal::chain::row_hash(
+        let hash = capsaga_core::wal_row::row_hash(
             &row.prev_hash,
             row.seq,
             &row.saga_id,
@@ -143,20 +148,19 @@ async fn every_kind_of_tampering_is_caught_at_the_first_bad_row() {
             &detail,
             &row.at,
         );
-        db.write(|tx| {
-            tx.execute(
+        Connection::open(&copy)
+            .unwrap()
+            .execute(
                 "UPDATE wal_log SET detail = ?1, hash = ?2 WHERE seq = 6",
                 (detail.to_string(), hash),
-            )?;
-            Ok::<(), DbError>(())
-        })
-        .unwrap();
-        let r = audit::verify(&wal, None).unwrap();
+            )
+            .unwrap();
+        let r = audit::verify(&db, None).await.unwrap();
         assert_caught(&r, 6, "chain", "re-hashed");
     }
 
     // A row deleted in the middle.
-    let r = tampered(&ws, "delete", "DELETE FROM wal_log WHERE seq = 9");
+    let r = tampered(&ws, "delete", "DELETE FROM wal_log WHERE seq = 9").await;
     assert_caught(&r, 9, "chain", "deleted");
 
     // The newest rows deleted: the chain alone still verifies; the anchored
@@ -166,7 +170,8 @@ async fn every_kind_of_tampering_is_caught_at_the_first_bad_row() {
         &ws,
         "truncate",
         &format!("DELETE FROM wal_log WHERE seq >= {cut}"),
-    );
+    )
+    .await;
     assert!(r.chain.is_none(), "the chain cannot see this: {r:#?}");
     assert_caught(&r, cut, "head", "deleted from the end");
 
@@ -179,7 +184,7 @@ async fn every_kind_of_tampering_is_caught_at_the_first_bad_row() {
             "DELETE FROM wal_log WHERE seq >= {cut};
              UPDATE wal_head SET seq = (SELECT max(seq) FROM wal_log), hash = (SELECT hash FROM wal_log ORDER BY seq DESC LIMIT 1);"
         ),
-    );
+    ).await;
     assert!(r.chain.is_none());
     assert!(!r.ok(), "{r:#?}");
     assert!(r.findings.iter().all(|f| f.check == "replay"), "{r:#?}");
@@ -191,7 +196,8 @@ async fn every_kind_of_tampering_is_caught_at_the_first_bad_row() {
         "UPDATE wal_log SET seq = -1 WHERE seq = 12;
          UPDATE wal_log SET seq = 12 WHERE seq = 13;
          UPDATE wal_log SET seq = 13 WHERE seq = -1;",
-    );
+    )
+    .await;
     assert_caught(&r, 12, "chain", "reordered");
 
     // A forged approval, written into the table without a logged decision.
@@ -199,7 +205,8 @@ async fn every_kind_of_tampering_is_caught_at_the_first_bad_row() {
         &ws,
         "forged",
         "UPDATE approvals SET status = 'approved', decided_by = 'cli:mallory'",
-    );
+    )
+    .await;
     assert!(!r.ok());
     assert!(r.chain.is_none());
     let f = &r.findings[0];
@@ -216,7 +223,8 @@ async fn every_kind_of_tampering_is_caught_at_the_first_bad_row() {
         &ws,
         "state",
         "UPDATE saga_state SET state = 'Done' WHERE label = 'rolled back'",
-    );
+    )
+    .await;
     assert!(
         r.findings
             .iter()
@@ -225,13 +233,10 @@ async fn every_kind_of_tampering_is_caught_at_the_first_bad_row() {
     );
 
     // The CLI says the same about the workspace itself, and exits 7.
-    let db = Db::open(&state_db(&ws)).unwrap();
-    db.write(|tx| {
-        tx.execute_batch(&format!("DELETE FROM wal_log WHERE seq >= {cut}"))?;
-        Ok::<(), DbError>(())
-    })
-    .unwrap();
-    drop(db);
+    tamper(
+        &state_db(&ws),
+        &format!("DELETE FROM wal_log WHERE seq >= {cut}"),
+    );
     let out = ws.capsaga(&["audit", "verify"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(7), "{text}");
@@ -253,16 +258,15 @@ async fn a_witnessed_head_catches_a_consistent_rewrite_of_the_end() {
     assert!(ok.status.success());
     // Remove the newest row and re-anchor the head, as someone who knows the
     // scheme would: only the witnessed head (and the replay) can tell.
-    let db = Db::open(&state_db(&ws)).unwrap();
-    db.write(|tx| {
-        tx.execute_batch(&format!(
-            "DELETE FROM wal_log WHERE seq = {rows};
-             UPDATE wal_head SET seq = (SELECT max(seq) FROM wal_log), hash = (SELECT hash FROM wal_log ORDER BY seq DESC LIMIT 1);"
-        ))?;
-        Ok::<(), DbError>(())
-    })
-    .unwrap();
-    drop(db);
+    tamper(
+        &state_db(&ws),
+        &format!(
+            "BEGIN IMMEDIATE;
+             DELETE FROM wal_log WHERE seq = {rows};
+             UPDATE wal_head SET seq = (SELECT max(seq) FROM wal_log), hash = (SELECT hash FROM wal_log ORDER BY seq DESC LIMIT 1);
+             COMMIT;"
+        ),
+    );
     let out = ws
         .capsaga(&["--json", "audit", "verify", "--expect-head", &head])
         .output()

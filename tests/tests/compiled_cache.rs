@@ -16,6 +16,7 @@ const POLICY: &str = "[tools.time_now]\n[tools.spin]\n";
 fn outcomes(host: &Host) -> BTreeMap<String, CacheOutcome> {
     host.registry
         .tools()
+        .iter()
         .map(|t| (t.meta.name.clone(), t.compiled.clone()))
         .collect()
 }
@@ -30,11 +31,9 @@ fn cache_file(ws: &TestWorkspace, host: &Host, tool: &str) -> PathBuf {
     cache_dir(ws).join(cache.file_name(&t.hash))
 }
 
-async fn time_now_works(host: &Host) {
-    let mut saga =
-        capsaga_host::saga::Saga::start(host, capsaga_host::wal::Origin::Call, "t").unwrap();
-    match saga.step("time_now", &serde_json::json!({})).await.unwrap() {
-        capsaga_host::saga::StepOutcome::Committed { output, .. } => {
+async fn time_now_works(host: &std::sync::Arc<Host>) {
+    match capsaga_tests::call_once(host, "time_now", serde_json::json!({})).await {
+        capsaga_host::dispatch::Outcome::Committed { output, .. } => {
             assert!(output.data["unix_ms"].as_u64().is_some())
         }
         other => panic!("{other:?}"),
@@ -97,7 +96,7 @@ async fn untrusted_cache_entries_are_recompiled_never_loaded() {
     drop(host);
     // It was rewritten: the next start hits.
     assert_eq!(std::fs::read(&time_now).unwrap(), good);
-    all(&ws.host().await, &CacheOutcome::Hit);
+    all(&*ws.host().await, &CacheOutcome::Hit);
 
     // Another component's (valid) entry under time_now's name: spin's code
     // must never run as time_now.

@@ -5,30 +5,28 @@
 //! at its deadline and the host carries on.
 
 use capsaga_core::error::ErrorKind;
+use capsaga_host::dispatch::Outcome;
 use capsaga_host::host::Host;
-use capsaga_host::saga::{Saga, StepOutcome};
-use capsaga_host::wal::Origin;
 use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::Instant;
 
 const SECRET: &str = "TOP-SECRET-outside-the-grant";
 
-async fn step(host: &Host, tool: &str, args: Value) -> StepOutcome {
-    let mut saga = Saga::start(host, Origin::Call, "test").unwrap();
-    let out = saga.step(tool, &args).await.unwrap();
-    let _ = saga.abort().await;
-    out
+async fn step(host: &Arc<Host>, tool: &str, args: Value) -> Outcome {
+    capsaga_tests::call_once(host, tool, args).await
 }
 
-fn denied(out: &StepOutcome) -> bool {
+fn denied(out: &Outcome) -> bool {
     let err = match out {
-        StepOutcome::ReadFailed { error, .. } | StepOutcome::Failed { error, .. } => error,
-        StepOutcome::Committed { output, .. } => panic!("call succeeded: {:?}", output.data),
-        StepOutcome::Refused { error } => panic!("refused before running: {error:?}"),
-        StepOutcome::AwaitingApproval { approval, .. } => {
+        Outcome::ReadFailed { error, .. } | Outcome::Failed { error, .. } => error,
+        Outcome::Committed { output, .. } => panic!("call succeeded: {:?}", output.data),
+        Outcome::Refused { error, .. } => panic!("refused before running: {error:?}"),
+        Outcome::AwaitingApproval { approval, .. } => {
             panic!("parked for approval: {approval:?}")
         }
+        Outcome::Previewed { .. } => panic!("a dry-run"),
     };
     let text = serde_json::to_string(err).unwrap();
     assert!(!text.contains(SECRET), "secret leaked in error: {text}");
@@ -79,7 +77,7 @@ async fn reads_outside_the_grant_are_denied() {
     )
     .await
     {
-        StepOutcome::Committed { output, .. } => assert_eq!(output.data["content"], "inside"),
+        Outcome::Committed { output, .. } => assert_eq!(output.data["content"], "inside"),
         other => panic!("{other:?}"),
     }
 }
@@ -120,7 +118,7 @@ async fn a_tool_without_grants_is_not_callable() {
     let ws = TestWorkspace::new(&["fs_read"], "");
     let host = ws.host().await;
     match step(&host, "fs_read", json!({"path": ws.ws_path("x")})).await {
-        StepOutcome::Refused { error } => {
+        Outcome::Refused { error, .. } => {
             assert_eq!(error.kind, ErrorKind::PermissionDenied);
             assert!(
                 error.message.contains("not in the operator's policy"),
@@ -134,7 +132,7 @@ async fn a_tool_without_grants_is_not_callable() {
     ws.write_policy("[tools.fs_read]\ngrants = []\n");
     let host = ws.host().await;
     match step(&host, "fs_read", json!({"path": ws.ws_path("x")})).await {
-        StepOutcome::Refused { error } => {
+        Outcome::Refused { error, .. } => {
             assert_eq!(error.kind, ErrorKind::PermissionDenied);
             assert!(
                 error.message.contains("missing grants fs:read:*"),
@@ -158,7 +156,7 @@ async fn infinite_loop_stopped_at_deadline_and_host_carries_on() {
     let out = step(&host, "spin", json!({})).await;
     let elapsed = t0.elapsed();
     match out {
-        StepOutcome::ReadFailed { error, .. } | StepOutcome::Failed { error, .. } => {
+        Outcome::ReadFailed { error, .. } | Outcome::Failed { error, .. } => {
             assert_eq!(error.kind, ErrorKind::Timeout, "{error:?}")
         }
         other => panic!("{other:?}"),
@@ -166,7 +164,7 @@ async fn infinite_loop_stopped_at_deadline_and_host_carries_on() {
     // Stopped near its 300 ms deadline, not after the default 10 s.
     assert!(elapsed.as_secs() < 5, "took {elapsed:?}");
     match step(&host, "fs_read", json!({"path": ws.ws_path("inside.txt")})).await {
-        StepOutcome::Committed { output, .. } => assert_eq!(output.data["content"], "still here"),
+        Outcome::Committed { output, .. } => assert_eq!(output.data["content"], "still here"),
         other => panic!("{other:?}"),
     }
 }

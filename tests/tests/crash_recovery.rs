@@ -10,9 +10,9 @@
 //! `CAPSAGA_CRASH_TRIALS` sets the number of trials (default 24) and
 //! `CAPSAGA_CRASH_SEED` the random seed (default: from the clock; printed).
 
-use capsaga_host::db::Db;
-use capsaga_host::wal::{StepRow, StepStatus, Wal};
-use capsaga_tests::TestWorkspace;
+use capsaga_host::store::sqlite::SqliteStore as Db;
+use capsaga_host::store::{LogStore, SagaStore, StepRow, StepStatus, StepStore};
+use capsaga_tests::{TestWorkspace, block_on};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Stdio};
@@ -40,14 +40,7 @@ impl Rng {
 }
 
 fn head(db: &Db) -> i64 {
-    db.read(|c| {
-        Ok(
-            c.query_row("SELECT coalesce(max(seq), 0) FROM wal_head", [], |r| {
-                r.get::<_, i64>(0)
-            })?,
-        )
-    })
-    .unwrap_or(0)
+    block_on(db.head()).ok().flatten().map_or(0, |(seq, _)| seq)
 }
 
 /// When to kill a child.
@@ -149,8 +142,7 @@ fn count_lines(text: &str, line: &str) -> usize {
 
 /// Check every invariant over everything run so far.
 fn check(ws: &TestWorkspace, db: &Db, trials: &[Trial], tally: &mut Tally) {
-    let wal = Wal::new(db);
-    let sagas = wal.sagas(100_000).unwrap();
+    let sagas = block_on(db.sagas(100_000)).unwrap();
     let by_label: BTreeMap<&str, _> = sagas.iter().map(|s| (s.label.as_str(), s)).collect();
     let ledger = std::fs::read_to_string(ws.ws().join("ledger.txt")).unwrap_or_default();
     let journal = std::fs::read_to_string(ws.ws().join("ledger.txt.journal")).unwrap_or_default();
@@ -172,7 +164,7 @@ fn check(ws: &TestWorkspace, db: &Db, trials: &[Trial], tally: &mut Tally) {
             }
             continue;
         };
-        let steps: Vec<StepRow> = wal.steps(&saga.saga_id).unwrap();
+        let steps: Vec<StepRow> = block_on(db.steps(&saga.saga_id)).unwrap();
         let state = saga.state.as_str();
         assert!(
             saga.state.is_terminal(),
@@ -451,7 +443,7 @@ fn recovery_leaves_a_live_process_alone() {
     assert_eq!(report["final_state"], "FailedRolledBack", "{report}");
     assert!(!ws.ws().join("a.txt").exists());
     let db = Db::open(&ws.root.join(".capsaga/state.db")).unwrap();
-    let log = Wal::new(&db).log(None).unwrap();
+    let log = block_on(db.log(None)).unwrap();
     assert!(
         !log.iter().any(|r| r.record == "OWNER"),
         "ownership changed hands"

@@ -58,8 +58,8 @@ async fn a_100_mb_output_is_refused_before_the_host_copies_it() {
                 .sandbox
                 .call(CallRequest {
                     tool: "big_output",
-                    prepared: &t.prepared,
-                    grants: &[],
+                    prepared: t.component().unwrap(),
+                    bindings: &Default::default(),
                     limits: &t.limits,
                     ctx,
                     args_json: args,

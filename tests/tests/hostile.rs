@@ -10,13 +10,12 @@ use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::{CallContext, ToolOutput};
+use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::host::Host;
-use capsaga_host::saga::{Saga, StepOutcome};
 use capsaga_host::sandbox::{CallDiagnostics, CallRequest, Op};
-use capsaga_host::wal::{Origin, StepStatus, Wal};
+use capsaga_host::store::{Origin, StepStatus};
 use capsaga_tests::{TestWorkspace, snapshot};
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Every hostile component, each listed in the policy (without grants unless
@@ -87,8 +86,8 @@ async fn call(host: &Host, tool: &str, args: Value, limits: Option<Limits>) -> C
         .sandbox
         .call(CallRequest {
             tool,
-            prepared: &t.prepared,
-            grants: &grants,
+            prepared: t.component().unwrap(),
+            bindings: &host.sandbox.factors().configure(&grants),
             limits: &limits,
             ctx: &ctx,
             args_json: &args,
@@ -305,12 +304,18 @@ async fn huge_guest_errors_are_refused_or_clipped() {
 async fn trap_inside_compensate_is_a_failed_compensation() {
     let ws = workspace();
     let host = ws.host().await;
-    let mut saga = Saga::start(&host, Origin::Call, "compensate trap").unwrap();
-    match saga.step("compensate_trap", &json!({})).await.unwrap() {
-        StepOutcome::Committed { .. } => {}
+    let door = Dispatcher::new(host.clone());
+    let mut saga = door
+        .start(Origin::Call, "compensate trap", None)
+        .await
+        .unwrap();
+    let args = json!({});
+    let call = Call::new("compensate_trap", Args::Value(&args));
+    match door.submit(&mut saga, call).await.unwrap().outcome {
+        Outcome::Committed { .. } => {}
         other => panic!("{other:?}"),
     }
-    let report = saga.abort().await.unwrap();
+    let report = door.abort(&mut saga).await.unwrap();
     assert_eq!(report.final_state, State::FailedRollbackPartial);
     assert_eq!(report.undone.len(), 1);
     let err = report.undone[0].result.as_ref().unwrap_err();
@@ -321,7 +326,7 @@ async fn trap_inside_compensate_is_a_failed_compensation() {
         "the guest's panic message is kept: {}",
         err.message
     );
-    let steps = Wal::new(&host.db).steps(saga.id()).unwrap();
+    let steps = host.store.steps(saga.id()).await.unwrap();
     assert_eq!(steps[0].status, StepStatus::CompensationFailed);
     let logged = steps[0].error.as_ref().expect("the error is logged");
     assert!(logged.to_string().contains("deliberate panic"), "{logged}");
@@ -449,7 +454,7 @@ fn outside_snapshot(ws: &TestWorkspace) -> std::collections::BTreeMap<String, Ve
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_calls_do_not_stop_concurrent_calls() {
     let ws = workspace();
-    let host = Arc::new(ws.host().await);
+    let host = ws.host().await;
     let spin_deadline = 4000;
     let mut hostile = Vec::new();
     for (tool, args, lim, kind) in [

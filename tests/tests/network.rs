@@ -10,24 +10,21 @@
 
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::tool::{CallContext, ToolOutput};
+use capsaga_host::dispatch::Outcome;
 use capsaga_host::host::Host;
-use capsaga_host::saga::{Saga, StepOutcome};
 use capsaga_host::sandbox::{CallDiagnostics, CallRequest, Op};
-use capsaga_host::wal::Origin;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::http_server::{BIG_BYTES, TestServer};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
-async fn step(host: &Host, tool: &str, args: Value) -> StepOutcome {
-    let mut saga = Saga::start(host, Origin::Call, "test").unwrap();
-    let out = saga.step(tool, &args).await.unwrap();
-    let _ = saga.abort().await;
-    out
+async fn step(host: &Arc<Host>, tool: &str, args: Value) -> Outcome {
+    capsaga_tests::call_once(host, tool, args).await
 }
 
-fn ok(out: &StepOutcome) -> (&Value, &CallDiagnostics) {
+fn ok(out: &Outcome) -> (&Value, &CallDiagnostics) {
     match out {
-        StepOutcome::Committed {
+        Outcome::Committed {
             output,
             diagnostics: Some(d),
             ..
@@ -36,12 +33,12 @@ fn ok(out: &StepOutcome) -> (&Value, &CallDiagnostics) {
     }
 }
 
-fn failed(out: &StepOutcome) -> (&ToolError, &CallDiagnostics) {
+fn failed(out: &Outcome) -> (&ToolError, &CallDiagnostics) {
     match out {
-        StepOutcome::ReadFailed {
+        Outcome::ReadFailed {
             error, diagnostics, ..
         }
-        | StepOutcome::Failed {
+        | Outcome::Failed {
             error, diagnostics, ..
         } => (error, diagnostics),
         other => panic!("expected a failed call, got {other:?}"),
@@ -385,7 +382,7 @@ async fn without_a_net_grant_nothing_is_reachable() {
     // A tool that declares net access but is granted none is not callable.
     let out = step(&host, "web_fetch", json!({"url": srv.tls_url("/hello")})).await;
     match out {
-        StepOutcome::Refused { error } => {
+        Outcome::Refused { error, .. } => {
             assert!(error.message.contains("net:https:*"), "{error:?}")
         }
         other => panic!("{other:?}"),
@@ -588,8 +585,8 @@ async fn call(
     host.sandbox
         .call(CallRequest {
             tool,
-            prepared: &t.prepared,
-            grants: &grants,
+            prepared: t.component().unwrap(),
+            bindings: &host.sandbox.factors().configure(&grants),
             limits: &t.limits,
             ctx: &c,
             args_json: &args,
@@ -714,9 +711,6 @@ async fn http_request_undoes_what_the_api_lets_it_undo() {
     // so the step is parked and nothing is sent.
     let before = srv.count();
     let out = step(&host, "http_request", args).await;
-    assert!(
-        matches!(out, StepOutcome::AwaitingApproval { .. }),
-        "{out:?}"
-    );
+    assert!(matches!(out, Outcome::AwaitingApproval { .. }), "{out:?}");
     assert_eq!(srv.count(), before, "a parked POST never leaves the host");
 }

@@ -116,7 +116,12 @@ fn an_error(status: u16, kind: &str, message: &str) -> Reply {
     )
 }
 
-async fn turn(host: &Host, env: &Env, route: RequestRoute, opts: TurnOptions) -> ExecutionTrace {
+async fn turn(
+    host: &std::sync::Arc<Host>,
+    env: &Env,
+    route: RequestRoute,
+    opts: TurnOptions,
+) -> ExecutionTrace {
     let selected = select(
         &host.config,
         env,

@@ -6,8 +6,9 @@
 
 use capsaga_core::fsm::State;
 use capsaga_core::retry::RetryPolicy;
-use capsaga_host::saga::plan::{self, Plan, PlanStep};
-use capsaga_host::wal::{StepStatus, Wal};
+use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_host::plan::{self, Plan, PlanStep};
+use capsaga_host::store::StepStatus;
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 use std::process::Stdio;
@@ -34,15 +35,18 @@ fn flaky(ws: &TestWorkspace, fail_times: u32, counter: &str) -> PlanStep {
 async fn retriable_errors_are_retried_with_the_same_key_and_bounded() {
     let ws = TestWorkspace::new(&["flaky", "fs_write"], POLICY);
     let mut host = ws.host().await;
-    host.retry = RetryPolicy {
+    std::sync::Arc::get_mut(&mut host)
+        .expect("the only reference")
+        .retry = RetryPolicy {
         max_attempts: 3,
         base_delay_ms: 10,
         max_delay_ms: 20,
     };
+    let door = Dispatcher::new(host.clone());
 
     // Two failures, then success on the third attempt, same key throughout.
     let ok = plan::run(
-        &host,
+        &door,
         &Plan {
             description: "flaky twice".into(),
             steps: vec![flaky(&ws, 2, "a.count")],
@@ -54,11 +58,12 @@ async fn retriable_errors_are_retried_with_the_same_key_and_bounded() {
     assert_eq!(ok.final_state, State::Done, "{ok:#?}");
     let out = ok.steps[0].output.as_ref().unwrap();
     assert_eq!(out.data["attempts"], 3);
-    let wal = Wal::new(&host.db);
-    let step = &wal.steps(&ok.saga_id).unwrap()[0];
+    let store = &host.store;
+    let step = &store.steps(&ok.saga_id).await.unwrap()[0];
     assert_eq!(out.data["key"], step.idempotency_key.as_str());
-    let retries: Vec<Value> = wal
+    let retries: Vec<Value> = store
         .log(Some(&ok.saga_id))
+        .await
         .unwrap()
         .into_iter()
         .filter(|r| r.record == "RETRY")
@@ -80,7 +85,7 @@ async fn retriable_errors_are_retried_with_the_same_key_and_bounded() {
     // More failures than attempts: the step fails after max_attempts and the
     // saga rolls back (the counter file is compensated away).
     let failed = plan::run(
-        &host,
+        &door,
         &Plan {
             description: "flaky too often".into(),
             steps: vec![
@@ -102,12 +107,12 @@ async fn retriable_errors_are_retried_with_the_same_key_and_bounded() {
         "exactly max_attempts executions"
     );
     assert!(!ws.ws().join("before.txt").exists());
-    let log = Wal::new(&host.db).log(Some(&failed.saga_id)).unwrap();
+    let log = host.store.log(Some(&failed.saga_id)).await.unwrap();
     assert_eq!(log.iter().filter(|r| r.record == "RETRY").count(), 2);
 
     // A non-retriable error is never retried.
     let refused = plan::run(
-        &host,
+        &door,
         &Plan {
             description: "not retriable".into(),
             steps: vec![PlanStep {
@@ -120,7 +125,7 @@ async fn retriable_errors_are_retried_with_the_same_key_and_bounded() {
     .await
     .unwrap();
     assert_eq!(refused.final_state, State::FailedRolledBack);
-    let log = Wal::new(&host.db).log(Some(&refused.saga_id)).unwrap();
+    let log = host.store.log(Some(&refused.saga_id)).await.unwrap();
     assert!(!log.iter().any(|r| r.record == "RETRY"));
 }
 
@@ -260,6 +265,7 @@ fn operator_sees_failed_compensations_and_a_repaired_retry_ends_rolled_back() {
 async fn resume_refuses_another_plan_and_another_call_at_a_logged_step() {
     let ws = TestWorkspace::new(&["fs_write"], POLICY);
     let host = ws.host().await;
+    let door = Dispatcher::new(host.clone());
     let w = |name: &str| PlanStep {
         tool: "fs_write".into(),
         args: json!({"path": ws.ws_path(name), "content": name}),
@@ -268,27 +274,35 @@ async fn resume_refuses_another_plan_and_another_call_at_a_logged_step() {
         description: "one".into(),
         steps: vec![w("a.txt"), w("b.txt")],
     };
-    let r = plan::run(&host, &p1, None).await.unwrap();
+    let r = plan::run(&door, &p1, None).await.unwrap();
     assert_eq!(r.final_state, State::Done);
     let p2 = Plan {
         description: "one".into(),
         steps: vec![w("a.txt"), w("c.txt")],
     };
-    let err = plan::run(&host, &p2, Some(&r.saga_id)).await.err().unwrap();
+    let err = plan::run(&door, &p2, Some(&r.saga_id)).await.err().unwrap();
     assert!(err.to_string().contains("another plan"), "{err}");
     assert!(!ws.ws().join("c.txt").exists());
     // The engine itself refuses a different call at a logged position.
-    let mut saga = capsaga_host::saga::Saga::resume(&host, &r.saga_id).unwrap();
-    let _ = saga.step("fs_write", &w("a.txt").args).await.unwrap();
-    let other = saga.step("fs_write", &w("c.txt").args).await.unwrap();
+    let mut saga = door.resume(&r.saga_id).await.unwrap();
+    let (a, c) = (w("a.txt").args, w("c.txt").args);
+    let _ = door
+        .submit(&mut saga, Call::new("fs_write", Args::Value(&a)))
+        .await
+        .unwrap();
+    let other = door
+        .submit(&mut saga, Call::new("fs_write", Args::Value(&c)))
+        .await
+        .unwrap()
+        .outcome;
     match other {
-        capsaga_host::saga::StepOutcome::Refused { error } => {
+        Outcome::Refused { error, .. } => {
             assert!(error.message.contains("not the same plan"), "{error:?}")
         }
         o => panic!("{o:?}"),
     }
     assert!(!ws.ws().join("c.txt").exists());
-    let steps = Wal::new(&host.db).steps(&r.saga_id).unwrap();
+    let steps = host.store.steps(&r.saga_id).await.unwrap();
     assert!(steps.iter().all(|s| s.status == StepStatus::Commit));
 }
 

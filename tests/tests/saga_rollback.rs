@@ -6,9 +6,10 @@
 use capsaga_core::error::ErrorKind;
 use capsaga_core::fsm::State;
 use capsaga_core::tool::CallContext;
-use capsaga_host::saga::plan::{self, Plan, PlanStep};
+use capsaga_host::dispatch::Dispatcher;
+use capsaga_host::plan::{self, Plan, PlanStep};
 use capsaga_host::sandbox::{CallRequest, Op};
-use capsaga_host::wal::{StepStatus, Wal};
+use capsaga_host::store::StepStatus;
 use capsaga_tests::{FS_POLICY, TestWorkspace, snapshot};
 use serde_json::json;
 
@@ -37,8 +38,9 @@ async fn write_write_fail_rolls_back_exactly() {
             write(&outside.to_string_lossy(), "must never be written\n"),
         ],
     };
-    plan.validate(&host).unwrap();
-    let report = plan::run(&host, &plan, None).await.unwrap();
+    let door = Dispatcher::new(host.clone());
+    plan.validate(&door).unwrap();
+    let report = plan::run(&door, &plan, None).await.unwrap();
 
     assert_eq!(report.final_state, State::FailedRolledBack);
     assert_eq!(report.steps.len(), 3);
@@ -57,8 +59,7 @@ async fn write_write_fail_rolls_back_exactly() {
     );
 
     // The WAL holds the whole story, compensations in reverse order.
-    let wal = Wal::new(&host.db);
-    let steps = wal.steps(&report.saga_id).unwrap();
+    let steps = host.store.steps(&report.saga_id).await.unwrap();
     let statuses: Vec<StepStatus> = steps.iter().map(|s| s.status).collect();
     assert_eq!(
         statuses,
@@ -68,8 +69,10 @@ async fn write_write_fail_rolls_back_exactly() {
             StepStatus::Fail
         ]
     );
-    let records: Vec<(Option<u64>, String)> = wal
+    let records: Vec<(Option<u64>, String)> = host
+        .store
         .log(Some(&report.saga_id))
+        .await
         .unwrap()
         .into_iter()
         .filter(|r| r.record != "STATE")
@@ -109,14 +112,15 @@ async fn committed_idempotency_key_is_not_executed_twice() {
             write(&ws.ws_path("b.txt"), "second\n"),
         ],
     };
-    let first = plan::run(&host, &plan, None).await.unwrap();
+    let door = Dispatcher::new(host.clone());
+    let first = plan::run(&door, &plan, None).await.unwrap();
     assert_eq!(first.final_state, State::Done);
 
     // Someone changes the file after the saga; a replay of the same saga must
     // return the logged outputs without running fs_write again.
     std::fs::write(&a, "changed by someone else\n").unwrap();
-    let log_rows = Wal::new(&host.db).log(Some(&first.saga_id)).unwrap().len();
-    let again = plan::run(&host, &plan, Some(&first.saga_id)).await.unwrap();
+    let log_rows = host.store.log(Some(&first.saga_id)).await.unwrap().len();
+    let again = plan::run(&door, &plan, Some(&first.saga_id)).await.unwrap();
     assert_eq!(again.saga_id, first.saga_id);
     assert!(
         again.steps.iter().all(|s| s.status == "replayed"),
@@ -129,7 +133,7 @@ async fn committed_idempotency_key_is_not_executed_twice() {
         "changed by someone else\n"
     );
     assert_eq!(
-        Wal::new(&host.db).log(Some(&first.saga_id)).unwrap().len(),
+        host.store.log(Some(&first.saga_id)).await.unwrap().len(),
         log_rows,
         "a replay must not log new steps"
     );
@@ -160,8 +164,8 @@ async fn compensate_is_idempotent_and_tolerates_no_execute() {
             host.sandbox
                 .call(CallRequest {
                     tool: "fs_write",
-                    prepared: &t.prepared,
-                    grants: &grants,
+                    prepared: t.component().unwrap(),
+                    bindings: &host.sandbox.factors().configure(&grants),
                     limits: &t.limits,
                     ctx: &ctx,
                     args_json: &args,

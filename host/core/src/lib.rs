@@ -29,9 +29,10 @@
 //! - [`untrusted`]: the `<untrusted>` markers around content from outside.
 //! - [`check`]: one probe of one guard with its decision and reason (what
 //!   `capsaga check` prints), and corpus files of probes replayed at once.
-//! - [`providers`]: model provider configuration and the attempt order
-//!   (failover, allowlists).
+//! - [`providers`] (= `policy::providers`): model provider configuration and
+//!   the attempt order (failover, allowlists), a part of the policy.
 //! - [`budget`]: price table, cost of a call, budget caps.
+//! - [`prompt`]: the system prompt in its fixed block order.
 //! - [`wal_row`]: rows of the saga write-ahead log, stored and decoded, and
 //!   the hash chain over them.
 
@@ -48,7 +49,8 @@ pub mod meta;
 pub mod net_guard;
 pub mod path_guard;
 pub mod policy;
-pub mod providers;
+pub mod prompt;
+pub use policy::providers;
 pub mod redact;
 pub mod retry;
 pub mod schema_load;

@@ -4,61 +4,18 @@
 
 use crate::capability::{Capability, CapabilityError};
 use crate::json::{JsonError, parse_strict};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
-use std::fmt;
 
-/// Largest accepted args schema, in bytes.
-pub const MAX_SCHEMA_LEN: usize = 256 * 1024;
-/// Largest accepted description, in bytes.
-pub const MAX_DESCRIPTION_LEN: usize = 4096;
-
-/// How much harm a wrong call can do (WIT `risk`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Risk {
-    /// Reads or computes.
-    Low,
-    /// Changes state that `compensate` can undo.
-    Medium,
-    /// Hard or impossible to undo.
-    High,
-}
-
-impl fmt::Display for Risk {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Risk::Low => "low",
-            Risk::Medium => "medium",
-            Risk::High => "high",
-        })
-    }
-}
-
-/// The meta exactly as the component returned it (strings not yet checked).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RawToolMeta {
-    /// WIT `name`.
-    pub name: String,
-    /// WIT `description`.
-    pub description: String,
-    /// WIT `args-schema` (JSON text).
-    pub args_schema: String,
-    /// WIT `has-side-effects`.
-    pub has_side_effects: bool,
-    /// WIT `risk`.
-    pub risk: Risk,
-    /// WIT `returns-untrusted`.
-    pub returns_untrusted: bool,
-    /// WIT `idempotent`.
-    pub idempotent: bool,
-    /// WIT `supports-dry-run`.
-    pub supports_dry_run: bool,
-    /// WIT `capabilities`.
-    pub capabilities: Vec<String>,
-    /// WIT `version`.
-    pub version: String,
-}
+/// How much harm a wrong call can do (WIT `risk`), shared with the SDK.
+pub use capsaga_types::Risk;
+/// The meta exactly as the component returned it (strings not yet checked),
+/// shared with the SDK, which builds it.
+pub use capsaga_types::ToolMetaRecord as RawToolMeta;
+/// Check a name: `[a-z][a-z0-9_]{0,63}` (the rule the SDK checks too).
+pub use capsaga_types::is_valid_tool_name;
+pub use capsaga_types::meta::{MAX_DESCRIPTION_LEN, MAX_SCHEMA_LEN};
+use capsaga_types::meta::{is_valid_description, is_valid_version};
 
 /// A checked tool meta.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -123,14 +80,6 @@ pub enum MetaError {
     BadVersion(String),
 }
 
-/// Check a name: `[a-z][a-z0-9_]{0,63}`.
-pub fn is_valid_tool_name(name: &str) -> bool {
-    let mut b = name.bytes();
-    matches!(b.next(), Some(c) if c.is_ascii_lowercase())
-        && name.len() <= 64
-        && b.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
-}
-
 impl ToolMeta {
     /// Check a raw meta.
     ///
@@ -141,16 +90,10 @@ impl ToolMeta {
             return Err(MetaError::BadName(raw.name.chars().take(80).collect()));
         }
         let tool = raw.name.clone();
-        if raw.description.trim().is_empty() || raw.description.len() > MAX_DESCRIPTION_LEN {
+        if !is_valid_description(&raw.description) {
             return Err(MetaError::BadDescription(tool));
         }
-        if raw.version.is_empty()
-            || raw.version.len() > 64
-            || raw
-                .version
-                .chars()
-                .any(|c| c.is_control() || c.is_whitespace())
-        {
+        if !is_valid_version(&raw.version) {
             return Err(MetaError::BadVersion(tool));
         }
         let args_schema = parse_strict(&raw.args_schema, MAX_SCHEMA_LEN).map_err(|error| {

@@ -70,8 +70,8 @@ mod tests {
             base_delay_ms: 100,
             max_delay_ms: 300,
         };
-        let retriable = ToolError::new(ErrorKind::NetworkError, "x", "y").retriable(true);
-        let fatal = ToolError::new(ErrorKind::NetworkError, "x", "y");
+        let retriable = ToolError::with_hint(ErrorKind::NetworkError, "x", "y").retriable(true);
+        let fatal = ToolError::with_hint(ErrorKind::NetworkError, "x", "y");
         assert_eq!(p.next_delay_ms(1, &fatal), None);
         assert_eq!(p.next_delay_ms(1, &retriable), Some(100));
         assert_eq!(p.next_delay_ms(2, &retriable), Some(200));

@@ -4,20 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Identity and limits of one call (WIT `call-context`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CallContext {
-    /// The saga the call belongs to.
-    pub saga_id: String,
-    /// Position of the step in the saga, from 0.
-    pub step_seq: u64,
-    /// The step's idempotency key (see [`crate::idempotency`]).
-    pub idempotency_key: String,
-    /// Deadline, milliseconds since the Unix epoch.
-    pub deadline_ms: u64,
-    /// True for a dry-run.
-    pub dry_run: bool,
-}
+/// Identity and limits of one call (WIT `call-context`), shared with the SDK.
+pub use capsaga_types::CallContext;
 
 /// What a successful `execute` or `dry-run` returned (WIT `tool-output`),
 /// with `data` parsed.

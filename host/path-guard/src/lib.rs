@@ -216,30 +216,10 @@ pub fn check_component(name: &str) -> Result<(), PathError> {
     if name.chars().any(|c| c.is_control()) {
         return Err(PathError::ControlCharacter);
     }
-    let special = || PathError::SpecialName(name.chars().take(100).collect());
-    if name.contains('\\') || name.contains(':') {
-        return Err(special());
-    }
-    if name != "." && name != ".." && (name.ends_with('.') || name.ends_with(' ')) {
-        return Err(special());
-    }
-    let stem = name.split('.').next().unwrap_or(name).trim_end();
-    let upper = stem.to_ascii_uppercase();
-    let device = matches!(
-        upper.as_str(),
-        "CON" | "PRN" | "AUX" | "NUL" | "CONIN$" | "CONOUT$"
-    ) || ((upper.starts_with("COM") || upper.starts_with("LPT"))
-        && upper.len() == 4
-        && upper.as_bytes()[3].is_ascii_digit());
-    // Windows also treats superscript digits ¹²³ as COM/LPT device suffixes.
-    let superscript = {
-        let u: Vec<char> = stem.to_uppercase().chars().collect();
-        u.len() == 4
-            && (u[..3] == ['C', 'O', 'M'] || u[..3] == ['L', 'P', 'T'])
-            && matches!(u[3], '¹' | '²' | '³')
-    };
-    if device || superscript {
-        return Err(special());
+    // `\`, `:`, trailing dots and spaces, DOS device names: the rule the
+    // SDK and the host share (`capsaga-types`).
+    if capsaga_types::is_special_name(name) {
+        return Err(PathError::SpecialName(name.chars().take(100).collect()));
     }
     Ok(())
 }

@@ -22,15 +22,16 @@
 //! an overhead of 2x a raw commit is the durability floor.
 
 use capsaga_core::tool::CallContext;
-use capsaga_host::db::Db;
+use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::host::Host;
-use capsaga_host::saga::{Saga, StepOutcome};
+use capsaga_host::saga::Saga;
 use capsaga_host::sandbox::{CallRequest, Op};
-use capsaga_host::wal::{NewStep, Origin, Wal};
+use capsaga_host::store::{NewSaga, NewStep, Origin, Store};
 use criterion::Criterion;
 use serde_json::json;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn component(name: &str) -> PathBuf {
@@ -50,7 +51,7 @@ fn component(name: &str) -> PathBuf {
 struct Rig {
     _dir: tempfile::TempDir,
     rt: tokio::runtime::Runtime,
-    host: Host,
+    host: Arc<Host>,
     raw: rusqlite::Connection,
 }
 
@@ -97,49 +98,53 @@ fn raw_commit(raw: &mut rusqlite::Connection, i: u64) {
     tx.commit().expect("commit");
 }
 
-fn wal_records(db: &Db, saga: &str, seq: u64) {
-    let wal = Wal::new(db);
+fn wal_records(rt: &tokio::runtime::Runtime, store: &dyn Store, saga: &str, seq: u64) {
+    rt.block_on(wal_records_async(store, saga, seq));
+}
+
+async fn wal_records_async(store: &dyn Store, saga: &str, seq: u64) {
     let args = json!({"i": seq});
     let grants = vec!["fs:write:/srv/ws/**".to_string()];
     let key = format!("{saga}:{seq}");
-    wal.begin_step(&NewStep {
-        saga_id: saga,
-        step_seq: seq,
-        tool_id: "bench",
-        tool_hash: "0000000000000000000000000000000000000000000000000000000000000000",
-        grants: &grants,
-        has_side_effects: true,
-        idempotency_key: &key,
-        args: &args,
-        preimage: None,
-        approval: None,
-    })
-    .expect("begin");
+    store
+        .begin_step(&NewStep {
+            saga_id: saga,
+            step_seq: seq,
+            tool_id: "bench",
+            tool_hash: "0000000000000000000000000000000000000000000000000000000000000000",
+            grants: &grants,
+            has_side_effects: true,
+            idempotency_key: &key,
+            args: &args,
+            preimage: None,
+            approval: None,
+        })
+        .await
+        .expect("begin");
     let out = capsaga_core::tool::ToolOutput {
         data: json!({"ok": true}),
         effects: vec!["did it".into()],
         next_hint: None,
         summary: String::new(),
     };
-    wal.commit_step(saga, seq, &out).expect("commit");
+    store.commit_step(saga, seq, &out).await.expect("commit");
 }
 
 async fn sandbox_call(host: &Host) {
     let t = host.registry.get("time_now").expect("time_now loaded");
-    let grants = t.grants.clone().expect("callable");
     let ctx = CallContext {
         saga_id: "bench".into(),
         step_seq: 0,
         idempotency_key: "bench".into(),
-        deadline_ms: capsaga_host::saga::deadline_from_now(10_000),
+        deadline_ms: capsaga_host::clock::deadline_from_now(10_000),
         dry_run: false,
     };
     let (res, _) = host
         .sandbox
         .call(CallRequest {
             tool: "time_now",
-            prepared: &t.prepared,
-            grants: &grants,
+            prepared: t.component().expect("a component"),
+            bindings: &t.bindings.execute,
             limits: &t.limits,
             ctx: &ctx,
             args_json: "{}",
@@ -151,12 +156,14 @@ async fn sandbox_call(host: &Host) {
 
 /// One step of `time_now` in `saga`; panics unless it executed and committed
 /// (a refused or replayed step would be measured as a fast, wrong figure).
-fn saga_step(rt: &tokio::runtime::Runtime, saga: &mut Saga<'_>) {
+fn saga_step(rt: &tokio::runtime::Runtime, door: &Dispatcher, saga: &mut Saga) {
+    let args = json!({});
     match rt
-        .block_on(saga.step("time_now", &json!({})))
+        .block_on(door.submit(saga, Call::new("time_now", Args::Value(&args))))
         .expect("step")
+        .outcome
     {
-        StepOutcome::Committed {
+        Outcome::Committed {
             replayed: false, ..
         } => {}
         other => panic!("the step did not execute and commit: {other:?}"),
@@ -188,16 +195,17 @@ fn median_by(rounds: usize, f: impl Fn(usize) -> f64) -> f64 {
 
 fn main() {
     let mut rig = rig();
-    let wal = Wal::new(&rig.host.db);
-    wal.create_saga(
-        "bench",
-        "plan",
-        "bench",
-        capsaga_core::fsm::State::Acting,
-        "bench",
-        None,
-    )
-    .expect("saga");
+    let store = rig.host.store.clone();
+    rig.rt
+        .block_on(store.create_saga(&NewSaga {
+            saga_id: "bench",
+            origin: Origin::Plan,
+            label: "bench",
+            state: capsaga_core::fsm::State::Acting,
+            owner: "bench",
+            plan: None,
+        }))
+        .expect("saga");
     // Short by default (about a minute in all); criterion's command-line
     // options (e.g. `-- --measurement-time 10`) override these.
     let mut c = Criterion::default()
@@ -217,14 +225,20 @@ fn main() {
     g.bench_function("wal_begin_commit", |b| {
         b.iter(|| {
             seq += 1;
-            wal_records(&rig.host.db, "bench", seq)
+            wal_records(&rig.rt, &*store, "bench", seq)
         })
     });
     g.bench_function("sandbox_call", |b| {
         b.iter(|| rig.rt.block_on(sandbox_call(&rig.host)))
     });
-    let mut saga = Saga::start(&rig.host, Origin::Plan, "bench").expect("saga");
-    g.bench_function("saga_step", |b| b.iter(|| saga_step(&rig.rt, &mut saga)));
+    let door = Dispatcher::new(rig.host.clone());
+    let mut saga = rig
+        .rt
+        .block_on(door.start(Origin::Plan, "bench", None))
+        .expect("saga");
+    g.bench_function("saga_step", |b| {
+        b.iter(|| saga_step(&rig.rt, &door, &mut saga))
+    });
     g.finish();
 
     // Ratios, measured again in this process with the four paths
@@ -236,9 +250,9 @@ fn main() {
     let mut next = 1_000_000u64;
     for round in 0..=ROUNDS {
         let r = batch_us(20, &mut next, |i| raw_commit(&mut rig.raw, i));
-        let w = batch_us(10, &mut next, |i| wal_records(&rig.host.db, "bench", i));
+        let w = batch_us(10, &mut next, |i| wal_records(&rig.rt, &*store, "bench", i));
         let c = batch_us(200, &mut next, |_| rig.rt.block_on(sandbox_call(&rig.host)));
-        let s = batch_us(10, &mut next, |_| saga_step(&rig.rt, &mut saga));
+        let s = batch_us(10, &mut next, |_| saga_step(&rig.rt, &door, &mut saga));
         if round > 0 {
             raw.push(r);
             records.push(w);

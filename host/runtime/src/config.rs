@@ -31,6 +31,14 @@ pub enum ConfigError {
         /// What is wrong.
         error: PolicyError,
     },
+    /// A grant no capability factor implements, or that its factor refuses.
+    #[error("{path}: {error}")]
+    Factor {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        error: crate::sandbox::factors::FactorError,
+    },
     /// `fsm.toml` is unreadable or has a refused row.
     #[error("{path}: {error}")]
     Fsm {
@@ -130,6 +138,11 @@ impl Config {
             error: "not valid UTF-8".into(),
         })?;
         let policy = file.check(home_str).map_err(|error| ConfigError::Policy {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        // Phase 1 of the capability factors: every grant has one.
+        crate::sandbox::factors::validate_policy(&policy).map_err(|error| ConfigError::Factor {
             path: path.to_path_buf(),
             error,
         })?;
@@ -276,6 +289,20 @@ mod tests {
         .unwrap();
         let e = Config::load(&p).unwrap_err().to_string();
         assert!(e.contains("fsm.toml") && e.contains("terminal"), "{e}");
+    }
+
+    #[test]
+    fn a_capability_kind_without_a_factor_fails_policy_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("capsaga.toml");
+        for (grant, kind) in [("kv:notes", "kv"), ("llm:cheap", "llm")] {
+            std::fs::write(&p, format!("[tools.x]\ngrants = [\"{grant}\"]\n")).unwrap();
+            let e = Config::load(&p).unwrap_err().to_string();
+            assert!(
+                e.contains("capsaga.toml") && e.contains(&format!("capability kind `{kind}`")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -1,15 +1,20 @@
 //! [`Host`]: everything a command needs, wired once: the configuration, the
-//! sandbox, the tool registry, the state database and the guardrail.
+//! sandbox with its capability factors, the tool registry, the state store,
+//! the guardrail and this process's owner lock. Shared by `Arc` between
+//! every saga and every task of the process; calls go through the dispatch
+//! door (`crate::dispatch::Dispatcher`).
 
 use crate::config::{Config, ConfigError};
-use crate::db::{Db, DbError};
+use crate::ownership::OwnerLock;
 use crate::registry::{LoadError, Registry};
-use crate::saga::owner::OwnerLock;
-use crate::sandbox::net::{Outbound, OutboundError};
+use crate::sandbox::factors::{FactorError, Factors};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
+use crate::store::sqlite::SqliteStore;
+use crate::store::{Store, StoreError};
 use capsaga_core::fsm::Guardrail;
 use capsaga_core::retry::RetryPolicy;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Why the host could not start.
 #[derive(Debug, thiserror::Error)]
@@ -17,19 +22,19 @@ pub enum HostError {
     /// Bad or missing `capsaga.toml`.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The state database is unusable.
+    /// The state store is unusable.
     #[error(transparent)]
-    Db(#[from] DbError),
+    Store(#[from] StoreError),
     /// The engine could not start.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
     /// The tools directory could not be read.
     #[error(transparent)]
     Load(#[from] LoadError),
-    /// The outgoing-HTTP settings (secrets, root certificates) could not be
-    /// loaded.
+    /// A capability factor could not load its state from the policy
+    /// (secrets, root certificates).
     #[error("{0}")]
-    Outbound(#[from] OutboundError),
+    Factor(#[from] FactorError),
     /// The owner lock under the state directory could not be taken.
     #[error("cannot take the owner lock in {dir}: {error}")]
     Owner {
@@ -44,29 +49,40 @@ pub enum HostError {
 pub struct Host {
     /// The configuration.
     pub config: Config,
-    /// The shared engine.
+    /// The shared engine, with the capability factors.
     pub sandbox: Sandbox,
     /// Loaded tools.
     pub registry: Registry,
-    /// The state database.
-    pub db: Db,
+    /// The state store (SQLite by default).
+    pub store: Arc<dyn Store>,
     /// The guardrail (the normative table plus `fsm.toml`'s rows).
     pub guardrail: Guardrail,
     /// How failed steps are retried (retriable errors only).
     pub retry: RetryPolicy,
     /// This process's owner lock: the sagas it drives are known to be alive
-    /// while it is held (see [`crate::saga::owner`]).
+    /// while it is held (see [`crate::ownership`]).
     pub owner: OwnerLock,
 }
 
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("config", &self.config.path)
+            .field("store", &self.store)
+            .field("owner", &self.owner.id())
+            .finish()
+    }
+}
+
 impl Host {
-    /// Load `capsaga.toml` at `config_path`, open the state database, start the
-    /// engine (pooling allocator sized for the largest memory cap of the
-    /// policy, compiled cache in `<state_dir>/compiled/`) and load the tools.
+    /// Load `capsaga.toml` at `config_path`, open the state store, load the
+    /// capability factors, start the engine (pooling allocator sized for the
+    /// largest memory cap of the policy, compiled cache in
+    /// `<state_dir>/compiled/`) and load the tools.
     ///
     /// # Errors
     /// [`HostError`].
-    pub async fn open(config_path: &Path) -> Result<Host, HostError> {
+    pub async fn open(config_path: &Path) -> Result<Arc<Host>, HostError> {
         let config = Config::load(config_path)?;
         Host::with_config(config).await
     }
@@ -75,8 +91,8 @@ impl Host {
     ///
     /// # Errors
     /// [`HostError`].
-    pub async fn with_config(config: Config) -> Result<Host, HostError> {
-        let db = Db::open(&config.db_path())?;
+    pub async fn with_config(config: Config) -> Result<Arc<Host>, HostError> {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.db_path())?);
         let owner = OwnerLock::acquire(&config.state_dir).map_err(|e| HostError::Owner {
             dir: config.state_dir.clone(),
             error: e.to_string(),
@@ -91,10 +107,7 @@ impl Host {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        sandbox.set_outbound(std::sync::Arc::new(Outbound::from_policy(
-            &config.policy,
-            base,
-        )?));
+        sandbox.set_factors(Arc::new(Factors::load(&config.policy, base)?));
         let registry = Registry::load(
             &sandbox,
             &config.tools_dir,
@@ -110,14 +123,14 @@ impl Host {
             }
         }
         let guardrail = config.guardrail.clone();
-        Ok(Host {
+        Ok(Arc::new(Host {
             config,
             sandbox,
             registry,
-            db,
+            store,
             guardrail,
             retry: RetryPolicy::DEFAULT,
             owner,
-        })
+        }))
     }
 }

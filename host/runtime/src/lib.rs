@@ -1,25 +1,37 @@
 //! # capsaga-host
 //!
-//! The capsaga runtime and the `capsaga` binary. One module per mechanism:
+//! The capsaga runtime and the `capsaga` binary. One module per mechanism
+//! (see `ARCHITECTURE.md` at the repository root for how they fit):
 //!
 //! - [`config`]: loading `capsaga.toml` (the policy itself is parsed and
 //!   checked in `capsaga_core::policy`).
-//! - [`sandbox`]: the Wasmtime engine, a fresh instance per call, WASI
-//!   contexts built from grants, limits, traps mapped to typed errors.
-//! - [`registry`]: loading tool components and their metas.
-//! - [`db`]: the SQLite state database.
-//! - [`wal`]: the saga write-ahead log and its hash chain.
-//! - [`saga`]: the saga engine (guardrail, WAL, execute, compensate).
+//! - [`sandbox`]: the Wasmtime engine, a fresh instance per call, the
+//!   capability factors that bind grants into it, limits, traps mapped to
+//!   typed errors.
+//! - [`registry`]: the tools (components, host built-ins), their metas and
+//!   bindings.
+//! - [`store`]: the state store (traits) and its SQLite implementation: the
+//!   write-ahead log, approvals, traces, budgets. Every SQL statement is
+//!   there.
+//! - [`ownership`]: which process drives a saga, and whether it is alive.
+//! - [`saga`]: a saga as its driver holds it.
+//! - [`host`]: everything above wired together, shared by `Arc`.
+//! - [`dispatch`]: the one door every tool call goes through (resolve,
+//!   validate, policy, approval, guardrail, WAL, sandbox, compensation).
+//! - [`plan`]: sagas driven by a list of calls instead of a model.
 //! - [`agent`]: the ReAct loop, providers and execution traces.
-//! - [`host`]: everything wired together.
 //! - [`cli`]: the `capsaga` command line.
+//! - [`clock`]: timestamps and deadlines.
 
 pub mod agent;
 pub mod cli;
+pub mod clock;
 pub mod config;
-pub mod db;
+pub mod dispatch;
 pub mod host;
+pub mod ownership;
+pub mod plan;
 pub mod registry;
 pub mod saga;
 pub mod sandbox;
-pub mod wal;
+pub mod store;

@@ -16,7 +16,7 @@
 //! approval = "always"               # a human approves every call with side effects
 //! irreversible = true               # cannot be undone: always a human
 //!
-//! [agent]                           # the agent loop (see `crate::providers`)
+//! [agent]                           # the agent loop (see `providers`)
 //! autonomy = "autonomous"           # read_only | supervised | autonomous
 //!
 //! [env]                             # values of `env:<NAME>` grants
@@ -34,7 +34,7 @@
 //! ```
 //!
 //! The `[agent]`, `[providers.*]` and `[budget]` sections are described in
-//! [`crate::providers`] and [`crate::budget`].
+//! [`providers`] and [`crate::budget`].
 //!
 //! Unknown keys are refused (a typo must not silently widen or drop a rule).
 //! Paths are resolved by the host relative to the file; this module only
@@ -141,6 +141,7 @@ pub struct ToolPolicyFile {
 
 mod decide;
 mod outbound;
+pub mod providers;
 #[cfg(test)]
 mod tests;
 
@@ -179,10 +180,10 @@ pub struct PolicyFile {
     pub net: NetFile,
     /// The agent loop: autonomy, provider order and allowlist, retries.
     #[serde(default)]
-    pub agent: crate::providers::AgentSection,
+    pub agent: providers::AgentSection,
     /// Model providers by name.
     #[serde(default)]
-    pub providers: BTreeMap<String, crate::providers::ProviderSection>,
+    pub providers: BTreeMap<String, providers::ProviderSection>,
     /// Price table and budget caps.
     #[serde(default)]
     pub budget: crate::budget::BudgetSection,
@@ -229,7 +230,7 @@ pub enum PolicyError {
     Net(String),
     /// A bad `[agent]` or `[providers.*]` section.
     #[error("policy: {0}")]
-    Providers(#[from] crate::providers::ProviderConfigError),
+    Providers(#[from] providers::ProviderConfigError),
     /// A bad `[budget]` section.
     #[error("policy: {0}")]
     Budget(#[from] crate::budget::BudgetError),
@@ -251,9 +252,9 @@ pub struct Policy {
     /// The operator's autonomy level.
     pub autonomy: Autonomy,
     /// The agent section, checked.
-    pub agent: crate::providers::AgentSection,
+    pub agent: providers::AgentSection,
     /// Provider sections, checked.
-    pub providers: BTreeMap<String, crate::providers::ProviderSection>,
+    pub providers: BTreeMap<String, providers::ProviderSection>,
     /// Budget section, checked.
     pub budget: crate::budget::BudgetSection,
 }

@@ -15,11 +15,21 @@
 //! max_tokens | stop_sequence | pause_turn | refusal`, `usage.input_tokens`
 //! (plus `cache_creation_input_tokens` and `cache_read_input_tokens`, all
 //! counted as input) and `usage.output_tokens`. No streaming.
+//!
+//! What servers and gateways send besides (see [`super::wire`]): an error
+//! object in a 200 body, `input` as a string (empty, or JSON encoded again),
+//! null or missing, `tool_use` blocks without an id or with the same id,
+//! `thinking` blocks (not the answer). `stop_reason: "tool_use"` without any
+//! `tool_use` block is malformed, retriable. History sent back is always
+//! well-formed: `input` an object (else `{}`), names and ids in the
+//! documented alphabets (ids from another format are rewritten
+//! consistently), no empty text block.
 
-use super::http::{self, ApiKey, malformed};
+use super::http::{self, ApiKey};
 use super::provider::{
-    ChatRequest, ChatResponse, FinishReason, Provider, ProviderError, Role, Tier, ToolCall, Usage,
+    ChatRequest, ChatResponse, FinishReason, Provider, ProviderError, Role, Tier, ToolCall,
 };
+use super::wire::{self, ArgsShape, IdRule, malformed};
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -34,7 +44,7 @@ pub struct AnthropicProvider {
     cheap_model: Option<String>,
     key: Option<ApiKey>,
     version: String,
-    client: reqwest::Client,
+    client: http::Client,
 }
 
 impl AnthropicProvider {
@@ -46,7 +56,7 @@ impl AnthropicProvider {
         cheap_model: Option<&str>,
         key: Option<ApiKey>,
         version: &str,
-        client: reqwest::Client,
+        client: http::Client,
     ) -> Self {
         AnthropicProvider {
             name: name.to_string(),
@@ -60,8 +70,19 @@ impl AnthropicProvider {
     }
 }
 
-/// The request body for `model`.
+/// Text for a text block: the API refuses empty ones.
+fn block_text(text: &str) -> &str {
+    if text.trim().is_empty() {
+        "(empty)"
+    } else {
+        text
+    }
+}
+
+/// The request body for `model`. The history is sent well-formed whatever
+/// the model wrote (see the module docs).
 pub fn request_body(req: &ChatRequest, model: &str) -> Value {
+    let ids = wire::wire_ids(&req.messages, IdRule::Anthropic);
     // (role, content blocks); consecutive same-role turns are merged, since
     // the API wants user and assistant to alternate.
     let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
@@ -69,24 +90,26 @@ pub fn request_body(req: &ChatRequest, model: &str) -> Value {
         Some((r, b)) if *r == role => b.extend(blocks),
         _ => turns.push((role, blocks)),
     };
-    for m in &req.messages {
+    for (m, ids) in req.messages.iter().zip(&ids) {
         match m.role {
-            Role::User => push("user", vec![json!({"type": "text", "text": m.content})]),
+            Role::User => push(
+                "user",
+                vec![json!({"type": "text", "text": block_text(&m.content)})],
+            ),
             Role::Assistant => {
                 let mut blocks = Vec::new();
-                if !m.content.is_empty() {
+                if !m.content.trim().is_empty() {
                     blocks.push(json!({"type": "text", "text": m.content}));
                 }
-                for c in &m.tool_calls {
+                for (c, id) in m.tool_calls.iter().zip(ids) {
                     // `input` must be an object: a call whose arguments were
                     // not a JSON object is replayed with `{}` (its tool_result
                     // says what was wrong).
-                    let input = serde_json::from_str::<Value>(&c.arguments)
-                        .ok()
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| json!({}));
                     blocks.push(json!({
-                        "type": "tool_use", "id": c.id, "name": c.name, "input": input,
+                        "type": "tool_use",
+                        "id": id,
+                        "name": wire::replay_name(&c.name),
+                        "input": wire::replay_input(&c.arguments),
                     }));
                 }
                 if blocks.is_empty() {
@@ -98,12 +121,21 @@ pub fn request_body(req: &ChatRequest, model: &str) -> Value {
                 "user",
                 vec![json!({
                     "type": "tool_result",
-                    "tool_use_id": m.tool_call_id.clone().unwrap_or_default(),
+                    "tool_use_id": ids.first().cloned().unwrap_or_default(),
                     "content": m.content,
                     "is_error": m.is_error,
                 })],
             ),
         }
+    }
+    // A history ending with the assistant (a paused turn sent back to go on)
+    // is a prefill, whose last text may not end with whitespace.
+    if let Some(("assistant", blocks)) = turns.last_mut()
+        && let Some(last) = blocks.last_mut()
+        && let Some(t) = last.get("text").and_then(Value::as_str)
+    {
+        let trimmed = block_text(t.trim_end()).to_string();
+        last["text"] = Value::String(trimmed);
     }
     let messages: Vec<Value> = turns
         .into_iter()
@@ -112,7 +144,7 @@ pub fn request_body(req: &ChatRequest, model: &str) -> Value {
     let mut body = json!({
         "model": model,
         "max_tokens": req.max_tokens,
-        "system": [{"type": "text", "text": req.system, "cache_control": {"type": "ephemeral"}}],
+        "system": [{"type": "text", "text": block_text(&req.system), "cache_control": {"type": "ephemeral"}}],
         "messages": messages,
     });
     if !req.tools.is_empty() {
@@ -135,54 +167,79 @@ pub fn request_body(req: &ChatRequest, model: &str) -> Value {
 struct MessageResponse<'a> {
     #[serde(default)]
     model: Option<String>,
-    #[serde(borrow)]
-    content: Vec<Block<'a>>,
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
     #[serde(default)]
     stop_reason: Option<String>,
-    #[serde(default)]
-    usage: Option<MessageUsage>,
 }
 
 #[derive(Deserialize)]
 struct Block<'a> {
-    #[serde(rename = "type")]
+    #[serde(rename = "type", default)]
     kind: String,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
-    id: Option<String>,
+    id: Option<Value>,
     #[serde(default)]
     name: Option<String>,
     #[serde(default, borrow)]
     input: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize, Default)]
-struct MessageUsage {
-    #[serde(default)]
-    input_tokens: u64,
-    #[serde(default)]
-    output_tokens: u64,
-    #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
+/// Map a `stop_reason`.
+fn stop_reason(raw: &str) -> FinishReason {
+    match raw {
+        "end_turn" | "stop_sequence" | "stop" => FinishReason::Stop,
+        "tool_use" | "tool_calls" => FinishReason::ToolCalls,
+        "max_tokens" | "model_context_window_exceeded" | "length" => FinishReason::Length,
+        "refusal" => FinishReason::Refusal,
+        "pause_turn" => FinishReason::PauseTurn,
+        _ => FinishReason::Other,
+    }
 }
 
-/// Parse a Messages response body.
+/// Parse a Messages response body. Call ids are left as sent (an absent one
+/// empty): [`wire::settle_ids`] makes them unique in the conversation.
 ///
 /// # Errors
-/// [`ProviderError::Failed`] (not retriable) for a body that is not a
-/// message.
+/// [`ProviderError::Failed`], carrying the tokens the body reports: an error
+/// object ([`super::provider::FailureKind::ErrorInBody`]), a body that is not
+/// a message (malformed), `stop_reason: "tool_use"` without a `tool_use`
+/// block (malformed, retriable).
 pub fn parse_response(
     provider: &str,
     requested_model: &str,
     body: &str,
 ) -> Result<ChatResponse, ProviderError> {
-    let m: MessageResponse<'_> = serde_json::from_str(body).map_err(|e| malformed(provider, e))?;
+    let (_, usage) = wire::preflight(provider, body)?;
+    let body = body.trim_start_matches('\u{feff}');
+    let bad =
+        |what: String, retriable: bool| malformed(provider, what, retriable).with_usage(usage);
+    let m: MessageResponse<'_> =
+        serde_json::from_str(body).map_err(|e| bad(format!("not a message ({e})"), false))?;
+    let Some(content) = m.content.filter(|c| c.get() != "null") else {
+        return Err(bad("the message has no `content`".into(), true));
+    };
+    let mut repairs = Vec::new();
+    let blocks: Vec<Block<'_>> = if content.get().starts_with('"') {
+        repairs.push("`content` was a string, not blocks".into());
+        let text: String = serde_json::from_str(content.get()).unwrap_or_default();
+        vec![Block {
+            kind: "text".into(),
+            text: Some(text),
+            id: None,
+            name: None,
+            input: None,
+        }]
+    } else {
+        serde_json::from_str(content.get())
+            .map_err(|e| bad(format!("`content` is not a list of blocks ({e})"), false))?
+    };
     let mut text = String::new();
     let mut tool_calls = Vec::new();
-    for (i, b) in m.content.into_iter().enumerate() {
+    let mut skipped: Vec<String> = Vec::new();
+    for b in blocks {
         match b.kind.as_str() {
             "text" => {
                 if !text.is_empty() {
@@ -190,41 +247,67 @@ pub fn parse_response(
                 }
                 text.push_str(b.text.as_deref().unwrap_or_default());
             }
-            "tool_use" => tool_calls.push(ToolCall {
-                id: b.id.unwrap_or_else(|| format!("toolu_{i}")),
-                name: b
-                    .name
-                    .ok_or_else(|| malformed(provider, "tool_use without a name"))?,
-                arguments: b
-                    .input
-                    .map(|r| r.get().to_string())
-                    .unwrap_or_else(|| "{}".into()),
-            }),
-            // thinking, redacted_thinking, server tool blocks: not for us.
-            _ => {}
+            "tool_use" => {
+                let n = tool_calls.len() + 1;
+                let name = b.name.unwrap_or_default();
+                if name.is_empty() {
+                    repairs.push(format!("call {n}: no tool name"));
+                }
+                let (arguments, note) = wire::arguments_text(b.input, ArgsShape::Object);
+                if let Some(note) = note {
+                    repairs.push(format!("call {n} ({name}): {note}"));
+                }
+                let id = match b.id {
+                    Some(Value::String(s)) => s,
+                    Some(Value::Null) | None => String::new(),
+                    Some(other) => other.to_string(),
+                };
+                tool_calls.push(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                });
+            }
+            // thinking, redacted_thinking, server tool blocks: not the
+            // answer, and not ours to run.
+            other => skipped.push(other.chars().take(40).collect()),
         }
     }
-    let finish_reason = match m.stop_reason.as_deref() {
-        Some("end_turn" | "stop_sequence") => FinishReason::Stop,
-        Some("tool_use") => FinishReason::ToolCalls,
-        Some("max_tokens") => FinishReason::Length,
-        _ if !tool_calls.is_empty() => FinishReason::ToolCalls,
-        _ => FinishReason::Other,
-    };
-    let u = m.usage.unwrap_or_default();
+    if !skipped.is_empty() {
+        repairs.push(format!(
+            "blocks left out of the answer: {}",
+            skipped.join(", ")
+        ));
+    }
+    let finish_raw = m.stop_reason.unwrap_or_default();
+    let mut finish = stop_reason(&finish_raw);
+    if finish == FinishReason::ToolCalls && tool_calls.is_empty() {
+        let shown = if text.trim().is_empty() {
+            "and no text".to_string()
+        } else {
+            format!(
+                "and the text {:?}",
+                text.trim().chars().take(120).collect::<String>()
+            )
+        };
+        return Err(bad(
+            format!("stop_reason `{finish_raw}` but no tool_use block, {shown}"),
+            true,
+        ));
+    }
+    if finish == FinishReason::Other && !tool_calls.is_empty() {
+        finish = FinishReason::ToolCalls;
+    }
     Ok(ChatResponse {
         provider: provider.to_string(),
         model: m.model.unwrap_or_else(|| requested_model.to_string()),
         text,
         tool_calls,
-        finish_reason,
-        usage: Usage {
-            input_tokens: u.input_tokens
-                + u.cache_creation_input_tokens.unwrap_or(0)
-                + u.cache_read_input_tokens.unwrap_or(0),
-            output_tokens: u.output_tokens,
-        },
+        finish_reason: finish,
+        finish_raw,
+        usage,
         attempts: Vec::new(),
+        repairs,
     })
 }
 
@@ -252,7 +335,14 @@ impl Provider for AnthropicProvider {
         );
         let url = format!("{}/v1/messages", self.base_url);
         let text = http::post_json(&self.client, &self.name, &url, headers, &body).await?;
-        parse_response(&self.name, &model, &text)
+        let mut resp = parse_response(&self.name, &model, &text)?;
+        wire::settle_ids(
+            &mut resp.tool_calls,
+            &request.messages,
+            IdRule::Anthropic,
+            &mut resp.repairs,
+        );
+        Ok(resp)
     }
 }
 
@@ -283,7 +373,8 @@ mod tests {
         assert_eq!(msgs.len(), 3);
         assert_eq!(msgs[2]["role"], "user");
         assert_eq!(msgs[2]["content"][1]["is_error"], true);
-        assert_eq!(msgs[1]["content"][1]["input"], json!({"a": 2}));
+        // Duplicate keys: an invalid call, replayed as {} (its result says why).
+        assert_eq!(msgs[1]["content"][1]["input"], json!({}));
         assert!(b.get("tools").is_none());
         assert_eq!(b["system"][0]["cache_control"]["type"], "ephemeral");
     }

@@ -1,29 +1,20 @@
 //! Spend counters and the price table of the running host (the pure rules
 //! are in `capsaga_core::budget`).
 //!
-//! The per-day spend lives in the `budget_days` table of the state database
-//! (one row per UTC day), incremented in the same write path as everything
-//! else, so it survives restarts and is shared by concurrent processes on
-//! the same workspace. The per-request spend is the turn's own total.
+//! The per-day spend lives in the store (`BudgetStore`: one row per UTC
+//! day), incremented in the same write path as everything else, so it
+//! survives restarts and is shared by concurrent processes on the same
+//! workspace. The per-request spend is the turn's own total.
 
+use crate::clock::today;
 use crate::config::Config;
-use crate::db::{Db, DbError};
+use crate::store::{Store, StoreError};
 use capsaga_core::budget::{BudgetError, BudgetState, Caps, Cost, PriceTable, check};
-use rusqlite::{OptionalExtension, params};
 use std::collections::BTreeSet;
 use std::sync::{Mutex, OnceLock};
 
 /// The built-in price table (`host/runtime/model_prices.json`).
 pub const BUILTIN_PRICES: &str = include_str!("../../model_prices.json");
-
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS budget_days (
-    day        TEXT PRIMARY KEY,
-    spent_usd  REAL NOT NULL DEFAULT 0,
-    calls      INTEGER NOT NULL DEFAULT 0,
-    input_tokens  INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    updated_at TEXT NOT NULL
-);";
 
 /// Why the budget could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -46,22 +37,23 @@ pub enum BudgetLoadError {
     },
     /// The counters could not be read or written.
     #[error(transparent)]
-    Db(#[from] DbError),
+    Store(#[from] StoreError),
 }
 
 /// Prices, caps and counters for one turn.
 #[derive(Debug)]
 pub struct Budget<'d> {
-    db: &'d Db,
+    store: &'d dyn Store,
     /// The price table.
     pub prices: PriceTable,
     /// The caps.
     pub caps: Caps,
-}
-
-/// Today's UTC date, `YYYY-MM-DD`.
-pub fn today() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%d").to_string()
+    /// Whether the price table is the policy's own (`[budget] prices` or
+    /// `CAPSAGA_PRICES`) rather than the built-in one.
+    pub policy_prices: bool,
+    /// Local providers: keyless or scripted
+    /// ([`capsaga_core::providers::ProviderSection::is_local`]).
+    pub local: BTreeSet<String>,
 }
 
 /// Warn once per process about a model the price table does not know.
@@ -80,11 +72,11 @@ fn warn_unknown_model(model: &str) {
 
 impl<'d> Budget<'d> {
     /// Load the price table (`[budget] prices`, else `CAPSAGA_PRICES`, else
-    /// the built-in one) and the caps, and make sure the counters table exists.
+    /// the built-in one) and the caps.
     ///
     /// # Errors
     /// [`BudgetLoadError`].
-    pub fn open(config: &Config, db: &'d Db) -> Result<Budget<'d>, BudgetLoadError> {
+    pub fn open(config: &Config, store: &'d dyn Store) -> Result<Budget<'d>, BudgetLoadError> {
         let path = config
             .policy
             .budget
@@ -92,6 +84,7 @@ impl<'d> Budget<'d> {
             .as_deref()
             .map(|p| config.resolve(p))
             .or_else(|| std::env::var_os("CAPSAGA_PRICES").map(Into::into));
+        let policy_prices = path.is_some();
         let prices = match path {
             None => {
                 PriceTable::parse(BUILTIN_PRICES).map_err(|error| BudgetLoadError::Invalid {
@@ -110,41 +103,36 @@ impl<'d> Budget<'d> {
                 })?
             }
         };
-        db.write(|tx| {
-            tx.execute_batch(SCHEMA)?;
-            Ok(())
-        })?;
         Ok(Budget {
-            db,
+            store,
             prices,
             caps: config.policy.budget.caps(),
+            policy_prices,
+            local: config
+                .policy
+                .providers
+                .iter()
+                .filter(|(_, p)| p.is_local())
+                .map(|(n, _)| n.clone())
+                .collect(),
         })
     }
 
     /// What today (UTC) has spent, USD.
     ///
     /// # Errors
-    /// [`DbError`].
-    pub fn day_spent(&self) -> Result<f64, DbError> {
-        let day = today();
-        self.db.read(|c| {
-            Ok(c.query_row(
-                "SELECT spent_usd FROM budget_days WHERE day = ?1",
-                params![day],
-                |r| r.get::<_, f64>(0),
-            )
-            .optional()?
-            .unwrap_or(0.0))
-        })
+    /// [`StoreError`].
+    pub async fn day_spent(&self) -> Result<f64, StoreError> {
+        self.store.day_spent(&today()).await
     }
 
     /// The budget state for the next call of a request that has spent
     /// `request_spent` USD.
     ///
     /// # Errors
-    /// [`DbError`].
-    pub fn state(&self, request_spent: f64) -> Result<BudgetState, DbError> {
-        Ok(check(&self.caps, request_spent, self.day_spent()?))
+    /// [`StoreError`].
+    pub async fn state(&self, request_spent: f64) -> Result<BudgetState, StoreError> {
+        Ok(check(&self.caps, request_spent, self.day_spent().await?))
     }
 
     /// The cost of a call (warning once for a model the table lacks).
@@ -156,67 +144,43 @@ impl<'d> Budget<'d> {
         c
     }
 
+    /// The cost of a call of `model` answered by the provider named
+    /// `provider`. A local (keyless or scripted) provider's model is free unless the
+    /// policy's own price table names it (the built-in table and any default
+    /// rate never apply to it); any other model is priced by [`Budget::cost`].
+    pub fn cost_for(
+        &self,
+        provider: &str,
+        model: &str,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) -> Cost {
+        if !self.local.contains(provider) {
+            return self.cost(model, input_tokens, output_tokens);
+        }
+        if self.policy_prices && self.prices.price(model).1 {
+            return self.prices.cost(model, input_tokens, output_tokens);
+        }
+        Cost {
+            usd: 0.0,
+            known_model: true,
+        }
+    }
+
     /// Add a call's cost and tokens to today's counters.
     ///
     /// # Errors
-    /// [`DbError`].
-    pub fn record(&self, usd: f64, input_tokens: u64, output_tokens: u64) -> Result<(), DbError> {
-        let day = today();
-        let now = crate::db::now_rfc3339();
-        self.db.write(|tx| {
-            tx.execute(
-                "INSERT INTO budget_days (day, spent_usd, calls, input_tokens, output_tokens, updated_at)
-                 VALUES (?1, ?2, 1, ?3, ?4, ?5)
-                 ON CONFLICT(day) DO UPDATE SET spent_usd = spent_usd + ?2, calls = calls + 1,
-                   input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4, updated_at = ?5",
-                params![day, usd, input_tokens as i64, output_tokens as i64, now],
-            )?;
-            Ok(())
-        })
+    /// [`StoreError`].
+    pub async fn record(
+        &self,
+        usd: f64,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) -> Result<(), StoreError> {
+        self.store
+            .record_spend(&today(), usd, input_tokens, output_tokens)
+            .await
     }
-}
-
-/// One day's counters.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct DayRow {
-    /// `YYYY-MM-DD`, UTC.
-    pub day: String,
-    /// USD.
-    pub spent_usd: f64,
-    /// Model calls.
-    pub calls: u64,
-    /// Input tokens.
-    pub input_tokens: u64,
-    /// Output tokens.
-    pub output_tokens: u64,
-}
-
-/// The newest `limit` days of counters.
-///
-/// # Errors
-/// [`DbError`].
-pub fn days(db: &Db, limit: usize) -> Result<Vec<DayRow>, DbError> {
-    db.write(|tx| {
-        tx.execute_batch(SCHEMA)?;
-        Ok(())
-    })?;
-    db.read(|c| {
-        let mut st = c.prepare(
-            "SELECT day, spent_usd, calls, input_tokens, output_tokens FROM budget_days ORDER BY day DESC LIMIT ?1",
-        )?;
-        let rows = st
-            .query_map(params![limit as i64], |r| {
-                Ok(DayRow {
-                    day: r.get(0)?,
-                    spent_usd: r.get(1)?,
-                    calls: r.get::<_, i64>(2)? as u64,
-                    input_tokens: r.get::<_, i64>(3)? as u64,
-                    output_tokens: r.get::<_, i64>(4)? as u64,
-                })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(rows)
-    })
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
 //! What the HTTP providers share: the reqwest client (rustls with the `ring`
-//! provider, no redirects), the API key type that never prints, and the
-//! mapping of an HTTP failure to a [`ProviderError`] (429 and 5xx are
-//! retriable; `Retry-After` is read in seconds or as an HTTP date, and the
-//! `retry-after-ms` extension in milliseconds).
+//! provider, no redirects) and its deadline, the API key type that never
+//! prints, and the mapping of an HTTP failure to a [`ProviderError`] (429 and
+//! 5xx are retriable; `Retry-After` is read in seconds or as an HTTP date,
+//! and the `retry-after-ms` extension in milliseconds; a request that has no
+//! complete answer by its deadline is a [`FailureKind::Timeout`] naming the
+//! deadline, whichever phase it was in).
 
-use super::provider::ProviderError;
+use super::provider::{FailureKind, ProviderError};
 use reqwest::header::{HeaderMap, HeaderValue};
 use std::time::Duration;
 
@@ -52,23 +54,64 @@ impl std::fmt::Display for ApiKey {
     }
 }
 
-/// Build the HTTP client: request timeout `timeout_ms`, no redirects (a
+/// The HTTP client of the providers and the deadline of one request.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: reqwest::Client,
+    /// Most time one request may take, headers and body, milliseconds
+    /// (`[agent] timeout_ms`).
+    pub timeout_ms: u64,
+}
+
+/// Build the HTTP client: request deadline `timeout_ms`, no redirects (a
 /// redirect would resend the key elsewhere), no proxy from the environment
 /// unless reqwest's system-proxy feature is on (it is not).
 ///
 /// # Errors
 /// When the TLS stack cannot start.
-pub fn client(timeout_ms: u64) -> Result<reqwest::Client, String> {
+pub fn client(timeout_ms: u64) -> Result<Client, String> {
     // reqwest is built without a default crypto provider; install ring once
     // for the process (an error means one is installed already).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .timeout(Duration::from_millis(timeout_ms))
+    let inner = reqwest::Client::builder()
+        // A backstop: the deadline proper is enforced around the whole
+        // exchange in `post_json`.
+        .timeout(Duration::from_millis(timeout_ms.saturating_add(1000)))
         .connect_timeout(Duration::from_millis(timeout_ms.min(30_000)))
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("capsaga/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(Client { inner, timeout_ms })
+}
+
+/// The error of a request that had no complete answer by its deadline.
+pub fn timed_out(provider: &str, timeout_ms: u64, phase: &str) -> ProviderError {
+    ProviderError::of_kind(
+        provider,
+        FailureKind::Timeout,
+        format!(
+            "timed out: no complete answer within {timeout_ms} ms ([agent] timeout_ms), {phase}"
+        ),
+        true,
+    )
+}
+
+/// Whether a reqwest error is (or wraps) a timeout.
+fn is_timeout(e: &reqwest::Error) -> bool {
+    if e.is_timeout() {
+        return true;
+    }
+    let mut src: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = src {
+        if s.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        src = s.source();
+    }
+    false
 }
 
 /// The delay a response asks for before a retry, milliseconds.
@@ -100,13 +143,16 @@ pub fn retriable_status(status: u16) -> bool {
 }
 
 /// POST `body` as JSON to `url` with `headers`; the response body on a 2xx,
-/// else a [`ProviderError::Failed`] with the provider's error message.
+/// else a [`ProviderError::Failed`] with the provider's error message. The
+/// whole exchange (connect, headers, body) must end within the client's
+/// deadline.
 ///
 /// # Errors
-/// [`ProviderError::Failed`]: transport errors and timeouts (retriable),
-/// non-2xx statuses (retriable per [`retriable_status`]), oversized bodies.
+/// [`ProviderError::Failed`]: transport errors (retriable), timeouts
+/// (retriable, naming the deadline and the phase), non-2xx statuses
+/// (retriable per [`retriable_status`]), oversized bodies.
 pub async fn post_json(
-    client: &reqwest::Client,
+    client: &Client,
     provider: &str,
     url: &str,
     headers: HeaderMap,
@@ -114,27 +160,48 @@ pub async fn post_json(
 ) -> Result<String, ProviderError> {
     let payload = serde_json::to_vec(body)
         .map_err(|e| ProviderError::failed(provider, format!("request encoding: {e}"), false))?;
-    let resp = client
-        .post(url)
-        .headers(headers)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(payload)
-        .send()
-        .await
-        .map_err(|e| {
-            // reqwest's messages name the URL, never headers: no key leaks.
-            let what = if e.is_timeout() {
-                "timed out"
-            } else if e.is_connect() {
-                "cannot connect"
-            } else {
-                "request failed"
-            };
-            ProviderError::failed(provider, format!("{what}: {}", e.without_url()), true)
-        })?;
-    let status = resp.status().as_u16();
-    let retry_after = retry_after_ms(resp.headers());
-    let text = read_limited(resp, provider).await?;
+    let deadline = Duration::from_millis(client.timeout_ms);
+    let mut phase = "waiting for the response headers";
+    let exchange = async {
+        let resp = client
+            .inner
+            .post(url)
+            .headers(headers)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(payload)
+            .send()
+            .await
+            .map_err(|e| {
+                // reqwest's messages name the URL, never headers: no key leaks.
+                if is_timeout(&e) {
+                    return timed_out(
+                        provider,
+                        client.timeout_ms,
+                        "waiting for the response headers",
+                    );
+                }
+                let what = if e.is_connect() {
+                    "cannot connect"
+                } else {
+                    "request failed"
+                };
+                ProviderError::of_kind(
+                    provider,
+                    FailureKind::Transport,
+                    format!("{what}: {}", error_chain(&e.without_url())),
+                    true,
+                )
+            })?;
+        let status = resp.status().as_u16();
+        let retry_after = retry_after_ms(resp.headers());
+        phase = "reading the response body";
+        let text = read_limited(resp, provider, client.timeout_ms).await?;
+        Ok::<_, ProviderError>((status, retry_after, text))
+    };
+    let (status, retry_after, text) = match tokio::time::timeout(deadline, exchange).await {
+        Ok(r) => r?,
+        Err(_) => return Err(timed_out(provider, client.timeout_ms, phase)),
+    };
     if (200..300).contains(&status) {
         return Ok(text);
     }
@@ -144,12 +211,31 @@ pub async fn post_json(
         retriable: retriable_status(status),
         status: Some(status),
         retry_after_ms: retry_after,
+        kind: FailureKind::Http,
+        usage: Default::default(),
     })
+}
+
+/// An error and its sources, `: `-separated (reqwest's own message is often
+/// just "error sending request").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let m = s.to_string();
+        if !out.contains(&m) {
+            out.push_str(": ");
+            out.push_str(&m);
+        }
+        src = s.source();
+    }
+    out
 }
 
 async fn read_limited(
     mut resp: reqwest::Response,
     provider: &str,
+    timeout_ms: u64,
 ) -> Result<String, ProviderError> {
     let mut buf: Vec<u8> = Vec::new();
     loop {
@@ -165,10 +251,14 @@ async fn read_limited(
                 buf.extend_from_slice(&c);
             }
             Ok(None) => break,
+            Err(e) if is_timeout(&e) => {
+                return Err(timed_out(provider, timeout_ms, "reading the response body"));
+            }
             Err(e) => {
-                return Err(ProviderError::failed(
+                return Err(ProviderError::of_kind(
                     provider,
-                    format!("reading the response: {}", e.without_url()),
+                    FailureKind::Transport,
+                    format!("reading the response: {}", error_chain(&e.without_url())),
                     true,
                 ));
             }
@@ -199,11 +289,6 @@ pub fn error_message(body: &str) -> String {
         (None, Some(m)) => clipped(m),
         _ => clipped(body.trim()),
     }
-}
-
-/// A response body that is not the documented shape.
-pub fn malformed(provider: &str, what: impl std::fmt::Display) -> ProviderError {
-    ProviderError::failed(provider, format!("malformed response: {what}"), false)
 }
 
 #[cfg(test)]

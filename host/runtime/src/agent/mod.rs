@@ -8,21 +8,27 @@
 //! - [`router`]: failover across providers, allowlists, retries.
 //! - [`select`]: choosing the provider of a turn from config, env, request.
 //! - [`budget`]: price table, spend counters in SQLite.
-//! - [`prompt`]: the system prompt in its fixed block order.
-//! - [`runner`]: the loop itself.
+//! - [`runner`]: the loop itself (the model exchange); `answer` records
+//!   each call's outcome and answers the model.
+//! - [`reply`]: one model exchange in the trace, and what the loop does
+//!   next (truncated, refused, paused, malformed answers).
+//! - [`wire`]: the quirks of real servers both wire formats absorb, and the
+//!   well-formed history they send back.
 //! - [`approval`]: calls that need a human: the prompt, or the end of the
 //!   turn.
 //! - [`trace`]: the ExecutionTrace and its persistence.
 
+mod answer;
 pub mod anthropic;
 pub mod approval;
 pub mod budget;
 pub mod http;
 pub mod openai;
-pub mod prompt;
 pub mod provider;
+pub mod reply;
 pub mod router;
 pub mod runner;
 pub mod scripted;
 pub mod select;
 pub mod trace;
+pub mod wire;

@@ -7,19 +7,31 @@
 //! `system`), tool results are `{role: "tool", tool_call_id, content}`
 //! (the format has no error flag: an error result says so in its text),
 //! tools are `{type: "function", function: {name, description,
-//! parameters}}`. Response: `choices[0].message` with `content` (string or
-//! null) and `tool_calls[]` whose `function.arguments` is a JSON *string*,
-//! kept as the model wrote it; `finish_reason` `stop | tool_calls | length |
+//! parameters}}`. Response: `choices[0].message` with `content` (string,
+//! null, or an array of text / refusal / reasoning parts), `refusal`, and
+//! `tool_calls[]` whose `function.arguments` is a JSON *string*, kept as the
+//! model wrote it; `finish_reason` `stop | tool_calls | length |
 //! content_filter`; `usage.prompt_tokens` and `usage.completion_tokens`.
 //! No streaming.
+//!
+//! What real servers send besides (see [`super::wire`]): an error object in
+//! a 200 body, `tool_calls: null`, arguments as an object, an empty string,
+//! or JSON encoded twice, calls without an id or with the same id, content as
+//! parts. An answer announcing tool calls without any (`finish_reason:
+//! "tool_calls"` with none, the call left as text) is malformed, retriable.
+//! History sent back is always well-formed ([`super::wire::replay_arguments`]
+//! and friends): llama.cpp's server refuses a whole request whose history
+//! holds arguments that are not JSON.
 
-use super::http::{self, ApiKey, malformed};
+use super::http::{self, ApiKey};
 use super::provider::{
-    ChatRequest, ChatResponse, FinishReason, Provider, ProviderError, Role, Tier, ToolCall, Usage,
+    ChatRequest, ChatResponse, FinishReason, Provider, ProviderError, Role, Tier, ToolCall,
 };
+use super::wire::{self, ArgsShape, IdRule, malformed};
 use capsaga_core::providers::MaxTokensField;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// An OpenAI-compatible endpoint.
@@ -31,7 +43,7 @@ pub struct OpenAiProvider {
     cheap_model: Option<String>,
     key: Option<ApiKey>,
     max_tokens_field: MaxTokensField,
-    client: reqwest::Client,
+    client: http::Client,
 }
 
 impl OpenAiProvider {
@@ -43,7 +55,7 @@ impl OpenAiProvider {
         cheap_model: Option<&str>,
         key: Option<ApiKey>,
         max_tokens_field: MaxTokensField,
-        client: reqwest::Client,
+        client: http::Client,
     ) -> Self {
         OpenAiProvider {
             name: name.to_string(),
@@ -57,10 +69,13 @@ impl OpenAiProvider {
     }
 }
 
-/// The request body for `model`.
+/// The request body for `model`. The history is sent well-formed whatever
+/// the model wrote: arguments that are a JSON object (else `{}`), tool names
+/// in the documented alphabet, ids unique and printable.
 pub fn request_body(req: &ChatRequest, model: &str, max_tokens_field: MaxTokensField) -> Value {
+    let ids = wire::wire_ids(&req.messages, IdRule::OpenAi);
     let mut messages = vec![json!({"role": "system", "content": req.system})];
-    for m in &req.messages {
+    for (m, ids) in req.messages.iter().zip(&ids) {
         messages.push(match m.role {
             Role::User => json!({"role": "user", "content": m.content}),
             Role::Assistant => {
@@ -76,11 +91,15 @@ pub fn request_body(req: &ChatRequest, model: &str, max_tokens_field: MaxTokensF
                     v["tool_calls"] = m
                         .tool_calls
                         .iter()
-                        .map(|c| {
+                        .zip(ids)
+                        .map(|(c, id)| {
                             json!({
-                                "id": c.id,
+                                "id": id,
                                 "type": "function",
-                                "function": {"name": c.name, "arguments": c.arguments},
+                                "function": {
+                                    "name": wire::replay_name(&c.name),
+                                    "arguments": wire::replay_arguments(&c.arguments),
+                                },
                             })
                         })
                         .collect();
@@ -89,7 +108,7 @@ pub fn request_body(req: &ChatRequest, model: &str, max_tokens_field: MaxTokensF
             }
             Role::Tool => json!({
                 "role": "tool",
-                "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),
+                "tool_call_id": ids.first().cloned().unwrap_or_default(),
                 "content": m.content,
             }),
         });
@@ -120,113 +139,170 @@ pub fn request_body(req: &ChatRequest, model: &str, max_tokens_field: MaxTokensF
 }
 
 #[derive(Deserialize)]
-struct Completion {
+struct Completion<'a> {
     #[serde(default)]
     model: Option<String>,
-    choices: Vec<Choice>,
-    #[serde(default)]
-    usage: Option<CompletionUsage>,
+    #[serde(default, borrow)]
+    choices: Option<Vec<Choice<'a>>>,
 }
 
 #[derive(Deserialize)]
-struct Choice {
-    message: AssistantMessage,
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    message: Option<AssistantMessage<'a>>,
     #[serde(default)]
     finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
-struct AssistantMessage {
+struct AssistantMessage<'a> {
     #[serde(default)]
-    content: Option<String>,
+    content: Option<Value>,
     #[serde(default)]
     refusal: Option<String>,
-    #[serde(default)]
-    tool_calls: Vec<WireToolCall>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<WireToolCall<'a>>>,
+    /// The legacy single call.
+    #[serde(default, borrow)]
+    function_call: Option<WireFunction<'a>>,
 }
 
 #[derive(Deserialize)]
-struct WireToolCall {
+struct WireToolCall<'a> {
     #[serde(default)]
-    id: Option<String>,
-    function: WireFunction,
+    id: Option<Value>,
+    #[serde(default, borrow)]
+    function: Option<WireFunction<'a>>,
 }
 
 #[derive(Deserialize)]
-struct WireFunction {
-    name: String,
-    /// A JSON string per the spec; some servers send an object.
+struct WireFunction<'a> {
     #[serde(default)]
-    arguments: Option<Value>,
+    name: Option<String>,
+    /// A JSON string per the spec; servers also send an object, `""`, null.
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
-struct CompletionUsage {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
+/// Map a `finish_reason` (OpenAI's, and the words compatible servers use).
+fn finish_reason(raw: Option<&str>) -> FinishReason {
+    match raw {
+        Some("stop" | "eos" | "eos_token" | "end_turn" | "stop_sequence") => FinishReason::Stop,
+        Some("tool_calls" | "function_call" | "tool_use") => FinishReason::ToolCalls,
+        Some("length" | "max_tokens" | "model_length") => FinishReason::Length,
+        Some("content_filter") => FinishReason::ContentFilter,
+        Some("refusal") => FinishReason::Refusal,
+        _ => FinishReason::Other,
+    }
 }
 
-/// Parse a chat completion body.
+/// Parse a chat completion body. Call ids are left as sent (an absent one
+/// empty): [`wire::settle_ids`] makes them unique in the conversation.
 ///
 /// # Errors
-/// [`ProviderError::Failed`] (not retriable) when the body is not a
-/// completion with at least one choice.
+/// [`ProviderError::Failed`], carrying the tokens the body reports: an error
+/// object ([`super::provider::FailureKind::ErrorInBody`]), a body that is not
+/// a completion with a message (malformed), an answer announcing tool calls
+/// without any (malformed, retriable).
 pub fn parse_response(
     provider: &str,
     requested_model: &str,
     body: &str,
 ) -> Result<ChatResponse, ProviderError> {
-    let c: Completion = serde_json::from_str(body).map_err(|e| malformed(provider, e))?;
-    let Some(choice) = c.choices.into_iter().next() else {
-        return Err(malformed(provider, "no choices"));
+    let (_, usage) = wire::preflight(provider, body)?;
+    let body = body.trim_start_matches('\u{feff}');
+    let bad =
+        |what: String, retriable: bool| malformed(provider, what, retriable).with_usage(usage);
+    let c: Completion<'_> = serde_json::from_str(body)
+        .map_err(|e| bad(format!("not a chat completion ({e})"), false))?;
+    let Some(choice) = c.choices.and_then(|v| v.into_iter().next()) else {
+        return Err(bad("no choice in `choices`".into(), true));
     };
-    let tool_calls: Vec<ToolCall> = choice
-        .message
-        .tool_calls
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| ToolCall {
-            id: t
-                .id
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| format!("call_{i}")),
-            name: t.function.name,
-            arguments: match t.function.arguments {
-                Some(Value::String(s)) => s,
-                Some(Value::Null) | None => "{}".into(),
-                Some(other) => other.to_string(),
-            },
-        })
-        .collect();
-    let finish_reason = match choice.finish_reason.as_deref() {
-        Some("stop") => FinishReason::Stop,
-        Some("tool_calls" | "function_call") => FinishReason::ToolCalls,
-        Some("length") => FinishReason::Length,
-        _ if !tool_calls.is_empty() => FinishReason::ToolCalls,
-        _ => FinishReason::Other,
+    let Some(message) = choice.message else {
+        return Err(bad("the choice has no `message`".into(), true));
     };
-    let text = choice
-        .message
-        .content
-        .or(choice.message.refusal)
-        .unwrap_or_default();
-    let usage = c.usage.unwrap_or(CompletionUsage {
-        prompt_tokens: 0,
-        completion_tokens: 0,
-    });
+    let mut repairs = Vec::new();
+    let mut wire_calls = message.tool_calls.unwrap_or_default();
+    if let Some(f) = message.function_call {
+        repairs.push("a legacy `function_call`: read as a tool call".into());
+        wire_calls.push(WireToolCall {
+            id: None,
+            function: Some(f),
+        });
+    }
+    let mut tool_calls = Vec::new();
+    for (i, t) in wire_calls.into_iter().enumerate() {
+        let f = t.function.unwrap_or(WireFunction {
+            name: None,
+            arguments: None,
+        });
+        let name = f.name.unwrap_or_default();
+        let (arguments, note) = wire::arguments_text(f.arguments, ArgsShape::String);
+        if let Some(n) = note {
+            repairs.push(format!("call {} ({name}): {n}", i + 1));
+        }
+        if name.is_empty() {
+            repairs.push(format!("call {}: no function name", i + 1));
+        }
+        let id = match t.id {
+            Some(Value::String(s)) => s,
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        tool_calls.push(ToolCall {
+            id,
+            name,
+            arguments,
+        });
+    }
+    let content = wire::content_text(message.content.as_ref()).map_err(|e| bad(e, false))?;
+    if !content.skipped.is_empty() {
+        repairs.push(format!(
+            "content parts left out of the answer: {}",
+            content.skipped.join(", ")
+        ));
+    }
+    let refusal = message
+        .refusal
+        .filter(|r| !r.trim().is_empty())
+        .or(content.refusal);
+    let finish_raw = choice.finish_reason.unwrap_or_default();
+    let mut finish = finish_reason(Some(finish_raw.as_str()).filter(|s| !s.is_empty()));
+    if finish == FinishReason::ToolCalls && tool_calls.is_empty() {
+        let text = content.text.trim();
+        let shown = if text.is_empty() {
+            "and no text".to_string()
+        } else {
+            format!(
+                "and the text {:?}",
+                text.chars().take(120).collect::<String>()
+            )
+        };
+        return Err(bad(
+            format!("finish_reason `{finish_raw}` but no tool call, {shown}"),
+            true,
+        ));
+    }
+    if finish == FinishReason::Other && !tool_calls.is_empty() {
+        finish = FinishReason::ToolCalls;
+    }
+    if refusal.is_some() && tool_calls.is_empty() && finish != FinishReason::Length {
+        finish = FinishReason::Refusal;
+    }
+    let text = match (&refusal, content.text.is_empty()) {
+        (Some(r), true) => r.clone(),
+        _ => content.text,
+    };
     Ok(ChatResponse {
         provider: provider.to_string(),
         model: c.model.unwrap_or_else(|| requested_model.to_string()),
         text,
         tool_calls,
-        finish_reason,
-        usage: Usage {
-            input_tokens: usage.prompt_tokens,
-            output_tokens: usage.completion_tokens,
-        },
+        finish_reason: finish,
+        finish_raw,
+        usage,
         attempts: Vec::new(),
+        repairs,
     })
 }
 
@@ -249,7 +325,14 @@ impl Provider for OpenAiProvider {
         }
         let url = format!("{}/chat/completions", self.base_url);
         let text = http::post_json(&self.client, &self.name, &url, headers, &body).await?;
-        parse_response(&self.name, &model, &text)
+        let mut resp = parse_response(&self.name, &model, &text)?;
+        wire::settle_ids(
+            &mut resp.tool_calls,
+            &request.messages,
+            IdRule::OpenAi,
+            &mut resp.repairs,
+        );
+        Ok(resp)
     }
 }
 
@@ -311,7 +394,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.tool_calls[0].arguments, r#"{"a":1}"#);
-        assert_eq!(r.tool_calls[0].id, "call_0");
+        assert_eq!(r.tool_calls[0].id, "");
+        assert_eq!(
+            r.repairs,
+            ["call 1 (t): `arguments` was an object, not a string"]
+        );
         assert_eq!(r.model, "m");
         assert!(parse_response("p", "m", r#"{"choices":[]}"#).is_err());
         assert!(parse_response("p", "m", "<html>").is_err());

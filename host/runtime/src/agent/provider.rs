@@ -153,7 +153,18 @@ impl ChatRequest {
     }
 }
 
-/// Why the model stopped.
+/// Why the model stopped, across wire formats (the provider's own word is
+/// kept in [`ChatResponse::finish_raw`]).
+///
+/// | variant | OpenAI-compatible `finish_reason` | Anthropic `stop_reason` |
+/// |---|---|---|
+/// | `Stop` | `stop`, `eos` | `end_turn`, `stop_sequence` |
+/// | `ToolCalls` | `tool_calls`, `function_call` | `tool_use` |
+/// | `Length` | `length`, `max_tokens` | `max_tokens`, `model_context_window_exceeded` |
+/// | `ContentFilter` | `content_filter` | — |
+/// | `Refusal` | a `refusal` message or part | `refusal` |
+/// | `PauseTurn` | — | `pause_turn` |
+/// | `Other` | anything else, or none | anything else, or none |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
@@ -161,10 +172,32 @@ pub enum FinishReason {
     Stop,
     /// It called tools.
     ToolCalls,
-    /// Out of output tokens.
+    /// Cut off: out of output tokens, or the context window is full.
     Length,
+    /// The provider's content filter withheld (part of) the answer.
+    ContentFilter,
+    /// The model refused.
+    Refusal,
+    /// The provider paused a long turn; sending the answer back continues it
+    /// (Anthropic).
+    PauseTurn,
     /// Anything else.
     Other,
+}
+
+impl FinishReason {
+    /// The stored name (`stop`, `tool_calls`, `length`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::Length => "length",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Refusal => "refusal",
+            FinishReason::PauseTurn => "pause_turn",
+            FinishReason::Other => "other",
+        }
+    }
 }
 
 /// Token counts of one call.
@@ -174,6 +207,13 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Response (output) tokens.
     pub output_tokens: u64,
+}
+
+impl Usage {
+    /// No token at all.
+    pub fn is_zero(&self) -> bool {
+        self.input_tokens == 0 && self.output_tokens == 0
+    }
 }
 
 /// One try of one provider, as recorded in the trace.
@@ -189,6 +229,14 @@ pub struct Attempt {
     /// Why it failed (`None`: it answered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What kind of failure (`None`: it answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<FailureKind>,
+    /// For a failed try: the tokens its response reported (and the provider
+    /// bills) although the answer could not be used. Zero for the try that
+    /// answered (its tokens are the answer's).
+    #[serde(default, skip_serializing_if = "Usage::is_zero")]
+    pub usage: Usage,
 }
 
 /// One model answer.
@@ -204,11 +252,37 @@ pub struct ChatResponse {
     pub tool_calls: Vec<ToolCall>,
     /// Why it stopped.
     pub finish_reason: FinishReason,
+    /// The provider's own word for it (`end_turn`, `max_tokens`, ...; empty
+    /// when it gave none).
+    pub finish_raw: String,
     /// Tokens used.
     pub usage: Usage,
     /// Every try made for this answer, the successful one last (filled by
     /// the failover router; empty for a single provider).
     pub attempts: Vec<Attempt>,
+    /// Where the answer departed from its wire format's documented shape and
+    /// how it was read (an empty-string `arguments` read as `{}`, a missing
+    /// or duplicated call id replaced, ...), for the trace.
+    pub repairs: Vec<String>,
+}
+
+/// What kind of failure a provider call met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// No connection, or the connection broke.
+    Transport,
+    /// No complete answer before the deadline (`[agent] timeout_ms`).
+    Timeout,
+    /// A non-2xx HTTP status.
+    Http,
+    /// A 2xx response whose body is an error object (`{"error": {...}}`).
+    ErrorInBody,
+    /// A 2xx response that is not a usable answer in the wire format
+    /// (not JSON, no choice, `tool_calls` announced but none sent, ...).
+    Malformed,
+    /// Anything else (configuration, encoding, size limit).
+    Other,
 }
 
 /// Why a provider call failed.
@@ -230,6 +304,11 @@ pub enum ProviderError {
         status: Option<u16>,
         /// The server's `Retry-After`, milliseconds.
         retry_after_ms: Option<u64>,
+        /// What kind of failure.
+        kind: FailureKind,
+        /// Tokens the response reported although it could not be used
+        /// (billed all the same).
+        usage: Usage,
     },
     /// No provider is allowed for this request: nothing was sent.
     #[error(transparent)]
@@ -259,14 +338,42 @@ fn summary(attempts: &[Attempt]) -> String {
 }
 
 impl ProviderError {
-    /// A failure of `provider`.
+    /// A failure of `provider` of kind [`FailureKind::Other`].
     pub fn failed(provider: &str, message: impl Into<String>, retriable: bool) -> Self {
+        ProviderError::of_kind(provider, FailureKind::Other, message, retriable)
+    }
+
+    /// A failure of `provider` of `kind`, no status, no usage.
+    pub fn of_kind(
+        provider: &str,
+        kind: FailureKind,
+        message: impl Into<String>,
+        retriable: bool,
+    ) -> Self {
         ProviderError::Failed {
             provider: provider.to_string(),
             message: message.into(),
             retriable,
             status: None,
             retry_after_ms: None,
+            kind,
+            usage: Usage::default(),
+        }
+    }
+
+    /// The same error carrying the tokens its response reported.
+    pub fn with_usage(mut self, billed: Usage) -> Self {
+        if let ProviderError::Failed { usage, .. } = &mut self {
+            *usage = billed;
+        }
+        self
+    }
+
+    /// The kind of failure (`None` for the variants that sent nothing).
+    pub fn kind(&self) -> Option<FailureKind> {
+        match self {
+            ProviderError::Failed { kind, .. } => Some(*kind),
+            _ => None,
         }
     }
 }

@@ -131,19 +131,22 @@ impl Provider for Router {
                             model: resp.model.clone(),
                             status: Some(200),
                             error: None,
+                            kind: None,
+                            usage: Default::default(),
                         });
                         resp.attempts = attempts;
                         return Ok(resp);
                     }
                     Err(e) => {
-                        let (status, retriable, retry_after) = match &e {
+                        let (status, retriable, retry_after, usage) = match &e {
                             ProviderError::Failed {
                                 status,
                                 retriable,
                                 retry_after_ms,
+                                usage,
                                 ..
-                            } => (*status, *retriable, *retry_after_ms),
-                            _ => (None, false, None),
+                            } => (*status, *retriable, *retry_after_ms, *usage),
+                            _ => (None, false, None, Default::default()),
                         };
                         tracing::warn!(provider = %name, retry, "model call failed: {e}");
                         attempts.push(Attempt {
@@ -151,6 +154,8 @@ impl Provider for Router {
                             model: model.clone(),
                             status,
                             error: Some(e.to_string()),
+                            kind: e.kind(),
+                            usage,
                         });
                         if retriable
                             && retry < self.retry.retries

@@ -1,34 +1,37 @@
-//! The ReAct loop with native function calling (seed 000 §2-§5).
+//! The ReAct loop with native function calling (seed 000 §2-§5): the model
+//! exchange and the trace. Every tool call goes through the dispatch door
+//! (`crate::dispatch`), which resolves, validates, decides, asks for
+//! approval, logs and runs it as a step of the turn's saga; this loop only
+//! talks to the model and records what happened.
 //!
 //! One turn is one saga. Before each model call the budget is checked (a
 //! hard cap ends the turn as `budget_hit` with no call; a soft cap moves the
 //! call to the cheaper tier); each answer is a Thought, priced from the price
-//! table and added to the day's counters. Each tool call in it is validated
-//! (unknown tool, schema, duplicate keys) and an invalid one is answered with
-//! a `tool_error` message the model can act on; two invalid calls in a row
-//! end the turn as `tool_hallucination`. A valid call is decided by the
-//! policy at the turn's autonomy level: denied ends the turn as
-//! `policy_denied`; needing a human goes through [`super::approval`].
-//! Allowed calls run as saga steps. Results of `returns-untrusted` tools are
-//! wrapped in `<untrusted>` markers; results over [`MAX_RESULT_BYTES`] are
-//! truncated by the host with a note. A final answer ends the saga (Done);
-//! any other end rolls back what committed. Critic steps record the turn's
-//! fitness and every neutralised marker-like sequence (safety).
+//! table and added to the day's counters. A call the door refuses as
+//! unknown or invalid is answered with a `tool_error` message the model can
+//! act on; two invalid calls in a row end the turn as `tool_hallucination`.
+//! A call the policy denies ends the turn as `policy_denied`; one that
+//! needs a human and is not approved ends it as `user_aborted` (see
+//! [`super::approval`]). Results of `returns-untrusted` tools are wrapped in
+//! `<untrusted>` markers; results over [`MAX_RESULT_BYTES`] are truncated by
+//! the host with a note. A final answer ends the saga (Done); any other end
+//! rolls back what committed. Critic steps record the turn's fitness and
+//! every neutralised marker-like sequence (safety).
 
 use super::budget::{Budget, BudgetLoadError};
-use super::prompt::{DEFAULT_IDENTITY, system_prompt};
-use super::provider::{ChatRequest, Message, Provider, ProviderError, Tier, ToolSpec};
-use super::trace::{self, ExecutionTrace, Outcome, PolicyDecision, TraceStep, Validation};
-use crate::db::{DbError, now_rfc3339};
+use super::provider::{ChatRequest, Message, Provider, Tier, ToolCall, ToolSpec};
+use super::reply::Next;
+use super::trace::{self, ExecutionTrace, Outcome, TraceStep, Validation};
+use crate::clock::now_rfc3339;
+use crate::dispatch::{Approver, Args, Call, DispatchError, Dispatcher, NoApprover};
 use crate::host::Host;
-use crate::saga::{Saga, SagaError, StepOutcome};
-use crate::wal::Origin;
+use crate::saga::Saga;
+use crate::store::{Origin, StoreError};
 use capsaga_core::budget::BudgetState;
-use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
-use capsaga_core::policy::{Autonomy, Decision, decide_at, offered};
-use capsaga_core::untrusted;
-use capsaga_core::validate::{CallError, unknown_tool};
+use capsaga_core::policy::Autonomy;
+use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Tool results longer than this many bytes are truncated for the model.
@@ -37,7 +40,7 @@ pub const MAX_RESULT_BYTES: usize = 2048;
 pub const MAX_CONSECUTIVE_INVALID: u32 = 2;
 
 /// Options of one turn.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TurnOptions {
     /// Most model calls in the turn (then `timeout_steps`).
     pub max_steps: usize,
@@ -53,9 +56,22 @@ pub struct TurnOptions {
     /// How the provider was chosen (`scripted (...)`, `live (...)`), for the
     /// trace.
     pub provider_mode: String,
-    /// Whether a human can be asked to approve a call (see
-    /// [`super::approval`]); the default never asks.
-    pub prompt: super::approval::TurnPrompt,
+    /// Who is asked when a call needs a human (see [`super::approval`]); the
+    /// default asks nobody.
+    pub approver: Arc<dyn Approver>,
+}
+
+impl std::fmt::Debug for TurnOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnOptions")
+            .field("max_steps", &self.max_steps)
+            .field("session_id", &self.session_id)
+            .field("channel", &self.channel)
+            .field("autonomy", &self.autonomy)
+            .field("role", &self.role)
+            .field("provider_mode", &self.provider_mode)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for TurnOptions {
@@ -67,7 +83,7 @@ impl Default for TurnOptions {
             autonomy: None,
             role: None,
             provider_mode: String::new(),
-            prompt: super::approval::TurnPrompt::Never,
+            approver: Arc::new(NoApprover),
         }
     }
 }
@@ -75,12 +91,12 @@ impl Default for TurnOptions {
 /// Why a turn could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    /// The saga engine failed.
+    /// The dispatch door failed.
     #[error(transparent)]
-    Saga(#[from] SagaError),
+    Dispatch(#[from] DispatchError),
     /// The trace could not be stored.
     #[error(transparent)]
-    Db(#[from] DbError),
+    Store(#[from] StoreError),
     /// The price table or the budget counters are unusable.
     #[error(transparent)]
     Budget(#[from] BudgetLoadError),
@@ -104,26 +120,17 @@ pub fn truncate_result(text: &str) -> String {
 }
 
 /// The catalog the model sees at the operator's autonomy level.
-pub fn catalog(host: &Host) -> Vec<ToolSpec> {
+pub fn catalog(host: &Arc<Host>) -> Vec<ToolSpec> {
     catalog_at(host, Autonomy::Autonomous)
 }
 
 /// The catalog the model sees at autonomy `requested` (narrowed by the
-/// operator's): callable tools (grants satisfied) whose calls the policy
-/// does not always deny. A tool offered only with a human's approval is
-/// listed; a `read_only` turn sees no tool with side effects.
-pub fn catalog_at(host: &Host, requested: Autonomy) -> Vec<ToolSpec> {
-    host.registry
-        .tools()
-        .filter(|t| t.grants.is_ok())
-        .filter(|t| {
-            offered(
-                t.meta.risk,
-                t.meta.has_side_effects,
-                host.config.policy.section(&t.meta.name),
-                requested,
-            )
-        })
+/// operator's): the door's catalog (callable tools whose calls the policy
+/// does not always deny) as function specs.
+pub fn catalog_at(host: &Arc<Host>, requested: Autonomy) -> Vec<ToolSpec> {
+    Dispatcher::new(host.clone())
+        .catalog(requested)
+        .into_iter()
         .map(|t| ToolSpec {
             name: t.meta.name.clone(),
             description: t.meta.description.clone(),
@@ -137,69 +144,125 @@ pub fn catalog_at(host: &Host, requested: Autonomy) -> Vec<ToolSpec> {
 /// it is returned.
 ///
 /// # Errors
-/// [`AgentError`] when the saga engine, the database or the price table
-/// fails; everything the model or a tool does wrong ends up in the trace's
-/// outcome instead.
+/// [`AgentError`] when the door, the store or the price table fails;
+/// everything the model or a tool does wrong ends up in the trace's outcome
+/// instead.
 pub async fn run_turn(
-    host: &Host,
+    host: &Arc<Host>,
     provider: &dyn Provider,
     task: &str,
     opts: &TurnOptions,
 ) -> Result<ExecutionTrace, AgentError> {
     let started = Instant::now();
-    let budget = Budget::open(&host.config, &host.db)?;
-    let autonomy = host
-        .config
-        .policy
-        .autonomy
-        .narrow(opts.autonomy.unwrap_or(Autonomy::Autonomous));
-    let mut saga = Saga::start(host, Origin::Agent, task)?;
-    let mut tr = ExecutionTrace {
-        trace_id: uuid::Uuid::new_v4().to_string(),
-        session_id: opts.session_id.clone(),
-        channel: opts.channel.clone(),
-        saga_id: Some(saga.id().to_string()),
-        saga_state: None,
-        started_at: now_rfc3339(),
-        finished_at: None,
-        user_message: task.to_string(),
-        steps: Vec::new(),
-        final_response: None,
-        cost_usd: 0.0,
-        prompt_tokens: 0,
-        response_tokens: 0,
-        wall_time_ms: 0,
-        outcome: Outcome::TimeoutSteps,
-        provider_mode: if opts.provider_mode.is_empty() {
-            provider.name().to_string()
-        } else {
-            opts.provider_mode.clone()
-        },
-        autonomy: Some(autonomy),
-    };
-    let tools = catalog_at(host, autonomy);
-    let callable: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-    let mut request = ChatRequest::new(
-        system_prompt(DEFAULT_IDENTITY, &tools, ""),
-        vec![Message::user(task)],
-        tools.clone(),
-    );
-    request.max_tokens = host
-        .config
-        .policy
-        .agent
-        .max_tokens
-        .unwrap_or(capsaga_core::providers::DEFAULT_MAX_TOKENS);
-    request.role = opts.role.clone();
-    let mut invalid_in_a_row = 0u32;
-    let mut rollback_state: Option<State> = None;
+    let door = Dispatcher::new(host.clone());
+    let budget = Budget::open(&host.config, &*host.store)?;
+    let mut turn = Turn::begin(&door, provider, task, opts).await?;
+    for _ in 0..opts.max_steps {
+        let calls = match turn.think(&budget, provider).await? {
+            Some(calls) => calls,
+            None => break,
+        };
+        if !turn.act(&calls, opts.approver.as_ref()).await? {
+            break;
+        }
+    }
+    turn.end(started).await
+}
 
-    'turn: for _ in 0..opts.max_steps {
-        // Budget: a hard cap ends the turn before anything is sent.
-        request.tier = match budget.state(tr.cost_usd)? {
+/// One turn in progress.
+pub(super) struct Turn<'a> {
+    door: &'a Dispatcher,
+    saga: Saga,
+    pub(super) tr: ExecutionTrace,
+    pub(super) request: ChatRequest,
+    /// The names of the catalog, for unknown-tool messages.
+    pub(super) callable: Vec<String>,
+    pub(super) invalid_in_a_row: u32,
+    /// The saga's state after a failed step rolled it back.
+    pub(super) rollback_state: Option<State>,
+}
+
+impl<'a> Turn<'a> {
+    /// Start the saga and the trace, and build the first request.
+    async fn begin(
+        door: &'a Dispatcher,
+        provider: &dyn Provider,
+        task: &str,
+        opts: &TurnOptions,
+    ) -> Result<Turn<'a>, AgentError> {
+        let host = door.host();
+        let mut saga = door.start(Origin::Agent, task, None).await?;
+        door.set_autonomy(&mut saga, opts.autonomy.unwrap_or(Autonomy::Autonomous));
+        let autonomy = saga.autonomy();
+        let tr = ExecutionTrace {
+            trace_id: uuid::Uuid::new_v4().to_string(),
+            session_id: opts.session_id.clone(),
+            channel: opts.channel.clone(),
+            saga_id: Some(saga.id().to_string()),
+            saga_state: None,
+            started_at: now_rfc3339(),
+            finished_at: None,
+            user_message: task.to_string(),
+            steps: Vec::new(),
+            final_response: None,
+            cost_usd: 0.0,
+            prompt_tokens: 0,
+            response_tokens: 0,
+            wall_time_ms: 0,
+            outcome: Outcome::TimeoutSteps,
+            provider_mode: if opts.provider_mode.is_empty() {
+                provider.name().to_string()
+            } else {
+                opts.provider_mode.clone()
+            },
+            autonomy: Some(autonomy),
+        };
+        let tools = catalog_at(host, autonomy);
+        let entries: Vec<CatalogEntry<'_>> = tools
+            .iter()
+            .map(|t| CatalogEntry {
+                name: &t.name,
+                description: &t.description,
+                grants: &t.grants,
+            })
+            .collect();
+        let mut request = ChatRequest::new(
+            system_prompt(DEFAULT_IDENTITY, &entries, ""),
+            vec![Message::user(task)],
+            tools.clone(),
+        );
+        request.max_tokens = host
+            .config
+            .policy
+            .agent
+            .max_tokens
+            .unwrap_or(capsaga_core::providers::DEFAULT_MAX_TOKENS);
+        request.role = opts.role.clone();
+        Ok(Turn {
+            door,
+            saga,
+            tr,
+            request,
+            callable: tools.into_iter().map(|t| t.name).collect(),
+            invalid_in_a_row: 0,
+            rollback_state: None,
+        })
+    }
+
+    /// One model call: the budget first (a hard cap ends the turn before
+    /// anything is sent), then the answer as a Thought. `None` when the turn
+    /// ends here (final answer, budget, provider failure), else the tool
+    /// calls to make.
+    async fn think(
+        &mut self,
+        budget: &Budget<'_>,
+        provider: &dyn Provider,
+    ) -> Result<Option<Vec<ToolCall>>, AgentError> {
+        let tr = &mut self.tr;
+        self.request.tier = match budget.state(tr.cost_usd).await? {
             BudgetState::Normal => Tier::Normal,
             BudgetState::Soft { reason } => {
-                if request.tier == Tier::Normal {
+                if self.request.tier == Tier::Normal {
                     tracing::warn!("{reason}: using the cheaper tier");
                 }
                 Tier::Cheap
@@ -207,228 +270,77 @@ pub async fn run_turn(
             BudgetState::Hard { reason } => {
                 tr.outcome = Outcome::BudgetHit;
                 tr.final_response = Some(format!("budget_hit: {reason}; no model call was made"));
-                break 'turn;
+                return Ok(None);
             }
         };
         let t0 = Instant::now();
-        let resp = match provider.complete(&request).await {
+        let resp = match provider.complete(&self.request).await {
             Ok(r) => r,
             Err(e) => {
-                if let ProviderError::AllFailed(attempts) = &e {
-                    tr.steps.push(TraceStep::Thought {
-                        provider: String::new(),
-                        model: String::new(),
-                        prompt_tokens: 0,
-                        response_tokens: 0,
-                        finish_reason: "error".into(),
-                        text: String::new(),
-                        tool_calls: Vec::new(),
-                        cost_usd: 0.0,
-                        wall_ms: t0.elapsed().as_millis() as u64,
-                        tier: request.tier,
-                        attempts: attempts.clone(),
-                    });
-                }
-                tr.outcome = Outcome::ProviderError;
-                tr.final_response = Some(format!("model provider failed: {e}"));
-                break 'turn;
+                super::reply::record_failure(tr, budget, provider, &self.request, &e, t0).await?;
+                return Ok(None);
             }
         };
-        let cost = budget.cost(
-            &resp.model,
-            resp.usage.input_tokens,
-            resp.usage.output_tokens,
-        );
-        budget.record(cost.usd, resp.usage.input_tokens, resp.usage.output_tokens)?;
-        tr.cost_usd += cost.usd;
-        tr.prompt_tokens += resp.usage.input_tokens;
-        tr.response_tokens += resp.usage.output_tokens;
-        tr.steps.push(TraceStep::Thought {
-            provider: resp.provider.clone(),
-            model: resp.model.clone(),
-            prompt_tokens: resp.usage.input_tokens,
-            response_tokens: resp.usage.output_tokens,
-            finish_reason: serde_json::to_value(resp.finish_reason)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            text: resp.text.clone(),
-            tool_calls: resp.tool_calls.iter().map(|c| c.name.clone()).collect(),
-            cost_usd: cost.usd,
-            wall_ms: t0.elapsed().as_millis() as u64,
-            tier: request.tier,
-            attempts: resp.attempts.clone(),
-        });
-        request.messages.push(Message::assistant(
+        // Classified by `super::reply`: a truncated or refused answer ends
+        // the turn with none of its calls run.
+        let next = super::reply::record_answer(tr, budget, &self.request, &resp, t0).await?;
+        self.request.messages.push(Message::assistant(
             resp.text.clone(),
             resp.tool_calls.clone(),
         ));
-        if resp.tool_calls.is_empty() {
-            tr.final_response = Some(resp.text.clone());
-            tr.outcome = Outcome::Success;
-            break 'turn;
-        }
-        for call in &resp.tool_calls {
-            let t1 = Instant::now();
-            // Validation.
-            let checked = match host.registry.get(&call.name).filter(|t| t.grants.is_ok()) {
-                None => Err((Validation::UnknownTool, unknown_tool(&call.name, &callable))),
-                Some(t) => t
-                    .validator
-                    .check_text(&call.arguments)
-                    .map(|args| (t, args))
-                    .map_err(|e| (Validation::SchemaError, e)),
-            };
-            let (tool, args) = match checked {
-                Ok(ok) => ok,
-                Err((validation, err)) => {
-                    invalid_in_a_row += 1;
-                    record_invalid(&mut tr, call, validation, &err, t1);
-                    request
-                        .messages
-                        .push(Message::tool(&call.id, err.to_model_message(), true));
-                    if invalid_in_a_row >= MAX_CONSECUTIVE_INVALID {
-                        tr.outcome = Outcome::ToolHallucination;
-                        break 'turn;
-                    }
-                    continue;
-                }
-            };
-            invalid_in_a_row = 0;
-            // Policy at the turn's autonomy level.
-            let decision = decide_at(
-                tool.meta.risk,
-                tool.meta.has_side_effects,
-                host.config.policy.section(&tool.meta.name),
-                autonomy,
-            );
-            let policy_decision = match &decision {
-                Decision::Allow => PolicyDecision::Allow,
-                Decision::Deny { .. } => PolicyDecision::Deny,
-                Decision::ApproveRequired { .. } => PolicyDecision::ApproveRequired,
-            };
-            if let Decision::Deny { reason } = &decision {
-                let error = ToolError::new(
-                    ErrorKind::PermissionDenied,
-                    format!("policy: {reason}"),
-                    "The operator does not allow this call; the turn ends here.",
-                );
-                request
-                    .messages
-                    .push(Message::tool(&call.id, error.to_model_text(), true));
-                tr.steps.push(TraceStep::Action {
-                    tool_name: call.name.clone(),
-                    call_id: call.id.clone(),
-                    args: args.clone(),
-                    validation: Validation::Ok,
-                    policy_decision,
-                    step_seq: None,
-                    exec_result: None,
-                    error: Some(error),
-                    wall_ms: t1.elapsed().as_millis() as u64,
-                });
-                tr.outcome = Outcome::PolicyDenied;
-                tr.final_response = Some(format!(
-                    "policy_denied: `{}` is not allowed ({reason})",
-                    tool.meta.name
-                ));
-                break 'turn;
-            }
-            // Execution as a saga step at the turn's autonomy level (the saga
-            // parks a call that needs a human; see `super::approval`).
-            let mut safety: Option<TraceStep> = None;
-            saga.set_autonomy(autonomy);
-            let stepped =
-                super::approval::step(&mut saga, &tool.meta.name, &args, opts.prompt).await?;
-            let outcome = stepped.outcome;
-            let (content, is_error, step_seq, exec_result, error) = match &outcome {
-                StepOutcome::Committed { seq, output, .. } => {
-                    let text = truncate_result(&output.data.to_string());
-                    let text = if tool.meta.returns_untrusted {
-                        let source = format!("tool:{}", tool.meta.name);
-                        let (wrapped, neutralised) =
-                            untrusted::wrap_counted(&source, &now_rfc3339(), &text);
-                        if neutralised > 0 {
-                            safety = Some(TraceStep::Critic {
-                                purpose: "safety".into(),
-                                input: source,
-                                verdict: "neutralised".into(),
-                                reason: format!(
-                                    "{neutralised} marker-like sequence(s) in untrusted content were neutralised before the model saw them"
-                                ),
-                            });
-                        }
-                        wrapped
-                    } else {
-                        text
-                    };
-                    (text, false, Some(*seq), Some(output.data.clone()), None)
-                }
-                StepOutcome::ReadFailed { seq, error, .. }
-                | StepOutcome::Failed { seq, error, .. } => (
-                    error.to_model_text(),
-                    true,
-                    Some(*seq),
-                    None,
-                    Some(error.clone()),
-                ),
-                StepOutcome::Refused { error } => {
-                    (error.to_model_text(), true, None, None, Some(error.clone()))
-                }
-                StepOutcome::AwaitingApproval { seq, approval } => {
-                    let error = capsaga_core::error::ToolError::new(
-                        capsaga_core::error::ErrorKind::PermissionDenied,
-                        super::approval::ended_message(approval, stepped.denied_by.as_deref()),
-                        "This call was not approved; end the turn.",
-                    );
-                    (error.to_model_text(), true, Some(*seq), None, Some(error))
-                }
-            };
-            tr.steps.push(TraceStep::Action {
-                tool_name: call.name.clone(),
-                call_id: call.id.clone(),
-                args: args.clone(),
-                validation: Validation::Ok,
-                policy_decision: stepped.policy_decision,
-                step_seq,
-                exec_result,
-                error,
-                wall_ms: t1.elapsed().as_millis() as u64,
-            });
-            tr.steps.extend(safety);
-            request
-                .messages
-                .push(Message::tool(&call.id, content, is_error));
-            if let StepOutcome::Failed { rollback, .. } = &outcome {
-                tr.outcome = Outcome::RolledBack;
-                rollback_state = Some(rollback.final_state);
-                break 'turn;
-            }
-            if let StepOutcome::AwaitingApproval { approval, .. } = &outcome {
-                // Nobody approved: nothing of the call ran; the end of the
-                // turn rolls the parked saga back.
-                tr.outcome = Outcome::UserAborted;
-                tr.final_response = Some(super::approval::ended_message(
-                    approval,
-                    stepped.denied_by.as_deref(),
-                ));
-                break 'turn;
+        match next {
+            Next::Calls => Ok(Some(resp.tool_calls)),
+            // Paused by the provider: the model goes on with no call made.
+            Next::Continue => Ok(Some(Vec::new())),
+            Next::End => Ok(None),
+            Next::Answer => {
+                tr.final_response = Some(resp.text.clone());
+                tr.outcome = Outcome::Success;
+                Ok(None)
             }
         }
     }
 
-    let final_state = match (tr.outcome, rollback_state) {
-        (_, Some(state)) => state,
-        (Outcome::Success, None) => saga.finish()?,
-        (_, None) => saga.abort().await?.final_state,
-    };
-    tr.saga_state = Some(final_state);
-    tr.steps
-        .push(fitness(&tr, final_state, saga.side_effects()));
-    tr.finished_at = Some(now_rfc3339());
-    tr.wall_time_ms = started.elapsed().as_millis() as u64;
-    trace::save(&host.db, &tr)?;
-    Ok(tr)
+    /// Submit the model's tool calls to the door, in order. False when the
+    /// turn ends here.
+    async fn act(
+        &mut self,
+        calls: &[ToolCall],
+        approver: &dyn Approver,
+    ) -> Result<bool, AgentError> {
+        for call in calls {
+            let t1 = Instant::now();
+            let submitted = self
+                .door
+                .submit(
+                    &mut self.saga,
+                    Call::new(&call.name, Args::Text(&call.arguments)).with_approver(approver),
+                )
+                .await?;
+            if !self.answer(call, submitted, t1) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// End the saga (Done after a final answer, else rolled back), add the
+    /// fitness critic, and store the trace.
+    async fn end(mut self, started: Instant) -> Result<ExecutionTrace, AgentError> {
+        let final_state = match (self.tr.outcome, self.rollback_state) {
+            (_, Some(state)) => state,
+            (Outcome::Success, None) => self.door.finish(&mut self.saga).await?,
+            (_, None) => self.door.abort(&mut self.saga).await?.final_state,
+        };
+        let mut tr = self.tr;
+        tr.saga_state = Some(final_state);
+        tr.steps
+            .push(fitness(&tr, final_state, self.saga.side_effects()));
+        tr.finished_at = Some(now_rfc3339());
+        tr.wall_time_ms = started.elapsed().as_millis() as u64;
+        trace::save(&*self.door.host().store, &tr).await?;
+        Ok(tr)
+    }
 }
 
 /// The closing critic step: how the turn ended and why.
@@ -463,35 +375,6 @@ fn fitness(tr: &ExecutionTrace, state: State, side_effects: u64) -> TraceStep {
         },
         reason: format!("outcome {}, saga {state}", tr.outcome.as_str()),
     }
-}
-
-fn record_invalid(
-    tr: &mut ExecutionTrace,
-    call: &super::provider::ToolCall,
-    validation: Validation,
-    err: &CallError,
-    t1: Instant,
-) {
-    let args =
-        capsaga_core::json::parse_strict(&call.arguments, capsaga_core::validate::MAX_ARGS_LEN)
-            .unwrap_or_else(|_| {
-                serde_json::Value::String(call.arguments.chars().take(4096).collect())
-            });
-    tr.steps.push(TraceStep::Action {
-        tool_name: call.name.chars().take(200).collect(),
-        call_id: call.id.clone(),
-        args,
-        validation,
-        policy_decision: PolicyDecision::NotEvaluated,
-        step_seq: None,
-        exec_result: None,
-        error: Some(capsaga_core::error::ToolError::new(
-            capsaga_core::error::ErrorKind::InvalidArgs,
-            err.to_string(),
-            err.to_model_message(),
-        )),
-        wall_ms: t1.elapsed().as_millis() as u64,
-    });
 }
 
 #[cfg(test)]

@@ -206,11 +206,13 @@ impl Provider for ScriptedProvider {
                 FinishReason::ToolCalls
             },
             tool_calls,
+            finish_raw: String::new(),
             usage: Usage {
                 input_tokens: simulated_tokens(prompt_chars),
                 output_tokens: simulated_tokens(out_chars),
             },
             attempts: Vec::new(),
+            repairs: Vec::new(),
         })
     }
 }

@@ -114,18 +114,7 @@ pub fn select(config: &Config, env: &Env, sel: &Selection) -> Result<Selected, S
     let policy = &config.policy;
     let default_script = policy.agent.script.as_deref().map(|s| config.resolve(s));
     if truthy(env.get("CAPSAGA_SIMULATION")) {
-        // Simulation never reaches the network: the script, or an error.
-        let script = default_script.clone().or_else(|| {
-            policy
-                .providers
-                .values()
-                .filter(|p| p.kind == ProviderKind::Scripted)
-                .find_map(|p| p.script.as_deref().map(|s| config.resolve(s)))
-        });
-        return match script {
-            Some(s) => scripted(&s, &config.home, "CAPSAGA_SIMULATION is set"),
-            None => Err(SelectError::SimulationWithoutScript),
-        };
+        return simulation(config, default_script);
     }
     for p in sel
         .route
@@ -137,9 +126,54 @@ pub fn select(config: &Config, env: &Env, sel: &Selection) -> Result<Selected, S
             return Err(SelectError::UnknownProvider(p.chars().take(60).collect()));
         }
     }
+    let (configured, missing) = configured_providers(config, env)?;
+    if configured.is_empty() {
+        let detail = if missing.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", missing.join(", "))
+        };
+        return match &default_script {
+            Some(s) => scripted(
+                s,
+                &config.home,
+                &format!("no provider is configured{detail}"),
+            ),
+            None => Err(SelectError::Nothing { detail }),
+        };
+    }
+    Ok(live(config, env, sel, configured, &missing))
+}
+
+/// Simulation never reaches the network: the script, or an error.
+fn simulation(config: &Config, default_script: Option<PathBuf>) -> Result<Selected, SelectError> {
+    let script = default_script.or_else(|| {
+        config
+            .policy
+            .providers
+            .values()
+            .filter(|p| p.kind == ProviderKind::Scripted)
+            .find_map(|p| p.script.as_deref().map(|s| config.resolve(s)))
+    });
+    match script {
+        Some(s) => scripted(&s, &config.home, "CAPSAGA_SIMULATION is set"),
+        None => Err(SelectError::SimulationWithoutScript),
+    }
+}
+
+/// Providers configured for `Router`.
+type Configured = Vec<(String, Arc<dyn Provider>)>;
+
+/// Every declared provider whose key is in `env` (or that needs none), and
+/// what the others lack (`<name> needs <VAR>`).
+fn configured_providers(
+    config: &Config,
+    env: &Env,
+) -> Result<(Configured, Vec<String>), SelectError> {
+    let policy = &config.policy;
     let retry = policy.agent.retry_settings();
     let client = http::client(retry.timeout_ms).map_err(SelectError::Client)?;
-    let mut configured: Vec<(String, Arc<dyn Provider>)> = Vec::new();
+    let mut configured: Configured = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     for (name, section) in &policy.providers {
         let key = match section.key_env() {
@@ -190,21 +224,19 @@ pub fn select(config: &Config, env: &Env, sel: &Selection) -> Result<Selected, S
         };
         configured.push((name.clone(), p));
     }
-    if configured.is_empty() {
-        let detail = if missing.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", missing.join(", "))
-        };
-        return match &default_script {
-            Some(s) => scripted(
-                s,
-                &config.home,
-                &format!("no provider is configured{detail}"),
-            ),
-            None => Err(SelectError::Nothing { detail }),
-        };
-    }
+    Ok((configured, missing))
+}
+
+/// The router over the configured providers, with the operator's and the
+/// environment's orders and allowlists, and how it was chosen.
+fn live(
+    config: &Config,
+    env: &Env,
+    sel: &Selection,
+    configured: Configured,
+    missing: &[String],
+) -> Selected {
+    let policy = &config.policy;
     // Declaration order is the file's order of sections; BTreeMap sorts by
     // name, which is what the fallback uses (stable and documented).
     let mut role_orders: BTreeMap<String, Vec<String>> =
@@ -229,7 +261,7 @@ pub fn select(config: &Config, env: &Env, sel: &Selection) -> Result<Selected, S
         global_order,
         operator_allowlists,
         sel.route.clone(),
-        retry,
+        policy.agent.retry_settings(),
     );
     let all_scripted = names.iter().all(|n| {
         policy
@@ -245,9 +277,9 @@ pub fn select(config: &Config, env: &Env, sel: &Selection) -> Result<Selected, S
     if all_scripted {
         mode = format!("scripted (configured as [providers.{}])", names.join(", "));
     }
-    Ok(Selected {
+    Selected {
         provider: Box::new(router),
         mode,
         scripted: all_scripted,
-    })
+    }
 }

@@ -3,11 +3,10 @@
 //! persisted in the `traces` table of the state database.
 
 use super::provider::{Attempt, Tier};
-use crate::db::{Db, DbError};
+use crate::store::{Store, StoreError, TraceRecord};
 use capsaga_core::error::ToolError;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
-use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 /// How a turn ended.
@@ -31,6 +30,16 @@ pub enum Outcome {
     RolledBack,
     /// The model provider failed (capsaga's addition).
     ProviderError,
+    /// The model's answer was cut off at the output-token limit (or a full
+    /// context window); none of its tool calls ran (capsaga's addition).
+    Truncated,
+    /// The model refused, or the provider's content filter withheld the
+    /// answer (capsaga's addition).
+    Refused,
+    /// Every try answered with something that is not a usable answer in the
+    /// wire format, e.g. tool calls announced but none sent (capsaga's
+    /// addition).
+    MalformedAnswer,
 }
 
 impl Outcome {
@@ -45,6 +54,9 @@ impl Outcome {
             Outcome::TimeoutSteps => "timeout_steps",
             Outcome::RolledBack => "rolled_back",
             Outcome::ProviderError => "provider_error",
+            Outcome::Truncated => "truncated",
+            Outcome::Refused => "refused",
+            Outcome::MalformedAnswer => "malformed_answer",
         }
     }
 }
@@ -85,17 +97,30 @@ pub enum TraceStep {
         provider: String,
         /// Model name.
         model: String,
-        /// Input tokens.
+        /// Input tokens (failed tries whose tokens were billed included).
         prompt_tokens: u64,
-        /// Output tokens.
+        /// Output tokens (same).
         response_tokens: u64,
-        /// Why it stopped (`stop`, `tool_calls`, ...).
+        /// Why it stopped (`stop`, `tool_calls`, `length`, `content_filter`,
+        /// `refusal`, `pause_turn`, `other`; `error` when no answer came).
         finish_reason: String,
+        /// The provider's own word for it (`end_turn`, `max_tokens`, ...),
+        /// when it gave one.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        finish_raw: String,
+        /// What was wrong: why the call failed or why its answer ended the
+        /// turn (malformed, truncated, refused); `None` when nothing was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        problem: Option<String>,
+        /// Departures from the wire format that were tolerated, and how
+        /// they were read (e.g. an empty-string `arguments` read as `{}`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        repairs: Vec<String>,
         /// Its text.
         text: String,
         /// Names of the tools it called.
         tool_calls: Vec<String>,
-        /// Cost, USD.
+        /// Cost, USD (failed tries whose tokens were billed included).
         cost_usd: f64,
         /// Wall time, milliseconds.
         wall_ms: u64,
@@ -188,51 +213,32 @@ pub struct ExecutionTrace {
 /// Store `trace` (insert or replace).
 ///
 /// # Errors
-/// [`DbError`].
-pub fn save(db: &Db, trace: &ExecutionTrace) -> Result<(), DbError> {
-    let json = serde_json::to_string(trace).map_err(|e| DbError::Decode(e.to_string()))?;
-    db.write(|tx| {
-        tx.execute(
-            "INSERT OR REPLACE INTO traces (trace_id, saga_id, task, outcome, started_at, finished_at, wall_ms, trace)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                trace.trace_id,
-                trace.saga_id,
-                trace.user_message,
-                trace.outcome.as_str(),
-                trace.started_at,
-                trace.finished_at,
-                trace.wall_time_ms as i64,
-                json
-            ],
-        )?;
-        Ok(())
-    })
+/// [`StoreError`].
+pub async fn save(store: &dyn Store, trace: &ExecutionTrace) -> Result<(), StoreError> {
+    let json = serde_json::to_string(trace).map_err(|e| StoreError::Decode(e.to_string()))?;
+    store
+        .save_trace(&TraceRecord {
+            trace_id: &trace.trace_id,
+            saga_id: trace.saga_id.as_deref(),
+            task: &trace.user_message,
+            outcome: trace.outcome.as_str(),
+            started_at: &trace.started_at,
+            finished_at: trace.finished_at.as_deref(),
+            wall_ms: trace.wall_time_ms,
+            json: &json,
+        })
+        .await
 }
 
 /// Load a trace by id, or by unique id prefix (at least 4 characters), or
 /// the newest with `last`.
 ///
 /// # Errors
-/// [`DbError`] (including a damaged row).
-pub fn load(db: &Db, id: &str) -> Result<Option<ExecutionTrace>, DbError> {
-    if id != "last" && !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
-        return Ok(None);
-    }
-    let json: Option<String> = db.read(|c| {
-        let sql = if id == "last" {
-            "SELECT trace FROM traces ORDER BY started_at DESC, rowid DESC LIMIT 1"
-        } else {
-            "SELECT trace FROM traces WHERE trace_id = ?1 OR (length(?1) >= 4 AND trace_id LIKE ?1 || '%') ORDER BY started_at DESC LIMIT 1"
-        };
-        let mut st = c.prepare(sql)?;
-        let r = if id == "last" {
-            st.query_row([], |r| r.get(0)).optional()?
-        } else {
-            st.query_row(params![id], |r| r.get(0)).optional()?
-        };
-        Ok(r)
-    })?;
-    json.map(|j| serde_json::from_str(&j).map_err(|e| DbError::Decode(format!("trace: {e}"))))
+/// [`StoreError`] (including a damaged row).
+pub async fn load(store: &dyn Store, id: &str) -> Result<Option<ExecutionTrace>, StoreError> {
+    store
+        .load_trace(id)
+        .await?
+        .map(|j| serde_json::from_str(&j).map_err(|e| StoreError::Decode(format!("trace: {e}"))))
         .transpose()
 }

@@ -2,27 +2,11 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
+use crate::dispatch::{Dispatcher, decider};
 use crate::host::Host;
-use crate::saga::Saga;
-use crate::saga::owner;
-use crate::wal::Wal;
-use crate::wal::approvals::{ApprovalOpError, ApprovalRow};
+use crate::store::ApprovalRow;
 use capsaga_core::fsm::State;
 use serde_json::json;
-
-impl From<ApprovalOpError> for Failure {
-    fn from(e: ApprovalOpError) -> Self {
-        let code = match &e {
-            ApprovalOpError::Db(_) => exit::DATABASE,
-            ApprovalOpError::NotFound(_) | ApprovalOpError::Ambiguous(_) => exit::NOT_FOUND,
-            ApprovalOpError::Refused(_) => exit::NOT_SUCCESS,
-        };
-        Failure {
-            code,
-            message: e.to_string(),
-        }
-    }
-}
 
 fn print_approval(a: &ApprovalRow) {
     println!(
@@ -63,8 +47,8 @@ fn print_approval(a: &ApprovalRow) {
 }
 
 /// `capsaga approvals [--all]`.
-pub(crate) fn list(host: &Host, out: &Out, all: bool) -> Result<u8, Failure> {
-    let rows = Wal::new(&host.db).approvals(all)?;
+pub(crate) async fn list(host: &Host, out: &Out, all: bool) -> Result<u8, Failure> {
+    let rows = host.store.approvals(all).await?;
     if out.json {
         out.json(&json!({"approvals": rows}));
     } else if rows.is_empty() {
@@ -84,57 +68,35 @@ pub(crate) fn list(host: &Host, out: &Out, all: bool) -> Result<u8, Failure> {
     Ok(exit::OK)
 }
 
-/// True when `a`'s saga is parked on it and can be resumed from its stored
-/// plan.
-fn parked_on(host: &Host, a: &ApprovalRow) -> Result<Option<crate::wal::SagaRow>, Failure> {
-    let wal = Wal::new(&host.db);
-    let Some(saga) = wal.saga(&a.saga_id)? else {
-        return Ok(None);
-    };
-    if saga.state != State::AwaitingApproval {
-        return Ok(None);
-    }
-    let steps = wal.steps(&a.saga_id)?;
-    // Parked on this approval: no step at its position was logged yet.
-    if steps.iter().any(|s| s.step_seq >= a.step_seq) {
-        return Ok(None);
-    }
-    Ok(Some(saga))
-}
-
 /// `capsaga approve <id> [--note ..] [--resume]`.
 pub(crate) async fn approve(
-    host: &Host,
+    door: &Dispatcher,
     out: &Out,
     id: &str,
     note: Option<&str>,
     resume: bool,
 ) -> Result<u8, Failure> {
-    let a = Wal::new(&host.db).decide_approval(
-        id,
-        true,
-        &crate::saga::approve::decider("cli"),
-        note,
-    )?;
-    let parked = parked_on(host, &a)?;
-    let resumable = parked.is_some() && Wal::new(&host.db).saga_plan(&a.saga_id)?.is_some();
-    if resume && resumable {
+    let decided = door.decide(id, true, &decider("cli"), note).await?;
+    let a = &decided.approval;
+    if resume && decided.resumable {
         if !out.json {
             println!(
                 "approved {} ({} with args sha256 {})",
                 a.approval_id, a.binding.tool_id, a.binding.args_hash
             );
         }
-        return super::run::resume(host, out, &a.saga_id).await;
+        return super::run::resume(door, out, &a.saga_id).await;
     }
     if out.json {
-        out.json(&json!({"approval": a, "resumable_saga": resumable.then_some(&a.saga_id)}));
+        out.json(
+            &json!({"approval": a, "resumable_saga": decided.resumable.then_some(&a.saga_id)}),
+        );
     } else {
         println!(
             "approved {}: {} may now run once with exactly these arguments (sha256 {})",
             a.approval_id, a.binding.tool_id, a.binding.args_hash
         );
-        if resumable {
+        if decided.resumable {
             println!(
                 "saga {} is parked on it: run `capsaga resume --saga {}`",
                 a.saga_id, a.saga_id
@@ -153,28 +115,13 @@ pub(crate) async fn approve(
 /// approval is rolled back now, unless a live process drives it (it then
 /// sees the denial itself).
 pub(crate) async fn deny(
-    host: &Host,
+    door: &Dispatcher,
     out: &Out,
     id: &str,
     note: Option<&str>,
 ) -> Result<u8, Failure> {
-    let a = Wal::new(&host.db).decide_approval(
-        id,
-        false,
-        &crate::saga::approve::decider("cli"),
-        note,
-    )?;
-    let mut report = None;
-    if let Some(saga) = parked_on(host, &a)? {
-        let live = saga
-            .owner
-            .as_deref()
-            .is_some_and(|o| o != host.owner.id() && owner::is_alive(&host.config.state_dir, o));
-        if !live {
-            let mut s = Saga::resume(host, &a.saga_id)?;
-            report = Some(s.abort().await?);
-        }
-    }
+    let decided = door.decide(id, false, &decider("cli"), note).await?;
+    let (a, report) = (&decided.approval, &decided.rollback);
     if out.json {
         out.json(&json!({"approval": a, "rollback": report}));
     } else {
@@ -182,7 +129,7 @@ pub(crate) async fn deny(
             "denied {}: {} will not run",
             a.approval_id, a.binding.tool_id
         );
-        if let Some(r) = &report {
+        if let Some(r) = report {
             println!("saga {} was parked on it:", a.saga_id);
             for u in &r.undone {
                 match &u.result {
@@ -193,7 +140,7 @@ pub(crate) async fn deny(
             println!("saga state: {}", r.final_state);
         }
     }
-    Ok(match report.map(|r| r.final_state) {
+    Ok(match report.as_ref().map(|r| r.final_state) {
         Some(State::FailedRollbackPartial) => exit::ROLLBACK_PARTIAL,
         _ => exit::OK,
     })

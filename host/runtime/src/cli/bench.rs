@@ -24,7 +24,7 @@
 use super::exit;
 use super::render::Out;
 use crate::sandbox::bindings::{LogLevel, Tool, ToolPre, WitCallContext, capsaga};
-use crate::sandbox::{CallRequest, Op, Prepared, Sandbox, SandboxConfig, engine};
+use crate::sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig, engine};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
 use serde::Serialize;
@@ -61,6 +61,11 @@ pub struct BenchArgs {
     /// (skipped when the file does not exist).
     #[arg(long, default_value = "target/test-components/big_output.wasm")]
     pub big_output: PathBuf,
+    /// The `shell_run` tool, for the shell benchmark (a pipeline over a
+    /// 10 MB file against the system's coreutils, and the per-call overhead
+    /// against `time_now`; skipped when the file does not exist).
+    #[arg(long, default_value = "target/tools/shell_run.wasm")]
+    pub shell_run: PathBuf,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -108,6 +113,7 @@ struct Report {
     spawn_vs_capsaga: f64,
     cold_start: ColdStart,
     peak_memory: Option<PeakMemory>,
+    shell: Option<super::bench_shell::ShellReport>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -306,7 +312,7 @@ impl ThroughCapsaga {
             .call(CallRequest {
                 tool: "bench",
                 prepared: &self.prepared,
-                grants: &[],
+                bindings: &Bindings::default(),
                 limits: &self.limits,
                 ctx: &self.ctx,
                 args_json: args,
@@ -498,7 +504,7 @@ async fn peak_memory(path: &Path) -> Result<Option<PeakMemory>, String> {
         .call(CallRequest {
             tool: "big_output",
             prepared: &prepared,
-            grants: &[],
+            bindings: &Bindings::default(),
             limits: &limits,
             ctx: &ctx,
             args_json: r#"{"mb":100}"#,
@@ -580,6 +586,7 @@ async fn run_inner(args: &BenchArgs) -> Result<Report, String> {
     drop(paths);
     let cold = cold_start(&bytes).await?;
     let peak = peak_memory(&args.big_output).await?;
+    let shell = super::bench_shell::measure(&args.shell_run, &bytes).await?;
     let per_call = PATHS
         .iter()
         .zip(&means)
@@ -601,6 +608,7 @@ async fn run_inner(args: &BenchArgs) -> Result<Report, String> {
         spawn_vs_capsaga: paired_ratio(&means[SPAWN], &means[CAPSAGA]),
         cold_start: cold,
         peak_memory: peak,
+        shell,
     })
 }
 
@@ -654,5 +662,8 @@ fn print_report(r: &Report) {
             p.rss_before_mb, p.peak_rss_mb, p.growth_mb, p.memory_cap_mb
         );
         println!("    result: {}", p.error);
+    }
+    if let Some(s) = &r.shell {
+        super::bench_shell::print(s);
     }
 }

@@ -4,13 +4,17 @@
 
 mod approvals;
 mod bench;
+mod bench_shell;
 pub mod check;
 pub mod exit;
 mod ops;
 mod render;
 mod run;
 
+use crate::dispatch::{DispatchError, Dispatcher, OperatorError};
 use crate::host::{Host, HostError};
+use crate::plan::RunError;
+use crate::store::{ApprovalOpError, StoreError};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -217,8 +221,8 @@ pub(crate) struct Failure {
 impl From<HostError> for Failure {
     fn from(e: HostError) -> Self {
         let code = match &e {
-            HostError::Config(_) | HostError::Load(_) | HostError::Outbound(_) => exit::CONFIG,
-            HostError::Db(_) => exit::DATABASE,
+            HostError::Config(_) | HostError::Load(_) | HostError::Factor(_) => exit::CONFIG,
+            HostError::Store(_) => exit::DATABASE,
             HostError::Sandbox(_) | HostError::Owner { .. } => exit::INTERNAL,
         };
         Failure {
@@ -228,8 +232,8 @@ impl From<HostError> for Failure {
     }
 }
 
-impl From<crate::db::DbError> for Failure {
-    fn from(e: crate::db::DbError) -> Self {
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
         Failure {
             code: exit::DATABASE,
             message: e.to_string(),
@@ -237,20 +241,52 @@ impl From<crate::db::DbError> for Failure {
     }
 }
 
-impl From<crate::saga::SagaError> for Failure {
-    fn from(e: crate::saga::SagaError) -> Self {
+impl From<DispatchError> for Failure {
+    fn from(e: DispatchError) -> Self {
         let code = match &e {
-            crate::saga::SagaError::NotFound(_) => exit::NOT_FOUND,
-            crate::saga::SagaError::Db(_) => exit::DATABASE,
-            crate::saga::SagaError::Transition(_) => exit::INTERNAL,
-            crate::saga::SagaError::NoPlan(_) | crate::saga::SagaError::PlanMismatch(_) => {
-                exit::CONFIG
-            }
-            crate::saga::SagaError::Busy { .. } => exit::BUSY,
+            DispatchError::NotFound(_) => exit::NOT_FOUND,
+            DispatchError::Store(_) => exit::DATABASE,
+            DispatchError::Transition(_) => exit::INTERNAL,
+            DispatchError::Busy { .. } => exit::BUSY,
         };
         Failure {
             code,
             message: e.to_string(),
+        }
+    }
+}
+
+impl From<RunError> for Failure {
+    fn from(e: RunError) -> Self {
+        match e {
+            RunError::Dispatch(d) => d.into(),
+            RunError::NoPlan(_) | RunError::PlanMismatch(_) => Failure {
+                code: exit::CONFIG,
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+impl From<ApprovalOpError> for Failure {
+    fn from(e: ApprovalOpError) -> Self {
+        let code = match &e {
+            ApprovalOpError::Store(_) => exit::DATABASE,
+            ApprovalOpError::NotFound(_) | ApprovalOpError::Ambiguous(_) => exit::NOT_FOUND,
+            ApprovalOpError::Refused(_) => exit::NOT_SUCCESS,
+        };
+        Failure {
+            code,
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<OperatorError> for Failure {
+    fn from(e: OperatorError) -> Self {
+        match e {
+            OperatorError::Approval(a) => a.into(),
+            OperatorError::Dispatch(d) => d.into(),
         }
     }
 }
@@ -320,8 +356,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         command => Cli { command, ..cli },
     };
     let host = Host::open(&cli.config).await?;
+    let door = Dispatcher::new(host);
     let recovered = if acts_on_sagas(&cli.command) {
-        crate::saga::recovery::recover_at_startup(&host).await?
+        door.recover_dead().await?
     } else {
         Vec::new()
     };
@@ -333,17 +370,28 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             );
         }
     }
-    match cli.command {
+    run_command(&door, &out, cli.command, &recovered).await
+}
+
+/// One command on a started host, through its door.
+async fn run_command(
+    door: &Dispatcher,
+    out: &render::Out,
+    command: Command,
+    recovered: &[crate::dispatch::Recovered],
+) -> Result<u8, Failure> {
+    let host = door.host();
+    match command {
         Command::Tools {
             cmd: ToolsCmd::List,
-        } => Ok(ops::tools_list(&host, &out)),
+        } => Ok(ops::tools_list(host, out)),
         Command::Call {
             tool,
             args,
             dry_run,
-        } => run::call(&host, &out, &tool, &args, dry_run).await,
-        Command::Run { plan, saga } => run::plan(&host, &out, &plan, saga.as_deref()).await,
-        Command::Resume { saga } => run::resume(&host, &out, &saga).await,
+        } => run::call(door, out, &tool, &args, dry_run).await,
+        Command::Run { plan, saga } => run::plan(door, out, &plan, saga.as_deref()).await,
+        Command::Resume { saga } => run::resume(door, out, &saga).await,
         Command::Agent {
             script,
             task,
@@ -362,31 +410,31 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 prefer_providers,
                 autonomy,
             };
-            run::agent(&host, &out, &req).await
+            run::agent(host, out, &req).await
         }
-        Command::Budget { days } => ops::budget(&host, &out, days),
-        Command::Approvals { all } => approvals::list(&host, &out, all),
+        Command::Budget { days } => ops::budget(host, out, days).await,
+        Command::Approvals { all } => approvals::list(host, out, all).await,
         Command::Approve { id, note, resume } => {
-            approvals::approve(&host, &out, &id, note.as_deref(), resume).await
+            approvals::approve(door, out, &id, note.as_deref(), resume).await
         }
-        Command::Deny { id, note } => approvals::deny(&host, &out, &id, note.as_deref()).await,
-        Command::Recover => Ok(run::recover_report(&out, &recovered)),
-        Command::Log { saga } => ops::log(&host, &out, saga.as_deref()),
+        Command::Deny { id, note } => approvals::deny(door, out, &id, note.as_deref()).await,
+        Command::Recover => Ok(run::recover_report(out, recovered)),
+        Command::Log { saga } => ops::log(host, out, saga.as_deref()).await,
         Command::Sagas {
             limit,
             needs_operator,
         } => {
             if needs_operator {
-                ops::needs_operator(&host, &out)
+                ops::needs_operator(host, out).await
             } else {
-                ops::sagas(&host, &out, limit)
+                ops::sagas(host, out, limit).await
             }
         }
-        Command::Rollback { saga } => run::rollback(&host, &out, &saga).await,
-        Command::Trace { id } => ops::trace(&host, &out, &id),
+        Command::Rollback { saga } => run::rollback(door, out, &saga).await,
+        Command::Trace { id } => ops::trace(host, out, &id).await,
         Command::Audit {
             cmd: AuditCmd::Verify { expect_head },
-        } => ops::audit_verify(&host, &out, expect_head.as_deref()),
+        } => ops::audit_verify(host, out, expect_head.as_deref()).await,
         Command::Fsm { .. } | Command::Check(_) | Command::Bench(_) => Ok(exit::OK),
     }
 }

@@ -5,7 +5,7 @@ use super::render::{Out, clip, log_line, step_line, trace_step_line};
 use super::{Failure, exit};
 use crate::agent::trace;
 use crate::host::Host;
-use crate::wal::{Wal, audit};
+use crate::store::audit;
 use capsaga_core::fsm::Guardrail;
 use serde_json::json;
 
@@ -15,6 +15,7 @@ pub(crate) fn tools_list(host: &Host, out: &Out) -> u8 {
         let tools: Vec<_> = host
             .registry
             .tools()
+            .iter()
             .map(|t| {
                 json!({
                     "name": t.meta.name,
@@ -37,7 +38,7 @@ pub(crate) fn tools_list(host: &Host, out: &Out) -> u8 {
         return exit::OK;
     }
     println!("tools in {}", host.config.tools_dir.display());
-    for t in host.registry.tools() {
+    for t in &host.registry.tools() {
         let effects = if t.meta.has_side_effects {
             "side effects"
         } else {
@@ -67,11 +68,11 @@ pub(crate) fn tools_list(host: &Host, out: &Out) -> u8 {
 }
 
 /// `capsaga log [--saga <id>]`.
-pub(crate) fn log(host: &Host, out: &Out, saga: Option<&str>) -> Result<u8, Failure> {
-    let wal = Wal::new(&host.db);
+pub(crate) async fn log(host: &Host, out: &Out, saga: Option<&str>) -> Result<u8, Failure> {
+    let store = &host.store;
     let row = match saga {
-        Some(id) => wal.saga(id)?,
-        None => wal.sagas(1)?.into_iter().next(),
+        Some(id) => store.saga(id).await?,
+        None => store.sagas(1).await?.into_iter().next(),
     };
     let Some(row) = row else {
         return Err(Failure {
@@ -82,8 +83,8 @@ pub(crate) fn log(host: &Host, out: &Out, saga: Option<&str>) -> Result<u8, Fail
             },
         });
     };
-    let log = wal.log(Some(&row.saga_id))?;
-    let steps = wal.steps(&row.saga_id)?;
+    let log = store.log(Some(&row.saga_id)).await?;
+    let steps = store.steps(&row.saga_id).await?;
     if out.json {
         out.json(&json!({"saga": row, "steps": steps, "log": log}));
         return Ok(exit::OK);
@@ -104,8 +105,8 @@ pub(crate) fn log(host: &Host, out: &Out, saga: Option<&str>) -> Result<u8, Fail
 }
 
 /// `capsaga sagas`.
-pub(crate) fn sagas(host: &Host, out: &Out, limit: usize) -> Result<u8, Failure> {
-    let rows = Wal::new(&host.db).sagas(limit)?;
+pub(crate) async fn sagas(host: &Host, out: &Out, limit: usize) -> Result<u8, Failure> {
+    let rows = host.store.sagas(limit).await?;
     if out.json {
         out.json(&rows);
     } else {
@@ -124,8 +125,8 @@ pub(crate) fn sagas(host: &Host, out: &Out, limit: usize) -> Result<u8, Failure>
 }
 
 /// `capsaga trace <id>`.
-pub(crate) fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failure> {
-    let Some(t) = trace::load(&host.db, id)? else {
+pub(crate) async fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failure> {
+    let Some(t) = trace::load(&*host.store, id).await? else {
         return Err(Failure {
             code: exit::NOT_FOUND,
             message: format!("no trace `{}`", clip(id, 80)),
@@ -175,8 +176,8 @@ pub(crate) fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failure> {
 }
 
 /// `capsaga budget`.
-pub(crate) fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Failure> {
-    let rows = crate::agent::budget::days(&host.db, days)?;
+pub(crate) async fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Failure> {
+    let rows = host.store.budget_days(days).await?;
     let caps = host.config.policy.budget.caps();
     if out.json {
         out.json(&json!({"caps": caps, "days": rows}));
@@ -206,7 +207,7 @@ pub(crate) fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Failure>
 }
 
 /// `capsaga audit verify [--expect-head <seq>:<hash>]`.
-pub(crate) fn audit_verify(
+pub(crate) async fn audit_verify(
     host: &Host,
     out: &Out,
     expect_head: Option<&str>,
@@ -227,7 +228,7 @@ pub(crate) fn audit_verify(
             })?)
         }
     };
-    let report = audit::verify(&Wal::new(&host.db), witnessed.as_ref())?;
+    let report = audit::verify(&*host.store, witnessed.as_ref()).await?;
     if out.json {
         out.json(&json!({
             "ok": report.ok(),
@@ -263,8 +264,8 @@ pub(crate) fn audit_verify(
 
 /// `capsaga sagas --needs-operator`: FailedRollbackPartial sagas with their
 /// failed compensations and why.
-pub(crate) fn needs_operator(host: &Host, out: &Out) -> Result<u8, Failure> {
-    let rows = Wal::new(&host.db).needs_operator()?;
+pub(crate) async fn needs_operator(host: &Host, out: &Out) -> Result<u8, Failure> {
+    let rows = host.store.needs_operator().await?;
     if out.json {
         out.json(&json!({"needs_operator": rows}));
         return Ok(exit::OK);

@@ -1,7 +1,7 @@
 //! Output helpers: human text or one JSON document.
 
 use crate::agent::trace::{PolicyDecision, TraceStep, Validation};
-use crate::wal::{LogRow, StepRow};
+use crate::store::{LogRow, StepRow};
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
 use serde::Serialize;
@@ -184,14 +184,28 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
             wall_ms,
             tier,
             attempts,
+            finish_raw,
+            problem,
+            repairs,
         } => {
+            let raw = if finish_raw.is_empty() {
+                String::new()
+            } else {
+                format!(" ({finish_raw})")
+            };
             let mut out = format!(
-                "  thought  {provider}/{model} [{}] {prompt_tokens} in, {response_tokens} out, ${cost_usd:.6}, {wall_ms} ms, {finish_reason}",
+                "  thought  {provider}/{model} [{}] {prompt_tokens} in, {response_tokens} out, ${cost_usd:.6}, {wall_ms} ms, {finish_reason}{raw}",
                 serde_json::to_value(tier)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default()
             );
+            if let Some(p) = problem {
+                out.push_str(&format!("\n           problem: {}", clip(p, 300)));
+            }
+            for r in repairs {
+                out.push_str(&format!("\n           read leniently: {}", clip(r, 160)));
+            }
             for a in attempts.iter().filter(|a| a.error.is_some()) {
                 out.push_str(&format!(
                     "\n           failed try: {} ({}): {}",

@@ -7,19 +7,17 @@ use crate::agent::router::RequestRoute;
 use crate::agent::runner::{AgentError, TurnOptions, run_turn};
 use crate::agent::select::{Selection, process_env, select};
 use crate::agent::trace::Outcome;
+use crate::dispatch::{Args, Call, Dispatcher, Outcome as Step, Recovered, Refusal};
 use crate::host::Host;
-use crate::saga::plan::{self, Plan, PlanStep};
-use crate::saga::{RollbackReport, Saga, deadline_from_now};
-use crate::sandbox::{CallRequest, Op};
-use crate::wal::Origin;
+use crate::plan::{self, Plan, PlanStep};
+use crate::saga::RollbackReport;
+use crate::store::{ApprovalRow, Origin};
 use capsaga_core::fsm::State;
-use capsaga_core::grant::dry_run_grants;
-use capsaga_core::json::canonical;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::providers::parse_list;
-use capsaga_core::tool::CallContext;
 use serde_json::json;
 use std::path::Path;
+use std::sync::Arc;
 
 fn state_code(state: State) -> u8 {
     match state {
@@ -46,77 +44,31 @@ fn print_rollback(rb: &RollbackReport) {
 
 /// `capsaga call <tool> '<json>' [--dry-run]`.
 pub(crate) async fn call(
-    host: &Host,
+    door: &Dispatcher,
     out: &Out,
     tool: &str,
     args: &str,
     dry_run: bool,
 ) -> Result<u8, Failure> {
-    let Some(t) = host.registry.get(tool) else {
-        let e = capsaga_core::validate::unknown_tool(tool, &host.registry.names());
-        return Err(Failure {
-            code: exit::TOOL_ERROR,
-            message: e.to_model_message(),
-        });
-    };
-    let args = t.validator.check_text(args).map_err(|e| Failure {
-        code: exit::TOOL_ERROR,
-        message: e.to_model_message(),
-    })?;
     if dry_run {
-        let grants = t.grants.as_ref().map_err(|e| Failure {
-            code: exit::CONFIG,
-            message: e.to_string(),
-        })?;
-        let dry = dry_run_grants(grants);
-        let ctx = CallContext {
-            saga_id: String::new(),
-            step_seq: 0,
-            idempotency_key: String::new(),
-            deadline_ms: deadline_from_now(t.limits.deadline_ms),
-            dry_run: true,
-        };
-        let args_text = canonical(&args);
-        let (res, diag) = host
-            .sandbox
-            .call(CallRequest {
-                tool,
-                prepared: &t.prepared,
-                grants: &dry,
-                limits: &t.limits,
-                ctx: &ctx,
-                args_json: &args_text,
-                op: &Op::DryRun,
-            })
-            .await;
-        return Ok(match res {
-            Ok(Some(o)) => {
-                if out.json {
-                    out.json(&json!({"dry_run": true, "output": o, "wall_ms": diag.wall_ms}));
-                } else {
-                    println!("dry-run {tool}: {}", output_line(&o));
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&o.data).unwrap_or_default()
-                    );
-                }
-                exit::OK
-            }
-            Ok(None) => exit::OK,
-            Err(e) => {
-                if out.json {
-                    out.json(&json!({"dry_run": true, "error": e}));
-                } else {
-                    println!(
-                        "dry-run {tool} failed: {}\nhint: {}",
-                        error_line(&e),
-                        e.llm_hint
-                    );
-                }
-                exit::TOOL_ERROR
-            }
-        });
+        return call_dry_run(door, out, tool, args).await;
     }
+    // Unknown tools and invalid arguments fail before any saga starts; a
+    // tool that is not callable is refused as the saga's step.
+    let args = match door.check(tool, Args::Text(args)) {
+        Ok((_, args)) => args,
+        Err(r) => match r.refusal {
+            Refusal::UnknownTool(e) | Refusal::InvalidArgs(e) => {
+                return Err(Failure {
+                    code: exit::TOOL_ERROR,
+                    message: e.to_model_message(),
+                });
+            }
+            // Not callable: the saga's step is refused (and logged as such).
+            _ => capsaga_core::json::parse_strict(args, capsaga_core::validate::MAX_ARGS_LEN)
+                .unwrap_or_else(|_| json!({})),
+        },
+    };
     // A call is a one-step plan, stored with its saga so that a call parked
     // for approval can be resumed (`capsaga resume`).
     let one = Plan {
@@ -126,7 +78,74 @@ pub(crate) async fn call(
             args,
         }],
     };
-    let report = plan::run_as(host, &one, None, Origin::Call).await?;
+    let report = plan::run_as(door, &one, None, Origin::Call).await?;
+    Ok(print_call_report(out, tool, &report))
+}
+
+/// `capsaga call --dry-run`: the door's dry-run mode (read-only sandbox,
+/// nothing logged).
+async fn call_dry_run(door: &Dispatcher, out: &Out, tool: &str, args: &str) -> Result<u8, Failure> {
+    let submitted = door.dry_run(Call::new(tool, Args::Text(args))).await;
+    let (result, diag) = match submitted.outcome {
+        Step::Previewed {
+            result,
+            diagnostics,
+        } => (result, diagnostics),
+        Step::Refused {
+            refusal: Refusal::NotCallable(e),
+            ..
+        } => {
+            return Err(Failure {
+                code: exit::CONFIG,
+                message: e.to_string(),
+            });
+        }
+        Step::Refused {
+            refusal: Refusal::UnknownTool(e) | Refusal::InvalidArgs(e),
+            ..
+        } => {
+            return Err(Failure {
+                code: exit::TOOL_ERROR,
+                message: e.to_model_message(),
+            });
+        }
+        other => {
+            return Err(Failure {
+                code: exit::INTERNAL,
+                message: format!("unexpected outcome of a dry-run: {other:?}"),
+            });
+        }
+    };
+    Ok(match result {
+        Ok(o) => {
+            if out.json {
+                out.json(&json!({"dry_run": true, "output": o, "wall_ms": diag.wall_ms}));
+            } else {
+                println!("dry-run {tool}: {}", output_line(&o));
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&o.data).unwrap_or_default()
+                );
+            }
+            exit::OK
+        }
+        Err(e) => {
+            if out.json {
+                out.json(&json!({"dry_run": true, "error": e}));
+            } else {
+                println!(
+                    "dry-run {tool} failed: {}\nhint: {}",
+                    error_line(&e),
+                    e.llm_hint
+                );
+            }
+            exit::TOOL_ERROR
+        }
+    })
+}
+
+/// Print the one step of a `capsaga call` saga; its exit code.
+fn print_call_report(out: &Out, tool: &str, report: &plan::PlanReport) -> u8 {
     let state = report.final_state;
     let step = report.steps.first();
     let status = step.map(|s| s.status).unwrap_or("refused");
@@ -144,37 +163,37 @@ pub(crate) async fn call(
             _ => json!({"awaiting_approval": report.awaiting_approval}),
         };
         out.json(&json!({"saga_id": report.saga_id, "saga_state": state, "result": body}));
-    } else {
-        match (
-            step.and_then(|s| s.output.as_ref()),
-            step.and_then(|s| s.error.as_ref()),
-        ) {
-            (Some(output), _) => {
-                println!("{tool}: {}", output_line(output));
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&output.data).unwrap_or_default()
-                );
-            }
-            (None, Some(error)) => {
-                println!(
-                    "{tool} failed: {}\nhint: {}",
-                    error_line(error),
-                    error.llm_hint
-                );
-            }
-            (None, None) => {}
-        }
-        if let Some(a) = &report.awaiting_approval {
-            print_parked(&report.saga_id, a);
-        }
-        println!("saga {} ended {state}", report.saga_id);
+        return code;
     }
-    Ok(code)
+    match (
+        step.and_then(|s| s.output.as_ref()),
+        step.and_then(|s| s.error.as_ref()),
+    ) {
+        (Some(output), _) => {
+            println!("{tool}: {}", output_line(output));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&output.data).unwrap_or_default()
+            );
+        }
+        (None, Some(error)) => {
+            println!(
+                "{tool} failed: {}\nhint: {}",
+                error_line(error),
+                error.llm_hint
+            );
+        }
+        (None, None) => {}
+    }
+    if let Some(a) = &report.awaiting_approval {
+        print_parked(&report.saga_id, a);
+    }
+    println!("saga {} ended {state}", report.saga_id);
+    code
 }
 
 /// What a parked saga waits for, and what the operator can do.
-fn print_parked(saga_id: &str, a: &crate::wal::approvals::ApprovalRow) {
+fn print_parked(saga_id: &str, a: &ApprovalRow) {
     println!("approval needed: {}", a.approval_id);
     println!(
         "  tool:    {} (component {})",
@@ -195,20 +214,20 @@ fn print_parked(saga_id: &str, a: &crate::wal::approvals::ApprovalRow) {
 
 /// `capsaga run --plan <file> [--saga <id>]`.
 pub(crate) async fn plan(
-    host: &Host,
+    door: &Dispatcher,
     out: &Out,
     path: &Path,
     resume: Option<&str>,
 ) -> Result<u8, Failure> {
-    let plan = Plan::from_file(path, &host.config.home).map_err(|e| Failure {
+    let plan = Plan::from_file(path, &door.host().config.home).map_err(|e| Failure {
         code: exit::CONFIG,
         message: e.to_string(),
     })?;
-    plan.validate(host).map_err(|e| Failure {
+    plan.validate(door).map_err(|e| Failure {
         code: exit::CONFIG,
         message: e.to_string(),
     })?;
-    let report = plan::run(host, &plan, resume).await?;
+    let report = plan::run(door, &plan, resume).await?;
     print_plan_report(out, &report, &plan.description);
     Ok(plan_code(&report))
 }
@@ -222,8 +241,8 @@ fn plan_code(report: &plan::PlanReport) -> u8 {
 }
 
 /// `capsaga resume --saga <id>`.
-pub(crate) async fn resume(host: &Host, out: &Out, saga_id: &str) -> Result<u8, Failure> {
-    let report = plan::resume(host, saga_id).await?;
+pub(crate) async fn resume(door: &Dispatcher, out: &Out, saga_id: &str) -> Result<u8, Failure> {
+    let report = plan::resume(door, saga_id).await?;
     print_plan_report(out, &report, "resumed");
     Ok(plan_code(&report))
 }
@@ -278,7 +297,7 @@ pub(crate) struct AgentRequest {
 }
 
 /// `capsaga agent [--script <file>] "<task>"`.
-pub(crate) async fn agent(host: &Host, out: &Out, req: &AgentRequest) -> Result<u8, Failure> {
+pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Result<u8, Failure> {
     let config_error = |message: String| Failure {
         code: exit::CONFIG,
         message,
@@ -315,7 +334,7 @@ pub(crate) async fn agent(host: &Host, out: &Out, req: &AgentRequest) -> Result<
         autonomy,
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
-        prompt: crate::agent::approval::TurnPrompt::detect(),
+        approver: crate::agent::approval::detect(),
         ..TurnOptions::default()
     };
     if !out.json {
@@ -325,9 +344,11 @@ pub(crate) async fn agent(host: &Host, out: &Out, req: &AgentRequest) -> Result<
         .await
         .map_err(|e| Failure {
             code: match &e {
-                AgentError::Budget(BudgetLoadError::Db(_)) | AgentError::Db(_) => exit::DATABASE,
+                AgentError::Budget(BudgetLoadError::Store(_)) | AgentError::Store(_) => {
+                    exit::DATABASE
+                }
                 AgentError::Budget(_) => exit::CONFIG,
-                AgentError::Saga(_) => exit::INTERNAL,
+                AgentError::Dispatch(_) => exit::INTERNAL,
             },
             message: e.to_string(),
         })?;
@@ -363,10 +384,10 @@ pub(crate) async fn agent(host: &Host, out: &Out, req: &AgentRequest) -> Result<
 }
 
 /// `capsaga rollback --saga <id>`.
-pub(crate) async fn rollback(host: &Host, out: &Out, saga_id: &str) -> Result<u8, Failure> {
-    let mut saga = Saga::resume(host, saga_id)?;
+pub(crate) async fn rollback(door: &Dispatcher, out: &Out, saga_id: &str) -> Result<u8, Failure> {
+    let mut saga = door.resume(saga_id).await?;
     let before = saga.state();
-    let report = saga.recover().await?;
+    let report = door.recover(&mut saga).await?;
     if out.json {
         out.json(&json!({"saga_id": saga_id, "state_before": before, "report": report}));
     } else {
@@ -391,7 +412,7 @@ pub(crate) async fn rollback(host: &Host, out: &Out, saga_id: &str) -> Result<u8
 }
 
 /// `capsaga recover`: what start-up recovery did.
-pub(crate) fn recover_report(out: &Out, recovered: &[crate::saga::recovery::Recovered]) -> u8 {
+pub(crate) fn recover_report(out: &Out, recovered: &[Recovered]) -> u8 {
     if out.json {
         out.json(&json!({"recovered": recovered}));
     } else if recovered.is_empty() {

@@ -62,7 +62,7 @@ async fn try_instantiate(sandbox: &Sandbox, wat: &str, limits: &Limits) -> Outco
         Ok(c) => c,
         Err(e) => return Outcome::NotCompiled(format!("{e:#}")),
     };
-    let (mut store, _stdio) = match sandbox.new_store("caps", &[], limits, false) {
+    let (mut store, _stdio) = match sandbox.new_store("caps", &Bindings::default(), limits, false) {
         Ok(s) => s,
         Err(e) => return Outcome::Refused(e),
     };

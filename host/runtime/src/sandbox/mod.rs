@@ -2,9 +2,10 @@
 //! a **fresh instance per call** whose WASI context holds exactly the call's
 //! grants (DESIGN §4).
 //!
-//! Outgoing HTTP goes through `wasi:http` and the net guard ([`net`]); the
-//! operator's settings for it ([`net::Outbound`]) are set once with
-//! [`Sandbox::set_outbound`].
+//! What a call may reach is bound into its store by the capability factors
+//! ([`factors`]: fs, env, net, secret), loaded from the policy once and set
+//! with [`Sandbox::set_factors`]. Outgoing HTTP goes through `wasi:http` and
+//! the net guard ([`net`]).
 //!
 //! Limits per call: a wall-clock deadline (epoch interruption, plus a host-side
 //! timeout for time spent in host calls), fuel, a cap on the sum of all linear
@@ -24,6 +25,7 @@
 pub mod bindings;
 pub mod cache;
 pub mod engine;
+pub mod factors;
 #[cfg(unix)]
 pub mod fs_open;
 #[cfg(unix)]
@@ -39,14 +41,14 @@ mod caps_tests;
 
 pub use cache::{CacheOutcome, CompiledCache};
 pub use engine::{Allocator, SandboxConfig};
+pub use factors::{Bindings, Factors};
 
 use bindings::{Tool, ToolPre, WitCallContext};
-use capsaga_core::capability::Capability;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::meta::RawToolMeta;
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::{CallContext, ToolOutput};
-use net::{NetHooks, NetRecord, Outbound};
+use net::NetRecord;
 use state::{CallLimiter, CallState, InstanceCaps, LogBuffer, LogRecord};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,7 +90,8 @@ pub enum SandboxError {
 pub enum Op {
     /// `execute`.
     Execute,
-    /// `dry-run` (give it dry-run grants: see `capsaga_core::grant::dry_run_grants`).
+    /// `dry-run` (give it the bindings of the dry-run grants: see
+    /// `capsaga_core::grant::dry_run_grants`).
     DryRun,
     /// `compensate`, with the output being undone.
     Compensate(ToolOutput),
@@ -126,15 +129,16 @@ pub struct CallDiagnostics {
 /// The result of one call: `Ok(None)` for a successful `compensate`.
 pub type CallResult = Result<Option<ToolOutput>, ToolError>;
 
-/// One call: which tool, with which grants and limits, what to call.
+/// One call: which tool, with which bindings and limits, what to call.
 #[derive(Clone, Copy)]
 pub struct CallRequest<'a> {
     /// The tool's name (for logs and errors).
     pub tool: &'a str,
     /// The tool's prepared component.
     pub prepared: &'a Prepared,
-    /// Effective grants of this call (dry-run grants for a dry-run).
-    pub grants: &'a [Capability],
+    /// What the call's grants bind (those of the dry-run grants for a
+    /// dry-run): see [`Factors::configure`].
+    pub bindings: &'a Bindings,
     /// Limits of this call.
     pub limits: &'a Limits,
     /// The call context passed to the guest.
@@ -156,7 +160,7 @@ pub struct Sandbox {
     engine: Engine,
     linker: Linker<CallState>,
     stop_ticker: Arc<AtomicBool>,
-    outbound: Arc<Outbound>,
+    factors: Arc<Factors>,
     allocator: Allocator,
     cache: Option<CompiledCache>,
     slots: tokio::sync::Semaphore,
@@ -217,17 +221,23 @@ impl Sandbox {
             engine,
             linker,
             stop_ticker: stop,
-            outbound: Arc::new(Outbound::none()),
+            factors: Arc::new(Factors::none()),
             allocator,
             cache,
             slots: tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1) as usize),
         })
     }
 
-    /// Set the operator's outgoing-HTTP settings, secrets and `env:` values
-    /// (default: none of them, see [`Outbound::none`]).
-    pub fn set_outbound(&mut self, outbound: Arc<Outbound>) {
-        self.outbound = outbound;
+    /// Set the capability factors loaded from the operator's policy
+    /// (default: no secrets, no `env:` values, default outgoing-HTTP
+    /// settings; see [`Factors::none`]).
+    pub fn set_factors(&mut self, factors: Arc<Factors>) {
+        self.factors = factors;
+    }
+
+    /// The capability factors.
+    pub fn factors(&self) -> &Factors {
+        &self.factors
     }
 
     /// Which instance allocator the engine uses.
@@ -315,7 +325,7 @@ impl Sandbox {
     ) -> Result<RawToolMeta, SandboxError> {
         let _slot = self.slot().await.map_err(SandboxError::Meta)?;
         let (mut store, _stdio) = self
-            .new_store(tool_label, &[], &META_LIMITS, false)
+            .new_store(tool_label, &Bindings::default(), &META_LIMITS, false)
             .map_err(SandboxError::Meta)?;
         let fut = async {
             let inst = prepared
@@ -351,7 +361,7 @@ impl Sandbox {
     /// Wait for one of the concurrent-call slots.
     async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, ToolError> {
         self.slots.acquire().await.map_err(|_| {
-            ToolError::new(
+            ToolError::with_hint(
                 ErrorKind::Unknown,
                 "the sandbox is shutting down",
                 "Retry later.",
@@ -362,33 +372,36 @@ impl Sandbox {
     fn new_store(
         &self,
         tool_label: &str,
-        grants: &[Capability],
+        bindings: &Bindings,
         limits: &Limits,
         dry_run: bool,
     ) -> Result<(Store<CallState>, stdio::CapturePipe), ToolError> {
-        let env = self.outbound.env_for(grants);
-        let (wasi, stdio) = wasi::build(grants, &env).map_err(|e| {
-            ToolError::new(
-                ErrorKind::PermissionDenied,
-                e.to_string(),
-                "A directory granted to this tool is missing on the host; ask the operator to fix the policy.",
-            )
-        })?;
+        let bound = self
+            .factors
+            .bind(bindings, dry_run, limits.deadline_ms)
+            .map_err(|e| {
+                ToolError::with_hint(
+                    ErrorKind::PermissionDenied,
+                    e.to_string(),
+                    "A directory granted to this tool is missing on the host; ask the operator to fix the policy.",
+                )
+            })?;
         let state = CallState {
-            wasi,
+            wasi: bound.wasi,
             table: ResourceTable::new(),
             limiter: CallLimiter::new(InstanceCaps::for_memory(limits.memory_bytes)),
             log: LogBuffer::new(usize::try_from(limits.log_bytes).unwrap_or(usize::MAX)),
             tool: tool_label.to_string(),
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
-            net: NetHooks::new(grants, dry_run, limits.deadline_ms, self.outbound.clone()),
+            net: bound.net,
             deadline: Instant::now() + Duration::from_millis(limits.deadline_ms),
         };
+        let stdio = bound.stdio;
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_hostcall_fuel(outcome::transfer_cap_bytes(limits));
         store.set_fuel(limits.fuel).map_err(|e| {
-            ToolError::new(
+            ToolError::with_hint(
                 ErrorKind::Unknown,
                 format!("cannot set fuel: {e}"),
                 "Retry later.",
@@ -419,7 +432,7 @@ impl Sandbox {
         let CallRequest {
             tool: tool_label,
             prepared,
-            grants,
+            bindings,
             limits,
             ctx,
             args_json,
@@ -431,7 +444,7 @@ impl Sandbox {
             Err(e) => return (Err(e), CallDiagnostics::default()),
         };
         let dry_run = matches!(op, Op::DryRun) || ctx.dry_run;
-        let (mut store, stdio) = match self.new_store(tool_label, grants, limits, dry_run) {
+        let (mut store, stdio) = match self.new_store(tool_label, bindings, limits, dry_run) {
             Ok(s) => s,
             Err(e) => return (Err(e), CallDiagnostics::default()),
         };
@@ -442,37 +455,13 @@ impl Sandbox {
             deadline_ms: ctx.deadline_ms,
             dry_run: ctx.dry_run,
         };
-        let fut = async {
-            let inst: Tool = prepared
-                .pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(|e| e.context(outcome::Instantiating))?;
-            let r = match op {
-                Op::Execute => inst
-                    .call_execute(&mut store, &wit_ctx, args_json)
-                    .await?
-                    .map(Some),
-                Op::DryRun => inst
-                    .call_dry_run(&mut store, &wit_ctx, args_json)
-                    .await?
-                    .map(Some),
-                Op::Compensate(output) => {
-                    let wit_out = outcome::output_to_wit(output);
-                    inst.call_compensate(&mut store, &wit_ctx, args_json, &wit_out)
-                        .await?
-                        .map(|()| None)
-                }
-            };
-            wasmtime::Result::Ok(r)
-        };
         let res = tokio::time::timeout(
             Duration::from_millis(limits.deadline_ms + HOST_GRACE_MS),
-            fut,
+            run_export(&mut store, prepared, &wit_ctx, args_json, op),
         )
         .await;
         let captured = stdio.contents();
-        let mut result = match res {
+        let result = match res {
             Ok(Ok(Ok(Some(out)))) => outcome::output_from_wit(tool_label, out, limits).map(Some),
             Ok(Ok(Ok(None))) => Ok(None),
             Ok(Ok(Err(guest_err))) => Err(outcome::error_from_wit(guest_err)),
@@ -486,20 +475,68 @@ impl Sandbox {
             )),
             Err(_) => Err(outcome::deadline_error(tool_label, op.name(), limits)),
         };
-        let fuel_left = store.get_fuel().unwrap_or(0);
-        let data = store.data_mut();
-        let net = data.net.records();
-        if let Err(e) = &mut result {
-            net::annotate_error(e, &net);
-        }
-        let diags = CallDiagnostics {
-            logs: std::mem::take(&mut data.log.records),
-            logs_dropped: data.log.dropped,
-            stdio: captured,
-            wall_ms: started.elapsed().as_millis() as u64,
-            fuel_used: limits.fuel.saturating_sub(fuel_left),
-            net,
-        };
-        (result, diags)
+        diagnose(store, result, captured, started, limits)
     }
+}
+
+/// What one export returned: the output (`None` for compensate) or the
+/// guest's own error; a trap is the outer error.
+type ExportResult =
+    wasmtime::Result<Result<Option<bindings::WitToolOutput>, bindings::WitToolError>>;
+
+/// Instantiate `prepared` in `store` and call `op`'s export.
+async fn run_export(
+    store: &mut Store<CallState>,
+    prepared: &Prepared,
+    wit_ctx: &WitCallContext,
+    args_json: &str,
+    op: &Op,
+) -> ExportResult {
+    let inst: Tool = prepared
+        .pre
+        .instantiate_async(&mut *store)
+        .await
+        .map_err(|e| e.context(outcome::Instantiating))?;
+    Ok(match op {
+        Op::Execute => inst
+            .call_execute(&mut *store, wit_ctx, args_json)
+            .await?
+            .map(Some),
+        Op::DryRun => inst
+            .call_dry_run(&mut *store, wit_ctx, args_json)
+            .await?
+            .map(Some),
+        Op::Compensate(output) => {
+            let wit_out = outcome::output_to_wit(output);
+            inst.call_compensate(&mut *store, wit_ctx, args_json, &wit_out)
+                .await?
+                .map(|()| None)
+        }
+    })
+}
+
+/// The call's diagnostics from its store (logs, fuel, network records), and
+/// its result with the host's reasons for refused requests added.
+fn diagnose(
+    mut store: Store<CallState>,
+    mut result: CallResult,
+    captured: String,
+    started: Instant,
+    limits: &Limits,
+) -> (CallResult, CallDiagnostics) {
+    let fuel_left = store.get_fuel().unwrap_or(0);
+    let data = store.data_mut();
+    let net = data.net.records();
+    if let Err(e) = &mut result {
+        net::annotate_error(e, &net);
+    }
+    let diags = CallDiagnostics {
+        logs: std::mem::take(&mut data.log.records),
+        logs_dropped: data.log.dropped,
+        stdio: captured,
+        wall_ms: started.elapsed().as_millis() as u64,
+        fuel_used: limits.fuel.saturating_sub(fuel_left),
+        net,
+    };
+    (result, diags)
 }

@@ -74,13 +74,14 @@ pub(super) fn error_from_wit(e: WitToolError) -> ToolError {
                 .unwrap_or_else(|_| serde_json::Value::String(clip(d, MAX_TEXT_BYTES))),
         )
     });
-    ToolError {
-        kind: kind_from_wit(e.kind),
-        message: clip(e.message, MAX_TEXT_BYTES),
-        llm_hint: clip(e.llm_hint, MAX_TEXT_BYTES),
-        details,
-        retriable: e.retriable,
-    }
+    let mut err = ToolError::with_hint(
+        kind_from_wit(e.kind),
+        clip(e.message, MAX_TEXT_BYTES),
+        clip(e.llm_hint, MAX_TEXT_BYTES),
+    )
+    .retriable(e.retriable);
+    err.details = details;
+    err
 }
 
 /// A guest output, checked against the output cap and parsed.
@@ -94,7 +95,7 @@ pub(super) fn output_from_wit(
         + o.next_hint.as_ref().map_or(0, String::len)
         + o.summary.len();
     if size as u64 > limits.output_bytes {
-        return Err(ToolError::new(
+        return Err(ToolError::with_hint(
             ErrorKind::QuotaExceeded,
             format!(
                 "tool `{tool}` returned {size} bytes of output, over the cap of {} bytes",
@@ -104,7 +105,7 @@ pub(super) fn output_from_wit(
         ));
     }
     let data = parse_strict(&o.data, limits.output_bytes as usize).map_err(|e| {
-        ToolError::new(
+        ToolError::with_hint(
             ErrorKind::Unknown,
             format!("tool `{tool}` returned output data that is not valid JSON: {e}"),
             "The tool is faulty; try another tool or report it to the operator.",
@@ -142,7 +143,7 @@ impl std::fmt::Display for Instantiating {
 
 /// The error for a call that passed its deadline on the host side.
 pub(super) fn deadline_error(tool: &str, op: &str, limits: &Limits) -> ToolError {
-    ToolError::new(
+    ToolError::with_hint(
         ErrorKind::Timeout,
         format!(
             "tool `{tool}` {op} exceeded its deadline of {} ms and was stopped",
@@ -178,7 +179,7 @@ pub(super) fn trap_to_error(
         return deadline_error(tool, op, limits).with_details(details());
     }
     if matches!(trap, Some(Trap::OutOfFuel)) {
-        return ToolError::new(
+        return ToolError::with_hint(
             ErrorKind::QuotaExceeded,
             format!(
                 "tool `{tool}` {op} used all its fuel ({} units) and was stopped",
@@ -189,7 +190,7 @@ pub(super) fn trap_to_error(
         .with_details(details());
     }
     if is_transfer_cap(err) {
-        return ToolError::new(
+        return ToolError::with_hint(
             ErrorKind::QuotaExceeded,
             format!(
                 "tool `{tool}` {op} tried to pass more than {} bytes to the host at once \
@@ -201,7 +202,7 @@ pub(super) fn trap_to_error(
         .with_details(details());
     }
     if let Some(hit) = limiter_hit {
-        return ToolError::new(
+        return ToolError::with_hint(
             ErrorKind::QuotaExceeded,
             format!("tool `{tool}` {op} was stopped: {hit}"),
             "The call needed too much memory. Try a smaller request.",
@@ -214,7 +215,7 @@ pub(super) fn trap_to_error(
             .last()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        return ToolError::new(
+        return ToolError::with_hint(
             ErrorKind::QuotaExceeded,
             format!(
                 "tool `{tool}` cannot be instantiated within the sandbox's per-call caps \
@@ -226,7 +227,7 @@ pub(super) fn trap_to_error(
         .with_details(details());
     }
     if matches!(trap, Some(Trap::StackOverflow)) {
-        return ToolError::new(
+        return ToolError::with_hint(
             ErrorKind::QuotaExceeded,
             format!("tool `{tool}` {op} exhausted its call stack"),
             "The call recursed too deeply. Try a smaller or flatter input.",
@@ -243,7 +244,7 @@ pub(super) fn trap_to_error(
     let panic_line = panic_message(stdio)
         .map(|l| format!(": {l}"))
         .unwrap_or_default();
-    ToolError::new(
+    ToolError::with_hint(
         ErrorKind::Unknown,
         format!("tool `{tool}` {op} {what}{panic_line}"),
         "The tool crashed. Do not retry the same call; try another tool or different arguments.",

@@ -21,201 +21,25 @@
 //!
 //! Guests have no sockets and no name lookup (`wasi:sockets` stays denied in
 //! the WASI context). Every request leaves a [`NetRecord`] in the call's
-//! diagnostics.
+//! diagnostics. The operator's settings, TLS roots and secrets come from the
+//! `net` and `secret` factors (`sandbox::factors`), which build these hooks
+//! for each call.
 
 mod body;
 mod send;
 
+use super::factors::net::NetFactor;
+use super::factors::secret::SecretFactor;
 use capsaga_core::capability::Capability;
 use capsaga_core::error::ToolError;
 use capsaga_core::net_guard::forbidden_header;
-use capsaga_core::policy::{NetSettings, Policy, SecretSource, SecretString};
 use capsaga_core::redact::Redactor;
-use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use wasmtime_wasi_http::{ForbiddenHeaderFilter, WasiBody, WasiHttpHooks};
-
-/// Why the operator's outgoing-HTTP settings could not be loaded. Messages
-/// name the secret and the variable, never a value.
-#[derive(Debug, thiserror::Error)]
-pub enum OutboundError {
-    /// `[secrets.<name>] env = "VAR"` and `VAR` is not set (or not UTF-8).
-    #[error("secret `{name}`: environment variable `{var}` is not set or not UTF-8")]
-    SecretEnv {
-        /// The secret.
-        name: String,
-        /// The variable.
-        var: String,
-    },
-    /// The secret's value cannot be sent as a header value.
-    #[error(
-        "secret `{name}`: the value is not a valid header value (visible ASCII only; the value is not shown)"
-    )]
-    SecretValue {
-        /// The secret.
-        name: String,
-    },
-    /// A `ca_files` entry cannot be read or holds no certificate.
-    #[error("[net] ca_files: {path}: {error}")]
-    CaFile {
-        /// The file.
-        path: String,
-        /// What went wrong.
-        error: String,
-    },
-    /// rustls refused the configuration.
-    #[error("TLS configuration: {0}")]
-    Tls(String),
-}
-
-/// A secret ready to send.
-struct ResolvedSecret {
-    header: http::HeaderName,
-    value: http::HeaderValue,
-    raw: SecretString,
-}
-
-/// The operator's outgoing-HTTP settings, shared by every call: limits,
-/// static hosts, TLS roots, secrets and `env:` values. Never comes from a
-/// guest.
-pub struct Outbound {
-    settings: NetSettings,
-    secrets: BTreeMap<String, ResolvedSecret>,
-    env: BTreeMap<String, String>,
-    tls: Arc<rustls::ClientConfig>,
-}
-
-impl std::fmt::Debug for Outbound {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Outbound")
-            .field("settings", &self.settings)
-            .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
-            .field("env", &self.env.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-fn tls_config(ca_pems: &[(String, Vec<u8>)]) -> Result<rustls::ClientConfig, OutboundError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    for (path, pem) in ca_pems {
-        let mut n = 0;
-        for cert in CertificateDer::pem_slice_iter(pem) {
-            let cert = cert.map_err(|e| OutboundError::CaFile {
-                path: path.clone(),
-                error: e.to_string(),
-            })?;
-            roots.add(cert).map_err(|e| OutboundError::CaFile {
-                path: path.clone(),
-                error: e.to_string(),
-            })?;
-            n += 1;
-        }
-        if n == 0 {
-            return Err(OutboundError::CaFile {
-                path: path.clone(),
-                error: "no PEM certificate found".into(),
-            });
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| OutboundError::Tls(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
-}
-
-impl Outbound {
-    /// No secrets, no `env:` values, default limits, system resolver.
-    pub fn none() -> Outbound {
-        Outbound {
-            settings: NetSettings::default(),
-            secrets: BTreeMap::new(),
-            env: BTreeMap::new(),
-            // Not input-derived: the built-in roots with rustls's own ring
-            // provider and default protocol versions always configure.
-            tls: Arc::new(
-                tls_config(&[])
-                    .expect("rustls configures its ring provider with the web PKI roots"),
-            ),
-        }
-    }
-
-    /// The settings of a checked policy: reads secrets held in environment
-    /// variables the policy names (and nothing else from the environment)
-    /// and the extra root certificates (`ca_files`, relative to `base_dir`).
-    ///
-    /// # Errors
-    /// [`OutboundError`].
-    pub fn from_policy(policy: &Policy, base_dir: &Path) -> Result<Outbound, OutboundError> {
-        let mut secrets = BTreeMap::new();
-        for (name, spec) in &policy.secrets {
-            let raw = match &spec.source {
-                SecretSource::Value(v) => v.clone(),
-                SecretSource::Env(var) => {
-                    std::env::var(var).map(SecretString::new).map_err(|_| {
-                        OutboundError::SecretEnv {
-                            name: name.clone(),
-                            var: var.clone(),
-                        }
-                    })?
-                }
-            };
-            let bad = || OutboundError::SecretValue { name: name.clone() };
-            if raw.expose().is_empty() || !capsaga_core::policy::is_header_value(raw.expose()) {
-                return Err(bad());
-            }
-            let mut value =
-                http::HeaderValue::from_str(&format!("{}{}", spec.prefix, raw.expose()))
-                    .map_err(|_| bad())?;
-            value.set_sensitive(true);
-            let header = http::HeaderName::from_bytes(spec.header.as_bytes()).map_err(|_| bad())?;
-            secrets.insert(name.clone(), ResolvedSecret { header, value, raw });
-        }
-        let mut pems = Vec::new();
-        for f in &policy.net.ca_files {
-            let path = base_dir.join(f);
-            let bytes = std::fs::read(&path).map_err(|e| OutboundError::CaFile {
-                path: path.display().to_string(),
-                error: e.to_string(),
-            })?;
-            pems.push((path.display().to_string(), bytes));
-        }
-        Ok(Outbound {
-            settings: policy.net.clone(),
-            secrets,
-            env: policy.env.clone(),
-            tls: Arc::new(tls_config(&pems)?),
-        })
-    }
-
-    /// The `env:` values among `grants`, by name.
-    pub fn env_for(&self, grants: &[Capability]) -> Vec<(String, String)> {
-        grants
-            .iter()
-            .filter_map(|g| match g {
-                Capability::Env { name } => self.env.get(name).map(|v| (name.clone(), v.clone())),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// The outgoing-HTTP settings.
-    pub fn settings(&self) -> &NetSettings {
-        &self.settings
-    }
-}
 
 /// What happened to one outgoing request, for the call's diagnostics. Holds
 /// the URL the guest asked for, never a header value.
@@ -245,7 +69,8 @@ pub(crate) struct CallNet {
     grants: Vec<Capability>,
     dry_run: bool,
     deadline: Instant,
-    outbound: Arc<Outbound>,
+    net: Arc<NetFactor>,
+    secrets: Arc<SecretFactor>,
     requests: AtomicU32,
     log: Mutex<Vec<NetRecord>>,
 }
@@ -274,12 +99,7 @@ impl CallNet {
     }
 
     fn redactor(&self) -> Redactor {
-        Redactor::new(
-            self.outbound
-                .secrets
-                .values()
-                .map(|s| s.raw.expose().as_bytes()),
-        )
+        self.secrets.redactor()
     }
 }
 
@@ -289,25 +109,23 @@ pub struct NetHooks {
 }
 
 impl NetHooks {
-    /// Hooks for a call with `grants` (only `net:` and `secret:` grants are
-    /// kept), a dry-run flag, and `deadline_ms` of wall time from now.
+    /// Hooks for a call with `grants` (its `net:` and `secret:` grants), a
+    /// dry-run flag, and `deadline_ms` of wall time from now (built by the
+    /// `net` factor: `factors::net::bind`).
     pub fn new(
-        grants: &[Capability],
+        grants: Vec<Capability>,
         dry_run: bool,
         deadline_ms: u64,
-        outbound: Arc<Outbound>,
+        net: Arc<NetFactor>,
+        secrets: Arc<SecretFactor>,
     ) -> NetHooks {
-        let grants = grants
-            .iter()
-            .filter(|g| matches!(g, Capability::Net { .. } | Capability::Secret { .. }))
-            .cloned()
-            .collect();
         NetHooks {
             call: Arc::new(CallNet {
                 grants,
                 dry_run,
                 deadline: Instant::now() + Duration::from_millis(deadline_ms),
-                outbound,
+                net,
+                secrets,
                 requests: AtomicU32::new(0),
                 log: Mutex::new(Vec::new()),
             }),
@@ -350,7 +168,7 @@ impl WasiHttpHooks for NetHooks {
         let call = self.call.clone();
         let n = call.requests.fetch_add(1, Ordering::Relaxed);
         Box::new(async move {
-            if n >= call.outbound.settings.max_requests {
+            if n >= call.net.settings().max_requests {
                 call.push(NetRecord {
                     method: request.method().to_string(),
                     url: clip_url(&request.uri().to_string()),
@@ -359,7 +177,7 @@ impl WasiHttpHooks for NetHooks {
                     status: None,
                     reason: Some(format!(
                         "more than {} requests in one call",
-                        call.outbound.settings.max_requests
+                        call.net.settings().max_requests
                     )),
                     body_bytes: 0,
                 });

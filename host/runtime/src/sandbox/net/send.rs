@@ -65,7 +65,7 @@ async fn resolve(
     let DestHost::Domain(name) = &dest.host else {
         return Ok(Vec::new());
     };
-    if let Some(ips) = call.outbound.settings.hosts.get(name) {
+    if let Some(ips) = call.net.settings().hosts.get(name) {
         return Ok(ips.clone());
     }
     match timeout_at(
@@ -112,7 +112,7 @@ async fn tls(
         }
         DestHost::Ip(ip) => ServerName::IpAddress((*ip).into()),
     };
-    let connector = tokio_rustls::TlsConnector::from(call.outbound.tls.clone());
+    let connector = tokio_rustls::TlsConnector::from(call.net.tls().clone());
     match timeout_at(deadline, connector.connect(name, tcp)).await {
         Err(_) => Err(Error::ConnectionTimeout),
         Ok(Ok(s)) => Ok(Box::new(s)),
@@ -130,41 +130,76 @@ async fn tls(
     }
 }
 
+/// The connection task of one exchange: hyper drives the connection in it,
+/// and it is aborted when the guest drops the response (or the call ends).
+type ConnTask = wasmtime_wasi::runtime::AbortOnDropJoinHandle<Result<(), hyper::Error>>;
+
+/// A request the guard let through: where it goes, the vetted addresses to
+/// connect to, its deadline, and the index of its record.
+struct Vetted {
+    dest: Destination,
+    addrs: Vec<SocketAddr>,
+    deadline: Instant,
+    idx: usize,
+}
+
 /// Check, resolve, vet, connect and send one request.
 pub(super) async fn send(
     call: Arc<CallNet>,
     req: http::Request<WasiBody>,
 ) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
+    // What the guard reads, owned: the request itself is not `Sync` and
+    // must not be held across the name lookup.
     let method = req.method().as_str().to_string();
     let url = req.uri().to_string();
-    let names: Vec<&str> = req.headers().keys().map(http::HeaderName::as_str).collect();
+    let names: Vec<String> = req
+        .headers()
+        .keys()
+        .map(|h| h.as_str().to_string())
+        .collect();
+    let v = vet(&call, &method, &url, &names).await?;
+    let out = outgoing(&call, &v.dest, req)?;
+    let (resp, conn_task) = match timeout_at(v.deadline, exchange(&call, &v, out)).await {
+        Err(_) => {
+            call.update(v.idx, |r| r.reason = Some("timed out".into()));
+            return Err(Error::ConnectionReadTimeout);
+        }
+        Ok(Err(e)) => {
+            call.update(v.idx, |r| r.reason = Some(e.to_string()));
+            return Err(e);
+        }
+        Ok(Ok(x)) => x,
+    };
+    Ok(guarded_response(&call, &v, resp, conn_task))
+}
+
+/// The guard's part: method, headers, URL and grant checked, the name
+/// resolved (within the request's time), every address vetted. Each refusal
+/// or failure is recorded; a request let through is recorded as `failed`
+/// until a response comes back.
+async fn vet(call: &CallNet, method: &str, url: &str, headers: &[String]) -> Result<Vetted, Error> {
+    let names: Vec<&str> = headers.iter().map(String::as_str).collect();
     let nreq = NetRequest {
-        method: &method,
-        url: &url,
+        method,
+        url,
         headers: &names,
         dry_run: call.dry_run,
     };
     let dest = match check_request(&nreq, &call.grants) {
         Ok(d) => d,
         Err(e) => {
-            call.record(&method, &url, None, "denied", Some(e.to_string()));
+            call.record(method, url, None, "denied", Some(e.to_string()));
             return Err(denied_code(&e));
         }
     };
     let budget = call.remaining().min(std::time::Duration::from_millis(
-        call.outbound.settings.request_timeout_ms,
+        call.net.settings().request_timeout_ms,
     ));
     let deadline = Instant::now() + budget;
-    let resolved = match resolve(&call, &dest, deadline).await {
+    let resolved = match resolve(call, &dest, deadline).await {
         Ok(r) => r,
         Err(e) => {
-            call.record(
-                &method,
-                &url,
-                Some(Vec::new()),
-                "failed",
-                Some(e.to_string()),
-            );
+            call.record(method, url, Some(Vec::new()), "failed", Some(e.to_string()));
             return Err(e);
         }
     };
@@ -172,29 +207,35 @@ pub(super) async fn send(
     let addrs = match vet_addresses(&dest, &resolved) {
         Ok(a) => a,
         Err(e) => {
-            call.record(&method, &url, looked_up, "denied", Some(e.to_string()));
+            call.record(method, url, looked_up, "denied", Some(e.to_string()));
             return Err(denied_code(&e));
         }
     };
-    let idx = call.record(
-        &method,
-        &url,
-        looked_up,
-        "failed",
-        Some("no response".into()),
-    );
+    let idx = call.record(method, url, looked_up, "failed", Some("no response".into()));
+    Ok(Vetted {
+        dest,
+        addrs,
+        deadline,
+        idx,
+    })
+}
 
-    // The request as it goes out: origin-form target and Host from the
-    // checked destination, the guest's other headers, the secrets for this
-    // host (replacing any header of the same name).
+/// The request as it goes out: origin-form target and Host from the
+/// checked destination, the guest's other headers, the secrets for this
+/// host (replacing any header of the same name).
+fn outgoing(
+    call: &CallNet,
+    dest: &Destination,
+    req: http::Request<WasiBody>,
+) -> Result<http::Request<WasiBody>, Error> {
     let (parts, body) = req.into_parts();
     let mut headers = parts.headers;
     headers.remove(http::header::HOST);
     let host_value =
         http::HeaderValue::from_str(&dest.host_header).map_err(|_| Error::HttpRequestUriInvalid)?;
     headers.insert(http::header::HOST, host_value);
-    for name in secrets_for(&dest, &call.grants) {
-        if let Some(s) = call.outbound.secrets.get(name) {
+    for name in secrets_for(dest, &call.grants) {
+        if let Some(s) = call.secrets.get(name) {
             headers.remove(&s.header);
             headers.insert(s.header.clone(), s.value.clone());
         }
@@ -206,36 +247,40 @@ pub(super) async fn send(
         .body(body)
         .map_err(|_| Error::HttpRequestUriInvalid)?;
     *out.headers_mut() = headers;
+    Ok(out)
+}
 
-    let exchange = async {
-        let tcp = connect(&addrs, deadline).await?;
-        let stream: Box<dyn Stream> = match dest.scheme {
-            Scheme::Https => tls(&call, &dest, tcp, deadline).await?,
-            Scheme::Http => Box::new(tcp),
-        };
-        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
-            .handshake::<_, WasiBody>(TokioIo::new(stream))
-            .await
-            .map_err(Error::from)?;
-        // The connection is driven by its own task, aborted when the
-        // guest drops the response (or the call ends).
-        let conn_task = wasmtime_wasi::runtime::spawn(conn);
-        let resp = sender.send_request(out).await.map_err(Error::from)?;
-        Ok::<_, Error>((resp, conn_task))
+/// Connect to a vetted address (TLS for HTTPS) and send the request over
+/// HTTP/1.1; the caller bounds it by the request's deadline.
+async fn exchange(
+    call: &CallNet,
+    v: &Vetted,
+    out: http::Request<WasiBody>,
+) -> Result<(http::Response<hyper::body::Incoming>, ConnTask), Error> {
+    let tcp = connect(&v.addrs, v.deadline).await?;
+    let stream: Box<dyn Stream> = match v.dest.scheme {
+        Scheme::Https => tls(call, &v.dest, tcp, v.deadline).await?,
+        Scheme::Http => Box::new(tcp),
     };
-    let (resp, conn_task) = match timeout_at(deadline, exchange).await {
-        Err(_) => {
-            call.update(idx, |r| r.reason = Some("timed out".into()));
-            return Err(Error::ConnectionReadTimeout);
-        }
-        Ok(Err(e)) => {
-            call.update(idx, |r| r.reason = Some(e.to_string()));
-            return Err(e);
-        }
-        Ok(Ok(x)) => x,
-    };
+    let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+        .handshake::<_, WasiBody>(TokioIo::new(stream))
+        .await
+        .map_err(Error::from)?;
+    let conn_task = wasmtime_wasi::runtime::spawn(conn);
+    let resp = sender.send_request(out).await.map_err(Error::from)?;
+    Ok((resp, conn_task))
+}
+
+/// The response as the guest gets it: recorded as sent, secret values in
+/// headers replaced, the body capped, redacted and bounded by the deadline.
+fn guarded_response(
+    call: &Arc<CallNet>,
+    v: &Vetted,
+    resp: http::Response<hyper::body::Incoming>,
+    conn_task: ConnTask,
+) -> (http::Response<WasiBody>, IoFuture) {
     let status = resp.status().as_u16();
-    call.update(idx, |r| {
+    call.update(v.idx, |r| {
         r.outcome = "sent";
         r.status = Some(status);
         r.reason = None;
@@ -243,19 +288,19 @@ pub(super) async fn send(
     let redactor = call.redactor();
     let (mut parts, incoming) = resp.into_parts();
     if !redactor.is_empty() {
-        for v in parts.headers.values_mut() {
-            if redactor.contains_secret(v.as_bytes()) {
-                *v = http::HeaderValue::from_static("[redacted]");
+        for value in parts.headers.values_mut() {
+            if redactor.contains_secret(value.as_bytes()) {
+                *value = http::HeaderValue::from_static("[redacted]");
             }
         }
     }
     let body = GuardedBody::new(
         incoming,
-        call.outbound.settings.max_response_bytes,
+        call.net.settings().max_response_bytes,
         redactor,
-        deadline,
+        v.deadline,
         call.clone(),
-        idx,
+        v.idx,
     );
     let io: IoFuture = Box::new(async move {
         match conn_task.await {
@@ -264,5 +309,5 @@ pub(super) async fn send(
             Err(e) => Err(Error::from(e)),
         }
     });
-    Ok((http::Response::from_parts(parts, body.boxed_unsync()), io))
+    (http::Response::from_parts(parts, body.boxed_unsync()), io)
 }

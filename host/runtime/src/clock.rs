@@ -1,0 +1,38 @@
+//! Wall-clock helpers: the timestamp format of stored rows and traces, the
+//! UTC day of the budget counters, call deadlines.
+
+/// The current time as RFC 3339 UTC with milliseconds, e.g.
+/// `2026-11-30T04:05:06.789Z`.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+/// Today's UTC date, `YYYY-MM-DD`.
+pub fn today() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%d").to_string()
+}
+
+/// `now + ms` in milliseconds since the Unix epoch (saturating).
+pub fn deadline_from_now(ms: u64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    now.saturating_add(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_millis() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 24, "{t}");
+        assert!(t.ends_with('Z'));
+        assert_eq!(today().len(), 10);
+        assert!(deadline_from_now(1000) > 1000);
+    }
+}

@@ -1,0 +1,95 @@
+//! The operator's decisions on approvals (`capsaga approve|deny`, later the
+//! HTTP API's `/v1/approvals/{id}/approve|deny`), through the door: the
+//! decision is recorded (with its log record) and a plan or call saga
+//! parked on a denied approval is rolled back, unless a live process drives
+//! it (that process sees the denial itself).
+
+use super::{DispatchError, Dispatcher};
+use crate::ownership;
+use crate::saga::RollbackReport;
+use crate::store::{ApprovalOpError, ApprovalRow, SagaRow};
+use capsaga_core::fsm::State;
+
+/// What an operator's decision did.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The approval, as decided.
+    pub approval: ApprovalRow,
+    /// A plan or call saga is parked on it and can be resumed from its
+    /// stored plan (`capsaga resume`).
+    pub resumable: bool,
+    /// The rollback of the saga parked on a denied approval, when this
+    /// process did it.
+    pub rollback: Option<RollbackReport>,
+}
+
+/// Why an operator's decision failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    /// The approval could not be decided (unknown id, already decided, ...).
+    #[error(transparent)]
+    Approval(#[from] ApprovalOpError),
+    /// The door failed rolling back the parked saga.
+    #[error(transparent)]
+    Dispatch(#[from] DispatchError),
+}
+
+impl Dispatcher {
+    /// Record the operator's decision on approval `id` (or a unique prefix):
+    /// `approve` or deny, by `by` (e.g. `cli:alice`), with a note kept in
+    /// the log.
+    ///
+    /// # Errors
+    /// [`OperatorError`].
+    pub async fn decide(
+        &self,
+        id: &str,
+        approve: bool,
+        by: &str,
+        note: Option<&str>,
+    ) -> Result<Decided, OperatorError> {
+        let host = &self.host;
+        let approval = host.store.decide_approval(id, approve, by, note).await?;
+        let parked = self.parked_on(&approval).await?;
+        let mut rollback = None;
+        if !approve && let Some(saga) = &parked {
+            let live = saga.owner.as_deref().is_some_and(|o| {
+                o != host.owner.id() && ownership::is_alive(&host.config.state_dir, o)
+            });
+            if !live {
+                let mut s = self.resume(&approval.saga_id).await?;
+                rollback = Some(self.abort(&mut s).await?);
+            }
+        }
+        let resumable = approve
+            && parked.is_some()
+            && host
+                .store
+                .saga_plan(&approval.saga_id)
+                .await
+                .map_err(DispatchError::from)?
+                .is_some();
+        Ok(Decided {
+            approval,
+            resumable,
+            rollback,
+        })
+    }
+
+    /// The saga parked on `a`, if it still is: AwaitingApproval, and no step
+    /// logged at the approval's position yet.
+    async fn parked_on(&self, a: &ApprovalRow) -> Result<Option<SagaRow>, DispatchError> {
+        let store = &self.host.store;
+        let Some(saga) = store.saga(&a.saga_id).await? else {
+            return Ok(None);
+        };
+        if saga.state != State::AwaitingApproval {
+            return Ok(None);
+        }
+        let steps = store.steps(&a.saga_id).await?;
+        if steps.iter().any(|s| s.step_seq >= a.step_seq) {
+            return Ok(None);
+        }
+        Ok(Some(saga))
+    }
+}

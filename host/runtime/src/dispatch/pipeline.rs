@@ -1,0 +1,145 @@
+//! The stages of one step, in order (see the table in the module
+//! documentation of `dispatch`): each stage is a function of its own file;
+//! this file only chains them.
+
+use super::approval::{self, Approver, Found, Pending};
+use super::policy::{self, Allowed};
+use super::{
+    DispatchError, Dispatcher, Outcome, Refusal, Rejection, Verdict, execute, guardrail, replay,
+    wal,
+};
+use crate::clock::deadline_from_now;
+use crate::registry::LoadedTool;
+use crate::saga::Saga;
+use crate::sandbox::CallDiagnostics;
+use capsaga_core::idempotency::step_key;
+use capsaga_core::json::canonical;
+use capsaga_core::tool::CallContext;
+use serde_json::Value;
+
+impl Dispatcher {
+    /// Stages 3-10 for a resolved, validated call.
+    pub(super) async fn step(
+        &self,
+        saga: &mut Saga,
+        tool: &LoadedTool,
+        args: &Value,
+        approver: &dyn Approver,
+    ) -> Result<(Outcome, Option<Verdict>), DispatchError> {
+        let host = &*self.host;
+        let seq = saga.next_seq;
+        let key = step_key(&saga.id, seq, &tool.meta.name, args);
+        // 3. Replay.
+        if let Some(outcome) = replay::replay(host, saga, tool, seq, &key).await? {
+            return Ok((outcome, None));
+        }
+        // 4. Policy.
+        let allowed = match policy::decide(host, tool, saga.autonomy) {
+            Ok(a) => a,
+            Err(r) => {
+                let Rejection { refusal, error } = *r;
+                return Ok((Outcome::Refused { refusal, error }, None));
+            }
+        };
+        // 5. Approval.
+        let (verdict, approval) = match allowed {
+            Allowed::Freely => (Verdict::Allow, None),
+            Allowed::WithApproval(reason) => {
+                let pending = Pending {
+                    saga: &mut *saga,
+                    tool,
+                    seq,
+                    key: &key,
+                    args,
+                    reason: &reason,
+                };
+                match approval::stage(host, pending, approver).await? {
+                    Found::Claim(id) => (Verdict::ApproveRequired, Some(id)),
+                    Found::Wait { row, denied_by } => {
+                        let parked = Outcome::AwaitingApproval {
+                            seq,
+                            approval: row,
+                            denied_by,
+                        };
+                        return Ok((parked, Some(Verdict::ApproveRequired)));
+                    }
+                    Found::Refused(error) => {
+                        let refusal = Refusal::Approval;
+                        let refused = Outcome::Refused { refusal, error };
+                        return Ok((refused, Some(Verdict::ApproveRequired)));
+                    }
+                }
+            }
+        };
+        // 6. Guardrail.
+        let side_effects = tool.meta.has_side_effects;
+        if let Err(error) =
+            guardrail::before_step(host, saga, approval.is_some(), side_effects).await?
+        {
+            let refused = Outcome::Refused {
+                refusal: Refusal::Guardrail,
+                error,
+            };
+            return Ok((refused, Some(verdict)));
+        }
+        // 7-10.
+        let outcome = self
+            .run_step(saga, tool, args, seq, &key, approval.as_deref())
+            .await?;
+        Ok((outcome, Some(verdict)))
+    }
+
+    /// Stages 7-10: pre-image, BEGIN (with the claim), execute, COMMIT or
+    /// FAIL, rollback.
+    async fn run_step(
+        &self,
+        saga: &mut Saga,
+        tool: &LoadedTool,
+        args: &Value,
+        seq: u64,
+        key: &str,
+        approval: Option<&str>,
+    ) -> Result<Outcome, DispatchError> {
+        let host = &*self.host;
+        let args_text = canonical(args);
+        let ctx = CallContext {
+            saga_id: saga.id.clone(),
+            step_seq: seq,
+            idempotency_key: key.to_string(),
+            deadline_ms: deadline_from_now(tool.limits.deadline_ms),
+            dry_run: false,
+        };
+        // 8a. The pre-image (a dry-run), before BEGIN logs it.
+        let (preimage, dry_run_error) = execute::preimage(host, tool, &ctx, &args_text, args).await;
+        // 7. BEGIN, with the claim.
+        let saga_id = saga.id.clone();
+        let grants = tool.grant_strings();
+        let step = wal::new_step(
+            &saga_id,
+            tool,
+            seq,
+            key,
+            args,
+            &grants,
+            preimage.as_ref(),
+            approval,
+        );
+        if let Some(outcome) = wal::begin(host, saga, tool, &step).await? {
+            return Ok(outcome);
+        }
+        saga.next_seq += 1;
+        // 8b. Execute.
+        let (result, diagnostics) = match dry_run_error {
+            Some(mut e) => {
+                e.message = format!(
+                    "dry-run before execute failed, nothing executed: {}",
+                    e.message
+                );
+                (Err(e), CallDiagnostics::default())
+            }
+            None => execute::with_retries(host, saga, tool, &ctx, &args_text, args).await?,
+        };
+        // 9-10. COMMIT or FAIL (and roll back).
+        wal::settle(host, saga, tool, seq, result, diagnostics).await
+    }
+}

@@ -1,0 +1,271 @@
+//! `capsaga audit verify`: three checks over the state database.
+//!
+//! 1. The hash chain over `wal_log` ([`chain::verify`]): an edited row, a
+//!    deleted row in the middle, or rows in another order break it at the
+//!    first bad row.
+//! 2. The anchored head (`wal_head`, moved in the transaction of every
+//!    append): deleting the *newest* rows leaves a chain that verifies, but
+//!    the log then ends before the head; rows added after the head, or a
+//!    newest row edited and re-hashed, disagree with it too.
+//! 3. A replay of the log against the tables it describes: the state of every
+//!    saga, the status of every step and of every approval must be what the
+//!    log's records say. This catches a table edited behind the log's back
+//!    (say a COMPENSATION_FAILED step turned COMPENSATED to hide it, or an
+//!    approval turned approved without an APPROVAL_APPROVED record), and a
+//!    log whose rows were deleted while the tables kept their effect.
+//!
+//! All three live in the same file as what they protect: someone who can
+//! rewrite the whole database consistently (re-hashing every row after an
+//! edit and moving the head) is not detected. `capsaga audit verify`
+//! prints the head so that it can be witnessed elsewhere, and
+//! `--expect-head <seq>:<hash>` checks the log against a witnessed head.
+
+use super::{LogRow, Store, StoreError, TableStates};
+use capsaga_core::wal_row::{self as chain, ChainBreak};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One problem found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// The first bad row of the log, when the problem is in the log (or the
+    /// last log row about the thing that disagrees).
+    pub seq: Option<i64>,
+    /// `chain`, `head` or `replay`.
+    pub check: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// What `audit verify` found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditReport {
+    /// Rows in the log.
+    pub rows: usize,
+    /// The anchored head (seq, hash), if any.
+    pub head: Option<(i64, String)>,
+    /// The first break of the chain, if any.
+    pub chain: Option<ChainBreak>,
+    /// Every problem: the chain's first break, the head's, then the
+    /// replay's disagreements.
+    pub findings: Vec<Finding>,
+}
+
+impl AuditReport {
+    /// True when nothing was found.
+    pub fn ok(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    /// The first bad row of the log: the lowest `seq` among the chain and
+    /// head findings, else the first replay finding's.
+    pub fn first_bad_row(&self) -> Option<i64> {
+        self.findings
+            .iter()
+            .filter(|f| f.check != "replay")
+            .filter_map(|f| f.seq)
+            .min()
+            .or_else(|| self.findings.iter().find_map(|f| f.seq))
+    }
+}
+
+/// Check the head: the newest row must be the anchored one.
+fn check_head(rows: &[LogRow], head: Option<&(i64, String)>, anchor: &str) -> Option<Finding> {
+    let last = rows.last().map(|r| (r.seq, r.hash.as_str()));
+    let finding = |seq: Option<i64>, reason: String| Finding {
+        seq,
+        check: "head",
+        reason,
+    };
+    match (last, head) {
+        (None, None) => None,
+        (Some(_), None) => Some(finding(
+            Some(1),
+            format!("the {anchor} is missing: it was deleted"),
+        )),
+        (None, Some((hs, _))) => Some(finding(
+            Some(1),
+            format!("the log is empty but the {anchor} is row {hs}: rows 1 to {hs} were deleted"),
+        )),
+        (Some((ls, lh)), Some((hs, hh))) => {
+            if ls < *hs {
+                Some(finding(
+                    Some(ls + 1),
+                    format!(
+                        "the log ends at row {ls} but the {anchor} is row {hs}: rows {} to {hs} were deleted from the end",
+                        ls + 1
+                    ),
+                ))
+            } else if ls > *hs {
+                Some(finding(
+                    Some(hs + 1),
+                    format!(
+                        "the log goes on to row {ls} after the {anchor} (row {hs}): rows were added outside capsaga"
+                    ),
+                ))
+            } else if lh != hh {
+                Some(finding(
+                    Some(ls),
+                    format!("row {ls} does not have the hash of the {anchor}: it was edited"),
+                ))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Replayed {
+    sagas: BTreeMap<String, (String, i64)>,
+    steps: BTreeMap<(String, u64), (String, i64)>,
+    approvals: BTreeMap<String, (String, i64)>,
+}
+
+fn replay(rows: &[LogRow]) -> Replayed {
+    let mut r = Replayed::default();
+    for row in rows {
+        let approval_id = row
+            .detail
+            .get("approval_id")
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        match (row.record.as_str(), row.step_seq) {
+            ("STATE", _) => {
+                if let Some(state) = row.detail.get("state").and_then(|v| v.as_str()) {
+                    r.sagas
+                        .insert(row.saga_id.clone(), (state.to_string(), row.seq));
+                }
+            }
+            ("BEGIN" | "COMMIT" | "FAIL" | "COMPENSATED" | "COMPENSATION_FAILED", Some(step)) => {
+                r.steps
+                    .insert((row.saga_id.clone(), step), (row.record.clone(), row.seq));
+            }
+            ("APPROVAL_REQUESTED", _) => {
+                if let Some(id) = approval_id {
+                    r.approvals.insert(id, ("pending".into(), row.seq));
+                }
+            }
+            ("APPROVAL_APPROVED" | "APPROVAL_DENIED" | "APPROVAL_CLAIMED", _) => {
+                let status = match row.record.as_str() {
+                    "APPROVAL_APPROVED" => "approved",
+                    "APPROVAL_DENIED" => "denied",
+                    _ => "claimed",
+                };
+                if let Some(id) = approval_id {
+                    r.approvals.insert(id, (status.into(), row.seq));
+                }
+            }
+            _ => {}
+        }
+    }
+    r
+}
+
+/// Compare what the tables say with what the log says, by key.
+fn compare(
+    what: &str,
+    tables: BTreeMap<String, String>,
+    log: BTreeMap<String, (String, i64)>,
+    out: &mut Vec<Finding>,
+) {
+    for (key, value) in &tables {
+        match log.get(key) {
+            Some((logged, _)) if logged == value => {}
+            Some((logged, seq)) => out.push(Finding {
+                seq: Some(*seq),
+                check: "replay",
+                reason: format!(
+                    "{what} {key} is {value} in its table but {logged} in the log (last record: row {seq})"
+                ),
+            }),
+            None => out.push(Finding {
+                seq: None,
+                check: "replay",
+                reason: format!("{what} {key} ({value}) has no record in the log"),
+            }),
+        }
+    }
+    for (key, (logged, seq)) in &log {
+        if !tables.contains_key(key) {
+            out.push(Finding {
+                seq: Some(*seq),
+                check: "replay",
+                reason: format!(
+                    "{what} {key} is {logged} in the log (row {seq}) but missing from its table"
+                ),
+            });
+        }
+    }
+}
+
+/// Run the three checks. `expect_head` is a witnessed head (seq, hash) to
+/// check the log against, besides the anchored one.
+///
+/// # Errors
+/// [`StoreError`] when the tables cannot be read.
+pub async fn verify(
+    store: &dyn Store,
+    expect_head: Option<&(i64, String)>,
+) -> Result<AuditReport, StoreError> {
+    let rows = store.log(None).await?;
+    let head = store.head().await?;
+    let mut findings = Vec::new();
+    let chain = chain::verify(&rows);
+    if let Some(b) = &chain {
+        findings.push(Finding {
+            seq: Some(b.seq),
+            check: "chain",
+            reason: b.reason.clone(),
+        });
+    }
+    findings.extend(check_head(&rows, head.as_ref(), "anchored head"));
+    if let Some(w) = expect_head {
+        // A witnessed head older than the log is fine as long as that row
+        // is still there with the same hash; the chain covers the rest.
+        match rows.iter().find(|r| r.seq == w.0) {
+            Some(r) if r.hash == w.1 => {}
+            Some(r) => findings.push(Finding {
+                seq: Some(r.seq),
+                check: "head",
+                reason: format!(
+                    "row {} does not have the witnessed hash: the log was rewritten",
+                    r.seq
+                ),
+            }),
+            None => findings.push(Finding {
+                seq: Some(rows.last().map_or(1, |r| r.seq + 1)),
+                check: "head",
+                reason: format!(
+                    "the witnessed head row {} is not in the log: rows were deleted",
+                    w.0
+                ),
+            }),
+        }
+    }
+
+    let replayed = replay(&rows);
+    let TableStates {
+        sagas,
+        steps,
+        approvals,
+    } = store.table_states().await?;
+    compare("saga", sagas, replayed.sagas, &mut findings);
+    compare(
+        "step",
+        steps,
+        replayed
+            .steps
+            .into_iter()
+            .map(|((saga, seq), v)| (format!("{saga}#{seq}"), v))
+            .collect(),
+        &mut findings,
+    );
+    compare("approval", approvals, replayed.approvals, &mut findings);
+    Ok(AuditReport {
+        rows: rows.len(),
+        head,
+        chain,
+        findings,
+    })
+}

@@ -1,0 +1,66 @@
+//! [`StoreError`]: why the state store could not be used. No backend type
+//! appears in it (the SQLite implementation converts its errors), so that
+//! another store can report the same kinds.
+
+use std::path::PathBuf;
+
+/// Current schema version of the state database (`PRAGMA user_version` for
+/// SQLite). Version 2 added the `approvals` and `wal_head` tables and the
+/// `owner` and `plan` columns of `saga_state`.
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// Why the state store could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file is not a database of the backend, or is damaged.
+    #[error(
+        "state database {path} is corrupt or not a SQLite database ({detail}); it was left untouched: move it aside to start afresh"
+    )]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The backend's message.
+        detail: String,
+    },
+    /// A database of another application.
+    #[error(
+        "{path} is not a capsaga state database (application id {found:#x}); it was left untouched"
+    )]
+    Foreign {
+        /// The file.
+        path: PathBuf,
+        /// Its application id.
+        found: i64,
+    },
+    /// A newer schema than this binary knows.
+    #[error(
+        "state database {path} has schema version {found}, newer than this capsaga ({SCHEMA_VERSION}); upgrade capsaga"
+    )]
+    TooNew {
+        /// The file.
+        path: PathBuf,
+        /// Its schema version.
+        found: i64,
+    },
+    /// The directory could not be created.
+    #[error("cannot create state directory {path}: {error}")]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        error: String,
+    },
+    /// Another writer held the database longer than the store waits.
+    #[error("state database error: {0}")]
+    Busy(String),
+    /// Any other error of the backend.
+    #[error("state database error: {0}")]
+    Backend(String),
+    /// A stored value that does not decode (edited or damaged row), or a
+    /// row that should exist and does not.
+    #[error("state database row does not decode: {0}")]
+    Decode(String),
+    /// The connection was poisoned by a panic in another thread.
+    #[error("state database connection is unusable after a panic")]
+    Poisoned,
+}

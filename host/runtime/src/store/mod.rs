@@ -1,0 +1,357 @@
+//! The state store: every SQL statement of capsaga lives below this module,
+//! in [`sqlite`], behind the traits here (DESIGN §8d). Nothing else in the
+//! host names a table or a backend type.
+//!
+//! The traits are the seam a second store (PostgreSQL shared by several
+//! hosts) implements: no backend types in their signatures, `Send + Sync`,
+//! async (a write returns once its record is durable, which is where group
+//! commit fits: several callers' records made durable by one sync, each
+//! released only once its own is).
+//!
+//! | trait | tables | what |
+//! |---|---|---|
+//! | [`SagaStore`] | `saga_state` | sagas, their guardrail state, owner and plan |
+//! | [`StepStore`] | `saga_steps` | steps: BEGIN (+ approval claim), COMMIT, FAIL, RETRY, compensation |
+//! | [`LogStore`] | `wal_log`, `wal_head` | the hash-chained log every write appends to, and its anchored head |
+//! | [`ApprovalStore`] | `approvals` | human approvals: request (parks the saga), decide |
+//! | [`TraceStore`] | `traces` | execution traces of agent turns |
+//! | [`BudgetStore`] | `budget_days` | model spend per UTC day |
+//! | [`AuditStore`] | all of the above | the tables' current values, for `audit verify` ([`audit`]) |
+//!
+//! Invariants every implementation keeps (the SQLite one documents how):
+//! each write changes its table and appends the matching `wal_log` row in one
+//! transaction, so the two views never disagree; a BEGIN is durable before
+//! the write returns; an approval is claimed in the transaction of its step's
+//! BEGIN, at most once.
+
+pub mod audit;
+mod error;
+mod rows;
+pub mod sqlite;
+
+pub use error::{SCHEMA_VERSION, StoreError};
+pub use rows::*;
+
+use async_trait::async_trait;
+use capsaga_core::approval::Binding;
+use capsaga_core::error::ToolError;
+use capsaga_core::fsm::State;
+use capsaga_core::tool::ToolOutput;
+use serde_json::Value;
+
+/// Sagas (`saga_state`): creation, guardrail state, ownership, plans.
+#[async_trait]
+pub trait SagaStore: Send + Sync {
+    /// Create a saga (logged as a `STATE` record with its origin, label and
+    /// the SHA-256 of its plan).
+    ///
+    /// # Errors
+    /// [`StoreError`], including a duplicate saga id.
+    async fn create_saga(&self, saga: &NewSaga<'_>) -> Result<(), StoreError>;
+
+    /// Make `owner` the owner of a saga whose owner is `expected` (compare
+    /// and set, so two processes recovering at once cannot both take it),
+    /// logged as an `OWNER` record saying why. `Ok(false)` when the owner
+    /// was not `expected`.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn take_over(
+        &self,
+        saga_id: &str,
+        expected: Option<&str>,
+        owner: &str,
+        why: &str,
+    ) -> Result<bool, StoreError>;
+
+    /// Record a guardrail transition to `state` by `event`, with `extra`
+    /// details (a JSON object, e.g. who made an operator's transition)
+    /// merged into its `STATE` record.
+    ///
+    /// # Errors
+    /// [`StoreError`]; [`StoreError::Decode`] when the saga does not exist.
+    async fn set_state(
+        &self,
+        saga_id: &str,
+        state: State,
+        event: &str,
+        extra: Option<&Value>,
+    ) -> Result<(), StoreError>;
+
+    /// The saga's row.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn saga(&self, saga_id: &str) -> Result<Option<SagaRow>, StoreError>;
+
+    /// The plan a saga was started with (canonical JSON), if any.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn saga_plan(&self, saga_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// Sagas, newest first (at most `limit`).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn sagas(&self, limit: usize) -> Result<Vec<SagaRow>, StoreError>;
+
+    /// Sagas not in a terminal state (crashed or still running), oldest
+    /// first.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn unfinished_sagas(&self) -> Result<Vec<SagaRow>, StoreError>;
+
+    /// FailedRollbackPartial sagas, oldest first, each with its
+    /// COMPENSATION_FAILED steps (newest first) and their errors.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn needs_operator(&self) -> Result<Vec<NeedsOperator>, StoreError>;
+}
+
+/// Steps (`saga_steps`): the write-ahead records of each tool call.
+#[async_trait]
+pub trait StepStore: Send + Sync {
+    /// Write the BEGIN record of a step (durable when this returns) and, in
+    /// the same transaction, claim `s.approval` if given; unless its
+    /// idempotency key exists (see [`BeginOutcome`]).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn begin_step(&self, s: &NewStep<'_>) -> Result<BeginOutcome, StoreError>;
+
+    /// BEGIN → COMMIT with the output.
+    ///
+    /// # Errors
+    /// [`StoreError`], including a step not in BEGIN.
+    async fn commit_step(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        output: &ToolOutput,
+    ) -> Result<(), StoreError>;
+
+    /// BEGIN → FAIL with the error.
+    ///
+    /// # Errors
+    /// [`StoreError`], including a step not in BEGIN.
+    async fn fail_step(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        error: &ToolError,
+    ) -> Result<(), StoreError>;
+
+    /// Log a failed attempt of a step that will be retried: a `RETRY`
+    /// record with the attempt number (from 1), the delay (ms) and the
+    /// error; the step stays BEGIN, with the error as its last error.
+    ///
+    /// # Errors
+    /// [`StoreError`], including a step not in BEGIN.
+    async fn retry_attempt(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        attempt: u32,
+        delay_ms: u64,
+        error: &ToolError,
+    ) -> Result<(), StoreError>;
+
+    /// COMMIT, BEGIN (in doubt) or COMPENSATION_FAILED (operator retry) →
+    /// COMPENSATED.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn compensated(&self, saga_id: &str, step_seq: u64) -> Result<(), StoreError>;
+
+    /// COMMIT, BEGIN or COMPENSATION_FAILED → COMPENSATION_FAILED with the
+    /// error.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn compensation_failed(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        error: &ToolError,
+    ) -> Result<(), StoreError>;
+
+    /// The steps of a saga, by position.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn steps(&self, saga_id: &str) -> Result<Vec<StepRow>, StoreError>;
+
+    /// The step with this idempotency key.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn step_by_key(&self, key: &str) -> Result<Option<StepRow>, StoreError>;
+
+    /// The step logged at position `step_seq` of a saga, if any.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn step_at(&self, saga_id: &str, step_seq: u64) -> Result<Option<StepRow>, StoreError>;
+}
+
+/// The write-ahead log (`wal_log`) and its anchored head (`wal_head`):
+/// appended to by every write of the other traits, read here.
+#[async_trait]
+pub trait LogStore: Send + Sync {
+    /// The records of one saga (or all records when `saga_id` is None), by
+    /// position.
+    ///
+    /// # Errors
+    /// [`StoreError`], including a row that does not decode.
+    async fn log(&self, saga_id: Option<&str>) -> Result<Vec<LogRow>, StoreError>;
+
+    /// The anchored head: (seq, hash) of the newest record written.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn head(&self) -> Result<Option<(i64, String)>, StoreError>;
+}
+
+/// Human approvals (`approvals`; see `capsaga_core::approval` for their life
+/// and binding). The claim is written by [`StepStore::begin_step`].
+#[async_trait]
+pub trait ApprovalStore: Send + Sync {
+    /// Record a pending approval for a step and park its saga in
+    /// AwaitingApproval (the caller has checked the transition with the
+    /// guardrail), in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError`], including an approval already requested for this
+    /// step.
+    async fn request_approval(&self, a: &NewApproval<'_>) -> Result<ApprovalRow, StoreError>;
+
+    /// Record a human's decision on a pending approval: `approve` or deny,
+    /// by `by` (e.g. `cli:alice`), with an optional note.
+    ///
+    /// # Errors
+    /// [`ApprovalOpError::NotFound`]/[`ApprovalOpError::Ambiguous`] for a bad
+    /// id, [`ApprovalOpError::Refused`] when it is not pending any more.
+    async fn decide_approval(
+        &self,
+        id: &str,
+        approve: bool,
+        by: &str,
+        note: Option<&str>,
+    ) -> Result<ApprovalRow, ApprovalOpError>;
+
+    /// The approval with id `id`, or the only one whose id starts with `id`
+    /// (at least [`MIN_ID_PREFIX`] characters).
+    ///
+    /// # Errors
+    /// [`ApprovalOpError::NotFound`], [`ApprovalOpError::Ambiguous`] or
+    /// [`ApprovalOpError::Store`].
+    async fn approval(&self, id: &str) -> Result<ApprovalRow, ApprovalOpError>;
+
+    /// The approval requested by step `step_seq` of a saga, if any.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn approval_for_step(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+    ) -> Result<Option<ApprovalRow>, StoreError>;
+
+    /// The oldest approved, unclaimed approval with exactly this binding
+    /// (requested by any saga), if any.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn find_approved(&self, binding: &Binding) -> Result<Option<ApprovalRow>, StoreError>;
+
+    /// Approvals, oldest first: only pending ones, or all when `all`.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn approvals(&self, all: bool) -> Result<Vec<ApprovalRow>, StoreError>;
+}
+
+/// Execution traces of agent turns (`traces`).
+#[async_trait]
+pub trait TraceStore: Send + Sync {
+    /// Store a trace (insert or replace).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn save_trace(&self, trace: &TraceRecord<'_>) -> Result<(), StoreError>;
+
+    /// The JSON text of a trace: by id, by a unique id prefix of at least 4
+    /// characters, or the newest with `last`. `None` when nothing matches
+    /// (or `id` is not an id).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn load_trace(&self, id: &str) -> Result<Option<String>, StoreError>;
+}
+
+/// Model spend per UTC day (`budget_days`), shared by every process on the
+/// workspace.
+#[async_trait]
+pub trait BudgetStore: Send + Sync {
+    /// What `day` (`YYYY-MM-DD`) has spent, USD.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn day_spent(&self, day: &str) -> Result<f64, StoreError>;
+
+    /// Add one model call's cost (USD) and tokens to `day`'s counters.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn record_spend(
+        &self,
+        day: &str,
+        usd: f64,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) -> Result<(), StoreError>;
+
+    /// The newest `limit` days of counters, newest first.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn budget_days(&self, limit: usize) -> Result<Vec<DayRow>, StoreError>;
+}
+
+/// What `audit verify` compares the log with.
+#[async_trait]
+pub trait AuditStore: Send + Sync {
+    /// The current value of every saga, step and approval row.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn table_states(&self) -> Result<TableStates, StoreError>;
+}
+
+/// The whole store, as the host holds it (`Arc<dyn Store>`).
+pub trait Store:
+    SagaStore
+    + StepStore
+    + LogStore
+    + ApprovalStore
+    + TraceStore
+    + BudgetStore
+    + AuditStore
+    + std::fmt::Debug
+{
+}
+
+impl<T> Store for T where
+    T: SagaStore
+        + StepStore
+        + LogStore
+        + ApprovalStore
+        + TraceStore
+        + BudgetStore
+        + AuditStore
+        + std::fmt::Debug
+{
+}

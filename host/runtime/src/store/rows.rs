@@ -1,0 +1,352 @@
+//! The records the store reads and writes, as the rest of the host sees
+//! them (no backend types).
+
+use capsaga_core::approval::{ApprovalError, ApprovalStatus, Binding};
+use capsaga_core::fsm::State;
+use capsaga_core::tool::ToolOutput;
+use serde::Serialize;
+use serde_json::Value;
+
+/// One row of the write-ahead log (`wal_log`), decoded (the decoding and the
+/// hash chain are pure logic in `capsaga_core::wal_row`).
+pub use capsaga_core::wal_row::LogRow;
+
+/// Status of a step (`saga_steps.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum StepStatus {
+    /// Logged before execute started; no outcome yet (in doubt after a crash).
+    Begin,
+    /// Execute succeeded; output logged.
+    Commit,
+    /// Execute failed; error logged.
+    Fail,
+    /// Compensate succeeded.
+    Compensated,
+    /// Compensate failed; the operator must act.
+    CompensationFailed,
+}
+
+impl StepStatus {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Begin => "BEGIN",
+            StepStatus::Commit => "COMMIT",
+            StepStatus::Fail => "FAIL",
+            StepStatus::Compensated => "COMPENSATED",
+            StepStatus::CompensationFailed => "COMPENSATION_FAILED",
+        }
+    }
+
+    /// Parse a stored name.
+    pub fn parse(s: &str) -> Option<StepStatus> {
+        Some(match s {
+            "BEGIN" => StepStatus::Begin,
+            "COMMIT" => StepStatus::Commit,
+            "FAIL" => StepStatus::Fail,
+            "COMPENSATED" => StepStatus::Compensated,
+            "COMPENSATION_FAILED" => StepStatus::CompensationFailed,
+            _ => return None,
+        })
+    }
+
+    /// True for statuses that still hold an effect that may need undoing:
+    /// COMMIT, BEGIN (in doubt) and COMPENSATION_FAILED.
+    pub fn needs_compensation(self) -> bool {
+        matches!(
+            self,
+            StepStatus::Commit | StepStatus::Begin | StepStatus::CompensationFailed
+        )
+    }
+}
+
+impl std::fmt::Display for StepStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a saga came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// `capsaga run --plan`.
+    Plan,
+    /// `capsaga agent`.
+    Agent,
+    /// `capsaga call`.
+    Call,
+}
+
+impl Origin {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Plan => "plan",
+            Origin::Agent => "agent",
+            Origin::Call => "call",
+        }
+    }
+}
+
+/// A saga to create.
+#[derive(Debug, Clone, Copy)]
+pub struct NewSaga<'a> {
+    /// Its id (UUID v4).
+    pub saga_id: &'a str,
+    /// Where it came from.
+    pub origin: Origin,
+    /// The task or plan description.
+    pub label: &'a str,
+    /// Its first state (Planning, after StartSaga).
+    pub state: State,
+    /// The owner id of the process that drives it.
+    pub owner: &'a str,
+    /// The plan it runs (canonical JSON), when a plan drives it, so that it
+    /// can be resumed.
+    pub plan: Option<&'a str>,
+}
+
+/// One row of `saga_state`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SagaRow {
+    /// The saga id (UUID v4).
+    pub saga_id: String,
+    /// Guardrail state.
+    pub state: State,
+    /// `plan`, `agent` or `call`.
+    pub origin: String,
+    /// The task or plan it ran.
+    pub label: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+    /// The id of the process that drives it (see `ownership`), if any.
+    pub owner: Option<String>,
+}
+
+/// One row of `saga_steps`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepRow {
+    /// The saga.
+    pub saga_id: String,
+    /// Position in the saga.
+    pub step_seq: u64,
+    /// Tool name.
+    pub tool_id: String,
+    /// The tool's identity hash (for a component, SHA-256 of its bytes).
+    pub tool_hash: String,
+    /// Effective grants the step ran with.
+    pub grants: Vec<String>,
+    /// Whether the tool declared side effects.
+    pub has_side_effects: bool,
+    /// The idempotency key.
+    pub idempotency_key: String,
+    /// Arguments (JSON).
+    pub args: Value,
+    /// Dry-run output logged before execute (JSON tool output), if any.
+    pub preimage: Option<Value>,
+    /// Execute output (JSON tool output) once committed.
+    pub output: Option<Value>,
+    /// Current status.
+    pub status: StepStatus,
+    /// Last error (JSON tool error), if any.
+    pub error: Option<Value>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+}
+
+/// A step about to begin.
+#[derive(Debug, Clone)]
+pub struct NewStep<'a> {
+    /// The saga.
+    pub saga_id: &'a str,
+    /// Position in the saga.
+    pub step_seq: u64,
+    /// Tool name.
+    pub tool_id: &'a str,
+    /// The tool's identity hash (pinned: compensation runs exactly it).
+    pub tool_hash: &'a str,
+    /// Effective grants, as capability strings.
+    pub grants: &'a [String],
+    /// Whether the tool has side effects.
+    pub has_side_effects: bool,
+    /// Idempotency key.
+    pub idempotency_key: &'a str,
+    /// Arguments.
+    pub args: &'a Value,
+    /// Dry-run output captured before execute, if any.
+    pub preimage: Option<&'a ToolOutput>,
+    /// An approved approval to claim in the same transaction as the BEGIN
+    /// row (its binding must be this step's tool, tool hash and args hash).
+    pub approval: Option<&'a str>,
+}
+
+/// What `begin_step` found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BeginOutcome {
+    /// A new BEGIN row was written: go on and execute.
+    Started,
+    /// The idempotency key already committed: return the logged output
+    /// without executing again.
+    AlreadyCommitted(ToolOutput),
+    /// The key exists in another status (the caller decides).
+    Exists(StepStatus),
+    /// The approval to claim is not approved any more (claimed by another
+    /// step, or its binding does not match): nothing was written.
+    ApprovalUnavailable,
+}
+
+/// A step whose compensation failed, with why (`capsaga sagas --needs-operator`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailedCompensation {
+    /// The step.
+    pub step_seq: u64,
+    /// The tool.
+    pub tool_id: String,
+    /// The step's arguments.
+    pub args: Value,
+    /// The compensation's error (JSON tool error), as logged.
+    pub error: Option<Value>,
+    /// When it was logged (RFC 3339).
+    pub updated_at: String,
+}
+
+/// A FailedRollbackPartial saga and what the operator must look at.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NeedsOperator {
+    /// The saga.
+    pub saga: SagaRow,
+    /// Its failed compensations, newest step first.
+    pub failed: Vec<FailedCompensation>,
+}
+
+/// Shortest id prefix accepted by `ApprovalStore::approval`.
+pub const MIN_ID_PREFIX: usize = 6;
+
+/// One row of `approvals`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalRow {
+    /// The approval id (UUID v4, lowercase hex with dashes).
+    pub approval_id: String,
+    /// The saga whose step asked for it.
+    pub saga_id: String,
+    /// The step that asked for it.
+    pub step_seq: u64,
+    /// What exactly is approved.
+    pub binding: Binding,
+    /// The arguments (JSON), for the human.
+    pub args: Value,
+    /// Why a human must decide (the policy's reason).
+    pub reason: String,
+    /// One line from the tool's dry-run: what the call would do.
+    pub summary: String,
+    /// The dry-run output (JSON tool output), when the tool has one.
+    pub preview: Option<Value>,
+    /// Where it is in its life.
+    pub status: ApprovalStatus,
+    /// Who decided (`tty:<user>`, `cli:<user>`), once decided.
+    pub decided_by: Option<String>,
+    /// When (RFC 3339), once decided.
+    pub decided_at: Option<String>,
+    /// The saga that claimed it, once claimed.
+    pub claimed_saga: Option<String>,
+    /// The step that claimed it, once claimed.
+    pub claimed_step: Option<u64>,
+    /// When (RFC 3339), once claimed.
+    pub claimed_at: Option<String>,
+    /// When it was requested (RFC 3339).
+    pub created_at: String,
+}
+
+/// An approval to request.
+#[derive(Debug, Clone)]
+pub struct NewApproval<'a> {
+    /// The saga to park.
+    pub saga_id: &'a str,
+    /// The step that needs it.
+    pub step_seq: u64,
+    /// The exact call.
+    pub binding: &'a Binding,
+    /// The arguments.
+    pub args: &'a Value,
+    /// The policy's reason.
+    pub reason: &'a str,
+    /// What the call would do (dry-run summary, or a description).
+    pub summary: &'a str,
+    /// The dry-run output, if any.
+    pub preview: Option<&'a ToolOutput>,
+}
+
+/// Why an approval operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalOpError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] super::StoreError),
+    /// No approval with this id (or prefix).
+    #[error("no approval `{0}`")]
+    NotFound(String),
+    /// The prefix matches several approvals, or is too short.
+    #[error(
+        "approval id `{0}` is ambiguous or shorter than {MIN_ID_PREFIX} characters: give more of it"
+    )]
+    Ambiguous(String),
+    /// The operation is not allowed in the approval's state.
+    #[error(transparent)]
+    Refused(#[from] ApprovalError),
+}
+
+/// An execution trace as stored: the columns the store indexes and the
+/// whole trace as JSON text (its shape belongs to the agent, not the store).
+#[derive(Debug, Clone)]
+pub struct TraceRecord<'a> {
+    /// UUID v4.
+    pub trace_id: &'a str,
+    /// The saga of the turn.
+    pub saga_id: Option<&'a str>,
+    /// The task.
+    pub task: &'a str,
+    /// How it ended (`success`, ...).
+    pub outcome: &'a str,
+    /// RFC 3339.
+    pub started_at: &'a str,
+    /// RFC 3339.
+    pub finished_at: Option<&'a str>,
+    /// Wall time, milliseconds.
+    pub wall_ms: u64,
+    /// The whole trace, JSON text.
+    pub json: &'a str,
+}
+
+/// One UTC day of model spend (`budget_days`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DayRow {
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    /// USD.
+    pub spent_usd: f64,
+    /// Model calls.
+    pub calls: u64,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+}
+
+/// The current value of every row the write-ahead log describes, by key, as
+/// the tables hold it (what `audit verify` replays the log against): saga id
+/// → state, `<saga>#<step>` → step status, approval id → approval status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableStates {
+    /// Saga id → state name.
+    pub sagas: std::collections::BTreeMap<String, String>,
+    /// `<saga id>#<step seq>` → status name.
+    pub steps: std::collections::BTreeMap<String, String>,
+    /// Approval id → status name.
+    pub approvals: std::collections::BTreeMap<String, String>,
+}

@@ -1,0 +1,182 @@
+//! The SQLite implementation of the store (the embedded default): one file
+//! per workspace, `.capsaga/state.db`. Every SQL statement of capsaga is in
+//! this directory.
+//!
+//! - WAL journal mode and `synchronous = FULL`, so a committed transaction
+//!   survives a crash of the process or of the machine.
+//! - Every write runs in an `IMMEDIATE` transaction (the write lock is taken
+//!   before the first read), through [`SqliteStore::write`]; a busy timeout
+//!   makes concurrent processes wait instead of failing. One connection
+//!   behind a mutex is the process's single writer path (where group commit
+//!   will batch several callers' transactions into one sync).
+//! - Each write updates its table and appends the matching `wal_log` row,
+//!   chained to the anchored head ([`log`]), in the same transaction.
+//! - The file is tagged with an application id; a file that is not a SQLite
+//!   database, or is another application's database, is refused with a clear
+//!   error, never silently reset.
+//!
+//! One file per trait: [`sagas`], [`steps`], [`log`], [`approvals`],
+//! [`traces`], [`budget`], [`audit`]; the schema and its migrations in
+//! [`schema`].
+
+mod approvals;
+mod audit;
+mod budget;
+mod log;
+mod sagas;
+mod schema;
+mod steps;
+mod traces;
+
+pub use schema::{APPLICATION_ID, BUSY_TIMEOUT_MS};
+
+use super::StoreError;
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The open SQLite store.
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        match &e {
+            rusqlite::Error::SqliteFailure(f, _)
+                if matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) =>
+            {
+                StoreError::Busy(e.to_string())
+            }
+            _ => StoreError::Backend(e.to_string()),
+        }
+    }
+}
+
+fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, msg)
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+            ) =>
+        {
+            StoreError::Corrupt {
+                path: path.to_path_buf(),
+                detail: msg.clone().unwrap_or_else(|| f.to_string()),
+            }
+        }
+        _ => e.into(),
+    }
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the database at `path`, check it is ours,
+    /// and bring its schema up to date.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`], [`StoreError::Foreign`],
+    /// [`StoreError::TooNew`], [`StoreError::Dir`] or
+    /// [`StoreError::Backend`].
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Dir {
+                path: dir.to_path_buf(),
+                error: e.to_string(),
+            })?;
+        }
+        let existed = path.exists()
+            && std::fs::metadata(path)
+                .map(|m| m.len() > 0)
+                .unwrap_or(false);
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| classify(path, e))?;
+        conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
+            .map_err(|e| classify(path, e))?;
+        if existed {
+            schema::check_ours(&conn, path)?;
+        }
+        for (pragma, value) in [
+            ("journal_mode", "WAL"),
+            ("synchronous", "FULL"),
+            ("foreign_keys", "ON"),
+        ] {
+            conn.pragma_update(None, pragma, value)
+                .map_err(|e| classify(path, e))?;
+        }
+        let store = SqliteStore {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+        };
+        store.write(|tx| schema::bring_up_to_date(tx, path))?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Run `f` in an `IMMEDIATE` transaction and commit it.
+    ///
+    /// # Errors
+    /// Whatever `f` returns, or the commit's error; the transaction is rolled
+    /// back on error.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| classify(&self.path, e))?;
+        let out = f(&tx)?;
+        tx.commit().map_err(|e| classify(&self.path, e))?;
+        Ok(out)
+    }
+
+    /// Run `f` with the connection, for reads.
+    ///
+    /// # Errors
+    /// Whatever `f` returns.
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
+        f(&conn)
+    }
+}
+
+/// JSON text of a value (`null` if it cannot be serialised, which the
+/// host's types never are).
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+/// Parse an optional stored JSON column.
+fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value>, StoreError> {
+    s.map(|t| serde_json::from_str(&t).map_err(|e| StoreError::Decode(format!("{what}: {e}"))))
+        .transpose()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,200 @@
+//! `saga_state`: sagas, their guardrail state, owner and plan.
+
+use super::super::{
+    FailedCompensation, NeedsOperator, NewSaga, SagaRow, SagaStore, StepStatus, StoreError,
+};
+use super::log::append;
+use super::{SqliteStore, steps};
+use crate::clock::now_rfc3339;
+use async_trait::async_trait;
+use capsaga_core::fsm::State;
+use rusqlite::{OptionalExtension, Row, params};
+use serde_json::{Value, json};
+
+const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner";
+
+type SagaRaw = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+);
+
+fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+    ))
+}
+
+fn decode_saga(t: SagaRaw) -> Result<SagaRow, StoreError> {
+    Ok(SagaRow {
+        state: t.1.parse::<State>().map_err(StoreError::Decode)?,
+        saga_id: t.0,
+        origin: t.2,
+        label: t.3,
+        created_at: t.4,
+        updated_at: t.5,
+        owner: t.6,
+    })
+}
+
+impl SqliteStore {
+    fn sagas_where(&self, condition: &str) -> Result<Vec<SagaRow>, StoreError> {
+        self.read(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {SAGA_COLUMNS} FROM saga_state WHERE {condition} ORDER BY created_at, rowid"
+            ))?;
+            let rows = st.query_map([], saga_from_row)?;
+            rows.map(|r| decode_saga(r?)).collect()
+        })
+    }
+}
+
+#[async_trait]
+impl SagaStore for SqliteStore {
+    async fn create_saga(&self, s: &NewSaga<'_>) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        let plan_hash = s
+            .plan
+            .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
+        let origin = s.origin.as_str();
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
+                params![s.saga_id, s.state.as_str(), origin, s.label, at, s.owner, s.plan],
+            )?;
+            append(
+                tx,
+                s.saga_id,
+                None,
+                "STATE",
+                &json!({"state": s.state.as_str(), "origin": origin, "label": s.label, "plan_sha256": plan_hash}),
+                &at,
+            )
+        })
+    }
+
+    async fn take_over(
+        &self,
+        saga_id: &str,
+        expected: Option<&str>,
+        owner: &str,
+        why: &str,
+    ) -> Result<bool, StoreError> {
+        let at = now_rfc3339();
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE saga_state SET owner = ?3 WHERE saga_id = ?1 AND owner IS ?2",
+                params![saga_id, expected, owner],
+            )?;
+            if n == 0 {
+                return Ok(false);
+            }
+            append(
+                tx,
+                saga_id,
+                None,
+                "OWNER",
+                &json!({"owner": owner, "previous": expected, "why": why}),
+                &at,
+            )?;
+            Ok(true)
+        })
+    }
+
+    async fn set_state(
+        &self,
+        saga_id: &str,
+        state: State,
+        event: &str,
+        extra: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        let mut detail = json!({"state": state.as_str(), "event": event});
+        if let (Some(Value::Object(m)), Some(d)) = (extra, detail.as_object_mut()) {
+            for (k, v) in m {
+                d.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1",
+                params![saga_id, state.as_str(), at],
+            )?;
+            if n == 0 {
+                return Err(StoreError::Decode(format!("no saga `{saga_id}`")));
+            }
+            append(tx, saga_id, None, "STATE", &detail, &at)
+        })
+    }
+
+    async fn saga(&self, saga_id: &str) -> Result<Option<SagaRow>, StoreError> {
+        self.read(|c| {
+            c.query_row(
+                &format!("SELECT {SAGA_COLUMNS} FROM saga_state WHERE saga_id = ?1"),
+                params![saga_id],
+                saga_from_row,
+            )
+            .optional()?
+            .map(decode_saga)
+            .transpose()
+        })
+    }
+
+    async fn saga_plan(&self, saga_id: &str) -> Result<Option<String>, StoreError> {
+        self.read(|c| {
+            Ok(c.query_row(
+                "SELECT plan FROM saga_state WHERE saga_id = ?1",
+                params![saga_id],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()?
+            .flatten())
+        })
+    }
+
+    async fn sagas(&self, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
+        self.read(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {SAGA_COLUMNS} FROM saga_state ORDER BY created_at DESC, rowid DESC LIMIT ?1"
+            ))?;
+            let rows = st.query_map(params![limit as i64], saga_from_row)?;
+            rows.map(|r| decode_saga(r?)).collect()
+        })
+    }
+
+    async fn unfinished_sagas(&self) -> Result<Vec<SagaRow>, StoreError> {
+        self.sagas_where("state NOT IN ('Done','FailedRolledBack','FailedRollbackPartial')")
+    }
+
+    async fn needs_operator(&self) -> Result<Vec<NeedsOperator>, StoreError> {
+        let sagas = self.sagas_where("state = 'FailedRollbackPartial'")?;
+        let mut out = Vec::with_capacity(sagas.len());
+        for saga in sagas {
+            let mut failed: Vec<FailedCompensation> = self
+                .read(|c| steps::steps_of(c, &saga.saga_id))?
+                .into_iter()
+                .filter(|s| s.status == StepStatus::CompensationFailed)
+                .map(|s| FailedCompensation {
+                    step_seq: s.step_seq,
+                    tool_id: s.tool_id,
+                    args: s.args,
+                    error: s.error,
+                    updated_at: s.updated_at,
+                })
+                .collect();
+            failed.reverse();
+            out.push(NeedsOperator { saga, failed });
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,180 @@
+//! The schema of the state database, its version and its migrations.
+
+use super::super::{SCHEMA_VERSION, StoreError};
+use super::classify;
+use rusqlite::{Connection, Transaction};
+use std::path::Path;
+
+/// `PRAGMA application_id` of capsaga databases ("CAPS").
+pub const APPLICATION_ID: i64 = 0x4341_5053;
+/// How long a writer waits for another process's lock, milliseconds.
+pub const BUSY_TIMEOUT_MS: u64 = 10_000;
+
+/// Version 1.
+pub(super) const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS saga_state (
+    saga_id     TEXT PRIMARY KEY,
+    state       TEXT NOT NULL,
+    origin      TEXT NOT NULL,
+    label       TEXT NOT NULL DEFAULT '',
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS saga_steps (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    saga_id          TEXT NOT NULL REFERENCES saga_state(saga_id),
+    step_seq         INTEGER NOT NULL,
+    tool_id          TEXT NOT NULL,
+    tool_hash        TEXT NOT NULL,
+    grants           TEXT NOT NULL,
+    has_side_effects INTEGER NOT NULL,
+    idempotency_key  TEXT NOT NULL UNIQUE,
+    args             TEXT NOT NULL,
+    preimage         TEXT,
+    output           TEXT,
+    status           TEXT NOT NULL CHECK (status IN ('BEGIN','COMMIT','FAIL','COMPENSATED','COMPENSATION_FAILED')),
+    error            TEXT,
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL,
+    UNIQUE (saga_id, step_seq)
+);
+CREATE INDEX IF NOT EXISTS idx_saga ON saga_steps(saga_id, step_seq);
+CREATE TABLE IF NOT EXISTS wal_log (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    saga_id    TEXT NOT NULL,
+    step_seq   INTEGER,
+    record     TEXT NOT NULL,
+    detail     TEXT NOT NULL,
+    at         TEXT NOT NULL,
+    prev_hash  TEXT NOT NULL,
+    hash       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_wal_log_saga ON wal_log(saga_id, seq);
+CREATE TABLE IF NOT EXISTS traces (
+    trace_id       TEXT PRIMARY KEY,
+    saga_id        TEXT,
+    task           TEXT NOT NULL,
+    outcome        TEXT NOT NULL,
+    started_at     TEXT NOT NULL,
+    finished_at    TEXT,
+    wall_ms        INTEGER NOT NULL,
+    trace          TEXT NOT NULL
+);
+"#;
+
+/// Version 2: approvals, the anchored head of the log, saga owners and plans.
+const MIGRATE_V2: &str = r#"
+CREATE TABLE IF NOT EXISTS approvals (
+    approval_id  TEXT PRIMARY KEY,
+    saga_id      TEXT NOT NULL REFERENCES saga_state(saga_id),
+    step_seq     INTEGER NOT NULL,
+    tool_id      TEXT NOT NULL,
+    tool_hash    TEXT NOT NULL,
+    args_hash    TEXT NOT NULL,
+    args         TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    summary      TEXT NOT NULL,
+    preview      TEXT,
+    status       TEXT NOT NULL CHECK (status IN ('pending','approved','denied','claimed')),
+    decided_by   TEXT,
+    decided_at   TEXT,
+    claimed_saga TEXT,
+    claimed_step INTEGER,
+    claimed_at   TEXT,
+    created_at   TEXT NOT NULL,
+    UNIQUE (saga_id, step_seq)
+);
+CREATE INDEX IF NOT EXISTS idx_approvals_binding ON approvals(tool_id, tool_hash, args_hash, status);
+CREATE TABLE IF NOT EXISTS wal_head (
+    id    INTEGER PRIMARY KEY CHECK (id = 1),
+    seq   INTEGER NOT NULL,
+    hash  TEXT NOT NULL
+);
+INSERT OR IGNORE INTO wal_head (id, seq, hash)
+    SELECT 1, seq, hash FROM wal_log ORDER BY seq DESC LIMIT 1;
+"#;
+
+/// The spend counters (created at every open when missing: they are not
+/// part of the write-ahead log and need no migration).
+const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
+    day        TEXT PRIMARY KEY,
+    spent_usd  REAL NOT NULL DEFAULT 0,
+    calls      INTEGER NOT NULL DEFAULT 0,
+    input_tokens  INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    updated_at TEXT NOT NULL
+);";
+
+/// Refuse a file that is another application's database or has a newer
+/// schema (a file that is not a database at all fails here too, as corrupt).
+pub(super) fn check_ours(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let query = |sql: &str| -> Result<i64, StoreError> {
+        conn.query_row(sql, [], |r| r.get(0))
+            .map_err(|e| classify(path, e))
+    };
+    let app_id = query("PRAGMA application_id")?;
+    let version = query("PRAGMA user_version")?;
+    let tables = query("SELECT count(*) FROM sqlite_schema")?;
+    if app_id != APPLICATION_ID && (app_id != 0 || tables > 0) {
+        return Err(StoreError::Foreign {
+            path: path.to_path_buf(),
+            found: app_id,
+        });
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    Ok(())
+}
+
+/// Migrate to [`SCHEMA_VERSION`] and stamp the application id, inside the
+/// caller's write transaction (the version is read again under the write
+/// lock: another process may have migrated the file since it was opened).
+pub(super) fn bring_up_to_date(tx: &Transaction<'_>, path: &Path) -> Result<(), StoreError> {
+    let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    if version < SCHEMA_VERSION {
+        migrate(tx, version)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
+    tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+    tx.execute_batch(BUDGET)?;
+    Ok(())
+}
+
+fn has_column(tx: &Transaction<'_>, table: &str, column: &str) -> Result<bool, StoreError> {
+    let mut st = tx.prepare(&format!("PRAGMA table_info({table})"))?;
+    let names = st.query_map([], |r| r.get::<_, String>(1))?;
+    for n in names {
+        if n? == column {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Bring the schema from `version` to [`SCHEMA_VERSION`], inside `tx`.
+fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
+    if version < 1 {
+        tx.execute_batch(SCHEMA)?;
+    }
+    if version < 2 {
+        for (column, decl) in [("owner", "TEXT"), ("plan", "TEXT")] {
+            if !has_column(tx, "saga_state", column)? {
+                tx.execute_batch(&format!(
+                    "ALTER TABLE saga_state ADD COLUMN {column} {decl}"
+                ))?;
+            }
+        }
+        tx.execute_batch(MIGRATE_V2)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,376 @@
+//! `saga_steps`: the BEGIN record of a step (with the approval claim),
+//! its outcome, retries and compensation.
+
+use super::super::{BeginOutcome, NewStep, StepRow, StepStatus, StepStore, StoreError};
+use super::log::append;
+use super::{SqliteStore, decode_json, to_json};
+use crate::clock::now_rfc3339;
+use async_trait::async_trait;
+use capsaga_core::error::ToolError;
+use capsaga_core::tool::ToolOutput;
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use serde_json::json;
+
+const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at";
+
+struct StepRowRaw {
+    saga_id: String,
+    step_seq: i64,
+    tool_id: String,
+    tool_hash: String,
+    grants: String,
+    has_side_effects: bool,
+    idempotency_key: String,
+    args: String,
+    preimage: Option<String>,
+    output: Option<String>,
+    status: String,
+    error: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+fn step_from_row(r: &Row<'_>) -> rusqlite::Result<StepRowRaw> {
+    Ok(StepRowRaw {
+        saga_id: r.get(0)?,
+        step_seq: r.get(1)?,
+        tool_id: r.get(2)?,
+        tool_hash: r.get(3)?,
+        grants: r.get(4)?,
+        has_side_effects: r.get(5)?,
+        idempotency_key: r.get(6)?,
+        args: r.get(7)?,
+        preimage: r.get(8)?,
+        output: r.get(9)?,
+        status: r.get(10)?,
+        error: r.get(11)?,
+        created_at: r.get(12)?,
+        updated_at: r.get(13)?,
+    })
+}
+
+fn parse_status(s: &str) -> Result<StepStatus, StoreError> {
+    StepStatus::parse(s).ok_or_else(|| StoreError::Decode(format!("unknown step status `{s}`")))
+}
+
+impl StepRowRaw {
+    fn decode(self) -> Result<StepRow, StoreError> {
+        Ok(StepRow {
+            status: parse_status(&self.status)?,
+            step_seq: u64::try_from(self.step_seq)
+                .map_err(|_| StoreError::Decode(format!("negative step_seq {}", self.step_seq)))?,
+            grants: serde_json::from_str(&self.grants)
+                .map_err(|e| StoreError::Decode(format!("grants: {e}")))?,
+            args: serde_json::from_str(&self.args)
+                .map_err(|e| StoreError::Decode(format!("args: {e}")))?,
+            preimage: decode_json(self.preimage, "preimage")?,
+            output: decode_json(self.output, "output")?,
+            error: decode_json(self.error, "error")?,
+            saga_id: self.saga_id,
+            tool_id: self.tool_id,
+            tool_hash: self.tool_hash,
+            has_side_effects: self.has_side_effects,
+            idempotency_key: self.idempotency_key,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// The steps of a saga, by position (shared with `needs_operator`).
+pub(super) fn steps_of(c: &Connection, saga_id: &str) -> Result<Vec<StepRow>, StoreError> {
+    let mut st = c.prepare(&format!(
+        "SELECT {STEP_COLUMNS} FROM saga_steps WHERE saga_id = ?1 ORDER BY step_seq"
+    ))?;
+    let rows = st.query_map(params![saga_id], step_from_row)?;
+    rows.map(|r| r?.decode()).collect()
+}
+
+/// The existing row of this idempotency key, as `begin_step` reports it.
+fn existing(tx: &Transaction<'_>, key: &str) -> Result<Option<BeginOutcome>, StoreError> {
+    let row: Option<(String, Option<String>)> = tx
+        .query_row(
+            "SELECT status, output FROM saga_steps WHERE idempotency_key = ?1",
+            params![key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((status, output)) = row else {
+        return Ok(None);
+    };
+    let status = parse_status(&status)?;
+    if status != StepStatus::Commit {
+        return Ok(Some(BeginOutcome::Exists(status)));
+    }
+    let out = output.ok_or_else(|| StoreError::Decode("COMMIT row without output".into()))?;
+    let out: ToolOutput =
+        serde_json::from_str(&out).map_err(|e| StoreError::Decode(format!("output: {e}")))?;
+    Ok(Some(BeginOutcome::AlreadyCommitted(out)))
+}
+
+/// Claim `approval_id` for this step; false when it is not approved (any
+/// more) or bound to another call.
+fn claim(
+    tx: &Transaction<'_>,
+    s: &NewStep<'_>,
+    approval_id: &str,
+    at: &str,
+) -> Result<bool, StoreError> {
+    let claimed = tx.execute(
+        "UPDATE approvals SET status = 'claimed', claimed_saga = ?2, claimed_step = ?3, claimed_at = ?4
+         WHERE approval_id = ?1 AND status = 'approved' AND tool_id = ?5 AND tool_hash = ?6 AND args_hash = ?7",
+        params![
+            approval_id,
+            s.saga_id,
+            s.step_seq as i64,
+            at,
+            s.tool_id,
+            s.tool_hash,
+            capsaga_core::idempotency::args_hash(s.args)
+        ],
+    )?;
+    if claimed != 1 {
+        return Ok(false);
+    }
+    append(
+        tx,
+        s.saga_id,
+        Some(s.step_seq),
+        "APPROVAL_CLAIMED",
+        &json!({"approval_id": approval_id}),
+        at,
+    )?;
+    Ok(true)
+}
+
+fn insert_begin(tx: &Transaction<'_>, s: &NewStep<'_>, at: &str) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, status, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'BEGIN', ?10, ?10)",
+        params![
+            s.saga_id,
+            s.step_seq as i64,
+            s.tool_id,
+            s.tool_hash,
+            to_json(&s.grants),
+            s.has_side_effects,
+            s.idempotency_key,
+            to_json(s.args),
+            s.preimage.map(to_json),
+            at
+        ],
+    )?;
+    append(
+        tx,
+        s.saga_id,
+        Some(s.step_seq),
+        "BEGIN",
+        &json!({
+            "tool": s.tool_id,
+            "tool_hash": s.tool_hash,
+            "grants": s.grants,
+            "idempotency_key": s.idempotency_key,
+            "args": s.args,
+            "preimage": s.preimage,
+            "approval_id": s.approval,
+        }),
+        at,
+    )
+}
+
+impl SqliteStore {
+    /// Move a step to `to` if it is in one of `allowed_from`, recording the
+    /// output or the error, with the matching log record.
+    fn transition(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        to: StepStatus,
+        allowed_from: &[StepStatus],
+        output: Option<&ToolOutput>,
+        error: Option<&ToolError>,
+    ) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        self.write(|tx| {
+            let status: String = tx
+                .query_row(
+                    "SELECT status FROM saga_steps WHERE saga_id = ?1 AND step_seq = ?2",
+                    params![saga_id, step_seq as i64],
+                    |r| r.get(0),
+                )
+                .optional()?
+                .ok_or_else(|| {
+                    StoreError::Decode(format!("no step {step_seq} in saga `{saga_id}`"))
+                })?;
+            let from = parse_status(&status)?;
+            if !allowed_from.contains(&from) {
+                return Err(StoreError::Decode(format!(
+                    "step {step_seq} of saga `{saga_id}` is {from}, cannot become {to}"
+                )));
+            }
+            if let Some(o) = output {
+                tx.execute(
+                    "UPDATE saga_steps SET status = ?3, output = ?4, updated_at = ?5 WHERE saga_id = ?1 AND step_seq = ?2",
+                    params![saga_id, step_seq as i64, to.as_str(), to_json(o), at],
+                )?;
+            } else {
+                tx.execute(
+                    "UPDATE saga_steps SET status = ?3, error = ?4, updated_at = ?5 WHERE saga_id = ?1 AND step_seq = ?2",
+                    params![saga_id, step_seq as i64, to.as_str(), error.map(to_json), at],
+                )?;
+            }
+            let detail = match (output, error) {
+                (Some(o), _) => json!({"output": o}),
+                (None, Some(e)) => json!({"error": e}),
+                (None, None) => json!({}),
+            };
+            append(tx, saga_id, Some(step_seq), to.as_str(), &detail, &at)
+        })
+    }
+
+    fn step_where(
+        &self,
+        condition: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Option<StepRow>, StoreError> {
+        self.read(|c| {
+            c.query_row(
+                &format!("SELECT {STEP_COLUMNS} FROM saga_steps WHERE {condition}"),
+                params,
+                step_from_row,
+            )
+            .optional()?
+            .map(StepRowRaw::decode)
+            .transpose()
+        })
+    }
+}
+
+const HOLDING_AN_EFFECT: [StepStatus; 3] = [
+    StepStatus::Commit,
+    StepStatus::Begin,
+    StepStatus::CompensationFailed,
+];
+
+#[async_trait]
+impl StepStore for SqliteStore {
+    async fn begin_step(&self, s: &NewStep<'_>) -> Result<BeginOutcome, StoreError> {
+        let at = now_rfc3339();
+        self.write(|tx| {
+            if let Some(found) = existing(tx, s.idempotency_key)? {
+                return Ok(found);
+            }
+            if let Some(approval_id) = s.approval
+                && !claim(tx, s, approval_id, &at)?
+            {
+                return Ok(BeginOutcome::ApprovalUnavailable);
+            }
+            insert_begin(tx, s, &at)?;
+            Ok(BeginOutcome::Started)
+        })
+    }
+
+    async fn commit_step(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        output: &ToolOutput,
+    ) -> Result<(), StoreError> {
+        self.transition(
+            saga_id,
+            step_seq,
+            StepStatus::Commit,
+            &[StepStatus::Begin],
+            Some(output),
+            None,
+        )
+    }
+
+    async fn fail_step(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        error: &ToolError,
+    ) -> Result<(), StoreError> {
+        self.transition(
+            saga_id,
+            step_seq,
+            StepStatus::Fail,
+            &[StepStatus::Begin],
+            None,
+            Some(error),
+        )
+    }
+
+    async fn retry_attempt(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        attempt: u32,
+        delay_ms: u64,
+        error: &ToolError,
+    ) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE saga_steps SET error = ?3, updated_at = ?4 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
+                params![saga_id, step_seq as i64, to_json(error), at],
+            )?;
+            if n == 0 {
+                return Err(StoreError::Decode(format!(
+                    "step {step_seq} of saga `{saga_id}` is not in BEGIN: cannot retry it"
+                )));
+            }
+            append(
+                tx,
+                saga_id,
+                Some(step_seq),
+                "RETRY",
+                &json!({"attempt": attempt, "delay_ms": delay_ms, "error": error}),
+                &at,
+            )
+        })
+    }
+
+    async fn compensated(&self, saga_id: &str, step_seq: u64) -> Result<(), StoreError> {
+        self.transition(
+            saga_id,
+            step_seq,
+            StepStatus::Compensated,
+            &HOLDING_AN_EFFECT,
+            None,
+            None,
+        )
+    }
+
+    async fn compensation_failed(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        error: &ToolError,
+    ) -> Result<(), StoreError> {
+        self.transition(
+            saga_id,
+            step_seq,
+            StepStatus::CompensationFailed,
+            &HOLDING_AN_EFFECT,
+            None,
+            Some(error),
+        )
+    }
+
+    async fn steps(&self, saga_id: &str) -> Result<Vec<StepRow>, StoreError> {
+        self.read(|c| steps_of(c, saga_id))
+    }
+
+    async fn step_by_key(&self, key: &str) -> Result<Option<StepRow>, StoreError> {
+        self.step_where("idempotency_key = ?1", params![key])
+    }
+
+    async fn step_at(&self, saga_id: &str, step_seq: u64) -> Result<Option<StepRow>, StoreError> {
+        self.step_where(
+            "saga_id = ?1 AND step_seq = ?2",
+            params![saga_id, step_seq as i64],
+        )
+    }
+}

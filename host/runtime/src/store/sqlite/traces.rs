@@ -1,0 +1,49 @@
+//! `traces`: execution traces of agent turns.
+
+use super::super::{StoreError, TraceRecord, TraceStore};
+use super::SqliteStore;
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+
+#[async_trait]
+impl TraceStore for SqliteStore {
+    async fn save_trace(&self, t: &TraceRecord<'_>) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO traces (trace_id, saga_id, task, outcome, started_at, finished_at, wall_ms, trace)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    t.trace_id,
+                    t.saga_id,
+                    t.task,
+                    t.outcome,
+                    t.started_at,
+                    t.finished_at,
+                    t.wall_ms as i64,
+                    t.json
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    async fn load_trace(&self, id: &str) -> Result<Option<String>, StoreError> {
+        if id != "last" && !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+            return Ok(None);
+        }
+        self.read(|c| {
+            let sql = if id == "last" {
+                "SELECT trace FROM traces ORDER BY started_at DESC, rowid DESC LIMIT 1"
+            } else {
+                "SELECT trace FROM traces WHERE trace_id = ?1 OR (length(?1) >= 4 AND trace_id LIKE ?1 || '%') ORDER BY started_at DESC LIMIT 1"
+            };
+            let mut st = c.prepare(sql)?;
+            let r = if id == "last" {
+                st.query_row([], |r| r.get(0)).optional()?
+            } else {
+                st.query_row(params![id], |r| r.get(0)).optional()?
+            };
+            Ok(r)
+        })
+    }
+}

@@ -1,0 +1,212 @@
+"""Build-time lockdown of the runner's interpreter.
+
+:func:`seal` runs once, when componentize-py pre-initialises the component
+(it imports the app module and snapshots the interpreter's memory), so every
+instance starts from its result:
+
+- the modules of :data:`PRELOAD` are imported, so a neuron finds them warm;
+- none of :data:`DENIED` may be loaded by then (the build fails otherwise);
+- the import system is left with one finder, which refuses every name:
+  only modules already imported exist (``sys.path`` is emptied, so no file
+  of the host or of a granted directory is ever imported as code);
+- ``os.environ`` is emptied (the runner refills it per call from the call's
+  ``env:`` grants), and no bytecode is ever written;
+- every object is frozen out of the garbage collector's reach (``gc.freeze``).
+
+This is about clear errors and a small surface, not the security boundary:
+a neuron can undo any of it inside its own instance. What it still cannot do
+is decided by the sandbox (WASI without sockets, preopens only from grants,
+HTTP through the net guard) and holds whatever the Python code does.
+"""
+
+import sys
+
+#: Modules pre-imported at build time: everything a neuron can import.
+PRELOAD = (
+    # text and data formats
+    "json",
+    "csv",
+    "re",
+    "string",
+    "textwrap",
+    "difflib",
+    "html",
+    "unicodedata",
+    "base64",
+    "binascii",
+    "codecs",
+    "io",
+    "struct",
+    "pprint",
+    # numbers and statistics
+    "math",
+    "cmath",
+    "statistics",
+    "decimal",
+    "fractions",
+    "numbers",
+    "random",
+    # dates and times
+    "datetime",
+    "time",
+    "calendar",
+    "_strptime",
+    # collections and functional tools
+    "collections",
+    "collections.abc",
+    "itertools",
+    "functools",
+    "operator",
+    "heapq",
+    "bisect",
+    "array",
+    "copy",
+    "dataclasses",
+    "enum",
+    "typing",
+    "types",
+    "abc",
+    "contextlib",
+    # hashing and compression
+    "hashlib",
+    "hmac",
+    "secrets",
+    "zlib",
+    "gzip",
+    "uuid",
+    # files and URLs (files only under the preopened directories)
+    "os",
+    "os.path",
+    "pathlib",
+    "fnmatch",
+    "glob",
+    "shutil",
+    "urllib.parse",
+    "ipaddress",
+    # diagnostics (and what traceback and linecache load lazily)
+    "traceback",
+    "linecache",
+    "tokenize",
+    "keyword",
+    "warnings",
+    "weakref",
+    # componentize-py's bindings release resources through weakref.finalize,
+    # which imports atexit on first use
+    "atexit",
+    # codecs looked up lazily by str.encode / bytes.decode
+    "encodings.ascii",
+    "encodings.latin_1",
+    "encodings.utf_8_sig",
+    "encodings.utf_16",
+    "encodings.utf_32",
+    "encodings.cp1252",
+    "encodings.idna",
+)
+
+#: Modules that must not exist in the runner: network, processes, native
+#: code, OS signals and terminals. Checked at build time, refused with a
+#: specific message at run time.
+DENIED = (
+    "socket",
+    "_socket",
+    "ssl",
+    "_ssl",
+    "select",
+    "selectors",
+    "asyncio",
+    "socketserver",
+    "http.client",
+    "urllib.request",
+    "ftplib",
+    "smtplib",
+    "imaplib",
+    "poplib",
+    "webbrowser",
+    "subprocess",
+    "_posixsubprocess",
+    "multiprocessing",
+    "_multiprocessing",
+    "concurrent",
+    "ctypes",
+    "_ctypes",
+    "cffi",
+    "mmap",
+    "fcntl",
+    "pty",
+    "termios",
+    "resource",
+)
+
+#: Top-level modules a neuron can import (set by :func:`seal`).
+AVAILABLE = ()
+
+# The runner's own modules, not offered to neurons in messages.
+_INTERNAL = ("app", "wit_world", "componentize_py_types", "componentize_py_runtime", "componentize_py_async_support", "poll_loop")
+
+
+def _denied(name):
+    return any(name == d or name.startswith(d + ".") for d in DENIED)
+
+
+class NoImport:
+    """The only import finder left after :func:`seal`: every module that was
+    not pre-imported is refused with a message saying what exists."""
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if _denied(name):
+            msg = (
+                f"module '{name}' does not exist for neurons: there are no sockets, "
+                "subprocesses or native code in the sandbox (HTTP goes through capsaga.http)"
+            )
+        else:
+            msg = (
+                f"module '{name}' is not available in the neuron runner; "
+                f"available: {', '.join(AVAILABLE)}"
+            )
+        raise ModuleNotFoundError(msg, name=name)
+
+    @classmethod
+    def invalidate_caches(cls):
+        pass
+
+
+def seal():
+    """Pre-import :data:`PRELOAD`, check :data:`DENIED`, and close imports.
+
+    Raises ``RuntimeError`` (failing the build) when a denied module was
+    loaded by a pre-imported one.
+    """
+    global AVAILABLE
+    import gc
+    import importlib
+    import os
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    loaded = sorted(n for n in sys.modules if _denied(n))
+    if loaded:
+        raise RuntimeError(f"the runner must not contain these modules, but they were loaded: {loaded}")
+    os.environ.clear()
+    sys.dont_write_bytecode = True
+    sys.path[:] = []
+    sys.path_hooks[:] = []
+    sys.path_importer_cache.clear()
+    sys.meta_path[:] = [NoImport]
+    # Everything loaded so far lives as long as the instance: move it to the
+    # collector's permanent generation, so that a collection during a call
+    # neither scans it nor writes to its pages (each first write to a page of
+    # the snapshot is a copy-on-write fault in the host).
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    AVAILABLE = tuple(
+        sorted(
+            {
+                n.partition(".")[0]
+                for n in sys.modules
+                if not n.startswith("_") and n.partition(".")[0] not in _INTERNAL
+            }
+        )
+    )

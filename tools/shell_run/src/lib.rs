@@ -1,0 +1,314 @@
+//! `shell_run`: a POSIX-subset shell and the commands agents use, all inside
+//! this one WebAssembly component. No host process is ever started: the
+//! interpreter ([`shell`]) and every command ([`cmds`]) are Rust code
+//! compiled into the component, confined by the same preopens as any tool.
+//!
+//! Arguments: `{"script": "grep -c foo big.txt | sort", "cwd": "/w",
+//! "stdin": "", "max_output_bytes": 65536}`.
+//!
+//! Files: every path is checked by the SDK's path guard, so what is outside
+//! the granted directories does not exist for the script (`permission
+//! denied`, naming the grants). The script's writes, removals and new
+//! directories go to an in-memory overlay ([`vfs`]) that the rest of the
+//! script sees; when the script ends, `execute` compares the overlay with the
+//! real files, records the pre-image of every path it will change (content
+//! or absence) and only then changes them ([`commit`]). A script stopped by
+//! a limit changes nothing. `dry_run` runs the script against the overlay
+//! (read-only grants) and reports exactly what it would change, with the
+//! pre-images, without changing anything. `compensate` restores every
+//! changed path in reverse order, removing what the script created, and is
+//! idempotent; a path changed by someone else since is left alone and the
+//! compensation ends `unrevertible`.
+//!
+//! Output data ([`RunData`]): `exit_code`, `stdout`, `stderr` (each capped
+//! at `max_output_bytes`, the cut counted), `changes` (path, before, after),
+//! `applied`, `stopped` (the limit that stopped the script), `refused`
+//! (paths the guard refused). The output is untrusted (it holds file
+//! content) and the host truncates what the model sees.
+//!
+//! Limits: commands and loop iterations (1,000,000), nesting of function
+//! calls and substitutions (64), a stop time at 80% of the time left before
+//! the call's deadline, pipes and captures of 32 MiB, files of 64 MiB,
+//! 96 MiB of changed content held, 2 MiB of previous content kept for undo,
+//! 10,000 changed paths; on top of the host's fuel, memory and deadline.
+//!
+//! Side effects, risk medium, not idempotent, dry-run. Needs `fs:read:*`
+//! and `fs:write:*` (a write grant answers both).
+
+pub mod cmds;
+pub mod commit;
+pub mod shell;
+pub mod vfs;
+
+use std::path::PathBuf;
+
+use capsaga_sdk::fs::{Follow, resolve};
+use capsaga_sdk::prelude::*;
+
+use commit::Change;
+use shell::io::{Io, Sink};
+use shell::{Limits, Shell};
+use vfs::{FsErrorKind, Kind, Vfs};
+
+/// Default of `max_output_bytes`: 64 KiB.
+pub const DEFAULT_MAX_OUTPUT: u64 = 64 * 1024;
+
+/// Largest `max_output_bytes`: 1 MiB.
+pub const MAX_OUTPUT: u64 = 1024 * 1024;
+
+fn default_max_output() -> u64 {
+    DEFAULT_MAX_OUTPUT
+}
+
+/// Arguments of `shell_run`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The script, in POSIX sh: pipelines, `&&` `||` `;`, redirections (`>`
+    /// `>>` `<` `2>&1`, here-documents), quoting, variables, globs, `if`
+    /// `for` `while` `case`, functions, `$(...)`. Only shell_run's own
+    /// commands run (no programs): cat head tail wc ls find grep sed sort
+    /// uniq cut tr echo printf mkdir rm rmdir cp mv touch tee diff basename
+    /// dirname date env pwd test [ true false xargs yes seq cd.
+    pub script: String,
+    /// Working directory: an absolute path inside a granted directory
+    /// (default: the first writable granted directory).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Text given to the script as its standard input.
+    #[serde(default)]
+    pub stdin: String,
+    /// Bytes of stdout, and of stderr, returned at most (default 65536).
+    #[serde(default = "default_max_output")]
+    #[schemars(range(min = 1, max = 1_048_576))]
+    pub max_output_bytes: u64,
+}
+
+/// Output data of `execute` and `dry_run`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunData {
+    /// The script's exit status (124 when a limit stopped it).
+    pub exit_code: i32,
+    /// Standard output (lossy UTF-8), at most `max_output_bytes`.
+    pub stdout: String,
+    /// Standard error, at most `max_output_bytes`.
+    pub stderr: String,
+    /// Bytes of stdout cut.
+    pub stdout_truncated_bytes: u64,
+    /// Bytes of stderr cut.
+    pub stderr_truncated_bytes: u64,
+    /// The working directory the script started in.
+    pub cwd: String,
+    /// Commands and loop iterations run.
+    pub steps: u64,
+    /// Why a limit stopped the script (then nothing was changed).
+    pub stopped: Option<String>,
+    /// Paths changed (execute) or that would change (dry run), in order,
+    /// with their pre-images: what `compensate` restores.
+    pub changes: Vec<Change>,
+    /// True when `changes` were made to the real files.
+    pub applied: bool,
+    /// Why applying the changes stopped part way (those listed were made).
+    pub apply_error: Option<String>,
+    /// Accesses the path guard refused.
+    pub refused: Vec<String>,
+    /// True for a dry run.
+    pub dry_run: bool,
+    /// False for a dry run that did not need to run the script: it only
+    /// reads (then `exit_code`, `stdout` and `stderr` are empty).
+    #[serde(default = "yes")]
+    pub ran: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The tool.
+pub struct ShellRun;
+
+impl Tool for ShellRun {
+    type Args = Args;
+
+    fn meta() -> Meta {
+        Meta::new(
+            "shell_run",
+            "Runs a POSIX shell script (pipelines, && || ;, redirections, quoting, variables, \
+             globs, if/for/while/case, functions, $(...)) inside the sandbox, with built-in \
+             commands: cat head tail wc ls find grep sed sort uniq cut tr echo printf mkdir rm \
+             rmdir cp mv touch tee diff basename dirname date env pwd test [ true false xargs yes \
+             seq cd. No program of the host ever runs. Paths must be inside the granted \
+             directories. Files the script changes are written when it ends, and can be undone. \
+             Returns exit_code, stdout, stderr and the changed paths.",
+        )
+        .side_effects(true)
+        .risk(Risk::Medium)
+        .returns_untrusted(true)
+        .idempotent(false)
+        .dry_run(true)
+        .capability("fs:read:*")
+        .capability("fs:write:*")
+    }
+
+    fn execute(ctx: &CallContext, args: Args) -> Result<Output, ToolError> {
+        run(ctx, &args, false)
+    }
+
+    fn dry_run(ctx: &CallContext, args: Args) -> Result<Output, ToolError> {
+        run(ctx, &args, true)
+    }
+
+    fn compensate(ctx: &CallContext, _args: Args, output: &Output) -> Result<(), ToolError> {
+        let data: RunData = output.data_as()?;
+        let restored = commit::undo(&data.changes, ctx)?;
+        for p in restored {
+            capsaga_sdk::log::info(&format!("restored {p}"));
+        }
+        Ok(())
+    }
+}
+
+capsaga_sdk::export_tool!(ShellRun);
+
+/// The working directory: `cwd` checked, or the first writable root.
+fn start_dir(roots: &[vfs::Root], cwd: Option<&str>) -> Result<PathBuf, ToolError> {
+    let Some(raw) = cwd else {
+        return roots
+            .iter()
+            .find(|r| r.writable)
+            .or_else(|| roots.first())
+            .map(|r| r.path.clone())
+            .ok_or_else(|| {
+                ToolError::permission_denied("shell_run has no granted directory")
+                    .hint("the operator must grant shell_run a directory (fs:write:<dir>/**)")
+            });
+    };
+    let p = resolve(raw, Follow::Final)?;
+    match vfs::real_stat(&p) {
+        Ok(Some(s)) if s.kind == Kind::Dir => Ok(p),
+        _ => Err(
+            ToolError::invalid_args(format!("cwd {raw} is not a directory"))
+                .hint("give an existing directory inside the granted directories as cwd"),
+        ),
+    }
+}
+
+/// Runs the script; in a dry run the changes are planned, not made.
+fn run(ctx: &CallContext, args: &Args, dry_run: bool) -> Result<Output, ToolError> {
+    let roots = vfs::granted();
+    let cwd = start_dir(&roots, args.cwd.as_deref())?;
+    let max = usize::try_from(args.max_output_bytes.clamp(1, MAX_OUTPUT)).unwrap_or(65536);
+    let now = shell::now_ms();
+    let stop_at_ms = (ctx.deadline_ms > now && ctx.deadline_ms < u64::MAX / 2)
+        .then(|| now + (ctx.deadline_ms - now) * 8 / 10);
+    let limits = Limits {
+        stop_at_ms,
+        ..Limits::default()
+    };
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let mut sh = Shell::new(Vfs::new(roots, !dry_run), cwd.clone(), env, limits);
+    if dry_run
+        && let Ok(program) = sh.parse(&args.script)
+        && !shell::analysis::may_write(&program)
+    {
+        let data = RunData {
+            exit_code: 0,
+            stdout: String::new(),
+            stderr: String::new(),
+            stdout_truncated_bytes: 0,
+            stderr_truncated_bytes: 0,
+            cwd: cwd.display().to_string(),
+            steps: 0,
+            stopped: None,
+            changes: Vec::new(),
+            applied: false,
+            apply_error: None,
+            refused: Vec::new(),
+            dry_run: true,
+            ran: false,
+        };
+        return Ok(Output::new(&data).summary(
+            "Dry run: the script only reads (no command or redirection that writes); not run",
+        ));
+    }
+    let io = Io::new(
+        args.stdin.clone().into_bytes(),
+        Sink::soft(max),
+        Sink::soft(max),
+    );
+    let result = sh.run_script(&args.script, &io);
+    let (exit_code, stopped) = match result {
+        Ok(c) => (c, None),
+        Err(why) => {
+            io.warn(format!("shell_run: stopped: {why}; nothing was changed"));
+            (124, Some(why))
+        }
+    };
+    let mut data = RunData {
+        exit_code,
+        stdout: String::new(),
+        stderr: String::new(),
+        stdout_truncated_bytes: 0,
+        stderr_truncated_bytes: 0,
+        cwd: cwd.display().to_string(),
+        steps: sh.steps(),
+        stopped,
+        changes: Vec::new(),
+        applied: false,
+        apply_error: None,
+        refused: std::mem::take(&mut sh.refused),
+        dry_run,
+        ran: true,
+    };
+    if data.stopped.is_none() {
+        let planned = commit::plan(&sh.vfs).map_err(|e| {
+            let kind = if e.kind == FsErrorKind::TooBig {
+                ErrorKind::QuotaExceeded
+            } else {
+                ErrorKind::Unsupported
+            };
+            ToolError::new(kind, format!("the script ran (exit {exit_code}) but its changes cannot be made: {}", e.msg))
+                .hint("nothing was changed; change fewer or smaller existing files per call, or avoid removing symbolic links")
+                .details(json!({"exit_code": exit_code}))
+        })?;
+        if dry_run {
+            data.changes = planned.into_iter().map(|p| p.change).collect();
+        } else {
+            let (done, err) = commit::apply(planned, ctx);
+            data.applied = !done.is_empty();
+            data.changes = done;
+            if let Some(e) = &err {
+                io.warn(format!(
+                    "shell_run: applying the script's changes stopped: {e}"
+                ));
+            }
+            data.apply_error = err;
+        }
+    }
+    {
+        let out = io.out.borrow();
+        data.stdout = String::from_utf8_lossy(&out.buf).into_owned();
+        data.stdout_truncated_bytes = out.dropped;
+        let err = io.err.borrow();
+        data.stderr = String::from_utf8_lossy(&err.buf).into_owned();
+        data.stderr_truncated_bytes = err.dropped;
+    }
+    let mut output = Output::new(&data);
+    for c in &data.changes {
+        output = output.effect(c.effect(!dry_run));
+    }
+    let verb = if dry_run { "would change" } else { "changed" };
+    let summary = match (&data.stopped, data.changes.len()) {
+        (Some(why), _) => format!("script stopped ({why}); nothing changed"),
+        (None, 0) => format!("script exited {exit_code}; no files {verb}"),
+        (None, n) => format!("script exited {exit_code}; {n} paths {verb}"),
+    };
+    Ok(output.summary(if dry_run {
+        format!("Dry run: {summary}")
+    } else {
+        summary
+    }))
+}
+
+#[cfg(test)]
+mod tests;
