@@ -46,6 +46,7 @@ fn is_public_v4(o: [u8; 4]) -> bool {
 pub fn families() -> Vec<Family> {
     vec![
         ip_spellings_in_urls(),
+        ipv6_carrying_ipv4_in_urls(),
         resolved_addresses(),
         parser_confusion(),
         schemes(),
@@ -87,19 +88,66 @@ fn ip_spellings_in_urls() -> Family {
     }
 }
 
-/// IPv6 spellings that embed an IPv4 address.
-fn v6_embeddings(o: [u8; 4]) -> Vec<(&'static str, Ipv6Addr)> {
+/// IPv6 spellings that carry an IPv4 address: mapped, compatible (not for
+/// 0.0.0.0 and 0.0.0.1, which are `::` and `::1`), SIIT, NAT64 (well-known
+/// and local-use prefixes), 6to4, Teredo (client address inverted).
+pub fn v6_embeddings(o: [u8; 4]) -> Vec<(&'static str, Ipv6Addr)> {
     let v4 = Ipv4Addr::from(o);
     let n = u32::from(v4);
     let hi = (n >> 16) as u16;
     let lo = (n & 0xffff) as u16;
-    vec![
+    let mut out = vec![
         ("IPv4-mapped", v4.to_ipv6_mapped()),
-        ("IPv4-compatible", v4.to_ipv6_compatible()),
         ("SIIT", Ipv6Addr::new(0, 0, 0, 0, 0xffff, 0, hi, lo)),
         ("NAT64", Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, hi, lo)),
+        (
+            "local-use NAT64",
+            Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, hi, lo),
+        ),
         ("6to4", Ipv6Addr::new(0x2002, hi, lo, 0, 0, 0, 0, 1)),
-    ]
+        (
+            "Teredo",
+            Ipv6Addr::new(0x2001, 0, 0x4136, 0xe378, 0x8000, 0x63bf, !hi, !lo),
+        ),
+    ];
+    if n > 1 {
+        out.push(("IPv4-compatible", v4.to_ipv6_compatible()));
+    }
+    out
+}
+
+fn ipv6_carrying_ipv4_in_urls() -> Family {
+    let mut cases = Vec::new();
+    for o in ADDRESSES {
+        let v4 = Ipv4Addr::from(*o);
+        let never = o[0] == 0 || *o == [255, 255, 255, 255];
+        let neighbour = Ipv4Addr::from(u32::from(v4) ^ 1);
+        for (what, v6) in v6_embeddings(*o) {
+            let u = format!("http://[{v6}]/latest/meta-data/");
+            cases.push(url(u.clone(), Decision::Deny, "not_granted").note(what));
+            cases.push(
+                Case::new(Guard::Url, u.clone(), Decision::Deny)
+                    .grants(&[format!("net:http:{neighbour}"), "net:http:[::1]".into()])
+                    .kind("not_granted")
+                    .note(format!("{what}: a neighbour's grant")),
+            );
+            let named = Case::new(Guard::Url, u, Decision::Allow)
+                .grants(&[format!("net:http:{v4}")])
+                .note(format!("{what}: the IPv4 address the operator named"));
+            cases.push(if never {
+                let mut c = named.kind("not_unicast");
+                c.expect = Decision::Deny;
+                c
+            } else {
+                named.kind("allowed")
+            });
+        }
+    }
+    Family {
+        name: "url_ipv6_carrying_ipv4",
+        doc: "every IPv4 address of the capability families dressed as an IPv6 literal in the URL (IPv4-mapped, IPv4-compatible, SIIT, NAT64 and local-use NAT64, 6to4, Teredo): read as that IPv4 address (issue 13 item 7), so refused under name grants and a neighbour's grant, allowed and connected to as the IPv4 address only under a grant naming it, never for the unspecified or broadcast address",
+        cases,
+    }
 }
 
 fn resolved_addresses() -> Family {
@@ -108,15 +156,13 @@ fn resolved_addresses() -> Family {
     for o in ADDRESSES {
         let v4 = IpAddr::V4(Ipv4Addr::from(*o));
         let mut answers: Vec<(String, IpAddr)> = vec![("IPv4".into(), v4)];
-        // `::` and `::1` are themselves, not IPv4-compatible forms.
         for (what, v6) in v6_embeddings(*o) {
-            if what == "IPv4-compatible" && u32::from(Ipv4Addr::from(*o)) <= 1 {
-                continue;
-            }
             answers.push((what.into(), IpAddr::V6(v6)));
         }
         for (what, a) in answers {
-            let (expect, kind) = if is_public_v4(*o) {
+            // A local translator or a Teredo relay stands between: never public.
+            let via = matches!(what.as_str(), "local-use NAT64" | "Teredo");
+            let (expect, kind) = if is_public_v4(*o) && !via {
                 (Decision::Allow, "allowed")
             } else {
                 (Decision::Deny, "address")
@@ -193,7 +239,7 @@ fn resolved_addresses() -> Family {
     cases.push(url(format!("http://{name}/"), Decision::Deny, "no_address").note("NXDOMAIN"));
     Family {
         name: "url_resolved_addresses",
-        doc: "a granted name answering each IPv4 address of the capability families, directly and embedded in IPv6 (mapped, compatible, SIIT, NAT64, 6to4), and each special IPv6 block (loopback, unspecified, link-local, ULA, AWS IMDS, multicast, documentation, Teredo, benchmarking, discard, SRv6, site-local, local NAT64, outside 2000::/3): only public answers pass; one bad answer among good ones refuses the request (DNS rebinding); no answer refuses it",
+        doc: "a granted name answering each IPv4 address of the capability families, directly and embedded in IPv6 (mapped, compatible, SIIT, NAT64, 6to4, and local-use NAT64 and Teredo, which stay non-public whatever they carry), and each special IPv6 block (loopback, unspecified, link-local, ULA, AWS IMDS, multicast, documentation, Teredo, benchmarking, discard, SRv6, site-local, local NAT64, outside 2000::/3): only public answers pass; one bad answer among good ones refuses the request (DNS rebinding); no answer refuses it",
         cases,
     }
 }
@@ -572,6 +618,12 @@ fn literal_grants() -> Family {
         (
             "http://[::ffff:127.0.0.1]/",
             "net:http:127.0.0.1",
+            Allow,
+            "allowed",
+        ),
+        (
+            "http://[::ffff:127.0.0.1]/",
+            "net:http:[::1]",
             Deny,
             "not_granted",
         ),
@@ -603,7 +655,7 @@ fn literal_grants() -> Family {
         ),
         (
             "http://[::ffff:0.0.0.0]/",
-            "net:http:[::ffff:0.0.0.0]",
+            "net:http:0.0.0.0",
             Deny,
             "not_unicast",
         ),
@@ -675,7 +727,7 @@ fn literal_grants() -> Family {
     );
     Family {
         name: "url_literal_grants",
-        doc: "a grant naming an address literally opens that address only (cloud metadata and loopback included: the operator's choice), not another spelling, family, port or neighbour, and never the unspecified, multicast or broadcast address; a grant naming a host that resolves to loopback or metadata is still refused at resolution; no net grant refuses everything",
+        doc: "a grant naming an address literally opens that address only (cloud metadata and loopback included: the operator's choice), in any spelling the URL parser or the IPv6 embeddings read as it, not another family, port or neighbour, and never the unspecified, multicast or broadcast address; a grant naming a host that resolves to loopback or metadata is still refused at resolution; no net grant refuses everything",
         cases,
     }
 }

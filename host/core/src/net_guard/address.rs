@@ -14,8 +14,12 @@
 //! IPv6 is decided by allowlist: only global unicast (`2000::/3`) outside the
 //! special blocks is public, and the forms that embed an IPv4 address
 //! (IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96`, SIIT
-//! `::ffff:0:0:0/96`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) are classified
-//! by the IPv4 address they carry.
+//! `::ffff:0:0:0/96`, NAT64 `64:ff9b::/96` and the local-use `64:ff9b:1::/48`,
+//! 6to4 `2002::/16`, Teredo `2001::/32`) are classified by the IPv4 address
+//! they carry ([`embedded_ipv4`]); the local-use NAT64 and Teredo forms are
+//! never public even when that address is, because the address they carry
+//! is not the whole story (a local translator, an obfuscated client behind a
+//! relay).
 
 use ipnet::{Ipv4Net, Ipv6Net};
 use std::fmt;
@@ -113,8 +117,14 @@ pub enum Embedding {
     Ipv4Translated,
     /// `64:ff9b::a.b.c.d` (well-known NAT64 prefix, RFC 6052).
     Nat64,
-    /// `2002:aabb:ccdd::/48` (6to4, RFC 3056).
+    /// `2002:aabb:ccdd::/48` (6to4, RFC 3056): the 6to4 router's IPv4.
     SixToFour,
+    /// `64:ff9b:1::a.b.c.d` (local-use NAT64 prefix, RFC 8215), read with the
+    /// RFC 6052 /96 layout (the IPv4 address in the last 32 bits).
+    Nat64Local,
+    /// `2001:0:ssss:ssss:flags:port:cccc:cccc` (Teredo, RFC 4380 §4): the
+    /// client's IPv4 address, stored inverted in the last 32 bits.
+    Teredo,
 }
 
 impl Embedding {
@@ -126,6 +136,8 @@ impl Embedding {
             Embedding::Ipv4Translated => "IPv4-translated",
             Embedding::Nat64 => "NAT64",
             Embedding::SixToFour => "6to4",
+            Embedding::Nat64Local => "local-use NAT64",
+            Embedding::Teredo => "Teredo",
         }
     }
 }
@@ -236,7 +248,11 @@ pub fn classify_v4(ip: Ipv4Addr) -> AddressClass {
 }
 
 /// The IPv4 address an IPv6 address carries, and how, if it is one of the
-/// embedding forms this module knows.
+/// embedding forms this module knows (see [`Embedding`]): IPv4-mapped,
+/// SIIT, IPv4-compatible (not `::` and `::1`, which are themselves), NAT64
+/// (well-known and local-use prefixes), 6to4 (the router's address) and
+/// Teredo (the client's address). The net guard reads such a literal as the
+/// IPv4 address it carries, in grants and in URLs alike.
 pub fn embedded_ipv4(ip: Ipv6Addr) -> Option<(Embedding, Ipv4Addr)> {
     let s = ip.segments();
     let o = ip.octets();
@@ -254,21 +270,33 @@ pub fn embedded_ipv4(ip: Ipv6Addr) -> Option<(Embedding, Ipv4Addr)> {
     if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return Some((Embedding::Nat64, low32));
     }
+    if s[..3] == [0x64, 0xff9b, 1] {
+        return Some((Embedding::Nat64Local, low32));
+    }
     if s[0] == 0x2002 {
         return Some((Embedding::SixToFour, Ipv4Addr::new(o[2], o[3], o[4], o[5])));
+    }
+    if s[..2] == [0x2001, 0] {
+        return Some((Embedding::Teredo, Ipv4Addr::from(!u32::from(low32))));
     }
     None
 }
 
 /// The class of an IPv6 address. Embedded IPv4 forms take the class of the
-/// IPv4 address they carry; everything outside `2000::/3` that no block
+/// IPv4 address they carry, except that a local-use NAT64 or Teredo address
+/// carrying a public one stays [`AddressClass::Nat64Local`] or
+/// [`AddressClass::Teredo`]; everything outside `2000::/3` that no block
 /// names is [`AddressClass::Reserved`].
 pub fn classify_v6(ip: Ipv6Addr) -> AddressClass {
     if METADATA_V6.contains(&ip) {
         return AddressClass::CloudMetadata;
     }
-    if let Some((_, inner)) = embedded_ipv4(ip) {
-        return classify_v4(inner);
+    if let Some((how, inner)) = embedded_ipv4(ip) {
+        return match (how, classify_v4(inner)) {
+            (Embedding::Nat64Local, AddressClass::Public) => AddressClass::Nat64Local,
+            (Embedding::Teredo, AddressClass::Public) => AddressClass::Teredo,
+            (_, class) => class,
+        };
     }
     if let Some((_, class)) = V6_BLOCKS.iter().find(|(net, _)| net.contains(&ip)) {
         return *class;
@@ -281,6 +309,18 @@ pub fn classify_v6(ip: Ipv6Addr) -> AddressClass {
         AddressClass::Public
     } else {
         AddressClass::Reserved
+    }
+}
+
+/// An IP literal as the net guard reads it: an IPv6 address carrying an
+/// IPv4 address ([`embedded_ipv4`]) is that IPv4 address; any other address
+/// is itself. Applied to IP literals in grants and in URLs, so that the
+/// IPv4 rules (one spelling, a literal grant opens that address only) hold
+/// whatever IPv6 form the address is dressed in.
+pub fn as_ipv4_if_embedded(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => embedded_ipv4(v6).map_or(ip, |(_, v4)| IpAddr::V4(v4)),
+        IpAddr::V4(_) => ip,
     }
 }
 
