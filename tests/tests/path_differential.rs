@@ -188,7 +188,7 @@ async fn fs_read_in_the_sandbox_reads_what_the_probe_allows() {
     tree::plant(&ws.root).expect("plant");
     let host = ws.host().await;
     let t = host.registry.get("fs_read").expect("fs_read");
-    let grants = t.grants.clone().expect("callable");
+    assert!(t.grants.is_ok(), "fs_read is callable");
     let env = Env {
         home: &home,
         fs: &RealFs,
@@ -223,8 +223,8 @@ async fn fs_read_in_the_sandbox_reads_what_the_probe_allows() {
             .sandbox
             .call(CallRequest {
                 tool: "fs_read",
-                prepared: &t.prepared,
-                grants: &grants,
+                prepared: t.component().expect("a component"),
+                bindings: &t.bindings.execute,
                 limits: &t.limits,
                 ctx: &ctx,
                 args_json: &args,

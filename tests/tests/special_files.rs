@@ -11,7 +11,6 @@
 //! - `capsaga call` of the first-party tools on a FIFO, with a one-second
 //!   deadline, reports the refusal and the process exits.
 
-use capsaga_core::capability::Capability;
 use capsaga_core::error::ErrorKind;
 use capsaga_core::tool::CallContext;
 use capsaga_host::host::Host;
@@ -123,7 +122,7 @@ fn assert_no_reader(fifo: &Path) {
 
 async fn call_special_files(host: &Host, paths: &[String]) -> (Value, Duration) {
     let t = host.registry.get("special_files").expect("tool loaded");
-    let grants: Vec<Capability> = t.grants.clone().expect("tool callable");
+    assert!(t.grants.is_ok(), "tool callable");
     let ctx = CallContext {
         saga_id: "special".into(),
         step_seq: 0,
@@ -137,8 +136,8 @@ async fn call_special_files(host: &Host, paths: &[String]) -> (Value, Duration) 
         .sandbox
         .call(CallRequest {
             tool: "special_files",
-            prepared: &t.prepared,
-            grants: &grants,
+            prepared: t.component().expect("a component"),
+            bindings: &t.bindings.execute,
             limits: &t.limits,
             ctx: &ctx,
             args_json: &args,
@@ -212,7 +211,7 @@ async fn every_kind_of_special_file_is_refused_at_open_without_blocking() {
         ("fs_read", json!({"path": ws.ws_path("sock")})),
     ] {
         let t = host.registry.get(tool).expect("tool");
-        let grants = t.grants.clone().expect("callable");
+        assert!(t.grants.is_ok(), "callable");
         let ctx = CallContext {
             saga_id: "special".into(),
             step_seq: 1,
@@ -226,8 +225,8 @@ async fn every_kind_of_special_file_is_refused_at_open_without_blocking() {
             .sandbox
             .call(CallRequest {
                 tool,
-                prepared: &t.prepared,
-                grants: &grants,
+                prepared: t.component().expect("a component"),
+                bindings: &t.bindings.execute,
                 limits: &t.limits,
                 ctx: &ctx,
                 args_json: &args_s,
