@@ -44,6 +44,7 @@ pub mod error;
 pub mod fsm;
 pub mod grant;
 pub mod idempotency;
+pub mod ip_embedding;
 pub mod json;
 pub mod meta;
 pub mod net_guard;

@@ -201,7 +201,7 @@ pub(super) fn parse_host(input: &str, host: &str) -> Result<HostPattern, Capabil
             .map_err(|_| CapabilityError::new(input, "invalid IPv6 literal"))?;
         // An IPv6 literal that carries an IPv4 address is that address (the
         // net guard reads URLs so): it gets the IPv4 rule of one spelling.
-        if let Some((how, v4)) = crate::net_guard::embedded_ipv4(ip) {
+        if let Some((how, v4)) = crate::ip_embedding::embedded_ipv4(ip) {
             return Err(CapabilityError::new(
                 input,
                 format!(
