@@ -194,7 +194,7 @@ fn walk(v: &Value, ptr: &str, base: &url::Url, index: &mut Index) {
         index
             .resources
             .entry(doc.to_string())
-            .or_insert_with(String::new);
+            .or_default();
     }
     for key in ["$anchor", "$dynamicAnchor"] {
         if let Some(a) = m.get(key).and_then(Value::as_str) {
