@@ -191,10 +191,7 @@ fn walk(v: &Value, ptr: &str, base: &url::Url, index: &mut Index) {
     if ptr.is_empty() {
         let mut doc = base.clone();
         doc.set_fragment(None);
-        index
-            .resources
-            .entry(doc.to_string())
-            .or_default();
+        index.resources.entry(doc.to_string()).or_default();
     }
     for key in ["$anchor", "$dynamicAnchor"] {
         if let Some(a) = m.get(key).and_then(Value::as_str) {
