@@ -28,7 +28,7 @@
 //! - arguments ([`args`]): `duplicate_keys`, `json_syntax`,
 //!   `nesting_and_size`, `type_confusion`, `extra_fields`, `unicode_values`;
 //! - untrusted markers ([`markers`]): `marker_forms`, `marker_confusables`,
-//!   `marker_near_misses`;
+//!   `marker_named_classes`, `marker_near_misses`;
 //! - reports ([`reports`]): `reports_path_cves`, `reports_ssrf_in_grants`.
 //!
 //! The corpus is deterministic (no randomness, no network): it is replayed by

@@ -3,6 +3,8 @@
 //! in layers, each decoded character keeping the byte range of the original
 //! text it came from so that neutralisation can rewrite the original.
 
+use super::tables::ENTITIES;
+
 /// One character of a decoding layer and the byte range of the original text
 /// it came from.
 #[derive(Debug, Clone, Copy)]
@@ -12,32 +14,20 @@ pub(super) struct Unit {
     pub(super) end: usize,
 }
 
-/// Named character references a model is likely to decode.
+/// A named character reference: the WHATWG table, exact case first, then
+/// the name in lower case (a model reads `&LSAQUO;` as `&lsaquo;`).
 fn named_entity(name: &str) -> Option<char> {
-    Some(match name {
-        "lt" => '<',
-        "gt" => '>',
-        "sol" => '/',
-        "bsol" => '\\',
-        "amp" => '&',
-        "quot" => '"',
-        "apos" => '\'',
-        "nbsp" => '\u{A0}',
-        "shy" => '\u{AD}',
-        "zwj" => '\u{200D}',
-        "zwnj" => '\u{200C}',
-        "lrm" => '\u{200E}',
-        "rlm" => '\u{200F}',
-        "lsaquo" => '‹',
-        "lang" | "langle" => '⟨',
-        "percnt" => '%',
-        "num" => '#',
-        "colon" => ':',
-        "equals" => '=',
-        "excl" => '!',
-        _ => return None,
-    })
+    let find = |n: &str| {
+        ENTITIES
+            .binary_search_by(|(k, _)| k.as_bytes().cmp(n.as_bytes()))
+            .ok()
+            .map(|i| ENTITIES[i].1)
+    };
+    find(name).or_else(|| find(&name.to_ascii_lowercase()))
 }
+
+/// Longest entity name read (the longest WHATWG name has 31 characters).
+const MAX_ENTITY_NAME: usize = 32;
 
 fn hex_val(c: char) -> Option<u32> {
     c.to_digit(16)
@@ -62,13 +52,12 @@ fn decode_at(u: &[Unit], i: usize) -> Option<(char, usize)> {
                 while let Some(d) =
                     at(k).and_then(|c| if hex { hex_val(c) } else { c.to_digit(10) })
                 {
+                    // Any number of digits (leading zeros included), as
+                    // HTML decoders read them; the value saturates.
                     v = v
                         .saturating_mul(if hex { 16 } else { 10 })
                         .saturating_add(d);
                     k += 1;
-                    if k - start > 8 {
-                        return None;
-                    }
                 }
                 if k == start {
                     return None;
@@ -79,17 +68,14 @@ fn decode_at(u: &[Unit], i: usize) -> Option<(char, usize)> {
                 return char::from_u32(v).map(|c| (c, k - i));
             }
             let start = k;
-            while at(k).is_some_and(|c| c.is_ascii_alphabetic()) && k - start < 8 {
+            while at(k).is_some_and(|c| c.is_ascii_alphanumeric()) && k - start < MAX_ENTITY_NAME {
                 k += 1;
             }
             if k == start {
                 return None;
             }
             // Longest name that is known (`&lt` followed by letters is still `<`).
-            let name: String = u[start..k]
-                .iter()
-                .map(|x| x.c.to_ascii_lowercase())
-                .collect();
+            let name: String = u[start..k].iter().map(|x| x.c).collect();
             for len in (2..=name.len()).rev() {
                 if let Some(c) = named_entity(&name[..len]) {
                     let mut end = start + len;
@@ -127,16 +113,22 @@ fn decode_at(u: &[Unit], i: usize) -> Option<(char, usize)> {
             s.chars().next().map(|c| (c, 3 * len))
         }
         '\\' => {
-            // Any number of backslashes, then u/x/U escapes.
+            // Any number of backslashes, then `u`/`x`/`U` escapes (braced
+            // `\u{...}` and `\x{...}` with any number of digits) or three
+            // octal digits (`\074`).
             let mut k = i;
             while at(k) == Some('\\') {
                 k += 1;
             }
-            let (digits, braced) = match at(k)? {
-                'u' if at(k + 1) == Some('{') => (6, true),
-                'u' => (4, false),
-                'x' => (2, false),
-                'U' => (8, false),
+            if let Some(v) = octal3(&[at(k), at(k + 1), at(k + 2)]) {
+                return char::from_u32(v).map(|c| (c, k + 3 - i));
+            }
+            let braced = matches!(at(k), Some('u' | 'x')) && at(k + 1) == Some('{');
+            let digits = match at(k)? {
+                _ if braced => usize::MAX,
+                'u' => 4,
+                'x' => 2,
+                'U' => 8,
                 _ => return None,
             };
             k += if braced { 2 } else { 1 };
@@ -145,7 +137,7 @@ fn decode_at(u: &[Unit], i: usize) -> Option<(char, usize)> {
             while k - start < digits {
                 match at(k).and_then(hex_val) {
                     Some(d) => {
-                        v = v * 16 + d;
+                        v = v.saturating_mul(16).saturating_add(d);
                         k += 1;
                     }
                     None => break,
@@ -163,6 +155,15 @@ fn decode_at(u: &[Unit], i: usize) -> Option<(char, usize)> {
         }
         _ => None,
     }
+}
+
+/// The value of exactly three octal digits (`074` is `<`), at most 0o377.
+fn octal3(d: &[Option<char>; 3]) -> Option<u32> {
+    let mut v = 0;
+    for c in d {
+        v = v * 8 + (*c)?.to_digit(8)?;
+    }
+    (v <= 0o377).then_some(v)
 }
 
 /// One decoding layer over `u`.
@@ -191,10 +192,13 @@ fn decode_layer(u: &[Unit]) -> (Vec<Unit>, bool) {
 }
 
 /// Decoding layers applied at most this many times (an encoding of an
-/// encoding of an encoding...).
-const MAX_LAYERS: usize = 4;
+/// encoding of an encoding...). Text still changing after that many is not
+/// read at all: the caller treats it as hostile (see `converged`).
+const MAX_LAYERS: usize = 32;
 
-pub(super) fn decoded_units(text: &str) -> Vec<Unit> {
+/// The decoded view of `text` and whether decoding reached a fixed point
+/// within [`MAX_LAYERS`] layers.
+pub(super) fn decoded_units(text: &str) -> (Vec<Unit>, bool) {
     let mut u: Vec<Unit> = text
         .char_indices()
         .map(|(start, c)| Unit {
@@ -207,8 +211,9 @@ pub(super) fn decoded_units(text: &str) -> Vec<Unit> {
         let (next, changed) = decode_layer(&u);
         u = next;
         if !changed {
-            break;
+            return (u, true);
         }
     }
-    u
+    let converged = !decode_layer(&u).1;
+    (u, converged)
 }

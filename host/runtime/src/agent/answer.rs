@@ -2,8 +2,11 @@
 //! trace, from what the dispatch door did with it: an invalid call gets a
 //! `tool_error` (two in a row end the turn), a denied one ends the turn
 //! `policy_denied`, a result is truncated and, from a `returns-untrusted`
-//! tool, wrapped in `<untrusted>` markers; a failed side effect or an
-//! approval not given ends the turn.
+//! tool, wrapped in `<untrusted>` markers (from any other tool, its
+//! marker-like sequences and chat-template tokens neutralised); a tool's
+//! error message is wrapped too (it may quote a planted file name or a
+//! redirect URL); a failed side effect or an approval not given ends the
+//! turn.
 
 use super::provider::{Message, ToolCall};
 use super::runner::{MAX_CONSECUTIVE_INVALID, Turn, truncate_result};
@@ -110,22 +113,31 @@ impl Turn<'_> {
         let (content, is_error, step_seq, exec_result, error) = match &submitted.outcome {
             Step::Committed { seq, output, .. } => {
                 let text = truncate_result(&output.data.to_string());
-                let text = if returns_untrusted {
-                    let (wrapped, critic) = wrap_untrusted(&call.name, &text);
-                    safety = critic;
-                    wrapped
+                let (text, critic) = if returns_untrusted {
+                    wrap_untrusted(&call.name, &text)
                 } else {
-                    text
+                    // Not declared untrusted, still no chat-template token
+                    // or marker reaches the model from a tool.
+                    let (text, n) = untrusted::neutralize_counted(&text);
+                    (text, critic(format!("tool:{}", call.name), n))
                 };
+                safety = critic;
                 (text, false, Some(*seq), Some(output.data.clone()), None)
             }
-            Step::ReadFailed { seq, error, .. } | Step::Failed { seq, error, .. } => (
-                error.to_model_text(),
-                true,
-                Some(*seq),
-                None,
-                Some(error.clone()),
-            ),
+            Step::ReadFailed { seq, error, .. } | Step::Failed { seq, error, .. } => {
+                // A tool's message may quote what an attacker chose (a
+                // planted file name, a redirect URL): it goes as data.
+                let source = format!("tool:{}", call.name);
+                let (text, n) = untrusted::error_text(
+                    &source,
+                    &now_rfc3339(),
+                    &error.kind.to_string(),
+                    &truncate_result(&error.message),
+                    &error.llm_hint,
+                );
+                safety = critic(source, n);
+                (text, true, Some(*seq), None, Some(error.clone()))
+            }
             Step::Refused { error, .. } => {
                 (error.to_model_text(), true, None, None, Some(error.clone()))
             }
@@ -191,15 +203,20 @@ impl Turn<'_> {
 fn wrap_untrusted(tool: &str, text: &str) -> (String, Option<TraceStep>) {
     let source = format!("tool:{tool}");
     let (wrapped, neutralised) = untrusted::wrap_counted(&source, &now_rfc3339(), text);
-    let critic = (neutralised > 0).then(|| TraceStep::Critic {
+    (wrapped, critic(source, neutralised))
+}
+
+/// The trace's safety record of `neutralised` marker-like sequences taken
+/// out of what `source` returned (none when there were none).
+fn critic(source: String, neutralised: usize) -> Option<TraceStep> {
+    (neutralised > 0).then(|| TraceStep::Critic {
         purpose: "safety".into(),
         input: source,
         verdict: "neutralised".into(),
         reason: format!(
             "{neutralised} marker-like sequence(s) in untrusted content were neutralised before the model saw them"
         ),
-    });
-    (wrapped, critic)
+    })
 }
 
 fn record_invalid(

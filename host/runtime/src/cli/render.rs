@@ -97,6 +97,14 @@ pub(crate) fn log_line(r: &LogRow) -> String {
                 .unwrap_or_default()
                 .as_str()
         }
+        "IN_DOUBT" => format!(
+            "stopped by the host after it ran, in doubt (compensated from its pre-image): {}",
+            r.detail
+                .get("error")
+                .and_then(|e| e.get("message"))
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+        ),
         "RETRY" => format!(
             "attempt {} failed, retrying in {} ms: {}",
             r.detail

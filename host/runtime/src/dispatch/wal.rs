@@ -4,7 +4,9 @@
 //!   and, in the same transaction, the approval's claim (used exactly when
 //!   its step starts, never twice);
 //! - COMMIT or FAIL (9), then the saga's bookkeeping; a failed side effect
-//!   starts the rollback (stage 10, `compensate`).
+//!   starts the rollback (stage 10, `compensate`). A side effect the host
+//!   stopped after it ran (deadline, trap, output over the cap) is not FAIL
+//!   but IN_DOUBT: it stays BEGIN and is compensated from its pre-image.
 
 use super::{DispatchError, Outcome, Refusal, compensate, guardrail};
 use crate::host::Host;
@@ -106,13 +108,22 @@ pub(super) async fn settle(
             })
         }
         Err(error) => {
-            host.store.fail_step(&saga.id, seq, &error).await?;
             if !tool.meta.has_side_effects {
+                host.store.fail_step(&saga.id, seq, &error).await?;
                 return Ok(Outcome::ReadFailed {
                     seq,
                     error,
                     diagnostics,
                 });
+            }
+            // Stopped by the host after it ran (deadline, trap, output over
+            // the cap): it may have changed things before that. The step
+            // stays BEGIN, in doubt, and the rollback below compensates it
+            // from its dry-run pre-image, as crash recovery would.
+            if diagnostics.interrupted {
+                host.store.in_doubt(&saga.id, seq, &error).await?;
+            } else {
+                host.store.fail_step(&saga.id, seq, &error).await?;
             }
             let rollback = compensate::rollback(host, saga, Event::ToolFailed).await?;
             Ok(Outcome::Failed {

@@ -124,6 +124,12 @@ pub struct CallDiagnostics {
     /// Outgoing HTTP requests and what the net guard did with them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub net: Vec<NetRecord>,
+    /// True when the host stopped the call or refused what it returned
+    /// after the guest ran (deadline, trap, fuel, memory, an output over
+    /// the cap or not JSON): whatever the guest did before that is in doubt,
+    /// unlike an error the guest returned itself.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// The result of one call: `Ok(None)` for a successful `compensate`.
@@ -461,6 +467,7 @@ impl Sandbox {
         )
         .await;
         let captured = stdio.contents();
+        let interrupted = !matches!(res, Ok(Ok(Ok(None) | Err(_))));
         let result = match res {
             Ok(Ok(Ok(Some(out)))) => outcome::output_from_wit(tool_label, out, limits).map(Some),
             Ok(Ok(Ok(None))) => Ok(None),
@@ -475,7 +482,9 @@ impl Sandbox {
             )),
             Err(_) => Err(outcome::deadline_error(tool_label, op.name(), limits)),
         };
-        diagnose(store, result, captured, started, limits)
+        let (result, mut diags) = diagnose(store, result, captured, started, limits);
+        diags.interrupted = interrupted && result.is_err();
+        (result, diags)
     }
 }
 
@@ -537,6 +546,7 @@ fn diagnose(
         wall_ms: started.elapsed().as_millis() as u64,
         fuel_used: limits.fuel.saturating_sub(fuel_left),
         net,
+        interrupted: false,
     };
     (result, diags)
 }

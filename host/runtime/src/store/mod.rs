@@ -144,6 +144,21 @@ pub trait StepStore: Send + Sync {
         error: &ToolError,
     ) -> Result<(), StoreError>;
 
+    /// Log that step `step_seq` failed in a way that does not prove it did
+    /// nothing (the host stopped it or refused its output after it ran): an
+    /// `IN_DOUBT` record with the error; the step stays BEGIN, with the
+    /// error as its last error, so that rollback (and crash recovery)
+    /// compensates it from its dry-run pre-image.
+    ///
+    /// # Errors
+    /// [`StoreError`], including a step not in BEGIN.
+    async fn in_doubt(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        error: &ToolError,
+    ) -> Result<(), StoreError>;
+
     /// Log a failed attempt of a step that will be retried: a `RETRY`
     /// record with the attempt number (from 1), the delay (ms) and the
     /// error; the step stays BEGIN, with the error as its last error.

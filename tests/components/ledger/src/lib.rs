@@ -16,6 +16,12 @@
 //!   `<path>.compensate.tmp` and a rename. An absent file or line is fine
 //!   (the step never ran), so it is idempotent.
 //!
+//! - `after` (optional) makes `execute` misbehave once both lines are
+//!   written, for the host's in-doubt tests: `"trap"` panics, `"spin"` loops
+//!   until the host's deadline stops it, `"big_output"` returns more output
+//!   than the host accepts. The host must then compensate the step from its
+//!   pre-image, since what it wrote stays written.
+//!
 //! Side effects, risk medium, supports dry-run. Needs `fs:write:*`.
 
 use std::fs::{self, OpenOptions};
@@ -32,6 +38,21 @@ pub struct Args {
     pub path: String,
     /// The entry to append (one line).
     pub entry: String,
+    /// How `execute` misbehaves after appending (tests only).
+    #[serde(default)]
+    pub after: Option<After>,
+}
+
+/// How `execute` misbehaves after it has appended.
+#[derive(Deserialize, JsonSchema, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+pub enum After {
+    /// Panic (a trap).
+    Trap,
+    /// Loop until the deadline.
+    Spin,
+    /// Return 8 MiB of output.
+    BigOutput,
 }
 
 /// The component.
@@ -84,6 +105,16 @@ impl Tool for Ledger {
             &format!("execute {}", ctx.idempotency_key),
         )?;
         append_line(path, &format!("{} {}", args.entry, ctx.idempotency_key))?;
+        match args.after {
+            Some(After::Trap) => panic!("ledger: told to trap after appending"),
+            Some(After::Spin) => loop {
+                std::hint::spin_loop();
+            },
+            Some(After::BigOutput) => {
+                return Ok(Output::new(json!({"filler": "x".repeat(8 << 20)})));
+            }
+            None => {}
+        }
         Ok(
             Output::new(json!({"path": args.path, "entry": args.entry, "key": ctx.idempotency_key}))
                 .effect(format!("appended `{}` to {}", args.entry, args.path))

@@ -332,6 +332,34 @@ impl StepStore for SqliteStore {
         })
     }
 
+    async fn in_doubt(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        error: &ToolError,
+    ) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE saga_steps SET error = ?3, updated_at = ?4 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
+                params![saga_id, step_seq as i64, to_json(error), at],
+            )?;
+            if n == 0 {
+                return Err(StoreError::Decode(format!(
+                    "step {step_seq} of saga `{saga_id}` is not in BEGIN: cannot mark it in doubt"
+                )));
+            }
+            append(
+                tx,
+                saga_id,
+                Some(step_seq),
+                "IN_DOUBT",
+                &json!({"error": error}),
+                &at,
+            )
+        })
+    }
+
     async fn compensated(&self, saga_id: &str, step_seq: u64) -> Result<(), StoreError> {
         self.transition(
             saga_id,
