@@ -342,6 +342,31 @@ fn collect_removals(
     Ok(())
 }
 
+/// Refuses the plan when a change lies under a read-only grant: the script
+/// ran as in a dry run (which cannot tell read-only grants from writable
+/// ones), so the refusal comes here, before anything is changed.
+///
+/// # Errors
+/// `permission-denied` naming the paths (at most 5) and their grants.
+pub fn refuse_read_only(planned: &[Planned], vfs: &Vfs) -> Result<(), ToolError> {
+    let bad: Vec<&str> = planned
+        .iter()
+        .map(|p| p.change.path.as_str())
+        .filter(|p| !vfs.root_of(Path::new(p)).is_some_and(|r| r.writable))
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = bad.iter().take(5).copied().collect();
+    Err(ToolError::permission_denied(format!(
+        "the script would change {} paths under directories granted read-only (e.g. {}); \
+         nothing was changed",
+        bad.len(),
+        shown.join(", ")
+    ))
+    .hint("write only inside the directories granted with fs:write; nothing was changed"))
+}
+
 /// Runs the planned operations in order. Returns the changes made and, if
 /// one failed, why (the rest was not attempted).
 pub fn apply(planned: Vec<Planned>, ctx: &CallContext) -> (Vec<Change>, Option<String>) {
@@ -355,7 +380,15 @@ pub fn apply(planned: Vec<Planned>, ctx: &CallContext) -> (Vec<Change>, Option<S
             Op::Write(data) => atomic_write(&path, data, ctx, "execute"),
         };
         if let Err(e) = r {
-            return (done, Some(format!("{}: {e}", path.display())));
+            let mut msg = format!("{}: {e}", path.display());
+            if msg.len() > 1024 {
+                let cut = (0..=1024)
+                    .rev()
+                    .find(|i| msg.is_char_boundary(*i))
+                    .unwrap_or(0);
+                msg.truncate(cut);
+            }
+            return (done, Some(msg));
         }
         done.push(p.change);
     }
