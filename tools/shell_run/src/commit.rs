@@ -16,7 +16,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -395,29 +395,21 @@ pub fn apply(planned: Vec<Planned>, ctx: &CallContext) -> (Vec<Change>, Option<S
     (done, None)
 }
 
-/// Writes `bytes` to a temporary file next to `path` and renames it over
-/// `path`; the temporary name comes from the step's idempotency key, so a
-/// crash leaves a file the step's compensation finds and removes.
+/// Writes `bytes` to `path` with [`capsaga_sdk::fs::write_file`]: an
+/// existing file in place (its permission bits, owner and hard links kept;
+/// WASI cannot read or set modes), a new one through a temporary file and a
+/// rename. The scratch name comes from the step's idempotency key, so a
+/// crash leaves a file the step's compensation finds: it then knows the
+/// path may be partly written, restores it, and removes the scratch.
 fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> io::Result<()> {
     let tmp = temp_path(path, ctx, op)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
-    let _ = fs::remove_file(&tmp);
-    let written = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    })();
-    let r = written.and_then(|()| fs::rename(&tmp, path));
-    if r.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    r
+    capsaga_sdk::fs::write_file(path, bytes, &tmp)
 }
 
-fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
+/// The scratch path of a write to `path` by the step of `ctx` in `op`
+/// (`execute` or `compensate`): `<dir>/.<name>.<16 hex>.capsaga-tmp`.
+pub fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
     let (parent, name) = (path.parent()?, path.file_name()?);
     let key = sha256_hex(format!("{}\0{op}\0{}", ctx.idempotency_key, path.display()).as_bytes());
     Some(parent.join(format!(
@@ -425,6 +417,12 @@ fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
         name.to_string_lossy(),
         &key[..16]
     )))
+}
+
+fn remove_scratches(scratches: &[PathBuf]) {
+    for t in scratches {
+        let _ = fs::remove_file(t);
+    }
 }
 
 /// What is at a path now, for [`undo`].
@@ -511,14 +509,20 @@ pub fn undo(changes: &[Change], ctx: &CallContext) -> Result<Vec<String>, ToolEr
             Err(e) => return Err(e),
         }
         let p = Path::new(&c.path);
-        if let Some(tmp) = temp_path(p, ctx, "execute") {
-            let _ = fs::remove_file(tmp);
-        }
+        // A scratch left by an interrupted write (execute's or an earlier
+        // undo's): the file may be partly written, and is ours to restore.
+        let scratches: Vec<PathBuf> = ["execute", "compensate"]
+            .iter()
+            .filter_map(|op| temp_path(p, ctx, op))
+            .collect();
+        let torn = scratches.iter().any(|t| capsaga_sdk::fs::interrupted(t));
         let now = observe(p).map_err(|m| ToolError::external(m).retriable(true))?;
         if matches_before(&now, &c.before) {
+            remove_scratches(&scratches);
             continue;
         }
-        if !matches_after(&now, &c.after) {
+        let ours = torn && matches!((&now, &c.before), (Now::File(_), Before::File { .. }));
+        if !matches_after(&now, &c.after) && !ours {
             conflicts.push(format!(
                 "{} was changed by someone else since the script ran (found {})",
                 c.path,
@@ -546,7 +550,10 @@ pub fn undo(changes: &[Change], ctx: &CallContext) -> Result<Vec<String>, ToolEr
             }
         };
         match r {
-            Ok(()) => restored.push(c.path.clone()),
+            Ok(()) => {
+                remove_scratches(&scratches);
+                restored.push(c.path.clone());
+            }
             Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => conflicts.push(format!(
                 "{}: someone added files to this directory since the script created it",
                 c.path

@@ -388,3 +388,54 @@ fn text_commands_print_what_gnu_prints() {
         assert_eq!(d.stdout, *want, "{script}: stderr {}", d.stderr);
     }
 }
+
+#[test]
+fn writes_and_undo_keep_mode_inode_and_hard_links() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let s = Scratch::new("modes");
+    s.put(".env", "TOKEN=secret\n");
+    s.put("run.sh", "#!/bin/sh\n");
+    let p = |n: &str| s.ws().join(n);
+    let set = |n: &str, m: u32| {
+        fs::set_permissions(p(n), fs::Permissions::from_mode(m)).unwrap_or_else(|e| panic!("{e}"))
+    };
+    set(".env", 0o600);
+    set("run.sh", 0o755);
+    fs::hard_link(p("run.sh"), p("link.sh")).unwrap_or_else(|e| panic!("{e}"));
+    let meta = |n: &str| fs::metadata(p(n)).unwrap_or_else(|e| panic!("{e}"));
+    let (ino, before) = (meta(".env").ino(), snapshot(&s.ws()));
+    let check = |when: &str| {
+        assert_eq!(meta(".env").permissions().mode() & 0o777, 0o600, "{when}");
+        assert_eq!(meta("run.sh").permissions().mode() & 0o777, 0o755, "{when}");
+        assert_eq!(meta(".env").ino(), ino, "{when}");
+        assert_eq!(meta("run.sh").nlink(), 2, "{when}");
+        assert_eq!(s.get("run.sh"), s.get("link.sh"), "{when}");
+    };
+    let (out, d) = s.call("sed -i s/secret/new/ .env; echo 'echo hi' >> run.sh; echo x > .env2");
+    assert_eq!(d.exit_code, 0, "{}", d.stderr);
+    assert_eq!(s.get(".env").as_deref(), Some("TOKEN=new\n"));
+    check("execute");
+    s.undo(&out).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(snapshot(&s.ws()), before);
+    check("undo");
+}
+
+#[test]
+fn a_write_interrupted_in_place_is_restored_by_undo() {
+    let s = Scratch::new("torn");
+    s.put("a.txt", "the previous content\n");
+    let (dry, _) = s.call_with("echo 'the new content, longer' > a.txt", true);
+    // Killed mid-write: the scratch marker is there, the file holds a mix.
+    let path = s.ws().join("a.txt");
+    let marker = commit::temp_path(&path, &CallContext::default(), "execute")
+        .unwrap_or_else(|| panic!("no scratch path"));
+    fs::write(&marker, "").unwrap_or_else(|e| panic!("{e}"));
+    s.put("a.txt", "the new content, lontent\n");
+    s.undo(&dry).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.get("a.txt").as_deref(), Some("the previous content\n"));
+    assert!(!marker.exists());
+    // Without the marker, the same mix is someone else's change.
+    s.put("a.txt", "the new content, lontent\n");
+    let e = s.undo(&dry).err().map(|e| e.kind);
+    assert_eq!(e, Some(ErrorKind::Unrevertible));
+}
