@@ -149,7 +149,7 @@ impl Tool for FsEdit {
         if now == data.previous_sha256 {
             return remove_scratches(&scratches);
         }
-        if now != data.written_sha256 && !(torn && !now.is_empty()) {
+        if now != data.written_sha256 && (!torn || now.is_empty()) {
             return Err(ToolError::unrevertible(format!(
                 "{} was changed by someone else since the edit (sha256 {}, expected {} or {})",
                 args.path,

@@ -368,10 +368,28 @@ pub fn refuse_read_only(planned: &[Planned], vfs: &Vfs) -> Result<(), ToolError>
 }
 
 /// Runs the planned operations in order. Returns the changes made and, if
-/// one failed, why (the rest was not attempted).
-pub fn apply(planned: Vec<Planned>, ctx: &CallContext) -> (Vec<Change>, Option<String>) {
+/// one failed, why (the rest was not attempted). With `stop_at_ms` (ms
+/// since the epoch), no operation starts at or after it: the call returns
+/// in time with an exact record of what was changed, instead of being cut
+/// off by the host's deadline in the middle of its writes.
+pub fn apply(
+    planned: Vec<Planned>,
+    ctx: &CallContext,
+    stop_at_ms: Option<u64>,
+) -> (Vec<Change>, Option<String>) {
     let mut done = Vec::with_capacity(planned.len());
+    let total = planned.len();
     for p in planned {
+        if let Some(stop) = stop_at_ms
+            && crate::shell::now_ms() >= stop
+        {
+            let msg = format!(
+                "stopped before the call's deadline after {} of {total} changes; the rest \
+                 was not attempted",
+                done.len()
+            );
+            return (done, Some(msg));
+        }
         let path = PathBuf::from(&p.change.path);
         let r = match &p.op {
             Op::RemoveFile => fs::remove_file(&path),

@@ -13,9 +13,15 @@
 //! script sees; when the script ends, `execute` compares the overlay with the
 //! real files, records the pre-image of every path it will change (content
 //! or absence) and only then changes them ([`commit`]). A script stopped by
-//! a limit changes nothing. `dry_run` runs the script against the overlay
-//! (read-only grants) and reports exactly what it would change, with the
-//! pre-images, without changing anything. `compensate` restores every
+//! a limit changes nothing. `dry_run` always runs the script against the
+//! overlay (the host gives it read-only grants) and reports exactly what it
+//! would change, with the pre-images, without changing anything. The script
+//! cannot tell the two apart: the shell never looks at whether a grant is
+//! writable (see [`vfs`]); `execute` refuses a change under a read-only
+//! grant after the script, before anything is changed. Before changing
+//! anything, the output is measured as the host will count it
+//! ([`budget`]): too large pre-images are `quota-exceeded` with nothing
+//! changed. `compensate` restores every
 //! changed path in reverse order, removing what the script created, and is
 //! idempotent; a path changed by someone else since is left alone and the
 //! compensation ends `unrevertible`.
@@ -199,9 +205,9 @@ fn run(ctx: &CallContext, args: &Args, dry_run: bool) -> Result<Output, ToolErro
     let roots = vfs::granted();
     let cwd = start_dir(&roots, args.cwd.as_deref())?;
     let max = usize::try_from(args.max_output_bytes.clamp(1, MAX_OUTPUT)).unwrap_or(65536);
-    let now = shell::now_ms();
-    let stop_at_ms = (ctx.deadline_ms > now && ctx.deadline_ms < u64::MAX / 2)
-        .then(|| now + (ctx.deadline_ms - now) * 8 / 10);
+    let started = shell::now_ms();
+    let stop_at_ms = (ctx.deadline_ms > started && ctx.deadline_ms < u64::MAX / 2)
+        .then(|| started + (ctx.deadline_ms - started) * 8 / 10);
     let limits = Limits {
         stop_at_ms,
         ..Limits::default()
@@ -251,7 +257,12 @@ fn run(ctx: &CallContext, args: &Args, dry_run: bool) -> Result<Output, ToolErro
     if dry_run {
         data.changes = changes;
     } else if data.stopped.is_none() {
-        let (done, err) = commit::apply(planned, ctx);
+        // Writing stops at 95% of the call's time: the output, with exactly
+        // what was changed, must reach the host before its deadline.
+        let now = shell::now_ms();
+        let apply_stop = (ctx.deadline_ms > now && ctx.deadline_ms < u64::MAX / 2)
+            .then(|| ctx.deadline_ms - (ctx.deadline_ms - started) / 20);
+        let (done, err) = commit::apply(planned, ctx, apply_stop);
         data.applied = !done.is_empty();
         data.changes = done;
         if let Some(e) = &err {

@@ -323,3 +323,25 @@ fn output_is_bounded_as_json_before_anything_changes() {
     }
     assert!(fs::metadata(s.ws().join("ctl.txt")).is_ok());
 }
+
+#[test]
+fn applying_stops_before_the_deadline_with_an_exact_record() {
+    let s = Scratch::new("apply-stop");
+    s.put("a.txt", "hello\n");
+    let ws = s.ws();
+    with_granted_roots([&ws], || {
+        let roots = vec![vfs::Root {
+            path: ws.clone(),
+            writable: true,
+        }];
+        let mut sh = Shell::new(Vfs::new(roots), ws.clone(), Vec::new(), Limits::default());
+        let io = Io::new(Vec::new(), Sink::soft(1024), Sink::soft(1024));
+        let _ = sh.run_script("rm a.txt; echo b > b.txt", &io);
+        let planned = commit::plan(&sh.vfs).unwrap_or_else(|e| panic!("{}", e.msg));
+        let (done, err) = commit::apply(planned, &CallContext::default(), Some(1));
+        assert!(done.is_empty());
+        assert!(err.is_some_and(|e| e.contains("before the call's deadline after 0 of 2")));
+    });
+    assert_eq!(s.get("a.txt").as_deref(), Some("hello\n"));
+    assert!(s.get("b.txt").is_none());
+}
