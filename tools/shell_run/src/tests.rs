@@ -1,6 +1,6 @@
 //! Native tests over real files in a scratch directory (the component's
 //! confinement itself is tested through the real sandbox in
-//! `tests/tests/shell_run.rs`).
+//! `tests/tests/shell_run/`).
 
 use std::fs;
 use std::path::PathBuf;
