@@ -187,8 +187,14 @@ pub fn plan(vfs: &Vfs) -> Result<Vec<Planned>, FsError> {
     let mut out = Vec::new();
     let mut removed: BTreeSet<PathBuf> = BTreeSet::new();
     let mut removal_roots: Vec<PathBuf> = Vec::new();
+    // One stat per changed path (a WASI call costs): the real kinds, once.
+    let mut kinds = std::collections::BTreeMap::new();
+    for p in vfs.nodes().keys() {
+        kinds.insert(p, real_kind(p)?);
+    }
+    let kind_of = |p: &PathBuf| kinds.get(p).copied().flatten();
     for (p, node) in vfs.nodes() {
-        let Some(rk) = real_kind(p)? else { continue };
+        let Some(rk) = kind_of(p) else { continue };
         let replace = match node {
             Node::Deleted | Node::Dir { opaque: true } => true,
             Node::Dir { .. } => rk != Kind::Dir,
@@ -202,7 +208,7 @@ pub fn plan(vfs: &Vfs) -> Result<Vec<Planned>, FsError> {
     }
     for (p, node) in vfs.nodes() {
         if matches!(node, Node::Dir { .. })
-            && (removed.contains(p) || real_kind(p)? != Some(Kind::Dir))
+            && (removed.contains(p) || kind_of(p) != Some(Kind::Dir))
         {
             out.push(Planned {
                 change: Change {
@@ -219,7 +225,7 @@ pub fn plan(vfs: &Vfs) -> Result<Vec<Planned>, FsError> {
         let before = if removed.contains(p) {
             Before::Absent
         } else {
-            match real_kind(p)? {
+            match kind_of(p) {
                 None => Before::Absent,
                 Some(Kind::File) => file_before(read_real(p)?),
                 Some(_) => {
