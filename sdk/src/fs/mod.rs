@@ -66,6 +66,9 @@ use serde_json::json;
 
 use crate::ToolError;
 
+mod write;
+pub use write::{interrupted, write_file};
+
 pub use capsaga_path_guard::{Follow, MAX_PATH_LEN, MAX_SYMLINK_EXPANSIONS};
 use capsaga_path_guard::{FsView, Link, PathError};
 

@@ -8,11 +8,15 @@
 //! none is `not-found`, several are `invalid-args` saying how many, so the
 //! model adds context instead of editing the wrong place. `dry_run` returns
 //! the same data with a unified diff and writes nothing. `execute` writes the
-//! new content atomically (a temporary file renamed over the path) and
-//! returns the previous content, its SHA-256 and the diff. `compensate` puts
-//! the previous content back when the file still holds what was written,
-//! does nothing when it already holds the previous content, and is
-//! `unrevertible` when someone else changed it since.
+//! new content in place with the SDK's [`capsaga_sdk::fs::write_file`] (the
+//! file keeps its permission bits, owner and hard links: WASI cannot read or
+//! set modes, so a temporary file renamed over it would widen a `0600` file
+//! to `0644`) and returns the previous content, its SHA-256 and the diff.
+//! `compensate` puts the previous content back when the file still holds
+//! what was written or when the write was interrupted (its marker file is
+//! there: the file may be partly written), does nothing when it already
+//! holds the previous content, and is `unrevertible` when someone else
+//! changed it since.
 //!
 //! Paths are checked with the SDK's path guard; a final symbolic link is
 //! refused (edit its target). Files over 4 MiB are refused.
@@ -22,7 +26,7 @@
 //! Needs `fs:write:*`.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use capsaga_sdk::fs::{Follow, resolve};
@@ -130,18 +134,22 @@ impl Tool for FsEdit {
             ))
             .hint("tell the operator that the path changed meanwhile"));
         }
-        if let Some(tmp) = temp_path(&target, ctx, "execute") {
-            let _ = fs::remove_file(tmp);
-        }
+        // A crash in execute's write (or an earlier compensation's) leaves its
+        // marker: the file may be partly written, and is ours to restore.
+        let scratches: Vec<PathBuf> = ["execute", "compensate"]
+            .iter()
+            .filter_map(|op| temp_path(&target, ctx, op))
+            .collect();
+        let torn = scratches.iter().any(|t| capsaga_sdk::fs::interrupted(t));
         let now = match fs::read(&target) {
             Ok(b) => sha256_hex(&b),
             Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(ToolError::from_io(&e, &target)),
         };
         if now == data.previous_sha256 {
-            return Ok(());
+            return remove_scratches(&scratches);
         }
-        if now != data.written_sha256 {
+        if now != data.written_sha256 && (!torn || now.is_empty()) {
             return Err(ToolError::unrevertible(format!(
                 "{} was changed by someone else since the edit (sha256 {}, expected {} or {})",
                 args.path,
@@ -161,8 +169,22 @@ impl Tool for FsEdit {
             )
             .hint("pass compensate the output that execute returned, unchanged"));
         }
-        atomic_write(&target, data.previous_content.as_bytes(), ctx, "compensate")
+        atomic_write(&target, data.previous_content.as_bytes(), ctx, "compensate")?;
+        remove_scratches(&scratches)
     }
+}
+
+/// Removes this step's scratch files once its compensation is done.
+fn remove_scratches(scratches: &[PathBuf]) -> Result<(), ToolError> {
+    for t in scratches {
+        match fs::remove_file(t) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(ToolError::from_io(&e, t));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 capsaga_sdk::export_tool!(FsEdit);
@@ -261,26 +283,14 @@ fn prepare(args: &Args, dry_run: bool) -> Result<(PathBuf, EditData, String), To
     Ok((target, data, new))
 }
 
+/// Writes `bytes` over `path` in place with [`capsaga_sdk::fs::write_file`]
+/// (mode, owner and hard links kept), with a marker named by [`temp_path`]
+/// that stays if the write is interrupted.
 fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> Result<(), ToolError> {
     let tmp = temp_path(path, ctx, op).ok_or_else(|| {
         ToolError::invalid_args(format!("{} does not name a file", path.display()))
     })?;
-    let _ = fs::remove_file(&tmp);
-    let written = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    })();
-    let r = written
-        .map_err(|e| ToolError::from_io(&e, &tmp))
-        .and_then(|()| fs::rename(&tmp, path).map_err(|e| ToolError::from_io(&e, path)));
-    if r.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    r
+    capsaga_sdk::fs::write_file(path, bytes, &tmp).map_err(|e| ToolError::from_io(&e, path))
 }
 
 /// `<dir>/.<name>.<16 hex>.capsaga-tmp`, from the idempotency key and `op`.
@@ -393,6 +403,63 @@ mod tests {
             );
         });
         assert_eq!(fs::read_to_string(&secret).ok().as_deref(), Some("s"));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn edit_and_undo_keep_mode_inode_and_hard_links() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let d = scratch("modes");
+        let ctx = CallContext::default();
+        for mode in [0o600, 0o640, 0o700, 0o755] {
+            let f = d.join(format!("f{mode:o}"));
+            fs::write(&f, "TOKEN=secret\n").unwrap_or_else(|e| panic!("{e}"));
+            fs::set_permissions(&f, fs::Permissions::from_mode(mode))
+                .unwrap_or_else(|e| panic!("{e}"));
+            fs::hard_link(&f, d.join(format!("l{mode:o}"))).unwrap_or_else(|e| panic!("{e}"));
+            let meta = || fs::metadata(&f).unwrap_or_else(|e| panic!("{e}"));
+            let ino = meta().ino();
+            let a = args(&f, "secret", "new", false);
+            let out = FsEdit::execute(&ctx, a.clone()).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(meta().permissions().mode() & 0o7777, mode, "{mode:o}");
+            assert_eq!((meta().ino(), meta().nlink()), (ino, 2), "{mode:o}");
+            assert_eq!(
+                fs::read_to_string(d.join(format!("l{mode:o}")))
+                    .ok()
+                    .as_deref(),
+                Some("TOKEN=new\n")
+            );
+            FsEdit::compensate(&ctx, a, &out).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                fs::read_to_string(&f).ok().as_deref(),
+                Some("TOKEN=secret\n")
+            );
+            assert_eq!(meta().permissions().mode() & 0o7777, mode, "undo {mode:o}");
+            assert_eq!((meta().ino(), meta().nlink()), (ino, 2), "undo {mode:o}");
+        }
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_edit_interrupted_in_place_is_restored_by_compensate() {
+        let d = scratch("torn");
+        let f = d.join("a.txt");
+        fs::write(&f, "alpha beta").unwrap_or_else(|e| panic!("{e}"));
+        let ctx = CallContext {
+            idempotency_key: "saga:0:fs_edit:torn".into(),
+            ..CallContext::default()
+        };
+        let a = args(&f, "alpha", "ALPHA-LONGER", false);
+        let dry = FsEdit::dry_run(&ctx, a.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let marker = temp_path(&f, &ctx, "execute").unwrap_or_default();
+        fs::write(&marker, "").unwrap_or_else(|e| panic!("{e}"));
+        fs::write(&f, "ALPHA-LONbeta").unwrap_or_else(|e| panic!("{e}"));
+        FsEdit::compensate(&ctx, a.clone(), &dry).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(fs::read_to_string(&f).ok().as_deref(), Some("alpha beta"));
+        assert!(!marker.exists());
+        fs::write(&f, "ALPHA-LONbeta").unwrap_or_else(|e| panic!("{e}"));
+        let e = FsEdit::compensate(&ctx, a, &dry).err().map(|e| e.kind);
+        assert_eq!(e, Some(ErrorKind::Unrevertible));
         let _ = fs::remove_dir_all(&d);
     }
 }

@@ -1,13 +1,18 @@
-//! `fs_write`: writes a UTF-8 text file, atomically, and can undo it.
+//! `fs_write`: writes a UTF-8 text file, keeping an existing file's
+//! permissions, and can undo it.
 //!
 //! Arguments: `{"path": "/abs/dir/a.txt", "content": "...", "create_dirs":
 //! false}`.
 //!
 //! `execute` captures the pre-image of the file (did it exist, its content as
 //! UTF-8 text or base64, its SHA-256), creates missing parent directories when
-//! `create_dirs` is true, then writes a temporary file in the same directory
-//! and renames it over the path, so a reader sees the old or the new content,
-//! never a mix. Output data ([`WriteData`]):
+//! `create_dirs` is true, then writes the file with the SDK's
+//! [`capsaga_sdk::fs::write_file`]: a new file through a temporary file and a
+//! rename (a reader sees it whole or not at all); an existing file in place,
+//! so it keeps its permission bits, owner and hard links (WASI cannot read or
+//! set modes, so a rename would widen a `0600` file to the default `0644`),
+//! with a marker file that tells `compensate` a crash may have left it partly
+//! written. Output data ([`WriteData`]):
 //!
 //! ```json
 //! {"path": "/w/a.txt", "resolved_path": "/w/a.txt", "bytes_written": 5,
@@ -24,9 +29,11 @@
 //! then compares the file as it is now with the pre-image and what was
 //! written ([`decide`]): still the previous content (or still absent) →
 //! nothing to do; exactly what this step wrote → restore the previous content
-//! atomically, or remove the file this step created (and the directories it
-//! created, when empty); anything else → `unrevertible`, naming the
-//! conflict, because a third party changed the file since.
+//! (in place, keeping the file's mode), or remove the file this step created
+//! (and the directories it created, when empty); a file whose write was
+//! interrupted (the marker is there) → restore the previous content; anything
+//! else → `unrevertible`, naming the conflict, because a third party changed
+//! the file since.
 //!
 //! Paths: before anything is read or written, the path is checked with
 //! [`capsaga_sdk::fs::resolve`]. A `..` walk or an absolute path outside the
@@ -51,7 +58,7 @@
 //! `fs:write:*`.
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -181,7 +188,8 @@ impl Tool for FsWrite {
         Meta::new(
             "fs_write",
             "Writes a UTF-8 text file (creating or replacing it) at an absolute path inside a \
-             directory granted for writing; the write is atomic and can be undone.",
+             directory granted for writing; an existing file keeps its permissions, and the write \
+             can be undone.",
         )
         .side_effects(true)
         .risk(Risk::Medium)
@@ -284,21 +292,33 @@ impl Tool for FsWrite {
             ));
         }
         let path = target.as_path();
-        // A crash between execute's write and its rename leaves its temporary file.
-        if let Some(tmp) = temp_path(path, ctx, "execute") {
-            remove_if_present(&tmp)?;
-        }
+        // A crash in execute's write (or in an earlier compensation's) leaves
+        // its scratch file: the file may then be partly written, and is ours
+        // to restore whatever it holds.
+        let scratches: Vec<PathBuf> = ["execute", "compensate"]
+            .iter()
+            .filter_map(|op| temp_path(path, ctx, op))
+            .collect();
+        let torn = scratches.iter().any(|t| capsaga_sdk::fs::interrupted(t));
         let current = observe(path)?;
-        match decide(&data.previous, &data.written_sha256, &current) {
-            Plan::Nothing => {}
-            Plan::Remove => match fs::remove_file(path) {
-                Ok(()) => crate_log(&format!("removed {}", path.display())),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(ToolError::from_io(&e, path)),
-            },
+        let mut plan = decide(&data.previous, &data.written_sha256, &current);
+        if torn && plan == Plan::Conflict && data.previous.existed {
+            plan = Plan::Restore;
+        }
+        match plan {
+            Plan::Nothing => remove_scratches(&scratches)?,
+            Plan::Remove => {
+                match fs::remove_file(path) {
+                    Ok(()) => crate_log(&format!("removed {}", path.display())),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(ToolError::from_io(&e, path)),
+                }
+                remove_scratches(&scratches)?;
+            }
             Plan::Restore => {
                 let bytes = decode_previous(&data.previous)?;
                 atomic_write(path, &bytes, ctx, "compensate")?;
+                remove_scratches(&scratches)?;
                 crate_log(&format!(
                     "restored {} ({} bytes)",
                     path.display(),
@@ -564,14 +584,14 @@ fn decode_previous(previous: &Previous) -> Result<Vec<u8>, ToolError> {
     Ok(bytes)
 }
 
-/// Writes `bytes` to a temporary file next to `path`, then renames it over
-/// `path`. The temporary file is removed if anything fails.
+/// Writes `bytes` to `path` with [`capsaga_sdk::fs::write_file`]: an
+/// existing file in place (its mode, owner and hard links kept), a new one
+/// through a temporary file and a rename.
 ///
-/// The temporary name is derived from the step's idempotency key and the
-/// operation ([`temp_path`]): a process killed between the write and the
-/// rename leaves a file that the step's own compensation (or its next
-/// attempt) finds and removes, so a crash never leaves litter behind. A stale
-/// file of that name is removed first (never followed if it is a symlink).
+/// The scratch name is derived from the step's idempotency key and the
+/// operation ([`temp_path`]): a process killed during the write leaves it,
+/// and the step's own compensation (or its next attempt) finds it, knows the
+/// file may be partly written, and removes it.
 fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> Result<(), ToolError> {
     let Some(tmp) = temp_path(path, ctx, op) else {
         return Err(ToolError::invalid_args(format!(
@@ -579,23 +599,12 @@ fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> Resul
             path.display()
         )));
     };
-    remove_if_present(&tmp)?;
-    let written = (|| -> io::Result<()> {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        Ok(())
-    })();
-    let result = written
-        .map_err(|e| ToolError::from_io(&e, &tmp))
-        .and_then(|()| fs::rename(&tmp, path).map_err(|e| ToolError::from_io(&e, path)));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    capsaga_sdk::fs::write_file(path, bytes, &tmp).map_err(|e| ToolError::from_io(&e, path))
+}
+
+/// Removes the scratch files of this step once its compensation is done.
+fn remove_scratches(scratches: &[PathBuf]) -> Result<(), ToolError> {
+    scratches.iter().try_for_each(|t| remove_if_present(t))
 }
 
 /// `<dir>/.<name>.<16 hex digits>.capsaga-tmp`, the digits from the SHA-256

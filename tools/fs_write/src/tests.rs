@@ -383,3 +383,59 @@ fn compensate_rejects_foreign_output() {
     let e = undo(&a, &Output::new(json!({"path": "/w/a.txt"}))).err();
     assert_eq!(e.map(|e| e.kind), Some(ErrorKind::InvalidArgs));
 }
+
+#[test]
+fn replace_and_undo_keep_mode_inode_and_hard_links() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let s = Scratch::new("modes");
+    for mode in [0o600, 0o640, 0o700, 0o755, 0o604] {
+        let p = s.path(&format!("f{mode:o}"));
+        fs::write(&p, "TOKEN=secret\n").unwrap_or_else(|e| panic!("{e}"));
+        fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap_or_else(|e| panic!("{e}"));
+        let link = format!("{p}.link");
+        fs::hard_link(&p, &link).unwrap_or_else(|e| panic!("{e}"));
+        let meta = |p: &str| fs::metadata(p).unwrap_or_else(|e| panic!("{e}"));
+        let ino = meta(&p).ino();
+        let a = args(&p, "TOKEN=new\n", false);
+        let out = run(&a);
+        assert_eq!(meta(&p).permissions().mode() & 0o7777, mode, "{mode:o}");
+        assert_eq!((meta(&p).ino(), meta(&p).nlink()), (ino, 2), "{mode:o}");
+        assert_eq!(read(&link).as_deref(), Some(&b"TOKEN=new\n"[..]));
+        undo(&a, &out).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read(&p).as_deref(), Some(&b"TOKEN=secret\n"[..]));
+        assert_eq!(
+            meta(&p).permissions().mode() & 0o7777,
+            mode,
+            "undo {mode:o}"
+        );
+        assert_eq!(
+            (meta(&p).ino(), meta(&p).nlink()),
+            (ino, 2),
+            "undo {mode:o}"
+        );
+    }
+}
+
+#[test]
+fn a_write_interrupted_in_place_is_restored_by_compensate() {
+    let s = Scratch::new("torn");
+    let p = s.path("a.txt");
+    fs::write(&p, "the previous content").unwrap_or_else(|e| panic!("{e}"));
+    let ctx = CallContext {
+        idempotency_key: "saga:0:fs_write:torn".into(),
+        ..CallContext::default()
+    };
+    let a = args(&p, "the new content, longer", false);
+    let dry = FsWrite::dry_run(&ctx, a.clone()).unwrap_or_else(|e| panic!("{e}"));
+    // Killed mid-write: the marker is there, the file holds a mix.
+    let marker = temp_path(Path::new(&p), &ctx, "execute").unwrap_or_default();
+    fs::write(&marker, "").unwrap_or_else(|e| panic!("{e}"));
+    fs::write(&p, "the new contentntent").unwrap_or_else(|e| panic!("{e}"));
+    FsWrite::compensate(&ctx, a.clone(), &dry).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(read(&p).as_deref(), Some(&b"the previous content"[..]));
+    assert!(!marker.exists());
+    // Without a marker the same mix is a third party's change.
+    fs::write(&p, "the new contentntent").unwrap_or_else(|e| panic!("{e}"));
+    let e = FsWrite::compensate(&ctx, a, &dry).err().map(|e| e.kind);
+    assert_eq!(e, Some(ErrorKind::Unrevertible));
+}

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -187,8 +187,14 @@ pub fn plan(vfs: &Vfs) -> Result<Vec<Planned>, FsError> {
     let mut out = Vec::new();
     let mut removed: BTreeSet<PathBuf> = BTreeSet::new();
     let mut removal_roots: Vec<PathBuf> = Vec::new();
+    // One stat per changed path (a WASI call costs): the real kinds, once.
+    let mut kinds = std::collections::BTreeMap::new();
+    for p in vfs.nodes().keys() {
+        kinds.insert(p, real_kind(p)?);
+    }
+    let kind_of = |p: &PathBuf| kinds.get(p).copied().flatten();
     for (p, node) in vfs.nodes() {
-        let Some(rk) = real_kind(p)? else { continue };
+        let Some(rk) = kind_of(p) else { continue };
         let replace = match node {
             Node::Deleted | Node::Dir { opaque: true } => true,
             Node::Dir { .. } => rk != Kind::Dir,
@@ -202,7 +208,7 @@ pub fn plan(vfs: &Vfs) -> Result<Vec<Planned>, FsError> {
     }
     for (p, node) in vfs.nodes() {
         if matches!(node, Node::Dir { .. })
-            && (removed.contains(p) || real_kind(p)? != Some(Kind::Dir))
+            && (removed.contains(p) || kind_of(p) != Some(Kind::Dir))
         {
             out.push(Planned {
                 change: Change {
@@ -219,7 +225,7 @@ pub fn plan(vfs: &Vfs) -> Result<Vec<Planned>, FsError> {
         let before = if removed.contains(p) {
             Before::Absent
         } else {
-            match real_kind(p)? {
+            match kind_of(p) {
                 None => Before::Absent,
                 Some(Kind::File) => file_before(read_real(p)?),
                 Some(_) => {
@@ -342,11 +348,54 @@ fn collect_removals(
     Ok(())
 }
 
+/// Refuses the plan when a change lies under a read-only grant: the script
+/// ran as in a dry run (which cannot tell read-only grants from writable
+/// ones), so the refusal comes here, before anything is changed.
+///
+/// # Errors
+/// `permission-denied` naming the paths (at most 5) and their grants.
+pub fn refuse_read_only(planned: &[Planned], vfs: &Vfs) -> Result<(), ToolError> {
+    let bad: Vec<&str> = planned
+        .iter()
+        .map(|p| p.change.path.as_str())
+        .filter(|p| !vfs.root_of(Path::new(p)).is_some_and(|r| r.writable))
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = bad.iter().take(5).copied().collect();
+    Err(ToolError::permission_denied(format!(
+        "the script would change {} paths under directories granted read-only (e.g. {}); \
+         nothing was changed",
+        bad.len(),
+        shown.join(", ")
+    ))
+    .hint("write only inside the directories granted with fs:write; nothing was changed"))
+}
+
 /// Runs the planned operations in order. Returns the changes made and, if
-/// one failed, why (the rest was not attempted).
-pub fn apply(planned: Vec<Planned>, ctx: &CallContext) -> (Vec<Change>, Option<String>) {
+/// one failed, why (the rest was not attempted). With `stop_at_ms` (ms
+/// since the epoch), no operation starts at or after it: the call returns
+/// in time with an exact record of what was changed, instead of being cut
+/// off by the host's deadline in the middle of its writes.
+pub fn apply(
+    planned: Vec<Planned>,
+    ctx: &CallContext,
+    stop_at_ms: Option<u64>,
+) -> (Vec<Change>, Option<String>) {
     let mut done = Vec::with_capacity(planned.len());
+    let total = planned.len();
     for p in planned {
+        if let Some(stop) = stop_at_ms
+            && crate::shell::now_ms() >= stop
+        {
+            let msg = format!(
+                "stopped before the call's deadline after {} of {total} changes; the rest \
+                 was not attempted",
+                done.len()
+            );
+            return (done, Some(msg));
+        }
         let path = PathBuf::from(&p.change.path);
         let r = match &p.op {
             Op::RemoveFile => fs::remove_file(&path),
@@ -355,36 +404,36 @@ pub fn apply(planned: Vec<Planned>, ctx: &CallContext) -> (Vec<Change>, Option<S
             Op::Write(data) => atomic_write(&path, data, ctx, "execute"),
         };
         if let Err(e) = r {
-            return (done, Some(format!("{}: {e}", path.display())));
+            let mut msg = format!("{}: {e}", path.display());
+            if msg.len() > 1024 {
+                let cut = (0..=1024)
+                    .rev()
+                    .find(|i| msg.is_char_boundary(*i))
+                    .unwrap_or(0);
+                msg.truncate(cut);
+            }
+            return (done, Some(msg));
         }
         done.push(p.change);
     }
     (done, None)
 }
 
-/// Writes `bytes` to a temporary file next to `path` and renames it over
-/// `path`; the temporary name comes from the step's idempotency key, so a
-/// crash leaves a file the step's compensation finds and removes.
+/// Writes `bytes` to `path` with [`capsaga_sdk::fs::write_file`]: an
+/// existing file in place (its permission bits, owner and hard links kept;
+/// WASI cannot read or set modes), a new one through a temporary file and a
+/// rename. The scratch name comes from the step's idempotency key, so a
+/// crash leaves a file the step's compensation finds: it then knows the
+/// path may be partly written, restores it, and removes the scratch.
 fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> io::Result<()> {
     let tmp = temp_path(path, ctx, op)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
-    let _ = fs::remove_file(&tmp);
-    let written = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    })();
-    let r = written.and_then(|()| fs::rename(&tmp, path));
-    if r.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    r
+    capsaga_sdk::fs::write_file(path, bytes, &tmp)
 }
 
-fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
+/// The scratch path of a write to `path` by the step of `ctx` in `op`
+/// (`execute` or `compensate`): `<dir>/.<name>.<16 hex>.capsaga-tmp`.
+pub fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
     let (parent, name) = (path.parent()?, path.file_name()?);
     let key = sha256_hex(format!("{}\0{op}\0{}", ctx.idempotency_key, path.display()).as_bytes());
     Some(parent.join(format!(
@@ -392,6 +441,12 @@ fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
         name.to_string_lossy(),
         &key[..16]
     )))
+}
+
+fn remove_scratches(scratches: &[PathBuf]) {
+    for t in scratches {
+        let _ = fs::remove_file(t);
+    }
 }
 
 /// What is at a path now, for [`undo`].
@@ -478,14 +533,20 @@ pub fn undo(changes: &[Change], ctx: &CallContext) -> Result<Vec<String>, ToolEr
             Err(e) => return Err(e),
         }
         let p = Path::new(&c.path);
-        if let Some(tmp) = temp_path(p, ctx, "execute") {
-            let _ = fs::remove_file(tmp);
-        }
+        // A scratch left by an interrupted write (execute's or an earlier
+        // undo's): the file may be partly written, and is ours to restore.
+        let scratches: Vec<PathBuf> = ["execute", "compensate"]
+            .iter()
+            .filter_map(|op| temp_path(p, ctx, op))
+            .collect();
+        let torn = scratches.iter().any(|t| capsaga_sdk::fs::interrupted(t));
         let now = observe(p).map_err(|m| ToolError::external(m).retriable(true))?;
         if matches_before(&now, &c.before) {
+            remove_scratches(&scratches);
             continue;
         }
-        if !matches_after(&now, &c.after) {
+        let ours = torn && matches!((&now, &c.before), (Now::File(_), Before::File { .. }));
+        if !matches_after(&now, &c.after) && !ours {
             conflicts.push(format!(
                 "{} was changed by someone else since the script ran (found {})",
                 c.path,
@@ -513,7 +574,10 @@ pub fn undo(changes: &[Change], ctx: &CallContext) -> Result<Vec<String>, ToolEr
             }
         };
         match r {
-            Ok(()) => restored.push(c.path.clone()),
+            Ok(()) => {
+                remove_scratches(&scratches);
+                restored.push(c.path.clone());
+            }
             Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => conflicts.push(format!(
                 "{}: someone added files to this directory since the script created it",
                 c.path

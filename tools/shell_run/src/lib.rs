@@ -13,9 +13,15 @@
 //! script sees; when the script ends, `execute` compares the overlay with the
 //! real files, records the pre-image of every path it will change (content
 //! or absence) and only then changes them ([`commit`]). A script stopped by
-//! a limit changes nothing. `dry_run` runs the script against the overlay
-//! (read-only grants) and reports exactly what it would change, with the
-//! pre-images, without changing anything. `compensate` restores every
+//! a limit changes nothing. `dry_run` always runs the script against the
+//! overlay (the host gives it read-only grants) and reports exactly what it
+//! would change, with the pre-images, without changing anything. The script
+//! cannot tell the two apart: the shell never looks at whether a grant is
+//! writable (see [`vfs`]); `execute` refuses a change under a read-only
+//! grant after the script, before anything is changed. Before changing
+//! anything, the output is measured as the host will count it
+//! ([`budget`]): too large pre-images are `quota-exceeded` with nothing
+//! changed. `compensate` restores every
 //! changed path in reverse order, removing what the script created, and is
 //! idempotent; a path changed by someone else since is left alone and the
 //! compensation ends `unrevertible`.
@@ -35,6 +41,7 @@
 //! Side effects, risk medium, not idempotent, dry-run. Needs `fs:read:*`
 //! and `fs:write:*` (a write grant answers both).
 
+pub mod budget;
 pub mod cmds;
 pub mod commit;
 pub mod shell;
@@ -72,7 +79,7 @@ pub struct Args {
     /// dirname date env pwd test [ true false xargs yes seq cd.
     pub script: String,
     /// Working directory: an absolute path inside a granted directory
-    /// (default: the first writable granted directory).
+    /// (default: the first granted directory, by path).
     #[serde(default)]
     pub cwd: Option<String>,
     /// Text given to the script as its standard input.
@@ -114,8 +121,9 @@ pub struct RunData {
     pub refused: Vec<String>,
     /// True for a dry run.
     pub dry_run: bool,
-    /// False for a dry run that did not need to run the script: it only
-    /// reads (then `exit_code`, `stdout` and `stderr` are empty).
+    /// Always true: the script always runs, dry runs included (kept for
+    /// readers of older outputs, where a dry run of a script judged
+    /// read-only was skipped).
     #[serde(default = "yes")]
     pub ran: bool,
 }
@@ -170,18 +178,15 @@ impl Tool for ShellRun {
 
 capsaga_sdk::export_tool!(ShellRun);
 
-/// The working directory: `cwd` checked, or the first writable root.
+/// The working directory: `cwd` checked, or the first root by path (not the
+/// first writable one: a dry run sees every root read-only, and must start
+/// where execute starts).
 fn start_dir(roots: &[vfs::Root], cwd: Option<&str>) -> Result<PathBuf, ToolError> {
     let Some(raw) = cwd else {
-        return roots
-            .iter()
-            .find(|r| r.writable)
-            .or_else(|| roots.first())
-            .map(|r| r.path.clone())
-            .ok_or_else(|| {
-                ToolError::permission_denied("shell_run has no granted directory")
-                    .hint("the operator must grant shell_run a directory (fs:write:<dir>/**)")
-            });
+        return roots.first().map(|r| r.path.clone()).ok_or_else(|| {
+            ToolError::permission_denied("shell_run has no granted directory")
+                .hint("the operator must grant shell_run a directory (fs:write:<dir>/**)")
+        });
     };
     let p = resolve(raw, Follow::Final)?;
     match vfs::real_stat(&p) {
@@ -193,44 +198,22 @@ fn start_dir(roots: &[vfs::Root], cwd: Option<&str>) -> Result<PathBuf, ToolErro
     }
 }
 
-/// Runs the script; in a dry run the changes are planned, not made.
+/// Runs the script; in a dry run the changes are planned, not made. The
+/// script runs the same way in both modes (against the overlay, with the
+/// same view of the grants), so a dry run reports what execute would do.
 fn run(ctx: &CallContext, args: &Args, dry_run: bool) -> Result<Output, ToolError> {
     let roots = vfs::granted();
     let cwd = start_dir(&roots, args.cwd.as_deref())?;
     let max = usize::try_from(args.max_output_bytes.clamp(1, MAX_OUTPUT)).unwrap_or(65536);
-    let now = shell::now_ms();
-    let stop_at_ms = (ctx.deadline_ms > now && ctx.deadline_ms < u64::MAX / 2)
-        .then(|| now + (ctx.deadline_ms - now) * 8 / 10);
+    let started = shell::now_ms();
+    let stop_at_ms = (ctx.deadline_ms > started && ctx.deadline_ms < u64::MAX / 2)
+        .then(|| started + (ctx.deadline_ms - started) * 8 / 10);
     let limits = Limits {
         stop_at_ms,
         ..Limits::default()
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let mut sh = Shell::new(Vfs::new(roots, !dry_run), cwd.clone(), env, limits);
-    if dry_run
-        && let Ok(program) = sh.parse(&args.script)
-        && !shell::analysis::may_write(&program)
-    {
-        let data = RunData {
-            exit_code: 0,
-            stdout: String::new(),
-            stderr: String::new(),
-            stdout_truncated_bytes: 0,
-            stderr_truncated_bytes: 0,
-            cwd: cwd.display().to_string(),
-            steps: 0,
-            stopped: None,
-            changes: Vec::new(),
-            applied: false,
-            apply_error: None,
-            refused: Vec::new(),
-            dry_run: true,
-            ran: false,
-        };
-        return Ok(Output::new(&data).summary(
-            "Dry run: the script only reads (no command or redirection that writes); not run",
-        ));
-    }
+    let mut sh = Shell::new(Vfs::new(roots), cwd.clone(), env, limits);
     let io = Io::new(
         args.stdin.clone().into_bytes(),
         Sink::soft(max),
@@ -260,31 +243,7 @@ fn run(ctx: &CallContext, args: &Args, dry_run: bool) -> Result<Output, ToolErro
         dry_run,
         ran: true,
     };
-    if data.stopped.is_none() {
-        let planned = commit::plan(&sh.vfs).map_err(|e| {
-            let kind = if e.kind == FsErrorKind::TooBig {
-                ErrorKind::QuotaExceeded
-            } else {
-                ErrorKind::Unsupported
-            };
-            ToolError::new(kind, format!("the script ran (exit {exit_code}) but its changes cannot be made: {}", e.msg))
-                .hint("nothing was changed; change fewer or smaller existing files per call, or avoid removing symbolic links")
-                .details(json!({"exit_code": exit_code}))
-        })?;
-        if dry_run {
-            data.changes = planned.into_iter().map(|p| p.change).collect();
-        } else {
-            let (done, err) = commit::apply(planned, ctx);
-            data.applied = !done.is_empty();
-            data.changes = done;
-            if let Some(e) = &err {
-                io.warn(format!(
-                    "shell_run: applying the script's changes stopped: {e}"
-                ));
-            }
-            data.apply_error = err;
-        }
-    }
+    let planned = plan_changes(&sh.vfs, &data, dry_run)?;
     {
         let out = io.out.borrow();
         data.stdout = String::from_utf8_lossy(&out.buf).into_owned();
@@ -293,22 +252,84 @@ fn run(ctx: &CallContext, args: &Args, dry_run: bool) -> Result<Output, ToolErro
         data.stderr = String::from_utf8_lossy(&err.buf).into_owned();
         data.stderr_truncated_bytes = err.dropped;
     }
+    let changes: Vec<Change> = planned.iter().map(|p| p.change.clone()).collect();
+    budget::fit(&mut data, &changes, dry_run, budget::OUTPUT_CAP)?;
+    if dry_run {
+        data.changes = changes;
+    } else if data.stopped.is_none() {
+        // Writing stops at 95% of the call's time: the output, with exactly
+        // what was changed, must reach the host before its deadline.
+        let now = shell::now_ms();
+        let apply_stop = (ctx.deadline_ms > now && ctx.deadline_ms < u64::MAX / 2)
+            .then(|| ctx.deadline_ms - (ctx.deadline_ms - started) / 20);
+        let (done, err) = commit::apply(planned, ctx, apply_stop);
+        data.applied = !done.is_empty();
+        data.changes = done;
+        if let Some(e) = &err {
+            let line = format!("shell_run: applying the script's changes stopped: {e}\n");
+            data.stderr.push_str(&line);
+        }
+        data.apply_error = err;
+    }
+    Ok(finish(data))
+}
+
+/// The operations that make the real files match the overlay. A stopped
+/// script plans nothing in execute; a stopped dry run still plans what the
+/// script did until it stopped, so the preview shows it (marked
+/// incomplete). In execute, a change under a read-only grant refuses the
+/// whole call before anything is changed.
+fn plan_changes(
+    vfs: &Vfs,
+    data: &RunData,
+    dry_run: bool,
+) -> Result<Vec<commit::Planned>, ToolError> {
+    if data.stopped.is_some() && !dry_run {
+        return Ok(Vec::new());
+    }
+    let exit_code = data.exit_code;
+    let planned = commit::plan(vfs).map_err(|e| {
+        let kind = if e.kind == FsErrorKind::TooBig {
+            ErrorKind::QuotaExceeded
+        } else {
+            ErrorKind::Unsupported
+        };
+        ToolError::new(kind, format!("the script ran (exit {exit_code}) but its changes cannot be made: {}", e.msg))
+            .hint("nothing was changed; change fewer or smaller existing files per call, or avoid removing symbolic links")
+            .details(json!({"exit_code": exit_code}))
+    })?;
+    if !dry_run {
+        commit::refuse_read_only(&planned, vfs)?;
+    }
+    Ok(planned)
+}
+
+/// The output record: effects and summary from `data`.
+fn finish(data: RunData) -> Output {
+    let dry_run = data.dry_run;
     let mut output = Output::new(&data);
     for c in &data.changes {
         output = output.effect(c.effect(!dry_run));
     }
     let verb = if dry_run { "would change" } else { "changed" };
+    let exit_code = data.exit_code;
     let summary = match (&data.stopped, data.changes.len()) {
+        (Some(why), n) if dry_run => format!(
+            "INCOMPLETE: the script stopped ({why}) before its end, so what execute would do \
+             is unknown; until then it would have changed {n} paths"
+        ),
         (Some(why), _) => format!("script stopped ({why}); nothing changed"),
         (None, 0) => format!("script exited {exit_code}; no files {verb}"),
         (None, n) => format!("script exited {exit_code}; {n} paths {verb}"),
     };
-    Ok(output.summary(if dry_run {
+    output.summary(if dry_run {
         format!("Dry run: {summary}")
     } else {
         summary
-    }))
+    })
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_parity;

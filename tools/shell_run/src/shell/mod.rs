@@ -16,7 +16,6 @@
 //! deadline. Hitting one stops the whole script with [`Flow::Abort`]; the
 //! overlay is then discarded, so nothing is changed.
 
-pub mod analysis;
 pub mod io;
 
 mod arith;

@@ -3,6 +3,11 @@
 //! to the overlay when the command ends; `/dev/null`, `/dev/stdout` and
 //! `/dev/stderr` are the only device paths (anything else is a path like
 //! any other, checked by the guard).
+//!
+//! Every redirection of a command is checked (descriptor, kind, path)
+//! before any file is created or truncated: an unsupported one (`3>a.txt`,
+//! `2>&5`, `<>f`) fails with nothing written, so a dry run lists no change
+//! for it either.
 
 use std::path::PathBuf;
 
@@ -25,6 +30,10 @@ pub fn redirect(
     redirs: &[ast::IoRedirect],
     io: &Io,
 ) -> Result<Result<(Io, FileOuts), i32>, Flow> {
+    if let Some(why) = redirs.iter().find_map(unsupported) {
+        io.warn(why);
+        return Ok(Err(2));
+    }
     let mut rio = io.clone();
     let mut files: FileOuts = Vec::new();
     for r in redirs {
@@ -58,15 +67,10 @@ pub fn redirect(
                             rio.stdin = input(Vec::new());
                             continue;
                         }
-                        let data = match sh
-                            .vfs
-                            .resolve(&sh.cwd, &name, Follow::Final)
-                            .and_then(|p| sh.vfs.read(&p))
-                        {
-                            Ok(d) => d,
+                        match read_in(sh, &name, &files) {
+                            Ok(d) => rio.stdin = input(d),
                             Err(e) => return Ok(Err(sh.fs_fail("sh", &e, io))),
-                        };
-                        rio.stdin = input(data.as_ref().clone());
+                        }
                     }
                     (RK::DuplicateOutput, RT::Fd(n)) => {
                         if !dup(&mut rio, fd, &n.to_string(), io) {
@@ -117,7 +121,64 @@ pub fn redirect(
             }
         }
     }
+    // Create or truncate the files now, as a shell does before running the
+    // command, once every redirection is known to be valid.
+    for (path, _, append) in &files {
+        let r = if *append {
+            sh.vfs.append(path, b"")
+        } else {
+            sh.vfs.write(path, Vec::new())
+        };
+        if let Err(e) = r {
+            sh.fs_fail("sh", &e, io);
+            return Ok(Err(1));
+        }
+    }
     Ok(Ok((rio, files)))
+}
+
+/// Why `r` cannot be done by shell_run, decided before anything runs: a
+/// descriptor other than 0 (input) or 1 and 2 (output), a literal
+/// duplication target other than 1, 2 or `-`, or a kind it lacks.
+fn unsupported(r: &ast::IoRedirect) -> Option<String> {
+    let ast::IoRedirect::File(fd, kind, target) = r else {
+        return None;
+    };
+    let fd = fd.unwrap_or(match kind {
+        RK::Read | RK::ReadAndWrite | RK::DuplicateInput => 0,
+        _ => 1,
+    });
+    let fd_ok = match kind {
+        RK::Read | RK::DuplicateInput => fd == 0,
+        RK::ReadAndWrite => true,
+        _ => fd == 1 || fd == 2,
+    };
+    if !fd_ok {
+        return Some(format!(
+            "sh: redirection of descriptor {fd} is not supported"
+        ));
+    }
+    match (kind, target) {
+        (RK::Write | RK::Clobber | RK::Append | RK::Read, RT::Filename(_))
+        | (RK::DuplicateOutput, RT::Duplicate(_))
+        | (RK::DuplicateInput, _) => None,
+        (RK::DuplicateOutput, RT::Fd(n)) if *n == 1 || *n == 2 => None,
+        (RK::DuplicateOutput, RT::Fd(n)) => Some(format!(
+            "sh: {fd}>&{n}: only descriptors 1 and 2 exist in shell_run"
+        )),
+        _ => Some("sh: this redirection is not supported by shell_run".to_owned()),
+    }
+}
+
+/// The content `<` reads from `name`: a file this command's redirections
+/// truncate reads empty (the shell truncated it first).
+fn read_in(sh: &Shell, name: &str, files: &FileOuts) -> Result<Vec<u8>, crate::vfs::FsError> {
+    let p = sh.vfs.resolve(&sh.cwd, name, Follow::Final)?;
+    match files.iter().rev().find(|(f, _, _)| *f == p) {
+        Some((_, _, false)) => Ok(Vec::new()),
+        Some((_, _, true)) if sh.vfs.stat(&p)?.is_none() => Ok(Vec::new()),
+        _ => Ok(sh.vfs.read(&p)?.as_ref().clone()),
+    }
 }
 
 /// Here-document text is expanded like a double-quoted word, but double
@@ -187,16 +248,6 @@ fn open_out(
             return None;
         }
     };
-    // Create or truncate now, as a shell does before running the command.
-    let r = if append {
-        sh.vfs.append(&path, b"")
-    } else {
-        sh.vfs.write(&path, Vec::new())
-    };
-    if let Err(e) = r {
-        sh.fs_fail("sh", &e, io);
-        return None;
-    }
     let out = sink(Sink::hard(FILE_CAP));
     files.push((path, out.clone(), append));
     Some(out)

@@ -71,13 +71,12 @@ fn unary(sh: &mut Shell, p: &UP, s: &str, io: &Io) -> Result<bool, Flow> {
     Ok(match p {
         UP::StringHasZeroLength => s.is_empty(),
         UP::StringHasNonZeroLength => !s.is_empty(),
-        UP::FileExists | UP::FileExistsAndIsReadable => file_kind(sh, s, Follow::Final).is_some(),
-        UP::FileExistsAndIsWritable => file_kind(sh, s, Follow::Final).is_some_and(|_| {
-            sh.vfs
-                .roots()
-                .iter()
-                .any(|r| r.writable && sh.abs(s).starts_with(&r.path))
-        }),
+        // WASI shows no permission bits, and a dry run gets every grant
+        // read-only: so -r and -w answer "exists inside the grants" in both
+        // modes, and a script cannot tell a dry run from execute.
+        UP::FileExists | UP::FileExistsAndIsReadable | UP::FileExistsAndIsWritable => {
+            file_kind(sh, s, Follow::Final).is_some()
+        }
         UP::FileExistsAndIsExecutable => {
             file_kind(sh, s, Follow::Final).is_some_and(|k| k.kind == Kind::Dir)
         }

@@ -14,6 +14,14 @@
 //! Symbolic links: followed when reading or writing through them (inside the
 //! grants only); removing or renaming a link is refused, because shell_run
 //! could not put it back.
+//!
+//! Dry run and execute look the same from inside the script: a dry run gets
+//! every grant read-only, so nothing the script can observe depends on
+//! whether a grant is writable (writes to any granted directory go to the
+//! overlay in both modes; `test -w` answers from existence; messages do not
+//! say "read-only"). A change under a read-only grant is refused by
+//! [`crate::commit::refuse_read_only`] in `execute`, after the script and
+//! before anything is changed.
 
 mod error;
 mod real;
@@ -103,19 +111,16 @@ pub struct Vfs {
     roots: Vec<Root>,
     nodes: BTreeMap<PathBuf, Node>,
     held: u64,
-    /// Refuse writes under read-only grants at once (execute); a dry run
-    /// runs with every grant read-only and records the writes anyway.
-    pub check_writable: bool,
 }
 
 impl Vfs {
-    /// An overlay over `roots`.
-    pub fn new(roots: Vec<Root>, check_writable: bool) -> Vfs {
+    /// An overlay over `roots`. It behaves the same whether or not a root
+    /// is writable (see the module's documentation).
+    pub fn new(roots: Vec<Root>) -> Vfs {
         Vfs {
             roots,
             nodes: BTreeMap::new(),
             held: 0,
-            check_writable,
         }
     }
 
@@ -129,18 +134,13 @@ impl Vfs {
         &self.nodes
     }
 
-    /// Granted directories, for messages.
+    /// Granted directories, for messages (without their writability, which
+    /// a dry run cannot see).
     pub fn granted_list(&self) -> String {
         let v: Vec<String> = self
             .roots
             .iter()
-            .map(|r| {
-                if r.writable {
-                    r.path.display().to_string()
-                } else {
-                    format!("{} (read-only)", r.path.display())
-                }
-            })
+            .map(|r| r.path.display().to_string())
             .collect();
         if v.is_empty() {
             "none".into()
@@ -202,7 +202,8 @@ impl Vfs {
         Ok(resolved)
     }
 
-    fn root_of(&self, p: &Path) -> Option<&Root> {
+    /// The granted directory `p` lies in (the deepest one), if any.
+    pub fn root_of(&self, p: &Path) -> Option<&Root> {
         self.roots
             .iter()
             .filter(|r| p.starts_with(&r.path))
@@ -215,7 +216,7 @@ impl Vfs {
     }
 
     fn check_write(&self, p: &Path) -> Result<(), FsError> {
-        let Some(root) = self.root_of(p) else {
+        if self.root_of(p).is_none() {
             return Err(FsError::new(
                 FsErrorKind::Denied,
                 format!(
@@ -223,16 +224,6 @@ impl Vfs {
                      (granted: {})",
                     p.display(),
                     self.granted_list()
-                ),
-            ));
-        };
-        if self.check_writable && !root.writable {
-            return Err(FsError::new(
-                FsErrorKind::Denied,
-                format!(
-                    "{}: permission denied: {} is granted read-only",
-                    p.display(),
-                    root.path.display()
                 ),
             ));
         }
@@ -460,9 +451,13 @@ impl Vfs {
             }
         }
         let mut out = BTreeMap::new();
+        // A directory the script made exists only in the overlay unless it
+        // is a transparent one over a real directory.
         let see_real = match self.lookup(p) {
             Look::Real => true,
-            Look::Node(Node::Dir { opaque }) => !opaque,
+            Look::Node(Node::Dir { opaque: false }) => {
+                matches!(real_stat(p)?, Some(s) if s.kind == Kind::Dir)
+            }
             _ => false,
         };
         if see_real {

@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Instant;
 
+mod redteam;
+
 const SECRET: &str = "TOP-SECRET-outside-the-grant";
 
 const POLICY: &str = r#"

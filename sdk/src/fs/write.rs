@@ -1,0 +1,196 @@
+//! Replacing a file's content without changing what the file is:
+//! [`write_file`], shared by the tools that write and undo files (fs_write,
+//! fs_edit, shell_run).
+//!
+//! WASI shows a guest no permission bits and lets it set none: a file it
+//! creates gets the host's default mode (`0666` less the umask, usually
+//! `0644`). Writing a new file and renaming it over an existing one would
+//! therefore widen a `0600` `.env` to `0644`, drop the execute bit of a
+//! `0755` script, give the file a new owner, and split it from its hard
+//! links. So an existing regular file is rewritten *in place*: the same
+//! inode keeps its permission bits, owner, hard links (every name sees the
+//! new content, as after a shell's `>`) and extended attributes; a file the
+//! host may not write (`0444`) is refused instead of replaced.
+//!
+//! In place is not atomic: a crash in the middle leaves the file partly
+//! written. Before the first byte, [`write_file`] creates an empty marker
+//! (the caller's `scratch` path, derived from the step's idempotency key)
+//! and removes it only once the new content is synced; a marker found later
+//! ([`interrupted`]) means the file may be torn, and the step's undo puts
+//! the pre-image back whatever the file holds. The marker is empty, so no
+//! content is copied anywhere a wider mode could expose it.
+//!
+//! A file that does not exist yet is written to `scratch` and renamed into
+//! place (atomic; it gets the default mode like any new file).
+//!
+//! Directories: a directory an undo recreates gets the default mode too,
+//! since WASI cannot read or set modes; the guest cannot do better.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Replaces the content of the regular file `path` with `bytes` (in place,
+/// keeping its inode), or creates it (through `scratch` and a rename).
+/// `scratch` must be a path in the same directory that names nothing of
+/// the user's (a stale one is removed first).
+///
+/// After an error, `scratch` exists only when `path` may have been partly
+/// written (see [`interrupted`]).
+///
+/// # Errors
+/// The I/O error; `InvalidInput` when `path` is not a regular file (a
+/// directory, a symbolic link, a device).
+pub fn write_file(path: &Path, bytes: &[u8], scratch: &Path) -> io::Result<()> {
+    remove_if_present(scratch)?;
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => in_place(path, bytes, scratch),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a regular file", path.display()),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => create(path, bytes, scratch),
+        Err(e) => Err(e),
+    }
+}
+
+/// True when `scratch` exists: a [`write_file`] with this scratch path
+/// stopped before it finished, and its target may hold a mix of old and new
+/// content (or, for a new file, was never renamed into place).
+pub fn interrupted(scratch: &Path) -> bool {
+    fs::symlink_metadata(scratch).is_ok()
+}
+
+fn in_place(path: &Path, bytes: &[u8], marker: &Path) -> io::Result<()> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(marker)?
+        .sync_all()?;
+    let mut file = match fs::OpenOptions::new().write(true).open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            // Nothing was written.
+            let _ = fs::remove_file(marker);
+            return Err(e);
+        }
+    };
+    file.write_all(bytes)?;
+    file.set_len(bytes.len() as u64)?;
+    file.sync_all()?;
+    fs::remove_file(marker)
+}
+
+fn create(path: &Path, bytes: &[u8], scratch: &Path) -> io::Result<()> {
+    let r = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(scratch)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(scratch, path)
+    })();
+    if r.is_err() {
+        let _ = fs::remove_file(scratch);
+    }
+    r
+}
+
+fn remove_if_present(p: &Path) -> io::Result<()> {
+    match fs::remove_file(p) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::path::PathBuf;
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+    fn dir(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("sdk-write-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn permission_bits_owner_and_hard_links_are_kept() {
+        let d = dir("modes");
+        for m in [0o600, 0o640, 0o700, 0o755, 0o604, 0o660] {
+            let p = d.0.join(format!("f{m:o}"));
+            fs::write(&p, "old content, longer than the new one").unwrap();
+            fs::set_permissions(&p, fs::Permissions::from_mode(m)).unwrap();
+            let (ino, uid) = (
+                fs::metadata(&p).unwrap().ino(),
+                fs::metadata(&p).unwrap().uid(),
+            );
+            write_file(&p, b"new", &d.0.join(".scratch")).unwrap();
+            assert_eq!(fs::read(&p).unwrap(), b"new");
+            assert_eq!(mode(&p), m, "{m:o}");
+            assert_eq!(fs::metadata(&p).unwrap().ino(), ino);
+            assert_eq!(fs::metadata(&p).unwrap().uid(), uid);
+            assert!(!interrupted(&d.0.join(".scratch")));
+        }
+        // A hard link sees the new content.
+        let a = d.0.join("a");
+        fs::write(&a, "one").unwrap();
+        fs::hard_link(&a, d.0.join("b")).unwrap();
+        write_file(&a, b"two, longer", &d.0.join(".scratch")).unwrap();
+        assert_eq!(fs::read(d.0.join("b")).unwrap(), b"two, longer");
+        assert_eq!(fs::metadata(&a).unwrap().nlink(), 2);
+    }
+
+    #[test]
+    fn a_read_only_file_is_refused_not_replaced_and_new_files_are_created() {
+        let d = dir("refuse");
+        let p = d.0.join("ro");
+        fs::write(&p, "keep").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o444)).unwrap();
+        let scratch = d.0.join(".scratch");
+        // Root may write anything: only check the refusal when not root.
+        if fs::OpenOptions::new().write(true).open(&p).is_err() {
+            assert!(write_file(&p, b"x", &scratch).is_err());
+            assert_eq!(fs::read(&p).unwrap(), b"keep");
+            assert_eq!(mode(&p), 0o444);
+            assert!(!interrupted(&scratch), "nothing was written");
+        }
+        let n = d.0.join("new");
+        write_file(&n, b"fresh", &scratch).unwrap();
+        assert_eq!(fs::read(&n).unwrap(), b"fresh");
+        assert!(!interrupted(&scratch));
+        // Not a regular file: refused.
+        fs::create_dir(d.0.join("sub")).unwrap();
+        let e = write_file(&d.0.join("sub"), b"x", &scratch).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        std::os::unix::fs::symlink(&n, d.0.join("link")).unwrap();
+        assert!(write_file(&d.0.join("link"), b"x", &scratch).is_err());
+        assert_eq!(fs::read(&n).unwrap(), b"fresh");
+    }
+
+    #[test]
+    fn a_stale_scratch_is_replaced_and_a_marker_means_interrupted() {
+        let d = dir("stale");
+        let p = d.0.join("f");
+        let scratch = d.0.join(".scratch");
+        fs::write(&p, "old").unwrap();
+        fs::write(&scratch, "stale").unwrap();
+        write_file(&p, b"new", &scratch).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+        assert!(!interrupted(&scratch));
+        fs::write(&scratch, "").unwrap();
+        assert!(interrupted(&scratch));
+    }
+}
