@@ -12,13 +12,35 @@ use crate::clock::deadline_from_now;
 use crate::host::Host;
 use crate::registry::{LoadedTool, ToolSource};
 use crate::saga::Saga;
-use crate::sandbox::{Bindings, CallDiagnostics, CallRequest, CallResult, HOST_GRACE_MS, Op};
+use crate::sandbox::{
+    Bindings, CallDiagnostics, CallRequest, CallResult, HOST_GRACE_MS, Op, SubModel,
+};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::json::canonical;
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::{CallContext, ToolOutput};
 use serde_json::Value;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+tokio::task_local! {
+    /// The model the submitting entry point lends to the calls of one
+    /// `Dispatcher::submit` (its `Call::sub_model`), read by [`run`] for the
+    /// `llm` import. Scoped to the submit's own task: nothing spawned
+    /// inherits it.
+    static SUB_MODEL: Option<Arc<dyn SubModel>>;
+}
+
+/// Run `f` (one submit's stages) with `model` lent to the tools it runs.
+pub(super) async fn lending<F: Future>(model: Option<Arc<dyn SubModel>>, f: F) -> F::Output {
+    SUB_MODEL.scope(model, f).await
+}
+
+/// The model lent to the current submit, if any.
+fn lent_model() -> Option<Arc<dyn SubModel>> {
+    SUB_MODEL.try_with(Clone::clone).ok().flatten()
+}
 
 /// One run of one export.
 pub(super) struct Run<'a> {
@@ -44,8 +66,10 @@ pub(super) struct Run<'a> {
 pub(super) async fn run(host: &Host, r: Run<'_>) -> (CallResult, CallDiagnostics) {
     match r.source {
         ToolSource::Component(prepared) => {
+            let model = lent_model();
             host.sandbox
-                .call(CallRequest {
+                .call_with_model(
+                    CallRequest {
                     tool: r.label,
                     prepared,
                     bindings: r.bindings,
@@ -53,7 +77,9 @@ pub(super) async fn run(host: &Host, r: Run<'_>) -> (CallResult, CallDiagnostics
                     ctx: r.ctx,
                     args_json: r.args_text,
                     op: r.op,
-                })
+                },
+                    model.as_ref(),
+                )
                 .await
         }
         ToolSource::Builtin(b) => {
