@@ -138,7 +138,7 @@ impl Tool for Llm {
     fn dry_run(_ctx: &CallContext, args: Args) -> Result<Output, ToolError> {
         let q = question(&args)?;
         let preview: String = q.prompt.chars().take(200).collect();
-        Ok(Output::new(serde_json::json!({
+        Ok(Output::new(json!({
             "would_ask": preview,
             "prompt_chars": q.prompt.chars().count(),
             "tier": q.tier,
