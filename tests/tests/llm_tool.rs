@@ -126,7 +126,10 @@ async fn a_turn_asks_a_sub_question_charged_to_its_budget() {
     assert_eq!(sub.system, DEFAULT_SUB_SYSTEM);
     assert_eq!(sub.messages.len(), 1);
     assert_eq!(sub.messages[0].role, Role::User);
-    assert_eq!(sub.messages[0].content, "What is 2+2? Answer with a number.");
+    assert_eq!(
+        sub.messages[0].content,
+        "What is 2+2? Answer with a number."
+    );
     assert_eq!(sub.max_tokens, 200);
     // The answer came back to the model, wrapped as untrusted.
     let result = seen[2].messages.last().unwrap();
@@ -162,9 +165,17 @@ async fn a_turn_asks_a_sub_question_charged_to_its_budget() {
     assert_eq!(finish_reason, "stop");
     assert!(*cost_usd > 0.0 && *prompt_tokens > 0 && *response_tokens > 0);
     let total = thought_cost(&tr) + cost_usd;
-    assert!((tr.cost_usd - total).abs() < 1e-12, "{} vs {total}", tr.cost_usd);
+    assert!(
+        (tr.cost_usd - total).abs() < 1e-12,
+        "{} vs {total}",
+        tr.cost_usd
+    );
     let day = today_spent(&ws).await;
-    assert!((day - tr.cost_usd).abs() < 1e-9, "day {day} vs turn {}", tr.cost_usd);
+    assert!(
+        (day - tr.cost_usd).abs() < 1e-9,
+        "day {day} vs turn {}",
+        tr.cost_usd
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -178,7 +189,12 @@ async fn without_an_llm_grant_the_call_is_refused_and_no_model_is_asked() {
     // Two model calls (the turn's), none for a sub-question.
     assert_eq!(p.seen.lock().unwrap().len(), 2, "{tr:#?}");
     assert!(sub_calls(&tr).is_empty());
-    let msg = p.seen.lock().unwrap()[1].messages.last().unwrap().content.clone();
+    let msg = p.seen.lock().unwrap()[1]
+        .messages
+        .last()
+        .unwrap()
+        .content
+        .clone();
     assert!(msg.contains("llm"), "{msg}");
     assert!((tr.cost_usd - thought_cost(&tr)).abs() < 1e-12);
 }
@@ -198,8 +214,16 @@ async fn a_tier_not_granted_is_refused_before_the_model() {
     assert_eq!(p.seen.lock().unwrap().len(), 2, "{tr:#?}");
     assert!(sub_calls(&tr).is_empty());
     assert_eq!(action_error_kind(&tr).as_deref(), Some("permission-denied"));
-    let msg = p.seen.lock().unwrap()[1].messages.last().unwrap().content.clone();
-    assert!(msg.contains("tier `normal`") && msg.contains("granted: cheap"), "{msg}");
+    let msg = p.seen.lock().unwrap()[1]
+        .messages
+        .last()
+        .unwrap()
+        .content
+        .clone();
+    assert!(
+        msg.contains("tier `normal`") && msg.contains("granted: cheap"),
+        "{msg}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -254,5 +278,8 @@ fn capsaga_call_has_no_model_to_lend() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{text}");
-    assert!(text.contains("unsupported") && text.contains("no model"), "{text}");
+    assert!(
+        text.contains("unsupported") && text.contains("no model"),
+        "{text}"
+    );
 }

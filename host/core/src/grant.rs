@@ -382,10 +382,15 @@ mod tests {
 
     #[test]
     fn llm_tiers_and_token_caps() {
-        let got = effective_grants("llm", &caps(&["llm:*"]), &caps(&["llm:cheap:500", "llm:normal"]))
-            .unwrap();
+        let got = effective_grants(
+            "llm",
+            &caps(&["llm:*"]),
+            &caps(&["llm:cheap:500", "llm:normal"]),
+        )
+        .unwrap();
         assert_eq!(strs(&got), vec!["llm:cheap:500", "llm:normal"]);
-        let got = effective_grants("t", &caps(&["llm:cheap:100"]), &caps(&["llm:cheap:500"])).unwrap();
+        let got =
+            effective_grants("t", &caps(&["llm:cheap:100"]), &caps(&["llm:cheap:500"])).unwrap();
         assert_eq!(strs(&got), vec!["llm:cheap:100"]);
         assert!(effective_grants("t", &caps(&["llm:cheap"]), &caps(&["llm:normal"])).is_err());
         assert!(effective_grants("t", &caps(&["llm:*"]), &caps(&["llm:*"])).is_err());

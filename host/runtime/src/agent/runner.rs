@@ -332,7 +332,8 @@ impl<'a> Turn<'a> {
                     .with_sub_model(&model);
                 door.submit(saga, c).await
             };
-            let serve = super::subcall::serve(&mut asks, &mut self.tr, budget, provider, &self.request);
+            let serve =
+                super::subcall::serve(&mut asks, &mut self.tr, budget, provider, &self.request);
             let (submitted, ()) = tokio::join!(submit, serve);
             let submitted = submitted?;
             if !self.answer(call, submitted, t1) {

@@ -70,14 +70,14 @@ pub(super) async fn run(host: &Host, r: Run<'_>) -> (CallResult, CallDiagnostics
             host.sandbox
                 .call_with_model(
                     CallRequest {
-                    tool: r.label,
-                    prepared,
-                    bindings: r.bindings,
-                    limits: r.limits,
-                    ctx: r.ctx,
-                    args_json: r.args_text,
-                    op: r.op,
-                },
+                        tool: r.label,
+                        prepared,
+                        bindings: r.bindings,
+                        limits: r.limits,
+                        ctx: r.ctx,
+                        args_json: r.args_text,
+                        op: r.op,
+                    },
                     model.as_ref(),
                 )
                 .await

@@ -453,10 +453,11 @@ impl Sandbox {
             Err(e) => return (Err(e), CallDiagnostics::default()),
         };
         let dry_run = matches!(op, Op::DryRun) || ctx.dry_run;
-        let (mut store, stdio) = match self.new_store(tool_label, bindings, limits, dry_run, sub_model) {
-            Ok(s) => s,
-            Err(e) => return (Err(e), CallDiagnostics::default()),
-        };
+        let (mut store, stdio) =
+            match self.new_store(tool_label, bindings, limits, dry_run, sub_model) {
+                Ok(s) => s,
+                Err(e) => return (Err(e), CallDiagnostics::default()),
+            };
         let wit_ctx = WitCallContext {
             saga_id: ctx.saga_id.clone(),
             step_seq: ctx.step_seq,

@@ -288,17 +288,16 @@ impl capsaga::tool::llm::Host for CallState {
         let (sub, model) = admitted.map_err(|e| error_to_wit(&e))?;
         let deadline: Instant = self.deadline;
         let tool = self.tool.clone();
-        let answer =
-            match tokio::time::timeout_at(deadline.into(), model.ask(sub)).await {
-                Ok(res) => res.map_err(|e| error_to_wit(&e))?,
-                Err(_) => {
-                    return Err(error_to_wit(&ToolError::with_hint(
-                        ErrorKind::Timeout,
-                        format!("tool `{tool}`: the model did not answer before the call's deadline"),
-                        "Ask a shorter question, or ask the operator for a longer deadline.",
-                    )));
-                }
-            };
+        let answer = match tokio::time::timeout_at(deadline.into(), model.ask(sub)).await {
+            Ok(res) => res.map_err(|e| error_to_wit(&e))?,
+            Err(_) => {
+                return Err(error_to_wit(&ToolError::with_hint(
+                    ErrorKind::Timeout,
+                    format!("tool `{tool}`: the model did not answer before the call's deadline"),
+                    "Ask a shorter question, or ask the operator for a longer deadline.",
+                )));
+            }
+        };
         Ok(WitLlmAnswer {
             text: answer.text,
             provider: answer.provider,
@@ -356,11 +355,22 @@ mod tests {
             assert!(Capability::parse(s).is_err(), "{s:?} parsed");
         }
         // Strings it accepts that the factor refuses.
-        for s in ["llm:*", "llm:frontier", "llm:gpt-4o", "llm:normal2", "llm:cheap_"] {
+        for s in [
+            "llm:*",
+            "llm:frontier",
+            "llm:gpt-4o",
+            "llm:normal2",
+            "llm:cheap_",
+        ] {
             let e = validate(&cap(s)).unwrap_err();
             assert!(e.contains("tier"), "{s}: {e}");
         }
-        for s in ["llm:normal", "llm:cheap", "llm:cheap:1", "llm:normal:1000000"] {
+        for s in [
+            "llm:normal",
+            "llm:cheap",
+            "llm:cheap:1",
+            "llm:normal:1000000",
+        ] {
             assert_eq!(validate(&cap(s)), Ok(()), "{s}");
         }
     }
@@ -379,7 +389,10 @@ mod tests {
     fn admit_checks_grant_tier_dry_run_model_and_caps() {
         let model: Arc<dyn SubModel> = Arc::new(Echo);
         let none = bind("t", &LlmBinding::default(), Some(model.clone()), false);
-        let e = none.admit("q".into(), None, None, None).err().map(|e| e.kind);
+        let e = none
+            .admit("q".into(), None, None, None)
+            .err()
+            .map(|e| e.kind);
         assert_eq!(e, Some(ErrorKind::PermissionDenied));
 
         let b = configure(&[cap("llm:cheap:200"), cap("llm:normal")]);
@@ -392,21 +405,32 @@ mod tests {
         );
         let (r, _) = slot.admit("q".into(), None, Some(5000), None).unwrap();
         assert_eq!((r.tier, r.max_tokens), ("cheap", 200));
-        let (r, _) = slot.admit("q".into(), None, Some(50), Some("normal")).unwrap();
+        let (r, _) = slot
+            .admit("q".into(), None, Some(50), Some("normal"))
+            .unwrap();
         assert_eq!((r.tier, r.max_tokens), ("normal", 50));
         let (r, _) = slot.admit("q".into(), None, None, Some("normal")).unwrap();
         assert_eq!(r.max_tokens, DEFAULT_MAX_TOKENS);
-        let e = slot.admit("  ".into(), None, None, None).err().map(|e| e.kind);
+        let e = slot
+            .admit("  ".into(), None, None, None)
+            .err()
+            .map(|e| e.kind);
         assert_eq!(e, Some(ErrorKind::InvalidArgs));
         let big = "x".repeat(MAX_PROMPT_BYTES + 1);
         let e = slot.admit(big, None, None, None).err().map(|e| e.kind);
         assert_eq!(e, Some(ErrorKind::QuotaExceeded));
 
         let dry = bind("t", &b, Some(model), true);
-        let e = dry.admit("q".into(), None, None, None).err().map(|e| e.kind);
+        let e = dry
+            .admit("q".into(), None, None, None)
+            .err()
+            .map(|e| e.kind);
         assert_eq!(e, Some(ErrorKind::Unsupported));
         let nomodel = bind("t", &b, None, false);
-        let e = nomodel.admit("q".into(), None, None, None).err().map(|e| e.kind);
+        let e = nomodel
+            .admit("q".into(), None, None, None)
+            .err()
+            .map(|e| e.kind);
         assert_eq!(e, Some(ErrorKind::Unsupported));
     }
 }
