@@ -20,27 +20,8 @@ use capsaga_core::json::canonical;
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::{CallContext, ToolOutput};
 use serde_json::Value;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-tokio::task_local! {
-    /// The model the submitting entry point lends to the calls of one
-    /// `Dispatcher::submit` (its `Call::sub_model`), read by [`run`] for the
-    /// `llm` import. Scoped to the submit's own task: nothing spawned
-    /// inherits it.
-    static SUB_MODEL: Option<Arc<dyn SubModel>>;
-}
-
-/// Run `f` (one submit's stages) with `model` lent to the tools it runs.
-pub(super) async fn lending<F: Future>(model: Option<Arc<dyn SubModel>>, f: F) -> F::Output {
-    SUB_MODEL.scope(model, f).await
-}
-
-/// The model lent to the current submit, if any.
-fn lent_model() -> Option<Arc<dyn SubModel>> {
-    SUB_MODEL.try_with(Clone::clone).ok().flatten()
-}
 
 /// One run of one export.
 pub(super) struct Run<'a> {
@@ -60,13 +41,15 @@ pub(super) struct Run<'a> {
     pub args_text: &'a str,
     /// The same arguments, parsed.
     pub args: &'a Value,
+    /// The model the entry point lends to the tool's `llm` import (only an
+    /// `execute` of an agent turn's call has one).
+    pub sub_model: Option<&'a Arc<dyn SubModel>>,
 }
 
 /// Run one export: the only place a tool runs.
 pub(super) async fn run(host: &Host, r: Run<'_>) -> (CallResult, CallDiagnostics) {
     match r.source {
         ToolSource::Component(prepared) => {
-            let model = lent_model();
             host.sandbox
                 .call_with_model(
                     CallRequest {
@@ -78,7 +61,7 @@ pub(super) async fn run(host: &Host, r: Run<'_>) -> (CallResult, CallDiagnostics
                         args_json: r.args_text,
                         op: r.op,
                     },
-                    model.as_ref(),
+                    r.sub_model,
                 )
                 .await
         }
@@ -142,6 +125,7 @@ pub(super) async fn dry_run(
             ctx: &ctx,
             args_text,
             args,
+            sub_model: None,
         },
     )
     .await;
@@ -191,7 +175,7 @@ pub(super) async fn preimage(
 /// `execute`, retried while the tool says its error is retriable and the
 /// host's retry policy allows, with the same context (same idempotency key)
 /// and a fresh deadline per attempt; each failed attempt that will be
-/// retried is logged as a RETRY record.
+/// retried is logged as a RETRY record. Every attempt may ask `sub_model`.
 ///
 /// # Errors
 /// [`DispatchError`] when a RETRY record cannot be written.
@@ -202,6 +186,7 @@ pub(super) async fn with_retries(
     ctx: &CallContext,
     args_text: &str,
     args: &Value,
+    sub_model: Option<&Arc<dyn SubModel>>,
 ) -> Result<(Result<ToolOutput, ToolError>, CallDiagnostics), DispatchError> {
     let mut attempt = 1u32;
     loop {
@@ -220,6 +205,7 @@ pub(super) async fn with_retries(
                 ctx: &ctx,
                 args_text,
                 args,
+                sub_model,
             },
         )
         .await;

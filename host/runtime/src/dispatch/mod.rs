@@ -338,9 +338,9 @@ impl Dispatcher {
             Ok(ok) => ok,
             Err(r) => return Ok(Submitted::refused(r.refusal, r.error)),
         };
-        let lent = call.sub_model.cloned();
-        let (outcome, verdict) =
-            execute::lending(lent, self.step(saga, &tool, &args, call.approver)).await?;
+        let (outcome, verdict) = self
+            .step(saga, &tool, &args, call.approver, call.sub_model)
+            .await?;
         Ok(Submitted {
             outcome,
             verdict,
