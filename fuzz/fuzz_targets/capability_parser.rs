@@ -167,7 +167,18 @@ fn built(u: &mut Unstructured<'_>) -> arbitrary::Result<Capability> {
         4 => Capability::Kv {
             namespace: ident(u)?,
         },
-        _ => Capability::Llm { tier: ident(u)? },
+        _ => Capability::Llm {
+            tier: if u.arbitrary()? {
+                Place::Any
+            } else {
+                Place::Concrete(ident(u)?)
+            },
+            max_tokens: if u.arbitrary()? {
+                None
+            } else {
+                Some(u.int_in_range(1..=capsaga_core::capability::MAX_LLM_TOKENS)?)
+            },
+        },
     })
 }
 

@@ -42,7 +42,9 @@
 //! Paths given by the model are checked with [`fs::resolve`] before any
 //! filesystem access: escapes from the granted directories become a
 //! `permission-denied` error that names them. Outgoing HTTP goes through
-//! [`http::Request`] (`wasi:http`), checked by the host's net guard.
+//! [`http::Request`] (`wasi:http`), checked by the host's net guard. A
+//! sub-question to the calling turn's model goes through [`llm::ask`]
+//! (import `capsaga:tool/llm`, world `llm-tool` of `wit/llm.wit`).
 //!
 //! The same code compiles natively, where [`export_tool!`] only checks the
 //! type and logging goes to stderr, so tools can be unit-tested with
@@ -56,6 +58,7 @@
 
 pub mod fs;
 pub mod http;
+pub mod llm;
 pub mod log;
 mod meta;
 mod output;
@@ -222,12 +225,14 @@ pub fn parse_args<A: DeserializeOwned>(args_json: &str) -> Result<A, ToolError> 
 /// [`export_tool!`]. Not part of the API.
 #[doc(hidden)]
 pub mod __private {
-    /// Bindings of `wit/tool.wit`, world `tool`.
+    /// Bindings of `wit/`, world `llm-tool`: the `tool` world plus the `llm`
+    /// import. A component imports only what it calls, so a tool that never
+    /// asks a model does not import `llm`.
     #[allow(missing_docs, clippy::all, clippy::pedantic)]
     pub mod bindings {
         wit_bindgen::generate!({
             path: "../wit",
-            world: "tool",
+            world: "llm-tool",
             pub_export_macro: true,
             export_macro_name: "export_tool_world",
         });
@@ -326,6 +331,30 @@ pub mod __private {
             next_hint,
             summary,
         })
+    }
+
+    /// A host import's error as the SDK's [`ToolError`].
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn error_from_wit(e: WitToolError) -> ToolError {
+        let kind = match e.kind {
+            wit::ErrorKind::InvalidArgs => ErrorKind::InvalidArgs,
+            wit::ErrorKind::NotFound => ErrorKind::NotFound,
+            wit::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+            wit::ErrorKind::NetworkError => ErrorKind::NetworkError,
+            wit::ErrorKind::ExternalError => ErrorKind::ExternalError,
+            wit::ErrorKind::QuotaExceeded => ErrorKind::QuotaExceeded,
+            wit::ErrorKind::Unsupported => ErrorKind::Unsupported,
+            wit::ErrorKind::Timeout => ErrorKind::Timeout,
+            wit::ErrorKind::Unrevertible => ErrorKind::Unrevertible,
+            wit::ErrorKind::Unknown => ErrorKind::Unknown,
+        };
+        let mut err = ToolError::new(kind, e.message)
+            .hint(e.llm_hint)
+            .retriable(e.retriable);
+        if let Some(d) = e.details.and_then(|d| serde_json::from_str(&d).ok()) {
+            err = err.details(d);
+        }
+        err
     }
 
     fn error(e: ToolError) -> WitToolError {

@@ -132,6 +132,23 @@ impl tool_world::tool::log::Host for RunnerState {
 
 impl tool_world::tool::types::Host for RunnerState {}
 
+/// Neurons get no `llm:` grant: a sub-question is refused, as by the
+/// sandbox's `llm` factor without a grant.
+impl tool_world::tool::llm::Host for RunnerState {
+    async fn ask(
+        &mut self,
+        _request: tool_world::tool::llm::LlmRequest,
+    ) -> Result<tool_world::tool::llm::LlmAnswer, WitToolError> {
+        Err(WitToolError {
+            kind: WitErrorKind::PermissionDenied,
+            message: "a neuron has no `llm:` grant: it may not ask the model anything".into(),
+            llm_hint: "Answer without asking a sub-question.".into(),
+            details: None,
+            retriable: false,
+        })
+    }
+}
+
 impl bindings::capsaga::tool::neuron_host::Host for RunnerState {
     fn definition(&mut self) -> NeuronDefinition {
         self.definition.clone()
@@ -273,7 +290,7 @@ impl Rig {
     }
 
     /// The linker of the runner: what the sandbox links for every tool
-    /// (WASI p2, `wasi:http`, the tool world's `log` import) plus the
+    /// (WASI p2, `wasi:http`, the `log` and `llm` imports) plus the
     /// `neuron-host` import; the exports are bound with the tool world's
     /// [`ToolPre`].
     ///

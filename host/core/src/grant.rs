@@ -122,6 +122,27 @@ pub fn intersect(required: &Capability, granted: &Capability) -> Option<Capabili
         {
             Some(required.clone())
         }
+        // A tool's `llm:*` (or a named tier) is served by a grant of that
+        // tier; the effective token cap is the lower of the two.
+        (
+            Capability::Llm {
+                tier: rt,
+                max_tokens: rm,
+            },
+            Capability::Llm {
+                tier: Place::Concrete(gt),
+                max_tokens: gm,
+            },
+        ) if matches!(rt, Place::Any) || *rt == Place::Concrete(gt.clone()) => {
+            let max_tokens = match (rm, gm) {
+                (Some(a), Some(b)) => Some((*a).min(*b)),
+                (a, b) => a.or(*b),
+            };
+            Some(Capability::Llm {
+                tier: Place::Concrete(gt.clone()),
+                max_tokens,
+            })
+        }
         (a, b) if a == b && a.is_concrete() => Some(a.clone()),
         _ => None,
     }
@@ -357,6 +378,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(strs(&e), ["net:http:127.0.0.1:8080"]);
+    }
+
+    #[test]
+    fn llm_tiers_and_token_caps() {
+        let got = effective_grants(
+            "llm",
+            &caps(&["llm:*"]),
+            &caps(&["llm:cheap:500", "llm:normal"]),
+        )
+        .unwrap();
+        assert_eq!(strs(&got), vec!["llm:cheap:500", "llm:normal"]);
+        let got =
+            effective_grants("t", &caps(&["llm:cheap:100"]), &caps(&["llm:cheap:500"])).unwrap();
+        assert_eq!(strs(&got), vec!["llm:cheap:100"]);
+        assert!(effective_grants("t", &caps(&["llm:cheap"]), &caps(&["llm:normal"])).is_err());
+        assert!(effective_grants("t", &caps(&["llm:*"]), &caps(&["llm:*"])).is_err());
+        assert!(effective_grants("t", &caps(&["llm:*"]), &[]).is_err());
     }
 
     #[test]

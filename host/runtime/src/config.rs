@@ -295,7 +295,7 @@ mod tests {
     fn a_capability_kind_without_a_factor_fails_policy_load() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("capsaga.toml");
-        for (grant, kind) in [("kv:notes", "kv"), ("llm:cheap", "llm")] {
+        for (grant, kind) in [("kv:notes", "kv"), ("kv:cache-2", "kv")] {
             std::fs::write(&p, format!("[tools.x]\ngrants = [\"{grant}\"]\n")).unwrap();
             let e = Config::load(&p).unwrap_err().to_string();
             assert!(

@@ -9,7 +9,8 @@
 //! env        := "env:" NAME                  NAME  := [A-Za-z_][A-Za-z0-9_]{0,127}
 //! secret     := "secret:" ident "@" host     ident := [a-z0-9][a-z0-9_-]{0,63}
 //! kv         := "kv:" ident
-//! llm        := "llm:" ident
+//! llm        := "llm:" ( "*" | tier [ ":" max-tokens ] )
+//! tier       := ident                        max-tokens := [1-9][0-9]{0,6} (at most 1000000)
 //! ```
 //!
 //! `*` in place of the place (`fs:write:*`, `net:https:*`) is only meaningful in
@@ -28,6 +29,10 @@
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
+
+/// Largest per-call output-token cap an `llm:<tier>:<max-tokens>` grant may
+/// name.
+pub const MAX_LLM_TOKENS: u32 = 1_000_000;
 
 /// Maximum length of a capability string, in bytes.
 pub const MAX_CAPABILITY_LEN: usize = 4096;
@@ -276,10 +281,14 @@ pub enum Capability {
         /// The namespace.
         namespace: String,
     },
-    /// `llm:<tier>`: calls to the host's model provider at a tier.
+    /// `llm:<tier>[:<max-tokens>]`: sub-questions to the host's model
+    /// provider at a tier (`llm:*` in what a tool requires: any tier the
+    /// operator grants), each answer capped at `max_tokens` output tokens.
     Llm {
-        /// The tier name.
-        tier: String,
+        /// The tier name, or `*`.
+        tier: Place<String>,
+        /// Most output tokens per call (`None`: the host's default).
+        max_tokens: Option<u32>,
     },
 }
 
@@ -349,17 +358,7 @@ impl Capability {
                     namespace: rest.to_string(),
                 })
             }
-            "llm" => {
-                if !is_ident(rest) {
-                    return Err(CapabilityError::new(
-                        input,
-                        "llm tiers are [a-z0-9][a-z0-9_-]*, at most 64 characters",
-                    ));
-                }
-                Ok(Capability::Llm {
-                    tier: rest.to_string(),
-                })
-            }
+            "llm" => parse_llm(input, rest),
             other => Err(CapabilityError::new(
                 input,
                 format!(
@@ -380,6 +379,9 @@ impl Capability {
             } | Capability::Net {
                 target: Place::Any,
                 ..
+            } | Capability::Llm {
+                tier: Place::Any,
+                ..
             }
         )
     }
@@ -395,6 +397,52 @@ impl Capability {
             Capability::Llm { .. } => "llm",
         }
     }
+}
+
+/// `llm:` after the kind: `*`, or a tier with an optional `:<max-tokens>`
+/// (decimal, no sign, no leading zero, 1 to [`MAX_LLM_TOKENS`]).
+fn parse_llm(input: &str, rest: &str) -> Result<Capability, CapabilityError> {
+    if rest == "*" {
+        return Ok(Capability::Llm {
+            tier: Place::Any,
+            max_tokens: None,
+        });
+    }
+    let (tier, cap) = match rest.split_once(':') {
+        Some((t, c)) => (t, Some(c)),
+        None => (rest, None),
+    };
+    if !is_ident(tier) {
+        return Err(CapabilityError::new(
+            input,
+            "llm tiers are [a-z0-9][a-z0-9_-]*, at most 64 characters (or `*` in a tool's requirement)",
+        ));
+    }
+    let max_tokens = match cap {
+        None => None,
+        Some(c) => {
+            let n = (!c.is_empty()
+                && c.len() <= 7
+                && !c.starts_with('0')
+                && c.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| c.parse::<u32>().ok())
+            .flatten()
+            .filter(|n| (1..=MAX_LLM_TOKENS).contains(n))
+            .ok_or_else(|| {
+                CapabilityError::new(
+                    input,
+                    format!(
+                        "the token cap after `llm:<tier>:` is a decimal number from 1 to {MAX_LLM_TOKENS}, without sign or leading zero"
+                    ),
+                )
+            })?;
+            Some(n)
+        }
+    };
+    Ok(Capability::Llm {
+        tier: Place::Concrete(tier.to_string()),
+        max_tokens,
+    })
 }
 
 impl FromStr for Capability {
@@ -427,7 +475,16 @@ impl fmt::Display for Capability {
             Capability::Env { name } => write!(f, "env:{name}"),
             Capability::Secret { name, host } => write!(f, "secret:{name}@{host}"),
             Capability::Kv { namespace } => write!(f, "kv:{namespace}"),
-            Capability::Llm { tier } => write!(f, "llm:{tier}"),
+            Capability::Llm { tier, max_tokens } => {
+                match tier {
+                    Place::Any => f.write_str("llm:*")?,
+                    Place::Concrete(t) => write!(f, "llm:{t}")?,
+                }
+                match max_tokens {
+                    Some(n) => write!(f, ":{n}"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

@@ -95,6 +95,30 @@ fn other_kinds() {
     );
     assert_eq!(ok("kv:notes").kind(), "kv");
     assert_eq!(ok("llm:frontier").kind(), "llm");
+    assert_eq!(ok("llm:cheap:4000").to_string(), "llm:cheap:4000");
+    assert_eq!(ok("llm:*").to_string(), "llm:*");
+    assert!(!ok("llm:*").is_concrete());
+    assert!(ok("llm:normal").is_concrete());
+    for hostile in [
+        "llm:",
+        "llm:*:10",
+        "llm:Cheap",
+        "llm:cheap:",
+        "llm:cheap:0",
+        "llm:cheap:-1",
+        "llm:cheap:+5",
+        "llm:cheap:010",
+        "llm:cheap:1e3",
+        "llm:cheap:1000001",
+        "llm:cheap:99999999999999999999",
+        "llm:cheap:10:20",
+        "llm:../x",
+        "llm:a b",
+        "llm:cheap:\u{0}",
+        "llm:cheap:１２",
+    ] {
+        bad(hostile);
+    }
     bad("env:1ABC");
     bad("env:");
     bad("secret:github");

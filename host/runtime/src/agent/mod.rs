@@ -10,6 +10,8 @@
 //! - [`budget`]: price table, spend counters in SQLite.
 //! - [`runner`]: the loop itself (the model exchange); `answer` records
 //!   each call's outcome and answers the model.
+//! - [`subcall`]: the turn's model lent to the `llm` import: a tool's
+//!   sub-question, budget-checked, priced and traced like a Thought.
 //! - [`reply`]: one model exchange in the trace, and what the loop does
 //!   next (truncated, refused, paused, malformed answers).
 //! - [`wire`]: the quirks of real servers both wire formats absorb, and the
@@ -30,5 +32,6 @@ pub mod router;
 pub mod runner;
 pub mod scripted;
 pub mod select;
+pub mod subcall;
 pub mod trace;
 pub mod wire;

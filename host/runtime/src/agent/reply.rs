@@ -96,7 +96,7 @@ pub fn classify(resp: &ChatResponse, max_tokens: u32) -> (Next, Option<(Outcome,
 
 /// Charge `usage` of `model` from `provider` to the day's counters and the
 /// turn; returns the cost, USD.
-async fn charge(
+pub(super) async fn charge(
     tr: &mut ExecutionTrace,
     budget: &Budget<'_>,
     provider: &str,
@@ -118,7 +118,7 @@ async fn charge(
 
 /// Charge the failed tries of `attempts` whose tokens were billed; returns
 /// (cost USD, input tokens, output tokens).
-async fn charge_failed(
+pub(super) async fn charge_failed(
     tr: &mut ExecutionTrace,
     budget: &Budget<'_>,
     attempts: &[Attempt],

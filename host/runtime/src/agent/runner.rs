@@ -16,11 +16,15 @@
 //! `<untrusted>` markers; results over [`MAX_RESULT_BYTES`] are truncated by
 //! the host with a note. A final answer ends the saga (Done); any other end
 //! rolls back what committed. Critic steps record the turn's fitness and
-//! every neutralised marker-like sequence (safety).
+//! every neutralised marker-like sequence (safety). A tool's sub-question
+//! to the model (the `llm` import) is answered by the turn's own provider
+//! and budget while the call runs, and traced as a SubCall
+//! ([`super::subcall`]).
 
 use super::budget::{Budget, BudgetLoadError};
 use super::provider::{ChatRequest, Message, Provider, Tier, ToolCall, ToolSpec};
 use super::reply::Next;
+use super::subcall::TurnModel;
 use super::trace::{self, ExecutionTrace, Outcome, TraceStep, Validation};
 use crate::clock::now_rfc3339;
 use crate::dispatch::{Approver, Args, Call, DispatchError, Dispatcher, NoApprover};
@@ -162,7 +166,10 @@ pub async fn run_turn(
             Some(calls) => calls,
             None => break,
         };
-        if !turn.act(&calls, opts.approver.as_ref()).await? {
+        if !turn
+            .act(&calls, opts.approver.as_ref(), &budget, provider)
+            .await?
+        {
             break;
         }
     }
@@ -301,22 +308,34 @@ impl<'a> Turn<'a> {
         }
     }
 
-    /// Submit the model's tool calls to the door, in order. False when the
-    /// turn ends here.
+    /// Submit the model's tool calls to the door, in order, lending each the
+    /// turn's model for the `llm` import (answered meanwhile by
+    /// [`super::subcall::serve`] with `provider` and `budget`). False when
+    /// the turn ends here.
     async fn act(
         &mut self,
         calls: &[ToolCall],
         approver: &dyn Approver,
+        budget: &Budget<'_>,
+        provider: &dyn Provider,
     ) -> Result<bool, AgentError> {
         for call in calls {
             let t1 = Instant::now();
-            let submitted = self
-                .door
-                .submit(
-                    &mut self.saga,
-                    Call::new(&call.name, Args::Text(&call.arguments)).with_approver(approver),
-                )
-                .await?;
+            let (model, mut asks) = TurnModel::channel();
+            let door = self.door;
+            let saga = &mut self.saga;
+            // The handle is dropped when the call is done, which ends `serve`.
+            let submit = async move {
+                let model = model;
+                let c = Call::new(&call.name, Args::Text(&call.arguments))
+                    .with_approver(approver)
+                    .with_sub_model(&model);
+                door.submit(saga, c).await
+            };
+            let serve =
+                super::subcall::serve(&mut asks, &mut self.tr, budget, provider, &self.request);
+            let (submitted, ()) = tokio::join!(submit, serve);
+            let submitted = submitted?;
             if !self.answer(call, submitted, t1) {
                 return Ok(false);
             }

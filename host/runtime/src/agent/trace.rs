@@ -156,6 +156,37 @@ pub enum TraceStep {
         /// Wall time, milliseconds.
         wall_ms: u64,
     },
+    /// A sub-question a tool asked the turn's model through the `llm`
+    /// import (`agent::subcall`): charged to the turn like a Thought, sent
+    /// with no tools.
+    SubCall {
+        /// The tool that asked.
+        tool_name: String,
+        /// Provider that answered (or was tried last); empty when nothing
+        /// was sent.
+        provider: String,
+        /// Model that answered (or was tried last).
+        model: String,
+        /// Tier used.
+        tier: Tier,
+        /// Input tokens billed (failed tries included).
+        prompt_tokens: u64,
+        /// Output tokens billed (failed tries included).
+        response_tokens: u64,
+        /// Why the model stopped (`error` when no answer came, `refused`
+        /// when the budget stopped it before anything was sent).
+        finish_reason: String,
+        /// What went wrong, if anything.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        problem: Option<String>,
+        /// Cost, USD.
+        cost_usd: f64,
+        /// Wall time, milliseconds.
+        wall_ms: u64,
+        /// Every provider tried, in order (failover and retries).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attempts: Vec<Attempt>,
+    },
     /// A judgement about the turn (fitness, safety, quality).
     Critic {
         /// `fitness`, `safety` or `quality`.
@@ -192,7 +223,7 @@ pub struct ExecutionTrace {
     pub steps: Vec<TraceStep>,
     /// The model's final answer.
     pub final_response: Option<String>,
-    /// Sum of thought costs, USD.
+    /// Sum of thought and sub-call costs, USD.
     pub cost_usd: f64,
     /// Sum of prompt tokens.
     pub prompt_tokens: u64,

@@ -153,6 +153,22 @@ impl capsaga::tool::log::Host for FloorState {
     fn log(&mut self, _level: LogLevel, _message: String) {}
 }
 impl capsaga::tool::types::Host for FloorState {}
+/// The floors grant nothing: a sub-question is refused, as without an
+/// `llm:` grant.
+impl capsaga::tool::llm::Host for FloorState {
+    async fn ask(
+        &mut self,
+        _request: capsaga::tool::llm::LlmRequest,
+    ) -> Result<capsaga::tool::llm::LlmAnswer, capsaga::tool::types::ToolError> {
+        Err(capsaga::tool::types::ToolError {
+            kind: capsaga::tool::types::ErrorKind::PermissionDenied,
+            message: "the benchmark floor grants no `llm:` tier".into(),
+            llm_hint: "Answer without asking the model.".into(),
+            details: None,
+            retriable: false,
+        })
+    }
+}
 impl sync_bindings::capsaga::tool::log::Host for FloorState {
     fn log(&mut self, _level: sync_bindings::capsaga::tool::log::Level, _message: String) {}
 }

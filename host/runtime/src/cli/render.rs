@@ -272,6 +272,31 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
             }
             out
         }
+        TraceStep::SubCall {
+            tool_name,
+            provider,
+            model,
+            tier,
+            prompt_tokens,
+            response_tokens,
+            finish_reason,
+            problem,
+            cost_usd,
+            wall_ms,
+            ..
+        } => {
+            let mut out = format!(
+                "  subcall  {tool_name} asked {provider}/{model} [{}] {prompt_tokens} in, {response_tokens} out, ${cost_usd:.6}, {wall_ms} ms, {finish_reason}",
+                serde_json::to_value(tier)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            );
+            if let Some(p) = problem {
+                out.push_str(&format!("\n           problem: {}", clip(p, 300)));
+            }
+            out
+        }
         TraceStep::Critic {
             purpose,
             input,

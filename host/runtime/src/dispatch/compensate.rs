@@ -234,6 +234,7 @@ async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
             ctx: &ctx,
             args_text: &canonical(&step.args),
             args: &step.args,
+            sub_model: None,
         },
     )
     .await;

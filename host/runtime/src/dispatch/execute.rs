@@ -12,12 +12,15 @@ use crate::clock::deadline_from_now;
 use crate::host::Host;
 use crate::registry::{LoadedTool, ToolSource};
 use crate::saga::Saga;
-use crate::sandbox::{Bindings, CallDiagnostics, CallRequest, CallResult, HOST_GRACE_MS, Op};
+use crate::sandbox::{
+    Bindings, CallDiagnostics, CallRequest, CallResult, HOST_GRACE_MS, Op, SubModel,
+};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::json::canonical;
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::{CallContext, ToolOutput};
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One run of one export.
@@ -38,6 +41,9 @@ pub(super) struct Run<'a> {
     pub args_text: &'a str,
     /// The same arguments, parsed.
     pub args: &'a Value,
+    /// The model the entry point lends to the tool's `llm` import (only an
+    /// `execute` of an agent turn's call has one).
+    pub sub_model: Option<&'a Arc<dyn SubModel>>,
 }
 
 /// Run one export: the only place a tool runs.
@@ -45,15 +51,18 @@ pub(super) async fn run(host: &Host, r: Run<'_>) -> (CallResult, CallDiagnostics
     match r.source {
         ToolSource::Component(prepared) => {
             host.sandbox
-                .call(CallRequest {
-                    tool: r.label,
-                    prepared,
-                    bindings: r.bindings,
-                    limits: r.limits,
-                    ctx: r.ctx,
-                    args_json: r.args_text,
-                    op: r.op,
-                })
+                .call_with_model(
+                    CallRequest {
+                        tool: r.label,
+                        prepared,
+                        bindings: r.bindings,
+                        limits: r.limits,
+                        ctx: r.ctx,
+                        args_json: r.args_text,
+                        op: r.op,
+                    },
+                    r.sub_model,
+                )
                 .await
         }
         ToolSource::Builtin(b) => {
@@ -116,6 +125,7 @@ pub(super) async fn dry_run(
             ctx: &ctx,
             args_text,
             args,
+            sub_model: None,
         },
     )
     .await;
@@ -165,7 +175,7 @@ pub(super) async fn preimage(
 /// `execute`, retried while the tool says its error is retriable and the
 /// host's retry policy allows, with the same context (same idempotency key)
 /// and a fresh deadline per attempt; each failed attempt that will be
-/// retried is logged as a RETRY record.
+/// retried is logged as a RETRY record. Every attempt may ask `sub_model`.
 ///
 /// # Errors
 /// [`DispatchError`] when a RETRY record cannot be written.
@@ -176,6 +186,7 @@ pub(super) async fn with_retries(
     ctx: &CallContext,
     args_text: &str,
     args: &Value,
+    sub_model: Option<&Arc<dyn SubModel>>,
 ) -> Result<(Result<ToolOutput, ToolError>, CallDiagnostics), DispatchError> {
     let mut attempt = 1u32;
     loop {
@@ -194,6 +205,7 @@ pub(super) async fn with_retries(
                 ctx: &ctx,
                 args_text,
                 args,
+                sub_model,
             },
         )
         .await;

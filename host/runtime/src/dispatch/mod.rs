@@ -54,7 +54,7 @@ pub use recover::Recovered;
 use crate::host::Host;
 use crate::registry::LoadedTool;
 use crate::saga::{RollbackReport, Saga};
-use crate::sandbox::CallDiagnostics;
+use crate::sandbox::{CallDiagnostics, SubModel};
 use crate::store::{ApprovalRow, StoreError};
 use capsaga_core::error::ToolError;
 use capsaga_core::fsm::TransitionDenied;
@@ -117,6 +117,10 @@ pub struct Call<'a> {
     /// Who may be asked when the call needs a human (default: nobody; the
     /// saga is parked with a pending approval).
     pub approver: &'a dyn Approver,
+    /// The model the caller lends to the tool's `llm` import (the agent
+    /// turn's provider and budget); `None` (the default: `capsaga call`, a
+    /// plan, a dry run) makes every `ask` `unsupported`.
+    pub sub_model: Option<&'a Arc<dyn SubModel>>,
 }
 
 impl<'a> Call<'a> {
@@ -126,6 +130,15 @@ impl<'a> Call<'a> {
             tool,
             args,
             approver: &NoApprover,
+            sub_model: None,
+        }
+    }
+
+    /// The same call, lending `model` to the tool's `llm` import.
+    pub fn with_sub_model(self, model: &'a Arc<dyn SubModel>) -> Call<'a> {
+        Call {
+            sub_model: Some(model),
+            ..self
         }
     }
 
@@ -140,6 +153,7 @@ impl std::fmt::Debug for Call<'_> {
         f.debug_struct("Call")
             .field("tool", &self.tool)
             .field("args", &self.args)
+            .field("sub_model", &self.sub_model.is_some())
             .finish()
     }
 }
@@ -324,7 +338,9 @@ impl Dispatcher {
             Ok(ok) => ok,
             Err(r) => return Ok(Submitted::refused(r.refusal, r.error)),
         };
-        let (outcome, verdict) = self.step(saga, &tool, &args, call.approver).await?;
+        let (outcome, verdict) = self
+            .step(saga, &tool, &args, call.approver, call.sub_model)
+            .await?;
         Ok(Submitted {
             outcome,
             verdict,

@@ -11,20 +11,23 @@ use super::{
 use crate::clock::deadline_from_now;
 use crate::registry::LoadedTool;
 use crate::saga::Saga;
-use crate::sandbox::CallDiagnostics;
+use crate::sandbox::{CallDiagnostics, SubModel};
 use capsaga_core::idempotency::step_key;
 use capsaga_core::json::canonical;
 use capsaga_core::tool::CallContext;
 use serde_json::Value;
+use std::sync::Arc;
 
 impl Dispatcher {
-    /// Stages 3-10 for a resolved, validated call.
+    /// Stages 3-10 for a resolved, validated call; `sub_model` is the model
+    /// the caller lends to the tool's `llm` import (see [`super::Call`]).
     pub(super) async fn step(
         &self,
         saga: &mut Saga,
         tool: &LoadedTool,
         args: &Value,
         approver: &dyn Approver,
+        sub_model: Option<&Arc<dyn SubModel>>,
     ) -> Result<(Outcome, Option<Verdict>), DispatchError> {
         let host = &*self.host;
         let seq = saga.next_seq;
@@ -83,32 +86,33 @@ impl Dispatcher {
             return Ok((refused, Some(verdict)));
         }
         // 7-10.
+        let ctx = CallContext {
+            saga_id: saga.id.clone(),
+            step_seq: seq,
+            idempotency_key: key,
+            deadline_ms: deadline_from_now(tool.limits.deadline_ms),
+            dry_run: false,
+        };
         let outcome = self
-            .run_step(saga, tool, args, seq, &key, approval.as_deref())
+            .run_step(saga, tool, args, ctx, approval.as_deref(), sub_model)
             .await?;
         Ok((outcome, Some(verdict)))
     }
 
-    /// Stages 7-10: pre-image, BEGIN (with the claim), execute, COMMIT or
-    /// FAIL, rollback.
+    /// Stages 7-10 of the step `ctx` names: pre-image, BEGIN (with the
+    /// claim), execute (lending `sub_model`), COMMIT or FAIL, rollback.
     async fn run_step(
         &self,
         saga: &mut Saga,
         tool: &LoadedTool,
         args: &Value,
-        seq: u64,
-        key: &str,
+        ctx: CallContext,
         approval: Option<&str>,
+        sub_model: Option<&Arc<dyn SubModel>>,
     ) -> Result<Outcome, DispatchError> {
         let host = &*self.host;
         let args_text = canonical(args);
-        let ctx = CallContext {
-            saga_id: saga.id.clone(),
-            step_seq: seq,
-            idempotency_key: key.to_string(),
-            deadline_ms: deadline_from_now(tool.limits.deadline_ms),
-            dry_run: false,
-        };
+        let (seq, key) = (ctx.step_seq, ctx.idempotency_key.as_str());
         // 8a. The pre-image (a dry-run), before BEGIN logs it.
         let (preimage, dry_run_error) = execute::preimage(host, tool, &ctx, &args_text, args).await;
         // 7. BEGIN, with the claim.
@@ -137,7 +141,9 @@ impl Dispatcher {
                 );
                 (Err(e), CallDiagnostics::default())
             }
-            None => execute::with_retries(host, saga, tool, &ctx, &args_text, args).await?,
+            None => {
+                execute::with_retries(host, saga, tool, &ctx, &args_text, args, sub_model).await?
+            }
         };
         // 9-10. COMMIT or FAIL (and roll back).
         wal::settle(host, saga, tool, seq, result, diagnostics).await

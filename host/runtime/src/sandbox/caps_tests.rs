@@ -62,10 +62,11 @@ async fn try_instantiate(sandbox: &Sandbox, wat: &str, limits: &Limits) -> Outco
         Ok(c) => c,
         Err(e) => return Outcome::NotCompiled(format!("{e:#}")),
     };
-    let (mut store, _stdio) = match sandbox.new_store("caps", &Bindings::default(), limits, false) {
-        Ok(s) => s,
-        Err(e) => return Outcome::Refused(e),
-    };
+    let (mut store, _stdio) =
+        match sandbox.new_store("caps", &Bindings::default(), limits, false, None) {
+            Ok(s) => s,
+            Err(e) => return Outcome::Refused(e),
+        };
     match sandbox
         .linker
         .instantiate_async(&mut store, &component)

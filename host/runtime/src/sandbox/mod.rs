@@ -41,6 +41,7 @@ mod caps_tests;
 
 pub use cache::{CacheOutcome, CompiledCache};
 pub use engine::{Allocator, SandboxConfig};
+pub use factors::llm::{SubAnswer, SubModel, SubRequest};
 pub use factors::{Bindings, Factors};
 
 use bindings::{Tool, ToolPre, WitCallContext};
@@ -331,7 +332,7 @@ impl Sandbox {
     ) -> Result<RawToolMeta, SandboxError> {
         let _slot = self.slot().await.map_err(SandboxError::Meta)?;
         let (mut store, _stdio) = self
-            .new_store(tool_label, &Bindings::default(), &META_LIMITS, false)
+            .new_store(tool_label, &Bindings::default(), &META_LIMITS, false, None)
             .map_err(SandboxError::Meta)?;
         let fut = async {
             let inst = prepared
@@ -381,10 +382,12 @@ impl Sandbox {
         bindings: &Bindings,
         limits: &Limits,
         dry_run: bool,
+        sub_model: Option<&Arc<dyn SubModel>>,
     ) -> Result<(Store<CallState>, stdio::CapturePipe), ToolError> {
         let bound = self
             .factors
             .bind(bindings, dry_run, limits.deadline_ms)
+            .map(|b| b.with_model(tool_label, sub_model.cloned()))
             .map_err(|e| {
                 ToolError::with_hint(
                     ErrorKind::PermissionDenied,
@@ -400,6 +403,7 @@ impl Sandbox {
             tool: tool_label.to_string(),
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             net: bound.net,
+            llm: bound.llm,
             deadline: Instant::now() + Duration::from_millis(limits.deadline_ms),
         };
         let stdio = bound.stdio;
@@ -435,6 +439,17 @@ impl Sandbox {
     /// (`unknown`). Diagnostics (logs, captured stdio, wall time, fuel) are
     /// returned in every case.
     pub async fn call(&self, req: CallRequest<'_>) -> (CallResult, CallDiagnostics) {
+        self.call_with_model(req, None).await
+    }
+
+    /// [`Sandbox::call`], lending the call's `llm` import the model of the
+    /// entry point that submitted it (the agent turn's provider and budget:
+    /// see `factors::llm`). Without one, an `ask` is `unsupported`.
+    pub async fn call_with_model(
+        &self,
+        req: CallRequest<'_>,
+        sub_model: Option<&Arc<dyn SubModel>>,
+    ) -> (CallResult, CallDiagnostics) {
         let CallRequest {
             tool: tool_label,
             prepared,
@@ -450,10 +465,11 @@ impl Sandbox {
             Err(e) => return (Err(e), CallDiagnostics::default()),
         };
         let dry_run = matches!(op, Op::DryRun) || ctx.dry_run;
-        let (mut store, stdio) = match self.new_store(tool_label, bindings, limits, dry_run) {
-            Ok(s) => s,
-            Err(e) => return (Err(e), CallDiagnostics::default()),
-        };
+        let (mut store, stdio) =
+            match self.new_store(tool_label, bindings, limits, dry_run, sub_model) {
+                Ok(s) => s,
+                Err(e) => return (Err(e), CallDiagnostics::default()),
+            };
         let wit_ctx = WitCallContext {
             saga_id: ctx.saga_id.clone(),
             step_seq: ctx.step_seq,

@@ -48,6 +48,32 @@ fn kind_from_wit(k: WitErrorKind) -> ErrorKind {
     }
 }
 
+fn kind_to_wit(k: ErrorKind) -> WitErrorKind {
+    match k {
+        ErrorKind::InvalidArgs => WitErrorKind::InvalidArgs,
+        ErrorKind::NotFound => WitErrorKind::NotFound,
+        ErrorKind::PermissionDenied => WitErrorKind::PermissionDenied,
+        ErrorKind::NetworkError => WitErrorKind::NetworkError,
+        ErrorKind::ExternalError => WitErrorKind::ExternalError,
+        ErrorKind::QuotaExceeded => WitErrorKind::QuotaExceeded,
+        ErrorKind::Unsupported => WitErrorKind::Unsupported,
+        ErrorKind::Timeout => WitErrorKind::Timeout,
+        ErrorKind::Unrevertible => WitErrorKind::Unrevertible,
+        ErrorKind::Unknown => WitErrorKind::Unknown,
+    }
+}
+
+/// A host error handed to a guest (the answer of a host import).
+pub(super) fn error_to_wit(e: &ToolError) -> WitToolError {
+    WitToolError {
+        kind: kind_to_wit(e.kind),
+        message: e.message.clone(),
+        llm_hint: e.llm_hint.clone(),
+        details: e.details.as_ref().map(|d| d.to_string()),
+        retriable: e.retriable,
+    }
+}
+
 fn clip(s: String, max: usize) -> String {
     if s.len() <= max { s } else { clip_str(&s, max) }
 }

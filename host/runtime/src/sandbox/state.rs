@@ -171,6 +171,8 @@ pub struct CallState {
     pub(crate) tool: String,
     pub(crate) http: WasiHttpCtx,
     pub(crate) net: super::net::NetHooks,
+    /// What the `llm` import may ask in this call (`factors::llm`).
+    pub(crate) llm: super::factors::llm::LlmSlot,
     /// When the call's wall-clock deadline passes (checked at every epoch
     /// tick, see `Sandbox`'s epoch callback).
     pub(crate) deadline: Instant,

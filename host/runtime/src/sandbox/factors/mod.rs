@@ -13,7 +13,7 @@
 //!    context and `wasi:http` hooks holding exactly those bindings.
 //!
 //! The one match over capability kinds is [`factor_of`]: a kind the grammar
-//! knows but no factor implements (`kv:`, `llm:` today) is refused at policy
+//! knows but no factor implements (`kv:` today) is refused at policy
 //! load with an error naming the kind, never silently granted nothing.
 //!
 //! Adding a kind: write `<kind>.rs` with its `validate`, `configure` and
@@ -26,9 +26,11 @@
 //! | `env` | [`env`] | `[env]` values | variables and values | environment of the WASI context |
 //! | `net` | [`net`] | `[net]` settings, TLS roots | net grants | `wasi:http` hooks with the net guard |
 //! | `secret` | [`secret`] | `[secrets.*]` values | secret grants | headers injected by the hooks, redaction |
+//! | `llm` | [`llm`] | none (the model comes with each call) | granted tiers and token caps | the `llm` import's slot: tiers, dry-run flag, the entry point's model |
 
 pub mod env;
 pub mod fs;
+pub mod llm;
 pub mod net;
 pub mod secret;
 
@@ -51,10 +53,12 @@ pub enum Kind {
     Env,
     /// `secret:<name>@<host>`.
     Secret,
+    /// `llm:<tier>[:<max-tokens>]`.
+    Llm,
 }
 
 /// The kinds implemented, as written in capability strings.
-pub const IMPLEMENTED: &str = "fs, net, env, secret";
+pub const IMPLEMENTED: &str = "fs, net, env, secret, llm";
 
 /// The factor of a capability: the one exhaustive match over the kinds of
 /// the grammar. `Err(kind)` for a kind no factor implements.
@@ -64,7 +68,8 @@ pub fn factor_of(cap: &Capability) -> Result<Kind, &'static str> {
         Capability::Net { .. } => Ok(Kind::Net),
         Capability::Env { .. } => Ok(Kind::Env),
         Capability::Secret { .. } => Ok(Kind::Secret),
-        Capability::Kv { .. } | Capability::Llm { .. } => Err(cap.kind()),
+        Capability::Llm { .. } => Ok(Kind::Llm),
+        Capability::Kv { .. } => Err(cap.kind()),
     }
 }
 
@@ -148,6 +153,7 @@ pub fn validate_policy(policy: &Policy) -> Result<(), FactorError> {
                 Ok(Kind::Env) => env::validate(policy, grant).map_err(refused)?,
                 Ok(Kind::Net) => net::validate(grant).map_err(refused)?,
                 Ok(Kind::Secret) => secret::validate(policy, grant).map_err(refused)?,
+                Ok(Kind::Llm) => llm::validate(grant).map_err(refused)?,
             }
         }
     }
@@ -174,6 +180,8 @@ pub struct Bindings {
     pub net: Vec<Capability>,
     /// Secret grants (headers injected on requests to their hosts).
     pub secret: Vec<Capability>,
+    /// Model tiers the tool may ask, with their token caps.
+    pub llm: llm::LlmBinding,
 }
 
 /// What phase 3 built for one call.
@@ -184,6 +192,18 @@ pub struct Bound {
     pub stdio: CapturePipe,
     /// The `wasi:http` hooks.
     pub net: NetHooks,
+    /// What the `llm` import may ask (no model yet: see [`Bound::with_model`]).
+    pub llm: llm::LlmSlot,
+}
+
+impl Bound {
+    /// The same, with `tool`'s name and the model of the entry point that
+    /// submitted the call (none: `capsaga call`, a plan, a dry run).
+    pub fn with_model(mut self, tool: &str, model: Option<Arc<dyn llm::SubModel>>) -> Bound {
+        self.llm.tool = tool.to_string();
+        self.llm.model = model;
+        self
+    }
 }
 
 impl Factors {
@@ -219,13 +239,14 @@ impl Factors {
         let mut b = Bindings {
             fs: fs::configure(grants),
             env: self.env.configure(grants),
+            llm: llm::configure(grants),
             ..Bindings::default()
         };
         for g in grants {
             match factor_of(g) {
                 Ok(Kind::Net) => b.net.push(g.clone()),
                 Ok(Kind::Secret) => b.secret.push(g.clone()),
-                Ok(Kind::Fs | Kind::Env) | Err(_) => {}
+                Ok(Kind::Fs | Kind::Env | Kind::Llm) | Err(_) => {}
             }
         }
         b
@@ -260,6 +281,7 @@ impl Factors {
             wasi: builder.build(),
             stdio,
             net,
+            llm: llm::bind("", &bindings.llm, None, dry_run),
         })
     }
 
@@ -282,7 +304,7 @@ mod tests {
 
     #[test]
     fn a_kind_without_a_factor_is_refused_naming_it() {
-        for (grant, kind) in [("kv:notes", "kv"), ("llm:cheap", "llm")] {
+        for (grant, kind) in [("kv:notes", "kv"), ("kv:cache-2", "kv")] {
             let p = policy(&format!("[tools.t]\ngrants = [\"{grant}\"]\n"));
             let e = validate_policy(&p).unwrap_err().to_string();
             assert!(
@@ -296,7 +318,7 @@ mod tests {
     #[test]
     fn every_implemented_kind_has_a_factor() {
         let p = policy(
-            "[tools.t]\ngrants = [\"fs:read:/a/**\", \"net:https:example.com\", \"env:LANG\", \"secret:k@example.com\"]\n[env]\nLANG = \"C\"\n[secrets.k]\nvalue = \"v\"\n",
+            "[tools.t]\ngrants = [\"fs:read:/a/**\", \"net:https:example.com\", \"env:LANG\", \"secret:k@example.com\", \"llm:cheap:300\"]\n[env]\nLANG = \"C\"\n[secrets.k]\nvalue = \"v\"\n",
         );
         assert!(validate_policy(&p).is_ok());
         let f = Factors::load(&p, Path::new("/")).unwrap_or_else(|e| panic!("{e}"));
@@ -305,5 +327,20 @@ mod tests {
         assert_eq!(b.env.vars, vec![("LANG".to_string(), "C".to_string())]);
         assert_eq!(b.net.len(), 1);
         assert_eq!(b.secret.len(), 1);
+        assert_eq!(b.llm.tiers, vec![("cheap", Some(300))]);
+    }
+
+    #[test]
+    fn an_llm_grant_naming_no_tier_of_this_host_is_refused() {
+        for grant in ["llm:frontier", "llm:*"] {
+            let Ok(f) = PolicyFile::parse(&format!("[tools.t]\ngrants = [\"{grant}\"]\n")) else {
+                continue;
+            };
+            let Ok(p) = f.check("/srv/home") else {
+                continue;
+            };
+            let e = validate_policy(&p).unwrap_err().to_string();
+            assert!(e.contains(grant) && e.contains("tier"), "{e}");
+        }
     }
 }
