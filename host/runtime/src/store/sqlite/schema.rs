@@ -94,6 +94,40 @@ INSERT OR IGNORE INTO wal_head (id, seq, hash)
     SELECT 1, seq, hash FROM wal_log ORDER BY seq DESC LIMIT 1;
 "#;
 
+/// Version 3: approvals expire, keep the decision's note, and can be
+/// replaced (stale, expired), so a step may have several; the table is rebuilt (SQLite cannot change a
+/// CHECK or drop a UNIQUE constraint in place).
+const MIGRATE_V3: &str = r#"
+CREATE TABLE approvals_v3 (
+    approval_id  TEXT PRIMARY KEY,
+    saga_id      TEXT NOT NULL REFERENCES saga_state(saga_id),
+    step_seq     INTEGER NOT NULL,
+    tool_id      TEXT NOT NULL,
+    tool_hash    TEXT NOT NULL,
+    args_hash    TEXT NOT NULL,
+    args         TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    summary      TEXT NOT NULL,
+    preview      TEXT,
+    status       TEXT NOT NULL CHECK (status IN ('pending','approved','denied','claimed','stale','expired')),
+    decided_by   TEXT,
+    decided_at   TEXT,
+    claimed_saga TEXT,
+    claimed_step INTEGER,
+    claimed_at   TEXT,
+    created_at   TEXT NOT NULL,
+    expires_at   TEXT,
+    replaces     TEXT,
+    note         TEXT
+);
+INSERT INTO approvals_v3 (approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at)
+    SELECT approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at FROM approvals;
+DROP TABLE approvals;
+ALTER TABLE approvals_v3 RENAME TO approvals;
+CREATE INDEX IF NOT EXISTS idx_approvals_binding ON approvals(tool_id, tool_hash, args_hash, status);
+CREATE INDEX IF NOT EXISTS idx_approvals_step ON approvals(saga_id, step_seq);
+"#;
+
 /// The spend counters (created at every open when missing: they are not
 /// part of the write-ahead log and need no migration).
 const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
@@ -175,6 +209,9 @@ fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
             }
         }
         tx.execute_batch(MIGRATE_V2)?;
+    }
+    if version < 3 {
+        tx.execute_batch(MIGRATE_V3)?;
     }
     Ok(())
 }
