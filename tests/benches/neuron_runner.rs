@@ -20,8 +20,8 @@
 //! Criterion's groups measure the same per-call paths.
 
 use capsaga_core::policy::Limits;
-use capsaga_host::sandbox::bindings::ToolPre;
 use capsaga_host::sandbox::Factors;
+use capsaga_host::sandbox::bindings::ToolPre;
 use capsaga_host::sandbox::{CompiledCache, SandboxConfig};
 use capsaga_tests::neuron_rig::{
     Loaded, NeuronDefinition, Op, Rig, RunnerState, cache_dir, neuron, runner_wasm,

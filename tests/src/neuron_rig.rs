@@ -17,11 +17,11 @@
 use capsaga_core::capability::Capability;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::policy::Limits;
-use capsaga_host::sandbox::net::NetHooks;
 use capsaga_host::sandbox::bindings::{
     LogLevel, Tool, ToolPre, WitCallContext, WitErrorKind, WitRisk, WitToolError, WitToolMeta,
     WitToolOutput, capsaga as tool_world,
 };
+use capsaga_host::sandbox::net::NetHooks;
 use capsaga_host::sandbox::state::{CallLimiter, InstanceCaps};
 use capsaga_host::sandbox::stdio::CapturePipe;
 use capsaga_host::sandbox::{CompiledCache, EPOCH_TICK_MS, Factors, SandboxConfig};

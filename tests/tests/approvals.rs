@@ -518,7 +518,10 @@ fn agent_asks_on_a_terminal() {
 // still describes what will run, and expires.
 
 fn run_plan(ws: &TestWorkspace, p: &str) -> Value {
-    let o = ws.capsaga(&["--json", "run", "--plan", p]).output().unwrap();
+    let o = ws
+        .capsaga(&["--json", "run", "--plan", p])
+        .output()
+        .unwrap();
     json_of(&o)
 }
 
@@ -572,7 +575,11 @@ async fn only_the_parked_saga_claims_its_approval() {
         .await
         .unwrap();
     assert_eq!(tr.outcome, Outcome::UserAborted, "{tr:#?}");
-    assert_eq!(executes(&ws), 0, "nobody consumed the parked saga's approval");
+    assert_eq!(
+        executes(&ws),
+        0,
+        "nobody consumed the parked saga's approval"
+    );
     let a = host.store.approval(&id).await.unwrap();
     assert_eq!(a.status, ApprovalStatus::Approved);
 
@@ -604,7 +611,8 @@ fn stale_case(before: Option<&str>, meanwhile: impl FnOnce(&std::path::Path), ex
     if let Some(b) = before {
         std::fs::write(&out, b).unwrap();
     }
-    let step = json!({"tool": "fs_write", "args": {"path": ws.ws_path("out.txt"), "content": "ours"}});
+    let step =
+        json!({"tool": "fs_write", "args": {"path": ws.ws_path("out.txt"), "content": "ours"}});
     let p = plan(&ws, "w.json", json!([step]));
     let parked = run_plan(&ws, &p);
     let saga = parked["saga_id"].as_str().unwrap().to_string();

@@ -79,7 +79,11 @@ fn ids_by_prefix_notes_kinds_and_usage() {
     let ws = ws();
     let p = ws.root.join("pay.json");
     let step = json!({"tool": "ledger", "args": {"path": ws.ws_path("l.txt"), "entry": "pay"}});
-    std::fs::write(&p, json!({"description": "pay", "steps": [step]}).to_string()).unwrap();
+    std::fs::write(
+        &p,
+        json!({"description": "pay", "steps": [step]}).to_string(),
+    )
+    .unwrap();
     let parked = ws
         .capsaga(&["--json", "run", "--plan", &p.to_string_lossy()])
         .output()
@@ -99,7 +103,11 @@ fn ids_by_prefix_notes_kinds_and_usage() {
     assert!(ok.status.success(), "{ok:?}");
     let all = ws.capsaga(&["approvals", "--all"]).output().unwrap();
     assert!(String::from_utf8_lossy(&all.stdout).contains("ticket OPS-42"));
-    let all = json_of(&ws.capsaga(&["--json", "approvals", "--all"]).output().unwrap());
+    let all = json_of(
+        &ws.capsaga(&["--json", "approvals", "--all"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(all["approvals"][0]["note"], "ticket OPS-42");
     let log = ws.capsaga(&["log", "--saga", &saga[..8]]).output().unwrap();
     assert!(log.status.success(), "{log:?}");
@@ -119,7 +127,10 @@ fn ids_by_prefix_notes_kinds_and_usage() {
 
     // Error kinds: the same spelling in text and JSON.
     let outside = json!({"path": "/etc/capsaga-test", "content": "x"}).to_string();
-    let text = ws.capsaga(&["call", "fs_write", &outside]).output().unwrap();
+    let text = ws
+        .capsaga(&["call", "fs_write", &outside])
+        .output()
+        .unwrap();
     let json = ws
         .capsaga(&["--json", "call", "fs_write", &outside])
         .output()

@@ -111,7 +111,8 @@ async fn a_request_that_never_left_is_retried() {
     };
     let ws = workspace(&srv, closed);
     let door = Dispatcher::new(ws.host().await);
-    let args = json!({"method": "POST", "url": format!("https://127.0.0.1:{closed}/items"), "json": {}});
+    let args =
+        json!({"method": "POST", "url": format!("https://127.0.0.1:{closed}/items"), "json": {}});
     let (out, retries) = approved_call(&door, args).await;
     assert!(matches!(out, Outcome::Failed { .. }), "{out:?}");
     assert_eq!(

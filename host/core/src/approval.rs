@@ -236,7 +236,10 @@ impl Effect {
             return None;
         }
         if self.summary != now.summary {
-            return Some(format!("approved: {:?}; now: {:?}", self.summary, now.summary));
+            return Some(format!(
+                "approved: {:?}; now: {:?}",
+                self.summary, now.summary
+            ));
         }
         if self.effects != now.effects {
             return Some(format!(
@@ -297,7 +300,9 @@ impl ApprovalsSection {
 }
 
 fn parse_duration_s(t: &str) -> Result<u64, String> {
-    let bad = || format!("[approvals] ttl `{t}`: expected a number and a unit (s, m, h, d), e.g. \"24h\"");
+    let bad = || {
+        format!("[approvals] ttl `{t}`: expected a number and a unit (s, m, h, d), e.g. \"24h\"")
+    };
     let t = t.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
     let (n, unit) = t.split_at(split);
@@ -358,8 +363,14 @@ mod tests {
         let other_pre = json!({"summary": "Would replace f", "effects": ["would write f"], "data": {"created": false, "prev": "x"}});
         let e = Effect::of(&created);
         assert_eq!(e.difference(&Effect::of(&created)), None);
-        assert!(e.difference(&Effect::of(&replaced)).unwrap().contains("Would replace"));
-        let d = Effect::of(&replaced).difference(&Effect::of(&other_pre)).unwrap();
+        assert!(
+            e.difference(&Effect::of(&replaced))
+                .unwrap()
+                .contains("Would replace")
+        );
+        let d = Effect::of(&replaced)
+            .difference(&Effect::of(&other_pre))
+            .unwrap();
         assert!(d.contains("pre-image"), "{d}");
         assert_eq!(Effect::of(&Value::Null).summary, "");
     }

@@ -145,7 +145,11 @@ mod tests {
             ((false, false, 0, false), Repeat::Unsafe),
         ];
         for ((idem, net, n, unsent), want) in cases {
-            assert_eq!(Repeat::of(idem, net, n, unsent), want, "{idem} {net} {n} {unsent}");
+            assert_eq!(
+                Repeat::of(idem, net, n, unsent),
+                want,
+                "{idem} {net} {n} {unsent}"
+            );
         }
     }
 }

@@ -12,11 +12,16 @@ use serde_json::json;
 fn print_approval(a: &ApprovalRow) {
     outln!(
         "{}  {:<8} saga {} step {}  {}",
-        a.approval_id, a.status, a.saga_id, a.step_seq, a.created_at
+        a.approval_id,
+        a.status,
+        a.saga_id,
+        a.step_seq,
+        a.created_at
     );
     outln!(
         "    tool {} (component {})",
-        a.binding.tool_id, a.binding.tool_hash
+        a.binding.tool_id,
+        a.binding.tool_hash
     );
     outln!(
         "    args {} (sha256 {})",
@@ -94,7 +99,9 @@ pub(crate) async fn approve(
         if !out.json {
             outln!(
                 "approved {} ({} with args sha256 {})",
-                a.approval_id, a.binding.tool_id, a.binding.args_hash
+                a.approval_id,
+                a.binding.tool_id,
+                a.binding.args_hash
             );
         }
         return super::run::resume(door, out, &a.saga_id).await;
@@ -106,12 +113,15 @@ pub(crate) async fn approve(
     } else {
         outln!(
             "approved {}: {} may now run once with exactly these arguments (sha256 {})",
-            a.approval_id, a.binding.tool_id, a.binding.args_hash
+            a.approval_id,
+            a.binding.tool_id,
+            a.binding.args_hash
         );
         if decided.resumable {
             outln!(
                 "saga {} is parked on it: run `capsaga resume --saga {}`",
-                a.saga_id, a.saga_id
+                a.saga_id,
+                a.saga_id
             );
         } else {
             outln!(
@@ -139,7 +149,8 @@ pub(crate) async fn deny(
     } else {
         outln!(
             "denied {}: {} will not run",
-            a.approval_id, a.binding.tool_id
+            a.approval_id,
+            a.binding.tool_id
         );
         if let Some(r) = report {
             outln!("saga {} was parked on it:", a.saga_id);

@@ -629,13 +629,16 @@ fn print_report(r: &Report) {
     for f in &r.per_call {
         outln!(
             "    {:<62} {:>9.2} {:>9.2}",
-            f.name, f.us_per_call, f.x_sync_floor
+            f.name,
+            f.us_per_call,
+            f.x_sync_floor
         );
     }
     outln!();
     outln!(
         "  capsaga call / bare Wasmtime floor: {:.2}x (sync floor), {:.2}x (async floor); goal <= 1.5x",
-        r.capsaga_vs_sync_floor, r.capsaga_vs_async_floor
+        r.capsaga_vs_sync_floor,
+        r.capsaga_vs_async_floor
     );
     outln!(
         "  process spawn / capsaga call:       {:.1}x; goal >= 20x",
@@ -646,7 +649,8 @@ fn print_report(r: &Report) {
     outln!("  cold start (engine + component ready), median of 5:");
     outln!(
         "    without compiled cache  {:>8.1} ms  (compile {:.1} ms)",
-        c.without_cache_ms, c.compile_ms
+        c.without_cache_ms,
+        c.compile_ms
     );
     outln!(
         "    with compiled cache     {:>8.1} ms  (load {:.1} ms)   {:.1}x faster",
@@ -659,7 +663,10 @@ fn print_report(r: &Report) {
         outln!("  peak RSS while big_output returns 100 MB (default limits):");
         outln!(
             "    before {:.1} MB, peak {:.1} MB, growth {:.1} MB (guest linear memory included; cap {:.0} MB)",
-            p.rss_before_mb, p.peak_rss_mb, p.growth_mb, p.memory_cap_mb
+            p.rss_before_mb,
+            p.peak_rss_mb,
+            p.growth_mb,
+            p.memory_cap_mb
         );
         outln!("    result: {}", p.error);
     }

@@ -255,6 +255,8 @@ pub(crate) fn print(s: &ShellReport) {
     );
     outln!(
         "    per call: shell_run `true` {:.1} µs, time_now {:.1} µs: {:.2}x",
-        s.shell_run_call_us, s.time_now_call_us, s.call_overhead_vs_time_now
+        s.shell_run_call_us,
+        s.time_now_call_us,
+        s.call_overhead_vs_time_now
     );
 }

@@ -400,7 +400,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         for r in &recovered {
             errln!(
                 "capsaga: recovered saga {} left {} by a process that died: now {}",
-                r.saga_id, r.state_before, r.report.final_state
+                r.saga_id,
+                r.state_before,
+                r.report.final_state
             );
         }
     }

@@ -91,7 +91,10 @@ pub(crate) async fn log(host: &Host, out: &Out, saga: Option<&str>) -> Result<u8
     }
     outln!(
         "saga {}  origin {}  state {}  {}",
-        row.saga_id, row.origin, row.state, row.label
+        row.saga_id,
+        row.origin,
+        row.state,
+        row.label
     );
     outln!("steps:");
     for s in &steps {
@@ -200,7 +203,11 @@ pub(crate) async fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Fa
     for r in &rows {
         outln!(
             "  {}  ${:.6}  {} call(s)  {} in, {} out",
-            r.day, r.spent_usd, r.calls, r.input_tokens, r.output_tokens
+            r.day,
+            r.spent_usd,
+            r.calls,
+            r.input_tokens,
+            r.output_tokens
         );
     }
     Ok(exit::OK)
@@ -333,7 +340,10 @@ pub(crate) fn fsm(out: &Out, guardrail: &Guardrail, source: Option<&std::path::P
     }
     outln!(
         "{:<22} {:<28} {:<22} {:<9} guard",
-        "from", "event", "to", "source"
+        "from",
+        "event",
+        "to",
+        "source"
     );
     for r in &rows {
         outln!(

@@ -212,7 +212,8 @@ fn print_parked(saga_id: &str, a: &ApprovalRow) {
     outln!("approval needed: {}", a.approval_id);
     outln!(
         "  tool:    {} (component {})",
-        a.binding.tool_id, a.binding.tool_hash
+        a.binding.tool_id,
+        a.binding.tool_hash
     );
     outln!(
         "  args:    {} (sha256 {})",

@@ -268,8 +268,7 @@ async fn find(
         }));
     }
     for (row, requester_ended) in host.store.find_approved(binding, &now).await? {
-        if may_claim(&row.saga_id, requester_ended, &saga.id) && claimable(&row, binding).is_ok()
-        {
+        if may_claim(&row.saga_id, requester_ended, &saga.id) && claimable(&row, binding).is_ok() {
             return Ok(Some(Lookup::Claimable(row)));
         }
     }

@@ -41,8 +41,7 @@ fn argument_families() {
         (r#"{"p":1}"#.into(), true)
     );
     // Encoded twice, three times.
-    let twice =
-        serde_json::to_string(&serde_json::to_string(r#"{"p":"/a"}"#).unwrap()).unwrap();
+    let twice = serde_json::to_string(&serde_json::to_string(r#"{"p":"/a"}"#).unwrap()).unwrap();
     assert_eq!(args(Some(&twice), String), (r#"{"p":"/a"}"#.into(), true));
     let thrice = serde_json::to_string(&twice).unwrap();
     assert_eq!(args(Some(&thrice), String), (r#"{"p":"/a"}"#.into(), true));
@@ -57,9 +56,8 @@ fn argument_families() {
 
 #[test]
 fn errors_in_bodies() {
-    let e =
-        error_in_body(&serde_json::json!({"error": {"message": "Rate limit", "code": 429}}))
-            .unwrap();
+    let e = error_in_body(&serde_json::json!({"error": {"message": "Rate limit", "code": 429}}))
+        .unwrap();
     assert!(e.retriable);
     assert!(e.message.contains("Rate limit"), "{e:?}");
     let e = error_in_body(&serde_json::json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})).unwrap();
@@ -67,8 +65,7 @@ fn errors_in_bodies() {
     assert!(e.retriable);
     let e = error_in_body(&serde_json::json!({"error": {"message": "bad key", "type": "invalid_request_error", "code": "invalid_api_key"}})).unwrap();
     assert!(!e.retriable);
-    let e =
-        error_in_body(&serde_json::json!({"error": "upstream failed", "status": 502})).unwrap();
+    let e = error_in_body(&serde_json::json!({"error": "upstream failed", "status": 502})).unwrap();
     assert!(e.retriable && e.message.contains("upstream failed"));
     assert!(error_in_body(&serde_json::json!({"error": null, "choices": []})).is_none());
     assert!(error_in_body(&serde_json::json!({"choices": []})).is_none());
