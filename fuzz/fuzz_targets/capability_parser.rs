@@ -7,7 +7,11 @@
 //!    point (`print(parse(print(c))) == print(c)`).
 //! 3. Print → parse: every value built from the grammar's own alphabets
 //!    (any kind, any place, IPv4 and IPv6 literals, ports, wildcards, `~`
-//!    directories) prints to a string that parses back to that value.
+//!    directories) prints to a string that parses back to that value. (The
+//!    grammar has no wildcard directly under a public suffix and no IPv6
+//!    literal carrying an IPv4 address: the builder makes neither.)
+//! 5. A wildcard directly under a public suffix, and an IPv6 literal that
+//!    carries an IPv4 address, never parse.
 //! 4. Intersection: when a requirement and a concrete grant intersect, the
 //!    effective capability is concrete, of the requirement's kind, and is
 //!    itself covered by the grant (`intersect(e, g) == Some(e)`); a read
@@ -15,8 +19,9 @@
 #![no_main]
 
 use capsaga_core::capability::{
-    Capability, FsAccess, FsDir, HostPattern, NetTarget, Place, Scheme,
+    Capability, FsAccess, FsDir, HostPattern, NetTarget, Place, Scheme, is_public_suffix,
 };
+use capsaga_core::net_guard::embedded_ipv4;
 use capsaga_core::grant::intersect;
 use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
@@ -65,9 +70,24 @@ fn dns(u: &mut Unstructured<'_>) -> arbitrary::Result<String> {
 fn host(u: &mut Unstructured<'_>) -> arbitrary::Result<HostPattern> {
     Ok(match u.int_in_range(0..=3)? {
         0 => HostPattern::Dns(dns(u)?),
-        1 => HostPattern::Wildcard(dns(u)?),
+        1 => {
+            // A wildcard directly under a public suffix is too broad: the
+            // grammar cannot express it, one label deeper it can.
+            let mut d = dns(u)?;
+            while is_public_suffix(&d) {
+                d.insert_str(0, "x.");
+            }
+            HostPattern::Wildcard(d)
+        }
         2 => HostPattern::Ipv4(Ipv4Addr::from(u32::arbitrary(u)?)),
-        _ => HostPattern::Ipv6(Ipv6Addr::from(u128::arbitrary(u)?)),
+        _ => {
+            // An IPv6 literal carrying an IPv4 address is that address.
+            let ip = Ipv6Addr::from(u128::arbitrary(u)?);
+            match embedded_ipv4(ip) {
+                Some((_, v4)) => HostPattern::Ipv4(v4),
+                None => HostPattern::Ipv6(ip),
+            }
+        }
     })
 }
 
@@ -185,6 +205,28 @@ fn check_intersection(req: &Capability, grant: &Capability) {
     }
 }
 
+/// Property 5 on an accepted capability.
+fn assert_grammar_limits(cap: &Capability, text: &str) {
+    let host = match cap {
+        Capability::Net {
+            target: Place::Concrete(t),
+            ..
+        } => &t.host,
+        Capability::Secret { host, .. } => host,
+        _ => return,
+    };
+    match host {
+        HostPattern::Wildcard(s) => {
+            assert!(!is_public_suffix(s), "{text:?}: a wildcard under a public suffix")
+        }
+        HostPattern::Ipv6(ip) => assert!(
+            embedded_ipv4(*ip).is_none(),
+            "{text:?}: an IPv6 literal carrying an IPv4 address"
+        ),
+        _ => {}
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(data);
     let Ok(input) = Input::arbitrary(&mut u) else {
@@ -203,6 +245,7 @@ fuzz_target!(|data: &[u8]| {
                     "{text:?} accepted with surrounding whitespace"
                 );
                 round_trip(&cap, &text);
+                assert_grammar_limits(&cap, &text);
             }
         }
         Input::Built(bytes) => {

@@ -67,9 +67,12 @@ pub fn capsaga_bin() -> PathBuf {
         // Not the variables cargo sets for a test process (CARGO_PKG_*,
         // CARGO_MANIFEST_DIR, ...): build scripts that watch the environment
         // would see another one than at the top level and rebuild.
+        // CARGO_INCREMENTAL is kept: another setting than the top-level
+        // build's would recompile every workspace crate.
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy().into_owned();
-            let keep = ["CARGO_HOME", "CARGO_TARGET_DIR"].contains(&k.as_str())
+            let keep = ["CARGO_HOME", "CARGO_TARGET_DIR", "CARGO_INCREMENTAL"]
+                .contains(&k.as_str())
                 || [
                     "CARGO_BUILD_",
                     "CARGO_PROFILE_",

@@ -160,7 +160,7 @@ fn only_the_door_runs_a_tool() {
             || in_runtime(k, f, "sandbox/")
             // Measures the sandbox layer alone against bare Wasmtime: no
             // saga, no log, never a tool call of an agent or an operator.
-            || (k == "runtime" && f == "cli/bench.rs")
+            || (k == "runtime" && (f == "cli/bench.rs" || f == "cli/bench_shell.rs"))
     });
     assert!(
         bad.is_empty(),

@@ -375,7 +375,8 @@ fn classify_io(kind: io::ErrorKind, not_capable: bool) -> (ErrorKind, &'static s
         ),
         Io::Unsupported | Io::CrossesDevices => (
             ErrorKind::Unsupported,
-            "the sandbox does not support this operation here",
+            "the sandbox does not support this operation here (for example opening a FIFO, \
+             a socket or a device: only regular files and directories can be opened)",
             false,
         ),
         _ => (ErrorKind::Unknown, ErrorKind::Unknown.default_hint(), false),

@@ -20,6 +20,8 @@
 //! - [`meta`]: a tool's self-description, checked before the tool is registered.
 //! - [`validate`]: tool-call arguments checked against the tool's JSON Schema,
 //!   with messages written for the model.
+//! - [`schema_load`]: admission of a JSON Schema at load (its own draft,
+//!   formats asserted and known, nothing fetched, no same-instance cycle).
 //! - [`json`]: strict JSON parsing (duplicate keys refused) and canonical form.
 //! - [`idempotency`]: idempotency keys of saga steps.
 //! - [`error`]: the error kinds of the tool world and the tool error record.
@@ -42,6 +44,7 @@ pub mod error;
 pub mod fsm;
 pub mod grant;
 pub mod idempotency;
+pub mod ip_embedding;
 pub mod json;
 pub mod meta;
 pub mod net_guard;
@@ -51,6 +54,7 @@ pub mod prompt;
 pub use policy::providers;
 pub mod redact;
 pub mod retry;
+pub mod schema_load;
 pub mod tool;
 pub mod untrusted;
 pub mod validate;

@@ -4,8 +4,10 @@
 //! valid choices, so that it can correct itself instead of starting over.
 //!
 //! Arguments are parsed with [`crate::json::parse_strict`] (duplicate keys
-//! refused) and checked with the `jsonschema` crate, `format` included. Remote
-//! `$ref`s are never fetched (the crate is built without its resolvers).
+//! refused) and checked with the `jsonschema` crate, compiled by
+//! [`crate::schema_load::compile`]: the schema's own draft, `format`
+//! asserted (unknown formats refused), nothing fetched, no same-instance
+//! `$ref` cycle.
 
 use crate::json::{JsonError, parse_strict};
 use serde_json::Value;
@@ -143,21 +145,19 @@ fn pointer_to_name(p: &str) -> String {
 }
 
 impl ArgsValidator {
-    /// Compile `schema` (which must describe an object).
+    /// Compile `schema` (which must describe an object) with
+    /// [`crate::schema_load::compile`].
     ///
     /// # Errors
-    /// [`SchemaError`] when the schema is not an object schema or does not
-    /// compile.
+    /// [`SchemaError`] when the schema is not an object schema or is refused
+    /// at load (see [`crate::schema_load`]).
     pub fn new(tool: &str, schema: &Value) -> Result<ArgsValidator, SchemaError> {
         if schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(SchemaError(
                 "the root of an args schema must have \"type\": \"object\"".into(),
             ));
         }
-        let validator = jsonschema::options()
-            .should_validate_formats(true)
-            .build(schema)
-            .map_err(|e| SchemaError(e.to_string()))?;
+        let validator = crate::schema_load::compile(schema).map_err(|e| SchemaError(e.0))?;
         Ok(ArgsValidator {
             tool: tool.to_string(),
             schema: schema.clone(),

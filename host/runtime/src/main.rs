@@ -29,5 +29,14 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::INTERNAL);
         }
     };
-    ExitCode::from(rt.block_on(main_with(cli)))
+    let code = rt.block_on(main_with(cli));
+    // Every call has already returned within its deadline; a host thread a
+    // guest left blocked (e.g. in a slow read) must not keep the process
+    // alive: give the runtime a moment, then exit without it.
+    rt.shutdown_timeout(std::time::Duration::from_millis(SHUTDOWN_GRACE_MS));
+    ExitCode::from(code)
 }
+
+/// How long the process waits for the async runtime's threads after the
+/// command is done, milliseconds.
+const SHUTDOWN_GRACE_MS: u64 = 500;

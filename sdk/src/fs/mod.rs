@@ -23,43 +23,36 @@
 //! ```
 //!
 //! # Rules
-//! The same as the host's path guard (`capsaga-core`'s `path_guard`), for
-//! several roots at once, each mounted at its own absolute path:
+//! The host's path guard itself: this module runs the crate
+//! `capsaga-path-guard`, which `capsaga check path` and the host's tests run
+//! too, so what a tool gets and what the operator probes cannot disagree. In
+//! short (the crate documents them in full):
 //!
-//! 1. The path must be non-empty, at most [`MAX_PATH_LEN`] bytes, free of NUL
-//!    and control characters, and absolute (`invalid-args` otherwise).
-//! 2. Every component below or beside the granted roots is checked for names
-//!    special on some operating system ([`check_component`]): `\`, `:`,
-//!    a trailing dot or space, and the DOS device names `CON`, `PRN`, `AUX`,
-//!    `NUL`, `COM0`-`COM9`, `LPT0`-`LPT9` with or without an extension
+//! 1. The path must be non-empty, at most [`MAX_PATH_LEN`] bytes and free of
+//!    NUL and control characters (`invalid-args` otherwise).
+//! 2. An absolute path is resolved under each granted directory it
+//!    literally starts with, most specific first; a relative path under the
+//!    only granted directory (`invalid-args` when there are several). A path
+//!    under no granted directory is `permission-denied`.
+//! 3. Every component below the granted directory is checked for names
+//!    special on some OS ([`check_component`]): `\`, `:`, a trailing dot or
+//!    space, and the DOS device names `CON`, `PRN`, `AUX`, `NUL`,
+//!    `COM0`-`COM9`, `LPT0`-`LPT9` with or without an extension
 //!    (`invalid-args`).
-//! 3. `.` is skipped; `..` removes the last *resolved* component. Before any
-//!    symbolic link this is plain lexical normalisation; after a link it is
-//!    physical: `<link>/..` is the parent of the link's target, as the kernel
-//!    and cap-std do it.
-//! 4. Each component strictly inside a granted root is looked at with
-//!    `symlink_metadata`; a symbolic link is expanded in place (the final
-//!    component only with [`Follow::Final`]), at most
+//! 4. `.` is skipped; `..` removes the last *resolved* component (physical:
+//!    `<link>/..` is the parent of the link's target, as the kernel and
+//!    cap-std do it) and never goes above the granted directory, not even to
+//!    come back (`permission-denied`).
+//! 5. A symbolic link is expanded in place (the final component only with
+//!    [`Follow::Final`], or when the path ends with `/`), at most
 //!    [`MAX_SYMLINK_EXPANSIONS`] times (then `invalid-args`, like `ELOOP`).
-//!    The target (absolute, or relative to the link's directory) is
-//!    normalised lexically and must lie in a granted root, otherwise the
-//!    result is `permission-denied` naming the link. A link whose target
-//!    cannot be read is `permission-denied` naming the link too. In a
-//!    component that is every link with an *absolute* target: WASI (cap-std)
-//!    refuses to read those, so they cannot be followed there even when they
-//!    point inside the grants. Natively an absolute target inside the roots is
-//!    followed.
-//! 5. The result must lie in a granted root (the root itself included),
-//!    otherwise `permission-denied`: "`<path>` is outside the directories
-//!    granted to this tool".
-//!
-//! Paths outside every root are resolved lexically only: the guest cannot see
-//! them, so it cannot (and need not) follow links there.
+//!    A link with an absolute target, or one whose target climbs above the
+//!    granted directory, is `permission-denied` naming the link: WASI
+//!    (cap-std) refuses to follow them, even into another granted directory.
 //!
 //! The result names the same file as the input but contains no `.`, `..` or
 //! symbolic link (the final component excepted with [`Follow::NoFinal`]).
-//! Give *that* path to `std::fs`: the raw path may still contain `..` walks
-//! that WASI refuses or resolves differently.
+//! Give *that* path to `std::fs`.
 //!
 //! # Granted roots
 //! In a component ([`granted_roots`]) they are the guest paths of the
@@ -73,22 +66,8 @@ use serde_json::json;
 
 use crate::ToolError;
 
-/// Longest accepted path, in bytes (the host's limit).
-pub const MAX_PATH_LEN: usize = 4096;
-
-/// Most symbolic links expanded in one resolution (Linux's `MAXSYMLINKS`).
-pub const MAX_SYMLINK_EXPANSIONS: usize = 40;
-
-/// Whether [`resolve`] follows a symbolic link in the final component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Follow {
-    /// Follow it: for opening, reading, listing, `metadata`.
-    Final,
-    /// Leave it: for `symlink_metadata`, removing, renaming over it, or
-    /// `read_link`. Links in the middle of the path are still followed, and
-    /// the final link itself must lie in a granted root.
-    NoFinal,
-}
+pub use capsaga_path_guard::{Follow, MAX_PATH_LEN, MAX_SYMLINK_EXPANSIONS};
+use capsaga_path_guard::{FsView, Link, PathError};
 
 // --- granted roots -------------------------------------------------------------
 
@@ -209,12 +188,12 @@ fn normalise_roots(names: impl IntoIterator<Item = String>) -> Vec<PathBuf> {
 /// [module documentation](self) for the rules.
 ///
 /// # Errors
-/// - `invalid-args`: empty, too long, NUL or control characters, relative,
-///   a name special on some OS, too many symbolic links, a link target that
-///   is not UTF-8;
-/// - `permission-denied`: the path, or a symbolic link on the way, leads
-///   outside the granted directories. The message names the path (or the
-///   link), the hint lists the granted directories, and `details` holds
+/// - `invalid-args`: empty, too long, NUL or control characters, a name
+///   special on some OS, a relative path with several granted directories,
+///   too many symbolic links, a link target that is not UTF-8;
+/// - `permission-denied`: the path, a `..` or a symbolic link on the way
+///   leads outside the granted directories. The message names the path (or
+///   the link), the hint lists the granted directories, and `details` holds
 ///   `{"path", "granted", "link"?}`.
 pub fn resolve(path: &str, follow: Follow) -> Result<PathBuf, ToolError> {
     resolve_in(&granted_roots(), path, follow)
@@ -230,200 +209,121 @@ pub fn resolve_in(
     path: &str,
     follow: Follow,
 ) -> Result<PathBuf, ToolError> {
-    let mut roots: Vec<Vec<String>> = roots
-        .iter()
-        .map(|r| r.as_ref().to_string_lossy().into_owned())
-        .filter(|r| r.starts_with('/'))
-        .map(|r| lexical(&[], &r))
-        .collect();
-    roots.sort();
-    roots.dedup();
-    Guard {
-        roots: &roots,
-        path,
-    }
-    .resolve(follow, &RealFs)
+    let roots = normalise_roots(
+        roots
+            .iter()
+            .map(|r| r.as_ref().to_string_lossy().into_owned()),
+    );
+    resolve_with(&roots, path, follow, &RealFs)
 }
 
-/// How the guard sees symbolic links; [`RealFs`] outside tests.
-trait LinkView {
-    /// `None` when `path` is not a symbolic link (including when it does not
-    /// exist or cannot be examined), `Some(Ok(target))` for a link,
-    /// `Some(Err(why))` for a link whose target cannot be read.
-    fn read_link(&self, path: &Path) -> Option<Result<PathBuf, String>>;
+fn resolve_with(
+    roots: &[PathBuf],
+    path: &str,
+    follow: Follow,
+    fs: &impl FsView,
+) -> Result<PathBuf, ToolError> {
+    let names: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    capsaga_path_guard::resolve_in_roots(&refs, path, follow, fs)
+        .map(|(_, p)| p)
+        .map_err(|e| {
+            Messages {
+                granted: &names,
+                path,
+            }
+            .error(e)
+        })
 }
 
+/// How the guard sees symbolic links in the tool: in a component, WASI
+/// (cap-std) refuses to read a link whose target is absolute, which makes it
+/// an unreadable link.
 struct RealFs;
 
-impl LinkView for RealFs {
-    fn read_link(&self, path: &Path) -> Option<Result<PathBuf, String>> {
-        let meta = std::fs::symlink_metadata(path).ok()?;
-        if meta.file_type().is_symlink() {
-            // In a component, WASI (cap-std) refuses to read a link whose
-            // target is absolute: such a link cannot be followed there.
-            Some(std::fs::read_link(path).map_err(|e| e.to_string()))
-        } else {
-            None
+impl FsView for RealFs {
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        match self.link(path) {
+            Link::Target(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn link(&self, path: &Path) -> Link {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => match std::fs::read_link(path) {
+                Ok(t) => Link::Target(t),
+                Err(e) => Link::Unreadable(e.to_string()),
+            },
+            _ => Link::NotALink,
         }
     }
 }
 
-/// Where a resolved prefix lies relative to the roots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
-    /// A root itself.
-    Root,
-    /// Strictly inside a root (and not itself a root).
-    Inside,
-    /// An ancestor of a root (e.g. `/`): on the way in, not granted itself.
-    Above,
-    /// None of the above.
-    Outside,
-}
-
-struct Guard<'a> {
-    roots: &'a [Vec<String>],
+/// The [`ToolError`]s of the guard's refusals, for the model.
+struct Messages<'a> {
+    granted: &'a [String],
     path: &'a str,
 }
 
-impl Guard<'_> {
-    fn place(&self, comps: &[String]) -> Place {
-        let mut place = Place::Outside;
-        for root in self.roots {
-            if comps == root.as_slice() {
-                return Place::Root;
-            }
-            if comps.starts_with(root) {
-                place = Place::Inside;
-            } else if place == Place::Outside && root.starts_with(comps) {
-                place = Place::Above;
-            }
-        }
-        place
-    }
-
-    fn granted(&self, comps: &[String]) -> bool {
-        matches!(self.place(comps), Place::Root | Place::Inside)
-    }
-
-    fn resolve(&self, follow: Follow, fs: &impl LinkView) -> Result<PathBuf, ToolError> {
+impl Messages<'_> {
+    fn error(&self, e: PathError) -> ToolError {
         let path = self.path;
-        if path.is_empty() {
-            return Err(ToolError::invalid_args("the path is empty")
-                .hint(self.hint("give the absolute path of a file or directory")));
-        }
-        if path.len() > MAX_PATH_LEN {
-            return Err(ToolError::invalid_args(format!(
+        match e {
+            PathError::Empty => ToolError::invalid_args("the path is empty")
+                .hint(self.hint("give the absolute path of a file or directory")),
+            PathError::TooLong => ToolError::invalid_args(format!(
                 "the path is {} bytes long, more than {MAX_PATH_LEN}",
                 path.len()
             ))
-            .hint("give a shorter path"));
-        }
-        if path.chars().any(char::is_control) {
-            return Err(ToolError::invalid_args(format!(
+            .hint("give a shorter path"),
+            PathError::ControlCharacter => ToolError::invalid_args(format!(
                 "the path {:?} contains a NUL or control character",
                 shown(path)
             ))
-            .hint("remove the control characters from the path"));
-        }
-        if !path.starts_with('/') {
-            return Err(ToolError::invalid_args(format!(
-                "the path {:?} is not absolute",
+            .hint("remove the control characters from the path"),
+            PathError::SpecialName(name) => special_name_error(&name),
+            PathError::AmbiguousRelative { .. } => ToolError::invalid_args(format!(
+                "the path {:?} is relative, and several directories are granted",
                 shown(path)
             ))
-            .hint(self.hint("give an absolute path (starting with /)")));
+            .hint(self.hint("give an absolute path (starting with /)")),
+            PathError::OutsideRoot { .. } | PathError::OutsideRoots { .. } => self.outside(),
+            PathError::EscapesRoot { .. } => ToolError::permission_denied(format!(
+                "{}: `..` climbs above the granted directory",
+                shown(path)
+            ))
+            .hint(
+                self.hint("remove the `..` that leave the granted directory; use an absolute path"),
+            )
+            .details(json!({"path": path, "granted": self.granted})),
+            PathError::SymlinkEscape { link } => self.link_escape(Path::new(&link)),
+            PathError::UnreadableLink { link, why } => self.unreadable_link(Path::new(&link), &why),
+            PathError::TooManySymlinks => ToolError::invalid_args(format!(
+                "{}: too many levels of symbolic links (more than {MAX_SYMLINK_EXPANSIONS})",
+                shown(path)
+            ))
+            .hint("the path runs into a symbolic link loop; use another path")
+            .details(json!({"path": path})),
+            PathError::NotUtf8 { link } => ToolError::invalid_args(format!(
+                "{}: the symbolic link {link} has a target that is not UTF-8",
+                shown(path)
+            ))
+            .hint("use a path that does not go through this link"),
+            PathError::BadRoot(root) => ToolError::invalid_args(format!(
+                "the granted directory {root} is not an absolute, normalised path"
+            )),
         }
-
-        // Components still to walk, the next one last (a stack).
-        let mut pending: Vec<String> = Vec::new();
-        push_components(&mut pending, path);
-        // The walk so far, from `/`: never holds "", "." or "..".
-        let mut resolved: Vec<String> = Vec::new();
-        let mut expansions = 0usize;
-
-        while let Some(comp) = pending.pop() {
-            match comp.as_str() {
-                "" | "." => continue,
-                ".." => {
-                    resolved.pop();
-                    continue;
-                }
-                _ => {}
-            }
-            resolved.push(comp);
-            let place = self.place(&resolved);
-            if !matches!(place, Place::Root | Place::Above) {
-                check_component(resolved.last().map_or("", String::as_str))?;
-            }
-            let is_final = pending.iter().all(|c| c.is_empty() || c == ".");
-            if place != Place::Inside || (is_final && follow == Follow::NoFinal) {
-                continue;
-            }
-            let link = to_path(&resolved);
-            let target = match fs.read_link(&link) {
-                None => continue,
-                Some(Ok(target)) => target,
-                Some(Err(why)) => return Err(self.unreadable_link(&link, &why)),
-            };
-            expansions += 1;
-            if expansions > MAX_SYMLINK_EXPANSIONS {
-                return Err(ToolError::invalid_args(format!(
-                    "{}: too many levels of symbolic links (more than {MAX_SYMLINK_EXPANSIONS}, \
-                     at {})",
-                    shown(path),
-                    link.display()
-                ))
-                .hint("the path runs into a symbolic link loop; use another path")
-                .details(json!({"path": path, "link": link.display().to_string()})));
-            }
-            let Some(target) = target.to_str() else {
-                return Err(ToolError::invalid_args(format!(
-                    "{}: the symbolic link {} has a target that is not UTF-8",
-                    shown(path),
-                    link.display()
-                ))
-                .hint("use a path that does not go through this link"));
-            };
-            if target.chars().any(char::is_control) {
-                return Err(ToolError::invalid_args(format!(
-                    "{}: the target of the symbolic link {} contains a control character",
-                    shown(path),
-                    link.display()
-                ))
-                .hint("use a path that does not go through this link"));
-            }
-            resolved.pop();
-            let destination = lexical(&resolved, target);
-            if target.is_empty() || !self.granted(&destination) {
-                return Err(self.link_escape(&link));
-            }
-            if target.starts_with('/') {
-                resolved.clear();
-            }
-            push_components(&mut pending, target);
-        }
-        if !self.granted(&resolved) {
-            return Err(self.outside());
-        }
-        Ok(to_path(&resolved))
-    }
-
-    fn granted_list(&self) -> Vec<String> {
-        self.roots
-            .iter()
-            .map(|r| to_path(r).display().to_string())
-            .collect()
     }
 
     /// `what` followed by the granted directories.
     fn hint(&self, what: &str) -> String {
-        let granted = self.granted_list();
-        if granted.is_empty() {
+        if self.granted.is_empty() {
             format!("{what}; note that this tool was granted no directory at all")
         } else {
             format!(
                 "{what} inside one of the directories granted to this tool: {}",
-                granted.join(", ")
+                self.granted.join(", ")
             )
         }
     }
@@ -433,10 +333,8 @@ impl Guard<'_> {
             "{} is outside the directories granted to this tool",
             shown(self.path)
         ))
-        .hint(self.hint(
-            "the path (after resolving `..`) is not in a granted directory; use an absolute path",
-        ))
-        .details(json!({"path": self.path, "granted": self.granted_list()}))
+        .hint(self.hint("the path is not in a granted directory; use an absolute path"))
+        .details(json!({"path": self.path, "granted": self.granted}))
     }
 
     fn unreadable_link(&self, link: &Path, why: &str) -> ToolError {
@@ -455,7 +353,7 @@ impl Guard<'_> {
             "path": self.path,
             "link": link.display().to_string(),
             "error": why,
-            "granted": self.granted_list(),
+            "granted": self.granted,
         }))
     }
 
@@ -473,7 +371,7 @@ impl Guard<'_> {
         .details(json!({
             "path": self.path,
             "link": link.display().to_string(),
-            "granted": self.granted_list(),
+            "granted": self.granted,
         }))
     }
 }
@@ -486,11 +384,6 @@ fn shown(path: &str) -> String {
         let head: String = path.chars().take(200).collect();
         format!("{head}…")
     }
-}
-
-/// Pushes the components of `rel` so that the first is popped first.
-fn push_components(stack: &mut Vec<String>, rel: &str) {
-    stack.extend(rel.split('/').rev().map(str::to_owned));
 }
 
 /// `target` normalised lexically: from `/` when absolute, else from `base`.
@@ -519,37 +412,38 @@ fn to_path(comps: &[String]) -> PathBuf {
 }
 
 /// Checks one path component for names special on some operating system, as
-/// the host's path guard does: `\` (a separator on Windows), `:` (drive
-/// letters, NTFS alternate data streams), a trailing dot or space (stripped by
-/// Windows), and the DOS device names `CON`, `PRN`, `AUX`, `NUL`, `CONIN$`,
-/// `CONOUT$`, `COM0`-`COM9`, `LPT0`-`LPT9` (also with `¹²³`), in any case and
-/// with or without an extension (`NUL.txt`). `.` and `..` are fine.
+/// the host's path guard does (it is the same function): `\` (a separator on
+/// Windows), `:` (drive letters, NTFS alternate data streams), a trailing dot
+/// or space (stripped by Windows), and the DOS device names `CON`, `PRN`,
+/// `AUX`, `NUL`, `CONIN$`, `CONOUT$`, `COM0`-`COM9`, `LPT0`-`LPT9` (also with
+/// `¹²³`), in any case and with or without an extension (`NUL.txt`). `.` and
+/// `..` are fine.
 ///
 /// # Errors
 /// `invalid-args` naming the component.
 pub fn check_component(name: &str) -> Result<(), ToolError> {
-    let shown: String = name.chars().take(100).collect();
-    if name.chars().any(char::is_control) {
-        return Err(ToolError::invalid_args(format!(
-            "the path component {shown:?} contains a NUL or control character"
-        ))
-        .hint("remove the control characters from the path"));
+    match capsaga_path_guard::check_component(name) {
+        Ok(()) => Ok(()),
+        Err(PathError::ControlCharacter) => {
+            let shown: String = name.chars().take(100).collect();
+            Err(ToolError::invalid_args(format!(
+                "the path component {shown:?} contains a NUL or control character"
+            ))
+            .hint("remove the control characters from the path"))
+        }
+        Err(_) => Err(special_name_error(name)),
     }
-    if special_name(name) {
-        return Err(ToolError::invalid_args(format!(
-            "the path component {shown:?} is a name special on some operating systems"
-        ))
-        .hint(
-            "choose another name: no `\\` or `:`, no trailing dot or space, and no device \
-             name such as CON, PRN, AUX, NUL, COM1 or LPT1 (with or without an extension)",
-        ));
-    }
-    Ok(())
 }
 
-/// The rule is shared with the host's path guard (`capsaga_types::names`).
-fn special_name(name: &str) -> bool {
-    capsaga_types::is_special_name(name)
+fn special_name_error(name: &str) -> ToolError {
+    let shown: String = name.chars().take(100).collect();
+    ToolError::invalid_args(format!(
+        "the path component {shown:?} is a name special on some operating systems"
+    ))
+    .hint(
+        "choose another name: no `\\` or `:`, no trailing dot or space, and no device \
+         name such as CON, PRN, AUX, NUL, COM1 or LPT1 (with or without an extension)",
+    )
 }
 
 #[cfg(test)]

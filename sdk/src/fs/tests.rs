@@ -2,18 +2,23 @@ use super::*;
 use crate::ErrorKind;
 use std::collections::HashMap;
 
-/// Symbolic links without a filesystem.
+/// Symbolic links without a filesystem. A target `UNREADABLE` is a link
+/// whose target cannot be read (what WASI answers for an absolute target).
 struct MapFs(HashMap<PathBuf, PathBuf>);
 
-impl LinkView for MapFs {
-    fn read_link(&self, p: &Path) -> Option<Result<PathBuf, String>> {
-        self.0.get(p).cloned().map(|t| {
-            if t.as_os_str() == "UNREADABLE" {
-                Err("operation not permitted".into())
-            } else {
-                Ok(t)
+impl FsView for MapFs {
+    fn read_link(&self, p: &Path) -> Option<PathBuf> {
+        self.0.get(p).cloned()
+    }
+
+    fn link(&self, p: &Path) -> Link {
+        match self.0.get(p) {
+            None => Link::NotALink,
+            Some(t) if t.as_os_str() == "UNREADABLE" => {
+                Link::Unreadable("operation not permitted".into())
             }
-        })
+            Some(t) => Link::Target(t.clone()),
+        }
     }
 }
 
@@ -25,27 +30,17 @@ fn links(v: &[(&str, &str)]) -> MapFs {
     )
 }
 
-fn comps(roots: &[&str]) -> Vec<Vec<String>> {
-    let mut roots: Vec<Vec<String>> = roots.iter().map(|r| lexical(&[], r)).collect();
-    roots.sort();
-    roots
-}
-
 fn r_with(
     roots: &[&str],
     path: &str,
     follow: Follow,
-    fs: &impl LinkView,
+    fs: &impl FsView,
 ) -> Result<PathBuf, ToolError> {
-    let roots = comps(roots);
-    Guard {
-        roots: &roots,
-        path,
-    }
-    .resolve(follow, fs)
+    let roots = normalise_roots(roots.iter().map(|r| r.to_string()));
+    resolve_with(&roots, path, follow, fs)
 }
 
-fn r(path: &str, fs: &impl LinkView) -> Result<PathBuf, ToolError> {
+fn r(path: &str, fs: &impl FsView) -> Result<PathBuf, ToolError> {
     r_with(&["/g/ws", "/g/other"], path, Follow::Final, fs)
 }
 
@@ -53,11 +48,11 @@ fn kind(res: Result<PathBuf, ToolError>) -> Option<ErrorKind> {
     res.err().map(|e| e.kind)
 }
 
-/// No symbolic links at all: purely lexical resolution.
+/// No symbolic links at all.
 struct NoLinks;
 
-impl LinkView for NoLinks {
-    fn read_link(&self, _: &Path) -> Option<Result<PathBuf, String>> {
+impl FsView for NoLinks {
+    fn read_link(&self, _: &Path) -> Option<PathBuf> {
         None
     }
 }
@@ -71,24 +66,24 @@ fn plain_paths_are_normalised() {
     assert_eq!(ok("/g/ws/"), Ok("/g/ws".into()));
     assert_eq!(ok("/g/ws/a/./b//c/"), Ok("/g/ws/a/b/c".into()));
     assert_eq!(ok("/g/ws/a/../b"), Ok("/g/ws/b".into()));
-    // Out and back in, lexically: the result is inside.
-    assert_eq!(ok("/g/ws/../ws/x"), Ok("/g/ws/x".into()));
-    assert_eq!(ok("/g/ws/../other/x"), Ok("/g/other/x".into()));
-    assert_eq!(ok("//g/./ws/x"), Ok("/g/ws/x".into()));
+    // A relative path is relative to the only granted directory.
+    assert_eq!(
+        r_with(&["/g/ws"], "a/./b", Follow::Final, &NONE).map(|p| p.display().to_string()),
+        Ok("/g/ws/a/b".into())
+    );
 }
 
 #[test]
 fn escapes_are_permission_denied() {
+    // Under no granted directory.
     for p in [
-        "/g/ws/..",
-        "/g/ws/../secret.txt",
-        "/g/ws/sub/../../secret.txt",
         "/g/secret.txt",
         "/etc/passwd",
         "/",
         "/g",
         "/g/wsx/a",
-        "/g/ws/../../../../../../etc/passwd",
+        "//g/./ws/x",
+        "/g/./ws/x",
     ] {
         let e = r(p, &NONE).err();
         assert_eq!(
@@ -104,6 +99,27 @@ fn escapes_are_permission_denied() {
         assert!(e.llm_hint.contains("/g/other, /g/ws"), "{}", e.llm_hint);
         let d = e.details.unwrap_or_default();
         assert_eq!(d["granted"], json!(["/g/other", "/g/ws"]));
+    }
+    // `..` above the granted directory, even to come back (cap-std's rule).
+    for p in [
+        "/g/ws/..",
+        "/g/ws/../secret.txt",
+        "/g/ws/sub/../../secret.txt",
+        "/g/ws/../../../../../../etc/passwd",
+        "/g/ws/../ws/x",
+        "/g/ws/x/../../ws/ok",
+        "/g/ws/../other/x",
+    ] {
+        let e = r(p, &NONE).err();
+        assert_eq!(
+            e.as_ref().map(|e| e.kind),
+            Some(ErrorKind::PermissionDenied),
+            "{p}"
+        );
+        assert!(
+            e.is_some_and(|e| e.message.contains("climbs above the granted directory")),
+            "{p}"
+        );
     }
 }
 
@@ -133,8 +149,12 @@ fn bad_input_is_invalid_args() {
     ] {
         assert_eq!(kind(r(p, &NONE)), Some(ErrorKind::InvalidArgs), "{p:?}");
     }
+    // Relative with two granted directories: ambiguous.
     let e = r("rel", &NONE).err();
-    assert!(e.is_some_and(|e| e.llm_hint.contains("/g/ws")));
+    assert!(
+        e.is_some_and(|e| e.message.contains("several directories are granted")
+            && e.llm_hint.contains("/g/ws"))
+    );
 }
 
 #[test]
@@ -181,20 +201,21 @@ fn special_names_are_invalid_args() {
 fn symlinks_inside_are_followed() {
     let fs = links(&[
         ("/g/ws/rel", "sub/target"),
-        ("/g/ws/abs_in", "/g/other/file"),
         ("/g/ws/sub/up_in", "../other_dir"),
-        ("/g/ws/cross", "../other/x"),
+        ("/g/ws/d", "sub"),
     ]);
     let ok = |p: &str| r(p, &fs).map(|p| p.display().to_string());
     assert_eq!(ok("/g/ws/rel"), Ok("/g/ws/sub/target".into()));
-    assert_eq!(ok("/g/ws/abs_in"), Ok("/g/other/file".into()));
     assert_eq!(ok("/g/ws/sub/up_in/f"), Ok("/g/ws/other_dir/f".into()));
-    // From one root into another.
-    assert_eq!(ok("/g/ws/cross"), Ok("/g/other/x".into()));
-    // NoFinal leaves the final link, still follows the ones before it.
+    // NoFinal leaves the final link, still follows the ones before it...
     assert_eq!(
         r_with(&["/g/ws"], "/g/ws/rel", Follow::NoFinal, &fs).map(|p| p.display().to_string()),
         Ok("/g/ws/rel".into())
+    );
+    // ... unless it is written as a directory, `link/`, which the kernel follows.
+    assert_eq!(
+        r_with(&["/g/ws"], "/g/ws/d/", Follow::NoFinal, &fs).map(|p| p.display().to_string()),
+        Ok("/g/ws/sub".into())
     );
 }
 
@@ -215,30 +236,39 @@ fn dotdot_after_symlink_is_physical() {
 fn symlinks_leading_out_are_permission_denied_naming_the_link() {
     let fs = links(&[
         ("/g/ws/abs_link", "/g/secret.txt"),
+        ("/g/ws/abs_in", "/g/ws/sub"),
         ("/g/ws/rel_link", "../secret.txt"),
         ("/g/ws/dir_link", "/g"),
         ("/g/ws/sub/deep", "../../x"),
         ("/g/ws/etc", "/etc"),
         ("/g/ws/empty", ""),
+        // Into another granted directory: cap-std does not follow it either.
+        ("/g/ws/cross", "../other/x"),
         // Each hop stays inside, the last `..` is physical and leaves.
         ("/g/ws/hop", "a/b"),
         ("/g/ws/a/b", "../.."),
         // What WASI answers for a link with an absolute target.
         ("/g/ws/unreadable", "UNREADABLE"),
+        // Written as a directory, a final link is followed even with NoFinal.
+        ("/g/ws/up3", "../../.."),
     ]);
-    for (p, link) in [
-        ("/g/ws/abs_link", "/g/ws/abs_link"),
-        ("/g/ws/rel_link", "/g/ws/rel_link"),
-        ("/g/ws/dir_link/secret.txt", "/g/ws/dir_link"),
-        ("/g/ws/dir_link", "/g/ws/dir_link"),
-        ("/g/ws/dir_link/new.txt", "/g/ws/dir_link"),
-        ("/g/ws/sub/deep", "/g/ws/sub/deep"),
-        ("/g/ws/etc/passwd", "/g/ws/etc"),
-        ("/g/ws/empty", "/g/ws/empty"),
-        ("/g/ws/hop/../secret.txt", "/g/ws/a/b"),
-        ("/g/ws/unreadable/x", "/g/ws/unreadable"),
+    for (p, link, follow) in [
+        ("/g/ws/abs_link", "/g/ws/abs_link", Follow::Final),
+        ("/g/ws/abs_in/x", "/g/ws/abs_in", Follow::Final),
+        ("/g/ws/rel_link", "/g/ws/rel_link", Follow::Final),
+        ("/g/ws/dir_link/secret.txt", "/g/ws/dir_link", Follow::Final),
+        ("/g/ws/dir_link", "/g/ws/dir_link", Follow::Final),
+        ("/g/ws/dir_link/new.txt", "/g/ws/dir_link", Follow::Final),
+        ("/g/ws/sub/deep", "/g/ws/sub/deep", Follow::Final),
+        ("/g/ws/etc/passwd", "/g/ws/etc", Follow::Final),
+        ("/g/ws/empty", "/g/ws/empty", Follow::Final),
+        ("/g/ws/cross", "/g/ws/cross", Follow::Final),
+        ("/g/ws/hop/../secret.txt", "/g/ws/a/b", Follow::Final),
+        ("/g/ws/unreadable/x", "/g/ws/unreadable", Follow::Final),
+        ("/g/ws/up3/", "/g/ws/up3", Follow::NoFinal),
+        ("/g/ws/up3/.", "/g/ws/up3", Follow::NoFinal),
     ] {
-        let e = r(p, &fs).err();
+        let e = r_with(&["/g/ws", "/g/other"], p, follow, &fs).err();
         assert_eq!(
             e.as_ref().map(|e| e.kind),
             Some(ErrorKind::PermissionDenied),
@@ -257,6 +287,7 @@ fn symlinks_leading_out_are_permission_denied_naming_the_link() {
     }
     // With NoFinal a final link pointing out is the link itself, inside.
     assert!(r_with(&["/g/ws"], "/g/ws/abs_link", Follow::NoFinal, &fs).is_ok());
+    assert!(r_with(&["/g/ws"], "/g/ws/up3", Follow::NoFinal, &fs).is_ok());
     assert!(r_with(&["/g/ws"], "/g/ws/dir_link/x", Follow::NoFinal, &fs).is_err());
 }
 
@@ -375,6 +406,9 @@ fn real_files_and_planted_links() {
         s.s("ws/sub/deep"),
         s.s("ws/sub_link/deep"),
         s.s("ws/sub_link/../../secret.txt"),
+        // An absolute target inside: cap-std does not follow it; neither do we.
+        s.s("ws/abs_in"),
+        s.s("ws/../ws/inside.txt"),
     ] {
         assert_eq!(kind(&p), Some(ErrorKind::PermissionDenied), "{p}");
     }
@@ -386,7 +420,7 @@ fn real_files_and_planted_links() {
         ok(&s.s("ws/inside.txt"), Follow::Final),
         ws.join("inside.txt")
     );
-    assert_eq!(ok(&s.s("ws/abs_in"), Follow::Final), ws.join("inside.txt"));
+    assert_eq!(ok("inside.txt", Follow::Final), ws.join("inside.txt"));
     assert_eq!(
         ok(&s.s("ws/sub_link/new.txt"), Follow::Final),
         ws.join("sub/new.txt")
@@ -404,7 +438,7 @@ fn real_files_and_planted_links() {
         ok(&s.s("ws/missing/x"), Follow::Final),
         ws.join("missing/x")
     );
-    // The native default (no override) grants `/`: every link resolves.
+    // The native default (no override) grants `/`: a relative link resolves.
     assert_eq!(
         resolve(&s.s("ws/rel_link"), Follow::Final).ok(),
         Some(s.0.join("secret.txt"))

@@ -4,6 +4,7 @@
 //! coverage.
 
 use super::Family;
+use super::urls::v6_embeddings;
 use capsaga_core::check::corpus::Case;
 use capsaga_core::check::{Decision, Guard};
 use std::net::Ipv4Addr;
@@ -22,8 +23,10 @@ pub fn families() -> Vec<Family> {
         valid_forms(),
         mutations(),
         ip_encodings(),
+        ipv6_carrying_ipv4_in_grants(),
         ports(),
         wildcards(),
+        wildcard_public_suffixes(),
         fs_directories(),
         grant_coverage(),
     ]
@@ -60,7 +63,7 @@ pub fn valid_strings() -> Vec<String> {
             "127.0.0.1",
             "[::1]",
             "[2001:db8::1]",
-            "[::ffff:127.0.0.1]",
+            "[2606:4700:4700::1111]",
             "xn--bcher-kva.example",
             "a-b.c-d.example",
         ] {
@@ -233,8 +236,6 @@ fn ip_encodings() -> Family {
         }
         cases.push(valid(format!("net:http:{ip}.")).note("trailing dot, normalised away"));
         cases.push(valid(format!("net:http:{ip}:8080")));
-        cases.push(valid(format!("net:http:[::ffff:{ip}]")).note("IPv4-mapped, named as IPv6"));
-        cases.push(valid(format!("net:http:[::{ip}]")).note("IPv4-compatible IPv6"));
         for (what, s) in ipv4_spellings(*o) {
             cases.push(invalid(format!("net:http:{s}")).note(what));
             cases.push(invalid(format!("secret:tok@{s}")).note(what));
@@ -242,7 +243,37 @@ fn ip_encodings() -> Family {
     }
     Family {
         name: "ip_encodings_in_grants",
-        doc: "loopback, metadata (169.254.169.254), private, CGNAT, unspecified, broadcast and public IPv4 addresses in every spelling a URL parser or inet_aton accepts (decimal, hex and octal integers, dotted octal and hex, two and three parts, leading zeros, mixed, percent-encoded, fullwidth digits, unbracketed IPv4-mapped): only the canonical dotted quad (and bracketed IPv6) parses, so a grant means one address",
+        doc: "loopback, metadata (169.254.169.254), private, CGNAT, unspecified, broadcast and public IPv4 addresses in every spelling a URL parser or inet_aton accepts (decimal, hex and octal integers, dotted octal and hex, two and three parts, leading zeros, mixed, percent-encoded, fullwidth digits, unbracketed IPv4-mapped): only the canonical dotted quad parses, so a grant means one address",
+        cases,
+    }
+}
+
+fn ipv6_carrying_ipv4_in_grants() -> Family {
+    let mut cases = Vec::new();
+    for o in ADDRESSES {
+        for (what, v6) in v6_embeddings(*o) {
+            for form in [
+                format!("net:http:[{v6}]"),
+                format!("net:https:[{v6}]:8443"),
+                format!("secret:tok@[{v6}]"),
+            ] {
+                cases.push(invalid(form).note(what));
+            }
+        }
+    }
+    for v6 in [
+        "::1",
+        "::",
+        "2001:db8::1",
+        "fd00:ec2::254",
+        "2606:4700:4700::1111",
+        "fe80::1",
+    ] {
+        cases.push(valid(format!("net:http:[{v6}]")).note("carries no IPv4 address"));
+    }
+    Family {
+        name: "ipv6_carrying_ipv4_in_grants",
+        doc: "every IPv4 address of these families dressed as IPv6 (IPv4-mapped, IPv4-compatible, SIIT, NAT64 64:ff9b::/96 and local-use 64:ff9b:1::/48, 6to4 2002::/16, Teredo 2001::/32 with the client inverted) in net and secret grants: refused with the IPv4 spelling to write, since the net guard reads such a literal as its IPv4 address (issue 13 item 7); IPv6 literals that carry no IPv4 address stay valid",
         cases,
     }
 }
@@ -331,6 +362,85 @@ fn wildcards() -> Family {
     Family {
         name: "wildcards_and_host_names",
         doc: "wildcards only as the whole leading label under a registrable domain; `*` alone, in the middle, doubled, fullwidth, percent-encoded, or under a TLD refused; host names with Cyrillic homoglyphs (must be punycode), invisible characters, empty labels, edge hyphens, underscores, userinfo, paths, queries and fragments refused",
+        cases,
+    }
+}
+
+/// Public suffixes of the Public Suffix List's ICANN and private sections
+/// (wildcard rules included), and names the list does not know at the top.
+const PUBLIC_SUFFIXES: &[&str] = &[
+    "com",
+    "net",
+    "org",
+    "io",
+    "co.uk",
+    "org.uk",
+    "gov.uk",
+    "ltd.uk",
+    "com.au",
+    "net.au",
+    "co.nz",
+    "co.jp",
+    "ac.jp",
+    "com.br",
+    "com.cn",
+    "co.za",
+    "com.mx",
+    "co.in",
+    "pvt.k12.ma.us",
+    "xn--p1ai",
+    "xn--55qx5d.cn",
+    "github.io",
+    "gitlab.io",
+    "blogspot.com",
+    "herokuapp.com",
+    "appspot.com",
+    "netlify.app",
+    "vercel.app",
+    "pages.dev",
+    "workers.dev",
+    "azurewebsites.net",
+    "cloudfront.net",
+    "s3.amazonaws.com",
+    "firebaseapp.com",
+    "ck",
+    "anything.ck",
+    "x.kawasaki.jp",
+    "internal",
+    "localhost",
+    "corp",
+];
+
+fn wildcard_public_suffixes() -> Family {
+    let mut cases = Vec::new();
+    for suffix in PUBLIC_SUFFIXES {
+        for form in [
+            format!("net:https:*.{suffix}"),
+            format!("net:http:*.{suffix}:8080"),
+            format!("net:https:*.{}.", suffix.to_uppercase()),
+            format!("secret:tok@*.{suffix}"),
+        ] {
+            cases.push(invalid(form).note("a wildcard directly under a public suffix"));
+        }
+        // One label deeper is a registrable domain (except under a
+        // wildcard rule, where that label is a suffix too).
+        if *suffix != "ck" {
+            cases.push(valid(format!("net:https:*.example.{suffix}")));
+        }
+        cases.push(valid(format!("net:https:{suffix}")).note("a single name, not a wildcard"));
+    }
+    // Exception rules: `!www.ck` and `!city.kawasaki.jp` are registrable.
+    for fine in [
+        "*.www.ck",
+        "*.city.kawasaki.jp",
+        "*.me.github.io",
+        "*.bbc.co.uk",
+    ] {
+        cases.push(valid(format!("net:https:{fine}")));
+    }
+    Family {
+        name: "wildcard_public_suffixes",
+        doc: "a wildcard directly under a public suffix of Mozilla's Public Suffix List (ICANN: com, co.uk, com.au, gov.uk, pvt.k12.ma.us, IDN TLDs in punycode; private: github.io, blogspot.com, herokuapp.com, s3.amazonaws.com, ...; wildcard rules `*.ck`, `*.kawasaki.jp`; TLDs the list does not know) in net and secret grants, any case, with port or trailing dot: refused as too broad (issue 13 item 6); one label deeper, exception rules (`!www.ck`) and single names are accepted",
         cases,
     }
 }
@@ -433,11 +543,7 @@ fn grant_coverage() -> Family {
             false,
         ),
         ("net:http:127.0.0.1", &["net:http:localhost"], false),
-        (
-            "net:http:[::ffff:127.0.0.1]",
-            &["net:http:127.0.0.1"],
-            false,
-        ),
+        ("net:http:[::1]", &["net:http:127.0.0.1"], false),
         (
             "secret:gh@api.github.com",
             &["secret:gh@*.github.com"],
@@ -470,7 +576,7 @@ fn grant_coverage() -> Family {
         .collect();
     Family {
         name: "grant_coverage",
-        doc: "a tool's requirement against operator grants: read served by write but not the reverse, subdirectories only downwards, one-label wildcards (not the apex, not two labels, not a suffix trick), scheme and port exact, a name never covering an address or an IPv4-mapped spelling, secrets by name and host",
+        doc: "a tool's requirement against operator grants: read served by write but not the reverse, subdirectories only downwards, one-label wildcards (not the apex, not two labels, not a suffix trick), scheme and port exact, a name never covering an address, an IPv4 address never covering an IPv6 one, secrets by name and host",
         cases,
     }
 }

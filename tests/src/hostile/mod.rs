@@ -12,13 +12,16 @@
 //!
 //! Families by guard:
 //! - path guard ([`paths`]): `dotdot_climb`, `absolute_outside`,
-//!   `absolute_inside`, `symlink_planted`, `control_characters`,
+//!   `absolute_inside`, `symlink_planted`, `trailing_slash_links`,
+//!   `control_characters`,
 //!   `windows_special_names`, `long_paths`, `no_decoding`, `grant_choice`,
 //!   all over the planted tree of [`tree`];
 //! - capability grammar ([`capabilities`]): `capability_valid_forms`,
-//!   `capability_mutations`, `ip_encodings_in_grants`, `ports`,
-//!   `wildcards_and_host_names`, `fs_directories`, `grant_coverage`;
-//! - net guard ([`urls`]): `url_ip_spellings`, `url_resolved_addresses`,
+//!   `capability_mutations`, `ip_encodings_in_grants`,
+//!   `ipv6_carrying_ipv4_in_grants`, `ports`, `wildcards_and_host_names`,
+//!   `wildcard_public_suffixes`, `fs_directories`, `grant_coverage`;
+//! - net guard ([`urls`]): `url_ip_spellings`, `url_ipv6_carrying_ipv4`,
+//!   `url_resolved_addresses`,
 //!   `url_parser_confusion`, `url_schemes`, `url_literal_grants`,
 //!   `url_methods_and_headers`, with fixed DNS answers, and checked against
 //!   the independent oracle of [`net_oracle`];

@@ -69,7 +69,8 @@ pub fn public_v4(ip: Ipv4Addr) -> bool {
 }
 
 /// The IPv4 address an IPv6 address stands for, in the forms that embed
-/// one: mapped, SIIT-translated, compatible, NAT64, 6to4.
+/// one: mapped, SIIT-translated, compatible, NAT64 (well-known and
+/// local-use /96 layout), 6to4, Teredo (the client, inverted).
 pub fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     if let Some(v4) = ip.to_ipv4_mapped() {
         return Some(v4);
@@ -85,8 +86,14 @@ pub fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     if in_v6(ip, [0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96) {
         return Some(low);
     }
+    if in_v6(ip, [0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48) {
+        return Some(low);
+    }
     if in_v6(ip, [0x2002, 0, 0, 0, 0, 0, 0, 0], 16) {
         return Some(Ipv4Addr::from(((n >> 80) & 0xffff_ffff) as u32));
+    }
+    if in_v6(ip, [0x2001, 0, 0, 0, 0, 0, 0, 0], 32) {
+        return Some(Ipv4Addr::from(!u32::from(low)));
     }
     None
 }
@@ -94,6 +101,12 @@ pub fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
 /// Whether a name may lead to this IPv6 address: global unicast `2000::/3`
 /// outside its special blocks, or an embedding of a public IPv4 address.
 pub fn public_v6(ip: Ipv6Addr) -> bool {
+    // Behind a local-use NAT64 translator or a Teredo relay: never public.
+    if in_v6(ip, [0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48)
+        || in_v6(ip, [0x2001, 0, 0, 0, 0, 0, 0, 0], 32)
+    {
+        return false;
+    }
     if let Some(v4) = embedded_v4(ip) {
         return public_v4(v4);
     }
@@ -154,7 +167,8 @@ fn grant_matches(pattern: &HostPattern, host: &url::Host<&str>) -> bool {
             }
         }
         (HostPattern::Ipv4(p), url::Host::Ipv4(ip)) => p == ip,
-        (HostPattern::Ipv6(p), url::Host::Ipv6(ip)) => p == ip,
+        (HostPattern::Ipv4(p), url::Host::Ipv6(ip)) => embedded_v4(*ip) == Some(*p),
+        (HostPattern::Ipv6(p), url::Host::Ipv6(ip)) => p == ip && embedded_v4(*ip).is_none(),
         _ => false,
     }
 }
@@ -207,7 +221,11 @@ pub fn decide(url: &str, grants: &[Capability], resolved: &[IpAddr]) -> Answer {
     }
     let (shown, addresses) = match host {
         url::Host::Ipv4(ip) => (ip.to_string(), vec![IpAddr::V4(ip)]),
-        url::Host::Ipv6(ip) => (format!("[{ip}]"), vec![IpAddr::V6(ip)]),
+        // An IPv6 literal carrying an IPv4 address is that IPv4 address.
+        url::Host::Ipv6(ip) => match embedded_v4(ip) {
+            Some(v4) => (v4.to_string(), vec![IpAddr::V4(v4)]),
+            None => (format!("[{ip}]"), vec![IpAddr::V6(ip)]),
+        },
         url::Host::Domain(d) => {
             let d = d.strip_suffix('.').unwrap_or(d).to_ascii_lowercase();
             if resolved.is_empty() {

@@ -28,6 +28,7 @@ pub fn families() -> Vec<Family> {
         absolute_outside(),
         absolute_inside(),
         symlink_planted(),
+        trailing_slash_links(),
         control_characters(),
         windows_special_names(),
         long_paths(),
@@ -52,7 +53,7 @@ fn dotdot_climb() -> Family {
     let mut cases = Vec::new();
     for (prefix, depth) in CLIMB_PREFIXES {
         for ups in 0..=4usize {
-            for suffix in ["", "secret.txt", "etc/passwd"] {
+            for suffix in ["", "secret.txt", "etc/passwd", "ws/sub/a.txt"] {
                 for absolute in [false, true] {
                     for sep in ["/", "/./"] {
                         let mut comps: Vec<&str> =
@@ -79,7 +80,7 @@ fn dotdot_climb() -> Family {
     }
     Family {
         name: "dotdot_climb",
-        doc: "`..` runs of 0 to 4 after prefixes of known physical depth (plain directories and symlinked ones, where `..` is the parent of the link's target, not of the link), relative and absolute, with `/` and `/./` separators: allowed exactly when the climb stays at or below the root (zip-slip, CVE-2007-4559 tarfile)",
+        doc: "`..` runs of 0 to 4 after prefixes of known physical depth (plain directories and symlinked ones, where `..` is the parent of the link's target, not of the link), relative and absolute, with `/` and `/./` separators, going on to a secret, to `etc/passwd` or back into the granted directory (`ws/x/../../ws/sub/a.txt`: a detour above the root is an escape, as cap-std refuses it): allowed exactly when the climb stays at or below the root (zip-slip, CVE-2007-4559 tarfile)",
         cases,
     }
 }
@@ -181,6 +182,35 @@ fn symlink_planted() -> Family {
     Family {
         name: "symlink_planted",
         doc: "every planted link (absolute targets inside and outside, `..` targets, chains, loops, dangling, control characters in the target), alone with and without following the final component, and with `/x`, `/..`, `/../..`, `/../../..` after it: an escape anywhere in the chain is refused, `..` after a link is physical (CVE-2018-15664 docker cp, CVE-2022-21658 remove_dir_all, tar/zip symlink entries)",
+        cases,
+    }
+}
+
+fn trailing_slash_links() -> Family {
+    let mut cases = Vec::new();
+    for (i, (link, _, kind)) in LINKS.iter().enumerate() {
+        let base = if i % 2 == 0 {
+            link.to_string()
+        } else {
+            format!("${{home}}/ws/{link}")
+        };
+        for suffix in ["/", "/.", "//", "/./"] {
+            // Written as a directory, the final link is followed even when
+            // not following is asked: the kernel and cap-std follow it.
+            let input = format!("{base}{suffix}");
+            let mut c = match kind {
+                LinkKind::Escape => deny(input, "symlink_escape"),
+                LinkKind::Loop => deny(input, "too_many_symlinks"),
+                LinkKind::Control => deny(input, "control_character"),
+                LinkKind::Inside(_) => allow(input),
+            };
+            c.no_follow = true;
+            cases.push(c);
+        }
+    }
+    Family {
+        name: "trailing_slash_links",
+        doc: "every planted link written as a directory (`link/`, `link/.`, `link//`, `link/./`) with the final component not followed: the trailing slash makes the kernel and cap-std follow it, so a link leading out is refused however the caller asked (issue 13 item 5: `ws/d -> ../../..` probed as `ws/d/` with --no-follow)",
         cases,
     }
 }

@@ -215,7 +215,11 @@ fn ssrf_hosts_in_grants() -> Family {
             Allow,
             "the unspecified address as a literal grant: the net guard refuses to connect to it",
         ),
-        cap("net:http:[0:0:0:0:0:ffff:127.0.0.1]", Allow, pat),
+        cap(
+            "net:http:[0:0:0:0:0:ffff:127.0.0.1]",
+            Deny,
+            "IPv4-mapped loopback: an IPv4 address has one spelling in a grant",
+        ),
         cap(
             "net:http:①②⑦.⓪.⓪.①",
             Deny,
@@ -284,8 +288,8 @@ fn ssrf_hosts_in_grants() -> Family {
         cap("net:http:0x7f.1", Deny, "inet_aton mixed forms"),
         cap(
             "net:http:[::ffff:7f00:1]",
-            Allow,
-            "IPv4-mapped in hex groups, literal",
+            Deny,
+            "IPv4-mapped in hex groups: write 127.0.0.1",
         ),
         cap(
             "net:http:[fe80::1%25eth0]",

@@ -218,7 +218,11 @@ mod tests {
             kind(list(&format!("{p}/nope"), 10)),
             Some(ErrorKind::NotFound)
         );
-        assert_eq!(kind(list("relative", 10)), Some(ErrorKind::InvalidArgs));
+        // Relative with several granted directories: ambiguous.
+        let relative = capsaga_sdk::fs::with_granted_roots(["/srv/a", "/srv/b"], || {
+            list("relative", 10)
+        });
+        assert_eq!(kind(relative), Some(ErrorKind::InvalidArgs));
         assert_eq!(kind(list(&p, 0)), Some(ErrorKind::InvalidArgs));
         let _ = fs::remove_dir_all(&dir);
     }

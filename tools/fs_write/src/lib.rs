@@ -412,7 +412,8 @@ fn prepare(args: &Args) -> Result<Prepared, ToolError> {
 /// ([`resolve`]), not a symbolic link.
 ///
 /// # Errors
-/// `invalid-args` for a path that is not absolute or does not end with a file
+/// `invalid-args` for a path that is relative while several directories are
+/// granted, or does not end with a file
 /// name; `permission-denied` when the path, or a symbolic link on the way or
 /// at its end, leads outside the granted directories; `unsupported` when the
 /// final component is a symbolic link inside them (see the crate docs).

@@ -449,6 +449,6 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-pub use parse::parse_dotted_quad;
 use parse::*;
 pub(crate) use parse::{is_env_name, is_ident};
+pub use parse::{is_public_suffix, parse_dotted_quad};

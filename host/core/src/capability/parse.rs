@@ -199,6 +199,17 @@ pub(super) fn parse_host(input: &str, host: &str) -> Result<HostPattern, Capabil
         let ip: Ipv6Addr = inner
             .parse()
             .map_err(|_| CapabilityError::new(input, "invalid IPv6 literal"))?;
+        // An IPv6 literal that carries an IPv4 address is that address (the
+        // net guard reads URLs so): it gets the IPv4 rule of one spelling.
+        if let Some((how, v4)) = crate::ip_embedding::embedded_ipv4(ip) {
+            return Err(CapabilityError::new(
+                input,
+                format!(
+                    "`[{ip}]` is the IPv4 address {v4} in {} IPv6 form; an IPv4 address has one spelling in a grant: write `{v4}`",
+                    how.as_str()
+                ),
+            ));
+        }
         return Ok(HostPattern::Ipv6(ip));
     }
     if host.contains(':') {
@@ -211,10 +222,12 @@ pub(super) fn parse_host(input: &str, host: &str) -> Result<HostPattern, Capabil
     if let Some(suffix) = host.strip_prefix("*.") {
         let suffix = suffix.to_ascii_lowercase();
         check_dns_name(input, &suffix)?;
-        if !suffix.contains('.') {
+        if is_public_suffix(&suffix) {
             return Err(CapabilityError::new(
                 input,
-                "a wildcard must sit under a registrable domain (`*.example.com`, not `*.com`)",
+                format!(
+                    "`*.{suffix}` is too broad: `{suffix}` is a public suffix (Public Suffix List), under which anyone can register names; a wildcard must sit under a registrable domain (`*.example.{suffix}`, not `*.{suffix}`)"
+                ),
             ));
         }
         return Ok(HostPattern::Wildcard(suffix));
@@ -240,6 +253,17 @@ pub(super) fn parse_host(input: &str, host: &str) -> Result<HostPattern, Capabil
     let lower = host.to_ascii_lowercase();
     check_dns_name(input, &lower)?;
     Ok(HostPattern::Dns(lower))
+}
+
+/// True when `name` (lowercase ASCII, punycode for IDNs, no trailing dot) is
+/// itself a public suffix: a rule of Mozilla's Public Suffix List
+/// (<https://publicsuffix.org/>, ICANN and private sections, wildcard and
+/// exception rules applied; the list is compiled into the `psl` crate, so no
+/// network is needed), or a top-level label the list does not know (its
+/// implicit `*` rule). Anyone can register names directly under a public
+/// suffix (`co.uk`, `com.au`, `github.io`), so a wildcard there is too broad.
+pub fn is_public_suffix(name: &str) -> bool {
+    psl::suffix(name.as_bytes()).is_some_and(|s| s.as_bytes() == name.as_bytes())
 }
 
 /// True when the last label is all digits or a hex number: such a name is an

@@ -136,3 +136,48 @@ proptest::proptest! {
         }
     }
 }
+
+/// Issue 13 item 6: a wildcard directly under a public suffix (Public Suffix
+/// List: ICANN and private sections, wildcard and exception rules) is too
+/// broad; one label deeper is a registrable domain and fine.
+#[test]
+fn wildcards_under_public_suffixes_are_too_broad() {
+    for suffix in [
+        "com",
+        "co.uk",
+        "com.au",
+        "gov.uk",
+        "ac.jp",
+        "com.br",
+        "github.io",
+        "blogspot.com",
+        "herokuapp.com",
+        "appspot.com",
+        "s3.amazonaws.com",
+        "xn--p1ai",
+        "ck",
+        "anything.ck",
+        "pvt.k12.ma.us",
+        "internal",
+        "localhost",
+    ] {
+        assert!(is_public_suffix(suffix), "{suffix}");
+        for cap in [
+            format!("net:https:*.{suffix}"),
+            format!("secret:k@*.{suffix}"),
+        ] {
+            assert!(bad(&cap).contains("public suffix"), "{cap}");
+        }
+        let deeper = format!("net:https:*.example.{suffix}");
+        if suffix != "ck" {
+            assert!(Capability::parse(&deeper).is_ok(), "{deeper}");
+        }
+    }
+    // An exception rule (`!www.ck`) makes `www.ck` registrable.
+    assert!(!is_public_suffix("www.ck"));
+    assert!(Capability::parse("net:https:*.www.ck").is_ok());
+    for registrable in ["example.com", "example.co.uk", "me.github.io", "bbc.co.uk"] {
+        assert!(!is_public_suffix(registrable), "{registrable}");
+        assert!(Capability::parse(&format!("net:https:*.{registrable}")).is_ok());
+    }
+}

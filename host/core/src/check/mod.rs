@@ -33,7 +33,7 @@ use crate::capability::{Capability, FsAccess, FsDir, Place};
 use crate::grant::intersect;
 use crate::json::canonical;
 use crate::net_guard::{DestHost, NetDenied, NetRequest, check_request, vet_addresses};
-use crate::path_guard::{Follow, FsView, resolve};
+use crate::path_guard::{Follow, FsView, candidate_roots, resolve};
 use crate::untrusted::{contains_marker_like, count_markers, inner, wrap_counted};
 use crate::validate::{ArgsValidator, CallError};
 use serde::{Deserialize, Serialize};
@@ -146,24 +146,23 @@ pub struct PathProbe<'a> {
     pub follow: Follow,
 }
 
-fn clip(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
-}
-
 /// Check a path against `fs:` grants, from the attacker's side.
 ///
-/// A tool holds every granted directory as its own preopen and can address
-/// any of them directly (raw WASI calls, not only wasi-libc's choice of the
-/// longest prefix), so an absolute path is allowed when *some* granted
-/// directory containing it lexically resolves it ([`resolve`]) with enough
-/// access: a read-only grant nested in a writable one does not make its
-/// subtree read-only. A relative path is resolved under the only granted
-/// directory (refused as ambiguous when there are several). When no grant
-/// allows it, the refusal reported is the one of the most specific granted
-/// directory (`read_only` when the path resolved but only under read grants).
+/// The same implementation as the tools' (`capsaga-path-guard`, which the
+/// SDK's `fs::resolve` runs in the guest). A tool holds every granted
+/// directory as its own preopen and can address any of them directly (raw
+/// WASI calls, not only wasi-libc's choice of the longest prefix), so an
+/// absolute path is allowed when *some* granted directory it literally
+/// starts with resolves it ([`resolve`]) with enough access: a read-only
+/// grant nested in a writable one does not make its subtree read-only. A
+/// relative path is resolved under the only granted directory (refused as
+/// ambiguous when there are several), as the tools resolve it. When no
+/// grant allows it, the refusal reported is the one of the most specific
+/// granted directory (`read_only` when the path resolved but only under
+/// read grants).
 pub fn check_path(probe: &PathProbe<'_>, fs: &impl FsView) -> Verdict {
     let g = Guard::Path;
-    let mut roots: Vec<(&str, FsAccess, &Capability)> = probe
+    let roots: Vec<(&str, FsAccess, &Capability)> = probe
         .grants
         .iter()
         .filter_map(|c| match c {
@@ -182,37 +181,24 @@ pub fn check_path(probe: &PathProbe<'_>, fs: &impl FsView) -> Verdict {
             "no fs grant: every path is denied",
         );
     }
-    let all: Vec<&str> = roots.iter().map(|(r, _, _)| *r).collect();
-    let all = all.join(", ");
-    if probe.path.starts_with('/') {
-        roots.retain(|(root, _, _)| {
-            *root == "/"
-                || probe
-                    .path
-                    .strip_prefix(root)
-                    .is_some_and(|t| t.is_empty() || t.starts_with('/'))
-        });
-        // Most specific first.
-        roots.sort_by_key(|(root, _, _)| std::cmp::Reverse(root.len()));
-    } else if roots.len() > 1 {
-        return Verdict::new(
-            g,
-            Decision::Deny,
-            "ambiguous_relative",
-            "a relative path with several granted directories is ambiguous: name the file by its absolute path",
-        );
-    }
-    if roots.is_empty() {
-        return Verdict::new(
-            g,
-            Decision::Deny,
-            "outside_root",
-            format!(
-                "`{}` is outside the granted directories ({all})",
-                clip(probe.path, 200)
-            ),
-        );
-    }
+    // Which granted directories to try, in order: the shared rule of the
+    // path guard (an absolute path under each directory it literally starts
+    // with, most specific first; a relative one under the only directory).
+    // A directory granted twice (read and write) is one directory.
+    let mut names: Vec<&str> = roots.iter().map(|(r, _, _)| *r).collect();
+    names.sort_unstable();
+    names.dedup();
+    let order = match candidate_roots(&names, probe.path) {
+        Ok(order) => order,
+        Err(e) => return Verdict::new(g, Decision::Deny, e.kind(), e.to_string()),
+    };
+    let roots: Vec<(&str, FsAccess, &Capability)> = order
+        .into_iter()
+        .flat_map(|i| {
+            let name = names[i];
+            roots.iter().filter(move |(r, _, _)| *r == name).copied()
+        })
+        .collect();
     let mut first_refusal: Option<Verdict> = None;
     let mut read_only: Option<&Capability> = None;
     for (root, access, grant) in &roots {

@@ -14,12 +14,18 @@
 //! IPv6 is decided by allowlist: only global unicast (`2000::/3`) outside the
 //! special blocks is public, and the forms that embed an IPv4 address
 //! (IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96`, SIIT
-//! `::ffff:0:0:0/96`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) are classified
-//! by the IPv4 address they carry.
+//! `::ffff:0:0:0/96`, NAT64 `64:ff9b::/96` and the local-use `64:ff9b:1::/48`,
+//! 6to4 `2002::/16`, Teredo `2001::/32`) are classified by the IPv4 address
+//! they carry ([`embedded_ipv4`]); the local-use NAT64 and Teredo forms are
+//! never public even when that address is, because the address they carry
+//! is not the whole story (a local translator, an obfuscated client behind a
+//! relay).
 
 use ipnet::{Ipv4Net, Ipv6Net};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+pub use crate::ip_embedding::{Embedding, embedded_ipv4};
 
 /// What kind of destination an address is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -98,35 +104,6 @@ impl AddressClass {
 impl fmt::Display for AddressClass {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// How an IPv6 address carries an IPv4 address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Embedding {
-    /// `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2).
-    Ipv4Mapped,
-    /// `::a.b.c.d` (deprecated, RFC 4291 §2.5.5.1).
-    Ipv4Compatible,
-    /// `::ffff:0:a.b.c.d` (SIIT, RFC 2765).
-    Ipv4Translated,
-    /// `64:ff9b::a.b.c.d` (well-known NAT64 prefix, RFC 6052).
-    Nat64,
-    /// `2002:aabb:ccdd::/48` (6to4, RFC 3056).
-    SixToFour,
-}
-
-impl Embedding {
-    /// Short name for messages.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Embedding::Ipv4Mapped => "IPv4-mapped",
-            Embedding::Ipv4Compatible => "IPv4-compatible",
-            Embedding::Ipv4Translated => "IPv4-translated",
-            Embedding::Nat64 => "NAT64",
-            Embedding::SixToFour => "6to4",
-        }
     }
 }
 
@@ -235,40 +212,21 @@ pub fn classify_v4(ip: Ipv4Addr) -> AddressClass {
         .map_or(AddressClass::Public, |(_, class)| *class)
 }
 
-/// The IPv4 address an IPv6 address carries, and how, if it is one of the
-/// embedding forms this module knows.
-pub fn embedded_ipv4(ip: Ipv6Addr) -> Option<(Embedding, Ipv4Addr)> {
-    let s = ip.segments();
-    let o = ip.octets();
-    let low32 = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
-    if s[..5] == [0, 0, 0, 0, 0] && s[5] == 0xffff {
-        return Some((Embedding::Ipv4Mapped, low32));
-    }
-    if s[..4] == [0, 0, 0, 0] && s[4] == 0xffff && s[5] == 0 {
-        return Some((Embedding::Ipv4Translated, low32));
-    }
-    // `::` and `::1` are themselves, not 0.0.0.0 and 0.0.0.1.
-    if s[..6] == [0, 0, 0, 0, 0, 0] && u32::from(low32) > 1 {
-        return Some((Embedding::Ipv4Compatible, low32));
-    }
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        return Some((Embedding::Nat64, low32));
-    }
-    if s[0] == 0x2002 {
-        return Some((Embedding::SixToFour, Ipv4Addr::new(o[2], o[3], o[4], o[5])));
-    }
-    None
-}
-
 /// The class of an IPv6 address. Embedded IPv4 forms take the class of the
-/// IPv4 address they carry; everything outside `2000::/3` that no block
+/// IPv4 address they carry, except that a local-use NAT64 or Teredo address
+/// carrying a public one stays [`AddressClass::Nat64Local`] or
+/// [`AddressClass::Teredo`]; everything outside `2000::/3` that no block
 /// names is [`AddressClass::Reserved`].
 pub fn classify_v6(ip: Ipv6Addr) -> AddressClass {
     if METADATA_V6.contains(&ip) {
         return AddressClass::CloudMetadata;
     }
-    if let Some((_, inner)) = embedded_ipv4(ip) {
-        return classify_v4(inner);
+    if let Some((how, inner)) = embedded_ipv4(ip) {
+        return match (how, classify_v4(inner)) {
+            (Embedding::Nat64Local, AddressClass::Public) => AddressClass::Nat64Local,
+            (Embedding::Teredo, AddressClass::Public) => AddressClass::Teredo,
+            (_, class) => class,
+        };
     }
     if let Some((_, class)) = V6_BLOCKS.iter().find(|(net, _)| net.contains(&ip)) {
         return *class;
@@ -281,6 +239,18 @@ pub fn classify_v6(ip: Ipv6Addr) -> AddressClass {
         AddressClass::Public
     } else {
         AddressClass::Reserved
+    }
+}
+
+/// An IP literal as the net guard reads it: an IPv6 address carrying an
+/// IPv4 address ([`embedded_ipv4`]) is that IPv4 address; any other address
+/// is itself. Applied to IP literals in grants and in URLs, so that the
+/// IPv4 rules (one spelling, a literal grant opens that address only) hold
+/// whatever IPv6 form the address is dressed in.
+pub fn as_ipv4_if_embedded(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => embedded_ipv4(v6).map_or(ip, |(_, v4)| IpAddr::V4(v4)),
+        IpAddr::V4(_) => ip,
     }
 }
 

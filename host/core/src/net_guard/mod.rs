@@ -11,7 +11,11 @@
 //!    userinfo, IPv6 zone ids (the parser refuses them), methods outside
 //!    GET/HEAD/POST/PUT/PATCH/DELETE/OPTIONS (GET/HEAD only in a dry run),
 //!    caller-set routing and hop-by-hop headers ([`forbidden_header`]), and
-//!    match scheme, host and port against the call's `net:` grants. The
+//!    match scheme, host and port against the call's `net:` grants. An IPv6
+//!    literal that carries an IPv4 address (mapped, compatible, SIIT, NAT64,
+//!    6to4, Teredo: [`address::embedded_ipv4`]) is read as that IPv4
+//!    address, as grants are (the capability grammar refuses such a literal
+//!    in a grant and names the IPv4 spelling to write). The
 //!    result, a [`Destination`], is what the host connects to and what it
 //!    writes in the request line and `Host` header: there is no second
 //!    parser between the check and the use.
@@ -30,7 +34,9 @@
 pub mod address;
 
 use crate::capability::{Capability, HostPattern, NetTarget, Place, Scheme};
-pub use address::{AddressClass, Embedding, classify, describe, embedded_ipv4};
+pub use address::{
+    AddressClass, Embedding, as_ipv4_if_embedded, classify, describe, embedded_ipv4,
+};
 use std::net::{IpAddr, SocketAddr};
 
 /// Longest URL accepted, bytes.
@@ -306,7 +312,9 @@ pub fn check_request(
             DestHost::Domain(d.to_ascii_lowercase())
         }
         Some(url::Host::Ipv4(ip)) => DestHost::Ip(IpAddr::V4(ip)),
-        Some(url::Host::Ipv6(ip)) => DestHost::Ip(IpAddr::V6(ip)),
+        // `[::ffff:10.0.0.5]`, `[64:ff9b::a00:5]`, ... are 10.0.0.5: matched,
+        // classified and connected to as that IPv4 address.
+        Some(url::Host::Ipv6(ip)) => DestHost::Ip(as_ipv4_if_embedded(IpAddr::V6(ip))),
         None => return Err(bad("no host")),
     };
     let port = url.port_or_known_default().unwrap_or(scheme.default_port());

@@ -236,11 +236,132 @@ fn ipv6_literals_and_zone_ids() {
             "{url}"
         );
     }
-    // A grant for 127.0.0.1 does not open its IPv6 spellings.
-    let g = caps(&["net:http:127.0.0.1"]);
-    assert!(check_request(&get("http://[::ffff:127.0.0.1]/"), &g).is_err());
-    let g = caps(&["net:http:[::ffff:127.0.0.1]"]);
-    assert!(evaluate(&get("http://[::ffff:7f00:1]/"), &g, &[]).is_ok());
+}
+
+/// Every IPv6 form that carries an IPv4 address, for `v4`.
+fn embeddings_of(v4: Ipv4Addr) -> Vec<(Embedding, Ipv6Addr)> {
+    let n = u32::from(v4);
+    let (hi, lo) = ((n >> 16) as u16, n as u16);
+    let o = v4.octets();
+    let six_to_four = Ipv6Addr::new(
+        0x2002,
+        u16::from_be_bytes([o[0], o[1]]),
+        u16::from_be_bytes([o[2], o[3]]),
+        7,
+        0,
+        0,
+        0,
+        1,
+    );
+    let teredo_client = !n;
+    let mut out = vec![
+        (Embedding::Ipv4Mapped, v4.to_ipv6_mapped()),
+        (
+            Embedding::Ipv4Translated,
+            Ipv6Addr::new(0, 0, 0, 0, 0xffff, 0, hi, lo),
+        ),
+        (
+            Embedding::Nat64,
+            Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, hi, lo),
+        ),
+        (
+            Embedding::Nat64Local,
+            Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, hi, lo),
+        ),
+        (Embedding::SixToFour, six_to_four),
+        (
+            Embedding::Teredo,
+            Ipv6Addr::new(
+                0x2001,
+                0,
+                0x4136,
+                0xe378,
+                0x8000,
+                0x63bf,
+                (teredo_client >> 16) as u16,
+                teredo_client as u16,
+            ),
+        ),
+    ];
+    if n > 1 {
+        out.push((Embedding::Ipv4Compatible, v4.to_ipv6_compatible()));
+    }
+    out
+}
+
+/// Issue 13 item 7: an IPv6 literal carrying an IPv4 address is that IPv4
+/// address, in grants (refused, the IPv4 spelling named) and in URLs
+/// (matched, classified and connected to as the IPv4 address).
+#[test]
+fn ipv6_literals_carrying_ipv4_are_read_as_that_ipv4() {
+    for v4 in [
+        "10.0.0.5",
+        "127.0.0.1",
+        "169.254.169.254",
+        "93.184.215.14",
+        "0.0.0.0",
+    ] {
+        let v4: Ipv4Addr = v4.parse().unwrap();
+        for (how, v6) in embeddings_of(v4) {
+            assert_eq!(embedded_ipv4(v6), Some((how, v4)), "{v6}");
+            // In a grant: refused, naming the IPv4 spelling to write.
+            for grant in [format!("net:http:[{v6}]"), format!("secret:k@[{v6}]")] {
+                let e = Capability::parse(&grant).expect_err(&grant);
+                assert!(e.reason.contains(&format!("write `{v4}`")), "{grant}: {e}");
+            }
+            // In a URL: the IPv4 address, so only a grant naming it opens it.
+            let url = format!("http://[{v6}]/");
+            let none = caps(&["net:http:[2001:db8::1]", "net:http:*.example.com"]);
+            assert!(
+                matches!(
+                    check_request(&get(&url), &none),
+                    Err(NetDenied::NotGranted { .. })
+                ),
+                "{url}"
+            );
+            let named = caps(&[&format!("net:http:{v4}")]);
+            let r = evaluate(&get(&url), &named, &[]);
+            if v4.is_unspecified() {
+                assert!(
+                    matches!(r, Err(NetDenied::NotUnicast { .. })),
+                    "{url}: {r:?}"
+                );
+                continue;
+            }
+            let (d, addrs) = r.unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(d.host, DestHost::Ip(IpAddr::V4(v4)), "{url}");
+            assert_eq!(d.host_header, v4.to_string());
+            assert_eq!(addrs, vec![std::net::SocketAddr::new(IpAddr::V4(v4), 80)]);
+            // A neighbour's grant does not open it.
+            let other = Ipv4Addr::from(u32::from(v4) ^ 1);
+            let g = caps(&[&format!("net:http:{other}")]);
+            assert!(check_request(&get(&url), &g).is_err(), "{url}");
+            // Through a DNS name it is refused unless the IPv4 is public
+            // (local-use NAT64 and Teredo: never).
+            let via_dns = evaluate(
+                &get("http://a.example.com/"),
+                &caps(&["net:http:*.example.com"]),
+                &[IpAddr::V6(v6)],
+            );
+            let public = classify(IpAddr::V4(v4)) == AddressClass::Public
+                && !matches!(how, Embedding::Nat64Local | Embedding::Teredo);
+            assert_eq!(via_dns.is_ok(), public, "{v6}: {via_dns:?}");
+        }
+    }
+    // Addresses that carry nothing stay IPv6 literals, and stay grantable.
+    for v6 in [
+        "::1",
+        "::",
+        "2001:db8::1",
+        "fd00:ec2::254",
+        "2606:4700::1111",
+    ] {
+        let v6: Ipv6Addr = v6.parse().unwrap();
+        assert_eq!(embedded_ipv4(v6), None, "{v6}");
+        assert_eq!(as_ipv4_if_embedded(IpAddr::V6(v6)), IpAddr::V6(v6));
+    }
+    assert!(Capability::parse("net:http:[::1]").is_ok());
+    assert!(Capability::parse("net:http:[2001:db8::1]").is_ok());
 }
 
 #[test]

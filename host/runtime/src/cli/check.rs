@@ -25,8 +25,7 @@ use crate::host::Host;
 use capsaga_core::capability::Capability;
 use capsaga_core::check::corpus::{Env, parse_corpus, replay};
 use capsaga_core::check::{
-    Decision, PathProbe, Verdict, check_args, check_capability, check_path, check_untrusted,
-    check_url,
+    Decision, PathProbe, Verdict, check_args, check_capability, check_untrusted, check_url,
 };
 use capsaga_core::json::parse_strict;
 use capsaga_core::net_guard::NetRequest;
@@ -254,7 +253,9 @@ pub(crate) async fn run(config_path: &Path, out: &Out, args: CheckArgs) -> Resul
             no_follow,
         } => {
             let grants = grants_of(&grants, &home, config.as_ref())?;
-            let v = check_path(
+            // The path guard the tools run, checked against the sandbox's own
+            // resolver (cap-std beneath the granted directory) where the path exists.
+            let v = crate::sandbox::fs_resolve::confirm(
                 &PathProbe {
                     path: &path,
                     grants: &grants,

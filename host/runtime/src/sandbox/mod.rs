@@ -26,6 +26,10 @@ pub mod bindings;
 pub mod cache;
 pub mod engine;
 pub mod factors;
+#[cfg(unix)]
+pub mod fs_open;
+#[cfg(unix)]
+pub mod fs_resolve;
 pub mod net;
 mod outcome;
 pub mod state;
@@ -195,6 +199,8 @@ impl Sandbox {
         let mut linker: Linker<CallState> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| SandboxError::Engine(e.to_string()))?;
+        #[cfg(unix)]
+        fs_open::shadow_open_at(&mut linker).map_err(|e| SandboxError::Engine(e.to_string()))?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(|e| SandboxError::Engine(e.to_string()))?;
         Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)

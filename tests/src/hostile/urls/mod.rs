@@ -9,6 +9,9 @@ use capsaga_core::check::corpus::Case;
 use capsaga_core::check::{Decision, Guard};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+mod parser_confusion;
+use parser_confusion::parser_confusion;
+
 /// Grants most URL cases run under.
 pub const GRANTS: [&str; 2] = ["net:http:*.example.com", "net:https:*.example.com"];
 
@@ -46,6 +49,7 @@ fn is_public_v4(o: [u8; 4]) -> bool {
 pub fn families() -> Vec<Family> {
     vec![
         ip_spellings_in_urls(),
+        ipv6_carrying_ipv4_in_urls(),
         resolved_addresses(),
         parser_confusion(),
         schemes(),
@@ -87,19 +91,66 @@ fn ip_spellings_in_urls() -> Family {
     }
 }
 
-/// IPv6 spellings that embed an IPv4 address.
-fn v6_embeddings(o: [u8; 4]) -> Vec<(&'static str, Ipv6Addr)> {
+/// IPv6 spellings that carry an IPv4 address: mapped, compatible (not for
+/// 0.0.0.0 and 0.0.0.1, which are `::` and `::1`), SIIT, NAT64 (well-known
+/// and local-use prefixes), 6to4, Teredo (client address inverted).
+pub fn v6_embeddings(o: [u8; 4]) -> Vec<(&'static str, Ipv6Addr)> {
     let v4 = Ipv4Addr::from(o);
     let n = u32::from(v4);
     let hi = (n >> 16) as u16;
     let lo = (n & 0xffff) as u16;
-    vec![
+    let mut out = vec![
         ("IPv4-mapped", v4.to_ipv6_mapped()),
-        ("IPv4-compatible", v4.to_ipv6_compatible()),
         ("SIIT", Ipv6Addr::new(0, 0, 0, 0, 0xffff, 0, hi, lo)),
         ("NAT64", Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, hi, lo)),
+        (
+            "local-use NAT64",
+            Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, hi, lo),
+        ),
         ("6to4", Ipv6Addr::new(0x2002, hi, lo, 0, 0, 0, 0, 1)),
-    ]
+        (
+            "Teredo",
+            Ipv6Addr::new(0x2001, 0, 0x4136, 0xe378, 0x8000, 0x63bf, !hi, !lo),
+        ),
+    ];
+    if n > 1 {
+        out.push(("IPv4-compatible", v4.to_ipv6_compatible()));
+    }
+    out
+}
+
+fn ipv6_carrying_ipv4_in_urls() -> Family {
+    let mut cases = Vec::new();
+    for o in ADDRESSES {
+        let v4 = Ipv4Addr::from(*o);
+        let never = o[0] == 0 || *o == [255, 255, 255, 255];
+        let neighbour = Ipv4Addr::from(u32::from(v4) ^ 1);
+        for (what, v6) in v6_embeddings(*o) {
+            let u = format!("http://[{v6}]/latest/meta-data/");
+            cases.push(url(u.clone(), Decision::Deny, "not_granted").note(what));
+            cases.push(
+                Case::new(Guard::Url, u.clone(), Decision::Deny)
+                    .grants(&[format!("net:http:{neighbour}"), "net:http:[::1]".into()])
+                    .kind("not_granted")
+                    .note(format!("{what}: a neighbour's grant")),
+            );
+            let named = Case::new(Guard::Url, u, Decision::Allow)
+                .grants(&[format!("net:http:{v4}")])
+                .note(format!("{what}: the IPv4 address the operator named"));
+            cases.push(if never {
+                let mut c = named.kind("not_unicast");
+                c.expect = Decision::Deny;
+                c
+            } else {
+                named.kind("allowed")
+            });
+        }
+    }
+    Family {
+        name: "url_ipv6_carrying_ipv4",
+        doc: "every IPv4 address of the capability families dressed as an IPv6 literal in the URL (IPv4-mapped, IPv4-compatible, SIIT, NAT64 and local-use NAT64, 6to4, Teredo): read as that IPv4 address (issue 13 item 7), so refused under name grants and a neighbour's grant, allowed and connected to as the IPv4 address only under a grant naming it, never for the unspecified or broadcast address",
+        cases,
+    }
 }
 
 fn resolved_addresses() -> Family {
@@ -108,15 +159,13 @@ fn resolved_addresses() -> Family {
     for o in ADDRESSES {
         let v4 = IpAddr::V4(Ipv4Addr::from(*o));
         let mut answers: Vec<(String, IpAddr)> = vec![("IPv4".into(), v4)];
-        // `::` and `::1` are themselves, not IPv4-compatible forms.
         for (what, v6) in v6_embeddings(*o) {
-            if what == "IPv4-compatible" && u32::from(Ipv4Addr::from(*o)) <= 1 {
-                continue;
-            }
             answers.push((what.into(), IpAddr::V6(v6)));
         }
         for (what, a) in answers {
-            let (expect, kind) = if is_public_v4(*o) {
+            // A local translator or a Teredo relay stands between: never public.
+            let via = matches!(what.as_str(), "local-use NAT64" | "Teredo");
+            let (expect, kind) = if is_public_v4(*o) && !via {
                 (Decision::Allow, "allowed")
             } else {
                 (Decision::Deny, "address")
@@ -193,304 +242,7 @@ fn resolved_addresses() -> Family {
     cases.push(url(format!("http://{name}/"), Decision::Deny, "no_address").note("NXDOMAIN"));
     Family {
         name: "url_resolved_addresses",
-        doc: "a granted name answering each IPv4 address of the capability families, directly and embedded in IPv6 (mapped, compatible, SIIT, NAT64, 6to4), and each special IPv6 block (loopback, unspecified, link-local, ULA, AWS IMDS, multicast, documentation, Teredo, benchmarking, discard, SRv6, site-local, local NAT64, outside 2000::/3): only public answers pass; one bad answer among good ones refuses the request (DNS rebinding); no answer refuses it",
-        cases,
-    }
-}
-
-fn parser_confusion() -> Family {
-    use Decision::{Allow, Deny};
-    let rows: &[(&str, Decision, &str, &str)] = &[
-        (
-            "http://evil.com@x.example.com/",
-            Deny,
-            "userinfo",
-            "userinfo before a granted host",
-        ),
-        (
-            "http://x.example.com@evil.com/",
-            Deny,
-            "userinfo",
-            "granted host as userinfo (Orange Tsai 2017)",
-        ),
-        (
-            "http://x.example.com:pass@evil.com/",
-            Deny,
-            "userinfo",
-            "userinfo with password",
-        ),
-        (
-            "http://x.example.com%2f@evil.com/",
-            Deny,
-            "userinfo",
-            "encoded slash in userinfo",
-        ),
-        (
-            "http://evil.com%23@x.example.com/",
-            Deny,
-            "userinfo",
-            "encoded hash in userinfo",
-        ),
-        (
-            "http://1.1.1.1 &@2.2.2.2# @3.3.3.3/",
-            Deny,
-            "userinfo",
-            "Orange Tsai 2017 parser differential",
-        ),
-        (
-            "http://@x.example.com/",
-            Allow,
-            "allowed",
-            "empty userinfo is no userinfo",
-        ),
-        (
-            "http://x.example.com\\@evil.com/",
-            Allow,
-            "allowed",
-            "backslash is a path separator in special URLs: host is x.example.com",
-        ),
-        (
-            "http://evil.com\\@x.example.com/",
-            Deny,
-            "not_granted",
-            "backslash: host is evil.com",
-        ),
-        (
-            "http://x.example.com#@evil.com/",
-            Allow,
-            "allowed",
-            "fragment after the host",
-        ),
-        (
-            "http://evil.com#@x.example.com/",
-            Deny,
-            "not_granted",
-            "fragment hides the granted name",
-        ),
-        (
-            "http://x.example.com?@evil.com/",
-            Allow,
-            "allowed",
-            "query after the host",
-        ),
-        (
-            "http://evil.com?.x.example.com/",
-            Deny,
-            "not_granted",
-            "query hides the granted name",
-        ),
-        (
-            "http://evil.com/.x.example.com",
-            Deny,
-            "not_granted",
-            "path hides the granted name",
-        ),
-        (
-            "http://x.example.com.evil.com/",
-            Deny,
-            "not_granted",
-            "granted name as a prefix",
-        ),
-        (
-            "http://evilx.example.com.evil.com/",
-            Deny,
-            "not_granted",
-            "granted suffix in the middle",
-        ),
-        (
-            "http://x.example.com%00.evil.com/",
-            Deny,
-            "bad_url",
-            "encoded NUL in host",
-        ),
-        (
-            "http://x.example.com\u{0}.evil.com/",
-            Deny,
-            "bad_url",
-            "raw NUL in host",
-        ),
-        (
-            "http://x.example.com\t/",
-            Allow,
-            "allowed",
-            "tabs are removed by the parser",
-        ),
-        (
-            "http://x.exa\nmple.com/",
-            Allow,
-            "allowed",
-            "newlines are removed by the parser",
-        ),
-        (
-            "  http://x.example.com/  ",
-            Allow,
-            "allowed",
-            "surrounding spaces are trimmed",
-        ),
-        (
-            "http:x.example.com/",
-            Allow,
-            "allowed",
-            "special scheme without slashes",
-        ),
-        ("http:/x.example.com/", Allow, "allowed", "one slash"),
-        ("http:\\\\x.example.com\\", Allow, "allowed", "backslashes"),
-        ("http:///x.example.com/", Allow, "allowed", "three slashes"),
-        ("HTTP://X.EXAMPLE.COM/", Allow, "allowed", "upper case"),
-        ("http://x.example.com./", Allow, "allowed", "trailing dot"),
-        (
-            "http://x.example.com../",
-            Deny,
-            "bad_url",
-            "two trailing dots",
-        ),
-        ("http://x..example.com/", Deny, "bad_url", "empty label"),
-        (
-            "http://\u{24E7}.example.com/",
-            Allow,
-            "allowed",
-            "circled x, mapped by IDNA",
-        ),
-        (
-            "http://\u{FF58}.example.com/",
-            Allow,
-            "allowed",
-            "fullwidth x, mapped by IDNA",
-        ),
-        (
-            "http://x.example.com\u{3002}/",
-            Allow,
-            "allowed",
-            "ideographic full stop, mapped to `.`",
-        ),
-        (
-            "http://x\u{FF0E}example\u{FF0E}com/",
-            Allow,
-            "allowed",
-            "fullwidth full stops",
-        ),
-        (
-            "http://x%2eexample.com/",
-            Allow,
-            "allowed",
-            "percent-encoded dot in host",
-        ),
-        (
-            "http://%78.example.com/",
-            Allow,
-            "allowed",
-            "percent-encoded letter in host",
-        ),
-        (
-            "http://x.ex\u{0430}mple.com/",
-            Deny,
-            "not_granted",
-            "Cyrillic а: a different (punycode) name",
-        ),
-        (
-            "http://x.example.com:80/",
-            Allow,
-            "allowed",
-            "explicit default port",
-        ),
-        (
-            "http://x.example.com:0080/",
-            Allow,
-            "allowed",
-            "port with leading zeros is 80",
-        ),
-        (
-            "http://x.example.com:/",
-            Allow,
-            "allowed",
-            "empty port is the default",
-        ),
-        (
-            "http://x.example.com:8080/",
-            Deny,
-            "not_granted",
-            "other port",
-        ),
-        (
-            "http://x.example.com:443/",
-            Deny,
-            "not_granted",
-            "the https port over http",
-        ),
-        (
-            "https://x.example.com:80/",
-            Deny,
-            "not_granted",
-            "the http port over https",
-        ),
-        (
-            "http://x.example.com:65536/",
-            Deny,
-            "bad_url",
-            "port out of range",
-        ),
-        ("http://x.example.com:-1/", Deny, "bad_url", "negative port"),
-        (
-            "http://x.example.com:8o/",
-            Deny,
-            "bad_url",
-            "letter in port",
-        ),
-        (
-            "http://[::ffff:127.0.0.1]/",
-            Deny,
-            "not_granted",
-            "IPv4-mapped literal",
-        ),
-        (
-            "http://[::ffff:7f00:1]/",
-            Deny,
-            "not_granted",
-            "IPv4-mapped literal, hex groups",
-        ),
-        (
-            "http://[fe80::1%25eth0]/",
-            Deny,
-            "bad_url",
-            "zone identifier",
-        ),
-        ("http://[::1/", Deny, "bad_url", "unclosed bracket"),
-        (
-            "http://127.0.0.1.nip.io/",
-            Deny,
-            "not_granted",
-            "nip.io name not granted",
-        ),
-        (
-            "http://x.example.com/../../etc/passwd",
-            Allow,
-            "allowed",
-            "path traversal is the server's business",
-        ),
-        (
-            "http://localhost/",
-            Deny,
-            "not_granted",
-            "localhost not granted",
-        ),
-        ("http://0/", Deny, "not_granted", "0 is 0.0.0.0"),
-        ("http://[::]/", Deny, "not_granted", "unspecified IPv6"),
-    ];
-    let mut cases: Vec<Case> = rows
-        .iter()
-        .map(|(u, e, k, note)| usual_dns(url(*u, *e, k)).note(*note))
-        .collect();
-    cases.push(
-        usual_dns(url(
-            format!("http://x.example.com/{}", "a".repeat(8200)),
-            Deny,
-            "bad_url",
-        ))
-        .note("longer than 8 KiB"),
-    );
-    Family {
-        name: "url_parser_confusion",
-        doc: "URLs built to make two parsers disagree on the host (Orange Tsai, A New Era of SSRF, Black Hat 2017; PayloadsAllTheThings): userinfo, backslashes, fragments, queries and paths hiding or faking the granted name, NUL, tabs and newlines, missing or extra slashes, case, trailing dots, empty labels, IDNA mappings (circled and fullwidth letters, ideographic full stops), percent-encoded hosts, homographs, ports spelled oddly or out of range, IPv6 literals with zones: the guard decides on the host the `url` crate extracts, which is the host connected to",
+        doc: "a granted name answering each IPv4 address of the capability families, directly and embedded in IPv6 (mapped, compatible, SIIT, NAT64, 6to4, and local-use NAT64 and Teredo, which stay non-public whatever they carry), and each special IPv6 block (loopback, unspecified, link-local, ULA, AWS IMDS, multicast, documentation, Teredo, benchmarking, discard, SRv6, site-local, local NAT64, outside 2000::/3): only public answers pass; one bad answer among good ones refuses the request (DNS rebinding); no answer refuses it",
         cases,
     }
 }
@@ -572,6 +324,12 @@ fn literal_grants() -> Family {
         (
             "http://[::ffff:127.0.0.1]/",
             "net:http:127.0.0.1",
+            Allow,
+            "allowed",
+        ),
+        (
+            "http://[::ffff:127.0.0.1]/",
+            "net:http:[::1]",
             Deny,
             "not_granted",
         ),
@@ -603,7 +361,7 @@ fn literal_grants() -> Family {
         ),
         (
             "http://[::ffff:0.0.0.0]/",
-            "net:http:[::ffff:0.0.0.0]",
+            "net:http:0.0.0.0",
             Deny,
             "not_unicast",
         ),
@@ -675,7 +433,7 @@ fn literal_grants() -> Family {
     );
     Family {
         name: "url_literal_grants",
-        doc: "a grant naming an address literally opens that address only (cloud metadata and loopback included: the operator's choice), not another spelling, family, port or neighbour, and never the unspecified, multicast or broadcast address; a grant naming a host that resolves to loopback or metadata is still refused at resolution; no net grant refuses everything",
+        doc: "a grant naming an address literally opens that address only (cloud metadata and loopback included: the operator's choice), in any spelling the URL parser or the IPv6 embeddings read as it, not another family, port or neighbour, and never the unspecified, multicast or broadcast address; a grant naming a host that resolves to loopback or metadata is still refused at resolution; no net grant refuses everything",
         cases,
     }
 }

@@ -1,0 +1,248 @@
+//! The guest's `open-at`, refusing everything that is neither a regular file
+//! nor a directory: FIFOs, sockets, character and block devices (issue 13).
+//!
+//! Why: Wasmtime's WASI opens a path with a blocking `openat` on a
+//! `spawn_blocking` thread. Opening a FIFO for reading blocks until a writer
+//! appears, which may be never; epoch interruption cannot stop a blocked host
+//! call, so the call's deadline fires but the thread stays in `open`, and the
+//! process cannot exit while it does (one more thread per call of an agent
+//! turn). A device can also block, or act, on open.
+//!
+//! How: the host function `wasi:filesystem/types.[method]descriptor.open-at`
+//! that `wasmtime_wasi::p2::add_to_linker_async` defines is shadowed by
+//! [`shadow_open_at`] with [`open_at`], which does what Wasmtime 48's
+//! `Dir::open_at` does (same flags, same read-only enforcement, same
+//! confinement: `cap_primitives::fs::open` resolves the path beneath the
+//! directory, as Wasmtime's copy of it does) with two differences:
+//!
+//! 1. the file is opened with `O_NONBLOCK | O_NOCTTY`, so opening a FIFO or a
+//!    device returns at once instead of waiting, and a terminal never becomes
+//!    the host's controlling terminal;
+//! 2. the opened descriptor's type (`fstat`, race-free: it is the object
+//!    opened, not a second lookup of the path) must be a regular file or a
+//!    directory; anything else is closed and the guest gets `unsupported`
+//!    (`ENOTSUP`). `O_NONBLOCK` is then cleared, so reads and writes behave
+//!    as usual.
+//!
+//! Every other filesystem function is Wasmtime's: none of them opens a path
+//! (`stat-at`, `readlink-at`, `metadata-hash-at`, ... do not block on a FIFO),
+//! and the streams of a descriptor only ever see files opened here or the
+//! preopened directories.
+
+use std::io;
+use std::os::fd::AsFd;
+use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::filesystem::{Descriptor, Dir, File};
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    DescriptorFlags, ErrorCode, OpenFlags, PathFlags,
+};
+use wasmtime_wasi::{OpenMode, WasiView};
+
+/// The interface whose `open-at` is shadowed: the version of `wasi:filesystem`
+/// that `wasmtime-wasi` 48 implements (guests importing any 0.2.x version
+/// are linked to it by semver).
+pub const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
+/// The function shadowed.
+pub const OPEN_AT: &str = "[method]descriptor.open-at";
+
+/// What [`open_at`] found at the path, when it refused it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Special {
+    /// A FIFO (named pipe).
+    Fifo,
+    /// A Unix domain socket.
+    Socket,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// Something else that is neither a regular file nor a directory.
+    Other,
+}
+
+impl Special {
+    fn of(ft: &std::fs::FileType) -> Option<Special> {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_file() || ft.is_dir() {
+            None
+        } else if ft.is_fifo() {
+            Some(Special::Fifo)
+        } else if ft.is_socket() {
+            Some(Special::Socket)
+        } else if ft.is_char_device() {
+            Some(Special::CharDevice)
+        } else if ft.is_block_device() {
+            Some(Special::BlockDevice)
+        } else {
+            Some(Special::Other)
+        }
+    }
+
+    /// A short name for logs: `FIFO`, `socket`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Special::Fifo => "FIFO",
+            Special::Socket => "socket",
+            Special::CharDevice => "character device",
+            Special::BlockDevice => "block device",
+            Special::Other => "special file",
+        }
+    }
+}
+
+/// Redefine `open-at` in `linker` (after `add_to_linker_async`) with
+/// [`open_at`].
+///
+/// # Errors
+/// When the linker refuses the definition.
+pub fn shadow_open_at<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let defined = linker.instance(FILESYSTEM_TYPES).and_then(|mut types| {
+        types.func_wrap_async(
+            OPEN_AT,
+            |mut store,
+             (fd, path_flags, path, oflags, flags): (
+                Resource<Descriptor>,
+                PathFlags,
+                String,
+                OpenFlags,
+                DescriptorFlags,
+            )| {
+                Box::new(async move {
+                    let dir = match store.data_mut().ctx().table.get(&fd)? {
+                        Descriptor::Dir(d) => d.clone(),
+                        Descriptor::File(_) => return Ok((Err(ErrorCode::NotDirectory),)),
+                    };
+                    let opened = match open_at(dir, path_flags, path, oflags, flags).await {
+                        Ok(d) => d,
+                        Err(e) => return Ok((Err(e),)),
+                    };
+                    let fd = store.data_mut().ctx().table.push(opened)?;
+                    Ok((Ok(fd),))
+                })
+            },
+        )
+    });
+    linker.allow_shadowing(false);
+    defined
+}
+
+/// Open `path` beneath `dir` as Wasmtime's `open-at` does, refusing FIFOs,
+/// sockets and devices without blocking (see the module documentation).
+///
+/// # Errors
+/// The WASI error code: `not-permitted` for a write on a read-only preopen,
+/// `unsupported` for a special file, `not-directory` when a directory was
+/// required, or the OS error of the open (`no-entry`, `loop`, ...; an
+/// escape from the directory is `not-permitted`, as in Wasmtime).
+pub async fn open_at(
+    dir: Dir,
+    path_flags: PathFlags,
+    path: String,
+    oflags: OpenFlags,
+    flags: DescriptorFlags,
+) -> Result<Descriptor, ErrorCode> {
+    let (opts, open_mode, create) = options(path_flags, oflags, flags)?;
+    if dir.perms.write_not_permitted() && (create || open_mode.contains(OpenMode::WRITE)) {
+        return Err(ErrorCode::NotPermitted);
+    }
+    let parent = dir.dir.clone();
+    let want_dir = oflags.contains(OpenFlags::DIRECTORY);
+    let shown = path.chars().take(200).collect::<String>();
+    let opened = wasmtime_wasi::runtime::spawn_blocking(move || {
+        let file = match cap_primitives::fs::open(&parent, path.as_ref(), &opts) {
+            // ENXIO at open: a socket, a FIFO opened for writing without a
+            // reader, a device without a driver: special files all.
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+                return Ok(Err(Special::Other));
+            }
+            opened => opened?,
+        };
+        let ft = file.metadata()?.file_type();
+        if let Some(special) = Special::of(&ft) {
+            return Ok(Err(special));
+        }
+        clear_nonblocking(&file)?;
+        Ok::<_, io::Error>(Ok((file, ft.is_dir())))
+    })
+    .await
+    .map_err(ErrorCode::from)?;
+    match opened {
+        Err(special) => {
+            tracing::info!("open-at refused `{shown}`: a {}", special.as_str());
+            Err(ErrorCode::Unsupported)
+        }
+        Ok((file, true)) => Ok(Descriptor::Dir(Dir::new(file, dir.perms, open_mode, false))),
+        Ok(_) if want_dir => Err(ErrorCode::NotDirectory),
+        Ok((file, false)) => Ok(Descriptor::File(File::new(
+            file, dir.perms, open_mode, false,
+        ))),
+    }
+}
+
+/// The OS open options, the open mode recorded in the descriptor, and
+/// whether the call may create: Wasmtime 48's rules, plus `O_NONBLOCK` and
+/// `O_NOCTTY`.
+fn options(
+    path_flags: PathFlags,
+    oflags: OpenFlags,
+    flags: DescriptorFlags,
+) -> Result<(cap_primitives::fs::OpenOptions, OpenMode, bool), ErrorCode> {
+    use cap_primitives::fs::{FollowSymlinks, OpenOptions, OpenOptionsExt};
+    let mut opts = OpenOptions::new();
+    let mut open_mode = OpenMode::empty();
+    let create = oflags.contains(OpenFlags::CREATE);
+    if create {
+        if oflags.contains(OpenFlags::EXCLUSIVE) {
+            opts.create_new(true);
+        } else {
+            opts.create(true);
+        }
+        opts.write(true);
+        open_mode |= OpenMode::WRITE;
+    }
+    if oflags.contains(OpenFlags::TRUNCATE) {
+        opts.truncate(true).write(true);
+        open_mode |= OpenMode::WRITE;
+    }
+    if flags.contains(DescriptorFlags::READ) {
+        opts.read(true);
+        open_mode |= OpenMode::READ;
+    }
+    if flags.contains(DescriptorFlags::WRITE) {
+        opts.write(true);
+        open_mode |= OpenMode::WRITE;
+    } else {
+        // As Wasmtime: open for reading at least, the permissions decide the rest.
+        opts.read(true);
+        open_mode |= OpenMode::READ;
+    }
+    // The public entry points cap-fs-ext uses for these two options.
+    opts._cap_fs_ext_follow(if path_flags.contains(PathFlags::SYMLINK_FOLLOW) {
+        FollowSymlinks::Yes
+    } else {
+        FollowSymlinks::No
+    });
+    opts._cap_fs_ext_nonblock(true);
+    if flags.contains(DescriptorFlags::FILE_INTEGRITY_SYNC)
+        || flags.contains(DescriptorFlags::DATA_INTEGRITY_SYNC)
+        || flags.contains(DescriptorFlags::REQUESTED_WRITE_SYNC)
+    {
+        return Err(ErrorCode::Unsupported);
+    }
+    if oflags.contains(OpenFlags::DIRECTORY)
+        && (create || oflags.contains(OpenFlags::EXCLUSIVE) || oflags.contains(OpenFlags::TRUNCATE))
+    {
+        return Err(ErrorCode::Invalid);
+    }
+    opts.custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32);
+    Ok((opts, open_mode, create))
+}
+
+/// Clear `O_NONBLOCK` on an opened regular file or directory.
+fn clear_nonblocking(file: &std::fs::File) -> io::Result<()> {
+    let fd = file.as_fd();
+    let flags = rustix::fs::fcntl_getfl(fd)?;
+    rustix::fs::fcntl_setfl(fd, flags - rustix::fs::OFlags::NONBLOCK)?;
+    Ok(())
+}
