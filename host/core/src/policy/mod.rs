@@ -162,6 +162,9 @@ pub struct PolicyFile {
     pub tools_dir: Option<String>,
     /// Directory of the state database, relative to the file or absolute.
     pub state_dir: Option<String>,
+    /// How long a write to the state database waits its turn while other
+    /// processes write, milliseconds (default 60 000; 1 to 3 600 000).
+    pub busy_timeout_ms: Option<u64>,
     /// Default limits.
     #[serde(default)]
     pub limits: LimitsConfig,

@@ -66,6 +66,13 @@ pub struct BenchArgs {
     /// against `time_now`; skipped when the file does not exist).
     #[arg(long, default_value = "target/tools/shell_run.wasm")]
     pub shell_run: PathBuf,
+    /// Instead: the state database's `-wal` file after `--wal-steps` steps
+    /// committed with a concurrent reader, and when the command returns.
+    #[arg(long)]
+    pub wal: bool,
+    /// Steps of the `--wal` benchmark.
+    #[arg(long, default_value_t = 20_000)]
+    pub wal_steps: u32,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -551,6 +558,9 @@ fn machine() -> String {
 
 /// Run the benchmark and print the report.
 pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
+    if args.wal {
+        return super::bench_wal::run(out, args.wal_steps).await;
+    }
     match run_inner(args).await {
         Ok(report) => {
             if out.json {

@@ -7,6 +7,7 @@ mod pipe;
 mod approvals;
 mod bench;
 mod bench_shell;
+mod bench_wal;
 pub mod check;
 pub mod exit;
 mod ops;
@@ -224,7 +225,7 @@ impl From<HostError> for Failure {
     fn from(e: HostError) -> Self {
         let code = match &e {
             HostError::Config(_) | HostError::Load(_) | HostError::Factor(_) => exit::CONFIG,
-            HostError::Store(_) => exit::DATABASE,
+            HostError::Store(s) => store_code(s),
             HostError::Sandbox(_) | HostError::Owner { .. } => exit::INTERNAL,
         };
         Failure {
@@ -234,10 +235,20 @@ impl From<HostError> for Failure {
     }
 }
 
+/// The exit code of a store error: [`exit::BUSY`] when other processes
+/// only kept it busy, [`exit::DATABASE`] for a damaged, foreign or unusable
+/// database.
+fn store_code(e: &StoreError) -> u8 {
+    match e {
+        StoreError::Busy(_) => exit::BUSY,
+        _ => exit::DATABASE,
+    }
+}
+
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         Failure {
-            code: exit::DATABASE,
+            code: store_code(&e),
             message: e.to_string(),
         }
     }
@@ -247,7 +258,7 @@ impl From<DispatchError> for Failure {
     fn from(e: DispatchError) -> Self {
         let code = match &e {
             DispatchError::NotFound(_) => exit::NOT_FOUND,
-            DispatchError::Store(_) => exit::DATABASE,
+            DispatchError::Store(s) => store_code(s),
             DispatchError::Transition(_) => exit::INTERNAL,
             DispatchError::Busy { .. } => exit::BUSY,
         };
@@ -273,7 +284,7 @@ impl From<RunError> for Failure {
 impl From<ApprovalOpError> for Failure {
     fn from(e: ApprovalOpError) -> Self {
         let code = match &e {
-            ApprovalOpError::Store(_) => exit::DATABASE,
+            ApprovalOpError::Store(s) => store_code(s),
             ApprovalOpError::NotFound(_) | ApprovalOpError::Ambiguous(_) => exit::NOT_FOUND,
             ApprovalOpError::Refused(_) => exit::NOT_SUCCESS,
         };

@@ -360,8 +360,8 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
         .await
         .map_err(|e| Failure {
             code: match &e {
-                AgentError::Budget(BudgetLoadError::Store(_)) | AgentError::Store(_) => {
-                    exit::DATABASE
+                AgentError::Budget(BudgetLoadError::Store(s)) | AgentError::Store(s) => {
+                    super::store_code(s)
                 }
                 AgentError::Budget(_) => exit::CONFIG,
                 AgentError::Dispatch(_) => exit::INTERNAL,

@@ -7,8 +7,9 @@ use std::path::Path;
 
 /// `PRAGMA application_id` of capsaga databases ("CAPS").
 pub const APPLICATION_ID: i64 = 0x4341_5053;
-/// How long a writer waits for another process's lock, milliseconds.
-pub const BUSY_TIMEOUT_MS: u64 = 10_000;
+/// How long a write waits for its turn while other processes write,
+/// milliseconds (then [`StoreError::Busy`]).
+pub const BUSY_TIMEOUT_MS: u64 = 60_000;
 
 /// Version 1.
 pub(super) const SCHEMA: &str = r#"
@@ -140,15 +141,31 @@ const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
 );";
 
 /// Refuse a file that is another application's database or has a newer
-/// schema (a file that is not a database at all fails here too, as corrupt).
-pub(super) fn check_ours(conn: &Connection, path: &Path) -> Result<(), StoreError> {
-    let query = |sql: &str| -> Result<i64, StoreError> {
-        conn.query_row(sql, [], |r| r.get(0))
-            .map_err(|e| classify(path, e))
+/// schema (a file that is not a database at all fails here too, as
+/// corrupt); `Ok(true)` when the file is ours and current (nothing to
+/// migrate or stamp), `Ok(false)` when it is empty or older.
+///
+/// Every value is read in one read transaction, so that a file another
+/// process is creating is seen either empty or complete, never created and
+/// not yet stamped.
+pub(super) fn check_ours(conn: &Connection, path: &Path) -> Result<bool, StoreError> {
+    let read = || -> Result<(i64, i64, i64, i64), rusqlite::Error> {
+        conn.execute_batch("BEGIN DEFERRED")?;
+        let out = (|| -> Result<(i64, i64, i64, i64), rusqlite::Error> {
+            let q = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0));
+            Ok((
+                q("PRAGMA application_id")?,
+                q("PRAGMA user_version")?,
+                q("SELECT count(*) FROM sqlite_schema")?,
+                q("SELECT count(*) FROM sqlite_schema WHERE name = 'budget_days'")?,
+            ))
+        })();
+        let end = conn.execute_batch("COMMIT");
+        let out = out?;
+        end?;
+        Ok(out)
     };
-    let app_id = query("PRAGMA application_id")?;
-    let version = query("PRAGMA user_version")?;
-    let tables = query("SELECT count(*) FROM sqlite_schema")?;
+    let (app_id, version, tables, budget) = read().map_err(|e| classify(path, e))?;
     if app_id != APPLICATION_ID && (app_id != 0 || tables > 0) {
         return Err(StoreError::Foreign {
             path: path.to_path_buf(),
@@ -161,7 +178,7 @@ pub(super) fn check_ours(conn: &Connection, path: &Path) -> Result<(), StoreErro
             found: version,
         });
     }
-    Ok(())
+    Ok(app_id == APPLICATION_ID && version == SCHEMA_VERSION && budget == 1)
 }
 
 /// Migrate to [`SCHEMA_VERSION`] and stamp the application id, inside the
