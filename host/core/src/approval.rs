@@ -229,6 +229,16 @@ impl Effect {
         }
     }
 
+    /// [`Effect::of`] with the identifiers of the call context that asked
+    /// (`context`: its idempotency key and saga id) replaced by `<call>` in
+    /// every string of the output. A dry-run that echoes them (which key it
+    /// would use) describes the same effect for every saga: an approval an
+    /// ended saga asked for, claimed by a later identical call, is compared
+    /// on what the call does, not on who asks.
+    pub fn of_call(output: &Value, context: &[&str]) -> Effect {
+        Effect::of(&neutralize(output, context))
+    }
+
     /// `None` when `now` is what was approved (`self`), else one line
     /// naming the difference for the human.
     pub fn difference(&self, now: &Effect) -> Option<String> {
@@ -253,6 +263,26 @@ impl Effect {
             short(&self.data_sha256),
             short(&now.data_sha256)
         ))
+    }
+}
+
+/// `v` with every occurrence of each non-empty token of `context` inside
+/// its strings replaced by `<call>` (tokens in order: put the longer first).
+fn neutralize(v: &Value, context: &[&str]) -> Value {
+    match v {
+        Value::String(s) => Value::String(
+            context
+                .iter()
+                .filter(|t| !t.is_empty())
+                .fold(s.clone(), |acc, t| acc.replace(t, "<call>")),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(|x| neutralize(x, context)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), neutralize(x, context)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
@@ -373,6 +403,25 @@ mod tests {
             .unwrap();
         assert!(d.contains("pre-image"), "{d}");
         assert_eq!(Effect::of(&Value::Null).summary, "");
+    }
+
+    #[test]
+    fn the_asking_call_context_is_not_part_of_the_effect() {
+        let out = |saga: &str| {
+            let key = format!("{saga}:1:ledger:abc");
+            json!({"summary": format!("Would append x ({key})"), "effects": [format!("key {key}")], "data": {"key": key, "saga": saga, "n": [saga]}})
+        };
+        let (a, b) = (out("saga-a"), out("saga-b"));
+        let ea = Effect::of_call(&a, &["saga-a:1:ledger:abc", "saga-a"]);
+        let eb = Effect::of_call(&b, &["saga-b:1:ledger:abc", "saga-b"]);
+        assert_eq!(ea.difference(&eb), None);
+        assert_ne!(Effect::of(&a), Effect::of(&b));
+        // Everything else still counts.
+        let mut c = out("saga-b");
+        c["data"]["n"] = json!(["other"]);
+        let ec = Effect::of_call(&c, &["saga-b:1:ledger:abc", "saga-b"]);
+        assert!(ea.difference(&ec).is_some());
+        assert_eq!(Effect::of_call(&a, &[""]), Effect::of(&a));
     }
 
     #[test]

@@ -39,6 +39,7 @@ use async_trait::async_trait;
 use capsaga_core::approval::{ApprovalStatus, Binding, Effect, may_claim};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
+use capsaga_core::idempotency::step_key;
 use capsaga_core::json::canonical;
 use capsaga_core::tool::{CallContext, ToolOutput};
 use serde_json::Value;
@@ -208,11 +209,14 @@ async fn recheck(host: &Host, p: &Pending<'_>, row: &ApprovalRow) -> Option<Stri
     if !p.tool.meta.supports_dry_run {
         return None;
     }
-    let was = Effect::of(approved);
+    // Compared on what the call does, not on which saga asks (a dry-run
+    // may echo its idempotency key).
+    let asked_key = step_key(&row.saga_id, row.step_seq, &p.tool.meta.name, p.args);
+    let was = Effect::of_call(approved, &[&asked_key, &row.saga_id]);
     match dry_run_of(host, p).await {
         Ok(now) => {
             let now = serde_json::to_value(&now).unwrap_or(Value::Null);
-            was.difference(&Effect::of(&now))
+            was.difference(&Effect::of_call(&now, &[p.key, &p.saga.id]))
         }
         Err(e) => Some(format!(
             "approved: {:?}; now its dry-run fails: {e}",
@@ -292,8 +296,12 @@ async fn park(
     binding: &Binding,
     retired: Option<&Retired>,
 ) -> Result<Result<ApprovalRow, ToolError>, DispatchError> {
-    if let Err(e) = guardrail::before_parking(host, &mut *p.saga).await? {
-        return Ok(Err(e));
+    // A saga resumed while parked (its approval went stale or expired)
+    // stays parked: the new approval replaces the old one.
+    if p.saga.state != State::AwaitingApproval {
+        if let Err(e) = guardrail::before_parking(host, &mut *p.saga).await? {
+            return Ok(Err(e));
+        }
     }
     let (mut summary, preview) = summary(host, p).await;
     if let Some(r) = retired {
