@@ -9,7 +9,8 @@
 //! `/hello`), `GET /big` (2 MiB of text), `GET /echo` (the request headers,
 //! one per line), `GET /search?q=...&format=json` (a SearXNG-style JSON
 //! answer whose first result echoes the query), and a small item API: `POST /items` (201 + `Location`),
-//! `GET|PUT|PATCH|DELETE /items/{id}`.
+//! `GET|PUT|PATCH|DELETE /items/{id}`; `/status/{code}` answers any method
+//! with that status (for retry tests: every request is counted).
 
 use axum::Router;
 use axum::body::Bytes;
@@ -139,6 +140,12 @@ fn router(shared: Shared, tls: bool) -> Router {
     let st = AppState { shared, tls };
     Router::new()
         .route("/search", get(search))
+        .route(
+            "/status/{code}",
+            axum::routing::any(|Path(code): Path<u16>| async move {
+                StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }),
+        )
         .route(
             "/hello",
             get(|| async {

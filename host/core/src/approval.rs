@@ -9,14 +9,29 @@
 //!
 //! ```text
 //! pending --approve--> approved --claim--> claimed
-//!    \--deny--> denied
+//!    |  \--deny--> denied         |
+//!    +-----------------------------+--> stale   (the world changed since)
+//!    +-----------------------------+--> expired (past its time to live)
 //! ```
 //!
 //! Only a human (the TTY prompt or `capsaga approve|deny`) decides; only the
 //! saga engine claims, in the same database transaction that writes the
 //! step's BEGIN row, so an approval is consumed exactly when its step starts
 //! and never twice. Every state but `pending` is final for decisions, and
-//! `claimed` is final for everything.
+//! `claimed`, `stale` and `expired` are final for everything.
+//!
+//! Three more rules make an approval mean what the human read:
+//! - it binds to the saga that asked: while that saga is not ended, only it
+//!   may claim the approval ([`may_claim`]); a byte-identical call from
+//!   another saga asks for its own;
+//! - it describes what will run: at claim time the tool's dry-run runs again
+//!   and its effect ([`Effect`]: summary, effects, SHA-256 of the data,
+//!   which holds the pre-image) is compared with the approved one; a change
+//!   makes the approval `stale` and the step asks again, showing the
+//!   difference;
+//! - it expires: a pending or approved approval past its time to live
+//!   ([`ApprovalsSection::ttl`], default [`DEFAULT_TTL_S`]) can be neither
+//!   approved nor claimed; the step asks again.
 
 use crate::idempotency::args_hash;
 use serde::{Deserialize, Serialize};
@@ -34,6 +49,11 @@ pub enum ApprovalStatus {
     Denied,
     /// Used by a step (final).
     Claimed,
+    /// Replaced by a new approval because the call's dry-run no longer
+    /// shows what was approved (final).
+    Stale,
+    /// Past its time to live before it was claimed (final).
+    Expired,
 }
 
 impl ApprovalStatus {
@@ -44,6 +64,8 @@ impl ApprovalStatus {
             ApprovalStatus::Approved => "approved",
             ApprovalStatus::Denied => "denied",
             ApprovalStatus::Claimed => "claimed",
+            ApprovalStatus::Stale => "stale",
+            ApprovalStatus::Expired => "expired",
         }
     }
 
@@ -54,6 +76,8 @@ impl ApprovalStatus {
             "approved" => ApprovalStatus::Approved,
             "denied" => ApprovalStatus::Denied,
             "claimed" => ApprovalStatus::Claimed,
+            "stale" => ApprovalStatus::Stale,
+            "expired" => ApprovalStatus::Expired,
             _ => return None,
         })
     }
@@ -100,6 +124,9 @@ pub enum ApprovalError {
     /// The call differs from the one approved.
     #[error("the approval is for another call: {0}")]
     BindingMismatch(String),
+    /// Past its time to live.
+    #[error("the approval expired at {0}: the step will ask again when its saga is resumed")]
+    Expired(String),
 }
 
 /// The exact call an approval covers.
@@ -154,6 +181,172 @@ impl Binding {
     }
 }
 
+/// Whether a step of saga `claimant` may claim an approval requested by
+/// saga `requester`, whose state is `requester_ended` (terminal) or not:
+/// the requesting saga itself always; another saga only once the requesting
+/// one has ended (an operator approved what an ended agent turn asked for).
+/// While the requesting saga is parked and can still be resumed, its
+/// approval is its own.
+pub fn may_claim(requester: &str, requester_ended: bool, claimant: &str) -> bool {
+    requester == claimant || requester_ended
+}
+
+/// What a dry-run says a call will do, as compared at claim time with what
+/// the human approved: its one-line summary, its effects, and the SHA-256
+/// of its data (for a file write: created or replaced, and the pre-image's
+/// hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Effect {
+    /// The dry-run's summary.
+    pub summary: String,
+    /// The dry-run's effects.
+    pub effects: Vec<String>,
+    /// SHA-256 of the canonical JSON of the dry-run's data, lowercase hex.
+    pub data_sha256: String,
+}
+
+impl Effect {
+    /// The effect of a dry-run output (JSON tool output: `summary`,
+    /// `effects`, `data`; missing fields count as empty).
+    pub fn of(output: &Value) -> Effect {
+        let effects = output
+            .get("effects")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Effect {
+            summary: output
+                .get("summary")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            effects,
+            data_sha256: args_hash(output.get("data").unwrap_or(&Value::Null)),
+        }
+    }
+
+    /// [`Effect::of`] with the identifiers of the call context that asked
+    /// (`context`: its idempotency key and saga id) replaced by `<call>` in
+    /// every string of the output. A dry-run that echoes them (which key it
+    /// would use) describes the same effect for every saga: an approval an
+    /// ended saga asked for, claimed by a later identical call, is compared
+    /// on what the call does, not on who asks.
+    pub fn of_call(output: &Value, context: &[&str]) -> Effect {
+        Effect::of(&neutralize(output, context))
+    }
+
+    /// `None` when `now` is what was approved (`self`), else one line
+    /// naming the difference for the human.
+    pub fn difference(&self, now: &Effect) -> Option<String> {
+        if self == now {
+            return None;
+        }
+        if self.summary != now.summary {
+            return Some(format!(
+                "approved: {:?}; now: {:?}",
+                self.summary, now.summary
+            ));
+        }
+        if self.effects != now.effects {
+            return Some(format!(
+                "approved effects: {}; now: {}",
+                self.effects.join("; "),
+                now.effects.join("; ")
+            ));
+        }
+        Some(format!(
+            "the state it acts on changed since the approval (pre-image {} -> {})",
+            short(&self.data_sha256),
+            short(&now.data_sha256)
+        ))
+    }
+}
+
+/// `v` with every occurrence of each non-empty token of `context` inside
+/// its strings replaced by `<call>` (tokens in order: put the longer first).
+fn neutralize(v: &Value, context: &[&str]) -> Value {
+    match v {
+        Value::String(s) => Value::String(
+            context
+                .iter()
+                .filter(|t| !t.is_empty())
+                .fold(s.clone(), |acc, t| acc.replace(t, "<call>")),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(|x| neutralize(x, context)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), neutralize(x, context)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Default time to live of an approval, seconds (24 hours).
+pub const DEFAULT_TTL_S: u64 = 24 * 3600;
+
+/// The `[approvals]` section of the policy.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsSection {
+    /// How long an approval may wait to be claimed, from its request: a
+    /// number of seconds, or a string of a number and a unit (`s`, `m`, `h`,
+    /// `d`), e.g. `"30m"`, `"24h"`. Default [`DEFAULT_TTL_S`].
+    pub ttl: Option<Ttl>,
+}
+
+/// A time to live as written in the policy.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum Ttl {
+    /// Seconds.
+    Seconds(u64),
+    /// `<number><unit>`, unit one of `s`, `m`, `h`, `d`.
+    Text(String),
+}
+
+impl ApprovalsSection {
+    /// The time to live in seconds.
+    ///
+    /// # Errors
+    /// A message when the value is zero, malformed or above a year.
+    pub fn ttl_s(&self) -> Result<u64, String> {
+        let s = match &self.ttl {
+            None => return Ok(DEFAULT_TTL_S),
+            Some(Ttl::Seconds(s)) => *s,
+            Some(Ttl::Text(t)) => parse_duration_s(t)?,
+        };
+        if s == 0 || s > 366 * 24 * 3600 {
+            return Err(format!(
+                "[approvals] ttl must be between 1 second and 366 days, got {s} s"
+            ));
+        }
+        Ok(s)
+    }
+}
+
+fn parse_duration_s(t: &str) -> Result<u64, String> {
+    let bad = || {
+        format!("[approvals] ttl `{t}`: expected a number and a unit (s, m, h, d), e.g. \"24h\"")
+    };
+    let t = t.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = t.split_at(split);
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let mult = match unit.trim() {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(mult).ok_or_else(bad)
+}
+
 fn short(h: &str) -> String {
     h.chars().take(12).collect()
 }
@@ -173,13 +366,76 @@ mod tests {
             assert_eq!(s.decide(true), Err(ApprovalError::AlreadyDecided(s)));
             assert_eq!(s.decide(false), Err(ApprovalError::AlreadyDecided(s)));
         }
-        for s in [Pending, Denied, Claimed] {
+        for s in [Pending, Denied, Claimed, Stale, Expired] {
             assert_eq!(s.claim(), Err(ApprovalError::NotClaimable(s)));
         }
-        for s in [Pending, Approved, Denied, Claimed] {
+        for s in [Stale, Expired] {
+            assert_eq!(s.decide(true), Err(ApprovalError::AlreadyDecided(s)));
+        }
+        for s in [Pending, Approved, Denied, Claimed, Stale, Expired] {
             assert_eq!(ApprovalStatus::parse(s.as_str()), Some(s));
         }
         assert_eq!(ApprovalStatus::parse("Approved"), None);
+    }
+
+    #[test]
+    fn only_the_requesting_saga_claims_until_it_ends() {
+        assert!(may_claim("s1", false, "s1"));
+        assert!(may_claim("s1", true, "s1"));
+        assert!(!may_claim("s1", false, "s2"));
+        assert!(may_claim("s1", true, "s2"));
+    }
+
+    #[test]
+    fn effect_differences_are_named() {
+        let created = json!({"summary": "Would create f", "effects": ["would write f"], "data": {"created": true}});
+        let replaced = json!({"summary": "Would replace f", "effects": ["would write f"], "data": {"created": false}});
+        let other_pre = json!({"summary": "Would replace f", "effects": ["would write f"], "data": {"created": false, "prev": "x"}});
+        let e = Effect::of(&created);
+        assert_eq!(e.difference(&Effect::of(&created)), None);
+        assert!(
+            e.difference(&Effect::of(&replaced))
+                .unwrap()
+                .contains("Would replace")
+        );
+        let d = Effect::of(&replaced)
+            .difference(&Effect::of(&other_pre))
+            .unwrap();
+        assert!(d.contains("pre-image"), "{d}");
+        assert_eq!(Effect::of(&Value::Null).summary, "");
+    }
+
+    #[test]
+    fn the_asking_call_context_is_not_part_of_the_effect() {
+        let out = |saga: &str| {
+            let key = format!("{saga}:1:ledger:abc");
+            json!({"summary": format!("Would append x ({key})"), "effects": [format!("key {key}")], "data": {"key": key, "saga": saga, "n": [saga]}})
+        };
+        let (a, b) = (out("saga-a"), out("saga-b"));
+        let ea = Effect::of_call(&a, &["saga-a:1:ledger:abc", "saga-a"]);
+        let eb = Effect::of_call(&b, &["saga-b:1:ledger:abc", "saga-b"]);
+        assert_eq!(ea.difference(&eb), None);
+        assert_ne!(Effect::of(&a), Effect::of(&b));
+        // Everything else still counts.
+        let mut c = out("saga-b");
+        c["data"]["n"] = json!(["other"]);
+        let ec = Effect::of_call(&c, &["saga-b:1:ledger:abc", "saga-b"]);
+        assert!(ea.difference(&ec).is_some());
+        assert_eq!(Effect::of_call(&a, &[""]), Effect::of(&a));
+    }
+
+    #[test]
+    fn ttl_parses_and_is_bounded() {
+        let s = |t: Option<Ttl>| ApprovalsSection { ttl: t }.ttl_s();
+        assert_eq!(s(None), Ok(DEFAULT_TTL_S));
+        assert_eq!(s(Some(Ttl::Seconds(90))), Ok(90));
+        assert_eq!(s(Some(Ttl::Text("30m".into()))), Ok(1800));
+        assert_eq!(s(Some(Ttl::Text("2d".into()))), Ok(172_800));
+        for bad in ["", "h", "10", "10w", "-1h", "1.5h", "99999999999999999999d"] {
+            assert!(s(Some(Ttl::Text(bad.into()))).is_err(), "{bad}");
+        }
+        assert!(s(Some(Ttl::Seconds(0))).is_err());
+        assert!(s(Some(Ttl::Text("400d".into()))).is_err());
     }
 
     #[test]

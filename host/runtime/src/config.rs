@@ -39,6 +39,14 @@ pub enum ConfigError {
         /// What is wrong.
         error: crate::sandbox::factors::FactorError,
     },
+    /// `busy_timeout_ms` out of its range.
+    #[error("{path}: busy_timeout_ms must be between 1 and 3600000 (ms), got {found}")]
+    BusyTimeout {
+        /// The file.
+        path: PathBuf,
+        /// The value written.
+        found: u64,
+    },
     /// `fsm.toml` is unreadable or has a refused row.
     #[error("{path}: {error}")]
     Fsm {
@@ -72,6 +80,9 @@ pub struct Config {
     pub tools_dir: PathBuf,
     /// Where `state.db` lives.
     pub state_dir: PathBuf,
+    /// How long a write to the state database waits its turn while other
+    /// processes write, milliseconds (`busy_timeout_ms`).
+    pub busy_timeout_ms: u64,
     /// The checked policy.
     pub policy: Policy,
     /// The directory of the policy file (canonical): relative paths in the
@@ -149,11 +160,22 @@ impl Config {
         let (guardrail, fsm_path) = load_fsm(&base.join(FSM_FILE))?;
         let tools_dir = normalize(&base.join(file.tools_dir.as_deref().unwrap_or("tools")));
         let state_dir = normalize(&base.join(file.state_dir.as_deref().unwrap_or(".capsaga")));
+        let busy_timeout_ms = match file.busy_timeout_ms {
+            None => crate::store::sqlite::BUSY_TIMEOUT_MS,
+            Some(ms @ 1..=3_600_000) => ms,
+            Some(found) => {
+                return Err(ConfigError::BusyTimeout {
+                    path: path.to_path_buf(),
+                    found,
+                });
+            }
+        };
         Ok(Config {
             path: path.to_path_buf(),
             home,
             tools_dir,
             state_dir,
+            busy_timeout_ms,
             policy,
             base,
             guardrail,

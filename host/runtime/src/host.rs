@@ -92,7 +92,10 @@ impl Host {
     /// # Errors
     /// [`HostError`].
     pub async fn with_config(config: Config) -> Result<Arc<Host>, HostError> {
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.db_path())?);
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open_waiting(
+            &config.db_path(),
+            std::time::Duration::from_millis(config.busy_timeout_ms),
+        )?);
         let owner = OwnerLock::acquire(&config.state_dir).map_err(|e| HostError::Owner {
             dir: config.state_dir.clone(),
             error: e.to_string(),

@@ -162,6 +162,9 @@ pub struct PolicyFile {
     pub tools_dir: Option<String>,
     /// Directory of the state database, relative to the file or absolute.
     pub state_dir: Option<String>,
+    /// How long a write to the state database waits its turn while other
+    /// processes write, milliseconds (default 60 000; 1 to 3 600 000).
+    pub busy_timeout_ms: Option<u64>,
     /// Default limits.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -187,6 +190,9 @@ pub struct PolicyFile {
     /// Price table and budget caps.
     #[serde(default)]
     pub budget: crate::budget::BudgetSection,
+    /// Human approvals: their time to live.
+    #[serde(default)]
+    pub approvals: crate::approval::ApprovalsSection,
 }
 
 /// Why a policy was refused.
@@ -234,6 +240,9 @@ pub enum PolicyError {
     /// A bad `[budget]` section.
     #[error("policy: {0}")]
     Budget(#[from] crate::budget::BudgetError),
+    /// A bad `[approvals]` section.
+    #[error("policy: {0}")]
+    Approvals(String),
 }
 
 /// The checked policy: grants parsed with `~` expanded.
@@ -257,6 +266,8 @@ pub struct Policy {
     pub providers: BTreeMap<String, providers::ProviderSection>,
     /// Budget section, checked.
     pub budget: crate::budget::BudgetSection,
+    /// How long an approval may wait to be claimed, seconds (`[approvals] ttl`).
+    pub approval_ttl_s: u64,
 }
 
 /// One tool's checked grants and limits.
@@ -344,6 +355,7 @@ impl PolicyFile {
             agent: self.agent.clone(),
             providers: self.providers.clone(),
             budget: self.budget.clone(),
+            approval_ttl_s: self.approvals.ttl_s().map_err(PolicyError::Approvals)?,
         })
     }
 }

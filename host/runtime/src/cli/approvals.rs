@@ -5,40 +5,57 @@ use super::{Failure, exit};
 use crate::dispatch::{Dispatcher, decider};
 use crate::host::Host;
 use crate::store::ApprovalRow;
+use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::fsm::State;
 use serde_json::json;
 
 fn print_approval(a: &ApprovalRow) {
-    println!(
+    outln!(
         "{}  {:<8} saga {} step {}  {}",
-        a.approval_id, a.status, a.saga_id, a.step_seq, a.created_at
+        a.approval_id,
+        a.status,
+        a.saga_id,
+        a.step_seq,
+        a.created_at
     );
-    println!(
+    outln!(
         "    tool {} (component {})",
-        a.binding.tool_id, a.binding.tool_hash
+        a.binding.tool_id,
+        a.binding.tool_hash
     );
-    println!(
+    outln!(
         "    args {} (sha256 {})",
         clip(&a.args.to_string(), 160),
         a.binding.args_hash
     );
-    println!("    why: {}", a.reason);
-    println!("    preview: {}", clip(&a.summary, 200));
+    outln!("    why: {}", a.reason);
+    outln!("    preview: {}", clip(&a.summary, 200));
     if let Some(p) = &a.preview
         && let Some(effects) = p.get("effects").and_then(|e| e.as_array())
     {
         for e in effects.iter().filter_map(|e| e.as_str()) {
-            println!("      - {}", clip(e, 200));
+            outln!("      - {}", clip(e, 200));
         }
     }
     if let Some(by) = &a.decided_by {
-        println!(
+        outln!(
             "    decided by {by} at {}",
             a.decided_at.as_deref().unwrap_or("?")
         );
     }
+    if let Some(note) = &a.note {
+        outln!("    note: {}", clip(note, 300));
+    }
+    if let Some(e) = &a.expires_at
+        && matches!(a.status, ApprovalStatus::Pending | ApprovalStatus::Approved)
+    {
+        outln!("    expires at {e}");
+    }
+    if let Some(r) = &a.replaces {
+        outln!("    replaces approval {r}");
+    }
     if let Some(s) = &a.claimed_saga {
-        println!(
+        outln!(
             "    claimed by saga {s} step {} at {}",
             a.claimed_step.map(|x| x.to_string()).unwrap_or_default(),
             a.claimed_at.as_deref().unwrap_or("?")
@@ -52,7 +69,7 @@ pub(crate) async fn list(host: &Host, out: &Out, all: bool) -> Result<u8, Failur
     if out.json {
         out.json(&json!({"approvals": rows}));
     } else if rows.is_empty() {
-        println!(
+        outln!(
             "{}",
             if all {
                 "no approvals"
@@ -80,9 +97,11 @@ pub(crate) async fn approve(
     let a = &decided.approval;
     if resume && decided.resumable {
         if !out.json {
-            println!(
+            outln!(
                 "approved {} ({} with args sha256 {})",
-                a.approval_id, a.binding.tool_id, a.binding.args_hash
+                a.approval_id,
+                a.binding.tool_id,
+                a.binding.args_hash
             );
         }
         return super::run::resume(door, out, &a.saga_id).await;
@@ -92,17 +111,20 @@ pub(crate) async fn approve(
             &json!({"approval": a, "resumable_saga": decided.resumable.then_some(&a.saga_id)}),
         );
     } else {
-        println!(
+        outln!(
             "approved {}: {} may now run once with exactly these arguments (sha256 {})",
-            a.approval_id, a.binding.tool_id, a.binding.args_hash
+            a.approval_id,
+            a.binding.tool_id,
+            a.binding.args_hash
         );
         if decided.resumable {
-            println!(
+            outln!(
                 "saga {} is parked on it: run `capsaga resume --saga {}`",
-                a.saga_id, a.saga_id
+                a.saga_id,
+                a.saga_id
             );
         } else {
-            println!(
+            outln!(
                 "the next call of {} with these arguments (from any saga or agent turn) will claim it",
                 a.binding.tool_id
             );
@@ -125,19 +147,20 @@ pub(crate) async fn deny(
     if out.json {
         out.json(&json!({"approval": a, "rollback": report}));
     } else {
-        println!(
+        outln!(
             "denied {}: {} will not run",
-            a.approval_id, a.binding.tool_id
+            a.approval_id,
+            a.binding.tool_id
         );
         if let Some(r) = report {
-            println!("saga {} was parked on it:", a.saga_id);
+            outln!("saga {} was parked on it:", a.saga_id);
             for u in &r.undone {
                 match &u.result {
-                    Ok(()) => println!("  compensated step {} ({})", u.seq, u.tool),
-                    Err(e) => println!("  COMPENSATION FAILED step {} ({}): {e}", u.seq, u.tool),
+                    Ok(()) => outln!("  compensated step {} ({})", u.seq, u.tool),
+                    Err(e) => outln!("  COMPENSATION FAILED step {} ({}): {e}", u.seq, u.tool),
                 }
             }
-            println!("saga state: {}", r.final_state);
+            outln!("saga state: {}", r.final_state);
         }
     }
     Ok(match report.as_ref().map(|r| r.final_state) {

@@ -66,6 +66,13 @@ pub struct BenchArgs {
     /// against `time_now`; skipped when the file does not exist).
     #[arg(long, default_value = "target/tools/shell_run.wasm")]
     pub shell_run: PathBuf,
+    /// Instead: the state database's `-wal` file after `--wal-steps` steps
+    /// committed with a concurrent reader, and when the command returns.
+    #[arg(long)]
+    pub wal: bool,
+    /// Steps of the `--wal` benchmark.
+    #[arg(long, default_value_t = 20_000)]
+    pub wal_steps: u32,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -538,7 +545,7 @@ async fn peak_memory(path: &Path) -> Result<Option<PeakMemory>, String> {
         memory_cap_mb: mb(limits.memory_bytes),
         error: match res {
             Ok(_) => "none (the output was accepted)".into(),
-            Err(e) => format!("{}: {}", e.kind, e.message),
+            Err(e) => format!("{}: {}", super::render::kind_name(e.kind), e.message),
         },
     }))
 }
@@ -567,6 +574,9 @@ fn machine() -> String {
 
 /// Run the benchmark and print the report.
 pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
+    if args.wal {
+        return super::bench_wal::run(out, args.wal_steps).await;
+    }
     match run_inner(args).await {
         Ok(report) => {
             if out.json {
@@ -577,7 +587,7 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
             exit::OK
         }
         Err(e) => {
-            eprintln!("capsaga bench: {e}");
+            errln!("capsaga bench: {e}");
             exit::INTERNAL
         }
     }
@@ -629,55 +639,62 @@ async fn run_inner(args: &BenchArgs) -> Result<Report, String> {
 }
 
 fn print_report(r: &Report) {
-    println!("capsaga bench");
-    println!("  machine:   {}", r.machine);
-    println!(
+    outln!("capsaga bench");
+    outln!("  machine:   {}", r.machine);
+    outln!(
         "  component: {} ({} bytes), {} calls per wasm path, {} allocator",
         r.component,
         r.component_bytes,
         r.calls_per_path,
         r.allocator.to_lowercase()
     );
-    println!();
-    println!(
+    outln!();
+    outln!(
         "  per call, {ROUNDS} interleaved rounds (medians)                     µs/call   x sync floor"
     );
     for f in &r.per_call {
-        println!(
+        outln!(
             "    {:<62} {:>9.2} {:>9.2}",
-            f.name, f.us_per_call, f.x_sync_floor
+            f.name,
+            f.us_per_call,
+            f.x_sync_floor
         );
     }
-    println!();
-    println!(
+    outln!();
+    outln!(
         "  capsaga call / bare Wasmtime floor: {:.2}x (sync floor), {:.2}x (async floor); goal <= 1.5x",
-        r.capsaga_vs_sync_floor, r.capsaga_vs_async_floor
+        r.capsaga_vs_sync_floor,
+        r.capsaga_vs_async_floor
     );
-    println!(
+    outln!(
         "  process spawn / capsaga call:       {:.1}x; goal >= 20x",
         r.spawn_vs_capsaga
     );
     let c = &r.cold_start;
-    println!();
-    println!("  cold start (engine + component ready), median of 5:");
-    println!(
+    outln!();
+    outln!("  cold start (engine + component ready), median of 5:");
+    outln!(
         "    without compiled cache  {:>8.1} ms  (compile {:.1} ms)",
-        c.without_cache_ms, c.compile_ms
+        c.without_cache_ms,
+        c.compile_ms
     );
-    println!(
+    outln!(
         "    with compiled cache     {:>8.1} ms  (load {:.1} ms)   {:.1}x faster",
         c.with_cache_ms,
         c.cache_load_ms,
         c.without_cache_ms / c.with_cache_ms
     );
     if let Some(p) = &r.peak_memory {
-        println!();
-        println!("  peak RSS while big_output returns 100 MB (default limits):");
-        println!(
+        outln!();
+        outln!("  peak RSS while big_output returns 100 MB (default limits):");
+        outln!(
             "    before {:.1} MB, peak {:.1} MB, growth {:.1} MB (guest linear memory included; cap {:.0} MB)",
-            p.rss_before_mb, p.peak_rss_mb, p.growth_mb, p.memory_cap_mb
+            p.rss_before_mb,
+            p.peak_rss_mb,
+            p.growth_mb,
+            p.memory_cap_mb
         );
-        println!("    result: {}", p.error);
+        outln!("    result: {}", p.error);
     }
     if let Some(s) = &r.shell {
         super::bench_shell::print(s);

@@ -117,7 +117,7 @@ impl Caller {
                 op: &Op::Execute,
             })
             .await;
-        res.map_err(|e| format!("{}: {}", e.kind, e.message))?
+        res.map_err(|e| format!("{}: {}", super::render::kind_name(e.kind), e.message))?
             .map(|o| o.data)
             .ok_or_else(|| "the call returned no output".to_owned())
     }
@@ -230,31 +230,33 @@ pub(crate) async fn measure(
 
 /// Prints the shell figures.
 pub(crate) fn print(s: &ShellReport) {
-    println!();
-    println!(
+    outln!();
+    outln!(
         "  shell_run ({} bytes), {ROUNDS} interleaved rounds (medians):",
         s.component_bytes
     );
-    println!(
+    outln!(
         "    `{}` over {:.1} MB (prints {:?}):",
         s.script,
         s.file_bytes as f64 / 1e6,
         s.stdout.trim_end()
     );
-    println!(
+    outln!(
         "      shell_run component            {:>9.1} ms",
         s.shell_run_ms
     );
-    println!(
+    outln!(
         "      sh + system coreutils (processes) {:>6.1} ms",
         s.processes_ms
     );
-    println!(
+    outln!(
         "      shell_run / processes: {:.2}x",
         s.shell_run_vs_processes
     );
-    println!(
+    outln!(
         "    per call: shell_run `true` {:.1} µs, time_now {:.1} µs: {:.2}x",
-        s.shell_run_call_us, s.time_now_call_us, s.call_overhead_vs_time_now
+        s.shell_run_call_us,
+        s.time_now_call_us,
+        s.call_overhead_vs_time_now
     );
 }

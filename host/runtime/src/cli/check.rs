@@ -213,16 +213,16 @@ fn print(out: &Out, input: &str, v: &Verdict) -> u8 {
     if out.json {
         out.json(&serde_json::json!({ "input": input, "verdict": v }));
     } else {
-        println!("{} {} ({})", v.decision.as_str(), v.guard.as_str(), v.kind);
+        outln!("{} {} ({})", v.decision.as_str(), v.guard.as_str(), v.kind);
         for line in v.reason.lines() {
-            println!("  {line}");
+            outln!("  {line}");
         }
         if let Some(value) = &v.value {
             match value {
                 // The wrapped text of `check untrusted` is shown whole (it is
                 // what a model would read); other values are short.
-                serde_json::Value::String(s) => println!("  => {}", clip(s, 16 * 1024)),
-                other => println!("  => {other}"),
+                serde_json::Value::String(s) => outln!("  => {}", clip(s, 16 * 1024)),
+                other => outln!("  => {other}"),
             }
         }
     }
@@ -349,7 +349,7 @@ fn corpus(out: &Out, file: &Path, home: &str) -> Result<u8, Failure> {
         out.json(&r);
     } else {
         let by_guard: Vec<String> = r.by_guard.iter().map(|(g, n)| format!("{g} {n}")).collect();
-        println!(
+        outln!(
             "{}: {} cases in {} families ({}), {} as expected, {} mismatches",
             file.display(),
             r.total,
@@ -359,7 +359,7 @@ fn corpus(out: &Out, file: &Path, home: &str) -> Result<u8, Failure> {
             r.mismatches.len()
         );
         for m in &r.mismatches {
-            println!(
+            outln!(
                 "  line {} [{}] {} {:?}: {}",
                 m.line,
                 m.family.as_deref().unwrap_or("-"),

@@ -2,9 +2,12 @@
 //! command prints a human-readable report by default and one JSON document
 //! with `--json`; exit codes are in [`exit`].
 
+#[macro_use]
+mod pipe;
 mod approvals;
 mod bench;
 mod bench_shell;
+mod bench_wal;
 pub mod check;
 pub mod exit;
 mod ops;
@@ -57,8 +60,8 @@ pub enum Command {
     Call {
         /// Tool name.
         tool: String,
-        /// Arguments as JSON text.
-        #[arg(default_value = "{}")]
+        /// Arguments as JSON text (`'{}'` for none): required, so that a
+        /// forgotten argument is a usage error, not a call with none.
         args: String,
         /// Run the tool's dry-run in a read-only sandbox; nothing is logged.
         #[arg(long)]
@@ -110,7 +113,7 @@ pub enum Command {
     /// Resume a plan or call saga with the plan stored when it started (after
     /// `approve`, a parked step runs once; committed steps are replayed).
     Resume {
-        /// Saga id.
+        /// Saga id, or a unique prefix of at least 6 characters.
         #[arg(long)]
         saga: String,
     },
@@ -145,7 +148,7 @@ pub enum Command {
     Recover,
     /// Show the write-ahead log of a saga (the newest when none is given).
     Log {
-        /// Saga id.
+        /// Saga id, or a unique prefix of at least 6 characters.
         #[arg(long)]
         saga: Option<String>,
     },
@@ -163,7 +166,7 @@ pub enum Command {
     /// when all succeed the saga becomes FailedRolledBack (an operator-only
     /// transition, logged).
     Rollback {
-        /// Saga id.
+        /// Saga id, or a unique prefix of at least 6 characters.
         #[arg(long)]
         saga: String,
     },
@@ -222,7 +225,7 @@ impl From<HostError> for Failure {
     fn from(e: HostError) -> Self {
         let code = match &e {
             HostError::Config(_) | HostError::Load(_) | HostError::Factor(_) => exit::CONFIG,
-            HostError::Store(_) => exit::DATABASE,
+            HostError::Store(s) => store_code(s),
             HostError::Sandbox(_) | HostError::Owner { .. } => exit::INTERNAL,
         };
         Failure {
@@ -232,10 +235,20 @@ impl From<HostError> for Failure {
     }
 }
 
+/// The exit code of a store error: [`exit::BUSY`] when other processes
+/// only kept it busy, [`exit::DATABASE`] for a damaged, foreign or unusable
+/// database.
+fn store_code(e: &StoreError) -> u8 {
+    match e {
+        StoreError::Busy(_) => exit::BUSY,
+        _ => exit::DATABASE,
+    }
+}
+
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         Failure {
-            code: exit::DATABASE,
+            code: store_code(&e),
             message: e.to_string(),
         }
     }
@@ -245,7 +258,7 @@ impl From<DispatchError> for Failure {
     fn from(e: DispatchError) -> Self {
         let code = match &e {
             DispatchError::NotFound(_) => exit::NOT_FOUND,
-            DispatchError::Store(_) => exit::DATABASE,
+            DispatchError::Store(s) => store_code(s),
             DispatchError::Transition(_) => exit::INTERNAL,
             DispatchError::Busy { .. } => exit::BUSY,
         };
@@ -271,7 +284,7 @@ impl From<RunError> for Failure {
 impl From<ApprovalOpError> for Failure {
     fn from(e: ApprovalOpError) -> Self {
         let code = match &e {
-            ApprovalOpError::Store(_) => exit::DATABASE,
+            ApprovalOpError::Store(s) => store_code(s),
             ApprovalOpError::NotFound(_) | ApprovalOpError::Ambiguous(_) => exit::NOT_FOUND,
             ApprovalOpError::Refused(_) => exit::NOT_SUCCESS,
         };
@@ -291,6 +304,38 @@ impl From<OperatorError> for Failure {
     }
 }
 
+/// The full id of the saga `id` names: itself, or the only saga whose id
+/// starts with it (at least [`crate::store::MIN_ID_PREFIX`] characters).
+///
+/// # Errors
+/// [`Failure`] with [`exit::NOT_FOUND`] when no saga or several match, or
+/// the prefix is too short; [`exit::DATABASE`] when the store fails.
+pub(crate) async fn resolve_saga(host: &Host, id: &str) -> Result<String, Failure> {
+    let shown: String = id.chars().take(80).collect();
+    if host.store.saga(id).await?.is_some() {
+        return Ok(id.to_string());
+    }
+    let not_found = |message: String| Failure {
+        code: exit::NOT_FOUND,
+        message,
+    };
+    if id.is_empty() || id.chars().count() < crate::store::MIN_ID_PREFIX {
+        return Err(not_found(format!(
+            "no saga `{shown}` (a prefix must have at least {} characters)",
+            crate::store::MIN_ID_PREFIX
+        )));
+    }
+    let mut found = host.store.saga_ids_starting(id, 2).await?;
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(not_found(format!("no saga `{shown}`"))),
+        _ => Err(not_found(format!(
+            "saga id prefix `{shown}` is ambiguous (it starts {} and {} at least): give more of it",
+            found[0], found[1]
+        ))),
+    }
+}
+
 /// Run a parsed command line and return the process exit code.
 pub async fn main_with(cli: Cli) -> u8 {
     let json = cli.json;
@@ -299,12 +344,12 @@ pub async fn main_with(cli: Cli) -> u8 {
         Ok(code) => code,
         Err(f) => {
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({"error": f.message, "exit_code": f.code})
                 );
             } else {
-                eprintln!("capsaga: {}", f.message);
+                errln!("capsaga: {}", f.message);
             }
             f.code
         }
@@ -364,9 +409,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     };
     if !matches!(cli.command, Command::Recover) {
         for r in &recovered {
-            eprintln!(
+            errln!(
                 "capsaga: recovered saga {} left {} by a process that died: now {}",
-                r.saga_id, r.state_before, r.report.final_state
+                r.saga_id,
+                r.state_before,
+                r.report.final_state
             );
         }
     }
@@ -390,8 +437,17 @@ async fn run_command(
             args,
             dry_run,
         } => run::call(door, out, &tool, &args, dry_run).await,
-        Command::Run { plan, saga } => run::plan(door, out, &plan, saga.as_deref()).await,
-        Command::Resume { saga } => run::resume(door, out, &saga).await,
+        Command::Run { plan, saga } => {
+            let saga = match saga {
+                Some(s) => Some(resolve_saga(host, &s).await?),
+                None => None,
+            };
+            run::plan(door, out, &plan, saga.as_deref()).await
+        }
+        Command::Resume { saga } => {
+            let saga = resolve_saga(host, &saga).await?;
+            run::resume(door, out, &saga).await
+        }
         Command::Agent {
             script,
             task,
@@ -419,7 +475,13 @@ async fn run_command(
         }
         Command::Deny { id, note } => approvals::deny(door, out, &id, note.as_deref()).await,
         Command::Recover => Ok(run::recover_report(out, recovered)),
-        Command::Log { saga } => ops::log(host, out, saga.as_deref()).await,
+        Command::Log { saga } => {
+            let saga = match saga {
+                Some(s) => Some(resolve_saga(host, &s).await?),
+                None => None,
+            };
+            ops::log(host, out, saga.as_deref()).await
+        }
         Command::Sagas {
             limit,
             needs_operator,
@@ -430,7 +492,10 @@ async fn run_command(
                 ops::sagas(host, out, limit).await
             }
         }
-        Command::Rollback { saga } => run::rollback(door, out, &saga).await,
+        Command::Rollback { saga } => {
+            let saga = resolve_saga(host, &saga).await?;
+            run::rollback(door, out, &saga).await
+        }
         Command::Trace { id } => ops::trace(host, out, &id).await,
         Command::Audit {
             cmd: AuditCmd::Verify { expect_head },

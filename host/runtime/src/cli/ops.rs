@@ -37,14 +37,14 @@ pub(crate) fn tools_list(host: &Host, out: &Out) -> u8 {
         out.json(&json!({"tools_dir": host.config.tools_dir, "tools": tools, "issues": host.registry.issues}));
         return exit::OK;
     }
-    println!("tools in {}", host.config.tools_dir.display());
+    outln!("tools in {}", host.config.tools_dir.display());
     for t in &host.registry.tools() {
         let effects = if t.meta.has_side_effects {
             "side effects"
         } else {
             "read-only"
         };
-        println!(
+        outln!(
             "  {:<14} {:<8} risk {:<6} {:<12} {}",
             t.meta.name,
             t.meta.version,
@@ -53,15 +53,15 @@ pub(crate) fn tools_list(host: &Host, out: &Out) -> u8 {
             clip(&t.meta.description, 70)
         );
         match &t.grants {
-            Ok(g) if g.is_empty() => println!("  {:<14} grants: (none needed)", ""),
-            Ok(_) => println!("  {:<14} grants: {}", "", t.grant_strings().join(", ")),
-            Err(e) => println!("  {:<14} NOT CALLABLE: {e}", ""),
+            Ok(g) if g.is_empty() => outln!("  {:<14} grants: (none needed)", ""),
+            Ok(_) => outln!("  {:<14} grants: {}", "", t.grant_strings().join(", ")),
+            Err(e) => outln!("  {:<14} NOT CALLABLE: {e}", ""),
         }
     }
     if !host.registry.issues.is_empty() {
-        println!("load issues:");
+        outln!("load issues:");
         for i in &host.registry.issues {
-            println!("  {}: {}", i.source, i.error);
+            outln!("  {}: {}", i.source, i.error);
         }
     }
     exit::OK
@@ -89,17 +89,20 @@ pub(crate) async fn log(host: &Host, out: &Out, saga: Option<&str>) -> Result<u8
         out.json(&json!({"saga": row, "steps": steps, "log": log}));
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "saga {}  origin {}  state {}  {}",
-        row.saga_id, row.origin, row.state, row.label
+        row.saga_id,
+        row.origin,
+        row.state,
+        row.label
     );
-    println!("steps:");
+    outln!("steps:");
     for s in &steps {
-        println!("{}", step_line(s));
+        outln!("{}", step_line(s));
     }
-    println!("write-ahead log:");
+    outln!("write-ahead log:");
     for r in &log {
-        println!("{}", log_line(r));
+        outln!("{}", log_line(r));
     }
     Ok(exit::OK)
 }
@@ -111,7 +114,7 @@ pub(crate) async fn sagas(host: &Host, out: &Out, limit: usize) -> Result<u8, Fa
         out.json(&rows);
     } else {
         for r in &rows {
-            println!(
+            outln!(
                 "{}  {:<22} {:<6} {}  {}",
                 r.saga_id,
                 r.state.as_str(),
@@ -136,19 +139,19 @@ pub(crate) async fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failur
         out.json(&t);
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "trace {}  outcome {}  {} ms",
         t.trace_id,
         t.outcome.as_str(),
         t.wall_time_ms
     );
-    println!("task: {}", t.user_message);
-    println!(
+    outln!("task: {}", t.user_message);
+    outln!(
         "saga: {} ({})",
         t.saga_id.as_deref().unwrap_or("-"),
         t.saga_state.map(|s| s.to_string()).unwrap_or_default()
     );
-    println!(
+    outln!(
         "model: {}  autonomy: {}",
         if t.provider_mode.is_empty() {
             "-"
@@ -157,7 +160,7 @@ pub(crate) async fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failur
         },
         t.autonomy.map(|a| a.as_str()).unwrap_or("-")
     );
-    println!(
+    outln!(
         "tokens: {} in, {} out  cost: ${:.6}  started {}  finished {}",
         t.prompt_tokens,
         t.response_tokens,
@@ -165,12 +168,12 @@ pub(crate) async fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failur
         t.started_at,
         t.finished_at.as_deref().unwrap_or("-")
     );
-    println!("steps:");
+    outln!("steps:");
     for s in &t.steps {
-        println!("{}", trace_step_line(s));
+        outln!("{}", trace_step_line(s));
     }
     if let Some(f) = &t.final_response {
-        println!("answer: {f}");
+        outln!("answer: {f}");
     }
     Ok(exit::OK)
 }
@@ -187,7 +190,7 @@ pub(crate) async fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Fa
         c.map(|v| format!("${v:.4}"))
             .unwrap_or_else(|| "none".into())
     };
-    println!(
+    outln!(
         "caps: request soft {} hard {}; day (UTC) soft {} hard {}",
         cap(caps.request_soft_usd),
         cap(caps.request_hard_usd),
@@ -195,12 +198,16 @@ pub(crate) async fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Fa
         cap(caps.day_hard_usd)
     );
     if rows.is_empty() {
-        println!("no model call recorded yet");
+        outln!("no model call recorded yet");
     }
     for r in &rows {
-        println!(
+        outln!(
             "  {}  ${:.6}  {} call(s)  {} in, {} out",
-            r.day, r.spent_usd, r.calls, r.input_tokens, r.output_tokens
+            r.day,
+            r.spent_usd,
+            r.calls,
+            r.input_tokens,
+            r.output_tokens
         );
     }
     Ok(exit::OK)
@@ -238,21 +245,21 @@ pub(crate) async fn audit_verify(
             "findings": report.findings,
         }));
     } else if report.ok() {
-        println!(
+        outln!(
             "write-ahead log intact: {} rows, hash chain verified, head anchored, tables match a replay of the log",
             report.rows
         );
         if let Some((s, h)) = &report.head {
-            println!("head: {s}:{h}  (keep it elsewhere; check later with --expect-head)");
+            outln!("head: {s}:{h}  (keep it elsewhere; check later with --expect-head)");
         }
     } else {
         match report.first_bad_row() {
-            Some(seq) => println!("write-ahead log BROKEN: first bad row {seq}"),
-            None => println!("write-ahead log BROKEN"),
+            Some(seq) => outln!("write-ahead log BROKEN: first bad row {seq}"),
+            None => outln!("write-ahead log BROKEN"),
         }
         for f in &report.findings {
             let at = f.seq.map(|s| format!("row {s}: ")).unwrap_or_default();
-            println!("  [{}] {at}{}", f.check, f.reason);
+            outln!("  [{}] {at}{}", f.check, f.reason);
         }
     }
     Ok(if report.ok() {
@@ -271,11 +278,11 @@ pub(crate) async fn needs_operator(host: &Host, out: &Out) -> Result<u8, Failure
         return Ok(exit::OK);
     }
     if rows.is_empty() {
-        println!("no saga needs the operator");
+        outln!("no saga needs the operator");
         return Ok(exit::OK);
     }
     for n in &rows {
-        println!(
+        outln!(
             "{}  {}  {} {}  {}",
             n.saga.saga_id,
             n.saga.state,
@@ -287,7 +294,7 @@ pub(crate) async fn needs_operator(host: &Host, out: &Out) -> Result<u8, Failure
             let err = f.error.as_ref().and_then(|e| {
                 serde_json::from_value::<capsaga_core::error::ToolError>(e.clone()).ok()
             });
-            println!(
+            outln!(
                 "    step {} {} args {}",
                 f.step_seq,
                 f.tool_id,
@@ -295,19 +302,19 @@ pub(crate) async fn needs_operator(host: &Host, out: &Out) -> Result<u8, Failure
             );
             match err {
                 Some(e) => {
-                    println!(
+                    outln!(
                         "      compensation failed: {}: {}",
-                        e.kind,
+                        super::render::kind_name(e.kind),
                         clip(&e.message, 300)
                     );
                     if !e.llm_hint.is_empty() {
-                        println!("      hint: {}", clip(&e.llm_hint, 200));
+                        outln!("      hint: {}", clip(&e.llm_hint, 200));
                     }
                 }
-                None => println!("      compensation failed (no error recorded)"),
+                None => outln!("      compensation failed (no error recorded)"),
             }
         }
-        println!(
+        outln!(
             "    repair what the error names, then `capsaga rollback --saga {}` retries",
             n.saga.saga_id
         );
@@ -329,14 +336,17 @@ pub(crate) fn fsm(out: &Out, guardrail: &Guardrail, source: Option<&std::path::P
         return exit::OK;
     }
     if let Some(p) = source {
-        println!("extra rows loaded from {}", p.display());
+        outln!("extra rows loaded from {}", p.display());
     }
-    println!(
+    outln!(
         "{:<22} {:<28} {:<22} {:<9} guard",
-        "from", "event", "to", "source"
+        "from",
+        "event",
+        "to",
+        "source"
     );
     for r in &rows {
-        println!(
+        outln!(
             "{:<22} {:<28} {:<22} {:<9} {}",
             r.from.as_str(),
             r.event,
@@ -345,6 +355,6 @@ pub(crate) fn fsm(out: &Out, guardrail: &Guardrail, source: Option<&std::path::P
             r.guard
         );
     }
-    println!("\n```mermaid\n{}```", guardrail.mermaid());
+    outln!("\n```mermaid\n{}```", guardrail.mermaid());
     exit::OK
 }

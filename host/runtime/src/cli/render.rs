@@ -15,8 +15,8 @@ impl Out {
     /// Print `value` as JSON (pretty) when `--json`.
     pub fn json<T: Serialize>(&self, value: &T) {
         match serde_json::to_string_pretty(value) {
-            Ok(s) => println!("{s}"),
-            Err(e) => eprintln!("capsaga: cannot render JSON: {e}"),
+            Ok(s) => outln!("{s}"),
+            Err(e) => errln!("capsaga: cannot render JSON: {e}"),
         }
     }
 }
@@ -36,7 +36,16 @@ pub(crate) fn output_line(o: &ToolOutput) -> String {
 
 /// One line for a tool error.
 pub(crate) fn error_line(e: &ToolError) -> String {
-    format!("{}: {}", e.kind, e.message)
+    format!("{}: {}", kind_name(e.kind), e.message)
+}
+
+/// An error kind as every output of the command line spells it: the JSON
+/// (serde) name, e.g. `permission_denied`, in text as in `--json`.
+pub(crate) fn kind_name(k: capsaga_core::error::ErrorKind) -> String {
+    match serde_json::to_value(k) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => k.as_str().replace('-', "_"),
+    }
 }
 
 pub(crate) fn clip(s: &str, n: usize) -> String {
@@ -145,12 +154,29 @@ pub(crate) fn log_line(r: &LogRow) -> String {
             )
         ),
         "APPROVAL_APPROVED" | "APPROVAL_DENIED" => format!(
-            "{} by {}",
+            "{} by {}{}",
             r.detail
                 .get("approval_id")
                 .and_then(|v| v.as_str())
                 .unwrap_or("?"),
-            r.detail.get("by").and_then(|v| v.as_str()).unwrap_or("?")
+            r.detail.get("by").and_then(|v| v.as_str()).unwrap_or("?"),
+            r.detail
+                .get("note")
+                .and_then(|v| v.as_str())
+                .map(|n| format!(" (note: {})", clip(n, 200)))
+                .unwrap_or_default()
+        ),
+        "APPROVAL_STALE" | "APPROVAL_EXPIRED" => format!(
+            "{}{}",
+            r.detail
+                .get("approval_id")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?"),
+            r.detail
+                .get("replaced_by")
+                .and_then(|v| v.as_str())
+                .map(|n| format!(", asked again as {n}"))
+                .unwrap_or_default()
         ),
         "APPROVAL_CLAIMED" => r
             .detail

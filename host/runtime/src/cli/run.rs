@@ -30,8 +30,8 @@ fn state_code(state: State) -> u8 {
 fn print_rollback(rb: &RollbackReport) {
     for u in &rb.undone {
         match &u.result {
-            Ok(()) => println!("  compensated step {} ({})", u.seq, u.tool),
-            Err(e) => println!(
+            Ok(()) => outln!("  compensated step {} ({})", u.seq, u.tool),
+            Err(e) => outln!(
                 "  COMPENSATION FAILED step {} ({}): {}",
                 u.seq,
                 u.tool,
@@ -39,7 +39,7 @@ fn print_rollback(rb: &RollbackReport) {
             ),
         }
     }
-    println!("saga state: {}", rb.final_state);
+    outln!("saga state: {}", rb.final_state);
 }
 
 /// `capsaga call <tool> '<json>' [--dry-run]`.
@@ -58,7 +58,13 @@ pub(crate) async fn call(
     let args = match door.check(tool, Args::Text(args)) {
         Ok((_, args)) => args,
         Err(r) => match r.refusal {
-            Refusal::UnknownTool(e) | Refusal::InvalidArgs(e) => {
+            Refusal::UnknownTool(e) => {
+                return Err(Failure {
+                    code: exit::NOT_FOUND,
+                    message: e.to_model_message(),
+                });
+            }
+            Refusal::InvalidArgs(e) => {
                 return Err(Failure {
                     code: exit::TOOL_ERROR,
                     message: e.to_model_message(),
@@ -101,7 +107,16 @@ async fn call_dry_run(door: &Dispatcher, out: &Out, tool: &str, args: &str) -> R
             });
         }
         Step::Refused {
-            refusal: Refusal::UnknownTool(e) | Refusal::InvalidArgs(e),
+            refusal: Refusal::UnknownTool(e),
+            ..
+        } => {
+            return Err(Failure {
+                code: exit::NOT_FOUND,
+                message: e.to_model_message(),
+            });
+        }
+        Step::Refused {
+            refusal: Refusal::InvalidArgs(e),
             ..
         } => {
             return Err(Failure {
@@ -121,8 +136,8 @@ async fn call_dry_run(door: &Dispatcher, out: &Out, tool: &str, args: &str) -> R
             if out.json {
                 out.json(&json!({"dry_run": true, "output": o, "wall_ms": diag.wall_ms}));
             } else {
-                println!("dry-run {tool}: {}", output_line(&o));
-                println!(
+                outln!("dry-run {tool}: {}", output_line(&o));
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&o.data).unwrap_or_default()
                 );
@@ -133,7 +148,7 @@ async fn call_dry_run(door: &Dispatcher, out: &Out, tool: &str, args: &str) -> R
             if out.json {
                 out.json(&json!({"dry_run": true, "error": e}));
             } else {
-                println!(
+                outln!(
                     "dry-run {tool} failed: {}\nhint: {}",
                     error_line(&e),
                     e.llm_hint
@@ -170,14 +185,14 @@ fn print_call_report(out: &Out, tool: &str, report: &plan::PlanReport) -> u8 {
         step.and_then(|s| s.error.as_ref()),
     ) {
         (Some(output), _) => {
-            println!("{tool}: {}", output_line(output));
-            println!(
+            outln!("{tool}: {}", output_line(output));
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&output.data).unwrap_or_default()
             );
         }
         (None, Some(error)) => {
-            println!(
+            outln!(
                 "{tool} failed: {}\nhint: {}",
                 error_line(error),
                 error.llm_hint
@@ -188,25 +203,26 @@ fn print_call_report(out: &Out, tool: &str, report: &plan::PlanReport) -> u8 {
     if let Some(a) = &report.awaiting_approval {
         print_parked(&report.saga_id, a);
     }
-    println!("saga {} ended {state}", report.saga_id);
+    outln!("saga {} ended {state}", report.saga_id);
     code
 }
 
 /// What a parked saga waits for, and what the operator can do.
 fn print_parked(saga_id: &str, a: &ApprovalRow) {
-    println!("approval needed: {}", a.approval_id);
-    println!(
+    outln!("approval needed: {}", a.approval_id);
+    outln!(
         "  tool:    {} (component {})",
-        a.binding.tool_id, a.binding.tool_hash
+        a.binding.tool_id,
+        a.binding.tool_hash
     );
-    println!(
+    outln!(
         "  args:    {} (sha256 {})",
         super::render::clip(&a.args.to_string(), 200),
         a.binding.args_hash
     );
-    println!("  why:     {}", a.reason);
-    println!("  preview: {}", a.summary);
-    println!(
+    outln!("  why:     {}", a.reason);
+    outln!("  preview: {}", a.summary);
+    outln!(
         "  decide with `capsaga approve {id}` or `capsaga deny {id}`, then `capsaga resume --saga {saga_id}`",
         id = a.approval_id
     );
@@ -251,36 +267,36 @@ fn print_plan_report(out: &Out, report: &plan::PlanReport, description: &str) {
     if out.json {
         out.json(&report);
     } else {
-        println!("saga {}  ({})", report.saga_id, description);
+        outln!("saga {}  ({})", report.saga_id, description);
         for s in &report.steps {
             let seq = s
                 .step_seq
                 .map(|q| format!("step {q}"))
                 .unwrap_or_else(|| "-".into());
             match (&s.output, &s.error) {
-                (Some(o), _) => println!(
+                (Some(o), _) => outln!(
                     "  {seq:<8} {:<10} {:<9} {}",
                     s.tool,
                     s.status,
                     output_line(o)
                 ),
-                (_, Some(e)) => println!(
+                (_, Some(e)) => outln!(
                     "  {seq:<8} {:<10} {:<9} {}",
                     s.tool,
                     s.status,
                     error_line(e)
                 ),
-                _ => println!("  {seq:<8} {:<10} {}", s.tool, s.status),
+                _ => outln!("  {seq:<8} {:<10} {}", s.tool, s.status),
             }
         }
         if let Some(a) = &report.awaiting_approval {
             print_parked(&report.saga_id, a);
         }
         if let Some(rb) = &report.rollback {
-            println!("rollback:");
+            outln!("rollback:");
             print_rollback(rb);
         } else {
-            println!("saga state: {}", report.final_state);
+            outln!("saga state: {}", report.final_state);
         }
     }
 }
@@ -338,14 +354,14 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
         ..TurnOptions::default()
     };
     if !out.json {
-        println!("model: {}", selected.mode);
+        outln!("model: {}", selected.mode);
     }
     let tr = run_turn(host, selected.provider.as_ref(), &req.task, &opts)
         .await
         .map_err(|e| Failure {
             code: match &e {
-                AgentError::Budget(BudgetLoadError::Store(_)) | AgentError::Store(_) => {
-                    exit::DATABASE
+                AgentError::Budget(BudgetLoadError::Store(s)) | AgentError::Store(s) => {
+                    super::store_code(s)
                 }
                 AgentError::Budget(_) => exit::CONFIG,
                 AgentError::Dispatch(_) => exit::INTERNAL,
@@ -355,18 +371,18 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
     if out.json {
         out.json(&tr);
     } else {
-        println!(
+        outln!(
             "trace {}  saga {}",
             tr.trace_id,
             tr.saga_id.as_deref().unwrap_or("-")
         );
         for s in &tr.steps {
-            println!("{}", super::render::trace_step_line(s));
+            outln!("{}", super::render::trace_step_line(s));
         }
         if let Some(f) = &tr.final_response {
-            println!("answer: {}", super::render::clip(f, 500));
+            outln!("answer: {}", super::render::clip(f, 500));
         }
-        println!(
+        outln!(
             "outcome: {}  saga state: {}  tokens: {} in, {} out  cost: ${:.6}",
             tr.outcome.as_str(),
             tr.saga_state.map(|s| s.to_string()).unwrap_or_default(),
@@ -391,13 +407,13 @@ pub(crate) async fn rollback(door: &Dispatcher, out: &Out, saga_id: &str) -> Res
     if out.json {
         out.json(&json!({"saga_id": saga_id, "state_before": before, "report": report}));
     } else {
-        println!("saga {saga_id} was {before}");
+        outln!("saga {saga_id} was {before}");
         if report.undone.is_empty() {
-            println!("  nothing to compensate");
+            outln!("  nothing to compensate");
         }
         print_rollback(&report);
         if before == State::FailedRollbackPartial && report.final_state == State::FailedRolledBack {
-            println!(
+            outln!(
                 "  every step is compensated now: operator transition to FailedRolledBack logged"
             );
         }
@@ -416,10 +432,10 @@ pub(crate) fn recover_report(out: &Out, recovered: &[Recovered]) -> u8 {
     if out.json {
         out.json(&json!({"recovered": recovered}));
     } else if recovered.is_empty() {
-        println!("nothing to recover: no saga was left unfinished by a process that died");
+        outln!("nothing to recover: no saga was left unfinished by a process that died");
     } else {
         for r in recovered {
-            println!("saga {} was {}:", r.saga_id, r.state_before);
+            outln!("saga {} was {}:", r.saga_id, r.state_before);
             print_rollback(&r.report);
         }
     }

@@ -1,12 +1,14 @@
 //! Stage 5, approval: a call the policy says needs a human (seed 003;
 //! DESIGN §7). In order:
-//! 1. the approval this very step requested earlier (same saga, same step
+//! 1. the approval this very step requested last (same saga, same step
 //!    position): it must be bound to the same tool, identity hash and
 //!    argument hash; approved → claim it, pending → still waiting, denied or
-//!    already claimed → refused;
-//! 2. else the oldest approved, unclaimed approval with exactly this
-//!    binding, from any saga (an operator approved with `capsaga approve`
-//!    what an earlier, ended turn asked for);
+//!    already claimed → refused; past its time to live → expired, ask again;
+//! 2. else the oldest approved, unexpired, unclaimed approval with exactly
+//!    this binding requested by a saga that has ended (an operator approved
+//!    with `capsaga approve` what an earlier, ended turn asked for). An
+//!    approval of a saga still parked is that saga's alone
+//!    ([`capsaga_core::approval::may_claim`]);
 //! 3. else the saga is parked: the tool's dry-run runs with the dry-run
 //!    bindings for the summary the human will read, and a pending approval
 //!    is written in the same transaction as the move to AwaitingApproval;
@@ -16,22 +18,28 @@
 //!    call ends parked (the driver aborts the saga); nobody → the call ends
 //!    parked and the approval waits for `capsaga approve|deny`.
 //!
+//! Before an approval found in 1 or 2 is claimed, the tool's dry-run runs
+//! again: if its effect ([`Effect`]) differs from the one the human approved
+//! (a file created, changed or deleted meanwhile), the approval is stale and
+//! the step parks again with a new approval whose summary names the
+//! difference.
+//!
 //! The claim itself is written by the BEGIN record (stage 7), so an approval
 //! is consumed exactly when its step starts, at most once, whatever crashes
-//! in between. Rules on which approval a step may claim (bound to the
-//! requesting saga, still describing what will run, not expired) belong in
-//! [`claimable`].
+//! in between; the store checks there again that the approval is approved,
+//! unexpired and claimable by this saga.
 
 use super::{DispatchError, execute, guardrail};
-use crate::clock::deadline_from_now;
+use crate::clock::{deadline_from_now, now_rfc3339};
 use crate::host::Host;
 use crate::registry::LoadedTool;
 use crate::saga::Saga;
 use crate::store::{ApprovalRow, NewApproval};
 use async_trait::async_trait;
-use capsaga_core::approval::{ApprovalStatus, Binding};
+use capsaga_core::approval::{ApprovalStatus, Binding, Effect, may_claim};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
+use capsaga_core::idempotency::step_key;
 use capsaga_core::json::canonical;
 use capsaga_core::tool::{CallContext, ToolOutput};
 use serde_json::Value;
@@ -121,10 +129,28 @@ pub(super) async fn stage(
     approver: &dyn Approver,
 ) -> Result<Found, DispatchError> {
     let binding = Binding::new(&p.tool.meta.name, &p.tool.hash, p.args);
-    if let Some(found) = find(host, p.saga, p.seq, &binding).await? {
-        return Ok(found);
-    }
-    let row = match park(host, &mut p, &binding).await? {
+    let retired = match find(host, p.saga, p.seq, &binding).await? {
+        Some(Lookup::Found(found)) => return Ok(found),
+        Some(Lookup::Claimable(row)) => match recheck(host, &p, &row).await {
+            None => return Ok(Found::Claim(row.approval_id)),
+            Some(difference) => Some(Retired {
+                row,
+                status: ApprovalStatus::Stale,
+                why: difference,
+            }),
+        },
+        Some(Lookup::Expired(row)) => Some(Retired {
+            why: format!(
+                "approval {} expired at {} before it was used",
+                short(&row.approval_id),
+                row.expires_at.as_deref().unwrap_or("?")
+            ),
+            row,
+            status: ApprovalStatus::Expired,
+        }),
+        None => None,
+    };
+    let row = match park(host, &mut p, &binding, retired.as_ref()).await? {
         Ok(row) => row,
         Err(e) => return Ok(Found::Refused(e)),
     };
@@ -153,68 +179,139 @@ pub(super) async fn stage(
     })
 }
 
+/// An approval the step will not use, and why: it is retired (stale or
+/// expired) in the transaction that requests its replacement.
+struct Retired {
+    row: ApprovalRow,
+    status: ApprovalStatus,
+    why: String,
+}
+
+/// What steps 1 and 2 found.
+enum Lookup {
+    /// The outcome of the stage.
+    Found(Found),
+    /// An approved approval to claim once its effect is checked.
+    Claimable(ApprovalRow),
+    /// This step's approval, past its time to live.
+    Expired(ApprovalRow),
+}
+
+fn short(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+/// Whether the call's dry-run still shows what the human approved: `None`
+/// when it does (or there is nothing to compare: the tool has no dry-run,
+/// or none was shown), else the difference.
+async fn recheck(host: &Host, p: &Pending<'_>, row: &ApprovalRow) -> Option<String> {
+    let approved = row.preview.as_ref()?;
+    if !p.tool.meta.supports_dry_run {
+        return None;
+    }
+    // Compared on what the call does, not on which saga asks (a dry-run
+    // may echo its idempotency key).
+    let asked_key = step_key(&row.saga_id, row.step_seq, &p.tool.meta.name, p.args);
+    let was = Effect::of_call(approved, &[&asked_key, &row.saga_id]);
+    match dry_run_of(host, p).await {
+        Ok(now) => {
+            let now = serde_json::to_value(&now).unwrap_or(Value::Null);
+            was.difference(&Effect::of_call(&now, &[p.key, &p.saga.id]))
+        }
+        Err(e) => Some(format!(
+            "approved: {:?}; now its dry-run fails: {e}",
+            was.summary
+        )),
+    }
+}
+
 /// Steps 1 and 2: an approval this step may claim or waits on.
 async fn find(
     host: &Host,
     saga: &Saga,
     seq: u64,
     binding: &Binding,
-) -> Result<Option<Found>, DispatchError> {
+) -> Result<Option<Lookup>, DispatchError> {
+    let now = now_rfc3339();
     if let Some(row) = host.store.approval_for_step(&saga.id, seq).await? {
         if let Err(e) = claimable(&row, binding) {
-            return Ok(Some(refusal(format!(
+            return Ok(Some(Lookup::Found(refusal(format!(
                 "step {seq} of saga {} waits for approval {} of another call ({e})",
                 saga.id, row.approval_id
-            ))));
+            )))));
+        }
+        if matches!(
+            row.status,
+            ApprovalStatus::Pending | ApprovalStatus::Approved
+        ) && row.is_expired(&now)
+        {
+            return Ok(Some(Lookup::Expired(row)));
         }
         return Ok(Some(match row.status {
-            ApprovalStatus::Approved => Found::Claim(row.approval_id),
-            ApprovalStatus::Pending => Found::Wait {
+            ApprovalStatus::Approved => Lookup::Claimable(row),
+            ApprovalStatus::Pending => Lookup::Found(Found::Wait {
                 row: Box::new(row),
                 denied_by: None,
-            },
-            ApprovalStatus::Denied => refusal(format!(
+            }),
+            // Already replaced: this step asks again.
+            ApprovalStatus::Stale | ApprovalStatus::Expired => return Ok(None),
+            ApprovalStatus::Denied => Lookup::Found(refusal(format!(
                 "a human denied this call (approval {}{})",
                 row.approval_id,
                 row.decided_by
                     .as_deref()
                     .map(|b| format!(", by {b}"))
                     .unwrap_or_default()
-            )),
-            ApprovalStatus::Claimed => refusal(format!(
+            ))),
+            ApprovalStatus::Claimed => Lookup::Found(refusal(format!(
                 "approval {} was already used by step {} of saga {}: an approved action runs once",
                 row.approval_id,
                 row.claimed_step.map(|s| s.to_string()).unwrap_or_default(),
                 row.claimed_saga.as_deref().unwrap_or("?")
-            )),
+            ))),
         }));
     }
-    if let Some(row) = host.store.find_approved(binding).await?
-        && claimable(&row, binding).is_ok()
-    {
-        return Ok(Some(Found::Claim(row.approval_id)));
+    for (row, requester_ended) in host.store.find_approved(binding, &now).await? {
+        if may_claim(&row.saga_id, requester_ended, &saga.id) && claimable(&row, binding).is_ok() {
+            return Ok(Some(Lookup::Claimable(row)));
+        }
     }
     Ok(None)
 }
 
 /// Whether `row` may be claimed by (or waited on by) the call bound to
-/// `binding`: today, exactly the same tool, identity hash and arguments.
-/// Where the further rules of claiming go.
+/// `binding`: exactly the same tool, identity hash and arguments. (Which
+/// saga may claim it is [`may_claim`]; whether it still describes the call,
+/// [`recheck`]; its expiry, `ApprovalRow::is_expired`.)
 fn claimable(row: &ApprovalRow, binding: &Binding) -> Result<(), String> {
     row.binding.check(binding).map_err(|e| e.to_string())
 }
 
 /// Step 3: park the saga with a pending approval whose summary comes from
-/// the tool's dry-run.
+/// the tool's dry-run (retiring `retired` in the same transaction, its
+/// reason prefixed to the summary).
 async fn park(
     host: &Host,
     p: &mut Pending<'_>,
     binding: &Binding,
+    retired: Option<&Retired>,
 ) -> Result<Result<ApprovalRow, ToolError>, DispatchError> {
-    if let Err(e) = guardrail::before_parking(host, &mut *p.saga).await? {
-        return Ok(Err(e));
+    // A saga resumed while parked (its approval went stale or expired)
+    // stays parked: the new approval replaces the old one.
+    if p.saga.state != State::AwaitingApproval {
+        if let Err(e) = guardrail::before_parking(host, &mut *p.saga).await? {
+            return Ok(Err(e));
+        }
     }
-    let (summary, preview) = summary(host, p).await;
+    let (mut summary, preview) = summary(host, p).await;
+    if let Some(r) = retired {
+        summary = format!(
+            "{summary} [asked again: approval {} is {}: {}]",
+            short(&r.row.approval_id),
+            r.status,
+            r.why
+        );
+    }
     let row = host
         .store
         .request_approval(&NewApproval {
@@ -225,10 +322,26 @@ async fn park(
             reason: p.reason,
             summary: &summary,
             preview: preview.as_ref(),
+            ttl_s: host.config.policy.approval_ttl_s,
+            replaces: retired.map(|r| (r.row.approval_id.as_str(), r.status)),
         })
         .await?;
     p.saga.state = State::AwaitingApproval;
     Ok(Ok(row))
+}
+
+/// The tool's dry-run for this step (dry-run bindings, nothing logged).
+async fn dry_run_of(host: &Host, p: &Pending<'_>) -> Result<ToolOutput, ToolError> {
+    let ctx = CallContext {
+        saga_id: p.saga.id.clone(),
+        step_seq: p.seq,
+        idempotency_key: p.key.to_string(),
+        deadline_ms: deadline_from_now(p.tool.limits.deadline_ms),
+        dry_run: true,
+    };
+    execute::dry_run(host, p.tool, &ctx, &canonical(p.args), p.args)
+        .await
+        .0
 }
 
 /// The one line the human reads, from the tool's dry-run when it has one.
@@ -240,17 +353,7 @@ async fn summary(host: &Host, p: &Pending<'_>) -> (String, Option<ToolOutput>) {
             None,
         );
     }
-    let ctx = CallContext {
-        saga_id: p.saga.id.clone(),
-        step_seq: p.seq,
-        idempotency_key: p.key.to_string(),
-        deadline_ms: deadline_from_now(p.tool.limits.deadline_ms),
-        dry_run: true,
-    };
-    match execute::dry_run(host, p.tool, &ctx, &canonical(p.args), p.args)
-        .await
-        .0
-    {
+    match dry_run_of(host, p).await {
         Ok(out) => {
             let mut s = if out.summary.is_empty() {
                 out.effects.join("; ")

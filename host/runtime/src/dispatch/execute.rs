@@ -4,8 +4,10 @@
 //! side-effecting step, the tool's `dry-run` runs with the dry-run bindings
 //! and its output is the step's pre-image (what crash recovery hands to
 //! `compensate` for a step whose outcome was never logged); `execute` is
-//! retried while its error is retriable and the host's retry policy allows,
-//! each retry logged.
+//! retried while its error is retriable, running it again is safe (the tool
+//! is idempotent, or the failed attempt provably sent nothing:
+//! `capsaga_core::retry::Repeat`) and the host's retry policy allows, each
+//! retry logged.
 
 use super::DispatchError;
 use crate::clock::deadline_from_now;
@@ -15,9 +17,11 @@ use crate::saga::Saga;
 use crate::sandbox::{
     Bindings, CallDiagnostics, CallRequest, CallResult, HOST_GRACE_MS, Op, SubModel,
 };
+use capsaga_core::capability::{Capability, FsAccess};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::json::canonical;
 use capsaga_core::policy::Limits;
+use capsaga_core::retry::Repeat;
 use capsaga_core::tool::{CallContext, ToolOutput};
 use serde_json::Value;
 use std::sync::Arc;
@@ -172,10 +176,12 @@ pub(super) async fn preimage(
     }
 }
 
-/// `execute`, retried while the tool says its error is retriable and the
-/// host's retry policy allows, with the same context (same idempotency key)
-/// and a fresh deadline per attempt; each failed attempt that will be
-/// retried is logged as a RETRY record. Every attempt may ask `sub_model`.
+/// `execute`, retried while the tool says its error is retriable, running it
+/// again is safe ([`repeat_of`]) and the host's retry policy allows, with
+/// the same context (same idempotency key) and a fresh deadline per
+/// attempt; each failed attempt that will be retried is logged as a RETRY
+/// record. A retriable error that is not retried because the step may have
+/// had its effect says so in its message. Every attempt may ask `sub_model`.
 ///
 /// # Errors
 /// [`DispatchError`] when a RETRY record cannot be written.
@@ -213,13 +219,64 @@ pub(super) async fn with_retries(
         let Err(e) = &res else {
             return Ok((res, diagnostics));
         };
-        let Some(delay_ms) = host.retry.next_delay_ms(attempt, e) else {
-            return Ok((res, diagnostics));
+        let repeat = repeat_of(tool, &diagnostics);
+        let Some(delay_ms) = host.retry.next_delay_ms(attempt, e, repeat) else {
+            return Ok((not_repeated(res, repeat), diagnostics));
         };
         host.store
             .retry_attempt(&saga.id, ctx.step_seq, attempt, delay_ms, e)
             .await?;
         tokio::time::sleep(Duration::from_millis(delay_ms)).await;
         attempt += 1;
+    }
+}
+
+/// Whether running `tool` again after a failed attempt (with these
+/// diagnostics) is safe: its meta says idempotent, or it holds no writable
+/// grant and every outgoing request of the attempt was refused by the
+/// guard (`denied`) or failed before a connection was made (`unsent`).
+fn repeat_of(tool: &LoadedTool, diagnostics: &CallDiagnostics) -> Repeat {
+    let network_only = matches!(&tool.source, ToolSource::Component(_))
+        && tool.grants.as_ref().is_ok_and(|g| {
+            g.iter().all(|c| {
+                !matches!(
+                    c,
+                    Capability::Fs {
+                        access: FsAccess::Write,
+                        ..
+                    }
+                )
+            })
+        });
+    let all_unsent = diagnostics
+        .net
+        .iter()
+        .all(|r| r.outcome == "denied" || r.outcome == "unsent");
+    Repeat::of(
+        tool.meta.idempotent,
+        network_only,
+        diagnostics.net.len(),
+        all_unsent,
+    )
+}
+
+/// A retriable error of a step that is not repeated because it may have
+/// had its effect: marked not retriable, saying why, so neither the model
+/// nor a later driver repeats it blindly.
+fn not_repeated(
+    res: Result<ToolOutput, ToolError>,
+    repeat: Repeat,
+) -> Result<ToolOutput, ToolError> {
+    match res {
+        Err(mut e) if e.retriable && repeat == Repeat::Unsafe => {
+            e.retriable = false;
+            e.message = format!(
+                "{} (not retried: the tool is not idempotent and the request may have reached its destination)",
+                e.message
+            );
+            e.llm_hint = "The call may have taken effect: check (e.g. read the resource) before sending it again.".into();
+            Err(e)
+        }
+        other => other,
     }
 }

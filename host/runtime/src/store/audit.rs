@@ -146,10 +146,16 @@ fn replay(rows: &[LogRow]) -> Replayed {
                     r.approvals.insert(id, ("pending".into(), row.seq));
                 }
             }
-            ("APPROVAL_APPROVED" | "APPROVAL_DENIED" | "APPROVAL_CLAIMED", _) => {
+            (
+                "APPROVAL_APPROVED" | "APPROVAL_DENIED" | "APPROVAL_CLAIMED" | "APPROVAL_STALE"
+                | "APPROVAL_EXPIRED",
+                _,
+            ) => {
                 let status = match row.record.as_str() {
                     "APPROVAL_APPROVED" => "approved",
                     "APPROVAL_DENIED" => "denied",
+                    "APPROVAL_STALE" => "stale",
+                    "APPROVAL_EXPIRED" => "expired",
                     _ => "claimed",
                 };
                 if let Some(id) = approval_id {

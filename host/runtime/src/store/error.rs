@@ -7,7 +7,7 @@ use std::path::PathBuf;
 /// Current schema version of the state database (`PRAGMA user_version` for
 /// SQLite). Version 2 added the `approvals` and `wal_head` tables and the
 /// `owner` and `plan` columns of `saga_state`.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -50,8 +50,11 @@ pub enum StoreError {
         /// The OS error.
         error: String,
     },
-    /// Another writer held the database longer than the store waits.
-    #[error("state database error: {0}")]
+    /// Other writers kept the database longer than the store waits: the
+    /// database is fine, only busy (exit code 11, not 8).
+    #[error(
+        "state database busy: {0}; nothing committed was lost: run the command again, or `capsaga resume --saga ID` (a saga left in the middle is rolled back by the next command)"
+    )]
     Busy(String),
     /// Any other error of the backend.
     #[error("state database error: {0}")]

@@ -84,6 +84,18 @@ pub trait SagaStore: Send + Sync {
     /// [`StoreError`].
     async fn saga(&self, saga_id: &str) -> Result<Option<SagaRow>, StoreError>;
 
+    /// The ids of the sagas whose id starts with `prefix` (an exact id
+    /// included), at most `limit`, in id order (for ids given by a unique
+    /// prefix).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn saga_ids_starting(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError>;
+
     /// The plan a saga was started with (canonical JSON), if any.
     ///
     /// # Errors
@@ -265,7 +277,7 @@ pub trait ApprovalStore: Send + Sync {
     /// [`ApprovalOpError::Store`].
     async fn approval(&self, id: &str) -> Result<ApprovalRow, ApprovalOpError>;
 
-    /// The approval requested by step `step_seq` of a saga, if any.
+    /// The approval requested last by step `step_seq` of a saga, if any.
     ///
     /// # Errors
     /// [`StoreError`].
@@ -275,12 +287,18 @@ pub trait ApprovalStore: Send + Sync {
         step_seq: u64,
     ) -> Result<Option<ApprovalRow>, StoreError>;
 
-    /// The oldest approved, unclaimed approval with exactly this binding
-    /// (requested by any saga), if any.
+    /// The approved, unclaimed approvals with exactly this binding that are
+    /// not expired at `now` (RFC 3339), oldest first, each with whether the
+    /// saga that requested it has ended (which saga may claim one is
+    /// `capsaga_core::approval::may_claim`).
     ///
     /// # Errors
     /// [`StoreError`].
-    async fn find_approved(&self, binding: &Binding) -> Result<Option<ApprovalRow>, StoreError>;
+    async fn find_approved(
+        &self,
+        binding: &Binding,
+        now: &str,
+    ) -> Result<Vec<(ApprovalRow, bool)>, StoreError>;
 
     /// Approvals, oldest first: only pending ones, or all when `all`.
     ///

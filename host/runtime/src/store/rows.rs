@@ -261,6 +261,21 @@ pub struct ApprovalRow {
     pub claimed_at: Option<String>,
     /// When it was requested (RFC 3339).
     pub created_at: String,
+    /// When it expires unless claimed (RFC 3339); `None` for approvals
+    /// requested before expiry existed.
+    pub expires_at: Option<String>,
+    /// The approval this one replaces (stale or expired), if any.
+    pub replaces: Option<String>,
+    /// The note given with the decision (`approve|deny --note`), if any.
+    pub note: Option<String>,
+}
+
+impl ApprovalRow {
+    /// Whether it is past its time to live at `now` (RFC 3339 UTC, as
+    /// `clock::now_rfc3339` writes it).
+    pub fn is_expired(&self, now: &str) -> bool {
+        self.expires_at.as_deref().is_some_and(|e| e <= now)
+    }
 }
 
 /// An approval to request.
@@ -280,6 +295,11 @@ pub struct NewApproval<'a> {
     pub summary: &'a str,
     /// The dry-run output, if any.
     pub preview: Option<&'a ToolOutput>,
+    /// Time to live from now, seconds.
+    pub ttl_s: u64,
+    /// An approval of the same step this one replaces, and the final status
+    /// it gets (`stale` or `expired`), in the same transaction.
+    pub replaces: Option<(&'a str, ApprovalStatus)>,
 }
 
 /// Why an approval operation failed.

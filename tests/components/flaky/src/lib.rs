@@ -36,6 +36,7 @@ impl Tool for Flaky {
             "Test component: fails with a retriable network error fail_times times, then succeeds.",
         )
         .side_effects(true)
+        .idempotent(true)
         .risk(Risk::Medium)
         .capability("fs:write:*")
     }

@@ -52,7 +52,10 @@ pub struct NetRecord {
     /// What the host resolved the name to (`None`: no lookup happened).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolved: Option<Vec<IpAddr>>,
-    /// `denied`, `failed`, `sent` or `truncated`.
+    /// `denied` (by the guard), `unsent` (the name did not resolve or no
+    /// connection was made: nothing left the host), `failed` (a connection
+    /// was made; the request may have reached the server), `sent` or
+    /// `truncated`.
     pub outcome: &'static str,
     /// Status code of the response, when one came back.
     #[serde(skip_serializing_if = "Option::is_none")]

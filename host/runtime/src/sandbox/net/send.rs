@@ -199,7 +199,7 @@ async fn vet(call: &CallNet, method: &str, url: &str, headers: &[String]) -> Res
     let resolved = match resolve(call, &dest, deadline).await {
         Ok(r) => r,
         Err(e) => {
-            call.record(method, url, Some(Vec::new()), "failed", Some(e.to_string()));
+            call.record(method, url, Some(Vec::new()), "unsent", Some(e.to_string()));
             return Err(e);
         }
     };
@@ -257,10 +257,20 @@ async fn exchange(
     v: &Vetted,
     out: http::Request<WasiBody>,
 ) -> Result<(http::Response<hyper::body::Incoming>, ConnTask), Error> {
-    let tcp = connect(&v.addrs, v.deadline).await?;
-    let stream: Box<dyn Stream> = match v.dest.scheme {
-        Scheme::Https => tls(call, &v.dest, tcp, v.deadline).await?,
-        Scheme::Http => Box::new(tcp),
+    let opened = async {
+        let tcp = connect(&v.addrs, v.deadline).await?;
+        Ok::<Box<dyn Stream>, Error>(match v.dest.scheme {
+            Scheme::Https => tls(call, &v.dest, tcp, v.deadline).await?,
+            Scheme::Http => Box::new(tcp),
+        })
+    };
+    let stream = match opened.await {
+        Ok(s) => s,
+        Err(e) => {
+            // No connection, so not a byte of the request left the host.
+            call.update(v.idx, |r| r.outcome = "unsent");
+            return Err(e);
+        }
     };
     let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
         .handshake::<_, WasiBody>(TokioIo::new(stream))

@@ -2,8 +2,9 @@
 //! their life and binding).
 //!
 //! Every change is one `IMMEDIATE` transaction that also appends the matching
-//! `wal_log` row (APPROVAL_REQUESTED, APPROVAL_APPROVED, APPROVAL_DENIED;
-//! APPROVAL_CLAIMED is written with the step's BEGIN row, in [`super::steps`]).
+//! `wal_log` row (APPROVAL_REQUESTED, APPROVAL_APPROVED, APPROVAL_DENIED,
+//! APPROVAL_STALE and APPROVAL_EXPIRED; APPROVAL_CLAIMED is written with the
+//! step's BEGIN row, in [`super::steps`]).
 //! Requesting an approval parks the saga (AwaitingApproval) in the same
 //! transaction, so a crash cannot leave a pending approval without a parked
 //! saga or the reverse.
@@ -20,7 +21,11 @@ use capsaga_core::fsm::State;
 use rusqlite::{OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
-const COLUMNS: &str = "approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at";
+const COLUMNS: &str = "approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at, expires_at, replaces, note";
+
+/// Saga states after which another saga may claim its approvals (the
+/// terminal states of `capsaga_core::fsm::State`).
+pub(super) const ENDED_STATES: &str = "('Done', 'FailedRolledBack', 'FailedRollbackPartial')";
 
 type Raw = (
     (String, String, i64, String, String, String, String),
@@ -33,6 +38,7 @@ type Raw = (
         Option<String>,
         String,
     ),
+    (Option<String>, Option<String>, Option<String>),
 );
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Raw> {
@@ -55,11 +61,14 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Raw> {
             r.get(15)?,
             r.get(16)?,
         ),
+        (r.get(17)?, r.get(18)?, r.get(19)?),
     ))
 }
 
 fn decode(raw: Raw) -> Result<ApprovalRow, StoreError> {
-    let ((approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args), rest, claim) = raw;
+    let ((approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args), rest, claim, life) =
+        raw;
+    let (expires_at, replaces, note) = life;
     let (reason, summary, preview, status) = rest;
     let (decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at) = claim;
     let json = |t: &str, what: &str| -> Result<Value, StoreError> {
@@ -87,7 +96,63 @@ fn decode(raw: Raw) -> Result<ApprovalRow, StoreError> {
         claimed_saga,
         claimed_at,
         created_at,
+        expires_at,
+        replaces,
+        note,
     })
+}
+
+/// `now` plus `ttl_s` seconds, RFC 3339 UTC with milliseconds (the format
+/// of `clock::now_rfc3339`, so that text order is time order).
+fn expiry(ttl_s: u64) -> String {
+    let ttl = jiff::SignedDuration::from_secs(i64::try_from(ttl_s).unwrap_or(i64::MAX));
+    jiff::Timestamp::now()
+        .checked_add(ttl)
+        .unwrap_or(jiff::Timestamp::MAX)
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+/// Retire approval `old` (pending or approved) as `status`, replaced by
+/// `new`, with its log record; nothing when it is already final.
+fn retire(
+    tx: &rusqlite::Transaction<'_>,
+    old: &str,
+    status: ApprovalStatus,
+    new: &str,
+    at: &str,
+) -> Result<(), StoreError> {
+    let record = match status {
+        ApprovalStatus::Stale => "APPROVAL_STALE",
+        ApprovalStatus::Expired => "APPROVAL_EXPIRED",
+        other => {
+            return Err(StoreError::Decode(format!(
+                "an approval is replaced as stale or expired, not {other}"
+            )));
+        }
+    };
+    let found: Option<(String, i64)> = tx
+        .query_row(
+            "SELECT saga_id, step_seq FROM approvals WHERE approval_id = ?1 AND status IN ('pending', 'approved')",
+            params![old],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((saga, step)) = found else {
+        return Ok(());
+    };
+    tx.execute(
+        "UPDATE approvals SET status = ?2 WHERE approval_id = ?1",
+        params![old, status.as_str()],
+    )?;
+    append(
+        tx,
+        &saga,
+        u64::try_from(step).ok(),
+        record,
+        &json!({"approval_id": old, "replaced_by": new}),
+        at,
+    )
 }
 
 #[async_trait]
@@ -95,9 +160,13 @@ impl ApprovalStore for SqliteStore {
     async fn request_approval(&self, a: &NewApproval<'_>) -> Result<ApprovalRow, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
         let at = now_rfc3339();
+        let expires_at = expiry(a.ttl_s);
         self.write(|tx| {
+            if let Some((old, status)) = a.replaces {
+                retire(tx, old, status, &id, &at)?;
+            }
             tx.execute(
-                &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', NULL, NULL, NULL, NULL, NULL, ?11)"),
+                &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', NULL, NULL, NULL, NULL, NULL, ?11, ?12, ?13, NULL)"),
                 params![
                     id,
                     a.saga_id,
@@ -109,7 +178,9 @@ impl ApprovalStore for SqliteStore {
                     a.reason,
                     a.summary,
                     a.preview.map(to_json),
-                    at
+                    at,
+                    expires_at,
+                    a.replaces.map(|(old, _)| old)
                 ],
             )?;
             append(
@@ -124,6 +195,8 @@ impl ApprovalStore for SqliteStore {
                     "args_hash": a.binding.args_hash,
                     "reason": a.reason,
                     "summary": a.summary,
+                    "expires_at": expires_at,
+                    "replaces": a.replaces.map(|(old, _)| old),
                 }),
                 &at,
             )?;
@@ -169,13 +242,31 @@ impl ApprovalStore for SqliteStore {
             )?;
             let status = ApprovalStatus::parse(&status)
                 .ok_or_else(|| StoreError::Decode(format!("unknown approval status `{status}`")))?;
+            if status == ApprovalStatus::Pending && current.is_expired(&at) {
+                // Too late to decide: recorded as expired, the step asks
+                // again when its saga is resumed.
+                tx.execute(
+                    "UPDATE approvals SET status = 'expired' WHERE approval_id = ?1",
+                    params![current.approval_id],
+                )?;
+                append(
+                    tx,
+                    &current.saga_id,
+                    Some(current.step_seq),
+                    "APPROVAL_EXPIRED",
+                    &json!({"approval_id": current.approval_id}),
+                    &at,
+                )?;
+                let when = current.expires_at.clone().unwrap_or_default();
+                return Ok(Err(ApprovalError::Expired(when)));
+            }
             let next = match status.decide(approve) {
                 Ok(n) => n,
                 Err(e) => return Ok(Err(e)),
             };
             tx.execute(
-                "UPDATE approvals SET status = ?2, decided_by = ?3, decided_at = ?4 WHERE approval_id = ?1 AND status = 'pending'",
-                params![current.approval_id, next.as_str(), by, at],
+                "UPDATE approvals SET status = ?2, decided_by = ?3, decided_at = ?4, note = ?5 WHERE approval_id = ?1 AND status = 'pending'",
+                params![current.approval_id, next.as_str(), by, at, note],
             )?;
             let record = if approve {
                 "APPROVAL_APPROVED"
@@ -230,7 +321,7 @@ impl ApprovalStore for SqliteStore {
     ) -> Result<Option<ApprovalRow>, StoreError> {
         self.read(|c| {
             c.query_row(
-                &format!("SELECT {COLUMNS} FROM approvals WHERE saga_id = ?1 AND step_seq = ?2"),
+                &format!("SELECT {COLUMNS} FROM approvals WHERE saga_id = ?1 AND step_seq = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1"),
                 params![saga_id, step_seq as i64],
                 from_row,
             )
@@ -240,16 +331,32 @@ impl ApprovalStore for SqliteStore {
         })
     }
 
-    async fn find_approved(&self, binding: &Binding) -> Result<Option<ApprovalRow>, StoreError> {
+    async fn find_approved(
+        &self,
+        binding: &Binding,
+        now: &str,
+    ) -> Result<Vec<(ApprovalRow, bool)>, StoreError> {
+        let cols: String = COLUMNS
+            .split(", ")
+            .map(|c| format!("a.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         self.read(|c| {
-            c.query_row(
-                &format!("SELECT {COLUMNS} FROM approvals WHERE tool_id = ?1 AND tool_hash = ?2 AND args_hash = ?3 AND status = 'approved' ORDER BY created_at, rowid LIMIT 1"),
-                params![binding.tool_id, binding.tool_hash, binding.args_hash],
-                from_row,
-            )
-            .optional()?
-            .map(decode)
-            .transpose()
+            let mut st = c.prepare(&format!(
+                "SELECT {cols}, s.state IN {ENDED_STATES} FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
+                 WHERE a.tool_id = ?1 AND a.tool_hash = ?2 AND a.args_hash = ?3 AND a.status = 'approved'
+                   AND (a.expires_at IS NULL OR a.expires_at > ?4)
+                 ORDER BY a.created_at, a.rowid LIMIT 64"
+            ))?;
+            let rows = st.query_map(
+                params![binding.tool_id, binding.tool_hash, binding.args_hash, now],
+                |r| Ok((from_row(r)?, r.get::<_, bool>(20)?)),
+            )?;
+            rows.map(|r| {
+                let (raw, ended) = r?;
+                Ok((decode(raw)?, ended))
+            })
+            .collect()
         })
     }
 

@@ -5,10 +5,19 @@
 //! - WAL journal mode and `synchronous = FULL`, so a committed transaction
 //!   survives a crash of the process or of the machine.
 //! - Every write runs in an `IMMEDIATE` transaction (the write lock is taken
-//!   before the first read), through [`SqliteStore::write`]; a busy timeout
-//!   makes concurrent processes wait instead of failing. One connection
-//!   behind a mutex is the process's single writer path (where group commit
-//!   will batch several callers' transactions into one sync).
+//!   before the first read), through [`SqliteStore::write`], after taking
+//!   the write turn (`<db>.lock`, [`turn`]): concurrent processes queue for
+//!   it, each woken in turn, and one that waits longer than
+//!   [`BUSY_TIMEOUT_MS`] fails with [`StoreError::Busy`] ("busy", not
+//!   "corrupt"). One connection behind a mutex is the process's single
+//!   writer path (where group commit will batch several callers'
+//!   transactions into one sync).
+//! - First creation (create, WAL mode, tables, application id) and
+//!   migrations happen in one transaction under the same lock, so no
+//!   process ever sees a file created and not yet stamped.
+//! - The `-wal` file is kept small ([`checkpoint`]): `journal_size_limit`,
+//!   a `TRUNCATE` checkpoint past a threshold and when the store is
+//!   dropped; a read never stays open across a tool call.
 //! - Each write updates its table and appends the matching `wal_log` row,
 //!   chained to the anchored head ([`log`]), in the same transaction.
 //! - The file is tagged with an application id; a file that is not a SQLite
@@ -17,29 +26,40 @@
 //!
 //! One file per trait: [`sagas`], [`steps`], [`log`], [`approvals`],
 //! [`traces`], [`budget`], [`audit`]; the schema and its migrations in
-//! [`schema`].
+//! [`schema`]; the write turn in [`turn`]; the `-wal` file's size in
+//! [`checkpoint`].
 
 mod approvals;
 mod audit;
 mod budget;
+pub mod checkpoint;
 mod log;
 mod sagas;
 mod schema;
 mod steps;
 mod traces;
+pub mod turn;
 
+pub use checkpoint::{Checkpoint, SnapshotReader, wal_bytes};
 pub use schema::{APPLICATION_ID, BUSY_TIMEOUT_MS};
 
 use super::StoreError;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// The open SQLite store.
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: PathBuf,
+    /// The write turn (`<db>.lock`).
+    turn: turn::Turn,
+    /// How long a write waits for its turn and for SQLite's lock.
+    busy_wait: Duration,
+    /// `-wal` size, bytes, past which the next commit tries a checkpoint.
+    next_checkpoint_at: AtomicU64,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -85,35 +105,42 @@ fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
 
 impl SqliteStore {
     /// Open (creating if needed) the database at `path`, check it is ours,
-    /// and bring its schema up to date.
+    /// and bring its schema up to date. Writers wait their turn up to
+    /// [`BUSY_TIMEOUT_MS`].
     ///
     /// # Errors
     /// [`StoreError::Corrupt`], [`StoreError::Foreign`],
-    /// [`StoreError::TooNew`], [`StoreError::Dir`] or
+    /// [`StoreError::TooNew`], [`StoreError::Dir`], [`StoreError::Busy`] or
     /// [`StoreError::Backend`].
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_waiting(path, Duration::from_millis(BUSY_TIMEOUT_MS))
+    }
+
+    /// [`SqliteStore::open`] with writers waiting their turn up to `wait`.
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub fn open_waiting(path: &Path, wait: Duration) -> Result<SqliteStore, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Dir {
                 path: dir.to_path_buf(),
                 error: e.to_string(),
             })?;
         }
-        let existed = path.exists()
-            && std::fs::metadata(path)
-                .map(|m| m.len() > 0)
-                .unwrap_or(false);
-        let conn = Connection::open_with_flags(
+        let turn = turn::Turn::open(path)?;
+        // Creation, the checks and the migrations under the write turn: of
+        // many processes starting on a fresh directory, one creates and
+        // stamps the file, the others find it complete.
+        let held = turn.take(wait)?;
+        let mut conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| classify(path, e))?;
-        conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
-            .map_err(|e| classify(path, e))?;
-        if existed {
-            schema::check_ours(&conn, path)?;
-        }
+        conn.busy_timeout(wait).map_err(|e| classify(path, e))?;
+        let current = schema::check_ours(&conn, path)?;
         for (pragma, value) in [
             ("journal_mode", "WAL"),
             ("synchronous", "FULL"),
@@ -122,11 +149,22 @@ impl SqliteStore {
             conn.pragma_update(None, pragma, value)
                 .map_err(|e| classify(path, e))?;
         }
+        checkpoint::configure(&conn).map_err(|e| classify(path, e))?;
+        if !current {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| classify(path, e))?;
+            schema::bring_up_to_date(&tx, path)?;
+            tx.commit().map_err(|e| classify(path, e))?;
+        }
+        drop(held);
         let store = SqliteStore {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
+            turn,
+            busy_wait: wait,
+            next_checkpoint_at: AtomicU64::new(checkpoint::CHECKPOINT_THRESHOLD_BYTES),
         };
-        store.write(|tx| schema::bring_up_to_date(tx, path))?;
         Ok(store)
     }
 
@@ -135,34 +173,49 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Run `f` in an `IMMEDIATE` transaction and commit it.
+    /// Run `f` in an `IMMEDIATE` transaction, after taking the write turn,
+    /// and commit it.
     ///
     /// # Errors
     /// Whatever `f` returns, or the commit's error; the transaction is rolled
-    /// back on error.
+    /// back on error. [`StoreError::Busy`] when the turn did not come.
     fn write<T>(
         &self,
         f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut conn = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
+        let held = self.turn.take(self.busy_wait)?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| classify(&self.path, e))?;
         let out = f(&tx)?;
         tx.commit().map_err(|e| classify(&self.path, e))?;
+        drop(held);
+        self.after_commit(&conn);
         Ok(out)
     }
 
-    /// Run `f` with the connection, for reads.
+    /// Run `f` with the connection, for reads. No read transaction may
+    /// outlive `f` (it would hold a snapshot, and the `-wal` file, across
+    /// whatever the caller does next, a tool call included): one left open
+    /// is rolled back and reported.
     ///
     /// # Errors
-    /// Whatever `f` returns.
+    /// Whatever `f` returns; [`StoreError::Backend`] for a transaction left
+    /// open.
     fn read<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let conn = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
-        f(&conn)
+        let out = f(&conn);
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(StoreError::Backend(
+                "a read left a transaction open (rolled back)".into(),
+            ));
+        }
+        out
     }
 }
 

@@ -150,6 +150,23 @@ impl SagaStore for SqliteStore {
         })
     }
 
+    async fn saga_ids_starting(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT saga_id FROM saga_state WHERE substr(saga_id, 1, length(?1)) = ?1 ORDER BY saga_id LIMIT ?2",
+            )?;
+            let rows = st.query_map(
+                params![prefix, i64::try_from(limit).unwrap_or(i64::MAX)],
+                |r| r.get::<_, String>(0),
+            )?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
     async fn saga_plan(&self, saga_id: &str) -> Result<Option<String>, StoreError> {
         self.read(|c| {
             Ok(c.query_row(

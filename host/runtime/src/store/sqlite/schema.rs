@@ -7,8 +7,9 @@ use std::path::Path;
 
 /// `PRAGMA application_id` of capsaga databases ("CAPS").
 pub const APPLICATION_ID: i64 = 0x4341_5053;
-/// How long a writer waits for another process's lock, milliseconds.
-pub const BUSY_TIMEOUT_MS: u64 = 10_000;
+/// How long a write waits for its turn while other processes write,
+/// milliseconds (then [`StoreError::Busy`]).
+pub const BUSY_TIMEOUT_MS: u64 = 60_000;
 
 /// Version 1.
 pub(super) const SCHEMA: &str = r#"
@@ -94,6 +95,40 @@ INSERT OR IGNORE INTO wal_head (id, seq, hash)
     SELECT 1, seq, hash FROM wal_log ORDER BY seq DESC LIMIT 1;
 "#;
 
+/// Version 3: approvals expire, keep the decision's note, and can be
+/// replaced (stale, expired), so a step may have several; the table is rebuilt (SQLite cannot change a
+/// CHECK or drop a UNIQUE constraint in place).
+const MIGRATE_V3: &str = r#"
+CREATE TABLE approvals_v3 (
+    approval_id  TEXT PRIMARY KEY,
+    saga_id      TEXT NOT NULL REFERENCES saga_state(saga_id),
+    step_seq     INTEGER NOT NULL,
+    tool_id      TEXT NOT NULL,
+    tool_hash    TEXT NOT NULL,
+    args_hash    TEXT NOT NULL,
+    args         TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    summary      TEXT NOT NULL,
+    preview      TEXT,
+    status       TEXT NOT NULL CHECK (status IN ('pending','approved','denied','claimed','stale','expired')),
+    decided_by   TEXT,
+    decided_at   TEXT,
+    claimed_saga TEXT,
+    claimed_step INTEGER,
+    claimed_at   TEXT,
+    created_at   TEXT NOT NULL,
+    expires_at   TEXT,
+    replaces     TEXT,
+    note         TEXT
+);
+INSERT INTO approvals_v3 (approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at)
+    SELECT approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at FROM approvals;
+DROP TABLE approvals;
+ALTER TABLE approvals_v3 RENAME TO approvals;
+CREATE INDEX IF NOT EXISTS idx_approvals_binding ON approvals(tool_id, tool_hash, args_hash, status);
+CREATE INDEX IF NOT EXISTS idx_approvals_step ON approvals(saga_id, step_seq);
+"#;
+
 /// The spend counters (created at every open when missing: they are not
 /// part of the write-ahead log and need no migration).
 const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
@@ -106,15 +141,31 @@ const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
 );";
 
 /// Refuse a file that is another application's database or has a newer
-/// schema (a file that is not a database at all fails here too, as corrupt).
-pub(super) fn check_ours(conn: &Connection, path: &Path) -> Result<(), StoreError> {
-    let query = |sql: &str| -> Result<i64, StoreError> {
-        conn.query_row(sql, [], |r| r.get(0))
-            .map_err(|e| classify(path, e))
+/// schema (a file that is not a database at all fails here too, as
+/// corrupt); `Ok(true)` when the file is ours and current (nothing to
+/// migrate or stamp), `Ok(false)` when it is empty or older.
+///
+/// Every value is read in one read transaction, so that a file another
+/// process is creating is seen either empty or complete, never created and
+/// not yet stamped.
+pub(super) fn check_ours(conn: &Connection, path: &Path) -> Result<bool, StoreError> {
+    let read = || -> Result<(i64, i64, i64, i64), rusqlite::Error> {
+        conn.execute_batch("BEGIN DEFERRED")?;
+        let out = (|| -> Result<(i64, i64, i64, i64), rusqlite::Error> {
+            let q = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0));
+            Ok((
+                q("PRAGMA application_id")?,
+                q("PRAGMA user_version")?,
+                q("SELECT count(*) FROM sqlite_schema")?,
+                q("SELECT count(*) FROM sqlite_schema WHERE name = 'budget_days'")?,
+            ))
+        })();
+        let end = conn.execute_batch("COMMIT");
+        let out = out?;
+        end?;
+        Ok(out)
     };
-    let app_id = query("PRAGMA application_id")?;
-    let version = query("PRAGMA user_version")?;
-    let tables = query("SELECT count(*) FROM sqlite_schema")?;
+    let (app_id, version, tables, budget) = read().map_err(|e| classify(path, e))?;
     if app_id != APPLICATION_ID && (app_id != 0 || tables > 0) {
         return Err(StoreError::Foreign {
             path: path.to_path_buf(),
@@ -127,7 +178,7 @@ pub(super) fn check_ours(conn: &Connection, path: &Path) -> Result<(), StoreErro
             found: version,
         });
     }
-    Ok(())
+    Ok(app_id == APPLICATION_ID && version == SCHEMA_VERSION && budget == 1)
 }
 
 /// Migrate to [`SCHEMA_VERSION`] and stamp the application id, inside the
@@ -175,6 +226,9 @@ fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
             }
         }
         tx.execute_batch(MIGRATE_V2)?;
+    }
+    if version < 3 {
+        tx.execute_batch(MIGRATE_V3)?;
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! its outcome, retries and compensation.
 
 use super::super::{BeginOutcome, NewStep, StepRow, StepStatus, StepStore, StoreError};
+use super::approvals::ENDED_STATES;
 use super::log::append;
 use super::{SqliteStore, decode_json, to_json};
 use crate::clock::now_rfc3339;
@@ -109,7 +110,8 @@ fn existing(tx: &Transaction<'_>, key: &str) -> Result<Option<BeginOutcome>, Sto
 }
 
 /// Claim `approval_id` for this step; false when it is not approved (any
-/// more) or bound to another call.
+/// more), bound to another call, expired, or requested by another saga that
+/// has not ended (`capsaga_core::approval::may_claim`).
 fn claim(
     tx: &Transaction<'_>,
     s: &NewStep<'_>,
@@ -117,8 +119,10 @@ fn claim(
     at: &str,
 ) -> Result<bool, StoreError> {
     let claimed = tx.execute(
-        "UPDATE approvals SET status = 'claimed', claimed_saga = ?2, claimed_step = ?3, claimed_at = ?4
-         WHERE approval_id = ?1 AND status = 'approved' AND tool_id = ?5 AND tool_hash = ?6 AND args_hash = ?7",
+        &format!("UPDATE approvals SET status = 'claimed', claimed_saga = ?2, claimed_step = ?3, claimed_at = ?4
+         WHERE approval_id = ?1 AND status = 'approved' AND tool_id = ?5 AND tool_hash = ?6 AND args_hash = ?7
+           AND (expires_at IS NULL OR expires_at > ?4)
+           AND (saga_id = ?2 OR EXISTS (SELECT 1 FROM saga_state s WHERE s.saga_id = approvals.saga_id AND s.state IN {ENDED_STATES}))"),
         params![
             approval_id,
             s.saga_id,
