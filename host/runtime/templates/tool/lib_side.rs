@@ -102,7 +102,7 @@ impl Tool for {{type}} {
         )
         // Each flag changes what the host does: see the SDK's README.
         .side_effects(true)
-        .risk(Risk::Low)
+        .risk(Risk::Medium) // Low is for read-only tools; High: a human approves every call
         .dry_run(true)
         .capability("fs:write:*")
     }
