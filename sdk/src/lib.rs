@@ -62,6 +62,8 @@ pub mod llm;
 pub mod log;
 mod meta;
 mod output;
+#[cfg(not(all(target_arch = "wasm32", target_os = "wasi", target_env = "p2")))]
+pub mod testing;
 
 use serde::de::DeserializeOwned;
 
@@ -80,7 +82,7 @@ pub mod prelude {
         ToolError,
     };
     pub use crate::{debug, error, info, trace, warn};
-    pub use serde_json::json;
+    pub use serde_json::{self, json};
 }
 
 /// A tool: its arguments, its description and its four operations.

@@ -281,21 +281,40 @@ impl ToolError {
     /// | `Unsupported`, `CrossesDevices` | unsupported | |
     /// | anything else | unknown | |
     ///
-    /// The message is `"<path>: <OS message>"`; details are
-    /// `{"path", "io_kind", "os_error"}`.
+    /// The message is `"<path>: <OS message>"` without the raw error number
+    /// (a WASI errno such as `os error 44` means nothing to a reader: WASI
+    /// numbers differ from Linux's); the number stays in the details,
+    /// `{"path", "io_kind", "os_error"}`. The hint (what the model should try
+    /// next) is set per kind as in the table.
     pub fn from_io(err: &io::Error, path: impl AsRef<Path>) -> ToolError {
         let path = path.as_ref();
         let raw = err.raw_os_error();
         let not_capable = cfg!(target_os = "wasi") && raw == Some(WASI_ENOTCAPABLE);
         let (kind, hint, retriable) = classify_io(err.kind(), not_capable);
-        ToolError::new(kind, format!("{}: {err}", path.display()))
-            .hint(hint)
-            .retriable(retriable)
-            .details(serde_json::json!({
-                "path": path.display().to_string(),
-                "io_kind": format!("{:?}", err.kind()),
-                "os_error": raw,
-            }))
+        ToolError::new(
+            kind,
+            format!("{}: {}", path.display(), io_message(err, not_capable)),
+        )
+        .hint(hint)
+        .retriable(retriable)
+        .details(serde_json::json!({
+            "path": path.display().to_string(),
+            "io_kind": format!("{:?}", err.kind()),
+            "os_error": raw,
+        }))
+    }
+}
+
+/// The OS message of `err` without its ` (os error N)` suffix.
+fn io_message(err: &io::Error, not_capable: bool) -> String {
+    if not_capable {
+        return "not within the directories granted to this tool (or not allowed by the grant)"
+            .into();
+    }
+    let text = err.to_string();
+    match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_string(),
+        _ => text,
     }
 }
 
@@ -537,6 +556,7 @@ mod tests {
 
         let denied = io::Error::from_raw_os_error(13); // EACCES on Linux
         let e = ToolError::from_io(&denied, "/etc/shadow");
+        assert!(!e.message.contains("os error"), "{}", e.message);
         assert_eq!(e.kind, ErrorKind::PermissionDenied);
         assert_eq!(e.details.unwrap_or_default()["os_error"], 13);
         assert!(

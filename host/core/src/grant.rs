@@ -58,6 +58,74 @@ fn list(v: &[String]) -> String {
     v.join(", ")
 }
 
+/// A concrete grant an operator could write for the requirement `required`:
+/// the requirement itself when concrete, else an example place of its kind
+/// (`fs:write:*` → `fs:write:~/workspace/**`, `net:https:*` →
+/// `net:https:api.example.com`).
+pub fn example_grant(required: &Capability) -> String {
+    match required {
+        Capability::Fs {
+            access,
+            dir: Place::Any,
+        } => {
+            let a = if *access == FsAccess::Write {
+                "write"
+            } else {
+                "read"
+            };
+            format!("fs:{a}:~/workspace/**")
+        }
+        Capability::Net {
+            scheme,
+            target: Place::Any,
+        } => format!("net:{}:api.example.com", scheme.as_str()),
+        other => other.to_string(),
+    }
+}
+
+impl GrantError {
+    /// The error for the operator who wrote the policy: what is wrong, what
+    /// the tool declares (`declared`, its requirements) and the section to
+    /// write, e.g.
+    /// ``tool `t` declares fs:write:*; grant it in the policy: [tools.t] grants = ["fs:write:~/workspace/**"]``.
+    pub fn for_operator(&self, declared: &[Capability]) -> String {
+        let (tool, what) = match self {
+            GrantError::NotListed { tool } => (tool, format!("tool `{tool}` is not in the policy")),
+            GrantError::Missing { tool, missing } => (
+                tool,
+                format!(
+                    "the policy does not grant `{tool}` what it declares: missing {}",
+                    list(missing)
+                ),
+            ),
+            GrantError::Undeclared { tool, undeclared } => (
+                tool,
+                format!(
+                    "the policy grants `{tool}` {} it does not declare (a grant must be of a kind and place the tool declares)",
+                    list(undeclared)
+                ),
+            ),
+            GrantError::NotConcrete { tool, .. } => (tool, self.to_string()),
+        };
+        let declares: Vec<String> = declared.iter().map(ToString::to_string).collect();
+        let examples: Vec<String> = declared
+            .iter()
+            .map(|c| format!("\"{}\"", example_grant(c)))
+            .collect();
+        if declares.is_empty() {
+            format!(
+                "{what}; `{tool}` declares no capability: add `[tools.{tool}]` with `grants = []`"
+            )
+        } else {
+            format!(
+                "{what}; `{tool}` declares {}: grant it in the policy, e.g.\n  [tools.{tool}]\n  grants = [{}]",
+                list(&declares),
+                examples.join(", ")
+            )
+        }
+    }
+}
+
 /// Whether `granted` (concrete) covers `required` (concrete or `*`), and if so
 /// the effective capability (the narrower of the two).
 ///
@@ -401,5 +469,22 @@ mod tests {
     fn dry_run_strips_write() {
         let d = dry_run_grants(&caps(&["fs:write:/a/**", "fs:read:/a/**", "env:X"]));
         assert_eq!(strs(&d), ["fs:read:/a/**", "env:X"]);
+    }
+
+    #[test]
+    fn operator_errors_name_the_declaration_and_an_example_grant() {
+        let declared = caps(&["fs:write:*"]);
+        let e = effective_grants("t", &declared, &caps(&["fs:read:/ws/**"])).unwrap_err();
+        let m = e.for_operator(&declared);
+        assert!(m.contains("fs:read:/ws/**"), "{m}");
+        assert!(m.contains("declares fs:write:*"), "{m}");
+        assert!(m.contains("[tools.t]"), "{m}");
+        assert!(m.contains("\"fs:write:~/workspace/**\""), "{m}");
+        let m = GrantError::NotListed { tool: "p".into() }.for_operator(&[]);
+        assert!(m.contains("grants = []"), "{m}");
+        assert_eq!(
+            example_grant(&caps(&["net:https:*"])[0]),
+            "net:https:api.example.com"
+        );
     }
 }

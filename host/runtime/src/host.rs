@@ -35,6 +35,11 @@ pub enum HostError {
     /// (secrets, root certificates).
     #[error("{0}")]
     Factor(#[from] FactorError),
+    /// The policy grants a tool capabilities it does not declare (the
+    /// operator must see least privilege): refused at load, naming what the
+    /// tool declares and a grant to write.
+    #[error("{0}")]
+    Grants(String),
     /// The owner lock under the state directory could not be taken.
     #[error("cannot take the owner lock in {dir}: {error}")]
     Owner {
@@ -71,6 +76,30 @@ impl std::fmt::Debug for Host {
             .field("store", &self.store)
             .field("owner", &self.owner.id())
             .finish()
+    }
+}
+
+/// A policy section granting a tool what it does not declare (another kind,
+/// or a place outside its declared one) is a configuration error.
+fn refuse_undeclared(config: &Config, registry: &Registry) -> Result<(), HostError> {
+    let refused: Vec<String> = registry
+        .tools()
+        .iter()
+        .filter_map(|t| match &t.grants {
+            Err(e @ capsaga_core::grant::GrantError::Undeclared { .. }) => {
+                Some(e.for_operator(&t.meta.capabilities))
+            }
+            _ => None,
+        })
+        .collect();
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(HostError::Grants(format!(
+            "{}: {}",
+            config.path.display(),
+            refused.join("\n")
+        )))
     }
 }
 
@@ -125,6 +154,7 @@ impl Host {
                 tracing::warn!("{}: {}", issue.source, issue.error);
             }
         }
+        refuse_undeclared(&config, &registry)?;
         let guardrail = config.guardrail.clone();
         Ok(Arc::new(Host {
             config,

@@ -353,8 +353,14 @@ pub fn check_capability(input: &str, grants: &[Capability]) -> Verdict {
 /// schema. A schema the registry would refuse gives a `deny` of kind
 /// `invalid_schema`.
 pub fn check_args(schema: &Value, args: &str) -> Verdict {
+    check_args_of("check", schema, args)
+}
+
+/// [`check_args`] for the tool named `tool`: the reason names it, as the
+/// model's error message would (`capsaga check args --tool NAME`).
+pub fn check_args_of(tool: &str, schema: &Value, args: &str) -> Verdict {
     let g = Guard::Args;
-    let validator = match ArgsValidator::new("check", schema) {
+    let validator = match ArgsValidator::new(tool, schema) {
         Ok(v) => v,
         Err(e) => {
             return Verdict::new(

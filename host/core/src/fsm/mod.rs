@@ -40,7 +40,9 @@
 //! One transition is not the agent's: an operator who repairs what a failed
 //! compensation left and retries it (`capsaga rollback --saga`) may move a
 //! FailedRollbackPartial saga to FailedRolledBack once every step is
-//! compensated. It is a separate, closed table ([`OperatorEvent`],
+//! compensated; and an operator (or a tool author testing a tool) may undo a
+//! Done saga (`capsaga undo --saga`: Done → Compensating, then the usual
+//! rollback). It is a separate, closed table ([`OperatorEvent`],
 //! [`Guardrail::apply_operator`]) that no event of the saga engine and no
 //! extra row can reach, so for the agent terminal states stay terminal.
 
@@ -222,6 +224,9 @@ pub enum OperatorEvent {
         /// Every step that needed undoing is now COMPENSATED.
         all_compensated: bool,
     },
+    /// The operator undoes a Done saga: its committed steps are compensated
+    /// in reverse (`capsaga undo --saga`).
+    Undo,
 }
 
 impl OperatorEvent {
@@ -229,6 +234,7 @@ impl OperatorEvent {
     pub fn name(&self) -> &'static str {
         match self {
             OperatorEvent::CompensationRetried { .. } => "OperatorCompensationRetried",
+            OperatorEvent::Undo => "OperatorUndo",
         }
     }
 }
@@ -471,9 +477,10 @@ impl Guardrail {
         }
     }
 
-    /// Apply an operator's event: the only row is
+    /// Apply an operator's event. The rows are
     /// `FailedRollbackPartial --OperatorCompensationRetried--> FailedRolledBack`,
-    /// guarded by every step being compensated. Not extendable.
+    /// guarded by every step being compensated, and
+    /// `Done --OperatorUndo--> Compensating`. Not extendable.
     ///
     /// # Errors
     /// [`TransitionDenied`] in any other state or when the guard fails.
@@ -489,6 +496,7 @@ impl Guardrail {
                     all_compensated: true,
                 },
             ) => Ok(State::FailedRolledBack),
+            (State::Done, OperatorEvent::Undo) => Ok(State::Compensating),
             (State::FailedRollbackPartial, OperatorEvent::CompensationRetried { .. }) => {
                 Err(TransitionDenied {
                     from: state,
@@ -550,6 +558,13 @@ impl Guardrail {
             event: "OperatorCompensationRetried".into(),
             to: State::FailedRolledBack,
             guard: "operator only: every step compensated".into(),
+            source: "operator",
+        });
+        rows.push(Row {
+            from: State::Done,
+            event: "OperatorUndo".into(),
+            to: State::Compensating,
+            guard: "operator only".into(),
             source: "operator",
         });
         rows

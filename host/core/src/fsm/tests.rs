@@ -121,6 +121,15 @@ fn operator_row_is_closed() {
     {
         assert!(g.apply_operator(s, ok).is_err(), "{s}");
     }
+    // Undo: only a Done saga, into Compensating.
+    for s in State::ALL {
+        let r = g.apply_operator(s, OperatorEvent::Undo);
+        if s == State::Done {
+            assert_eq!(r, Ok(State::Compensating));
+        } else {
+            assert!(r.is_err(), "{s}");
+        }
+    }
     // No event of the saga engine leaves FailedRollbackPartial.
     assert!(
         g.rows()

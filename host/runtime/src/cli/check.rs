@@ -25,7 +25,7 @@ use crate::host::Host;
 use capsaga_core::capability::Capability;
 use capsaga_core::check::corpus::{Env, parse_corpus, replay};
 use capsaga_core::check::{
-    Decision, PathProbe, Verdict, check_args, check_capability, check_untrusted, check_url,
+    Decision, PathProbe, Verdict, check_args_of, check_capability, check_untrusted, check_url,
 };
 use capsaga_core::json::parse_strict;
 use capsaga_core::net_guard::NetRequest;
@@ -312,7 +312,7 @@ pub(crate) async fn run(config_path: &Path, out: &Out, args: CheckArgs) -> Resul
             ))
         }
         CheckWhat::Args { args, schema, tool } => {
-            let schema = match (schema, tool) {
+            let (name, schema) = match (schema, tool) {
                 (Some(s), _) => {
                     let text = if Path::new(&s).is_file() {
                         std::fs::read_to_string(&s)
@@ -320,8 +320,9 @@ pub(crate) async fn run(config_path: &Path, out: &Out, args: CheckArgs) -> Resul
                     } else {
                         s
                     };
-                    parse_strict(&text, capsaga_core::meta::MAX_SCHEMA_LEN)
-                        .map_err(|e| config_failure(format!("--schema: not JSON: {e}")))?
+                    let schema = parse_strict(&text, capsaga_core::meta::MAX_SCHEMA_LEN)
+                        .map_err(|e| config_failure(format!("--schema: not JSON: {e}")))?;
+                    ("check".to_string(), schema)
                 }
                 (None, Some(t)) => {
                     let host = Host::open(config_path).await?;
@@ -329,11 +330,11 @@ pub(crate) async fn run(config_path: &Path, out: &Out, args: CheckArgs) -> Resul
                         code: exit::NOT_FOUND,
                         message: format!("no loaded tool `{}`", clip(&t, 64)),
                     })?;
-                    tool.meta.args_schema.clone()
+                    (tool.meta.name.clone(), tool.meta.args_schema.clone())
                 }
                 (None, None) => return Err(config_failure("--schema or --tool is required")),
             };
-            Ok(print(out, &args, &check_args(&schema, &args)))
+            Ok(print(out, &args, &check_args_of(&name, &schema, &args)))
         }
         CheckWhat::Untrusted { content } => Ok(print(out, &content, &check_untrusted(&content))),
     }

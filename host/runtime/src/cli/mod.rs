@@ -4,22 +4,25 @@
 
 #[macro_use]
 mod pipe;
+mod adhoc;
 mod approvals;
 mod bench;
 mod bench_shell;
 mod bench_wal;
 pub mod check;
 pub mod exit;
+pub mod new_tool;
 mod ops;
 mod render;
 mod run;
+pub mod test_tool;
 
 use crate::dispatch::{DispatchError, Dispatcher, OperatorError};
 use crate::host::{Host, HostError};
 use crate::plan::RunError;
 use crate::store::{ApprovalOpError, StoreError};
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// capsaga: a host that lets AI agents use tools safely. Tools are WebAssembly
 /// components confined to the capabilities the operator grants; every call is
@@ -66,7 +69,36 @@ pub enum Command {
         /// Run the tool's dry-run in a read-only sandbox; nothing is logged.
         #[arg(long)]
         dry_run: bool,
+        /// A quick call without the policy file: load the components of DIR,
+        /// list only this tool, with exactly the `--grant`s given (`~` is the
+        /// current directory); the log is kept in `./.capsaga`.
+        #[arg(long, value_name = "DIR")]
+        tools_dir: Option<PathBuf>,
+        /// With --tools-dir: a capability granted to the tool (repeatable),
+        /// e.g. `fs:write:/tmp/notes/**`.
+        #[arg(long = "grant", value_name = "CAPABILITY", requires = "tools_dir")]
+        grants: Vec<String>,
     },
+    /// Undo a finished (Done) saga, e.g. one `capsaga call`: its committed
+    /// steps are compensated in reverse (an operator transition, logged).
+    Undo {
+        /// Saga id (printed by `capsaga call`).
+        #[arg(long)]
+        saga: String,
+        /// For a saga of a quick call (`call --tools-dir`): the same
+        /// directory, instead of the policy file.
+        #[arg(long, value_name = "DIR")]
+        tools_dir: Option<PathBuf>,
+    },
+    /// Scaffold a new tool crate (`capsaga new tool NAME`).
+    New {
+        /// What to create.
+        #[command(subcommand)]
+        what: new_tool::NewCmd,
+    },
+    /// Run a built component through the real sandbox without a policy
+    /// file: one call, its dry-run, or the compensation round trip.
+    TestTool(test_tool::TestToolArgs),
     /// Run a plan (a list of tool calls) as one saga, without a model.
     Run {
         /// The plan file (JSON).
@@ -216,6 +248,7 @@ pub enum AuditCmd {
 }
 
 /// A command's failure before or outside a saga, with its exit code.
+#[derive(Debug)]
 pub(crate) struct Failure {
     pub code: u8,
     pub message: String,
@@ -224,7 +257,10 @@ pub(crate) struct Failure {
 impl From<HostError> for Failure {
     fn from(e: HostError) -> Self {
         let code = match &e {
-            HostError::Config(_) | HostError::Load(_) | HostError::Factor(_) => exit::CONFIG,
+            HostError::Config(_)
+            | HostError::Load(_)
+            | HostError::Factor(_)
+            | HostError::Grants(_) => exit::CONFIG,
             HostError::Store(s) => store_code(s),
             HostError::Sandbox(_) | HostError::Owner { .. } => exit::INTERNAL,
         };
@@ -339,6 +375,7 @@ pub(crate) async fn resolve_saga(host: &Host, id: &str) -> Result<String, Failur
 /// Run a parsed command line and return the process exit code.
 pub async fn main_with(cli: Cli) -> u8 {
     let json = cli.json;
+    crate::sandbox::cache::announce_compiles(true);
     let result = dispatch(cli).await;
     match result {
         Ok(code) => code,
@@ -360,7 +397,8 @@ pub async fn main_with(cli: Cli) -> u8 {
 fn acts_on_sagas(c: &Command) -> bool {
     match c {
         Command::Call { dry_run, .. } => !dry_run,
-        Command::Run { .. }
+        Command::Undo { .. }
+        | Command::Run { .. }
         | Command::Resume { .. }
         | Command::Agent { .. }
         | Command::Rollback { .. }
@@ -376,6 +414,8 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::Budget { .. }
         | Command::Bench(_)
         | Command::Check(_)
+        | Command::New { .. }
+        | Command::TestTool(_)
         | Command::Fsm { .. } => false,
     }
 }
@@ -398,9 +438,33 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     }
     let cli = match cli.command {
         Command::Check(args) => return check::run(&cli.config, &out, args).await,
+        Command::New { what } => return new_tool::run(&out, &what),
+        Command::TestTool(args) => return test_tool::run(&out, &args).await,
         command => Cli { command, ..cli },
     };
-    let host = Host::open(&cli.config).await?;
+    // A quick call (or its undo) with --tools-dir: the command line is the policy.
+    let adhoc = match &cli.command {
+        Command::Call {
+            tool,
+            tools_dir: Some(dir),
+            grants,
+            ..
+        } => Some(adhoc::policy(
+            dir,
+            Path::new(".capsaga"),
+            Some(tool),
+            grants,
+        )?),
+        Command::Undo {
+            tools_dir: Some(dir),
+            ..
+        } => Some(adhoc::policy(dir, Path::new(".capsaga"), None, &[])?),
+        _ => None,
+    };
+    let config = adhoc
+        .as_ref()
+        .map_or(cli.config.as_path(), |a| a.path.as_path());
+    let host = Host::open(config).await?;
     let door = Dispatcher::new(host);
     let recovered = if acts_on_sagas(&cli.command) {
         door.recover_dead().await?
@@ -436,7 +500,12 @@ async fn run_command(
             tool,
             args,
             dry_run,
+            ..
         } => run::call(door, out, &tool, &args, dry_run).await,
+        Command::Undo { saga, .. } => {
+            let saga = resolve_saga(host, &saga).await?;
+            run::undo(door, out, &saga).await
+        }
         Command::Run { plan, saga } => {
             let saga = match saga {
                 Some(s) => Some(resolve_saga(host, &s).await?),
@@ -500,6 +569,10 @@ async fn run_command(
         Command::Audit {
             cmd: AuditCmd::Verify { expect_head },
         } => ops::audit_verify(host, out, expect_head.as_deref()).await,
-        Command::Fsm { .. } | Command::Check(_) | Command::Bench(_) => Ok(exit::OK),
+        Command::Fsm { .. }
+        | Command::Check(_)
+        | Command::Bench(_)
+        | Command::New { .. }
+        | Command::TestTool(_) => Ok(exit::OK),
     }
 }

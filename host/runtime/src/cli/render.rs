@@ -286,10 +286,19 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
                 clip(&args.to_string(), 120)
             );
             match (exec_result, error) {
-                (_, Some(e)) => out.push_str(&format!(
-                    "\n           error: {}",
-                    clip(&error_line(e), 200)
-                )),
+                (_, Some(e)) => {
+                    out.push_str(&format!(
+                        "\n           error: {}",
+                        clip(&error_line(e), 200)
+                    ));
+                    // What the model was told to try next.
+                    if !e.llm_hint.is_empty() {
+                        out.push_str(&format!(
+                            "\n           hint to the model: {}",
+                            clip(&e.llm_hint, 300)
+                        ));
+                    }
+                }
                 (Some(r), None) => out.push_str(&format!(
                     "\n           result: {}",
                     clip(&r.to_string(), 160)

@@ -53,8 +53,8 @@ pub(crate) async fn call(
     if dry_run {
         return call_dry_run(door, out, tool, args).await;
     }
-    // Unknown tools and invalid arguments fail before any saga starts; a
-    // tool that is not callable is refused as the saga's step.
+    // Unknown tools, tools that are not callable and invalid arguments fail
+    // before any saga starts; other refusals are the saga's step.
     let args = match door.check(tool, Args::Text(args)) {
         Ok((_, args)) => args,
         Err(r) => match r.refusal {
@@ -70,7 +70,20 @@ pub(crate) async fn call(
                     message: e.to_model_message(),
                 });
             }
-            // Not callable: the saga's step is refused (and logged as such).
+            // Not callable (not listed, or not granted what it declares): a
+            // configuration problem for the operator, refused before any saga.
+            Refusal::NotCallable(e) => {
+                let declared = door
+                    .host()
+                    .registry
+                    .get(tool)
+                    .map(|t| t.meta.capabilities.clone())
+                    .unwrap_or_default();
+                return Err(Failure {
+                    code: exit::CONFIG,
+                    message: e.for_operator(&declared),
+                });
+            }
             _ => capsaga_core::json::parse_strict(args, capsaga_core::validate::MAX_ARGS_LEN)
                 .unwrap_or_else(|_| json!({})),
         },
@@ -101,9 +114,15 @@ async fn call_dry_run(door: &Dispatcher, out: &Out, tool: &str, args: &str) -> R
             refusal: Refusal::NotCallable(e),
             ..
         } => {
+            let declared = door
+                .host()
+                .registry
+                .get(tool)
+                .map(|t| t.meta.capabilities.clone())
+                .unwrap_or_default();
             return Err(Failure {
                 code: exit::CONFIG,
-                message: e.to_string(),
+                message: e.for_operator(&declared),
             });
         }
         Step::Refused {
@@ -417,6 +436,37 @@ pub(crate) async fn rollback(door: &Dispatcher, out: &Out, saga_id: &str) -> Res
                 "  every step is compensated now: operator transition to FailedRolledBack logged"
             );
         }
+    }
+    Ok(
+        if report.final_state == State::FailedRollbackPartial || !report.all_compensated() {
+            exit::ROLLBACK_PARTIAL
+        } else {
+            exit::OK
+        },
+    )
+}
+
+/// `capsaga undo --saga <id>`: compensate a Done saga's committed steps.
+pub(crate) async fn undo(door: &Dispatcher, out: &Out, saga_id: &str) -> Result<u8, Failure> {
+    let mut saga = door.resume(saga_id).await?;
+    let before = saga.state();
+    let report = door.undo(&mut saga).await.map_err(|e| match e {
+        crate::dispatch::DispatchError::Transition(t) => Failure {
+            code: exit::CONFIG,
+            message: format!(
+                "saga {saga_id} is {before}: only a Done saga can be undone ({t}); an unfinished one is rolled back with `capsaga rollback --saga`"
+            ),
+        },
+        other => other.into(),
+    })?;
+    if out.json {
+        out.json(&json!({"saga_id": saga_id, "state_before": before, "report": report}));
+    } else {
+        println!("saga {saga_id} was {before}");
+        if report.undone.is_empty() {
+            println!("  nothing to compensate (no committed step with side effects)");
+        }
+        print_rollback(&report);
     }
     Ok(
         if report.final_state == State::FailedRollbackPartial || !report.all_compensated() {

@@ -44,6 +44,7 @@ mod policy;
 mod recover;
 mod replay;
 mod resolve;
+mod undo;
 mod validate;
 mod wal;
 

@@ -537,3 +537,33 @@ mod tests {
         ));
     }
 }
+
+/// Whether a line is printed on stderr while a component compiles (the CLI
+/// turns it on: the first start on a fresh state directory compiles every
+/// tool, which takes seconds each).
+static COMPILE_NOTICE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Print a progress line on stderr for every compilation from now on.
+pub fn announce_compiles(on: bool) {
+    COMPILE_NOTICE.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Start of a compilation: the line, and the start time when announced.
+pub(super) fn compile_notice_start(hash: &str, bytes: usize) -> Option<std::time::Instant> {
+    if !COMPILE_NOTICE.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    eprintln!(
+        "capsaga: compiling component {} ({} KiB); cached for the next start ...",
+        hash.get(..12).unwrap_or(hash),
+        bytes / 1024
+    );
+    Some(std::time::Instant::now())
+}
+
+/// End of a compilation started with [`compile_notice_start`].
+pub(super) fn compile_notice_end(started: Option<std::time::Instant>) {
+    if let Some(t) = started {
+        eprintln!("capsaga:   compiled in {:.1} s", t.elapsed().as_secs_f64());
+    }
+}

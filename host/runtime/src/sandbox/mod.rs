@@ -302,8 +302,10 @@ impl Sandbox {
         let (component, outcome) = match cache.load(&self.engine, &hash) {
             Ok(Some(c)) => (c, CacheOutcome::Hit),
             found => {
+                let notice = cache::compile_notice_start(&hash, bytes.len());
                 let component = Component::from_binary(&self.engine, bytes)
                     .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
+                cache::compile_notice_end(notice);
                 cache.store(&hash, &component);
                 let outcome = match found {
                     Err(reason) => {
