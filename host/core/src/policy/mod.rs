@@ -187,6 +187,9 @@ pub struct PolicyFile {
     /// Price table and budget caps.
     #[serde(default)]
     pub budget: crate::budget::BudgetSection,
+    /// Agent-written tools (see `crate::neuron`).
+    #[serde(default)]
+    pub neurons: crate::neuron::NeuronsFile,
 }
 
 /// Why a policy was refused.
@@ -234,6 +237,9 @@ pub enum PolicyError {
     /// A bad `[budget]` section.
     #[error("policy: {0}")]
     Budget(#[from] crate::budget::BudgetError),
+    /// A bad `[neurons]` section.
+    #[error("policy [neurons]: {0}")]
+    Neurons(String),
 }
 
 /// The checked policy: grants parsed with `~` expanded.
@@ -257,6 +263,8 @@ pub struct Policy {
     pub providers: BTreeMap<String, providers::ProviderSection>,
     /// Budget section, checked.
     pub budget: crate::budget::BudgetSection,
+    /// The `[neurons]` section, checked.
+    pub neurons: crate::neuron::NeuronsPolicy,
 }
 
 /// One tool's checked grants and limits.
@@ -344,6 +352,7 @@ impl PolicyFile {
             agent: self.agent.clone(),
             providers: self.providers.clone(),
             budget: self.budget.clone(),
+            neurons: self.neurons.check(home)?,
         })
     }
 }
