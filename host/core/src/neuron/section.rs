@@ -11,6 +11,7 @@
 //! retire_below = { success_rate = 0.5, min_calls = 20 }
 //! max_source_bytes = 65536
 //! max_examples = 16
+//! catalog_tokens = 4000              # the neurons' share of the model's catalog
 //! ```
 
 use crate::capability::Capability;
@@ -54,10 +55,13 @@ pub struct NeuronsFile {
     pub max_source_bytes: Option<usize>,
     /// Most examples per submission (default 16).
     pub max_examples: Option<usize>,
+    /// Budget of the neurons' part of the model's catalog, estimated tokens
+    /// (default 4000).
+    pub catalog_tokens: Option<usize>,
 }
 
 /// The checked section.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NeuronsPolicy {
     /// See [`NeuronsFile::enabled`].
     pub enabled: bool,
@@ -75,12 +79,16 @@ pub struct NeuronsPolicy {
     pub max_source_bytes: usize,
     /// Count.
     pub max_examples: usize,
+    /// Estimated tokens.
+    pub catalog_tokens: usize,
 }
 
 /// Default of [`NeuronsPolicy::max_source_bytes`].
 pub const DEFAULT_MAX_SOURCE_BYTES: usize = 64 * 1024;
 /// Default of [`NeuronsPolicy::max_examples`].
 pub const DEFAULT_MAX_EXAMPLES: usize = 16;
+/// Default of [`NeuronsPolicy::catalog_tokens`].
+pub const DEFAULT_CATALOG_TOKENS: usize = 4_000;
 
 impl NeuronsFile {
     /// Check the section, expanding `~` in `max_grants` to `home`.
@@ -126,6 +134,7 @@ impl NeuronsFile {
             retire_below: self.retire_below,
             max_source_bytes,
             max_examples,
+            catalog_tokens: self.catalog_tokens.unwrap_or(DEFAULT_CATALOG_TOKENS),
         })
     }
 }

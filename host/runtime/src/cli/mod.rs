@@ -4,9 +4,11 @@
 
 mod approvals;
 mod bench;
+mod bench_neurons;
 mod bench_shell;
 pub mod check;
 pub mod exit;
+mod neurons;
 mod ops;
 mod render;
 mod run;
@@ -181,6 +183,10 @@ pub enum Command {
     /// Measure a trivial tool call against bare Wasmtime, a native call and
     /// a process spawn, and cold start with and without the compiled cache.
     Bench(bench::BenchArgs),
+    /// Measure neurons: the runner's compile and cached cold start, source
+    /// to callable, a neuron call against a Rust tool call, the catalog's
+    /// size with 0, 10 and 100 neurons.
+    BenchNeurons(bench_neurons::BenchNeuronsArgs),
     /// Show the guardrail state machine.
     Fsm {
         /// Print the transition table and a Mermaid diagram.
@@ -190,6 +196,13 @@ pub enum Command {
     /// Probe one guard with one input (path, url, capability, args,
     /// untrusted) and print its decision and reason, or replay a corpus file.
     Check(check::CheckArgs),
+    /// Tools the agent wrote for itself: list, show, diff, approve, reject,
+    /// retire.
+    Neurons {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: neurons::NeuronsCmd,
+    },
 }
 
 /// `capsaga tools ...`
@@ -330,7 +343,9 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::Audit { .. }
         | Command::Budget { .. }
         | Command::Bench(_)
+        | Command::BenchNeurons(_)
         | Command::Check(_)
+        | Command::Neurons { .. }
         | Command::Fsm { .. } => false,
     }
 }
@@ -351,8 +366,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     if let Command::Bench(args) = &cli.command {
         return Ok(bench::run(&out, args).await);
     }
+    if let Command::BenchNeurons(args) = &cli.command {
+        return Ok(bench_neurons::run(&out, args).await);
+    }
     let cli = match cli.command {
         Command::Check(args) => return check::run(&cli.config, &out, args).await,
+        Command::Neurons { cmd } => return neurons::run(&cli.config, &out, cmd).await,
         command => Cli { command, ..cli },
     };
     let host = Host::open(&cli.config).await?;
@@ -435,6 +454,10 @@ async fn run_command(
         Command::Audit {
             cmd: AuditCmd::Verify { expect_head },
         } => ops::audit_verify(host, out, expect_head.as_deref()).await,
-        Command::Fsm { .. } | Command::Check(_) | Command::Bench(_) => Ok(exit::OK),
+        Command::Fsm { .. }
+        | Command::Check(_)
+        | Command::Bench(_)
+        | Command::BenchNeurons(_)
+        | Command::Neurons { .. } => Ok(exit::OK),
     }
 }

@@ -43,7 +43,7 @@ pub(super) struct Run<'a> {
 /// Run one export: the only place a tool runs.
 pub(super) async fn run(host: &Host, r: Run<'_>) -> (CallResult, CallDiagnostics) {
     match r.source {
-        ToolSource::Component(prepared) => {
+        ToolSource::Component(prepared) | ToolSource::Neuron(prepared) => {
             host.sandbox
                 .call(CallRequest {
                     tool: r.label,

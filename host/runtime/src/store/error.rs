@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 /// Current schema version of the state database (`PRAGMA user_version` for
 /// SQLite). Version 2 added the `approvals` and `wal_head` tables and the
-/// `owner` and `plan` columns of `saga_state`.
-pub const SCHEMA_VERSION: i64 = 2;
+/// `owner` and `plan` columns of `saga_state`; version 3 the `neurons` table.
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]

@@ -16,13 +16,14 @@
 //!   error, never silently reset.
 //!
 //! One file per trait: [`sagas`], [`steps`], [`log`], [`approvals`],
-//! [`traces`], [`budget`], [`audit`]; the schema and its migrations in
+//! [`traces`], [`budget`], [`audit`], [`neurons`]; the schema and its migrations in
 //! [`schema`].
 
 mod approvals;
 mod audit;
 mod budget;
 mod log;
+mod neurons;
 mod sagas;
 mod schema;
 mod steps;
@@ -180,3 +181,5 @@ fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod neuron_tests;

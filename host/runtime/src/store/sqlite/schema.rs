@@ -94,6 +94,31 @@ INSERT OR IGNORE INTO wal_head (id, seq, hash)
     SELECT 1, seq, hash FROM wal_log ORDER BY seq DESC LIMIT 1;
 "#;
 
+/// Version 3: agent-written tools, every version (see `store::NeuronStore`).
+const MIGRATE_V3: &str = r#"
+CREATE TABLE IF NOT EXISTS neurons (
+    name        TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    identity    TEXT NOT NULL UNIQUE,
+    runner_hash TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('proposed','tested','awaiting_operator','active','retired','rejected')),
+    meta        TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    examples    TEXT NOT NULL,
+    report      TEXT,
+    granted     TEXT NOT NULL,
+    saga_id     TEXT,
+    step_seq    INTEGER,
+    decided_by  TEXT,
+    note        TEXT,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (name, version)
+);
+CREATE INDEX IF NOT EXISTS idx_neurons_status ON neurons(status);
+CREATE INDEX IF NOT EXISTS idx_steps_tool_hash ON saga_steps(tool_hash);
+"#;
+
 /// The spend counters (created at every open when missing: they are not
 /// part of the write-ahead log and need no migration).
 const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
@@ -175,6 +200,9 @@ fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
             }
         }
         tx.execute_batch(MIGRATE_V2)?;
+    }
+    if version < 3 {
+        tx.execute_batch(MIGRATE_V3)?;
     }
     Ok(())
 }
