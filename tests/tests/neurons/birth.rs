@@ -16,7 +16,12 @@ async fn a_neuron_is_born_tested_approved_and_called_through_the_door() {
     };
     let (host, door) = door(&ws).await;
     let caps = json!([format!("fs:read:{}/**", ws.ws().display())]);
-    let out = call_one(&door, "neuron_create", &csv_stats(csv_examples(), caps.clone())).await;
+    let out = call_one(
+        &door,
+        "neuron_create",
+        &csv_stats(csv_examples(), caps.clone()),
+    )
+    .await;
     let report = data(&out);
     assert_eq!(report["passed"], true, "{report:#}");
     assert_eq!(report["status"], "awaiting_operator", "{report:#}");
@@ -26,38 +31,74 @@ async fn a_neuron_is_born_tested_approved_and_called_through_the_door() {
     assert!(host.registry.get("csv_stats").is_none());
     let row = host.store.neuron("csv_stats", None).await.unwrap().unwrap();
     assert_eq!(row.status, Status::AwaitingOperator);
-    assert_eq!(row.saga_id.as_deref(), Some(out_saga(&host, &identity).await.as_str()));
+    assert_eq!(
+        row.saga_id.as_deref(),
+        Some(out_saga(&host, &identity).await.as_str())
+    );
 
     // The operator grants at most what was requested, and all of it.
     let home = host.config.home.to_string_lossy().into_owned();
-    let too_much = [format!("fs:write:{}/**", ws.ws().display())];
-    assert!(operator::approve(&*host.store, &home, &row, &too_much, "t", None).await.is_err());
     let other = ["net:https:example.com".to_string()];
-    assert!(operator::approve(&*host.store, &home, &row, &other, "t", None).await.is_err());
-    assert!(operator::approve(&*host.store, &home, &row, &[], "t", None).await.is_err());
-    let grant = ["fs:read:~/ws/**".to_string()];
-    let active = operator::approve(&*host.store, &home, &row, &grant, "cli:test", None)
+    assert!(
+        operator::approve(&*host.store, &home, &row, &other, "t", None)
+            .await
+            .is_err()
+    );
+    assert!(
+        operator::approve(&*host.store, &home, &row, &[], "t", None)
+            .await
+            .is_err()
+    );
+    let star = ["fs:read:*".to_string()];
+    assert!(
+        operator::approve(&*host.store, &home, &row, &star, "t", None)
+            .await
+            .is_err()
+    );
+    // A wider grant is narrowed to the request: never more than requested.
+    let wider = ["fs:write:~/**".to_string()];
+    let active = operator::approve(&*host.store, &home, &row, &wider, "cli:test", None)
         .await
         .unwrap();
-    assert_eq!(active.granted, [format!("fs:read:{}/**", ws.ws().display())]);
+    assert_eq!(
+        active.granted,
+        [format!("fs:read:{}/**", ws.ws().display())]
+    );
     drop(door);
     drop(host);
 
     // The next host has it in its catalog and calls it like any tool.
     let (host, door) = super::door(&ws).await;
-    assert!(door.catalog(Autonomy::Autonomous).iter().any(|t| t.meta.name == "csv_stats"));
-    std::fs::write(ws.ws().join("sales.csv"), "region,amount\nn,10\ns,20\ne,60\n").unwrap();
+    assert!(
+        door.catalog(Autonomy::Autonomous)
+            .iter()
+            .any(|t| t.meta.name == "csv_stats")
+    );
+    std::fs::write(
+        ws.ws().join("sales.csv"),
+        "region,amount\nn,10\ns,20\ne,60\n",
+    )
+    .unwrap();
     let args = json!({"path": ws.ws_path("sales.csv"), "column": "amount"});
     let out = call_one(&door, "csv_stats", &args).await;
     assert_eq!(data(&out)["mean"], 30.0);
     let steps = host.store.steps(&saga_of(&out, &host).await).await.unwrap();
-    assert_eq!(steps[0].tool_hash, identity, "the WAL pins the neuron's identity");
+    assert_eq!(
+        steps[0].tool_hash, identity,
+        "the WAL pins the neuron's identity"
+    );
     assert_eq!(steps[0].grants, active.granted);
     // Outside the grant: refused by the sandbox, the host keeps serving.
     let outside = json!({"path": "/etc/passwd", "column": "x"});
     let out = call_one(&door, "csv_stats", &outside).await;
-    assert!(matches!(out.outcome, Outcome::ReadFailed { .. }), "{:?}", out.outcome);
-    let f = capsaga_host::neurons::fitness::of(&*host.store, &active).await.unwrap();
+    assert!(
+        matches!(out.outcome, Outcome::ReadFailed { .. }),
+        "{:?}",
+        out.outcome
+    );
+    let f = capsaga_host::neurons::fitness::of(&*host.store, &active)
+        .await
+        .unwrap();
     assert_eq!((f.calls, f.ok), (2, 1));
 }
 
@@ -93,15 +134,23 @@ async fn failing_examples_are_reported_for_the_model_and_not_activated() {
     let report = data(&call_one(&door, "neuron_create", &p).await);
     assert_eq!(report["passed"], false, "{report:#}");
     assert_eq!(report["status"], "proposed");
-    assert!(report["llm_hint"].as_str().unwrap().contains("fix"), "{report:#}");
+    assert!(
+        report["llm_hint"].as_str().unwrap().contains("fix"),
+        "{report:#}"
+    );
     assert_eq!(report["examples"][0]["got"]["data"]["count"], 2);
     assert!(host.registry.get("csv_mean").is_none());
 
-    // Fixed: a new version, pure, auto-activated and callable at once.
+    // Same code, fixed examples: the stored version passes now; pure, it is
+    // auto-activated and callable at once.
     p["examples"] = json!([{"args": {"path": "$SCRATCH/a.csv", "column": "n"}, "files": {"a.csv": "n\n1\n3\n"},
         "expect": {"count": 2, "mean": 2.0, "min": 1.0, "max": 3.0}}]);
     let report = data(&call_one(&door, "neuron_create", &p).await);
-    assert_eq!((report["version"].as_u64(), report["status"].as_str()), (Some(2), Some("active")), "{report:#}");
+    assert_eq!(
+        (report["version"].as_u64(), report["status"].as_str()),
+        (Some(1), Some("active")),
+        "{report:#}"
+    );
     assert!(host.registry.get("csv_mean").is_some());
 }
 
@@ -131,7 +180,10 @@ async fn a_rolled_back_saga_removes_the_pending_version() {
     .unwrap();
     let steps = host.store.steps(&report.saga_id).await.unwrap();
     assert_eq!(steps[0].status, StepStatus::Compensated, "{report:#?}");
-    assert!(host.store.neuron("csv_tmp", None).await.unwrap().is_none(), "removed");
+    assert!(
+        host.store.neuron("csv_tmp", None).await.unwrap().is_none(),
+        "removed"
+    );
     let log = host.store.log(Some("neuron:csv_tmp")).await.unwrap();
     assert_eq!(log.last().unwrap().detail["status"], "removed");
 }
@@ -142,12 +194,31 @@ async fn neuron_create_is_not_offered_at_read_only_or_when_disabled() {
         return;
     };
     let (_h, door) = door(&ws).await;
-    assert!(door.catalog(Autonomy::Autonomous).iter().all(|t| t.meta.name != "neuron_create"));
-    let out = call_one(&door, "neuron_create", &csv_stats(csv_examples(), json!([]))).await;
-    assert!(matches!(out.outcome, Outcome::Refused { refusal: Refusal::UnknownTool(_), .. }));
+    assert!(
+        door.catalog(Autonomy::Autonomous)
+            .iter()
+            .all(|t| t.meta.name != "neuron_create")
+    );
+    let out = call_one(
+        &door,
+        "neuron_create",
+        &csv_stats(csv_examples(), json!([])),
+    )
+    .await;
+    assert!(matches!(
+        out.outcome,
+        Outcome::Refused {
+            refusal: Refusal::UnknownTool(_),
+            ..
+        }
+    ));
     let ws = TestWorkspace::new(&[], "[neurons]\nenabled = false\n");
     let (_h, door) = super::door(&ws).await;
-    assert!(door.catalog(Autonomy::Autonomous).iter().all(|t| t.meta.name != "neuron_create"));
+    assert!(
+        door.catalog(Autonomy::Autonomous)
+            .iter()
+            .all(|t| t.meta.name != "neuron_create")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -169,5 +240,9 @@ async fn a_neuron_with_side_effects_and_no_dry_run_needs_a_human_for_each_call()
     let tool = host.registry.get("bump").unwrap();
     assert_eq!(tool.meta.risk, capsaga_core::meta::Risk::High);
     let out = call_one(&door, "bump", &json!({"n": 4})).await;
-    assert!(matches!(out.outcome, Outcome::AwaitingApproval { .. }), "{:?}", out.outcome);
+    assert!(
+        matches!(out.outcome, Outcome::AwaitingApproval { .. }),
+        "{:?}",
+        out.outcome
+    );
 }

@@ -78,7 +78,10 @@ pub async fn door(ws: &TestWorkspace) -> (Arc<Host>, Dispatcher) {
 /// One call as the only step of a new saga, which is then finished (or
 /// aborted when it did not commit).
 pub async fn call_one(door: &Dispatcher, tool: &str, args: &Value) -> Submitted {
-    let mut saga = door.start(Origin::Call, "neurons test", None).await.unwrap();
+    let mut saga = door
+        .start(Origin::Call, "neurons test", None)
+        .await
+        .unwrap();
     let out = door
         .submit(&mut saga, Call::new(tool, Args::Value(args)))
         .await

@@ -37,7 +37,9 @@ pub const RESERVED: &[&str] = &["neuron_create", "code_run"];
 /// The skeleton two names are compared by (see the module documentation).
 pub fn skeleton(name: &str) -> String {
     let nfkc: String = name.nfkc().collect::<String>().to_lowercase();
-    let sk: String = unicode_security::skeleton(&nfkc).collect::<String>().to_lowercase();
+    let sk: String = unicode_security::skeleton(&nfkc)
+        .collect::<String>()
+        .to_lowercase();
     let mut folded: String = sk
         .chars()
         .filter(|c| c.is_alphanumeric())

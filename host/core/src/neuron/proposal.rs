@@ -255,7 +255,10 @@ fn check_example(
     {
         out.push(problem(
             &field,
-            format!("unknown error kind `{}`", k.chars().take(40).collect::<String>()),
+            format!(
+                "unknown error kind `{}`",
+                k.chars().take(40).collect::<String>()
+            ),
             "Use invalid-args, not-found, permission-denied, unsupported, quota-exceeded, ...",
         ));
     }
@@ -263,7 +266,10 @@ fn check_example(
         if !is_plain_file_name(name) {
             out.push(problem(
                 &field,
-                format!("file name `{}` is not a plain name", name.chars().take(80).collect::<String>()),
+                format!(
+                    "file name `{}` is not a plain name",
+                    name.chars().take(80).collect::<String>()
+                ),
                 "Use names like data.csv: no slashes, no leading dot.",
             ));
         }

@@ -14,9 +14,23 @@
 //! catalog_tokens = 4000              # the neurons' share of the model's catalog
 //! ```
 
-use crate::capability::Capability;
-use crate::policy::{PolicyError, expand_home};
+use crate::capability::{Capability, CapabilityError, FsDir, Place};
 use serde::Deserialize;
+
+/// `cap` with a `~` directory replaced by `home` (as the policy does for
+/// every grant).
+fn expand(cap: Capability, home: &str) -> Result<Capability, CapabilityError> {
+    match cap {
+        Capability::Fs {
+            access,
+            dir: Place::Concrete(d @ FsDir::Home(_)),
+        } => Ok(Capability::Fs {
+            access,
+            dir: Place::Concrete(FsDir::Absolute(d.expand(home)?)),
+        }),
+        other => Ok(other),
+    }
+}
 
 /// `retire_below`: an active neuron with at least `min_calls` logged calls
 /// and a success rate (0.0-1.0) below `success_rate` is retired.
@@ -94,19 +108,14 @@ impl NeuronsFile {
     /// Check the section, expanding `~` in `max_grants` to `home`.
     ///
     /// # Errors
-    /// [`PolicyError::Capability`] (tool `[neurons]`) for a ceiling that does
-    /// not parse, [`PolicyError::Neurons`] for a bad threshold or size.
-    pub fn check(&self, home: &str) -> Result<NeuronsPolicy, PolicyError> {
+    /// A message naming the problem: a ceiling that does not parse, a bad
+    /// threshold or size.
+    pub fn check(&self, home: &str) -> Result<NeuronsPolicy, String> {
         let mut max_grants = Vec::new();
         for g in &self.max_grants {
-            let cap = Capability::parse(g).map_err(|error| PolicyError::Capability {
-                tool: "[neurons] max_grants".into(),
-                error,
-            })?;
-            let cap = expand_home(cap, home).map_err(|error| PolicyError::Capability {
-                tool: "[neurons] max_grants".into(),
-                error,
-            })?;
+            let cap = Capability::parse(g)
+                .and_then(|c| expand(c, home))
+                .map_err(|e| format!("max_grants: {e}"))?;
             max_grants.push(cap);
         }
         max_grants.sort();
@@ -114,16 +123,12 @@ impl NeuronsFile {
         if let Some(r) = &self.retire_below
             && !(0.0..=1.0).contains(&r.success_rate)
         {
-            return Err(PolicyError::Neurons(
-                "retire_below.success_rate must be between 0 and 1".into(),
-            ));
+            return Err("retire_below.success_rate must be between 0 and 1".into());
         }
         let max_source_bytes = self.max_source_bytes.unwrap_or(DEFAULT_MAX_SOURCE_BYTES);
         let max_examples = self.max_examples.unwrap_or(DEFAULT_MAX_EXAMPLES);
         if max_source_bytes == 0 || max_examples == 0 {
-            return Err(PolicyError::Neurons(
-                "max_source_bytes and max_examples must be greater than zero".into(),
-            ));
+            return Err("max_source_bytes and max_examples must be greater than zero".into());
         }
         Ok(NeuronsPolicy {
             enabled: self.enabled,

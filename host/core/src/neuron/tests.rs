@@ -53,9 +53,16 @@ fn life_moves_only_forward_along_its_edges() {
 fn identity_pins_source_description_schema_and_runner() {
     let p = proposal();
     let base = identity("r1", &p.source, &p.meta("1"));
-    assert_eq!(base, identity("r1", &p.source, &p.meta("7")), "numbering is not content");
+    assert_eq!(
+        base,
+        identity("r1", &p.source, &p.meta("7")),
+        "numbering is not content"
+    );
     assert_ne!(base, identity("r2", &p.source, &p.meta("1")));
-    assert_ne!(base, identity("r1", "def execute(a): return 2", &p.meta("1")));
+    assert_ne!(
+        base,
+        identity("r1", "def execute(a): return 2", &p.meta("1"))
+    );
     let mut m = p.meta("1");
     m.description.push(' ');
     assert_ne!(base, identity("r1", &p.source, &m));
@@ -70,14 +77,34 @@ fn identity_pins_source_description_schema_and_runner() {
 #[test]
 fn names_that_read_alike_are_one_name() {
     let taken = ["fs_read", "web_fetch", "time_now"];
-    for bad in ["fs_read", "fsread", "fs__read", "f5_read", "fs_reacl", "vveb_fetch", "tirne_now"] {
+    for bad in [
+        "fs_read",
+        "fsread",
+        "fs__read",
+        "f5_read",
+        "fs_reacl",
+        "vveb_fetch",
+        "tirne_now",
+    ] {
         let r = name::check(bad, taken);
         assert!(matches!(r, Err(NameError::Shadows { .. })), "{bad}: {r:?}");
     }
-    assert!(matches!(name::check("FS_READ", taken), Err(NameError::Rule(_))));
-    assert!(matches!(name::check("fѕ_read", taken), Err(NameError::Rule(_))));
-    assert!(matches!(name::check("neuron_create", taken), Err(NameError::Reserved(_))));
-    assert!(matches!(name::check("c0de_run", taken), Err(NameError::Reserved(_))));
+    assert!(matches!(
+        name::check("FS_READ", taken),
+        Err(NameError::Rule(_))
+    ));
+    assert!(matches!(
+        name::check("fѕ_read", taken),
+        Err(NameError::Rule(_))
+    ));
+    assert!(matches!(
+        name::check("neuron_create", taken),
+        Err(NameError::Reserved(_))
+    ));
+    assert!(matches!(
+        name::check("c0de_run", taken),
+        Err(NameError::Reserved(_))
+    ));
     assert!(name::check("csv_stats", taken).is_ok());
     assert_eq!(skeleton("fѕ_read"), skeleton("fs_read"), "Cyrillic dze");
 }
@@ -104,7 +131,11 @@ fn every_problem_is_reported_with_a_hint() {
     let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
     assert!(fields.contains(&"name"), "{problems:#?}");
     assert!(fields.contains(&"meta"), "{problems:#?}");
-    assert_eq!(fields.iter().filter(|f| **f == "capabilities").count(), 2, "{problems:#?}");
+    assert_eq!(
+        fields.iter().filter(|f| **f == "capabilities").count(),
+        2,
+        "{problems:#?}"
+    );
     assert!(fields.contains(&"examples[1]"), "{problems:#?}");
     assert!(problems.iter().all(|p| !p.llm_hint.is_empty()));
 }
@@ -137,13 +168,28 @@ fn examples_are_judged_by_data_or_error_kind() {
         expect_error: err.map(str::to_string),
         files: Default::default(),
     };
-    assert!(judge(&ex(Some(json!({"m": 2.0})), None), Ok(&json!({"m": 2}))));
+    assert!(judge(
+        &ex(Some(json!({"m": 2.0})), None),
+        Ok(&json!({"m": 2}))
+    ));
     assert!(judge(&ex(Some(json!(0.1 + 0.2)), None), Ok(&json!(0.3))));
-    assert!(!judge(&ex(Some(json!({"m": 2})), None), Ok(&json!({"m": 3}))));
+    assert!(!judge(
+        &ex(Some(json!({"m": 2})), None),
+        Ok(&json!({"m": 3}))
+    ));
     assert!(judge(&ex(None, None), Ok(&json!(null))));
-    assert!(judge(&ex(None, Some("invalid-args")), Err(ErrorKind::InvalidArgs)));
-    assert!(judge(&ex(None, Some("invalid_args")), Err(ErrorKind::InvalidArgs)));
-    assert!(!judge(&ex(None, Some("not-found")), Err(ErrorKind::InvalidArgs)));
+    assert!(judge(
+        &ex(None, Some("invalid-args")),
+        Err(ErrorKind::InvalidArgs)
+    ));
+    assert!(judge(
+        &ex(None, Some("invalid_args")),
+        Err(ErrorKind::InvalidArgs)
+    ));
+    assert!(!judge(
+        &ex(None, Some("not-found")),
+        Err(ErrorKind::InvalidArgs)
+    ));
     assert!(!judge(&ex(None, None), Err(ErrorKind::Unknown)));
     assert!(!same(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
     assert_eq!(
@@ -167,9 +213,15 @@ fn fitness_counts_rates_and_latency() {
     assert_eq!(f.success_rate, Some(0.75));
     assert_eq!(f.error_kinds["unknown"], 5);
     assert_eq!((f.p50_ms, f.p95_ms), (Some(10), Some(19)));
-    let below = RetireBelow { success_rate: 0.8, min_calls: 20 };
+    let below = RetireBelow {
+        success_rate: 0.8,
+        min_calls: 20,
+    };
     assert!(should_retire(&f, &below));
-    assert!(!should_retire(&fitness(&calls[..10]), &below), "too few calls");
+    assert!(
+        !should_retire(&fitness(&calls[..10]), &below),
+        "too few calls"
+    );
     assert_eq!(fitness(&[]).success_rate, None);
 }
 
@@ -183,7 +235,10 @@ fn section_checks_grants_and_thresholds() {
     };
     assert!(bad.check("/h").is_err());
     let bad = NeuronsFile {
-        retire_below: Some(RetireBelow { success_rate: 1.5, min_calls: 1 }),
+        retire_below: Some(RetireBelow {
+            success_rate: 1.5,
+            min_calls: 1,
+        }),
         ..NeuronsFile::default()
     };
     assert!(bad.check("/h").is_err());

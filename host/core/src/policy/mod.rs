@@ -352,7 +352,7 @@ impl PolicyFile {
             agent: self.agent.clone(),
             providers: self.providers.clone(),
             budget: self.budget.clone(),
-            neurons: self.neurons.check(home)?,
+            neurons: self.neurons.check(home).map_err(PolicyError::Neurons)?,
         })
     }
 }

@@ -15,8 +15,8 @@
 //!   active neurons (with the `[neurons] catalog_tokens` cap, and what it
 //!   would be without).
 
-use super::render::Out;
 use super::exit;
+use super::render::Out;
 use crate::dispatch::{Args, Call, Dispatcher, Outcome};
 use crate::host::Host;
 use crate::neurons::catalog::entry_tokens;
@@ -78,7 +78,9 @@ fn ms(t: Instant) -> f64 {
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    v.get(rank.clamp(1, v.len().max(1)) - 1).copied().unwrap_or(0.0)
+    v.get(rank.clamp(1, v.len().max(1)) - 1)
+        .copied()
+        .unwrap_or(0.0)
 }
 
 fn abs(p: &Path) -> Result<PathBuf, String> {
@@ -145,7 +147,12 @@ async fn preview(door: &Dispatcher, tool: &str, args: &serde_json::Value) -> Res
     }
 }
 
-async fn latency(door: &Dispatcher, tool: &str, args: &serde_json::Value, n: usize) -> Result<Latency, String> {
+async fn latency(
+    door: &Dispatcher,
+    tool: &str,
+    args: &serde_json::Value,
+    n: usize,
+) -> Result<Latency, String> {
     let first_ms = preview(door, tool, args).await?;
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
@@ -160,9 +167,18 @@ async fn latency(door: &Dispatcher, tool: &str, args: &serde_json::Value, n: usi
 
 fn catalog_tokens(door: &Dispatcher) -> (usize, usize, usize) {
     let offered = door.catalog(Autonomy::Autonomous);
-    let all: usize = door.host().registry.tools().iter().map(|t| entry_tokens(t)).sum();
+    let all: usize = door
+        .host()
+        .registry
+        .tools()
+        .iter()
+        .map(|t| entry_tokens(t))
+        .sum();
     let shown: usize = offered.iter().map(|t| entry_tokens(t)).sum();
-    let neurons = offered.iter().filter(|t| crate::neurons::is_neuron(t)).count();
+    let neurons = offered
+        .iter()
+        .filter(|t| crate::neurons::is_neuron(t))
+        .count();
     (shown, all, neurons)
 }
 
@@ -257,14 +273,39 @@ pub(crate) async fn run(out: &Out, a: &BenchNeuronsArgs) -> u8 {
             if let Some(c) = r.runner_compile_ms {
                 println!("runner compile (one time, cache miss)      {c} ms");
             }
-            println!("cached cold start: host open               {:.1} ms (runner loaded in {} ms)", r.cold_host_open_ms, r.cold_runner_load_ms);
-            println!("cached cold start to first neuron answer   {:.1} ms", r.cold_to_first_neuron_call_ms);
-            println!("source → callable (neuron_create, 2 examples, activation)  p50 {:.1} ms  {:?}", r.source_to_callable_p50_ms, r.source_to_callable_ms.iter().map(|x| (x * 10.0).round() / 10.0).collect::<Vec<_>>());
-            println!("Rust tool call (time_now, door dry-run)    first {:.2} ms  p50 {:.2} ms  p99 {:.2} ms", r.rust_tool.first_ms, r.rust_tool.p50_ms, r.rust_tool.p99_ms);
-            println!("neuron call (runner, door dry-run)         first {:.2} ms  p50 {:.2} ms  p99 {:.2} ms", r.neuron.first_ms, r.neuron.p50_ms, r.neuron.p99_ms);
-            println!("neuron / Rust tool                         first {:.1}×  p50 {:.1}×  p99 {:.1}×", r.neuron_vs_rust_first, r.neuron_vs_rust_p50, r.neuron_vs_rust_p99);
+            println!(
+                "cached cold start: host open               {:.1} ms (runner loaded in {} ms)",
+                r.cold_host_open_ms, r.cold_runner_load_ms
+            );
+            println!(
+                "cached cold start to first neuron answer   {:.1} ms",
+                r.cold_to_first_neuron_call_ms
+            );
+            println!(
+                "source → callable (neuron_create, 2 examples, activation)  p50 {:.1} ms  {:?}",
+                r.source_to_callable_p50_ms,
+                r.source_to_callable_ms
+                    .iter()
+                    .map(|x| (x * 10.0).round() / 10.0)
+                    .collect::<Vec<_>>()
+            );
+            println!(
+                "Rust tool call (time_now, door dry-run)    first {:.2} ms  p50 {:.2} ms  p99 {:.2} ms",
+                r.rust_tool.first_ms, r.rust_tool.p50_ms, r.rust_tool.p99_ms
+            );
+            println!(
+                "neuron call (runner, door dry-run)         first {:.2} ms  p50 {:.2} ms  p99 {:.2} ms",
+                r.neuron.first_ms, r.neuron.p50_ms, r.neuron.p99_ms
+            );
+            println!(
+                "neuron / Rust tool                         first {:.1}×  p50 {:.1}×  p99 {:.1}×",
+                r.neuron_vs_rust_first, r.neuron_vs_rust_p50, r.neuron_vs_rust_p99
+            );
             for c in &r.catalog_tokens {
-                println!("catalog with {:>3} active neurons: {}", c["active_neurons"], c);
+                println!(
+                    "catalog with {:>3} active neurons: {}",
+                    c["active_neurons"], c
+                );
             }
             exit::OK
         }

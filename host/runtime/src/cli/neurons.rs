@@ -160,8 +160,10 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: NeuronsCmd) -> Resul
 
 fn decided(out: &Out, row: &NeuronRow, what: &str) -> Result<u8, Failure> {
     if out.json {
-        out.json(&json!({"neuron": row.name, "version": row.version, "status": row.status,
-            "granted": row.granted, "identity": row.identity}));
+        out.json(
+            &json!({"neuron": row.name, "version": row.version, "status": row.status,
+            "granted": row.granted, "identity": row.identity}),
+        );
     } else {
         println!(
             "neuron {} version {} {what} (identity {})",
@@ -247,7 +249,10 @@ async fn show(store: &dyn Store, out: &Out, row: &NeuronRow) -> Result<u8, Failu
         return Ok(exit::OK);
     }
     let m = &row.meta;
-    println!("neuron {} version {} — {}", row.name, row.version, row.status);
+    println!(
+        "neuron {} version {} — {}",
+        row.name, row.version, row.status
+    );
     println!("  identity     {}", row.identity);
     println!("  runner       {}", row.runner_hash);
     println!("  description  {}", m.description);
@@ -265,11 +270,16 @@ async fn show(store: &dyn Store, out: &Out, row: &NeuronRow) -> Result<u8, Failu
     println!(
         "  provenance   saga {} step {} | trace {} | model {}",
         row.saga_id.as_deref().unwrap_or("-"),
-        row.step_seq.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+        row.step_seq
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "-".into()),
         row.trace_id.as_deref().unwrap_or("-"),
         row.model.as_deref().unwrap_or("-")
     );
-    println!("  created      {} | updated {}", row.created_at, row.updated_at);
+    println!(
+        "  created      {} | updated {}",
+        row.created_at, row.updated_at
+    );
     if let Some(by) = &row.decided_by {
         println!(
             "  decided by   {by}{}",
@@ -285,8 +295,12 @@ async fn show(store: &dyn Store, out: &Out, row: &NeuronRow) -> Result<u8, Failu
         f.success_rate
             .map(|r| format!("{:.0}%", r * 100.0))
             .unwrap_or_else(|| "-".into()),
-        f.p50_ms.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
-        f.p95_ms.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+        f.p50_ms
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "-".into()),
+        f.p95_ms
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "-".into())
     );
     if let Some(examples) = row
         .report
@@ -343,9 +357,11 @@ fn diff(out: &Out, a: &NeuronRow, b: &NeuronRow) -> u8 {
         )
         .to_string();
     if out.json {
-        out.json(&json!({"neuron": a.name, "from": a.version, "to": b.version,
+        out.json(
+            &json!({"neuron": a.name, "from": a.version, "to": b.version,
             "identity_from": a.identity, "identity_to": b.identity,
-            "meta": fields, "source": text}));
+            "meta": fields, "source": text}),
+        );
         return exit::OK;
     }
     println!(

@@ -6,8 +6,8 @@
 //! on; `dry-run` checks without running or storing; `compensate` removes the
 //! version the step stored while it is still pending.
 
-use super::trial::{ExampleResult, Trial};
 use super::Neurons;
+use super::trial::{ExampleResult, Trial};
 use crate::registry::{BuiltinTool, Registry, ToolSource};
 use crate::sandbox::{Op, Sandbox};
 use crate::store::{NewNeuron, Removed, Store, Transition};
@@ -95,7 +95,11 @@ impl NeuronCreate {
         Ok((p, problems))
     }
 
-    async fn execute(&self, ctx: &CallContext, args: &Value) -> Result<Option<ToolOutput>, ToolError> {
+    async fn execute(
+        &self,
+        ctx: &CallContext,
+        args: &Value,
+    ) -> Result<Option<ToolOutput>, ToolError> {
         let (p, problems) = self.checked(args).await?;
         if !problems.is_empty() {
             return Ok(refused(&p, &problems));
@@ -135,8 +139,10 @@ impl NeuronCreate {
             })
             .await
             .map_err(store_error)?;
-        let status = if created && passed {
-            self.advance(&row.name, row.version, &meta).await?
+        // A new version whose examples pass, or a stored version that never
+        // passed (same code, better examples) whose examples pass now.
+        let status = if passed && (created || row.status == Status::Proposed) {
+            self.advance(&row.name, row.version, &meta, &report).await?
         } else {
             row.status
         };
@@ -145,7 +151,13 @@ impl NeuronCreate {
 
     /// proposed → tested → awaiting_operator, or → active for a pure neuron
     /// when the policy auto-activates them.
-    async fn advance(&self, name: &str, version: u32, meta: &RawToolMeta) -> Result<Status, ToolError> {
+    async fn advance(
+        &self,
+        name: &str,
+        version: u32,
+        meta: &RawToolMeta,
+        report: &Value,
+    ) -> Result<Status, ToolError> {
         let step = |to: Status, by: &'static str, note: Option<&'static str>| Transition {
             name,
             version,
@@ -155,19 +167,30 @@ impl NeuronCreate {
             granted: None,
             report: None,
         };
+        let mut tested = step(
+            Status::Tested,
+            "host:examples",
+            Some("every example passed"),
+        );
+        tested.report = Some(report);
         self.store
-            .transition_neuron(&step(Status::Tested, "host:examples", Some("every example passed")))
+            .transition_neuron(&tested)
             .await
             .map_err(store_error)?;
         let pure = meta.capabilities.is_empty();
         if pure && self.policy.neurons.auto_activate_pure {
             let row = self
                 .store
-                .transition_neuron(&step(Status::Active, AUTO_ACTIVATE, Some("pure neuron, examples passed")))
+                .transition_neuron(&step(
+                    Status::Active,
+                    AUTO_ACTIVATE,
+                    Some("pure neuron, examples passed"),
+                ))
                 .await
                 .map_err(store_error)?;
             if let Some(reg) = self.registry.upgrade()
-                && let Err(e) = reg.register_neuron(&self.sandbox, &self.policy, &self.neurons.runner, &row)
+                && let Err(e) =
+                    reg.register_neuron(&self.sandbox, &self.policy, &self.neurons.runner, &row)
             {
                 tracing::warn!("neuron `{name}` activated but not registered: {e}");
             }
@@ -193,10 +216,16 @@ impl NeuronCreate {
     ) -> Option<ToolOutput> {
         let passed = results.iter().all(|r| r.passed);
         let hint = match (created, passed, status) {
-            (false, _, s) => format!("This exact neuron is already stored as version {version} ({s}); change it to submit a new version."),
-            (true, false, _) => "Some examples failed: read each failure, fix the source (or the examples) and call neuron_create again.".to_string(),
-            (true, true, Status::Active) => format!("`{name}` is active: call it like any tool from now on."),
-            (true, true, _) => format!("`{name}` waits for the operator (`capsaga neurons approve {name}`); it is not callable yet. Tell the user."),
+            (_, true, Status::Active) => {
+                format!("`{name}` is active: call it like any tool from now on.")
+            }
+            (_, true, Status::AwaitingOperator) => format!(
+                "`{name}` waits for the operator (`capsaga neurons approve {name}`); it is not callable yet. Tell the user."
+            ),
+            (true, false, _) | (false, false, Status::Proposed) => "Some examples failed: read each failure, fix the source (or the examples) and call neuron_create again.".to_string(),
+            (_, _, s) => format!(
+                "This exact neuron is already stored as version {version} ({s}); change it to submit a new version."
+            ),
         };
         let effects = if created {
             vec![format!("stored neuron {name} version {version} ({status})")]
@@ -218,19 +247,35 @@ impl NeuronCreate {
         )
     }
 
-    async fn compensate(&self, ctx: &CallContext, out: &ToolOutput) -> Result<Option<ToolOutput>, ToolError> {
+    async fn compensate(
+        &self,
+        ctx: &CallContext,
+        out: &ToolOutput,
+    ) -> Result<Option<ToolOutput>, ToolError> {
         let (Some(id), Some(true)) = (out.data["identity"].as_str(), out.data["created"].as_bool())
         else {
             return Ok(None);
         };
-        let row = self.store.neuron_by_identity(id).await.map_err(store_error)?;
+        let row = self
+            .store
+            .neuron_by_identity(id)
+            .await
+            .map_err(store_error)?;
         if row.as_ref().and_then(|r| r.saga_id.as_deref()) != Some(ctx.saga_id.as_str()) {
             return Ok(None);
         }
-        match self.store.remove_pending_neuron(id, "compensation").await.map_err(store_error)? {
-            Removed::Removed | Removed::Absent | Removed::Kept(Status::Retired | Status::Rejected) => Ok(None),
+        match self
+            .store
+            .remove_pending_neuron(id, "compensation")
+            .await
+            .map_err(store_error)?
+        {
+            Removed::Removed
+            | Removed::Absent
+            | Removed::Kept(Status::Retired | Status::Rejected) => Ok(None),
             Removed::Kept(status) => {
-                let Some(row) = row.filter(|r| r.decided_by.as_deref() == Some(AUTO_ACTIVATE)) else {
+                let Some(row) = row.filter(|r| r.decided_by.as_deref() == Some(AUTO_ACTIVATE))
+                else {
                     return Err(ToolError::with_hint(
                         ErrorKind::Unrevertible,
                         format!("neuron {id} is {status}: the operator decided on it meanwhile"),
@@ -275,9 +320,18 @@ impl BuiltinTool for NeuronCreate {
         }
     }
 
-    async fn call(&self, op: &Op, ctx: &CallContext, args: &Value) -> Result<Option<ToolOutput>, ToolError> {
-        match op {
-            Op::DryRun => {
+    async fn call(
+        &self,
+        op: &Op,
+        ctx: &CallContext,
+        args: &Value,
+    ) -> Result<Option<ToolOutput>, ToolError> {
+        // Which export the door asked for (by its WIT name).
+        if let Some(out) = op.undone_output() {
+            return self.compensate(ctx, out).await;
+        }
+        match op.name() {
+            "dry-run" => {
                 let (p, problems) = self.checked(args).await?;
                 if !problems.is_empty() {
                     return Ok(refused(&p, &problems));
@@ -285,13 +339,23 @@ impl BuiltinTool for NeuronCreate {
                 Ok(output(
                     json!({"accepted": true, "name": p.name, "requested": p.capabilities,
                         "examples": p.examples.len()}),
-                    vec![format!("would store neuron {} after running {} example(s)", p.name, p.examples.len())],
-                    format!("submit neuron {} (requests: {})", p.name,
-                        if p.capabilities.is_empty() { "nothing".to_string() } else { p.capabilities.join(", ") }),
+                    vec![format!(
+                        "would store neuron {} after running {} example(s)",
+                        p.name,
+                        p.examples.len()
+                    )],
+                    format!(
+                        "submit neuron {} (requests: {})",
+                        p.name,
+                        if p.capabilities.is_empty() {
+                            "nothing".to_string()
+                        } else {
+                            p.capabilities.join(", ")
+                        }
+                    ),
                 ))
             }
-            Op::Execute => self.execute(ctx, args).await,
-            Op::Compensate(out) => self.compensate(ctx, out).await,
+            _ => self.execute(ctx, args).await,
         }
     }
 }

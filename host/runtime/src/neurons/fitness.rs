@@ -23,7 +23,10 @@ pub async fn of(store: &dyn Store, row: &NeuronRow) -> Result<Fitness, StoreErro
 ///
 /// # Errors
 /// [`StoreError`].
-pub async fn retire_unfit(store: &dyn Store, policy: &Policy) -> Result<Vec<NeuronRow>, StoreError> {
+pub async fn retire_unfit(
+    store: &dyn Store,
+    policy: &Policy,
+) -> Result<Vec<NeuronRow>, StoreError> {
     let Some(below) = policy.neurons.retire_below else {
         return Ok(Vec::new());
     };
@@ -42,7 +45,11 @@ pub async fn retire_unfit(store: &dyn Store, policy: &Policy) -> Result<Vec<Neur
             f.calls,
             below.success_rate
         );
-        tracing::warn!("neuron `{}` version {} retired: {note}", row.name, row.version);
+        tracing::warn!(
+            "neuron `{}` version {} retired: {note}",
+            row.name,
+            row.version
+        );
         let t = Transition {
             name: &row.name,
             version: row.version,

@@ -51,7 +51,9 @@ pub struct Neurons {
 #[derive(Debug, thiserror::Error)]
 pub enum NeuronsError {
     /// The runner file could not be read.
-    #[error("cannot read the neuron runner {path}: {error} (build it with scripts/build-components)")]
+    #[error(
+        "cannot read the neuron runner {path}: {error} (build it with scripts/build-components)"
+    )]
     Read {
         /// The file.
         path: PathBuf,
@@ -94,7 +96,9 @@ pub fn load_runner(config: &Config, sandbox: &Sandbox) -> Result<Neurons, Neuron
         path: path.clone(),
         error,
     };
-    let len = std::fs::metadata(&path).map_err(|e| read_err(e.to_string()))?.len();
+    let len = std::fs::metadata(&path)
+        .map_err(|e| read_err(e.to_string()))?
+        .len();
     if len > MAX_RUNNER_BYTES {
         return Err(read_err(format!("{len} bytes, over {MAX_RUNNER_BYTES}")));
     }
@@ -175,8 +179,7 @@ pub async fn start(
         Ok(rows) => {
             for row in rows {
                 if row.status == Status::Active {
-                    if let Err(e) =
-                        registry.register_neuron(sandbox, policy, &neurons.runner, &row)
+                    if let Err(e) = registry.register_neuron(sandbox, policy, &neurons.runner, &row)
                     {
                         tracing::warn!("neuron `{}` not loaded: {e}", row.name);
                     }

@@ -55,7 +55,9 @@ pub async fn version_of(
 
 /// Parse the operator's grants (`~` expanded with the policy's home) and
 /// check them against what `row` requested: every requested capability
-/// covered, nothing it did not request, every grant concrete.
+/// covered, nothing it did not request, every grant concrete. Returns the
+/// effective grants (each narrowed to what was requested: a write grant for
+/// a read request is stored as read), sorted.
 ///
 /// # Errors
 /// [`DecisionError::BadGrant`] or [`DecisionError::Grants`].
@@ -83,7 +85,7 @@ pub fn check_grants(
         .iter()
         .filter_map(|c| Capability::parse(c).ok())
         .collect();
-    effective_grants(&row.name, &requested, &parsed).map_err(|e| {
+    let effective = effective_grants(&row.name, &requested, &parsed).map_err(|e| {
         DecisionError::Grants(format!(
             "{e}; version {} requested: {}",
             row.version,
@@ -94,10 +96,7 @@ pub fn check_grants(
             }
         ))
     })?;
-    let mut out: Vec<String> = parsed.iter().map(ToString::to_string).collect();
-    out.sort();
-    out.dedup();
-    Ok(out)
+    Ok(effective.iter().map(ToString::to_string).collect())
 }
 
 /// Activate a version waiting for the operator with exactly `grants`

@@ -92,11 +92,9 @@ pub struct Trial<'a> {
 impl Trial<'_> {
     /// Run every example, in order.
     pub async fn run(&self, examples: &[Example]) -> Vec<ExampleResult> {
-        let prepared = self.runner.neuron(definition(
-            self.meta,
-            self.source,
-            self.limits.output_bytes,
-        ));
+        let prepared =
+            self.runner
+                .neuron(definition(self.meta, self.source, self.limits.output_bytes));
         let mut out = Vec::with_capacity(examples.len());
         for (index, ex) in examples.iter().enumerate() {
             out.push(self.one(index, ex, &prepared).await);
@@ -140,7 +138,10 @@ impl Trial<'_> {
         let result = if let Err(e) = self.validator.check_value(&args) {
             let got = json!({"error": {"kind": "invalid-args", "message": e.to_string(),
                 "llm_hint": "The door refuses arguments that do not match args_schema."}});
-            let passed = ex.expect_error.as_deref().and_then(capsaga_core::neuron::proposal::parse_kind)
+            let passed = ex
+                .expect_error
+                .as_deref()
+                .and_then(capsaga_core::neuron::proposal::parse_kind)
                 == Some(capsaga_core::error::ErrorKind::InvalidArgs);
             ExampleResult {
                 passed,
@@ -173,10 +174,19 @@ impl Trial<'_> {
         };
         let (res, diag) = self
             .sandbox
-            .trial(&self.meta.name, prepared, &bindings, &self.limits, &canonical(args))
+            .trial(
+                &self.meta.name,
+                prepared,
+                &bindings,
+                &self.limits,
+                &canonical(args),
+            )
             .await;
         let (passed, got) = match &res {
-            Ok(Some(out)) => (judge(ex, Ok(&out.data)), json!({"data": clip_value(&out.data)})),
+            Ok(Some(out)) => (
+                judge(ex, Ok(&out.data)),
+                json!({"data": clip_value(&out.data)}),
+            ),
             Ok(None) => (false, json!({"data": null})),
             Err(e) => (
                 judge(ex, Err(e.kind)),
@@ -189,7 +199,11 @@ impl Trial<'_> {
             expected: expected.clone(),
             got,
             wall_ms: diag.wall_ms,
-            stdio: if passed { String::new() } else { clip(&diag.stdio) },
+            stdio: if passed {
+                String::new()
+            } else {
+                clip(&diag.stdio)
+            },
         }
     }
 

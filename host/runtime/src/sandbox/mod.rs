@@ -99,6 +99,14 @@ pub enum Op {
 }
 
 impl Op {
+    /// The output being undone, for `compensate`.
+    pub fn undone_output(&self) -> Option<&ToolOutput> {
+        match self {
+            Op::Compensate(o) => Some(o),
+            _ => None,
+        }
+    }
+
     /// The export's WIT name.
     pub fn name(&self) -> &'static str {
         match self {

@@ -142,7 +142,9 @@ impl Sandbox {
         let cache = match cache_dir {
             Some(dir) => {
                 own = CompiledCache::open(dir, &self.engine)
-                    .map_err(|e| tracing::warn!("{e}; the neuron runner is compiled at every start"))
+                    .map_err(|e| {
+                        tracing::warn!("{e}; the neuron runner is compiled at every start")
+                    })
                     .ok();
                 own.as_ref()
             }

@@ -165,8 +165,11 @@ pub trait NeuronStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError`].
-    async fn neuron(&self, name: &str, version: Option<u32>)
-    -> Result<Option<NeuronRow>, StoreError>;
+    async fn neuron(
+        &self,
+        name: &str,
+        version: Option<u32>,
+    ) -> Result<Option<NeuronRow>, StoreError>;
 
     /// The version with this identity.
     ///

@@ -180,6 +180,6 @@ fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod neuron_tests;
+#[cfg(test)]
+mod tests;

@@ -61,7 +61,10 @@ fn versions_are_numbered_by_content_and_live_their_life() {
     let db = SqliteStore::open(&dir.path().join("state.db")).unwrap();
     let (v1, new) = propose(&db, &meta("stats", "a"), "id1");
     assert!(new);
-    assert_eq!((v1.version, v1.status, v1.meta.version.as_str()), (1, Status::Proposed, "1"));
+    assert_eq!(
+        (v1.version, v1.status, v1.meta.version.as_str()),
+        (1, Status::Proposed, "1")
+    );
     let (again, new) = propose(&db, &meta("stats", "a"), "id1");
     assert!(!new, "the same content is the same version");
     assert_eq!(again.version, 1);
@@ -74,7 +77,10 @@ fn versions_are_numbered_by_content_and_live_their_life() {
     let report = json!({"passed": true});
     let mut t = to("stats", 1, Status::Tested);
     t.report = Some(&report);
-    assert_eq!(block(db.transition_neuron(&t)).unwrap().report, Some(report.clone()));
+    assert_eq!(
+        block(db.transition_neuron(&t)).unwrap().report,
+        Some(report.clone())
+    );
     block(db.transition_neuron(&to("stats", 1, Status::AwaitingOperator))).unwrap();
     let grants = vec!["fs:read:/d/**".to_string()];
     let mut t = to("stats", 1, Status::Active);
@@ -92,7 +98,13 @@ fn versions_are_numbered_by_content_and_live_their_life() {
         [Status::Retired, Status::Active]
     );
     assert_eq!(block(db.neuron("stats", None)).unwrap().unwrap().version, 2);
-    assert_eq!(block(db.neuron_by_identity("id1")).unwrap().unwrap().version, 1);
+    assert_eq!(
+        block(db.neuron_by_identity("id1"))
+            .unwrap()
+            .unwrap()
+            .version,
+        1
+    );
     assert_eq!(all[0].saga_id.as_deref(), Some("s1"));
 
     // Every change is in the chained log, and the log still verifies.
@@ -103,8 +115,17 @@ fn versions_are_numbered_by_content_and_live_their_life() {
         .collect();
     assert_eq!(
         statuses,
-        ["proposed", "proposed", "tested", "awaiting_operator", "active", "tested",
-         "awaiting_operator", "retired", "active"]
+        [
+            "proposed",
+            "proposed",
+            "tested",
+            "awaiting_operator",
+            "active",
+            "tested",
+            "awaiting_operator",
+            "retired",
+            "active"
+        ]
     );
     let report = block(crate::store::audit::verify(&db, None)).unwrap();
     assert!(report.ok(), "{report:?}");
@@ -115,8 +136,14 @@ fn only_a_pending_version_is_removed() {
     let dir = tempfile::tempdir().unwrap();
     let db = SqliteStore::open(&dir.path().join("state.db")).unwrap();
     propose(&db, &meta("a", "a"), "ida");
-    assert_eq!(block(db.remove_pending_neuron("ida", "t")).unwrap(), Removed::Removed);
-    assert_eq!(block(db.remove_pending_neuron("ida", "t")).unwrap(), Removed::Absent);
+    assert_eq!(
+        block(db.remove_pending_neuron("ida", "t")).unwrap(),
+        Removed::Removed
+    );
+    assert_eq!(
+        block(db.remove_pending_neuron("ida", "t")).unwrap(),
+        Removed::Absent
+    );
     propose(&db, &meta("b", "b"), "idb");
     block(db.transition_neuron(&to("b", 1, Status::Tested))).unwrap();
     block(db.transition_neuron(&to("b", 1, Status::Active))).unwrap();
@@ -124,7 +151,12 @@ fn only_a_pending_version_is_removed() {
         block(db.remove_pending_neuron("idb", "t")).unwrap(),
         Removed::Kept(Status::Active)
     );
-    assert!(block(db.neurons(None)).unwrap().iter().all(|r| r.name == "b"));
+    assert!(
+        block(db.neurons(None))
+            .unwrap()
+            .iter()
+            .all(|r| r.name == "b")
+    );
 }
 
 #[test]
@@ -134,7 +166,8 @@ fn a_version_2_database_gains_the_neurons_table() {
     drop(SqliteStore::open(&p).unwrap());
     {
         let c = rusqlite::Connection::open(&p).unwrap();
-        c.execute_batch("DROP TABLE neurons; PRAGMA user_version = 2;").unwrap();
+        c.execute_batch("DROP TABLE neurons; PRAGMA user_version = 2;")
+            .unwrap();
     }
     let db = SqliteStore::open(&p).unwrap();
     assert!(block(db.neurons(None)).unwrap().is_empty());

@@ -54,13 +54,21 @@ fn decode(r: &Row<'_>) -> rusqlite::Result<Result<NeuronRow, StoreError>> {
     }))
 }
 
-fn query(c: &Connection, filter: &str, p: &[&dyn rusqlite::ToSql]) -> Result<Vec<NeuronRow>, StoreError> {
+fn query(
+    c: &Connection,
+    filter: &str,
+    p: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<NeuronRow>, StoreError> {
     let mut st = c.prepare(&format!("{SELECT} {filter}"))?;
     let rows = st.query_map(p, decode)?;
     rows.map(|r| r?).collect()
 }
 
-fn one(c: &Connection, filter: &str, p: &[&dyn rusqlite::ToSql]) -> Result<Option<NeuronRow>, StoreError> {
+fn one(
+    c: &Connection,
+    filter: &str,
+    p: &[&dyn rusqlite::ToSql],
+) -> Result<Option<NeuronRow>, StoreError> {
     Ok(query(c, filter, p)?.into_iter().next())
 }
 
