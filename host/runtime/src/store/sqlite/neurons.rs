@@ -124,7 +124,7 @@ impl NeuronStore for SqliteStore {
     }
 
     async fn transition_neuron(&self, t: &Transition<'_>) -> Result<NeuronRow, NeuronOpError> {
-        let out = self.write(|tx| {
+        self.write(|tx| {
             let Some(cur) = one(tx, "WHERE n.name = ?1 AND n.version = ?2", &[&t.name, &t.version])?
             else {
                 return Ok(Err(NeuronOpError::NotFound(format!("{} version {}", t.name, t.version))));
@@ -167,8 +167,7 @@ impl NeuronStore for SqliteStore {
             let row = one(tx, "WHERE n.name = ?1 AND n.version = ?2", &[&t.name, &t.version])?
                 .ok_or_else(|| StoreError::Decode("updated neuron not found".into()))?;
             Ok(Ok(row))
-        })?;
-        out
+        })?
     }
 
     async fn remove_pending_neuron(&self, identity: &str, by: &str) -> Result<Removed, StoreError> {
