@@ -48,6 +48,7 @@ pub mod ip_embedding;
 pub mod json;
 pub mod meta;
 pub mod net_guard;
+pub mod neuron;
 pub mod path_guard;
 pub mod policy;
 pub mod prompt;

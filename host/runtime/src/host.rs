@@ -55,9 +55,12 @@ pub struct Host {
     /// The configuration.
     pub config: Config,
     /// The shared engine, with the capability factors.
-    pub sandbox: Sandbox,
+    pub sandbox: Arc<Sandbox>,
     /// Loaded tools.
-    pub registry: Registry,
+    pub registry: Arc<Registry>,
+    /// The neuron runner and settings, when `[neurons] enabled` and the
+    /// runner loaded.
+    pub neurons: Option<Arc<crate::neurons::Neurons>>,
     /// The state store (SQLite by default).
     pub store: Arc<dyn Store>,
     /// The guardrail (the normative table plus `fsm.toml`'s rows).
@@ -156,10 +159,14 @@ impl Host {
         }
         refuse_undeclared(&config, &registry)?;
         let guardrail = config.guardrail.clone();
+        let sandbox = Arc::new(sandbox);
+        let registry = Arc::new(registry);
+        let neurons = crate::neurons::start(&config, &sandbox, &registry, &store).await;
         Ok(Arc::new(Host {
             config,
             sandbox,
             registry,
+            neurons,
             store,
             guardrail,
             retry: RetryPolicy::DEFAULT,

@@ -18,6 +18,8 @@
 //! - [`host`]: everything above wired together, shared by `Arc`.
 //! - [`dispatch`]: the one door every tool call goes through (resolve,
 //!   validate, policy, approval, guardrail, WAL, sandbox, compensation).
+//! - [`neurons`]: tools the agent writes for itself: the runner, `neuron_create`,
+//!   the operator's decisions, fitness.
 //! - [`plan`]: sagas driven by a list of calls instead of a model.
 //! - [`agent`]: the ReAct loop, providers and execution traces.
 //! - [`cli`]: the `capsaga` command line.
@@ -29,6 +31,7 @@ pub mod clock;
 pub mod config;
 pub mod dispatch;
 pub mod host;
+pub mod neurons;
 pub mod ownership;
 pub mod plan;
 pub mod registry;

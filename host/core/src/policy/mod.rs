@@ -193,6 +193,9 @@ pub struct PolicyFile {
     /// Human approvals: their time to live.
     #[serde(default)]
     pub approvals: crate::approval::ApprovalsSection,
+    /// Agent-written tools (see `crate::neuron`).
+    #[serde(default)]
+    pub neurons: crate::neuron::NeuronsFile,
 }
 
 /// Why a policy was refused.
@@ -243,6 +246,9 @@ pub enum PolicyError {
     /// A bad `[approvals]` section.
     #[error("policy: {0}")]
     Approvals(String),
+    /// A bad `[neurons]` section.
+    #[error("policy [neurons]: {0}")]
+    Neurons(String),
 }
 
 /// The checked policy: grants parsed with `~` expanded.
@@ -268,6 +274,8 @@ pub struct Policy {
     pub budget: crate::budget::BudgetSection,
     /// How long an approval may wait to be claimed, seconds (`[approvals] ttl`).
     pub approval_ttl_s: u64,
+    /// The `[neurons]` section, checked.
+    pub neurons: crate::neuron::NeuronsPolicy,
 }
 
 /// One tool's checked grants and limits.
@@ -356,6 +364,7 @@ impl PolicyFile {
             providers: self.providers.clone(),
             budget: self.budget.clone(),
             approval_ttl_s: self.approvals.ttl_s().map_err(PolicyError::Approvals)?,
+            neurons: self.neurons.check(home).map_err(PolicyError::Neurons)?,
         })
     }
 }

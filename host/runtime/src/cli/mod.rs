@@ -7,11 +7,13 @@ mod pipe;
 mod adhoc;
 mod approvals;
 mod bench;
+mod bench_neurons;
 mod bench_shell;
 mod bench_wal;
 pub mod check;
 pub mod exit;
 pub mod new_tool;
+mod neurons;
 mod ops;
 mod render;
 mod run;
@@ -216,6 +218,10 @@ pub enum Command {
     /// Measure a trivial tool call against bare Wasmtime, a native call and
     /// a process spawn, and cold start with and without the compiled cache.
     Bench(bench::BenchArgs),
+    /// Measure neurons: the runner's compile and cached cold start, source
+    /// to callable, a neuron call against a Rust tool call, the catalog's
+    /// size with 0, 10 and 100 neurons.
+    BenchNeurons(bench_neurons::BenchNeuronsArgs),
     /// Show the guardrail state machine.
     Fsm {
         /// Print the transition table and a Mermaid diagram.
@@ -225,6 +231,13 @@ pub enum Command {
     /// Probe one guard with one input (path, url, capability, args,
     /// untrusted) and print its decision and reason, or replay a corpus file.
     Check(check::CheckArgs),
+    /// Tools the agent wrote for itself: list, show, diff, approve, reject,
+    /// retire.
+    Neurons {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: neurons::NeuronsCmd,
+    },
 }
 
 /// `capsaga tools ...`
@@ -413,9 +426,11 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::Audit { .. }
         | Command::Budget { .. }
         | Command::Bench(_)
+        | Command::BenchNeurons(_)
         | Command::Check(_)
         | Command::New { .. }
         | Command::TestTool(_)
+        | Command::Neurons { .. }
         | Command::Fsm { .. } => false,
     }
 }
@@ -436,10 +451,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     if let Command::Bench(args) = &cli.command {
         return Ok(bench::run(&out, args).await);
     }
+    if let Command::BenchNeurons(args) = &cli.command {
+        return Ok(bench_neurons::run(&out, args).await);
+    }
     let cli = match cli.command {
         Command::Check(args) => return check::run(&cli.config, &out, args).await,
         Command::New { what } => return new_tool::run(&out, &what),
         Command::TestTool(args) => return test_tool::run(&out, &args).await,
+        Command::Neurons { cmd } => return neurons::run(&cli.config, &out, cmd).await,
         command => Cli { command, ..cli },
     };
     // A quick call (or its undo) with --tools-dir: the command line is the policy.
@@ -573,6 +592,8 @@ async fn run_command(
         | Command::Check(_)
         | Command::Bench(_)
         | Command::New { .. }
-        | Command::TestTool(_) => Ok(exit::OK),
+        | Command::TestTool(_)
+        | Command::BenchNeurons(_)
+        | Command::Neurons { .. } => Ok(exit::OK),
     }
 }

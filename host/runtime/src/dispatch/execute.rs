@@ -53,7 +53,7 @@ pub(super) struct Run<'a> {
 /// Run one export: the only place a tool runs.
 pub(super) async fn run(host: &Host, r: Run<'_>) -> (CallResult, CallDiagnostics) {
     match r.source {
-        ToolSource::Component(prepared) => {
+        ToolSource::Component(prepared) | ToolSource::Neuron(prepared) => {
             host.sandbox
                 .call_with_model(
                     CallRequest {

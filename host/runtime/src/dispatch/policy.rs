@@ -27,7 +27,7 @@ pub(super) fn decide(
     match decide_at(
         tool.meta.risk,
         tool.meta.has_side_effects,
-        host.config.policy.section(&tool.meta.name),
+        tool.section(&host.config.policy),
         autonomy,
     ) {
         Decision::Allow => Ok(Allowed::Freely),

@@ -15,9 +15,11 @@ impl Dispatcher {
     /// operator's) is offered, by name: callable (grants satisfied) and not
     /// always denied by the policy. A tool offered only with a human's
     /// approval is listed; at `read_only` no tool with side effects is.
+    /// Neurons are listed within `[neurons] catalog_tokens`.
     pub fn catalog(&self, requested: Autonomy) -> Vec<Arc<LoadedTool>> {
         let policy = &self.host.config.policy;
-        self.host
+        let tools = self
+            .host
             .registry
             .tools()
             .into_iter()
@@ -26,11 +28,12 @@ impl Dispatcher {
                 offered(
                     t.meta.risk,
                     t.meta.has_side_effects,
-                    policy.section(&t.meta.name),
+                    t.section(policy),
                     requested,
                 )
             })
-            .collect()
+            .collect();
+        crate::neurons::catalog::within_budget(tools, policy.neurons.catalog_tokens)
     }
 }
 

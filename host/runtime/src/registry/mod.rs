@@ -19,6 +19,7 @@
 //! same door.
 
 mod builtin;
+mod neuron;
 mod tool;
 
 pub use builtin::BuiltinTool;
@@ -137,6 +138,7 @@ fn assemble(
         bindings,
         limits: tp.limits,
         compiled,
+        own_policy: None,
     }
 }
 
@@ -145,6 +147,8 @@ fn assemble(
 pub struct Registry {
     tools: RwLock<BTreeMap<String, Arc<LoadedTool>>>,
     by_hash: Mutex<BTreeMap<String, Prepared>>,
+    /// Neurons by identity (active and retired ones), for compensation.
+    neurons: Mutex<BTreeMap<String, Prepared>>,
     store_dir: PathBuf,
     /// Problems found at load.
     pub issues: Vec<LoadIssue>,
@@ -196,6 +200,7 @@ impl Registry {
         let mut reg = Registry {
             tools: RwLock::new(BTreeMap::new()),
             by_hash: Mutex::new(BTreeMap::new()),
+            neurons: Mutex::new(BTreeMap::new()),
             store_dir: store_dir.to_path_buf(),
             issues: Vec::new(),
         };
@@ -382,7 +387,8 @@ impl Registry {
     /// What runs the tool `tool_id` whose identity hash is `hash` (what a
     /// step's BEGIN pinned): for a component, the loaded one or the stored
     /// copy with that content hash; for a built-in, the registered one if
-    /// its identity is unchanged.
+    /// its identity is unchanged; for a neuron, the runner with the
+    /// version of that identity.
     ///
     /// # Errors
     /// [`LoadError::UnknownHash`] or a compile error.
@@ -397,6 +403,9 @@ impl Registry {
             && let ToolSource::Builtin(b) = &t.source
         {
             return Ok(ToolSource::Builtin(b.clone()));
+        }
+        if let Some(p) = self.neuron_by_identity(hash) {
+            return Ok(ToolSource::Neuron(p));
         }
         self.prepared_by_hash(sandbox, hash)
             .map(ToolSource::Component)

@@ -6,7 +6,7 @@ use crate::sandbox::{Bindings, CacheOutcome, Prepared};
 use capsaga_core::capability::Capability;
 use capsaga_core::grant::GrantError;
 use capsaga_core::meta::ToolMeta;
-use capsaga_core::policy::Limits;
+use capsaga_core::policy::{Limits, Policy, ToolPolicy};
 use capsaga_core::validate::ArgsValidator;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +25,10 @@ pub enum ToolSource {
     /// A tool the host implements itself (no sandbox: it must only act
     /// through the host's own checked interfaces).
     Builtin(Arc<dyn BuiltinTool>),
+    /// An agent-written neuron: the shared runner component with the
+    /// neuron's definition attached (`sandbox::neuron`); it runs exactly like
+    /// a component, in a fresh instance confined by its bindings.
+    Neuron(Prepared),
 }
 
 impl std::fmt::Debug for ToolSource {
@@ -32,6 +36,7 @@ impl std::fmt::Debug for ToolSource {
         f.write_str(match self {
             ToolSource::Component(_) => "Component",
             ToolSource::Builtin(_) => "Builtin",
+            ToolSource::Neuron(_) => "Neuron",
         })
     }
 }
@@ -59,6 +64,11 @@ pub struct LoadedTool {
     pub limits: Limits,
     /// Whether it was compiled at load or loaded from the compiled cache.
     pub compiled: CacheOutcome,
+    /// A policy section the host made for this tool instead of the
+    /// operator's `[tools.<name>]`: for a neuron, the operator's approval
+    /// (its grants) under the default limits; for `neuron_create`, the
+    /// `[neurons]` section. `None` for every other tool.
+    pub own_policy: Option<ToolPolicy>,
 }
 
 impl std::fmt::Debug for LoadedTool {
@@ -94,7 +104,15 @@ impl LoadedTool {
     pub fn component(&self) -> Option<&Prepared> {
         match &self.source {
             ToolSource::Component(p) => Some(p),
-            ToolSource::Builtin(_) => None,
+            ToolSource::Builtin(_) | ToolSource::Neuron(_) => None,
         }
+    }
+
+    /// The policy section the door decides this tool's calls under: its
+    /// own (see [`LoadedTool::own_policy`]) or the operator's.
+    pub fn section<'a>(&'a self, policy: &'a Policy) -> Option<&'a ToolPolicy> {
+        self.own_policy
+            .as_ref()
+            .or_else(|| policy.section(&self.meta.name))
     }
 }

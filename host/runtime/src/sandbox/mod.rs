@@ -31,6 +31,7 @@ pub mod fs_open;
 #[cfg(unix)]
 pub mod fs_resolve;
 pub mod net;
+pub mod neuron;
 mod outcome;
 pub mod state;
 pub mod stdio;
@@ -99,6 +100,14 @@ pub enum Op {
 }
 
 impl Op {
+    /// The output being undone, for `compensate`.
+    pub fn undone_output(&self) -> Option<&ToolOutput> {
+        match self {
+            Op::Compensate(o) => Some(o),
+            _ => None,
+        }
+    }
+
     /// The export's WIT name.
     pub fn name(&self) -> &'static str {
         match self {
@@ -160,12 +169,16 @@ pub struct CallRequest<'a> {
 #[derive(Clone)]
 pub struct Prepared {
     pre: ToolPre<CallState>,
+    /// For a neuron: the definition the runner's `neuron-host` import
+    /// answers in each call (see [`neuron`]).
+    neuron: Option<Arc<neuron::NeuronDefinition>>,
 }
 
 /// The shared engine and linker.
 pub struct Sandbox {
     engine: Engine,
     linker: Linker<CallState>,
+    runner_linker: Linker<CallState>,
     stop_ticker: Arc<AtomicBool>,
     factors: Arc<Factors>,
     allocator: Allocator,
@@ -203,15 +216,9 @@ impl Sandbox {
                 .map_err(|e| tracing::warn!("{e}; components will be compiled at every start"))
                 .ok()
         });
-        let mut linker: Linker<CallState> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| SandboxError::Engine(e.to_string()))?;
-        #[cfg(unix)]
-        fs_open::shadow_open_at(&mut linker).map_err(|e| SandboxError::Engine(e.to_string()))?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
-            .map_err(|e| SandboxError::Engine(e.to_string()))?;
-        Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .map_err(|e| SandboxError::Engine(e.to_string()))?;
+        let linker = tool_linker(&engine)?;
+        let mut runner_linker = tool_linker(&engine)?;
+        neuron::add_neuron_host(&mut runner_linker)?;
         let stop = Arc::new(AtomicBool::new(false));
         let ticker_engine = engine.clone();
         let ticker_stop = stop.clone();
@@ -227,6 +234,7 @@ impl Sandbox {
         Ok(Sandbox {
             engine,
             linker,
+            runner_linker,
             stop_ticker: stop,
             factors: Arc::new(Factors::none()),
             allocator,
@@ -285,7 +293,7 @@ impl Sandbox {
             .instantiate_pre(component)
             .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
         let pre = ToolPre::new(pre).map_err(|e| SandboxError::Component(format!("{e:#}")))?;
-        Ok(Prepared { pre })
+        Ok(Prepared { pre, neuron: None })
     }
 
     /// Like [`Sandbox::prepare`], through the compiled cache when there is
@@ -407,6 +415,7 @@ impl Sandbox {
             net: bound.net,
             llm: bound.llm,
             deadline: Instant::now() + Duration::from_millis(limits.deadline_ms),
+            neuron: None,
         };
         let stdio = bound.stdio;
         let mut store = Store::new(&self.engine, state);
@@ -472,6 +481,7 @@ impl Sandbox {
                 Ok(s) => s,
                 Err(e) => return (Err(e), CallDiagnostics::default()),
             };
+        store.data_mut().neuron = prepared.neuron.clone();
         let wit_ctx = WitCallContext {
             saga_id: ctx.saga_id.clone(),
             step_seq: ctx.step_seq,
@@ -504,6 +514,21 @@ impl Sandbox {
         diags.interrupted = interrupted && result.is_err();
         (result, diags)
     }
+}
+
+/// The linker of every tool: WASI preview 2 (with the host's own
+/// `open-at`), `wasi:http` and the tool world's `log` import.
+fn tool_linker(engine: &Engine) -> Result<Linker<CallState>, SandboxError> {
+    let mut linker: Linker<CallState> = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+        .map_err(|e| SandboxError::Engine(e.to_string()))?;
+    #[cfg(unix)]
+    fs_open::shadow_open_at(&mut linker).map_err(|e| SandboxError::Engine(e.to_string()))?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+        .map_err(|e| SandboxError::Engine(e.to_string()))?;
+    Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+        .map_err(|e| SandboxError::Engine(e.to_string()))?;
+    Ok(linker)
 }
 
 /// What one export returned: the output (`None` for compensate) or the

@@ -176,6 +176,8 @@ pub struct CallState {
     /// When the call's wall-clock deadline passes (checked at every epoch
     /// tick, see `Sandbox`'s epoch callback).
     pub(crate) deadline: Instant,
+    /// The neuron a runner instance runs in this call (`neuron-host`).
+    pub(crate) neuron: Option<std::sync::Arc<super::neuron::NeuronDefinition>>,
 }
 
 impl WasiHttpView for CallState {

@@ -16,6 +16,7 @@
 //! | [`ApprovalStore`] | `approvals` | human approvals: request (parks the saga), decide |
 //! | [`TraceStore`] | `traces` | execution traces of agent turns |
 //! | [`BudgetStore`] | `budget_days` | model spend per UTC day |
+//! | [`NeuronStore`] | `neurons` | agent-written tools: versions, life, provenance |
 //! | [`AuditStore`] | all of the above | the tables' current values, for `audit verify` ([`audit`]) |
 //!
 //! Invariants every implementation keeps (the SQLite one documents how):
@@ -26,10 +27,12 @@
 
 pub mod audit;
 mod error;
+mod neurons;
 mod rows;
 pub mod sqlite;
 
 pub use error::{SCHEMA_VERSION, StoreError};
+pub use neurons::{NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, Transition};
 pub use rows::*;
 
 use async_trait::async_trait;
@@ -373,6 +376,7 @@ pub trait Store:
     + TraceStore
     + BudgetStore
     + AuditStore
+    + NeuronStore
     + std::fmt::Debug
 {
 }
@@ -385,6 +389,7 @@ impl<T> Store for T where
         + TraceStore
         + BudgetStore
         + AuditStore
+        + NeuronStore
         + std::fmt::Debug
 {
 }

@@ -25,15 +25,16 @@
 //!   error, never silently reset.
 //!
 //! One file per trait: [`sagas`], [`steps`], [`log`], [`approvals`],
-//! [`traces`], [`budget`], [`audit`]; the schema and its migrations in
-//! [`schema`]; the write turn in [`turn`]; the `-wal` file's size in
-//! [`checkpoint`].
+//! [`traces`], [`budget`], [`audit`], [`neurons`]; the schema and its
+//! migrations in [`schema`]; the write turn in [`turn`]; the `-wal` file's
+//! size in [`checkpoint`].
 
 mod approvals;
 mod audit;
 mod budget;
 pub mod checkpoint;
 mod log;
+mod neurons;
 mod sagas;
 mod schema;
 mod steps;
@@ -231,5 +232,7 @@ fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value
         .transpose()
 }
 
+#[cfg(test)]
+mod neuron_tests;
 #[cfg(test)]
 mod tests;

@@ -129,6 +129,31 @@ CREATE INDEX IF NOT EXISTS idx_approvals_binding ON approvals(tool_id, tool_hash
 CREATE INDEX IF NOT EXISTS idx_approvals_step ON approvals(saga_id, step_seq);
 "#;
 
+/// Version 4: agent-written tools, every version (see `store::NeuronStore`).
+const MIGRATE_V4: &str = r#"
+CREATE TABLE IF NOT EXISTS neurons (
+    name        TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    identity    TEXT NOT NULL UNIQUE,
+    runner_hash TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('proposed','tested','awaiting_operator','active','retired','rejected')),
+    meta        TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    examples    TEXT NOT NULL,
+    report      TEXT,
+    granted     TEXT NOT NULL,
+    saga_id     TEXT,
+    step_seq    INTEGER,
+    decided_by  TEXT,
+    note        TEXT,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (name, version)
+);
+CREATE INDEX IF NOT EXISTS idx_neurons_status ON neurons(status);
+CREATE INDEX IF NOT EXISTS idx_steps_tool_hash ON saga_steps(tool_hash);
+"#;
+
 /// The spend counters (created at every open when missing: they are not
 /// part of the write-ahead log and need no migration).
 const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
@@ -229,6 +254,9 @@ fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
     }
     if version < 3 {
         tx.execute_batch(MIGRATE_V3)?;
+    }
+    if version < 4 {
+        tx.execute_batch(MIGRATE_V4)?;
     }
     Ok(())
 }

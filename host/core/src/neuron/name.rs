@@ -1,0 +1,90 @@
+//! Neuron names: the tool-name rule, plus no shadowing of an existing tool,
+//! by case or by confusable look.
+//!
+//! A model reads a catalog; two names it may take for one another are one
+//! name. A candidate is refused when its *skeleton* equals the skeleton of
+//! a name already taken (tools, built-ins, the policy's sections, other
+//! neurons). The skeleton: NFKC, lower case, Unicode's confusable
+//! skeleton (UTS #39, `unicode-security`), then a fold of the look-alikes
+//! that survive in lower-case ASCII (`0`→`o`, `1`/`i`→`l`, `5`→`s`, `rn`→`m`,
+//! `vv`→`w`, `cl`→`d`) and every separator removed (`fs_read`, `fsread`
+//! and `fs__read` are one name).
+
+use unicode_normalization::UnicodeNormalization;
+
+/// Why a name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// Not `[a-z][a-z0-9_]{0,63}`.
+    #[error("neuron name `{0}` must match [a-z][a-z0-9_]{{0,63}} (lower case ASCII)")]
+    Rule(String),
+    /// Reads like a name already taken.
+    #[error("neuron name `{name}` shadows the existing tool `{taken}` (same or confusable name)")]
+    Shadows {
+        /// The candidate.
+        name: String,
+        /// The name it collides with.
+        taken: String,
+    },
+    /// A name the host keeps for itself.
+    #[error("neuron name `{0}` is reserved")]
+    Reserved(String),
+}
+
+/// Names only the host may use.
+pub const RESERVED: &[&str] = &["neuron_create", "code_run"];
+
+/// The skeleton two names are compared by (see the module documentation).
+pub fn skeleton(name: &str) -> String {
+    let nfkc: String = name.nfkc().collect::<String>().to_lowercase();
+    let sk: String = unicode_security::skeleton(&nfkc)
+        .collect::<String>()
+        .to_lowercase();
+    let mut folded: String = sk
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .map(|c| match c {
+            '0' => 'o',
+            '1' | 'i' | '|' => 'l',
+            '5' => 's',
+            '2' => 'z',
+            '8' => 'b',
+            '9' => 'g',
+            _ => c,
+        })
+        .collect();
+    for (from, to) in [("rn", "m"), ("vv", "w"), ("cl", "d")] {
+        folded = folded.replace(from, to);
+    }
+    folded
+}
+
+/// Check `name` for a new neuron against the names already `taken` (the
+/// neuron's own name, a new version of it, is not in `taken`).
+///
+/// # Errors
+/// [`NameError`].
+pub fn check<'a>(name: &str, taken: impl IntoIterator<Item = &'a str>) -> Result<(), NameError> {
+    if !crate::meta::is_valid_tool_name(name) {
+        return Err(NameError::Rule(name.chars().take(80).collect()));
+    }
+    let sk = skeleton(name);
+    if RESERVED.iter().any(|r| skeleton(r) == sk) {
+        return Err(NameError::Reserved(name.to_string()));
+    }
+    for t in taken {
+        if t != name && skeleton(t) == sk {
+            return Err(NameError::Shadows {
+                name: name.to_string(),
+                taken: t.chars().take(80).collect(),
+            });
+        }
+        if t == name {
+            return Err(NameError::Shadows {
+                name: name.to_string(),
+                taken: t.to_string(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+use super::fitness::{CallRecord, fitness, should_retire};
+use super::name::{self, NameError, skeleton};
+use super::proposal::{Example, Proposal, judge, same, substitute};
+use super::*;
+use crate::error::ErrorKind;
+use serde_json::json;
+
+fn policy(max_grants: &[&str]) -> NeuronsPolicy {
+    NeuronsFile {
+        enabled: true,
+        max_grants: max_grants.iter().map(|s| s.to_string()).collect(),
+        ..NeuronsFile::default()
+    }
+    .check("/home/op")
+    .unwrap()
+}
+
+fn proposal() -> Proposal {
+    serde_json::from_value(json!({
+        "name": "csv_stats",
+        "description": "Mean of a CSV column.",
+        "args_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        "source": "def execute(args):\n    return 1\n",
+        "examples": [{"args": {"path": "$SCRATCH/a.csv"}, "expect": 1, "files": {"a.csv": "x\n1\n"}}]
+    }))
+    .unwrap()
+}
+
+#[test]
+fn life_moves_only_forward_along_its_edges() {
+    use Status::*;
+    assert!(Proposed.can_become(Tested));
+    assert!(Tested.can_become(AwaitingOperator));
+    assert!(AwaitingOperator.can_become(Active));
+    assert!(Active.can_become(Retired));
+    assert!(AwaitingOperator.can_become(Rejected));
+    for (from, to) in [
+        (Proposed, Active),
+        (Proposed, AwaitingOperator),
+        (Retired, Active),
+        (Rejected, Active),
+        (Active, AwaitingOperator),
+        (Rejected, Tested),
+    ] {
+        assert!(!from.can_become(to), "{from} -> {to}");
+    }
+    for s in Status::ALL {
+        assert_eq!(Status::parse(s.as_str()), Some(s));
+    }
+}
+
+#[test]
+fn identity_pins_source_description_schema_and_runner() {
+    let p = proposal();
+    let base = identity("r1", &p.source, &p.meta("1"));
+    assert_eq!(
+        base,
+        identity("r1", &p.source, &p.meta("7")),
+        "numbering is not content"
+    );
+    assert_ne!(base, identity("r2", &p.source, &p.meta("1")));
+    assert_ne!(
+        base,
+        identity("r1", "def execute(a): return 2", &p.meta("1"))
+    );
+    let mut m = p.meta("1");
+    m.description.push(' ');
+    assert_ne!(base, identity("r1", &p.source, &m));
+    let mut m = p.meta("1");
+    m.args_schema = r#"{"type":"object"}"#.into();
+    assert_ne!(base, identity("r1", &p.source, &m));
+    let mut m = p.meta("1");
+    m.capabilities.push("fs:read:/d/**".into());
+    assert_ne!(base, identity("r1", &p.source, &m));
+}
+
+#[test]
+fn names_that_read_alike_are_one_name() {
+    let taken = ["fs_read", "web_fetch", "time_now"];
+    for bad in [
+        "fs_read",
+        "fsread",
+        "fs__read",
+        "f5_read",
+        "fs_reacl",
+        "vveb_fetch",
+        "tirne_now",
+    ] {
+        let r = name::check(bad, taken);
+        assert!(matches!(r, Err(NameError::Shadows { .. })), "{bad}: {r:?}");
+    }
+    assert!(matches!(
+        name::check("FS_READ", taken),
+        Err(NameError::Rule(_))
+    ));
+    assert!(matches!(
+        name::check("fѕ_read", taken),
+        Err(NameError::Rule(_))
+    ));
+    assert!(matches!(
+        name::check("neuron_create", taken),
+        Err(NameError::Reserved(_))
+    ));
+    assert!(matches!(
+        name::check("c0de_run", taken),
+        Err(NameError::Reserved(_))
+    ));
+    assert!(name::check("csv_stats", taken).is_ok());
+    assert_eq!(skeleton("fѕ_read"), skeleton("fs_read"), "Cyrillic dze");
+}
+
+#[test]
+fn a_good_proposal_has_no_problems() {
+    let p = proposal();
+    assert_eq!(p.check(&policy(&[]), ["fs_read"]), vec![]);
+}
+
+#[test]
+fn every_problem_is_reported_with_a_hint() {
+    let mut p = proposal();
+    p.name = "fs_reaD".into();
+    p.args_schema = json!({"type": "object", "properties": {"n": {"type": "nonsense"}}});
+    p.capabilities = vec!["fs:read:/etc/**".into(), "sockets:all".into()];
+    p.examples.push(Example {
+        args: json!({}),
+        expect: Some(json!(1)),
+        expect_error: Some("no-such-kind".into()),
+        files: [("../x".to_string(), String::new())].into(),
+    });
+    let problems = p.check(&policy(&["fs:read:~/data/**"]), ["fs_read"]);
+    let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+    assert!(fields.contains(&"name"), "{problems:#?}");
+    assert!(fields.contains(&"meta"), "{problems:#?}");
+    assert_eq!(
+        fields.iter().filter(|f| **f == "capabilities").count(),
+        2,
+        "{problems:#?}"
+    );
+    assert!(fields.contains(&"examples[1]"), "{problems:#?}");
+    assert!(problems.iter().all(|p| !p.llm_hint.is_empty()));
+}
+
+#[test]
+fn requests_within_the_ceiling_pass_and_beyond_fail() {
+    let mut p = proposal();
+    p.capabilities = vec!["fs:read:/home/op/data/sub/**".into()];
+    assert!(p.check(&policy(&["fs:read:~/data/**"]), []).is_empty());
+    p.capabilities = vec!["fs:write:/home/op/data/**".into()];
+    assert_eq!(p.check(&policy(&["fs:read:~/data/**"]), []).len(), 1);
+    p.capabilities = vec!["net:https:evil.example".into()];
+    assert_eq!(p.check(&policy(&[]), []).len(), 1);
+}
+
+#[test]
+fn side_effects_without_dry_run_are_high_risk() {
+    let mut p = proposal();
+    p.has_side_effects = true;
+    assert_eq!(p.meta("1").risk, crate::meta::Risk::High);
+    p.supports_dry_run = true;
+    assert_eq!(p.meta("1").risk, crate::meta::Risk::Low);
+}
+
+#[test]
+fn examples_are_judged_by_data_or_error_kind() {
+    let ex = |expect: Option<serde_json::Value>, err: Option<&str>| Example {
+        args: json!({}),
+        expect,
+        expect_error: err.map(str::to_string),
+        files: Default::default(),
+    };
+    assert!(judge(
+        &ex(Some(json!({"m": 2.0})), None),
+        Ok(&json!({"m": 2}))
+    ));
+    assert!(judge(&ex(Some(json!(0.1 + 0.2)), None), Ok(&json!(0.3))));
+    assert!(!judge(
+        &ex(Some(json!({"m": 2})), None),
+        Ok(&json!({"m": 3}))
+    ));
+    assert!(judge(&ex(None, None), Ok(&json!(null))));
+    assert!(judge(
+        &ex(None, Some("invalid-args")),
+        Err(ErrorKind::InvalidArgs)
+    ));
+    assert!(judge(
+        &ex(None, Some("invalid_args")),
+        Err(ErrorKind::InvalidArgs)
+    ));
+    assert!(!judge(
+        &ex(None, Some("not-found")),
+        Err(ErrorKind::InvalidArgs)
+    ));
+    assert!(!judge(&ex(None, None), Err(ErrorKind::Unknown)));
+    assert!(!same(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+    assert_eq!(
+        substitute(&json!({"p": "$SCRATCH/a.csv", "n": [1, "$SCRATCH"]}), "/s"),
+        json!({"p": "/s/a.csv", "n": [1, "/s"]})
+    );
+}
+
+#[test]
+fn fitness_counts_rates_and_latency() {
+    let rec = |ok: bool, kind: Option<&str>, ms: u64| CallRecord {
+        ok,
+        error_kind: kind.map(str::to_string),
+        latency_ms: Some(ms),
+    };
+    let calls: Vec<CallRecord> = (1..=20)
+        .map(|i| rec(i % 4 != 0, (i % 4 == 0).then_some("unknown"), i))
+        .collect();
+    let f = fitness(&calls);
+    assert_eq!((f.calls, f.ok), (20, 15));
+    assert_eq!(f.success_rate, Some(0.75));
+    assert_eq!(f.error_kinds["unknown"], 5);
+    assert_eq!((f.p50_ms, f.p95_ms), (Some(10), Some(19)));
+    let below = RetireBelow {
+        success_rate: 0.8,
+        min_calls: 20,
+    };
+    assert!(should_retire(&f, &below));
+    assert!(
+        !should_retire(&fitness(&calls[..10]), &below),
+        "too few calls"
+    );
+    assert_eq!(fitness(&[]).success_rate, None);
+}
+
+#[test]
+fn section_checks_grants_and_thresholds() {
+    let p = policy(&["fs:read:~/data/**"]);
+    assert_eq!(p.max_grants[0].to_string(), "fs:read:/home/op/data/**");
+    let bad = NeuronsFile {
+        max_grants: vec!["fs:read:/x/*.md".into()],
+        ..NeuronsFile::default()
+    };
+    assert!(bad.check("/h").is_err());
+    let bad = NeuronsFile {
+        retire_below: Some(RetireBelow {
+            success_rate: 1.5,
+            min_calls: 1,
+        }),
+        ..NeuronsFile::default()
+    };
+    assert!(bad.check("/h").is_err());
+}

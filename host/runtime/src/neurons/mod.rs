@@ -1,0 +1,212 @@
+//! Neurons in the host (DESIGN §8): the runner loaded once, the built-in
+//! `neuron_create`, the stored active versions put in the catalog at start,
+//! the operator's decisions ([`operator`]) and fitness ([`fitness`]).
+//!
+//! A neuron is *source + meta* run by the one runner component
+//! (`sandbox::neuron`); it reaches the model only as a tool of the
+//! registry, called through the dispatch door like every tool. The agent
+//! can submit (`neuron_create`); only the operator grants and activates
+//! (`capsaga neurons approve`), except pure neurons when
+//! `[neurons] auto_activate_pure = true`.
+
+pub mod catalog;
+mod create;
+pub mod fitness;
+pub mod operator;
+mod trial;
+
+pub use create::{AUTO_ACTIVATE, NeuronCreate};
+pub use trial::ExampleResult;
+
+use crate::config::Config;
+use crate::registry::{LoadedTool, Registry};
+use crate::sandbox::neuron::Runner;
+use crate::sandbox::{CacheOutcome, Sandbox};
+use crate::store::Store;
+use capsaga_core::neuron::Status;
+use capsaga_core::policy::{ApprovalRule, Autonomy, Limits, Policy, ToolPolicy};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Largest runner component read, bytes.
+const MAX_RUNNER_BYTES: u64 = 256 * 1024 * 1024;
+
+/// What the process knows about neurons once the runner is loaded.
+#[derive(Debug)]
+pub struct Neurons {
+    /// The compiled runner.
+    pub runner: Runner,
+    /// Where it was read from.
+    pub runner_path: PathBuf,
+    /// Time to compile or load it, milliseconds.
+    pub load_ms: u64,
+    /// Limits of one example run (the policy's defaults, deadline at most
+    /// 5 s).
+    pub example_limits: Limits,
+    /// Where examples get their scratch directories.
+    pub scratch_root: PathBuf,
+}
+
+/// Why neurons could not be set up (the host still starts, without them).
+#[derive(Debug, thiserror::Error)]
+pub enum NeuronsError {
+    /// The runner file could not be read.
+    #[error(
+        "cannot read the neuron runner {path}: {error} (build it with scripts/build-components)"
+    )]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: String,
+    },
+    /// The runner did not compile or link.
+    #[error("the neuron runner {path} does not load: {error}")]
+    Load {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: String,
+    },
+}
+
+/// The runner's path under `config`: `[neurons] runner`, else
+/// `<tools_dir>/../neurons/neuron_runner.wasm` (where
+/// `scripts/build-components` writes it).
+pub fn runner_path(config: &Config) -> PathBuf {
+    match &config.policy.neurons.runner {
+        Some(p) => config.resolve(p),
+        None => config
+            .tools_dir
+            .parent()
+            .unwrap_or(&config.tools_dir)
+            .join("neurons")
+            .join("neuron_runner.wasm"),
+    }
+}
+
+/// Load the runner (through the compiled cache: `[neurons] runner_cache`,
+/// else the sandbox's).
+///
+/// # Errors
+/// [`NeuronsError`].
+pub fn load_runner(config: &Config, sandbox: &Sandbox) -> Result<Neurons, NeuronsError> {
+    let path = runner_path(config);
+    let read_err = |error: String| NeuronsError::Read {
+        path: path.clone(),
+        error,
+    };
+    let len = std::fs::metadata(&path)
+        .map_err(|e| read_err(e.to_string()))?
+        .len();
+    if len > MAX_RUNNER_BYTES {
+        return Err(read_err(format!("{len} bytes, over {MAX_RUNNER_BYTES}")));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| read_err(e.to_string()))?;
+    let cache = config
+        .policy
+        .neurons
+        .runner_cache
+        .as_deref()
+        .map(|p| config.resolve(p));
+    let started = std::time::Instant::now();
+    let runner = sandbox
+        .prepare_runner(&bytes, cache.as_deref())
+        .map_err(|e| NeuronsError::Load {
+            path: path.clone(),
+            error: e.to_string(),
+        })?;
+    let load_ms = started.elapsed().as_millis() as u64;
+    if matches!(runner.loaded, CacheOutcome::Miss | CacheOutcome::Disabled) {
+        tracing::info!("neuron runner compiled in {load_ms} ms");
+    }
+    let mut example_limits = config.policy.limits;
+    example_limits.deadline_ms = example_limits.deadline_ms.min(5_000);
+    Ok(Neurons {
+        runner,
+        runner_path: path,
+        load_ms,
+        example_limits,
+        scratch_root: config.state_dir.join("neuron-scratch"),
+    })
+}
+
+/// The policy section of `neuron_create`: allowed like any tool at the
+/// operator's autonomy (denied at `read_only`: it has side effects), with a
+/// deadline covering every example.
+fn create_section(policy: &Policy, neurons: &Neurons) -> ToolPolicy {
+    let mut limits = policy.limits;
+    let per = neurons.example_limits.deadline_ms;
+    limits.deadline_ms = per
+        .saturating_mul(policy.neurons.max_examples as u64)
+        .saturating_add(5_000);
+    ToolPolicy {
+        grants: Vec::new(),
+        limits,
+        approval: ApprovalRule::Auto,
+        deny: false,
+        irreversible: false,
+        autonomy: policy.autonomy,
+    }
+}
+
+/// Set neurons up at host start when `[neurons] enabled`: load the runner,
+/// retire unfit active versions, put the active ones in the catalog, make
+/// every other version known by identity (compensation), and offer
+/// `neuron_create` unless the autonomy is `read_only`. Problems are logged;
+/// the host starts without neurons rather than not at all.
+pub async fn start(
+    config: &Config,
+    sandbox: &Arc<Sandbox>,
+    registry: &Arc<Registry>,
+    store: &Arc<dyn Store>,
+) -> Option<Arc<Neurons>> {
+    let policy = &config.policy;
+    if !policy.neurons.enabled {
+        return None;
+    }
+    let neurons = match load_runner(config, sandbox) {
+        Ok(n) => Arc::new(n),
+        Err(e) => {
+            tracing::warn!("neurons disabled: {e}");
+            return None;
+        }
+    };
+    if let Err(e) = fitness::retire_unfit(store.as_ref(), policy).await {
+        tracing::warn!("neuron fitness check failed: {e}");
+    }
+    match store.neurons(None).await {
+        Ok(rows) => {
+            for row in rows {
+                if row.status == Status::Active {
+                    if let Err(e) = registry.register_neuron(sandbox, policy, &neurons.runner, &row)
+                    {
+                        tracing::warn!("neuron `{}` not loaded: {e}", row.name);
+                    }
+                } else if row.runner_hash == neurons.runner.hash {
+                    registry.neuron_source(&neurons.runner, &row, policy);
+                }
+            }
+        }
+        Err(e) => tracing::warn!("stored neurons not loaded: {e}"),
+    }
+    if policy.autonomy != Autonomy::ReadOnly {
+        let tool = NeuronCreate {
+            sandbox: sandbox.clone(),
+            store: store.clone(),
+            registry: Arc::downgrade(registry),
+            neurons: neurons.clone(),
+            policy: Arc::new(policy.clone()),
+        };
+        let section = create_section(policy, &neurons);
+        if let Err(e) = registry.register_host_tool(sandbox, Arc::new(tool), section) {
+            tracing::warn!("neuron_create not offered: {e}");
+        }
+    }
+    Some(neurons)
+}
+
+/// Whether `tool` is an agent-written neuron.
+pub fn is_neuron(tool: &LoadedTool) -> bool {
+    matches!(tool.source, crate::registry::ToolSource::Neuron(_))
+}

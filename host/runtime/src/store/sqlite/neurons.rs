@@ -1,0 +1,238 @@
+//! `neurons`: every version of every agent-written tool. Each write appends
+//! a `NEURON` record (saga id `neuron:<name>`) to the hash-chained log in
+//! the same transaction.
+
+use super::super::{
+    NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, StoreError, Transition,
+};
+use super::log::append;
+use super::{SqliteStore, to_json};
+use crate::clock::now_rfc3339;
+use async_trait::async_trait;
+use capsaga_core::neuron::Status;
+use capsaga_core::neuron::fitness::CallRecord;
+use rusqlite::{Connection, Row, params};
+use serde_json::{Value, json};
+
+/// The columns read, with the provenance found through the turn's trace.
+const SELECT: &str = "SELECT n.name, n.version, n.identity, n.runner_hash, n.status, n.meta, n.source, n.examples, n.report, n.granted, n.saga_id, n.step_seq, n.decided_by, n.note, n.created_at, n.updated_at,
+    (SELECT t.trace_id FROM traces t WHERE t.saga_id = n.saga_id ORDER BY t.started_at LIMIT 1),
+    (SELECT json_extract(s.value, '$.model') FROM traces t, json_each(t.trace, '$.steps') s
+       WHERE t.saga_id = n.saga_id AND json_extract(s.value, '$.type') = 'thought' LIMIT 1)
+    FROM neurons n";
+
+fn decode(r: &Row<'_>) -> rusqlite::Result<Result<NeuronRow, StoreError>> {
+    let status: String = r.get(4)?;
+    let meta: String = r.get(5)?;
+    let examples: String = r.get(7)?;
+    let report: Option<String> = r.get(8)?;
+    let granted: String = r.get(9)?;
+    let row = (|| {
+        Ok(NeuronRow {
+            name: r.get(0)?,
+            version: r.get(1)?,
+            identity: r.get(2)?,
+            runner_hash: r.get(3)?,
+            status: Status::parse(&status).ok_or(rusqlite::Error::InvalidQuery)?,
+            meta: serde_json::from_str(&meta).map_err(|_| rusqlite::Error::InvalidQuery)?,
+            source: r.get(6)?,
+            examples: serde_json::from_str(&examples).map_err(|_| rusqlite::Error::InvalidQuery)?,
+            report: report.and_then(|t| serde_json::from_str(&t).ok()),
+            granted: serde_json::from_str(&granted).map_err(|_| rusqlite::Error::InvalidQuery)?,
+            saga_id: r.get(10)?,
+            step_seq: r.get::<_, Option<i64>>(11)?.map(|s| s as u64),
+            decided_by: r.get(12)?,
+            note: r.get(13)?,
+            created_at: r.get(14)?,
+            updated_at: r.get(15)?,
+            trace_id: r.get(16)?,
+            model: r.get(17)?,
+        })
+    })();
+    Ok(row.map_err(|e: rusqlite::Error| {
+        StoreError::Decode(format!("neuron row: {e} (status `{status}`)"))
+    }))
+}
+
+fn query(
+    c: &Connection,
+    filter: &str,
+    p: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<NeuronRow>, StoreError> {
+    let mut st = c.prepare(&format!("{SELECT} {filter}"))?;
+    let rows = st.query_map(p, decode)?;
+    rows.map(|r| r?).collect()
+}
+
+fn one(
+    c: &Connection,
+    filter: &str,
+    p: &[&dyn rusqlite::ToSql],
+) -> Result<Option<NeuronRow>, StoreError> {
+    Ok(query(c, filter, p)?.into_iter().next())
+}
+
+fn record(
+    tx: &rusqlite::Transaction<'_>,
+    name: &str,
+    detail: &Value,
+    at: &str,
+) -> Result<(), StoreError> {
+    append(tx, &format!("neuron:{name}"), None, "NEURON", detail, at)
+}
+
+#[async_trait]
+impl NeuronStore for SqliteStore {
+    async fn propose_neuron(&self, n: &NewNeuron<'_>) -> Result<(NeuronRow, bool), StoreError> {
+        let name = n.meta.name.clone();
+        self.write(|tx| {
+            if let Some(row) = one(tx, "WHERE n.identity = ?1", &[&n.identity])? {
+                return Ok((row, false));
+            }
+            let version: u32 = tx.query_row(
+                "SELECT COALESCE(MAX(version), 0) + 1 FROM neurons WHERE name = ?1",
+                params![name],
+                |r| r.get(0),
+            )?;
+            let mut meta = n.meta.clone();
+            meta.version = version.to_string();
+            let now = now_rfc3339();
+            tx.execute(
+                "INSERT INTO neurons (name, version, identity, runner_hash, status, meta, source, examples, report, granted, saga_id, step_seq, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, 'proposed', ?5, ?6, ?7, ?11, '[]', ?8, ?9, ?10, ?10)",
+                params![
+                    name,
+                    version,
+                    n.identity,
+                    n.runner_hash,
+                    to_json(&meta),
+                    n.source,
+                    to_json(n.examples),
+                    n.saga_id,
+                    n.step_seq.map(|s| s as i64),
+                    now,
+                    n.report.map(to_json)
+                ],
+            )?;
+            let detail = json!({"name": name, "version": version, "identity": n.identity,
+                "status": "proposed", "saga_id": n.saga_id, "step_seq": n.step_seq});
+            record(tx, &name, &detail, &now)?;
+            let row = one(tx, "WHERE n.identity = ?1", &[&n.identity])?
+                .ok_or_else(|| StoreError::Decode("inserted neuron not found".into()))?;
+            Ok((row, true))
+        })
+    }
+
+    async fn transition_neuron(&self, t: &Transition<'_>) -> Result<NeuronRow, NeuronOpError> {
+        self.write(|tx| {
+            let Some(cur) = one(tx, "WHERE n.name = ?1 AND n.version = ?2", &[&t.name, &t.version])?
+            else {
+                return Ok(Err(NeuronOpError::NotFound(format!("{} version {}", t.name, t.version))));
+            };
+            if !cur.status.can_become(t.to) {
+                return Ok(Err(NeuronOpError::Refused {
+                    name: t.name.into(),
+                    version: t.version,
+                    from: cur.status,
+                    to: t.to,
+                }));
+            }
+            let now = now_rfc3339();
+            if t.to == Status::Active {
+                let others = query(
+                    tx,
+                    "WHERE n.name = ?1 AND n.status = 'active' AND n.version <> ?2",
+                    &[&t.name, &t.version],
+                )?;
+                for o in others {
+                    let note = format!("superseded by version {}", t.version);
+                    tx.execute(
+                        "UPDATE neurons SET status = 'retired', decided_by = ?1, note = ?2, updated_at = ?3 WHERE name = ?4 AND version = ?5",
+                        params![t.by, note, now, o.name, o.version],
+                    )?;
+                    let detail = json!({"name": o.name, "version": o.version, "identity": o.identity,
+                        "status": "retired", "by": t.by, "note": note});
+                    record(tx, &o.name, &detail, &now)?;
+                }
+            }
+            let granted = t.granted.map(|g| to_json(&g));
+            let report = t.report.map(to_json);
+            tx.execute(
+                "UPDATE neurons SET status = ?1, decided_by = ?2, note = COALESCE(?3, note), granted = COALESCE(?4, granted), report = COALESCE(?5, report), updated_at = ?6 WHERE name = ?7 AND version = ?8",
+                params![t.to.as_str(), t.by, t.note, granted, report, now, t.name, t.version],
+            )?;
+            let detail = json!({"name": t.name, "version": t.version, "identity": cur.identity,
+                "status": t.to.as_str(), "by": t.by, "note": t.note, "granted": t.granted});
+            record(tx, t.name, &detail, &now)?;
+            let row = one(tx, "WHERE n.name = ?1 AND n.version = ?2", &[&t.name, &t.version])?
+                .ok_or_else(|| StoreError::Decode("updated neuron not found".into()))?;
+            Ok(Ok(row))
+        })?
+    }
+
+    async fn remove_pending_neuron(&self, identity: &str, by: &str) -> Result<Removed, StoreError> {
+        self.write(|tx| {
+            let Some(cur) = one(tx, "WHERE n.identity = ?1", &[&identity])? else {
+                return Ok(Removed::Absent);
+            };
+            if !cur.status.is_pending() {
+                return Ok(Removed::Kept(cur.status));
+            }
+            tx.execute("DELETE FROM neurons WHERE identity = ?1", params![identity])?;
+            let now = now_rfc3339();
+            let detail = json!({"name": cur.name, "version": cur.version, "identity": identity,
+                "status": "removed", "by": by});
+            record(tx, &cur.name, &detail, &now)?;
+            Ok(Removed::Removed)
+        })
+    }
+
+    async fn neurons(&self, name: Option<&str>) -> Result<Vec<NeuronRow>, StoreError> {
+        self.read(|c| {
+            query(
+                c,
+                "WHERE (?1 IS NULL OR n.name = ?1) ORDER BY n.name, n.version",
+                &[&name],
+            )
+        })
+    }
+
+    async fn neuron(
+        &self,
+        name: &str,
+        version: Option<u32>,
+    ) -> Result<Option<NeuronRow>, StoreError> {
+        self.read(|c| {
+            one(
+                c,
+                "WHERE n.name = ?1 AND (?2 IS NULL OR n.version = ?2) ORDER BY n.version DESC LIMIT 1",
+                &[&name, &version],
+            )
+        })
+    }
+
+    async fn neuron_by_identity(&self, identity: &str) -> Result<Option<NeuronRow>, StoreError> {
+        self.read(|c| one(c, "WHERE n.identity = ?1", &[&identity]))
+    }
+
+    async fn calls_of(&self, identity: &str) -> Result<Vec<CallRecord>, StoreError> {
+        self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT status, json_extract(error, '$.kind'),
+                        CAST(ROUND((julianday(updated_at) - julianday(created_at)) * 86400000.0) AS INTEGER)
+                 FROM saga_steps WHERE tool_hash = ?1 AND status <> 'BEGIN' ORDER BY id",
+            )?;
+            let rows = st.query_map(params![identity], |r| {
+                let status: String = r.get(0)?;
+                let kind: Option<String> = r.get(1)?;
+                let ms: Option<i64> = r.get(2)?;
+                Ok(CallRecord {
+                    ok: status != "FAIL",
+                    error_kind: kind,
+                    latency_ms: ms.and_then(|m| u64::try_from(m).ok()),
+                })
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+}
