@@ -12,7 +12,7 @@
 use capsaga_core::fsm::State;
 use capsaga_host::dispatch::Dispatcher;
 use capsaga_host::plan::{self, Plan, PlanStep};
-use capsaga_host::store::{LogStore, StepStatus, StepStore};
+use capsaga_host::store::StepStatus;
 use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::json;
 
