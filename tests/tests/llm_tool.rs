@@ -141,32 +141,34 @@ async fn a_turn_asks_a_sub_question_charged_to_its_budget() {
 
     // The sub-question reached the same provider: no tools, the default
     // system text, the prompt as the only message, the granted cap.
-    let seen = p.seen.lock().unwrap();
-    assert_eq!(seen.len(), 3);
-    let sub = &seen[1];
-    assert!(sub.tools.is_empty(), "a sub-question carries no tools");
-    assert_eq!(sub.system, DEFAULT_SUB_SYSTEM);
-    assert_eq!(sub.messages.len(), 1);
-    assert_eq!(sub.messages[0].role, Role::User);
-    assert_eq!(
-        sub.messages[0].content,
-        "What is 2+2? Answer with a number."
-    );
-    assert_eq!(sub.max_tokens, 200);
-    assert_eq!(sub.tier, Tier::Cheap, "the only capped grant's tier");
-    // The answer came back to the model, wrapped as untrusted.
-    let result = seen[2].messages.last().unwrap();
-    assert_eq!(result.role, Role::Tool);
-    assert!(
-        result.content.starts_with("<untrusted source=\"tool:llm\""),
-        "{}",
-        result.content
-    );
-    let inner = untrusted::inner(&result.content).unwrap();
-    let data: Value = serde_json::from_str(inner.trim()).unwrap_or_else(|e| panic!("{e}: {inner}"));
-    assert_eq!(data["answer"], "4");
-    assert_eq!(data["tier"], "cheap");
-    drop(seen);
+    {
+        let seen = p.seen.lock().unwrap();
+        assert_eq!(seen.len(), 3);
+        let sub = &seen[1];
+        assert!(sub.tools.is_empty(), "a sub-question carries no tools");
+        assert_eq!(sub.system, DEFAULT_SUB_SYSTEM);
+        assert_eq!(sub.messages.len(), 1);
+        assert_eq!(sub.messages[0].role, Role::User);
+        assert_eq!(
+            sub.messages[0].content,
+            "What is 2+2? Answer with a number."
+        );
+        assert_eq!(sub.max_tokens, 200);
+        assert_eq!(sub.tier, Tier::Cheap, "the only capped grant's tier");
+        // The answer came back to the model, wrapped as untrusted.
+        let result = seen[2].messages.last().unwrap();
+        assert_eq!(result.role, Role::Tool);
+        assert!(
+            result.content.starts_with("<untrusted source=\"tool:llm\""),
+            "{}",
+            result.content
+        );
+        let inner = untrusted::inner(&result.content).unwrap();
+        let data: Value =
+            serde_json::from_str(inner.trim()).unwrap_or_else(|e| panic!("{e}: {inner}"));
+        assert_eq!(data["answer"], "4");
+        assert_eq!(data["tier"], "cheap");
+    }
 
     // Traced, priced, and in the turn's and the day's totals.
     let subs = sub_calls(&tr);
@@ -379,24 +381,20 @@ async fn a_component_importing_llm_without_a_grant_cannot_reach_the_model() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_llm_grant_the_tool_does_not_declare_is_refused_at_load() {
+async fn an_llm_grant_the_tool_does_not_declare_stops_the_host_at_start() {
     let ws = workspace_of(
         &["llm_sneak"],
         "[tools.llm_sneak]\ngrants = [\"llm:cheap\"]\n",
         "",
     );
     let p = provider(&ws, &format!(r#"{SNEAK}, {{"text":"Refused."}}"#));
-    let host = ws.host().await;
-    let tool = host.registry.get("llm_sneak").unwrap();
-    let e = tool.grants.as_ref().unwrap_err().to_string();
+    let Err(e) = capsaga_host::host::Host::open(&ws.config()).await else {
+        panic!("a policy granting llm:cheap to a tool that does not declare llm opened");
+    };
+    let e = e.to_string();
     assert!(
-        e.contains("does not declare") && e.contains("llm:cheap"),
+        e.contains("does not declare") && e.contains("llm:cheap") && e.contains("llm_sneak"),
         "{e}"
     );
-    let tr = run_turn(&host, &p, "sneak", &TurnOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(p.seen.lock().unwrap().len(), 2, "{tr:#?}");
-    assert!(sub_calls(&tr).is_empty(), "{tr:#?}");
-    assert!(action_error_of(&tr, "llm_sneak").is_some(), "{tr:#?}");
+    assert!(p.seen.lock().unwrap().is_empty(), "the model was asked");
 }

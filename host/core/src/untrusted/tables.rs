@@ -5,7 +5,7 @@
 
 /// Characters whose Unicode name makes them read as `<` (less-than,
 /// left-pointing angle brackets and quotation marks, precedes), sorted.
-pub(super) const OPENERS: [char; 96] = [
+pub(super) static OPENERS: [char; 96] = [
     '\u{3C}',
     '\u{AB}',
     '\u{2C2}',
@@ -106,7 +106,7 @@ pub(super) const OPENERS: [char; 96] = [
 
 /// Inclusive ranges of invisible characters (general categories Cf, Zl, Zp
 /// and blanks drawn as nothing, e.g. U+2800), sorted.
-pub(super) const INVISIBLE: [(u32, u32); 27] = [
+pub(super) static INVISIBLE: [(u32, u32); 27] = [
     (0xAD, 0xAD),
     (0x34F, 0x34F),
     (0x600, 0x605),
@@ -139,7 +139,7 @@ pub(super) const INVISIBLE: [(u32, u32); 27] = [
 /// Non-ASCII characters whose Unicode name says they are a Latin letter
 /// (circled, parenthesized, squared, mathematical, regional indicator,
 /// small capital, with diacritics), and that letter; sorted by code point.
-pub(super) const LETTERS: [(u32, u8); 1775] = [
+pub(super) static LETTERS: [(u32, u8); 1775] = [
     (0xC0, b'a'),
     (0xC1, b'a'),
     (0xC2, b'a'),
@@ -1920,7 +1920,7 @@ pub(super) const LETTERS: [(u32, u8); 1775] = [
 /// HTML named character references (without `;`) and the character they
 /// decode to (combining marks after it dropped), sorted by name (byte
 /// order, case-sensitive).
-pub(super) const ENTITIES: [(&str, char); 2123] = [
+pub(super) static ENTITIES: [(&str, char); 2123] = [
     ("AElig", '\u{C6}'),
     ("AMP", '\u{26}'),
     ("Aacute", '\u{C1}'),

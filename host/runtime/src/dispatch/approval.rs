@@ -298,10 +298,10 @@ async fn park(
 ) -> Result<Result<ApprovalRow, ToolError>, DispatchError> {
     // A saga resumed while parked (its approval went stale or expired)
     // stays parked: the new approval replaces the old one.
-    if p.saga.state != State::AwaitingApproval {
-        if let Err(e) = guardrail::before_parking(host, &mut *p.saga).await? {
-            return Ok(Err(e));
-        }
+    if p.saga.state != State::AwaitingApproval
+        && let Err(e) = guardrail::before_parking(host, &mut *p.saga).await?
+    {
+        return Ok(Err(e));
     }
     let (mut summary, preview) = summary(host, p).await;
     if let Some(r) = retired {

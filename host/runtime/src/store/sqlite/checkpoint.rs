@@ -63,14 +63,15 @@ pub(super) fn configure(conn: &Connection) -> Result<(), rusqlite::Error> {
 /// (busy timeout 0 for its duration); `busy` in the result when one was in
 /// the way.
 fn truncate_nowait(conn: &Connection, db: &Path, busy_wait: Duration) -> Checkpoint {
-    let busy = conn
+    let done = conn
         .busy_timeout(Duration::ZERO)
         .and_then(|()| {
             conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
                 r.get::<_, i64>(0)
             })
         })
-        .map_or(true, |b| b != 0);
+        .is_ok_and(|b| b == 0);
+    let busy = !done;
     let _ = conn.busy_timeout(busy_wait);
     Checkpoint {
         busy,
