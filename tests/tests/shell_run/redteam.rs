@@ -330,9 +330,13 @@ async fn writing_stops_before_the_deadline_with_an_exact_record_that_rolls_back(
     let output = match out {
         Outcome::Committed { output, .. } => output,
         // On a slow machine the dry run (the step's pre-image) may itself
-        // run out of time: then nothing was executed.
+        // run out of time, or execute's planning (a stat per path) may: then
+        // the call says so and nothing was changed.
         Outcome::Failed { error, .. } => {
-            assert!(error.message.contains("dry-run"), "{error:?}");
+            assert!(
+                error.message.contains("dry-run") || error.message.contains("nothing was changed"),
+                "{error:?}"
+            );
             assert_eq!(snapshot(&ws.ws()), before, "{error:?}");
             return;
         }

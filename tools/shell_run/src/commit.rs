@@ -182,14 +182,23 @@ fn real_kind(p: &Path) -> Result<Option<Kind>, FsError> {
 /// `Unsupported` when a symbolic link or special file would have to be
 /// removed; `TooBig` when more than [`MAX_UNDO_BYTES`] of previous content
 /// or more than [`MAX_CHANGES`] paths would change (nothing may then be
-/// applied); I/O errors.
-pub fn plan(vfs: &Vfs) -> Result<Vec<Planned>, FsError> {
+/// applied); `Deadline` when `stop_at_ms` (ms since the epoch) passes
+/// while planning (nothing has been changed then); I/O errors.
+pub fn plan(vfs: &Vfs, stop_at_ms: Option<u64>) -> Result<Vec<Planned>, FsError> {
     let mut out = Vec::new();
     let mut removed: BTreeSet<PathBuf> = BTreeSet::new();
     let mut removal_roots: Vec<PathBuf> = Vec::new();
+    let in_time = || match stop_at_ms {
+        Some(stop) if crate::shell::now_ms() >= stop => Err(FsError::new(
+            FsErrorKind::Deadline,
+            "the call's time ran out while reading the files the script changes",
+        )),
+        _ => Ok(()),
+    };
     // One stat per changed path (a WASI call costs): the real kinds, once.
     let mut kinds = std::collections::BTreeMap::new();
     for p in vfs.nodes().keys() {
+        in_time()?;
         kinds.insert(p, real_kind(p)?);
     }
     let kind_of = |p: &PathBuf| kinds.get(p).copied().flatten();
@@ -222,6 +231,7 @@ pub fn plan(vfs: &Vfs) -> Result<Vec<Planned>, FsError> {
     }
     for (p, node) in vfs.nodes() {
         let Node::File(data) = node else { continue };
+        in_time()?;
         let before = if removed.contains(p) {
             Before::Absent
         } else {

@@ -243,7 +243,12 @@ fn run(ctx: &CallContext, args: &Args, dry_run: bool) -> Result<Output, ToolErro
         dry_run,
         ran: true,
     };
-    let planned = plan_changes(&sh.vfs, &data, dry_run)?;
+    // Planning (a stat and a read per changed path) stops at 90% of the
+    // call's time, before anything is changed, so a slow filesystem gives a
+    // clean timeout rather than a call the host has to cut off.
+    let plan_stop = (ctx.deadline_ms > started && ctx.deadline_ms < u64::MAX / 2)
+        .then(|| ctx.deadline_ms - (ctx.deadline_ms - started) / 10);
+    let planned = plan_changes(&sh.vfs, &data, dry_run, plan_stop)?;
     {
         let out = io.out.borrow();
         data.stdout = String::from_utf8_lossy(&out.buf).into_owned();
@@ -283,12 +288,21 @@ fn plan_changes(
     vfs: &Vfs,
     data: &RunData,
     dry_run: bool,
+    stop_at_ms: Option<u64>,
 ) -> Result<Vec<commit::Planned>, ToolError> {
     if data.stopped.is_some() && !dry_run {
         return Ok(Vec::new());
     }
     let exit_code = data.exit_code;
-    let planned = commit::plan(vfs).map_err(|e| {
+    let planned = commit::plan(vfs, stop_at_ms).map_err(|e| {
+        if e.kind == FsErrorKind::Deadline {
+            return ToolError::new(
+                ErrorKind::Timeout,
+                format!("the script ran (exit {exit_code}) but {}; nothing was changed", e.msg),
+            )
+            .hint("nothing was changed; split the script into smaller calls that change fewer files")
+            .details(json!({"exit_code": exit_code}));
+        }
         let kind = if e.kind == FsErrorKind::TooBig {
             ErrorKind::QuotaExceeded
         } else {

@@ -171,7 +171,7 @@ fn a_change_under_a_read_only_grant_is_refused_before_anything_changes() {
             let mut sh = Shell::new(Vfs::new(roots), ws.clone(), Vec::new(), Limits::default());
             let io = Io::new(Vec::new(), Sink::soft(1024), Sink::soft(1024));
             let _ = sh.run_script("echo x > b.txt; rm a.txt; mkdir d", &io);
-            let planned = commit::plan(&sh.vfs).unwrap_or_else(|e| panic!("{}", e.msg));
+            let planned = commit::plan(&sh.vfs, None).unwrap_or_else(|e| panic!("{}", e.msg));
             assert_eq!(planned.len(), 3);
             let r = commit::refuse_read_only(&planned, &sh.vfs);
             assert_eq!(r.is_err(), refused, "{writable}");
@@ -337,7 +337,7 @@ fn applying_stops_before_the_deadline_with_an_exact_record() {
         let mut sh = Shell::new(Vfs::new(roots), ws.clone(), Vec::new(), Limits::default());
         let io = Io::new(Vec::new(), Sink::soft(1024), Sink::soft(1024));
         let _ = sh.run_script("rm a.txt; echo b > b.txt", &io);
-        let planned = commit::plan(&sh.vfs).unwrap_or_else(|e| panic!("{}", e.msg));
+        let planned = commit::plan(&sh.vfs, None).unwrap_or_else(|e| panic!("{}", e.msg));
         let (done, err) = commit::apply(planned, &CallContext::default(), Some(1));
         assert!(done.is_empty());
         assert!(err.is_some_and(|e| e.contains("before the call's deadline after 0 of 2")));

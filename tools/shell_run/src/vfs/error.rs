@@ -30,6 +30,8 @@ pub enum FsErrorKind {
     Invalid,
     /// Another I/O error.
     Io,
+    /// The call's time ran out before the operation could finish.
+    Deadline,
 }
 
 /// A failed filesystem operation, with a message for stderr.
