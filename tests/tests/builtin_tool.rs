@@ -46,6 +46,7 @@ impl BuiltinTool for Memo {
         op: &Op,
         ctx: &CallContext,
         args: &Value,
+        _bindings: &capsaga_host::sandbox::Bindings,
     ) -> Result<Option<ToolOutput>, ToolError> {
         let text = args["text"].as_str().unwrap_or_default().to_string();
         self.calls

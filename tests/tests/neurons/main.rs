@@ -10,6 +10,7 @@
 //! loads it from there).
 
 mod birth;
+mod code_run;
 mod hostile;
 mod pinning;
 

@@ -11,6 +11,7 @@
 //! - the checks of a submission ([`proposal`]) and of its name ([`name`]);
 //! - fitness from the log of its calls ([`fitness`]).
 
+pub mod code_run;
 pub mod fitness;
 pub mod name;
 pub mod proposal;

@@ -12,6 +12,7 @@
 //! max_source_bytes = 65536
 //! max_examples = 16
 //! catalog_tokens = 4000              # the neurons' share of the model's catalog
+//! code_run_extensions = ["csv", "json"]  # output files `code_run` may keep
 //! ```
 
 use crate::capability::{Capability, CapabilityError, FsDir, Place};
@@ -72,6 +73,10 @@ pub struct NeuronsFile {
     /// Budget of the neurons' part of the model's catalog, estimated tokens
     /// (default 4000).
     pub catalog_tokens: Option<usize>,
+    /// Extensions (no dot) of the output files `code_run` copies out of its
+    /// scratch directory (default
+    /// [`crate::neuron::code_run::DEFAULT_EXTENSIONS`]).
+    pub code_run_extensions: Option<Vec<String>>,
 }
 
 /// The checked section.
@@ -95,6 +100,8 @@ pub struct NeuronsPolicy {
     pub max_examples: usize,
     /// Estimated tokens.
     pub catalog_tokens: usize,
+    /// Lowercase, no dot, sorted.
+    pub code_run_extensions: Vec<String>,
 }
 
 /// Default of [`NeuronsPolicy::max_source_bytes`].
@@ -130,6 +137,18 @@ impl NeuronsFile {
         if max_source_bytes == 0 || max_examples == 0 {
             return Err("max_source_bytes and max_examples must be greater than zero".into());
         }
+        let mut code_run_extensions: Vec<String> = match &self.code_run_extensions {
+            Some(list) => list.iter().map(|e| e.trim_start_matches('.').to_ascii_lowercase()).collect(),
+            None => super::code_run::DEFAULT_EXTENSIONS.iter().map(|e| e.to_string()).collect(),
+        };
+        if let Some(bad) = code_run_extensions
+            .iter()
+            .find(|e| e.is_empty() || e.len() > 16 || !e.bytes().all(|b| b.is_ascii_alphanumeric()))
+        {
+            return Err(format!("code_run_extensions: {bad:?} is not a file extension (letters and digits)"));
+        }
+        code_run_extensions.sort();
+        code_run_extensions.dedup();
         Ok(NeuronsPolicy {
             enabled: self.enabled,
             max_grants,
@@ -140,6 +159,7 @@ impl NeuronsFile {
             max_source_bytes,
             max_examples,
             catalog_tokens: self.catalog_tokens.unwrap_or(DEFAULT_CATALOG_TOKENS),
+            code_run_extensions,
         })
     }
 }

@@ -68,6 +68,7 @@ impl BuiltinTool for Nop {
         op: &Op,
         _ctx: &CallContext,
         args: &Value,
+        _bindings: &crate::sandbox::Bindings,
     ) -> Result<Option<ToolOutput>, ToolError> {
         // Compensation has nothing to undo; execute and dry-run say so.
         Ok((op.name() != "compensate").then(|| ToolOutput {

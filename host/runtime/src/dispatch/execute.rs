@@ -72,7 +72,7 @@ pub(super) async fn run(host: &Host, r: Run<'_>) -> (CallResult, CallDiagnostics
         ToolSource::Builtin(b) => {
             let started = Instant::now();
             let budget = Duration::from_millis(r.limits.deadline_ms + HOST_GRACE_MS);
-            let res = match tokio::time::timeout(budget, b.call(r.op, r.ctx, r.args)).await {
+            let res = match tokio::time::timeout(budget, b.call(r.op, r.ctx, r.args, r.bindings)).await {
                 Ok(res) => res,
                 Err(_) => Err(ToolError::with_hint(
                     ErrorKind::Timeout,

@@ -325,6 +325,7 @@ impl BuiltinTool for NeuronCreate {
         op: &Op,
         ctx: &CallContext,
         args: &Value,
+        _bindings: &crate::sandbox::Bindings,
     ) -> Result<Option<ToolOutput>, ToolError> {
         // Which export the door asked for (by its WIT name).
         if let Some(out) = op.undone_output() {

@@ -1,6 +1,7 @@
 //! Neurons in the host (DESIGN §8): the runner loaded once, the built-in
 //! `neuron_create`, the stored active versions put in the catalog at start,
-//! the operator's decisions ([`operator`]) and fitness ([`fitness`]).
+//! the operator's decisions ([`operator`]) and fitness ([`fitness`]); and
+//! `code_run` ([`code_run`]), the one-shot form on the same runner.
 //!
 //! A neuron is *source + meta* run by the one runner component
 //! (`sandbox::neuron`); it reaches the model only as a tool of the
@@ -10,6 +11,7 @@
 //! `[neurons] auto_activate_pure = true`.
 
 pub mod catalog;
+pub mod code_run;
 mod create;
 pub mod fitness;
 pub mod operator;
@@ -153,8 +155,11 @@ fn create_section(policy: &Policy, neurons: &Neurons) -> ToolPolicy {
 /// Set neurons up at host start when `[neurons] enabled`: load the runner,
 /// retire unfit active versions, put the active ones in the catalog, make
 /// every other version known by identity (compensation), and offer
-/// `neuron_create` unless the autonomy is `read_only`. Problems are logged;
-/// the host starts without neurons rather than not at all.
+/// `neuron_create` unless the autonomy is `read_only`. `code_run` is
+/// registered (under the operator's `[tools.code_run]` section) when the
+/// policy has that section, neurons enabled or not. Problems are logged;
+/// the host starts without neurons rather than not at all. `None` when
+/// neurons are not enabled.
 pub async fn start(
     config: &Config,
     sandbox: &Arc<Sandbox>,
@@ -162,16 +167,31 @@ pub async fn start(
     store: &Arc<dyn Store>,
 ) -> Option<Arc<Neurons>> {
     let policy = &config.policy;
-    if !policy.neurons.enabled {
+    let code_run = policy.section("code_run");
+    if !policy.neurons.enabled && code_run.is_none() {
         return None;
     }
     let neurons = match load_runner(config, sandbox) {
         Ok(n) => Arc::new(n),
         Err(e) => {
-            tracing::warn!("neurons disabled: {e}");
+            tracing::warn!("neurons and code_run disabled: {e}");
             return None;
         }
     };
+    if let Some(section) = code_run {
+        let tool = code_run::CodeRun {
+            sandbox: sandbox.clone(),
+            neurons: neurons.clone(),
+            extensions: policy.neurons.code_run_extensions.clone(),
+            limits: section.limits,
+        };
+        if let Err(e) = registry.register_builtin(sandbox, policy, Arc::new(tool)) {
+            tracing::warn!("code_run not offered: {e}");
+        }
+    }
+    if !policy.neurons.enabled {
+        return None;
+    }
     if let Err(e) = fitness::retire_unfit(store.as_ref(), policy).await {
         tracing::warn!("neuron fitness check failed: {e}");
     }

@@ -1,9 +1,8 @@
-//! Tools the host implements itself (later: `neuron_create`, the MCP
-//! session's `capsaga_commit`). They are registered like components and go
-//! through the same door: validation, policy, guardrail, saga, enforced
-//! dry-run.
+//! Tools the host implements itself (`neuron_create`, `code_run`). They are
+//! registered like components and go through the same door: validation,
+//! policy, guardrail, saga, enforced dry-run.
 
-use crate::sandbox::Op;
+use crate::sandbox::{Bindings, Op};
 use async_trait::async_trait;
 use capsaga_core::error::ToolError;
 use capsaga_core::meta::RawToolMeta;
@@ -18,7 +17,10 @@ pub trait BuiltinTool: Send + Sync {
 
     /// Run one export with the already validated `args`: `Ok(Some(output))`
     /// for execute and dry-run, `Ok(None)` for compensate. The door bounds
-    /// it by the call's deadline.
+    /// it by the call's deadline. `bindings` are what the tool's grants bind
+    /// for this export (read-only preopens for a dry run, the logged grants
+    /// for a compensation), exactly what a component would be given: a
+    /// built-in that touches files opens them only beneath those preopens.
     ///
     /// # Errors
     /// A [`ToolError`] as a component would return it.
@@ -27,5 +29,6 @@ pub trait BuiltinTool: Send + Sync {
         op: &Op,
         ctx: &CallContext,
         args: &Value,
+        bindings: &Bindings,
     ) -> Result<Option<ToolOutput>, ToolError>;
 }

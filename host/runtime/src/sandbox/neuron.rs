@@ -216,4 +216,32 @@ impl Sandbox {
         })
         .await
     }
+
+    /// Run a one-shot script (`code_run`, `source-kind::script` in
+    /// `prepared`'s definition): `execute` in a fresh runner instance with
+    /// `bindings` (the private copies of its inputs and its scratch
+    /// directory, nothing else) and `limits`, under the step's `ctx`.
+    ///
+    /// Only `code_run` calls this, from inside its own step (the dispatch
+    /// door's execute stage runs `code_run`): the script is not a tool,
+    /// and what it writes reaches a granted directory only through the step
+    /// that runs it.
+    pub async fn run_script(
+        &self,
+        prepared: &Prepared,
+        bindings: &Bindings,
+        limits: &Limits,
+        ctx: &CallContext,
+    ) -> (CallResult, CallDiagnostics) {
+        self.call(CallRequest {
+            tool: "code_run",
+            prepared,
+            bindings,
+            limits,
+            ctx,
+            args_json: "{}",
+            op: &Op::Execute,
+        })
+        .await
+    }
 }

@@ -1,0 +1,251 @@
+//! `code_run` (seed 003's `code.run`) through the door, on the real runner:
+//! every run needs a human who sees the code, its purpose and each input's
+//! SHA-256; the approval is bound to them (a changed input makes it stale);
+//! the code reads copies of the inputs, writes only to a scratch directory,
+//! has no network; allowed output files are copied into a granted directory
+//! at commit and removed by compensation; hostile code and hostile paths
+//! are contained with a clear error, the host alive.
+
+use super::*;
+use async_trait::async_trait;
+use capsaga_core::error::ErrorKind;
+use capsaga_host::dispatch::{Approver, HumanDecision};
+use capsaga_host::store::ApprovalRow;
+use capsaga_tests::snapshot;
+use std::sync::Mutex;
+
+/// Approves every call and keeps what it was shown.
+#[derive(Default)]
+struct Yes {
+    shown: Mutex<Vec<ApprovalRow>>,
+}
+
+#[async_trait]
+impl Approver for Yes {
+    async fn ask(&self, a: &ApprovalRow) -> Option<HumanDecision> {
+        if let Ok(mut s) = self.shown.lock() {
+            s.push(a.clone());
+        }
+        Some(HumanDecision {
+            approve: true,
+            by: "test:yes".into(),
+        })
+    }
+}
+
+const POLICY: &str = r#"
+[tools.code_run]
+grants = ["fs:read:~/ws/**", "fs:write:~/ws/out/**"]
+limits = { deadline_ms = 20000 }
+"#;
+
+const SALES: &str = "region,amount\nnorth,10\nsouth,30\nnorth,20\n";
+
+const STATS: &str = r#"import csv, json, os, capsaga
+with open(capsaga.inputs["sales.csv"], newline="") as f:
+    rows = list(csv.DictReader(f))
+total = sum(float(r["amount"]) for r in rows)
+with open(os.path.join(capsaga.scratch_dir, "stats.json"), "w") as f:
+    json.dump({"rows": len(rows), "total": total}, f)
+with open(os.path.join(capsaga.scratch_dir, "run.sh"), "w") as f:
+    f.write("rm -rf ~\n")
+print("rows", len(rows))
+result = {"total": total}
+"#;
+
+fn code_ws() -> Option<TestWorkspace> {
+    let ws = workspace(&[], POLICY, "")?;
+    std::fs::create_dir(ws.ws().join("out")).unwrap();
+    std::fs::write(ws.ws().join("sales.csv"), SALES).unwrap();
+    Some(ws)
+}
+
+fn args(ws: &TestWorkspace, code: &str) -> Value {
+    json!({"code": code, "purpose": "total of the sales",
+        "inputs": {"sales.csv": ws.ws_path("sales.csv")},
+        "output_dir": ws.ws_path("out")})
+}
+
+async fn run(door: &Dispatcher, args: &Value, yes: &Yes) -> (Outcome, capsaga_host::saga::Saga) {
+    let mut saga = door.start(Origin::Call, "code_run test", None).await.unwrap();
+    let out = door
+        .submit(
+            &mut saga,
+            Call::new("code_run", Args::Value(args)).with_approver(yes),
+        )
+        .await
+        .unwrap()
+        .outcome;
+    (out, saga)
+}
+
+fn error_of(out: &Outcome) -> &capsaga_core::error::ToolError {
+    match out {
+        Outcome::Failed { error, .. } | Outcome::Refused { error, .. } => error,
+        other => panic!("expected a failure: {other:#?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approved_run_reads_its_inputs_copies_allowed_outputs_and_rolls_back() {
+    let Some(ws) = code_ws() else { return };
+    let before = snapshot(&ws.ws());
+    let (_host, door) = door(&ws).await;
+    let yes = Yes::default();
+    let a = args(&ws, STATS);
+    let (out, mut saga) = run(&door, &a, &yes).await;
+    let Outcome::Committed { output, .. } = &out else {
+        panic!("{out:#?}")
+    };
+    // The human saw the code's hash, the purpose and the input's hash.
+    let shown = yes.shown.lock().unwrap().clone();
+    assert_eq!(shown.len(), 1, "one approval per run");
+    let preview = serde_json::to_string(&shown[0]).unwrap();
+    let code_sha = capsaga_core::idempotency::sha256_hex(STATS.as_bytes());
+    let input_sha = capsaga_core::idempotency::sha256_hex(SALES.as_bytes());
+    assert!(preview.contains(&code_sha), "{preview}");
+    assert!(preview.contains(&input_sha), "{preview}");
+    assert!(preview.contains("total of the sales"), "{preview}");
+    let d = &output.data;
+    assert_eq!(d["result"]["total"], 60.0, "{d:#}");
+    assert!(d["stdout"].as_str().unwrap().contains("rows 3"), "{d:#}");
+    assert_eq!(d["inputs"][0]["sha256"], input_sha.as_str());
+    assert_eq!(d["outputs"].as_array().unwrap().len(), 1, "{d:#}");
+    assert_eq!(d["skipped_outputs"][0]["name"], "run.sh", "{d:#}");
+    let stats: Value =
+        serde_json::from_slice(&std::fs::read(ws.ws().join("out/stats.json")).unwrap()).unwrap();
+    assert_eq!(stats, json!({"rows": 3, "total": 60.0}));
+    assert!(!ws.ws().join("out/run.sh").exists());
+    // Rolled back: the copied output is removed, the tree is as before.
+    let report = door.abort(&mut saga).await.unwrap();
+    assert!(report.all_compensated(), "{report:?}");
+    assert_eq!(snapshot(&ws.ws()), before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_approval_is_bound_to_the_code_and_every_input_hash() {
+    let Some(ws) = code_ws() else { return };
+    let (_host, door) = door(&ws).await;
+    let a = args(&ws, "result = open(__import__('capsaga').inputs['sales.csv']).read()");
+    // Nobody to ask: the saga parks with an approval naming the hashes.
+    let mut saga = door.start(Origin::Call, "code_run test", None).await.unwrap();
+    let out = door
+        .submit(&mut saga, Call::new("code_run", Args::Value(&a)))
+        .await
+        .unwrap()
+        .outcome;
+    let Outcome::AwaitingApproval { approval, .. } = &out else {
+        panic!("{out:#?}")
+    };
+    let id = approval.approval_id.clone();
+    door.decide(&id, true, "test:operator", None).await.unwrap();
+    // The input changes after the approval: the approval is stale, the saga
+    // parks again with a new one and the code does not run.
+    std::fs::write(ws.ws().join("sales.csv"), "region,amount\nnorth,999\n").unwrap();
+    let again = door
+        .submit(&mut saga, Call::new("code_run", Args::Value(&a)))
+        .await
+        .unwrap()
+        .outcome;
+    let Outcome::AwaitingApproval { approval: fresh, .. } = &again else {
+        panic!("a changed input must need a new approval: {again:#?}")
+    };
+    assert_ne!(fresh.approval_id, id);
+    let new_sha = capsaga_core::idempotency::sha256_hex(b"region,amount\nnorth,999\n");
+    assert!(
+        serde_json::to_string(&**fresh).unwrap().contains(&new_sha),
+        "{fresh:#?}"
+    );
+    let _ = door.abort(&mut saga).await;
+    // Other code is another call: an approval of one never runs the other.
+    let yes = Yes::default();
+    let (o1, _) = run(&door, &args(&ws, "result = 1"), &yes).await;
+    let (o2, _) = run(&door, &args(&ws, "result = 2"), &yes).await;
+    assert!(matches!(o1, Outcome::Committed { .. }), "{o1:#?}");
+    assert!(matches!(o2, Outcome::Committed { .. }), "{o2:#?}");
+    assert_eq!(yes.shown.lock().unwrap().len(), 2, "each code its own approval");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_code_and_paths_are_contained() {
+    let Some(ws) = code_ws() else { return };
+    std::os::unix::fs::symlink("/etc/passwd", ws.ws().join("passwd")).unwrap();
+    let (host, door) = door(&ws).await;
+    let yes = Yes::default();
+    // Code that reaches for the host: each fails inside the instance.
+    for (code, why) in [
+        ("result = open('/etc/passwd').read()", "host file"),
+        (
+            "result = open(__import__('capsaga').inputs['sales.csv'] + '/../../ws/sales.csv').read()",
+            "climb out of the inputs",
+        ),
+        (
+            "open('/tmp/capsaga-code-run-escape', 'w').write('x')",
+            "write outside the scratch dir",
+        ),
+        ("import socket\nsocket.create_connection(('127.0.0.1', 9))", "socket"),
+        ("import os\nresult = dict(os.environ)", "environment"),
+        ("while True:\n    pass", "infinite loop"),
+        ("x = [bytearray(1 << 29) for _ in range(8)]", "memory bomb"),
+    ] {
+        let (out, mut saga) = run(&door, &args(&ws, code), &yes).await;
+        match &out {
+            Outcome::Failed { error, .. } => {
+                assert!(!error.message.is_empty(), "{why}");
+                eprintln!("{why}: {:?} {}", error.kind, error.message.chars().take(300).collect::<String>());
+            }
+            Outcome::Committed { output, .. } => {
+                // Only the environment read may succeed, and it is empty.
+                assert_eq!(why, "environment", "{why} ran: {output:#?}");
+                assert_eq!(output.data["result"], json!({}), "{why}");
+                let _ = door.abort(&mut saga).await;
+            }
+            other => panic!("{why}: {other:#?}"),
+        }
+        assert!(!std::path::Path::new("/tmp/capsaga-code-run-escape").exists());
+    }
+    // Paths the operator did not grant, or that lead out of a grant.
+    for (inputs, out_dir, kind) in [
+        (json!({"p": "/etc/passwd"}), None, ErrorKind::PermissionDenied),
+        (json!({"p": ws.ws_path("passwd")}), None, ErrorKind::PermissionDenied),
+        (json!({"p": ws.ws_path("../capsaga.toml")}), None, ErrorKind::PermissionDenied),
+        (json!({"p": "sales.csv"}), None, ErrorKind::PermissionDenied),
+        (json!({}), Some(ws.ws_path("")), ErrorKind::PermissionDenied),
+        (json!({}), Some("/tmp".to_string()), ErrorKind::PermissionDenied),
+    ] {
+        let mut a = json!({"code": "result = 1", "purpose": "p", "inputs": inputs});
+        if let Some(d) = &out_dir {
+            a["output_dir"] = json!(d);
+        }
+        let (out, _) = run(&door, &a, &yes).await;
+        assert_eq!(error_of(&out).kind, kind, "{a}: {out:#?}");
+    }
+    // The host still serves.
+    let (out, _) = run(&door, &args(&ws, "result = 7"), &yes).await;
+    assert!(matches!(out, Outcome::Committed { .. }), "{out:#?}");
+    drop(host);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_output_name_already_taken_keeps_nothing_and_a_changed_output_is_not_removed() {
+    let Some(ws) = code_ws() else { return };
+    let (_host, door) = door(&ws).await;
+    let yes = Yes::default();
+    let code = "import os, capsaga\nfor n in ('a.csv', 'b.csv'):\n    open(os.path.join(capsaga.scratch_dir, n), 'w').write(n)\n";
+    std::fs::write(ws.ws().join("out/b.csv"), "mine").unwrap();
+    let (out, _) = run(&door, &args(&ws, code), &yes).await;
+    assert_eq!(error_of(&out).kind, ErrorKind::InvalidArgs, "{out:#?}");
+    assert!(!ws.ws().join("out/a.csv").exists(), "nothing kept");
+    assert_eq!(std::fs::read_to_string(ws.ws().join("out/b.csv")).unwrap(), "mine");
+    std::fs::remove_file(ws.ws().join("out/b.csv")).unwrap();
+    let (out, mut saga) = run(&door, &args(&ws, code), &yes).await;
+    assert!(matches!(out, Outcome::Committed { .. }), "{out:#?}");
+    std::fs::write(ws.ws().join("out/a.csv"), "edited by someone").unwrap();
+    let report = door.abort(&mut saga).await.unwrap();
+    assert!(!report.all_compensated(), "{report:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.ws().join("out/a.csv")).unwrap(),
+        "edited by someone"
+    );
+    assert!(!ws.ws().join("out/b.csv").exists());
+}
