@@ -111,11 +111,28 @@ impl CodeRun {
                 bytes,
             ));
         }
-        if let Some(dir) = &a.output_dir {
-            let at = files::locate(&bindings.fs.preopens, dir, "output_dir")?;
-            files::open_dir(&at, dir)?;
-        }
         Ok((a, inputs))
+    }
+
+    /// `output_dir` opened beneath its preopen, which must be writable
+    /// when `write` (execute); a dry run sees every grant read-only.
+    fn output_dir(
+        a: &CodeRunArgs,
+        bindings: &Bindings,
+        write: bool,
+    ) -> Result<Option<std::fs::File>, ToolError> {
+        let Some(dir) = &a.output_dir else {
+            return Ok(None);
+        };
+        let at = files::locate(&bindings.fs.preopens, dir, "output_dir")?;
+        if write && !at.writable {
+            return Err(ToolError::with_hint(
+                ErrorKind::PermissionDenied,
+                format!("output_dir {dir} is not under an fs:write grant of code_run"),
+                "Give an output_dir the operator granted for writing, or omit it.",
+            ));
+        }
+        files::open_dir(&at, dir).map(Some)
     }
 
     fn plan_output(plan: &Plan) -> ToolOutput {
@@ -134,20 +151,7 @@ impl CodeRun {
         bindings: &Bindings,
     ) -> Result<ToolOutput, ToolError> {
         let (a, inputs) = self.read_inputs(args, bindings)?;
-        let out_dir = match &a.output_dir {
-            Some(dir) => {
-                let at = files::locate(&bindings.fs.preopens, dir, "output_dir")?;
-                if !at.writable {
-                    return Err(ToolError::with_hint(
-                        ErrorKind::PermissionDenied,
-                        format!("output_dir {dir} is not under an fs:write grant of code_run"),
-                        "Give an output_dir the operator granted for writing, or omit it.",
-                    ));
-                }
-                Some(files::open_dir(&at, dir)?)
-            }
-            None => None,
-        };
+        let out_dir = Self::output_dir(&a, bindings, true)?;
         let plan = Plan::new(
             &a,
             inputs.iter().map(|(d, _)| d.clone()).collect(),
@@ -369,6 +373,7 @@ impl BuiltinTool for CodeRun {
         match op.name() {
             "dry-run" => {
                 let (a, inputs) = self.read_inputs(args, bindings)?;
+                Self::output_dir(&a, bindings, false)?;
                 let plan = Plan::new(
                     &a,
                     inputs.into_iter().map(|(d, _)| d).collect(),
