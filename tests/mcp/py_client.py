@@ -19,22 +19,27 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 
+def field(obj, snake, camel):
+    """SDK 2.x names fields in snake_case, 1.x in camelCase."""
+    return getattr(obj, snake, None) if hasattr(obj, snake) else getattr(obj, camel, None)
+
+
 def dump(result):
     return {
-        "is_error": bool(result.isError),
+        "is_error": bool(field(result, "is_error", "isError")),
         "text": "".join(getattr(c, "text", "") for c in result.content),
-        "structured": result.structuredContent,
+        "structured": field(result, "structured_content", "structuredContent"),
     }
 
 
 async def exercise(session, write_path):
     seen = {}
     init = await session.initialize()
-    seen["server"] = init.serverInfo.name
+    seen["server"] = field(init, "server_info", "serverInfo").name
     tools = await session.list_tools()
     seen["tools"] = sorted(t.name for t in tools.tools)
     seen["annotations"] = {
-        t.name: (t.annotations.model_dump(exclude_none=True) if t.annotations else None)
+        t.name: (t.annotations.model_dump(by_alias=True, exclude_none=True) if t.annotations else None)
         for t in tools.tools
     }
     seen["time_now"] = dump(await session.call_tool("time_now", {}))

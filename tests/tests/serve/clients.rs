@@ -160,7 +160,10 @@ async fn python_sdk_over_streamable_http_with_a_token() {
     })
     .await
     .unwrap();
-    check(&seen, &ws);
+    drop(srv);
+    tokio::task::spawn_blocking(move || check(&seen, &ws))
+        .await
+        .unwrap();
 }
 
 fn inspector() -> Option<(PathBuf, PathBuf)> {
@@ -189,15 +192,29 @@ fn inspector_cli_smoke_over_stdio() {
         return;
     };
     let ws = ws();
-    let bin = capsaga_bin();
-    // capsaga reads ./capsaga.toml: the inspector's child runs in the
-    // workspace (its own `--config` is the inspector's option).
+    // The inspector finds its own package.json from its working directory:
+    // it runs in its build directory, and starts capsaga through a script.
+    let launcher = ws.root.join("capsaga-mcp.sh");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/sh\nexec '{}' --config '{}' mcp\n",
+            capsaga_bin().display(),
+            ws.config().display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&launcher)
+        .status()
+        .unwrap();
+    let build = cli.parent().unwrap().to_path_buf();
     let list = Command::new(&node)
         .arg(&cli)
-        .arg(&bin)
-        .arg("mcp")
+        .arg(&launcher)
         .args(["--method", "tools/list"])
-        .current_dir(&ws.root)
+        .current_dir(&build)
         .env_remove("CAPSAGA_CONFIG")
         .output()
         .unwrap();
@@ -209,10 +226,9 @@ fn inspector_cli_smoke_over_stdio() {
     );
     let call = Command::new(&node)
         .arg(&cli)
-        .arg(&bin)
-        .arg("mcp")
+        .arg(&launcher)
         .args(["--method", "tools/call", "--tool-name", "time_now"])
-        .current_dir(&ws.root)
+        .current_dir(&build)
         .env_remove("CAPSAGA_CONFIG")
         .output()
         .unwrap();

@@ -53,7 +53,7 @@ fn sigkill_under_load_then_restart_leaves_every_saga_consistent() {
             })
             .collect();
         // Let part of the load through, then kill the server mid-flight.
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        tokio::time::sleep(Duration::from_millis(2500)).await;
         child.kill().expect("SIGKILL");
         let _ = child.wait();
         let mut ok = 0;

@@ -50,7 +50,14 @@ pub async fn one_session(
     tool: &'static str,
     args: Map<String, Value>,
 ) -> Result<Duration, String> {
-    let transport = StreamableHttpClientTransport::from_config(
+    // rmcp's default client would need a TLS provider compiled in; plain
+    // HTTP needs none (no idle pooling, as rmcp's default).
+    let http = super::http_builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .map_err(|e| format!("client: {e}"))?;
+    let transport = StreamableHttpClientTransport::with_client(
+        http,
         StreamableHttpClientTransportConfig::with_uri(url),
     );
     let client = ClientConfig::default()

@@ -64,11 +64,13 @@ pub async fn start(host: Arc<Host>, mut o: HttpOptions) -> Running {
     }
 }
 
+/// A plain HTTP client's builder.
+pub fn http_builder() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().no_proxy()
+}
+
 /// A plain HTTP client.
 pub fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("an HTTP client")
+    http_builder().build().expect("an HTTP client")
 }
