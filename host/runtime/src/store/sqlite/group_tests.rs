@@ -83,7 +83,7 @@ fn queued_writers_share_one_commit_and_a_failed_one_is_rolled_back_alone() {
     assert_eq!(days.len(), 25, "{names:?}");
     assert!(days.iter().all(|d| {
         let i: usize = d.day[4..].parse().unwrap();
-        i % 2 == 0
+        i.is_multiple_of(2)
     }));
 }
 
