@@ -49,7 +49,11 @@ fn sigkill_under_load_then_restart_leaves_every_saga_consistent() {
         let tasks: Vec<_> = (0..CALLS)
             .map(|i| {
                 let (tool, args) = call_of(&base, i);
-                tokio::spawn(one_session(url.clone(), tool, args))
+                // A client whose server died may wait to reconnect: bounded.
+                tokio::spawn(tokio::time::timeout(
+                    Duration::from_secs(20),
+                    one_session(url.clone(), tool, args),
+                ))
             })
             .collect();
         // Let part of the load through, then kill the server mid-flight.
@@ -58,7 +62,7 @@ fn sigkill_under_load_then_restart_leaves_every_saga_consistent() {
         let _ = child.wait();
         let mut ok = 0;
         for t in tasks {
-            if matches!(t.await, Ok(Ok(_))) {
+            if matches!(t.await, Ok(Ok(Ok(_)))) {
                 ok += 1;
             }
         }
@@ -93,15 +97,17 @@ fn sigkill_under_load_then_restart_leaves_every_saga_consistent() {
         let steps = block_on(capsaga_host::store::StepStore::steps(&store, &s.saga_id)).unwrap();
         for st in &steps {
             let status = st.status.as_str().to_string();
-            if state == "Done" || !st.has_side_effects {
+            if state == "Done" {
                 assert_eq!(status, "COMMIT", "{st:?}");
                 done_sagas += 1;
-            } else {
+            } else if st.has_side_effects {
                 assert!(
                     matches!(status.as_str(), "COMPENSATED" | "FAIL"),
                     "a rolled back saga's step is {status}"
                 );
             }
+            // A read-only step of a rolled-back saga has nothing to undo:
+            // recovery leaves it as the crash did (BEGIN or COMMIT).
             if st.tool_id == "fs_write" {
                 let path = st.args["path"].as_str().unwrap();
                 let exists = std::path::Path::new(path).exists();
