@@ -62,6 +62,11 @@ pub fn component(name: &str) -> PathBuf {
 pub fn capsaga_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
+        // A binary built by hand (`cargo build -p capsaga-host --bin
+        // capsaga`), to run a few test binaries without building them all.
+        if let Some(p) = std::env::var_os("CAPSAGA_TEST_BIN") {
+            return PathBuf::from(p);
+        }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = std::process::Command::new(cargo);
         // Not the variables cargo sets for a test process (CARGO_PKG_*,

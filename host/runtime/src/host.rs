@@ -9,7 +9,7 @@ use crate::ownership::OwnerLock;
 use crate::registry::{LoadError, Registry};
 use crate::sandbox::factors::{FactorError, Factors};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
-use crate::store::sqlite::SqliteStore;
+use crate::store::sqlite::{GroupCommit, SqliteStore};
 use crate::store::{Store, StoreError};
 use capsaga_core::fsm::Guardrail;
 use capsaga_core::retry::RetryPolicy;
@@ -124,9 +124,22 @@ impl Host {
     /// # Errors
     /// [`HostError`].
     pub async fn with_config(config: Config) -> Result<Arc<Host>, HostError> {
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open_waiting(
+        Host::with_group_commit(config, GroupCommit::On).await
+    }
+
+    /// [`Host::with_config`] with the store's group commit on or off (off:
+    /// one sync per write, the baseline of `capsaga bench --group-commit`).
+    ///
+    /// # Errors
+    /// [`HostError`].
+    pub async fn with_group_commit(
+        config: Config,
+        group_commit: GroupCommit,
+    ) -> Result<Arc<Host>, HostError> {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open_with(
             &config.db_path(),
             std::time::Duration::from_millis(config.busy_timeout_ms),
+            group_commit,
         )?);
         let owner = OwnerLock::acquire(&config.state_dir).map_err(|e| HostError::Owner {
             dir: config.state_dir.clone(),

@@ -22,6 +22,8 @@
 //!   the operator's decisions, fitness.
 //! - [`plan`]: sagas driven by a list of calls instead of a model.
 //! - [`agent`]: the ReAct loop, providers and execution traces.
+//! - [`serve`]: capsaga as a server: MCP over stdio and Streamable HTTP,
+//!   and the runtime REST API.
 //! - [`cli`]: the `capsaga` command line.
 //! - [`clock`]: timestamps and deadlines.
 
@@ -37,4 +39,5 @@ pub mod plan;
 pub mod registry;
 pub mod saga;
 pub mod sandbox;
+pub mod serve;
 pub mod store;

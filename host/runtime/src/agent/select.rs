@@ -80,6 +80,31 @@ pub struct Selected {
     pub mode: String,
     /// True for the scripted provider.
     pub scripted: bool,
+    /// The router behind `provider` in live mode: its configured providers
+    /// and attempt orders can be asked before the turn (an HTTP caller
+    /// gets `no_allowed_provider` before anything runs).
+    pub router: Option<Arc<Router>>,
+}
+
+/// A shared router as the turn's provider.
+struct SharedRouter(Arc<Router>);
+
+#[async_trait::async_trait]
+impl Provider for SharedRouter {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn model_for(&self, tier: super::provider::Tier) -> String {
+        self.0.model_for(tier)
+    }
+
+    async fn complete(
+        &self,
+        request: &super::provider::ChatRequest,
+    ) -> Result<super::provider::ChatResponse, super::provider::ProviderError> {
+        self.0.complete(request).await
+    }
 }
 
 impl std::fmt::Debug for Selected {
@@ -100,6 +125,7 @@ fn scripted(path: &Path, home: &Path, why: &str) -> Result<Selected, SelectError
         provider: Box::new(p),
         mode: format!("scripted ({why}; script {})", path.display()),
         scripted: true,
+        router: None,
     })
 }
 
@@ -255,14 +281,14 @@ fn live(
         env.get("CAPSAGA_ALLOWED_PROVIDERS").map(|v| parse_list(v)),
     ];
     let names: Vec<String> = configured.iter().map(|(n, _)| n.clone()).collect();
-    let router = Router::new(
+    let router = Arc::new(Router::new(
         configured,
         role_orders,
         global_order,
         operator_allowlists,
         sel.route.clone(),
         policy.agent.retry_settings(),
-    );
+    ));
     let all_scripted = names.iter().all(|n| {
         policy
             .providers
@@ -278,8 +304,9 @@ fn live(
         mode = format!("scripted (configured as [providers.{}])", names.join(", "));
     }
     Selected {
-        provider: Box::new(router),
+        provider: Box::new(SharedRouter(router.clone())),
         mode,
         scripted: all_scripted,
+        router: Some(router),
     }
 }

@@ -73,6 +73,13 @@ pub struct BenchArgs {
     /// Steps of the `--wal` benchmark.
     #[arg(long, default_value_t = 20_000)]
     pub wal_steps: u32,
+    /// Instead: saga steps/s at 1, 10 and 100 concurrent sagas
+    /// (`synchronous = FULL`), with group commit off and on, in one run.
+    #[arg(long)]
+    pub group_commit: bool,
+    /// Steps each run of `--group-commit` commits.
+    #[arg(long, default_value_t = 2000)]
+    pub group_commit_steps: u32,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -576,6 +583,9 @@ fn machine() -> String {
 pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     if args.wal {
         return super::bench_wal::run(out, args.wal_steps).await;
+    }
+    if args.group_commit {
+        return super::bench_group::run(out, args.group_commit_steps).await;
     }
     match run_inner(args).await {
         Ok(report) => {

@@ -44,14 +44,14 @@ const STEPS_AFTER_READER: u32 = 20;
 
 /// A built-in that does nothing, with a side effect declared (so the door
 /// runs its dry-run and logs a pre-image, as for a real write).
-struct Nop;
+pub(super) struct Nop;
 
 #[async_trait]
 impl BuiltinTool for Nop {
     fn meta(&self) -> RawToolMeta {
         RawToolMeta {
             name: "bench_step".into(),
-            description: "Does nothing (capsaga bench --wal).".into(),
+            description: "Does nothing (capsaga bench --wal, --group-commit).".into(),
             args_schema: r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}"#.into(),
             has_side_effects: true,
             risk: Risk::Low,
@@ -143,7 +143,7 @@ pub(crate) async fn run(out: &Out, steps: u32) -> u8 {
     }
 }
 
-fn workspace(dir: &Path) -> Result<PathBuf, String> {
+pub(super) fn workspace(dir: &Path) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir.join("tools")).map_err(|e| e.to_string())?;
     let config = dir.join("capsaga.toml");
     std::fs::write(

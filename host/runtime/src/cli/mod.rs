@@ -7,6 +7,7 @@ mod pipe;
 mod adhoc;
 mod approvals;
 mod bench;
+mod bench_group;
 mod bench_neurons;
 mod bench_shell;
 mod bench_wal;
@@ -17,6 +18,7 @@ pub mod new_tool;
 mod ops;
 mod render;
 mod run;
+mod serve;
 pub mod test_tool;
 
 use crate::dispatch::{DispatchError, Dispatcher, OperatorError};
@@ -222,6 +224,16 @@ pub enum Command {
     /// to callable, a neuron call against a Rust tool call, the catalog's
     /// size with 0, 10 and 100 neurons.
     BenchNeurons(bench_neurons::BenchNeuronsArgs),
+    /// An MCP server over stdin/stdout (for Claude Desktop, IDE agents, the
+    /// MCP Inspector): every tool call is a step of the session's saga,
+    /// through the same door as every other command.
+    Mcp(serve::McpArgs),
+    /// Serve over HTTP: MCP (Streamable HTTP) at `/mcp` and the REST API
+    /// (`/healthz`, `/v1/turns`, `/v1/sagas`, `/v1/traces`, `/v1/approvals`).
+    /// With CAPSAGA_TOKEN set every route but `GET /healthz` needs
+    /// `Authorization: Bearer`; without it only loopback addresses are
+    /// served.
+    Serve(serve::ServeArgs),
     /// Show the guardrail state machine.
     Fsm {
         /// Print the transition table and a Mermaid diagram.
@@ -417,6 +429,8 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::Rollback { .. }
         | Command::Approve { .. }
         | Command::Deny { .. }
+        | Command::Mcp(_)
+        | Command::Serve(_)
         | Command::Recover => true,
         Command::Tools { .. }
         | Command::Approvals { .. }
@@ -557,6 +571,8 @@ async fn run_command(
             run::agent(host, out, &req).await
         }
         Command::Budget { days } => ops::budget(host, out, days).await,
+        Command::Mcp(args) => serve::mcp(host, &args).await,
+        Command::Serve(args) => serve::serve(host, out, &args).await,
         Command::Approvals { all } => approvals::list(host, out, all).await,
         Command::Approve { id, note, resume } => {
             approvals::approve(door, out, &id, note.as_deref(), resume).await

@@ -77,6 +77,8 @@ pub enum Origin {
     Agent,
     /// `capsaga call`.
     Call,
+    /// An MCP session (`capsaga mcp`, `capsaga serve`): one saga per session.
+    Mcp,
 }
 
 impl Origin {
@@ -86,6 +88,7 @@ impl Origin {
             Origin::Plan => "plan",
             Origin::Agent => "agent",
             Origin::Call => "call",
+            Origin::Mcp => "mcp",
         }
     }
 }

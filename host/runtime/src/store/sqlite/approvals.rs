@@ -161,7 +161,28 @@ impl ApprovalStore for SqliteStore {
         let id = uuid::Uuid::new_v4().to_string();
         let at = now_rfc3339();
         let expires_at = expiry(a.ttl_s);
-        self.write(|tx| {
+        let (saga_id, binding, args, reason, summary, preview, replaces) = (
+            a.saga_id.to_owned(),
+            a.binding.clone(),
+            a.args.clone(),
+            a.reason.to_owned(),
+            a.summary.to_owned(),
+            a.preview.cloned(),
+            a.replaces.map(|(old, st)| (old.to_owned(), st)),
+        );
+        let step_seq = a.step_seq;
+        self.write(move |tx| {
+            let a = NewApproval {
+                saga_id: &saga_id,
+                step_seq,
+                binding: &binding,
+                args: &args,
+                reason: &reason,
+                summary: &summary,
+                preview: preview.as_ref(),
+                ttl_s: 0,
+                replaces: replaces.as_ref().map(|(old, st)| (old.as_str(), *st)),
+            };
             if let Some((old, status)) = a.replaces {
                 retire(tx, old, status, &id, &at)?;
             }
@@ -222,6 +243,7 @@ impl ApprovalStore for SqliteStore {
             )?;
             decode(row)
         })
+        .await
     }
 
     async fn decide_approval(
@@ -233,7 +255,9 @@ impl ApprovalStore for SqliteStore {
     ) -> Result<ApprovalRow, ApprovalOpError> {
         let current = self.approval(id).await?;
         let at = now_rfc3339();
-        let result: Result<Result<ApprovalRow, ApprovalError>, StoreError> = self.write(|tx| {
+        let (by, note) = (by.to_owned(), note.map(str::to_owned));
+        let result: Result<Result<ApprovalRow, ApprovalError>, StoreError> = self.write(move |tx| {
+            let (by, note) = (by.as_str(), note.as_deref());
             // Read again under the write lock: someone may have decided since.
             let status: String = tx.query_row(
                 "SELECT status FROM approvals WHERE approval_id = ?1",
@@ -287,7 +311,8 @@ impl ApprovalStore for SqliteStore {
                 from_row,
             )?;
             Ok(Ok(decode(row)?))
-        });
+        })
+        .await;
         Ok(result??)
     }
 

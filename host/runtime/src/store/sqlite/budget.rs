@@ -28,7 +28,8 @@ impl BudgetStore for SqliteStore {
         output_tokens: u64,
     ) -> Result<(), StoreError> {
         let now = now_rfc3339();
-        self.write(|tx| {
+        let day = day.to_owned();
+        self.write(move |tx| {
             tx.execute(
                 "INSERT INTO budget_days (day, spent_usd, calls, input_tokens, output_tokens, updated_at)
                  VALUES (?1, ?2, 1, ?3, ?4, ?5)
@@ -38,6 +39,7 @@ impl BudgetStore for SqliteStore {
             )?;
             Ok(())
         })
+        .await
     }
 
     async fn budget_days(&self, limit: usize) -> Result<Vec<DayRow>, StoreError> {

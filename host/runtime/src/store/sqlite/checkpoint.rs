@@ -21,7 +21,6 @@ use super::super::StoreError;
 use super::SqliteStore;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// `PRAGMA journal_size_limit`, bytes (4 MiB): the size the `-wal` file is
@@ -62,7 +61,7 @@ pub(super) fn configure(conn: &Connection) -> Result<(), rusqlite::Error> {
 /// `PRAGMA wal_checkpoint(TRUNCATE)` without waiting for other connections
 /// (busy timeout 0 for its duration); `busy` in the result when one was in
 /// the way.
-fn truncate_nowait(conn: &Connection, db: &Path, busy_wait: Duration) -> Checkpoint {
+pub(super) fn truncate_nowait(conn: &Connection, db: &Path, busy_wait: Duration) -> Checkpoint {
     let done = conn
         .busy_timeout(Duration::ZERO)
         .and_then(|()| {
@@ -79,40 +78,31 @@ fn truncate_nowait(conn: &Connection, db: &Path, busy_wait: Duration) -> Checkpo
     }
 }
 
-impl SqliteStore {
-    /// After a commit: past the threshold, try to truncate the `-wal` file.
-    pub(super) fn after_commit(&self, conn: &Connection) {
-        let size = wal_bytes(&self.path);
-        if size < self.next_checkpoint_at.load(Ordering::Relaxed) {
-            return;
-        }
-        let c = truncate_nowait(conn, &self.path, self.busy_wait);
-        let next = if c.busy {
-            // A reader is in the way: try again after as much growth again.
-            size.saturating_add(CHECKPOINT_THRESHOLD_BYTES)
-        } else {
-            CHECKPOINT_THRESHOLD_BYTES
-        };
-        self.next_checkpoint_at.store(next, Ordering::Relaxed);
+/// After a commit on the write connection: past `next_at` bytes, try to
+/// truncate the `-wal` file. Returns the size past which to try next.
+pub(super) fn after_commit(conn: &Connection, db: &Path, busy_wait: Duration, next_at: u64) -> u64 {
+    let size = wal_bytes(db);
+    if size < next_at {
+        return next_at;
     }
-
-    /// Checkpoint the database and truncate its `-wal` file now, without
-    /// waiting for other connections (for an idle host, and when the store
-    /// is dropped).
-    ///
-    /// # Errors
-    /// [`StoreError::Poisoned`].
-    pub fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
-        let conn = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
-        Ok(truncate_nowait(&conn, &self.path, self.busy_wait))
+    let c = truncate_nowait(conn, db, busy_wait);
+    if c.busy {
+        // A reader is in the way: try again after as much growth again.
+        size.saturating_add(CHECKPOINT_THRESHOLD_BYTES)
+    } else {
+        CHECKPOINT_THRESHOLD_BYTES
     }
 }
 
-impl Drop for SqliteStore {
-    fn drop(&mut self) {
-        if let Ok(conn) = self.conn.get_mut() {
-            let _ = truncate_nowait(conn, &self.path, self.busy_wait);
-        }
+impl SqliteStore {
+    /// Checkpoint the database and truncate its `-wal` file now, without
+    /// waiting for other connections (for an idle host; the writer does it
+    /// too when the store is dropped).
+    ///
+    /// # Errors
+    /// [`StoreError::Poisoned`] when the store's writer is gone.
+    pub fn checkpoint(&self) -> Result<Checkpoint, StoreError> {
+        self.writer.checkpoint()
     }
 }
 

@@ -9,9 +9,10 @@
 //!   the write turn (`<db>.lock`, [`turn`]): concurrent processes queue for
 //!   it, each woken in turn, and one that waits longer than
 //!   [`BUSY_TIMEOUT_MS`] fails with [`StoreError::Busy`] ("busy", not
-//!   "corrupt"). One connection behind a mutex is the process's single
-//!   writer path (where group commit will batch several callers'
-//!   transactions into one sync).
+//!   "corrupt"). One connection, owned by the writer thread ([`group`]), is
+//!   the process's single writer path: it batches concurrent callers'
+//!   transactions into one sync (group commit), each caller answered only
+//!   once its record is durable. Reads use a second connection.
 //! - First creation (create, WAL mode, tables, application id) and
 //!   migrations happen in one transaction under the same lock, so no
 //!   process ever sees a file created and not yet stamped.
@@ -33,6 +34,7 @@ mod approvals;
 mod audit;
 mod budget;
 pub mod checkpoint;
+pub mod group;
 mod log;
 mod neurons;
 mod sagas;
@@ -42,25 +44,22 @@ mod traces;
 pub mod turn;
 
 pub use checkpoint::{Checkpoint, SnapshotReader, wal_bytes};
+pub use group::GroupCommit;
 pub use schema::{APPLICATION_ID, BUSY_TIMEOUT_MS};
 
 use super::StoreError;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// The open SQLite store.
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    /// The read connection.
+    reader: Mutex<Connection>,
+    /// The writer thread, with the write connection and the write turn.
+    writer: group::Writer,
     path: PathBuf,
-    /// The write turn (`<db>.lock`).
-    turn: turn::Turn,
-    /// How long a write waits for its turn and for SQLite's lock.
-    busy_wait: Duration,
-    /// `-wal` size, bytes, past which the next commit tries a checkpoint.
-    next_checkpoint_at: AtomicU64,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -122,6 +121,19 @@ impl SqliteStore {
     /// # Errors
     /// As [`SqliteStore::open`].
     pub fn open_waiting(path: &Path, wait: Duration) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, wait, GroupCommit::On)
+    }
+
+    /// [`SqliteStore::open_waiting`], with group commit on or off (off: one
+    /// sync per write, the baseline of `capsaga bench --group-commit`).
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub fn open_with(
+        path: &Path,
+        wait: Duration,
+        mode: GroupCommit,
+    ) -> Result<SqliteStore, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::Dir {
                 path: dir.to_path_buf(),
@@ -159,14 +171,24 @@ impl SqliteStore {
             tx.commit().map_err(|e| classify(path, e))?;
         }
         drop(held);
-        let store = SqliteStore {
-            conn: Mutex::new(conn),
-            path: path.to_path_buf(),
+        let reader = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| classify(path, e))?;
+        reader.busy_timeout(wait).map_err(|e| classify(path, e))?;
+        let writer = group::Writer::start(group::Owned {
+            conn,
             turn,
+            path: path.to_path_buf(),
             busy_wait: wait,
-            next_checkpoint_at: AtomicU64::new(checkpoint::CHECKPOINT_THRESHOLD_BYTES),
-        };
-        Ok(store)
+            mode,
+        })?;
+        Ok(SqliteStore {
+            reader: Mutex::new(reader),
+            writer,
+            path: path.to_path_buf(),
+        })
     }
 
     /// The database file.
@@ -174,26 +196,24 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Run `f` in an `IMMEDIATE` transaction, after taking the write turn,
-    /// and commit it.
+    /// Write transactions this store committed so far: with group commit,
+    /// fewer than the writes (one sync per transaction).
+    pub fn commits(&self) -> u64 {
+        self.writer.commits()
+    }
+
+    /// Run `f` in an `IMMEDIATE` transaction under the write turn, shared
+    /// with other callers' when group commit is on ([`group`]); its value
+    /// once the transaction is durable.
     ///
     /// # Errors
-    /// Whatever `f` returns, or the commit's error; the transaction is rolled
-    /// back on error. [`StoreError::Busy`] when the turn did not come.
-    fn write<T>(
+    /// Whatever `f` returns (its writes are then rolled back), or the
+    /// commit's error. [`StoreError::Busy`] when the turn did not come.
+    async fn write<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let mut conn = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
-        let held = self.turn.take(self.busy_wait)?;
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| classify(&self.path, e))?;
-        let out = f(&tx)?;
-        tx.commit().map_err(|e| classify(&self.path, e))?;
-        drop(held);
-        self.after_commit(&conn);
-        Ok(out)
+        self.writer.write(f).await
     }
 
     /// Run `f` with the connection, for reads. No read transaction may
@@ -208,7 +228,7 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let conn = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
+        let conn = self.reader.lock().map_err(|_| StoreError::Poisoned)?;
         let out = f(&conn);
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
@@ -232,6 +252,8 @@ fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value
         .transpose()
 }
 
+#[cfg(test)]
+mod group_tests;
 #[cfg(test)]
 mod neuron_tests;
 #[cfg(test)]

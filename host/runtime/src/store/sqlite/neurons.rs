@@ -85,7 +85,27 @@ fn record(
 impl NeuronStore for SqliteStore {
     async fn propose_neuron(&self, n: &NewNeuron<'_>) -> Result<(NeuronRow, bool), StoreError> {
         let name = n.meta.name.clone();
-        self.write(|tx| {
+        let (identity, runner_hash, meta, source, examples, report, saga_id, step_seq) = (
+            n.identity.to_owned(),
+            n.runner_hash.to_owned(),
+            n.meta.clone(),
+            n.source.to_owned(),
+            n.examples.clone(),
+            n.report.cloned(),
+            n.saga_id.map(str::to_owned),
+            n.step_seq,
+        );
+        self.write(move |tx| {
+            let n = NewNeuron {
+                identity: &identity,
+                runner_hash: &runner_hash,
+                meta: &meta,
+                source: &source,
+                examples: &examples,
+                report: report.as_ref(),
+                saga_id: saga_id.as_deref(),
+                step_seq,
+            };
             if let Some(row) = one(tx, "WHERE n.identity = ?1", &[&n.identity])? {
                 return Ok((row, false));
             }
@@ -121,10 +141,29 @@ impl NeuronStore for SqliteStore {
                 .ok_or_else(|| StoreError::Decode("inserted neuron not found".into()))?;
             Ok((row, true))
         })
+        .await
     }
 
     async fn transition_neuron(&self, t: &Transition<'_>) -> Result<NeuronRow, NeuronOpError> {
-        self.write(|tx| {
+        let (name, version, to, by, note, granted, report) = (
+            t.name.to_owned(),
+            t.version,
+            t.to,
+            t.by.to_owned(),
+            t.note.map(str::to_owned),
+            t.granted.map(<[String]>::to_vec),
+            t.report.cloned(),
+        );
+        self.write(move |tx| {
+            let t = Transition {
+                name: &name,
+                version,
+                to,
+                by: &by,
+                note: note.as_deref(),
+                granted: granted.as_deref(),
+                report: report.as_ref(),
+            };
             let Some(cur) = one(tx, "WHERE n.name = ?1 AND n.version = ?2", &[&t.name, &t.version])?
             else {
                 return Ok(Err(NeuronOpError::NotFound(format!("{} version {}", t.name, t.version))));
@@ -167,11 +206,14 @@ impl NeuronStore for SqliteStore {
             let row = one(tx, "WHERE n.name = ?1 AND n.version = ?2", &[&t.name, &t.version])?
                 .ok_or_else(|| StoreError::Decode("updated neuron not found".into()))?;
             Ok(Ok(row))
-        })?
+        })
+        .await?
     }
 
     async fn remove_pending_neuron(&self, identity: &str, by: &str) -> Result<Removed, StoreError> {
-        self.write(|tx| {
+        let (identity, by) = (identity.to_owned(), by.to_owned());
+        self.write(move |tx| {
+            let (identity, by) = (identity.as_str(), by.as_str());
             let Some(cur) = one(tx, "WHERE n.identity = ?1", &[&identity])? else {
                 return Ok(Removed::Absent);
             };
@@ -185,6 +227,7 @@ impl NeuronStore for SqliteStore {
             record(tx, &cur.name, &detail, &now)?;
             Ok(Removed::Removed)
         })
+        .await
     }
 
     async fn neurons(&self, name: Option<&str>) -> Result<Vec<NeuronRow>, StoreError> {

@@ -67,20 +67,28 @@ impl SagaStore for SqliteStore {
             .plan
             .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
         let origin = s.origin.as_str();
-        self.write(|tx| {
+        let (saga_id, label, owner, plan, state) = (
+            s.saga_id.to_owned(),
+            s.label.to_owned(),
+            s.owner.to_owned(),
+            s.plan.map(str::to_owned),
+            s.state,
+        );
+        self.write(move |tx| {
             tx.execute(
                 "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
-                params![s.saga_id, s.state.as_str(), origin, s.label, at, s.owner, s.plan],
+                params![saga_id, state.as_str(), origin, label, at, owner, plan],
             )?;
             append(
                 tx,
-                s.saga_id,
+                &saga_id,
                 None,
                 "STATE",
-                &json!({"state": s.state.as_str(), "origin": origin, "label": s.label, "plan_sha256": plan_hash}),
+                &json!({"state": state.as_str(), "origin": origin, "label": label, "plan_sha256": plan_hash}),
                 &at,
             )
         })
+        .await
     }
 
     async fn take_over(
@@ -91,7 +99,19 @@ impl SagaStore for SqliteStore {
         why: &str,
     ) -> Result<bool, StoreError> {
         let at = now_rfc3339();
-        self.write(|tx| {
+        let (saga_id, expected, owner, why) = (
+            saga_id.to_owned(),
+            expected.map(str::to_owned),
+            owner.to_owned(),
+            why.to_owned(),
+        );
+        self.write(move |tx| {
+            let (saga_id, expected, owner, why) = (
+                saga_id.as_str(),
+                expected.as_deref(),
+                owner.as_str(),
+                why.as_str(),
+            );
             let n = tx.execute(
                 "UPDATE saga_state SET owner = ?3 WHERE saga_id = ?1 AND owner IS ?2",
                 params![saga_id, expected, owner],
@@ -109,6 +129,7 @@ impl SagaStore for SqliteStore {
             )?;
             Ok(true)
         })
+        .await
     }
 
     async fn set_state(
@@ -125,7 +146,9 @@ impl SagaStore for SqliteStore {
                 d.entry(k.clone()).or_insert_with(|| v.clone());
             }
         }
-        self.write(|tx| {
+        let saga_id = saga_id.to_owned();
+        self.write(move |tx| {
+            let saga_id = saga_id.as_str();
             let n = tx.execute(
                 "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1",
                 params![saga_id, state.as_str(), at],
@@ -135,6 +158,7 @@ impl SagaStore for SqliteStore {
             }
             append(tx, saga_id, None, "STATE", &detail, &at)
         })
+        .await
     }
 
     async fn saga(&self, saga_id: &str) -> Result<Option<SagaRow>, StoreError> {

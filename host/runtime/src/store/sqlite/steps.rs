@@ -182,20 +182,70 @@ fn insert_begin(tx: &Transaction<'_>, s: &NewStep<'_>, at: &str) -> Result<(), S
     )
 }
 
+/// A [`NewStep`] the writer thread owns.
+struct OwnedStep {
+    saga_id: String,
+    step_seq: u64,
+    tool_id: String,
+    tool_hash: String,
+    grants: Vec<String>,
+    has_side_effects: bool,
+    idempotency_key: String,
+    args: serde_json::Value,
+    preimage: Option<ToolOutput>,
+    approval: Option<String>,
+}
+
+impl OwnedStep {
+    fn of(s: &NewStep<'_>) -> OwnedStep {
+        OwnedStep {
+            saga_id: s.saga_id.to_owned(),
+            step_seq: s.step_seq,
+            tool_id: s.tool_id.to_owned(),
+            tool_hash: s.tool_hash.to_owned(),
+            grants: s.grants.to_vec(),
+            has_side_effects: s.has_side_effects,
+            idempotency_key: s.idempotency_key.to_owned(),
+            args: s.args.clone(),
+            preimage: s.preimage.cloned(),
+            approval: s.approval.map(str::to_owned),
+        }
+    }
+
+    fn view(&self) -> NewStep<'_> {
+        NewStep {
+            saga_id: &self.saga_id,
+            step_seq: self.step_seq,
+            tool_id: &self.tool_id,
+            tool_hash: &self.tool_hash,
+            grants: &self.grants,
+            has_side_effects: self.has_side_effects,
+            idempotency_key: &self.idempotency_key,
+            args: &self.args,
+            preimage: self.preimage.as_ref(),
+            approval: self.approval.as_deref(),
+        }
+    }
+}
+
 impl SqliteStore {
     /// Move a step to `to` if it is in one of `allowed_from`, recording the
     /// output or the error, with the matching log record.
-    fn transition(
+    async fn transition(
         &self,
         saga_id: &str,
         step_seq: u64,
         to: StepStatus,
-        allowed_from: &[StepStatus],
+        allowed_from: &'static [StepStatus],
         output: Option<&ToolOutput>,
         error: Option<&ToolError>,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        self.write(|tx| {
+        let saga_id = saga_id.to_owned();
+        let output = output.cloned();
+        let error = error.cloned();
+        self.write(move |tx| {
+            let (saga_id, output, error) = (saga_id.as_str(), output.as_ref(), error.as_ref());
             let status: String = tx
                 .query_row(
                     "SELECT status FROM saga_steps WHERE saga_id = ?1 AND step_seq = ?2",
@@ -230,6 +280,7 @@ impl SqliteStore {
             };
             append(tx, saga_id, Some(step_seq), to.as_str(), &detail, &at)
         })
+        .await
     }
 
     fn step_where(
@@ -260,7 +311,9 @@ const HOLDING_AN_EFFECT: [StepStatus; 3] = [
 impl StepStore for SqliteStore {
     async fn begin_step(&self, s: &NewStep<'_>) -> Result<BeginOutcome, StoreError> {
         let at = now_rfc3339();
-        self.write(|tx| {
+        let owned = OwnedStep::of(s);
+        self.write(move |tx| {
+            let s = &owned.view();
             if let Some(found) = existing(tx, s.idempotency_key)? {
                 return Ok(found);
             }
@@ -272,6 +325,7 @@ impl StepStore for SqliteStore {
             insert_begin(tx, s, &at)?;
             Ok(BeginOutcome::Started)
         })
+        .await
     }
 
     async fn commit_step(
@@ -288,6 +342,7 @@ impl StepStore for SqliteStore {
             Some(output),
             None,
         )
+        .await
     }
 
     async fn fail_step(
@@ -304,6 +359,7 @@ impl StepStore for SqliteStore {
             None,
             Some(error),
         )
+        .await
     }
 
     async fn retry_attempt(
@@ -315,7 +371,10 @@ impl StepStore for SqliteStore {
         error: &ToolError,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        self.write(|tx| {
+        let saga_id = saga_id.to_owned();
+        let error = error.clone();
+        self.write(move |tx| {
+            let (saga_id, error) = (saga_id.as_str(), &error);
             let n = tx.execute(
                 "UPDATE saga_steps SET error = ?3, updated_at = ?4 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
                 params![saga_id, step_seq as i64, to_json(error), at],
@@ -334,6 +393,7 @@ impl StepStore for SqliteStore {
                 &at,
             )
         })
+        .await
     }
 
     async fn in_doubt(
@@ -343,7 +403,10 @@ impl StepStore for SqliteStore {
         error: &ToolError,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        self.write(|tx| {
+        let saga_id = saga_id.to_owned();
+        let error = error.clone();
+        self.write(move |tx| {
+            let (saga_id, error) = (saga_id.as_str(), &error);
             let n = tx.execute(
                 "UPDATE saga_steps SET error = ?3, updated_at = ?4 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
                 params![saga_id, step_seq as i64, to_json(error), at],
@@ -362,6 +425,7 @@ impl StepStore for SqliteStore {
                 &at,
             )
         })
+        .await
     }
 
     async fn compensated(&self, saga_id: &str, step_seq: u64) -> Result<(), StoreError> {
@@ -373,6 +437,7 @@ impl StepStore for SqliteStore {
             None,
             None,
         )
+        .await
     }
 
     async fn compensation_failed(
@@ -389,6 +454,7 @@ impl StepStore for SqliteStore {
             None,
             Some(error),
         )
+        .await
     }
 
     async fn steps(&self, saga_id: &str) -> Result<Vec<StepRow>, StoreError> {

@@ -8,23 +8,34 @@ use rusqlite::{OptionalExtension, params};
 #[async_trait]
 impl TraceStore for SqliteStore {
     async fn save_trace(&self, t: &TraceRecord<'_>) -> Result<(), StoreError> {
-        self.write(|tx| {
+        let (trace_id, saga_id, task, outcome, started_at, finished_at, wall_ms, json) = (
+            t.trace_id.to_owned(),
+            t.saga_id.map(str::to_owned),
+            t.task.to_owned(),
+            t.outcome.to_owned(),
+            t.started_at.to_owned(),
+            t.finished_at.map(str::to_owned),
+            t.wall_ms,
+            t.json.to_owned(),
+        );
+        self.write(move |tx| {
             tx.execute(
                 "INSERT OR REPLACE INTO traces (trace_id, saga_id, task, outcome, started_at, finished_at, wall_ms, trace)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
-                    t.trace_id,
-                    t.saga_id,
-                    t.task,
-                    t.outcome,
-                    t.started_at,
-                    t.finished_at,
-                    t.wall_ms as i64,
-                    t.json
+                    trace_id,
+                    saga_id,
+                    task,
+                    outcome,
+                    started_at,
+                    finished_at,
+                    wall_ms as i64,
+                    json
                 ],
             )?;
             Ok(())
         })
+        .await
     }
 
     async fn load_trace(&self, id: &str) -> Result<Option<String>, StoreError> {

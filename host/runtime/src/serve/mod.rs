@@ -1,0 +1,235 @@
+//! capsaga as a server (DESIGN §8b): an MCP server over stdio
+//! (`capsaga mcp`) and over Streamable HTTP at `/mcp`, beside the runtime
+//! REST API of seed 003 (`capsaga serve`). Every entry submits its calls
+//! through the one dispatch door, like the CLI and the agent loop; nothing
+//! here runs a tool or writes the log itself.
+//!
+//! - [`mcp`]: the MCP handler (rmcp), one saga per session.
+//! - [`tools`]: tool definitions and results as MCP shapes.
+//! - [`sessions`]: MCP session ids of 256 random bits.
+//! - [`rest`]: the REST routes.
+//! - [`auth`]: the bearer token (constant-time), sessions bound to it.
+//! - [`limits`]: `Host`/`Origin` allowlists, header and body limits,
+//!   timeouts.
+//!
+//! Without a token the HTTP server refuses to bind anything but a loopback
+//! address.
+
+pub mod auth;
+pub mod limits;
+pub mod mcp;
+pub mod rest;
+pub mod sessions;
+pub mod tools;
+
+use crate::dispatch::Dispatcher;
+use crate::host::Host;
+use axum::Router;
+use axum::routing::{get, post};
+use capsaga_core::policy::Autonomy;
+use mcp::{McpSession, McpShared, SessionEnd};
+use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A non-loopback address without a token.
+    #[error(
+        "refusing to listen on {0} without a token: set CAPSAGA_TOKEN (every route but GET /healthz then needs `Authorization: Bearer <token>`), or listen on 127.0.0.1"
+    )]
+    NeedsToken(SocketAddr),
+    /// The token is empty or too short.
+    #[error("CAPSAGA_TOKEN must be at least 16 characters")]
+    WeakToken,
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {error}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// The server failed while running.
+    #[error("server: {0}")]
+    Io(String),
+}
+
+/// How MCP sessions run.
+#[derive(Debug, Clone, Default)]
+pub struct McpOptions {
+    /// The autonomy level of the sessions' sagas (`None`: the operator's).
+    pub autonomy: Option<Autonomy>,
+    /// Never ask the client by elicitation (approvals then always park).
+    pub no_elicitation: bool,
+    /// What happens to a saga still open when its session ends.
+    pub session_end: SessionEnd,
+}
+
+/// How the HTTP server runs.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The bearer token (`CAPSAGA_TOKEN`).
+    pub token: Option<String>,
+    /// `Host` allowlist (`None`: loopback names and the bound address).
+    pub hosts: Option<Vec<String>>,
+    /// `Origin` allowlist (`None`: loopback origins).
+    pub origins: Option<Vec<String>>,
+    /// Most bytes of a request body.
+    pub max_body_bytes: usize,
+    /// Time for a response to start.
+    pub request_timeout: Duration,
+    /// MCP sessions.
+    pub mcp: McpOptions,
+    /// The script of simulated turns (`--script`).
+    pub script: Option<PathBuf>,
+}
+
+impl HttpOptions {
+    /// Defaults for `listen`: no token, default allowlists, 4 MiB bodies,
+    /// 300 s to respond.
+    pub fn new(listen: SocketAddr) -> HttpOptions {
+        HttpOptions {
+            listen,
+            token: None,
+            hosts: None,
+            origins: None,
+            max_body_bytes: 4 << 20,
+            request_timeout: Duration::from_secs(300),
+            mcp: McpOptions::default(),
+            script: None,
+        }
+    }
+}
+
+fn shared(door: &Dispatcher, o: &McpOptions) -> Arc<McpShared> {
+    let operator = door.host().config.policy.autonomy;
+    Arc::new(McpShared {
+        door: door.clone(),
+        autonomy: operator.narrow(o.autonomy.unwrap_or(operator)),
+        elicit_approvals: !o.no_elicitation,
+        session_end: o.session_end,
+    })
+}
+
+/// `capsaga mcp`: one MCP session over stdin/stdout until the client
+/// closes it; then the session-end rule applies to its open saga.
+///
+/// # Errors
+/// [`ServeError::Io`].
+pub async fn serve_stdio(host: Arc<Host>, o: &McpOptions) -> Result<(), ServeError> {
+    let door = Dispatcher::new(host);
+    let session = McpSession::new(shared(&door, o));
+    let running = session
+        .clone()
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ServeError::Io(e.to_string()))?;
+    let r = running.waiting().await;
+    session.end().await;
+    r.map(|_| ()).map_err(|e| ServeError::Io(e.to_string()))
+}
+
+/// The HTTP application: `/mcp` and the REST routes, behind the limits and
+/// the token. `bound` is the address clients use (for the `Host`
+/// allowlist).
+pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
+    let door = Dispatcher::new(host);
+    let auth = Arc::new(auth::Auth::new(o.token.as_deref()));
+    let hosts = o
+        .hosts
+        .clone()
+        .unwrap_or_else(|| limits::default_hosts(&bound.to_string()));
+    let origins = o.origins.clone().unwrap_or_else(limits::default_origins);
+    let limits = Arc::new(limits::Limits {
+        hosts: hosts.clone(),
+        origins: origins.clone(),
+        request_timeout: o.request_timeout,
+    });
+    let mut rmcp_hosts = hosts.clone();
+    rmcp_hosts.extend(
+        hosts
+            .iter()
+            .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string()),
+    );
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(rmcp_hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(o.max_body_bytes);
+    let mcp_shared = shared(&door, &o.mcp);
+    let service: StreamableHttpService<McpSession, sessions::Sessions> = StreamableHttpService::new(
+        move || Ok(McpSession::new(mcp_shared.clone())),
+        Arc::new(sessions::Sessions::default()),
+        config,
+    );
+    let rest = Arc::new(rest::Rest {
+        door,
+        script: o.script.clone(),
+    });
+    let api = Router::new()
+        .route("/v1/turns", post(rest::turns))
+        .route("/v1/sagas", get(rest::sagas))
+        .route("/v1/sagas/{id}", get(rest::saga))
+        .route("/v1/traces/{id}", get(rest::trace))
+        .route("/v1/approvals", get(rest::approvals))
+        .route("/v1/approvals/{id}/{verb}", post(rest::decide))
+        .with_state(rest.clone())
+        .layer(axum::middleware::from_fn_with_state(
+            auth.clone(),
+            auth::require,
+        ));
+    let mcp =
+        Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(
+                auth,
+                auth::require_bound,
+            ));
+    Router::new()
+        .route("/healthz", get(rest::healthz))
+        .with_state(rest)
+        .merge(api)
+        .merge(mcp)
+        .layer(axum::extract::DefaultBodyLimit::max(o.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(limits, limits::guard))
+}
+
+/// `capsaga serve`: the HTTP server until `shutdown` resolves. `on_bound`
+/// is told the address once listening (port 0 picks one).
+///
+/// # Errors
+/// [`ServeError`].
+pub async fn serve_http(
+    host: Arc<Host>,
+    o: &HttpOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    on_bound: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    match o.token.as_deref() {
+        Some(t) if t.len() < 16 => return Err(ServeError::WeakToken),
+        None if !o.listen.ip().is_loopback() => return Err(ServeError::NeedsToken(o.listen)),
+        _ => {}
+    }
+    let listener = tokio::net::TcpListener::bind(o.listen)
+        .await
+        .map_err(|error| ServeError::Bind {
+            addr: o.listen,
+            error,
+        })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| ServeError::Io(e.to_string()))?;
+    let app = app(host, o, bound);
+    on_bound(bound);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| ServeError::Io(e.to_string()))
+}

@@ -1,0 +1,364 @@
+//! The runtime HTTP API (seed 003), over the same door as every other
+//! entry point:
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /healthz` | `status` ok/degraded, `mode` live/simulation, `provider`, `configured_providers`, `default_provider` (no token needed) |
+//! | `POST /v1/turns` | one agent turn (`task`, `role`, `autonomy`, `allowed_providers`, `preferred_providers`, `max_steps`): its outcome and trace |
+//! | `GET /v1/sagas` | the newest sagas (`?limit=`) |
+//! | `GET /v1/sagas/{id}` | one saga, its steps and its log records |
+//! | `GET /v1/traces/{id}` | one execution trace |
+//! | `GET /v1/approvals` | pending approvals (`?all=true`: every one) |
+//! | `POST /v1/approvals/{id}/approve`, `/deny` | a human's decision (`by`, `note`) |
+//!
+//! Errors are `{"detail": {"code": ..., "message": ...}}`; a turn no
+//! allowed provider can answer is 422 with the seed's `no_allowed_provider`
+//! detail (`providers_tried`, `allowed_providers`, `configured_providers`),
+//! and nothing is sent to any provider.
+
+use crate::agent::router::RequestRoute;
+use crate::agent::runner::{TurnOptions, run_turn};
+use crate::agent::select::{Selection, process_env, select};
+use crate::dispatch::{Dispatcher, OperatorError};
+use crate::store::ApprovalOpError;
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use capsaga_core::policy::Autonomy;
+use serde::Deserialize;
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What the REST handlers share.
+#[derive(Debug)]
+pub struct Rest {
+    /// The door.
+    pub door: Dispatcher,
+    /// The script of simulated turns (`--script`), if given.
+    pub script: Option<PathBuf>,
+}
+
+/// An error answer.
+fn detail(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({"detail": {"code": code, "message": message.into()}})),
+    )
+        .into_response()
+}
+
+fn internal(e: impl std::fmt::Display) -> Response {
+    detail(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+}
+
+/// `GET /healthz`.
+pub async fn healthz(State(r): State<Arc<Rest>>) -> Response {
+    let config = &r.door.host().config;
+    let sel = Selection {
+        script: r.script.clone(),
+        route: RequestRoute::default(),
+    };
+    let body = match select(config, &process_env(), &sel) {
+        Ok(s) if s.scripted => json!({
+            "status": "ok",
+            "mode": "simulation",
+            "provider": "scripted",
+            "configured_providers": s.router.as_ref().map(|r| r.configured()).unwrap_or_default(),
+            "default_provider": "scripted",
+            "detail": s.mode,
+        }),
+        Ok(s) => {
+            let configured = s
+                .router
+                .as_ref()
+                .map(|r| r.configured())
+                .unwrap_or_default();
+            let first = s
+                .router
+                .as_ref()
+                .and_then(|r| r.order(None).ok())
+                .and_then(|o| o.into_iter().next());
+            json!({
+                "status": "ok",
+                "mode": "live",
+                "provider": first,
+                "configured_providers": configured,
+                "default_provider": first,
+                "detail": s.mode,
+            })
+        }
+        Err(e) => json!({
+            "status": "degraded",
+            "mode": "simulation",
+            "provider": null,
+            "configured_providers": [],
+            "default_provider": null,
+            "warning": e.to_string(),
+        }),
+    };
+    Json(body).into_response()
+}
+
+/// The body of `POST /v1/turns`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRequest {
+    /// The task.
+    pub task: String,
+    /// The agent's role (selects a provider order).
+    #[serde(default)]
+    pub role: Option<String>,
+    /// `read_only`, `supervised` or `autonomous` (never above the
+    /// operator's).
+    #[serde(default)]
+    pub autonomy: Option<String>,
+    /// The request's allowlist (`["none"]`: nothing allowed).
+    #[serde(default)]
+    pub allowed_providers: Option<Vec<String>>,
+    /// Providers to try first.
+    #[serde(default)]
+    pub preferred_providers: Vec<String>,
+    /// Most model calls.
+    #[serde(default)]
+    pub max_steps: Option<usize>,
+    /// A session id kept in the trace.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+fn lower(v: &[String]) -> Vec<String> {
+    v.iter().map(|p| p.trim().to_ascii_lowercase()).collect()
+}
+
+/// `POST /v1/turns`.
+pub async fn turns(State(r): State<Arc<Rest>>, Json(req): Json<TurnRequest>) -> Response {
+    if req.task.trim().is_empty() || req.task.len() > 64 * 1024 {
+        return detail(
+            StatusCode::BAD_REQUEST,
+            "invalid_task",
+            "task must be 1 to 65536 bytes",
+        );
+    }
+    let autonomy = match req
+        .autonomy
+        .as_deref()
+        .map(str::parse::<Autonomy>)
+        .transpose()
+    {
+        Ok(a) => a,
+        Err(e) => return detail(StatusCode::BAD_REQUEST, "invalid_autonomy", e),
+    };
+    if let Some(role) = &req.role
+        && !capsaga_core::providers::is_role_name(role)
+    {
+        return detail(
+            StatusCode::BAD_REQUEST,
+            "invalid_role",
+            "role: lower-case letters, digits and `_` only",
+        );
+    }
+    let allowed = req.allowed_providers.as_ref().map(|a| {
+        let a = lower(a);
+        if a.iter().any(|p| p == "none") {
+            Vec::new()
+        } else {
+            a
+        }
+    });
+    let sel = Selection {
+        script: r.script.clone(),
+        route: RequestRoute {
+            preferred: lower(&req.preferred_providers),
+            allowed,
+        },
+    };
+    let host = r.door.host();
+    let selected = match select(&host.config, &process_env(), &sel) {
+        Ok(s) => s,
+        Err(e) => return detail(StatusCode::BAD_REQUEST, "provider_selection", e.to_string()),
+    };
+    if let Some(router) = &selected.router
+        && let Err(crate::agent::provider::ProviderError::NoAllowedProvider(e)) =
+            router.order(req.role.as_deref())
+    {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"detail": {
+                "code": "no_allowed_provider",
+                "message": "No allowed model provider is configured for this request; nothing was sent.",
+                "providers_tried": e.providers_tried,
+                "allowed_providers": e.allowed,
+                "configured_providers": e.configured,
+            }})),
+        )
+            .into_response();
+    }
+    let opts = TurnOptions {
+        max_steps: req.max_steps.unwrap_or(16).clamp(1, 64),
+        session_id: req
+            .session_id
+            .filter(|s| s.len() <= 128 && !s.contains(char::is_control))
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        channel: "http".into(),
+        autonomy,
+        role: req.role.clone(),
+        provider_mode: selected.mode.clone(),
+        ..TurnOptions::default()
+    };
+    match run_turn(host, selected.provider.as_ref(), &req.task, &opts).await {
+        Ok(tr) => Json(json!({
+            "trace_id": tr.trace_id,
+            "saga_id": tr.saga_id,
+            "outcome": tr.outcome.as_str(),
+            "saga_state": tr.saga_state.map(|s| s.to_string()),
+            "final_response": tr.final_response,
+            "cost_usd": tr.cost_usd,
+            "prompt_tokens": tr.prompt_tokens,
+            "response_tokens": tr.response_tokens,
+            "wall_time_ms": tr.wall_time_ms,
+            "mode": if selected.scripted { "simulation" } else { "live" },
+            "trace": tr,
+        }))
+        .into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+/// `?limit=`.
+#[derive(Debug, Deserialize)]
+pub struct Limit {
+    /// Most rows.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `GET /v1/sagas`.
+pub async fn sagas(State(r): State<Arc<Rest>>, Query(q): Query<Limit>) -> Response {
+    match r
+        .door
+        .host()
+        .store
+        .sagas(q.limit.unwrap_or(50).clamp(1, 1000))
+        .await
+    {
+        Ok(rows) => Json(json!({ "sagas": rows })).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
+
+/// `GET /v1/sagas/{id}`.
+pub async fn saga(State(r): State<Arc<Rest>>, Path(id): Path<String>) -> Response {
+    if !valid_id(&id) {
+        return detail(StatusCode::NOT_FOUND, "not_found", "no such saga");
+    }
+    let store = &r.door.host().store;
+    let row = match store.saga(&id).await {
+        Ok(Some(row)) => row,
+        Ok(None) => return detail(StatusCode::NOT_FOUND, "not_found", "no such saga"),
+        Err(e) => return internal(e),
+    };
+    let steps = match store.steps(&id).await {
+        Ok(s) => s,
+        Err(e) => return internal(e),
+    };
+    let log = match store.log(Some(&id)).await {
+        Ok(l) => l,
+        Err(e) => return internal(e),
+    };
+    Json(json!({ "saga": row, "steps": steps, "log": log })).into_response()
+}
+
+/// `GET /v1/traces/{id}`.
+pub async fn trace(State(r): State<Arc<Rest>>, Path(id): Path<String>) -> Response {
+    if !valid_id(&id) {
+        return detail(StatusCode::NOT_FOUND, "not_found", "no such trace");
+    }
+    match crate::agent::trace::load(&*r.door.host().store, &id).await {
+        Ok(Some(t)) => Json(json!(t)).into_response(),
+        Ok(None) => detail(StatusCode::NOT_FOUND, "not_found", "no such trace"),
+        Err(e) => internal(e),
+    }
+}
+
+/// `?all=`.
+#[derive(Debug, Deserialize)]
+pub struct All {
+    /// Every approval, not only pending ones.
+    #[serde(default)]
+    pub all: bool,
+}
+
+/// `GET /v1/approvals`.
+pub async fn approvals(State(r): State<Arc<Rest>>, Query(q): Query<All>) -> Response {
+    match r.door.host().store.approvals(q.all).await {
+        Ok(rows) => Json(json!({ "approvals": rows })).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+/// The body of a decision (optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    /// Who decides (recorded as `http:<by>`).
+    #[serde(default)]
+    pub by: Option<String>,
+    /// A note kept in the log.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// `POST /v1/approvals/{id}/{approve|deny}`.
+pub async fn decide(
+    State(r): State<Arc<Rest>>,
+    Path((id, verb)): Path<(String, String)>,
+    body: Option<Json<DecisionBody>>,
+) -> Response {
+    let approve = match verb.as_str() {
+        "approve" => true,
+        "deny" => false,
+        _ => {
+            return detail(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "POST .../approve or .../deny",
+            );
+        }
+    };
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let who: String = body
+        .by
+        .as_deref()
+        .unwrap_or("api")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(64)
+        .collect();
+    let note: Option<String> = body.note.map(|n| n.chars().take(1000).collect());
+    match r
+        .door
+        .decide(&id, approve, &format!("http:{who}"), note.as_deref())
+        .await
+    {
+        Ok(d) => Json(json!({
+            "approval": d.approval,
+            "resumable": d.resumable,
+            "rolled_back": d.rollback.as_ref().map(|r| r.final_state.to_string()),
+        }))
+        .into_response(),
+        Err(OperatorError::Approval(ApprovalOpError::NotFound(_))) => {
+            detail(StatusCode::NOT_FOUND, "not_found", "no such approval")
+        }
+        Err(OperatorError::Approval(ApprovalOpError::Store(e))) => internal(e),
+        Err(OperatorError::Approval(e)) => {
+            detail(StatusCode::CONFLICT, "not_decidable", e.to_string())
+        }
+        Err(e) => internal(e),
+    }
+}

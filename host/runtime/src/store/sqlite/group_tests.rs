@@ -1,0 +1,107 @@
+//! Group commit: concurrent writers share one transaction (one sync), a
+//! writer whose job fails is rolled back alone, and with group commit off
+//! every write is its own transaction.
+
+use super::super::{BudgetStore, StoreError};
+use super::{GroupCommit, SqliteStore};
+use rusqlite::params;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Hold the writer for `ms` (the next writes queue behind it), then run
+/// `n` writes at once: odd ones fail after writing. Returns the store and
+/// the commits the `n` writes took.
+fn queued(mode: GroupCommit, n: usize) -> (Arc<SqliteStore>, u64, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(
+        SqliteStore::open_with(&dir.path().join("s.db"), Duration::from_secs(5), mode).unwrap(),
+    );
+    let rt = runtime();
+    let before = db.commits();
+    rt.block_on(async {
+        let blocker = {
+            let db = Arc::clone(&db);
+            tokio::spawn(async move {
+                db.write(|_| {
+                    std::thread::sleep(Duration::from_millis(300));
+                    Ok(())
+                })
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let writes: Vec<_> = (0..n)
+            .map(|i| {
+                let db = Arc::clone(&db);
+                tokio::spawn(async move {
+                    let day = format!("day-{i:03}");
+                    let r = db
+                        .write(move |tx| {
+                            tx.execute(
+                                "INSERT INTO budget_days (day, spent_usd, calls, input_tokens, output_tokens, updated_at) VALUES (?1, 1.0, 1, 0, 0, 'now')",
+                                params![day],
+                            )?;
+                            if i % 2 == 1 {
+                                return Err(StoreError::Decode(format!("planted failure {i}")));
+                            }
+                            Ok(i)
+                        })
+                        .await;
+                    (i, r)
+                })
+            })
+            .collect();
+        blocker.await.unwrap().unwrap();
+        for w in writes {
+            let (i, r) = w.await.unwrap();
+            if i % 2 == 1 {
+                assert!(matches!(r, Err(StoreError::Decode(_))), "{i}: {r:?}");
+            } else {
+                assert_eq!(r.unwrap(), i);
+            }
+        }
+    });
+    let used = db.commits() - before - 1;
+    (db, used, dir)
+}
+
+#[test]
+fn queued_writers_share_one_commit_and_a_failed_one_is_rolled_back_alone() {
+    let (db, commits, _dir) = queued(GroupCommit::On, 50);
+    assert!(commits <= 2, "50 queued writes took {commits} commits");
+    let rt = runtime();
+    let days = rt.block_on(db.budget_days(1000)).unwrap();
+    let names: Vec<&str> = days.iter().map(|d| d.day.as_str()).collect();
+    assert_eq!(days.len(), 25, "{names:?}");
+    assert!(days.iter().all(|d| {
+        let i: usize = d.day[4..].parse().unwrap();
+        i.is_multiple_of(2)
+    }));
+}
+
+#[test]
+fn without_group_commit_every_write_is_its_own_commit() {
+    let (db, commits, _dir) = queued(GroupCommit::Off, 20);
+    // Failed jobs roll back their own transaction, which commits nothing.
+    assert_eq!(commits, 20, "one transaction per write");
+    let days = runtime().block_on(db.budget_days(1000)).unwrap();
+    assert_eq!(days.len(), 10);
+}
+
+#[test]
+fn a_reader_sees_a_write_once_it_returned() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    let rt = runtime();
+    rt.block_on(db.record_spend("2026-01-01", 0.5, 10, 20))
+        .unwrap();
+    assert!((rt.block_on(db.day_spent("2026-01-01")).unwrap() - 0.5).abs() < 1e-9);
+}
