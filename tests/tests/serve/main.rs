@@ -7,6 +7,7 @@
 mod clients;
 mod crash;
 mod load;
+mod resources;
 mod rest;
 
 use capsaga_host::host::Host;

@@ -27,6 +27,12 @@ pub struct McpArgs {
     /// (keep what it committed) or rollback.
     #[arg(long, default_value = "commit", value_name = "commit|rollback")]
     pub on_session_end: String,
+    /// Also serve the official MCP conformance suite's reference fixtures
+    /// (tools `test_*`, resources `test://...`, prompts, completion): for
+    /// `scripts/mcp-conformance`, never for agents. They run no tool and
+    /// write no saga.
+    #[arg(long)]
+    pub conformance_fixtures: bool,
 }
 
 /// `capsaga serve`.
@@ -74,6 +80,7 @@ fn mcp_options(a: &McpArgs) -> Result<McpOptions, Failure> {
             .transpose()
             .map_err(config_error)?,
         no_elicitation: a.no_elicitation,
+        fixtures: a.conformance_fixtures,
         session_end: a
             .on_session_end
             .parse::<SessionEnd>()

@@ -17,8 +17,13 @@
 //!   and every second while it runs; `notifications/cancelled` drops the
 //!   call (the tool's instance with it) and recovers the saga from its log
 //!   as after a crash: whatever it had begun is compensated.
+//! - Resources: capsaga's sagas and traces ([`super::resources`]), with
+//!   templates, id completion and subscriptions (a subscribed session's saga
+//!   URI is notified after each of its calls).
+//! - With `--conformance-fixtures`, the conformance suite's reference tools,
+//!   resources and prompts ([`super::fixtures`]) beside them.
 
-use super::tools;
+use super::{fixtures, resources, tools};
 use crate::dispatch::{Approver, Args, Call, Dispatcher, HumanDecision};
 use crate::saga::Saga;
 use crate::store::{ApprovalRow, Origin};
@@ -73,6 +78,8 @@ pub struct McpShared {
     pub elicit_approvals: bool,
     /// The rule for a saga still open when its session ends.
     pub session_end: SessionEnd,
+    /// Serve the conformance suite's reference fixtures too.
+    pub fixtures: bool,
 }
 
 /// One MCP session: its saga.
@@ -84,6 +91,8 @@ pub struct McpSession {
 struct SessionState {
     shared: Arc<McpShared>,
     saga: tokio::sync::Mutex<Option<Saga>>,
+    /// Resource URIs this session subscribed to.
+    subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for McpSession {
@@ -99,6 +108,7 @@ impl McpSession {
             state: Arc::new(SessionState {
                 shared,
                 saga: tokio::sync::Mutex::new(None),
+                subscribed: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             }),
         }
     }
@@ -221,6 +231,20 @@ fn to_result(v: Value) -> Result<CallToolResponse, McpError> {
     Ok(r.into())
 }
 
+fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
+    serde_json::from_value(v).map_err(internal)
+}
+
+fn no_resource(uri: &str) -> McpError {
+    McpError::resource_not_found(
+        format!(
+            "no resource {}",
+            uri.chars().take(200).collect::<String>()
+        ),
+        None,
+    )
+}
+
 impl McpSession {
     async fn session_tool(&self, name: &str) -> Result<CallToolResponse, McpError> {
         let door = &self.state.shared.door;
@@ -322,10 +346,14 @@ fn progress(
 impl ServerHandler for McpSession {
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
-        let caps = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_logging()
-            .build();
+        let mut caps = json!({
+            "tools": {}, "logging": {}, "completions": {},
+            "resources": {"subscribe": true},
+        });
+        if self.state.shared.fixtures {
+            caps["prompts"] = json!({});
+        }
+        let caps: ServerCapabilities = serde_json::from_value(caps).unwrap_or_default();
         let mut info = InitializeResult::new(caps).with_instructions(
             "capsaga runs every tool call as a step of this session's saga: logged ahead, policy-checked, \
              sandboxed, and undoable. Call capsaga_commit to end the saga keeping its effects, or \
@@ -363,6 +391,9 @@ impl ServerHandler for McpSession {
             .map(|t| tools::definition(t))
             .collect();
         list.extend(tools::session_tools());
+        if shared.fixtures {
+            list.extend(fixtures::tools());
+        }
         serde_json::from_value(json!({ "tools": list })).map_err(internal)
     }
 
@@ -376,6 +407,11 @@ impl ServerHandler for McpSession {
             return self.session_tool(&name).await;
         }
         let shared = &self.state.shared;
+        if shared.fixtures && fixtures::is_tool(&name) {
+            let args = Value::Object(request.arguments.unwrap_or_default());
+            let token = context.meta.get_progress_token();
+            return to_result(fixtures::call(&name, &args, &context.peer, token.as_ref()).await);
+        }
         let door = &shared.door;
         let args = Value::Object(request.arguments.unwrap_or_default());
         let mut slot = self.state.saga.lock().await;
@@ -457,6 +493,17 @@ impl ServerHandler for McpSession {
                 }
             );
         let out = tools::outcome(&name, &saga_id, &submitted);
+        let uri = resources::saga_uri(&saga_id);
+        let watched = self
+            .state
+            .subscribed
+            .lock()
+            .is_ok_and(|s| s.contains(&uri));
+        if watched
+            && let Ok(p) = serde_json::from_value(json!({ "uri": uri }))
+        {
+            let _ = context.peer.notify_resource_updated(p).await;
+        }
         if ended {
             // Rolled back (a failed side effect), or denied by the human:
             // the saga is over; a denied one is rolled back now.
@@ -468,5 +515,141 @@ impl ServerHandler for McpSession {
             }
         }
         to_result(out)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        let store = &*self.state.shared.door.host().store;
+        let mut list = resources::list(store).await.map_err(internal)?;
+        if self.state.shared.fixtures {
+            list.extend(fixtures::resources());
+        }
+        parse(json!({ "resources": list }))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        let mut list = resources::templates();
+        if self.state.shared.fixtures {
+            list.extend(fixtures::templates());
+        }
+        parse(json!({ "resourceTemplates": list }))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        let uri = request.uri.as_str();
+        let found = if self.state.shared.fixtures && fixtures::owns(uri) {
+            fixtures::read(uri)
+        } else {
+            let store = &*self.state.shared.door.host().store;
+            resources::read(store, uri).await.map_err(internal)?
+        };
+        let contents = found.ok_or_else(|| no_resource(uri))?;
+        let r: rmcp::model::ReadResourceResult = parse(contents)?;
+        Ok(r.into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let uri = request.uri;
+        let known = resources::owns(&uri) || (self.state.shared.fixtures && fixtures::owns(&uri));
+        if !known {
+            return Err(no_resource(&uri));
+        }
+        if let Ok(mut s) = self.state.subscribed.lock()
+            && s.len() < 1024
+        {
+            s.insert(uri);
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Ok(mut s) = self.state.subscribed.lock() {
+            s.remove(&request.uri);
+        }
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        if !self.state.shared.fixtures {
+            return Err(McpError::method_not_found::<rmcp::model::ListPromptsRequestMethod>());
+        }
+        parse(json!({ "prompts": fixtures::prompts() }))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        let args = request.arguments.unwrap_or_default();
+        let found = self
+            .state
+            .shared
+            .fixtures
+            .then(|| fixtures::prompt(&request.name, &args))
+            .flatten();
+        let Some(p) = found else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "no prompt {}",
+                    request.name.chars().take(100).collect::<String>()
+                ),
+                None,
+            ));
+        };
+        let r: rmcp::model::GetPromptResult = parse(p)?;
+        Ok(r.into())
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        let reference = serde_json::to_value(&request.r#ref).map_err(internal)?;
+        let (argument, typed) = (&request.argument.name, &request.argument.value);
+        let mut values = if self.state.shared.fixtures {
+            fixtures::complete(&reference, argument, typed)
+        } else {
+            None
+        };
+        if values.is_none()
+            && reference["type"] == "ref/resource"
+            && let Some(uri) = reference["uri"].as_str()
+        {
+            let store = &*self.state.shared.door.host().store;
+            values = resources::complete(store, uri, argument, typed)
+                .await
+                .map_err(internal)?;
+        }
+        let values = values.unwrap_or_default();
+        parse(json!({"completion": {
+            "values": values, "total": values.len(), "hasMore": false
+        }}))
     }
 }

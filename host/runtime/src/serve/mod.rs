@@ -6,6 +6,10 @@
 //!
 //! - [`mcp`]: the MCP handler (rmcp), one saga per session.
 //! - [`tools`]: tool definitions and results as MCP shapes.
+//! - [`resources`]: sagas and traces as MCP resources; [`views`]: what
+//!   REST and MCP show of them.
+//! - [`fixtures`]: the conformance suite's reference fixtures (off unless
+//!   asked for).
 //! - [`sessions`]: MCP session ids of 256 random bits.
 //! - [`rest`]: the REST routes.
 //! - [`auth`]: the bearer token (constant-time), sessions bound to it.
@@ -16,11 +20,14 @@
 //! address.
 
 pub mod auth;
+pub mod fixtures;
 pub mod limits;
 pub mod mcp;
+pub mod resources;
 pub mod rest;
 pub mod sessions;
 pub mod tools;
+pub mod views;
 
 use crate::dispatch::Dispatcher;
 use crate::host::Host;
@@ -68,6 +75,9 @@ pub struct McpOptions {
     pub no_elicitation: bool,
     /// What happens to a saga still open when its session ends.
     pub session_end: SessionEnd,
+    /// Serve the conformance suite's reference fixtures too
+    /// ([`fixtures`]).
+    pub fixtures: bool,
 }
 
 /// How the HTTP server runs.
@@ -115,6 +125,7 @@ fn shared(door: &Dispatcher, o: &McpOptions) -> Arc<McpShared> {
         autonomy: operator.narrow(o.autonomy.unwrap_or(operator)),
         elicit_approvals: !o.no_elicitation,
         session_end: o.session_end,
+        fixtures: o.fixtures,
     })
 }
 

@@ -248,39 +248,19 @@ pub async fn sagas(State(r): State<Arc<Rest>>, Query(q): Query<Limit>) -> Respon
     }
 }
 
-fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
-}
-
 /// `GET /v1/sagas/{id}`.
 pub async fn saga(State(r): State<Arc<Rest>>, Path(id): Path<String>) -> Response {
-    if !valid_id(&id) {
-        return detail(StatusCode::NOT_FOUND, "not_found", "no such saga");
+    match super::views::saga(&*r.door.host().store, &id).await {
+        Ok(Some(v)) => Json(v).into_response(),
+        Ok(None) => detail(StatusCode::NOT_FOUND, "not_found", "no such saga"),
+        Err(e) => internal(e),
     }
-    let store = &r.door.host().store;
-    let row = match store.saga(&id).await {
-        Ok(Some(row)) => row,
-        Ok(None) => return detail(StatusCode::NOT_FOUND, "not_found", "no such saga"),
-        Err(e) => return internal(e),
-    };
-    let steps = match store.steps(&id).await {
-        Ok(s) => s,
-        Err(e) => return internal(e),
-    };
-    let log = match store.log(Some(&id)).await {
-        Ok(l) => l,
-        Err(e) => return internal(e),
-    };
-    Json(json!({ "saga": row, "steps": steps, "log": log })).into_response()
 }
 
 /// `GET /v1/traces/{id}`.
 pub async fn trace(State(r): State<Arc<Rest>>, Path(id): Path<String>) -> Response {
-    if !valid_id(&id) {
-        return detail(StatusCode::NOT_FOUND, "not_found", "no such trace");
-    }
-    match crate::agent::trace::load(&*r.door.host().store, &id).await {
-        Ok(Some(t)) => Json(json!(t)).into_response(),
+    match super::views::trace(&*r.door.host().store, &id).await {
+        Ok(Some(v)) => Json(v).into_response(),
         Ok(None) => detail(StatusCode::NOT_FOUND, "not_found", "no such trace"),
         Err(e) => internal(e),
     }

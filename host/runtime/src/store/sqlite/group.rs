@@ -220,9 +220,7 @@ fn run(mut o: Owned, rx: &mpsc::Receiver<Msg>, commits: &AtomicU64) {
         // Group commit off: one job per transaction, the rest waits.
         while !jobs.is_empty() {
             let now: Vec<Job> = jobs.drain(..jobs.len().min(o.mode.max_batch())).collect();
-            if batch(&mut o, now) {
-                commits.fetch_add(1, Ordering::Relaxed);
-            }
+            batch(&mut o, now, commits);
             next_checkpoint_at =
                 checkpoint::after_commit(&o.conn, &o.path, o.busy_wait, next_checkpoint_at);
         }
@@ -247,14 +245,15 @@ fn refuse(jobs: Vec<Job>, e: &StoreError) {
     }
 }
 
-/// One transaction for `jobs`, one savepoint each, one commit. True when
-/// it committed.
-fn batch(o: &mut Owned, jobs: Vec<Job>) -> bool {
+/// One transaction for `jobs`, one savepoint each, one commit. A commit
+/// is counted in `commits` before any job of the batch is answered, so a
+/// caller that saw its write return sees the count that includes it.
+fn batch(o: &mut Owned, jobs: Vec<Job>, commits: &AtomicU64) {
     let held = match o.turn.take(o.busy_wait) {
         Ok(h) => h,
         Err(e) => {
             refuse(jobs, &e);
-            return false;
+            return;
         }
     };
     let tx = match o
@@ -265,17 +264,21 @@ fn batch(o: &mut Owned, jobs: Vec<Job>) -> bool {
         Err(e) => {
             drop(held);
             refuse(jobs, &super::classify(&o.path, e));
-            return false;
+            return;
         }
     };
     let mut kept = Vec::with_capacity(jobs.len());
+    // Jobs that failed and were rolled back to their savepoint: answered
+    // with their own error once the batch is over.
+    let mut failed = Vec::new();
     let mut jobs = jobs.into_iter();
     while let Some(job) = jobs.next() {
         if let Err(e) = tx.execute_batch("SAVEPOINT capsaga_job") {
             let e = StoreError::from(e);
             fail_all(kept, &e);
+            answer_failed(failed);
             refuse(jobs.collect(), &e);
-            return false;
+            return;
         }
         let ran = job.run(&tx);
         let end = if ran.ok {
@@ -293,27 +296,33 @@ fn batch(o: &mut Owned, jobs: Vec<Job>) -> bool {
             };
             kept.push(ran.answer);
             fail_all(kept, &e);
+            answer_failed(failed);
             refuse(jobs.collect(), &e);
-            return false;
+            return;
         }
         if ran.ok {
             kept.push(ran.answer);
         } else {
-            (ran.answer)(Ok(()));
+            failed.push(ran.answer);
         }
     }
     let committed = tx.commit().map_err(|e| super::classify(&o.path, e));
     drop(held);
     match committed {
         Ok(()) => {
+            commits.fetch_add(1, Ordering::Relaxed);
             for a in kept {
                 a(Ok(()));
             }
-            true
         }
-        Err(e) => {
-            fail_all(kept, &e);
-            false
-        }
+        Err(e) => fail_all(kept, &e),
+    }
+    answer_failed(failed);
+}
+
+/// Jobs whose own work failed get their own error back.
+fn answer_failed(answers: Vec<Answer>) {
+    for a in answers {
+        a(Ok(()));
     }
 }

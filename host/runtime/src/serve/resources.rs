@@ -1,0 +1,131 @@
+//! MCP resources of capsaga's own state: every saga (its steps and its
+//! write-ahead log records) and every execution trace, read-only, as JSON.
+//!
+//! - `resources/list`: the newest sagas, `capsaga://sagas/<id>`;
+//! - `resources/templates/list`: `capsaga://sagas/{id}` and
+//!   `capsaga://traces/{id}`;
+//! - `resources/read`: the same view as `GET /v1/sagas/{id}` and
+//!   `GET /v1/traces/{id}` ([`super::views`]);
+//! - `completion/complete` for a template's `id`: the saga ids starting
+//!   with what was typed;
+//! - `resources/subscribe`: a session subscribed to its saga's URI gets
+//!   `notifications/resources/updated` after each of its calls.
+
+use super::views;
+use crate::store::Store;
+use serde_json::{Value, json};
+
+/// URI prefix of a saga.
+pub const SAGA_PREFIX: &str = "capsaga://sagas/";
+/// URI prefix of a trace.
+pub const TRACE_PREFIX: &str = "capsaga://traces/";
+/// How many sagas `resources/list` names.
+pub const LISTED_SAGAS: usize = 50;
+/// Most completion values returned.
+pub const MAX_COMPLETIONS: usize = 100;
+
+/// The URI of saga `id`.
+pub fn saga_uri(id: &str) -> String {
+    format!("{SAGA_PREFIX}{id}")
+}
+
+/// `resources/list` entries: the newest sagas.
+///
+/// # Errors
+/// The store's, as text.
+pub async fn list(store: &dyn Store) -> Result<Vec<Value>, String> {
+    let rows = store
+        .sagas(LISTED_SAGAS)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            json!({
+                "uri": saga_uri(&r.saga_id),
+                "name": format!("saga {}", r.saga_id),
+                "title": format!("{} saga, {}", r.origin, r.state),
+                "description": format!(
+                    "{} saga ({}), updated {}: {}",
+                    r.origin,
+                    r.state,
+                    r.updated_at,
+                    r.label.chars().take(200).collect::<String>()
+                ),
+                "mimeType": "application/json",
+            })
+        })
+        .collect())
+}
+
+/// `resources/templates/list` entries.
+pub fn templates() -> Vec<Value> {
+    vec![
+        json!({
+            "uriTemplate": format!("{SAGA_PREFIX}{{id}}"),
+            "name": "saga",
+            "title": "A saga",
+            "description": "A saga of this capsaga host: its state, steps and write-ahead log records (JSON).",
+            "mimeType": "application/json",
+        }),
+        json!({
+            "uriTemplate": format!("{TRACE_PREFIX}{{id}}"),
+            "name": "trace",
+            "title": "An execution trace",
+            "description": "An agent turn's execution trace: thoughts, actions, results, critic (JSON).",
+            "mimeType": "application/json",
+        }),
+    ]
+}
+
+/// Whether `uri` is one of ours.
+pub fn owns(uri: &str) -> bool {
+    uri.starts_with(SAGA_PREFIX) || uri.starts_with(TRACE_PREFIX)
+}
+
+/// `resources/read` contents for `uri`: `Ok(None)` when there is no such
+/// saga or trace.
+///
+/// # Errors
+/// The store's, as text.
+pub async fn read(store: &dyn Store, uri: &str) -> Result<Option<Value>, String> {
+    let found = if let Some(id) = uri.strip_prefix(SAGA_PREFIX) {
+        views::saga(store, id).await
+    } else if let Some(id) = uri.strip_prefix(TRACE_PREFIX) {
+        views::trace(store, id).await
+    } else {
+        return Ok(None);
+    };
+    let Some(v) = found.map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+    Ok(Some(json!({
+        "contents": [{"uri": uri, "mimeType": "application/json", "text": text}]
+    })))
+}
+
+/// Completion of a template's `id` argument: saga ids starting with
+/// `typed` (a trace id is the id of its turn's saga's trace; only sagas are
+/// listed). `None` when `template` is not ours.
+///
+/// # Errors
+/// The store's, as text.
+pub async fn complete(
+    store: &dyn Store,
+    template: &str,
+    argument: &str,
+    typed: &str,
+) -> Result<Option<Vec<String>>, String> {
+    if argument != "id" || !template.starts_with(SAGA_PREFIX) {
+        return Ok(if owns(template) { Some(Vec::new()) } else { None });
+    }
+    if !typed.is_empty() && !views::valid_id(typed) {
+        return Ok(Some(Vec::new()));
+    }
+    store
+        .saga_ids_starting(typed, MAX_COMPLETIONS)
+        .await
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
