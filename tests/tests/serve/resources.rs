@@ -119,7 +119,7 @@ async fn a_session_reads_completes_and_watches_its_saga() {
     assert_eq!(doc["saga"]["saga_id"], json!(saga_id), "{doc}");
     let steps = doc["steps"].as_array().expect("steps");
     assert_eq!(steps.len(), 1, "{doc}");
-    assert_eq!(steps[0]["tool"], json!("fs_write"), "{doc}");
+    assert_eq!(steps[0]["tool_id"], json!("fs_write"), "{doc}");
     let records: Vec<&str> = doc["log"]
         .as_array()
         .expect("log")
