@@ -12,6 +12,7 @@
 mod birth;
 mod code_run;
 mod hostile;
+mod list_changed;
 mod pinning;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome, Submitted};

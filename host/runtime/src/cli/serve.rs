@@ -33,6 +33,12 @@ pub struct McpArgs {
     /// write no saga.
     #[arg(long)]
     pub conformance_fixtures: bool,
+    /// Milliseconds between two comparisons of the tool catalog with the
+    /// neurons stored as active (an operator's `capsaga neurons
+    /// approve|retire`); a change sends `notifications/tools/list_changed`
+    /// to every session. 0: never.
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    pub catalog_poll_ms: u64,
 }
 
 /// `capsaga serve`.
@@ -81,6 +87,7 @@ fn mcp_options(a: &McpArgs) -> Result<McpOptions, Failure> {
             .map_err(config_error)?,
         no_elicitation: a.no_elicitation,
         fixtures: a.conformance_fixtures,
+        catalog_poll: (a.catalog_poll_ms > 0).then(|| Duration::from_millis(a.catalog_poll_ms)),
         session_end: a
             .on_session_end
             .parse::<SessionEnd>()

@@ -230,3 +230,46 @@ pub async fn start(
 pub fn is_neuron(tool: &LoadedTool) -> bool {
     matches!(tool.source, crate::registry::ToolSource::Neuron(_))
 }
+
+/// Bring the catalog in line with the stored active versions, for a
+/// long-running host (`capsaga serve`, `capsaga mcp`) whose operator
+/// approves or retires neurons from another process: an active version not
+/// in the catalog (or a newer one of the same name) is registered, a
+/// neuron no longer active is taken out. Versions of another runner (a
+/// rebuilt runner) are left alone, as at start. Returns how many names
+/// changed.
+///
+/// # Errors
+/// The store's, when the neurons cannot be read (the catalog is left as
+/// it was).
+pub async fn sync_active(
+    policy: &Policy,
+    sandbox: &Sandbox,
+    registry: &Registry,
+    store: &dyn Store,
+    neurons: &Neurons,
+) -> Result<usize, crate::store::StoreError> {
+    let rows = store.neurons(None).await?;
+    let active: std::collections::BTreeMap<&str, &crate::store::NeuronRow> = rows
+        .iter()
+        .filter(|r| r.status == Status::Active)
+        .map(|r| (r.name.as_str(), r))
+        .collect();
+    let mut changed = 0;
+    for (name, row) in &active {
+        if registry.get(name).is_some_and(|t| t.hash == row.identity) {
+            continue;
+        }
+        match registry.register_neuron(sandbox, policy, &neurons.runner, row) {
+            Ok(_) => changed += 1,
+            Err(e) => tracing::warn!("neuron `{name}` not loaded: {e}"),
+        }
+    }
+    for tool in registry.tools() {
+        if is_neuron(&tool) && !active.contains_key(tool.meta.name.as_str()) {
+            registry.deregister_neuron(&tool.meta.name);
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}

@@ -80,6 +80,8 @@ pub struct McpShared {
     pub session_end: SessionEnd,
     /// Serve the conformance suite's reference fixtures too.
     pub fixtures: bool,
+    /// Sessions told when the tool list changes.
+    pub listeners: super::catalog::Listeners,
 }
 
 /// One MCP session: its saga.
@@ -347,7 +349,7 @@ impl ServerHandler for McpSession {
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         let mut caps = json!({
-            "tools": {}, "logging": {}, "completions": {},
+            "tools": {"listChanged": true}, "logging": {}, "completions": {},
             "resources": {"subscribe": true},
         });
         if self.state.shared.fixtures {
@@ -362,6 +364,10 @@ impl ServerHandler for McpSession {
         );
         info.server_info = Implementation::new("capsaga", env!("CARGO_PKG_VERSION"));
         info
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.state.shared.listeners.add(context.peer);
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {

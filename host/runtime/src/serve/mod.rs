@@ -10,6 +10,8 @@
 //!   REST and MCP show of them.
 //! - [`fixtures`]: the conformance suite's reference fixtures (off unless
 //!   asked for).
+//! - [`catalog`]: `notifications/tools/list_changed` when neurons are
+//!   activated or retired while the server runs.
 //! - [`sessions`]: MCP session ids of 256 random bits.
 //! - [`rest`]: the REST routes.
 //! - [`auth`]: the bearer token (constant-time), sessions bound to it.
@@ -20,6 +22,7 @@
 //! address.
 
 pub mod auth;
+pub mod catalog;
 pub mod fixtures;
 pub mod limits;
 pub mod mcp;
@@ -67,7 +70,7 @@ pub enum ServeError {
 }
 
 /// How MCP sessions run.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct McpOptions {
     /// The autonomy level of the sessions' sagas (`None`: the operator's).
     pub autonomy: Option<Autonomy>,
@@ -78,7 +81,13 @@ pub struct McpOptions {
     /// Serve the conformance suite's reference fixtures too
     /// ([`fixtures`]).
     pub fixtures: bool,
+    /// How often the tool catalog is compared with the stored neurons
+    /// ([`catalog`]); `None`: never (no `tools/list_changed`).
+    pub catalog_poll: Option<Duration>,
 }
+
+/// Default of [`McpOptions::catalog_poll`]: 2 s.
+pub const CATALOG_POLL: Duration = Duration::from_secs(2);
 
 /// How the HTTP server runs.
 #[derive(Debug, Clone)]
@@ -118,15 +127,38 @@ impl HttpOptions {
     }
 }
 
+impl Default for McpOptions {
+    /// The operator's autonomy, elicitation on, [`SessionEnd`]'s default,
+    /// no fixtures, the catalog compared every [`CATALOG_POLL`].
+    fn default() -> McpOptions {
+        McpOptions {
+            autonomy: None,
+            no_elicitation: false,
+            session_end: SessionEnd::default(),
+            fixtures: false,
+            catalog_poll: Some(CATALOG_POLL),
+        }
+    }
+}
+
+/// The state every session of one server shares; its catalog watcher
+/// ([`catalog::watch`]) runs until the last reference is dropped.
 fn shared(door: &Dispatcher, o: &McpOptions) -> Arc<McpShared> {
     let operator = door.host().config.policy.autonomy;
-    Arc::new(McpShared {
+    let shared = Arc::new(McpShared {
         door: door.clone(),
         autonomy: operator.narrow(o.autonomy.unwrap_or(operator)),
         elicit_approvals: !o.no_elicitation,
         session_end: o.session_end,
         fixtures: o.fixtures,
-    })
+        listeners: catalog::Listeners::default(),
+    });
+    if let Some(every) = o.catalog_poll.filter(|d| !d.is_zero())
+        && let Ok(rt) = tokio::runtime::Handle::try_current()
+    {
+        rt.spawn(catalog::watch(Arc::downgrade(&shared), every));
+    }
+    shared
 }
 
 /// `capsaga mcp`: one MCP session over stdin/stdout until the client

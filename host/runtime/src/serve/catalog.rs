@@ -1,0 +1,125 @@
+//! `notifications/tools/list_changed`: a long-running server's tool set
+//! changes when the operator activates or retires a neuron (`capsaga
+//! neurons approve|retire`, from another process, into the same state
+//! database) or when a pure neuron activates itself
+//! (`[neurons] auto_activate_pure`). A watcher task per server brings the
+//! catalog in line with the stored active versions every
+//! [`super::McpOptions::catalog_poll`] and, when what `tools/list` would
+//! answer changed (a name, or a version's identity hash), tells every live
+//! session.
+//!
+//! The policy file itself is read once, at start: a changed policy needs a
+//! restart (which every client sees as a new session anyway).
+
+use super::mcp::McpShared;
+use rmcp::RoleServer;
+use rmcp::service::Peer;
+use std::sync::{Mutex, Weak};
+use std::time::Duration;
+
+/// Most sessions told at once; beyond it the oldest closed ones are
+/// dropped first, then new sessions are not registered (they still see the
+/// new list on their next `tools/list`).
+pub const MAX_LISTENERS: usize = 10_000;
+
+/// The live sessions' peers, to notify.
+#[derive(Debug, Default)]
+pub struct Listeners {
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+}
+
+impl Listeners {
+    /// Register the peer of a session that finished its handshake.
+    pub fn add(&self, peer: Peer<RoleServer>) {
+        if let Ok(mut p) = self.peers.lock() {
+            p.retain(|x| !x.is_transport_closed());
+            if p.len() < MAX_LISTENERS {
+                p.push(peer);
+            }
+        }
+    }
+
+    /// Sessions registered and not closed.
+    pub fn live(&self) -> usize {
+        self.peers
+            .lock()
+            .map(|p| p.iter().filter(|x| !x.is_transport_closed()).count())
+            .unwrap_or(0)
+    }
+
+    /// Send `notifications/tools/list_changed` to every live session;
+    /// closed ones are forgotten. Returns how many were told.
+    pub async fn tools_changed(&self) -> usize {
+        let peers: Vec<Peer<RoleServer>> = match self.peers.lock() {
+            Ok(mut p) => {
+                p.retain(|x| !x.is_transport_closed());
+                p.clone()
+            }
+            Err(_) => return 0,
+        };
+        let mut told = 0;
+        for p in peers {
+            match p.notify_tool_list_changed().await {
+                Ok(()) => told += 1,
+                Err(e) => tracing::debug!("tools/list_changed not delivered: {e}"),
+            }
+        }
+        told
+    }
+}
+
+/// What `tools/list` answers, reduced to names and identity hashes.
+pub fn fingerprint(shared: &McpShared) -> Vec<(String, String)> {
+    shared
+        .door
+        .catalog(shared.autonomy)
+        .iter()
+        .map(|t| (t.meta.name.clone(), t.hash.clone()))
+        .collect()
+}
+
+/// One round: sync the neurons from the store, and tell the sessions when
+/// the catalog differs from `last` (which is updated). Returns how many
+/// sessions were told.
+pub async fn round(shared: &McpShared, last: &mut Vec<(String, String)>) -> usize {
+    let host = shared.door.host();
+    if let Some(n) = &host.neurons
+        && host.config.policy.neurons.enabled
+        && let Err(e) = crate::neurons::sync_active(
+            &host.config.policy,
+            &host.sandbox,
+            &host.registry,
+            host.store.as_ref(),
+            n,
+        )
+        .await
+    {
+        tracing::warn!("neuron catalog not refreshed: {e}");
+    }
+    let now = fingerprint(shared);
+    if now == *last {
+        return 0;
+    }
+    *last = now;
+    let told = shared.listeners.tools_changed().await;
+    tracing::info!("tool list changed: {told} session(s) told");
+    told
+}
+
+/// Run rounds every `every` until the server (its [`McpShared`]) is gone.
+pub async fn watch(shared: Weak<McpShared>, every: Duration) {
+    let mut last = match shared.upgrade() {
+        Some(s) => fingerprint(&s),
+        None => return,
+    };
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(s) = shared.upgrade() else {
+            return;
+        };
+        round(&s, &mut last).await;
+    }
+}

@@ -1,0 +1,165 @@
+//! A running `capsaga serve` learns of neurons the operator activates or
+//! retires from another process (the same state database): its MCP
+//! sessions get `notifications/tools/list_changed`, `tools/list` shows the
+//! new tool, and a call of it runs through the door; once retired it is
+//! gone again. Real server on 127.0.0.1, rmcp's client, the real runner.
+
+use super::*;
+use capsaga_core::neuron::Status;
+use capsaga_host::neurons::operator;
+use capsaga_host::serve::{HttpOptions, serve_http};
+use capsaga_host::store::NeuronStore;
+use capsaga_host::store::sqlite::SqliteStore;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+#[derive(Clone, Default)]
+struct Counter {
+    changed: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for Counter {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.changed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+async fn connect(url: String, c: Counter) -> RunningService<RoleClient, Counter> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let transport = StreamableHttpClientTransport::with_client(
+        http,
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    c.serve(transport).await.expect("the client connects")
+}
+
+async fn names(client: &RunningService<RoleClient, Counter>) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
+async fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_decision_elsewhere_changes_the_served_tool_list() {
+    let Some(ws) = workspace(&[], "", "max_grants = [\"fs:read:~/ws/**\"]") else {
+        return;
+    };
+    let (host, door) = door(&ws).await;
+    let caps = json!([format!("fs:read:{}/**", ws.ws().display())]);
+    let out = call_one(&door, "neuron_create", &csv_stats(csv_examples(), caps)).await;
+    assert_eq!(data(&out)["status"], "awaiting_operator");
+    drop(door);
+
+    let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    o.mcp.catalog_poll = Some(Duration::from_millis(100));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn({
+        let host = host.clone();
+        async move {
+            serve_http(
+                host,
+                &o,
+                async move {
+                    let _ = stopped.await;
+                },
+                move |a| {
+                    let _ = tx.send(a);
+                },
+            )
+            .await
+        }
+    });
+    let addr = rx.await.unwrap();
+    let counter = Counter::default();
+    let client = connect(format!("http://{addr}/mcp"), counter.clone()).await;
+    assert!(
+        client
+            .peer_info()
+            .and_then(|i| i.capabilities.tools.clone())
+            .and_then(|t| t.list_changed)
+            == Some(true),
+        "listChanged is announced"
+    );
+    assert!(!names(&client).await.contains(&"csv_stats".to_string()));
+    // Nothing changed: no notification.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(counter.changed.load(Ordering::SeqCst), 0);
+
+    // The operator approves from another process: its own store handle on
+    // the same database file, as `capsaga neurons approve` would.
+    let other = SqliteStore::open(&host.config.db_path()).unwrap();
+    let row = other.neuron("csv_stats", None).await.unwrap().unwrap();
+    assert_eq!(row.status, Status::AwaitingOperator);
+    let home = host.config.home.to_string_lossy().into_owned();
+    let wider = [format!("fs:read:{}/**", ws.ws().display())];
+    let active = operator::approve(&other, &home, &row, &wider, "cli:test", None)
+        .await
+        .unwrap();
+    wait_for("tools/list_changed after the approval", || {
+        counter.changed.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    assert!(names(&client).await.contains(&"csv_stats".to_string()));
+    std::fs::write(ws.ws().join("sales.csv"), "amount\n10\n20\n60\n").unwrap();
+    let args = json!({"path": ws.ws_path("sales.csv"), "column": "amount"});
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("csv_stats")
+                .with_arguments(args.as_object().cloned().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{:?}", r.content);
+    let text = format!("{:?}", r.content);
+    assert!(text.contains("30"), "the mean: {text}");
+
+    // Retired from the other process: gone from the list, told again.
+    let seen = counter.changed.load(Ordering::SeqCst);
+    operator::decide(&other, &active, Status::Retired, "cli:test", None)
+        .await
+        .unwrap();
+    wait_for("tools/list_changed after the retirement", || {
+        counter.changed.load(Ordering::SeqCst) > seen
+    })
+    .await;
+    assert!(!names(&client).await.contains(&"csv_stats".to_string()));
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("csv_stats")
+                .with_arguments(args.as_object().cloned().unwrap()),
+        )
+        .await;
+    let refused = match r {
+        Ok(r) => r.is_error == Some(true),
+        Err(_) => true,
+    };
+    assert!(refused, "a retired neuron cannot be called");
+    let _ = client.cancel().await;
+    let _ = stop.send(());
+    let _ = server.await;
+}
