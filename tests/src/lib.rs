@@ -33,6 +33,12 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| repo_root().join("target"))
 }
 
+/// The compiled-component cache the test workspaces share:
+/// `target/test-compiled-cache` (created by the first host, mode 0700).
+pub fn shared_compiled_cache() -> PathBuf {
+    target_dir().join("test-compiled-cache")
+}
+
 /// Path of a built component: first-party tools in `target/tools/`, test
 /// components in `target/test-components/`.
 ///
@@ -132,10 +138,22 @@ impl TestWorkspace {
         ws
     }
 
-    /// Rewrite the policy file.
+    /// Rewrite the policy file. Unless `policy` sets its own
+    /// `compiled_cache` (first, before any section: a test of the cache
+    /// itself), the workspace shares [`shared_compiled_cache`], so each
+    /// component is compiled once per test run, not once per test.
     pub fn write_policy(&self, policy: &str) {
-        let text =
-            format!("home = \".\"\ntools_dir = \"tools\"\nstate_dir = \".capsaga\"\n{policy}\n");
+        let cache = if policy.contains("compiled_cache") {
+            String::new()
+        } else {
+            format!(
+                "compiled_cache = \"{}\"\n",
+                shared_compiled_cache().display()
+            )
+        };
+        let text = format!(
+            "home = \".\"\ntools_dir = \"tools\"\nstate_dir = \".capsaga\"\n{cache}{policy}\n"
+        );
         std::fs::write(self.config(), text).expect("write capsaga.toml");
     }
 

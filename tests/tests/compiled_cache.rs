@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-const POLICY: &str = "[tools.time_now]\n[tools.spin]\n";
+/// A cache of the workspace's own (not the one the test workspaces share).
+const POLICY: &str = "compiled_cache = \".capsaga/compiled\"\n[tools.time_now]\n[tools.spin]\n";
 
 fn outcomes(host: &Host) -> BTreeMap<String, CacheOutcome> {
     host.registry

@@ -263,7 +263,11 @@ fn trace_and_agent_views_show_the_hint_the_model_got() {
 
 #[test]
 fn the_first_start_says_that_components_compile() {
-    let ws = TestWorkspace::new(&["time_now"], "[tools.time_now]\ngrants = []");
+    // A cache of its own: the default, `<state_dir>/compiled`.
+    let ws = TestWorkspace::new(
+        &["time_now"],
+        "compiled_cache = \".capsaga/compiled\"\n[tools.time_now]\ngrants = []",
+    );
     let (code, out, err) = run(ws.capsaga(&["tools", "list"]));
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("capsaga: compiling component"), "{err}");

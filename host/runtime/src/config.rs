@@ -80,6 +80,9 @@ pub struct Config {
     pub tools_dir: PathBuf,
     /// Where `state.db` lives.
     pub state_dir: PathBuf,
+    /// Where compiled components are cached (`compiled_cache`, default
+    /// `<state_dir>/compiled`).
+    pub compiled_cache: PathBuf,
     /// How long a write to the state database waits its turn while other
     /// processes write, milliseconds (`busy_timeout_ms`).
     pub busy_timeout_ms: u64,
@@ -160,6 +163,10 @@ impl Config {
         let (guardrail, fsm_path) = load_fsm(&base.join(FSM_FILE))?;
         let tools_dir = normalize(&base.join(file.tools_dir.as_deref().unwrap_or("tools")));
         let state_dir = normalize(&base.join(file.state_dir.as_deref().unwrap_or(".capsaga")));
+        let compiled_cache = match file.compiled_cache.as_deref() {
+            Some(dir) => normalize(&base.join(dir)),
+            None => state_dir.join("compiled"),
+        };
         let busy_timeout_ms = match file.busy_timeout_ms {
             None => crate::store::sqlite::BUSY_TIMEOUT_MS,
             Some(ms @ 1..=3_600_000) => ms,
@@ -175,6 +182,7 @@ impl Config {
             home,
             tools_dir,
             state_dir,
+            compiled_cache,
             busy_timeout_ms,
             policy,
             base,
@@ -261,11 +269,16 @@ mod tests {
         let home = dir.path().canonicalize().unwrap();
         assert_eq!(c.home, home);
         assert_eq!(c.state_dir, home.join(".capsaga"));
+        assert_eq!(c.compiled_cache, home.join(".capsaga/compiled"));
         assert_eq!(c.tools_dir, home.parent().unwrap().join("components"));
         assert_eq!(
             c.policy.tool("fs_read").grants[0].to_string(),
             format!("fs:read:{}/ws/**", home.display())
         );
+
+        std::fs::write(&p, "compiled_cache = \"../cache/x/..\"\n").unwrap();
+        let c = Config::load(&p).unwrap();
+        assert_eq!(c.compiled_cache, home.parent().unwrap().join("cache"));
     }
 
     #[test]

@@ -110,7 +110,7 @@ impl Host {
     /// Load `capsaga.toml` at `config_path`, open the state store, load the
     /// capability factors, start the engine (pooling allocator sized for the
     /// largest memory cap of the policy, compiled cache in
-    /// `<state_dir>/compiled/`) and load the tools.
+    /// `compiled_cache`, default `<state_dir>/compiled/`) and load the tools.
     ///
     /// # Errors
     /// [`HostError`].
@@ -147,7 +147,7 @@ impl Host {
         })?;
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),
-            compiled_cache: Some(config.state_dir.join("compiled")),
+            compiled_cache: Some(config.compiled_cache.clone()),
             ..SandboxConfig::default()
         })?;
         let base = config

@@ -5,6 +5,7 @@
 //! home = "."                        # what `~` means in grants (relative to this file)
 //! tools_dir = "../target/tools"     # the components (scripts/build-components writes them there)
 //! state_dir = ".capsaga"            # holds state.db
+//! # compiled_cache = "/var/cache/capsaga"  # default: <state_dir>/compiled
 //!
 //! [limits]                          # defaults for every call
 //! deadline_ms = 5000
@@ -162,6 +163,11 @@ pub struct PolicyFile {
     pub tools_dir: Option<String>,
     /// Directory of the state database, relative to the file or absolute.
     pub state_dir: Option<String>,
+    /// Directory of the compiled-component cache, relative to the file or
+    /// absolute (default `<state_dir>/compiled`). Several state directories
+    /// of one user may share one: entries are keyed by component hash and
+    /// engine, and the directory must be the user's own, mode 0700.
+    pub compiled_cache: Option<String>,
     /// How long a write to the state database waits its turn while other
     /// processes write, milliseconds (default 60 000; 1 to 3 600 000).
     pub busy_timeout_ms: Option<u64>,
