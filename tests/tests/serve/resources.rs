@@ -67,7 +67,9 @@ async fn a_session_reads_completes_and_watches_its_saga() {
     let watcher = Watcher::default();
     let client = connect(srv.url("/mcp"), watcher.clone()).await;
 
-    let caps = client.peer_info().and_then(|i| i.capabilities.resources.clone());
+    let caps = client
+        .peer_info()
+        .and_then(|i| i.capabilities.resources.clone());
     assert_eq!(
         caps.and_then(|r| r.subscribe),
         Some(true),

@@ -430,3 +430,67 @@ async fn rebinding_hosts_foreign_origins_and_big_bodies_are_refused_by_default()
         .unwrap();
     assert_eq!(huge_header.status().as_u16(), 431);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_guessed_and_closed_session_ids_are_unknown() {
+    let ws = ws_with("");
+    let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    o.token = Some("session-token-0123456789".into());
+    let srv = start(ws.host().await, o).await;
+    let c = http();
+    let bearer = "Bearer session-token-0123456789";
+    let post = |sid: Option<&str>, auth: Option<&str>, body: Value| {
+        let mut r = c
+            .post(srv.url("/mcp"))
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(s) = sid {
+            r = r.header("Mcp-Session-Id", s);
+        }
+        if let Some(a) = auth {
+            r = r.header("Authorization", a);
+        }
+        r.send()
+    };
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    let list = json!({"jsonrpc":"2.0","id":2,"method":"tools/list"});
+    let opened = post(None, Some(bearer), init).await.unwrap();
+    assert_eq!(opened.status().as_u16(), 200);
+    let sid = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    // The real id without the token, or with a wrong one: 401.
+    for auth in [None, Some("Bearer session-token-0123456780")] {
+        let r = post(Some(&sid), auth, list.clone()).await.unwrap();
+        assert_eq!(r.status().as_u16(), 401, "{auth:?}");
+    }
+    // Ids that were never issued, with the right token: unknown.
+    let mut flipped = sid.clone().into_bytes();
+    flipped[0] = if flipped[0] == b'0' { b'1' } else { b'0' };
+    let flipped = String::from_utf8(flipped).unwrap();
+    for forged in [
+        flipped.as_str(),
+        &sid[..32],
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "../../sessions",
+        &format!("{sid}{sid}"),
+    ] {
+        let r = post(Some(forged), Some(bearer), list.clone())
+            .await
+            .unwrap();
+        let s = r.status().as_u16();
+        assert!(s == 404 || s == 400, "{forged}: {s}");
+    }
+    // Closed by its client: unknown from then on.
+    let closed = c
+        .delete(srv.url("/mcp"))
+        .header("Mcp-Session-Id", &sid)
+        .header("Authorization", bearer)
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    let r = post(Some(&sid), Some(bearer), list).await.unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+}
