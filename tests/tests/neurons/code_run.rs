@@ -67,7 +67,10 @@ fn args(ws: &TestWorkspace, code: &str) -> Value {
 }
 
 async fn run(door: &Dispatcher, args: &Value, yes: &Yes) -> (Outcome, capsaga_host::saga::Saga) {
-    let mut saga = door.start(Origin::Call, "code_run test", None).await.unwrap();
+    let mut saga = door
+        .start(Origin::Call, "code_run test", None)
+        .await
+        .unwrap();
     let out = door
         .submit(
             &mut saga,
@@ -126,9 +129,15 @@ async fn an_approved_run_reads_its_inputs_copies_allowed_outputs_and_rolls_back(
 async fn the_approval_is_bound_to_the_code_and_every_input_hash() {
     let Some(ws) = code_ws() else { return };
     let (_host, door) = door(&ws).await;
-    let a = args(&ws, "result = open(__import__('capsaga').inputs['sales.csv']).read()");
+    let a = args(
+        &ws,
+        "result = open(__import__('capsaga').inputs['sales.csv']).read()",
+    );
     // Nobody to ask: the saga parks with an approval naming the hashes.
-    let mut saga = door.start(Origin::Call, "code_run test", None).await.unwrap();
+    let mut saga = door
+        .start(Origin::Call, "code_run test", None)
+        .await
+        .unwrap();
     let out = door
         .submit(&mut saga, Call::new("code_run", Args::Value(&a)))
         .await
@@ -147,7 +156,10 @@ async fn the_approval_is_bound_to_the_code_and_every_input_hash() {
         .await
         .unwrap()
         .outcome;
-    let Outcome::AwaitingApproval { approval: fresh, .. } = &again else {
+    let Outcome::AwaitingApproval {
+        approval: fresh, ..
+    } = &again
+    else {
         panic!("a changed input must need a new approval: {again:#?}")
     };
     assert_ne!(fresh.approval_id, id);
@@ -163,7 +175,11 @@ async fn the_approval_is_bound_to_the_code_and_every_input_hash() {
     let (o2, _) = run(&door, &args(&ws, "result = 2"), &yes).await;
     assert!(matches!(o1, Outcome::Committed { .. }), "{o1:#?}");
     assert!(matches!(o2, Outcome::Committed { .. }), "{o2:#?}");
-    assert_eq!(yes.shown.lock().unwrap().len(), 2, "each code its own approval");
+    assert_eq!(
+        yes.shown.lock().unwrap().len(),
+        2,
+        "each code its own approval"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -183,7 +199,10 @@ async fn hostile_code_and_paths_are_contained() {
             "open('/tmp/capsaga-code-run-escape', 'w').write('x')",
             "write outside the scratch dir",
         ),
-        ("import socket\nsocket.create_connection(('127.0.0.1', 9))", "socket"),
+        (
+            "import socket\nsocket.create_connection(('127.0.0.1', 9))",
+            "socket",
+        ),
         ("import os\nresult = dict(os.environ)", "environment"),
         ("while True:\n    pass", "infinite loop"),
         ("x = [bytearray(1 << 29) for _ in range(8)]", "memory bomb"),
@@ -192,7 +211,11 @@ async fn hostile_code_and_paths_are_contained() {
         match &out {
             Outcome::Failed { error, .. } => {
                 assert!(!error.message.is_empty(), "{why}");
-                eprintln!("{why}: {:?} {}", error.kind, error.message.chars().take(300).collect::<String>());
+                eprintln!(
+                    "{why}: {:?} {}",
+                    error.kind,
+                    error.message.chars().take(300).collect::<String>()
+                );
             }
             Outcome::Committed { output, .. } => {
                 // Only the environment read may succeed, and it is empty.
@@ -206,12 +229,28 @@ async fn hostile_code_and_paths_are_contained() {
     }
     // Paths the operator did not grant, or that lead out of a grant.
     for (inputs, out_dir, kind) in [
-        (json!({"p": "/etc/passwd"}), None, ErrorKind::PermissionDenied),
-        (json!({"p": ws.ws_path("passwd")}), None, ErrorKind::PermissionDenied),
-        (json!({"p": ws.ws_path("../capsaga.toml")}), None, ErrorKind::PermissionDenied),
+        (
+            json!({"p": "/etc/passwd"}),
+            None,
+            ErrorKind::PermissionDenied,
+        ),
+        (
+            json!({"p": ws.ws_path("passwd")}),
+            None,
+            ErrorKind::PermissionDenied,
+        ),
+        (
+            json!({"p": ws.ws_path("../capsaga.toml")}),
+            None,
+            ErrorKind::PermissionDenied,
+        ),
         (json!({"p": "sales.csv"}), None, ErrorKind::PermissionDenied),
         (json!({}), Some(ws.ws_path("")), ErrorKind::PermissionDenied),
-        (json!({}), Some("/tmp".to_string()), ErrorKind::PermissionDenied),
+        (
+            json!({}),
+            Some("/tmp".to_string()),
+            ErrorKind::PermissionDenied,
+        ),
     ] {
         let mut a = json!({"code": "result = 1", "purpose": "p", "inputs": inputs});
         if let Some(d) = &out_dir {
@@ -236,7 +275,10 @@ async fn an_output_name_already_taken_keeps_nothing_and_a_changed_output_is_not_
     let (out, _) = run(&door, &args(&ws, code), &yes).await;
     assert_eq!(error_of(&out).kind, ErrorKind::InvalidArgs, "{out:#?}");
     assert!(!ws.ws().join("out/a.csv").exists(), "nothing kept");
-    assert_eq!(std::fs::read_to_string(ws.ws().join("out/b.csv")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(ws.ws().join("out/b.csv")).unwrap(),
+        "mine"
+    );
     std::fs::remove_file(ws.ws().join("out/b.csv")).unwrap();
     let (out, mut saga) = run(&door, &args(&ws, code), &yes).await;
     assert!(matches!(out, Outcome::Committed { .. }), "{out:#?}");

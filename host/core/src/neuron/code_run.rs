@@ -266,8 +266,10 @@ mod tests {
                 .is_err()
         );
         assert!(
-            v.check_value(&serde_json::json!({"code": "x=1", "purpose": "p", "inputs": {"../x": "/a"}}))
-                .is_err()
+            v.check_value(
+                &serde_json::json!({"code": "x=1", "purpose": "p", "inputs": {"../x": "/a"}})
+            )
+            .is_err()
         );
     }
 }

@@ -138,14 +138,22 @@ impl NeuronsFile {
             return Err("max_source_bytes and max_examples must be greater than zero".into());
         }
         let mut code_run_extensions: Vec<String> = match &self.code_run_extensions {
-            Some(list) => list.iter().map(|e| e.trim_start_matches('.').to_ascii_lowercase()).collect(),
-            None => super::code_run::DEFAULT_EXTENSIONS.iter().map(|e| e.to_string()).collect(),
+            Some(list) => list
+                .iter()
+                .map(|e| e.trim_start_matches('.').to_ascii_lowercase())
+                .collect(),
+            None => super::code_run::DEFAULT_EXTENSIONS
+                .iter()
+                .map(|e| e.to_string())
+                .collect(),
         };
         if let Some(bad) = code_run_extensions
             .iter()
             .find(|e| e.is_empty() || e.len() > 16 || !e.bytes().all(|b| b.is_ascii_alphanumeric()))
         {
-            return Err(format!("code_run_extensions: {bad:?} is not a file extension (letters and digits)"));
+            return Err(format!(
+                "code_run_extensions: {bad:?} is not a file extension (letters and digits)"
+            ));
         }
         code_run_extensions.sort();
         code_run_extensions.dedup();

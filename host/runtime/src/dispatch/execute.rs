@@ -72,19 +72,20 @@ pub(super) async fn run(host: &Host, r: Run<'_>) -> (CallResult, CallDiagnostics
         ToolSource::Builtin(b) => {
             let started = Instant::now();
             let budget = Duration::from_millis(r.limits.deadline_ms + HOST_GRACE_MS);
-            let res = match tokio::time::timeout(budget, b.call(r.op, r.ctx, r.args, r.bindings)).await {
-                Ok(res) => res,
-                Err(_) => Err(ToolError::with_hint(
-                    ErrorKind::Timeout,
-                    format!(
-                        "tool `{}` ({}) ran past its deadline of {} ms",
-                        r.label,
-                        r.op.name(),
-                        r.limits.deadline_ms
-                    ),
-                    "Try a smaller request.",
-                )),
-            };
+            let res =
+                match tokio::time::timeout(budget, b.call(r.op, r.ctx, r.args, r.bindings)).await {
+                    Ok(res) => res,
+                    Err(_) => Err(ToolError::with_hint(
+                        ErrorKind::Timeout,
+                        format!(
+                            "tool `{}` ({}) ran past its deadline of {} ms",
+                            r.label,
+                            r.op.name(),
+                            r.limits.deadline_ms
+                        ),
+                        "Try a smaller request.",
+                    )),
+                };
             let diagnostics = CallDiagnostics {
                 wall_ms: started.elapsed().as_millis() as u64,
                 ..CallDiagnostics::default()

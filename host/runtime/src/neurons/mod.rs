@@ -257,7 +257,12 @@ pub async fn sync_active(
         .collect();
     let mut changed = 0;
     for (name, row) in &active {
-        if registry.get(name).is_some_and(|t| t.hash == row.identity) {
+        // Already in the catalog at this version, or the name is another
+        // tool's (refused at start, with a warning, as here once).
+        if registry
+            .get(name)
+            .is_some_and(|t| t.hash == row.identity || !is_neuron(&t))
+        {
             continue;
         }
         match registry.register_neuron(sandbox, policy, &neurons.runner, row) {

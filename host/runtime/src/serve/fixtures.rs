@@ -43,22 +43,68 @@ fn string_arg(name: &str, what: &str) -> Value {
 
 /// The fixture tools' definitions (`tools/list`).
 pub fn tools() -> Vec<Value> {
-    let t = |name: &str, description: &str, schema: Value| {
-        json!({"name": name, "description": description, "inputSchema": schema})
-    };
+    let t = |name: &str, description: &str, schema: Value| json!({"name": name, "description": description, "inputSchema": schema});
     vec![
-        t("test_simple_text", "Conformance fixture: returns text.", no_args()),
-        t("test_image_content", "Conformance fixture: returns an image.", no_args()),
-        t("test_audio_content", "Conformance fixture: returns audio.", no_args()),
-        t("test_embedded_resource", "Conformance fixture: returns an embedded resource.", no_args()),
-        t("test_multiple_content_types", "Conformance fixture: returns text, an image and a resource.", no_args()),
-        t("test_tool_with_logging", "Conformance fixture: sends three log notifications.", no_args()),
-        t("test_tool_with_progress", "Conformance fixture: sends progress 0, 50, 100 of 100.", no_args()),
-        t("test_error_handling", "Conformance fixture: always fails.", no_args()),
-        t("test_sampling", "Conformance fixture: asks the client's model.", string_arg("prompt", "The prompt to send to the LLM")),
-        t("test_elicitation", "Conformance fixture: asks the client's user.", string_arg("message", "The message to show the user")),
-        t("test_elicitation_sep1034_defaults", "Conformance fixture: elicitation with defaults (SEP-1034).", no_args()),
-        t("test_elicitation_sep1330_enums", "Conformance fixture: elicitation with every enum form (SEP-1330).", no_args()),
+        t(
+            "test_simple_text",
+            "Conformance fixture: returns text.",
+            no_args(),
+        ),
+        t(
+            "test_image_content",
+            "Conformance fixture: returns an image.",
+            no_args(),
+        ),
+        t(
+            "test_audio_content",
+            "Conformance fixture: returns audio.",
+            no_args(),
+        ),
+        t(
+            "test_embedded_resource",
+            "Conformance fixture: returns an embedded resource.",
+            no_args(),
+        ),
+        t(
+            "test_multiple_content_types",
+            "Conformance fixture: returns text, an image and a resource.",
+            no_args(),
+        ),
+        t(
+            "test_tool_with_logging",
+            "Conformance fixture: sends three log notifications.",
+            no_args(),
+        ),
+        t(
+            "test_tool_with_progress",
+            "Conformance fixture: sends progress 0, 50, 100 of 100.",
+            no_args(),
+        ),
+        t(
+            "test_error_handling",
+            "Conformance fixture: always fails.",
+            no_args(),
+        ),
+        t(
+            "test_sampling",
+            "Conformance fixture: asks the client's model.",
+            string_arg("prompt", "The prompt to send to the LLM"),
+        ),
+        t(
+            "test_elicitation",
+            "Conformance fixture: asks the client's user.",
+            string_arg("message", "The message to show the user"),
+        ),
+        t(
+            "test_elicitation_sep1034_defaults",
+            "Conformance fixture: elicitation with defaults (SEP-1034).",
+            no_args(),
+        ),
+        t(
+            "test_elicitation_sep1330_enums",
+            "Conformance fixture: elicitation with every enum form (SEP-1330).",
+            no_args(),
+        ),
         t(
             "json_schema_2020_12_tool",
             "Tool with JSON Schema 2020-12 features",
@@ -277,8 +323,10 @@ pub fn resources() -> Vec<Value> {
 
 /// The fixture resource templates.
 pub fn templates() -> Vec<Value> {
-    vec![json!({"uriTemplate": "test://template/{id}/data", "name": "template-data",
-        "description": "Conformance fixture: data for an id", "mimeType": "application/json"})]
+    vec![
+        json!({"uriTemplate": "test://template/{id}/data", "name": "template-data",
+        "description": "Conformance fixture: data for an id", "mimeType": "application/json"}),
+    ]
 }
 
 /// Whether `uri` is a fixture resource.
@@ -298,11 +346,14 @@ pub fn read(uri: &str) -> Option<Value> {
         "test://watched-resource" => one(json!({"uri": uri, "mimeType": "text/plain",
             "text": "Watched resource content."})),
         _ => {
-            let id = uri.strip_prefix("test://template/")?.strip_suffix("/data")?;
+            let id = uri
+                .strip_prefix("test://template/")?
+                .strip_suffix("/data")?;
             if id.is_empty() || id.contains('/') {
                 return None;
             }
-            let text = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+            let text =
+                json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
             one(json!({"uri": uri, "mimeType": "application/json", "text": text.to_string()}))
         }
     }
@@ -325,7 +376,12 @@ pub fn prompts() -> Vec<Value> {
 /// `prompts/get` of a fixture prompt with `args`, or `None` for an unknown
 /// name.
 pub fn prompt(name: &str, args: &serde_json::Map<String, Value>) -> Option<Value> {
-    let arg = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let arg = |k: &str| {
+        args.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let user = |content: Value| json!({"role": "user", "content": content});
     let messages = match name {
         "test_simple_prompt" => vec![user(text("This is a simple prompt for testing."))],
@@ -335,8 +391,10 @@ pub fn prompt(name: &str, args: &serde_json::Map<String, Value>) -> Option<Value
             arg("arg2")
         )))],
         "test_prompt_with_embedded_resource" => vec![
-            user(json!({"type": "resource", "resource": {"uri": arg("resourceUri"),
-                "mimeType": "text/plain", "text": "Embedded resource content for testing."}})),
+            user(
+                json!({"type": "resource", "resource": {"uri": arg("resourceUri"),
+                "mimeType": "text/plain", "text": "Embedded resource content for testing."}}),
+            ),
             user(text("Please process the embedded resource above.")),
         ],
         "test_prompt_with_image" => vec![
@@ -356,7 +414,9 @@ pub fn complete(reference: &Value, argument: &str, typed: &str) -> Option<Vec<St
             &["paris", "park", "party", "hello", "world"]
         }
         (Some("ref/resource"), "id")
-            if reference["uri"].as_str().is_some_and(|u| u.starts_with("test://")) =>
+            if reference["uri"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("test://")) =>
         {
             &["1", "123", "42"]
         }

@@ -239,10 +239,7 @@ fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
 
 fn no_resource(uri: &str) -> McpError {
     McpError::resource_not_found(
-        format!(
-            "no resource {}",
-            uri.chars().take(200).collect::<String>()
-        ),
+        format!("no resource {}", uri.chars().take(200).collect::<String>()),
         None,
     )
 }
@@ -500,14 +497,8 @@ impl ServerHandler for McpSession {
             );
         let out = tools::outcome(&name, &saga_id, &submitted);
         let uri = resources::saga_uri(&saga_id);
-        let watched = self
-            .state
-            .subscribed
-            .lock()
-            .is_ok_and(|s| s.contains(&uri));
-        if watched
-            && let Ok(p) = serde_json::from_value(json!({ "uri": uri }))
-        {
+        let watched = self.state.subscribed.lock().is_ok_and(|s| s.contains(&uri));
+        if watched && let Ok(p) = serde_json::from_value(json!({ "uri": uri })) {
             let _ = context.peer.notify_resource_updated(p).await;
         }
         if ended {
@@ -602,7 +593,9 @@ impl ServerHandler for McpSession {
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
         if !self.state.shared.fixtures {
-            return Err(McpError::method_not_found::<rmcp::model::ListPromptsRequestMethod>());
+            return Err(McpError::method_not_found::<
+                rmcp::model::ListPromptsRequestMethod,
+            >());
         }
         parse(json!({ "prompts": fixtures::prompts() }))
     }

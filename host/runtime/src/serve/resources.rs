@@ -34,10 +34,7 @@ pub fn saga_uri(id: &str) -> String {
 /// # Errors
 /// The store's, as text.
 pub async fn list(store: &dyn Store) -> Result<Vec<Value>, String> {
-    let rows = store
-        .sagas(LISTED_SAGAS)
-        .await
-        .map_err(|e| e.to_string())?;
+    let rows = store.sagas(LISTED_SAGAS).await.map_err(|e| e.to_string())?;
     Ok(rows
         .iter()
         .map(|r| {
@@ -118,7 +115,11 @@ pub async fn complete(
     typed: &str,
 ) -> Result<Option<Vec<String>>, String> {
     if argument != "id" || !template.starts_with(SAGA_PREFIX) {
-        return Ok(if owns(template) { Some(Vec::new()) } else { None });
+        return Ok(if owns(template) {
+            Some(Vec::new())
+        } else {
+            None
+        });
     }
     if !typed.is_empty() && !views::valid_id(typed) {
         return Ok(Some(Vec::new()));

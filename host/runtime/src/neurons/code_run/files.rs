@@ -7,9 +7,9 @@
 //! A path is absolute, has no `.` or `..` component, and belongs to the
 //! preopen that is its longest directory prefix, as for a guest.
 
+use cap_primitives::fs::{FollowSymlinks, OpenOptions, OpenOptionsExt};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::idempotency::sha256_hex;
-use cap_primitives::fs::{FollowSymlinks, OpenOptions, OpenOptionsExt};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
@@ -266,7 +266,14 @@ mod tests {
         assert_eq!((b.root.as_path(), b.writable), (Path::new("/w/out"), true));
         let b = locate(&p, "/w/a.csv", "input").unwrap_or_else(|e| panic!("{e:?}"));
         assert!(!b.writable);
-        for bad in ["w/a.csv", "/w/../etc/passwd", "/w/./a", "/etc/passwd", "/wx/a", ""] {
+        for bad in [
+            "w/a.csv",
+            "/w/../etc/passwd",
+            "/w/./a",
+            "/etc/passwd",
+            "/wx/a",
+            "",
+        ] {
             assert!(locate(&p, bad, "input").is_err(), "{bad:?}");
         }
     }
@@ -277,10 +284,15 @@ mod tests {
         let root = t.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
         let root_s = root.to_string_lossy().into_owned();
         std::fs::write(root.join("ok.txt"), b"hello").unwrap_or_else(|e| panic!("{e}"));
-        std::os::unix::fs::symlink("/etc/passwd", root.join("out")).unwrap_or_else(|e| panic!("{e}"));
-        std::os::unix::fs::symlink("ok.txt", root.join("in")).unwrap_or_else(|e| panic!("{e}"));
-        rustix::fs::mkfifoat(rustix::fs::CWD, root.join("q"), rustix::fs::Mode::from_raw_mode(0o600))
+        std::os::unix::fs::symlink("/etc/passwd", root.join("out"))
             .unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("ok.txt", root.join("in")).unwrap_or_else(|e| panic!("{e}"));
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            root.join("q"),
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let p = preopens(&[(&root_s, FsPerms::ReadOnly)]);
         let at = |n: &str| {
             let path = format!("{root_s}/{n}");
@@ -289,11 +301,18 @@ mod tests {
         };
         assert_eq!(at("ok.txt").unwrap_or_else(|e| panic!("{e:?}")), b"hello");
         assert_eq!(at("in").unwrap_or_else(|e| panic!("{e:?}")), b"hello");
-        assert_eq!(at("out").map_err(|e| e.kind), Err(ErrorKind::PermissionDenied));
+        assert_eq!(
+            at("out").map_err(|e| e.kind),
+            Err(ErrorKind::PermissionDenied)
+        );
         assert_eq!(at("q").map_err(|e| e.kind), Err(ErrorKind::Unsupported));
         assert_eq!(at("missing").map_err(|e| e.kind), Err(ErrorKind::NotFound));
-        let b = locate(&p, &format!("{root_s}/ok.txt"), "input").unwrap_or_else(|e| panic!("{e:?}"));
-        assert_eq!(read(&b, "ok.txt", 2).map_err(|e| e.kind), Err(ErrorKind::QuotaExceeded));
+        let b =
+            locate(&p, &format!("{root_s}/ok.txt"), "input").unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            read(&b, "ok.txt", 2).map_err(|e| e.kind),
+            Err(ErrorKind::QuotaExceeded)
+        );
     }
 
     #[test]
@@ -305,9 +324,13 @@ mod tests {
             create(&dir, "a.csv", "a.csv", b"again").map_err(|e| e.kind),
             Err(ErrorKind::InvalidArgs)
         );
-        std::os::unix::fs::symlink("/etc/passwd", t.path().join("l.csv")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("/etc/passwd", t.path().join("l.csv"))
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(create(&dir, "l.csv", "l.csv", b"x").is_err());
-        assert_eq!(std::fs::read_link(t.path().join("l.csv")).ok(), Some(PathBuf::from("/etc/passwd")));
+        assert_eq!(
+            std::fs::read_link(t.path().join("l.csv")).ok(),
+            Some(PathBuf::from("/etc/passwd"))
+        );
         let sha = sha256_hex(b"x,y\n");
         std::fs::write(t.path().join("b.csv"), b"changed").unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(
@@ -315,8 +338,17 @@ mod tests {
             Ok(Removal::Changed(_))
         ));
         assert!(t.path().join("b.csv").exists());
-        assert!(matches!(remove_if_unchanged(&dir, "l.csv", &sha, 1024), Ok(Removal::Changed(_))));
-        assert_eq!(remove_if_unchanged(&dir, "a.csv", &sha, 1024).ok(), Some(Removal::Removed));
-        assert_eq!(remove_if_unchanged(&dir, "a.csv", &sha, 1024).ok(), Some(Removal::Absent));
+        assert!(matches!(
+            remove_if_unchanged(&dir, "l.csv", &sha, 1024),
+            Ok(Removal::Changed(_))
+        ));
+        assert_eq!(
+            remove_if_unchanged(&dir, "a.csv", &sha, 1024).ok(),
+            Some(Removal::Removed)
+        );
+        assert_eq!(
+            remove_if_unchanged(&dir, "a.csv", &sha, 1024).ok(),
+            Some(Removal::Absent)
+        );
     }
 }

@@ -97,7 +97,9 @@ impl CodeRun {
         let mut inputs = Vec::with_capacity(a.inputs.len());
         for (name, path) in &a.inputs {
             if !is_input_name(name) {
-                return Err(bad_args(format!("input name {name:?} is not a plain file name")));
+                return Err(bad_args(format!(
+                    "input name {name:?} is not a plain file name"
+                )));
             }
             let at = files::locate(&bindings.fs.preopens, path, "input")?;
             let bytes = files::read(&at, path, MAX_INPUT_BYTES)?;
@@ -227,7 +229,12 @@ impl CodeRun {
         let caps: Result<Vec<Capability>, _> = caps.iter().map(|c| Capability::parse(c)).collect();
         let caps = match caps {
             Ok(c) => c,
-            Err(e) => return (Err(host_error("grant the scratch directory", e)), String::new()),
+            Err(e) => {
+                return (
+                    Err(host_error("grant the scratch directory", e)),
+                    String::new(),
+                );
+            }
         };
         let bindings = self.sandbox.factors().configure(&caps);
         let meta = RawToolMeta {
@@ -245,9 +252,8 @@ impl CodeRun {
             .run_script(&prepared, &bindings, &self.limits, ctx)
             .await;
         let res = res.and_then(|o| {
-            o.map(|o| o.data).ok_or_else(|| {
-                host_error("read the run's output", "the runner returned none")
-            })
+            o.map(|o| o.data)
+                .ok_or_else(|| host_error("read the run's output", "the runner returned none"))
         });
         (res, diag.stdio)
     }
@@ -269,7 +275,9 @@ impl CodeRun {
         entries.sort_by_key(std::fs::DirEntry::file_name);
         for e in entries {
             let name = e.file_name().to_string_lossy().into_owned();
-            let ft = e.file_type().map_err(|e| host_error("list the outputs", e))?;
+            let ft = e
+                .file_type()
+                .map_err(|e| host_error("list the outputs", e))?;
             let why = if !ft.is_file() {
                 Some("not a regular file".to_string())
             } else if keep.len() >= MAX_OUTPUTS {
@@ -295,7 +303,8 @@ impl CodeRun {
             let shown = format!("{}/{name}", shown_dir.trim_end_matches('/'));
             if let Err(e) = files::create(dir, name, &shown, bytes) {
                 for m in &made {
-                    let _ = files::remove_if_unchanged(dir, &m.name, &m.sha256, MAX_OUTPUT_FILE_BYTES);
+                    let _ =
+                        files::remove_if_unchanged(dir, &m.name, &m.sha256, MAX_OUTPUT_FILE_BYTES);
                 }
                 return Err(e.hint(
                     "nothing was kept: choose an output_dir where the output names are free",
