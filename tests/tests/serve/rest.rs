@@ -494,3 +494,31 @@ async fn forged_guessed_and_closed_session_ids_are_unknown() {
     let r = post(Some(&sid), Some(bearer), list).await.unwrap();
     assert_eq!(r.status().as_u16(), 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_trickling_its_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ws = ws_with("");
+    let srv = start(
+        ws.host().await,
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    let mut slow = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .unwrap();
+    let t = std::time::Instant::now();
+    let limit = capsaga_host::serve::conn::HEADER_READ_TIMEOUT;
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(limit * 3, slow.read_to_end(&mut buf)).await;
+    assert!(
+        read.is_ok(),
+        "still connected {} s after the headers began",
+        t.elapsed().as_secs()
+    );
+    assert!(t.elapsed() >= limit / 2, "closed before the timeout");
+    // The server still answers a well-behaved client.
+    let r = http().get(srv.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}

@@ -15,6 +15,8 @@
 //! - [`sessions`]: MCP session ids of 256 random bits.
 //! - [`rest`]: the REST routes.
 //! - [`auth`]: the bearer token (constant-time), sessions bound to it.
+//! - [`conn`]: accepting connections (header-read timeout, connection
+//!   limit, graceful shutdown).
 //! - [`limits`]: `Host`/`Origin` allowlists, header and body limits,
 //!   timeouts.
 //!
@@ -23,6 +25,7 @@
 
 pub mod auth;
 pub mod catalog;
+pub mod conn;
 pub mod fixtures;
 pub mod limits;
 pub mod mcp;
@@ -271,8 +274,5 @@ pub async fn serve_http(
         .map_err(|e| ServeError::Io(e.to_string()))?;
     let app = app(host, o, bound);
     on_bound(bound);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| ServeError::Io(e.to_string()))
+    conn::serve(listener, app, shutdown).await
 }

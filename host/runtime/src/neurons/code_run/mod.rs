@@ -86,13 +86,16 @@ impl Drop for Scratch {
     }
 }
 
+/// Each input of a run: its name, path and SHA-256, and its bytes as read.
+type ReadInputs = Vec<(InputDigest, Vec<u8>)>;
+
 impl CodeRun {
     /// The arguments and each input as read now, with its bytes.
     fn read_inputs(
         &self,
         args: &Value,
         bindings: &Bindings,
-    ) -> Result<(CodeRunArgs, Vec<(InputDigest, Vec<u8>)>), ToolError> {
+    ) -> Result<(CodeRunArgs, ReadInputs), ToolError> {
         let a: CodeRunArgs = serde_json::from_value(args.clone()).map_err(bad_args)?;
         let mut inputs = Vec::with_capacity(a.inputs.len());
         for (name, path) in &a.inputs {
