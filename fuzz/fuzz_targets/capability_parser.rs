@@ -9,7 +9,8 @@
 //!    (any kind, any place, IPv4 and IPv6 literals, ports, wildcards, `~`
 //!    directories) prints to a string that parses back to that value. (The
 //!    grammar has no wildcard directly under a public suffix and no IPv6
-//!    literal carrying an IPv4 address: the builder makes neither.)
+//!    literal carrying an IPv4 address, nor `llm:*:<n>`: the builder makes
+//!    none of them.)
 //! 5. A wildcard directly under a public suffix, and an IPv6 literal that
 //!    carries an IPv4 address, never parse.
 //! 4. Intersection: when a requirement and a concrete grant intersect, the
@@ -167,12 +168,14 @@ fn built(u: &mut Unstructured<'_>) -> arbitrary::Result<Capability> {
         4 => Capability::Kv {
             namespace: ident(u)?,
         },
+        // The grammar has `llm:*` (any tier, no cap) and `llm:<tier>[:<n>]`;
+        // `llm:*:<n>` is not in it, so the builder never makes it.
+        _ if u.arbitrary()? => Capability::Llm {
+            tier: Place::Any,
+            max_tokens: None,
+        },
         _ => Capability::Llm {
-            tier: if u.arbitrary()? {
-                Place::Any
-            } else {
-                Place::Concrete(ident(u)?)
-            },
+            tier: Place::Concrete(ident(u)?),
             max_tokens: if u.arbitrary()? {
                 None
             } else {
