@@ -8,6 +8,7 @@ pub mod http_server;
 
 pub mod hostile;
 pub mod llm_server;
+pub mod mcp_rig;
 pub mod neuron_rig;
 pub mod wire_rig;
 pub mod wire_schema;

@@ -7,14 +7,13 @@
 use super::*;
 use capsaga_core::neuron::Status;
 use capsaga_host::neurons::operator;
-use capsaga_host::serve::{HttpOptions, serve_http};
+use capsaga_host::serve::HttpOptions;
 use capsaga_host::store::NeuronStore;
 use capsaga_host::store::sqlite::SqliteStore;
+use capsaga_tests::mcp_rig::{call_ok, connect, start};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -27,20 +26,6 @@ impl ClientHandler for Counter {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.changed.fetch_add(1, Ordering::SeqCst);
     }
-}
-
-async fn connect(url: String, c: Counter) -> RunningService<RoleClient, Counter> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
-    let transport = StreamableHttpClientTransport::with_client(
-        http,
-        StreamableHttpClientTransportConfig::with_uri(url),
-    );
-    c.serve(transport).await.expect("the client connects")
 }
 
 async fn names(client: &RunningService<RoleClient, Counter>) -> Vec<String> {
@@ -76,27 +61,9 @@ async fn an_operator_decision_elsewhere_changes_the_served_tool_list() {
 
     let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
     o.mcp.catalog_poll = Some(Duration::from_millis(100));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let server = tokio::spawn({
-        let host = host.clone();
-        async move {
-            serve_http(
-                host,
-                &o,
-                async move {
-                    let _ = stopped.await;
-                },
-                move |a| {
-                    let _ = tx.send(a);
-                },
-            )
-            .await
-        }
-    });
-    let addr = rx.await.unwrap();
+    let srv = start(host.clone(), o).await;
     let counter = Counter::default();
-    let client = connect(format!("http://{addr}/mcp"), counter.clone()).await;
+    let client = connect(srv.url("/mcp"), counter.clone()).await;
     assert!(
         client
             .peer_info()
@@ -127,14 +94,7 @@ async fn an_operator_decision_elsewhere_changes_the_served_tool_list() {
     assert!(names(&client).await.contains(&"csv_stats".to_string()));
     std::fs::write(ws.ws().join("sales.csv"), "amount\n10\n20\n60\n").unwrap();
     let args = json!({"path": ws.ws_path("sales.csv"), "column": "amount"});
-    let r = client
-        .call_tool(
-            CallToolRequestParams::new("csv_stats")
-                .with_arguments(args.as_object().cloned().unwrap()),
-        )
-        .await
-        .unwrap();
-    assert_ne!(r.is_error, Some(true), "{:?}", r.content);
+    let r = call_ok(&client, "csv_stats", &args).await;
     let text = format!("{:?}", r.content);
     assert!(text.contains("30"), "the mean: {text}");
 
@@ -160,6 +120,5 @@ async fn an_operator_decision_elsewhere_changes_the_served_tool_list() {
     };
     assert!(refused, "a retired neuron cannot be called");
     let _ = client.cancel().await;
-    let _ = stop.send(());
-    let _ = server.await;
+    drop(srv);
 }

@@ -7,14 +7,13 @@
 use super::start;
 use capsaga_host::serve::HttpOptions;
 use capsaga_tests::TestWorkspace;
+use capsaga_tests::mcp_rig::{call_ok, connect};
 use rmcp::model::{
-    CallToolRequestParams, ReadResourceRequestParams, ResourceContents,
-    ResourceUpdatedNotificationParam, SubscribeRequestParams,
+    ReadResourceRequestParams, ResourceContents, ResourceUpdatedNotificationParam,
+    SubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::service::NotificationContext;
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,18 +34,6 @@ impl ClientHandler for Watcher {
             u.push(params.uri);
         }
     }
-}
-
-async fn connect(url: String, w: Watcher) -> RunningService<RoleClient, Watcher> {
-    let http = super::http_builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap();
-    let transport = StreamableHttpClientTransport::with_client(
-        http,
-        StreamableHttpClientTransportConfig::with_uri(url),
-    );
-    w.serve(transport).await.expect("the client connects")
 }
 
 fn text_of(c: &ResourceContents) -> &str {
@@ -77,15 +64,12 @@ async fn a_session_reads_completes_and_watches_its_saga() {
     );
 
     let target = ws.ws_path("a.txt");
-    let args = json!({"path": target, "content": "one\n"});
-    let r = client
-        .call_tool(
-            CallToolRequestParams::new("fs_write")
-                .with_arguments(args.as_object().cloned().unwrap()),
-        )
-        .await
-        .unwrap();
-    assert_ne!(r.is_error, Some(true), "{:?}", r.content);
+    let r = call_ok(
+        &client,
+        "fs_write",
+        &json!({"path": target, "content": "one\n"}),
+    )
+    .await;
     let saga_id = r
         .structured_content
         .as_ref()
@@ -148,15 +132,12 @@ async fn a_session_reads_completes_and_watches_its_saga() {
         .subscribe(SubscribeRequestParams::new(uri.clone()))
         .await
         .unwrap();
-    let args = json!({"path": ws.ws_path("b.txt"), "content": "two\n"});
-    let r = client
-        .call_tool(
-            CallToolRequestParams::new("fs_write")
-                .with_arguments(args.as_object().cloned().unwrap()),
-        )
-        .await
-        .unwrap();
-    assert_ne!(r.is_error, Some(true), "{:?}", r.content);
+    call_ok(
+        &client,
+        "fs_write",
+        &json!({"path": ws.ws_path("b.txt"), "content": "two\n"}),
+    )
+    .await;
     let mut told = false;
     for _ in 0..100 {
         if watcher.updated.lock().unwrap().contains(&uri) {

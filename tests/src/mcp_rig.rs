@@ -1,0 +1,108 @@
+//! A real `capsaga serve` in the test's process (127.0.0.1, a free port)
+//! and rmcp's client connected to it over Streamable HTTP, for the server
+//! tests (`tests/tests/serve/`) and the neuron tests that watch a running
+//! server.
+
+use capsaga_host::host::Host;
+use capsaga_host::serve::{HttpOptions, serve_http};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// A server running in this process until dropped.
+pub struct Running {
+    /// Its address.
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Running {
+    /// `http://<addr><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Start `capsaga serve` in-process on 127.0.0.1 (a free port).
+pub async fn start(host: Arc<Host>, mut o: HttpOptions) -> Running {
+    o.listen = "127.0.0.1:0".parse().expect("an address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let r = serve_http(
+            host,
+            &o,
+            async move {
+                let _ = stopped.await;
+            },
+            move |a| {
+                let _ = tx.send(a);
+            },
+        )
+        .await;
+        if let Err(e) = r {
+            eprintln!("server: {e}");
+        }
+    });
+    let addr = rx.await.expect("the server starts");
+    Running {
+        addr,
+        stop: Some(stop),
+    }
+}
+
+/// A plain HTTP client's builder.
+pub fn http_builder() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().no_proxy()
+}
+
+/// A plain HTTP client.
+pub fn http() -> reqwest::Client {
+    http_builder().build().expect("an HTTP client")
+}
+
+/// rmcp's client with `handler`, connected to the MCP endpoint `url`
+/// (plain HTTP, no idle pooling, as rmcp's default).
+pub async fn connect<H: ClientHandler>(url: String, handler: H) -> RunningService<RoleClient, H> {
+    let http = http_builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("an HTTP client");
+    let transport = StreamableHttpClientTransport::with_client(
+        http,
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    handler.serve(transport).await.expect("the client connects")
+}
+
+/// Call `tool` with the object `args`; panics on a protocol error or an
+/// `isError` result.
+pub async fn call_ok<H: ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    tool: &str,
+    args: &Value,
+) -> CallToolResult {
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new(tool.to_string())
+                .with_arguments(args.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .expect("the call is answered");
+    assert_ne!(r.is_error, Some(true), "{tool}: {:?}", r.content);
+    r
+}
