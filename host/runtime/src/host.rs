@@ -40,6 +40,21 @@ pub enum HostError {
     /// tool declares and a grant to write.
     #[error("{0}")]
     Grants(String),
+    /// A reload ([`Host::reload`]) would move the state (`state_dir`, the
+    /// database), which a running host cannot do: restart instead.
+    #[error(
+        "{path}: {what} changed from {old} to {new}; a running host keeps its state, restart it to move the state"
+    )]
+    StateMoved {
+        /// The policy file.
+        path: std::path::PathBuf,
+        /// `state_dir` or the database file.
+        what: &'static str,
+        /// What the running host uses.
+        old: String,
+        /// What the new policy says.
+        new: String,
+    },
     /// The owner lock under the state directory could not be taken.
     #[error("cannot take the owner lock in {dir}: {error}")]
     Owner {
@@ -68,8 +83,10 @@ pub struct Host {
     /// How failed steps are retried (retriable errors only).
     pub retry: RetryPolicy,
     /// This process's owner lock: the sagas it drives are known to be alive
-    /// while it is held (see [`crate::ownership`]).
-    pub owner: OwnerLock,
+    /// while it is held (see [`crate::ownership`]). Shared by the
+    /// generations of a reloaded host ([`Host::reload`]), so the sagas a
+    /// server drives keep one owner across a reload.
+    pub owner: Arc<OwnerLock>,
 }
 
 impl std::fmt::Debug for Host {
@@ -145,6 +162,72 @@ impl Host {
             dir: config.state_dir.clone(),
             error: e.to_string(),
         })?;
+        Host::assemble(config, store, Arc::new(owner)).await
+    }
+
+    /// A new generation of this host from its policy file as it is now
+    /// (`capsaga serve` and `capsaga mcp` on SIGHUP, or when the policy, its
+    /// `fsm.toml` or the tools directory changed): the policy, guardrail,
+    /// capability factors (secrets, certificates), engine, tools and
+    /// neurons are loaded again; the state store and the owner lock are this
+    /// host's, so every saga keeps its log and its owner. Built-in tools an
+    /// embedder registered on this host ([`Registry::register_builtin`]) are
+    /// registered on the new one too, under the new policy; the host's own
+    /// (`code_run`, `neuron_create`) follow the new policy.
+    ///
+    /// Calls already running finish on this generation (they hold it); the
+    /// caller decides when later calls use the new one. No recovery runs
+    /// (this process still owns its sagas); the store is written only by
+    /// the neuron fitness check, as at start (`[neurons] retire_below`). On
+    /// any error this host is untouched and keeps serving.
+    ///
+    /// # Errors
+    /// [`HostError`]; [`HostError::StateMoved`] when the new policy names
+    /// another `state_dir` or database.
+    pub async fn reload(&self) -> Result<Arc<Host>, HostError> {
+        let config = Config::load(&self.config.path)?;
+        for (what, old, new) in [
+            ("state_dir", &self.config.state_dir, &config.state_dir),
+            (
+                "the state database",
+                &self.config.db_path(),
+                &config.db_path(),
+            ),
+        ] {
+            if old != new {
+                return Err(HostError::StateMoved {
+                    path: config.path.clone(),
+                    what,
+                    old: old.display().to_string(),
+                    new: new.display().to_string(),
+                });
+            }
+        }
+        let next = Host::assemble(config, self.store.clone(), self.owner.clone()).await?;
+        for t in self.registry.tools() {
+            if let crate::registry::ToolSource::Builtin(b) = &t.source
+                && t.own_policy.is_none()
+                && t.meta.name != crate::neurons::code_run::NAME
+                && next.registry.get(&t.meta.name).is_none()
+                && let Err(e) =
+                    next.registry
+                        .register_builtin(&next.sandbox, &next.config.policy, b.clone())
+            {
+                tracing::warn!(
+                    "reload: built-in `{}` not registered again: {e}",
+                    t.meta.name
+                );
+            }
+        }
+        Ok(next)
+    }
+
+    /// Everything but the store and the owner lock, from `config`.
+    async fn assemble(
+        config: Config,
+        store: Arc<dyn Store>,
+        owner: Arc<OwnerLock>,
+    ) -> Result<Arc<Host>, HostError> {
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),
             compiled_cache: Some(config.compiled_cache.clone()),

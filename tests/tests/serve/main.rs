@@ -7,6 +7,7 @@
 mod clients;
 mod crash;
 mod load;
+mod reload;
 mod resources;
 mod rest;
 

@@ -285,7 +285,8 @@ impl From<HostError> for Failure {
             HostError::Config(_)
             | HostError::Load(_)
             | HostError::Factor(_)
-            | HostError::Grants(_) => exit::CONFIG,
+            | HostError::Grants(_)
+            | HostError::StateMoved { .. } => exit::CONFIG,
             HostError::Store(s) => store_code(s),
             HostError::Sandbox(_) | HostError::Owner { .. } => exit::INTERNAL,
         };

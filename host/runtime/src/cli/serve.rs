@@ -33,10 +33,12 @@ pub struct McpArgs {
     /// write no saga.
     #[arg(long)]
     pub conformance_fixtures: bool,
-    /// Milliseconds between two comparisons of the tool catalog with the
-    /// neurons stored as active (an operator's `capsaga neurons
-    /// approve|retire`); a change sends `notifications/tools/list_changed`
-    /// to every session. 0: never.
+    /// Milliseconds between two looks at the policy file, its `fsm.toml`
+    /// and the tools directory (a change reloads them: new or rebuilt
+    /// components, new grants) and at the neurons stored as active (an
+    /// operator's `capsaga neurons approve|retire`); a changed tool list
+    /// sends `notifications/tools/list_changed` to every session. SIGHUP
+    /// reloads at once. 0: never look (SIGHUP still reloads).
     #[arg(long, default_value_t = 2000, value_name = "MS")]
     pub catalog_poll_ms: u64,
 }

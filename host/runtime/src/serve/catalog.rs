@@ -1,20 +1,20 @@
 //! `notifications/tools/list_changed`: a long-running server's tool set
 //! changes when the operator activates or retires a neuron (`capsaga
 //! neurons approve|retire`, from another process, into the same state
-//! database) or when a pure neuron activates itself
-//! (`[neurons] auto_activate_pure`). A watcher task per server brings the
-//! catalog in line with the stored active versions every
-//! [`super::McpOptions::catalog_poll`] and, when what `tools/list` would
-//! answer changed (a name, or a version's identity hash), tells every live
-//! session.
-//!
-//! The policy file itself is read once, at start: a changed policy needs a
-//! restart (which every client sees as a new session anyway).
+//! database), when a pure neuron activates itself
+//! (`[neurons] auto_activate_pure`), and when the host is reloaded
+//! ([`super::live`]: SIGHUP, or the policy, `fsm.toml` or a component in
+//! the tools directory changed). A watcher task per server, every
+//! [`super::McpOptions::catalog_poll`] and at once on SIGHUP, reloads the
+//! host when needed, brings the catalog in line with the stored active
+//! neurons and, when what `tools/list` would answer changed (a name, or a
+//! version's identity hash: a rebuilt component is a new version), tells
+//! every live session.
 
 use super::mcp::McpShared;
 use rmcp::RoleServer;
 use rmcp::service::Peer;
-use std::sync::{Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// Most sessions told at once; beyond it the oldest closed ones are
@@ -71,18 +71,20 @@ impl Listeners {
 /// What `tools/list` answers, reduced to names and identity hashes.
 pub fn fingerprint(shared: &McpShared) -> Vec<(String, String)> {
     shared
-        .door
-        .catalog(shared.autonomy)
+        .door()
+        .catalog(shared.autonomy())
         .iter()
         .map(|t| (t.meta.name.clone(), t.hash.clone()))
         .collect()
 }
 
-/// One round: sync the neurons from the store, and tell the sessions when
-/// the catalog differs from `last` (which is updated). Returns how many
-/// sessions were told.
+/// One round: reload the host when asked or when its sources changed,
+/// sync the neurons from the store, and tell the sessions when the catalog
+/// differs from `last` (which is updated). Returns how many sessions were
+/// told.
 pub async fn round(shared: &McpShared, last: &mut Vec<(String, String)>) -> usize {
-    let host = shared.door.host();
+    shared.live.reload_if_needed().await;
+    let host = shared.live.host();
     if let Some(n) = &host.neurons
         && host.config.policy.neurons.enabled
         && let Err(e) = crate::neurons::sync_active(
@@ -106,17 +108,25 @@ pub async fn round(shared: &McpShared, last: &mut Vec<(String, String)>) -> usiz
     told
 }
 
-/// Run rounds every `every` until the server (its [`McpShared`]) is gone.
-pub async fn watch(shared: Weak<McpShared>, every: Duration) {
-    let mut last = match shared.upgrade() {
-        Some(s) => fingerprint(&s),
+/// Run a round every `every` (`None`: only when a reload is asked for,
+/// SIGHUP) until the server (its [`McpShared`]) is gone.
+pub async fn watch(shared: Weak<McpShared>, every: Option<Duration>) {
+    let (mut last, live) = match shared.upgrade() {
+        Some(s) => (fingerprint(&s), Arc::downgrade(&s.live)),
         None => return,
     };
-    let mut tick = tokio::time::interval(every);
+    let mut tick = tokio::time::interval(every.unwrap_or(Duration::from_secs(3600)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
-        tick.tick().await;
+        let Some(l) = live.upgrade() else {
+            return;
+        };
+        tokio::select! {
+            _ = tick.tick(), if every.is_some() => {}
+            () = l.asked() => {}
+        }
+        drop(l);
         let Some(s) = shared.upgrade() else {
             return;
         };

@@ -69,11 +69,11 @@ impl std::str::FromStr for SessionEnd {
 /// What every session of one server shares.
 #[derive(Debug)]
 pub struct McpShared {
-    /// The door.
-    pub door: Dispatcher,
-    /// The autonomy level the sessions' sagas decide at (never above the
-    /// operator's).
-    pub autonomy: Autonomy,
+    /// The host served, reloaded while the server runs.
+    pub live: Arc<super::live::Live>,
+    /// The autonomy level asked for the sessions' sagas (`None`: the
+    /// operator's); see [`McpShared::autonomy`].
+    pub asked_autonomy: Option<Autonomy>,
     /// Ask the client by elicitation when a call needs a human.
     pub elicit_approvals: bool,
     /// The rule for a saga still open when its session ends.
@@ -82,6 +82,20 @@ pub struct McpShared {
     pub fixtures: bool,
     /// Sessions told when the tool list changes.
     pub listeners: super::catalog::Listeners,
+}
+
+impl McpShared {
+    /// The door of the current host generation.
+    pub fn door(&self) -> Dispatcher {
+        self.live.door()
+    }
+
+    /// The autonomy level the sessions' sagas decide at: the one asked
+    /// for, never above the operator's in the current policy.
+    pub fn autonomy(&self) -> Autonomy {
+        let operator = self.live.host().config.policy.autonomy;
+        operator.narrow(self.asked_autonomy.unwrap_or(operator))
+    }
 }
 
 /// One MCP session: its saga.
@@ -139,7 +153,7 @@ impl Drop for SessionState {
 }
 
 async fn end_saga(shared: &McpShared, mut saga: Saga) {
-    let door = &shared.door;
+    let door = &shared.door();
     let r = match shared.session_end {
         SessionEnd::Commit => door.finish(&mut saga).await.map(|_| ()),
         SessionEnd::Rollback => door.abort(&mut saga).await.map(|_| ()),
@@ -246,7 +260,7 @@ fn no_resource(uri: &str) -> McpError {
 
 impl McpSession {
     async fn session_tool(&self, name: &str) -> Result<CallToolResponse, McpError> {
-        let door = &self.state.shared.door;
+        let door = &self.state.shared.door();
         let taken = {
             let mut slot = self.state.saga.lock().await;
             self.forget_if_ended(&mut slot).await;
@@ -305,7 +319,8 @@ impl McpSession {
         let Some(saga) = slot.as_ref() else {
             return;
         };
-        let store = &self.state.shared.door.host().store;
+        let host = self.state.shared.live.host();
+        let store = &host.store;
         if let Ok(Some(row)) = store.saga(saga.id()).await
             && row.state != saga.state()
             && row.state.is_terminal()
@@ -317,7 +332,7 @@ impl McpSession {
     /// The saga is gone from memory mid-step (the call was cancelled):
     /// re-open it from its log and recover it as after a crash.
     async fn recover_cancelled(&self, saga_id: &str) {
-        let door = &self.state.shared.door;
+        let door = &self.state.shared.door();
         match door.resume(saga_id).await {
             Ok(mut saga) => {
                 if let Err(e) = door.recover(&mut saga).await {
@@ -388,8 +403,8 @@ impl ServerHandler for McpSession {
     ) -> Result<ListToolsResult, McpError> {
         let shared = &self.state.shared;
         let mut list: Vec<Value> = shared
-            .door
-            .catalog(shared.autonomy)
+            .door()
+            .catalog(shared.autonomy())
             .iter()
             .map(|t| tools::definition(t))
             .collect();
@@ -415,7 +430,7 @@ impl ServerHandler for McpSession {
             let token = context.meta.get_progress_token();
             return to_result(fixtures::call(&name, &args, &context.peer, token.as_ref()).await);
         }
-        let door = &shared.door;
+        let door = &shared.door();
         let args = Value::Object(request.arguments.unwrap_or_default());
         let mut slot = self.state.saga.lock().await;
         self.forget_if_ended(&mut slot).await;
@@ -425,7 +440,7 @@ impl ServerHandler for McpSession {
                 .start(Origin::Mcp, &label, None)
                 .await
                 .map_err(internal)?;
-            door.set_autonomy(&mut saga, shared.autonomy);
+            door.set_autonomy(&mut saga, shared.autonomy());
             *slot = Some(saga);
         }
         let Some(saga) = slot.as_mut() else {
@@ -519,7 +534,8 @@ impl ServerHandler for McpSession {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, McpError> {
-        let store = &*self.state.shared.door.host().store;
+        let host = self.state.shared.live.host();
+        let store = &*host.store;
         let mut list = resources::list(store).await.map_err(internal)?;
         if self.state.shared.fixtures {
             list.extend(fixtures::resources());
@@ -548,7 +564,8 @@ impl ServerHandler for McpSession {
         let found = if self.state.shared.fixtures && fixtures::owns(uri) {
             fixtures::read(uri)
         } else {
-            let store = &*self.state.shared.door.host().store;
+            let host = self.state.shared.live.host();
+            let store = &*host.store;
             resources::read(store, uri).await.map_err(internal)?
         };
         let contents = found.ok_or_else(|| no_resource(uri))?;
@@ -641,7 +658,8 @@ impl ServerHandler for McpSession {
             && reference["type"] == "ref/resource"
             && let Some(uri) = reference["uri"].as_str()
         {
-            let store = &*self.state.shared.door.host().store;
+            let host = self.state.shared.live.host();
+            let store = &*host.store;
             values = resources::complete(store, uri, argument, typed)
                 .await
                 .map_err(internal)?;

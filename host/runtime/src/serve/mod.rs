@@ -11,7 +11,9 @@
 //! - [`fixtures`]: the conformance suite's reference fixtures (off unless
 //!   asked for).
 //! - [`catalog`]: `notifications/tools/list_changed` when neurons are
-//!   activated or retired while the server runs.
+//!   activated or retired, or the host reloaded, while the server runs.
+//! - [`live`]: the host generation served, reloaded on SIGHUP or when the
+//!   policy or the tools directory changed.
 //! - [`sessions`]: MCP session ids of 256 random bits.
 //! - [`rest`]: the REST routes.
 //! - [`auth`]: the bearer token (constant-time), sessions bound to it.
@@ -28,6 +30,7 @@ pub mod catalog;
 pub mod conn;
 pub mod fixtures;
 pub mod limits;
+pub mod live;
 pub mod mcp;
 pub mod resources;
 pub mod rest;
@@ -35,7 +38,6 @@ pub mod sessions;
 pub mod tools;
 pub mod views;
 
-use crate::dispatch::Dispatcher;
 use crate::host::Host;
 use axum::Router;
 use axum::routing::{get, post};
@@ -84,8 +86,10 @@ pub struct McpOptions {
     /// Serve the conformance suite's reference fixtures too
     /// ([`fixtures`]).
     pub fixtures: bool,
-    /// How often the tool catalog is compared with the stored neurons
-    /// ([`catalog`]); `None`: never (no `tools/list_changed`).
+    /// How often the watcher ([`catalog`]) looks for a changed policy or
+    /// tools directory (reloading the host) and for neurons activated or
+    /// retired; `None`: never (only SIGHUP reloads, and neuron decisions
+    /// made elsewhere are not seen).
     pub catalog_poll: Option<Duration>,
 }
 
@@ -145,21 +149,21 @@ impl Default for McpOptions {
 }
 
 /// The state every session of one server shares; its catalog watcher
-/// ([`catalog::watch`]) runs until the last reference is dropped.
-fn shared(door: &Dispatcher, o: &McpOptions) -> Arc<McpShared> {
-    let operator = door.host().config.policy.autonomy;
+/// ([`catalog::watch`]) and SIGHUP handler ([`live::on_hangup`]) run until
+/// the last reference is dropped.
+fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
     let shared = Arc::new(McpShared {
-        door: door.clone(),
-        autonomy: operator.narrow(o.autonomy.unwrap_or(operator)),
+        live: live.clone(),
+        asked_autonomy: o.autonomy,
         elicit_approvals: !o.no_elicitation,
         session_end: o.session_end,
         fixtures: o.fixtures,
         listeners: catalog::Listeners::default(),
     });
-    if let Some(every) = o.catalog_poll.filter(|d| !d.is_zero())
-        && let Ok(rt) = tokio::runtime::Handle::try_current()
-    {
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        let every = o.catalog_poll.filter(|d| !d.is_zero());
         rt.spawn(catalog::watch(Arc::downgrade(&shared), every));
+        rt.spawn(live::on_hangup(Arc::downgrade(live)));
     }
     shared
 }
@@ -170,8 +174,8 @@ fn shared(door: &Dispatcher, o: &McpOptions) -> Arc<McpShared> {
 /// # Errors
 /// [`ServeError::Io`].
 pub async fn serve_stdio(host: Arc<Host>, o: &McpOptions) -> Result<(), ServeError> {
-    let door = Dispatcher::new(host);
-    let session = McpSession::new(shared(&door, o));
+    let live = Arc::new(live::Live::new(host));
+    let session = McpSession::new(shared(&live, o));
     let running = session
         .clone()
         .serve(rmcp::transport::stdio())
@@ -186,7 +190,7 @@ pub async fn serve_stdio(host: Arc<Host>, o: &McpOptions) -> Result<(), ServeErr
 /// the token. `bound` is the address clients use (for the `Host`
 /// allowlist).
 pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
-    let door = Dispatcher::new(host);
+    let live = Arc::new(live::Live::new(host));
     let auth = Arc::new(auth::Auth::new(o.token.as_deref()));
     let hosts = o
         .hosts
@@ -209,14 +213,14 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(o.max_body_bytes);
-    let mcp_shared = shared(&door, &o.mcp);
+    let mcp_shared = shared(&live, &o.mcp);
     let service: StreamableHttpService<McpSession, sessions::Sessions> = StreamableHttpService::new(
         move || Ok(McpSession::new(mcp_shared.clone())),
         Arc::new(sessions::Sessions::default()),
         config,
     );
     let rest = Arc::new(rest::Rest {
-        door,
+        live,
         script: o.script.clone(),
     });
     let api = Router::new()

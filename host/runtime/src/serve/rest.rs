@@ -19,7 +19,7 @@
 use crate::agent::router::RequestRoute;
 use crate::agent::runner::{TurnOptions, run_turn};
 use crate::agent::select::{Selection, process_env, select};
-use crate::dispatch::{Dispatcher, OperatorError};
+use crate::dispatch::OperatorError;
 use crate::store::ApprovalOpError;
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -34,8 +34,8 @@ use std::sync::Arc;
 /// What the REST handlers share.
 #[derive(Debug)]
 pub struct Rest {
-    /// The door.
-    pub door: Dispatcher,
+    /// The host served, reloaded while the server runs.
+    pub live: Arc<super::live::Live>,
     /// The script of simulated turns (`--script`), if given.
     pub script: Option<PathBuf>,
 }
@@ -55,7 +55,8 @@ fn internal(e: impl std::fmt::Display) -> Response {
 
 /// `GET /healthz`.
 pub async fn healthz(State(r): State<Arc<Rest>>) -> Response {
-    let config = &r.door.host().config;
+    let host = r.live.host();
+    let config = &host.config;
     let sel = Selection {
         script: r.script.clone(),
         route: RequestRoute::default(),
@@ -174,7 +175,8 @@ pub async fn turns(State(r): State<Arc<Rest>>, Json(req): Json<TurnRequest>) -> 
             allowed,
         },
     };
-    let host = r.door.host();
+    let host = r.live.host();
+    let host = &host;
     let selected = match select(&host.config, &process_env(), &sel) {
         Ok(s) => s,
         Err(e) => return detail(StatusCode::BAD_REQUEST, "provider_selection", e.to_string()),
@@ -237,7 +239,7 @@ pub struct Limit {
 /// `GET /v1/sagas`.
 pub async fn sagas(State(r): State<Arc<Rest>>, Query(q): Query<Limit>) -> Response {
     match r
-        .door
+        .live
         .host()
         .store
         .sagas(q.limit.unwrap_or(50).clamp(1, 1000))
@@ -250,7 +252,7 @@ pub async fn sagas(State(r): State<Arc<Rest>>, Query(q): Query<Limit>) -> Respon
 
 /// `GET /v1/sagas/{id}`.
 pub async fn saga(State(r): State<Arc<Rest>>, Path(id): Path<String>) -> Response {
-    match super::views::saga(&*r.door.host().store, &id).await {
+    match super::views::saga(&*r.live.host().store, &id).await {
         Ok(Some(v)) => Json(v).into_response(),
         Ok(None) => detail(StatusCode::NOT_FOUND, "not_found", "no such saga"),
         Err(e) => internal(e),
@@ -259,7 +261,7 @@ pub async fn saga(State(r): State<Arc<Rest>>, Path(id): Path<String>) -> Respons
 
 /// `GET /v1/traces/{id}`.
 pub async fn trace(State(r): State<Arc<Rest>>, Path(id): Path<String>) -> Response {
-    match super::views::trace(&*r.door.host().store, &id).await {
+    match super::views::trace(&*r.live.host().store, &id).await {
         Ok(Some(v)) => Json(v).into_response(),
         Ok(None) => detail(StatusCode::NOT_FOUND, "not_found", "no such trace"),
         Err(e) => internal(e),
@@ -276,7 +278,7 @@ pub struct All {
 
 /// `GET /v1/approvals`.
 pub async fn approvals(State(r): State<Arc<Rest>>, Query(q): Query<All>) -> Response {
-    match r.door.host().store.approvals(q.all).await {
+    match r.live.host().store.approvals(q.all).await {
         Ok(rows) => Json(json!({ "approvals": rows })).into_response(),
         Err(e) => internal(e),
     }
@@ -322,7 +324,8 @@ pub async fn decide(
         .collect();
     let note: Option<String> = body.note.map(|n| n.chars().take(1000).collect());
     match r
-        .door
+        .live
+        .door()
         .decide(&id, approve, &format!("http:{who}"), note.as_deref())
         .await
     {

@@ -22,6 +22,9 @@
 
 mod files;
 
+/// The tool's name (its policy section is `[tools.code_run]`).
+pub const NAME: &str = "code_run";
+
 use super::Neurons;
 use crate::registry::BuiltinTool;
 use crate::sandbox::neuron::{NamedFile, SourceKind, definition};
@@ -241,7 +244,7 @@ impl CodeRun {
         };
         let bindings = self.sandbox.factors().configure(&caps);
         let meta = RawToolMeta {
-            name: "code_run".into(),
+            name: NAME.into(),
             version: plan.code_sha256[..12].to_string(),
             ..self.meta()
         };
@@ -359,7 +362,7 @@ impl CodeRun {
 impl BuiltinTool for CodeRun {
     fn meta(&self) -> RawToolMeta {
         RawToolMeta {
-            name: "code_run".into(),
+            name: NAME.into(),
             description: "Run Python code once (no network) over named input files from granted directories, for a computation no tool does; output files it writes under capsaga.scratch_dir (allowed extensions only) are copied into output_dir. A human approves every run, seeing the code, its purpose and each input's SHA-256.".into(),
             args_schema: ARGS_SCHEMA.into(),
             has_side_effects: true,
