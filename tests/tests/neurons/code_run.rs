@@ -291,3 +291,111 @@ async fn an_output_name_already_taken_keeps_nothing_and_a_changed_output_is_not_
     );
     assert!(!ws.ws().join("out/b.csv").exists());
 }
+
+/// Code that fills its scratch directory (one big file written in a loop,
+/// or thousands of empty files) is stopped at the bound while it runs:
+/// `quota-exceeded`, nothing copied out, the scratch directory removed,
+/// and the disk never holds much more than the bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_filling_its_scratch_directory_is_stopped_at_the_bound() {
+    let Some(ws) = code_ws() else { return };
+    let (host, door) = door(&ws).await;
+    let yes = Yes::default();
+    let scratch_root = host.config.state_dir.join("neuron-scratch");
+    for (code, why) in [
+        (
+            "import os, capsaga\nchunk = b'x' * (1 << 20)\nwith open(os.path.join(capsaga.scratch_dir, 'big.txt'), 'wb') as f:\n    for _ in range(1024):\n        f.write(chunk)\n        f.flush()\n",
+            "one file of 1 GiB",
+        ),
+        (
+            "import os, capsaga\nfor i in range(100000):\n    open(os.path.join(capsaga.scratch_dir, f'{i}.txt'), 'w').close()\n",
+            "100000 empty files",
+        ),
+    ] {
+        let (out, _saga) = run(&door, &args(&ws, code), &yes).await;
+        match &out {
+            Outcome::Failed { error, .. } => {
+                assert_eq!(
+                    error.kind,
+                    ErrorKind::QuotaExceeded,
+                    "{why}: {}",
+                    error.message
+                );
+                assert!(
+                    error.message.contains("scratch"),
+                    "{why}: {}",
+                    error.message
+                );
+            }
+            other => panic!("{why}: {other:#?}"),
+        }
+        assert_eq!(
+            std::fs::read_dir(ws.ws().join("out")).unwrap().count(),
+            0,
+            "{why}: nothing copied out"
+        );
+        let left = std::fs::read_dir(&scratch_root)
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(left, 0, "{why}: the scratch directory is removed");
+    }
+}
+
+/// A step a crash leaves in doubt after its outputs were copied (BEGIN, no
+/// COMMIT) is compensated from its dry-run pre-image, which names no
+/// outputs: the journal written before the copy does, so recovery's
+/// compensation removes them (here called as recovery calls it: the
+/// pre-image, the step's idempotency key, the execute grants).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_in_doubt_run_is_compensated_from_the_outputs_journal() {
+    use capsaga_host::registry::ToolSource;
+    use capsaga_host::sandbox::Op;
+    let Some(ws) = code_ws() else { return };
+    let before = snapshot(&ws.ws());
+    let (host, door) = door(&ws).await;
+    let a = args(&ws, STATS);
+    let (out, saga) = run(&door, &a, &Yes::default()).await;
+    assert!(matches!(out, Outcome::Committed { .. }), "{out:#?}");
+    assert!(ws.ws().join("out/stats.json").exists());
+    let step = host.store.steps(saga.id()).await.unwrap().remove(0);
+    let tool = host.registry.get("code_run").unwrap();
+    let ToolSource::Builtin(b) = &tool.source else {
+        panic!("code_run is a built-in")
+    };
+    let ctx = capsaga_core::tool::CallContext {
+        saga_id: step.saga_id.clone(),
+        step_seq: step.step_seq,
+        idempotency_key: step.idempotency_key.clone(),
+        deadline_ms: 0,
+        dry_run: false,
+    };
+    let preimage = b
+        .call(&Op::DryRun, &ctx, &step.args, &tool.bindings.dry_run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        preimage.data.get("outputs").is_none(),
+        "the plan names no outputs"
+    );
+    b.call(
+        &Op::Compensate(preimage.clone()),
+        &ctx,
+        &step.args,
+        &tool.bindings.execute,
+    )
+    .await
+    .unwrap();
+    assert_eq!(snapshot(&ws.ws()), before, "the copied output is removed");
+    // The entry is gone with it: compensating again finds nothing to do.
+    b.call(
+        &Op::Compensate(preimage),
+        &ctx,
+        &step.args,
+        &tool.bindings.execute,
+    )
+    .await
+    .unwrap();
+    let journal = host.config.state_dir.join("code-run-journal");
+    assert_eq!(std::fs::read_dir(journal).unwrap().count(), 0);
+}

@@ -26,6 +26,14 @@ pub const MAX_INPUT_BYTES: u64 = 16 * 1024 * 1024;
 pub const MAX_OUTPUTS: usize = 32;
 /// Largest output file copied, bytes.
 pub const MAX_OUTPUT_FILE_BYTES: u64 = 16 * 1024 * 1024;
+/// Most bytes a run may keep in its scratch directory at once (all files
+/// together); the host checks every [`SCRATCH_POLL_MS`] and stops the run
+/// when it is over.
+pub const MAX_SCRATCH_BYTES: u64 = 128 * 1024 * 1024;
+/// Most files and directories in a run's scratch directory.
+pub const MAX_SCRATCH_ENTRIES: usize = 1024;
+/// How often the host measures the scratch directory during a run, ms.
+pub const SCRATCH_POLL_MS: u64 = 25;
 /// Largest source, bytes.
 pub const MAX_CODE_BYTES: usize = 64 * 1024;
 /// Longest purpose, characters.

@@ -15,6 +15,7 @@ pub mod code_run;
 mod create;
 pub mod fitness;
 pub mod operator;
+pub mod scratch;
 mod trial;
 
 pub use create::{AUTO_ACTIVATE, NeuronCreate};
@@ -47,6 +48,8 @@ pub struct Neurons {
     pub example_limits: Limits,
     /// Where examples get their scratch directories.
     pub scratch_root: PathBuf,
+    /// The host's state directory (`code_run`'s journal lives there).
+    pub state_dir: PathBuf,
 }
 
 /// Why neurons could not be set up (the host still starts, without them).
@@ -130,6 +133,7 @@ pub fn load_runner(config: &Config, sandbox: &Sandbox) -> Result<Neurons, Neuron
         load_ms,
         example_limits,
         scratch_root: config.state_dir.join("neuron-scratch"),
+        state_dir: config.state_dir.clone(),
     })
 }
 

@@ -172,16 +172,21 @@ impl Trial<'_> {
                 .unwrap_or_default(),
             None => Bindings::default(),
         };
-        let (res, diag) = self
-            .sandbox
-            .trial(
-                &self.meta.name,
-                prepared,
-                &bindings,
-                &self.limits,
-                &canonical(args),
-            )
-            .await;
+        let canonical_args = canonical(args);
+        let run = self.sandbox.trial(
+            &self.meta.name,
+            prepared,
+            &bindings,
+            &self.limits,
+            &canonical_args,
+        );
+        let (res, diag) = match scratch {
+            Some(d) => match super::scratch::bounded(Path::new(d), run).await {
+                Ok(r) => r,
+                Err(e) => (Err(e), Default::default()),
+            },
+            None => run.await,
+        };
         let (passed, got) = match &res {
             Ok(Some(out)) => (
                 judge(ex, Ok(&out.data)),

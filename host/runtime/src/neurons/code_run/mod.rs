@@ -21,6 +21,7 @@
 //! like every tool), with the neuron runner built.
 
 mod files;
+pub mod journal;
 
 /// The tool's name (its policy section is `[tools.code_run]`).
 pub const NAME: &str = "code_run";
@@ -186,7 +187,12 @@ impl CodeRun {
         let (result, stdio) = self.run(&a, &plan, &in_dir, &out, named, ctx).await;
         let data = result?;
         let copied = match &out_dir {
-            Some(dir) => self.copy_out(&out, dir, a.output_dir.as_deref().unwrap_or(""))?,
+            Some(dir) => self.copy_out(
+                &out,
+                dir,
+                a.output_dir.as_deref().unwrap_or(""),
+                &ctx.idempotency_key,
+            )?,
             None => (Vec::new(), Vec::new()),
         };
         let (outputs, skipped) = copied;
@@ -253,10 +259,13 @@ impl CodeRun {
         def.inputs = inputs;
         def.scratch_dir = Some(out.to_string_lossy().into_owned());
         let prepared = self.neurons.runner.neuron(def);
-        let (res, diag) = self
+        let run = self
             .sandbox
-            .run_script(&prepared, &bindings, &self.limits, ctx)
-            .await;
+            .run_script(&prepared, &bindings, &self.limits, ctx);
+        let (res, diag) = match super::scratch::bounded(out, run).await {
+            Ok(r) => r,
+            Err(e) => return (Err(e), String::new()),
+        };
         let res = res.and_then(|o| {
             o.map(|o| o.data)
                 .ok_or_else(|| host_error("read the run's output", "the runner returned none"))
@@ -264,13 +273,15 @@ impl CodeRun {
         (res, diag.stdio)
     }
 
-    /// Copy the allowed files of `out` into `dir`: all targets are checked
-    /// absent first; a failure part-way removes what was copied.
+    /// Copy the allowed files of `out` into `dir`, after recording them in
+    /// the journal ([`journal`]) under the step's `key`; a failure part-way
+    /// removes what was copied.
     fn copy_out(
         &self,
         out: &Path,
         dir: &std::fs::File,
         shown_dir: &str,
+        key: &str,
     ) -> Result<(Vec<OutputFile>, Vec<Value>), ToolError> {
         let mut keep = Vec::new();
         let mut skipped = Vec::new();
@@ -304,31 +315,56 @@ impl CodeRun {
             let bytes = std::fs::read(e.path()).map_err(|e| host_error("read an output", e))?;
             keep.push((name, bytes));
         }
-        let mut made: Vec<OutputFile> = Vec::new();
-        for (name, bytes) in &keep {
-            let shown = format!("{}/{name}", shown_dir.trim_end_matches('/'));
-            if let Err(e) = files::create(dir, name, &shown, bytes) {
-                for m in &made {
+        let planned: Vec<OutputFile> = keep
+            .iter()
+            .map(|(name, bytes)| OutputFile {
+                name: name.clone(),
+                path: format!("{}/{name}", shown_dir.trim_end_matches('/')),
+                sha256: sha256_hex(bytes),
+                bytes: bytes.len() as u64,
+            })
+            .collect();
+        if planned.is_empty() {
+            return Ok((planned, skipped));
+        }
+        self.journal()
+            .write(key, &planned)
+            .map_err(|e| host_error("record the outputs before copying them", e))?;
+        for (i, (o, (_, bytes))) in planned.iter().zip(&keep).enumerate() {
+            if let Err(e) = files::create(dir, &o.name, &o.path, bytes) {
+                for m in &planned[..i] {
                     let _ =
                         files::remove_if_unchanged(dir, &m.name, &m.sha256, MAX_OUTPUT_FILE_BYTES);
                 }
+                self.journal().remove(key);
                 return Err(e.hint(
                     "nothing was kept: choose an output_dir where the output names are free",
                 ));
             }
-            made.push(OutputFile {
-                name: name.clone(),
-                path: shown,
-                sha256: sha256_hex(bytes),
-                bytes: bytes.len() as u64,
-            });
         }
-        Ok((made, skipped))
+        Ok((planned, skipped))
     }
 
-    fn compensate(&self, out: &ToolOutput, bindings: &Bindings) -> Result<(), ToolError> {
-        let outputs: Vec<OutputFile> =
-            serde_json::from_value(out.data["outputs"].clone()).unwrap_or_default();
+    fn journal(&self) -> journal::Journal {
+        journal::Journal::new(&self.neurons.state_dir)
+    }
+
+    /// Remove the outputs `out` names or, when `out` is the dry-run
+    /// pre-image (a step in doubt after a crash: it names no outputs), the
+    /// ones the journal recorded for the step before copying.
+    fn compensate(
+        &self,
+        out: &ToolOutput,
+        ctx: &CallContext,
+        bindings: &Bindings,
+    ) -> Result<(), ToolError> {
+        let outputs: Vec<OutputFile> = match out.data.get("outputs") {
+            Some(o) => serde_json::from_value(o.clone()).unwrap_or_default(),
+            None => self
+                .journal()
+                .read(&ctx.idempotency_key)
+                .unwrap_or_default(),
+        };
         let mut changed = Vec::new();
         for o in outputs.iter().rev() {
             let Some((dir, name)) = o.path.rsplit_once('/') else {
@@ -344,6 +380,7 @@ impl CodeRun {
             }
         }
         if changed.is_empty() {
+            self.journal().remove(&ctx.idempotency_key);
             Ok(())
         } else {
             Err(ToolError::with_hint(
@@ -383,7 +420,7 @@ impl BuiltinTool for CodeRun {
         bindings: &Bindings,
     ) -> Result<Option<ToolOutput>, ToolError> {
         if let Some(out) = op.undone_output() {
-            return self.compensate(out, bindings).map(|()| None);
+            return self.compensate(out, ctx, bindings).map(|()| None);
         }
         match op.name() {
             "dry-run" => {
