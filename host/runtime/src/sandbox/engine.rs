@@ -18,13 +18,46 @@ pub const MAX_WASM_STACK_BYTES: usize = 512 * 1024;
 const ASYNC_STACK_BYTES: usize = 2 * 1024 * 1024;
 
 /// Bytes of a linear memory that the pool resets with `memset` instead of
-/// returning them to the kernel when an instance ends: a Rust guest touches
-/// about this much (stack and first heap pages) on every call, so keeping it
-/// resident saves page faults on the next instantiation.
+/// returning them to the kernel when an instance ends, when the kernel
+/// lacks `PAGEMAP_SCAN` (Linux < 6.7): the first bytes are reset whether the
+/// guest touched them or not, and a Rust guest touches about this much
+/// (stack and first heap pages) on every call.
 const MEMORY_KEEP_RESIDENT_BYTES: usize = 1024 * 1024;
+
+/// The same with `PAGEMAP_SCAN`: only the pages a guest dirtied are reset
+/// (copied back from the memory image), up to this many bytes, and they
+/// stay mapped for the next instance. The neuron runner (CPython) dirties a
+/// few MiB of its heap per call; returning them to the kernel and faulting
+/// them in again (copy-on-write from the image) was most of a neuron call
+/// (`capsaga bench-neurons`).
+const MEMORY_KEEP_RESIDENT_SCAN_BYTES: usize = 64 * 1024 * 1024;
+
+/// How much of a linear memory stays resident between instances on this
+/// host (see [`MEMORY_KEEP_RESIDENT_SCAN_BYTES`]).
+pub fn memory_keep_resident() -> usize {
+    if PoolingAllocationConfig::is_pagemap_scan_available() {
+        MEMORY_KEEP_RESIDENT_SCAN_BYTES
+    } else {
+        MEMORY_KEEP_RESIDENT_BYTES
+    }
+}
+
+/// How much of a table stays resident between instances on this host.
+fn table_keep_resident() -> usize {
+    if PoolingAllocationConfig::is_pagemap_scan_available() {
+        TABLE_KEEP_RESIDENT_SCAN_BYTES
+    } else {
+        TABLE_KEEP_RESIDENT_BYTES
+    }
+}
 
 /// Table bytes reset with `memset` on reuse (see [`MEMORY_KEEP_RESIDENT_BYTES`]).
 const TABLE_KEEP_RESIDENT_BYTES: usize = 64 * 1024;
+
+/// The same with `PAGEMAP_SCAN` (only dirtied pages reset): the runner's
+/// funcref tables hold tens of thousands of entries, filled on every
+/// instantiation.
+const TABLE_KEEP_RESIDENT_SCAN_BYTES: usize = 1024 * 1024;
 
 /// How the sandbox is set up.
 #[derive(Debug, Clone)]
@@ -101,8 +134,8 @@ pub fn pooling_config(cfg: &SandboxConfig) -> PoolingAllocationConfig {
         .max_memory_size(usize::try_from(cfg.max_memory_bytes).unwrap_or(usize::MAX))
         .total_stacks(calls)
         .total_gc_heaps(calls)
-        .linear_memory_keep_resident(MEMORY_KEEP_RESIDENT_BYTES)
-        .table_keep_resident(TABLE_KEEP_RESIDENT_BYTES)
+        .linear_memory_keep_resident(memory_keep_resident())
+        .table_keep_resident(table_keep_resident())
         .pagemap_scan(Enabled::Auto);
     pool
 }
