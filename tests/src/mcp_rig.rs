@@ -13,6 +13,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A server running in this process until dropped.
 pub struct Running {
@@ -105,4 +106,24 @@ pub async fn call_ok<H: ClientHandler>(
         .expect("the call is answered");
     assert_ne!(r.is_error, Some(true), "{tool}: {:?}", r.content);
     r
+}
+
+/// A client handler counting `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+pub struct ListChanged {
+    /// Notifications received.
+    pub changed: Arc<AtomicUsize>,
+}
+
+impl ListChanged {
+    /// Notifications received so far.
+    pub fn count(&self) -> usize {
+        self.changed.load(Ordering::SeqCst)
+    }
+}
+
+impl ClientHandler for ListChanged {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        self.changed.fetch_add(1, Ordering::SeqCst);
+    }
 }

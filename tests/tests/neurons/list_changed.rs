@@ -10,23 +10,13 @@ use capsaga_host::neurons::operator;
 use capsaga_host::serve::HttpOptions;
 use capsaga_host::store::NeuronStore;
 use capsaga_host::store::sqlite::SqliteStore;
-use capsaga_tests::mcp_rig::{call_ok, connect, start};
+use capsaga_tests::mcp_rig::{ListChanged, call_ok, connect, start};
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, RoleClient};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use rmcp::service::RunningService;
 use std::time::Duration;
 
-#[derive(Clone, Default)]
-struct Counter {
-    changed: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Counter {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changed.fetch_add(1, Ordering::SeqCst);
-    }
-}
+type Counter = ListChanged;
 
 async fn names(client: &RunningService<RoleClient, Counter>) -> Vec<String> {
     client
@@ -75,7 +65,7 @@ async fn an_operator_decision_elsewhere_changes_the_served_tool_list() {
     assert!(!names(&client).await.contains(&"csv_stats".to_string()));
     // Nothing changed: no notification.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(counter.changed.load(Ordering::SeqCst), 0);
+    assert_eq!(counter.count(), 0);
 
     // The operator approves from another process: its own store handle on
     // the same database file, as `capsaga neurons approve` would.
@@ -88,7 +78,7 @@ async fn an_operator_decision_elsewhere_changes_the_served_tool_list() {
         .await
         .unwrap();
     wait_for("tools/list_changed after the approval", || {
-        counter.changed.load(Ordering::SeqCst) >= 1
+        counter.count() >= 1
     })
     .await;
     assert!(names(&client).await.contains(&"csv_stats".to_string()));
@@ -99,12 +89,12 @@ async fn an_operator_decision_elsewhere_changes_the_served_tool_list() {
     assert!(text.contains("30"), "the mean: {text}");
 
     // Retired from the other process: gone from the list, told again.
-    let seen = counter.changed.load(Ordering::SeqCst);
+    let seen = counter.count();
     operator::decide(&other, &active, Status::Retired, "cli:test", None)
         .await
         .unwrap();
     wait_for("tools/list_changed after the retirement", || {
-        counter.changed.load(Ordering::SeqCst) > seen
+        counter.count() > seen
     })
     .await;
     assert!(!names(&client).await.contains(&"csv_stats".to_string()));

@@ -11,11 +11,14 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-fn serve(ws: &TestWorkspace) -> (Child, String) {
+/// `capsaga serve` on `ws` as a child process (127.0.0.1, a free port,
+/// `extra` arguments after `serve`), and its MCP URL.
+pub fn serve_with(ws: &TestWorkspace, extra: &[&str]) -> (Child, String) {
     let mut child = Command::new(capsaga_bin())
         .args(["--json", "--config"])
         .arg(ws.config())
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
         .env_remove("CAPSAGA_CONFIG")
         .env_remove("CAPSAGA_TOKEN")
         .stdin(Stdio::null())
@@ -32,6 +35,10 @@ fn serve(ws: &TestWorkspace) -> (Child, String) {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
     let url = format!("http://{}/mcp", v["listening"].as_str().expect("listening"));
     (child, url)
+}
+
+fn serve(ws: &TestWorkspace) -> (Child, String) {
+    serve_with(ws, &[])
 }
 
 #[test]

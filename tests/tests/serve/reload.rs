@@ -12,28 +12,17 @@
 use super::start;
 use capsaga_host::serve::HttpOptions;
 use capsaga_host::store::{SagaStore, StepStore};
-use capsaga_tests::mcp_rig::{call_ok, connect};
-use capsaga_tests::{TestWorkspace, capsaga_bin, component, open_store};
+use capsaga_tests::mcp_rig::{ListChanged, call_ok, connect};
+use capsaga_tests::{TestWorkspace, component, open_store};
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, RoleClient};
+use rmcp::service::RunningService;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-#[derive(Clone, Default)]
-struct Counter {
-    changed: Arc<AtomicUsize>,
-}
-
-impl ClientHandler for Counter {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changed.fetch_add(1, Ordering::SeqCst);
-    }
-}
+type Counter = ListChanged;
 
 type Client = RunningService<RoleClient, Counter>;
 
@@ -61,11 +50,24 @@ async fn names(client: &Client) -> Vec<String> {
     listed(client).await.into_iter().map(|(n, _)| n).collect()
 }
 
+/// `host` served in-process, looking for changes every 100 ms, and a
+/// client counting `tools/list_changed`.
+async fn watched(
+    host: Arc<capsaga_host::host::Host>,
+) -> (capsaga_tests::mcp_rig::Running, Counter, Client) {
+    let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    o.mcp.catalog_poll = Some(Duration::from_millis(100));
+    let srv = start(host, o).await;
+    let counter = Counter::default();
+    let client = connect(srv.url("/mcp"), counter.clone()).await;
+    (srv, counter, client)
+}
+
 /// Wait (at most 10 s) until the client was told of more than `seen`
 /// changes.
 async fn told_after(c: &Counter, seen: usize, what: &str) {
     for _ in 0..200 {
-        if c.changed.load(Ordering::SeqCst) > seen {
+        if c.count() > seen {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -114,21 +116,17 @@ grants = ["fs:read:~/ws/**"]
 async fn a_changed_policy_and_tools_directory_reach_a_running_server() {
     let ws = TestWorkspace::new(&["time_now", "fs_write"], ONLY_TIME);
     let host = ws.host().await;
-    let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
-    o.mcp.catalog_poll = Some(Duration::from_millis(100));
-    let srv = start(host, o).await;
-    let counter = Counter::default();
-    let client = connect(srv.url("/mcp"), counter.clone()).await;
+    let (srv, counter, client) = watched(host).await;
     let before = names(&client).await;
     assert!(before.contains(&"time_now".to_string()), "{before:?}");
     assert!(!before.contains(&"fs_write".to_string()), "{before:?}");
     call_ok(&client, "time_now", &json!({})).await;
     // Nothing changed: nobody is told.
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(counter.changed.load(Ordering::SeqCst), 0);
+    assert_eq!(counter.count(), 0);
 
     // The operator grants fs_write: the running server reloads.
-    let seen = counter.changed.load(Ordering::SeqCst);
+    let seen = counter.count();
     ws.write_policy(TIME_AND_WRITE);
     told_after(&counter, seen, "fs_write granted").await;
     assert!(names(&client).await.contains(&"fs_write".to_string()));
@@ -142,7 +140,7 @@ async fn a_changed_policy_and_tools_directory_reach_a_running_server() {
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "hello\n");
 
     // A component dropped into the tools directory, already granted.
-    let seen = counter.changed.load(Ordering::SeqCst);
+    let seen = counter.count();
     std::fs::copy(component("fs_read"), ws.root.join("tools/fs_read.wasm")).unwrap();
     told_after(&counter, seen, "fs_read added").await;
     let r = call_ok(&client, "fs_read", &json!({"path": note})).await;
@@ -153,7 +151,7 @@ async fn a_changed_policy_and_tools_directory_reach_a_running_server() {
     );
 
     // Hostile or broken policies are refused whole: nothing changes.
-    let seen = counter.changed.load(Ordering::SeqCst);
+    let seen = counter.count();
     let listed_before = listed(&client).await;
     std::fs::write(ws.config(), "[tools.fs_write\ngrants = [").unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -163,11 +161,7 @@ async fn a_changed_policy_and_tools_directory_reach_a_running_server() {
         "[tools.fs_write]\ngrants = [\"fs:write:~/ws/**\", \"net:https:evil.example\"]\n",
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        counter.changed.load(Ordering::SeqCst),
-        seen,
-        "no change told"
-    );
+    assert_eq!(counter.count(), seen, "no change told");
     assert_eq!(
         listed(&client).await,
         listed_before,
@@ -219,11 +213,7 @@ async fn a_rebuilt_component_is_a_new_version_and_old_steps_compensate_with_thei
     let ws = TestWorkspace::new(&["time_now", "fs_write"], TIME_AND_WRITE);
     let v1 = std::fs::read(ws.root.join("tools/fs_write.wasm")).unwrap();
     let host = ws.host().await;
-    let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
-    o.mcp.catalog_poll = Some(Duration::from_millis(100));
-    let srv = start(host, o).await;
-    let counter = Counter::default();
-    let client = connect(srv.url("/mcp"), counter.clone()).await;
+    let (srv, counter, client) = watched(host).await;
     let hash_of = |l: &[(String, String)]| {
         l.iter()
             .find(|(n, _)| n == "fs_write")
@@ -241,7 +231,7 @@ async fn a_rebuilt_component_is_a_new_version_and_old_steps_compensate_with_thei
 
     // Rebuilt in place (same name, same meta, other bytes).
     let v2 = rebuilt(&v1);
-    let seen = counter.changed.load(Ordering::SeqCst);
+    let seen = counter.count();
     let tmp = ws.root.join("tools/.fs_write.tmp");
     std::fs::write(&tmp, &v2).unwrap();
     std::fs::rename(&tmp, ws.root.join("tools/fs_write.wasm")).unwrap();
@@ -294,23 +284,7 @@ async fn a_rebuilt_component_is_a_new_version_and_old_steps_compensate_with_thei
 #[test]
 fn sighup_reloads_the_real_binary() {
     let ws = TestWorkspace::new(&["time_now", "fs_write"], ONLY_TIME);
-    let mut child = Command::new(capsaga_bin())
-        .args(["--json", "--config"])
-        .arg(ws.config())
-        .args(["serve", "--listen", "127.0.0.1:0", "--catalog-poll-ms", "0"])
-        .env_remove("CAPSAGA_CONFIG")
-        .env_remove("CAPSAGA_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("capsaga serve starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the listening line");
-    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-    let url = format!("http://{}/mcp", v["listening"].as_str().expect("listening"));
+    let (mut child, url) = super::crash::serve_with(&ws, &["--catalog-poll-ms", "0"]);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
