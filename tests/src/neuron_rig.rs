@@ -405,6 +405,36 @@ impl Rig {
         Self::link(&self.engine, &component)
     }
 
+    /// The runner's `compile-neuron` export (interface `neuron-compiler`)
+    /// in a fresh instance with no grants: `source`'s bytecode for a neuron
+    /// named `name`, or the guest's error (a trap classified as the host
+    /// does, e.g. a parser exhausting the wasm stack).
+    ///
+    /// # Panics
+    /// When the runner lacks the export.
+    pub async fn compile(&self, name: &str, source: &str) -> Result<Vec<u8>, ToolError> {
+        let def = neuron(name, "");
+        let (mut store, _stdio) = self.store(&def, &[], &Limits::DEFAULT, false, &self.factors);
+        let pre = bindings::NeuronPre::new(self.pre.instance_pre().clone())
+            .expect("the runner exports neuron-compiler");
+        let inst = pre
+            .instantiate_async(&mut store)
+            .await
+            .expect("instantiate");
+        match inst
+            .capsaga_tool_neuron_compiler()
+            .call_compile_neuron(&mut store, name, source)
+            .await
+        {
+            Ok(res) => res.map_err(error_from_wit),
+            Err(trap) => Err(classify_trap(
+                &trap,
+                store.data().limiter.hit.as_deref(),
+                &Limits::DEFAULT,
+            )),
+        }
+    }
+
     /// Instantiate the runner in a fresh store and drop it, calling nothing.
     ///
     /// # Panics
@@ -610,5 +640,6 @@ pub fn neuron(name: &str, source: &str) -> NeuronDefinition {
         inputs: Vec::new(),
         scratch_dir: None,
         max_output_bytes: Limits::DEFAULT.output_bytes,
+        code: None,
     }
 }

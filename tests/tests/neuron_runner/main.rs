@@ -12,7 +12,8 @@
 //! recursion, 100 MB of output, `/etc/passwd`, writes outside the scratch
 //! directory, sockets, processes, the host environment, the host's files, a
 //! source that is not Python), each contained with a clear tool error while
-//! the host keeps serving calls.
+//! the host keeps serving calls; the `neuron-compiler` export and the
+//! bytecode the host hands later calls (`bytecode`).
 
 use capsaga_core::capability::Capability;
 use capsaga_core::error::{ErrorKind, ToolError};
@@ -463,4 +464,5 @@ async fn http_goes_through_wasi_http_and_the_net_guard() {
 // ---- hostile sources ---------------------------------------------------------
 
 // After `rig!`: macros are in scope only below their definition.
+mod bytecode;
 mod containment;

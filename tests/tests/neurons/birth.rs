@@ -6,6 +6,7 @@ use capsaga_core::policy::Autonomy;
 use capsaga_host::dispatch::Refusal;
 use capsaga_host::neurons::operator;
 use capsaga_host::plan::{self, Plan, PlanStep};
+use capsaga_host::registry::ToolSource;
 use capsaga_host::store::StepStatus;
 use capsaga_tests::FS_POLICY;
 
@@ -80,8 +81,19 @@ async fn a_neuron_is_born_tested_approved_and_called_through_the_door() {
     )
     .unwrap();
     let args = json!({"path": ws.ws_path("sales.csv"), "column": "amount"});
+    let tool = host.registry.get("csv_stats").unwrap();
+    let ToolSource::Neuron(prepared) = &tool.source else {
+        panic!("csv_stats is a neuron: {:?}", tool.source)
+    };
+    let neuron = prepared.neuron().expect("a neuron's definition");
+    assert!(
+        neuron.bytecode().is_none(),
+        "compiled before its first call"
+    );
     let out = call_one(&door, "csv_stats", &args).await;
     assert_eq!(data(&out)["mean"], 30.0);
+    // The first call compiled it once; later calls load that bytecode.
+    assert!(neuron.bytecode().is_some_and(|b| !b.is_empty()));
     let steps = host.store.steps(&saga_of(&out, &host).await).await.unwrap();
     assert_eq!(
         steps[0].tool_hash, identity,

@@ -10,7 +10,9 @@
 //! - a neuron call against a call of the Rust `time_now` tool: both through
 //!   the door's dry-run mode (resolve, validate, a fresh instance per call;
 //!   nothing logged, so the write-ahead log's fsyncs do not hide the
-//!   sandbox), first call and p50/p99 of the steady state, as ratios;
+//!   sandbox), first call and p50/p99 of the steady state, as ratios (a
+//!   neuron's first call includes the one-time compile of its bytecode in
+//!   an instance of its own, see `sandbox::neuron`);
 //! - the catalog the model sees, in estimated tokens, with 0, 10 and 100
 //!   active neurons (with the `[neurons] catalog_tokens` cap, and what it
 //!   would be without).

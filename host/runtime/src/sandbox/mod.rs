@@ -171,7 +171,14 @@ pub struct Prepared {
     pre: ToolPre<CallState>,
     /// For a neuron: the definition the runner's `neuron-host` import
     /// answers in each call (see [`neuron`]).
-    neuron: Option<Arc<neuron::NeuronDefinition>>,
+    neuron: Option<Arc<neuron::NeuronSource>>,
+}
+
+impl Prepared {
+    /// For a neuron: what its calls run (definition and bytecode).
+    pub fn neuron(&self) -> Option<&neuron::NeuronSource> {
+        self.neuron.as_deref()
+    }
 }
 
 /// The shared engine and linker.
@@ -471,6 +478,7 @@ impl Sandbox {
             op,
         } = req;
         let started = Instant::now();
+        self.neuron_bytecode(tool_label, prepared).await;
         let _slot = match self.slot().await {
             Ok(s) => s,
             Err(e) => return (Err(e), CallDiagnostics::default()),

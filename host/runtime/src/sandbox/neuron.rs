@@ -8,6 +8,15 @@
 //!
 //! Only the runner linker has `neuron-host`: a tool component that imports
 //! it fails to link in the tools directory.
+//!
+//! A neuron's bytecode is made once per [`Prepared`] (one loaded version, or
+//! one candidate under trial): before its first call the sandbox calls the
+//! runner's `compile-neuron` export in a fresh instance with no grants and
+//! no definition ([`Sandbox::neuron_bytecode`]), and every later call's
+//! definition carries the result, so a call loads the code instead of
+//! parsing and compiling the source (most of a call's time in the guest,
+//! measured by `capsaga bench-neurons`). A source that does not compile gets
+//! no bytecode: each call compiles it and reports the error.
 
 use super::bindings::{WitRisk, WitToolMeta};
 use super::state::CallState;
@@ -39,12 +48,64 @@ pub mod bindings {
 
 pub use bindings::capsaga::tool::neuron_host::{NamedFile, NeuronDefinition, SourceKind};
 
+/// Limits of a `compile-neuron` call: no grants, no neuron code runs; the
+/// output cap bounds the bytecode copied out (bytes).
+pub const COMPILE_LIMITS: Limits = Limits {
+    deadline_ms: 5_000,
+    memory_bytes: 128 * 1024 * 1024,
+    fuel: 4_000_000_000,
+    output_bytes: 8 * 1024 * 1024,
+    log_bytes: 4 * 1024,
+};
+
+/// What a runner instance runs: a neuron's definition and, once the runner
+/// compiled it, its bytecode (see the module documentation).
+#[derive(Debug)]
+pub struct NeuronSource {
+    def: NeuronDefinition,
+    /// `None` inside: compiling failed (the calls compile and report it).
+    code: tokio::sync::OnceCell<Option<Vec<u8>>>,
+}
+
+impl NeuronSource {
+    /// `def` without bytecode yet.
+    pub fn new(def: NeuronDefinition) -> NeuronSource {
+        NeuronSource {
+            def,
+            code: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The definition (its `code` field is filled in per call).
+    pub fn definition(&self) -> &NeuronDefinition {
+        &self.def
+    }
+
+    /// The bytecode, when the runner compiled the source.
+    pub fn bytecode(&self) -> Option<&[u8]> {
+        self.code.get().and_then(|c| c.as_deref())
+    }
+
+    /// Whether calls get bytecode at all: neurons do, scripts (`code_run`,
+    /// run once) do not.
+    fn wants_bytecode(&self) -> bool {
+        self.def.kind == SourceKind::Module
+    }
+
+    /// The definition a call's `neuron-host.definition` answers.
+    fn for_call(&self) -> NeuronDefinition {
+        let mut d = self.def.clone();
+        d.code = self.bytecode().map(<[u8]>::to_vec);
+        d
+    }
+}
+
 impl bindings::capsaga::tool::neuron_host::Host for CallState {
     /// The call's definition; a runner instance without one (never made by
     /// the host) gets an empty source, which fails every export.
     fn definition(&mut self) -> NeuronDefinition {
         match &self.neuron {
-            Some(d) => (**d).clone(),
+            Some(n) => n.for_call(),
             None => definition(
                 &RawToolMeta {
                     name: "unconfigured".into(),
@@ -90,6 +151,7 @@ pub fn definition(meta: &RawToolMeta, source: &str, max_output_bytes: u64) -> Ne
         inputs: Vec::new(),
         scratch_dir: None,
         max_output_bytes,
+        code: None,
     }
 }
 
@@ -111,10 +173,12 @@ impl std::fmt::Debug for Runner {
 
 impl Runner {
     /// The runner running `def`: what a neuron's tool source holds.
+    ///
+    /// Its calls share one bytecode, made before the first of them.
     pub fn neuron(&self, def: NeuronDefinition) -> Prepared {
         Prepared {
             pre: self.prepared.pre.clone(),
-            neuron: Some(Arc::new(def)),
+            neuron: Some(Arc::new(NeuronSource::new(def))),
         }
     }
 }
@@ -127,6 +191,85 @@ pub(super) fn add_neuron_host(linker: &mut Linker<CallState>) -> Result<(), Sand
 }
 
 impl Sandbox {
+    /// Make sure `prepared` (a neuron) has its bytecode before a call: the
+    /// first caller runs `compile-neuron` in a fresh instance with no grants
+    /// ([`COMPILE_LIMITS`]); concurrent callers wait for it; later calls
+    /// return at once. A script, a tool or a source that does not compile
+    /// gets none (a trap, a timeout or a guest error is logged at debug
+    /// level: the call that follows compiles the source and reports it).
+    pub(super) async fn neuron_bytecode(&self, tool_label: &str, prepared: &Prepared) {
+        let Some(n) = prepared.neuron.as_ref().filter(|n| n.wants_bytecode()) else {
+            return;
+        };
+        n.code
+            .get_or_init(|| self.compile_neuron(tool_label, prepared, &n.def))
+            .await;
+    }
+
+    async fn compile_neuron(
+        &self,
+        tool_label: &str,
+        prepared: &Prepared,
+        def: &NeuronDefinition,
+    ) -> Option<Vec<u8>> {
+        let started = std::time::Instant::now();
+        let _slot = self.slot().await.ok()?;
+        let (mut store, _stdio) = self
+            .new_store(
+                tool_label,
+                &Bindings::default(),
+                &COMPILE_LIMITS,
+                false,
+                None,
+            )
+            .ok()?;
+        let pre = match bindings::NeuronPre::new(prepared.pre.instance_pre().clone()) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(
+                    tool = tool_label,
+                    "the runner has no neuron-compiler: {e:#}"
+                );
+                return None;
+            }
+        };
+        let run = async {
+            let inst = pre.instantiate_async(&mut store).await?;
+            inst.capsaga_tool_neuron_compiler()
+                .call_compile_neuron(&mut store, &def.meta.name, &def.source)
+                .await
+        };
+        let deadline =
+            std::time::Duration::from_millis(COMPILE_LIMITS.deadline_ms + super::HOST_GRACE_MS);
+        match tokio::time::timeout(deadline, run).await {
+            Ok(Ok(Ok(code))) => {
+                tracing::debug!(
+                    tool = tool_label,
+                    bytes = code.len(),
+                    ms = started.elapsed().as_millis() as u64,
+                    "neuron compiled"
+                );
+                Some(code)
+            }
+            Ok(Ok(Err(e))) => {
+                tracing::debug!(
+                    tool = tool_label,
+                    "the neuron does not compile: {}",
+                    e.message
+                );
+                None
+            }
+            Ok(Err(trap)) => {
+                tracing::debug!(tool = tool_label, "compile-neuron trapped: {trap:#}");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(tool = tool_label, "compile-neuron timed out");
+                None
+            }
+        }
+    }
+
     /// Compile (or load from the compiled cache in `cache_dir`, else the
     /// sandbox's own) and link the runner component `bytes`.
     ///

@@ -177,7 +177,7 @@ pub struct CallState {
     /// tick, see `Sandbox`'s epoch callback).
     pub(crate) deadline: Instant,
     /// The neuron a runner instance runs in this call (`neuron-host`).
-    pub(crate) neuron: Option<std::sync::Arc<super::neuron::NeuronDefinition>>,
+    pub(crate) neuron: Option<std::sync::Arc<super::neuron::NeuronSource>>,
 }
 
 impl WasiHttpView for CallState {

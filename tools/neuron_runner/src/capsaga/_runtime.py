@@ -9,21 +9,29 @@ Every export call goes through :func:`call`. It
    environment (only its ``env:`` grants), ``random`` is reseeded (the build
    snapshot would otherwise give every instance the same sequence), and
    ``capsaga.inputs``/``capsaga.scratch_dir`` are set;
-3. compiles the source (a ``SyntaxError`` becomes ``invalid-args`` naming the
-   line) and runs it: a module's ``execute``/``dry_run``/``compensate``, or
-   a script's top-level code;
+3. loads the definition's bytecode (``code``, made by :func:`compile_neuron`
+   in an earlier instance), or compiles the source when there is none (a
+   ``SyntaxError`` becomes ``invalid-args`` naming the line), and runs it: a
+   module's ``execute``/``dry_run``/``compensate``, or a script's top-level
+   code;
 4. encodes the result as JSON, refusing more than the output cap
    (``quota-exceeded``), or maps the exception to a ``tool-error``.
+
+Each step touches as little of the interpreter as it can: every page of the
+snapshot a call writes is copied for that instance by the host (copy on
+write), which is most of what a neuron call costs.
 """
 
 import builtins
 import errno
 import json
 import linecache
+import marshal
 import os
 import random
 import sys
 import traceback
+import types
 from datetime import date, datetime, time as dtime
 from decimal import Decimal
 from fractions import Fraction
@@ -148,8 +156,10 @@ class Scope:
         self.namespace = None
         self._saved = (sys.stdout, sys.stderr)
         sys.stdout = sys.stderr = self.capture
-        os.environ.clear()
-        os.environ.update(dict(environment.get_environment()))
+        env = environment.get_environment()
+        if env or os.environ:
+            os.environ.clear()
+            os.environ.update(dict(env))
         random.seed()
         capsaga.inputs = {f.name: f.path for f in d.inputs}
         capsaga.scratch_dir = d.scratch_dir
@@ -265,17 +275,56 @@ def _run_script(op, d, scope, ctx, args):
     return {"result": ns.get("result"), "stdout": scope.capture.text()}
 
 
-def _load(d, scope, name, extra=None):
-    """Compile the source and run its top level in a fresh namespace."""
+def _compile(source, filename, d=None):
+    """``source`` compiled for ``filename``; raises ``invalid-args`` when it
+    is not Python (``d``, when given, names the neuron in the message)."""
     try:
-        code = compile(d.source, scope.filename, "exec", dont_inherit=True)
+        return compile(source, filename, "exec", dont_inherit=True)
     except SyntaxError as e:
-        raise _syntax_error(e, d) from None
+        raise _syntax_error(e, d, filename) from None
     except ValueError as e:  # NUL bytes in the source
         raise ToolError.invalid_args(
             f"the neuron source cannot be compiled: {e}",
             llm_hint="submit plain Python 3 source text",
         ) from None
+
+
+def _bytecode(d, filename):
+    """The definition's bytecode as a code object, or ``None`` when it has
+    none, it does not load, or it was made for another name."""
+    if d.code is None:
+        return None
+    try:
+        code = marshal.loads(d.code)
+    except Exception:  # noqa: BLE001 - any failure means: compile the source
+        return None
+    if type(code) is not types.CodeType or code.co_filename != filename:
+        return None
+    return code
+
+
+def compile_neuron(name, source):
+    """The ``compile-neuron`` export: ``source`` compiled under the name
+    ``name`` (as :class:`Scope` names it), serialized with ``marshal``. Runs
+    none of it. Raises ``Err(tool-error)``: ``invalid-args`` for a source
+    that is not Python, ``quota-exceeded`` or ``unknown`` when the compiler
+    itself fails (too deep, out of memory)."""
+    try:
+        return marshal.dumps(_compile(source, f"<neuron {name}>"))
+    except ToolError as e:
+        raise Err(_wit_error(e)) from None
+    except MemoryError:
+        raise Err(_wit_error(ToolError.quota_exceeded("the compiler ran out of memory"))) from None
+    except RecursionError as e:
+        raise Err(_wit_error(ToolError.quota_exceeded(f"the source is nested too deeply: {e}"))) from None
+    except Exception as e:  # noqa: BLE001 - every failure becomes a tool-error
+        raise Err(_wit_error(ToolError.unknown(f"{type(e).__name__}: {e}"))) from None
+
+
+def _load(d, scope, name, extra=None):
+    """Load (or compile) the source and run its top level in a fresh
+    namespace."""
+    code = _bytecode(d, scope.filename) or _compile(d.source, scope.filename, d)
     lines = d.source.splitlines(True)
     linecache.cache[scope.filename] = (len(d.source), None, lines, scope.filename)
     ns = {"__name__": name, "__builtins__": builtins, "__file__": scope.filename}
@@ -286,12 +335,13 @@ def _load(d, scope, name, extra=None):
     return ns
 
 
-def _syntax_error(e, d):
+def _syntax_error(e, d, filename):
     where = f"line {e.lineno}" if e.lineno else "the source"
     if e.lineno and e.offset:
         where += f", column {e.offset}"
+    who = d.meta.name if d is not None else filename.removeprefix("<neuron ").removesuffix(">")
     return ToolError.invalid_args(
-        f"the source of {d.meta.name} is not valid Python ({where}: {e.msg})",
+        f"the source of {who} is not valid Python ({where}: {e.msg})",
         llm_hint="fix the syntax and submit the corrected source; the runner expects Python 3 "
         "defining execute(args) (and optionally dry_run, compensate)",
         details={"line": e.lineno, "column": e.offset, "text": (e.text or "").rstrip("\n")[:500]},
@@ -331,6 +381,11 @@ def _json_default(o):
     if isinstance(o, (Decimal, Fraction)):
         return float(o)
     raise TypeError(f"a value of type {type(o).__name__} is not JSON")
+
+
+#: The encoder of every result, made at build time (``json.dumps`` with these
+#: options would make a new one in every call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_json_default, separators=(",", ":"))
 
 
 def _over_cap(data, cap, budget=100_000):
@@ -375,7 +430,7 @@ def _encode(value, d):
     if _over_cap(data, cap):
         raise _cap_error(d, cap + 1, cap)
     try:
-        text = json.dumps(data, ensure_ascii=False, allow_nan=False, default=_json_default, separators=(",", ":"))
+        text = _ENCODER.encode(data)
     except (TypeError, ValueError) as e:
         raise ToolError.unknown(f"{d.meta.name} returned a value that is not JSON: {e}", llm_hint=_HINT_JSON) from None
     effects = [str(x) for x in (effects or [])]
