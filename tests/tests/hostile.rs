@@ -456,20 +456,16 @@ async fn hostile_calls_do_not_stop_concurrent_calls() {
     let ws = workspace();
     let host = ws.host().await;
     let spin_deadline = 4000;
+    // Fuel enough that the deadline, not the fuel, stops a spinner on a
+    // fast machine (the default 2e10 units can burn in under 4 s).
+    let spin = |l: &mut Limits| {
+        l.deadline_ms = spin_deadline;
+        l.fuel = 1_000_000_000_000;
+    };
     let mut hostile = Vec::new();
     for (tool, args, lim, kind) in [
-        (
-            "spin",
-            json!({}),
-            limits(|l| l.deadline_ms = spin_deadline),
-            ErrorKind::Timeout,
-        ),
-        (
-            "spin",
-            json!({}),
-            limits(|l| l.deadline_ms = spin_deadline),
-            ErrorKind::Timeout,
-        ),
+        ("spin", json!({}), limits(spin), ErrorKind::Timeout),
+        ("spin", json!({}), limits(spin), ErrorKind::Timeout),
         (
             "mem_bomb",
             json!({}),
