@@ -10,9 +10,10 @@
 //!   typed errors.
 //! - [`registry`]: the tools (components, host built-ins), their metas and
 //!   bindings.
-//! - [`store`]: the state store (traits) and its SQLite implementation: the
-//!   write-ahead log, approvals, traces, budgets. Every SQL statement is
-//!   there.
+//! - [`store`]: the state store, re-exported from the `capsaga-store` crate
+//!   (`host/store/`): the traits, the row types and the SQLite
+//!   implementation (the write-ahead log, approvals, traces, budgets). Every
+//!   SQL statement is there.
 //! - [`ownership`]: which process drives a saga, and whether it is alive.
 //! - [`saga`]: a saga as its driver holds it.
 //! - [`host`]: everything above wired together, shared by `Arc`.
@@ -25,11 +26,12 @@
 //! - [`serve`]: capsaga as a server: MCP over stdio and Streamable HTTP,
 //!   and the runtime REST API.
 //! - [`cli`]: the `capsaga` command line.
-//! - [`clock`]: timestamps and deadlines.
+//! - [`clock`]: timestamps and deadlines (re-exported from `capsaga-store`,
+//!   whose rows they stamp).
 
 pub mod agent;
 pub mod cli;
-pub mod clock;
+pub use capsaga_store::clock;
 pub mod config;
 pub mod dispatch;
 pub mod host;
@@ -40,4 +42,4 @@ pub mod registry;
 pub mod saga;
 pub mod sandbox;
 pub mod serve;
-pub mod store;
+pub use capsaga_store as store;

@@ -1,6 +1,9 @@
-//! The state store: every SQL statement of capsaga lives below this module,
-//! in [`sqlite`], behind the traits here (DESIGN §8d). Nothing else in the
-//! host names a table or a backend type.
+//! # capsaga-store
+//!
+//! The state store: every SQL statement of capsaga lives in this crate, in
+//! [`sqlite`], behind the traits here (DESIGN §8d). Nothing else in the
+//! host names a table or a backend type; the runtime (`capsaga-host`)
+//! re-exports this crate as `capsaga_host::store`.
 //!
 //! The traits are the seam a second store (PostgreSQL shared by several
 //! hosts) implements: no backend types in their signatures, `Send + Sync`,
@@ -26,6 +29,7 @@
 //! BEGIN, at most once.
 
 pub mod audit;
+pub mod clock;
 mod error;
 mod neurons;
 mod rows;

@@ -127,7 +127,7 @@ fn versions_are_numbered_by_content_and_live_their_life() {
             "active"
         ]
     );
-    let report = block(crate::store::audit::verify(&db, None)).unwrap();
+    let report = block(crate::audit::verify(&db, None)).unwrap();
     assert!(report.ok(), "{report:?}");
 }
 
