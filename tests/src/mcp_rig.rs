@@ -127,3 +127,32 @@ impl ClientHandler for ListChanged {
         self.changed.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+/// The reload counters of the server at `base` (`GET /healthz`: `reload`:
+/// `checks`, `generation`, `refused`).
+pub async fn reload_stats(base: &str) -> Value {
+    let body: Value = http()
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .expect("GET /healthz")
+        .json()
+        .await
+        .expect("JSON");
+    body["reload"].clone()
+}
+
+/// Wait until the server at `base` has counted more than `n` of `field`
+/// (`checks`, `generation`, `refused`): its watcher saw what the test did,
+/// whatever it made of it. Returns the count seen.
+pub async fn stat_after(base: &str, field: &str, n: u64) -> u64 {
+    let what = format!("/healthz reload.{field} > {n}");
+    let last = std::sync::atomic::AtomicU64::new(0);
+    crate::wait_until_async(&what, || async {
+        let v = reload_stats(base).await[field].as_u64().unwrap_or(0);
+        last.store(v, std::sync::atomic::Ordering::SeqCst);
+        v > n
+    })
+    .await;
+    last.into_inner()
+}

@@ -16,7 +16,6 @@ use rmcp::service::NotificationContext;
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// A client that records the URIs of `notifications/resources/updated`.
 #[derive(Clone, Default)]
@@ -138,15 +137,11 @@ async fn a_session_reads_completes_and_watches_its_saga() {
         &json!({"path": ws.ws_path("b.txt"), "content": "two\n"}),
     )
     .await;
-    let mut told = false;
-    for _ in 0..100 {
-        if watcher.updated.lock().unwrap().contains(&uri) {
-            told = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(told, "no notifications/resources/updated for {uri}");
+    let what = format!("notifications/resources/updated for {uri}");
+    capsaga_tests::wait_until_async(&what, || {
+        std::future::ready(watcher.updated.lock().unwrap().contains(&uri))
+    })
+    .await;
 
     // Hostile or unknown URIs: an error, nothing read.
     for bad in [

@@ -3,7 +3,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /healthz` | `status` ok/degraded, `mode` live/simulation, `provider`, `configured_providers`, `default_provider` (no token needed) |
+//! | `GET /healthz` | `status` ok/degraded, `mode` live/simulation, `provider`, `configured_providers`, `default_provider`, `reload` (`checks` of the policy and tools directory, `generation` now serving, reloads `refused`) (no token needed) |
 //! | `POST /v1/turns` | one agent turn (`task`, `role`, `autonomy`, `allowed_providers`, `preferred_providers`, `max_steps`): its outcome and trace |
 //! | `GET /v1/sagas` | the newest sagas (`?limit=`) |
 //! | `GET /v1/sagas/{id}` | one saga, its steps and its log records |
@@ -99,6 +99,8 @@ pub async fn healthz(State(r): State<Arc<Rest>>) -> Response {
             "warning": e.to_string(),
         }),
     };
+    let mut body = body;
+    body["reload"] = json!(r.live.stats());
     Json(body).into_response()
 }
 
