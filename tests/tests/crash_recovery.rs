@@ -61,7 +61,7 @@ fn run_and_kill(mut cmd: std::process::Command, db: &Db, at: KillAt) -> bool {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn capsaga");
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + capsaga_tests::wait_bound();
     loop {
         if child.try_wait().expect("try_wait").is_some() {
             return false;
@@ -402,10 +402,21 @@ fn sigkill_at_random_points_then_recover() {
 /// alone, and the first one finishes it.
 #[test]
 fn recovery_leaves_a_live_process_alone() {
-    let ws = TestWorkspace::new(
-        &["fs_write", "spin"],
-        &format!("{POLICY}\n[tools.spin]\nlimits = {{ deadline_ms = 4000 }}\n"),
-    );
+    let ws = TestWorkspace::new(&["fs_write", "spin"], &format!("{POLICY}\n[tools.spin]\n"));
+    // spin must outlast a second process's whole `recover`: its deadline
+    // is that command's time on this machine, measured now (the first run
+    // compiles the components; the second is timed), times ten, at least
+    // 4 s.
+    let mut t = Instant::now();
+    for _ in 0..2 {
+        t = Instant::now();
+        let warm = ws.capsaga(&["--json", "recover"]).output().unwrap();
+        assert!(warm.status.success(), "{warm:?}");
+    }
+    let deadline_ms = (t.elapsed().as_millis() as u64 * 10).max(4000);
+    ws.write_policy(&format!(
+        "{POLICY}\n[tools.spin]\nlimits = {{ deadline_ms = {deadline_ms} }}\n"
+    ));
     let plan = json!({"description": "slow", "steps": [
         {"tool": "fs_write", "args": {"path": ws.ws_path("a.txt"), "content": "A"}},
         {"tool": "spin", "args": {}},
@@ -418,13 +429,15 @@ fn recovery_leaves_a_live_process_alone() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until the write committed and spin is running.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ws.ws().join("a.txt").exists() {
-        assert!(Instant::now() < deadline, "first run never wrote");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    // Wait until the write committed and spin began.
+    let db = Db::open(&ws.root.join(".capsaga/state.db")).unwrap();
+    capsaga_tests::wait_until("the write committed and spin begun", || {
+        let sagas = block_on(db.sagas(1)).unwrap();
+        sagas.first().is_some_and(|s| {
+            let steps = block_on(db.steps(&s.saga_id)).unwrap();
+            steps.iter().any(|st| st.tool_id == "spin")
+        })
+    });
     let second = ws.capsaga(&["--json", "recover"]).output().unwrap();
     assert!(second.status.success());
     let report: Value = serde_json::from_slice(&second.stdout).unwrap();
@@ -442,7 +455,6 @@ fn recovery_leaves_a_live_process_alone() {
     // spin hits its deadline, so the first process rolls its own saga back.
     assert_eq!(report["final_state"], "FailedRolledBack", "{report}");
     assert!(!ws.ws().join("a.txt").exists());
-    let db = Db::open(&ws.root.join(".capsaga/state.db")).unwrap();
     let log = block_on(db.log(None)).unwrap();
     assert!(
         !log.iter().any(|r| r.record == "OWNER"),

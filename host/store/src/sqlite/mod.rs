@@ -202,6 +202,12 @@ impl SqliteStore {
         self.writer.commits()
     }
 
+    /// Writes waiting for the writer thread (sent, not yet taken into a
+    /// transaction): the depth of the group-commit queue now.
+    pub fn queued_writes(&self) -> u64 {
+        self.writer.queued()
+    }
+
     /// Run `f` in an `IMMEDIATE` transaction under the write turn, shared
     /// with other callers' when group commit is on ([`group`]); its value
     /// once the transaction is durable.
