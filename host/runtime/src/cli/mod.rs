@@ -28,12 +28,22 @@ use crate::store::{ApprovalOpError, StoreError};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 
+/// What `capsaga --version` prints after the name: the crate version and
+/// the git commit it was built from (`host/runtime/build.rs`), e.g.
+/// `0.1.0 (3f2a9c1d0e4b)`, `0.1.0 (3f2a9c1d0e4b-dirty, dev build)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("CAPSAGA_BUILD_COMMIT"),
+    ")"
+);
+
 /// capsaga: a host that lets AI agents use tools safely. Tools are WebAssembly
 /// components confined to the capabilities the operator grants; every call is
 /// a saga step logged ahead in SQLite and undone in reverse order when a later
 /// step fails.
 #[derive(Debug, Parser)]
-#[command(name = "capsaga", version, after_help = exit::TABLE)]
+#[command(name = "capsaga", version = VERSION, after_help = exit::TABLE)]
 pub struct Cli {
     /// The operator's policy file.
     #[arg(
