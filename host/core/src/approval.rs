@@ -297,6 +297,12 @@ pub struct ApprovalsSection {
     /// number of seconds, or a string of a number and a unit (`s`, `m`, `h`,
     /// `d`), e.g. `"30m"`, `"24h"`. Default [`DEFAULT_TTL_S`].
     pub ttl: Option<Ttl>,
+    /// Tools whose approvals the MCP client may confirm itself (by
+    /// elicitation) instead of an operator; checked by
+    /// [`crate::confirm::check_list`] (never `code_run`, an irreversible or
+    /// a high-risk tool). Default: none (every approval is an operator's).
+    #[serde(default)]
+    pub client_confirm: Vec<String>,
 }
 
 /// A time to live as written in the policy.
