@@ -132,6 +132,7 @@ async fn turn(
         &Selection {
             script: None,
             route,
+            ..Selection::default()
         },
     )
     .unwrap();
