@@ -432,7 +432,13 @@ mod tests {
 
     #[test]
     fn ttl_parses_and_is_bounded() {
-        let s = |t: Option<Ttl>| ApprovalsSection { ttl: t }.ttl_s();
+        let s = |t: Option<Ttl>| {
+            ApprovalsSection {
+                ttl: t,
+                ..ApprovalsSection::default()
+            }
+            .ttl_s()
+        };
         assert_eq!(s(None), Ok(DEFAULT_TTL_S));
         assert_eq!(s(Some(Ttl::Seconds(90))), Ok(90));
         assert_eq!(s(Some(Ttl::Text("30m".into()))), Ok(1800));

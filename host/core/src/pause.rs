@@ -109,9 +109,7 @@ pub fn refusal(sw: &Switch, tool: &str, has_side_effects: bool) -> Option<ToolEr
             "The operator paused all work. Do not retry: end your turn and say the work is paused.",
         ),
         _ => (
-            format!(
-                "capsaga is in read-only mode{why}; `{tool}` has side effects and was not run"
-            ),
+            format!("capsaga is in read-only mode{why}; `{tool}` has side effects and was not run"),
             "Only tools without side effects may run now. Do not retry this call; use read-only tools or end your turn.",
         ),
     };

@@ -236,11 +236,7 @@ fn encrypt(
     Ok(out)
 }
 
-fn decrypt(
-    cipher: &Aes256Gcm,
-    sealed: &[u8],
-    aad: &[u8],
-) -> Option<Zeroizing<Vec<u8>>> {
+fn decrypt(cipher: &Aes256Gcm, sealed: &[u8], aad: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
     if sealed.len() < NONCE_BYTES + TAG_BYTES {
         return None;
     }
@@ -262,8 +258,18 @@ pub fn seal(kek: &Kek, name: &str, secret: &str, fresh: &Fresh) -> Result<Sealed
     }
     check_secret(secret)?;
     let dek_cipher = Aes256Gcm::new(&(*fresh.dek).into());
-    let ciphertext = encrypt(&dek_cipher, &fresh.nonce, secret.as_bytes(), &aad("key", name))?;
-    let wrapped_dek = encrypt(&kek.cipher(), &fresh.dek_nonce, &fresh.dek[..], &aad("dek", name))?;
+    let ciphertext = encrypt(
+        &dek_cipher,
+        &fresh.nonce,
+        secret.as_bytes(),
+        &aad("key", name),
+    )?;
+    let wrapped_dek = encrypt(
+        &kek.cipher(),
+        &fresh.dek_nonce,
+        &fresh.dek[..],
+        &aad("dek", name),
+    )?;
     Ok(Sealed {
         format: FORMAT.into(),
         kek_id: kek.id(),
@@ -293,11 +299,16 @@ pub fn open(kek: &Kek, name: &str, sealed: &Sealed) -> Result<Zeroizing<String>,
     if sealed.format != FORMAT {
         return Err(tampered());
     }
-    let dek = decrypt(&kek.cipher(), &sealed.wrapped_dek, &aad("dek", name)).ok_or_else(tampered)?;
+    let dek =
+        decrypt(&kek.cipher(), &sealed.wrapped_dek, &aad("dek", name)).ok_or_else(tampered)?;
     let dek: [u8; KEY_BYTES] = dek.as_slice().try_into().map_err(|_| tampered())?;
     let dek = Zeroizing::new(dek);
-    let plain = decrypt(&Aes256Gcm::new(&(*dek).into()), &sealed.ciphertext, &aad("key", name))
-        .ok_or_else(tampered)?;
+    let plain = decrypt(
+        &Aes256Gcm::new(&(*dek).into()),
+        &sealed.ciphertext,
+        &aad("key", name),
+    )
+    .ok_or_else(tampered)?;
     let text = String::from_utf8(plain.to_vec()).map_err(|_| tampered())?;
     let text = Zeroizing::new(text);
     check_secret(&text).map_err(|_| tampered())?;
@@ -324,18 +335,25 @@ mod tests {
     #[test]
     fn kek_encodings() {
         let hex = Kek::parse(KEK_HEX).unwrap();
-        let b64 = base64::engine::general_purpose::STANDARD
-            .encode(hex::decode(KEK_HEX).unwrap());
+        let b64 = base64::engine::general_purpose::STANDARD.encode(hex::decode(KEK_HEX).unwrap());
         assert_eq!(Kek::parse(&b64).unwrap().id(), hex.id());
-        assert_eq!(Kek::parse(b64.trim_end_matches('=')).unwrap().id(), hex.id());
-        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode([0xfbu8; 32]);
+        assert_eq!(
+            Kek::parse(b64.trim_end_matches('=')).unwrap().id(),
+            hex.id()
+        );
+        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([0xfbu8; 32]);
         assert!(Kek::parse(&url).is_ok(), "{url}");
         assert!(matches!(Kek::parse(" "), Err(SealError::NoKek)));
         for bad in [&KEK_HEX[..62], "zz", &"0".repeat(64), "aGVsbG8="] {
-            assert!(matches!(Kek::parse(bad), Err(SealError::BadKek(_))), "{bad}");
+            assert!(
+                matches!(Kek::parse(bad), Err(SealError::BadKek(_))),
+                "{bad}"
+            );
         }
-        assert!(!format!("{hex:?}").contains("0001"), "the Debug form hides the key");
+        assert!(
+            !format!("{hex:?}").contains("0001"),
+            "the Debug form hides the key"
+        );
     }
 
     #[test]
@@ -347,7 +365,8 @@ mod tests {
         assert_eq!(s.format, FORMAT);
         let all = [s.wrapped_dek.as_slice(), s.ciphertext.as_slice()].concat();
         assert!(
-            !all.windows(8).any(|w| secret.as_bytes().windows(8).any(|x| x == w)),
+            !all.windows(8)
+                .any(|w| secret.as_bytes().windows(8).any(|x| x == w)),
             "no run of the secret in the stored bytes"
         );
         assert_eq!(open(&kek, "org-anthropic", &s).unwrap().as_str(), secret);
@@ -364,37 +383,77 @@ mod tests {
         assert!(!e.to_string().contains(secret));
         // Every single-byte change of either ciphertext is caught.
         for field in 0..2 {
-            let len = if field == 0 { s.wrapped_dek.len() } else { s.ciphertext.len() };
+            let len = if field == 0 {
+                s.wrapped_dek.len()
+            } else {
+                s.ciphertext.len()
+            };
             for i in 0..len {
                 let mut t = s.clone();
-                let v = if field == 0 { &mut t.wrapped_dek } else { &mut t.ciphertext };
+                let v = if field == 0 {
+                    &mut t.wrapped_dek
+                } else {
+                    &mut t.ciphertext
+                };
                 v[i] ^= 0x01;
-                assert_eq!(open(&kek, "org", &t), Err(SealError::Tampered("org".into())));
+                assert_eq!(
+                    open(&kek, "org", &t),
+                    Err(SealError::Tampered("org".into()))
+                );
             }
         }
         let mut short = s.clone();
         short.ciphertext.truncate(20);
-        assert!(matches!(open(&kek, "org", &short), Err(SealError::Tampered(_))));
+        assert!(matches!(
+            open(&kek, "org", &short),
+            Err(SealError::Tampered(_))
+        ));
         // Moved to another name: the associated data differs.
-        assert!(matches!(open(&kek, "org2", &s), Err(SealError::Tampered(_))));
+        assert!(matches!(
+            open(&kek, "org2", &s),
+            Err(SealError::Tampered(_))
+        ));
         // The shown last four edited: refused too.
         let mut l4 = s.clone();
         l4.last4 = "0000".into();
-        assert!(matches!(open(&kek, "org", &l4), Err(SealError::Tampered(_))));
+        assert!(matches!(
+            open(&kek, "org", &l4),
+            Err(SealError::Tampered(_))
+        ));
         // A forged id with the wrong KEK still does not open.
         let mut forged = s.clone();
         forged.kek_id = other.id();
-        assert!(matches!(open(&other, "org", &forged), Err(SealError::Tampered(_))));
+        assert!(matches!(
+            open(&other, "org", &forged),
+            Err(SealError::Tampered(_))
+        ));
     }
 
     #[test]
     fn names_and_secrets_are_checked() {
         let kek = Kek::parse(KEK_HEX).unwrap();
         for bad in ["", "Org", "-x", "a b", "a/b", &"a".repeat(65)] {
-            assert!(matches!(seal(&kek, bad, "0123456789abcdef", &fresh(1)), Err(SealError::BadName(_))), "{bad}");
+            assert!(
+                matches!(
+                    seal(&kek, bad, "0123456789abcdef", &fresh(1)),
+                    Err(SealError::BadName(_))
+                ),
+                "{bad}"
+            );
         }
-        for bad in ["short", "with space 0123456", "tab\t0123456789", &"x".repeat(5000)] {
-            assert!(matches!(seal(&kek, "k", bad, &fresh(1)), Err(SealError::BadSecret(_))), "{bad:.20}");
+        for bad in [
+            "short",
+            "with space 0123456",
+            "tab\t0123456789",
+            &"x".repeat(5000),
+        ] {
+            assert!(
+                matches!(
+                    seal(&kek, "k", bad, &fresh(1)),
+                    Err(SealError::BadSecret(_))
+                ),
+                "{bad:.20}"
+            );
         }
         assert_eq!(last4("abcdefghijkl"), "ijkl");
     }

@@ -131,6 +131,11 @@ impl SessionTable {
         self.entries.is_empty()
     }
 
+    /// Live sessions with a request in flight.
+    pub fn busy(&self) -> usize {
+        self.entries.len() - self.idle.len()
+    }
+
     /// Live sessions of `principal`.
     pub fn count_of(&self, principal: &str) -> usize {
         self.count_of.get(principal).copied().unwrap_or(0)
@@ -357,8 +362,19 @@ mod tests {
         t.admit("b", "p").unwrap();
         t.set_busy("a", true);
         t.set_busy("b", true);
+        assert_eq!(t.busy(), 2);
         let e = t.admit("c", "p").unwrap_err();
-        assert!(matches!(e, Full::Principal { live: 2, cap: 2, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Full::Principal {
+                    live: 2,
+                    cap: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert_eq!(t.len(), 2, "nothing changed");
         t.set_busy("b", false);
         assert_eq!(t.admit("c", "p").unwrap(), vec!["b".to_string()]);

@@ -138,9 +138,7 @@ fn refuse_client_confirm_for_high_risk(
     let refused: Vec<String> = registry
         .tools()
         .iter()
-        .filter_map(|t| {
-            capsaga_core::confirm::refused_for_risk(listed, &t.meta.name, t.meta.risk)
-        })
+        .filter_map(|t| capsaga_core::confirm::refused_for_risk(listed, &t.meta.name, t.meta.risk))
         .collect();
     if refused.is_empty() {
         Ok(())

@@ -39,9 +39,7 @@ mod neurons;
 mod rows;
 pub mod sqlite;
 
-pub use access::{
-    ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore,
-};
+pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};
 pub use error::{SCHEMA_VERSION, StoreError};
 pub use neurons::{NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, Transition};
 pub use rows::*;

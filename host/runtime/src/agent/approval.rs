@@ -20,9 +20,9 @@
 //! message: it never writes to the store.
 
 use crate::dispatch::{Approver, NoApprover, decider};
-use capsaga_core::principal::Principal;
 use crate::store::ApprovalRow;
 use async_trait::async_trait;
+use capsaga_core::principal::Principal;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 

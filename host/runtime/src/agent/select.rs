@@ -221,11 +221,7 @@ fn configured_providers(
             }
         }
         let key = match section.key_env() {
-            None => sel
-                .sealed
-                .get(name)
-                .and_then(|k| k.as_ref().ok())
-                .cloned(),
+            None => sel.sealed.get(name).and_then(|k| k.as_ref().ok()).cloned(),
             Some(var) => match env.get(&var).filter(|v| !v.trim().is_empty()) {
                 Some(v) => Some(ApiKey::new(v.trim().to_string())),
                 None => {

@@ -160,10 +160,9 @@ pub(crate) async fn tokens(config: &Path, out: &Out, cmd: TokensCmd) -> Result<u
             }
             for t in rows.iter().filter(|_| !out.json) {
                 let state = match &t.revoked_at {
-                    Some(at) => format!(
-                        "revoked {at} by {}",
-                        t.revoked_by.as_deref().unwrap_or("?")
-                    ),
+                    Some(at) => {
+                        format!("revoked {at} by {}", t.revoked_by.as_deref().unwrap_or("?"))
+                    }
                     None => "active".into(),
                 };
                 outln!(
@@ -181,7 +180,10 @@ pub(crate) async fn tokens(config: &Path, out: &Out, cmd: TokensCmd) -> Result<u
             if out.json {
                 out.json(&json!({ "token": row }));
             } else {
-                outln!("revoked token `{}`: it authenticates nothing from now on", row.name);
+                outln!(
+                    "revoked token `{}`: it authenticates nothing from now on",
+                    row.name
+                );
             }
             Ok(exit::OK)
         }
@@ -210,7 +212,10 @@ pub(crate) async fn keys_cmd(config: &Path, out: &Out, cmd: KeysCmd) -> Result<u
             let kek = keys::kek_from_env().map_err(|e| key_failure(e.into()))?;
             let secret: Zeroizing<String> = match from_env {
                 Some(var) => Zeroizing::new(std::env::var(&var).map_err(|_| {
-                    usage(format!("--from-env: {} is not set", super::render::clip(&var, 64)))
+                    usage(format!(
+                        "--from-env: {} is not set",
+                        super::render::clip(&var, 64)
+                    ))
                 })?),
                 None => {
                     let mut line = Zeroizing::new(String::new());

@@ -86,8 +86,10 @@ fn unauthorized() -> Response {
         "unauthorized",
         "a valid bearer token is required (Authorization: Bearer <token>: CAPSAGA_TOKEN or a token from `capsaga tokens create`)",
     );
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
     r
 }
 

@@ -269,7 +269,11 @@ impl Approver for Elicit {
             rmcp::model::LoggingLevel::Notice,
             message,
         );
-        if let Err(e) = self.peer.notify_logging_message(p.with_logger("capsaga")).await {
+        if let Err(e) = self
+            .peer
+            .notify_logging_message(p.with_logger("capsaga"))
+            .await
+        {
             tracing::debug!("pending-approval notice not delivered: {e}");
         }
     }

@@ -270,7 +270,10 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .layer(authenticated.clone());
     let mcp = Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(sessions, sessions::bind))
+        .layer(axum::middleware::from_fn_with_state(
+            sessions,
+            sessions::bind,
+        ))
         .layer(authenticated);
     Router::new()
         .route("/healthz", get(rest::healthz))

@@ -149,7 +149,13 @@ pub async fn remove_key(
     Extension(who): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Response {
-    match r.live.host().store.remove_key(&name, &who.to_string()).await {
+    match r
+        .live
+        .host()
+        .store
+        .remove_key(&name, &who.to_string())
+        .await
+    {
         Ok(true) => Json(json!({ "removed": name })).into_response(),
         Ok(false) => detail(StatusCode::NOT_FOUND, "not_found", "no such key"),
         Err(e) => internal(e),

@@ -26,12 +26,12 @@ use crate::agent::runner::{TurnOptions, run_turn};
 use crate::agent::select::{Selection, process_env, select};
 use crate::dispatch::OperatorError;
 use crate::store::ApprovalOpError;
-use axum::extract::{Extension, Path, Query, State};
 use axum::Json;
-use capsaga_core::principal::Principal;
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use capsaga_core::policy::Autonomy;
+use capsaga_core::principal::Principal;
 use serde::Deserialize;
 use serde_json::json;
 use std::path::PathBuf;
@@ -59,10 +59,11 @@ fn internal(e: impl std::fmt::Display) -> Response {
 pub async fn healthz(State(r): State<Arc<Rest>>) -> Response {
     let host = r.live.host();
     let config = &host.config;
-    let (live, _) = r.sessions.counts();
+    let (live, busy) = r.sessions.counts();
     let caps = r.sessions.caps();
     let sessions = json!({
         "live": live,
+        "busy": busy,
         "max": caps.max_total,
         "max_per_principal": caps.max_per_principal,
     });

@@ -109,11 +109,19 @@ impl Sessions {
         }
     }
 
-    /// Live sessions, and per principal (most first).
-    pub fn counts(&self) -> (usize, Vec<(String, usize)>) {
+    /// Live sessions, and how many of them have a request in flight.
+    pub fn counts(&self) -> (usize, usize) {
         self.table
             .lock()
-            .map(|t| (t.len(), t.principals()))
+            .map(|t| (t.len(), t.busy()))
+            .unwrap_or_default()
+    }
+
+    /// Live sessions per principal, most first.
+    pub fn per_principal(&self) -> Vec<(String, usize)> {
+        self.table
+            .lock()
+            .map(|t| t.principals())
             .unwrap_or_default()
     }
 
@@ -276,7 +284,11 @@ impl SessionManager for Sessions {
 
 /// A JSON-RPC error answer with an HTTP status (the request's id is not
 /// known here: `null`).
-fn jsonrpc_error(status: axum::http::StatusCode, code: i64, message: String) -> axum::response::Response {
+fn jsonrpc_error(
+    status: axum::http::StatusCode,
+    code: i64,
+    message: String,
+) -> axum::response::Response {
     use axum::response::IntoResponse;
     (
         status,

@@ -19,7 +19,11 @@ pub fn valid_id(id: &str) -> bool {
 ///
 /// # Errors
 /// The store's.
-pub async fn saga(store: &dyn Store, id: &str, who: &Principal) -> Result<Option<Value>, StoreError> {
+pub async fn saga(
+    store: &dyn Store,
+    id: &str,
+    who: &Principal,
+) -> Result<Option<Value>, StoreError> {
     if !valid_id(id) {
         return Ok(None);
     }
@@ -39,7 +43,11 @@ pub async fn saga(store: &dyn Store, id: &str, who: &Principal) -> Result<Option
 ///
 /// # Errors
 /// The store's.
-pub async fn trace(store: &dyn Store, id: &str, who: &Principal) -> Result<Option<Value>, StoreError> {
+pub async fn trace(
+    store: &dyn Store,
+    id: &str,
+    who: &Principal,
+) -> Result<Option<Value>, StoreError> {
     if !valid_id(id) {
         return Ok(None);
     }

@@ -27,28 +27,45 @@ fn tokens_are_hashes_revoked_for_good_and_never_renamed() {
     block(async {
         assert!(!db.any_token_ever().await.unwrap());
         let h = [7u8; 32];
-        let row = db.create_token("alice", Role::Operator, &h, "cli:root").await.unwrap();
+        let row = db
+            .create_token("alice", Role::Operator, &h, "cli:root")
+            .await
+            .unwrap();
         assert_eq!((row.role, row.revoked_at.clone()), (Role::Operator, None));
         assert!(matches!(
             db.create_token("alice", Role::Client, &[8; 32], "x").await,
             Err(TokenOpError::NameTaken(n)) if n == "alice"
         ));
-        assert!(matches!(
-            db.create_token("bob", Role::Client, &h, "x").await,
-            Err(TokenOpError::NameTaken(_))
-        ), "the same secret twice is refused");
-        db.create_token("bob", Role::Client, &[9; 32], "x").await.unwrap();
+        assert!(
+            matches!(
+                db.create_token("bob", Role::Client, &h, "x").await,
+                Err(TokenOpError::NameTaken(_))
+            ),
+            "the same secret twice is refused"
+        );
+        db.create_token("bob", Role::Client, &[9; 32], "x")
+            .await
+            .unwrap();
         let active = db.active_tokens().await.unwrap();
         assert_eq!(active.len(), 2);
         assert_eq!(active[0].secret_sha256, h);
         db.revoke_token("alice", "cli:root").await.unwrap();
-        assert!(matches!(db.revoke_token("alice", "x").await, Err(TokenOpError::AlreadyRevoked(_))));
-        assert!(matches!(db.revoke_token("nobody", "x").await, Err(TokenOpError::NotFound(_))));
-        assert_eq!(db.active_tokens().await.unwrap().len(), 1);
         assert!(matches!(
-            db.create_token("alice", Role::Client, &[1; 32], "x").await,
-            Err(TokenOpError::NameTaken(_))
-        ), "a revoked name is not reused");
+            db.revoke_token("alice", "x").await,
+            Err(TokenOpError::AlreadyRevoked(_))
+        ));
+        assert!(matches!(
+            db.revoke_token("nobody", "x").await,
+            Err(TokenOpError::NotFound(_))
+        ));
+        assert_eq!(db.active_tokens().await.unwrap().len(), 1);
+        assert!(
+            matches!(
+                db.create_token("alice", Role::Client, &[1; 32], "x").await,
+                Err(TokenOpError::NameTaken(_))
+            ),
+            "a revoked name is not reused"
+        );
         assert!(db.any_token_ever().await.unwrap());
         let log = db.log(Some("token:alice")).await.unwrap();
         assert_eq!(log.len(), 2, "created and revoked are logged");
@@ -56,7 +73,10 @@ fn tokens_are_hashes_revoked_for_good_and_never_renamed() {
     drop(db);
     // The file never holds anything but the hash.
     let bytes = std::fs::read(dir.path().join("state.db")).unwrap();
-    assert!(!bytes.windows(32).any(|w| w == [7u8; 32]), "raw digest bytes not stored either");
+    assert!(
+        !bytes.windows(32).any(|w| w == [7u8; 32]),
+        "raw digest bytes not stored either"
+    );
 }
 
 #[test]
@@ -76,7 +96,10 @@ fn sealed_keys_round_trip_through_the_file_and_are_listed_by_last_four() {
         let back = db.sealed_key("org-openai").await.unwrap().unwrap();
         assert_eq!(open(&kek, "org-openai", &back).unwrap().as_str(), secret);
         let listed = serde_json::to_string(&db.keys().await.unwrap()).unwrap();
-        assert!(listed.contains("ABCD") && !listed.contains("0123456789"), "{listed}");
+        assert!(
+            listed.contains("ABCD") && !listed.contains("0123456789"),
+            "{listed}"
+        );
         assert!(db.remove_key("org-openai", "x").await.unwrap());
         assert!(!db.remove_key("org-openai", "x").await.unwrap());
         assert!(db.sealed_key("org-openai").await.unwrap().is_none());
@@ -85,7 +108,10 @@ fn sealed_keys_round_trip_through_the_file_and_are_listed_by_last_four() {
     });
     drop(db);
     let bytes = std::fs::read(dir.path().join("state.db")).unwrap();
-    assert!(!bytes.windows(10).any(|w| w == b"0123456789"), "no clear key in the file");
+    assert!(
+        !bytes.windows(10).any(|w| w == b"0123456789"),
+        "no clear key in the file"
+    );
 }
 
 #[test]
@@ -93,12 +119,24 @@ fn the_switch_and_saga_principals() {
     let (_dir, db) = store();
     block(async {
         assert_eq!(db.switch().await.unwrap().mode, Mode::Running);
-        let s = db.set_switch(Mode::Paused, "token:alice", Some("incident")).await.unwrap();
-        assert_eq!((s.mode, s.by.as_deref()), (Mode::Paused, Some("token:alice")));
+        let s = db
+            .set_switch(Mode::Paused, "token:alice", Some("incident"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (s.mode, s.by.as_deref()),
+            (Mode::Paused, Some("token:alice"))
+        );
         assert_eq!(db.switch().await.unwrap().note.as_deref(), Some("incident"));
-        db.set_switch(Mode::Running, "cli:root", None).await.unwrap();
+        db.set_switch(Mode::Running, "cli:root", None)
+            .await
+            .unwrap();
         assert_eq!(db.log(Some("host:switch")).await.unwrap().len(), 2);
-        for (id, who) in [("s1", Some("token:bob")), ("s2", Some("token:eve")), ("s3", None)] {
+        for (id, who) in [
+            ("s1", Some("token:bob")),
+            ("s2", Some("token:eve")),
+            ("s3", None),
+        ] {
             db.create_saga(&NewSaga {
                 saga_id: id,
                 origin: Origin::Mcp,

@@ -4,8 +4,8 @@
 //! appends a `KEY` record (saga id `key:<name>`; who acted and the last
 //! four, nothing sealed) to the hash-chained log in the same transaction.
 
-use super::super::access::{KeyRow, KeyStore};
 use super::super::StoreError;
+use super::super::access::{KeyRow, KeyStore};
 use super::SqliteStore;
 use super::log::append;
 use crate::clock::now_rfc3339;

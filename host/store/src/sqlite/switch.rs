@@ -2,8 +2,8 @@
 //! change appends a `SWITCH` record (saga id `host:switch`) to the
 //! hash-chained log in the same transaction.
 
-use super::super::access::SwitchStore;
 use super::super::StoreError;
+use super::super::access::SwitchStore;
 use super::SqliteStore;
 use super::log::append;
 use crate::clock::now_rfc3339;

@@ -2,8 +2,8 @@
 //! write appends a `TOKEN` record (saga id `token:<name>`; the role and who
 //! acted, never the hash) to the hash-chained log in the same transaction.
 
-use super::super::access::{ActiveToken, TokenOpError, TokenRow, TokenStore};
 use super::super::StoreError;
+use super::super::access::{ActiveToken, TokenOpError, TokenRow, TokenStore};
 use super::SqliteStore;
 use super::log::append;
 use crate::clock::now_rfc3339;
@@ -15,8 +15,9 @@ use serde_json::json;
 const COLUMNS: &str = "name, role, created_at, created_by, revoked_at, revoked_by";
 
 fn role(s: &str) -> rusqlite::Result<Role> {
-    s.parse::<Role>()
-        .map_err(|_| rusqlite::Error::InvalidColumnType(1, "role".into(), rusqlite::types::Type::Text))
+    s.parse::<Role>().map_err(|_| {
+        rusqlite::Error::InvalidColumnType(1, "role".into(), rusqlite::types::Type::Text)
+    })
 }
 
 fn decode(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
@@ -31,13 +32,12 @@ fn decode(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
 }
 
 fn one(c: &rusqlite::Connection, name: &str) -> Result<Option<TokenRow>, StoreError> {
-    Ok(c
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM tokens WHERE name = ?1"),
-            params![name],
-            decode,
-        )
-        .optional()?)
+    Ok(c.query_row(
+        &format!("SELECT {COLUMNS} FROM tokens WHERE name = ?1"),
+        params![name],
+        decode,
+    )
+    .optional()?)
 }
 
 #[async_trait]
