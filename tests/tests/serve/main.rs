@@ -10,6 +10,7 @@ mod load;
 mod reload;
 mod resources;
 mod rest;
+mod sessions;
 mod trust;
 
 pub use capsaga_tests::mcp_rig::{Running, http, http_builder, start};
