@@ -18,6 +18,7 @@ use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::{Value, json};
 
 mod routing;
+mod sealed;
 
 use routing::RawServer;
 

@@ -6,7 +6,9 @@
 
 mod clients;
 mod crash;
+mod keys;
 mod load;
+mod pause;
 mod reload;
 mod resources;
 mod rest;
