@@ -19,21 +19,21 @@
 //! neuron) is never client-confirmed. Pure.
 
 use crate::meta::Risk;
-use crate::policy::ToolPolicyFile;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Tools no client ever confirms, whatever the policy says.
 pub const NEVER: &[&str] = &["code_run", "neuron_create"];
 
-/// Check `[approvals] client_confirm` against the `[tools.*]` sections:
-/// every name a tool section of its own, not in [`NEVER`], not
-/// `irreversible`.
+/// Check `[approvals] client_confirm` against the `[tools.*]` sections
+/// (`irreversible(name)`: `None` when the policy has no section for
+/// `name`, else whether it marks the tool irreversible): every name a tool
+/// section of its own, not in [`NEVER`], not `irreversible`.
 ///
 /// # Errors
 /// A message naming the first refused entry and why.
 pub fn check_list(
     list: &[String],
-    tools: &BTreeMap<String, ToolPolicyFile>,
+    irreversible: impl Fn(&str) -> Option<bool>,
 ) -> Result<BTreeSet<String>, String> {
     let mut out = BTreeSet::new();
     for name in list {
@@ -43,12 +43,12 @@ pub fn check_list(
                 "[approvals] client_confirm: `{shown}` can never be confirmed by an MCP client: its approval binds agent-written code and inputs, and only an operator decides it"
             ));
         }
-        let Some(section) = tools.get(name) else {
+        let Some(irreversible) = irreversible(name) else {
             return Err(format!(
                 "[approvals] client_confirm: `{shown}` has no [tools.{shown}] section (list only tools the policy grants)"
             ));
         };
-        if section.irreversible {
+        if irreversible {
             return Err(format!(
                 "[approvals] client_confirm: `{shown}` is marked irreversible in [tools.{shown}]: only an operator approves its calls"
             ));
@@ -84,19 +84,10 @@ pub fn client_may_confirm(
 mod tests {
     use super::*;
 
-    fn tools(entries: &[(&str, bool)]) -> BTreeMap<String, ToolPolicyFile> {
-        entries
-            .iter()
-            .map(|(n, irr)| {
-                (
-                    n.to_string(),
-                    ToolPolicyFile {
-                        irreversible: *irr,
-                        ..ToolPolicyFile::default()
-                    },
-                )
-            })
-            .collect()
+    fn tools(entries: &[(&str, bool)]) -> impl Fn(&str) -> Option<bool> {
+        let m: std::collections::BTreeMap<String, bool> =
+            entries.iter().map(|(n, i)| (n.to_string(), *i)).collect();
+        move |n: &str| m.get(n).copied()
     }
 
     #[test]

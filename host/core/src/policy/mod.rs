@@ -373,8 +373,10 @@ impl PolicyFile {
             providers: self.providers.clone(),
             budget: self.budget.clone(),
             approval_ttl_s: self.approvals.ttl_s().map_err(PolicyError::Approvals)?,
-            client_confirm: crate::confirm::check_list(&self.approvals.client_confirm, &self.tools)
-                .map_err(PolicyError::Approvals)?,
+            client_confirm: crate::confirm::check_list(&self.approvals.client_confirm, |n| {
+                self.tools.get(n).map(|t| t.irreversible)
+            })
+            .map_err(PolicyError::Approvals)?,
             neurons: self.neurons.check(home).map_err(PolicyError::Neurons)?,
         })
     }
