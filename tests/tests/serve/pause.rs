@@ -206,3 +206,58 @@ async fn pause_stops_a_running_call_rolls_it_back_and_refuses_new_work() {
     assert_eq!(log.len(), 5, "{log:?}");
     drop(srv);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_stops_a_turn_waiting_for_its_model() {
+    use capsaga_tests::llm_server::{LlmServer, Reply};
+    // The model takes its time (two minutes); the operator pauses meanwhile.
+    let llm = LlmServer::start(vec![
+        Reply::ok(json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "late"}, "finish_reason": "stop"}]}))
+            .delayed(120_000),
+    ])
+    .await;
+    let ws = TestWorkspace::new(
+        &["time_now"],
+        &format!(
+            "[tools.time_now]\n[providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"m\"\nkeyless = true\n",
+            llm.url("/v1")
+        ),
+    );
+    let host = ws.host().await;
+    let srv = start(
+        host.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    let c = http();
+    let url = srv.url("/v1/turns");
+    let c2 = c.clone();
+    let turn = tokio::spawn(async move {
+        let r = c2
+            .post(url)
+            .json(&json!({"task": "what time is it"}))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    });
+    until("the model was asked", || !llm.requests().is_empty()).await;
+    let r = c
+        .post(srv.url("/v1/pause"))
+        .json(&json!({"note": "stop the turn"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "the loopback operator may pause");
+    let (status, body) = tokio::time::timeout(Duration::from_secs(60), turn)
+        .await
+        .expect("the turn ends without its model's answer")
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outcome"], "user_aborted", "{body}");
+    assert!(
+        body["final_response"].as_str().unwrap().contains("paused"),
+        "{body}"
+    );
+    assert_eq!(body["saga_state"], "FailedRolledBack", "{body}");
+}

@@ -170,7 +170,18 @@ pub async fn run_turn(
         if turn.paused().await? {
             break;
         }
-        let calls = match turn.think(&budget, provider).await? {
+        // A pause while the model answers stops the turn at once (the
+        // request is dropped); read-only mode lets it answer.
+        let mut switch = host.switch.watch();
+        let thought = tokio::select! {
+            r = turn.think(&budget, provider) => Some(r?),
+            _ = crate::switch::stopped(&mut switch, false) => None,
+        };
+        let Some(thought) = thought else {
+            turn.paused().await?;
+            break;
+        };
+        let calls = match thought {
             Some(calls) => calls,
             None => break,
         };
