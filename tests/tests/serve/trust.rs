@@ -232,8 +232,7 @@ async fn client_confirmation_of_code_run_irreversible_or_high_risk_tools_is_refu
     );
     let e = capsaga_host::host::Host::open(&ws.config())
         .await
-        .err()
-        .expect("a high-risk tool listed for client confirmation is refused");
+        .expect_err("a high-risk tool listed for client confirmation is refused");
     assert!(e.to_string().contains("high risk"), "{e}");
 }
 

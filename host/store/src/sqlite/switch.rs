@@ -12,8 +12,11 @@ use capsaga_core::pause::{Mode, Switch};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::json;
 
+/// A stored row: mode, set by, set at, note.
+type Row = (String, Option<String>, Option<String>, Option<String>);
+
 fn read(c: &Connection) -> Result<Switch, StoreError> {
-    let row: Option<(String, Option<String>, Option<String>, Option<String>)> = c
+    let row: Option<Row> = c
         .query_row(
             "SELECT mode, set_by, set_at, note FROM host_switch WHERE id = 1",
             [],

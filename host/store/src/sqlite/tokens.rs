@@ -74,7 +74,7 @@ impl TokenStore for SqliteStore {
                     &json!({"event": "created", "name": name, "role": role.as_str(), "by": by}),
                     &at,
                 )?;
-                Ok(one(tx, &name)?)
+                one(tx, &name)
             })
             .await?;
         out.ok_or(TokenOpError::NameTaken(shown))
