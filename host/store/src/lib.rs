@@ -20,6 +20,9 @@
 //! | [`TraceStore`] | `traces` | execution traces of agent turns |
 //! | [`BudgetStore`] | `budget_days` | model spend per UTC day |
 //! | [`NeuronStore`] | `neurons` | agent-written tools: versions, life, provenance |
+//! | [`TokenStore`] | `tokens` | named tokens and roles (the SHA-256 of each secret) |
+//! | [`KeyStore`] | `provider_keys` | provider keys sealed under `CAPSAGA_KEK` |
+//! | [`SwitchStore`] | `host_switch` | the kill switch: running, read-only, paused |
 //! | [`AuditStore`] | all of the above | the tables' current values, for `audit verify` ([`audit`]) |
 //!
 //! Invariants every implementation keeps (the SQLite one documents how):
@@ -28,6 +31,7 @@
 //! the write returns; an approval is claimed in the transaction of its step's
 //! BEGIN, at most once.
 
+pub mod access;
 pub mod audit;
 pub mod clock;
 mod error;
@@ -35,6 +39,7 @@ mod neurons;
 mod rows;
 pub mod sqlite;
 
+pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};
 pub use error::{SCHEMA_VERSION, StoreError};
 pub use neurons::{NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, Transition};
 pub use rows::*;
@@ -114,6 +119,12 @@ pub trait SagaStore: Send + Sync {
     /// # Errors
     /// [`StoreError`].
     async fn sagas(&self, limit: usize) -> Result<Vec<SagaRow>, StoreError>;
+
+    /// The sagas started by `principal`, newest first (at most `limit`).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError>;
 
     /// Sagas not in a terminal state (crashed or still running), oldest
     /// first.
@@ -381,6 +392,9 @@ pub trait Store:
     + BudgetStore
     + AuditStore
     + NeuronStore
+    + TokenStore
+    + KeyStore
+    + SwitchStore
     + std::fmt::Debug
 {
 }
@@ -394,6 +408,9 @@ impl<T> Store for T where
         + BudgetStore
         + AuditStore
         + NeuronStore
+        + TokenStore
+        + KeyStore
+        + SwitchStore
         + std::fmt::Debug
 {
 }

@@ -109,6 +109,10 @@ pub struct NewSaga<'a> {
     /// The plan it runs (canonical JSON), when a plan drives it, so that it
     /// can be resumed.
     pub plan: Option<&'a str>,
+    /// The principal that started it (`capsaga_core::principal`), recorded
+    /// with the saga and in its first `STATE` record: a client sees only
+    /// its own sagas.
+    pub principal: Option<&'a str>,
 }
 
 /// One row of `saga_state`.
@@ -128,6 +132,9 @@ pub struct SagaRow {
     pub updated_at: String,
     /// The id of the process that drives it (see `ownership`), if any.
     pub owner: Option<String>,
+    /// The principal that started it (`None` for sagas recorded before
+    /// principals existed: only operators see those).
+    pub principal: Option<String>,
 }
 
 /// One row of `saga_steps`.

@@ -13,6 +13,7 @@ mod birth;
 mod code_run;
 mod hostile;
 mod list_changed;
+mod paused;
 mod pinning;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome, Submitted};

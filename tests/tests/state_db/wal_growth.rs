@@ -50,6 +50,7 @@ fn commit_steps(db: &SqliteStore, saga: &str, n: u64) {
             state: State::Acting,
             owner: "test",
             plan: None,
+            principal: None,
         })
         .await
         .unwrap();

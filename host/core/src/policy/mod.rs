@@ -280,6 +280,9 @@ pub struct Policy {
     pub budget: crate::budget::BudgetSection,
     /// How long an approval may wait to be claimed, seconds (`[approvals] ttl`).
     pub approval_ttl_s: u64,
+    /// Tools whose approvals an MCP client may confirm itself
+    /// (`[approvals] client_confirm`, checked by [`crate::confirm`]).
+    pub client_confirm: std::collections::BTreeSet<String>,
     /// The `[neurons]` section, checked.
     pub neurons: crate::neuron::NeuronsPolicy,
 }
@@ -370,6 +373,10 @@ impl PolicyFile {
             providers: self.providers.clone(),
             budget: self.budget.clone(),
             approval_ttl_s: self.approvals.ttl_s().map_err(PolicyError::Approvals)?,
+            client_confirm: crate::confirm::check_list(&self.approvals.client_confirm, |n| {
+                self.tools.get(n).map(|t| t.irreversible)
+            })
+            .map_err(PolicyError::Approvals)?,
             neurons: self.neurons.check(home).map_err(PolicyError::Neurons)?,
         })
     }

@@ -48,7 +48,22 @@ impl Turn<'_> {
             self.denied(call, &submitted, reason, t1);
             return false;
         }
-        self.acted(call, submitted, t1)
+        let paused = match &submitted.outcome {
+            Step::Refused {
+                refusal: Refusal::Paused,
+                error,
+            } => Some(error.message.clone()),
+            _ => None,
+        };
+        let go_on = self.acted(call, submitted, t1);
+        if let Some(why) = paused {
+            // The operator's kill switch: the turn ends; its saga is rolled
+            // back by the end of the turn.
+            self.tr.outcome = Outcome::UserAborted;
+            self.tr.final_response = Some(format!("paused: {why}"));
+            return false;
+        }
+        go_on
     }
 
     /// An invalid call: answered with a `tool_error`; the second in a row

@@ -25,6 +25,7 @@ pub mod anthropic;
 pub mod approval;
 pub mod budget;
 pub mod http;
+pub mod keys;
 pub mod openai;
 pub mod provider;
 pub mod reply;

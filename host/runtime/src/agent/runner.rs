@@ -34,6 +34,7 @@ use crate::store::{Origin, StoreError};
 use capsaga_core::budget::BudgetState;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
+use capsaga_core::principal::Principal;
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
 use std::sync::Arc;
 use std::time::Instant;
@@ -63,6 +64,9 @@ pub struct TurnOptions {
     /// Who is asked when a call needs a human (see [`super::approval`]); the
     /// default asks nobody.
     pub approver: Arc<dyn Approver>,
+    /// Who started the turn: its saga is recorded under this principal
+    /// (default: the local operator at the command line, `cli:<user>`).
+    pub principal: Principal,
 }
 
 impl std::fmt::Debug for TurnOptions {
@@ -88,6 +92,7 @@ impl Default for TurnOptions {
             role: None,
             provider_mode: String::new(),
             approver: Arc::new(NoApprover),
+            principal: crate::dispatch::decider("cli"),
         }
     }
 }
@@ -162,7 +167,21 @@ pub async fn run_turn(
     let budget = Budget::open(&host.config, &*host.store)?;
     let mut turn = Turn::begin(&door, provider, task, opts).await?;
     for _ in 0..opts.max_steps {
-        let calls = match turn.think(&budget, provider).await? {
+        if turn.paused().await? {
+            break;
+        }
+        // A pause while the model answers stops the turn at once (the
+        // request is dropped); read-only mode lets it answer.
+        let mut switch = host.switch.watch();
+        let thought = tokio::select! {
+            r = turn.think(&budget, provider) => Some(r?),
+            _ = crate::switch::stopped(&mut switch, false) => None,
+        };
+        let Some(thought) = thought else {
+            turn.paused().await?;
+            break;
+        };
+        let calls = match thought {
             Some(calls) => calls,
             None => break,
         };
@@ -198,7 +217,9 @@ impl<'a> Turn<'a> {
         opts: &TurnOptions,
     ) -> Result<Turn<'a>, AgentError> {
         let host = door.host();
-        let mut saga = door.start(Origin::Agent, task, None).await?;
+        let mut saga = door
+            .start_as(&opts.principal, Origin::Agent, task, None)
+            .await?;
         door.set_autonomy(&mut saga, opts.autonomy.unwrap_or(Autonomy::Autonomous));
         let autonomy = saga.autonomy();
         let tr = ExecutionTrace {
@@ -254,6 +275,28 @@ impl<'a> Turn<'a> {
             invalid_in_a_row: 0,
             rollback_state: None,
         })
+    }
+
+    /// Whether the operator's kill switch stops the turn before its next
+    /// model call (paused: every call, and so the turn, ends; the saga is
+    /// rolled back by [`Turn::end`] like any turn that did not succeed).
+    async fn paused(&mut self) -> Result<bool, AgentError> {
+        let sw = self
+            .door
+            .host()
+            .switch
+            .current()
+            .await
+            .map_err(AgentError::Store)?;
+        if sw.mode.allows_turns() {
+            return Ok(false);
+        }
+        self.tr.outcome = Outcome::UserAborted;
+        self.tr.final_response = Some(format!(
+            "paused: the operator paused capsaga{}; the turn stopped and what it did is rolled back",
+            sw.note.map(|n| format!(" ({n})")).unwrap_or_default()
+        ));
+        Ok(true)
     }
 
     /// One model call: the budget first (a hard cap ends the turn before

@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod pipe;
+mod access;
 mod adhoc;
 mod approvals;
 mod bench;
@@ -260,6 +261,30 @@ pub enum Command {
         #[command(subcommand)]
         cmd: neurons::NeuronsCmd,
     },
+    /// Named tokens of `capsaga serve` with their role (client or
+    /// operator): create (prints the secret once), list, revoke.
+    Tokens {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: access::TokensCmd,
+    },
+    /// Provider keys sealed under CAPSAGA_KEK (AES-256-GCM): add, list
+    /// (last four characters only), remove.
+    Keys {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: access::KeysCmd,
+    },
+    /// The kill switch: stop new turns and tool calls (or, with
+    /// --read-only, those with side effects) in every process on this
+    /// state, and abort the running ones (rolled back or parked).
+    Pause(access::PauseArgs),
+    /// Turn the kill switch off: everything the policy allows runs again.
+    Unpause {
+        /// Why (kept in the log).
+        #[arg(long)]
+        note: Option<String>,
+    },
 }
 
 /// `capsaga tools ...`
@@ -372,6 +397,10 @@ impl From<OperatorError> for Failure {
         match e {
             OperatorError::Approval(a) => a.into(),
             OperatorError::Dispatch(d) => d.into(),
+            OperatorError::Forbidden(_) => Failure {
+                code: exit::NOT_SUCCESS,
+                message: e.to_string(),
+            },
         }
     }
 }
@@ -456,6 +485,10 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::New { .. }
         | Command::TestTool(_)
         | Command::Neurons { .. }
+        | Command::Tokens { .. }
+        | Command::Keys { .. }
+        | Command::Pause(_)
+        | Command::Unpause { .. }
         | Command::Fsm { .. } => false,
     }
 }
@@ -484,6 +517,17 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::New { what } => return new_tool::run(&out, &what),
         Command::TestTool(args) => return test_tool::run(&out, &args).await,
         Command::Neurons { cmd } => return neurons::run(&cli.config, &out, cmd).await,
+        Command::Tokens { cmd } => return access::tokens(&cli.config, &out, cmd).await,
+        Command::Keys { cmd } => return access::keys_cmd(&cli.config, &out, cmd).await,
+        Command::Pause(a) => return access::pause(&cli.config, &out, &a, false).await,
+        Command::Unpause { note } => {
+            let a = access::PauseArgs {
+                read_only: false,
+                note,
+                status: false,
+            };
+            return access::pause(&cli.config, &out, &a, true).await;
+        }
         command => Cli { command, ..cli },
     };
     // A quick call (or its undo) with --tools-dir: the command line is the policy.
@@ -621,6 +665,10 @@ async fn run_command(
         | Command::New { .. }
         | Command::TestTool(_)
         | Command::BenchNeurons(_)
-        | Command::Neurons { .. } => Ok(exit::OK),
+        | Command::Neurons { .. }
+        | Command::Tokens { .. }
+        | Command::Keys { .. }
+        | Command::Pause(_)
+        | Command::Unpause { .. } => Ok(exit::OK),
     }
 }

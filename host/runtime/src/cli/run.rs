@@ -361,7 +361,9 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
                 .unwrap_or_default(),
             allowed: req.allow_providers.as_deref().map(parse_list),
         },
+        ..Selection::default()
     };
+    let selection = crate::agent::keys::with_sealed(host, selection).await?;
     let selected = select(&host.config, &process_env(), &selection)
         .map_err(|e| config_error(e.to_string()))?;
     let opts = TurnOptions {

@@ -142,7 +142,22 @@ impl Dispatcher {
                 (Err(e), CallDiagnostics::default())
             }
             None => {
-                execute::with_retries(host, saga, tool, &ctx, &args_text, args, sub_model).await?
+                // The kill switch stops the call while it runs: its future
+                // (the tool's instance with it) is dropped, and the step is
+                // settled as one the host stopped (in doubt: compensated
+                // from its pre-image when it has side effects).
+                let mut switch = host.switch.watch();
+                let side_effects = tool.meta.has_side_effects;
+                tokio::select! {
+                    r = execute::with_retries(host, saga, tool, &ctx, &args_text, args, sub_model) => r?,
+                    mode = crate::switch::stopped(&mut switch, side_effects) => (
+                        Err(capsaga_core::pause::aborted(mode, &tool.meta.name)),
+                        CallDiagnostics {
+                            interrupted: true,
+                            ..CallDiagnostics::default()
+                        },
+                    ),
+                }
             }
         };
         // 9-10. COMMIT or FAIL (and roll back).
