@@ -105,10 +105,8 @@ impl Turn<'_> {
     /// truncated) or error goes back to the model. False when the turn ends
     /// here (a failed side effect rolled back, an approval not given).
     fn acted(&mut self, call: &ToolCall, submitted: Submitted, t1: Instant) -> bool {
-        let returns_untrusted = submitted
-            .tool
-            .as_ref()
-            .is_some_and(|t| t.meta.returns_untrusted);
+        // The door decides (its grants, not only the tool's claim).
+        let returns_untrusted = submitted.untrusted_output();
         let mut safety = None;
         let (content, is_error, step_seq, exec_result, error) = match &submitted.outcome {
             Step::Committed { seq, output, .. } => {

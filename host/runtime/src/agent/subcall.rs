@@ -14,9 +14,9 @@
 //!    the same price table, added to the day's counters and to the turn's
 //!    cost and tokens, and recorded as a [`TraceStep::SubCall`].
 //!
-//! The answer's text goes back to the tool as it is; the tool declares
-//! `returns-untrusted`, so the turn wraps its output before the model sees
-//! it.
+//! The answer's text goes back to the tool as it is; the tool holds an
+//! `llm:` grant, so the door marks its output untrusted whatever it
+//! declares, and the turn wraps it before the model sees it.
 
 use super::budget::Budget;
 use super::provider::{ChatRequest, Message, Provider, ProviderError, Tier};
