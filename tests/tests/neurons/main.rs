@@ -13,7 +13,9 @@ mod birth;
 mod code_run;
 mod hostile;
 mod list_changed;
+mod names;
 mod pinning;
+mod untrusted;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome, Submitted};
 use capsaga_host::host::Host;
