@@ -253,6 +253,8 @@ fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value
 }
 
 #[cfg(test)]
+mod budget_tests;
+#[cfg(test)]
 mod group_tests;
 #[cfg(test)]
 mod neuron_tests;
