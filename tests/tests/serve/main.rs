@@ -10,5 +10,6 @@ mod load;
 mod reload;
 mod resources;
 mod rest;
+mod strict;
 
 pub use capsaga_tests::mcp_rig::{Running, http, http_builder, start};

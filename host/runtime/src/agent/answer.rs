@@ -224,11 +224,8 @@ fn record_invalid(
     err: &CallError,
     t1: Instant,
 ) {
-    let args =
-        capsaga_core::json::parse_strict(&call.arguments, capsaga_core::validate::MAX_ARGS_LEN)
-            .unwrap_or_else(|_| {
-                serde_json::Value::String(call.arguments.chars().take(4096).collect())
-            });
+    let args = capsaga_core::validate::parse_args(&call.arguments)
+        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.chars().take(4096).collect()));
     tr.steps.push(TraceStep::Action {
         tool_name: call.name.chars().take(200).collect(),
         call_id: call.id.clone(),

@@ -9,6 +9,7 @@
 //!
 //! | # | stage | file | refuses with |
 //! |---|---|---|---|
+//! | 0 | admit the raw bytes a surface received (JSON-RPC messages, REST bodies) | [`admit`] | a JSON-RPC error / HTTP 400, before anything is parsed or logged |
 //! | 1 | resolve the tool (whatever runs it) and its grants | [`resolve`] | [`Refusal::UnknownTool`], [`Refusal::NotCallable`] |
 //! | 2 | validate the arguments against its schema | [`validate`] | [`Refusal::InvalidArgs`] |
 //! | 3 | replay: a committed step returns its logged output | [`replay`] | [`Refusal::Logged`] |
@@ -33,6 +34,7 @@
 //! [`Saga`] is owned by its driver and passed in by `&mut`, so calls of
 //! different sagas run concurrently and calls of one saga in order.
 
+pub mod admit;
 mod approval;
 mod compensate;
 mod execute;

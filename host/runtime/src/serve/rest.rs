@@ -134,7 +134,10 @@ fn lower(v: &[String]) -> Vec<String> {
 }
 
 /// `POST /v1/turns`.
-pub async fn turns(State(r): State<Arc<Rest>>, Json(req): Json<TurnRequest>) -> Response {
+pub async fn turns(
+    State(r): State<Arc<Rest>>,
+    super::admit::StrictJson(req): super::admit::StrictJson<TurnRequest>,
+) -> Response {
     if req.task.trim().is_empty() || req.task.len() > 64 * 1024 {
         return detail(
             StatusCode::BAD_REQUEST,
