@@ -231,7 +231,7 @@ fn own_spelling(raw: &str, host: &url::Host<&str>) -> bool {
         return false;
     }
     match host {
-        url::Host::Ipv4(_) | url::Host::Ipv6(_) => written.chars().all(|c| c.is_ascii()),
+        url::Host::Ipv4(_) | url::Host::Ipv6(_) => written.is_ascii(),
         url::Host::Domain(d) => {
             let lower: String = written.chars().map(|c| c.to_ascii_lowercase()).collect();
             let (unicode, errors) = idna::domain_to_unicode(d);

@@ -229,7 +229,7 @@ fn mcp_over_stdio_refuses_every_hostile_line_and_survives_a_64_mib_one() {
     let answer = recv();
     assert_eq!(answer["id"], 7, "{answer}");
     assert!(answer["result"].is_object(), "{answer}");
-    drop(send);
+    // End of input: the session ends and the process exits.
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
