@@ -3,8 +3,7 @@
 //! logs them: MCP over HTTP (each POST body, batches refused with HTTP 400),
 //! MCP over stdio (each line, its length limit included: a 64 MiB line is
 //! discarded as it streams and answered), REST bodies, and the agent loop
-//! (a model's arguments). The command line and plans share the argument
-//! rule (the hostile corpus replays it through `capsaga check`).
+//! (a model's arguments), `capsaga call` and plans (`capsaga run --plan`).
 //! Attacker's side: duplicate keys at any depth, `__proto__`-style keys,
 //! deep nesting, huge numbers, lone surrogates, 1 MiB + 1 byte of
 //! arguments. Real servers on 127.0.0.1, the real binary over stdio.
@@ -324,5 +323,56 @@ async fn rest_bodies_and_model_arguments_meet_the_same_rule() {
     assert_eq!(errors.len(), 2, "{r:#}");
     assert!(errors[0].contains("__proto__"), "{errors:?}");
     assert!(errors[1].contains("does not fit 64 bits"), "{errors:?}");
+    assert!(!ws.ws().join("pwned.txt").exists());
+}
+
+#[test]
+fn the_command_line_and_plans_meet_the_same_rule() {
+    let ws = ws();
+    let p = ws.ws_path("pwned.txt");
+    for args in [
+        format!(r#"{{"path":"{p}","content":"x","path":"{p}2"}}"#),
+        format!(r#"{{"path":"{p}","content":"x","__proto__":{{}}}}"#),
+        format!(r#"{{"path":"{p}","content":"x","n":18446744073709551616}}"#),
+        format!(r#"{{"path":"{p}","content":"\udfff"}}"#),
+        format!(
+            r#"{{"path":"{p}","content":"x","d":{}}}"#,
+            "[".repeat(70) + &"]".repeat(70)
+        ),
+    ] {
+        let out = ws
+            .capsaga(&["--json", "call", "fs_write", &args])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{args:.80}: {text:.400}");
+        assert!(text.contains("not valid JSON"), "{args:.80}: {text:.400}");
+    }
+    // A plan: its step's arguments are held to the same rule (the 1 MiB
+    // limit included: an argument on a command line cannot be that long).
+    for (n, step_args) in [
+        format!(r#"{{"path":"{p}","content":"{}"}}"#, "a".repeat(1 << 20)),
+        format!(r#"{{"path":"{p}","content":"x","__proto__":{{"a":1}}}}"#),
+        format!(r#"{{"path":"{p}","content":"x","n":99999999999999999999}}"#),
+        format!(r#"{{"path":"{p}","content":"x","path":"{p}"}}"#),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let plan = ws.root.join(format!("plan{n}.json"));
+        std::fs::write(
+            &plan,
+            format!(
+                r#"{{"description":"hostile","steps":[{{"tool":"fs_write","args":{step_args}}}]}}"#
+            ),
+        )
+        .unwrap();
+        let out = ws
+            .capsaga(&["--json", "run", "--plan", &plan.to_string_lossy()])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{step_args:.80}");
+    }
     assert!(!ws.ws().join("pwned.txt").exists());
 }
