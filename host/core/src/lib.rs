@@ -26,6 +26,7 @@
 //! - [`schema_load`]: admission of a JSON Schema at load (its own draft,
 //!   formats asserted and known, nothing fetched, no same-instance cycle).
 //! - [`json`]: strict JSON parsing (duplicate keys refused) and canonical form.
+//! - [`jsonrpc`]: admission of a raw JSON-RPC message (MCP) under the same rules.
 //! - [`idempotency`]: idempotency keys of saga steps.
 //! - [`error`]: the error kinds of the tool world and the tool error record.
 //! - [`tool`]: the call context and tool output records.
@@ -56,6 +57,7 @@ pub mod grant;
 pub mod idempotency;
 pub mod ip_embedding;
 pub mod json;
+pub mod jsonrpc;
 pub mod meta;
 pub mod net_guard;
 pub mod neuron;

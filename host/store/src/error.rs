@@ -9,8 +9,9 @@ use std::path::PathBuf;
 /// `owner` and `plan` columns of `saga_state`; version 3 rebuilt `approvals`
 /// (expiry, note, replacement); version 4 added the `neurons` table;
 /// version 5 the `principal` of each saga and the `tokens`,
-/// `provider_keys` and `host_switch` tables.
-pub const SCHEMA_VERSION: i64 = 5;
+/// `provider_keys` and `host_switch` tables; version 6 the
+/// `budget_reservations` table.
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]

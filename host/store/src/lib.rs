@@ -18,7 +18,7 @@
 //! | [`LogStore`] | `wal_log`, `wal_head` | the hash-chained log every write appends to, and its anchored head |
 //! | [`ApprovalStore`] | `approvals` | human approvals: request (parks the saga), decide |
 //! | [`TraceStore`] | `traces` | execution traces of agent turns |
-//! | [`BudgetStore`] | `budget_days` | model spend per UTC day |
+//! | [`BudgetStore`] | `budget_days`, `budget_reservations` | model spend per UTC day, reservations of calls in flight |
 //! | [`NeuronStore`] | `neurons` | agent-written tools: versions, life, provenance |
 //! | [`TokenStore`] | `tokens` | named tokens and roles (the SHA-256 of each secret) |
 //! | [`KeyStore`] | `provider_keys` | provider keys sealed under `CAPSAGA_KEK` |
@@ -343,8 +343,18 @@ pub trait TraceStore: Send + Sync {
     async fn load_trace(&self, id: &str) -> Result<Option<String>, StoreError>;
 }
 
-/// Model spend per UTC day (`budget_days`), shared by every process on the
-/// workspace.
+/// Model spend per UTC day (`budget_days`) and the reservations of calls in
+/// flight (`budget_reservations`), shared by every process (and, for a
+/// shared store, every host) on the workspace.
+///
+/// Reserve before spending, settle after (seed 003; the rules are
+/// `capsaga_core::budget::reserve`): [`BudgetStore::reserve_spend`] checks
+/// the day's spend plus the reservations not yet expired plus the new
+/// estimate against the hard cap and records the reservation, in one write
+/// transaction (so concurrent callers, in any process, are serialised);
+/// [`BudgetStore::settle_spend`] replaces a reservation by what the call
+/// cost. A reservation never settled (its process died) stops counting
+/// once expired, and is deleted by a later reservation.
 #[async_trait]
 pub trait BudgetStore: Send + Sync {
     /// What `day` (`YYYY-MM-DD`) has spent, USD.
@@ -352,6 +362,37 @@ pub trait BudgetStore: Send + Sync {
     /// # Errors
     /// [`StoreError`].
     async fn day_spent(&self, day: &str) -> Result<f64, StoreError>;
+
+    /// What reservations of `day` not yet expired hold, USD.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn day_reserved(&self, day: &str) -> Result<f64, StoreError>;
+
+    /// Reserve `r.usd` for a call if the day's hard cap admits it (spent +
+    /// reserved + this, `capsaga_core::budget::reserve::admits`), in one
+    /// write transaction, durable when this returns; expired reservations
+    /// are deleted first.
+    ///
+    /// # Errors
+    /// [`StoreError`], including a duplicate id.
+    async fn reserve_spend(&self, r: &NewReservation<'_>) -> Result<Reserved, StoreError>;
+
+    /// Replace reservation `id` (of `day`) by the call's cost `usd` and its
+    /// tokens, in one transaction: the reservation is deleted (whether or
+    /// not it had expired) and the cost added to `day`'s counters (a call
+    /// with no cost and no tokens is not counted: nothing was sent).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn settle_spend(
+        &self,
+        id: &str,
+        day: &str,
+        usd: f64,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) -> Result<(), StoreError>;
 
     /// Add one model call's cost (USD) and tokens to `day`'s counters.
     ///

@@ -44,6 +44,9 @@ async fn refused_before_anything_runs() {
         ("f5_read", "name"),
         ("fsread", "name"),
         ("neuron_create", "name"),
+        ("capsaga_commit", "name"),
+        ("c0de_run", "name"),
+        ("fs_r3ad", "name"),
     ] {
         let r = data(&call_one(&door, "neuron_create", &neuron(name, ok, ex.clone())).await);
         assert_eq!(r["accepted"], false, "{name}: {r:#}");

@@ -14,7 +14,9 @@ mod code_run;
 mod hostile;
 mod list_changed;
 mod paused;
+mod names;
 mod pinning;
+mod untrusted;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome, Submitted};
 use capsaga_host::host::Host;

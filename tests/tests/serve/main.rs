@@ -14,5 +14,6 @@ mod resources;
 mod rest;
 mod sessions;
 mod trust;
+mod strict;
 
 pub use capsaga_tests::mcp_rig::{Running, http, http_builder, start};

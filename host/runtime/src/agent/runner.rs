@@ -5,9 +5,11 @@
 //! talks to the model and records what happened.
 //!
 //! One turn is one saga. Before each model call the budget is checked (a
-//! hard cap ends the turn as `budget_hit` with no call; a soft cap moves the
-//! call to the cheaper tier); each answer is a Thought, priced from the price
-//! table and added to the day's counters. A call the door refuses as
+//! hard cap reached ends the turn as `budget_hit` with no call; a soft cap
+//! moves the call to the cheaper tier) and each try reserves its maximum
+//! estimate ([`super::meter`]: refused past a hard cap, nothing sent);
+//! each answer is a Thought, priced from the price table, its reservation
+//! settled in the day's ledger. A call the door refuses as
 //! unknown or invalid is answered with a `tool_error` message the model can
 //! act on; two invalid calls in a row end the turn as `tool_hallucination`.
 //! A call the policy denies ends the turn as `policy_denied`; one that
@@ -22,6 +24,7 @@
 //! ([`super::subcall`]).
 
 use super::budget::{Budget, BudgetLoadError};
+use super::meter::Meter;
 use super::provider::{ChatRequest, Message, Provider, Tier, ToolCall, ToolSpec};
 use super::reply::Next;
 use super::subcall::TurnModel;
@@ -165,6 +168,7 @@ pub async fn run_turn(
     let started = Instant::now();
     let door = Dispatcher::new(host.clone());
     let budget = Budget::open(&host.config, &*host.store)?;
+    let meter = Meter::new(&budget);
     let mut turn = Turn::begin(&door, provider, task, opts).await?;
     for _ in 0..opts.max_steps {
         if turn.paused().await? {
@@ -174,7 +178,7 @@ pub async fn run_turn(
         // request is dropped); read-only mode lets it answer.
         let mut switch = host.switch.watch();
         let thought = tokio::select! {
-            r = turn.think(&budget, provider) => Some(r?),
+            r = turn.think(&meter, &budget, provider) => Some(r?),
             _ = crate::switch::stopped(&mut switch, false) => None,
         };
         let Some(thought) = thought else {
@@ -186,7 +190,7 @@ pub async fn run_turn(
             None => break,
         };
         if !turn
-            .act(&calls, opts.approver.as_ref(), &budget, provider)
+            .act(&calls, opts.approver.as_ref(), &meter, &budget, provider)
             .await?
         {
             break;
@@ -299,12 +303,16 @@ impl<'a> Turn<'a> {
         Ok(true)
     }
 
-    /// One model call: the budget first (a hard cap ends the turn before
-    /// anything is sent), then the answer as a Thought. `None` when the turn
-    /// ends here (final answer, budget, provider failure), else the tool
-    /// calls to make.
+    /// One model call: the budget first (a hard cap reached ends the turn
+    /// before anything is sent; a soft cap picks the cheaper tier), then
+    /// the call, each of its tries reserved and settled by `meter` (a
+    /// reservation the hard caps refuse ends the turn with that try not
+    /// sent), then the answer as a Thought. `None` when the turn ends here
+    /// (final answer, budget, provider failure), else the tool calls to
+    /// make.
     async fn think(
         &mut self,
+        meter: &Meter<'_>,
         budget: &Budget<'_>,
         provider: &dyn Provider,
     ) -> Result<Option<Vec<ToolCall>>, AgentError> {
@@ -324,16 +332,18 @@ impl<'a> Turn<'a> {
             }
         };
         let t0 = Instant::now();
-        let resp = match provider.complete(&self.request).await {
+        let resp = provider.complete_metered(&self.request, meter).await;
+        let charges = meter.take()?;
+        let resp = match resp {
             Ok(r) => r,
             Err(e) => {
-                super::reply::record_failure(tr, budget, provider, &self.request, &e, t0).await?;
+                super::reply::record_failure(tr, &charges, provider, &self.request, &e, t0);
                 return Ok(None);
             }
         };
         // Classified by `super::reply`: a truncated or refused answer ends
         // the turn with none of its calls run.
-        let next = super::reply::record_answer(tr, budget, &self.request, &resp, t0).await?;
+        let next = super::reply::record_answer(tr, &charges, &self.request, &resp, t0);
         self.request.messages.push(Message::assistant(
             resp.text.clone(),
             resp.tool_calls.clone(),
@@ -353,12 +363,13 @@ impl<'a> Turn<'a> {
 
     /// Submit the model's tool calls to the door, in order, lending each the
     /// turn's model for the `llm` import (answered meanwhile by
-    /// [`super::subcall::serve`] with `provider` and `budget`). False when
-    /// the turn ends here.
+    /// [`super::subcall::serve`] with `provider`, `meter` and `budget`).
+    /// False when the turn ends here.
     async fn act(
         &mut self,
         calls: &[ToolCall],
         approver: &dyn Approver,
+        meter: &Meter<'_>,
         budget: &Budget<'_>,
         provider: &dyn Provider,
     ) -> Result<bool, AgentError> {
@@ -375,8 +386,14 @@ impl<'a> Turn<'a> {
                     .with_sub_model(&model);
                 door.submit(saga, c).await
             };
-            let serve =
-                super::subcall::serve(&mut asks, &mut self.tr, budget, provider, &self.request);
+            let serve = super::subcall::serve(
+                &mut asks,
+                &mut self.tr,
+                meter,
+                budget,
+                provider,
+                &self.request,
+            );
             let (submitted, ()) = tokio::join!(submit, serve);
             let submitted = submitted?;
             if !self.answer(call, submitted, t1) {

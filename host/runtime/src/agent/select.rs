@@ -109,6 +109,14 @@ impl Provider for SharedRouter {
     ) -> Result<super::provider::ChatResponse, super::provider::ProviderError> {
         self.0.complete(request).await
     }
+
+    async fn complete_metered(
+        &self,
+        request: &super::provider::ChatRequest,
+        meter: &super::meter::Meter<'_>,
+    ) -> Result<super::provider::ChatResponse, super::provider::ProviderError> {
+        self.0.complete_metered(request, meter).await
+    }
 }
 
 impl std::fmt::Debug for Selected {

@@ -84,8 +84,7 @@ pub(crate) async fn call(
                     message: e.for_operator(&declared),
                 });
             }
-            _ => capsaga_core::json::parse_strict(args, capsaga_core::validate::MAX_ARGS_LEN)
-                .unwrap_or_else(|_| json!({})),
+            _ => capsaga_core::validate::parse_args(args).unwrap_or_else(|_| json!({})),
         },
     };
     // A call is a one-step plan, stored with its saga so that a call parked

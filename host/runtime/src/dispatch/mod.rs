@@ -9,6 +9,7 @@
 //!
 //! | # | stage | file | refuses with |
 //! |---|---|---|---|
+//! | 0 | admit the raw bytes a surface received (JSON-RPC messages, REST bodies) | [`admit`] | a JSON-RPC error / HTTP 400, before anything is parsed or logged |
 //! | 1 | resolve the tool (whatever runs it) and its grants | [`resolve`] | [`Refusal::UnknownTool`], [`Refusal::NotCallable`] |
 //! | 2 | validate the arguments against its schema | [`validate`] | [`Refusal::InvalidArgs`] |
 //! | 3 | replay: a committed step returns its logged output | [`replay`] | [`Refusal::Logged`] |
@@ -39,6 +40,7 @@
 //! [`Saga`] is owned by its driver and passed in by `&mut`, so calls of
 //! different sagas run concurrently and calls of one saga in order.
 
+pub mod admit;
 mod approval;
 mod compensate;
 mod execute;
@@ -297,6 +299,13 @@ pub struct Submitted {
 }
 
 impl Submitted {
+    /// Whether the output of this call reaches a model inside
+    /// `<untrusted>` markers: the host's decision ([`untrusted_output`]),
+    /// false when no tool was resolved (nothing ran).
+    pub fn untrusted_output(&self) -> bool {
+        self.tool.as_deref().is_some_and(untrusted_output)
+    }
+
     fn refused(refusal: Refusal, error: ToolError) -> Submitted {
         Submitted {
             outcome: Outcome::Refused { refusal, error },
@@ -304,6 +313,22 @@ impl Submitted {
             tool: None,
             args: None,
         }
+    }
+}
+
+/// Whether the output of `tool` is wrapped in `<untrusted>` markers before
+/// a model reads it, for every tool source (component, built-in, neuron):
+/// `capsaga_core::untrusted::output_is_untrusted` of its declared
+/// `returns-untrusted` and its effective grants (a grant reaching files,
+/// the network, a model or stored data makes it untrusted whatever it
+/// declares). A tool whose grants did not resolve is untrusted. Every
+/// surface (agent loop, MCP, `tools/list`) asks here.
+pub fn untrusted_output(tool: &LoadedTool) -> bool {
+    match &tool.grants {
+        Ok(grants) => {
+            capsaga_core::untrusted::output_is_untrusted(tool.meta.returns_untrusted, grants)
+        }
+        Err(_) => true,
     }
 }
 

@@ -406,6 +406,22 @@ impl McpSession {
         }
     }
 
+    /// The contents of the resource `uri` as `resources/read` returns them,
+    /// or `resource_not_found`: the one lookup of a URI, for `read` and
+    /// `subscribe` alike.
+    async fn resource(&self, uri: &str) -> Result<Value, McpError> {
+        let found = if self.state.shared.fixtures && fixtures::owns(uri) {
+            fixtures::read(uri)
+        } else {
+            let host = self.state.shared.live.host();
+            let store = &*host.store;
+            resources::read(store, uri, &self.state.principal)
+                .await
+                .map_err(internal)?
+        };
+        found.ok_or_else(|| no_resource(uri))
+    }
+
     /// The saga is gone from memory mid-step (the call was cancelled):
     /// re-open it from its log and recover it as after a crash.
     async fn recover_cancelled(&self, saga_id: &str) {
@@ -637,17 +653,7 @@ impl ServerHandler for McpSession {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
         self.check_caller(&context)?;
-        let uri = request.uri.as_str();
-        let found = if self.state.shared.fixtures && fixtures::owns(uri) {
-            fixtures::read(uri)
-        } else {
-            let host = self.state.shared.live.host();
-            let store = &*host.store;
-            resources::read(store, uri, &self.state.principal)
-                .await
-                .map_err(internal)?
-        };
-        let contents = found.ok_or_else(|| no_resource(uri))?;
+        let contents = self.resource(&request.uri).await?;
         let r: rmcp::model::ReadResourceResult = parse(contents)?;
         Ok(r.into())
     }
@@ -656,13 +662,14 @@ impl ServerHandler for McpSession {
     async fn subscribe(
         &self,
         request: rmcp::model::SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.check_caller(&context)?;
         let uri = request.uri;
-        let known = resources::owns(&uri) || (self.state.shared.fixtures && fixtures::owns(&uri));
-        if !known {
-            return Err(no_resource(&uri));
-        }
+        // Exactly the check `resources/read` makes: a URI that could not be
+        // read (malformed id, no such saga or trace, not ours) cannot be
+        // subscribed to.
+        self.resource(&uri).await?;
         if let Ok(mut s) = self.state.subscribed.lock()
             && s.len() < 1024
         {

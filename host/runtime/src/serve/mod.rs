@@ -24,10 +24,14 @@
 //!   limit, graceful shutdown).
 //! - [`limits`]: `Host`/`Origin` allowlists, header and body limits,
 //!   timeouts.
+//! - [`admit`], [`stdio`]: every MCP message (an HTTP body, a stdio line)
+//!   admitted by the dispatch door's rule (`crate::dispatch::admit`:
+//!   strict JSON, size limits, no batch) before rmcp reads it.
 //!
 //! Without a token the HTTP server refuses to bind anything but a loopback
 //! address.
 
+pub mod admit;
 pub mod auth;
 pub mod catalog;
 pub mod conn;
@@ -39,6 +43,7 @@ pub mod operator;
 pub mod resources;
 pub mod rest;
 pub mod sessions;
+pub mod stdio;
 pub mod tools;
 pub mod views;
 
@@ -102,6 +107,11 @@ pub struct McpOptions {
 /// Default of [`McpOptions::catalog_poll`]: 2 s.
 pub const CATALOG_POLL: Duration = Duration::from_secs(2);
 
+/// The largest MCP message accepted by default, bytes: an HTTP body
+/// ([`HttpOptions::max_body_bytes`]) or a stdio line (4 MiB; a tool call's
+/// arguments are held to 1 MiB within it).
+pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
+
 /// How the HTTP server runs.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -134,7 +144,7 @@ impl HttpOptions {
             token: None,
             hosts: None,
             origins: None,
-            max_body_bytes: 4 << 20,
+            max_body_bytes: MAX_MESSAGE_BYTES,
             request_timeout: Duration::from_secs(300),
             mcp: McpOptions::default(),
             script: None,
@@ -181,6 +191,8 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
 /// closes it; then the session-end rule applies to its open saga. The
 /// client program is a client (`stdio:<os user>`): it confirms only the
 /// tools the policy lists in `[approvals] client_confirm`.
+/// Each line is admitted by the door's rule first ([`stdio`]), at most
+/// [`MAX_MESSAGE_BYTES`].
 ///
 /// # Errors
 /// [`ServeError::Io`].
@@ -189,13 +201,17 @@ pub async fn serve_stdio(host: Arc<Host>, o: &McpOptions) -> Result<(), ServeErr
     let user = std::env::var("USER").ok();
     let who = Principal::local("stdio", user.as_deref(), Role::Client);
     let session = McpSession::for_principal(shared(&live, o), who);
+    let (sink, stream, writer) =
+        stdio::transport(tokio::io::stdin(), tokio::io::stdout(), MAX_MESSAGE_BYTES);
     let running = session
         .clone()
-        .serve(rmcp::transport::stdio())
+        .serve((sink, stream))
         .await
         .map_err(|e| ServeError::Io(e.to_string()))?;
     let r = running.waiting().await;
     session.end().await;
+    // What rmcp wrote last reaches the client before the process ends.
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
     r.map(|_| ()).map_err(|e| ServeError::Io(e.to_string()))
 }
 
@@ -270,6 +286,12 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .layer(authenticated.clone());
     let mcp = Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            o.max_body_bytes,
+            admit::guard,
+        ))
+        // Inner to outer: the door's admission of each body, the session's
+        // binding to its principal, then the token.
         .layer(axum::middleware::from_fn_with_state(
             sessions,
             sessions::bind,

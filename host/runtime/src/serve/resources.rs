@@ -9,7 +9,10 @@
 //! - `completion/complete` for a template's `id`: the saga ids starting
 //!   with what was typed;
 //! - `resources/subscribe`: a session subscribed to its saga's URI gets
-//!   `notifications/resources/updated` after each of its calls.
+//!   `notifications/resources/updated` after each of its calls. A URI is
+//!   checked exactly as `resources/read` checks it (the handler's one
+//!   lookup, `McpSession::resource`): what cannot be read cannot be
+//!   subscribed to.
 
 use super::views;
 use crate::store::Store;

@@ -161,7 +161,7 @@ fn lower(v: &[String]) -> Vec<String> {
 pub async fn turns(
     State(r): State<Arc<Rest>>,
     Extension(who): Extension<Principal>,
-    Json(req): Json<TurnRequest>,
+    super::admit::StrictJson(req): super::admit::StrictJson<TurnRequest>,
 ) -> Response {
     if req.task.trim().is_empty() || req.task.len() > 64 * 1024 {
         return detail(

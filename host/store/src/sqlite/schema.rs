@@ -188,6 +188,27 @@ CREATE TABLE IF NOT EXISTS host_switch (
 );
 "#;
 
+/// Version 6: the reservations of model calls in flight (issue 24 item 3,
+/// `BudgetStore::reserve_spend`): each call's maximum estimate, USD, held
+/// until settled or expired.
+const MIGRATE_V6: &str = r#"
+CREATE TABLE IF NOT EXISTS budget_reservations (
+    id          TEXT PRIMARY KEY,
+    day         TEXT NOT NULL,
+    usd         REAL NOT NULL CHECK (usd >= 0),
+    holder      TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    expires_at  TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_budget_reservations_day ON budget_reservations(day, expires_at);
+"#;
+
+/// Version 6 (see [`MIGRATE_V6`]).
+fn migrate_v6(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(MIGRATE_V6)?;
+    Ok(())
+}
+
 /// The spend counters (created at every open when missing: they are not
 /// part of the write-ahead log and need no migration).
 const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
@@ -303,6 +324,9 @@ fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
     }
     if version < 5 {
         migrate_v5(tx)?;
+    }
+    if version < 6 {
+        migrate_v6(tx)?;
     }
     Ok(())
 }
