@@ -124,6 +124,12 @@ async fn a_sealed_key_reaches_its_provider_and_nowhere_else() {
         !holds(&state_bytes(&ws), "0123456789abcdef"),
         "no part of it either"
     );
+    let audit = run(&ws, &["audit", "verify"], None, "");
+    assert!(
+        audit.status.success(),
+        "the KEY record chains: {}",
+        text(&audit)
+    );
     // The provider gets exactly the key, in its Authorization header.
     let o = agent(&ws, Some(KEK)).await;
     assert!(o.status.success(), "{}", text(&o));

@@ -204,6 +204,12 @@ async fn pause_stops_a_running_call_rolls_it_back_and_refuses_new_work() {
     // Every change of the switch is in the hash-chained log.
     let log = host.store.log(Some("host:switch")).await.unwrap();
     assert_eq!(log.len(), 5, "{log:?}");
+    let audit = ws.capsaga(&["audit", "verify"]).output().unwrap();
+    assert!(
+        audit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&audit.stdout)
+    );
     drop(srv);
 }
 

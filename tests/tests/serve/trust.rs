@@ -436,4 +436,17 @@ fn tokens_from_the_cli_are_printed_once_and_stored_hashed() {
     assert!(!db.windows(secret.len()).any(|w| w == secret.as_bytes()));
     let hex = hex::encode(digest(secret.as_bytes()));
     assert!(db.windows(hex.len()).any(|w| w == hex.as_bytes()));
+    // Created and revoked tokens are in the hash-chained log, which still
+    // verifies.
+    let out = ws
+        .capsaga(&["tokens", "revoke", "ci-bot"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let audit = ws.capsaga(&["audit", "verify"]).output().unwrap();
+    assert!(
+        audit.status.success(),
+        "{}",
+        String::from_utf8_lossy(&audit.stdout)
+    );
 }

@@ -123,7 +123,9 @@ pub async fn with_sealed(host: &Host, mut sel: Selection) -> Result<Selection, S
             },
         };
         if let Err(why) = &opened {
-            tracing::warn!("provider `{provider}`: sealed key `{key}` not usable: {why}");
+            // Shown in the selection's mode (`not configured: ...`); at
+            // debug level here, as `/healthz` asks at every probe.
+            tracing::debug!("provider `{provider}`: sealed key `{key}` not usable: {why}");
         }
         sel.sealed.insert(provider, opened);
     }

@@ -240,10 +240,11 @@ pub enum Command {
     /// through the same door as every other command.
     Mcp(serve::McpArgs),
     /// Serve over HTTP: MCP (Streamable HTTP) at `/mcp` and the REST API
-    /// (`/healthz`, `/v1/turns`, `/v1/sagas`, `/v1/traces`, `/v1/approvals`).
-    /// With CAPSAGA_TOKEN set every route but `GET /healthz` needs
-    /// `Authorization: Bearer`; without it only loopback addresses are
-    /// served.
+    /// (`/healthz`, `/v1/turns`, `/v1/sagas`, `/v1/traces`, `/v1/approvals`,
+    /// `/v1/pause`, `/v1/resume`, `/v1/keys`). With tokens (`capsaga tokens
+    /// create`, or CAPSAGA_TOKEN) every route but `GET /healthz` needs
+    /// `Authorization: Bearer`, and the approvals, pause and keys routes an
+    /// operator token; without any, only loopback addresses are served.
     Serve(serve::ServeArgs),
     /// Show the guardrail state machine.
     Fsm {
