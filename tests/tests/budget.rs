@@ -287,6 +287,10 @@ async fn parallel_turns_never_spend_past_the_cap_by_more_than_one_estimate() {
         "{ok} turns ran; without reservations all {N} would"
     );
     assert_eq!(days[0].reserved_usd, 0.0, "every reservation settled");
+    eprintln!(
+        "{N} parallel turns under a ${CAP} day cap: {ok} ran, {} refused before sending, ${spent:.4} spent",
+        hit.len()
+    );
     drop(srv);
     drop(host);
 

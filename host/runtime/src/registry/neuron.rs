@@ -42,9 +42,8 @@ impl Registry {
     /// # Errors
     /// [`LoadError::Meta`] for a malformed meta; [`LoadError::Name`] for a
     /// name refused by `capsaga_core::neuron::name::check` against the
-    /// catalog now: a
-    /// reserved name (`capsaga_*`, a built-in), or one that is or reads like
-    /// another tool's or a policy section's.
+    /// catalog now: a reserved name (`capsaga_*`, a built-in), or one that
+    /// is or reads like another tool's or a policy section's.
     pub fn register_neuron(
         &self,
         sandbox: &Sandbox,
