@@ -26,10 +26,6 @@ pub mod bindings;
 pub mod cache;
 pub mod engine;
 pub mod factors;
-#[cfg(unix)]
-pub mod fs_open;
-#[cfg(unix)]
-pub mod fs_resolve;
 pub mod net;
 pub mod neuron;
 mod outcome;
@@ -531,7 +527,7 @@ fn tool_linker(engine: &Engine) -> Result<Linker<CallState>, SandboxError> {
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .map_err(|e| SandboxError::Engine(e.to_string()))?;
     #[cfg(unix)]
-    fs_open::shadow_open_at(&mut linker).map_err(|e| SandboxError::Engine(e.to_string()))?;
+    factors::fs::open_at::shadow_open_at(&mut linker).map_err(|e| SandboxError::Engine(e.to_string()))?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
         .map_err(|e| SandboxError::Engine(e.to_string()))?;
     Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)

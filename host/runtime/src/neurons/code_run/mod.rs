@@ -20,7 +20,6 @@
 //! Enabled by a `[tools.code_run]` section in the policy (default deny,
 //! like every tool), with the neuron runner built.
 
-mod files;
 pub mod journal;
 
 /// The tool's name (its policy section is `[tools.code_run]`).
@@ -28,6 +27,7 @@ pub const NAME: &str = "code_run";
 
 use super::Neurons;
 use crate::registry::BuiltinTool;
+use crate::sandbox::factors::fs::host_files as files;
 use crate::sandbox::neuron::{NamedFile, SourceKind, definition};
 use crate::sandbox::{Bindings, Op, Sandbox};
 use async_trait::async_trait;

@@ -2,6 +2,22 @@
 //! preopened directories, each mounted in the guest at its own absolute path
 //! (so a path means the same to the model, the guest and the operator), with
 //! read-only or read-write permissions.
+//!
+//! Everything the host does to a guest's files lives in this folder:
+//! - this file: the grant binding (the factor's three phases);
+//! - [`open_at`]: the guest's `open-at`, opened beneath the preopen without
+//!   blocking, special files refused;
+//! - [`resolve`]: what the sandbox's own resolver finds at a path, checked
+//!   against the path guard's prediction (`capsaga check path`);
+//! - [`host_files`]: files the host itself opens beneath a call's preopens
+//!   for a built-in tool (`code_run`'s inputs and outputs).
+
+#[cfg(unix)]
+pub mod host_files;
+#[cfg(unix)]
+pub mod open_at;
+#[cfg(unix)]
+pub mod resolve;
 
 use super::super::wasi::WasiSetupError;
 use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
