@@ -437,6 +437,20 @@ pub fn locate(roots: &Roots, dir: &File, path: &str, follow: bool) -> Result<Loc
     })
 }
 
+/// Where an opened object (a guest's file or directory descriptor) is now
+/// among `roots`; `Ok(None)` for a granted directory itself.
+///
+/// # Errors
+/// [`Unlocated`].
+pub fn locate_open(roots: &Roots, fd: &File) -> Result<Option<Located>, Unlocated> {
+    let abs = path_of(fd)?;
+    let (_, rel) = roots.containing(&abs).ok_or(Unlocated::Outside)?;
+    if rel.as_str().is_empty() {
+        return Ok(None);
+    }
+    relocate(roots, &abs).map(Some)
+}
+
 /// [`Located`] for an absolute kernel path.
 fn relocate(roots: &Roots, abs: &Path) -> Result<Located, Unlocated> {
     let (root, rel) = roots.containing(abs).ok_or(Unlocated::Outside)?;

@@ -26,7 +26,7 @@ pub mod journal;
 pub mod record;
 pub mod restore;
 
-pub use beneath::{Located, RelPath, Roots, Unlocated, locate};
+pub use beneath::{Located, RelPath, Roots, Unlocated, locate, locate_open};
 pub use capture::{Change, Refusal};
 pub use journal::{JournalConfig, JournalError, StepJournal, SyncMode};
 pub use record::{At, Fingerprint};

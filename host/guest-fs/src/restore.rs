@@ -146,6 +146,12 @@ impl StepJournal {
             .unwrap_or(0)
             + 1;
         let post = self.post();
+        // What an earlier pass of this step left (a retry after a pass that
+        // left some paths alone): the paths it restored hold its work.
+        let own: BTreeMap<At, Option<Fingerprint>> = self
+            .last_finished()
+            .map(|(_, _, left)| left.into_iter().collect())
+            .unwrap_or_default();
         let mut conflicts = BTreeMap::new();
         for at in self.paths() {
             let want = match expected.get(&at) {
@@ -158,7 +164,10 @@ impl StepJournal {
                     continue;
                 }
                 Some(Some(fp)) => Some(*fp),
-                None => post.get(&at).copied(),
+                None => match own.get(&at) {
+                    Some(Some(fp)) => Some(*fp),
+                    _ => post.get(&at).copied(),
+                },
             };
             let Some(want) = want else { continue };
             let now = fingerprint(&mut self.roots, &at);

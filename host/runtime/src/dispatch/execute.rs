@@ -195,19 +195,29 @@ pub(super) async fn with_retries(
     args: &Value,
     sub_model: Option<&Arc<dyn SubModel>>,
 ) -> Result<(Result<ToolOutput, ToolError>, CallDiagnostics), DispatchError> {
+    // The step's file journal, lent to every attempt (issue 28): a step
+    // whose journal cannot be opened does not run.
+    let journal = match super::files::lend(host, &saga.id, ctx.step_seq, tool).await {
+        Ok(j) => j,
+        Err(e) => return Ok((Err(e), CallDiagnostics::default())),
+    };
+    let bindings = journal.as_ref().map_or(&tool.bindings.execute, |(b, _)| b);
     let mut attempt = 1u32;
     loop {
         let ctx = CallContext {
             deadline_ms: deadline_from_now(tool.limits.deadline_ms),
             ..ctx.clone()
         };
+        if let Some((_, j)) = &journal {
+            super::files::start_call(j);
+        }
         let (res, diagnostics) = run(
             host,
             Run {
                 label: &tool.meta.name,
                 source: &tool.source,
                 op: &Op::Execute,
-                bindings: &tool.bindings.execute,
+                bindings,
                 limits: &tool.limits,
                 ctx: &ctx,
                 args_text,
@@ -216,6 +226,9 @@ pub(super) async fn with_retries(
             },
         )
         .await;
+        if let Some((_, j)) = &journal {
+            super::files::seal(j).await;
+        }
         let res = expect_output(res, "execute");
         let Err(e) = &res else {
             return Ok((res, diagnostics));

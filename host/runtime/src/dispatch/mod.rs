@@ -36,6 +36,7 @@
 mod approval;
 mod compensate;
 mod execute;
+mod files;
 mod guardrail;
 mod lifecycle;
 mod operator;
