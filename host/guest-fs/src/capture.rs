@@ -2,7 +2,7 @@
 //! pre-image ([`capture`]) and its fingerprint ([`fingerprint`]).
 
 use crate::beneath::{Roots, Special, walk};
-use crate::record::{At, Fingerprint, Kind, Prior, Time};
+use crate::record::{At, Fingerprint, Kind, Prior, SUM_MAX_BYTES, Time};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use std::fs::File;
 use std::io;
@@ -122,6 +122,7 @@ pub fn fingerprint_of(st: &Stat) -> Fingerprint {
             mode,
             mtime: mtime(st),
             ctime: ctime(st),
+            sum: None,
         },
     }
 }
@@ -132,11 +133,53 @@ pub fn fingerprint_of(st: &Stat) -> Fingerprint {
 /// # Errors
 /// An OS error other than absence.
 pub fn fingerprint_at(parent: &File, name: &str) -> io::Result<Fingerprint> {
-    match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => Ok(fingerprint_of(&st)),
-        Err(rustix::io::Errno::NOENT) => Ok(Fingerprint::ABSENT),
-        Err(e) => Err(e.into()),
+    let st = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => return Ok(Fingerprint::ABSENT),
+        Err(e) => return Err(e.into()),
+    };
+    let mut fp = fingerprint_of(&st);
+    fp.sum = match fp.kind {
+        Kind::File if fp.size <= SUM_MAX_BYTES => sum_file(parent, name, &st),
+        Kind::Symlink => rustix::fs::readlinkat(parent, name, Vec::new())
+            .ok()
+            .map(|t| crc32fast::hash(t.as_bytes())),
+        _ => None,
+    };
+    Ok(fp)
+}
+
+/// CRC-32 of the regular file `name` of `parent` (the object `st`
+/// describes), not following links; `None` when it cannot be read whole.
+fn sum_file(parent: &File, name: &str, st: &Stat) -> Option<u32> {
+    use std::io::Read;
+    let fd = rustix::fs::openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let now = rustix::fs::fstat(&fd).ok()?;
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) {
+        return None;
     }
+    let mut f = File::from(fd);
+    let mut h = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = f.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if total > SUM_MAX_BYTES {
+            return None;
+        }
+        h.update(&buf[..n]);
+    }
+    Some(h.finalize())
 }
 
 /// The fingerprint of a recorded path, reached from its root without

@@ -118,7 +118,15 @@ pub struct Fingerprint {
     /// Status change time.
     #[serde(default)]
     pub ctime: Time,
+    /// CRC-32 of the bytes of a regular file of at most
+    /// [`SUM_MAX_BYTES`], or of a link's target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sum: Option<u32>,
 }
+
+/// Largest file whose bytes a fingerprint sums, bytes (16 MiB): a larger
+/// one is compared by inode and times only.
+pub const SUM_MAX_BYTES: u64 = 16 * 1024 * 1024;
 
 impl Fingerprint {
     /// The fingerprint of nothing.
@@ -129,6 +137,7 @@ impl Fingerprint {
         mode: 0,
         mtime: Time { s: 0, ns: 0 },
         ctime: Time { s: 0, ns: 0 },
+        sum: None,
     };
 
     /// A path that cannot be reached.
@@ -136,6 +145,31 @@ impl Fingerprint {
         kind: Kind::Unreachable,
         ..Fingerprint::ABSENT
     };
+
+    /// True when `self` and `other` hold the same thing: same kind and
+    /// permission bits, and for a file or link the same size and bytes (by
+    /// their sums, else by inode and times: a write moves the change time).
+    /// A directory is the same directory whatever its entries (they are
+    /// journaled one by one).
+    pub fn same(&self, other: &Fingerprint) -> bool {
+        if self.kind != other.kind || self.mode != other.mode {
+            return false;
+        }
+        match self.kind {
+            Kind::File | Kind::Symlink => {
+                self.size == other.size
+                    && match (self.sum, other.sum) {
+                        (Some(a), Some(b)) => a == b,
+                        _ => {
+                            (self.ino, self.mtime, self.ctime)
+                                == (other.ino, other.mtime, other.ctime)
+                        }
+                    }
+            }
+            Kind::Dir | Kind::Absent | Kind::Unreachable => true,
+            Kind::Other => self == other,
+        }
+    }
 
     /// A short description for reports.
     pub fn describe(&self) -> String {

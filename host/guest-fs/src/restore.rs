@@ -171,7 +171,7 @@ impl StepJournal {
             };
             let Some(want) = want else { continue };
             let now = fingerprint(&mut self.roots, &at);
-            if now != want {
+            if !now.same(&want) {
                 conflicts.insert(
                     at,
                     format!(

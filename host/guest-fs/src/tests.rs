@@ -408,3 +408,23 @@ fn a_restore_touches_only_the_steps_grants() {
     assert!(!rep.clean);
     assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), b"zz");
 }
+
+#[test]
+fn a_path_put_back_as_the_step_left_it_is_restored_not_reported() {
+    let r = rig();
+    let before = snapshot(&r.ws);
+    let dir = r.dir();
+    let ws = r.ws.clone();
+    let mut j = r.journal(0);
+    guarded(&mut j, &dir, "a.txt", Change::Write, || {
+        std::fs::write(ws.join("a.txt"), b"by the step").unwrap()
+    });
+    j.seal().unwrap();
+    drop(j);
+    // Someone rewrites it (a new inode, new times) with the same bytes.
+    std::fs::remove_file(ws.join("a.txt")).unwrap();
+    std::fs::write(ws.join("a.txt"), b"by the step").unwrap();
+    let reps = rollback(&r, &[0]);
+    assert!(reps[0].clean, "{reps:#?}");
+    assert_eq!(snapshot(&r.ws), before);
+}
