@@ -148,6 +148,9 @@ pub struct StepJournal {
     dirty: bool,
     stopped: Option<String>,
     pub(crate) seq: u64,
+    /// Directories whose new entries (this journal, its saga's directory)
+    /// are synced with the journal's first sync.
+    unsynced_dirs: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for StepJournal {
@@ -175,7 +178,9 @@ impl StepJournal {
     ) -> io::Result<StepJournal> {
         let path = step_path(&cfg.dir, saga_id, seq)?;
         let saga_dir = path.parent().unwrap_or(&cfg.dir).to_path_buf();
+        let new_dir = !saga_dir.is_dir();
         mkdir_private(&saga_dir)?;
+        let new_file = !path.exists();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -184,7 +189,15 @@ impl StepJournal {
             .mode(0o600)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&path)?;
-        Self::from_file(cfg, path, file, roots, seq)
+        let mut j = Self::from_file(cfg, path, file, roots, seq)?;
+        // The new names are made durable with the first sync of the journal.
+        if new_file {
+            j.unsynced_dirs.push(saga_dir.clone());
+        }
+        if new_dir {
+            j.unsynced_dirs.push(cfg.dir.clone());
+        }
+        Ok(j)
     }
 
     /// Open an existing journal of a step; `None` when the step has none.
@@ -256,6 +269,7 @@ impl StepJournal {
             dirty: false,
             stopped: None,
             seq,
+            unsynced_dirs: Vec::new(),
         })
     }
 
@@ -481,12 +495,16 @@ impl StepJournal {
         Ok(())
     }
 
-    /// Sync the journal (`fdatasync`).
+    /// Sync the journal (`fdatasync`; the first sync also syncs the
+    /// directories the journal was created in).
     ///
     /// # Errors
     /// The OS error.
     pub fn sync(&mut self) -> io::Result<()> {
         self.file.sync_data()?;
+        for d in std::mem::take(&mut self.unsynced_dirs) {
+            File::open(&d)?.sync_all()?;
+        }
         self.dirty = false;
         Ok(())
     }

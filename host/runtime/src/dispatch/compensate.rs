@@ -140,8 +140,7 @@ async fn compensate_all(host: &Host, saga_id: &str) -> Result<RollbackReport, Di
         };
         let (result, report) = match journal {
             Some(j) => match files::stage(&j, &step, &mut expected) {
-                files::Stage::Skip if !tool_due => continue,
-                files::Stage::Skip => (compensate_one(host, &step, None).await, None),
+                files::Stage::Skip => continue,
                 files::Stage::Restore { tool } => {
                     let s = &step;
                     files::undo_step(host, s, &j, tool, &mut expected, move |lent| async move {

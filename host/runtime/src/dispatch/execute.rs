@@ -14,6 +14,7 @@ use crate::clock::deadline_from_now;
 use crate::host::Host;
 use crate::registry::{LoadedTool, ToolSource};
 use crate::saga::Saga;
+use crate::sandbox::factors::fs::journal::CallJournal;
 use crate::sandbox::{
     Bindings, CallDiagnostics, CallRequest, CallResult, HOST_GRACE_MS, Op, SubModel,
 };
@@ -177,6 +178,21 @@ pub(super) async fn preimage(
     }
 }
 
+/// What the attempts of one step's `execute` get.
+pub(super) struct Attempts<'a> {
+    /// The call context (same idempotency key for every attempt).
+    pub ctx: &'a CallContext,
+    /// The arguments, canonical JSON text.
+    pub args_text: &'a str,
+    /// The same, parsed.
+    pub args: &'a Value,
+    /// The model lent to the tool's `llm` import.
+    pub sub_model: Option<&'a Arc<dyn SubModel>>,
+    /// The execute bindings with the step's file journal, and the journal
+    /// (none when the step's files are not journaled).
+    pub journal: Option<&'a (Bindings, CallJournal)>,
+}
+
 /// `execute`, retried while the tool says its error is retriable, running it
 /// again is safe ([`repeat_of`]) and the host's retry policy allows, with
 /// the same context (same idempotency key) and a fresh deadline per
@@ -190,25 +206,25 @@ pub(super) async fn with_retries(
     host: &Host,
     saga: &Saga,
     tool: &LoadedTool,
-    ctx: &CallContext,
-    args_text: &str,
-    args: &Value,
-    sub_model: Option<&Arc<dyn SubModel>>,
+    attempts: Attempts<'_>,
 ) -> Result<(Result<ToolOutput, ToolError>, CallDiagnostics), DispatchError> {
-    // The step's file journal, lent to every attempt (issue 28): a step
-    // whose journal cannot be opened does not run.
-    let journal = match super::files::lend(host, &saga.id, ctx.step_seq, tool).await {
-        Ok(j) => j,
-        Err(e) => return Ok((Err(e), CallDiagnostics::default())),
-    };
-    let bindings = journal.as_ref().map_or(&tool.bindings.execute, |(b, _)| b);
+    let Attempts {
+        ctx,
+        args_text,
+        args,
+        sub_model,
+        journal,
+    } = attempts;
+    // The step's file journal (issue 28) is lent to every attempt, and each
+    // attempt is sealed when it ends.
+    let bindings = journal.map_or(&tool.bindings.execute, |(b, _)| b);
     let mut attempt = 1u32;
     loop {
         let ctx = CallContext {
             deadline_ms: deadline_from_now(tool.limits.deadline_ms),
             ..ctx.clone()
         };
-        if let Some((_, j)) = &journal {
+        if let Some((_, j)) = journal {
             super::files::start_call(j);
         }
         let (res, diagnostics) = run(
@@ -226,7 +242,7 @@ pub(super) async fn with_retries(
             },
         )
         .await;
-        if let Some((_, j)) = &journal {
+        if let Some((_, j)) = journal {
             super::files::seal(j).await;
         }
         let res = expect_output(res, "execute");

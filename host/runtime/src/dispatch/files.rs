@@ -5,8 +5,11 @@
 //! - **Which**: every step of a tool with an `fs:write` grant, unless the
 //!   policy turns the host's rollback off for it (`[fs] host_rollback`,
 //!   `[tools.X] host_rollback = false`). The journal is opened before the
-//!   first attempt of `execute` ([`lend`]); a journal that cannot be opened
-//!   fails the step before it runs (never unjournaled).
+//!   step's BEGIN ([`lend`]), so a journaled step always has one, even one
+//!   a crash stopped before it ran: its tool's `compensate` is then
+//!   journaled and undone too, and cannot disturb what older steps expect.
+//!   A journal that cannot be opened fails the step before it runs (never
+//!   unjournaled).
 //! - **Lent**: the step's calls get bindings carrying the journal
 //!   (`FsBinding::journal`); the sandbox's filesystem functions and the
 //!   built-ins journal through it. Each call is sealed when it ends
@@ -164,8 +167,9 @@ pub(super) async fn reopen(host: &Host, step: &StepRow) -> Result<Option<CallJou
 
 /// What to do with a step that has a journal.
 pub(super) enum Stage {
-    /// Nothing: its files were restored before, or it changed none (what
-    /// it left was folded into the expectations).
+    /// Nothing: its tool needs no compensation and its files were restored
+    /// before or it changed none (what it left is folded into the
+    /// expectations).
     Skip,
     /// Restore it (after the tool's compensation when `tool` is true).
     Restore {
@@ -183,8 +187,9 @@ pub(super) fn stage(journal: &CallJournal, step: &StepRow, expected: &mut Expect
         return Stage::Restore { tool: tool_due };
     };
     let restored = matches!(&finished, Some((_, true, _))) && !open;
-    let nothing_due = !tool_due && (restored || step.status == StepStatus::Compensated);
-    if changes == 0 || nothing_due {
+    let nothing_due =
+        !tool_due && (changes == 0 || restored || step.status == StepStatus::Compensated);
+    if nothing_due {
         if let Some((_, _, left)) = finished {
             fold(expected, &left);
         }
