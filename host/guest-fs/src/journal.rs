@@ -243,6 +243,10 @@ impl StepJournal {
                     seen.insert(at.clone());
                 }
                 Header::Moved { from, to } => forget_under(&mut seen, from, to),
+                // After a restore pass the paths hold their restored state:
+                // a change made to them later (a retried compensation) is
+                // journaled again.
+                Header::Finished { .. } => seen.clear(),
                 _ => {}
             }
         }
@@ -542,9 +546,17 @@ impl StepJournal {
 
     /// The paths the step's records name, in order of first appearance.
     pub fn paths(&self) -> Vec<At> {
+        self.paths_of(|_| true)
+    }
+
+    /// The paths of the records `keep` accepts (by index).
+    pub(crate) fn paths_of(&self, keep: impl Fn(usize) -> bool) -> Vec<At> {
         let mut out = Vec::new();
         let mut have = BTreeSet::new();
-        for f in &self.frames {
+        for (i, f) in self.frames.iter().enumerate() {
+            if !keep(i) {
+                continue;
+            }
             let ats: Vec<&At> = match &f.header {
                 Header::Pre { at, .. } => vec![at],
                 Header::Moved { from, to } => vec![from, to],

@@ -13,8 +13,11 @@
 //!    inside was not the step's), a file is rewritten byte for byte with its
 //!    mode and modification time, a directory or a link recreated, a rename
 //!    renamed back (never over something: `RENAME_NOREPLACE`). Each record
-//!    done is noted, so a resumed pass does not redo it; each action is also
-//!    idempotent, for the one a kill interrupted before its note.
+//!    done is noted, so neither a resumed pass nor a later one (an
+//!    operator's retry) redoes it: the records are a history, undone once;
+//!    the one action a kill interrupted before its note is idempotent.
+//!    Nothing is created on the way to a path: in reverse order its parent
+//!    is back before it, so a missing one was removed by someone else.
 //! 3. The granted directories are synced (`syncfs`), then a `finished`
 //!    record (synced) says what each path holds now: the next older step's
 //!    expectation.
@@ -152,8 +155,9 @@ impl StepJournal {
             .last_finished()
             .map(|(_, _, left)| left.into_iter().collect())
             .unwrap_or_default();
+        let done = self.done_records();
         let mut conflicts = BTreeMap::new();
-        for at in self.paths() {
+        for at in self.paths_of(|i| !done.contains_key(&(i as u32))) {
             let want = match expected.get(&at) {
                 Some(None) => {
                     conflicts.insert(
@@ -209,16 +213,7 @@ impl StepJournal {
                 ok: false,
             });
         }
-        let done: BTreeMap<u32, String> = self
-            .frames
-            .iter()
-            .filter_map(|f| match &f.header {
-                Header::Done { pass, i, action } if *pass == plan.pass => {
-                    Some((*i, action.clone()))
-                }
-                _ => None,
-            })
-            .collect();
+        let done = self.done_records();
         let mut dir_times: Vec<(At, Time)> = Vec::new();
         let mut used_roots = BTreeSet::new();
         for i in (0..self.frames.len()).rev() {
@@ -229,12 +224,17 @@ impl StepJournal {
                 _ => continue,
             };
             let shown = ats[0].display();
-            if let Some(action) = done.get(&(i as u32)) {
-                paths.push(Restored {
-                    path: shown,
-                    action: action.clone(),
-                    ok: true,
-                });
+            if let Some((pass, action)) = done.get(&(i as u32)) {
+                // Done before an interruption of this pass (reported), or
+                // by an earlier pass (not repeated: the records are a
+                // history, undone once).
+                if *pass == plan.pass {
+                    paths.push(Restored {
+                        path: shown,
+                        action: action.clone(),
+                        ok: true,
+                    });
+                }
                 continue;
             }
             if ats.iter().any(|a| plan.conflicts.contains_key(*a)) {
@@ -326,6 +326,17 @@ impl StepJournal {
         }
     }
 
+    /// Records undone by any pass: index → (pass, what was done).
+    fn done_records(&self) -> BTreeMap<u32, (u32, String)> {
+        self.frames
+            .iter()
+            .filter_map(|f| match &f.header {
+                Header::Done { pass, i, action } => Some((*i, (*pass, action.clone()))),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The root directory `name`, opened.
     fn root_dir(&mut self, name: &str) -> Result<File, String> {
         let i = self
@@ -340,27 +351,24 @@ impl StepJournal {
     }
 
     /// The parent directory of `at` and its last name, reached without
-    /// links; missing directories created when `create`.
-    fn parent_of<'a>(
-        &mut self,
-        at: &'a At,
-        create: bool,
-    ) -> Result<Option<(File, &'a str)>, String> {
+    /// links; `None` when a directory on the way is missing (in reverse
+    /// order the parent of a path is back before the path is restored, so a
+    /// missing one was removed by someone else: nothing is created there).
+    fn parent_of<'a>(&mut self, at: &'a At) -> Result<Option<(File, &'a str)>, String> {
         let root = self.root_dir(&at.root)?;
         let Some((parent, name)) = at.path.split() else {
             return Err("a granted directory itself is never replaced".into());
         };
-        match reach(&root, &parent, create) {
-            Ok(Some(dir)) => Ok(Some((dir, name))),
-            Ok(None) => Ok(None),
-            Err(e) => Err(e),
-        }
+        Ok(reach(&root, &parent)?.map(|dir| (dir, name)))
     }
 
     fn restore_pre(&mut self, i: usize, at: &At, prior: &Prior) -> Result<String, String> {
-        let create = !matches!(prior, Prior::Absent);
-        let Some((dir, name)) = self.parent_of(at, create)? else {
-            return Ok("already absent".into());
+        let Some((dir, name)) = self.parent_of(at)? else {
+            return if matches!(prior, Prior::Absent) {
+                Ok("already absent".into())
+            } else {
+                Err("its directory is gone: left alone".into())
+            };
         };
         let now = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).ok();
         let now_type = now.as_ref().map(|st| FileType::from_raw_mode(st.st_mode));
@@ -436,8 +444,8 @@ impl StepJournal {
     }
 
     fn undo_move(&mut self, from: &At, to: &At) -> Result<String, String> {
-        let to_parent = self.parent_of(to, false)?;
-        let from_parent = self.parent_of(from, true)?;
+        let to_parent = self.parent_of(to)?;
+        let from_parent = self.parent_of(from)?;
         let Some((from_dir, from_name)) = from_parent else {
             return Err("its old place cannot be reached".into());
         };
@@ -469,7 +477,7 @@ impl StepJournal {
     }
 
     fn set_dir_mtime(&mut self, at: &At, mtime: Time) -> Result<(), String> {
-        let Some((dir, name)) = self.parent_of(at, false)? else {
+        let Some((dir, name)) = self.parent_of(at)? else {
             return Ok(());
         };
         let d = open_dir_nofollow(&dir, name).map_err(|e| e.to_string())?;
@@ -481,21 +489,13 @@ impl StepJournal {
     }
 }
 
-/// Reach `rel` from `root` without following links, creating missing
-/// directories when `create`; `Ok(None)` when one is missing and not
-/// created.
-fn reach(root: &File, rel: &RelPath, create: bool) -> Result<Option<File>, String> {
+/// Reach `rel` from `root` without following links; `Ok(None)` when a
+/// directory on the way is missing.
+fn reach(root: &File, rel: &RelPath) -> Result<Option<File>, String> {
     let mut cur = root.try_clone().map_err(|e| e.to_string())?;
     for name in rel.components() {
         match open_dir_nofollow(&cur, name) {
             Ok(d) => cur = d,
-            Err(rustix::io::Errno::NOENT) if create => {
-                match rustix::fs::mkdirat(&cur, name, Mode::from_raw_mode(0o777)) {
-                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                    Err(e) => return Err(e.to_string()),
-                }
-                cur = open_dir_nofollow(&cur, name).map_err(|e| e.to_string())?;
-            }
             Err(rustix::io::Errno::NOENT) => return Ok(None),
             Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
                 return Err(format!(

@@ -162,6 +162,11 @@ fn every_kind_of_change_is_rolled_back_byte_for_byte() {
     let reps = rollback(&r, &[0]);
     assert!(reps[0].clean, "{:#?}", reps[0]);
     assert_eq!(snapshot(&r.ws), before, "{:#?}", reps[0]);
+    // A second pass (a crash before the step's status was logged, or an
+    // operator's retry) undoes the history once, not twice.
+    let reps = rollback(&r, &[0]);
+    assert!(reps[0].clean && reps[0].paths.is_empty(), "{:#?}", reps[0]);
+    assert_eq!(snapshot(&r.ws), before);
 }
 
 #[test]

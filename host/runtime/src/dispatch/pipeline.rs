@@ -145,10 +145,7 @@ impl Dispatcher {
         // 8b. Execute.
         let (result, diagnostics) = match dry_run_error {
             Some(mut e) => {
-                e.message = format!(
-                    "before execute: {}; nothing executed",
-                    e.message
-                );
+                e.message = format!("before execute: {}; nothing executed", e.message);
                 (Err(e), CallDiagnostics::default())
             }
             None => {
