@@ -23,7 +23,9 @@
 //!   unjournaled.
 //! - **Deduplicated**: a path is journaled once per step; a rename ends
 //!   that for the paths under its source and destination (what they name
-//!   changed), so a later change to them is journaled again.
+//!   changed), so a later change to them is journaled again, and a
+//!   directory's removal is always journaled (what is restored inside it
+//!   later in the history needs it back first).
 
 use crate::beneath::{Located, Roots};
 use crate::capture::{CaptureError, Captured, Change, Refusal, capture, fingerprint};
@@ -332,7 +334,10 @@ impl StepJournal {
             return Err(JournalError::Quota(why.clone()));
         }
         let at = self.at(loc)?;
-        if self.seen.contains(&at) {
+        // A directory removed is journaled each time: a record taken later
+        // inside it (a compensation writing there) needs it back first in
+        // the reverse order, even when an earlier record names it.
+        if change != Change::RemoveDir && self.seen.contains(&at) {
             return Ok(());
         }
         let shown = at.display();

@@ -433,3 +433,42 @@ fn a_path_put_back_as_the_step_left_it_is_restored_not_reported() {
     assert!(reps[0].clean, "{reps:#?}");
     assert_eq!(snapshot(&r.ws), before);
 }
+
+#[test]
+fn a_directory_removed_after_a_compensation_wrote_in_it_comes_back_first() {
+    let r = rig();
+    let before = snapshot(&r.ws);
+    let dir = r.dir();
+    let ws = r.ws.clone();
+    let mut j = r.journal(0);
+    guarded(&mut j, &dir, "made", Change::CreateDir, || {
+        std::fs::create_dir(ws.join("made")).unwrap()
+    });
+    guarded(&mut j, &dir, "made/x", Change::Create, || {
+        std::fs::write(ws.join("made/x"), b"x").unwrap()
+    });
+    j.seal().unwrap();
+    drop(j);
+    // The rollback: plan, then the tool's compensation (lent the journal)
+    // removes what the step made and more, then the restore.
+    let mut j = StepJournal::reopen(&r.cfg, "saga-1", 0, r.roots())
+        .unwrap()
+        .unwrap();
+    let plan = j.plan(&Expected::new()).unwrap();
+    j.start_call();
+    guarded(&mut j, &dir, "made/x", Change::Write, || {
+        std::fs::write(ws.join("made/x"), b"compensating").unwrap()
+    });
+    guarded(&mut j, &dir, "made/x", Change::Unlink, || {
+        std::fs::remove_file(ws.join("made/x")).unwrap()
+    });
+    guarded(&mut j, &dir, "made", Change::RemoveDir, || {
+        std::fs::remove_dir(ws.join("made")).unwrap()
+    });
+    guarded(&mut j, &dir, "made2", Change::CreateDir, || {
+        std::fs::create_dir(ws.join("made2")).unwrap()
+    });
+    let rep = j.restore(&plan, &r.allowed());
+    assert!(rep.clean, "{rep:#?}");
+    assert_eq!(snapshot(&r.ws), before);
+}

@@ -206,3 +206,34 @@ async fn with_the_host_rollback_off_for_a_tool_only_its_compensate_undoes() {
     );
     assert!(!ws.root.join(".capsaga/fs-journal").join(saga.id()).exists());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shell_run_changes_are_restored_by_the_host_after_its_own_undo() {
+    let ws = TestWorkspace::new(
+        &["shell_run"],
+        "[tools.shell_run]\ngrants = [\"fs:write:~/ws/**\"]\n",
+    );
+    let w = ws.ws();
+    std::fs::write(w.join("a.txt"), "original A\n").unwrap();
+    std::fs::create_dir(w.join("sub")).unwrap();
+    std::fs::write(w.join("sub/b.txt"), "B\n").unwrap();
+    std::fs::write(w.join("gone.txt"), "gone\n").unwrap();
+    let before = snapshot(&w);
+    let host = ws.host().await;
+    let (door, mut saga) = saga(&host).await;
+    let script = "echo changed > a.txt; mv sub/b.txt moved.txt; rm gone.txt; mkdir made; echo x > made/x.txt";
+    let out = submit(
+        &door,
+        &mut saga,
+        "shell_run",
+        json!({"script": script, "cwd": p(&ws, "")}),
+    )
+    .await;
+    assert!(matches!(out, Outcome::Committed { .. }), "{out:?}");
+    assert_ne!(snapshot(&w), before);
+    let report = door.abort(&mut saga).await.unwrap();
+    assert_eq!(report.final_state, State::FailedRolledBack, "{report:#?}");
+    assert_eq!(snapshot(&w), before, "{report:#?}");
+    assert!(report.undone[0].files.as_ref().is_some_and(|f| f.clean));
+    assert_eq!(restores(&host, saga.id()).await.len(), 1);
+}

@@ -11,6 +11,7 @@
 
 mod birth;
 mod code_run;
+mod files;
 mod hostile;
 mod list_changed;
 mod pinning;
