@@ -128,17 +128,20 @@ pub fn fingerprint_of(st: &Stat) -> Fingerprint {
 }
 
 /// What the name `name` of `parent` holds now, not following a final
-/// link.
+/// link; with the sum of its bytes when `sum`.
 ///
 /// # Errors
 /// An OS error other than absence.
-pub fn fingerprint_at(parent: &File, name: &str) -> io::Result<Fingerprint> {
+pub fn fingerprint_at(parent: &File, name: &str, sum: bool) -> io::Result<Fingerprint> {
     let st = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(rustix::io::Errno::NOENT) => return Ok(Fingerprint::ABSENT),
         Err(e) => return Err(e.into()),
     };
     let mut fp = fingerprint_of(&st);
+    if !sum {
+        return Ok(fp);
+    }
     fp.sum = match fp.kind {
         Kind::File if fp.size <= SUM_MAX_BYTES => sum_file(parent, name, &st),
         Kind::Symlink => rustix::fs::readlinkat(parent, name, Vec::new())
@@ -182,10 +185,11 @@ fn sum_file(parent: &File, name: &str, st: &Stat) -> Option<u32> {
     Some(h.finalize())
 }
 
-/// The fingerprint of a recorded path, reached from its root without
-/// following links: [`Fingerprint::UNREACHABLE`] when a directory on the
-/// way is now a link or a file, [`Fingerprint::ABSENT`] when one is missing.
-pub fn fingerprint(roots: &mut Roots, at: &At) -> Fingerprint {
+/// The fingerprint of a recorded path (with the sum of its bytes when
+/// `sum`), reached from its root without following links:
+/// [`Fingerprint::UNREACHABLE`] when a directory on the way is now a link
+/// or a file, [`Fingerprint::ABSENT`] when one is missing.
+pub fn fingerprint(roots: &mut Roots, at: &At, sum: bool) -> Fingerprint {
     let Ok(i) = roots.get_or_open(&at.root) else {
         return Fingerprint::UNREACHABLE;
     };
@@ -198,7 +202,7 @@ pub fn fingerprint(roots: &mut Roots, at: &At) -> Fingerprint {
             .unwrap_or(Fingerprint::UNREACHABLE);
     };
     match walk(&root.dir, &parent) {
-        Ok(dir) => fingerprint_at(&dir, name).unwrap_or(Fingerprint::UNREACHABLE),
+        Ok(dir) => fingerprint_at(&dir, name, sum).unwrap_or(Fingerprint::UNREACHABLE),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Fingerprint::ABSENT,
         Err(_) => Fingerprint::UNREACHABLE,
     }

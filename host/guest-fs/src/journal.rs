@@ -153,6 +153,8 @@ pub struct StepJournal {
     /// Directories whose new entries (this journal, its saga's directory)
     /// are synced with the journal's first sync.
     unsynced_dirs: Vec<PathBuf>,
+    /// Parent directories reached during a restore pass, by (root, path).
+    pub(crate) parents: BTreeMap<(String, crate::beneath::RelPath), std::sync::Arc<File>>,
 }
 
 impl std::fmt::Debug for StepJournal {
@@ -180,6 +182,7 @@ impl StepJournal {
     ) -> io::Result<StepJournal> {
         let path = step_path(&cfg.dir, saga_id, seq)?;
         let saga_dir = path.parent().unwrap_or(&cfg.dir).to_path_buf();
+        let new_root = !cfg.dir.is_dir();
         let new_dir = !saga_dir.is_dir();
         mkdir_private(&saga_dir)?;
         let new_file = !path.exists();
@@ -198,6 +201,9 @@ impl StepJournal {
         }
         if new_dir {
             j.unsynced_dirs.push(cfg.dir.clone());
+        }
+        if new_root && let Some(up) = cfg.dir.parent() {
+            j.unsynced_dirs.push(up.to_path_buf());
         }
         Ok(j)
     }
@@ -276,6 +282,7 @@ impl StepJournal {
             stopped: None,
             seq,
             unsynced_dirs: Vec::new(),
+            parents: BTreeMap::new(),
         })
     }
 
@@ -589,7 +596,7 @@ impl StepJournal {
         let paths = self.paths();
         let mut fps = Vec::with_capacity(paths.len());
         for at in paths {
-            let fp = fingerprint(&mut self.roots, &at);
+            let fp = fingerprint(&mut self.roots, &at, true);
             fps.push((at, fp));
         }
         self.note(&Header::Post { fps }, true)

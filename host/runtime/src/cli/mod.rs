@@ -7,6 +7,7 @@ mod pipe;
 mod adhoc;
 mod approvals;
 mod bench;
+mod bench_fs;
 mod bench_group;
 mod bench_neurons;
 mod bench_shell;
