@@ -35,7 +35,7 @@ use crate::capture::fingerprint;
 use crate::journal::StepJournal;
 use crate::record::{At, Fingerprint, Header, Prior, ReadAt, Time};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Timespec, Timestamps};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -69,7 +69,7 @@ pub struct Plan {
 }
 
 /// What the restore did to one path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Restored {
     /// The path, absolute.
     pub path: String,
@@ -80,7 +80,7 @@ pub struct Restored {
 }
 
 /// What a pass did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RestoreReport {
     /// The pass.
     pub pass: u32,

@@ -5,6 +5,7 @@
 //! cannot make the host journal or restore outside its grant.
 
 mod attacks;
+mod cli;
 mod components;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
