@@ -1,6 +1,6 @@
 //! Issue 13 item 4: FIFOs, Unix sockets, device nodes and links to them in a
 //! granted directory must not hang the host. The host's `open-at`
-//! (`capsaga_host::sandbox::fs_open`) opens without blocking and refuses
+//! (`capsaga_host::sandbox::factors::fs::open_at`) opens without blocking and refuses
 //! anything that is neither a regular file nor a directory, so:
 //!
 //! - the hostile `special_files` component, opening each special file in

@@ -14,7 +14,7 @@
 //! | trait | tables | what |
 //! |---|---|---|
 //! | [`SagaStore`] | `saga_state` | sagas, their guardrail state, owner and plan |
-//! | [`StepStore`] | `saga_steps` | steps: BEGIN (+ approval claim), COMMIT, FAIL, RETRY, compensation |
+//! | [`StepStore`] | `saga_steps` | steps: BEGIN (+ approval claim), COMMIT, FAIL, RETRY, compensation, the host's file restores (`FS_RESTORE`) |
 //! | [`LogStore`] | `wal_log`, `wal_head` | the hash-chained log every write appends to, and its anchored head |
 //! | [`ApprovalStore`] | `approvals` | human approvals: request (parks the saga), decide |
 //! | [`TraceStore`] | `traces` | execution traces of agent turns |
@@ -204,15 +204,29 @@ pub trait StepStore: Send + Sync {
         error: &ToolError,
     ) -> Result<(), StoreError>;
 
-    /// COMMIT, BEGIN (in doubt) or COMPENSATION_FAILED (operator retry) →
+    /// COMMIT, BEGIN (in doubt), COMPENSATION_FAILED (operator retry) or
+    /// FAIL (a failed step whose file changes the host restored) →
     /// COMPENSATED.
     ///
     /// # Errors
     /// [`StoreError`].
     async fn compensated(&self, saga_id: &str, step_seq: u64) -> Result<(), StoreError>;
 
-    /// COMMIT, BEGIN or COMPENSATION_FAILED → COMPENSATION_FAILED with the
-    /// error.
+    /// Log what the host restored of a step's files from its journal (issue
+    /// 28): an `FS_RESTORE` record with `report` (each path and what was
+    /// done to it); the step's status is unchanged.
+    ///
+    /// # Errors
+    /// [`StoreError`], including a step that does not exist.
+    async fn fs_restored(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        report: &serde_json::Value,
+    ) -> Result<(), StoreError>;
+
+    /// COMMIT, BEGIN, COMPENSATION_FAILED or FAIL → COMPENSATION_FAILED with
+    /// the error.
     ///
     /// # Errors
     /// [`StoreError`].

@@ -11,10 +11,11 @@
 
 mod birth;
 mod code_run;
+mod files;
 mod hostile;
 mod list_changed;
-mod paused;
 mod names;
+mod paused;
 mod pinning;
 mod untrusted;
 

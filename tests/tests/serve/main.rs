@@ -13,7 +13,7 @@ mod reload;
 mod resources;
 mod rest;
 mod sessions;
-mod trust;
 mod strict;
+mod trust;
 
 pub use capsaga_tests::mcp_rig::{Running, http, http_builder, start};

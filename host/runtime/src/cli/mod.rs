@@ -8,6 +8,7 @@ mod access;
 mod adhoc;
 mod approvals;
 mod bench;
+mod bench_fs;
 mod bench_group;
 mod bench_neurons;
 mod bench_shell;

@@ -38,6 +38,11 @@ fn print_rollback(rb: &RollbackReport) {
                 error_line(e)
             ),
         }
+        if let Some(files) = &u.files {
+            for line in super::render::restore_lines(files) {
+                outln!("    {line}");
+            }
+        }
     }
     outln!("saga state: {}", rb.final_state);
 }

@@ -44,6 +44,7 @@ pub mod admit;
 mod approval;
 mod compensate;
 mod execute;
+mod files;
 mod guardrail;
 mod lifecycle;
 mod operator;

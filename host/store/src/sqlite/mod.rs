@@ -264,6 +264,7 @@ fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value
 
 #[cfg(test)]
 mod access_tests;
+#[cfg(test)]
 mod budget_tests;
 #[cfg(test)]
 mod group_tests;

@@ -194,6 +194,9 @@ pub struct Bound {
     pub net: NetHooks,
     /// What the `llm` import may ask (no model yet: see [`Bound::with_model`]).
     pub llm: llm::LlmSlot,
+    /// The journal of the call's files (none for a dry run).
+    #[cfg(unix)]
+    pub fs_journal: Option<fs::journal::CallJournal>,
 }
 
 impl Bound {
@@ -282,6 +285,8 @@ impl Factors {
             stdio,
             net,
             llm: llm::bind("", &bindings.llm, None, dry_run),
+            #[cfg(unix)]
+            fs_journal: bindings.fs.journal.clone().filter(|_| !dry_run),
         })
     }
 

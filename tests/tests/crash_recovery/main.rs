@@ -10,12 +10,16 @@
 //! `CAPSAGA_CRASH_TRIALS` sets the number of trials (default 24) and
 //! `CAPSAGA_CRASH_SEED` the random seed (default: from the clock; printed).
 
+mod files;
+mod harness;
+
 use capsaga_host::store::sqlite::SqliteStore as Db;
 use capsaga_host::store::{LogStore, SagaStore, StepRow, StepStatus, StepStore};
 use capsaga_tests::{TestWorkspace, block_on};
+use harness::{KillAt, Rng, report, run_and_kill};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const POLICY: &str = r#"
@@ -24,68 +28,6 @@ grants = ["fs:write:~/ws/**"]
 [tools.ledger]
 grants = ["fs:write:~/ws/**"]
 "#;
-
-/// xorshift64*: enough randomness for kill points, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
-fn head(db: &Db) -> i64 {
-    block_on(db.head()).ok().flatten().map_or(0, |(seq, _)| seq)
-}
-
-/// When to kill a child.
-enum KillAt {
-    /// Once the log has grown by this many rows (plus a jitter, µs).
-    Rows(i64, u64),
-    /// After this long, whatever it is doing (start-up included).
-    After(Duration),
-}
-
-/// Spawn `cmd`; kill it (SIGKILL) at `at`, or let it finish. Returns true
-/// when it was killed.
-fn run_and_kill(mut cmd: std::process::Command, db: &Db, at: KillAt) -> bool {
-    let start = head(db);
-    let t0 = Instant::now();
-    let mut child: Child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn capsaga");
-    let deadline = Instant::now() + capsaga_tests::wait_bound();
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return false;
-        }
-        let due = match at {
-            KillAt::Rows(rows, jitter_us) => {
-                let due = head(db) >= start + rows;
-                if due {
-                    std::thread::sleep(Duration::from_micros(jitter_us));
-                }
-                due
-            }
-            KillAt::After(d) => t0.elapsed() >= d,
-        };
-        if due {
-            let killed = child.try_wait().expect("try_wait").is_none();
-            let _ = child.kill();
-            let _ = child.wait();
-            return killed;
-        }
-        assert!(Instant::now() < deadline, "capsaga child hangs");
-        std::thread::sleep(Duration::from_micros(300));
-    }
-}
 
 #[derive(Default, Debug)]
 struct Tally {
@@ -288,14 +230,6 @@ fn check(ws: &TestWorkspace, db: &Db, trials: &[Trial], tally: &mut Tally) {
         .filter(|l| l.starts_with("compensate "))
         .count() as u64;
     assert_eq!(partial, 0, "a compensation failed");
-}
-
-/// Print a line of the test's report on the real stderr: libtest captures
-/// `println!`/`eprintln!` of passing tests, and the trial count and tally
-/// belong in the test command's output.
-fn report(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 #[test]

@@ -24,19 +24,25 @@
 //!    (`ENOTSUP`). `O_NONBLOCK` is then cleared, so reads and writes behave
 //!    as usual.
 //!
+//! When the call's files are journaled (issue 28, [`super::journal`]), an
+//! open that may change the file (`create`, `truncate`, `write`) journals
+//! the path's pre-image before it opens: every later write through the
+//! descriptor, its streams and `set-size` change only a journaled file.
+//!
 //! Every other filesystem function is Wasmtime's: none of them opens a path
 //! (`stat-at`, `readlink-at`, `metadata-hash-at`, ... do not block on a FIFO),
 //! and the streams of a descriptor only ever see files opened here or the
 //! preopened directories.
 
+use super::journal::{JournalView, Verdict, journal_path};
+use capsaga_guest_fs::Change;
 use std::io;
-use std::os::fd::AsFd;
 use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::OpenMode;
 use wasmtime_wasi::filesystem::{Descriptor, Dir, File};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     DescriptorFlags, ErrorCode, OpenFlags, PathFlags,
 };
-use wasmtime_wasi::{OpenMode, WasiView};
 
 /// The interface whose `open-at` is shadowed: the version of `wasi:filesystem`
 /// that `wasmtime-wasi` 48 implements (guests importing any 0.2.x version
@@ -45,57 +51,16 @@ pub const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 /// The function shadowed.
 pub const OPEN_AT: &str = "[method]descriptor.open-at";
 
-/// What [`open_at`] found at the path, when it refused it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Special {
-    /// A FIFO (named pipe).
-    Fifo,
-    /// A Unix domain socket.
-    Socket,
-    /// A character device.
-    CharDevice,
-    /// A block device.
-    BlockDevice,
-    /// Something else that is neither a regular file nor a directory.
-    Other,
-}
-
-impl Special {
-    fn of(ft: &std::fs::FileType) -> Option<Special> {
-        use std::os::unix::fs::FileTypeExt;
-        if ft.is_file() || ft.is_dir() {
-            None
-        } else if ft.is_fifo() {
-            Some(Special::Fifo)
-        } else if ft.is_socket() {
-            Some(Special::Socket)
-        } else if ft.is_char_device() {
-            Some(Special::CharDevice)
-        } else if ft.is_block_device() {
-            Some(Special::BlockDevice)
-        } else {
-            Some(Special::Other)
-        }
-    }
-
-    /// A short name for logs: `FIFO`, `socket`, ...
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Special::Fifo => "FIFO",
-            Special::Socket => "socket",
-            Special::CharDevice => "character device",
-            Special::BlockDevice => "block device",
-            Special::Other => "special file",
-        }
-    }
-}
+/// What [`open_at`] found at the path, when it refused it (the shared
+/// classification of `capsaga_guest_fs::beneath`).
+pub use capsaga_guest_fs::beneath::Special;
 
 /// Redefine `open-at` in `linker` (after `add_to_linker_async`) with
 /// [`open_at`].
 ///
 /// # Errors
 /// When the linker refuses the definition.
-pub fn shadow_open_at<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub fn shadow_open_at<T: JournalView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let defined = linker.instance(FILESYSTEM_TYPES).and_then(|mut types| {
         types.func_wrap_async(
@@ -113,6 +78,16 @@ pub fn shadow_open_at<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime
                         Descriptor::Dir(d) => d.clone(),
                         Descriptor::File(_) => return Ok((Err(ErrorCode::NotDirectory),)),
                     };
+                    if let Some(j) = store.data().fs_journal()
+                        && let Some(change) = changes(&dir, oflags, flags)
+                    {
+                        let follow = path_flags.contains(PathFlags::SYMLINK_FOLLOW);
+                        match journal_path(j, dir.clone(), path.clone(), change, follow).await {
+                            Verdict::Go => {}
+                            Verdict::Guest(code) => return Ok((Err(code),)),
+                            Verdict::Stop(e) => return Err(e),
+                        }
+                    }
                     let opened = match open_at(dir, path_flags, path, oflags, flags).await {
                         Ok(d) => d,
                         Err(e) => return Ok((Err(e),)),
@@ -125,6 +100,24 @@ pub fn shadow_open_at<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime
     });
     linker.allow_shadowing(false);
     defined
+}
+
+/// What an open with these flags may do to the file, for the journal:
+/// `None` when it cannot change it (read-only, a read-only preopen, or a
+/// directory, which cannot be opened for writing).
+fn changes(dir: &Dir, oflags: OpenFlags, flags: DescriptorFlags) -> Option<Change> {
+    if dir.perms.write_not_permitted() || oflags.contains(OpenFlags::DIRECTORY) {
+        return None;
+    }
+    if oflags.contains(OpenFlags::TRUNCATE) {
+        Some(Change::Truncate)
+    } else if oflags.contains(OpenFlags::CREATE) {
+        Some(Change::Create)
+    } else if flags.contains(DescriptorFlags::WRITE) {
+        Some(Change::Write)
+    } else {
+        None
+    }
 }
 
 /// Open `path` beneath `dir` as Wasmtime's `open-at` does, refusing FIFOs,
@@ -162,7 +155,7 @@ pub async fn open_at(
         if let Some(special) = Special::of(&ft) {
             return Ok(Err(special));
         }
-        clear_nonblocking(&file)?;
+        capsaga_guest_fs::beneath::clear_nonblocking(&file)?;
         Ok::<_, io::Error>(Ok((file, ft.is_dir())))
     })
     .await
@@ -237,12 +230,4 @@ fn options(
     }
     opts.custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32);
     Ok((opts, open_mode, create))
-}
-
-/// Clear `O_NONBLOCK` on an opened regular file or directory.
-fn clear_nonblocking(file: &std::fs::File) -> io::Result<()> {
-    let fd = file.as_fd();
-    let flags = rustix::fs::fcntl_getfl(fd)?;
-    rustix::fs::fcntl_setfl(fd, flags - rustix::fs::OFlags::NONBLOCK)?;
-    Ok(())
 }
