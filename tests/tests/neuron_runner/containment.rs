@@ -5,8 +5,11 @@ use super::*;
 #[tokio::test]
 async fn infinite_loop_stops_at_the_deadline() {
     let rig = rig!();
+    // Fuel out of reach, so only the deadline can stop the loop: with the
+    // default fuel a fast machine runs out of fuel first (quota-exceeded).
     let limits = Limits {
         deadline_ms: 1_500,
+        fuel: u64::MAX,
         ..Limits::DEFAULT
     };
     let def = neuron(
