@@ -108,22 +108,29 @@ pub fn remove_saga(dir: &Path, saga_id: &str) {
     }
 }
 
-/// Remove the journal directories of sagas not written to for more than
-/// `days` days.
+/// Remove the journal directories of sagas none of whose journals was
+/// written to for more than `days` days.
 pub fn prune(dir: &Path, days: u64) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
     let horizon = std::time::Duration::from_secs(days.saturating_mul(24 * 3600));
     let now = std::time::SystemTime::now();
-    for e in rd.flatten() {
-        let old = e
-            .metadata()
+    let old = |p: &Path| {
+        std::fs::symlink_metadata(p)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| now.duration_since(t).ok())
-            .is_some_and(|age| age > horizon);
-        if old && e.file_name().to_str().is_some_and(plain_id) {
+            .is_some_and(|age| age > horizon)
+    };
+    for e in rd.flatten() {
+        if !e.file_name().to_str().is_some_and(plain_id) || !old(&e.path()) {
+            continue;
+        }
+        let all_old = std::fs::read_dir(e.path())
+            .map(|files| files.flatten().all(|f| old(&f.path())))
+            .unwrap_or(false);
+        if all_old {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }

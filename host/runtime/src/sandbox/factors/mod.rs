@@ -22,7 +22,7 @@
 //!
 //! | kind | module | state loaded at start | per tool | per call |
 //! |---|---|---|---|---|
-//! | `fs` | [`fs`] | none | preopen map (dir → read/read-write) | preopened dirs in the WASI context |
+//! | `fs` | [`fs`] | none | preopen map (dir → read/read-write) | preopened dirs in the WASI context; the step's file journal when it has one (issue 28) |
 //! | `env` | [`env`] | `[env]` values | variables and values | environment of the WASI context |
 //! | `net` | [`net`] | `[net]` settings, TLS roots | net grants | `wasi:http` hooks with the net guard |
 //! | `secret` | [`secret`] | `[secrets.*]` values | secret grants | headers injected by the hooks, redaction |
