@@ -349,7 +349,7 @@ pub struct Located {
     /// The path beneath the root.
     pub rel: RelPath,
     /// The parent directory, opened.
-    pub parent: File,
+    pub parent: std::sync::Arc<File>,
 }
 
 impl Located {
@@ -380,7 +380,7 @@ pub enum Unlocated {
 
 /// Split a guest path into the part naming the parent directory and the
 /// last name (trailing `/` dropped). The last name may be `.` or `..`.
-fn split_guest_path(path: &str) -> (&str, &str) {
+pub(crate) fn split_guest_path(path: &str) -> (&str, &str) {
     let trimmed = path.trim_end_matches('/');
     if trimmed.is_empty() {
         return ("", if path.is_empty() { "" } else { "." });
@@ -433,7 +433,7 @@ pub fn locate(roots: &Roots, dir: &File, path: &str, follow: bool) -> Result<Loc
     Ok(Located {
         root,
         rel,
-        parent: walked,
+        parent: std::sync::Arc::new(walked),
     })
 }
 
@@ -458,7 +458,7 @@ fn relocate(roots: &Roots, abs: &Path) -> Result<Located, Unlocated> {
         // A root itself: its parent is outside the grant.
         return Err(Unlocated::Outside);
     };
-    let parent = walk(&roots.0[root].dir, &rel_parent)?;
+    let parent = std::sync::Arc::new(walk(&roots.0[root].dir, &rel_parent)?);
     Ok(Located { root, rel, parent })
 }
 

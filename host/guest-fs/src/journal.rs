@@ -28,7 +28,7 @@
 //!   later in the history needs it back first).
 
 use crate::beneath::{Located, Roots};
-use crate::capture::{CaptureError, Captured, Change, Refusal, capture, fingerprint};
+use crate::capture::{CaptureError, Captured, Change, Refusal, capture};
 use crate::record::{At, FRAME_OVERHEAD, Frame, Header, Prior, frame_head, read_frames};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -162,6 +162,18 @@ pub struct StepJournal {
     unsynced_dirs: Vec<PathBuf>,
     /// Parent directories reached during a restore pass, by (root, path).
     pub(crate) parents: BTreeMap<(String, crate::beneath::RelPath), std::sync::Arc<File>>,
+    /// Parents a call's paths were located in, by (the guest's directory,
+    /// the path's parent part): see [`StepJournal::locate`].
+    located: std::collections::HashMap<(usize, String), LocatedParent>,
+}
+
+/// A parent directory located for a call, and the guest's directory it was
+/// resolved from (kept, so its address is not reused while cached).
+struct LocatedParent {
+    _from: std::sync::Arc<File>,
+    root: usize,
+    rel: crate::beneath::RelPath,
+    dir: std::sync::Arc<File>,
 }
 
 impl std::fmt::Debug for StepJournal {
@@ -290,6 +302,7 @@ impl StepJournal {
             seq,
             unsynced_dirs: Vec::new(),
             parents: BTreeMap::new(),
+            located: std::collections::HashMap::new(),
         })
     }
 
@@ -312,6 +325,60 @@ impl StepJournal {
     pub fn start_call(&mut self) {
         self.call_bytes = 0;
         self.stopped = None;
+        self.located.clear();
+    }
+
+    /// [`crate::beneath::locate`] for a call's path, `dir` being the guest's
+    /// directory descriptor. The parent a path part resolves to is kept for
+    /// the call and forgotten whenever a change could alter what it names
+    /// (a rename, a removal); a final link to follow is always resolved
+    /// afresh.
+    ///
+    /// # Errors
+    /// As [`crate::beneath::locate`].
+    pub fn locate(
+        &mut self,
+        dir: &std::sync::Arc<File>,
+        path: &str,
+        follow: bool,
+    ) -> Result<Located, crate::beneath::Unlocated> {
+        use crate::beneath::{Unlocated, locate, split_guest_path};
+        let (part, name) = split_guest_path(path);
+        if name.is_empty() || name == "." || name == ".." {
+            return locate(&self.roots, dir, path, follow);
+        }
+        let key = (std::sync::Arc::as_ptr(dir) as usize, part.to_string());
+        let base = match self.located.get(&key) {
+            Some(p) => Located {
+                root: p.root,
+                rel: p.rel.join(name).map_err(|_| Unlocated::Outside)?,
+                parent: std::sync::Arc::clone(&p.dir),
+            },
+            None => {
+                let l = locate(&self.roots, dir, path, false)?;
+                if let Some((rel, _)) = l.rel.split() {
+                    self.located.insert(
+                        key,
+                        LocatedParent {
+                            _from: std::sync::Arc::clone(dir),
+                            root: l.root,
+                            rel,
+                            dir: std::sync::Arc::clone(&l.parent),
+                        },
+                    );
+                }
+                l
+            }
+        };
+        let link = follow
+            && rustix::fs::statat(&*base.parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| {
+                    rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink
+                });
+        if link {
+            return locate(&self.roots, dir, path, true);
+        }
+        Ok(base)
     }
 
     /// Why the current call was stopped, if it was.
@@ -346,6 +413,9 @@ impl StepJournal {
     pub fn before(&mut self, loc: &Located, change: Change) -> Result<(), JournalError> {
         if let Some(why) = &self.stopped {
             return Err(JournalError::Quota(why.clone()));
+        }
+        if matches!(change, Change::Unlink | Change::RemoveDir) {
+            self.located.clear();
         }
         let at = self.at(loc)?;
         // A directory removed is journaled each time: a record taken later
@@ -386,6 +456,7 @@ impl StepJournal {
         if let Some(why) = &self.stopped {
             return Err(JournalError::Quota(why.clone()));
         }
+        self.located.clear();
         let src = match rustix::fs::statat(
             &from.parent,
             from.name(),
@@ -602,10 +673,12 @@ impl StepJournal {
         }
         let paths = self.paths();
         let mut fps = Vec::with_capacity(paths.len());
+        self.forget_parents();
         for at in paths {
-            let fp = fingerprint(&mut self.roots, &at, true);
+            let fp = self.look_with(&at, true);
             fps.push((at, fp));
         }
+        self.forget_parents();
         self.note(&Header::Post { fps }, true)
     }
 

@@ -25,10 +25,11 @@
 //! Every action works on a parent directory reached from the granted
 //! directory one plain name at a time (no link followed, as
 //! [`crate::beneath::walk`]) and on one plain name in it:
-//! nothing is written into an existing file, through a link or into a file
-//! another name shares (a file is put back as a new file renamed over its
-//! name), nothing is reached by an absolute path, nothing outside the
-//! step's grants.
+//! nothing is written through a link or into a file another name shares (a
+//! file is rewritten in place only when the descriptor opened without
+//! following is a regular file with one name; otherwise a new file is
+//! renamed over the name), nothing is reached by an absolute path, nothing
+//! outside the step's grants.
 
 use crate::beneath::RelPath;
 use crate::capture::fingerprint;
@@ -158,6 +159,7 @@ impl StepJournal {
             .map(|(_, _, left)| left.into_iter().collect())
             .unwrap_or_default();
         let done = self.done_records();
+        self.forget_parents();
         let mut conflicts = BTreeMap::new();
         for at in self.paths_of(|i| !done.contains_key(&(i as u32))) {
             let want = match expected.get(&at) {
@@ -177,9 +179,9 @@ impl StepJournal {
             };
             let Some(want) = want else { continue };
             // The bytes are summed only when the cheap look differs.
-            let mut now = fingerprint(&mut self.roots, &at, false);
+            let mut now = self.look_with(&at, false);
             if !now.same(&want) && want.sum.is_some() {
-                now = fingerprint(&mut self.roots, &at, true);
+                now = self.look_with(&at, true);
             }
             if !now.same(&want) {
                 conflicts.insert(
@@ -192,6 +194,7 @@ impl StepJournal {
                 );
             }
         }
+        self.forget_parents();
         let header = Header::Plan {
             pass,
             conflicts: conflicts
@@ -389,17 +392,24 @@ impl StepJournal {
 
     /// What `at` holds now (no sum), through the parents kept.
     fn look(&mut self, at: &At) -> Fingerprint {
+        self.look_with(at, false)
+    }
+
+    /// What `at` holds now (with the sum of its bytes when `sum`), through
+    /// the parents kept.
+    pub(crate) fn look_with(&mut self, at: &At, sum: bool) -> Fingerprint {
         match self.parent_of(at) {
-            Ok(Some((dir, name))) => crate::capture::fingerprint_at(&dir, name, false)
-                .unwrap_or(Fingerprint::UNREACHABLE),
+            Ok(Some((dir, name))) => {
+                crate::capture::fingerprint_at(&dir, name, sum).unwrap_or(Fingerprint::UNREACHABLE)
+            }
             Ok(None) => Fingerprint::ABSENT,
-            Err(_) if at.path.as_str().is_empty() => fingerprint(&mut self.roots, at, false),
+            Err(_) if at.path.as_str().is_empty() => fingerprint(&mut self.roots, at, sum),
             Err(_) => Fingerprint::UNREACHABLE,
         }
     }
 
     /// Forget the parents kept: a directory was moved, removed or made.
-    fn forget_parents(&mut self) {
+    pub(crate) fn forget_parents(&mut self) {
         self.parents.clear();
     }
 
@@ -476,13 +486,14 @@ impl StepJournal {
     }
 
     /// Put `len` bytes of record `i`'s payload, `mode` and `mtime` back at
-    /// `name` of `dir`: a new file, written beside it and renamed over the
-    /// name (a directory the step left there is removed first, only when
-    /// empty). Nothing is ever written into an existing file, through a link
-    /// or into a file another name shares. (Measured on ext4 under load:
-    /// renaming a new file over the name is several times faster than
-    /// unlinking it first or truncating it in place, which write the old
-    /// delayed blocks out.)
+    /// `name` of `dir`: in place when a regular file with one name is there
+    /// ([`StepJournal::overwrite`]), else as a new file written beside it and
+    /// renamed over the name (a directory the step left there is removed
+    /// first, only when empty). Nothing is ever written through a link or
+    /// into a file another name shares. (Measured on ext4: overwriting in
+    /// place restores 100 files of 4 KiB in about 2 ms; renaming new files
+    /// over them, or truncating them to zero first, about 12 ms, as ext4
+    /// then writes each file out at once.)
     fn rewrite(
         &mut self,
         i: usize,
@@ -496,10 +507,19 @@ impl StepJournal {
         if plen != len {
             return Err("the recorded content is incomplete".into());
         }
+        if let Some(action) = self.overwrite(dir, name, off, plen, mode, mtime) {
+            return action;
+        }
         let tmp = self.tmp_name(i);
-        let file = fresh(dir, &tmp, Mode::from_raw_mode(0o600))?;
+        let file = fresh(dir, &tmp, Mode::from_raw_mode(mode & 0o7777))?;
         let filled = copy_payload(self.file(), off, plen, &file)
-            .and_then(|()| rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Into::into))
+            .and_then(|()| {
+                if mode & umask() != 0 || mode & 0o7000 != 0 {
+                    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Into::into)
+                } else {
+                    Ok(())
+                }
+            })
             .and_then(|()| set_mtime(&file, mtime));
         if let Err(e) = filled {
             let _ = rustix::fs::unlinkat(dir, &tmp, AtFlags::empty());
@@ -519,6 +539,55 @@ impl StepJournal {
             }
         }
         Ok(format!("rewrote its {len} bytes"))
+    }
+
+    /// Rewrite the regular file `name` of `dir` in place when it has one
+    /// name (checked on the opened descriptor, not following a link): its
+    /// bytes overwritten from the start, then its length, mode and time set.
+    /// No truncation to zero and no rename over it, which make ext4 write
+    /// the file out at once. `None` when it is anything else (the caller
+    /// then puts a new file there).
+    fn overwrite(
+        &self,
+        dir: &File,
+        name: &str,
+        off: u64,
+        len: u64,
+        mode: u32,
+        mtime: Time,
+    ) -> Option<Result<String, String>> {
+        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_nlink != 1 {
+            return None;
+        }
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let now = rustix::fs::fstat(&fd).ok()?;
+        if (now.st_dev, now.st_ino, now.st_nlink) != (st.st_dev, st.st_ino, 1)
+            || FileType::from_raw_mode(now.st_mode) != FileType::RegularFile
+        {
+            return None;
+        }
+        let file = File::from(fd);
+        let r = copy_payload(self.file(), off, len, &file)
+            .and_then(|()| file.set_len(len))
+            .and_then(|()| {
+                if now.st_mode & 0o7777 != mode & 0o7777 {
+                    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(Into::into)
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| set_mtime(&file, mtime));
+        Some(
+            r.map(|()| format!("rewrote its {len} bytes"))
+                .map_err(|e| e.to_string()),
+        )
     }
 
     fn undo_move(&mut self, from: &At, to: &At) -> Result<String, String> {
@@ -653,6 +722,22 @@ fn copy_payload(journal: &File, off: u64, len: u64, out: &File) -> io::Result<()
         }
         w.write_all(&buf[..n])?;
     }
+}
+
+/// The process's umask (`/proc/self/status`, read once; all bits when it
+/// cannot be read, so that modes are always set explicitly).
+fn umask() -> u32 {
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            })
+            .unwrap_or(0o7777)
+    })
 }
 
 fn set_mtime(f: &File, t: Time) -> io::Result<()> {

@@ -25,9 +25,7 @@
 //!   a special file, a link leading nowhere written through) is refused
 //!   with an error code the guest sees, and not done.
 
-use capsaga_guest_fs::{
-    Change, JournalError, Refusal, StepJournal, Unlocated, locate, locate_open,
-};
+use capsaga_guest_fs::{Change, JournalError, Refusal, StepJournal, Unlocated, locate_open};
 use std::sync::{Arc, Mutex};
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::WasiView;
@@ -165,12 +163,23 @@ pub(crate) async fn journal_path(
     change: Change,
     follow: bool,
 ) -> Verdict {
-    let r = wasmtime_wasi::runtime::spawn_blocking(move || -> Result<(), Blocked> {
-        j.with(|g| Ok(locate(g.roots(), &dir.dir, &path, follow)))?
-            .map_err(Blocked::from)
-            .and_then(|loc| j.with(|g| g.before(&loc, change)).map_err(Blocked::from))
-    })
-    .await;
+    wasmtime_wasi::runtime::spawn_blocking(move || journal_now(&j, &dir, &path, change, follow))
+        .await
+}
+
+/// [`journal_path`] on the current thread (already a blocking one).
+pub(crate) fn journal_now(
+    j: &CallJournal,
+    dir: &Dir,
+    path: &str,
+    change: Change,
+    follow: bool,
+) -> Verdict {
+    let r = j
+        .with(|g| Ok(g.locate(&dir.dir, path, follow)))
+        .map_err(Blocked::from)
+        .and_then(|l| l.map_err(Blocked::from))
+        .and_then(|loc| j.with(|g| g.before(&loc, change)).map_err(Blocked::from));
     verdict(r)
 }
 
@@ -425,8 +434,8 @@ async fn guard_rename<T: JournalView>(
     };
     let (old, new) = (old.to_string(), new.to_string());
     let r = wasmtime_wasi::runtime::spawn_blocking(move || -> Result<(), Blocked> {
-        let from = j.with(|g| Ok(locate(g.roots(), &from_dir.dir, &old, false)))??;
-        let to = j.with(|g| Ok(locate(g.roots(), &to_dir.dir, &new, false)))??;
+        let from = j.with(|g| Ok(g.locate(&from_dir.dir, &old, false)))??;
+        let to = j.with(|g| Ok(g.locate(&to_dir.dir, &new, false)))??;
         j.with(|g| g.before_rename(&from, &to))
             .map_err(Blocked::from)
     })

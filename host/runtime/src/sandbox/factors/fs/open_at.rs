@@ -34,7 +34,7 @@
 //! and the streams of a descriptor only ever see files opened here or the
 //! preopened directories.
 
-use super::journal::{JournalView, Verdict, journal_path};
+use super::journal::{CallJournal, JournalView, Verdict, journal_now};
 use capsaga_guest_fs::Change;
 use std::io;
 use wasmtime::component::{Linker, Resource};
@@ -78,20 +78,18 @@ pub fn shadow_open_at<T: JournalView + 'static>(linker: &mut Linker<T>) -> wasmt
                         Descriptor::Dir(d) => d.clone(),
                         Descriptor::File(_) => return Ok((Err(ErrorCode::NotDirectory),)),
                     };
-                    if let Some(j) = store.data().fs_journal()
-                        && let Some(change) = changes(&dir, oflags, flags)
-                    {
-                        let follow = path_flags.contains(PathFlags::SYMLINK_FOLLOW);
-                        match journal_path(j, dir.clone(), path.clone(), change, follow).await {
-                            Verdict::Go => {}
-                            Verdict::Guest(code) => return Ok((Err(code),)),
-                            Verdict::Stop(e) => return Err(e),
-                        }
-                    }
-                    let opened = match open_at(dir, path_flags, path, oflags, flags).await {
-                        Ok(d) => d,
-                        Err(e) => return Ok((Err(e),)),
-                    };
+                    // The journal first, in the same blocking task as the open.
+                    let journal = store
+                        .data()
+                        .fs_journal()
+                        .and_then(|j| changes(&dir, oflags, flags).map(|c| (j, c)));
+                    let opened =
+                        match open_journaled(dir, path_flags, path, oflags, flags, journal).await {
+                            Ok(d) => d,
+                            Err(Verdict::Guest(code)) => return Ok((Err(code),)),
+                            Err(Verdict::Stop(e)) => return Err(e),
+                            Err(Verdict::Go) => return Ok((Err(ErrorCode::Io),)),
+                        };
                     let fd = store.data_mut().ctx().table.push(opened)?;
                     Ok((Ok(fd),))
                 })
@@ -120,6 +118,31 @@ fn changes(dir: &Dir, oflags: OpenFlags, flags: DescriptorFlags) -> Option<Chang
     }
 }
 
+/// [`open_at`], journaling the path first (in the same blocking task) when
+/// `journal` says the open may change it.
+///
+/// # Errors
+/// The journal's refusal or stop, or the open's error code as
+/// `Verdict::Guest`.
+async fn open_journaled(
+    dir: Dir,
+    path_flags: PathFlags,
+    path: String,
+    oflags: OpenFlags,
+    flags: DescriptorFlags,
+    journal: Option<(CallJournal, Change)>,
+) -> Result<Descriptor, Verdict> {
+    let before: Option<BeforeOpen> = journal.map(|(j, change)| {
+        let (dir, path) = (dir.clone(), path.clone());
+        let follow = path_flags.contains(PathFlags::SYMLINK_FOLLOW);
+        Box::new(move || journal_now(&j, &dir, &path, change, follow)) as BeforeOpen
+    });
+    open_at_with(dir, path_flags, path, oflags, flags, before).await
+}
+
+/// What runs before the open, in its blocking task.
+type BeforeOpen = Box<dyn FnOnce() -> Verdict + Send>;
+
 /// Open `path` beneath `dir` as Wasmtime's `open-at` does, refusing FIFOs,
 /// sockets and devices without blocking (see the module documentation).
 ///
@@ -135,42 +158,73 @@ pub async fn open_at(
     oflags: OpenFlags,
     flags: DescriptorFlags,
 ) -> Result<Descriptor, ErrorCode> {
-    let (opts, open_mode, create) = options(path_flags, oflags, flags)?;
+    open_at_with(dir, path_flags, path, oflags, flags, None)
+        .await
+        .map_err(|v| match v {
+            Verdict::Guest(code) => code,
+            _ => ErrorCode::Io,
+        })
+}
+
+async fn open_at_with(
+    dir: Dir,
+    path_flags: PathFlags,
+    path: String,
+    oflags: OpenFlags,
+    flags: DescriptorFlags,
+    before: Option<BeforeOpen>,
+) -> Result<Descriptor, Verdict> {
+    let (opts, open_mode, create) = options(path_flags, oflags, flags).map_err(Verdict::Guest)?;
     if dir.perms.write_not_permitted() && (create || open_mode.contains(OpenMode::WRITE)) {
-        return Err(ErrorCode::NotPermitted);
+        return Err(Verdict::Guest(ErrorCode::NotPermitted));
     }
     let parent = dir.dir.clone();
     let want_dir = oflags.contains(OpenFlags::DIRECTORY);
     let shown = path.chars().take(200).collect::<String>();
     let opened = wasmtime_wasi::runtime::spawn_blocking(move || {
-        let file = match cap_primitives::fs::open(&parent, path.as_ref(), &opts) {
-            // ENXIO at open: a socket, a FIFO opened for writing without a
-            // reader, a device without a driver: special files all.
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
-                return Ok(Err(Special::Other));
+        if let Some(before) = before {
+            match before() {
+                Verdict::Go => {}
+                refused => return Err(refused),
             }
-            opened => opened?,
-        };
-        let ft = file.metadata()?.file_type();
-        if let Some(special) = Special::of(&ft) {
-            return Ok(Err(special));
         }
-        capsaga_guest_fs::beneath::clear_nonblocking(&file)?;
-        Ok::<_, io::Error>(Ok((file, ft.is_dir())))
+        opened(&parent, &path, &opts).map_err(|e| Verdict::Guest(ErrorCode::from(e)))
     })
-    .await
-    .map_err(ErrorCode::from)?;
+    .await?;
     match opened {
         Err(special) => {
             tracing::info!("open-at refused `{shown}`: a {}", special.as_str());
-            Err(ErrorCode::Unsupported)
+            Err(Verdict::Guest(ErrorCode::Unsupported))
         }
         Ok((file, true)) => Ok(Descriptor::Dir(Dir::new(file, dir.perms, open_mode, false))),
-        Ok(_) if want_dir => Err(ErrorCode::NotDirectory),
+        Ok(_) if want_dir => Err(Verdict::Guest(ErrorCode::NotDirectory)),
         Ok((file, false)) => Ok(Descriptor::File(File::new(
             file, dir.perms, open_mode, false,
         ))),
     }
+}
+
+/// The blocking open of [`open_at`]: the file and whether it is a
+/// directory, or the special kind refused.
+fn opened(
+    parent: &std::fs::File,
+    path: &str,
+    opts: &cap_primitives::fs::OpenOptions,
+) -> io::Result<Result<(std::fs::File, bool), Special>> {
+    let file = match cap_primitives::fs::open(parent, path.as_ref(), opts) {
+        // ENXIO at open: a socket, a FIFO opened for writing without a
+        // reader, a device without a driver: special files all.
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+            return Ok(Err(Special::Other));
+        }
+        opened => opened?,
+    };
+    let ft = file.metadata()?.file_type();
+    if let Some(special) = Special::of(&ft) {
+        return Ok(Err(special));
+    }
+    capsaga_guest_fs::beneath::clear_nonblocking(&file)?;
+    Ok(Ok((file, ft.is_dir())))
 }
 
 /// The OS open options, the open mode recorded in the descriptor, and
