@@ -78,70 +78,8 @@ pub enum JournalError {
     Path(io::Error),
 }
 
-/// True when `id` can name a directory (a saga id: letters, digits, `-`).
-fn plain_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// The journal file of step `seq` of saga `saga_id` under `dir`.
-///
-/// # Errors
-/// `InvalidInput` for a saga id that cannot name a directory.
-pub fn step_path(dir: &Path, saga_id: &str, seq: u64) -> io::Result<PathBuf> {
-    if !plain_id(saga_id) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "a saga id names the journal directory: letters, digits and `-` only",
-        ));
-    }
-    Ok(dir.join(saga_id).join(format!("{seq}.jnl")))
-}
-
-/// Remove the journals of a saga (absent is fine).
-pub fn remove_saga(dir: &Path, saga_id: &str) {
-    if plain_id(saga_id) {
-        let _ = std::fs::remove_dir_all(dir.join(saga_id));
-    }
-}
-
-/// Remove the journal directories of sagas none of whose journals was
-/// written to for more than `days` days.
-pub fn prune(dir: &Path, days: u64) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let horizon = std::time::Duration::from_secs(days.saturating_mul(24 * 3600));
-    let now = std::time::SystemTime::now();
-    let old = |p: &Path| {
-        std::fs::symlink_metadata(p)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| now.duration_since(t).ok())
-            .is_some_and(|age| age > horizon)
-    };
-    for e in rd.flatten() {
-        if !e.file_name().to_str().is_some_and(plain_id) || !old(&e.path()) {
-            continue;
-        }
-        let all_old = std::fs::read_dir(e.path())
-            .map(|files| files.flatten().all(|f| old(&f.path())))
-            .unwrap_or(false);
-        if all_old {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
-}
-
-fn mkdir_private(dir: &Path) -> io::Result<()> {
-    let mut b = std::fs::DirBuilder::new();
-    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b.recursive(true);
-    b.create(dir)
-}
+use crate::dirs::mkdir_private;
+pub use crate::dirs::{prune, remove_saga, step_path};
 
 /// The journal of one step, open for appending.
 pub struct StepJournal {
@@ -164,16 +102,7 @@ pub struct StepJournal {
     pub(crate) parents: BTreeMap<(String, crate::beneath::RelPath), std::sync::Arc<File>>,
     /// Parents a call's paths were located in, by (the guest's directory,
     /// the path's parent part): see [`StepJournal::locate`].
-    located: std::collections::HashMap<(usize, String), LocatedParent>,
-}
-
-/// A parent directory located for a call, and the guest's directory it was
-/// resolved from (kept, so its address is not reused while cached).
-struct LocatedParent {
-    _from: std::sync::Arc<File>,
-    root: usize,
-    rel: crate::beneath::RelPath,
-    dir: std::sync::Arc<File>,
+    pub(crate) located: std::collections::HashMap<(usize, String), crate::located::LocatedParent>,
 }
 
 impl std::fmt::Debug for StepJournal {
@@ -326,59 +255,6 @@ impl StepJournal {
         self.call_bytes = 0;
         self.stopped = None;
         self.located.clear();
-    }
-
-    /// [`crate::beneath::locate`] for a call's path, `dir` being the guest's
-    /// directory descriptor. The parent a path part resolves to is kept for
-    /// the call and forgotten whenever a change could alter what it names
-    /// (a rename, a removal); a final link to follow is always resolved
-    /// afresh.
-    ///
-    /// # Errors
-    /// As [`crate::beneath::locate`].
-    pub fn locate(
-        &mut self,
-        dir: &std::sync::Arc<File>,
-        path: &str,
-        follow: bool,
-    ) -> Result<Located, crate::beneath::Unlocated> {
-        use crate::beneath::{Unlocated, locate, split_guest_path};
-        let (part, name) = split_guest_path(path);
-        if name.is_empty() || name == "." || name == ".." {
-            return locate(&self.roots, dir, path, follow);
-        }
-        let key = (std::sync::Arc::as_ptr(dir) as usize, part.to_string());
-        let base = match self.located.get(&key) {
-            Some(p) => Located {
-                root: p.root,
-                rel: p.rel.join(name).map_err(|_| Unlocated::Outside)?,
-                parent: std::sync::Arc::clone(&p.dir),
-            },
-            None => {
-                let l = locate(&self.roots, dir, path, false)?;
-                if let Some((rel, _)) = l.rel.split() {
-                    self.located.insert(
-                        key,
-                        LocatedParent {
-                            _from: std::sync::Arc::clone(dir),
-                            root: l.root,
-                            rel,
-                            dir: std::sync::Arc::clone(&l.parent),
-                        },
-                    );
-                }
-                l
-            }
-        };
-        let link = follow
-            && rustix::fs::statat(&*base.parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                .is_ok_and(|st| {
-                    rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink
-                });
-        if link {
-            return locate(&self.roots, dir, path, true);
-        }
-        Ok(base)
     }
 
     /// Why the current call was stopped, if it was.

@@ -22,9 +22,12 @@
 
 pub mod beneath;
 pub mod capture;
+mod dirs;
 pub mod journal;
+mod located;
 pub mod record;
 pub mod restore;
+mod undo;
 
 pub use beneath::{Located, RelPath, Roots, Unlocated, locate, locate_open};
 pub use capture::{Change, Refusal};
