@@ -127,6 +127,10 @@ pub enum TraceStep {
         /// Model tier (cheap past a soft budget cap).
         #[serde(default)]
         tier: Tier,
+        /// The `tool_choice` sent (`required`, `none`, `tool:NAME`); absent
+        /// when the model was left to decide (`auto`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_choice: Option<String>,
         /// Every provider tried for this thought, in order (failover and
         /// retries); empty for a provider called directly.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]

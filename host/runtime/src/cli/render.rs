@@ -260,6 +260,7 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
             finish_raw,
             problem,
             repairs,
+            tool_choice,
         } => {
             let raw = if finish_raw.is_empty() {
                 String::new()
@@ -273,6 +274,9 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default()
             );
+            if let Some(c) = tool_choice {
+                out.push_str(&format!("\n           tool_choice: {c}"));
+            }
             if let Some(p) = problem {
                 out.push_str(&format!("\n           problem: {}", clip(p, 300)));
             }

@@ -150,6 +150,10 @@ pub struct TurnRequest {
     /// A session id kept in the trace.
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Whether the first model call must call a tool: `auto`, `required`,
+    /// `none` or `tool:NAME` (default: the policy's).
+    #[serde(default)]
+    pub tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
 }
 
 fn lower(v: &[String]) -> Vec<String> {
@@ -255,6 +259,7 @@ pub async fn turns(
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
         principal: who,
+        tool_choice: req.tool_choice.clone(),
         ..TurnOptions::default()
     };
     match run_turn(host, selected.provider.as_ref(), &req.task, &opts).await {
@@ -272,6 +277,11 @@ pub async fn turns(
             "trace": tr,
         }))
         .into_response(),
+        Err(e @ crate::agent::runner::AgentError::ToolChoiceNotOffered { .. }) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"detail": {"code": "tool_choice_not_offered", "message": e.to_string()}})),
+        )
+            .into_response(),
         Err(e) => internal(e),
     }
 }
