@@ -157,6 +157,11 @@ pub enum TraceStep {
         /// Error when it failed or was refused.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ToolError>,
+        /// Whether the result went back to the model wrapped in
+        /// `<untrusted>` markers (the door's decision: the tool declares it,
+        /// or a grant reaches outside data).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        untrusted: bool,
         /// Wall time, milliseconds.
         wall_ms: u64,
     },

@@ -308,6 +308,7 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
             exec_result,
             error,
             wall_ms,
+            untrusted,
             ..
         } => {
             let seq = step_seq
@@ -325,8 +326,13 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
                 PolicyDecision::NotEvaluated => "-",
             };
             let mut out = format!(
-                "  action   {tool_name} {} ({seq}; {validation}; policy {policy}; {wall_ms} ms)",
-                clip(&args.to_string(), 120)
+                "  action   {tool_name} {} ({seq}; {validation}; policy {policy}; {wall_ms} ms{})",
+                clip(&args.to_string(), 120),
+                if *untrusted {
+                    "; result wrapped untrusted"
+                } else {
+                    ""
+                }
             );
             match (exec_result, error) {
                 (_, Some(e)) => {
