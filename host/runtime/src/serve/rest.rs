@@ -370,7 +370,7 @@ pub async fn decide(
     State(r): State<Arc<Rest>>,
     Extension(who): Extension<Principal>,
     Path((id, verb)): Path<(String, String)>,
-    body: Option<Json<DecisionBody>>,
+    super::admit::StrictJsonOrEmpty(body): super::admit::StrictJsonOrEmpty<DecisionBody>,
 ) -> Response {
     let approve = match verb.as_str() {
         "approve" => true,
@@ -383,7 +383,7 @@ pub async fn decide(
             );
         }
     };
-    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let body = body.unwrap_or_default();
     let note: Option<String> = body.note.map(|n| n.chars().take(1000).collect());
     match r
         .live
