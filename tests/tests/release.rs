@@ -153,7 +153,15 @@ fn resolved_features(
 ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(repo_root())
-        .args(["tree", "--offline", "--locked", "-e", "normal", "--prefix", "none"])
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
         .args(["-f", "{p}|{f}"])
         .args(args)
         .output()
