@@ -12,6 +12,7 @@ mod bench_fs;
 mod bench_group;
 mod bench_neurons;
 mod bench_shell;
+mod bench_start;
 mod bench_wal;
 pub mod check;
 pub mod exit;
