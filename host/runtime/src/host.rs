@@ -5,7 +5,7 @@
 //! door (`crate::dispatch::Dispatcher`).
 
 use crate::config::{Config, ConfigError};
-use crate::ownership::OwnerLock;
+use crate::ownership::OwnerLease;
 use crate::registry::{LoadError, Registry};
 use crate::sandbox::factors::{FactorError, Factors};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
@@ -55,14 +55,6 @@ pub enum HostError {
         /// What the new policy says.
         new: String,
     },
-    /// The owner lock under the state directory could not be taken.
-    #[error("cannot take the owner lock in {dir}: {error}")]
-    Owner {
-        /// The directory.
-        dir: std::path::PathBuf,
-        /// The OS error.
-        error: String,
-    },
 }
 
 /// The wired host.
@@ -86,7 +78,7 @@ pub struct Host {
     /// while it is held (see [`crate::ownership`]). Shared by the
     /// generations of a reloaded host ([`Host::reload`]), so the sagas a
     /// server drives keep one owner across a reload.
-    pub owner: Arc<OwnerLock>,
+    pub owner: Arc<dyn OwnerLease>,
 }
 
 impl std::fmt::Debug for Host {
@@ -158,11 +150,8 @@ impl Host {
             std::time::Duration::from_millis(config.busy_timeout_ms),
             group_commit,
         )?);
-        let owner = OwnerLock::acquire(&config.state_dir).map_err(|e| HostError::Owner {
-            dir: config.state_dir.clone(),
-            error: e.to_string(),
-        })?;
-        Host::assemble(config, store, Arc::new(owner)).await
+        let owner = store.register_owner().await?;
+        Host::assemble(config, store, owner).await
     }
 
     /// A new generation of this host from its policy file as it is now
@@ -226,7 +215,7 @@ impl Host {
     async fn assemble(
         config: Config,
         store: Arc<dyn Store>,
-        owner: Arc<OwnerLock>,
+        owner: Arc<dyn OwnerLease>,
     ) -> Result<Arc<Host>, HostError> {
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),

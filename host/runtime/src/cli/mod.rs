@@ -288,7 +288,7 @@ impl From<HostError> for Failure {
             | HostError::Grants(_)
             | HostError::StateMoved { .. } => exit::CONFIG,
             HostError::Store(s) => store_code(s),
-            HostError::Sandbox(_) | HostError::Owner { .. } => exit::INTERNAL,
+            HostError::Sandbox(_) => exit::INTERNAL,
         };
         Failure {
             code,
@@ -302,7 +302,10 @@ impl From<HostError> for Failure {
 /// database.
 fn store_code(e: &StoreError) -> u8 {
     match e {
-        StoreError::Busy(_) => exit::BUSY,
+        StoreError::Busy(_) | StoreError::Unreachable { .. } | StoreError::Fenced { .. } => {
+            exit::BUSY
+        }
+        StoreError::BadUrl { .. } => exit::CONFIG,
         _ => exit::DATABASE,
     }
 }

@@ -46,7 +46,7 @@ pub(super) async fn finish_rollback(
     host: &Host,
     saga: &mut Saga,
 ) -> Result<RollbackReport, DispatchError> {
-    let report = compensate_all(host, &saga.id).await?;
+    let report = compensate_all(host, saga).await?;
     let end = if report.all_compensated() {
         Event::CompensationDone
     } else {
@@ -77,7 +77,7 @@ pub(super) async fn retry(host: &Host, saga: &mut Saga) -> Result<RollbackReport
         }
         .into());
     }
-    let report = compensate_all(host, &saga.id).await?;
+    let report = compensate_all(host, saga).await?;
     let all_compensated = host
         .store
         .steps(&saga.id)
@@ -89,6 +89,7 @@ pub(super) async fn retry(host: &Host, saga: &mut Saga) -> Result<RollbackReport
         host.store
             .set_state(
                 &saga.id,
+                saga.fence,
                 next,
                 event.name(),
                 Some(&serde_json::json!({"actor": "operator"})),
@@ -107,7 +108,8 @@ pub(super) async fn retry(host: &Host, saga: &mut Saga) -> Result<RollbackReport
 ///
 /// # Errors
 /// [`DispatchError`] when the log cannot be read or written.
-async fn compensate_all(host: &Host, saga_id: &str) -> Result<RollbackReport, DispatchError> {
+async fn compensate_all(host: &Host, saga: &Saga) -> Result<RollbackReport, DispatchError> {
+    let saga_id = saga.id.as_str();
     let mut steps = host.store.steps(saga_id).await?;
     steps.sort_by_key(|s| std::cmp::Reverse(s.step_seq));
     let mut undone = Vec::new();
@@ -117,10 +119,10 @@ async fn compensate_all(host: &Host, saga_id: &str) -> Result<RollbackReport, Di
         }
         let result = compensate_one(host, &step).await;
         match &result {
-            Ok(()) => host.store.compensated(saga_id, step.step_seq).await?,
+            Ok(()) => host.store.compensated(saga.step(step.step_seq)).await?,
             Err(e) => {
                 host.store
-                    .compensation_failed(saga_id, step.step_seq, e)
+                    .compensation_failed(saga.step(step.step_seq), e)
                     .await?
             }
         }

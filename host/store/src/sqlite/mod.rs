@@ -26,7 +26,8 @@
 //!   error, never silently reset.
 //!
 //! One file per trait: [`sagas`], [`steps`], [`log`], [`approvals`],
-//! [`traces`], [`budget`], [`audit`], [`neurons`]; the schema and its
+//! [`traces`], [`budget`], [`audit`], [`neurons`], [`owners`] (lock
+//! files); the schema and its
 //! migrations in [`schema`]; the write turn in [`turn`]; the `-wal` file's
 //! size in [`checkpoint`].
 
@@ -37,6 +38,7 @@ pub mod checkpoint;
 pub mod group;
 mod log;
 mod neurons;
+pub mod owners;
 mod sagas;
 mod schema;
 mod steps;
@@ -238,6 +240,17 @@ impl SqliteStore {
         }
         out
     }
+}
+
+/// A write refused by the fencing triggers becomes [`StoreError::Fenced`];
+/// any other error is converted as usual.
+fn fenced_or(e: rusqlite::Error, saga: &str, fence: u64) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(_, Some(msg)) = &e
+        && msg.contains(schema::FENCED)
+    {
+        return StoreError::fenced(saga, fence);
+    }
+    e.into()
 }
 
 /// JSON text of a value (`null` if it cannot be serialised, which the

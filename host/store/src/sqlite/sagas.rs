@@ -1,7 +1,8 @@
 //! `saga_state`: sagas, their guardrail state, owner and plan.
 
 use super::super::{
-    FailedCompensation, NeedsOperator, NewSaga, SagaRow, SagaStore, StepStatus, StoreError,
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaRow, SagaStore, StepStatus,
+    StoreError,
 };
 use super::log::append;
 use super::{SqliteStore, steps};
@@ -11,7 +12,7 @@ use capsaga_core::fsm::State;
 use rusqlite::{OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
-const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner";
+const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner, fence";
 
 type SagaRaw = (
     String,
@@ -21,6 +22,7 @@ type SagaRaw = (
     String,
     String,
     Option<String>,
+    i64,
 );
 
 fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
@@ -32,6 +34,7 @@ fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
         r.get(4)?,
         r.get(5)?,
         r.get(6)?,
+        r.get(7)?,
     ))
 }
 
@@ -44,6 +47,28 @@ fn decode_saga(t: SagaRaw) -> Result<SagaRow, StoreError> {
         created_at: t.4,
         updated_at: t.5,
         owner: t.6,
+        fence: u64::try_from(t.7).map_err(|_| StoreError::Decode(format!("negative fence {}", t.7)))?,
+    })
+}
+
+/// Why a fenced update of `saga_state` changed nothing: the saga does not
+/// exist ([`StoreError::Decode`]) or `fence` is not its token
+/// ([`StoreError::Fenced`]).
+pub(super) fn missing_or_fenced(
+    tx: &rusqlite::Transaction<'_>,
+    saga_id: &str,
+    fence: u64,
+) -> Result<StoreError, StoreError> {
+    let found: Option<i64> = tx
+        .query_row(
+            "SELECT fence FROM saga_state WHERE saga_id = ?1",
+            params![saga_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(match found {
+        None => StoreError::Decode(format!("no saga `{saga_id}`")),
+        Some(_) => StoreError::fenced(saga_id, fence),
     })
 }
 
@@ -76,8 +101,8 @@ impl SagaStore for SqliteStore {
         );
         self.write(move |tx| {
             tx.execute(
-                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
-                params![saga_id, state.as_str(), origin, label, at, owner, plan],
+                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, fence) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)",
+                params![saga_id, state.as_str(), origin, label, at, owner, plan, FIRST_FENCE as i64],
             )?;
             append(
                 tx,
@@ -97,7 +122,14 @@ impl SagaStore for SqliteStore {
         expected: Option<&str>,
         owner: &str,
         why: &str,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<u64>, StoreError> {
+        // Lock files: a dead owner stays dead (ids are never reused), so the
+        // check may come before the compare and set.
+        if let Some(e) = expected
+            && super::owners::is_alive(self.state_dir(), e)
+        {
+            return Ok(None);
+        }
         let at = now_rfc3339();
         let (saga_id, expected, owner, why) = (
             saga_id.to_owned(),
@@ -113,21 +145,26 @@ impl SagaStore for SqliteStore {
                 why.as_str(),
             );
             let n = tx.execute(
-                "UPDATE saga_state SET owner = ?3 WHERE saga_id = ?1 AND owner IS ?2",
+                "UPDATE saga_state SET owner = ?3, fence = fence + 1 WHERE saga_id = ?1 AND owner IS ?2",
                 params![saga_id, expected, owner],
             )?;
             if n == 0 {
-                return Ok(false);
+                return Ok(None);
             }
+            let fence: i64 = tx.query_row(
+                "SELECT fence FROM saga_state WHERE saga_id = ?1",
+                params![saga_id],
+                |r| r.get(0),
+            )?;
             append(
                 tx,
                 saga_id,
                 None,
                 "OWNER",
-                &json!({"owner": owner, "previous": expected, "why": why}),
+                &json!({"owner": owner, "previous": expected, "why": why, "fence": fence}),
                 &at,
             )?;
-            Ok(true)
+            Ok(u64::try_from(fence).ok())
         })
         .await
     }
@@ -135,6 +172,7 @@ impl SagaStore for SqliteStore {
     async fn set_state(
         &self,
         saga_id: &str,
+        fence: u64,
         state: State,
         event: &str,
         extra: Option<&Value>,
@@ -150,11 +188,11 @@ impl SagaStore for SqliteStore {
         self.write(move |tx| {
             let saga_id = saga_id.as_str();
             let n = tx.execute(
-                "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1",
-                params![saga_id, state.as_str(), at],
+                "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1 AND fence = ?4",
+                params![saga_id, state.as_str(), at, fence as i64],
             )?;
             if n == 0 {
-                return Err(StoreError::Decode(format!("no saga `{saga_id}`")));
+                return Err(missing_or_fenced(tx, saga_id, fence)?);
             }
             append(tx, saga_id, None, "STATE", &detail, &at)
         })

@@ -154,6 +154,23 @@ CREATE INDEX IF NOT EXISTS idx_neurons_status ON neurons(status);
 CREATE INDEX IF NOT EXISTS idx_steps_tool_hash ON saga_steps(tool_hash);
 "#;
 
+/// Version 5: fencing tokens (`store::SagaRow::fence`). A saga's token
+/// moves at every take-over; every insert or update of one of its steps
+/// must carry the current token, or the trigger aborts the write (the host
+/// maps the message to `StoreError::Fenced`): refused by the database, not
+/// by the writer's good faith.
+const MIGRATE_V5: &str = r#"
+CREATE TRIGGER IF NOT EXISTS saga_steps_fence_insert BEFORE INSERT ON saga_steps
+WHEN NEW.fence IS NOT (SELECT fence FROM saga_state WHERE saga_id = NEW.saga_id)
+BEGIN SELECT RAISE(ABORT, 'capsaga: fenced'); END;
+CREATE TRIGGER IF NOT EXISTS saga_steps_fence_update BEFORE UPDATE ON saga_steps
+WHEN NEW.fence IS NOT (SELECT fence FROM saga_state WHERE saga_id = NEW.saga_id)
+BEGIN SELECT RAISE(ABORT, 'capsaga: fenced'); END;
+"#;
+
+/// The message of the fencing triggers.
+pub(super) const FENCED: &str = "capsaga: fenced";
+
 /// The spend counters (created at every open when missing: they are not
 /// part of the write-ahead log and need no migration).
 const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
@@ -237,6 +254,19 @@ fn has_column(tx: &Transaction<'_>, table: &str, column: &str) -> Result<bool, S
     Ok(false)
 }
 
+/// Version 5 (a function of its own, for renumbering at merge).
+fn migrate_v5(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    for table in ["saga_state", "saga_steps"] {
+        if !has_column(tx, table, "fence")? {
+            tx.execute_batch(&format!(
+                "ALTER TABLE {table} ADD COLUMN fence INTEGER NOT NULL DEFAULT 1"
+            ))?;
+        }
+    }
+    tx.execute_batch(MIGRATE_V5)?;
+    Ok(())
+}
+
 /// Bring the schema from `version` to [`SCHEMA_VERSION`], inside `tx`.
 fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
     if version < 1 {
@@ -257,6 +287,9 @@ fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
     }
     if version < 4 {
         tx.execute_batch(MIGRATE_V4)?;
+    }
+    if version < 5 {
+        migrate_v5(tx)?;
     }
     Ok(())
 }

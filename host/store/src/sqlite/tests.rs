@@ -115,6 +115,14 @@ fn out(v: Value) -> ToolOutput {
     }
 }
 
+fn key(step_seq: u64) -> StepKey<'static> {
+    StepKey {
+        saga_id: "s1",
+        fence: FIRST_FENCE,
+        step_seq,
+    }
+}
+
 #[test]
 fn begin_commit_and_replay() {
     block(async {
@@ -143,13 +151,14 @@ fn begin_commit_and_replay() {
             args: &args,
             preimage: None,
             approval: None,
+            fence: FIRST_FENCE,
         };
         assert_eq!(db.begin_step(&step).await.unwrap(), BeginOutcome::Started);
         assert_eq!(
             db.begin_step(&step).await.unwrap(),
             BeginOutcome::Exists(StepStatus::Begin)
         );
-        db.commit_step("s1", 0, &out(json!({"ok": true})))
+        db.commit_step(key(0), &out(json!({"ok": true})))
             .await
             .unwrap();
         assert_eq!(
@@ -158,8 +167,8 @@ fn begin_commit_and_replay() {
         );
         // A committed step cannot fail afterwards.
         let e = ToolError::with_hint(ErrorKind::Unknown, "x", "y");
-        assert!(db.fail_step("s1", 0, &e).await.is_err());
-        db.compensated("s1", 0).await.unwrap();
+        assert!(db.fail_step(key(0), &e).await.is_err());
+        db.compensated(key(0)).await.unwrap();
         let steps = db.steps("s1").await.unwrap();
         assert_eq!(steps[0].status, StepStatus::Compensated);
         let log = db.log(Some("s1")).await.unwrap();
