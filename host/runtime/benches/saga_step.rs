@@ -136,7 +136,9 @@ async fn wal_records_async(store: &dyn Store, saga: &str, seq: u64) {
                 step_seq: seq,
             },
             &out,
-        ).await.expect("commit");
+        )
+        .await
+        .expect("commit");
 }
 
 async fn sandbox_call(host: &Host) {

@@ -46,7 +46,19 @@ mod tests {
         assert!(!recoverable("me", Some("b"), true, State::Acting, "mcp"));
         assert!(recoverable("me", Some("b"), false, State::Acting, "mcp"));
         assert!(recoverable("me", None, false, State::Acting, "plan"));
-        assert!(!recoverable("me", Some("b"), false, State::AwaitingApproval, "plan"));
-        assert!(recoverable("me", Some("b"), false, State::AwaitingApproval, "agent"));
+        assert!(!recoverable(
+            "me",
+            Some("b"),
+            false,
+            State::AwaitingApproval,
+            "plan"
+        ));
+        assert!(recoverable(
+            "me",
+            Some("b"),
+            false,
+            State::AwaitingApproval,
+            "agent"
+        ));
     }
 }

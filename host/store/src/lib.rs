@@ -44,15 +44,17 @@ pub mod audit;
 pub mod clock;
 mod error;
 mod neurons;
-mod rows;
 mod owners;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod rows;
 pub mod sqlite;
+#[cfg(all(test, feature = "pg-harness"))]
+mod suite;
 
 pub use error::{SCHEMA_VERSION, StoreError};
-pub use owners::{OwnerLease, OwnerRow, OwnerStore};
 pub use neurons::{NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, Transition};
+pub use owners::{OwnerLease, OwnerRow, OwnerStore};
 pub use rows::*;
 
 use async_trait::async_trait;

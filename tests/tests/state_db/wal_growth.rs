@@ -85,7 +85,9 @@ fn commit_steps(db: &SqliteStore, saga: &str, n: u64) {
                     step_seq: i,
                 },
                 &out,
-            ).await.unwrap();
+            )
+            .await
+            .unwrap();
         }
     });
 }

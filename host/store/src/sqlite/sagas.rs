@@ -47,7 +47,8 @@ fn decode_saga(t: SagaRaw) -> Result<SagaRow, StoreError> {
         created_at: t.4,
         updated_at: t.5,
         owner: t.6,
-        fence: u64::try_from(t.7).map_err(|_| StoreError::Decode(format!("negative fence {}", t.7)))?,
+        fence: u64::try_from(t.7)
+            .map_err(|_| StoreError::Decode(format!("negative fence {}", t.7)))?,
     })
 }
 

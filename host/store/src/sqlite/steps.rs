@@ -420,14 +420,8 @@ impl StepStore for SqliteStore {
     }
 
     async fn compensated(&self, key: StepKey<'_>) -> Result<(), StoreError> {
-        self.transition(
-            key,
-            StepStatus::Compensated,
-            &HOLDING_AN_EFFECT,
-            None,
-            None,
-        )
-        .await
+        self.transition(key, StepStatus::Compensated, &HOLDING_AN_EFFECT, None, None)
+            .await
     }
 
     async fn compensation_failed(

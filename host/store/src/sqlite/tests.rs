@@ -1,17 +1,6 @@
 use super::super::*;
 use super::schema::SCHEMA;
 use super::*;
-use capsaga_core::error::{ErrorKind, ToolError};
-use capsaga_core::fsm::State;
-use capsaga_core::tool::ToolOutput;
-use serde_json::{Value, json};
-
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
 
 #[test]
 fn creates_and_reopens() {
@@ -104,82 +93,6 @@ fn newer_schema_refused() {
         SqliteStore::open(&p),
         Err(StoreError::TooNew { found: 99, .. })
     ));
-}
-
-fn out(v: Value) -> ToolOutput {
-    ToolOutput {
-        data: v,
-        effects: vec![],
-        next_hint: None,
-        summary: String::new(),
-    }
-}
-
-fn key(step_seq: u64) -> StepKey<'static> {
-    StepKey {
-        saga_id: "s1",
-        fence: FIRST_FENCE,
-        step_seq,
-    }
-}
-
-#[test]
-fn begin_commit_and_replay() {
-    block(async {
-        let dir = tempfile::tempdir().unwrap();
-        let db = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        db.create_saga(&NewSaga {
-            saga_id: "s1",
-            origin: Origin::Plan,
-            label: "test",
-            state: State::Planning,
-            owner: "me",
-            plan: None,
-        })
-        .await
-        .unwrap();
-        let args = json!({"a": 1});
-        let grants = vec!["fs:write:/x/**".to_string()];
-        let step = NewStep {
-            saga_id: "s1",
-            step_seq: 0,
-            tool_id: "t",
-            tool_hash: "h",
-            grants: &grants,
-            has_side_effects: true,
-            idempotency_key: "k0",
-            args: &args,
-            preimage: None,
-            approval: None,
-            fence: FIRST_FENCE,
-        };
-        assert_eq!(db.begin_step(&step).await.unwrap(), BeginOutcome::Started);
-        assert_eq!(
-            db.begin_step(&step).await.unwrap(),
-            BeginOutcome::Exists(StepStatus::Begin)
-        );
-        db.commit_step(key(0), &out(json!({"ok": true})))
-            .await
-            .unwrap();
-        assert_eq!(
-            db.begin_step(&step).await.unwrap(),
-            BeginOutcome::AlreadyCommitted(out(json!({"ok": true})))
-        );
-        // A committed step cannot fail afterwards.
-        let e = ToolError::with_hint(ErrorKind::Unknown, "x", "y");
-        assert!(db.fail_step(key(0), &e).await.is_err());
-        db.compensated(key(0)).await.unwrap();
-        let steps = db.steps("s1").await.unwrap();
-        assert_eq!(steps[0].status, StepStatus::Compensated);
-        let log = db.log(Some("s1")).await.unwrap();
-        let records: Vec<&str> = log.iter().map(|l| l.record.as_str()).collect();
-        assert_eq!(records, ["STATE", "BEGIN", "COMMIT", "COMPENSATED"]);
-        assert!(capsaga_core::wal_row::verify(&log).is_none());
-        // Budget counters exist from the first open.
-        db.record_spend("2026-01-01", 0.5, 10, 20).await.unwrap();
-        assert_eq!(db.day_spent("2026-01-01").await.unwrap(), 0.5);
-        assert_eq!(db.budget_days(7).await.unwrap().len(), 1);
-    });
 }
 
 #[test]
