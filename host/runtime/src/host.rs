@@ -9,8 +9,10 @@ use crate::ownership::OwnerLease;
 use crate::registry::{LoadError, Registry};
 use crate::sandbox::factors::{FactorError, Factors};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
+use crate::store::postgres::{PgOptions, PgStore};
 use crate::store::sqlite::{GroupCommit, SqliteStore};
 use crate::store::{Store, StoreError};
+use crate::store_choice::StoreChoice;
 use capsaga_core::fsm::Guardrail;
 use capsaga_core::retry::RetryPolicy;
 use std::path::Path;
@@ -91,6 +93,37 @@ impl std::fmt::Debug for Host {
     }
 }
 
+/// Open the state store `config` names ([`Config::store`]): SQLite at
+/// [`Config::db_path`] (writers waiting their turn up to `busy_timeout_ms`,
+/// with `group_commit`), or the shared PostgreSQL database (batching writer
+/// on unless `group_commit` is off, the configured lease).
+///
+/// # Errors
+/// [`HostError::Store`].
+pub async fn open_store(
+    config: &Config,
+    group_commit: GroupCommit,
+) -> Result<Arc<dyn Store>, HostError> {
+    Ok(match &config.store {
+        StoreChoice::Sqlite(path) => Arc::new(SqliteStore::open_with(
+            path,
+            std::time::Duration::from_millis(config.busy_timeout_ms),
+            group_commit,
+        )?),
+        StoreChoice::Postgres { url, lease_ms } => {
+            let options = PgOptions {
+                lease: std::time::Duration::from_millis(*lease_ms),
+                max_batch: match group_commit {
+                    GroupCommit::On => crate::store::postgres::writer::MAX_BATCH,
+                    GroupCommit::Off => 1,
+                },
+                ..PgOptions::default()
+            };
+            Arc::new(PgStore::open(url, &options).await?)
+        }
+    })
+}
+
 /// A policy section granting a tool what it does not declare (another kind,
 /// or a place outside its declared one) is a configuration error.
 fn refuse_undeclared(config: &Config, registry: &Registry) -> Result<(), HostError> {
@@ -145,12 +178,9 @@ impl Host {
         config: Config,
         group_commit: GroupCommit,
     ) -> Result<Arc<Host>, HostError> {
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open_with(
-            &config.db_path(),
-            std::time::Duration::from_millis(config.busy_timeout_ms),
-            group_commit,
-        )?);
+        let store = open_store(&config, group_commit).await?;
         let owner = store.register_owner().await?;
+        owner.set_policy_hash(&config.policy_sha256);
         Host::assemble(config, store, owner).await
     }
 
@@ -176,23 +206,28 @@ impl Host {
     pub async fn reload(&self) -> Result<Arc<Host>, HostError> {
         let config = Config::load(&self.config.path)?;
         for (what, old, new) in [
-            ("state_dir", &self.config.state_dir, &config.state_dir),
             (
-                "the state database",
-                &self.config.db_path(),
-                &config.db_path(),
+                "state_dir",
+                self.config.state_dir.display().to_string(),
+                config.state_dir.display().to_string(),
+            ),
+            (
+                "the state store",
+                self.config.store.shown(),
+                config.store.shown(),
             ),
         ] {
-            if old != new {
+            if old != new || (what == "the state store" && self.config.store != config.store) {
                 return Err(HostError::StateMoved {
                     path: config.path.clone(),
                     what,
-                    old: old.display().to_string(),
-                    new: new.display().to_string(),
+                    old,
+                    new,
                 });
             }
         }
         let next = Host::assemble(config, self.store.clone(), self.owner.clone()).await?;
+        self.owner.set_policy_hash(&next.config.policy_sha256);
         for t in self.registry.tools() {
             if let crate::registry::ToolSource::Builtin(b) = &t.source
                 && t.own_policy.is_none()

@@ -27,7 +27,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use capsaga_core::policy::Autonomy;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -99,6 +99,14 @@ pub async fn healthz(State(r): State<Arc<Rest>>) -> Response {
             "warning": e.to_string(),
         }),
     };
+    let mut body = body;
+    let (cluster, degraded) = super::cluster::health(&r.live).await;
+    if let (Some(b), Value::Object(c)) = (body.as_object_mut(), cluster) {
+        b.extend(c);
+        if degraded {
+            b.insert("status".into(), json!("degraded"));
+        }
+    }
     Json(body).into_response()
 }
 
