@@ -9,6 +9,7 @@ mod approvals;
 mod bench;
 mod bench_group;
 mod bench_neurons;
+mod bench_pg;
 mod bench_shell;
 mod bench_wal;
 pub mod check;

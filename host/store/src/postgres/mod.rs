@@ -41,9 +41,6 @@ mod target;
 mod traces;
 pub mod writer;
 
-#[cfg(all(test, feature = "pg-harness"))]
-mod tests;
-
 use super::StoreError;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::time::Duration;

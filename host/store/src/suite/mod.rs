@@ -10,6 +10,7 @@
 
 mod hosts;
 mod neurons;
+mod pg_only;
 mod steps;
 
 use crate::Store;

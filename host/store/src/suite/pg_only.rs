@@ -1,15 +1,15 @@
 //! What only the PostgreSQL store has: its migrations and their refusals,
 //! its connection errors, the batching writer, the lease. Against a real
-//! server ([`super::harness`]); SKIPPED without PostgreSQL.
+//! server ([`crate::postgres::harness`]); SKIPPED without PostgreSQL.
 
-use super::schema::PG_SCHEMA_VERSION;
-use super::{PgOptions, PgStore};
-use crate::suite::{cluster, eventually, runtime};
+use super::{cluster, eventually, runtime};
+use crate::postgres::schema::PG_SCHEMA_VERSION;
+use crate::postgres::{PgOptions, PgStore};
 use crate::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn skip(test: &str) -> Option<&'static super::harness::Cluster> {
+fn skip(test: &str) -> Option<&'static crate::postgres::harness::Cluster> {
     let c = cluster();
     if c.is_none() {
         eprintln!(
