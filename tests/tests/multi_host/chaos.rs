@@ -39,7 +39,7 @@ impl Rng {
 
 /// One saga: connect to `url`, `steps` ledger entries, commit. Ok when the
 /// commit was acknowledged.
-async fn one_saga(url: String, ledger: String, saga: u64, steps: u64) -> Result<(), String> {
+pub async fn one_saga(url: String, ledger: String, saga: u64, steps: u64) -> Result<(), String> {
     let http = http_builder()
         .pool_max_idle_per_host(0)
         .timeout(Duration::from_secs(15))

@@ -7,5 +7,6 @@
 //! SKIPPED (said loudly) when PostgreSQL is not installed; CI installs it.
 
 mod chaos;
+mod restart;
 mod rig;
 mod takeover;

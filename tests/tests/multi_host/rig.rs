@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 /// The hosts' lease on their sagas, milliseconds (short, for the tests).
 pub const LEASE_MS: u64 = 1500;
 
-/// The policy of every host.
-pub fn policy() -> String {
+/// The policy of every host, with a lease of `lease_ms`.
+pub fn policy(lease_ms: u64) -> String {
     format!(
-        r#"store_lease_ms = {LEASE_MS}
+        r#"store_lease_ms = {lease_ms}
 [tools.ledger]
 grants = ["fs:write:~/ws/**"]
 limits = {{ deadline_ms = 60000 }}
@@ -43,6 +43,11 @@ impl Rig {
     /// Start PostgreSQL and `n` hosts; None (said SKIPPED) without
     /// PostgreSQL.
     pub fn new(test: &str, n: usize) -> Option<Rig> {
+        Rig::with_lease(test, n, LEASE_MS)
+    }
+
+    /// [`Rig::new`] with hosts whose lease is `lease_ms`.
+    pub fn with_lease(test: &str, n: usize, lease_ms: u64) -> Option<Rig> {
         let cluster = match Cluster::start() {
             Ok(Some(c)) => c,
             Ok(None) => {
@@ -54,7 +59,7 @@ impl Rig {
             Err(e) => panic!("PostgreSQL is installed but did not start: {e}"),
         };
         let url = cluster.fresh_database().expect("a database");
-        let ws = TestWorkspace::new(&["ledger"], &policy());
+        let ws = TestWorkspace::new(&["ledger"], &policy(lease_ms));
         let mut rig = Rig {
             cluster,
             ws,
@@ -103,6 +108,13 @@ impl Rig {
     pub fn base(&self, i: usize) -> String {
         let h = self.hosts[i].as_ref().expect("host alive");
         format!("http://{}", h.addr)
+    }
+
+    /// Whether host `i` is still running.
+    pub fn running(&mut self, i: usize) -> bool {
+        self.hosts[i]
+            .as_mut()
+            .is_some_and(|h| matches!(h.child.try_wait(), Ok(None)))
     }
 
     /// SIGKILL host `i`.

@@ -45,9 +45,18 @@ impl Dispatcher {
         let host = &self.host;
         let me = host.owner.id();
         let mut done = Vec::new();
+        // One look per owner per pass (many sagas share a few owners).
+        let mut alive_owners = std::collections::HashMap::new();
         for row in host.store.unfinished_sagas().await? {
             let alive = match row.owner.as_deref() {
-                Some(o) if o != me => host.store.owner_alive(o).await?,
+                Some(o) if o != me => match alive_owners.get(o) {
+                    Some(a) => *a,
+                    None => {
+                        let a = host.store.owner_alive(o).await?;
+                        alive_owners.insert(o.to_string(), a);
+                        a
+                    }
+                },
                 _ => false,
             };
             if !ownership::recoverable(me, row.owner.as_deref(), alive, row.state, &row.origin) {

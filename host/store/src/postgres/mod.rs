@@ -80,6 +80,9 @@ impl Default for PgOptions {
 /// The open PostgreSQL store.
 pub struct PgStore {
     pool: Pool,
+    /// One connection of its own for the lease's renewal, so that a pool
+    /// busy with reads and writes never delays it past the lease.
+    lease_pool: Pool,
     writer: writer::Writer,
     target: String,
     options: PgOptions,
@@ -219,24 +222,28 @@ impl PgStore {
     pub async fn open(url: &str, options: &PgOptions) -> Result<PgStore, StoreError> {
         let t = target::Target::parse(url, options.connect_timeout)?;
         let shown = t.shown.clone();
-        let manager = Manager::from_config(
-            t.config,
-            tokio_postgres::NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(2))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(Duration::from_secs(60)))
-            .create_timeout(Some(options.connect_timeout))
-            .recycle_timeout(Some(options.connect_timeout))
-            .build()
-            .map_err(|e| StoreError::BadUrl {
-                target: shown.clone(),
-                detail: e.to_string(),
-            })?;
+        let pool_of = |size: usize, wait: Duration| {
+            let manager = Manager::from_config(
+                t.config.clone(),
+                tokio_postgres::NoTls,
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            );
+            Pool::builder(manager)
+                .max_size(size)
+                .runtime(deadpool_postgres::Runtime::Tokio1)
+                .wait_timeout(Some(wait))
+                .create_timeout(Some(options.connect_timeout))
+                .recycle_timeout(Some(options.connect_timeout))
+                .build()
+                .map_err(|e| StoreError::BadUrl {
+                    target: shown.clone(),
+                    detail: e.to_string(),
+                })
+        };
+        let pool = pool_of(options.pool_size.max(2), Duration::from_secs(60))?;
+        let lease_pool = pool_of(1, options.lease)?;
         let conn = pool
             .get()
             .await
@@ -248,6 +255,7 @@ impl PgStore {
         let writer = writer::Writer::start(pool.clone(), options.max_batch);
         Ok(PgStore {
             pool,
+            lease_pool,
             writer,
             target: shown,
             options: options.clone(),

@@ -138,7 +138,7 @@ impl OwnerStore for PgStore {
         let policy = Arc::new(Mutex::new(None));
         let (stop, stop_rx) = tokio::sync::oneshot::channel();
         tokio::spawn(renew(
-            self.pool.clone(),
+            self.lease_pool.clone(),
             id.clone(),
             lease,
             policy.clone(),
