@@ -7,13 +7,23 @@
 //! it exactly as it checks SQLite's.
 
 use super::super::{LogRow, LogStore, StoreError};
-use super::{Conn, PgStore, execute, get, query, query_opt, to_json};
+use super::{Conn, PgStore, get, query, query_opt, to_json};
 use async_trait::async_trait;
 use capsaga_core::wal_row::{StoredLogRow, row_hash};
 use serde_json::Value;
 
+tokio::task_local! {
+    /// The head as the writer's batch knows it: read (and locked) by the
+    /// batch's first statement, moved by every append of the batch, put
+    /// back when a write is rolled back to its savepoint
+    /// ([`super::writer`]). Saves reading the head row at every append.
+    pub(super) static HEAD: std::cell::RefCell<Option<(i64, String)>>;
+}
+
 /// Append one row to `wal_log`, chained to the anchored head, and move the
 /// head to it, in the caller's transaction (which holds the head's lock).
+/// The row and the head's move are sent together (pipelined: one round
+/// trip).
 pub(super) async fn append(
     c: &Conn,
     saga_id: &str,
@@ -22,29 +32,37 @@ pub(super) async fn append(
     detail: &Value,
     at: &str,
 ) -> Result<(), StoreError> {
-    let head = query_opt(
-        c,
-        "SELECT seq, hash FROM wal_head WHERE id = 1 FOR UPDATE",
-        &[],
-    )
-    .await?
-    .ok_or_else(|| StoreError::Decode("the log's head row is missing".into()))?;
-    let (last_seq, prev): (i64, String) = (get(&head, 0)?, get(&head, 1)?);
+    let known = HEAD.try_with(|h| h.borrow().clone()).ok().flatten();
+    let (last_seq, prev): (i64, String) = match known {
+        Some(h) => h,
+        None => {
+            let head = query_opt(
+                c,
+                "SELECT seq, hash FROM wal_head WHERE id = 1 FOR UPDATE",
+                &[],
+            )
+            .await?
+            .ok_or_else(|| StoreError::Decode("the log's head row is missing".into()))?;
+            (get(&head, 0)?, get(&head, 1)?)
+        }
+    };
     let seq = last_seq + 1;
     let hash = row_hash(&prev, seq, saga_id, step_seq, record, detail, at);
     let step = step_seq.map(super::i64_of);
-    execute(
-        c,
-        "INSERT INTO wal_log (seq, saga_id, step_seq, record, detail, at, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        &[&seq, &saga_id, &step, &record, &to_json(detail), &at, &prev, &hash],
-    )
-    .await?;
-    execute(
-        c,
-        "UPDATE wal_head SET seq = $1, hash = $2 WHERE id = 1",
-        &[&seq, &hash],
-    )
-    .await?;
+    let detail = to_json(detail);
+    let insert = c
+        .prepare_cached("INSERT INTO wal_log (seq, saga_id, step_seq, record, detail, at, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
+        .await?;
+    let head = c
+        .prepare_cached("UPDATE wal_head SET seq = $1, hash = $2 WHERE id = 1")
+        .await?;
+    let row: [&(dyn tokio_postgres::types::ToSql + Sync); 8] =
+        [&seq, &saga_id, &step, &record, &detail, &at, &prev, &hash];
+    let moved: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&seq, &hash];
+    let (a, b) = tokio::join!(c.execute(&insert, &row), c.execute(&head, &moved));
+    a?;
+    b?;
+    let _ = HEAD.try_with(|h| *h.borrow_mut() = Some((seq, hash)));
     Ok(())
 }
 

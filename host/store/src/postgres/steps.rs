@@ -124,11 +124,24 @@ async fn claim(c: &Conn, s: &NewStep<'_>, approval_id: &str, at: &str) -> Result
     Ok(true)
 }
 
-async fn insert_begin(c: &Conn, s: &NewStep<'_>, at: &str) -> Result<(), StoreError> {
-    fenced_exec(
-        c,
+/// Insert the BEGIN row and its log record; with `unless_key_exists`, not
+/// when the idempotency key exists (`Ok(false)`, nothing written).
+async fn insert_begin(
+    c: &Conn,
+    s: &NewStep<'_>,
+    at: &str,
+    unless_key_exists: bool,
+) -> Result<bool, StoreError> {
+    let sql = if unless_key_exists {
         "INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, status, created_at, updated_at, fence)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'BEGIN', $10, $10, $11)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'BEGIN', $10, $10, $11) ON CONFLICT (idempotency_key) DO NOTHING"
+    } else {
+        "INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, status, created_at, updated_at, fence)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'BEGIN', $10, $10, $11)"
+    };
+    let n = fenced_exec(
+        c,
+        sql,
         &[
             &s.saga_id,
             &i64_of(s.step_seq),
@@ -146,6 +159,9 @@ async fn insert_begin(c: &Conn, s: &NewStep<'_>, at: &str) -> Result<(), StoreEr
         s.fence,
     )
     .await?;
+    if n == 0 {
+        return Ok(false);
+    }
     append(
         c,
         s.saga_id,
@@ -162,7 +178,8 @@ async fn insert_begin(c: &Conn, s: &NewStep<'_>, at: &str) -> Result<(), StoreEr
         }),
         at,
     )
-    .await
+    .await?;
+    Ok(true)
 }
 
 /// A [`NewStep`] the writer owns.
@@ -238,50 +255,54 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
         let (saga_id, fence, step_seq) = (key.saga_id.to_owned(), key.fence, key.step_seq);
+        let allowed: Vec<String> = allowed_from
+            .iter()
+            .map(|s| s.as_str().to_string())
+            .collect();
         self.write(move |c| {
             Box::pin(async move {
-                let row = query_opt(
-                    c,
-                    "SELECT status FROM saga_steps WHERE saga_id = $1 AND step_seq = $2 FOR UPDATE",
-                    &[&saga_id, &i64_of(step_seq)],
-                )
-                .await?
-                .ok_or_else(|| {
-                    StoreError::Decode(format!("no step {step_seq} in saga `{saga_id}`"))
-                })?;
-                let from = parse_status(&get::<String>(&row, 0)?)?;
-                if !allowed_from.contains(&from) {
-                    return Err(StoreError::Decode(format!(
-                        "step {step_seq} of saga `{saga_id}` is {from}, cannot become {to}"
-                    )));
-                }
-                let detail = match &change {
-                    Change::Output(o) => {
-                        fenced_exec(
-                            c,
-                            "UPDATE saga_steps SET status = $3, output = $4, updated_at = $5, fence = $6 WHERE saga_id = $1 AND step_seq = $2",
-                            &[&saga_id, &i64_of(step_seq), &to.as_str(), &to_json(o), &at, &i64_of(fence)],
-                            &saga_id,
-                            fence,
-                        )
-                        .await?;
-                        json!({"output": o})
-                    }
-                    Change::Error(e) => {
-                        fenced_exec(
-                            c,
-                            "UPDATE saga_steps SET status = $3, error = $4, updated_at = $5, fence = $6 WHERE saga_id = $1 AND step_seq = $2",
-                            &[&saga_id, &i64_of(step_seq), &to.as_str(), &e.as_ref().map(to_json), &at, &i64_of(fence)],
-                            &saga_id,
-                            fence,
-                        )
-                        .await?;
+                // One statement: the move, only from an allowed status; the
+                // reason is read only when nothing moved.
+                let (sql, value, detail) = match &change {
+                    Change::Output(o) => (
+                        "UPDATE saga_steps SET status = $3, output = $4, updated_at = $5, fence = $6 WHERE saga_id = $1 AND step_seq = $2 AND status = ANY($7)",
+                        Some(to_json(o)),
+                        json!({"output": o}),
+                    ),
+                    Change::Error(e) => (
+                        "UPDATE saga_steps SET status = $3, error = $4, updated_at = $5, fence = $6 WHERE saga_id = $1 AND step_seq = $2 AND status = ANY($7)",
+                        e.as_ref().map(to_json),
                         match e {
                             Some(e) => json!({"error": e}),
                             None => json!({}),
-                        }
-                    }
+                        },
+                    ),
                 };
+                let n = fenced_exec(
+                    c,
+                    sql,
+                    &[&saga_id, &i64_of(step_seq), &to.as_str(), &value, &at, &i64_of(fence), &allowed],
+                    &saga_id,
+                    fence,
+                )
+                .await?;
+                if n == 0 {
+                    let row = query_opt(
+                        c,
+                        "SELECT status FROM saga_steps WHERE saga_id = $1 AND step_seq = $2",
+                        &[&saga_id, &i64_of(step_seq)],
+                    )
+                    .await?;
+                    return Err(match row {
+                        None => StoreError::Decode(format!("no step {step_seq} in saga `{saga_id}`")),
+                        Some(r) => {
+                            let from = parse_status(&get::<String>(&r, 0)?)?;
+                            StoreError::Decode(format!(
+                                "step {step_seq} of saga `{saga_id}` is {from}, cannot become {to}"
+                            ))
+                        }
+                    });
+                }
                 append(c, &saga_id, Some(step_seq), to.as_str(), &detail, &at).await
             })
         })
@@ -348,6 +369,16 @@ impl StepStore for PgStore {
         self.write(move |c| {
             Box::pin(async move {
                 let s = &owned.view();
+                // Without an approval to claim: insert unless the key
+                // exists (one statement), else report what is there.
+                if s.approval.is_none() {
+                    if insert_begin(c, s, &at, true).await? {
+                        return Ok(BeginOutcome::Started);
+                    }
+                    return existing(c, s.idempotency_key)
+                        .await?
+                        .ok_or_else(|| StoreError::Decode("a conflicting step vanished".into()));
+                }
                 if let Some(found) = existing(c, s.idempotency_key).await? {
                     return Ok(found);
                 }
@@ -356,7 +387,7 @@ impl StepStore for PgStore {
                 {
                     return Ok(BeginOutcome::ApprovalUnavailable);
                 }
-                insert_begin(c, s, &at).await?;
+                insert_begin(c, s, &at, false).await?;
                 Ok(BeginOutcome::Started)
             })
         })

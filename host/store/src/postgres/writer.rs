@@ -167,58 +167,34 @@ async fn batch(pool: &deadpool_postgres::Pool, jobs: Vec<Job>, commits: &AtomicU
     };
     let c: &Conn = &conn;
     let savepoints = jobs.len() > 1;
-    if let Err(e) = c
-        .batch_execute("BEGIN; SELECT seq FROM wal_head WHERE id = 1 FOR UPDATE")
-        .await
-    {
-        let _ = c.batch_execute("ROLLBACK").await;
-        refuse(jobs, &StoreError::from(e));
+    // One round trip: the transaction, the head locked (and read), the
+    // first savepoint.
+    let start = if savepoints {
+        "BEGIN; SELECT seq, hash FROM wal_head WHERE id = 1 FOR UPDATE; SAVEPOINT capsaga_job"
+    } else {
+        "BEGIN; SELECT seq, hash FROM wal_head WHERE id = 1 FOR UPDATE"
+    };
+    let head = match c.simple_query(start).await {
+        Ok(msgs) => msgs.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => Some((
+                r.get(0).and_then(|v| v.parse::<i64>().ok())?,
+                r.get(1)?.to_string(),
+            )),
+            _ => None,
+        }),
+        Err(e) => {
+            let _ = c.batch_execute("ROLLBACK").await;
+            refuse(jobs, &StoreError::from(e));
+            return;
+        }
+    };
+    let head = std::cell::RefCell::new(head);
+    let outcome = super::log::HEAD
+        .scope(head, run_jobs(c, jobs, savepoints))
+        .await;
+    let Some((kept, failed)) = outcome else {
         return;
-    }
-    let mut kept: Vec<Ran> = Vec::with_capacity(jobs.len());
-    let mut failed: Vec<Ran> = Vec::new();
-    let mut jobs = jobs.into_iter();
-    while let Some(job) = jobs.next() {
-        if savepoints && let Err(e) = c.batch_execute("SAVEPOINT capsaga_job").await {
-            let e = StoreError::from(e);
-            let _ = c.batch_execute("ROLLBACK").await;
-            fail_all(kept, &e);
-            answer_own(failed);
-            refuse(jobs, &e);
-            return;
-        }
-        let ran = job.run(c).await;
-        let end = match (ran.ok, savepoints) {
-            (true, true) => Some("RELEASE SAVEPOINT capsaga_job"),
-            (false, true) => {
-                Some("ROLLBACK TO SAVEPOINT capsaga_job; RELEASE SAVEPOINT capsaga_job")
-            }
-            (_, false) => None,
-        };
-        let ended = match end {
-            Some(sql) => c.batch_execute(sql).await.map_err(StoreError::from),
-            None => Ok(()),
-        };
-        if let Err(e) = ended.and_then(|()| {
-            if c.is_closed() {
-                Err(super::closed())
-            } else {
-                Ok(())
-            }
-        }) {
-            let _ = c.batch_execute("ROLLBACK").await;
-            kept.push(ran);
-            fail_all(kept, &e);
-            answer_own(failed);
-            refuse(jobs, &e);
-            return;
-        }
-        if ran.ok {
-            kept.push(ran);
-        } else {
-            failed.push(ran);
-        }
-    }
+    };
     // A lone write that failed: roll its transaction back.
     let end = if kept.is_empty() {
         "ROLLBACK"
@@ -240,6 +216,58 @@ async fn batch(pool: &deadpool_postgres::Pool, jobs: Vec<Job>, commits: &AtomicU
         }
     }
     answer_own(failed);
+}
+
+/// Run the batch's writes, a savepoint each (the next one taken in the
+/// round trip that ends the previous one); the writes kept and those that
+/// failed, or None when the batch itself failed (every write answered).
+async fn run_jobs(c: &Conn, jobs: Vec<Job>, savepoints: bool) -> Option<(Vec<Ran>, Vec<Ran>)> {
+    let n = jobs.len();
+    let mut kept: Vec<Ran> = Vec::with_capacity(n);
+    let mut failed: Vec<Ran> = Vec::new();
+    let mut jobs = jobs.into_iter().enumerate();
+    while let Some((i, job)) = jobs.next() {
+        let before = super::log::HEAD.with(|h| h.borrow().clone());
+        let ran = job.run(c).await;
+        if !ran.ok {
+            // Its appends were rolled back with it: so is the head.
+            super::log::HEAD.with(|h| *h.borrow_mut() = before);
+        }
+        let last = i + 1 == n;
+        let end = match (ran.ok, savepoints, last) {
+            (_, false, _) => None,
+            (true, true, true) => None,
+            (true, true, false) => Some("RELEASE SAVEPOINT capsaga_job; SAVEPOINT capsaga_job"),
+            (false, true, true) => Some("ROLLBACK TO SAVEPOINT capsaga_job"),
+            (false, true, false) => Some(
+                "ROLLBACK TO SAVEPOINT capsaga_job; RELEASE SAVEPOINT capsaga_job; SAVEPOINT capsaga_job",
+            ),
+        };
+        let ended = match end {
+            Some(sql) => c.batch_execute(sql).await.map_err(StoreError::from),
+            None => Ok(()),
+        };
+        if let Err(e) = ended.and_then(|()| {
+            if c.is_closed() {
+                Err(super::closed())
+            } else {
+                Ok(())
+            }
+        }) {
+            let _ = c.batch_execute("ROLLBACK").await;
+            kept.push(ran);
+            fail_all(kept, &e);
+            answer_own(failed);
+            refuse(jobs.map(|(_, j)| j), &e);
+            return None;
+        }
+        if ran.ok {
+            kept.push(ran);
+        } else {
+            failed.push(ran);
+        }
+    }
+    Some((kept, failed))
 }
 
 /// Writes whose own work failed get their own error.

@@ -276,6 +276,51 @@ async fn a_stale_fencing_token_is_refused_by_the_database(db: &Db) {
         StepStatus::Begin
     );
     assert!(b.step_at("s3", 1).await.unwrap().is_none());
+    // A stale BEGIN that claims an approval is refused after the claim and
+    // its log record were written in its transaction: both are rolled back
+    // (with the writes batched beside it kept), and the chain stays whole.
+    let binding = capsaga_core::approval::Binding {
+        tool_id: "t".into(),
+        tool_hash: "h".into(),
+        args_hash: capsaga_core::idempotency::args_hash(&args),
+    };
+    let req = b
+        .request_approval(&NewApproval {
+            saga_id: "s3",
+            step_seq: 1,
+            binding: &binding,
+            args: &args,
+            reason: "r",
+            summary: "s",
+            preview: None,
+            ttl_s: 60,
+            replaces: None,
+            fence: 2,
+        })
+        .await
+        .unwrap();
+    b.decide_approval(&req.approval_id, true, "cli:op", None)
+        .await
+        .unwrap();
+    let mut stale = step("s3", 1, "k3-claim", &args, 1);
+    stale.approval = Some(&req.approval_id);
+    let (refused, kept) = tokio::join!(
+        a.begin_step(&stale),
+        a.record_spend("2026-04-04", 1.0, 1, 1)
+    );
+    assert!(
+        matches!(refused, Err(StoreError::Fenced { .. })),
+        "{refused:?}"
+    );
+    kept.unwrap();
+    assert_eq!(
+        b.approval(&req.approval_id).await.unwrap().status,
+        capsaga_core::approval::ApprovalStatus::Approved
+    );
+    assert!(audit::verify(&*b, None).await.unwrap().ok());
+    b.set_state("s3", 2, State::Acting, "ApprovalGranted", None)
+        .await
+        .unwrap();
     // The new owner's token works, from either store.
     b.compensated(key("s3", 2, 0)).await.unwrap();
     a.set_state("s3", 2, State::FailedRolledBack, "ToolFailed", None)
