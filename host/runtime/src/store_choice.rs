@@ -52,7 +52,7 @@ pub fn redact(s: &str) -> String {
     if let Some(i) = lower.find("password=") {
         let start = i + "password=".len();
         let end = out[start..]
-            .find(|c: char| c == ' ' || c == '&')
+            .find([' ', '&'])
             .map_or(out.len(), |j| start + j);
         out.replace_range(start..end, "***");
     }
