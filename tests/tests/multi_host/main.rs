@@ -6,6 +6,7 @@
 //!
 //! SKIPPED (said loudly) when PostgreSQL is not installed; CI installs it.
 
+mod approvals;
 mod chaos;
 mod restart;
 mod rig;

@@ -48,6 +48,11 @@ impl Rig {
 
     /// [`Rig::new`] with hosts whose lease is `lease_ms`.
     pub fn with_lease(test: &str, n: usize, lease_ms: u64) -> Option<Rig> {
+        Rig::with_policy(test, n, &policy(lease_ms))
+    }
+
+    /// [`Rig::new`] with this policy.
+    pub fn with_policy(test: &str, n: usize, policy: &str) -> Option<Rig> {
         let cluster = match Cluster::start() {
             Ok(Some(c)) => c,
             Ok(None) => {
@@ -59,7 +64,7 @@ impl Rig {
             Err(e) => panic!("PostgreSQL is installed but did not start: {e}"),
         };
         let url = cluster.fresh_database().expect("a database");
-        let ws = TestWorkspace::new(&["ledger"], &policy(lease_ms));
+        let ws = TestWorkspace::new(&["ledger"], policy);
         let mut rig = Rig {
             cluster,
             ws,

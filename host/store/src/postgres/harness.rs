@@ -220,7 +220,10 @@ impl Cluster {
                 c
             }
         };
-        let mut child = cmd
+        // A process group of its own: a signal to the test run's group
+        // (Ctrl-C, `timeout`) must not take the guardian down before it
+        // has stopped the server.
+        let mut child = std::os::unix::process::CommandExt::process_group(&mut cmd, 0)
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
