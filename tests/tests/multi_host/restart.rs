@@ -17,7 +17,14 @@ fn the_database_restarted_under_load_loses_nothing_committed() {
     let Some(mut rig) = Rig::with_lease("multi_host::restart", 2, 10_000) else {
         return;
     };
-    let (ledger, journal) = rig.ledger("ledger.txt");
+    // One ledger file per saga (see `chaos`).
+    let base = rig.ws.ws_path("");
+    let base = base.trim_end_matches('/').to_string();
+    let ledger_of = move |n: u64| {
+        let path = format!("{base}/ledger-{n}.txt");
+        let journal = std::path::PathBuf::from(format!("{path}.journal"));
+        (path, journal)
+    };
     let rt = runtime();
     let acked: Arc<Mutex<BTreeSet<u64>>> = Arc::default();
     let failed = Arc::new(Mutex::new(0usize));
@@ -25,7 +32,7 @@ fn the_database_restarted_under_load_loses_nothing_committed() {
         let urls = [rig.mcp(0), rig.mcp(1)];
         let mut load = tokio::task::JoinSet::new();
         for n in 0..24u64 {
-            let (url, ledger) = (urls[n as usize % 2].clone(), ledger.clone());
+            let (url, ledger) = (urls[n as usize % 2].clone(), ledger_of(n).0);
             let (acked, failed) = (acked.clone(), failed.clone());
             load.spawn(async move {
                 // Spread the sessions over the restart.
@@ -57,6 +64,7 @@ fn the_database_restarted_under_load_loses_nothing_committed() {
         assert!(rig.running(0) && rig.running(1), "the hosts stayed up");
         // Both hosts serve again.
         for (i, url) in urls.iter().enumerate() {
+            let ledger = ledger_of(1000 + i as u64).0;
             eventually(Duration::from_secs(30), "a host serves again", || {
                 let (url, ledger) = (url.clone(), ledger.clone());
                 async move { one_saga(url, ledger, 1000 + i as u64, 1).await.is_ok() }
@@ -64,7 +72,13 @@ fn the_database_restarted_under_load_loses_nothing_committed() {
             .await;
         }
         let store = rig.store().await;
-        let entries: BTreeSet<String> = lines(std::path::Path::new(&ledger)).into_iter().collect();
+        let mut entries: BTreeSet<String> = BTreeSet::new();
+        let mut j: Vec<String> = Vec::new();
+        for n in 0..24 {
+            let (ledger, journal) = ledger_of(n);
+            entries.extend(lines(std::path::Path::new(&ledger)));
+            j.extend(lines(&journal));
+        }
         for n in acked.lock().unwrap().iter() {
             for i in 0..4 {
                 let entry = format!("saga{n}-step{i} ");
@@ -74,7 +88,6 @@ fn the_database_restarted_under_load_loses_nothing_committed() {
                 );
             }
         }
-        let j = lines(&journal);
         let mut seen = BTreeSet::new();
         for l in j.iter().filter(|l| l.starts_with("execute ")) {
             assert!(seen.insert(l.clone()), "{l} twice");
