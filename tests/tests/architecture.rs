@@ -99,6 +99,7 @@ const WRITES_THE_LOG: &[&str] = &[
     ".retry_attempt(",
     ".compensated(",
     ".compensation_failed(",
+    ".fs_restored(",
     ".request_approval(",
     ".decide_approval(",
 ];
@@ -111,6 +112,7 @@ fn crates() -> Vec<(&'static str, PathBuf)> {
         ("sdk", r.join("sdk/src")),
         ("core", r.join("host/core/src")),
         ("store", r.join("host/store/src")),
+        ("guest-fs", r.join("host/guest-fs/src")),
         ("runtime", r.join("host/runtime/src")),
     ]
 }

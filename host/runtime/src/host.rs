@@ -13,6 +13,7 @@ use crate::store::postgres::{PgOptions, PgStore};
 use crate::store::sqlite::{GroupCommit, SqliteStore};
 use crate::store::{Store, StoreError};
 use crate::store_choice::StoreChoice;
+use crate::switch::KillSwitch;
 use capsaga_core::fsm::Guardrail;
 use capsaga_core::retry::RetryPolicy;
 use std::path::Path;
@@ -81,6 +82,9 @@ pub struct Host {
     /// generations of a reloaded host ([`Host::reload`]), so the sagas a
     /// server drives keep one owner across a reload.
     pub owner: Arc<dyn OwnerLease>,
+    /// The operator's kill switch (stored in the state store; shared by
+    /// the generations of a reloaded host).
+    pub switch: Arc<KillSwitch>,
 }
 
 impl std::fmt::Debug for Host {
@@ -148,6 +152,30 @@ fn refuse_undeclared(config: &Config, registry: &Registry) -> Result<(), HostErr
     }
 }
 
+/// `[approvals] client_confirm` naming a tool whose meta says high risk is
+/// a configuration error (the list itself is checked at policy load:
+/// `capsaga_core::confirm`).
+fn refuse_client_confirm_for_high_risk(
+    config: &Config,
+    registry: &Registry,
+) -> Result<(), HostError> {
+    let listed = &config.policy.client_confirm;
+    let refused: Vec<String> = registry
+        .tools()
+        .iter()
+        .filter_map(|t| capsaga_core::confirm::refused_for_risk(listed, &t.meta.name, t.meta.risk))
+        .collect();
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(HostError::Grants(format!(
+            "{}: {}",
+            config.path.display(),
+            refused.join("\n")
+        )))
+    }
+}
+
 impl Host {
     /// Load `capsaga.toml` at `config_path`, open the state store, load the
     /// capability factors, start the engine (pooling allocator sized for the
@@ -181,7 +209,8 @@ impl Host {
         let store = open_store(&config, group_commit).await?;
         let owner = store.register_owner().await?;
         owner.set_policy_hash(&config.policy_sha256);
-        Host::assemble(config, store, owner).await
+        let switch = KillSwitch::new(store.clone());
+        Host::assemble(config, store, owner, switch).await
     }
 
     /// A new generation of this host from its policy file as it is now
@@ -226,7 +255,13 @@ impl Host {
                 });
             }
         }
-        let next = Host::assemble(config, self.store.clone(), self.owner.clone()).await?;
+        let next = Host::assemble(
+            config,
+            self.store.clone(),
+            self.owner.clone(),
+            self.switch.clone(),
+        )
+        .await?;
         self.owner.set_policy_hash(&next.config.policy_sha256);
         for t in self.registry.tools() {
             if let crate::registry::ToolSource::Builtin(b) = &t.source
@@ -246,11 +281,13 @@ impl Host {
         Ok(next)
     }
 
-    /// Everything but the store and the owner lock, from `config`.
+    /// Everything but the store, the owner lock and the switch, from
+    /// `config`.
     async fn assemble(
         config: Config,
         store: Arc<dyn Store>,
         owner: Arc<dyn OwnerLease>,
+        switch: Arc<KillSwitch>,
     ) -> Result<Arc<Host>, HostError> {
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),
@@ -278,6 +315,7 @@ impl Host {
             }
         }
         refuse_undeclared(&config, &registry)?;
+        refuse_client_confirm_for_high_risk(&config, &registry)?;
         let guardrail = config.guardrail.clone();
         let sandbox = Arc::new(sandbox);
         let registry = Arc::new(registry);
@@ -291,6 +329,7 @@ impl Host {
             guardrail,
             retry: RetryPolicy::DEFAULT,
             owner,
+            switch,
         }))
     }
 }

@@ -8,10 +8,12 @@ use std::path::PathBuf;
 /// user_version`). Version 2 added the `approvals` and `wal_head` tables and
 /// the `owner` and `plan` columns of `saga_state`; version 3 rebuilt
 /// `approvals` (expiry, note, replacement); version 4 added the `neurons`
-/// table; version 5 the fencing tokens (`fence` of `saga_state` and
-/// `saga_steps`, checked by triggers). The PostgreSQL schema has its own
-/// numbered migrations (`postgres::schema`).
-pub const SCHEMA_VERSION: i64 = 5;
+/// table; version 5 the `principal` of each saga and the `tokens`,
+/// `provider_keys` and `host_switch` tables; version 6 the
+/// `budget_reservations` table; version 7 the fencing tokens (`fence` of
+/// `saga_state` and `saga_steps`, checked by triggers). The PostgreSQL
+/// schema has its own numbered migrations (`postgres::schema`).
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]

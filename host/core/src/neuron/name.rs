@@ -1,14 +1,21 @@
-//! Neuron names: the tool-name rule, plus no shadowing of an existing tool,
-//! by case or by confusable look.
+//! Neuron names: the tool-name rule, the host's reserved names, plus no
+//! shadowing of a tool already offered, by case or by confusable look.
 //!
 //! A model reads a catalog; two names it may take for one another are one
 //! name. A candidate is refused when its *skeleton* equals the skeleton of
 //! a name already taken (tools, built-ins, the policy's sections, other
 //! neurons). The skeleton: NFKC, lower case, Unicode's confusable
-//! skeleton (UTS #39, `unicode-security`), then a fold of the look-alikes
-//! that survive in lower-case ASCII (`0`→`o`, `1`/`i`→`l`, `5`→`s`, `rn`→`m`,
+//! skeleton (UTS #39 §4, `unicode_security::skeleton`), then a fold of the
+//! look-alikes that survive in lower-case ASCII (digits read as letters:
+//! `0`→`o`, `1`→`l`, `2`→`z`, `3`→`e`, `4`→`a`, `5`→`s`, `6`→`b`, `7`→`t`,
+//! `8`→`b`, `9`→`g`; `i`→`l`; letter pairs read as one letter: `rn`→`m`,
 //! `vv`→`w`, `cl`→`d`) and every separator removed (`fs_read`, `fsread`
 //! and `fs__read` are one name).
+//!
+//! Reserved for the host, whatever the catalog holds: every name whose
+//! skeleton starts with the skeleton of [`RESERVED_PREFIX`] (`capsaga_`:
+//! the MCP session tools `capsaga_commit`, `capsaga_rollback` and any
+//! later one), and every name reading like a built-in of [`RESERVED`].
 
 use unicode_normalization::UnicodeNormalization;
 
@@ -27,12 +34,23 @@ pub enum NameError {
         taken: String,
     },
     /// A name the host keeps for itself.
-    #[error("neuron name `{0}` is reserved")]
+    #[error(
+        "neuron name `{0}` is reserved: it reads like a host built-in or starts like `capsaga_`"
+    )]
     Reserved(String),
 }
 
-/// Names only the host may use.
-pub const RESERVED: &[&str] = &["neuron_create", "code_run"];
+/// Names only the host may use: its built-in tools, offered or not.
+pub const RESERVED: &[&str] = &[
+    "neuron_create",
+    "code_run",
+    "capsaga_commit",
+    "capsaga_rollback",
+];
+
+/// The prefix of the host's own tool names (the MCP session tools): no
+/// neuron name may read like it.
+pub const RESERVED_PREFIX: &str = "capsaga_";
 
 /// The skeleton two names are compared by (see the module documentation).
 pub fn skeleton(name: &str) -> String {
@@ -46,9 +64,12 @@ pub fn skeleton(name: &str) -> String {
         .map(|c| match c {
             '0' => 'o',
             '1' | 'i' | '|' => 'l',
-            '5' => 's',
             '2' => 'z',
-            '8' => 'b',
+            '3' => 'e',
+            '4' => 'a',
+            '5' => 's',
+            '6' | '8' => 'b',
+            '7' => 't',
             '9' => 'g',
             _ => c,
         })
@@ -69,7 +90,7 @@ pub fn check<'a>(name: &str, taken: impl IntoIterator<Item = &'a str>) -> Result
         return Err(NameError::Rule(name.chars().take(80).collect()));
     }
     let sk = skeleton(name);
-    if RESERVED.iter().any(|r| skeleton(r) == sk) {
+    if sk.starts_with(&skeleton(RESERVED_PREFIX)) || RESERVED.iter().any(|r| skeleton(r) == sk) {
         return Err(NameError::Reserved(name.to_string()));
     }
     for t in taken {

@@ -90,6 +90,15 @@ pub struct BenchArgs {
     /// throw-away cluster started for the run (Debian's postgresql).
     #[arg(long, env = "CAPSAGA_BENCH_PG_URL", hide_env_values = true)]
     pub pg_url: Option<String>,
+    /// Instead: the host's file journal (issue 28): a step writing 100
+    /// small files and one overwriting 100 files with and without the
+    /// journal, their restore next to writing the files directly, a 64 MiB
+    /// rewrite; ratios measured in one run.
+    #[arg(long)]
+    pub fs_rollback: bool,
+    /// The `fs_churn` test component, for `--fs-rollback`.
+    #[arg(long, default_value = "target/test-components/fs_churn.wasm")]
+    pub fs_churn: PathBuf,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -567,7 +576,7 @@ async fn peak_memory(path: &Path) -> Result<Option<PeakMemory>, String> {
     }))
 }
 
-fn machine() -> String {
+pub(super) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -599,6 +608,9 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     }
     if args.group_commit {
         return super::bench_group::run(out, args.group_commit_steps).await;
+    }
+    if args.fs_rollback {
+        return super::bench_fs::run(out, &args.fs_churn).await;
     }
     match run_inner(args).await {
         Ok(report) => {

@@ -4,9 +4,11 @@
 
 #[macro_use]
 mod pipe;
+mod access;
 mod adhoc;
 mod approvals;
 mod bench;
+mod bench_fs;
 mod bench_group;
 mod bench_neurons;
 mod bench_pg;
@@ -29,12 +31,22 @@ use crate::store::{ApprovalOpError, StoreError};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 
+/// What `capsaga --version` prints after the name: the crate version and
+/// the git commit it was built from (`host/runtime/build.rs`), e.g.
+/// `0.1.0 (3f2a9c1d0e4b)`, `0.1.0 (3f2a9c1d0e4b-dirty, dev build)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("CAPSAGA_BUILD_COMMIT"),
+    ")"
+);
+
 /// capsaga: a host that lets AI agents use tools safely. Tools are WebAssembly
 /// components confined to the capabilities the operator grants; every call is
 /// a saga step logged ahead in SQLite and undone in reverse order when a later
 /// step fails.
 #[derive(Debug, Parser)]
-#[command(name = "capsaga", version, after_help = exit::TABLE)]
+#[command(name = "capsaga", version = VERSION, after_help = exit::TABLE)]
 pub struct Cli {
     /// The operator's policy file.
     #[arg(
@@ -230,10 +242,11 @@ pub enum Command {
     /// through the same door as every other command.
     Mcp(serve::McpArgs),
     /// Serve over HTTP: MCP (Streamable HTTP) at `/mcp` and the REST API
-    /// (`/healthz`, `/v1/turns`, `/v1/sagas`, `/v1/traces`, `/v1/approvals`).
-    /// With CAPSAGA_TOKEN set every route but `GET /healthz` needs
-    /// `Authorization: Bearer`; without it only loopback addresses are
-    /// served.
+    /// (`/healthz`, `/v1/turns`, `/v1/sagas`, `/v1/traces`, `/v1/approvals`,
+    /// `/v1/pause`, `/v1/resume`, `/v1/keys`). With tokens (`capsaga tokens
+    /// create`, or CAPSAGA_TOKEN) every route but `GET /healthz` needs
+    /// `Authorization: Bearer`, and the approvals, pause and keys routes an
+    /// operator token; without any, only loopback addresses are served.
     Serve(serve::ServeArgs),
     /// Show the guardrail state machine.
     Fsm {
@@ -250,6 +263,30 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         cmd: neurons::NeuronsCmd,
+    },
+    /// Named tokens of `capsaga serve` with their role (client or
+    /// operator): create (prints the secret once), list, revoke.
+    Tokens {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: access::TokensCmd,
+    },
+    /// Provider keys sealed under CAPSAGA_KEK (AES-256-GCM): add, list
+    /// (last four characters only), remove.
+    Keys {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: access::KeysCmd,
+    },
+    /// The kill switch: stop new turns and tool calls (or, with
+    /// --read-only, those with side effects) in every process on this
+    /// state, and abort the running ones (rolled back or parked).
+    Pause(access::PauseArgs),
+    /// Turn the kill switch off: everything the policy allows runs again.
+    Unpause {
+        /// Why (kept in the log).
+        #[arg(long)]
+        note: Option<String>,
     },
 }
 
@@ -366,6 +403,10 @@ impl From<OperatorError> for Failure {
         match e {
             OperatorError::Approval(a) => a.into(),
             OperatorError::Dispatch(d) => d.into(),
+            OperatorError::Forbidden(_) => Failure {
+                code: exit::NOT_SUCCESS,
+                message: e.to_string(),
+            },
         }
     }
 }
@@ -450,6 +491,10 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::New { .. }
         | Command::TestTool(_)
         | Command::Neurons { .. }
+        | Command::Tokens { .. }
+        | Command::Keys { .. }
+        | Command::Pause(_)
+        | Command::Unpause { .. }
         | Command::Fsm { .. } => false,
     }
 }
@@ -478,6 +523,17 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::New { what } => return new_tool::run(&out, &what),
         Command::TestTool(args) => return test_tool::run(&out, &args).await,
         Command::Neurons { cmd } => return neurons::run(&cli.config, &out, cmd).await,
+        Command::Tokens { cmd } => return access::tokens(&cli.config, &out, cmd).await,
+        Command::Keys { cmd } => return access::keys_cmd(&cli.config, &out, cmd).await,
+        Command::Pause(a) => return access::pause(&cli.config, &out, &a, false).await,
+        Command::Unpause { note } => {
+            let a = access::PauseArgs {
+                read_only: false,
+                note,
+                status: false,
+            };
+            return access::pause(&cli.config, &out, &a, true).await;
+        }
         command => Cli { command, ..cli },
     };
     // A quick call (or its undo) with --tools-dir: the command line is the policy.
@@ -633,6 +689,10 @@ async fn run_command(
         | Command::New { .. }
         | Command::TestTool(_)
         | Command::BenchNeurons(_)
-        | Command::Neurons { .. } => Ok(exit::OK),
+        | Command::Neurons { .. }
+        | Command::Tokens { .. }
+        | Command::Keys { .. }
+        | Command::Pause(_)
+        | Command::Unpause { .. } => Ok(exit::OK),
     }
 }

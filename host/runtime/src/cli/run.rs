@@ -38,6 +38,11 @@ fn print_rollback(rb: &RollbackReport) {
                 error_line(e)
             ),
         }
+        if let Some(files) = &u.files {
+            for line in super::render::restore_lines(files) {
+                outln!("    {line}");
+            }
+        }
     }
     outln!("saga state: {}", rb.final_state);
 }
@@ -84,8 +89,7 @@ pub(crate) async fn call(
                     message: e.for_operator(&declared),
                 });
             }
-            _ => capsaga_core::json::parse_strict(args, capsaga_core::validate::MAX_ARGS_LEN)
-                .unwrap_or_else(|_| json!({})),
+            _ => capsaga_core::validate::parse_args(args).unwrap_or_else(|_| json!({})),
         },
     };
     // A call is a one-step plan, stored with its saga so that a call parked
@@ -361,7 +365,9 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
                 .unwrap_or_default(),
             allowed: req.allow_providers.as_deref().map(parse_list),
         },
+        ..Selection::default()
     };
+    let selection = crate::agent::keys::with_sealed(host, selection).await?;
     let selected = select(&host.config, &process_env(), &selection)
         .map_err(|e| config_error(e.to_string()))?;
     let opts = TurnOptions {

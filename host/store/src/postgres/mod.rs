@@ -24,20 +24,23 @@
 //!
 //! One file per trait, as for SQLite: [`sagas`], [`steps`], [`log`],
 //! [`approvals`], [`traces`], [`budget`], [`audit`], [`neurons`],
-//! [`owners`].
+//! [`tokens`], [`keys`], [`switch`], [`owners`].
 
 mod approvals;
 mod audit;
 mod budget;
 #[cfg(feature = "pg-harness")]
 pub mod harness;
+mod keys;
 mod log;
 mod neurons;
 pub mod owners;
 mod sagas;
 pub mod schema;
 mod steps;
+mod switch;
 mod target;
+mod tokens;
 mod traces;
 pub mod writer;
 

@@ -12,7 +12,8 @@ use async_trait::async_trait;
 use capsaga_core::fsm::State;
 use serde_json::{Value, json};
 
-const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner, fence";
+const SAGA_COLUMNS: &str =
+    "saga_id, state, origin, label, created_at, updated_at, owner, fence, principal";
 
 /// The terminal states, as SQL.
 pub(super) const ENDED_STATES: &str = "('Done', 'FailedRolledBack', 'FailedRollbackPartial')";
@@ -28,6 +29,7 @@ fn decode_saga(r: &tokio_postgres::Row) -> Result<SagaRow, StoreError> {
         updated_at: get(r, 5)?,
         owner: get(r, 6)?,
         fence: get_u64(r, 7)?,
+        principal: get(r, 8)?,
     })
 }
 
@@ -74,30 +76,27 @@ impl SagaStore for PgStore {
             .plan
             .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
         let origin = s.origin.as_str();
-        let (saga_id, label, owner, plan, state) = (
+        let (saga_id, label, owner, plan, state, principal) = (
             s.saga_id.to_owned(),
             s.label.to_owned(),
             s.owner.to_owned(),
             s.plan.map(str::to_owned),
             s.state,
+            s.principal.map(str::to_owned),
         );
         self.write(move |c| {
             Box::pin(async move {
                 execute(
                     c,
-                    "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, fence) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8)",
-                    &[&saga_id, &state.as_str(), &origin, &label, &at, &owner, &plan, &i64_of(FIRST_FENCE)],
+                    "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, fence, principal) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9)",
+                    &[&saga_id, &state.as_str(), &origin, &label, &at, &owner, &plan, &i64_of(FIRST_FENCE), &principal],
                 )
                 .await?;
-                append(
-                    c,
-                    &saga_id,
-                    None,
-                    "STATE",
-                    &json!({"state": state.as_str(), "origin": origin, "label": label, "plan_sha256": plan_hash}),
-                    &at,
-                )
-                .await
+                let mut detail = json!({"state": state.as_str(), "origin": origin, "label": label, "plan_sha256": plan_hash});
+                if let (Some(p), Some(d)) = (&principal, detail.as_object_mut()) {
+                    d.insert("principal".into(), json!(p));
+                }
+                append(c, &saga_id, None, "STATE", &detail, &at).await
             })
         })
         .await
@@ -235,6 +234,20 @@ impl SagaStore for PgStore {
                 "SELECT {SAGA_COLUMNS} FROM saga_state ORDER BY created_at DESC, ord DESC LIMIT $1"
             ),
             &[&limit],
+        )
+        .await?;
+        rows.iter().map(decode_saga).collect()
+    }
+
+    async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
+        let c = self.conn().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = query(
+            &c,
+            &format!(
+                "SELECT {SAGA_COLUMNS} FROM saga_state WHERE principal = $1 ORDER BY created_at DESC, ord DESC LIMIT $2"
+            ),
+            &[&principal, &limit],
         )
         .await?;
         rows.iter().map(decode_saga).collect()

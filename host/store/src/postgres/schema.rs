@@ -16,14 +16,14 @@ use capsaga_core::wal_row::GENESIS;
 use std::path::PathBuf;
 
 /// The newest migration this capsaga knows.
-pub const PG_SCHEMA_VERSION: i64 = 1;
+pub const PG_SCHEMA_VERSION: i64 = 2;
 
 /// The advisory lock key of migrations ("CAPS").
 const MIGRATION_LOCK: i64 = 0x4341_5053;
 
-/// Version 1: every table of the SQLite store at its version 5 (with its
-/// fencing trigger), and `hosts`, the leases of the hosts sharing the
-/// database. Text columns hold what SQLite holds (RFC 3339 timestamps as
+/// Version 1: every table of the SQLite store as of its version 4, the
+/// fencing of its version 7 (its trigger), and `hosts`, the leases of the
+/// hosts sharing the database. Text columns hold what SQLite holds (RFC 3339 timestamps as
 /// written by the host, JSON as text) so that the hash chain and the rows
 /// read back are the same on both back ends; `ord` columns give rows a
 /// creation order (SQLite's rowid).
@@ -168,12 +168,61 @@ CREATE TRIGGER saga_steps_fence BEFORE INSERT OR UPDATE ON saga_steps
     FOR EACH ROW EXECUTE FUNCTION capsaga_check_fence();
 "#;
 
+/// Version 2: what the SQLite store's versions 5 and 6 added (issue 24):
+/// the principal that started each saga, named tokens (the SHA-256 of
+/// their secret, never the secret), provider keys sealed under
+/// `CAPSAGA_KEK`, the kill switch, and the budget's reservations of calls
+/// in flight. A reservation's expiry is the database's clock
+/// (`TIMESTAMPTZ`, compared with `clock_timestamp()`), as the hosts' leases
+/// are: hosts whose clocks disagree still agree on which reservations
+/// count.
+const V2: &str = r#"
+ALTER TABLE saga_state ADD COLUMN principal TEXT;
+CREATE INDEX saga_state_principal ON saga_state (principal, created_at);
+CREATE TABLE tokens (
+    name          TEXT PRIMARY KEY,
+    role          TEXT NOT NULL CHECK (role IN ('client','operator')),
+    secret_sha256 TEXT NOT NULL UNIQUE CHECK (length(secret_sha256) = 64),
+    created_at    TEXT NOT NULL,
+    created_by    TEXT NOT NULL,
+    revoked_at    TEXT,
+    revoked_by    TEXT
+);
+CREATE TABLE provider_keys (
+    name        TEXT PRIMARY KEY,
+    format      TEXT NOT NULL,
+    kek_id      TEXT NOT NULL,
+    wrapped_dek BYTEA NOT NULL,
+    ciphertext  BYTEA NOT NULL,
+    last4       TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    created_by  TEXT NOT NULL
+);
+CREATE TABLE host_switch (
+    id     INT PRIMARY KEY CHECK (id = 1),
+    mode   TEXT NOT NULL CHECK (mode IN ('running','read_only','paused')),
+    set_by TEXT,
+    set_at TEXT,
+    note   TEXT
+);
+CREATE TABLE budget_reservations (
+    id          TEXT PRIMARY KEY,
+    day         TEXT NOT NULL,
+    usd         DOUBLE PRECISION NOT NULL CHECK (usd >= 0),
+    holder      TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    expires_at  TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX budget_reservations_day ON budget_reservations (day, expires_at);
+"#;
+
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Forward
 /// only: a released migration is never edited, a change is a new one.
 fn migrations() -> Vec<String> {
-    vec![format!(
-        "{V1}\nINSERT INTO wal_head (id, seq, hash) VALUES (1, 0, '{GENESIS}');"
-    )]
+    vec![
+        format!("{V1}\nINSERT INTO wal_head (id, seq, hash) VALUES (1, 0, '{GENESIS}');"),
+        V2.to_string(),
+    ]
 }
 
 /// The SQLSTATE of a write refused by fencing.

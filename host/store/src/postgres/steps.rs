@@ -231,10 +231,13 @@ impl OwnedStep {
     }
 }
 
-const HOLDING_AN_EFFECT: [StepStatus; 3] = [
+const HOLDING_AN_EFFECT: [StepStatus; 4] = [
     StepStatus::Commit,
     StepStatus::Begin,
     StepStatus::CompensationFailed,
+    // A failed step may have changed files before failing: the host's
+    // journal restores them (issue 28).
+    StepStatus::Fail,
 ];
 
 /// What a step's update records besides its status.
@@ -439,6 +442,43 @@ impl StepStore for PgStore {
             &HOLDING_AN_EFFECT,
             Change::Error(None),
         )
+        .await
+    }
+
+    async fn fs_restored(
+        &self,
+        key: StepKey<'_>,
+        report: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        let (saga_id, fence, step_seq) = (key.saga_id.to_owned(), key.fence, key.step_seq);
+        let report = report.clone();
+        self.write(move |c| {
+            Box::pin(async move {
+                // No step row changes (the trigger does not see this write):
+                // the token is checked here, the saga's row share-locked to
+                // commit so a take-over cannot pass it meanwhile.
+                let row = query_opt(
+                    c,
+                    "SELECT s.fence, EXISTS (SELECT 1 FROM saga_steps t WHERE t.saga_id = s.saga_id AND t.step_seq = $2)
+                     FROM saga_state s WHERE s.saga_id = $1 FOR SHARE OF s",
+                    &[&saga_id, &i64_of(step_seq)],
+                )
+                .await?;
+                let Some(row) = row else {
+                    return Err(StoreError::Decode(format!("no saga `{saga_id}`")));
+                };
+                if get_u64(&row, 0)? != fence {
+                    return Err(StoreError::fenced(&saga_id, fence));
+                }
+                if !get::<bool>(&row, 1)? {
+                    return Err(StoreError::Decode(format!(
+                        "no step {step_seq} in saga `{saga_id}`"
+                    )));
+                }
+                append(c, &saga_id, Some(step_seq), "FS_RESTORE", &report, &at).await
+            })
+        })
         .await
     }
 

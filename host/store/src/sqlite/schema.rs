@@ -154,12 +154,67 @@ CREATE INDEX IF NOT EXISTS idx_neurons_status ON neurons(status);
 CREATE INDEX IF NOT EXISTS idx_steps_tool_hash ON saga_steps(tool_hash);
 "#;
 
-/// Version 5: fencing tokens (`store::SagaRow::fence`). A saga's token
+/// Version 5 (issue 24): the principal that started each saga (added by
+/// [`migrate`] when missing), named tokens (the SHA-256 of their secret,
+/// never the secret), provider keys sealed under `CAPSAGA_KEK`, and the
+/// kill switch.
+const MIGRATE_V5: &str = r#"
+CREATE INDEX IF NOT EXISTS idx_saga_principal ON saga_state(principal, created_at);
+CREATE TABLE IF NOT EXISTS tokens (
+    name          TEXT PRIMARY KEY,
+    role          TEXT NOT NULL CHECK (role IN ('client','operator')),
+    secret_sha256 TEXT NOT NULL UNIQUE CHECK (length(secret_sha256) = 64),
+    created_at    TEXT NOT NULL,
+    created_by    TEXT NOT NULL,
+    revoked_at    TEXT,
+    revoked_by    TEXT
+);
+CREATE TABLE IF NOT EXISTS provider_keys (
+    name        TEXT PRIMARY KEY,
+    format      TEXT NOT NULL,
+    kek_id      TEXT NOT NULL,
+    wrapped_dek BLOB NOT NULL,
+    ciphertext  BLOB NOT NULL,
+    last4       TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    created_by  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS host_switch (
+    id     INTEGER PRIMARY KEY CHECK (id = 1),
+    mode   TEXT NOT NULL CHECK (mode IN ('running','read_only','paused')),
+    set_by TEXT,
+    set_at TEXT,
+    note   TEXT
+);
+"#;
+
+/// Version 6: the reservations of model calls in flight (issue 24 item 3,
+/// `BudgetStore::reserve_spend`): each call's maximum estimate, USD, held
+/// until settled or expired.
+const MIGRATE_V6: &str = r#"
+CREATE TABLE IF NOT EXISTS budget_reservations (
+    id          TEXT PRIMARY KEY,
+    day         TEXT NOT NULL,
+    usd         REAL NOT NULL CHECK (usd >= 0),
+    holder      TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    expires_at  TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_budget_reservations_day ON budget_reservations(day, expires_at);
+"#;
+
+/// Version 6 (see [`MIGRATE_V6`]).
+fn migrate_v6(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(MIGRATE_V6)?;
+    Ok(())
+}
+
+/// Version 7: fencing tokens (`store::SagaRow::fence`). A saga's token
 /// moves at every take-over; every insert or update of one of its steps
 /// must carry the current token, or the trigger aborts the write (the host
 /// maps the message to `StoreError::Fenced`): refused by the database, not
 /// by the writer's good faith.
-const MIGRATE_V5: &str = r#"
+const MIGRATE_V7: &str = r#"
 CREATE TRIGGER IF NOT EXISTS saga_steps_fence_insert BEFORE INSERT ON saga_steps
 WHEN NEW.fence IS NOT (SELECT fence FROM saga_state WHERE saga_id = NEW.saga_id)
 BEGIN SELECT RAISE(ABORT, 'capsaga: fenced'); END;
@@ -254,8 +309,17 @@ fn has_column(tx: &Transaction<'_>, table: &str, column: &str) -> Result<bool, S
     Ok(false)
 }
 
-/// Version 5 (a function of its own, for renumbering at merge).
+/// Version 5, in a function of its own (see [`MIGRATE_V5`]).
 fn migrate_v5(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    if !has_column(tx, "saga_state", "principal")? {
+        tx.execute_batch("ALTER TABLE saga_state ADD COLUMN principal TEXT")?;
+    }
+    tx.execute_batch(MIGRATE_V5)?;
+    Ok(())
+}
+
+/// Version 7 (issue 25), in a function of its own (see [`MIGRATE_V7`]).
+fn migrate_v7(tx: &Transaction<'_>) -> Result<(), StoreError> {
     for table in ["saga_state", "saga_steps"] {
         if !has_column(tx, table, "fence")? {
             tx.execute_batch(&format!(
@@ -263,7 +327,7 @@ fn migrate_v5(tx: &Transaction<'_>) -> Result<(), StoreError> {
             ))?;
         }
     }
-    tx.execute_batch(MIGRATE_V5)?;
+    tx.execute_batch(MIGRATE_V7)?;
     Ok(())
 }
 
@@ -290,6 +354,12 @@ fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
     }
     if version < 5 {
         migrate_v5(tx)?;
+    }
+    if version < 6 {
+        migrate_v6(tx)?;
+    }
+    if version < 7 {
+        migrate_v7(tx)?;
     }
     Ok(())
 }

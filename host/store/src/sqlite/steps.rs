@@ -308,10 +308,13 @@ impl SqliteStore {
     }
 }
 
-const HOLDING_AN_EFFECT: [StepStatus; 3] = [
+const HOLDING_AN_EFFECT: [StepStatus; 4] = [
     StepStatus::Commit,
     StepStatus::Begin,
     StepStatus::CompensationFailed,
+    // A failed step may have changed files before failing: the host's
+    // journal restores them (issue 28).
+    StepStatus::Fail,
 ];
 
 #[async_trait]
@@ -422,6 +425,47 @@ impl StepStore for SqliteStore {
     async fn compensated(&self, key: StepKey<'_>) -> Result<(), StoreError> {
         self.transition(key, StepStatus::Compensated, &HOLDING_AN_EFFECT, None, None)
             .await
+    }
+
+    async fn fs_restored(
+        &self,
+        key: StepKey<'_>,
+        report: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        let (saga_id, fence, step_seq) = (key.saga_id.to_owned(), key.fence, key.step_seq);
+        let report = report.clone();
+        self.write(move |tx| {
+            let saga_id = saga_id.as_str();
+            // No step row changes (the trigger does not see this write):
+            // the token is checked here, in the write's own transaction.
+            let current: Option<i64> = tx
+                .query_row(
+                    "SELECT fence FROM saga_state WHERE saga_id = ?1",
+                    params![saga_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            match current {
+                None => return Err(StoreError::Decode(format!("no saga `{saga_id}`"))),
+                Some(f) if u64::try_from(f).ok() != Some(fence) => {
+                    return Err(StoreError::fenced(saga_id, fence));
+                }
+                Some(_) => {}
+            }
+            let n: i64 = tx.query_row(
+                "SELECT count(*) FROM saga_steps WHERE saga_id = ?1 AND step_seq = ?2",
+                params![saga_id, step_seq as i64],
+                |r| r.get(0),
+            )?;
+            if n == 0 {
+                return Err(StoreError::Decode(format!(
+                    "no step {step_seq} in saga `{saga_id}`"
+                )));
+            }
+            append(tx, saga_id, Some(step_seq), "FS_RESTORE", &report, &at)
+        })
+        .await
     }
 
     async fn compensation_failed(

@@ -165,6 +165,7 @@ fn concurrent_writes_share_commits_and_a_failed_one_is_rolled_back_alone() {
                         state: capsaga_core::fsm::State::Planning,
                         owner: "o",
                         plan: None,
+                        principal: None,
                     })
                     .await
                 })
@@ -185,6 +186,7 @@ fn concurrent_writes_share_commits_and_a_failed_one_is_rolled_back_alone() {
                 state: capsaga_core::fsm::State::Planning,
                 owner: "o",
                 plan: None,
+                principal: None,
             }),
             batched.record_spend("2026-03-03", 1.0, 1, 1)
         );

@@ -24,6 +24,7 @@ pub(crate) async fn saga(db: &dyn Store, id: &str, owner: &str) {
         state: State::Planning,
         owner,
         plan: Some("{\"calls\":[]}"),
+        principal: None,
     })
     .await
     .unwrap();
