@@ -235,7 +235,7 @@ impl SqliteStore {
     /// # Errors
     /// Whatever `f` returns; [`StoreError::Backend`] for a transaction left
     /// open.
-    fn read<T>(
+    pub(crate) fn read<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -274,10 +274,6 @@ fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value
         .transpose()
 }
 
-#[cfg(test)]
-mod access_tests;
-#[cfg(test)]
-mod budget_tests;
 #[cfg(test)]
 mod group_tests;
 #[cfg(test)]

@@ -333,10 +333,21 @@ fn migrate_v7(tx: &Transaction<'_>) -> Result<(), StoreError> {
 
 /// Bring the schema from `version` to [`SCHEMA_VERSION`], inside `tx`.
 fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
-    if version < 1 {
+    migrate_to(tx, version, SCHEMA_VERSION)
+}
+
+/// Bring the schema from `version` to `target` (at most
+/// [`SCHEMA_VERSION`]), inside `tx`: the tests build a database of an older
+/// version exactly as that version's capsaga did.
+pub(super) fn migrate_to(
+    tx: &Transaction<'_>,
+    version: i64,
+    target: i64,
+) -> Result<(), StoreError> {
+    if version < 1 && target >= 1 {
         tx.execute_batch(SCHEMA)?;
     }
-    if version < 2 {
+    if version < 2 && target >= 2 {
         for (column, decl) in [("owner", "TEXT"), ("plan", "TEXT")] {
             if !has_column(tx, "saga_state", column)? {
                 tx.execute_batch(&format!(
@@ -346,19 +357,19 @@ fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
         }
         tx.execute_batch(MIGRATE_V2)?;
     }
-    if version < 3 {
+    if version < 3 && target >= 3 {
         tx.execute_batch(MIGRATE_V3)?;
     }
-    if version < 4 {
+    if version < 4 && target >= 4 {
         tx.execute_batch(MIGRATE_V4)?;
     }
-    if version < 5 {
+    if version < 5 && target >= 5 {
         migrate_v5(tx)?;
     }
-    if version < 6 {
+    if version < 6 && target >= 6 {
         migrate_v6(tx)?;
     }
-    if version < 7 {
+    if version < 7 && target >= 7 {
         migrate_v7(tx)?;
     }
     Ok(())

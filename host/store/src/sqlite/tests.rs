@@ -1,5 +1,5 @@
 use super::super::*;
-use super::schema::SCHEMA;
+use super::schema::{SCHEMA, migrate_to};
 use super::*;
 
 #[test]
@@ -80,6 +80,79 @@ fn version_1_file_is_migrated_in_place() {
     assert!(SqliteStore::open(&p).is_ok());
 }
 
+/// A database of version 6 (issue 24's last) migrates forward to version 7
+/// (fencing): its sagas and steps get token 1, its other rows are kept, and
+/// from then on the triggers refuse a stale token.
+#[test]
+fn version_6_file_gains_fencing_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("state.db");
+    {
+        let mut c = Connection::open(&p).unwrap();
+        let tx = c.transaction().unwrap();
+        migrate_to(&tx, 0, 6).unwrap();
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 6;
+             INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, owner, principal) VALUES ('s', 'Acting', 'mcp', 't', 't', 'gone', 'token:bob');
+             INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, status, created_at, updated_at)
+               VALUES ('s', 0, 't', 'h', '[]', 1, 'k0', '{{}}', 'BEGIN', 't', 't');
+             INSERT INTO tokens (name, role, secret_sha256, created_at, created_by) VALUES ('bob', 'client', '{}', 't', 'cli:root');
+             INSERT INTO budget_reservations (id, day, usd, holder, created_at, expires_at) VALUES ('r', '2026-12-01', 0.5, 'x', 't', '9999-01-01T00:00:00.000Z');",
+            "ab".repeat(32)
+        ))
+        .unwrap();
+        tx.commit().unwrap();
+        let fence_columns: i64 = c
+            .query_row(
+                "SELECT count(*) FROM pragma_table_info('saga_steps') WHERE name = 'fence'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(fence_columns, 0, "a version 6 file has no fencing");
+    }
+    let db = SqliteStore::open(&p).unwrap();
+    let version: i64 = db
+        .read(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    block(async {
+        let saga = db.saga("s").await.unwrap().unwrap();
+        assert_eq!(
+            (saga.fence, saga.principal.as_deref()),
+            (FIRST_FENCE, Some("token:bob"))
+        );
+        assert_eq!(db.tokens().await.unwrap().len(), 1);
+        assert!((db.day_reserved("2026-12-01").await.unwrap() - 0.5).abs() < 1e-12);
+        let stale = StepKey {
+            saga_id: "s",
+            fence: 2,
+            step_seq: 0,
+        };
+        let out = capsaga_core::tool::ToolOutput {
+            data: serde_json::json!(1),
+            effects: vec![],
+            next_hint: None,
+            summary: String::new(),
+        };
+        assert!(matches!(
+            db.commit_step(stale, &out).await,
+            Err(StoreError::Fenced { held: 2, .. })
+        ));
+        let current = StepKey { fence: 1, ..stale };
+        db.commit_step(current, &out).await.unwrap();
+        assert_eq!(
+            db.step_at("s", 0).await.unwrap().unwrap().status,
+            StepStatus::Commit
+        );
+    });
+    drop(db);
+    assert!(
+        SqliteStore::open(&p).is_ok(),
+        "opening again changes nothing"
+    );
+}
+
 #[test]
 fn newer_schema_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -104,4 +177,12 @@ fn busy_is_told_apart() {
     .into();
     assert!(matches!(e, StoreError::Busy(_)), "{e}");
     assert!(e.to_string().contains("database is locked"));
+}
+
+fn block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
 }

@@ -8,6 +8,8 @@
 //! Without PostgreSQL installed the PostgreSQL half of each test prints
 //! `SKIPPED` and returns (CI installs it: `.ci/run`).
 
+mod access;
+mod budget;
 mod hosts;
 mod neurons;
 mod pg_only;
@@ -38,6 +40,37 @@ impl Db {
                     .await
                     .expect("the PostgreSQL store opens"),
             ),
+        }
+    }
+
+    /// The rows of `table` (a name the suite writes, never input), read
+    /// past the traits: what no trait reports (e.g. swept rows).
+    pub async fn count_rows(&self, table: &str) -> i64 {
+        let sql = format!("SELECT count(*) FROM {table}");
+        match self {
+            Db::Sqlite(dir) => SqliteStore::open(&dir.path().join("state.db"))
+                .expect("the SQLite store opens")
+                .read(|c| Ok(c.query_row(&sql, [], |r| r.get(0))?))
+                .expect("a count"),
+            Db::Postgres(url) => {
+                let s = PgStore::open(url, &options())
+                    .await
+                    .expect("the PostgreSQL store opens");
+                let c = s.conn().await.expect("a connection");
+                c.query_one(sql.as_str(), &[])
+                    .await
+                    .expect("a count")
+                    .get(0)
+            }
+        }
+    }
+
+    /// The SQLite file's bytes (what a thief of the file gets); `None` for
+    /// PostgreSQL.
+    pub fn sqlite_bytes(&self) -> Option<Vec<u8>> {
+        match self {
+            Db::Sqlite(dir) => Some(std::fs::read(dir.path().join("state.db")).expect("the file")),
+            Db::Postgres(_) => None,
         }
     }
 

@@ -232,6 +232,7 @@ async fn a_stale_fencing_token_is_refused_by_the_database(db: &Db) {
         a.retry_attempt(key("s3", 1, 0), 1, 1, &e).await,
         a.compensated(key("s3", 1, 0)).await,
         a.compensation_failed(key("s3", 1, 0), &e).await,
+        a.fs_restored(key("s3", 1, 0), &json!({"paths": []})).await,
         a.set_state("s3", 1, State::Done, "X", None).await,
         a.begin_step(&step("s3", 1, "k3-1", &args, 1))
             .await
@@ -333,7 +334,63 @@ async fn a_stale_fencing_token_is_refused_by_the_database(db: &Db) {
     assert!(audit::verify(&*b, None).await.unwrap().ok());
 }
 
+/// Issue 28 on both back ends: a FAIL step whose file changes the host
+/// restored becomes COMPENSATED, with its `FS_RESTORE` record; the record
+/// is refused for a step that does not exist and, like every step write,
+/// for a stale token (after a take-over) with nothing logged.
+async fn a_failed_step_restored_from_its_journal_is_compensated(db: &Db) {
+    let s = db.open().await;
+    let dead = uuid::Uuid::new_v4().to_string();
+    saga(&*s, "fs", &dead).await;
+    let args = json!({"f": 1});
+    for seq in 0..2 {
+        s.begin_step(&step("fs", seq, &format!("kfs-{seq}"), &args, 1))
+            .await
+            .unwrap();
+        let e = ToolError::with_hint(ErrorKind::Unknown, "wrote, then failed", "y");
+        s.fail_step(key("fs", 1, seq), &e).await.unwrap();
+    }
+    let report = json!({"paths": [{"path": "/w/a.txt", "done": "restored"}]});
+    s.fs_restored(key("fs", 1, 0), &report).await.unwrap();
+    s.compensated(key("fs", 1, 0)).await.unwrap();
+    assert_eq!(
+        s.step_at("fs", 0).await.unwrap().unwrap().status,
+        StepStatus::Compensated
+    );
+    assert!(matches!(
+        s.fs_restored(key("fs", 1, 9), &report).await,
+        Err(StoreError::Decode(_))
+    ));
+    let log = s.log(Some("fs")).await.unwrap();
+    let restored: Vec<_> = log.iter().filter(|r| r.record == "FS_RESTORE").collect();
+    assert_eq!(restored.len(), 1, "{}", db.name());
+    assert_eq!(restored[0].step_seq, Some(0));
+    assert_eq!(restored[0].detail, report);
+    // Another host takes the saga over: the old token writes nothing more,
+    // not even a restore record; the new one does.
+    let b = db.open().await;
+    let fence = b
+        .take_over("fs", Some(&dead), "b", "recovery")
+        .await
+        .unwrap()
+        .unwrap();
+    let before = s.log(None).await.unwrap().len();
+    assert!(matches!(
+        s.fs_restored(key("fs", 1, 1), &report).await,
+        Err(StoreError::Fenced { held: 1, .. })
+    ));
+    assert!(matches!(
+        s.compensated(key("fs", 1, 1)).await,
+        Err(StoreError::Fenced { held: 1, .. })
+    ));
+    assert_eq!(s.log(None).await.unwrap().len(), before);
+    b.fs_restored(key("fs", fence, 1), &report).await.unwrap();
+    b.compensated(key("fs", fence, 1)).await.unwrap();
+    assert!(audit::verify(&*b, None).await.unwrap().ok());
+}
+
 suite!(
+    a_failed_step_restored_from_its_journal_is_compensated,
     begin_commit_and_replay,
     retries_in_doubt_and_failed_compensation,
     a_stale_fencing_token_is_refused_by_the_database,
