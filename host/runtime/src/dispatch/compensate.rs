@@ -145,9 +145,15 @@ async fn compensate_all(host: &Host, saga: &Saga) -> Result<RollbackReport, Disp
                 files::Stage::Skip => continue,
                 files::Stage::Restore { tool } => {
                     let s = &step;
-                    files::undo_step(host, saga.fence, s, &j, tool, &mut expected, move |lent| async move {
-                        compensate_one(host, s, Some(&lent)).await
-                    })
+                    files::undo_step(
+                        host,
+                        saga.fence,
+                        s,
+                        &j,
+                        tool,
+                        &mut expected,
+                        move |lent| async move { compensate_one(host, s, Some(&lent)).await },
+                    )
                     .await?
                 }
             },
