@@ -14,13 +14,17 @@ use std::time::{Duration, Instant};
 /// The hosts' lease on their sagas, milliseconds (short, for the tests).
 pub const LEASE_MS: u64 = 1500;
 
-/// The policy of every host, with a lease of `lease_ms`.
+/// The policy of every host, with a lease of `lease_ms`. The ledger's
+/// journal (beside its file, in the workspace) counts executions, so the
+/// host's file rollback (issue 28) is off for it: the tool's own
+/// compensation undoes its entries, and the journal keeps every line.
 pub fn policy(lease_ms: u64) -> String {
     format!(
         r#"store_lease_ms = {lease_ms}
 [tools.ledger]
 grants = ["fs:write:~/ws/**"]
 limits = {{ deadline_ms = 60000 }}
+host_rollback = false
 "#
     )
 }
