@@ -10,4 +10,5 @@ mod approvals;
 mod chaos;
 mod restart;
 mod rig;
+mod switch;
 mod takeover;
