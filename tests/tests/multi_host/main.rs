@@ -2,11 +2,13 @@
 //! 25): a real server started by the harness (`initdb` + `pg_ctl` in a temp
 //! dir, a free port), real hosts as child processes, real MCP clients, the
 //! real `ledger` component (every execute and compensate leaves a line in
-//! its journal, so a step run twice shows).
+//! its journal, so a step run twice shows), a real local model provider
+//! (`capsaga_tests::llm_server`) for the budget across hosts.
 //!
 //! SKIPPED (said loudly) when PostgreSQL is not installed; CI installs it.
 
 mod approvals;
+mod budget;
 mod chaos;
 mod restart;
 mod rig;
