@@ -104,8 +104,31 @@ fn a_pause_on_one_host_stops_every_host_and_a_resume_on_another_restarts_them() 
                 .contains("after")
         );
         assert_eq!(health(&rig.base(0)).await["switch"], "running");
+        // The operator's CLI on the shared store (`capsaga pause` with
+        // CAPSAGA_STORE): the hosts see it at their next call.
+        let out = rig
+            .ws
+            .capsaga(&["pause", "--note", "from the shell"])
+            .env("CAPSAGA_STORE", &rig.url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r = call(&on2, "ledger", &json!({"path": ledger, "entry": "x"})).await;
+        assert_eq!(r.is_error, Some(true), "paused from the shell: {r:?}");
+        let out = rig
+            .ws
+            .capsaga(&["unpause"])
+            .env("CAPSAGA_STORE", &rig.url)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        call_ok(&on2, "ledger", &json!({"path": ledger, "entry": "y"})).await;
         let log = store.log(Some("host:switch")).await.unwrap();
-        assert_eq!(log.len(), 2, "{log:?}");
+        assert_eq!(log.len(), 4, "{log:?}");
         let report = capsaga_host::store::audit::verify(&*store, None)
             .await
             .unwrap();
