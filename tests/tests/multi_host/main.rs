@@ -10,6 +10,7 @@
 mod approvals;
 mod budget;
 mod chaos;
+mod files;
 mod restart;
 mod rig;
 mod switch;
