@@ -152,6 +152,11 @@ pub enum Command {
         /// (never above the operator's level).
         #[arg(long)]
         autonomy: Option<String>,
+        /// Whether the first model call must call a tool: auto, required,
+        /// none or tool:NAME (default: the policy's `[agent] tool_choice`,
+        /// else auto). A forced choice holds until the model called a tool.
+        #[arg(long, value_name = "CHOICE")]
+        tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
     },
     /// Show the spend counters (per UTC day) and the budget caps.
     Budget {
@@ -637,6 +642,7 @@ async fn run_command(
             allow_providers,
             prefer_providers,
             autonomy,
+            tool_choice,
         } => {
             let req = run::AgentRequest {
                 script,
@@ -646,6 +652,7 @@ async fn run_command(
                 allow_providers,
                 prefer_providers,
                 autonomy,
+                tool_choice,
             };
             run::agent(host, out, &req).await
         }

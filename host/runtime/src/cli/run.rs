@@ -333,6 +333,7 @@ pub(crate) struct AgentRequest {
     pub allow_providers: Option<String>,
     pub prefer_providers: Option<String>,
     pub autonomy: Option<String>,
+    pub tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
 }
 
 /// `capsaga agent [--script <file>] "<task>"`.
@@ -376,6 +377,7 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
         approver: crate::agent::approval::detect(),
+        tool_choice: req.tool_choice.clone(),
         ..TurnOptions::default()
     };
     if !out.json {
@@ -389,6 +391,7 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
                     super::store_code(s)
                 }
                 AgentError::Budget(_) => exit::CONFIG,
+                AgentError::ToolChoiceNotOffered { .. } => exit::USAGE,
                 AgentError::Dispatch(_) => exit::INTERNAL,
             },
             message: e.to_string(),
