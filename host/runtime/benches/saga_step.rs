@@ -118,6 +118,7 @@ async fn wal_records_async(store: &dyn Store, saga: &str, seq: u64) {
             args: &args,
             preimage: None,
             approval: None,
+            fence: capsaga_host::store::FIRST_FENCE,
         })
         .await
         .expect("begin");
@@ -127,7 +128,17 @@ async fn wal_records_async(store: &dyn Store, saga: &str, seq: u64) {
         next_hint: None,
         summary: String::new(),
     };
-    store.commit_step(saga, seq, &out).await.expect("commit");
+    store
+        .commit_step(
+            capsaga_host::store::StepKey {
+                saga_id: saga,
+                fence: capsaga_host::store::FIRST_FENCE,
+                step_seq: seq,
+            },
+            &out,
+        )
+        .await
+        .expect("commit");
 }
 
 async fn sandbox_call(host: &Host) {

@@ -47,6 +47,14 @@ pub enum ConfigError {
         /// The value written.
         found: u64,
     },
+    /// `store` or `store_lease_ms` (or `CAPSAGA_STORE`) is unusable.
+    #[error("{path}: {error}")]
+    Store {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (never repeating a password).
+        error: String,
+    },
     /// `fsm.toml` is unreadable or has a refused row.
     #[error("{path}: {error}")]
     Fsm {
@@ -86,6 +94,13 @@ pub struct Config {
     /// How long a write to the state database waits its turn while other
     /// processes write, milliseconds (`busy_timeout_ms`).
     pub busy_timeout_ms: u64,
+    /// The state store (`store`, `CAPSAGA_STORE`): SQLite at
+    /// [`Config::db_path`] by default.
+    pub store: crate::store_choice::StoreChoice,
+    /// The SHA-256 of the policy file's bytes (lowercase hex), which every
+    /// host reports in `/healthz` so that hosts sharing a store can be seen
+    /// to run the same policy.
+    pub policy_sha256: String,
     /// The checked policy.
     pub policy: Policy,
     /// The directory of the policy file (canonical): relative paths in the
@@ -177,6 +192,19 @@ impl Config {
                 });
             }
         };
+        let store = crate::store_choice::StoreChoice::from_settings(
+            file.store.as_deref(),
+            std::env::var(crate::store_choice::STORE_ENV)
+                .ok()
+                .as_deref(),
+            state_dir.join("state.db"),
+            file.store_lease_ms,
+        )
+        .map_err(|error| ConfigError::Store {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let policy_sha256 = capsaga_core::idempotency::sha256_hex(text.as_bytes());
         Ok(Config {
             path: path.to_path_buf(),
             home,
@@ -184,6 +212,8 @@ impl Config {
             state_dir,
             compiled_cache,
             busy_timeout_ms,
+            store,
+            policy_sha256,
             policy,
             base,
             guardrail,

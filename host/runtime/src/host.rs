@@ -5,12 +5,14 @@
 //! door (`crate::dispatch::Dispatcher`).
 
 use crate::config::{Config, ConfigError};
-use crate::ownership::OwnerLock;
+use crate::ownership::OwnerLease;
 use crate::registry::{LoadError, Registry};
 use crate::sandbox::factors::{FactorError, Factors};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
+use crate::store::postgres::{PgOptions, PgStore};
 use crate::store::sqlite::{GroupCommit, SqliteStore};
 use crate::store::{Store, StoreError};
+use crate::store_choice::StoreChoice;
 use crate::switch::KillSwitch;
 use capsaga_core::fsm::Guardrail;
 use capsaga_core::retry::RetryPolicy;
@@ -56,14 +58,6 @@ pub enum HostError {
         /// What the new policy says.
         new: String,
     },
-    /// The owner lock under the state directory could not be taken.
-    #[error("cannot take the owner lock in {dir}: {error}")]
-    Owner {
-        /// The directory.
-        dir: std::path::PathBuf,
-        /// The OS error.
-        error: String,
-    },
 }
 
 /// The wired host.
@@ -87,7 +81,7 @@ pub struct Host {
     /// while it is held (see [`crate::ownership`]). Shared by the
     /// generations of a reloaded host ([`Host::reload`]), so the sagas a
     /// server drives keep one owner across a reload.
-    pub owner: Arc<OwnerLock>,
+    pub owner: Arc<dyn OwnerLease>,
     /// The operator's kill switch (stored in the state store; shared by
     /// the generations of a reloaded host).
     pub switch: Arc<KillSwitch>,
@@ -101,6 +95,37 @@ impl std::fmt::Debug for Host {
             .field("owner", &self.owner.id())
             .finish()
     }
+}
+
+/// Open the state store `config` names ([`Config::store`]): SQLite at
+/// [`Config::db_path`] (writers waiting their turn up to `busy_timeout_ms`,
+/// with `group_commit`), or the shared PostgreSQL database (batching writer
+/// on unless `group_commit` is off, the configured lease).
+///
+/// # Errors
+/// [`HostError::Store`].
+pub async fn open_store(
+    config: &Config,
+    group_commit: GroupCommit,
+) -> Result<Arc<dyn Store>, HostError> {
+    Ok(match &config.store {
+        StoreChoice::Sqlite(path) => Arc::new(SqliteStore::open_with(
+            path,
+            std::time::Duration::from_millis(config.busy_timeout_ms),
+            group_commit,
+        )?),
+        StoreChoice::Postgres { url, lease_ms } => {
+            let options = PgOptions {
+                lease: std::time::Duration::from_millis(*lease_ms),
+                max_batch: match group_commit {
+                    GroupCommit::On => crate::store::postgres::writer::MAX_BATCH,
+                    GroupCommit::Off => 1,
+                },
+                ..PgOptions::default()
+            };
+            Arc::new(PgStore::open(url, &options).await?)
+        }
+    })
 }
 
 /// A policy section granting a tool what it does not declare (another kind,
@@ -181,17 +206,11 @@ impl Host {
         config: Config,
         group_commit: GroupCommit,
     ) -> Result<Arc<Host>, HostError> {
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open_with(
-            &config.db_path(),
-            std::time::Duration::from_millis(config.busy_timeout_ms),
-            group_commit,
-        )?);
-        let owner = OwnerLock::acquire(&config.state_dir).map_err(|e| HostError::Owner {
-            dir: config.state_dir.clone(),
-            error: e.to_string(),
-        })?;
+        let store = open_store(&config, group_commit).await?;
+        let owner = store.register_owner().await?;
+        owner.set_policy_hash(&config.policy_sha256);
         let switch = KillSwitch::new(store.clone());
-        Host::assemble(config, store, Arc::new(owner), switch).await
+        Host::assemble(config, store, owner, switch).await
     }
 
     /// A new generation of this host from its policy file as it is now
@@ -216,19 +235,23 @@ impl Host {
     pub async fn reload(&self) -> Result<Arc<Host>, HostError> {
         let config = Config::load(&self.config.path)?;
         for (what, old, new) in [
-            ("state_dir", &self.config.state_dir, &config.state_dir),
             (
-                "the state database",
-                &self.config.db_path(),
-                &config.db_path(),
+                "state_dir",
+                self.config.state_dir.display().to_string(),
+                config.state_dir.display().to_string(),
+            ),
+            (
+                "the state store",
+                self.config.store.shown(),
+                config.store.shown(),
             ),
         ] {
-            if old != new {
+            if old != new || (what == "the state store" && self.config.store != config.store) {
                 return Err(HostError::StateMoved {
                     path: config.path.clone(),
                     what,
-                    old: old.display().to_string(),
-                    new: new.display().to_string(),
+                    old,
+                    new,
                 });
             }
         }
@@ -239,6 +262,7 @@ impl Host {
             self.switch.clone(),
         )
         .await?;
+        self.owner.set_policy_hash(&next.config.policy_sha256);
         for t in self.registry.tools() {
             if let crate::registry::ToolSource::Builtin(b) = &t.source
                 && t.own_policy.is_none()
@@ -262,7 +286,7 @@ impl Host {
     async fn assemble(
         config: Config,
         store: Arc<dyn Store>,
-        owner: Arc<OwnerLock>,
+        owner: Arc<dyn OwnerLease>,
         switch: Arc<KillSwitch>,
     ) -> Result<Arc<Host>, HostError> {
         let mut sandbox = Sandbox::with_config(&SandboxConfig {

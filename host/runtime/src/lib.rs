@@ -44,5 +44,6 @@ pub mod registry;
 pub mod saga;
 pub mod sandbox;
 pub mod serve;
+pub mod store_choice;
 pub use capsaga_store as store;
 pub mod switch;

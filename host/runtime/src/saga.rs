@@ -20,6 +20,9 @@ use serde::Serialize;
 #[derive(Debug)]
 pub struct Saga {
     pub(crate) id: String,
+    /// The fencing token this process holds on the saga (every write about
+    /// it carries it; the store refuses a stale one).
+    pub(crate) fence: u64,
     pub(crate) state: State,
     /// Position of the next step. A resumed saga numbers from 0 again, so a
     /// step with the same tool and arguments at the same position has the
@@ -36,9 +39,10 @@ pub struct Saga {
 }
 
 impl Saga {
-    pub(crate) fn new(id: String, state: State, autonomy: Autonomy) -> Saga {
+    pub(crate) fn new(id: String, fence: u64, state: State, autonomy: Autonomy) -> Saga {
         Saga {
             id,
+            fence,
             state,
             next_seq: 0,
             pending_success: false,
@@ -50,6 +54,20 @@ impl Saga {
     /// The saga id (UUID v4).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The fencing token this process holds on the saga.
+    pub fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// The key of step `step_seq` of this saga, with this process's token.
+    pub(crate) fn step(&self, step_seq: u64) -> crate::store::StepKey<'_> {
+        crate::store::StepKey {
+            saga_id: &self.id,
+            fence: self.fence,
+            step_seq,
+        }
     }
 
     /// The guardrail state.

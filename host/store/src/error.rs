@@ -4,14 +4,16 @@
 
 use std::path::PathBuf;
 
-/// Current schema version of the state database (`PRAGMA user_version` for
-/// SQLite). Version 2 added the `approvals` and `wal_head` tables and the
-/// `owner` and `plan` columns of `saga_state`; version 3 rebuilt `approvals`
-/// (expiry, note, replacement); version 4 added the `neurons` table;
-/// version 5 the `principal` of each saga and the `tokens`,
+/// Current schema version of the SQLite state database (`PRAGMA
+/// user_version`). Version 2 added the `approvals` and `wal_head` tables and
+/// the `owner` and `plan` columns of `saga_state`; version 3 rebuilt
+/// `approvals` (expiry, note, replacement); version 4 added the `neurons`
+/// table; version 5 the `principal` of each saga and the `tokens`,
 /// `provider_keys` and `host_switch` tables; version 6 the
-/// `budget_reservations` table.
-pub const SCHEMA_VERSION: i64 = 6;
+/// `budget_reservations` table; version 7 the fencing tokens (`fence` of
+/// `saga_state` and `saga_steps`, checked by triggers). The PostgreSQL
+/// schema has its own numbered migrations (`postgres::schema`).
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -70,4 +72,48 @@ pub enum StoreError {
     /// The connection was poisoned by a panic in another thread.
     #[error("state database connection is unusable after a panic")]
     Poisoned,
+    /// A write carried a fencing token that is not the saga's current one:
+    /// another process took the saga over (its owner was found dead or its
+    /// lease expired). Refused by the database; nothing was written.
+    #[error(
+        "saga `{saga}` was taken over by another process (this process holds fencing token {held}, no longer current): the write was refused and nothing was written; this process no longer drives the saga"
+    )]
+    Fenced {
+        /// The saga.
+        saga: String,
+        /// The token the writer held.
+        held: u64,
+    },
+    /// The database server could not be reached, or the connection broke
+    /// (a network partition, a restart): the operation did not happen, or,
+    /// when the connection broke during a commit, its outcome is unknown
+    /// (a BEGIN found later without an outcome is compensated by recovery).
+    #[error(
+        "cannot reach the state database {target}: {detail}; nothing was written by this operation (if the connection broke during a commit, recovery resolves it)"
+    )]
+    Unreachable {
+        /// Where (the connection string without its password).
+        target: String,
+        /// Why.
+        detail: String,
+    },
+    /// A connection string (`store = "..."`, `CAPSAGA_STORE`) that cannot be
+    /// used; the message never repeats a password.
+    #[error("bad state store `{target}`: {detail}")]
+    BadUrl {
+        /// The setting, password removed.
+        target: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl StoreError {
+    /// The fencing error for `saga` and the token `held`.
+    pub fn fenced(saga: &str, held: u64) -> StoreError {
+        StoreError::Fenced {
+            saga: saga.to_string(),
+            held,
+        }
+    }
 }

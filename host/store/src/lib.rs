@@ -24,24 +24,42 @@
 //! | [`KeyStore`] | `provider_keys` | provider keys sealed under `CAPSAGA_KEK` |
 //! | [`SwitchStore`] | `host_switch` | the kill switch: running, read-only, paused |
 //! | [`AuditStore`] | all of the above | the tables' current values, for `audit verify` ([`audit`]) |
+//! | [`OwnerStore`] | `hosts` (PostgreSQL), lock files (SQLite) | which processes own sagas and whether they are alive |
 //!
 //! Invariants every implementation keeps (the SQLite one documents how):
 //! each write changes its table and appends the matching `wal_log` row in one
 //! transaction, so the two views never disagree; a BEGIN is durable before
 //! the write returns; an approval is claimed in the transaction of its step's
 //! BEGIN, at most once.
+//!
+//! Saga ownership and fencing: every saga has an owner (the id of the
+//! process driving it, [`OwnerStore`]) and a fencing token ([`SagaRow::fence`],
+//! 1 at creation, one more at every [`SagaStore::take_over`]). Every write
+//! that changes a saga or its steps carries the token its writer holds
+//! ([`StepKey`], [`NewStep::fence`], [`NewApproval::fence`]); the database
+//! refuses one whose token is not the saga's current token
+//! ([`StoreError::Fenced`]), in the write's own transaction (a trigger on
+//! `saga_steps`, a conditional update of `saga_state`). So a host whose saga
+//! was taken over while it was cut off cannot write to it any more, whatever
+//! it believes.
 
 pub mod access;
 pub mod audit;
 pub mod clock;
 mod error;
 mod neurons;
+mod owners;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod rows;
 pub mod sqlite;
+#[cfg(all(test, feature = "pg-harness"))]
+mod suite;
 
 pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};
 pub use error::{SCHEMA_VERSION, StoreError};
 pub use neurons::{NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, Transition};
+pub use owners::{OwnerLease, OwnerRow, OwnerStore};
 pub use rows::*;
 
 use async_trait::async_trait;
@@ -55,16 +73,20 @@ use serde_json::Value;
 #[async_trait]
 pub trait SagaStore: Send + Sync {
     /// Create a saga (logged as a `STATE` record with its origin, label and
-    /// the SHA-256 of its plan).
+    /// the SHA-256 of its plan), owned by `saga.owner` with the fencing
+    /// token [`FIRST_FENCE`].
     ///
     /// # Errors
     /// [`StoreError`], including a duplicate saga id.
     async fn create_saga(&self, saga: &NewSaga<'_>) -> Result<(), StoreError>;
 
-    /// Make `owner` the owner of a saga whose owner is `expected` (compare
-    /// and set, so two processes recovering at once cannot both take it),
-    /// logged as an `OWNER` record saying why. `Ok(false)` when the owner
-    /// was not `expected`.
+    /// Make `owner` the owner of a saga whose owner is `expected` and is not
+    /// alive ([`OwnerStore::owner_alive`]; `expected` None: no owner),
+    /// compare and set, so two processes recovering at once cannot both
+    /// take it; the saga's fencing token moves to the next value, so writes
+    /// carrying the old one are refused from now on. Logged as an `OWNER`
+    /// record saying why. `Ok(Some(token))`: the new token;
+    /// `Ok(None)`: the owner was not `expected`, or is alive.
     ///
     /// # Errors
     /// [`StoreError`].
@@ -74,17 +96,20 @@ pub trait SagaStore: Send + Sync {
         expected: Option<&str>,
         owner: &str,
         why: &str,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Option<u64>, StoreError>;
 
     /// Record a guardrail transition to `state` by `event`, with `extra`
     /// details (a JSON object, e.g. who made an operator's transition)
-    /// merged into its `STATE` record.
+    /// merged into its `STATE` record, by the holder of fencing token
+    /// `fence`.
     ///
     /// # Errors
-    /// [`StoreError`]; [`StoreError::Decode`] when the saga does not exist.
+    /// [`StoreError`]; [`StoreError::Decode`] when the saga does not exist;
+    /// [`StoreError::Fenced`] when `fence` is not its current token.
     async fn set_state(
         &self,
         saga_id: &str,
+        fence: u64,
         state: State,
         event: &str,
         extra: Option<&Value>,
@@ -155,24 +180,16 @@ pub trait StepStore: Send + Sync {
     /// BEGIN → COMMIT with the output.
     ///
     /// # Errors
-    /// [`StoreError`], including a step not in BEGIN.
-    async fn commit_step(
-        &self,
-        saga_id: &str,
-        step_seq: u64,
-        output: &ToolOutput,
-    ) -> Result<(), StoreError>;
+    /// [`StoreError`], including a step not in BEGIN;
+    /// [`StoreError::Fenced`] when `key.fence` is not the saga's token (as
+    /// for every write of this trait but the reads).
+    async fn commit_step(&self, key: StepKey<'_>, output: &ToolOutput) -> Result<(), StoreError>;
 
     /// BEGIN → FAIL with the error.
     ///
     /// # Errors
     /// [`StoreError`], including a step not in BEGIN.
-    async fn fail_step(
-        &self,
-        saga_id: &str,
-        step_seq: u64,
-        error: &ToolError,
-    ) -> Result<(), StoreError>;
+    async fn fail_step(&self, key: StepKey<'_>, error: &ToolError) -> Result<(), StoreError>;
 
     /// Log that step `step_seq` failed in a way that does not prove it did
     /// nothing (the host stopped it or refused its output after it ran): an
@@ -182,12 +199,7 @@ pub trait StepStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError`], including a step not in BEGIN.
-    async fn in_doubt(
-        &self,
-        saga_id: &str,
-        step_seq: u64,
-        error: &ToolError,
-    ) -> Result<(), StoreError>;
+    async fn in_doubt(&self, key: StepKey<'_>, error: &ToolError) -> Result<(), StoreError>;
 
     /// Log a failed attempt of a step that will be retried: a `RETRY`
     /// record with the attempt number (from 1), the delay (ms) and the
@@ -197,8 +209,7 @@ pub trait StepStore: Send + Sync {
     /// [`StoreError`], including a step not in BEGIN.
     async fn retry_attempt(
         &self,
-        saga_id: &str,
-        step_seq: u64,
+        key: StepKey<'_>,
         attempt: u32,
         delay_ms: u64,
         error: &ToolError,
@@ -210,18 +221,19 @@ pub trait StepStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError`].
-    async fn compensated(&self, saga_id: &str, step_seq: u64) -> Result<(), StoreError>;
+    async fn compensated(&self, key: StepKey<'_>) -> Result<(), StoreError>;
 
     /// Log what the host restored of a step's files from its journal (issue
     /// 28): an `FS_RESTORE` record with `report` (each path and what was
-    /// done to it); the step's status is unchanged.
+    /// done to it); the step's status is unchanged. Fenced like every write
+    /// of a step: refused when `key.fence` is not the saga's token.
     ///
     /// # Errors
-    /// [`StoreError`], including a step that does not exist.
+    /// [`StoreError::Fenced`], [`StoreError`] (including a step that does
+    /// not exist).
     async fn fs_restored(
         &self,
-        saga_id: &str,
-        step_seq: u64,
+        key: StepKey<'_>,
         report: &serde_json::Value,
     ) -> Result<(), StoreError>;
 
@@ -232,8 +244,7 @@ pub trait StepStore: Send + Sync {
     /// [`StoreError`].
     async fn compensation_failed(
         &self,
-        saga_id: &str,
-        step_seq: u64,
+        key: StepKey<'_>,
         error: &ToolError,
     ) -> Result<(), StoreError>;
 
@@ -447,6 +458,7 @@ pub trait Store:
     + BudgetStore
     + AuditStore
     + NeuronStore
+    + OwnerStore
     + TokenStore
     + KeyStore
     + SwitchStore
@@ -463,6 +475,7 @@ impl<T> Store for T where
         + BudgetStore
         + AuditStore
         + NeuronStore
+        + OwnerStore
         + TokenStore
         + KeyStore
         + SwitchStore

@@ -130,11 +130,29 @@ pub struct SagaRow {
     pub created_at: String,
     /// RFC 3339.
     pub updated_at: String,
-    /// The id of the process that drives it (see `ownership`), if any.
+    /// The id of the process that drives it ([`crate::OwnerStore`]), if any.
     pub owner: Option<String>,
     /// The principal that started it (`None` for sagas recorded before
     /// principals existed: only operators see those).
     pub principal: Option<String>,
+    /// Its fencing token: [`FIRST_FENCE`] at creation, one more at every
+    /// take-over. A write carrying another token is refused.
+    pub fence: u64,
+}
+
+/// The fencing token of a new saga.
+pub const FIRST_FENCE: u64 = 1;
+
+/// Which step a write is about, and the fencing token its writer holds on
+/// the saga (refused by the store when it is not the saga's current token).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepKey<'a> {
+    /// The saga.
+    pub saga_id: &'a str,
+    /// The writer's fencing token on it.
+    pub fence: u64,
+    /// The step's position.
+    pub step_seq: u64,
 }
 
 /// One row of `saga_steps`.
@@ -194,6 +212,8 @@ pub struct NewStep<'a> {
     /// An approved approval to claim in the same transaction as the BEGIN
     /// row (its binding must be this step's tool, tool hash and args hash).
     pub approval: Option<&'a str>,
+    /// The writer's fencing token on the saga.
+    pub fence: u64,
 }
 
 /// What `begin_step` found.
@@ -310,6 +330,8 @@ pub struct NewApproval<'a> {
     /// An approval of the same step this one replaces, and the final status
     /// it gets (`stale` or `expired`), in the same transaction.
     pub replaces: Option<(&'a str, ApprovalStatus)>,
+    /// The writer's fencing token on the saga (it parks the saga).
+    pub fence: u64,
 }
 
 /// Why an approval operation failed.

@@ -92,12 +92,18 @@ async fn a_client_accepting_every_elicitation_cannot_approve_its_own_call() {
         "hello world",
         "nothing ran"
     );
-    // The client was told, not asked.
-    let told = yes.told.lock().unwrap().clone();
-    assert!(
-        told.iter().any(|t| t["approval_id"] == id.as_str()),
-        "a log message names the pending approval: {told:?}"
-    );
+    // The client was told, not asked (the log message is handled by the
+    // client's own task: it may land after the call's answer).
+    capsaga_tests::wait_until_async("a log message naming the pending approval", || {
+        let told = yes
+            .told
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|t| t["approval_id"] == id.as_str());
+        async move { told }
+    })
+    .await;
     // Bob's token cannot decide it over REST either, nor reach any other
     // operator route.
     let c = http();

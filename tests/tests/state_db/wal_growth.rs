@@ -69,6 +69,7 @@ fn commit_steps(db: &SqliteStore, saga: &str, n: u64) {
                 args: &args,
                 preimage: None,
                 approval: None,
+                fence: capsaga_host::store::FIRST_FENCE,
             })
             .await
             .unwrap();
@@ -78,7 +79,16 @@ fn commit_steps(db: &SqliteStore, saga: &str, n: u64) {
                 next_hint: None,
                 summary: String::new(),
             };
-            db.commit_step(saga, i, &out).await.unwrap();
+            db.commit_step(
+                capsaga_host::store::StepKey {
+                    saga_id: saga,
+                    fence: capsaga_host::store::FIRST_FENCE,
+                    step_seq: i,
+                },
+                &out,
+            )
+            .await
+            .unwrap();
         }
     });
 }

@@ -177,6 +177,16 @@ pub struct PolicyFile {
     /// How long a write to the state database waits its turn while other
     /// processes write, milliseconds (default 60 000; 1 to 3 600 000).
     pub busy_timeout_ms: Option<u64>,
+    /// The state store: `sqlite` (the default: `<state_dir>/state.db`) or a
+    /// PostgreSQL connection string (`postgres://USER@HOST:PORT/DB`) shared
+    /// by several hosts. The environment's `CAPSAGA_STORE` wins over it. A
+    /// password is refused here (it comes from `PGPASSWORD` or
+    /// `CAPSAGA_STORE`).
+    pub store: Option<String>,
+    /// How long a host's lease on its sagas lasts in a shared store,
+    /// milliseconds (default 10 000; 500 to 600 000): another host recovers
+    /// the sagas of a host that has not renewed it for this long.
+    pub store_lease_ms: Option<u64>,
     /// Default limits.
     #[serde(default)]
     pub limits: LimitsConfig,

@@ -11,8 +11,8 @@ use super::{Failure, exit};
 use crate::agent::keys::{self, KeyError};
 use crate::config::Config;
 use crate::dispatch::decider;
-use crate::store::sqlite::SqliteStore;
-use crate::store::{Store, SwitchStore, TokenOpError};
+use crate::store::sqlite::GroupCommit;
+use crate::store::{Store, TokenOpError};
 use base64::Engine;
 use capsaga_core::pause::Mode;
 use capsaga_core::principal::{Role, valid_token_name};
@@ -20,6 +20,7 @@ use clap::Subcommand;
 use serde_json::json;
 use std::io::BufRead;
 use std::path::Path;
+use std::sync::Arc;
 use zeroize::Zeroizing;
 
 /// `capsaga tokens ...`
@@ -83,12 +84,15 @@ pub struct PauseArgs {
     pub status: bool,
 }
 
-fn open_store(config_path: &Path) -> Result<SqliteStore, Failure> {
+/// The store the configuration names (the state directory's SQLite file,
+/// or the shared PostgreSQL database of several hosts: a token, a key or a
+/// pause made here then reaches every host).
+async fn open_store(config_path: &Path) -> Result<Arc<dyn Store>, Failure> {
     let config = Config::load(config_path).map_err(|e| Failure {
         code: exit::CONFIG,
         message: e.to_string(),
     })?;
-    Ok(SqliteStore::open(&config.db_path())?)
+    Ok(crate::host::open_store(&config, GroupCommit::On).await?)
 }
 
 fn usage(message: String) -> Failure {
@@ -127,8 +131,8 @@ fn new_secret() -> Result<Zeroizing<String>, Failure> {
 
 /// `capsaga tokens ...`.
 pub(crate) async fn tokens(config: &Path, out: &Out, cmd: TokensCmd) -> Result<u8, Failure> {
-    let store = open_store(config)?;
-    let store: &dyn Store = &store;
+    let store = open_store(config).await?;
+    let store: &dyn Store = &*store;
     let me = decider("cli").to_string();
     match cmd {
         TokensCmd::Create { name, role } => {
@@ -205,8 +209,8 @@ fn key_failure(e: KeyError) -> Failure {
 
 /// `capsaga keys ...`.
 pub(crate) async fn keys_cmd(config: &Path, out: &Out, cmd: KeysCmd) -> Result<u8, Failure> {
-    let store = open_store(config)?;
-    let store: &dyn Store = &store;
+    let store = open_store(config).await?;
+    let store: &dyn Store = &*store;
     match cmd {
         KeysCmd::Add { name, from_env } => {
             let kek = keys::kek_from_env().map_err(|e| key_failure(e.into()))?;
@@ -285,7 +289,7 @@ pub(crate) async fn pause(
     a: &PauseArgs,
     resume: bool,
 ) -> Result<u8, Failure> {
-    let store = open_store(config)?;
+    let store = open_store(config).await?;
     let sw = if a.status {
         store.switch().await?
     } else {

@@ -77,9 +77,19 @@ pub struct BenchArgs {
     /// (`synchronous = FULL`), with group commit off and on, in one run.
     #[arg(long)]
     pub group_commit: bool,
-    /// Steps each run of `--group-commit` commits.
+    /// Steps each run of `--group-commit` commits (and of `--pg`).
     #[arg(long, default_value_t = 2000)]
     pub group_commit_steps: u32,
+    /// Instead: saga steps/s on a shared PostgreSQL store at 1, 10 and 100
+    /// concurrent sagas over 1, 2 and 3 hosts, next to SQLite with group
+    /// commit and the floor of one durable PostgreSQL commit, in one run
+    /// (on a throw-away cluster unless `--pg-url`).
+    #[arg(long)]
+    pub pg: bool,
+    /// The database of `--pg` (its password from PGPASSWORD); default: a
+    /// throw-away cluster started for the run (Debian's postgresql).
+    #[arg(long, env = "CAPSAGA_BENCH_PG_URL", hide_env_values = true)]
+    pub pg_url: Option<String>,
     /// Instead: the host's file journal (issue 28): a step writing 100
     /// small files and one overwriting 100 files with and without the
     /// journal, their restore next to writing the files directly, a 64 MiB
@@ -602,6 +612,9 @@ pub(super) fn machine() -> String {
 pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     if args.wal {
         return super::bench_wal::run(out, args.wal_steps).await;
+    }
+    if args.pg {
+        return super::bench_pg::run(out, args.pg_url.as_deref(), args.group_commit_steps).await;
     }
     if args.group_commit {
         return super::bench_group::run(out, args.group_commit_steps).await;

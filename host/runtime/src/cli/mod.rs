@@ -11,6 +11,7 @@ mod bench;
 mod bench_fs;
 mod bench_group;
 mod bench_neurons;
+mod bench_pg;
 mod bench_shell;
 mod bench_start;
 mod bench_wal;
@@ -331,7 +332,7 @@ impl From<HostError> for Failure {
             | HostError::Grants(_)
             | HostError::StateMoved { .. } => exit::CONFIG,
             HostError::Store(s) => store_code(s),
-            HostError::Sandbox(_) | HostError::Owner { .. } => exit::INTERNAL,
+            HostError::Sandbox(_) => exit::INTERNAL,
         };
         Failure {
             code,
@@ -345,7 +346,10 @@ impl From<HostError> for Failure {
 /// database.
 fn store_code(e: &StoreError) -> u8 {
     match e {
-        StoreError::Busy(_) => exit::BUSY,
+        StoreError::Busy(_) | StoreError::Unreachable { .. } | StoreError::Fenced { .. } => {
+            exit::BUSY
+        }
+        StoreError::BadUrl { .. } => exit::CONFIG,
         _ => exit::DATABASE,
     }
 }
@@ -561,6 +565,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         .as_ref()
         .map_or(cli.config.as_path(), |a| a.path.as_path());
     let host = Host::open(config).await?;
+    stop_when_lease_lost(&host);
     let door = Dispatcher::new(host);
     let recovered = if acts_on_sagas(&cli.command) {
         door.recover_dead().await?
@@ -578,6 +583,23 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
     }
     run_command(&door, &out, cli.command, &recovered).await
+}
+
+/// A host whose lease on its sagas is lost (a shared store it could not
+/// reach for longer than the lease, or that found the lease expired) may
+/// no longer drive them: another host may be recovering them. Stop the
+/// process at once rather than run a tool without a lease (its writes
+/// would be refused by fencing anyway; a tool's own effect would not).
+fn stop_when_lease_lost(host: &std::sync::Arc<Host>) {
+    let mut lost = host.owner.lost();
+    tokio::spawn(async move {
+        if lost.wait_for(|l| *l).await.is_ok() {
+            errln!(
+                "capsaga: this host's lease on its sagas was lost (the state store was unreachable for longer than the lease, or it expired): stopping now; another host recovers its sagas"
+            );
+            std::process::exit(i32::from(exit::BUSY));
+        }
+    });
 }
 
 /// One command on a started host, through its door.

@@ -8,7 +8,6 @@ use super::{Failure, exit};
 use crate::config::Config;
 use crate::neurons::fitness;
 use crate::neurons::operator::{self, DecisionError};
-use crate::store::sqlite::SqliteStore;
 use crate::store::{NeuronOpError, NeuronRow, Store};
 use capsaga_core::neuron::Status;
 use clap::Subcommand;
@@ -110,8 +109,8 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: NeuronsCmd) -> Resul
         code: exit::CONFIG,
         message: e.to_string(),
     })?;
-    let store = SqliteStore::open(&config.db_path())?;
-    let store: &dyn Store = &store;
+    let store = crate::host::open_store(&config, crate::store::sqlite::GroupCommit::On).await?;
+    let store: &dyn Store = &*store;
     let home = config.home.to_string_lossy().into_owned();
     match cmd {
         NeuronsCmd::List => list(store, &config, out).await,

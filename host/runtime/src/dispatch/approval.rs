@@ -369,6 +369,7 @@ async fn park(
             preview: preview.as_ref(),
             ttl_s: host.config.policy.approval_ttl_s,
             replaces: retired.map(|r| (r.row.approval_id.as_str(), r.status)),
+            fence: p.saga.fence,
         })
         .await?;
     p.saga.state = State::AwaitingApproval;

@@ -53,7 +53,7 @@ pub(super) async fn finish_rollback(
     host: &Host,
     saga: &mut Saga,
 ) -> Result<RollbackReport, DispatchError> {
-    let report = compensate_all(host, &saga.id).await?;
+    let report = compensate_all(host, saga).await?;
     let end = if report.all_compensated() {
         Event::CompensationDone
     } else {
@@ -88,7 +88,7 @@ pub(super) async fn retry(host: &Host, saga: &mut Saga) -> Result<RollbackReport
         }
         .into());
     }
-    let report = compensate_all(host, &saga.id).await?;
+    let report = compensate_all(host, saga).await?;
     let all_compensated = host.store.steps(&saga.id).await?.iter().all(|s| {
         s.status != StepStatus::CompensationFailed
             && (!s.has_side_effects || !s.status.needs_compensation())
@@ -98,6 +98,7 @@ pub(super) async fn retry(host: &Host, saga: &mut Saga) -> Result<RollbackReport
         host.store
             .set_state(
                 &saga.id,
+                saga.fence,
                 next,
                 event.name(),
                 Some(&serde_json::json!({"actor": "operator"})),
@@ -119,7 +120,8 @@ pub(super) async fn retry(host: &Host, saga: &mut Saga) -> Result<RollbackReport
 ///
 /// # Errors
 /// [`DispatchError`] when the log cannot be read or written.
-async fn compensate_all(host: &Host, saga_id: &str) -> Result<RollbackReport, DispatchError> {
+async fn compensate_all(host: &Host, saga: &Saga) -> Result<RollbackReport, DispatchError> {
+    let saga_id = saga.id.as_str();
     let mut steps = host.store.steps(saga_id).await?;
     steps.sort_by_key(|s| std::cmp::Reverse(s.step_seq));
     let journaled = files::saga_has_journals(host, saga_id).await;
@@ -143,9 +145,15 @@ async fn compensate_all(host: &Host, saga_id: &str) -> Result<RollbackReport, Di
                 files::Stage::Skip => continue,
                 files::Stage::Restore { tool } => {
                     let s = &step;
-                    files::undo_step(host, s, &j, tool, &mut expected, move |lent| async move {
-                        compensate_one(host, s, Some(&lent)).await
-                    })
+                    files::undo_step(
+                        host,
+                        saga.fence,
+                        s,
+                        &j,
+                        tool,
+                        &mut expected,
+                        move |lent| async move { compensate_one(host, s, Some(&lent)).await },
+                    )
                     .await?
                 }
             },
@@ -153,10 +161,10 @@ async fn compensate_all(host: &Host, saga_id: &str) -> Result<RollbackReport, Di
             None => continue,
         };
         match &result {
-            Ok(()) => host.store.compensated(saga_id, step.step_seq).await?,
+            Ok(()) => host.store.compensated(saga.step(step.step_seq)).await?,
             Err(e) => {
                 host.store
-                    .compensation_failed(saga_id, step.step_seq, e)
+                    .compensation_failed(saga.step(step.step_seq), e)
                     .await?
             }
         }

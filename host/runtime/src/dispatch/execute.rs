@@ -254,7 +254,7 @@ pub(super) async fn with_retries(
             return Ok((not_repeated(res, repeat), diagnostics));
         };
         host.store
-            .retry_attempt(&saga.id, ctx.step_seq, attempt, delay_ms, e)
+            .retry_attempt(saga.step(ctx.step_seq), attempt, delay_ms, e)
             .await?;
         tokio::time::sleep(Duration::from_millis(delay_ms)).await;
         attempt += 1;

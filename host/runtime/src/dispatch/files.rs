@@ -333,13 +333,15 @@ pub(super) async fn saga_has_journals(host: &Host, saga_id: &str) -> bool {
 
 /// Roll `step` back with its journal: the plan, the tool's compensation
 /// (when `tool`, run by `compensate_tool` with the journal lent), the
-/// restore, the `FS_RESTORE` record. Returns the step's result and the
-/// report.
+/// restore, the `FS_RESTORE` record (written with `fence`, the token this
+/// process holds on the saga: refused once another host took it over).
+/// Returns the step's result and the report.
 ///
 /// # Errors
-/// [`DispatchError`] when the log cannot be written.
+/// [`DispatchError`] when the log cannot be written (fenced included).
 pub(super) async fn undo_step<F, Fut>(
     host: &Host,
+    fence: u64,
     step: &StepRow,
     journal: &CallJournal,
     tool: bool,
@@ -373,8 +375,11 @@ where
     };
     host.store
         .fs_restored(
-            &step.saga_id,
-            step.step_seq,
+            crate::store::StepKey {
+                saga_id: &step.saga_id,
+                fence,
+                step_seq: step.step_seq,
+            },
             &record(&report, tool_result.as_ref()),
         )
         .await?;

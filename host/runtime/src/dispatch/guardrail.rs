@@ -23,7 +23,7 @@ pub(super) async fn transition(
 ) -> Result<(), DispatchError> {
     let next = host.guardrail.apply(saga.state, event)?;
     host.store
-        .set_state(&saga.id, next, event.name(), None)
+        .set_state(&saga.id, saga.fence, next, event.name(), None)
         .await?;
     saga.state = next;
     Ok(())

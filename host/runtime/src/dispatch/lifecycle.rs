@@ -4,7 +4,6 @@
 //! saga, and the operator's retry of failed compensations.
 
 use super::{DispatchError, Dispatcher, compensate, guardrail};
-use crate::ownership;
 use crate::saga::{RollbackReport, Saga};
 use crate::store::{NewSaga, Origin};
 use capsaga_core::fsm::{Event, State};
@@ -44,6 +43,7 @@ impl Dispatcher {
     ) -> Result<Saga, DispatchError> {
         let host = &self.host;
         let id = uuid::Uuid::new_v4().to_string();
+        let fence = crate::store::FIRST_FENCE;
         let state = host.guardrail.apply(State::Idle, Event::StartSaga)?;
         host.store
             .create_saga(&NewSaga {
@@ -56,7 +56,7 @@ impl Dispatcher {
                 principal: Some(&principal.name),
             })
             .await?;
-        Ok(Saga::new(id, state, host.config.policy.autonomy))
+        Ok(Saga::new(id, fence, state, host.config.policy.autonomy))
     }
 
     /// Re-open an existing saga and take it over (it must not be driven by
@@ -74,34 +74,53 @@ impl Dispatcher {
             .await?
             .ok_or_else(|| DispatchError::NotFound(saga_id.to_string()))?;
         let me = host.owner.id();
-        if row.owner.as_deref() != Some(me) {
-            if let Some(o) = &row.owner
-                && ownership::is_alive(&host.config.state_dir, o)
-            {
-                return Err(DispatchError::Busy {
-                    saga: row.saga_id,
-                    owner: o.clone(),
-                });
-            }
-            if !host
-                .store
-                .take_over(&row.saga_id, row.owner.as_deref(), me, "resume")
-                .await?
-            {
-                return Err(DispatchError::Busy {
-                    saga: row.saga_id,
-                    owner: "another process that took it over just now".into(),
-                });
-            }
+        if row.owner.as_deref() == Some(me) {
+            return self.resume_taken(saga_id, row.fence).await;
         }
-        // Read the state again: it may have moved before we took it over.
+        if let Some(o) = &row.owner
+            && host.store.owner_alive(o).await?
+        {
+            return Err(DispatchError::Busy {
+                saga: row.saga_id,
+                owner: o.clone(),
+            });
+        }
+        let Some(fence) = host
+            .store
+            .take_over(&row.saga_id, row.owner.as_deref(), me, "resume")
+            .await?
+        else {
+            return Err(DispatchError::Busy {
+                saga: row.saga_id,
+                owner: "another process that took it over just now".into(),
+            });
+        };
+        self.resume_taken(saga_id, fence).await
+    }
+
+    /// A saga this process owns with fencing token `fence`, as it is now in
+    /// the store (its state may have moved before it was taken over).
+    ///
+    /// # Errors
+    /// [`DispatchError::NotFound`] or the store.
+    pub(super) async fn resume_taken(
+        &self,
+        saga_id: &str,
+        fence: u64,
+    ) -> Result<Saga, DispatchError> {
+        let host = &self.host;
         let state = host
             .store
             .saga(saga_id)
             .await?
             .map(|r| r.state)
             .ok_or_else(|| DispatchError::NotFound(saga_id.to_string()))?;
-        Ok(Saga::new(row.saga_id, state, host.config.policy.autonomy))
+        Ok(Saga::new(
+            saga_id.to_string(),
+            fence,
+            state,
+            host.config.policy.autonomy,
+        ))
     }
 
     /// Decide `saga`'s next calls at `requested`, never above the operator's

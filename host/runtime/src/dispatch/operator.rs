@@ -5,7 +5,6 @@
 //! it (that process sees the denial itself).
 
 use super::{DispatchError, Dispatcher};
-use crate::ownership;
 use crate::saga::RollbackReport;
 use crate::store::{ApprovalOpError, ApprovalRow, SagaRow};
 use capsaga_core::fsm::State;
@@ -65,9 +64,14 @@ impl Dispatcher {
         let parked = self.parked_on(&approval).await?;
         let mut rollback = None;
         if !approve && let Some(saga) = &parked {
-            let live = saga.owner.as_deref().is_some_and(|o| {
-                o != host.owner.id() && ownership::is_alive(&host.config.state_dir, o)
-            });
+            let live = match saga.owner.as_deref() {
+                Some(o) if o != host.owner.id() => host
+                    .store
+                    .owner_alive(o)
+                    .await
+                    .map_err(DispatchError::from)?,
+                _ => false,
+            };
             if !live {
                 let mut s = self.resume(&approval.saga_id).await?;
                 rollback = Some(self.abort(&mut s).await?);

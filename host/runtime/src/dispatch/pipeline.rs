@@ -129,7 +129,7 @@ impl Dispatcher {
         let saga_id = saga.id.clone();
         let grants = tool.grant_strings();
         let step = wal::new_step(
-            &saga_id,
+            (&saga_id, saga.fence),
             tool,
             seq,
             key,

@@ -45,21 +45,32 @@ impl Dispatcher {
         let host = &self.host;
         let me = host.owner.id();
         let mut done = Vec::new();
+        // One look per owner per pass (many sagas share a few owners).
+        let mut alive_owners = std::collections::HashMap::new();
         for row in host.store.unfinished_sagas().await? {
-            let state_dir = &host.config.state_dir;
-            if !ownership::recoverable(state_dir, me, row.owner.as_deref(), row.state, &row.origin)
-            {
+            let alive = match row.owner.as_deref() {
+                Some(o) if o != me => match alive_owners.get(o) {
+                    Some(a) => *a,
+                    None => {
+                        let a = host.store.owner_alive(o).await?;
+                        alive_owners.insert(o.to_string(), a);
+                        a
+                    }
+                },
+                _ => false,
+            };
+            if !ownership::recoverable(me, row.owner.as_deref(), alive, row.state, &row.origin) {
                 continue;
             }
             let why = "recovery: the owner process is gone";
-            if !host
+            let Some(fence) = host
                 .store
                 .take_over(&row.saga_id, row.owner.as_deref(), me, why)
                 .await?
-            {
+            else {
                 continue;
-            }
-            let mut saga = self.resume(&row.saga_id).await?;
+            };
+            let mut saga = self.resume_taken(&row.saga_id, fence).await?;
             let state_before = saga.state();
             let report = self.recover(&mut saga).await?;
             tracing::info!(

@@ -24,6 +24,7 @@ impl Dispatcher {
         host.store
             .set_state(
                 &saga.id,
+                saga.fence,
                 next,
                 event.name(),
                 Some(&serde_json::json!({"actor": "operator"})),

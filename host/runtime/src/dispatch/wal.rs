@@ -92,7 +92,7 @@ pub(super) async fn settle(
 ) -> Result<Outcome, DispatchError> {
     match result {
         Ok(output) => {
-            host.store.commit_step(&saga.id, seq, &output).await?;
+            host.store.commit_step(saga.step(seq), &output).await?;
             if tool.meta.has_side_effects {
                 saga.side_effects += 1;
                 saga.pending_success = true;
@@ -109,7 +109,7 @@ pub(super) async fn settle(
         }
         Err(error) => {
             if !tool.meta.has_side_effects {
-                host.store.fail_step(&saga.id, seq, &error).await?;
+                host.store.fail_step(saga.step(seq), &error).await?;
                 return Ok(Outcome::ReadFailed {
                     seq,
                     error,
@@ -121,9 +121,9 @@ pub(super) async fn settle(
             // stays BEGIN, in doubt, and the rollback below compensates it
             // from its dry-run pre-image, as crash recovery would.
             if diagnostics.interrupted {
-                host.store.in_doubt(&saga.id, seq, &error).await?;
+                host.store.in_doubt(saga.step(seq), &error).await?;
             } else {
-                host.store.fail_step(&saga.id, seq, &error).await?;
+                host.store.fail_step(saga.step(seq), &error).await?;
             }
             let rollback = compensate::rollback(host, saga, Event::ToolFailed).await?;
             Ok(Outcome::Failed {
@@ -140,7 +140,7 @@ pub(super) async fn settle(
 /// `args`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn new_step<'a>(
-    saga_id: &'a str,
+    (saga_id, fence): (&'a str, u64),
     tool: &'a LoadedTool,
     seq: u64,
     key: &'a str,
@@ -160,5 +160,6 @@ pub(super) fn new_step<'a>(
         args,
         preimage,
         approval,
+        fence,
     }
 }

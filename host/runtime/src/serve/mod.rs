@@ -34,6 +34,7 @@
 pub mod admit;
 pub mod auth;
 pub mod catalog;
+pub mod cluster;
 pub mod conn;
 pub mod fixtures;
 pub mod limits;
@@ -183,6 +184,7 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         let every = o.catalog_poll.filter(|d| !d.is_zero());
         rt.spawn(catalog::watch(Arc::downgrade(&shared), every));
         rt.spawn(live::on_hangup(Arc::downgrade(live)));
+        rt.spawn(cluster::recover_loop(Arc::downgrade(live)));
     }
     shared
 }

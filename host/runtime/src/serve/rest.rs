@@ -33,7 +33,7 @@ use axum::response::{IntoResponse, Response};
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::Principal;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -122,6 +122,13 @@ pub async fn healthz(State(r): State<Arc<Rest>>) -> Response {
     body["reload"] = json!(r.live.stats());
     body["sessions"] = sessions;
     body["switch"] = switch;
+    let (cluster, degraded) = super::cluster::health(&r.live).await;
+    if let (Some(b), Value::Object(c)) = (body.as_object_mut(), cluster) {
+        b.extend(c);
+        if degraded {
+            b.insert("status".into(), json!("degraded"));
+        }
+    }
     Json(body).into_response()
 }
 

@@ -170,7 +170,7 @@ impl ApprovalStore for SqliteStore {
             a.preview.cloned(),
             a.replaces.map(|(old, st)| (old.to_owned(), st)),
         );
-        let step_seq = a.step_seq;
+        let (step_seq, fence) = (a.step_seq, a.fence);
         self.write(move |tx| {
             let a = NewApproval {
                 saga_id: &saga_id,
@@ -182,6 +182,7 @@ impl ApprovalStore for SqliteStore {
                 preview: preview.as_ref(),
                 ttl_s: 0,
                 replaces: replaces.as_ref().map(|(old, st)| (old.as_str(), *st)),
+                fence,
             };
             if let Some((old, status)) = a.replaces {
                 retire(tx, old, status, &id, &at)?;
@@ -222,11 +223,11 @@ impl ApprovalStore for SqliteStore {
                 &at,
             )?;
             let n = tx.execute(
-                "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1",
-                params![a.saga_id, State::AwaitingApproval.as_str(), at],
+                "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1 AND fence = ?4",
+                params![a.saga_id, State::AwaitingApproval.as_str(), at, a.fence as i64],
             )?;
             if n == 0 {
-                return Err(StoreError::Decode(format!("no saga `{}`", a.saga_id)));
+                return Err(super::sagas::missing_or_fenced(tx, a.saga_id, a.fence)?);
             }
             append(
                 tx,

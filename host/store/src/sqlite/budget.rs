@@ -1,5 +1,5 @@
 //! `budget_days`: model spend per UTC day; `budget_reservations`: the
-//! maximum estimates of calls in flight (schema version 5), checked against
+//! maximum estimates of calls in flight (schema version 6), checked against
 //! the day's hard cap and recorded in one write transaction.
 
 use super::super::{BudgetStore, DayRow, NewReservation, Reserved, StoreError};

@@ -27,7 +27,7 @@
 //!
 //! One file per trait: [`sagas`], [`steps`], [`log`], [`approvals`],
 //! [`traces`], [`budget`], [`audit`], [`neurons`], [`tokens`], [`keys`],
-//! [`switch`]; the schema and its
+//! [`switch`], [`owners`] (lock files); the schema and its
 //! migrations in [`schema`]; the write turn in [`turn`]; the `-wal` file's
 //! size in [`checkpoint`].
 
@@ -39,6 +39,7 @@ pub mod group;
 mod keys;
 mod log;
 mod neurons;
+pub mod owners;
 mod sagas;
 mod schema;
 mod steps;
@@ -234,7 +235,7 @@ impl SqliteStore {
     /// # Errors
     /// Whatever `f` returns; [`StoreError::Backend`] for a transaction left
     /// open.
-    fn read<T>(
+    pub(crate) fn read<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -250,6 +251,17 @@ impl SqliteStore {
     }
 }
 
+/// A write refused by the fencing triggers becomes [`StoreError::Fenced`];
+/// any other error is converted as usual.
+fn fenced_or(e: rusqlite::Error, saga: &str, fence: u64) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(_, Some(msg)) = &e
+        && msg.contains(schema::FENCED)
+    {
+        return StoreError::fenced(saga, fence);
+    }
+    e.into()
+}
+
 /// JSON text of a value (`null` if it cannot be serialised, which the
 /// host's types never are).
 fn to_json<T: serde::Serialize>(v: &T) -> String {
@@ -262,10 +274,6 @@ fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value
         .transpose()
 }
 
-#[cfg(test)]
-mod access_tests;
-#[cfg(test)]
-mod budget_tests;
 #[cfg(test)]
 mod group_tests;
 #[cfg(test)]

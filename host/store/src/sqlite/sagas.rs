@@ -1,7 +1,8 @@
 //! `saga_state`: sagas, their guardrail state, owner and plan.
 
 use super::super::{
-    FailedCompensation, NeedsOperator, NewSaga, SagaRow, SagaStore, StepStatus, StoreError,
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaRow, SagaStore, StepStatus,
+    StoreError,
 };
 use super::log::append;
 use super::{SqliteStore, steps};
@@ -12,7 +13,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 const SAGA_COLUMNS: &str =
-    "saga_id, state, origin, label, created_at, updated_at, owner, principal";
+    "saga_id, state, origin, label, created_at, updated_at, owner, principal, fence";
 
 type SagaRaw = (
     String,
@@ -23,6 +24,7 @@ type SagaRaw = (
     String,
     Option<String>,
     Option<String>,
+    i64,
 );
 
 fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
@@ -35,6 +37,7 @@ fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
         r.get(5)?,
         r.get(6)?,
         r.get(7)?,
+        r.get(8)?,
     ))
 }
 
@@ -48,6 +51,29 @@ fn decode_saga(t: SagaRaw) -> Result<SagaRow, StoreError> {
         updated_at: t.5,
         owner: t.6,
         principal: t.7,
+        fence: u64::try_from(t.8)
+            .map_err(|_| StoreError::Decode(format!("negative fence {}", t.8)))?,
+    })
+}
+
+/// Why a fenced update of `saga_state` changed nothing: the saga does not
+/// exist ([`StoreError::Decode`]) or `fence` is not its token
+/// ([`StoreError::Fenced`]).
+pub(super) fn missing_or_fenced(
+    tx: &rusqlite::Transaction<'_>,
+    saga_id: &str,
+    fence: u64,
+) -> Result<StoreError, StoreError> {
+    let found: Option<i64> = tx
+        .query_row(
+            "SELECT fence FROM saga_state WHERE saga_id = ?1",
+            params![saga_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(match found {
+        None => StoreError::Decode(format!("no saga `{saga_id}`")),
+        Some(_) => StoreError::fenced(saga_id, fence),
     })
 }
 
@@ -81,8 +107,8 @@ impl SagaStore for SqliteStore {
         );
         self.write(move |tx| {
             tx.execute(
-                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, principal) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)",
-                params![saga_id, state.as_str(), origin, label, at, owner, plan, principal],
+                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, principal, fence) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9)",
+                params![saga_id, state.as_str(), origin, label, at, owner, plan, principal, FIRST_FENCE as i64],
             )?;
             let mut detail = json!({"state": state.as_str(), "origin": origin, "label": label, "plan_sha256": plan_hash});
             if let (Some(p), Some(d)) = (&principal, detail.as_object_mut()) {
@@ -99,7 +125,14 @@ impl SagaStore for SqliteStore {
         expected: Option<&str>,
         owner: &str,
         why: &str,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<u64>, StoreError> {
+        // Lock files: a dead owner stays dead (ids are never reused), so the
+        // check may come before the compare and set.
+        if let Some(e) = expected
+            && super::owners::is_alive(self.state_dir(), e)
+        {
+            return Ok(None);
+        }
         let at = now_rfc3339();
         let (saga_id, expected, owner, why) = (
             saga_id.to_owned(),
@@ -115,21 +148,26 @@ impl SagaStore for SqliteStore {
                 why.as_str(),
             );
             let n = tx.execute(
-                "UPDATE saga_state SET owner = ?3 WHERE saga_id = ?1 AND owner IS ?2",
+                "UPDATE saga_state SET owner = ?3, fence = fence + 1 WHERE saga_id = ?1 AND owner IS ?2",
                 params![saga_id, expected, owner],
             )?;
             if n == 0 {
-                return Ok(false);
+                return Ok(None);
             }
+            let fence: i64 = tx.query_row(
+                "SELECT fence FROM saga_state WHERE saga_id = ?1",
+                params![saga_id],
+                |r| r.get(0),
+            )?;
             append(
                 tx,
                 saga_id,
                 None,
                 "OWNER",
-                &json!({"owner": owner, "previous": expected, "why": why}),
+                &json!({"owner": owner, "previous": expected, "why": why, "fence": fence}),
                 &at,
             )?;
-            Ok(true)
+            Ok(u64::try_from(fence).ok())
         })
         .await
     }
@@ -137,6 +175,7 @@ impl SagaStore for SqliteStore {
     async fn set_state(
         &self,
         saga_id: &str,
+        fence: u64,
         state: State,
         event: &str,
         extra: Option<&Value>,
@@ -152,11 +191,11 @@ impl SagaStore for SqliteStore {
         self.write(move |tx| {
             let saga_id = saga_id.as_str();
             let n = tx.execute(
-                "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1",
-                params![saga_id, state.as_str(), at],
+                "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1 AND fence = ?4",
+                params![saga_id, state.as_str(), at, fence as i64],
             )?;
             if n == 0 {
-                return Err(StoreError::Decode(format!("no saga `{saga_id}`")));
+                return Err(missing_or_fenced(tx, saga_id, fence)?);
             }
             append(tx, saga_id, None, "STATE", &detail, &at)
         })

@@ -209,6 +209,23 @@ fn migrate_v6(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Version 7: fencing tokens (`store::SagaRow::fence`). A saga's token
+/// moves at every take-over; every insert or update of one of its steps
+/// must carry the current token, or the trigger aborts the write (the host
+/// maps the message to `StoreError::Fenced`): refused by the database, not
+/// by the writer's good faith.
+const MIGRATE_V7: &str = r#"
+CREATE TRIGGER IF NOT EXISTS saga_steps_fence_insert BEFORE INSERT ON saga_steps
+WHEN NEW.fence IS NOT (SELECT fence FROM saga_state WHERE saga_id = NEW.saga_id)
+BEGIN SELECT RAISE(ABORT, 'capsaga: fenced'); END;
+CREATE TRIGGER IF NOT EXISTS saga_steps_fence_update BEFORE UPDATE ON saga_steps
+WHEN NEW.fence IS NOT (SELECT fence FROM saga_state WHERE saga_id = NEW.saga_id)
+BEGIN SELECT RAISE(ABORT, 'capsaga: fenced'); END;
+"#;
+
+/// The message of the fencing triggers.
+pub(super) const FENCED: &str = "capsaga: fenced";
+
 /// The spend counters (created at every open when missing: they are not
 /// part of the write-ahead log and need no migration).
 const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
@@ -301,12 +318,36 @@ fn migrate_v5(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Version 7 (issue 25), in a function of its own (see [`MIGRATE_V7`]).
+fn migrate_v7(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    for table in ["saga_state", "saga_steps"] {
+        if !has_column(tx, table, "fence")? {
+            tx.execute_batch(&format!(
+                "ALTER TABLE {table} ADD COLUMN fence INTEGER NOT NULL DEFAULT 1"
+            ))?;
+        }
+    }
+    tx.execute_batch(MIGRATE_V7)?;
+    Ok(())
+}
+
 /// Bring the schema from `version` to [`SCHEMA_VERSION`], inside `tx`.
 fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
-    if version < 1 {
+    migrate_to(tx, version, SCHEMA_VERSION)
+}
+
+/// Bring the schema from `version` to `target` (at most
+/// [`SCHEMA_VERSION`]), inside `tx`: the tests build a database of an older
+/// version exactly as that version's capsaga did.
+pub(super) fn migrate_to(
+    tx: &Transaction<'_>,
+    version: i64,
+    target: i64,
+) -> Result<(), StoreError> {
+    if version < 1 && target >= 1 {
         tx.execute_batch(SCHEMA)?;
     }
-    if version < 2 {
+    if version < 2 && target >= 2 {
         for (column, decl) in [("owner", "TEXT"), ("plan", "TEXT")] {
             if !has_column(tx, "saga_state", column)? {
                 tx.execute_batch(&format!(
@@ -316,17 +357,20 @@ fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
         }
         tx.execute_batch(MIGRATE_V2)?;
     }
-    if version < 3 {
+    if version < 3 && target >= 3 {
         tx.execute_batch(MIGRATE_V3)?;
     }
-    if version < 4 {
+    if version < 4 && target >= 4 {
         tx.execute_batch(MIGRATE_V4)?;
     }
-    if version < 5 {
+    if version < 5 && target >= 5 {
         migrate_v5(tx)?;
     }
-    if version < 6 {
+    if version < 6 && target >= 6 {
         migrate_v6(tx)?;
+    }
+    if version < 7 && target >= 7 {
+        migrate_v7(tx)?;
     }
     Ok(())
 }

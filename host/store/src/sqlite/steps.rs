@@ -1,10 +1,10 @@
 //! `saga_steps`: the BEGIN record of a step (with the approval claim),
 //! its outcome, retries and compensation.
 
-use super::super::{BeginOutcome, NewStep, StepRow, StepStatus, StepStore, StoreError};
+use super::super::{BeginOutcome, NewStep, StepKey, StepRow, StepStatus, StepStore, StoreError};
 use super::approvals::ENDED_STATES;
 use super::log::append;
-use super::{SqliteStore, decode_json, to_json};
+use super::{SqliteStore, decode_json, fenced_or, to_json};
 use crate::clock::now_rfc3339;
 use async_trait::async_trait;
 use capsaga_core::error::ToolError;
@@ -149,8 +149,8 @@ fn claim(
 
 fn insert_begin(tx: &Transaction<'_>, s: &NewStep<'_>, at: &str) -> Result<(), StoreError> {
     tx.execute(
-        "INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, status, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'BEGIN', ?10, ?10)",
+        "INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, status, created_at, updated_at, fence)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'BEGIN', ?10, ?10, ?11)",
         params![
             s.saga_id,
             s.step_seq as i64,
@@ -161,9 +161,11 @@ fn insert_begin(tx: &Transaction<'_>, s: &NewStep<'_>, at: &str) -> Result<(), S
             s.idempotency_key,
             to_json(s.args),
             s.preimage.map(to_json),
-            at
+            at,
+            s.fence as i64
         ],
-    )?;
+    )
+    .map_err(|e| fenced_or(e, s.saga_id, s.fence))?;
     append(
         tx,
         s.saga_id,
@@ -194,6 +196,7 @@ struct OwnedStep {
     args: serde_json::Value,
     preimage: Option<ToolOutput>,
     approval: Option<String>,
+    fence: u64,
 }
 
 impl OwnedStep {
@@ -209,6 +212,7 @@ impl OwnedStep {
             args: s.args.clone(),
             preimage: s.preimage.cloned(),
             approval: s.approval.map(str::to_owned),
+            fence: s.fence,
         }
     }
 
@@ -224,6 +228,7 @@ impl OwnedStep {
             args: &self.args,
             preimage: self.preimage.as_ref(),
             approval: self.approval.as_deref(),
+            fence: self.fence,
         }
     }
 }
@@ -233,19 +238,19 @@ impl SqliteStore {
     /// output or the error, with the matching log record.
     async fn transition(
         &self,
-        saga_id: &str,
-        step_seq: u64,
+        key: StepKey<'_>,
         to: StepStatus,
         allowed_from: &'static [StepStatus],
         output: Option<&ToolOutput>,
         error: Option<&ToolError>,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let saga_id = saga_id.to_owned();
+        let (saga_id, fence, step_seq) = (key.saga_id.to_owned(), key.fence, key.step_seq);
         let output = output.cloned();
         let error = error.cloned();
         self.write(move |tx| {
             let (saga_id, output, error) = (saga_id.as_str(), output.as_ref(), error.as_ref());
+            let fenced = |e| fenced_or(e, saga_id, fence);
             let status: String = tx
                 .query_row(
                     "SELECT status FROM saga_steps WHERE saga_id = ?1 AND step_seq = ?2",
@@ -264,14 +269,16 @@ impl SqliteStore {
             }
             if let Some(o) = output {
                 tx.execute(
-                    "UPDATE saga_steps SET status = ?3, output = ?4, updated_at = ?5 WHERE saga_id = ?1 AND step_seq = ?2",
-                    params![saga_id, step_seq as i64, to.as_str(), to_json(o), at],
-                )?;
+                    "UPDATE saga_steps SET status = ?3, output = ?4, updated_at = ?5, fence = ?6 WHERE saga_id = ?1 AND step_seq = ?2",
+                    params![saga_id, step_seq as i64, to.as_str(), to_json(o), at, fence as i64],
+                )
+                .map_err(fenced)?;
             } else {
                 tx.execute(
-                    "UPDATE saga_steps SET status = ?3, error = ?4, updated_at = ?5 WHERE saga_id = ?1 AND step_seq = ?2",
-                    params![saga_id, step_seq as i64, to.as_str(), error.map(to_json), at],
-                )?;
+                    "UPDATE saga_steps SET status = ?3, error = ?4, updated_at = ?5, fence = ?6 WHERE saga_id = ?1 AND step_seq = ?2",
+                    params![saga_id, step_seq as i64, to.as_str(), error.map(to_json), at, fence as i64],
+                )
+                .map_err(fenced)?;
             }
             let detail = match (output, error) {
                 (Some(o), _) => json!({"output": o}),
@@ -331,15 +338,9 @@ impl StepStore for SqliteStore {
         .await
     }
 
-    async fn commit_step(
-        &self,
-        saga_id: &str,
-        step_seq: u64,
-        output: &ToolOutput,
-    ) -> Result<(), StoreError> {
+    async fn commit_step(&self, key: StepKey<'_>, output: &ToolOutput) -> Result<(), StoreError> {
         self.transition(
-            saga_id,
-            step_seq,
+            key,
             StepStatus::Commit,
             &[StepStatus::Begin],
             Some(output),
@@ -348,15 +349,9 @@ impl StepStore for SqliteStore {
         .await
     }
 
-    async fn fail_step(
-        &self,
-        saga_id: &str,
-        step_seq: u64,
-        error: &ToolError,
-    ) -> Result<(), StoreError> {
+    async fn fail_step(&self, key: StepKey<'_>, error: &ToolError) -> Result<(), StoreError> {
         self.transition(
-            saga_id,
-            step_seq,
+            key,
             StepStatus::Fail,
             &[StepStatus::Begin],
             None,
@@ -367,21 +362,21 @@ impl StepStore for SqliteStore {
 
     async fn retry_attempt(
         &self,
-        saga_id: &str,
-        step_seq: u64,
+        key: StepKey<'_>,
         attempt: u32,
         delay_ms: u64,
         error: &ToolError,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let saga_id = saga_id.to_owned();
+        let (saga_id, fence, step_seq) = (key.saga_id.to_owned(), key.fence, key.step_seq);
         let error = error.clone();
         self.write(move |tx| {
             let (saga_id, error) = (saga_id.as_str(), &error);
             let n = tx.execute(
-                "UPDATE saga_steps SET error = ?3, updated_at = ?4 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
-                params![saga_id, step_seq as i64, to_json(error), at],
-            )?;
+                "UPDATE saga_steps SET error = ?3, updated_at = ?4, fence = ?5 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
+                params![saga_id, step_seq as i64, to_json(error), at, fence as i64],
+            )
+            .map_err(|e| fenced_or(e, saga_id, fence))?;
             if n == 0 {
                 return Err(StoreError::Decode(format!(
                     "step {step_seq} of saga `{saga_id}` is not in BEGIN: cannot retry it"
@@ -399,21 +394,17 @@ impl StepStore for SqliteStore {
         .await
     }
 
-    async fn in_doubt(
-        &self,
-        saga_id: &str,
-        step_seq: u64,
-        error: &ToolError,
-    ) -> Result<(), StoreError> {
+    async fn in_doubt(&self, key: StepKey<'_>, error: &ToolError) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let saga_id = saga_id.to_owned();
+        let (saga_id, fence, step_seq) = (key.saga_id.to_owned(), key.fence, key.step_seq);
         let error = error.clone();
         self.write(move |tx| {
             let (saga_id, error) = (saga_id.as_str(), &error);
             let n = tx.execute(
-                "UPDATE saga_steps SET error = ?3, updated_at = ?4 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
-                params![saga_id, step_seq as i64, to_json(error), at],
-            )?;
+                "UPDATE saga_steps SET error = ?3, updated_at = ?4, fence = ?5 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
+                params![saga_id, step_seq as i64, to_json(error), at, fence as i64],
+            )
+            .map_err(|e| fenced_or(e, saga_id, fence))?;
             if n == 0 {
                 return Err(StoreError::Decode(format!(
                     "step {step_seq} of saga `{saga_id}` is not in BEGIN: cannot mark it in doubt"
@@ -431,29 +422,37 @@ impl StepStore for SqliteStore {
         .await
     }
 
-    async fn compensated(&self, saga_id: &str, step_seq: u64) -> Result<(), StoreError> {
-        self.transition(
-            saga_id,
-            step_seq,
-            StepStatus::Compensated,
-            &HOLDING_AN_EFFECT,
-            None,
-            None,
-        )
-        .await
+    async fn compensated(&self, key: StepKey<'_>) -> Result<(), StoreError> {
+        self.transition(key, StepStatus::Compensated, &HOLDING_AN_EFFECT, None, None)
+            .await
     }
 
     async fn fs_restored(
         &self,
-        saga_id: &str,
-        step_seq: u64,
+        key: StepKey<'_>,
         report: &serde_json::Value,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let saga_id = saga_id.to_owned();
+        let (saga_id, fence, step_seq) = (key.saga_id.to_owned(), key.fence, key.step_seq);
         let report = report.clone();
         self.write(move |tx| {
             let saga_id = saga_id.as_str();
+            // No step row changes (the trigger does not see this write):
+            // the token is checked here, in the write's own transaction.
+            let current: Option<i64> = tx
+                .query_row(
+                    "SELECT fence FROM saga_state WHERE saga_id = ?1",
+                    params![saga_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            match current {
+                None => return Err(StoreError::Decode(format!("no saga `{saga_id}`"))),
+                Some(f) if u64::try_from(f).ok() != Some(fence) => {
+                    return Err(StoreError::fenced(saga_id, fence));
+                }
+                Some(_) => {}
+            }
             let n: i64 = tx.query_row(
                 "SELECT count(*) FROM saga_steps WHERE saga_id = ?1 AND step_seq = ?2",
                 params![saga_id, step_seq as i64],
@@ -471,13 +470,11 @@ impl StepStore for SqliteStore {
 
     async fn compensation_failed(
         &self,
-        saga_id: &str,
-        step_seq: u64,
+        key: StepKey<'_>,
         error: &ToolError,
     ) -> Result<(), StoreError> {
         self.transition(
-            saga_id,
-            step_seq,
+            key,
             StepStatus::CompensationFailed,
             &HOLDING_AN_EFFECT,
             None,

@@ -1,17 +1,6 @@
 use super::super::*;
-use super::schema::SCHEMA;
+use super::schema::{SCHEMA, migrate_to};
 use super::*;
-use capsaga_core::error::{ErrorKind, ToolError};
-use capsaga_core::fsm::State;
-use capsaga_core::tool::ToolOutput;
-use serde_json::{Value, json};
-
-fn block<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
 
 #[test]
 fn creates_and_reopens() {
@@ -91,6 +80,79 @@ fn version_1_file_is_migrated_in_place() {
     assert!(SqliteStore::open(&p).is_ok());
 }
 
+/// A database of version 6 (issue 24's last) migrates forward to version 7
+/// (fencing): its sagas and steps get token 1, its other rows are kept, and
+/// from then on the triggers refuse a stale token.
+#[test]
+fn version_6_file_gains_fencing_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("state.db");
+    {
+        let mut c = Connection::open(&p).unwrap();
+        let tx = c.transaction().unwrap();
+        migrate_to(&tx, 0, 6).unwrap();
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 6;
+             INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, owner, principal) VALUES ('s', 'Acting', 'mcp', 't', 't', 'gone', 'token:bob');
+             INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, status, created_at, updated_at)
+               VALUES ('s', 0, 't', 'h', '[]', 1, 'k0', '{{}}', 'BEGIN', 't', 't');
+             INSERT INTO tokens (name, role, secret_sha256, created_at, created_by) VALUES ('bob', 'client', '{}', 't', 'cli:root');
+             INSERT INTO budget_reservations (id, day, usd, holder, created_at, expires_at) VALUES ('r', '2026-12-01', 0.5, 'x', 't', '9999-01-01T00:00:00.000Z');",
+            "ab".repeat(32)
+        ))
+        .unwrap();
+        tx.commit().unwrap();
+        let fence_columns: i64 = c
+            .query_row(
+                "SELECT count(*) FROM pragma_table_info('saga_steps') WHERE name = 'fence'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(fence_columns, 0, "a version 6 file has no fencing");
+    }
+    let db = SqliteStore::open(&p).unwrap();
+    let version: i64 = db
+        .read(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    block(async {
+        let saga = db.saga("s").await.unwrap().unwrap();
+        assert_eq!(
+            (saga.fence, saga.principal.as_deref()),
+            (FIRST_FENCE, Some("token:bob"))
+        );
+        assert_eq!(db.tokens().await.unwrap().len(), 1);
+        assert!((db.day_reserved("2026-12-01").await.unwrap() - 0.5).abs() < 1e-12);
+        let stale = StepKey {
+            saga_id: "s",
+            fence: 2,
+            step_seq: 0,
+        };
+        let out = capsaga_core::tool::ToolOutput {
+            data: serde_json::json!(1),
+            effects: vec![],
+            next_hint: None,
+            summary: String::new(),
+        };
+        assert!(matches!(
+            db.commit_step(stale, &out).await,
+            Err(StoreError::Fenced { held: 2, .. })
+        ));
+        let current = StepKey { fence: 1, ..stale };
+        db.commit_step(current, &out).await.unwrap();
+        assert_eq!(
+            db.step_at("s", 0).await.unwrap().unwrap().status,
+            StepStatus::Commit
+        );
+    });
+    drop(db);
+    assert!(
+        SqliteStore::open(&p).is_ok(),
+        "opening again changes nothing"
+    );
+}
+
 #[test]
 fn newer_schema_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -106,74 +168,6 @@ fn newer_schema_refused() {
     ));
 }
 
-fn out(v: Value) -> ToolOutput {
-    ToolOutput {
-        data: v,
-        effects: vec![],
-        next_hint: None,
-        summary: String::new(),
-    }
-}
-
-#[test]
-fn begin_commit_and_replay() {
-    block(async {
-        let dir = tempfile::tempdir().unwrap();
-        let db = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        db.create_saga(&NewSaga {
-            saga_id: "s1",
-            origin: Origin::Plan,
-            label: "test",
-            state: State::Planning,
-            owner: "me",
-            plan: None,
-            principal: None,
-        })
-        .await
-        .unwrap();
-        let args = json!({"a": 1});
-        let grants = vec!["fs:write:/x/**".to_string()];
-        let step = NewStep {
-            saga_id: "s1",
-            step_seq: 0,
-            tool_id: "t",
-            tool_hash: "h",
-            grants: &grants,
-            has_side_effects: true,
-            idempotency_key: "k0",
-            args: &args,
-            preimage: None,
-            approval: None,
-        };
-        assert_eq!(db.begin_step(&step).await.unwrap(), BeginOutcome::Started);
-        assert_eq!(
-            db.begin_step(&step).await.unwrap(),
-            BeginOutcome::Exists(StepStatus::Begin)
-        );
-        db.commit_step("s1", 0, &out(json!({"ok": true})))
-            .await
-            .unwrap();
-        assert_eq!(
-            db.begin_step(&step).await.unwrap(),
-            BeginOutcome::AlreadyCommitted(out(json!({"ok": true})))
-        );
-        // A committed step cannot fail afterwards.
-        let e = ToolError::with_hint(ErrorKind::Unknown, "x", "y");
-        assert!(db.fail_step("s1", 0, &e).await.is_err());
-        db.compensated("s1", 0).await.unwrap();
-        let steps = db.steps("s1").await.unwrap();
-        assert_eq!(steps[0].status, StepStatus::Compensated);
-        let log = db.log(Some("s1")).await.unwrap();
-        let records: Vec<&str> = log.iter().map(|l| l.record.as_str()).collect();
-        assert_eq!(records, ["STATE", "BEGIN", "COMMIT", "COMPENSATED"]);
-        assert!(capsaga_core::wal_row::verify(&log).is_none());
-        // Budget counters exist from the first open.
-        db.record_spend("2026-01-01", 0.5, 10, 20).await.unwrap();
-        assert_eq!(db.day_spent("2026-01-01").await.unwrap(), 0.5);
-        assert_eq!(db.budget_days(7).await.unwrap().len(), 1);
-    });
-}
-
 #[test]
 fn busy_is_told_apart() {
     let e: StoreError = rusqlite::Error::SqliteFailure(
@@ -183,4 +177,12 @@ fn busy_is_told_apart() {
     .into();
     assert!(matches!(e, StoreError::Busy(_)), "{e}");
     assert!(e.to_string().contains("database is locked"));
+}
+
+fn block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
 }

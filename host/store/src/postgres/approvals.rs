@@ -1,0 +1,359 @@
+//! `approvals`: human approvals of steps, shared by every host. A decision
+//! is a conditional update of a row locked for the transaction, so of two
+//! hosts deciding one approval at once one decides and the other is told it
+//! is no longer pending; a claim is written with its step's BEGIN
+//! ([`super::steps`]), at most once.
+
+use super::super::{
+    ApprovalOpError, ApprovalRow, ApprovalStore, MIN_ID_PREFIX, NewApproval, StoreError,
+};
+use super::log::append;
+use super::sagas::{ENDED_STATES, missing_or_fenced};
+use super::{Conn, PgStore, execute, get, i64_of, query, query_opt, to_json};
+use crate::clock::now_rfc3339;
+use async_trait::async_trait;
+use capsaga_core::approval::{ApprovalError, ApprovalStatus, Binding};
+use capsaga_core::fsm::State;
+use serde_json::{Value, json};
+
+const COLUMNS: &str = "approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at, expires_at, replaces, note";
+
+fn decode(r: &tokio_postgres::Row) -> Result<ApprovalRow, StoreError> {
+    let json = |t: &str, what: &str| -> Result<Value, StoreError> {
+        serde_json::from_str(t).map_err(|e| StoreError::Decode(format!("approval {what}: {e}")))
+    };
+    let step_seq: i64 = get(r, 2)?;
+    let args: String = get(r, 6)?;
+    let preview: Option<String> = get(r, 9)?;
+    let status: String = get(r, 10)?;
+    let claimed_step: Option<i64> = get(r, 14)?;
+    Ok(ApprovalRow {
+        approval_id: get(r, 0)?,
+        saga_id: get(r, 1)?,
+        step_seq: u64::try_from(step_seq)
+            .map_err(|_| StoreError::Decode(format!("negative approval step {step_seq}")))?,
+        binding: Binding {
+            tool_id: get(r, 3)?,
+            tool_hash: get(r, 4)?,
+            args_hash: get(r, 5)?,
+        },
+        args: json(&args, "args")?,
+        reason: get(r, 7)?,
+        summary: get(r, 8)?,
+        preview: preview.map(|p| json(&p, "preview")).transpose()?,
+        status: ApprovalStatus::parse(&status)
+            .ok_or_else(|| StoreError::Decode(format!("unknown approval status `{status}`")))?,
+        decided_by: get(r, 11)?,
+        decided_at: get(r, 12)?,
+        claimed_saga: get(r, 13)?,
+        claimed_step: claimed_step.map(|s| s.max(0) as u64),
+        claimed_at: get(r, 15)?,
+        created_at: get(r, 16)?,
+        expires_at: get(r, 17)?,
+        replaces: get(r, 18)?,
+        note: get(r, 19)?,
+    })
+}
+
+/// `now` plus `ttl_s` seconds, in the format of `clock::now_rfc3339`.
+fn expiry(ttl_s: u64) -> String {
+    let ttl = jiff::SignedDuration::from_secs(i64::try_from(ttl_s).unwrap_or(i64::MAX));
+    jiff::Timestamp::now()
+        .checked_add(ttl)
+        .unwrap_or(jiff::Timestamp::MAX)
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+async fn one(c: &Conn, id: &str) -> Result<ApprovalRow, StoreError> {
+    let row = query_opt(
+        c,
+        &format!("SELECT {COLUMNS} FROM approvals WHERE approval_id = $1"),
+        &[&id],
+    )
+    .await?
+    .ok_or_else(|| StoreError::Decode(format!("approval `{id}` vanished")))?;
+    decode(&row)
+}
+
+/// Retire approval `old` (pending or approved) as `status`, replaced by
+/// `new`, with its log record; nothing when it is already final.
+async fn retire(
+    c: &Conn,
+    old: &str,
+    status: ApprovalStatus,
+    new: &str,
+    at: &str,
+) -> Result<(), StoreError> {
+    let record = match status {
+        ApprovalStatus::Stale => "APPROVAL_STALE",
+        ApprovalStatus::Expired => "APPROVAL_EXPIRED",
+        other => {
+            return Err(StoreError::Decode(format!(
+                "an approval is replaced as stale or expired, not {other}"
+            )));
+        }
+    };
+    let Some(found) = query_opt(
+        c,
+        "UPDATE approvals SET status = $2 WHERE approval_id = $1 AND status IN ('pending', 'approved') RETURNING saga_id, step_seq",
+        &[&old, &status.as_str()],
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let (saga, step): (String, i64) = (get(&found, 0)?, get(&found, 1)?);
+    append(
+        c,
+        &saga,
+        u64::try_from(step).ok(),
+        record,
+        &json!({"approval_id": old, "replaced_by": new}),
+        at,
+    )
+    .await
+}
+
+#[async_trait]
+impl ApprovalStore for PgStore {
+    async fn request_approval(&self, a: &NewApproval<'_>) -> Result<ApprovalRow, StoreError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let at = now_rfc3339();
+        let expires_at = expiry(a.ttl_s);
+        let (saga_id, binding, args, reason, summary, preview, replaces) = (
+            a.saga_id.to_owned(),
+            a.binding.clone(),
+            a.args.clone(),
+            a.reason.to_owned(),
+            a.summary.to_owned(),
+            a.preview.cloned(),
+            a.replaces.map(|(old, st)| (old.to_owned(), st)),
+        );
+        let (step_seq, fence) = (a.step_seq, a.fence);
+        self.write(move |c| {
+            Box::pin(async move {
+                // The saga is parked first: a stale token writes nothing.
+                let n = execute(
+                    c,
+                    "UPDATE saga_state SET state = $2, updated_at = $3 WHERE saga_id = $1 AND fence = $4",
+                    &[&saga_id, &State::AwaitingApproval.as_str(), &at, &i64_of(fence)],
+                )
+                .await?;
+                if n == 0 {
+                    return Err(missing_or_fenced(c, &saga_id, fence).await?);
+                }
+                if let Some((old, status)) = &replaces {
+                    retire(c, old, *status, &id, &at).await?;
+                }
+                let replaced = replaces.as_ref().map(|(old, _)| old.clone());
+                execute(
+                    c,
+                    &format!("INSERT INTO approvals ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', NULL, NULL, NULL, NULL, NULL, $11, $12, $13, NULL)"),
+                    &[
+                        &id,
+                        &saga_id,
+                        &i64_of(step_seq),
+                        &binding.tool_id,
+                        &binding.tool_hash,
+                        &binding.args_hash,
+                        &to_json(&args),
+                        &reason,
+                        &summary,
+                        &preview.as_ref().map(to_json),
+                        &at,
+                        &expires_at,
+                        &replaced,
+                    ],
+                )
+                .await?;
+                append(
+                    c,
+                    &saga_id,
+                    Some(step_seq),
+                    "APPROVAL_REQUESTED",
+                    &json!({
+                        "approval_id": id,
+                        "tool": binding.tool_id,
+                        "tool_hash": binding.tool_hash,
+                        "args_hash": binding.args_hash,
+                        "reason": reason,
+                        "summary": summary,
+                        "expires_at": expires_at,
+                        "replaces": replaced,
+                    }),
+                    &at,
+                )
+                .await?;
+                append(
+                    c,
+                    &saga_id,
+                    None,
+                    "STATE",
+                    &json!({"state": State::AwaitingApproval.as_str(), "event": "ApprovalRequested"}),
+                    &at,
+                )
+                .await?;
+                one(c, &id).await
+            })
+        })
+        .await
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &str,
+        approve: bool,
+        by: &str,
+        note: Option<&str>,
+    ) -> Result<ApprovalRow, ApprovalOpError> {
+        let current = self.approval(id).await?;
+        let at = now_rfc3339();
+        let (by, note) = (by.to_owned(), note.map(str::to_owned));
+        let result: Result<Result<ApprovalRow, ApprovalError>, StoreError> = self
+            .write(move |c| {
+                Box::pin(async move {
+                    // Locked for the transaction: another host deciding at the
+                    // same moment waits, then finds it decided.
+                    let row = query_opt(
+                        c,
+                        "SELECT status FROM approvals WHERE approval_id = $1 FOR UPDATE",
+                        &[&current.approval_id],
+                    )
+                    .await?
+                    .ok_or_else(|| StoreError::Decode("approval vanished".into()))?;
+                    let status: String = get(&row, 0)?;
+                    let status = ApprovalStatus::parse(&status).ok_or_else(|| {
+                        StoreError::Decode(format!("unknown approval status `{status}`"))
+                    })?;
+                    if status == ApprovalStatus::Pending && current.is_expired(&at) {
+                        execute(
+                            c,
+                            "UPDATE approvals SET status = 'expired' WHERE approval_id = $1",
+                            &[&current.approval_id],
+                        )
+                        .await?;
+                        append(
+                            c,
+                            &current.saga_id,
+                            Some(current.step_seq),
+                            "APPROVAL_EXPIRED",
+                            &json!({"approval_id": current.approval_id}),
+                            &at,
+                        )
+                        .await?;
+                        let when = current.expires_at.clone().unwrap_or_default();
+                        return Ok(Err(ApprovalError::Expired(when)));
+                    }
+                    let next = match status.decide(approve) {
+                        Ok(n) => n,
+                        Err(e) => return Ok(Err(e)),
+                    };
+                    execute(
+                        c,
+                        "UPDATE approvals SET status = $2, decided_by = $3, decided_at = $4, note = $5 WHERE approval_id = $1 AND status = 'pending'",
+                        &[&current.approval_id, &next.as_str(), &by, &at, &note],
+                    )
+                    .await?;
+                    let record = if approve {
+                        "APPROVAL_APPROVED"
+                    } else {
+                        "APPROVAL_DENIED"
+                    };
+                    append(
+                        c,
+                        &current.saga_id,
+                        Some(current.step_seq),
+                        record,
+                        &json!({"approval_id": current.approval_id, "by": by, "note": note}),
+                        &at,
+                    )
+                    .await?;
+                    Ok(Ok(one(c, &current.approval_id).await?))
+                })
+            })
+            .await;
+        Ok(result??)
+    }
+
+    async fn approval(&self, id: &str) -> Result<ApprovalRow, ApprovalOpError> {
+        let shown: String = id.chars().take(80).collect();
+        if !id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') || id.is_empty() {
+            return Err(ApprovalOpError::NotFound(shown));
+        }
+        let c = self.conn().await?;
+        let rows = query(
+            &c,
+            &format!("SELECT {COLUMNS} FROM approvals WHERE approval_id = $1 OR (length($1) >= $2 AND left(approval_id, length($1)) = $1) LIMIT 2"),
+            &[&id.to_ascii_lowercase(), &(MIN_ID_PREFIX as i32)],
+        )
+        .await?;
+        let rows: Vec<ApprovalRow> = rows.iter().map(decode).collect::<Result<_, _>>()?;
+        match rows.len() {
+            1 => rows
+                .into_iter()
+                .next()
+                .ok_or(ApprovalOpError::NotFound(shown)),
+            0 if id.len() < MIN_ID_PREFIX => Err(ApprovalOpError::Ambiguous(shown)),
+            0 => Err(ApprovalOpError::NotFound(shown)),
+            _ => Err(ApprovalOpError::Ambiguous(shown)),
+        }
+    }
+
+    async fn approval_for_step(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+    ) -> Result<Option<ApprovalRow>, StoreError> {
+        let c = self.conn().await?;
+        query_opt(
+            &c,
+            &format!("SELECT {COLUMNS} FROM approvals WHERE saga_id = $1 AND step_seq = $2 ORDER BY created_at DESC, ord DESC LIMIT 1"),
+            &[&saga_id, &i64_of(step_seq)],
+        )
+        .await?
+        .as_ref()
+        .map(decode)
+        .transpose()
+    }
+
+    async fn find_approved(
+        &self,
+        binding: &Binding,
+        now: &str,
+    ) -> Result<Vec<(ApprovalRow, bool)>, StoreError> {
+        let cols: String = COLUMNS
+            .split(", ")
+            .map(|c| format!("a.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let c = self.conn().await?;
+        let rows = query(
+            &c,
+            &format!(
+                "SELECT {cols}, s.state IN {ENDED_STATES} FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
+                 WHERE a.tool_id = $1 AND a.tool_hash = $2 AND a.args_hash = $3 AND a.status = 'approved'
+                   AND (a.expires_at IS NULL OR a.expires_at > $4)
+                 ORDER BY a.created_at, a.ord LIMIT 64"
+            ),
+            &[&binding.tool_id, &binding.tool_hash, &binding.args_hash, &now],
+        )
+        .await?;
+        rows.iter()
+            .map(|r| Ok((decode(r)?, get::<bool>(r, 20)?)))
+            .collect()
+    }
+
+    async fn approvals(&self, all: bool) -> Result<Vec<ApprovalRow>, StoreError> {
+        let c = self.conn().await?;
+        let rows = query(
+            &c,
+            &format!(
+                "SELECT {COLUMNS} FROM approvals WHERE $1 OR status = 'pending' ORDER BY created_at, ord"
+            ),
+            &[&all],
+        )
+        .await?;
+        rows.iter().map(decode).collect()
+    }
+}

@@ -1,0 +1,293 @@
+//! `neurons`: every version of every agent-written tool, shared by every
+//! host (a version proposed on one host is seen, approved and activated on
+//! all). Each write appends a `NEURON` record to the one log.
+
+use super::super::{
+    NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, StoreError, Transition,
+};
+use super::log::append;
+use super::{Conn, PgStore, execute, get, i64_of, query, query_opt, to_json};
+use crate::clock::now_rfc3339;
+use async_trait::async_trait;
+use capsaga_core::neuron::Status;
+use capsaga_core::neuron::fitness::CallRecord;
+use serde_json::{Value, json};
+use tokio_postgres::types::ToSql;
+
+/// The columns read, with the provenance found through the turn's trace.
+const SELECT: &str = "SELECT n.name, n.version, n.identity, n.runner_hash, n.status, n.meta, n.source, n.examples, n.report, n.granted, n.saga_id, n.step_seq, n.decided_by, n.note, n.created_at, n.updated_at,
+    (SELECT t.trace_id FROM traces t WHERE t.saga_id = n.saga_id ORDER BY t.started_at LIMIT 1),
+    (SELECT s.value ->> 'model' FROM traces t,
+        jsonb_array_elements(CASE WHEN jsonb_typeof(t.trace::jsonb -> 'steps') = 'array' THEN t.trace::jsonb -> 'steps' ELSE '[]'::jsonb END) AS s(value)
+       WHERE t.saga_id = n.saga_id AND s.value ->> 'type' = 'thought' LIMIT 1)
+    FROM neurons n";
+
+fn decode(r: &tokio_postgres::Row) -> Result<NeuronRow, StoreError> {
+    let status: String = get(r, 4)?;
+    let bad = |what: &str| StoreError::Decode(format!("neuron row: {what} (status `{status}`)"));
+    let version: i64 = get(r, 1)?;
+    let meta: String = get(r, 5)?;
+    let examples: String = get(r, 7)?;
+    let report: Option<String> = get(r, 8)?;
+    let granted: String = get(r, 9)?;
+    let step_seq: Option<i64> = get(r, 11)?;
+    Ok(NeuronRow {
+        name: get(r, 0)?,
+        version: u32::try_from(version).map_err(|_| bad("version"))?,
+        identity: get(r, 2)?,
+        runner_hash: get(r, 3)?,
+        status: Status::parse(&status).ok_or_else(|| bad("status"))?,
+        meta: serde_json::from_str(&meta).map_err(|_| bad("meta"))?,
+        source: get(r, 6)?,
+        examples: serde_json::from_str(&examples).map_err(|_| bad("examples"))?,
+        report: report.and_then(|t| serde_json::from_str(&t).ok()),
+        granted: serde_json::from_str(&granted).map_err(|_| bad("granted"))?,
+        saga_id: get(r, 10)?,
+        step_seq: step_seq.map(|s| s as u64),
+        decided_by: get(r, 12)?,
+        note: get(r, 13)?,
+        created_at: get(r, 14)?,
+        updated_at: get(r, 15)?,
+        trace_id: get(r, 16)?,
+        model: get(r, 17)?,
+    })
+}
+
+async fn many(
+    c: &Conn,
+    filter: &str,
+    p: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<NeuronRow>, StoreError> {
+    let rows = query(c, &format!("{SELECT} {filter}"), p).await?;
+    rows.iter().map(decode).collect()
+}
+
+async fn one(
+    c: &Conn,
+    filter: &str,
+    p: &[&(dyn ToSql + Sync)],
+) -> Result<Option<NeuronRow>, StoreError> {
+    Ok(many(c, filter, p).await?.into_iter().next())
+}
+
+async fn record(c: &Conn, name: &str, detail: &Value, at: &str) -> Result<(), StoreError> {
+    append(c, &format!("neuron:{name}"), None, "NEURON", detail, at).await
+}
+
+#[async_trait]
+impl NeuronStore for PgStore {
+    async fn propose_neuron(&self, n: &NewNeuron<'_>) -> Result<(NeuronRow, bool), StoreError> {
+        let name = n.meta.name.clone();
+        let (identity, runner_hash, meta, source, examples, report, saga_id, step_seq) = (
+            n.identity.to_owned(),
+            n.runner_hash.to_owned(),
+            n.meta.clone(),
+            n.source.to_owned(),
+            n.examples.clone(),
+            n.report.cloned(),
+            n.saga_id.map(str::to_owned),
+            n.step_seq,
+        );
+        self.write(move |c| {
+            Box::pin(async move {
+                if let Some(row) = one(c, "WHERE n.identity = $1", &[&identity]).await? {
+                    return Ok((row, false));
+                }
+                // Versions of one name are numbered under a lock on the name
+                // (two hosts proposing at once get 1 and 2, not 1 and 1).
+                c.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext('capsaga-neuron:' || $1))",
+                    &[&name],
+                )
+                .await?;
+                let v = query_opt(
+                    c,
+                    "SELECT COALESCE(MAX(version), 0) + 1 FROM neurons WHERE name = $1",
+                    &[&name],
+                )
+                .await?
+                .ok_or_else(|| StoreError::Decode("no version".into()))?;
+                let version: i64 = get(&v, 0)?;
+                let version = u32::try_from(version)
+                    .map_err(|_| StoreError::Decode(format!("neuron version {version}")))?;
+                let mut meta = meta.clone();
+                meta.version = version.to_string();
+                let now = now_rfc3339();
+                execute(
+                    c,
+                    "INSERT INTO neurons (name, version, identity, runner_hash, status, meta, source, examples, report, granted, saga_id, step_seq, created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, 'proposed', $5, $6, $7, $11, '[]', $8, $9, $10, $10)",
+                    &[
+                        &name,
+                        &i64::from(version),
+                        &identity,
+                        &runner_hash,
+                        &to_json(&meta),
+                        &source,
+                        &to_json(&examples),
+                        &saga_id,
+                        &step_seq.map(i64_of),
+                        &now,
+                        &report.as_ref().map(to_json),
+                    ],
+                )
+                .await?;
+                let detail = json!({"name": name, "version": version, "identity": identity,
+                    "status": "proposed", "saga_id": saga_id, "step_seq": step_seq});
+                record(c, &name, &detail, &now).await?;
+                let row = one(c, "WHERE n.identity = $1", &[&identity])
+                    .await?
+                    .ok_or_else(|| StoreError::Decode("inserted neuron not found".into()))?;
+                Ok((row, true))
+            })
+        })
+        .await
+    }
+
+    async fn transition_neuron(&self, t: &Transition<'_>) -> Result<NeuronRow, NeuronOpError> {
+        let (name, version, to, by, note, granted, report) = (
+            t.name.to_owned(),
+            i64::from(t.version),
+            t.to,
+            t.by.to_owned(),
+            t.note.map(str::to_owned),
+            t.granted.map(<[String]>::to_vec),
+            t.report.cloned(),
+        );
+        self.write(move |c| {
+            Box::pin(async move {
+                // The name's rows locked: one host's activation retires the
+                // other active version before another host reads it.
+                c.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext('capsaga-neuron:' || $1))",
+                    &[&name],
+                )
+                .await?;
+                let Some(cur) = one(c, "WHERE n.name = $1 AND n.version = $2", &[&name, &version]).await?
+                else {
+                    return Ok(Err(NeuronOpError::NotFound(format!("{name} version {version}"))));
+                };
+                if !cur.status.can_become(to) {
+                    return Ok(Err(NeuronOpError::Refused {
+                        name: name.clone(),
+                        version: cur.version,
+                        from: cur.status,
+                        to,
+                    }));
+                }
+                let now = now_rfc3339();
+                if to == Status::Active {
+                    let others = many(
+                        c,
+                        "WHERE n.name = $1 AND n.status = 'active' AND n.version <> $2",
+                        &[&name, &version],
+                    )
+                    .await?;
+                    for o in others {
+                        let note = format!("superseded by version {version}");
+                        execute(
+                            c,
+                            "UPDATE neurons SET status = 'retired', decided_by = $1, note = $2, updated_at = $3 WHERE name = $4 AND version = $5",
+                            &[&by, &note, &now, &o.name, &i64::from(o.version)],
+                        )
+                        .await?;
+                        let detail = json!({"name": o.name, "version": o.version, "identity": o.identity,
+                            "status": "retired", "by": by, "note": note});
+                        record(c, &o.name, &detail, &now).await?;
+                    }
+                }
+                let granted_json = granted.as_ref().map(to_json);
+                let report_json = report.as_ref().map(to_json);
+                execute(
+                    c,
+                    "UPDATE neurons SET status = $1, decided_by = $2, note = COALESCE($3, note), granted = COALESCE($4, granted), report = COALESCE($5, report), updated_at = $6 WHERE name = $7 AND version = $8",
+                    &[&to.as_str(), &by, &note, &granted_json, &report_json, &now, &name, &version],
+                )
+                .await?;
+                let detail = json!({"name": name, "version": version, "identity": cur.identity,
+                    "status": to.as_str(), "by": by, "note": note, "granted": granted});
+                record(c, &name, &detail, &now).await?;
+                let row = one(c, "WHERE n.name = $1 AND n.version = $2", &[&name, &version])
+                    .await?
+                    .ok_or_else(|| StoreError::Decode("updated neuron not found".into()))?;
+                Ok(Ok(row))
+            })
+        })
+        .await?
+    }
+
+    async fn remove_pending_neuron(&self, identity: &str, by: &str) -> Result<Removed, StoreError> {
+        let (identity, by) = (identity.to_owned(), by.to_owned());
+        self.write(move |c| {
+            Box::pin(async move {
+                let Some(cur) = one(c, "WHERE n.identity = $1", &[&identity]).await? else {
+                    return Ok(Removed::Absent);
+                };
+                if !cur.status.is_pending() {
+                    return Ok(Removed::Kept(cur.status));
+                }
+                execute(c, "DELETE FROM neurons WHERE identity = $1", &[&identity]).await?;
+                let now = now_rfc3339();
+                let detail = json!({"name": cur.name, "version": cur.version, "identity": identity,
+                    "status": "removed", "by": by});
+                record(c, &cur.name, &detail, &now).await?;
+                Ok(Removed::Removed)
+            })
+        })
+        .await
+    }
+
+    async fn neurons(&self, name: Option<&str>) -> Result<Vec<NeuronRow>, StoreError> {
+        let c = self.conn().await?;
+        many(
+            &c,
+            "WHERE ($1::text IS NULL OR n.name = $1) ORDER BY n.name, n.version",
+            &[&name],
+        )
+        .await
+    }
+
+    async fn neuron(
+        &self,
+        name: &str,
+        version: Option<u32>,
+    ) -> Result<Option<NeuronRow>, StoreError> {
+        let c = self.conn().await?;
+        let version = version.map(i64::from);
+        one(
+            &c,
+            "WHERE n.name = $1 AND ($2::bigint IS NULL OR n.version = $2) ORDER BY n.version DESC LIMIT 1",
+            &[&name, &version],
+        )
+        .await
+    }
+
+    async fn neuron_by_identity(&self, identity: &str) -> Result<Option<NeuronRow>, StoreError> {
+        let c = self.conn().await?;
+        one(&c, "WHERE n.identity = $1", &[&identity]).await
+    }
+
+    async fn calls_of(&self, identity: &str) -> Result<Vec<CallRecord>, StoreError> {
+        let c = self.conn().await?;
+        let rows = query(
+            &c,
+            "SELECT status, error::jsonb ->> 'kind',
+                    round(extract(epoch FROM (updated_at::timestamptz - created_at::timestamptz)) * 1000)::bigint
+             FROM saga_steps WHERE tool_hash = $1 AND status <> 'BEGIN' ORDER BY id",
+            &[&identity],
+        )
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let status: String = get(r, 0)?;
+                let kind: Option<String> = get(r, 1)?;
+                let ms: Option<i64> = get(r, 2)?;
+                Ok(CallRecord {
+                    ok: status != "FAIL",
+                    error_kind: kind,
+                    latency_ms: ms.and_then(|m| u64::try_from(m).ok()),
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,283 @@
+//! `saga_state`: sagas, their guardrail state, owner, fencing token and
+//! plan.
+
+use super::super::{
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaRow, SagaStore, StepStatus,
+    StoreError,
+};
+use super::log::append;
+use super::{Conn, PgStore, execute, get, get_u64, i64_of, query, query_opt, steps};
+use crate::clock::now_rfc3339;
+use async_trait::async_trait;
+use capsaga_core::fsm::State;
+use serde_json::{Value, json};
+
+const SAGA_COLUMNS: &str =
+    "saga_id, state, origin, label, created_at, updated_at, owner, fence, principal";
+
+/// The terminal states, as SQL.
+pub(super) const ENDED_STATES: &str = "('Done', 'FailedRolledBack', 'FailedRollbackPartial')";
+
+fn decode_saga(r: &tokio_postgres::Row) -> Result<SagaRow, StoreError> {
+    let state: String = get(r, 1)?;
+    Ok(SagaRow {
+        saga_id: get(r, 0)?,
+        state: state.parse::<State>().map_err(StoreError::Decode)?,
+        origin: get(r, 2)?,
+        label: get(r, 3)?,
+        created_at: get(r, 4)?,
+        updated_at: get(r, 5)?,
+        owner: get(r, 6)?,
+        fence: get_u64(r, 7)?,
+        principal: get(r, 8)?,
+    })
+}
+
+/// Why a fenced update of `saga_state` changed nothing: the saga does not
+/// exist ([`StoreError::Decode`]) or `fence` is not its token
+/// ([`StoreError::Fenced`]).
+pub(super) async fn missing_or_fenced(
+    c: &Conn,
+    saga_id: &str,
+    fence: u64,
+) -> Result<StoreError, StoreError> {
+    let found = query_opt(
+        c,
+        "SELECT fence FROM saga_state WHERE saga_id = $1",
+        &[&saga_id],
+    )
+    .await?;
+    Ok(match found {
+        None => StoreError::Decode(format!("no saga `{saga_id}`")),
+        Some(_) => StoreError::fenced(saga_id, fence),
+    })
+}
+
+impl PgStore {
+    async fn sagas_where(&self, condition: &str) -> Result<Vec<SagaRow>, StoreError> {
+        let c = self.conn().await?;
+        let rows = query(
+            &c,
+            &format!(
+                "SELECT {SAGA_COLUMNS} FROM saga_state WHERE {condition} ORDER BY created_at, ord"
+            ),
+            &[],
+        )
+        .await?;
+        rows.iter().map(decode_saga).collect()
+    }
+}
+
+#[async_trait]
+impl SagaStore for PgStore {
+    async fn create_saga(&self, s: &NewSaga<'_>) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        let plan_hash = s
+            .plan
+            .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
+        let origin = s.origin.as_str();
+        let (saga_id, label, owner, plan, state, principal) = (
+            s.saga_id.to_owned(),
+            s.label.to_owned(),
+            s.owner.to_owned(),
+            s.plan.map(str::to_owned),
+            s.state,
+            s.principal.map(str::to_owned),
+        );
+        self.write(move |c| {
+            Box::pin(async move {
+                execute(
+                    c,
+                    "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, fence, principal) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9)",
+                    &[&saga_id, &state.as_str(), &origin, &label, &at, &owner, &plan, &i64_of(FIRST_FENCE), &principal],
+                )
+                .await?;
+                let mut detail = json!({"state": state.as_str(), "origin": origin, "label": label, "plan_sha256": plan_hash});
+                if let (Some(p), Some(d)) = (&principal, detail.as_object_mut()) {
+                    d.insert("principal".into(), json!(p));
+                }
+                append(c, &saga_id, None, "STATE", &detail, &at).await
+            })
+        })
+        .await
+    }
+
+    async fn take_over(
+        &self,
+        saga_id: &str,
+        expected: Option<&str>,
+        owner: &str,
+        why: &str,
+    ) -> Result<Option<u64>, StoreError> {
+        let at = now_rfc3339();
+        let (saga_id, expected, owner, why) = (
+            saga_id.to_owned(),
+            expected.map(str::to_owned),
+            owner.to_owned(),
+            why.to_owned(),
+        );
+        self.write(move |c| {
+            Box::pin(async move {
+                // Compare and set on the owner, and the database's own check
+                // that the expected owner's lease has expired (by its clock):
+                // a live owner keeps its sagas whatever the caller believes.
+                let row = query_opt(
+                    c,
+                    "UPDATE saga_state SET owner = $3, fence = fence + 1
+                     WHERE saga_id = $1 AND owner IS NOT DISTINCT FROM $2
+                       AND NOT EXISTS (SELECT 1 FROM hosts h WHERE h.owner_id = saga_state.owner AND h.expires_at > clock_timestamp())
+                     RETURNING fence",
+                    &[&saga_id, &expected, &owner],
+                )
+                .await?;
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                let fence = get_u64(&row, 0)?;
+                append(
+                    c,
+                    &saga_id,
+                    None,
+                    "OWNER",
+                    &json!({"owner": owner, "previous": expected, "why": why, "fence": fence}),
+                    &at,
+                )
+                .await?;
+                Ok(Some(fence))
+            })
+        })
+        .await
+    }
+
+    async fn set_state(
+        &self,
+        saga_id: &str,
+        fence: u64,
+        state: State,
+        event: &str,
+        extra: Option<&Value>,
+    ) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        let mut detail = json!({"state": state.as_str(), "event": event});
+        if let (Some(Value::Object(m)), Some(d)) = (extra, detail.as_object_mut()) {
+            for (k, v) in m {
+                d.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        let saga_id = saga_id.to_owned();
+        self.write(move |c| {
+            Box::pin(async move {
+                let n = execute(
+                    c,
+                    "UPDATE saga_state SET state = $2, updated_at = $3 WHERE saga_id = $1 AND fence = $4",
+                    &[&saga_id, &state.as_str(), &at, &i64_of(fence)],
+                )
+                .await?;
+                if n == 0 {
+                    return Err(missing_or_fenced(c, &saga_id, fence).await?);
+                }
+                append(c, &saga_id, None, "STATE", &detail, &at).await
+            })
+        })
+        .await
+    }
+
+    async fn saga(&self, saga_id: &str) -> Result<Option<SagaRow>, StoreError> {
+        let c = self.conn().await?;
+        query_opt(
+            &c,
+            &format!("SELECT {SAGA_COLUMNS} FROM saga_state WHERE saga_id = $1"),
+            &[&saga_id],
+        )
+        .await?
+        .as_ref()
+        .map(decode_saga)
+        .transpose()
+    }
+
+    async fn saga_ids_starting(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let c = self.conn().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = query(
+            &c,
+            "SELECT saga_id FROM saga_state WHERE left(saga_id, length($1)) = $1 ORDER BY saga_id LIMIT $2",
+            &[&prefix, &limit],
+        )
+        .await?;
+        rows.iter().map(|r| get(r, 0)).collect()
+    }
+
+    async fn saga_plan(&self, saga_id: &str) -> Result<Option<String>, StoreError> {
+        let c = self.conn().await?;
+        let row = query_opt(
+            &c,
+            "SELECT plan FROM saga_state WHERE saga_id = $1",
+            &[&saga_id],
+        )
+        .await?;
+        Ok(match row {
+            Some(r) => get::<Option<String>>(&r, 0)?,
+            None => None,
+        })
+    }
+
+    async fn sagas(&self, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
+        let c = self.conn().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = query(
+            &c,
+            &format!(
+                "SELECT {SAGA_COLUMNS} FROM saga_state ORDER BY created_at DESC, ord DESC LIMIT $1"
+            ),
+            &[&limit],
+        )
+        .await?;
+        rows.iter().map(decode_saga).collect()
+    }
+
+    async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
+        let c = self.conn().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = query(
+            &c,
+            &format!(
+                "SELECT {SAGA_COLUMNS} FROM saga_state WHERE principal = $1 ORDER BY created_at DESC, ord DESC LIMIT $2"
+            ),
+            &[&principal, &limit],
+        )
+        .await?;
+        rows.iter().map(decode_saga).collect()
+    }
+
+    async fn unfinished_sagas(&self) -> Result<Vec<SagaRow>, StoreError> {
+        self.sagas_where(&format!("state NOT IN {ENDED_STATES}"))
+            .await
+    }
+
+    async fn needs_operator(&self) -> Result<Vec<NeedsOperator>, StoreError> {
+        let sagas = self.sagas_where("state = 'FailedRollbackPartial'").await?;
+        let c = self.conn().await?;
+        let mut out = Vec::with_capacity(sagas.len());
+        for saga in sagas {
+            let mut failed: Vec<FailedCompensation> = steps::steps_of(&c, &saga.saga_id)
+                .await?
+                .into_iter()
+                .filter(|s| s.status == StepStatus::CompensationFailed)
+                .map(|s| FailedCompensation {
+                    step_seq: s.step_seq,
+                    tool_id: s.tool_id,
+                    args: s.args,
+                    error: s.error,
+                    updated_at: s.updated_at,
+                })
+                .collect();
+            failed.reverse();
+            out.push(NeedsOperator { saga, failed });
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,322 @@
+//! The PostgreSQL schema: forward-only numbered migrations, applied at open
+//! under an advisory lock, each in the transaction that records it in
+//! `capsaga_schema` (PostgreSQL's DDL is transactional: a migration is whole
+//! or absent, never half done).
+//!
+//! Every host runs [`bring_up_to_date`] when it opens the store; the first
+//! takes the advisory lock and migrates, the others wait for the lock and
+//! find the schema current. A database whose `capsaga_schema` records a
+//! version newer than [`PG_SCHEMA_VERSION`] is refused (upgrade capsaga); a
+//! database with tables and no `capsaga_schema` is another application's
+//! and is refused. Neither is touched.
+
+use super::super::StoreError;
+use super::Conn;
+use capsaga_core::wal_row::GENESIS;
+use std::path::PathBuf;
+
+/// The newest migration this capsaga knows.
+pub const PG_SCHEMA_VERSION: i64 = 2;
+
+/// The advisory lock key of migrations ("CAPS").
+const MIGRATION_LOCK: i64 = 0x4341_5053;
+
+/// Version 1: every table of the SQLite store as of its version 4, the
+/// fencing of its version 7 (its trigger), and `hosts`, the leases of the
+/// hosts sharing the database. Text columns hold what SQLite holds (RFC 3339 timestamps as
+/// written by the host, JSON as text) so that the hash chain and the rows
+/// read back are the same on both back ends; `ord` columns give rows a
+/// creation order (SQLite's rowid).
+const V1: &str = r#"
+CREATE TABLE saga_state (
+    saga_id     TEXT PRIMARY KEY,
+    state       TEXT NOT NULL,
+    origin      TEXT NOT NULL,
+    label       TEXT NOT NULL DEFAULT '',
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    owner       TEXT,
+    plan        TEXT,
+    fence       BIGINT NOT NULL DEFAULT 1,
+    ord         BIGINT GENERATED ALWAYS AS IDENTITY
+);
+CREATE INDEX saga_state_unfinished ON saga_state (created_at, ord)
+    WHERE state NOT IN ('Done', 'FailedRolledBack', 'FailedRollbackPartial');
+CREATE INDEX saga_state_created ON saga_state (created_at, ord);
+CREATE TABLE saga_steps (
+    id               BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    saga_id          TEXT NOT NULL REFERENCES saga_state(saga_id),
+    step_seq         BIGINT NOT NULL,
+    tool_id          TEXT NOT NULL,
+    tool_hash        TEXT NOT NULL,
+    grants           TEXT NOT NULL,
+    has_side_effects BOOLEAN NOT NULL,
+    idempotency_key  TEXT NOT NULL UNIQUE,
+    args             TEXT NOT NULL,
+    preimage         TEXT,
+    output           TEXT,
+    status           TEXT NOT NULL CHECK (status IN ('BEGIN','COMMIT','FAIL','COMPENSATED','COMPENSATION_FAILED')),
+    error            TEXT,
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL,
+    fence            BIGINT NOT NULL,
+    UNIQUE (saga_id, step_seq)
+);
+CREATE INDEX saga_steps_tool_hash ON saga_steps (tool_hash);
+CREATE TABLE wal_log (
+    seq        BIGINT PRIMARY KEY,
+    saga_id    TEXT NOT NULL,
+    step_seq   BIGINT,
+    record     TEXT NOT NULL,
+    detail     TEXT NOT NULL,
+    at         TEXT NOT NULL,
+    prev_hash  TEXT NOT NULL,
+    hash       TEXT NOT NULL
+);
+CREATE INDEX wal_log_saga ON wal_log (saga_id, seq);
+CREATE TABLE wal_head (
+    id    INT PRIMARY KEY CHECK (id = 1),
+    seq   BIGINT NOT NULL,
+    hash  TEXT NOT NULL
+);
+CREATE TABLE traces (
+    trace_id     TEXT PRIMARY KEY,
+    saga_id      TEXT,
+    task         TEXT NOT NULL,
+    outcome      TEXT NOT NULL,
+    started_at   TEXT NOT NULL,
+    finished_at  TEXT,
+    wall_ms      BIGINT NOT NULL,
+    trace        TEXT NOT NULL,
+    ord          BIGINT GENERATED ALWAYS AS IDENTITY
+);
+CREATE INDEX traces_saga ON traces (saga_id, started_at);
+CREATE TABLE approvals (
+    approval_id  TEXT PRIMARY KEY,
+    saga_id      TEXT NOT NULL REFERENCES saga_state(saga_id),
+    step_seq     BIGINT NOT NULL,
+    tool_id      TEXT NOT NULL,
+    tool_hash    TEXT NOT NULL,
+    args_hash    TEXT NOT NULL,
+    args         TEXT NOT NULL,
+    reason       TEXT NOT NULL,
+    summary      TEXT NOT NULL,
+    preview      TEXT,
+    status       TEXT NOT NULL CHECK (status IN ('pending','approved','denied','claimed','stale','expired')),
+    decided_by   TEXT,
+    decided_at   TEXT,
+    claimed_saga TEXT,
+    claimed_step BIGINT,
+    claimed_at   TEXT,
+    created_at   TEXT NOT NULL,
+    expires_at   TEXT,
+    replaces     TEXT,
+    note         TEXT,
+    ord          BIGINT GENERATED ALWAYS AS IDENTITY
+);
+CREATE INDEX approvals_binding ON approvals (tool_id, tool_hash, args_hash, status);
+CREATE INDEX approvals_step ON approvals (saga_id, step_seq);
+CREATE TABLE neurons (
+    name        TEXT NOT NULL,
+    version     BIGINT NOT NULL,
+    identity    TEXT NOT NULL UNIQUE,
+    runner_hash TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('proposed','tested','awaiting_operator','active','retired','rejected')),
+    meta        TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    examples    TEXT NOT NULL,
+    report      TEXT,
+    granted     TEXT NOT NULL,
+    saga_id     TEXT,
+    step_seq    BIGINT,
+    decided_by  TEXT,
+    note        TEXT,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    PRIMARY KEY (name, version)
+);
+CREATE INDEX neurons_status ON neurons (status);
+CREATE TABLE budget_days (
+    day           TEXT PRIMARY KEY,
+    spent_usd     DOUBLE PRECISION NOT NULL DEFAULT 0,
+    calls         BIGINT NOT NULL DEFAULT 0,
+    input_tokens  BIGINT NOT NULL DEFAULT 0,
+    output_tokens BIGINT NOT NULL DEFAULT 0,
+    updated_at    TEXT NOT NULL
+);
+CREATE TABLE hosts (
+    owner_id      TEXT PRIMARY KEY,
+    started_at    TEXT NOT NULL,
+    expires_at    TIMESTAMPTZ NOT NULL,
+    policy_sha256 TEXT
+);
+-- Fencing: a step row written with a token that is not its saga's current
+-- one is refused here, whatever the writer believes (SQLSTATE CS409).
+CREATE FUNCTION capsaga_check_fence() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+    current BIGINT;
+BEGIN
+    SELECT fence INTO current FROM saga_state WHERE saga_id = NEW.saga_id FOR SHARE;
+    IF current IS DISTINCT FROM NEW.fence THEN
+        RAISE EXCEPTION 'capsaga: fenced: saga % is at token %, the write carries %',
+            NEW.saga_id, current, NEW.fence USING ERRCODE = 'CS409';
+    END IF;
+    RETURN NEW;
+END
+$fn$;
+CREATE TRIGGER saga_steps_fence BEFORE INSERT OR UPDATE ON saga_steps
+    FOR EACH ROW EXECUTE FUNCTION capsaga_check_fence();
+"#;
+
+/// Version 2: what the SQLite store's versions 5 and 6 added (issue 24):
+/// the principal that started each saga, named tokens (the SHA-256 of
+/// their secret, never the secret), provider keys sealed under
+/// `CAPSAGA_KEK`, the kill switch, and the budget's reservations of calls
+/// in flight. A reservation's expiry is the database's clock
+/// (`TIMESTAMPTZ`, compared with `clock_timestamp()`), as the hosts' leases
+/// are: hosts whose clocks disagree still agree on which reservations
+/// count.
+const V2: &str = r#"
+ALTER TABLE saga_state ADD COLUMN principal TEXT;
+CREATE INDEX saga_state_principal ON saga_state (principal, created_at);
+CREATE TABLE tokens (
+    name          TEXT PRIMARY KEY,
+    role          TEXT NOT NULL CHECK (role IN ('client','operator')),
+    secret_sha256 TEXT NOT NULL UNIQUE CHECK (length(secret_sha256) = 64),
+    created_at    TEXT NOT NULL,
+    created_by    TEXT NOT NULL,
+    revoked_at    TEXT,
+    revoked_by    TEXT
+);
+CREATE TABLE provider_keys (
+    name        TEXT PRIMARY KEY,
+    format      TEXT NOT NULL,
+    kek_id      TEXT NOT NULL,
+    wrapped_dek BYTEA NOT NULL,
+    ciphertext  BYTEA NOT NULL,
+    last4       TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    created_by  TEXT NOT NULL
+);
+CREATE TABLE host_switch (
+    id     INT PRIMARY KEY CHECK (id = 1),
+    mode   TEXT NOT NULL CHECK (mode IN ('running','read_only','paused')),
+    set_by TEXT,
+    set_at TEXT,
+    note   TEXT
+);
+CREATE TABLE budget_reservations (
+    id          TEXT PRIMARY KEY,
+    day         TEXT NOT NULL,
+    usd         DOUBLE PRECISION NOT NULL CHECK (usd >= 0),
+    holder      TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    expires_at  TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX budget_reservations_day ON budget_reservations (day, expires_at);
+"#;
+
+/// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Forward
+/// only: a released migration is never edited, a change is a new one.
+fn migrations() -> Vec<String> {
+    vec![
+        format!("{V1}\nINSERT INTO wal_head (id, seq, hash) VALUES (1, 0, '{GENESIS}');"),
+        V2.to_string(),
+    ]
+}
+
+/// The SQLSTATE of a write refused by fencing.
+pub const FENCED_SQLSTATE: &str = "CS409";
+
+async fn version(c: &Conn) -> Result<Option<i64>, StoreError> {
+    // A scan of the catalog under this statement's snapshot (not a name
+    // lookup through caches): a host that waited for the migration lock
+    // sees the table the migrating host just committed.
+    let has = c
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema() AND tablename = 'capsaga_schema')",
+            &[],
+        )
+        .await?;
+    if !has.get::<_, bool>(0) {
+        return Ok(None);
+    }
+    let v = c
+        .query_one("SELECT COALESCE(MAX(version), 0) FROM capsaga_schema", &[])
+        .await?;
+    Ok(Some(v.get::<_, i64>(0)))
+}
+
+/// Check the database is ours and migrate it to [`PG_SCHEMA_VERSION`].
+///
+/// # Errors
+/// [`StoreError::Foreign`], [`StoreError::TooNew`] or the server's error.
+pub(super) async fn bring_up_to_date(c: &Conn, shown: &str) -> Result<(), StoreError> {
+    let too_new = |found| StoreError::TooNew {
+        path: PathBuf::from(shown),
+        found,
+    };
+    // Fast path, no lock: already current.
+    if let Some(v) = version(c).await? {
+        if v > PG_SCHEMA_VERSION {
+            return Err(too_new(v));
+        }
+        if v == PG_SCHEMA_VERSION {
+            return Ok(());
+        }
+    }
+    c.batch_execute("BEGIN").await?;
+    let r = migrate_locked(c, shown).await;
+    match r {
+        Ok(()) => Ok(c.batch_execute("COMMIT").await?),
+        Err(e) => {
+            let _ = c.batch_execute("ROLLBACK").await;
+            Err(e)
+        }
+    }
+}
+
+async fn migrate_locked(c: &Conn, shown: &str) -> Result<(), StoreError> {
+    c.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    // Read again under the lock: another host may have migrated meanwhile.
+    let current = match version(c).await? {
+        Some(v) => v,
+        None => {
+            let tables = c
+                .query_one(
+                    "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()",
+                    &[],
+                )
+                .await?
+                .get::<_, i64>(0);
+            if tables > 0 {
+                return Err(StoreError::Foreign {
+                    path: PathBuf::from(shown),
+                    found: 0,
+                });
+            }
+            c.batch_execute(
+                "CREATE TABLE capsaga_schema (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())",
+            )
+            .await?;
+            0
+        }
+    };
+    if current > PG_SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: PathBuf::from(shown),
+            found: current,
+        });
+    }
+    for (i, sql) in migrations().iter().enumerate() {
+        let v = i as i64 + 1;
+        if v <= current {
+            continue;
+        }
+        c.batch_execute(sql).await?;
+        c.execute("INSERT INTO capsaga_schema (version) VALUES ($1)", &[&v])
+            .await?;
+    }
+    Ok(())
+}

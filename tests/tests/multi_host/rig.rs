@@ -1,0 +1,192 @@
+//! The rig: a PostgreSQL cluster, one workspace, N `capsaga serve` hosts on
+//! it (each its own process, `CAPSAGA_STORE` pointing at the database), and
+//! what the tests read back (the store, the ledger's journal).
+
+use capsaga_host::store::Store;
+use capsaga_host::store::postgres::harness::Cluster;
+use capsaga_host::store::postgres::{PgOptions, PgStore};
+use capsaga_tests::{TestWorkspace, capsaga_bin};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The hosts' lease on their sagas, milliseconds (short, for the tests).
+pub const LEASE_MS: u64 = 1500;
+
+/// The policy of every host, with a lease of `lease_ms`. The ledger's
+/// journal (beside its file, in the workspace) counts executions, so the
+/// host's file rollback (issue 28) is off for it: the tool's own
+/// compensation undoes its entries, and the journal keeps every line.
+pub fn policy(lease_ms: u64) -> String {
+    format!(
+        r#"store_lease_ms = {lease_ms}
+[tools.ledger]
+grants = ["fs:write:~/ws/**"]
+limits = {{ deadline_ms = 60000 }}
+host_rollback = false
+"#
+    )
+}
+
+/// One host: its process and its address.
+pub struct HostProc {
+    pub child: Child,
+    pub addr: String,
+}
+
+/// The cluster, the workspace, the database and the hosts.
+pub struct Rig {
+    pub cluster: Cluster,
+    pub ws: TestWorkspace,
+    pub url: String,
+    pub hosts: Vec<Option<HostProc>>,
+}
+
+impl Rig {
+    /// Start PostgreSQL and `n` hosts; None (said SKIPPED) without
+    /// PostgreSQL.
+    pub fn new(test: &str, n: usize) -> Option<Rig> {
+        Rig::with_lease(test, n, LEASE_MS)
+    }
+
+    /// [`Rig::new`] with hosts whose lease is `lease_ms`.
+    pub fn with_lease(test: &str, n: usize, lease_ms: u64) -> Option<Rig> {
+        Rig::with_policy(test, n, &policy(lease_ms))
+    }
+
+    /// [`Rig::new`] with this policy.
+    pub fn with_policy(test: &str, n: usize, policy: &str) -> Option<Rig> {
+        let cluster = match Cluster::start() {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                eprintln!(
+                    "SKIPPED {test}: PostgreSQL is not installed (apt-get install postgresql; CI does)"
+                );
+                return None;
+            }
+            Err(e) => panic!("PostgreSQL is installed but did not start: {e}"),
+        };
+        let url = cluster.fresh_database().expect("a database");
+        let ws = TestWorkspace::new(&["ledger"], policy);
+        let mut rig = Rig {
+            cluster,
+            ws,
+            url,
+            hosts: Vec::new(),
+        };
+        for _ in 0..n {
+            let h = rig.spawn();
+            rig.hosts.push(Some(h));
+        }
+        Some(rig)
+    }
+
+    /// Start one more `capsaga serve` on the workspace.
+    pub fn spawn(&self) -> HostProc {
+        let mut child = Command::new(capsaga_bin())
+            .args(["--json", "--config"])
+            .arg(self.ws.config())
+            .args(["serve", "--listen", "127.0.0.1:0", "--catalog-poll-ms", "0"])
+            .env("CAPSAGA_STORE", &self.url)
+            .env_remove("CAPSAGA_CONFIG")
+            .env_remove("CAPSAGA_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("capsaga serve starts");
+        let out = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(out)
+            .read_line(&mut line)
+            .expect("the listening line");
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("{e}: `{line}` (the host did not start)"));
+        let addr = v["listening"].as_str().expect("listening").to_string();
+        HostProc { child, addr }
+    }
+
+    /// The MCP endpoint of host `i`.
+    pub fn mcp(&self, i: usize) -> String {
+        let h = self.hosts[i].as_ref().expect("host alive");
+        format!("http://{}/mcp", h.addr)
+    }
+
+    /// The base URL of host `i`.
+    pub fn base(&self, i: usize) -> String {
+        let h = self.hosts[i].as_ref().expect("host alive");
+        format!("http://{}", h.addr)
+    }
+
+    /// Whether host `i` is still running.
+    pub fn running(&mut self, i: usize) -> bool {
+        self.hosts[i]
+            .as_mut()
+            .is_some_and(|h| matches!(h.child.try_wait(), Ok(None)))
+    }
+
+    /// SIGKILL host `i`.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut h) = self.hosts[i].take() {
+            let _ = h.child.kill();
+            let _ = h.child.wait();
+        }
+    }
+
+    /// The store, opened as the hosts open it (to read back).
+    pub async fn store(&self) -> Arc<dyn Store> {
+        Arc::new(
+            PgStore::open(&self.url, &PgOptions::default())
+                .await
+                .expect("the store opens"),
+        )
+    }
+
+    /// The ledger file of the test, and its journal.
+    pub fn ledger(&self, name: &str) -> (String, std::path::PathBuf) {
+        let path = self.ws.ws_path(name);
+        let journal = std::path::PathBuf::from(format!("{path}.journal"));
+        (path, journal)
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        for i in 0..self.hosts.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// Poll `cond` every 50 ms until it holds, at most `within`.
+pub async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let t0 = Instant::now();
+    while !cond().await {
+        assert!(t0.elapsed() < within, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    t0.elapsed()
+}
+
+/// Lines of a file (none when it does not exist).
+pub fn lines(p: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A multi-threaded runtime for a test.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
