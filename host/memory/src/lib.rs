@@ -263,10 +263,10 @@ impl Memory {
             last_access: None,
             score: None,
         };
-        if self.store.insert_fact(&f, &embed::to_blob(&v))? {
-            if let Ok(mut i) = self.index.write() {
-                i.push((f.fact_id.clone(), ns.to_string(), v));
-            }
+        if self.store.insert_fact(&f, &embed::to_blob(&v))?
+            && let Ok(mut i) = self.index.write()
+        {
+            i.push((f.fact_id.clone(), ns.to_string(), v));
         }
         Ok(f)
     }
