@@ -13,7 +13,7 @@
 //!   `net:https:api.example.com` becomes the latter.
 //! - Operator grants are always concrete; a `*` in a grant is refused.
 
-use crate::capability::{Capability, FsAccess, FsDir, NetTarget, Place};
+use crate::capability::{Capability, FsAccess, FsDir, MemAccess, NetTarget, Place};
 use std::collections::BTreeSet;
 
 /// Why a tool cannot be given its grants.
@@ -211,6 +211,24 @@ pub fn intersect(required: &Capability, granted: &Capability) -> Option<Capabili
                 max_tokens,
             })
         }
+        // A tool's `mem:*:read` (or a named namespace) is served by a grant
+        // of that namespace whose access covers the requirement's; the
+        // effective grant is the requirement's access on that namespace.
+        (
+            Capability::Mem {
+                namespace: rn,
+                access: ra,
+            },
+            Capability::Mem {
+                namespace: Place::Concrete(gn),
+                access: ga,
+            },
+        ) if ga.covers(*ra) && (matches!(rn, Place::Any) || *rn == Place::Concrete(gn.clone())) => {
+            Some(Capability::Mem {
+                namespace: Place::Concrete(gn.clone()),
+                access: *ra,
+            })
+        }
         (a, b) if a == b && a.is_concrete() => Some(a.clone()),
         _ => None,
     }
@@ -283,17 +301,23 @@ pub fn effective_grants(
     Ok(effective.into_iter().collect())
 }
 
-/// The grants a dry-run instance gets: `fs:write` narrowed to `fs:read`; the
-/// rest unchanged (the net guard limits a dry-run to GET/HEAD itself).
+/// The grants a dry-run instance gets: `fs:write` narrowed to `fs:read`,
+/// `mem:<ns>` to `mem:<ns>:read`, `mem:<ns>:write` dropped; the rest
+/// unchanged (the net guard limits a dry-run to GET/HEAD itself).
 pub fn dry_run_grants(effective: &[Capability]) -> Vec<Capability> {
     let set: BTreeSet<Capability> = effective
         .iter()
-        .map(|c| match c {
-            Capability::Fs { dir, .. } => Capability::Fs {
+        .filter_map(|c| match c {
+            Capability::Fs { dir, .. } => Some(Capability::Fs {
                 access: FsAccess::Read,
                 dir: dir.clone(),
-            },
-            other => other.clone(),
+            }),
+            Capability::Mem { access: MemAccess::Write, .. } => None,
+            Capability::Mem { namespace, .. } => Some(Capability::Mem {
+                namespace: namespace.clone(),
+                access: MemAccess::Read,
+            }),
+            other => Some(other.clone()),
         })
         .collect();
     set.into_iter().collect()
@@ -467,6 +491,8 @@ mod tests {
 
     #[test]
     fn dry_run_strips_write() {
+        let m = dry_run_grants(&caps(&["mem:a", "mem:b:write", "mem:c:read"]));
+        assert_eq!(strs(&m), vec!["mem:a:read", "mem:c:read"]);
         let d = dry_run_grants(&caps(&["fs:write:/a/**", "fs:read:/a/**", "env:X"]));
         assert_eq!(strs(&d), ["fs:read:/a/**", "env:X"]);
     }

@@ -46,6 +46,7 @@ pub mod grant;
 pub mod idempotency;
 pub mod ip_embedding;
 pub mod json;
+pub mod memory;
 pub mod meta;
 pub mod net_guard;
 pub mod neuron;

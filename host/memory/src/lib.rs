@@ -25,6 +25,7 @@
 pub mod core_files;
 pub mod embed;
 pub mod error;
+pub mod eval;
 pub mod memory_md;
 pub mod reflect;
 pub mod render;

@@ -55,6 +55,11 @@ pub enum HostError {
         /// What the new policy says.
         new: String,
     },
+    /// `[memory] enabled` and the memory could not open: the embedding
+    /// model is missing or damaged, or the memory database is foreign,
+    /// damaged, newer, or holds another model's vectors.
+    #[error("memory: {0}")]
+    Memory(#[from] capsaga_memory::MemoryError),
     /// The owner lock under the state directory could not be taken.
     #[error("cannot take the owner lock in {dir}: {error}")]
     Owner {
@@ -78,6 +83,9 @@ pub struct Host {
     pub neurons: Option<Arc<crate::neurons::Neurons>>,
     /// The state store (SQLite by default).
     pub store: Arc<dyn Store>,
+    /// The agent's memory, when `[memory] enabled` (shared by the
+    /// generations of a reloaded host, like the store).
+    pub memory: Option<Arc<crate::memory::HostMemory>>,
     /// The guardrail (the normative table plus `fsm.toml`'s rows).
     pub guardrail: Guardrail,
     /// How failed steps are retried (retriable errors only).
@@ -162,7 +170,13 @@ impl Host {
             dir: config.state_dir.clone(),
             error: e.to_string(),
         })?;
-        Host::assemble(config, store, Arc::new(owner)).await
+        let memory = {
+            let c = config.clone();
+            tokio::task::spawn_blocking(move || crate::memory::open(&c))
+                .await
+                .map_err(|e| capsaga_memory::MemoryError::Embed(e.to_string()))??
+        };
+        Host::assemble(config, store, Arc::new(owner), memory).await
     }
 
     /// A new generation of this host from its policy file as it is now
@@ -203,11 +217,21 @@ impl Host {
                 });
             }
         }
-        let next = Host::assemble(config, self.store.clone(), self.owner.clone()).await?;
+        // The memory (its model and database) is kept, like the store; a
+        // changed `[memory]` section takes effect at the next start.
+        let next = Host::assemble(
+            config,
+            self.store.clone(),
+            self.owner.clone(),
+            self.memory.clone(),
+        )
+        .await?;
         for t in self.registry.tools() {
             if let crate::registry::ToolSource::Builtin(b) = &t.source
                 && t.own_policy.is_none()
                 && t.meta.name != crate::neurons::code_run::NAME
+                && t.meta.name != crate::memory::tools::FETCH
+                && t.meta.name != crate::memory::tools::PROPOSE
                 && next.registry.get(&t.meta.name).is_none()
                 && let Err(e) =
                     next.registry
@@ -227,6 +251,7 @@ impl Host {
         config: Config,
         store: Arc<dyn Store>,
         owner: Arc<OwnerLock>,
+        memory: Option<Arc<crate::memory::HostMemory>>,
     ) -> Result<Arc<Host>, HostError> {
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),
@@ -258,12 +283,16 @@ impl Host {
         let sandbox = Arc::new(sandbox);
         let registry = Arc::new(registry);
         let neurons = crate::neurons::start(&config, &sandbox, &registry, &store).await;
+        if let Some(m) = &memory {
+            crate::memory::tools::register(m, &registry, &sandbox, &config.policy);
+        }
         Ok(Arc::new(Host {
             config,
             sandbox,
             registry,
             neurons,
             store,
+            memory,
             guardrail,
             retry: RetryPolicy::DEFAULT,
             owner,

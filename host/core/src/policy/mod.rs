@@ -202,6 +202,9 @@ pub struct PolicyFile {
     /// Agent-written tools (see `crate::neuron`).
     #[serde(default)]
     pub neurons: crate::neuron::NeuronsFile,
+    /// The agent's memory (see `crate::memory`).
+    #[serde(default)]
+    pub memory: crate::memory::MemorySection,
 }
 
 /// Why a policy was refused.
@@ -255,6 +258,9 @@ pub enum PolicyError {
     /// A bad `[neurons]` section.
     #[error("policy [neurons]: {0}")]
     Neurons(String),
+    /// A bad `[memory]` section.
+    #[error("policy [memory]: {0}")]
+    Memory(String),
 }
 
 /// The checked policy: grants parsed with `~` expanded.
@@ -282,6 +288,8 @@ pub struct Policy {
     pub approval_ttl_s: u64,
     /// The `[neurons]` section, checked.
     pub neurons: crate::neuron::NeuronsPolicy,
+    /// The `[memory]` section, checked.
+    pub memory: crate::memory::MemoryPolicy,
 }
 
 /// One tool's checked grants and limits.
@@ -371,6 +379,7 @@ impl PolicyFile {
             budget: self.budget.clone(),
             approval_ttl_s: self.approvals.ttl_s().map_err(PolicyError::Approvals)?,
             neurons: self.neurons.check(home).map_err(PolicyError::Neurons)?,
+            memory: self.memory.check().map_err(PolicyError::Memory)?,
         })
     }
 }

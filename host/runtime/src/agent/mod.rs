@@ -19,6 +19,10 @@
 //! - [`approval`]: calls that need a human: the prompt, or the end of the
 //!   turn.
 //! - [`trace`]: the ExecutionTrace and its persistence.
+//! - [`remember`]: the session's history, core and retrieved memory in the
+//!   prompt, the hot blocks kept under 16k tokens, the turn remembered.
+//! - [`reflect`]: reflection, episodes distilled by the model into fact
+//!   proposals for the operator.
 
 mod answer;
 pub mod anthropic;
@@ -27,6 +31,8 @@ pub mod budget;
 pub mod http;
 pub mod openai;
 pub mod provider;
+pub mod reflect;
+pub mod remember;
 pub mod reply;
 pub mod router;
 pub mod runner;

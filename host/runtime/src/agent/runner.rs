@@ -48,8 +48,12 @@ pub const MAX_CONSECUTIVE_INVALID: u32 = 2;
 pub struct TurnOptions {
     /// Most model calls in the turn (then `timeout_steps`).
     pub max_steps: usize,
-    /// Session id (stable across a conversation).
+    /// Session id (stable across a conversation): with memory on, the
+    /// session's earlier turns are in the prompt (`capsaga agent --session`).
     pub session_id: String,
+    /// Who the turn is for: the key of episodic memory (seed 004 §4:
+    /// episodes are retrieved by sender, not session). Default `operator`.
+    pub sender: String,
     /// Channel label, e.g. `cli`.
     pub channel: String,
     /// The autonomy level the request asks for; the operator's level is the
@@ -70,6 +74,7 @@ impl std::fmt::Debug for TurnOptions {
         f.debug_struct("TurnOptions")
             .field("max_steps", &self.max_steps)
             .field("session_id", &self.session_id)
+            .field("sender", &self.sender)
             .field("channel", &self.channel)
             .field("autonomy", &self.autonomy)
             .field("role", &self.role)
@@ -83,6 +88,7 @@ impl Default for TurnOptions {
         TurnOptions {
             max_steps: 16,
             session_id: uuid::Uuid::new_v4().to_string(),
+            sender: "operator".into(),
             channel: "cli".into(),
             autonomy: None,
             role: None,
@@ -104,6 +110,9 @@ pub enum AgentError {
     /// The price table or the budget counters are unusable.
     #[error(transparent)]
     Budget(#[from] BudgetLoadError),
+    /// Memory refused the session (a required core file missing) or failed.
+    #[error(transparent)]
+    Memory(capsaga_memory::MemoryError),
 }
 
 /// Truncate `text` to [`MAX_RESULT_BYTES`] on a character boundary, with a
@@ -160,7 +169,24 @@ pub async fn run_turn(
     let started = Instant::now();
     let door = Dispatcher::new(host.clone());
     let budget = Budget::open(&host.config, &*host.store)?;
+    // A required core memory file missing refuses the session before any
+    // saga starts (seed 004 `ensure_core`).
+    let identity = match &host.memory {
+        Some(hm) => Some(super::remember::identity(hm)?),
+        None => None,
+    };
     let mut turn = Turn::begin(&door, provider, task, opts).await?;
+    if let (Some(hm), Some(identity)) = (&host.memory, &identity) {
+        if let Err(e) =
+            super::remember::prepare(&mut turn, hm, identity, &budget, provider, task, opts).await
+        {
+            if let Some(saga) = &turn.tr.saga_id {
+                hm.end_saga(saga);
+            }
+            door.abort(&mut turn.saga).await?;
+            return Err(e);
+        }
+    }
     for _ in 0..opts.max_steps {
         let calls = match turn.think(&budget, provider).await? {
             Some(calls) => calls,
@@ -173,13 +199,13 @@ pub async fn run_turn(
             break;
         }
     }
-    turn.end(started).await
+    turn.end(started, provider, opts).await
 }
 
 /// One turn in progress.
 pub(super) struct Turn<'a> {
     door: &'a Dispatcher,
-    saga: Saga,
+    pub(super) saga: Saga,
     pub(super) tr: ExecutionTrace,
     pub(super) request: ChatRequest,
     /// The names of the catalog, for unknown-tool messages.
@@ -280,6 +306,7 @@ impl<'a> Turn<'a> {
                 return Ok(None);
             }
         };
+        super::remember::fit_hot_blocks(tr, &mut self.request, budget, provider).await?;
         let t0 = Instant::now();
         let resp = match provider.complete(&self.request).await {
             Ok(r) => r,
@@ -345,7 +372,12 @@ impl<'a> Turn<'a> {
 
     /// End the saga (Done after a final answer, else rolled back), add the
     /// fitness critic, and store the trace.
-    async fn end(mut self, started: Instant) -> Result<ExecutionTrace, AgentError> {
+    async fn end(
+        mut self,
+        started: Instant,
+        provider: &dyn Provider,
+        opts: &TurnOptions,
+    ) -> Result<ExecutionTrace, AgentError> {
         let final_state = match (self.tr.outcome, self.rollback_state) {
             (_, Some(state)) => state,
             (Outcome::Success, None) => self.door.finish(&mut self.saga).await?,
@@ -355,9 +387,12 @@ impl<'a> Turn<'a> {
         tr.saga_state = Some(final_state);
         tr.steps
             .push(fitness(&tr, final_state, self.saga.side_effects()));
+        let host = self.door.host();
+        let summary = super::remember::episode_summary(host, provider, &mut tr).await;
         tr.finished_at = Some(now_rfc3339());
         tr.wall_time_ms = started.elapsed().as_millis() as u64;
-        trace::save(&*self.door.host().store, &tr).await?;
+        trace::save(&*host.store, &tr).await?;
+        super::remember::finish(host, &tr, opts, summary).await;
         Ok(tr)
     }
 }

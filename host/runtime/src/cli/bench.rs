@@ -80,6 +80,15 @@ pub struct BenchArgs {
     /// Steps each run of `--group-commit` commits.
     #[arg(long, default_value_t = 2000)]
     pub group_commit_steps: u32,
+    /// Instead: the memory (embedding a query beside the model's raw
+    /// forward pass, retrieval over 100k episodes and 10k facts, indexing a
+    /// trace, RSS, recall@5 on the shipped retrieval set), in one run.
+    #[arg(long)]
+    pub memory: bool,
+    /// The embedding model's directory for `--memory` (default
+    /// `target/models/all-MiniLM-L6-v2`).
+    #[arg(long, default_value = "target/models/all-MiniLM-L6-v2")]
+    pub model_dir: PathBuf,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -495,7 +504,7 @@ async fn cold_start(bytes: &[u8]) -> Result<ColdStart, String> {
 }
 
 /// `VmRSS` and `VmHWM` (peak) of this process, bytes, from /proc.
-fn rss() -> Option<(u64, u64)> {
+pub(super) fn rss() -> Option<(u64, u64)> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let field = |name: &str| {
         status
@@ -586,6 +595,9 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     }
     if args.group_commit {
         return super::bench_group::run(out, args.group_commit_steps).await;
+    }
+    if args.memory {
+        return super::bench_memory::run(out, &args.model_dir).await;
     }
     match run_inner(args).await {
         Ok(report) => {

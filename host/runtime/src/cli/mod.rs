@@ -8,11 +8,13 @@ mod adhoc;
 mod approvals;
 mod bench;
 mod bench_group;
+mod bench_memory;
 mod bench_neurons;
 mod bench_shell;
 mod bench_wal;
 pub mod check;
 pub mod exit;
+mod memory;
 mod neurons;
 pub mod new_tool;
 mod ops;
@@ -139,6 +141,36 @@ pub enum Command {
         /// (never above the operator's level).
         #[arg(long)]
         autonomy: Option<String>,
+        /// The session this turn continues (with `[memory] enabled`, its
+        /// earlier turns are in the prompt); default a new one.
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
+        /// Who the turn is for (the key of episodic memory).
+        #[arg(long, default_value = "operator")]
+        sender: String,
+    },
+    /// An interactive conversation: each line read from standard input is
+    /// one agent turn of the same session (`/exit` or end of input ends it).
+    Chat {
+        /// The script of model turns (JSON): use the scripted provider.
+        #[arg(long)]
+        script: Option<PathBuf>,
+        /// The session to continue (default a new one, printed).
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
+        /// Who the turns are for (the key of episodic memory).
+        #[arg(long, default_value = "operator")]
+        sender: String,
+        /// Most model calls per turn.
+        #[arg(long, default_value_t = 16)]
+        max_steps: usize,
+    },
+    /// The agent's memory: search, episodes, facts, proposals, reflect,
+    /// approve, discard, forget (needs `[memory] enabled`).
+    Memory {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: memory::MemoryCmd,
     },
     /// Show the spend counters (per UTC day) and the budget caps.
     Budget {
@@ -289,6 +321,12 @@ impl From<HostError> for Failure {
             | HostError::StateMoved { .. } => exit::CONFIG,
             HostError::Store(s) => store_code(s),
             HostError::Sandbox(_) | HostError::Owner { .. } => exit::INTERNAL,
+            HostError::Memory(
+                capsaga_memory::MemoryError::Database { .. }
+                | capsaga_memory::MemoryError::Dimension { .. }
+                | capsaga_memory::MemoryError::Sql(_),
+            ) => exit::DATABASE,
+            HostError::Memory(_) => exit::CONFIG,
         };
         Failure {
             code,
@@ -427,6 +465,7 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::Run { .. }
         | Command::Resume { .. }
         | Command::Agent { .. }
+        | Command::Chat { .. }
         | Command::Rollback { .. }
         | Command::Approve { .. }
         | Command::Deny { .. }
@@ -446,6 +485,7 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::New { .. }
         | Command::TestTool(_)
         | Command::Neurons { .. }
+        | Command::Memory { .. }
         | Command::Fsm { .. } => false,
     }
 }
@@ -474,6 +514,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::New { what } => return new_tool::run(&out, &what),
         Command::TestTool(args) => return test_tool::run(&out, &args).await,
         Command::Neurons { cmd } => return neurons::run(&cli.config, &out, cmd).await,
+        Command::Memory { cmd } => return memory::run(&cli.config, &out, cmd).await,
         command => Cli { command, ..cli },
     };
     // A quick call (or its undo) with --tools-dir: the command line is the policy.
@@ -559,6 +600,8 @@ async fn run_command(
             allow_providers,
             prefer_providers,
             autonomy,
+            session,
+            sender,
         } => {
             let req = run::AgentRequest {
                 script,
@@ -568,9 +611,17 @@ async fn run_command(
                 allow_providers,
                 prefer_providers,
                 autonomy,
+                session,
+                sender,
             };
             run::agent(host, out, &req).await
         }
+        Command::Chat {
+            script,
+            session,
+            sender,
+            max_steps,
+        } => run::chat(host, out, script, session, sender, max_steps).await,
         Command::Budget { days } => ops::budget(host, out, days).await,
         Command::Mcp(args) => serve::mcp(host, &args).await,
         Command::Serve(args) => serve::serve(host, out, &args).await,
@@ -611,6 +662,7 @@ async fn run_command(
         | Command::New { .. }
         | Command::TestTool(_)
         | Command::BenchNeurons(_)
+        | Command::Memory { .. }
         | Command::Neurons { .. } => Ok(exit::OK),
     }
 }

@@ -34,6 +34,7 @@ pub mod live;
 pub mod mcp;
 pub mod resources;
 pub mod rest;
+pub mod rest_memory;
 pub mod sessions;
 pub mod tools;
 pub mod views;
@@ -219,10 +220,17 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         Arc::new(sessions::Sessions::default()),
         config,
     );
+    let every = live.host().config.policy.memory.reflect_every_s;
     let rest = Arc::new(rest::Rest {
         live,
         script: o.script.clone(),
     });
+    if let (Some(s), Ok(rt)) = (every, tokio::runtime::Handle::try_current()) {
+        rt.spawn(rest_memory::reflect_every(
+            Arc::downgrade(&rest),
+            std::time::Duration::from_secs(s),
+        ));
+    }
     let api = Router::new()
         .route("/v1/turns", post(rest::turns))
         .route("/v1/sagas", get(rest::sagas))
@@ -230,6 +238,8 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .route("/v1/traces/{id}", get(rest::trace))
         .route("/v1/approvals", get(rest::approvals))
         .route("/v1/approvals/{id}/{verb}", post(rest::decide))
+        .route("/v1/memory/proposals", get(rest_memory::proposals))
+        .route("/v1/memory/proposals/{id}/{verb}", post(rest_memory::decide))
         .with_state(rest.clone())
         .layer(axum::middleware::from_fn_with_state(
             auth.clone(),

@@ -10,6 +10,11 @@
 //! | `GET /v1/traces/{id}` | one execution trace |
 //! | `GET /v1/approvals` | pending approvals (`?all=true`: every one) |
 //! | `POST /v1/approvals/{id}/approve`, `/deny` | a human's decision (`by`, `note`) |
+//! | `/v1/memory/...` | fact proposals and the operator's decisions (`rest_memory.rs`) |
+//!
+//! A turn's `session_id` continues a session: with `[memory] enabled` its
+//! earlier turns are in the prompt. Its sender (the key of episodic memory)
+//! is the authenticated caller, `http:token`, never a name in the body.
 //!
 //! Errors are `{"detail": {"code": ..., "message": ...}}`; a turn no
 //! allowed provider can answer is 422 with the seed's `no_allowed_provider`
@@ -207,6 +212,7 @@ pub async fn turns(State(r): State<Arc<Rest>>, Json(req): Json<TurnRequest>) -> 
         autonomy,
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
+        sender: super::rest_memory::PRINCIPAL.into(),
         ..TurnOptions::default()
     };
     match run_turn(host, selected.provider.as_ref(), &req.task, &opts).await {
@@ -224,6 +230,9 @@ pub async fn turns(State(r): State<Arc<Rest>>, Json(req): Json<TurnRequest>) -> 
             "trace": tr,
         }))
         .into_response(),
+        Err(e @ crate::agent::runner::AgentError::Memory(_)) => {
+            detail(StatusCode::SERVICE_UNAVAILABLE, "memory", e.to_string())
+        }
         Err(e) => internal(e),
     }
 }
