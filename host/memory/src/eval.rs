@@ -58,7 +58,7 @@ impl RetrievalSet {
     }
 
     /// Index every turn as an episode of `namespace` (one day apart per
-    /// session, in order). Returns the number of episodes.
+    /// session, in order) and embed them. Returns the number of episodes.
     ///
     /// # Errors
     /// As [`Memory::index_episode`].
@@ -84,13 +84,14 @@ impl RetrievalSet {
                 }
             }
         }
+        while m.embed_pending(256)? > 0 {}
         Ok(n)
     }
 
     /// Recall@k of the evidence session: the share of questions for which
-    /// one of the `k` episodes retrieved for the question (FTS5 matches of
-    /// the sender, no recency quota) is in the evidence session. Also
-    /// returns the questions missed.
+    /// one of the `k` episodes retrieved for the question (the fused FTS5
+    /// and embedding ranking of the sender's episodes, no recency quota) is
+    /// in the evidence session. Also returns the questions missed.
     ///
     /// # Errors
     /// As [`Memory::search_episodes`].

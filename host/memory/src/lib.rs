@@ -95,6 +95,13 @@ impl MemoryConfig {
     }
 }
 
+/// Candidates each ranking gives to the fusion of episode retrieval.
+pub const FUSION_POOL: usize = 20;
+/// The constant of reciprocal rank fusion (Cormack, Clarke, Büttcher 2009).
+pub const RRF_K: f64 = 60.0;
+/// Most episode vectors scanned per search (newest first).
+pub const SEMANTIC_SCAN: usize = 5000;
+
 /// Longest fact, in characters.
 pub const MAX_FACT_CHARS: usize = 500;
 
@@ -395,11 +402,11 @@ impl Memory {
         Ok(scored)
     }
 
-    /// Episodes for a message: the sender's latest `n` plus the best `k`
-    /// FTS5 matches not among them, ordered by importance × recency.
+    /// Episodes for a message (see [`Memory::search_episodes_vec`]), the
+    /// message embedded here.
     ///
     /// # Errors
-    /// [`MemoryError::Sql`].
+    /// [`MemoryError::Embed`], [`MemoryError::Sql`].
     pub fn search_episodes(
         &self,
         namespace: &str,
@@ -409,28 +416,90 @@ impl Memory {
         k: usize,
         now: Timestamp,
     ) -> Result<Vec<Episode>> {
+        let q = self.embedder.embed_one(message)?;
+        self.search_episodes_vec(namespace, sender, message, Some(&q), n, k, now)
+    }
+
+    /// Episodes for a message: the sender's latest `n`, plus the best `k`
+    /// others by relevance, ordered by importance × recency (seed 004 §7).
+    /// Relevance fuses two rankings by reciprocal rank fusion (Cormack et
+    /// al. 2009, `1/(60 + rank)`): the FTS5 match of the message's words
+    /// (BM25) and, when `query` is given, the cosine of the episodes'
+    /// stored vectors (episodes not embedded yet take part by words only).
+    ///
+    /// # Errors
+    /// [`MemoryError::Dimension`], [`MemoryError::Sql`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_episodes_vec(
+        &self,
+        namespace: &str,
+        sender: Option<&str>,
+        message: &str,
+        query: Option<&[f32]>,
+        n: usize,
+        k: usize,
+        now: Timestamp,
+    ) -> Result<Vec<Episode>> {
         let mut out = match sender {
             Some(s) if n > 0 => self.store.recent_episodes(namespace, s, n)?,
             _ => Vec::new(),
         };
+        let mut fused: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
+        let mut fetched: std::collections::HashMap<String, Episode> = std::collections::HashMap::new();
         if let Some(q) = score::fts_query(message) {
-            let matches = self
-                .store
-                .match_episodes(namespace, sender, &q, k + out.len())?;
-            let mut added = 0;
-            for e in matches {
-                if added == k {
-                    break;
-                }
-                if !out.iter().any(|o| o.episode_id == e.episode_id) {
-                    out.push(e);
-                    added += 1;
-                }
+            for (rank, e) in self.store.match_episodes(namespace, sender, &q, FUSION_POOL)?.into_iter().enumerate() {
+                *fused.entry(e.episode_id.clone()).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+                fetched.insert(e.episode_id.clone(), e);
             }
         }
+        if let Some(q) = query {
+            let mut sims: Vec<(f32, String)> = Vec::new();
+            for (id, blob) in self.store.episode_vectors(namespace, sender, SEMANTIC_SCAN)? {
+                let v = embed::from_blob(&format!("episode {id}"), &blob, self.embedder.dim())?;
+                sims.push((score::cosine(q, &v), id));
+            }
+            sims.sort_by(|a, b| b.0.total_cmp(&a.0));
+            for (rank, (_, id)) in sims.into_iter().take(FUSION_POOL).enumerate() {
+                *fused.entry(id).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+            }
+        }
+        let mut ranked: Vec<(f64, String)> = fused
+            .into_iter()
+            .filter(|(id, _)| !out.iter().any(|o| &o.episode_id == id))
+            .map(|(id, s)| (s, id))
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        ranked.truncate(k);
+        let missing: Vec<&str> = ranked
+            .iter()
+            .filter(|(_, id)| !fetched.contains_key(id))
+            .map(|(_, id)| id.as_str())
+            .collect();
+        for e in self.store.episodes_by_id(&missing)? {
+            fetched.insert(e.episode_id.clone(), e);
+        }
+        out.extend(ranked.iter().filter_map(|(_, id)| fetched.remove(id)));
         let key = |e: &Episode| e.importance * score::recency(days_since(&e.started_at, now));
         out.sort_by(|a, b| key(b).total_cmp(&key(a)));
         Ok(out)
+    }
+
+    /// Embed up to `limit` episodes that have no vector yet (new ones: the
+    /// runtime calls this after indexing a turn, so indexing itself stays
+    /// an FTS5 insert). Returns how many were embedded.
+    ///
+    /// # Errors
+    /// [`MemoryError::Embed`], [`MemoryError::Sql`].
+    pub fn embed_pending(&self, limit: usize) -> Result<usize> {
+        let todo = self.store.episodes_without_vector(limit)?;
+        for chunk in todo.chunks(16) {
+            let texts: Vec<&str> = chunk.iter().map(|(_, t)| t.as_str()).collect();
+            let vs = self.embedder.embed(&texts)?;
+            for ((id, _), v) in chunk.iter().zip(vs) {
+                self.store.set_episode_embedding(id, &embed::to_blob(&v))?;
+            }
+        }
+        Ok(todo.len())
     }
 
     /// What memory gives a turn of `sender` (seed 004 §7): episodes and

@@ -288,18 +288,79 @@ impl Store {
         })
     }
 
+    /// The stored vectors of the unarchived episodes of `namespace` (of
+    /// `sender` when given), newest first, at most `limit`.
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn episode_vectors(
+        &self,
+        namespace: &str,
+        sender: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT episode_id, embedding FROM episodes
+                 WHERE namespace = ?1 AND (?2 IS NULL OR sender = ?2) AND archived = 0 AND embedding IS NOT NULL
+                 ORDER BY started_at DESC, id DESC LIMIT ?3",
+            )?;
+            let v = st
+                .query_map(params![namespace, sender, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(v)
+        })
+    }
+
+    /// Episodes by id, in the order given (ids not found are skipped).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn episodes_by_id(&self, ids: &[&str]) -> Result<Vec<Episode>> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(&format!("SELECT {COLS} FROM episodes WHERE episode_id = ?1"))?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(e) = st.query_row([id], row).optional()? {
+                    out.push(e);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Unarchived episodes without a vector yet, oldest first: `(id, text)`.
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn episodes_without_vector(&self, limit: usize) -> Result<Vec<(String, String)>> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT episode_id, user_message, coalesce(final_response, '') FROM episodes
+                 WHERE embedding IS NULL AND archived = 0 ORDER BY id LIMIT ?1",
+            )?;
+            let v = st
+                .query_map([limit as i64], |r| {
+                    let (id, u, a): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                    Ok((id, format!("{u}\n{a}")))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(v)
+        })
+    }
+
     /// Insert many episodes in one transaction (benchmarks, imports).
     ///
     /// # Errors
     /// [`MemoryError::Sql`].
-    pub fn insert_episodes(&self, es: &[Episode]) -> Result<()> {
+    pub fn insert_episodes(&self, es: &[(Episode, Option<Vec<u8>>)]) -> Result<()> {
         self.with(|c| {
             let tx = c.transaction()?;
             {
                 let mut st = tx.prepare(&format!(
-                    "INSERT INTO episodes ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+                    "INSERT INTO episodes ({COLS}, embedding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
                 ))?;
-                for e in es {
+                for (e, v) in es {
                     st.execute(params![
                         e.episode_id,
                         e.trace_id,
@@ -313,7 +374,8 @@ impl Store {
                         e.summary,
                         e.importance,
                         e.reflected as i64,
-                        e.archived as i64
+                        e.archived as i64,
+                        v
                     ])?;
                 }
             }

@@ -281,6 +281,9 @@ pub(super) async fn finish(host: &Arc<Host>, tr: &ExecutionTrace, opts: &TurnOpt
                 steps: tr2.steps.len(),
                 turn_in_session: seq as usize,
             })?;
+            // The new episode's vector, for retrieval by meaning (and any
+            // left by an earlier failure).
+            m.embed_pending(8)?;
         }
         Ok::<_, capsaga_memory::MemoryError>(())
     })

@@ -121,13 +121,15 @@ impl BuiltinTool for MemoryFetch {
         let reinforce = !ctx.dry_run;
         let (facts, episodes) = tokio::task::spawn_blocking(move || {
             let m = &mem.memory;
-            let facts = m.search_facts(&[&ns], &query, limit, 0.0)?;
+            let now = jiff::Timestamp::now();
+            let q = m.embedder().embed_one(&query)?;
+            let facts = m.search_facts_vec(&[&ns], &q, limit, 0.0, now)?;
             // Facts returned to the model count as accesses (seed 004
             // `access`), except in a dry run.
             if reinforce {
                 m.access(&facts)?;
             }
-            let eps = m.search_episodes(&ns, sender.as_deref(), &query, 0, limit, jiff::Timestamp::now())?;
+            let eps = m.search_episodes_vec(&ns, sender.as_deref(), &query, Some(&q), 0, limit, now)?;
             Ok::<_, MemoryError>((facts, eps))
         })
         .await
