@@ -136,7 +136,9 @@ fn in_runtime(krate: &str, file: &str, prefix: &str) -> bool {
 
 #[test]
 fn sql_only_in_the_storage_layer() {
-    let bad = violations(SQL, |k, f| k == "store" || (k == "memory" && f.starts_with("store/")));
+    let bad = violations(SQL, |k, f| {
+        k == "store" || (k == "memory" && f.starts_with("store/"))
+    });
     assert!(
         bad.is_empty(),
         "SQL outside host/store/ (the capsaga-store crate) and host/memory/src/store/:\n{}",

@@ -13,7 +13,7 @@
 //!   `net:https:api.example.com` becomes the latter.
 //! - Operator grants are always concrete; a `*` in a grant is refused.
 
-use crate::capability::{Capability, FsAccess, FsDir, MemAccess, NetTarget, Place};
+use crate::capability::{Capability, FsAccess, FsDir, NetTarget, Place};
 use std::collections::BTreeSet;
 
 /// Why a tool cannot be given its grants.
@@ -301,23 +301,19 @@ pub fn effective_grants(
     Ok(effective.into_iter().collect())
 }
 
-/// The grants a dry-run instance gets: `fs:write` narrowed to `fs:read`,
-/// `mem:<ns>` to `mem:<ns>:read`, `mem:<ns>:write` dropped; the rest
-/// unchanged (the net guard limits a dry-run to GET/HEAD itself).
+/// The grants a dry-run instance gets: `fs:write` narrowed to `fs:read`; the
+/// rest unchanged (the net guard limits a dry-run to GET/HEAD itself, and the
+/// memory built-ins write nothing in a dry run: they are host code reading
+/// the call's dry-run flag).
 pub fn dry_run_grants(effective: &[Capability]) -> Vec<Capability> {
     let set: BTreeSet<Capability> = effective
         .iter()
-        .filter_map(|c| match c {
-            Capability::Fs { dir, .. } => Some(Capability::Fs {
+        .map(|c| match c {
+            Capability::Fs { dir, .. } => Capability::Fs {
                 access: FsAccess::Read,
                 dir: dir.clone(),
-            }),
-            Capability::Mem { access: MemAccess::Write, .. } => None,
-            Capability::Mem { namespace, .. } => Some(Capability::Mem {
-                namespace: namespace.clone(),
-                access: MemAccess::Read,
-            }),
-            other => Some(other.clone()),
+            },
+            other => other.clone(),
         })
         .collect();
     set.into_iter().collect()
@@ -491,8 +487,6 @@ mod tests {
 
     #[test]
     fn dry_run_strips_write() {
-        let m = dry_run_grants(&caps(&["mem:a", "mem:b:write", "mem:c:read"]));
-        assert_eq!(strs(&m), vec!["mem:a:read", "mem:c:read"]);
         let d = dry_run_grants(&caps(&["fs:write:/a/**", "fs:read:/a/**", "env:X"]));
         assert_eq!(strs(&d), ["fs:read:/a/**", "env:X"]);
     }
@@ -512,5 +506,28 @@ mod tests {
             example_grant(&caps(&["net:https:*"])[0]),
             "net:https:api.example.com"
         );
+    }
+
+    #[test]
+    fn mem_grants_cover_requirements() {
+        let i = |r: &str, g: &str| {
+            intersect(
+                &Capability::parse(r).unwrap(),
+                &Capability::parse(g).unwrap(),
+            )
+            .map(|c| c.to_string())
+        };
+        assert_eq!(
+            i("mem:*:read", "mem:default:read").as_deref(),
+            Some("mem:default:read")
+        );
+        assert_eq!(
+            i("mem:*:read", "mem:default").as_deref(),
+            Some("mem:default:read")
+        );
+        assert_eq!(i("mem:*:write", "mem:default:read"), None);
+        assert_eq!(i("mem:*", "mem:default:read"), None);
+        assert_eq!(i("mem:a:read", "mem:b:read"), None);
+        assert_eq!(i("mem:a:read", "mem:a:read").as_deref(), Some("mem:a:read"));
     }
 }

@@ -111,7 +111,8 @@ fn is_core_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 64
         && n.ends_with(".md")
-        && n.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
         && !n.starts_with('.')
 }
 
@@ -123,26 +124,46 @@ impl MemorySection {
     pub fn check(&self) -> Result<MemoryPolicy, String> {
         let namespace = self.namespace.clone().unwrap_or_else(|| "default".into());
         if !crate::capability::is_ident(&namespace) {
-            return Err(format!("namespace `{namespace}`: [a-z0-9][a-z0-9_-]*, at most 64 characters"));
+            return Err(format!(
+                "namespace `{namespace}`: [a-z0-9][a-z0-9_-]*, at most 64 characters"
+            ));
         }
         let core_files = self.core_files.clone().unwrap_or_else(|| {
-            ["SOUL.md", "IDENTITY.md", "USER.md", "AGENTS.md", "MEMORY.md"].map(String::from).to_vec()
+            [
+                "SOUL.md",
+                "IDENTITY.md",
+                "USER.md",
+                "AGENTS.md",
+                "MEMORY.md",
+            ]
+            .map(String::from)
+            .to_vec()
         });
-        let core_required = self.core_required.clone().unwrap_or_else(|| vec!["SOUL.md".into()]);
+        let core_required = self
+            .core_required
+            .clone()
+            .unwrap_or_else(|| vec!["SOUL.md".into()]);
         for n in core_files.iter().chain(&core_required) {
             if !is_core_name(n) {
-                return Err(format!("core file `{n}`: a plain `.md` file name in the workspace"));
+                return Err(format!(
+                    "core file `{n}`: a plain `.md` file name in the workspace"
+                ));
             }
         }
         if let Some(r) = core_required.iter().find(|r| !core_files.contains(r)) {
-            return Err(format!("core_required names `{r}`, which core_files does not list"));
+            return Err(format!(
+                "core_required names `{r}`, which core_files does not list"
+            ));
         }
         let index_outcomes = match &self.index_outcomes {
             None => None,
             Some(v) if v.iter().any(|o| o == "all") => None,
             Some(v) => {
                 if let Some(bad) = v.iter().find(|o| !OUTCOMES.contains(&o.as_str())) {
-                    return Err(format!("index_outcomes: `{bad}` is not an outcome (expected all or one of {})", OUTCOMES.join(", ")));
+                    return Err(format!(
+                        "index_outcomes: `{bad}` is not an outcome (expected all or one of {})",
+                        OUTCOMES.join(", ")
+                    ));
                 }
                 Some(v.clone())
             }
@@ -175,7 +196,9 @@ impl MemorySection {
 impl MemoryPolicy {
     /// Whether a trace with `outcome` is indexed as an episode.
     pub fn indexes(&self, outcome: &str) -> bool {
-        self.index_outcomes.as_ref().is_none_or(|v| v.iter().any(|o| o == outcome))
+        self.index_outcomes
+            .as_ref()
+            .is_none_or(|v| v.iter().any(|o| o == outcome))
     }
 }
 
@@ -184,7 +207,9 @@ mod tests {
     use super::*;
 
     fn sec(t: &str) -> Result<MemoryPolicy, String> {
-        toml::from_str::<MemorySection>(t).map_err(|e| e.to_string())?.check()
+        toml::from_str::<MemorySection>(t)
+            .map_err(|e| e.to_string())?
+            .check()
     }
 
     #[test]

@@ -72,7 +72,12 @@ impl RetrievalSet {
                         session_id: s.session_id.clone(),
                         sender: u.sender.clone(),
                         namespace: namespace.to_string(),
-                        started_at: format!("2026-01-{:02}T{:02}:{:02}:00Z", si + 1, 8 + ti / 60, ti % 60),
+                        started_at: format!(
+                            "2026-01-{:02}T{:02}:{:02}:00Z",
+                            si + 1,
+                            8 + ti / 60,
+                            ti % 60
+                        ),
                         user_message: msg.clone(),
                         final_response: Some(reply.clone()),
                         outcome: "success".into(),

@@ -588,12 +588,19 @@ fn memory_md_bullets_are_facts_at_open() {
 
 #[test]
 fn recall_at_5_of_the_evidence_session_on_the_shipped_retrieval_set() {
-    let set = capsaga_memory::eval::RetrievalSet::parse(capsaga_memory::eval::RETRIEVAL_SET).unwrap();
+    let set =
+        capsaga_memory::eval::RetrievalSet::parse(capsaga_memory::eval::RETRIEVAL_SET).unwrap();
     let d = tempfile::tempdir().unwrap();
     let m = common::memory(d.path());
     let n = set.index(&m, "default").unwrap();
     assert!(n > 1000, "{n}");
     let (recall, missed) = set.recall_at(&m, "default", 5).unwrap();
-    eprintln!("recall@5 = {recall:.3} over {} questions; missed: {missed:#?}", set.questions.len());
-    assert!(recall >= 0.95, "recall@5 {recall:.3} under the goal 0.95; missed: {missed:#?}");
+    eprintln!(
+        "recall@5 = {recall:.3} over {} questions; missed: {missed:#?}",
+        set.questions.len()
+    );
+    assert!(
+        recall >= 0.95,
+        "recall@5 {recall:.3} under the goal 0.95; missed: {missed:#?}"
+    );
 }

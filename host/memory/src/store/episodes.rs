@@ -318,7 +318,9 @@ impl Store {
     /// [`MemoryError::Sql`].
     pub fn episodes_by_id(&self, ids: &[&str]) -> Result<Vec<Episode>> {
         self.with(|c| {
-            let mut st = c.prepare_cached(&format!("SELECT {COLS} FROM episodes WHERE episode_id = ?1"))?;
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {COLS} FROM episodes WHERE episode_id = ?1"
+            ))?;
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
                 if let Some(e) = st.query_row([id], row).optional()? {

@@ -63,10 +63,18 @@ pub async fn reflect(
         proposals: Vec::new(),
     };
     for c in &clusters {
-        let text: String = c.episodes.iter().map(|e| format!("{}\n", render::episode(e))).collect();
+        let text: String = c
+            .episodes
+            .iter()
+            .map(|e| format!("{}\n", render::episode(e)))
+            .collect();
         let mut req = ChatRequest::new(
             REFLECTION_PROMPT,
-            vec![Message::user(wrap("memory:episodes", &crate::clock::now_rfc3339(), &text))],
+            vec![Message::user(wrap(
+                "memory:episodes",
+                &crate::clock::now_rfc3339(),
+                &text,
+            ))],
             Vec::new(),
         );
         req.max_tokens = FACT_MAX_TOKENS;

@@ -59,7 +59,11 @@ fn transcript(h: &SessionHistory, upto: usize) -> String {
         s.push_str(&format!("(summary of earlier turns) {sum}\n"));
     }
     for t in &h.turns[..upto] {
-        s.push_str(&format!("user: {}\nagent: {}\n", t.user_message, t.final_response.as_deref().unwrap_or("(no answer)")));
+        s.push_str(&format!(
+            "user: {}\nagent: {}\n",
+            t.user_message,
+            t.final_response.as_deref().unwrap_or("(no answer)")
+        ));
     }
     s
 }
@@ -90,11 +94,18 @@ async fn summarise(
     let resp = match provider.complete(&req).await {
         Ok(r) => r,
         Err(e) => {
+            // Priced and traced like any failed call, but a failed summary
+            // is not the turn's end: its outcome and answer stay.
+            let (outcome, answer) = (tr.outcome, tr.final_response.clone());
             super::reply::record_failure(tr, budget, provider, &req, &e, t0).await?;
+            (tr.outcome, tr.final_response) = (outcome, answer);
+            tracing::warn!("no summary made: {e}");
             return Ok(None);
         }
     };
+    let (outcome, answer) = (tr.outcome, tr.final_response.clone());
     super::reply::record_answer(tr, budget, &req, &resp, t0).await?;
+    (tr.outcome, tr.final_response) = (outcome, answer);
     let text = resp.text.trim().to_string();
     Ok((!text.is_empty()).then_some(text))
 }
@@ -133,8 +144,19 @@ pub(super) async fn prepare(
         let upto = h.turns.len() - VERBATIM;
         let last = h.turns[upto - 1].seq;
         let text = transcript(&h, upto);
-        if let Some(sum) = summarise(&mut turn.tr, budget, provider, SESSION_SUMMARY_PROMPT, "session history", &text).await? {
-            hm.memory.set_summary(&opts.session_id, &sum, last).map_err(mem)?;
+        if let Some(sum) = summarise(
+            &mut turn.tr,
+            budget,
+            provider,
+            SESSION_SUMMARY_PROMPT,
+            "session history",
+            &text,
+        )
+        .await?
+        {
+            hm.memory
+                .set_summary(&opts.session_id, &sum, last)
+                .map_err(mem)?;
             h = hm.memory.history(&opts.session_id).map_err(mem)?;
         }
     }
@@ -146,14 +168,21 @@ pub(super) async fn prepare(
         .map_err(mem)?;
     let mut block = String::new();
     if let Some(sum) = &h.summary {
-        block.push_str(&format!("## Earlier in this conversation (summary)\n{}\n", quote(sum)));
+        block.push_str(&format!(
+            "## Earlier in this conversation (summary)\n{}\n",
+            quote(sum)
+        ));
     }
     block.push_str(&bundle.render());
     let entries: Vec<CatalogEntry<'_>> = turn
         .request
         .tools
         .iter()
-        .map(|t| CatalogEntry { name: &t.name, description: &t.description, grants: &t.grants })
+        .map(|t| CatalogEntry {
+            name: &t.name,
+            description: &t.description,
+            grants: &t.grants,
+        })
         .collect();
     turn.request.system = system_prompt(identity, &entries, &block);
     let mut messages = Vec::with_capacity(h.turns.len() * 2 + 1);
@@ -203,7 +232,12 @@ pub(super) async fn fit_hot_blocks(
     let n = request.messages.len();
     let mut over = total - HOT_TOKEN_LIMIT / 2;
     let mut picked = Vec::new();
-    for (i, m) in request.messages.iter().enumerate().take(n.saturating_sub(2)) {
+    for (i, m) in request
+        .messages
+        .iter()
+        .enumerate()
+        .take(n.saturating_sub(2))
+    {
         if over == 0 {
             break;
         }
@@ -215,15 +249,35 @@ pub(super) async fn fit_hot_blocks(
     if picked.is_empty() {
         return Ok(());
     }
-    let text: String = picked.iter().map(|&i| format!("{}\n", request.messages[i].content)).collect();
-    let summary = summarise(tr, budget, provider, TURN_SUMMARY_PROMPT, "earlier tool results", &text).await?;
+    let text: String = picked
+        .iter()
+        .map(|&i| format!("{}\n", request.messages[i].content))
+        .collect();
+    let summary = summarise(
+        tr,
+        budget,
+        provider,
+        TURN_SUMMARY_PROMPT,
+        "earlier tool results",
+        &text,
+    )
+    .await?;
     let note = match summary {
-        Some(s) => format!("[earlier tool results of this turn, summarised by the host's model to keep the prompt under {HOT_TOKEN_LIMIT} tokens]\n{}", wrap("summary of tool results", &now_rfc3339(), &s)),
+        Some(s) => format!(
+            "[earlier tool results of this turn, summarised by the host's model to keep the prompt under {HOT_TOKEN_LIMIT} tokens]\n{}",
+            wrap("summary of tool results", &now_rfc3339(), &s)
+        ),
         // No summary (budget, provider failure): cut instead.
-        None => format!("[earlier tool results of this turn elided to keep the prompt under {HOT_TOKEN_LIMIT} tokens]"),
+        None => format!(
+            "[earlier tool results of this turn elided to keep the prompt under {HOT_TOKEN_LIMIT} tokens]"
+        ),
     };
     for (k, &i) in picked.iter().enumerate() {
-        request.messages[i].content = if k == 0 { note.clone() } else { "[elided: see the summary of earlier tool results above]".into() };
+        request.messages[i].content = if k == 0 {
+            note.clone()
+        } else {
+            "[elided: see the summary of earlier tool results above]".into()
+        };
     }
     Ok(())
 }
@@ -248,17 +302,31 @@ pub(super) async fn episode_summary(
     };
     let text = serde_json::to_string(&tr.steps).unwrap_or_default();
     let text = capsaga_memory::core_files::cut(&text, 64 * 1024);
-    summarise(tr, &budget, provider, TURN_SUMMARY_PROMPT, "turn trace", &text)
-        .await
-        .ok()
-        .flatten()
+    summarise(
+        tr,
+        &budget,
+        provider,
+        TURN_SUMMARY_PROMPT,
+        "turn trace",
+        &text,
+    )
+    .await
+    .ok()
+    .flatten()
 }
 
 /// After the turn (its trace stored): record it in its session and index it
 /// as an episode when the policy indexes its outcome. Failures are logged:
 /// the turn itself is done.
-pub(super) async fn finish(host: &Arc<Host>, tr: &ExecutionTrace, opts: &TurnOptions, summary: Option<String>) {
-    let Some(hm) = host.memory.clone() else { return };
+pub(super) async fn finish(
+    host: &Arc<Host>,
+    tr: &ExecutionTrace,
+    opts: &TurnOptions,
+    summary: Option<String>,
+) {
+    let Some(hm) = host.memory.clone() else {
+        return;
+    };
     if let Some(saga) = &tr.saga_id {
         hm.end_saga(saga);
     }
@@ -266,7 +334,13 @@ pub(super) async fn finish(host: &Arc<Host>, tr: &ExecutionTrace, opts: &TurnOpt
     let (tr2, opts2) = (tr.clone(), opts.clone());
     let r = tokio::task::spawn_blocking(move || {
         let m = &hm.memory;
-        let seq = m.record_turn(&opts2.session_id, &opts2.sender, &tr2.user_message, tr2.final_response.as_deref(), &tr2.trace_id)?;
+        let seq = m.record_turn(
+            &opts2.session_id,
+            &opts2.sender,
+            &tr2.user_message,
+            tr2.final_response.as_deref(),
+            &tr2.trace_id,
+        )?;
         if policy.indexes(tr2.outcome.as_str()) {
             m.index_episode(&NewEpisode {
                 trace_id: tr2.trace_id.clone(),

@@ -16,8 +16,8 @@
 //! (retrieval time does not depend on what they mean); episode texts are drawn from a vocabulary
 //! so that FTS5's posting lists have realistic lengths.
 
-use super::render::Out;
 use super::exit;
+use super::render::Out;
 use capsaga_memory::eval::RetrievalSet;
 use capsaga_memory::{Embedder, Episode, Fact, Memory, MemoryConfig, MiniLm, embed, fact_id};
 use serde_json::json;
@@ -64,16 +64,69 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "report", "march", "deploy", "staging", "invoice", "meeting", "budget", "flight", "hotel", "berlin",
-    "turin", "dentist", "password", "project", "codename", "release", "bug", "database", "backup",
-    "server", "customer", "contract", "deadline", "holiday", "train", "ticket", "recipe", "dinner",
-    "garden", "bicycle", "insurance", "doctor", "school", "birthday", "gift", "email", "calendar",
-    "spreadsheet", "quarterly", "review", "salary", "rent", "landlord", "car", "repair", "music",
-    "concert", "book", "library", "coffee", "tea", "weather", "rain", "snow", "marathon", "swim",
+    "report",
+    "march",
+    "deploy",
+    "staging",
+    "invoice",
+    "meeting",
+    "budget",
+    "flight",
+    "hotel",
+    "berlin",
+    "turin",
+    "dentist",
+    "password",
+    "project",
+    "codename",
+    "release",
+    "bug",
+    "database",
+    "backup",
+    "server",
+    "customer",
+    "contract",
+    "deadline",
+    "holiday",
+    "train",
+    "ticket",
+    "recipe",
+    "dinner",
+    "garden",
+    "bicycle",
+    "insurance",
+    "doctor",
+    "school",
+    "birthday",
+    "gift",
+    "email",
+    "calendar",
+    "spreadsheet",
+    "quarterly",
+    "review",
+    "salary",
+    "rent",
+    "landlord",
+    "car",
+    "repair",
+    "music",
+    "concert",
+    "book",
+    "library",
+    "coffee",
+    "tea",
+    "weather",
+    "rain",
+    "snow",
+    "marathon",
+    "swim",
 ];
 
 fn sentence(r: &mut Rng, n: usize) -> String {
-    (0..n).map(|_| WORDS[r.below(WORDS.len())]).collect::<Vec<_>>().join(" ")
+    (0..n)
+        .map(|_| WORDS[r.below(WORDS.len())])
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Run it and print the report.
@@ -145,23 +198,34 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
     for i in 0..EPISODES {
         let n = 6 + r.below(20);
         let v: Vec<f32> = embed::normalise((0..model.dim()).map(|_| r.unit()).collect());
-        batch.push((Episode {
-            episode_id: format!("e-bench-{i}"),
-            trace_id: format!("t-bench-{i}"),
-            session_id: format!("s-{}", i / 10),
-            sender: format!("user-{}", i % SENDERS),
-            namespace: "default".into(),
-            started_at: format!("2025-{:02}-{:02}T{:02}:{:02}:00Z", 1 + (i / 10_000) % 12, 1 + (i / 400) % 28, (i / 60) % 24, i % 60),
-            user_message: sentence(&mut r, n),
-            final_response: Some(sentence(&mut r, 8)),
-            outcome: "success".into(),
-            summary: None,
-            importance: r.below(100) as f64 / 100.0,
-            reflected: false,
-            archived: false,
-        }, Some(embed::to_blob(&v))));
+        batch.push((
+            Episode {
+                episode_id: format!("e-bench-{i}"),
+                trace_id: format!("t-bench-{i}"),
+                session_id: format!("s-{}", i / 10),
+                sender: format!("user-{}", i % SENDERS),
+                namespace: "default".into(),
+                started_at: format!(
+                    "2025-{:02}-{:02}T{:02}:{:02}:00Z",
+                    1 + (i / 10_000) % 12,
+                    1 + (i / 400) % 28,
+                    (i / 60) % 24,
+                    i % 60
+                ),
+                user_message: sentence(&mut r, n),
+                final_response: Some(sentence(&mut r, 8)),
+                outcome: "success".into(),
+                summary: None,
+                importance: r.below(100) as f64 / 100.0,
+                reflected: false,
+                archived: false,
+            },
+            Some(embed::to_blob(&v)),
+        ));
         if batch.len() == 10_000 {
-            m.store().insert_episodes(&batch).map_err(|e| e.to_string())?;
+            m.store()
+                .insert_episodes(&batch)
+                .map_err(|e| e.to_string())?;
             batch.clear();
         }
     }
@@ -181,7 +245,9 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
             last_access: None,
             score: None,
         };
-        m.store().insert_fact(&f, &embed::to_blob(&v)).map_err(|e| e.to_string())?;
+        m.store()
+            .insert_fact(&f, &embed::to_blob(&v))
+            .map_err(|e| e.to_string())?;
     }
     let facts_s = t.elapsed().as_secs_f64();
     drop(m);
@@ -193,7 +259,11 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
 
     let now = jiff::Timestamp::now();
     let (mut bundle, mut no_embed) = (Vec::new(), Vec::new());
-    let qv: Vec<Vec<f32>> = queries.iter().map(|q| model.embed_one(q)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    let qv: Vec<Vec<f32>> = queries
+        .iter()
+        .map(|q| model.embed_one(q))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
     for i in 0..300 {
         let sender = format!("user-{}", i % SENDERS);
         let q = format!("{} {}", queries[i % queries.len()], sentence(&mut r, 2));
@@ -201,9 +271,18 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
         m.bundle_for_turn(&sender, &q).map_err(|e| e.to_string())?;
         bundle.push(ms(t));
         let t = Instant::now();
-        m.search_episodes_vec("default", Some(&sender), &q, Some(&qv[i % qv.len()]), 5, 3, now)
+        m.search_episodes_vec(
+            "default",
+            Some(&sender),
+            &q,
+            Some(&qv[i % qv.len()]),
+            5,
+            3,
+            now,
+        )
+        .map_err(|e| e.to_string())?;
+        m.search_facts_vec(&["default"], &qv[i % qv.len()], 5, 0.7, now)
             .map_err(|e| e.to_string())?;
-        m.search_facts_vec(&["default"], &qv[i % qv.len()], 5, 0.7, now).map_err(|e| e.to_string())?;
         no_embed.push(ms(t));
     }
     let (b50, b95) = (pct(&mut bundle, 0.5), pct(&mut bundle, 0.95));
@@ -237,13 +316,20 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
     drop(m);
 
     // Quality: recall@5 on the shipped set.
-    let set = RetrievalSet::parse(capsaga_memory::eval::RETRIEVAL_SET).map_err(|e| e.to_string())?;
+    let set =
+        RetrievalSet::parse(capsaga_memory::eval::RETRIEVAL_SET).map_err(|e| e.to_string())?;
     let qdir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let qws = qdir.path().join("ws");
     std::fs::create_dir_all(&qws).map_err(|e| e.to_string())?;
-    let qm = Memory::open(MemoryConfig::new(qdir.path().join("episodes.db"), qws), model.clone()).map_err(|e| e.to_string())?;
+    let qm = Memory::open(
+        MemoryConfig::new(qdir.path().join("episodes.db"), qws),
+        model.clone(),
+    )
+    .map_err(|e| e.to_string())?;
     set.index(&qm, "default").map_err(|e| e.to_string())?;
-    let (recall, _) = set.recall_at(&qm, "default", 5).map_err(|e| e.to_string())?;
+    let (recall, _) = set
+        .recall_at(&qm, "default", 5)
+        .map_err(|e| e.to_string())?;
 
     Ok(json!({
         "model_load_ms": load_ms,
@@ -263,7 +349,10 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
 fn print(r: &serde_json::Value) {
     let f = |p: &str| r.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
     outln!("memory benchmark (all-MiniLM-L6-v2 on the CPU, SQLite FTS5)");
-    outln!("  model load                     {:>8.1} ms", f("/model_load_ms"));
+    outln!(
+        "  model load                     {:>8.1} ms",
+        f("/model_load_ms")
+    );
     outln!(
         "  embed one query                p50 {:.2} ms  p95 {:.2} ms   (goal p50 <= 10 ms)",
         f("/embed_query_ms/p50"),
@@ -308,6 +397,8 @@ fn print(r: &serde_json::Value) {
     outln!(
         "  recall@5 (evidence session)    {:.3} over {} questions   (goal >= 0.95)",
         f("/recall_at_5/value"),
-        r.pointer("/recall_at_5/questions").and_then(|v| v.as_u64()).unwrap_or(0)
+        r.pointer("/recall_at_5/questions")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
     );
 }

@@ -99,7 +99,9 @@ pub enum MemoryCmd {
 
 fn failure(e: MemoryError) -> Failure {
     let code = match &e {
-        MemoryError::Database { .. } | MemoryError::Dimension { .. } | MemoryError::Sql(_) => exit::DATABASE,
+        MemoryError::Database { .. } | MemoryError::Dimension { .. } | MemoryError::Sql(_) => {
+            exit::DATABASE
+        }
         MemoryError::NotFound { .. } => exit::NOT_FOUND,
         MemoryError::Invalid(_) => exit::USAGE,
         _ => exit::CONFIG,
@@ -120,7 +122,10 @@ fn open(config_path: &Path) -> Result<(Config, Arc<HostMemory>), Failure> {
         Some(m) => Ok((config, m)),
         None => Err(Failure {
             code: exit::CONFIG,
-            message: format!("{}: memory is off (set `[memory] enabled = true`)", config.path.display()),
+            message: format!(
+                "{}: memory is off (set `[memory] enabled = true`)",
+                config.path.display()
+            ),
         }),
     }
 }
@@ -134,20 +139,45 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
     let m = &hm.memory;
     let own_ns = m.config().namespace.clone();
     match cmd {
-        MemoryCmd::Search { query, namespace, sender, limit } => {
+        MemoryCmd::Search {
+            query,
+            namespace,
+            sender,
+            limit,
+        } => {
             let ns = namespace.unwrap_or(own_ns);
-            let facts = m.search_facts(&[&ns], &query, limit, 0.0).map_err(failure)?;
+            let facts = m
+                .search_facts(&[&ns], &query, limit, 0.0)
+                .map_err(failure)?;
             let eps = m
-                .search_episodes(&ns, sender.as_deref(), &query, 0, limit, jiff::Timestamp::now())
+                .search_episodes(
+                    &ns,
+                    sender.as_deref(),
+                    &query,
+                    0,
+                    limit,
+                    jiff::Timestamp::now(),
+                )
                 .map_err(failure)?;
             if out.json {
                 out.json(&json!({"facts": facts, "episodes": eps}));
             } else {
                 for f in &facts {
-                    outln!("fact {}  score {:.3}  {}", f.fact_id, f.score.unwrap_or(0.0), clip(&f.text, 120));
+                    outln!(
+                        "fact {}  score {:.3}  {}",
+                        f.fact_id,
+                        f.score.unwrap_or(0.0),
+                        clip(&f.text, 120)
+                    );
                 }
                 for e in &eps {
-                    outln!("episode {}  {}  {}  {}", e.episode_id, e.started_at, e.sender, clip(&e.user_message, 100));
+                    outln!(
+                        "episode {}  {}  {}  {}",
+                        e.episode_id,
+                        e.started_at,
+                        e.sender,
+                        clip(&e.user_message, 100)
+                    );
                 }
             }
             Ok(exit::OK)
@@ -155,7 +185,12 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
         MemoryCmd::Episodes { sender, limit, all } => {
             let eps = m
                 .store()
-                .list_episodes(&EpisodeQuery { namespace: None, sender, include_archived: all, limit })
+                .list_episodes(&EpisodeQuery {
+                    namespace: None,
+                    sender,
+                    include_archived: all,
+                    limit,
+                })
                 .map_err(failure)?;
             if out.json {
                 out.json(&eps);
@@ -182,20 +217,37 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
                 out.json(&facts);
             } else {
                 for f in &facts {
-                    outln!("{}  [{}]  {}  accessed {}  {}", f.fact_id, f.namespace, f.source, f.access_count, clip(&f.text, 120));
+                    outln!(
+                        "{}  [{}]  {}  accessed {}  {}",
+                        f.fact_id,
+                        f.namespace,
+                        f.source,
+                        f.access_count,
+                        clip(&f.text, 120)
+                    );
                 }
             }
             Ok(exit::OK)
         }
         MemoryCmd::Proposals { all } => {
-            let ps = m.store().proposals(if all { None } else { Some("pending") }).map_err(failure)?;
+            let ps = m
+                .store()
+                .proposals(if all { None } else { Some("pending") })
+                .map_err(failure)?;
             if out.json {
                 out.json(&ps);
             } else {
                 for p in &ps {
                     // Untrusted until approved: shown clipped, control
                     // characters already flattened when it was queued.
-                    outln!("{}  {}  [{}]  {}  {}", p.proposal_id, p.status, p.namespace, p.origin, clip(&p.text, 160));
+                    outln!(
+                        "{}  {}  [{}]  {}  {}",
+                        p.proposal_id,
+                        p.status,
+                        p.namespace,
+                        p.origin,
+                        clip(&p.text, 160)
+                    );
                 }
                 if ps.is_empty() {
                     outln!("no proposals");
@@ -204,16 +256,39 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
             Ok(exit::OK)
         }
         MemoryCmd::Reflect { script, min_size } => {
-            let selected = select(&config, &process_env(), &Selection { script, route: RequestRoute::default() })
-                .map_err(|e| Failure { code: exit::CONFIG, message: e.to_string() })?;
+            let selected = select(
+                &config,
+                &process_env(),
+                &Selection {
+                    script,
+                    route: RequestRoute::default(),
+                },
+            )
+            .map_err(|e| Failure {
+                code: exit::CONFIG,
+                message: e.to_string(),
+            })?;
             let archived = m.retention(jiff::Timestamp::now()).map_err(failure)?;
-            let r = crate::agent::reflect::reflect(&hm, selected.provider.as_ref(), &own_ns, min_size.max(1))
-                .await
-                .map_err(|e| Failure { code: exit::NOT_SUCCESS, message: e.to_string() })?;
+            let r = crate::agent::reflect::reflect(
+                &hm,
+                selected.provider.as_ref(),
+                &own_ns,
+                min_size.max(1),
+            )
+            .await
+            .map_err(|e| Failure {
+                code: exit::NOT_SUCCESS,
+                message: e.to_string(),
+            })?;
             if out.json {
                 out.json(&json!({"clusters": r.clusters, "proposals": r.proposals, "archived": archived}));
             } else {
-                outln!("{} group(s), {} proposal(s) queued, {} episode(s) archived", r.clusters, r.proposals.len(), archived.len());
+                outln!(
+                    "{} group(s), {} proposal(s) queued, {} episode(s) archived",
+                    r.clusters,
+                    r.proposals.len(),
+                    archived.len()
+                );
                 for p in &r.proposals {
                     outln!("  {}  {}", p.proposal_id, clip(&p.text, 160));
                 }
@@ -224,7 +299,10 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
             if ids.is_empty() && !all =>
         {
             let _ = ids;
-            Err(Failure { code: exit::USAGE, message: "name proposal ids, or --all".into() })
+            Err(Failure {
+                code: exit::USAGE,
+                message: "name proposal ids, or --all".into(),
+            })
         }
         MemoryCmd::Approve { ids, all } => {
             let ids = if all { pending(&hm)? } else { ids };
@@ -261,7 +339,11 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
                     "forgot {} {}{}: {}",
                     f.what,
                     f.id,
-                    if f.memory_md_line { " (and its MEMORY.md line)" } else { "" },
+                    if f.memory_md_line {
+                        " (and its MEMORY.md line)"
+                    } else {
+                        ""
+                    },
                     clip(&f.text, 120)
                 );
             }

@@ -372,10 +372,16 @@ pub(crate) async fn chat(
         ..TurnOptions::default()
     };
     if host.memory.is_none() && !out.json {
-        errln!("capsaga: memory is off ([memory] enabled = false): each line is a turn without the earlier ones");
+        errln!(
+            "capsaga: memory is off ([memory] enabled = false): each line is a turn without the earlier ones"
+        );
     }
     if !out.json {
-        outln!("model: {}  session: {}  (/exit to end)", selected.mode, opts.session_id);
+        outln!(
+            "model: {}  session: {}  (/exit to end)",
+            selected.mode,
+            opts.session_id
+        );
     }
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut code = exit::OK;

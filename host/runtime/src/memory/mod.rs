@@ -92,11 +92,10 @@ pub fn model_dir(config: &Config) -> PathBuf {
 /// The memory's settings from the policy.
 pub fn memory_config(config: &Config) -> MemoryConfig {
     let m = &config.policy.memory;
-    let db = m
-        .db
-        .as_deref()
-        .map(|d| config.resolve(d))
-        .unwrap_or_else(|| config.state_dir.join("memory/episodes.db"));
+    let db =
+        m.db.as_deref()
+            .map(|d| config.resolve(d))
+            .unwrap_or_else(|| config.state_dir.join("memory/episodes.db"));
     let workspace = m
         .workspace
         .as_deref()

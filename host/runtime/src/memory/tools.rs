@@ -46,7 +46,11 @@ fn tool_error(e: MemoryError) -> ToolError {
 }
 
 fn join_error(e: tokio::task::JoinError) -> ToolError {
-    ToolError::with_hint(ErrorKind::Unknown, format!("memory task failed: {e}"), "Retry later.")
+    ToolError::with_hint(
+        ErrorKind::Unknown,
+        format!("memory task failed: {e}"),
+        "Retry later.",
+    )
 }
 
 /// The namespace a call names, checked against `granted`: the argument, or
@@ -66,7 +70,10 @@ fn namespace(args: &Value, granted: &[String], own: &str, what: &str) -> Result<
         if granted.is_empty() {
             format!("this tool has no `mem:` grant to {what} memory")
         } else {
-            format!("namespace `{ns}` is not granted to {what} (granted: {})", granted.join(", "))
+            format!(
+                "namespace `{ns}` is not granted to {what} (granted: {})",
+                granted.join(", ")
+            )
         },
         "Use a namespace this tool is granted, or go on without memory.",
     ))
@@ -108,7 +115,12 @@ impl BuiltinTool for MemoryFetch {
             return Ok(None);
         }
         let mem = self.memory.clone();
-        let ns = namespace(args, &bindings.mem.read, &mem.memory.config().namespace, "read")?;
+        let ns = namespace(
+            args,
+            &bindings.mem.read,
+            &mem.memory.config().namespace,
+            "read",
+        )?;
         let query: String = args
             .get("query")
             .and_then(Value::as_str)
@@ -116,7 +128,11 @@ impl BuiltinTool for MemoryFetch {
             .chars()
             .take(MAX_QUERY_CHARS)
             .collect();
-        let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(5).clamp(1, 10) as usize;
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(5)
+            .clamp(1, 10) as usize;
         let sender = mem.sender_of(&ctx.saga_id);
         let reinforce = !ctx.dry_run;
         let (facts, episodes) = tokio::task::spawn_blocking(move || {
@@ -129,7 +145,8 @@ impl BuiltinTool for MemoryFetch {
             if reinforce {
                 m.access(&facts)?;
             }
-            let eps = m.search_episodes_vec(&ns, sender.as_deref(), &query, Some(&q), 0, limit, now)?;
+            let eps =
+                m.search_episodes_vec(&ns, sender.as_deref(), &query, Some(&q), 0, limit, now)?;
             Ok::<_, MemoryError>((facts, eps))
         })
         .await
@@ -185,7 +202,12 @@ impl BuiltinTool for MemoryPropose {
             // Compensation: withdraw the proposal this step queued, if it
             // is still pending (approved or discarded: nothing to undo here;
             // an approved fact is removed with `capsaga memory forget`).
-            let Some(id) = out.data.get("proposal_id").and_then(Value::as_str).map(str::to_string) else {
+            let Some(id) = out
+                .data
+                .get("proposal_id")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+            else {
                 return Ok(None);
             };
             tokio::task::spawn_blocking(move || mem.memory.withdraw(&id))
@@ -194,11 +216,17 @@ impl BuiltinTool for MemoryPropose {
                 .map_err(tool_error)?;
             return Ok(None);
         }
-        // A dry run has no write grant (the factor strips it): check
-        // against the read side's namespaces and store nothing.
-        let granted = if ctx.dry_run { &bindings.mem.read } else { &bindings.mem.write };
-        let ns = namespace(args, granted, &mem.memory.config().namespace, "write")?;
-        let fact = args.get("fact").and_then(Value::as_str).unwrap_or_default().to_string();
+        let ns = namespace(
+            args,
+            &bindings.mem.write,
+            &mem.memory.config().namespace,
+            "write",
+        )?;
+        let fact = args
+            .get("fact")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let line = capsaga_memory::memory_md::one_line(&fact, capsaga_memory::MAX_FACT_CHARS);
         if line.is_empty() {
             return Err(ToolError::with_hint(
@@ -207,7 +235,9 @@ impl BuiltinTool for MemoryPropose {
                 "Write the fact as one plain sentence.",
             ));
         }
-        if ctx.dry_run || matches!(op, Op::DryRun) {
+        // A dry run (the door's pre-image, an approval's preview) writes
+        // nothing: the grant is checked, the proposal described.
+        if ctx.dry_run || op.name() == "dry-run" {
             return Ok(Some(ToolOutput {
                 data: json!({"would_propose": line, "namespace": ns}),
                 effects: vec![format!("would queue a fact for the operator in `{ns}`")],
@@ -216,24 +246,48 @@ impl BuiltinTool for MemoryPropose {
             }));
         }
         let origin = format!("agent:{}", ctx.saga_id);
-        let p = tokio::task::spawn_blocking(move || mem.memory.propose(&ns, &fact, &origin, Vec::new()))
-            .await
-            .map_err(join_error)?
-            .map_err(tool_error)?;
+        let p = tokio::task::spawn_blocking(move || {
+            mem.memory.propose(&ns, &fact, &origin, Vec::new())
+        })
+        .await
+        .map_err(join_error)?
+        .map_err(tool_error)?;
         Ok(Some(ToolOutput {
             data: json!({"proposal_id": p.proposal_id, "status": "pending", "namespace": p.namespace}),
-            effects: vec![format!("queued fact proposal {} for the operator", p.proposal_id)],
+            effects: vec![format!(
+                "queued fact proposal {} for the operator",
+                p.proposal_id
+            )],
             next_hint: None,
-            summary: format!("propose to memory `{}`: {}", p.namespace, p.text.chars().take(80).collect::<String>()),
+            summary: format!(
+                "propose to memory `{}`: {}",
+                p.namespace,
+                p.text.chars().take(80).collect::<String>()
+            ),
         }))
     }
 }
 
 /// Register the memory tools the policy lists.
-pub fn register(host_memory: &Arc<HostMemory>, registry: &crate::registry::Registry, sandbox: &crate::sandbox::Sandbox, policy: &capsaga_core::policy::Policy) {
+pub fn register(
+    host_memory: &Arc<HostMemory>,
+    registry: &crate::registry::Registry,
+    sandbox: &crate::sandbox::Sandbox,
+    policy: &capsaga_core::policy::Policy,
+) {
     let tools: [(&str, Arc<dyn BuiltinTool>); 2] = [
-        (FETCH, Arc::new(MemoryFetch { memory: host_memory.clone() })),
-        (PROPOSE, Arc::new(MemoryPropose { memory: host_memory.clone() })),
+        (
+            FETCH,
+            Arc::new(MemoryFetch {
+                memory: host_memory.clone(),
+            }),
+        ),
+        (
+            PROPOSE,
+            Arc::new(MemoryPropose {
+                memory: host_memory.clone(),
+            }),
+        ),
     ];
     for (name, tool) in tools {
         if policy.section(name).is_none() {

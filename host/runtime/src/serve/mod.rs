@@ -239,7 +239,10 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .route("/v1/approvals", get(rest::approvals))
         .route("/v1/approvals/{id}/{verb}", post(rest::decide))
         .route("/v1/memory/proposals", get(rest_memory::proposals))
-        .route("/v1/memory/proposals/{id}/{verb}", post(rest_memory::decide))
+        .route(
+            "/v1/memory/proposals/{id}/{verb}",
+            post(rest_memory::decide),
+        )
         .with_state(rest.clone())
         .layer(axum::middleware::from_fn_with_state(
             auth.clone(),

@@ -83,7 +83,13 @@ pub async fn decide(
     let approve = match verb.as_str() {
         "approve" => true,
         "discard" => false,
-        _ => return detail(StatusCode::NOT_FOUND, "not_found", "POST .../approve or .../discard"),
+        _ => {
+            return detail(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "POST .../approve or .../discard",
+            );
+        }
     };
     let Some(hm) = r.live.host().memory.clone() else {
         return off();
@@ -95,7 +101,9 @@ pub async fn decide(
         }
         if approve {
             let facts = hm.memory.approve(std::slice::from_ref(&id), PRINCIPAL)?;
-            Ok(Ok(json!({"proposal": id, "status": "approved", "facts": facts})))
+            Ok(Ok(
+                json!({"proposal": id, "status": "approved", "facts": facts}),
+            ))
         } else {
             hm.memory.discard(std::slice::from_ref(&id), PRINCIPAL)?;
             Ok(Ok(json!({"proposal": id, "status": "discarded"})))
@@ -125,12 +133,18 @@ pub async fn reflect_every(rest: std::sync::Weak<Rest>, every: std::time::Durati
         tick.tick().await;
         let Some(r) = rest.upgrade() else { return };
         let host = r.live.host();
-        let Some(hm) = host.memory.clone() else { return };
+        let Some(hm) = host.memory.clone() else {
+            return;
+        };
         let sel = crate::agent::select::Selection {
             script: r.script.clone(),
             route: crate::agent::router::RequestRoute::default(),
         };
-        let selected = match crate::agent::select::select(&host.config, &crate::agent::select::process_env(), &sel) {
+        let selected = match crate::agent::select::select(
+            &host.config,
+            &crate::agent::select::process_env(),
+            &sel,
+        ) {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!("memory reflection skipped: {e}");
@@ -138,14 +152,21 @@ pub async fn reflect_every(rest: std::sync::Weak<Rest>, every: std::time::Durati
             }
         };
         let h = hm.clone();
-        match tokio::task::spawn_blocking(move || h.memory.retention(jiff::Timestamp::now())).await {
-            Ok(Ok(ids)) if !ids.is_empty() => tracing::info!("memory retention archived {} episode(s)", ids.len()),
+        match tokio::task::spawn_blocking(move || h.memory.retention(jiff::Timestamp::now())).await
+        {
+            Ok(Ok(ids)) if !ids.is_empty() => {
+                tracing::info!("memory retention archived {} episode(s)", ids.len())
+            }
             Ok(Err(e)) => tracing::warn!("memory retention failed: {e}"),
             _ => {}
         }
         let ns = hm.memory.config().namespace.clone();
         match crate::agent::reflect::reflect(&hm, selected.provider.as_ref(), &ns, 2).await {
-            Ok(r) => tracing::info!("memory reflection: {} group(s), {} proposal(s) queued", r.clusters, r.proposals.len()),
+            Ok(r) => tracing::info!(
+                "memory reflection: {} group(s), {} proposal(s) queued",
+                r.clusters,
+                r.proposals.len()
+            ),
             Err(e) => tracing::warn!("memory reflection failed: {e}"),
         }
     }

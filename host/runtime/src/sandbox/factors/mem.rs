@@ -4,8 +4,9 @@
 //! - **validate** at policy load: a `mem:` grant needs `[memory] enabled =
 //!   true` (a grant nothing could serve is refused, never silently empty);
 //! - **configure** per tool: the granted namespaces and what each allows
-//!   ([`MemBinding`]); a dry run's grants have no write access
-//!   (`capsaga_core::grant::dry_run_grants`);
+//!   ([`MemBinding`]); a dry run keeps them (the built-ins read the call's
+//!   dry-run flag and write nothing, as the net guard limits a dry run to
+//!   GET and HEAD itself);
 //! - **bind** per call: nothing in the WASI context. Memory is served by the
 //!   host's built-in tools (`memory_fetch`, `memory_propose`,
 //!   `crate::memory`), which read their namespaces from these bindings and
@@ -92,9 +93,6 @@ mod tests {
         assert_eq!(b.read, vec!["a", "b"]);
         assert_eq!(b.write, vec!["b", "c"]);
         assert!(b.may_read("a") && !b.may_write("a") && !b.may_read("z"));
-        let d = configure(&capsaga_core::grant::dry_run_grants(&g));
-        assert!(d.write.is_empty());
-        assert_eq!(d.read, vec!["a", "b"]);
         assert_eq!(configure(&[]), MemBinding::default());
     }
 }
