@@ -117,37 +117,38 @@ async fn turn_three_of_session_two_gets_a_fact_from_session_one() {
         tr.final_response.as_deref(),
         Some("Your project is called BLUEBIRD.")
     );
-    let seen = p.seen.lock().unwrap();
-    let last = seen.last().unwrap();
-    // The fact reached the prompt from session 1, as an episode wrapped in
-    // untrusted markers in the memory block.
-    let memory_block = last.system.split("# Memory\n").nth(1).unwrap();
-    assert!(memory_block.contains("BLUEBIRD"), "{}", last.system);
-    assert!(
-        memory_block.contains("<untrusted source=\"memory:episode"),
-        "{memory_block}"
-    );
-    // Session 2's own turns are the conversation, verbatim; session 1's
-    // are not in the messages.
-    let msgs: Vec<&str> = last.messages.iter().map(|m| m.content.as_str()).collect();
-    assert_eq!(
-        msgs,
-        vec![
-            "Let us plan the week.",
-            "Sure.",
-            "Monday is for email.",
-            "Fine.",
-            "Which codename did I give my project?"
-        ]
-    );
-    // The core memory is in the identity block.
-    assert!(
-        last.system.contains("> Be useful. Never invent facts."),
-        "{}",
-        last.system
-    );
-    // Another sender sees none of alice's episodes.
-    drop(seen);
+    {
+        let seen = p.seen.lock().unwrap();
+        let last = seen.last().unwrap();
+        // The fact reached the prompt from session 1, as an episode wrapped in
+        // untrusted markers in the memory block.
+        let memory_block = last.system.split("# Memory\n").nth(1).unwrap();
+        assert!(memory_block.contains("BLUEBIRD"), "{}", last.system);
+        assert!(
+            memory_block.contains("<untrusted source=\"memory:episode"),
+            "{memory_block}"
+        );
+        // Session 2's own turns are the conversation, verbatim; session 1's
+        // are not in the messages.
+        let msgs: Vec<&str> = last.messages.iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "Let us plan the week.",
+                "Sure.",
+                "Monday is for email.",
+                "Fine.",
+                "Which codename did I give my project?"
+            ]
+        );
+        // The core memory is in the identity block.
+        assert!(
+            last.system.contains("> Be useful. Never invent facts."),
+            "{}",
+            last.system
+        );
+        // Another sender sees none of alice's episodes.
+    }
     let p = scripted(&ws, "bob.json", &[text("I do not know.")]);
     let bob = TurnOptions {
         sender: "bob".into(),
@@ -521,5 +522,197 @@ async fn a_mem_grant_with_memory_off_is_refused_at_policy_load() {
     assert!(
         e.contains("mem:default") && e.contains("[memory] enabled"),
         "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_turns_keep_their_session_and_the_operator_decides_proposals_over_http() {
+    use capsaga_host::serve::HttpOptions;
+    use capsaga_tests::mcp_rig::{http, start};
+    const TOKEN: &str = "memory-token-0123456789abcdef";
+    let ws = workspace(&[], TOOLS_POLICY);
+    let script = ws.root.join("rest.json");
+    std::fs::write(&script, r#"{"turns":[{"text":"Noted."}]}"#).unwrap();
+    let host = ws.host().await;
+    let hm = host.memory.clone().unwrap();
+    let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    o.token = Some(TOKEN.into());
+    o.script = Some(script);
+    let srv = start(host, o).await;
+    let c = http();
+    // Two turns of one session; the sender is the authenticated caller,
+    // whatever the body would like.
+    for task in ["My badge number is 88213.", "What is my badge number?"] {
+        let r = c
+            .post(srv.url("/v1/turns"))
+            .bearer_auth(TOKEN)
+            .json(&serde_json::json!({"task": task, "session_id": "rest-session"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+    }
+    let h = hm.memory.history("rest-session").unwrap();
+    assert_eq!(h.total_turns, 2);
+    let q = capsaga_host::memory::capsaga_memory::EpisodeQuery {
+        limit: 10,
+        ..Default::default()
+    };
+    let eps = hm.memory.store().list_episodes(&q).unwrap();
+    assert_eq!(eps.len(), 2);
+    assert!(eps.iter().all(|e| e.sender == "http:token"), "{eps:?}");
+    // Proposals: behind the token, decided once, recorded for the caller.
+    let p = hm
+        .memory
+        .propose(
+            "default",
+            "The badge number is 88213.",
+            "agent:test",
+            vec![],
+        )
+        .unwrap();
+    let none = c.get(srv.url("/v1/memory/proposals")).send().await.unwrap();
+    assert_eq!(none.status().as_u16(), 401);
+    let list: serde_json::Value = c
+        .get(srv.url("/v1/memory/proposals"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        list["proposals"][0]["proposal_id"],
+        p.proposal_id.as_str(),
+        "{list}"
+    );
+    let url = srv.url(&format!("/v1/memory/proposals/{}/approve", p.proposal_id));
+    assert_eq!(c.post(&url).send().await.unwrap().status().as_u16(), 401);
+    let ok = c
+        .post(&url)
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({"by": "mallory"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status().as_u16(), 200, "{}", ok.text().await.unwrap());
+    let again = c.post(&url).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(again.status().as_u16(), 409);
+    let decided = hm.memory.store().proposal(&p.proposal_id).unwrap();
+    assert_eq!(decided.status, "approved");
+    assert_eq!(decided.decided_by.as_deref(), Some("http:token"));
+    assert_eq!(hm.memory.store().facts(None).unwrap().len(), 1);
+    let missing = c
+        .post(srv.url("/v1/memory/proposals/p-nope/discard"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status().as_u16(), 404);
+    let bad = c
+        .post(srv.url("/v1/memory/proposals/x/delete"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 404);
+}
+
+#[test]
+fn capsaga_chat_and_agent_session_continue_one_conversation_from_the_command_line() {
+    use std::io::Write as _;
+    let ws = workspace(&[], "");
+    let script = ws.root.join("chat.json");
+    std::fs::write(
+        &script,
+        r#"{"turns":[{"text":"Hello Alice."},{"text":"You said your name is Alice."}]}"#,
+    )
+    .unwrap();
+    let mut child = ws
+        .capsaga(&[
+            "chat",
+            "--script",
+            script.to_str().unwrap(),
+            "--session",
+            "cli-chat",
+            "--sender",
+            "alice",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"My name is Alice.\nWhat is my name?\n/exit\n")
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("Hello Alice.") && stdout.contains("You said your name is Alice."),
+        "{stdout}"
+    );
+    // `agent --session` continues the same session; `memory episodes` lists
+    // the three turns for alice.
+    let s2 = ws.root.join("agent.json");
+    std::fs::write(&s2, r#"{"turns":[{"text":"Still Alice."}]}"#).unwrap();
+    let out = ws
+        .capsaga(&[
+            "agent",
+            "--script",
+            s2.to_str().unwrap(),
+            "--session",
+            "cli-chat",
+            "--sender",
+            "alice",
+            "and now?",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ws
+        .capsaga(&["--json", "memory", "episodes", "--sender", "alice"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let eps: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let eps = eps.as_array().unwrap();
+    assert_eq!(eps.len(), 3, "{eps:?}");
+    assert!(eps.iter().all(|e| e["session_id"] == "cli-chat"));
+    // A fact: proposed, listed, approved from the command line, forgotten.
+    let out = ws.capsaga(&["memory", "approve"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "no ids and no --all is a usage error"
+    );
+    let out = ws
+        .capsaga(&["memory", "forget", "f-0000000000000000"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(9),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -176,16 +176,15 @@ pub async fn run_turn(
         None => None,
     };
     let mut turn = Turn::begin(&door, provider, task, opts).await?;
-    if let (Some(hm), Some(identity)) = (&host.memory, &identity) {
-        if let Err(e) =
+    if let (Some(hm), Some(identity)) = (&host.memory, &identity)
+        && let Err(e) =
             super::remember::prepare(&mut turn, hm, identity, &budget, provider, task, opts).await
-        {
-            if let Some(saga) = &turn.tr.saga_id {
-                hm.end_saga(saga);
-            }
-            door.abort(&mut turn.saga).await?;
-            return Err(e);
+    {
+        if let Some(saga) = &turn.tr.saga_id {
+            hm.end_saga(saga);
         }
+        door.abort(&mut turn.saga).await?;
+        return Err(e);
     }
     for _ in 0..opts.max_steps {
         let calls = match turn.think(&budget, provider).await? {

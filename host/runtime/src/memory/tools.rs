@@ -62,7 +62,7 @@ fn namespace(args: &Value, granted: &[String], own: &str, what: &str) -> Result<
         None if granted.len() == 1 => granted[0].clone(),
         None => own.to_string(),
     };
-    if granted.iter().any(|g| *g == ns) {
+    if granted.contains(&ns) {
         return Ok(ns);
     }
     Err(ToolError::with_hint(
