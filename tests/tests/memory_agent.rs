@@ -157,8 +157,20 @@ async fn turn_three_of_session_two_gets_a_fact_from_session_one() {
     run_turn(&host, &p, "Which codename did I give my project?", &bob)
         .await
         .unwrap();
-    let seen = p.seen.lock().unwrap();
-    assert!(!seen[0].system.contains("BLUEBIRD"), "{}", seen[0].system);
+    {
+        let seen = p.seen.lock().unwrap();
+        assert!(!seen[0].system.contains("BLUEBIRD"), "{}", seen[0].system);
+    }
+    // Nor by naming alice's session: a session belongs to one sender.
+    let bob_in_alices = TurnOptions {
+        sender: "bob".into(),
+        ..opts("session-1")
+    };
+    let e = run_turn(&host, &p, "what did I say?", &bob_in_alices)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("belongs to another sender"), "{e}");
+    assert_eq!(p.seen.lock().unwrap().len(), 1, "no model call was made");
 }
 
 #[tokio::test(flavor = "multi_thread")]

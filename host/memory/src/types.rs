@@ -118,6 +118,8 @@ pub struct SessionTurn {
     pub final_response: Option<String>,
     /// The trace of the turn.
     pub trace_id: String,
+    /// Who the turn was for.
+    pub sender: String,
 }
 
 /// A session: its turns past the summary, and the summary of those before.
@@ -131,4 +133,7 @@ pub struct SessionHistory {
     pub turns: Vec<SessionTurn>,
     /// The number of turns the session has had.
     pub total_turns: u64,
+    /// Who the session is for (the sender of its first turn), if it has
+    /// turns: a session belongs to one sender.
+    pub sender: Option<String>,
 }

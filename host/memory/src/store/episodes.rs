@@ -8,6 +8,32 @@ use rusqlite::{OptionalExtension, Row, params};
 
 const COLS: &str = "episode_id, trace_id, session_id, sender, namespace, started_at, user_message, final_response, outcome, summary, importance, reflected, archived";
 
+/// The scope tokens of an episode, indexed in the FTS5 table's `scope`
+/// column: one for its namespace and one for its namespace and sender
+/// (`n` or `k` and 16 hex digits of SHA-256), so that a search is
+/// restricted to them inside FTS5 (an AND with the scope's short posting
+/// list) instead of ranking every match of the whole database.
+fn scope_tokens(namespace: &str, sender: &str) -> String {
+    format!(
+        "{} {}",
+        ns_token(namespace),
+        sender_token(namespace, sender)
+    )
+}
+
+fn hash16(text: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(&sha2::Sha256::digest(text.as_bytes())[..8])
+}
+
+fn ns_token(namespace: &str) -> String {
+    format!("n{}", hash16(namespace))
+}
+
+fn sender_token(namespace: &str, sender: &str) -> String {
+    format!("k{}", hash16(&format!("{namespace}\n{sender}")))
+}
+
 fn row(r: &Row<'_>) -> rusqlite::Result<Episode> {
     Ok(Episode {
         episode_id: r.get(0)?,
@@ -47,7 +73,7 @@ impl Store {
     pub fn insert_episode(&self, e: &Episode) -> Result<()> {
         self.with(|c| {
             c.execute(
-                &format!("INSERT INTO episodes ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
+                &format!("INSERT INTO episodes ({COLS}, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
                 params![
                     e.episode_id,
                     e.trace_id,
@@ -61,7 +87,8 @@ impl Store {
                     e.summary,
                     e.importance,
                     e.reflected as i64,
-                    e.archived as i64
+                    e.archived as i64,
+                    scope_tokens(&e.namespace, &e.sender)
                 ],
             )?;
             Ok(())
@@ -138,13 +165,22 @@ impl Store {
                 .map(|x| format!("e.{x}"))
                 .collect::<Vec<_>>()
                 .join(", ");
+            // The scope first: FTS5 intersects its short posting list with
+            // the words' instead of ranking every match in the database.
+            let scope = match sender {
+                Some(s) => sender_token(namespace, s),
+                None => ns_token(namespace),
+            };
+            let expr = format!(
+                "scope:\"{scope}\" AND {{user_message final_response summary}}: ({fts_query})"
+            );
             let mut st = c.prepare_cached(&format!(
                 "SELECT {cols} FROM episodes_fts JOIN episodes e ON e.id = episodes_fts.rowid
                  WHERE episodes_fts MATCH ?1 AND e.namespace = ?2 AND (?3 IS NULL OR e.sender = ?3) AND e.archived = 0
                  ORDER BY episodes_fts.rank LIMIT ?4"
             ))?;
             let v = st
-                .query_map(params![fts_query, namespace, sender, k as i64], row)?
+                .query_map(params![expr, namespace, sender, k as i64], row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(v)
         })
@@ -360,7 +396,7 @@ impl Store {
             let tx = c.transaction()?;
             {
                 let mut st = tx.prepare(&format!(
-                    "INSERT INTO episodes ({COLS}, embedding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+                    "INSERT INTO episodes ({COLS}, embedding, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
                 ))?;
                 for (e, v) in es {
                     st.execute(params![
@@ -377,7 +413,8 @@ impl Store {
                         e.importance,
                         e.reflected as i64,
                         e.archived as i64,
-                        v
+                        v,
+                        scope_tokens(&e.namespace, &e.sender)
                     ])?;
                 }
             }

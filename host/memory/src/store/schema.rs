@@ -26,27 +26,28 @@ CREATE TABLE episodes (
     importance     REAL NOT NULL DEFAULT 0.5,
     reflected      INTEGER NOT NULL DEFAULT 0,
     archived       INTEGER NOT NULL DEFAULT 0,
-    embedding      BLOB
+    embedding      BLOB,
+    scope          TEXT NOT NULL
 );
 CREATE INDEX idx_episodes_sender_time ON episodes(namespace, sender, started_at DESC);
 CREATE INDEX idx_episodes_trace ON episodes(trace_id);
 CREATE VIRTUAL TABLE episodes_fts USING fts5(
-    user_message, final_response, summary,
+    user_message, final_response, summary, scope,
     content='episodes', content_rowid='id'
 );
 CREATE TRIGGER episodes_ai AFTER INSERT ON episodes WHEN new.archived = 0 BEGIN
-    INSERT INTO episodes_fts(rowid, user_message, final_response, summary)
-    VALUES (new.id, new.user_message, new.final_response, new.summary);
+    INSERT INTO episodes_fts(rowid, user_message, final_response, summary, scope)
+    VALUES (new.id, new.user_message, new.final_response, new.summary, new.scope);
 END;
 CREATE TRIGGER episodes_ad AFTER DELETE ON episodes WHEN old.archived = 0 BEGIN
-    INSERT INTO episodes_fts(episodes_fts, rowid, user_message, final_response, summary)
-    VALUES ('delete', old.id, old.user_message, old.final_response, old.summary);
+    INSERT INTO episodes_fts(episodes_fts, rowid, user_message, final_response, summary, scope)
+    VALUES ('delete', old.id, old.user_message, old.final_response, old.summary, old.scope);
 END;
 CREATE TRIGGER episodes_au AFTER UPDATE OF user_message, final_response, summary, archived ON episodes BEGIN
-    INSERT INTO episodes_fts(episodes_fts, rowid, user_message, final_response, summary)
-    SELECT 'delete', old.id, old.user_message, old.final_response, old.summary WHERE old.archived = 0;
-    INSERT INTO episodes_fts(rowid, user_message, final_response, summary)
-    SELECT new.id, new.user_message, new.final_response, new.summary WHERE new.archived = 0;
+    INSERT INTO episodes_fts(episodes_fts, rowid, user_message, final_response, summary, scope)
+    SELECT 'delete', old.id, old.user_message, old.final_response, old.summary, old.scope WHERE old.archived = 0;
+    INSERT INTO episodes_fts(rowid, user_message, final_response, summary, scope)
+    SELECT new.id, new.user_message, new.final_response, new.summary, new.scope WHERE new.archived = 0;
 END;
 CREATE TABLE semantic_facts (
     fact_id      TEXT PRIMARY KEY,

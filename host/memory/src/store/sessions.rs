@@ -51,7 +51,7 @@ impl Store {
                 .optional()?
                 .unwrap_or((None, 0));
             let mut st = c.prepare_cached(
-                "SELECT seq, user_message, final_response, trace_id FROM session_turns WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
+                "SELECT seq, user_message, final_response, trace_id, sender FROM session_turns WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
             )?;
             let turns = st
                 .query_map(params![session_id, upto as i64], |r| {
@@ -60,19 +60,21 @@ impl Store {
                         user_message: r.get(1)?,
                         final_response: r.get(2)?,
                         trace_id: r.get(3)?,
+                        sender: r.get(4)?,
                     })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            let total: i64 = c.query_row(
-                "SELECT coalesce(max(seq), 0) FROM session_turns WHERE session_id = ?1",
+            let (total, first_sender): (i64, Option<String>) = c.query_row(
+                "SELECT coalesce(max(seq), 0), (SELECT sender FROM session_turns WHERE session_id = ?1 ORDER BY seq LIMIT 1) FROM session_turns WHERE session_id = ?1",
                 [session_id],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
             Ok(SessionHistory {
                 summary,
                 summarised_upto: upto,
                 turns,
                 total_turns: total.max(0) as u64,
+                sender: first_sender,
             })
         })
     }

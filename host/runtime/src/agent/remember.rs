@@ -140,6 +140,18 @@ pub(super) async fn prepare(
         hm.begin_saga(saga, &opts.sender);
     }
     let mut h = hm.memory.history(&opts.session_id).map_err(mem)?;
+    // A session belongs to the sender of its first turn: another sender
+    // naming it (a guessed or reused id) gets no part of it.
+    if let Some(owner) = &h.sender
+        && owner != &opts.sender
+    {
+        return Err(AgentError::Memory(capsaga_memory::MemoryError::Invalid(
+            format!(
+                "session `{}` belongs to another sender: start a new session",
+                opts.session_id
+            ),
+        )));
+    }
     if needs_summary(&h, SUMMARISE_AFTER) {
         let upto = h.turns.len() - VERBATIM;
         let last = h.turns[upto - 1].seq;

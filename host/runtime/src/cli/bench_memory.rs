@@ -104,7 +104,10 @@ impl Words {
         (0..n)
             .map(|_| {
                 let x = (r.next() >> 11) as f64 / (1u64 << 53) as f64 * total;
-                let i = self.cumulative.partition_point(|&c| c < x).min(VOCABULARY - 1);
+                let i = self
+                    .cumulative
+                    .partition_point(|&c| c < x)
+                    .min(VOCABULARY - 1);
                 self.words[i].as_str()
             })
             .collect::<Vec<_>>()

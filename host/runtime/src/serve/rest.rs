@@ -230,6 +230,9 @@ pub async fn turns(State(r): State<Arc<Rest>>, Json(req): Json<TurnRequest>) -> 
             "trace": tr,
         }))
         .into_response(),
+        Err(
+            e @ crate::agent::runner::AgentError::Memory(capsaga_memory::MemoryError::Invalid(_)),
+        ) => detail(StatusCode::CONFLICT, "session", e.to_string()),
         Err(e @ crate::agent::runner::AgentError::Memory(_)) => {
             detail(StatusCode::SERVICE_UNAVAILABLE, "memory", e.to_string())
         }
