@@ -31,6 +31,7 @@ CREATE TABLE episodes (
 );
 CREATE INDEX idx_episodes_sender_time ON episodes(namespace, sender, started_at DESC);
 CREATE INDEX idx_episodes_trace ON episodes(trace_id);
+CREATE INDEX idx_episodes_unembedded ON episodes(id) WHERE embedding IS NULL AND archived = 0;
 CREATE VIRTUAL TABLE episodes_fts USING fts5(
     user_message, final_response, summary, scope,
     content='episodes', content_rowid='id'
