@@ -728,3 +728,104 @@ fn capsaga_chat_and_agent_session_continue_one_conversation_from_the_command_lin
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reflection_distils_groups_into_proposals_and_a_failed_run_queues_nothing() {
+    use capsaga_host::memory::capsaga_memory::NewEpisode;
+    let ws = workspace(&[], "");
+    let host = ws.host().await;
+    let hm = host.memory.clone().unwrap();
+    let ep = |i: usize, msg: &str| NewEpisode {
+        trace_id: format!("t{i}"),
+        session_id: format!("s{i}"),
+        sender: "alice".into(),
+        namespace: "default".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        user_message: msg.into(),
+        final_response: Some("Done.".into()),
+        outcome: "success".into(),
+        summary: None,
+        steps: 3,
+        turn_in_session: 5,
+    };
+    for (i, m) in [
+        "Please book my usual flight from Turin to Berlin for the conference.",
+        "Book the Turin to Berlin flight again, same as usual for the conference.",
+        "I need my usual Turin-Berlin flight booked for the conference next week.",
+        "Order my usual vegetarian lunch box for the team meeting.",
+        "Get the usual vegetarian lunch boxes delivered for our team meeting.",
+    ]
+    .iter()
+    .enumerate()
+    {
+        hm.memory.index_episode(&ep(i, m)).unwrap();
+    }
+    // The model fails on the second group: the run's first proposal is
+    // withdrawn, nothing stays queued.
+    let p = scripted(
+        &ws,
+        "r1.json",
+        &[text("Alice flies Turin to Berlin for conferences.")],
+    );
+    let e = capsaga_host::agent::reflect::reflect(&hm, &p, "default", 2)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("nothing was queued"), "{e}");
+    assert!(
+        hm.memory
+            .store()
+            .proposals(Some("pending"))
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        hm.memory
+            .store()
+            .proposals(Some("withdrawn"))
+            .unwrap()
+            .len(),
+        1
+    );
+    // A run that completes: one proposal per group, untrusted until approved.
+    let p = scripted(
+        &ws,
+        "r2.json",
+        &[
+            text("Alice flies Turin to Berlin for conferences."),
+            text("Alice's team eats vegetarian lunch boxes at meetings."),
+        ],
+    );
+    let r = capsaga_host::agent::reflect::reflect(&hm, &p, "default", 2)
+        .await
+        .unwrap();
+    assert_eq!((r.clusters, r.proposals.len()), (2, 2), "{r:?}");
+    {
+        let seen = p.seen.lock().unwrap();
+        assert!(
+            seen.iter()
+                .all(|q| q.tools.is_empty() && q.role.as_deref() == Some("reflect"))
+        );
+        assert!(
+            seen.iter()
+                .all(|q| untrusted::count_markers(&q.messages[0].content).0 >= 1)
+        );
+    }
+    let ids: Vec<String> = r.proposals.iter().map(|p| p.proposal_id.clone()).collect();
+    hm.memory.approve(&ids[..1], "operator:test").unwrap();
+    hm.memory.discard(&ids[1..], "operator:test").unwrap();
+    // The approved group's episodes are reflected; the discarded group's
+    // stay for a later reflection.
+    let left = hm.memory.reflection_clusters("default", 2).unwrap();
+    assert_eq!(left.len(), 1);
+    assert!(
+        left[0]
+            .episodes
+            .iter()
+            .all(|e| e.user_message.contains("lunch"))
+    );
+    let md = std::fs::read_to_string(ws.ws().join("MEMORY.md")).unwrap();
+    assert!(
+        md.contains("Turin to Berlin") && !md.contains("lunch"),
+        "{md}"
+    );
+}
