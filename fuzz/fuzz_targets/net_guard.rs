@@ -2,7 +2,9 @@
 //!
 //! Each input builds a GET request URL (from pieces that make parsers
 //! disagree: schemes, userinfo, IPv4 spellings, IPv6 embeddings, IDNA and
-//! percent-encoded hosts, ports, separators, or raw text), a set of `net:`
+//! percent-encoded hosts, hosts written with characters the parser folds
+//! (fullwidth, ideographic full stops, soft hyphens), ports, separators, or
+//! raw text), a set of `net:`
 //! grants, and the DNS answer for the URL's name (addresses biased towards
 //! the special-purpose blocks). `capsaga_core::net_guard::evaluate` decides,
 //! and so does the oracle of `tests/src/hostile/net_oracle.rs`, written
@@ -85,6 +87,19 @@ const NAMES: &[&str] = &[
     "8.8.8.8",
     "[2606:4700:4700::1111]",
     "255.255.255.255",
+    // Spellings the parser folds (issue 24 item 8a): refused as written.
+    "x.example\u{FF0E}com",
+    "x.example\u{FF61}com",
+    "x.exam\u{AD}ple.com",
+    "x.exam\u{FE00}ple.com",
+    "\u{1D431}.example.com",
+    "\u{FF11}\u{FF12}\u{FF17}.0.0.1",
+    "127\u{3002}0.0.1",
+    "%31%32%37.0.0.1",
+    "x.exa\tmple.com",
+    "b\u{FC}cher.example.com",
+    "xn--bcher-kva.example.com",
+    "bu\u{308}cher.example.com",
 ];
 const PORTS: &[&str] = &[
     "", ":80", ":443", ":8080", ":0080", ":", ":65536", ":-1", ":8o",

@@ -284,3 +284,51 @@ pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     walk(dir, dir, &mut out);
     out
 }
+
+/// The longest a test waits for an event (a commit, a reload, a
+/// notification, a process reaching a point) before it fails: long enough
+/// that only something stuck, never something slow, reaches it.
+/// `CAPSAGA_TEST_WAIT_SECS` changes it (default 180 s).
+///
+/// Tests wait for the event itself (polling a condition), never for a fixed
+/// time followed by an assertion, so that the suite passes on machines much
+/// slower and much faster than ours.
+pub fn wait_bound() -> std::time::Duration {
+    let secs = std::env::var("CAPSAGA_TEST_WAIT_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(180);
+    std::time::Duration::from_secs(secs)
+}
+
+/// Poll `cond` every 5 ms until it holds; panic naming `what` when
+/// [`wait_bound`] passes first.
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    let bound = wait_bound();
+    while !cond() {
+        assert!(
+            t0.elapsed() < bound,
+            "timed out after {bound:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// [`wait_until`] for async tests: `cond` is polled every 5 ms without
+/// blocking the runtime's thread.
+pub async fn wait_until_async<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let t0 = std::time::Instant::now();
+    let bound = wait_bound();
+    while !cond().await {
+        assert!(
+            t0.elapsed() < bound,
+            "timed out after {bound:?} waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}

@@ -79,15 +79,92 @@ pub fn http() -> reqwest::Client {
 /// rmcp's client with `handler`, connected to the MCP endpoint `url`
 /// (plain HTTP, no idle pooling, as rmcp's default).
 pub async fn connect<H: ClientHandler>(url: String, handler: H) -> RunningService<RoleClient, H> {
+    connect_as(url, None, handler)
+        .await
+        .expect("the client connects")
+}
+
+/// [`connect`] with a bearer token (`None`: none); the error of a refused
+/// connection as text.
+///
+/// # Errors
+/// The handshake's error.
+pub async fn connect_as<H: ClientHandler>(
+    url: String,
+    token: Option<&str>,
+    handler: H,
+) -> Result<RunningService<RoleClient, H>, String> {
     let http = http_builder()
         .pool_max_idle_per_host(0)
         .build()
         .expect("an HTTP client");
-    let transport = StreamableHttpClientTransport::with_client(
-        http,
-        StreamableHttpClientTransportConfig::with_uri(url),
-    );
-    handler.serve(transport).await.expect("the client connects")
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(t) = token {
+        config = config.auth_header(t);
+    }
+    let transport = StreamableHttpClientTransport::with_client(http, config);
+    handler.serve(transport).await.map_err(|e| e.to_string())
+}
+
+/// A client that declares elicitation and answers every elicitation
+/// "accept, approve: true" (a client trying to approve its own calls),
+/// counting the elicitations and keeping the log messages it is sent.
+#[derive(Clone, Default)]
+pub struct YesMan {
+    /// Elicitations received.
+    pub asked: Arc<AtomicUsize>,
+    /// `notifications/message` data received.
+    pub told: Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl ClientHandler for YesMan {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        serde_json::from_value(serde_json::json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "operator", "version": "1"},
+        }))
+        .expect("client info")
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(serde_json::from_value(
+            serde_json::json!({"action": "accept", "content": {"approve": true}}),
+        )
+        .expect("elicit result"))
+    }
+
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        if let Ok(mut t) = self.told.lock() {
+            t.push(params.data);
+        }
+    }
+}
+
+/// Call `tool` with the object `args` and return the result, error or not
+/// (panics only on a protocol error).
+pub async fn call<H: ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    tool: &str,
+    args: &Value,
+) -> CallToolResult {
+    client
+        .call_tool(
+            CallToolRequestParams::new(tool.to_string())
+                .with_arguments(args.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .expect("the call is answered")
 }
 
 /// Call `tool` with the object `args`; panics on a protocol error or an
@@ -126,4 +203,33 @@ impl ClientHandler for ListChanged {
     async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
         self.changed.fetch_add(1, Ordering::SeqCst);
     }
+}
+
+/// The reload counters of the server at `base` (`GET /healthz`: `reload`:
+/// `checks`, `generation`, `refused`).
+pub async fn reload_stats(base: &str) -> Value {
+    let body: Value = http()
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .expect("GET /healthz")
+        .json()
+        .await
+        .expect("JSON");
+    body["reload"].clone()
+}
+
+/// Wait until the server at `base` has counted more than `n` of `field`
+/// (`checks`, `generation`, `refused`): its watcher saw what the test did,
+/// whatever it made of it. Returns the count seen.
+pub async fn stat_after(base: &str, field: &str, n: u64) -> u64 {
+    let what = format!("/healthz reload.{field} > {n}");
+    let last = std::sync::atomic::AtomicU64::new(0);
+    crate::wait_until_async(&what, || async {
+        let v = reload_stats(base).await[field].as_u64().unwrap_or(0);
+        last.store(v, std::sync::atomic::Ordering::SeqCst);
+        v > n
+    })
+    .await;
+    last.into_inner()
 }

@@ -17,7 +17,6 @@ use capsaga_tests::block_on;
 use capsaga_tests::{TestWorkspace, capsaga_bin};
 use serde_json::{Value, json};
 use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
 
 const POLICY: &str = r#"
 [tools.fs_write]
@@ -25,6 +24,8 @@ grants = ["fs:write:~/ws/**"]
 [tools.ledger]
 grants = ["fs:write:~/ws/**"]
 approval = "always"
+# Its journal file counts executions: the host must not roll it back.
+host_rollback = false
 [tools.spin]
 limits = { deadline_ms = 8000 }
 "#;
@@ -188,16 +189,17 @@ fn approved_step_then_sigkill_then_restart_ran_exactly_once() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while executes(&ws) == 0 {
+    // Killed once the approved step committed and spin began after it.
+    let d = db(&ws);
+    capsaga_tests::wait_until("the approved step run, then spin begun", || {
         assert!(
             child.try_wait().unwrap().is_none(),
-            "resume ended before running the step"
+            "resume ended before spin ran"
         );
-        assert!(Instant::now() < deadline, "the approved step never ran");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+        let steps = block_on(capsaga_host::store::StepStore::steps(&d, &saga)).unwrap();
+        executes(&ws) == 1 && steps.iter().any(|s| s.tool_id == "spin")
+    });
+    drop(d);
     assert!(child.try_wait().unwrap().is_none());
     child.kill().unwrap();
     child.wait().unwrap();
@@ -664,11 +666,19 @@ fn an_approval_goes_stale_when_the_file_is_created_changed_or_deleted() {
     );
 }
 
+/// Wait until the clock is past `at` (an RFC 3339 UTC timestamp as the
+/// store writes them, which sort as text).
+fn past(at: &str) {
+    capsaga_tests::wait_until(&format!("the clock past {at}"), || {
+        capsaga_host::clock::now_rfc3339().as_str() > at
+    });
+}
+
 #[test]
 fn approvals_expire_and_cannot_be_claimed_or_decided_after() {
     let ws = TestWorkspace::new(
         &["fs_write"],
-        &format!("{WRITE_POLICY}\n[approvals]\nttl = \"1s\"\n"),
+        &format!("{WRITE_POLICY}\n[approvals]\nttl = \"4s\"\n"),
     );
     let step = json!({"tool": "fs_write", "args": {"path": ws.ws_path("out.txt"), "content": "x"}});
     // Approved in time, resumed too late: asked again, nothing written.
@@ -679,11 +689,14 @@ fn approvals_expire_and_cannot_be_claimed_or_decided_after() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(parked["awaiting_approval"]["expires_at"].is_string());
-    let listed = ws.capsaga(&["approvals"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&listed.stdout).contains("expires at"));
+    let expires = parked["awaiting_approval"]["expires_at"]
+        .as_str()
+        .expect("expires_at")
+        .to_string();
     approve(&ws, &id);
-    std::thread::sleep(Duration::from_millis(1300));
+    let listed = ws.capsaga(&["approvals", "--all"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("expires at"));
+    past(&expires);
     let (code, r) = resume(&ws, &saga);
     assert_eq!(code, Some(10), "{r}");
     assert!(!ws.ws().join("out.txt").exists());
@@ -696,7 +709,11 @@ fn approvals_expire_and_cannot_be_claimed_or_decided_after() {
         .as_str()
         .unwrap()
         .to_string();
-    std::thread::sleep(Duration::from_millis(1300));
+    past(
+        r["awaiting_approval"]["expires_at"]
+            .as_str()
+            .expect("expires_at"),
+    );
     let refused = ws.capsaga(&["approve", &late]).output().unwrap();
     assert_eq!(refused.status.code(), Some(7), "{refused:?}");
     assert!(String::from_utf8_lossy(&refused.stderr).contains("expired"));

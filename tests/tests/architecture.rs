@@ -101,6 +101,7 @@ const WRITES_THE_LOG: &[&str] = &[
     ".retry_attempt(",
     ".compensated(",
     ".compensation_failed(",
+    ".fs_restored(",
     ".request_approval(",
     ".decide_approval(",
 ];
@@ -114,6 +115,7 @@ fn crates() -> Vec<(&'static str, PathBuf)> {
         ("core", r.join("host/core/src")),
         ("store", r.join("host/store/src")),
         ("memory", r.join("host/memory/src")),
+        ("guest-fs", r.join("host/guest-fs/src")),
         ("runtime", r.join("host/runtime/src")),
     ]
 }

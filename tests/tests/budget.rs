@@ -3,6 +3,12 @@
 //! against can only come from the SQLite counters. The scripted provider
 //! (the embedded default when no provider is configured) is priced through
 //! an operator price table so that its simulated tokens cost money.
+//!
+//! And reservations (issue 24 item 3): concurrent turns on `POST /v1/turns`
+//! of a real server, against a real local provider, each reserve their
+//! call's maximum estimate before sending it, so together they never spend
+//! past the day's hard cap by more than one call's estimate; the ledger
+//! survives a restart.
 
 use capsaga_tests::{FS_POLICY, TestWorkspace, capsaga_bin};
 use serde_json::Value;
@@ -77,10 +83,11 @@ fn day_caps_hold_across_process_restarts() {
     assert!(t.iter().all(|s| s["tier"] == "normal"));
 
     // 2. A new process with a day soft cap below what is already spent and
-    // a hard cap above it: the turn runs on the cheaper tier.
+    // a hard cap well above it (room for each call's maximum estimate): the
+    // turn runs on the cheaper tier.
     policy(
         &ws,
-        &format!("day_soft_usd = {}\nday_hard_usd = {}", x * 0.5, x * 1.5),
+        &format!("day_soft_usd = {}\nday_hard_usd = {}", x * 0.5, x + 10.0),
     );
     let (code, tr) = agent(&ws);
     assert_eq!(code, 0, "{tr:#}");
@@ -90,6 +97,10 @@ fn day_caps_hold_across_process_restarts() {
 
     // 3. Another process: 2x is spent today, past the hard cap. No model
     // call is made and the turn ends budget_hit.
+    policy(
+        &ws,
+        &format!("day_soft_usd = {}\nday_hard_usd = {}", x * 0.5, x * 1.5),
+    );
     let (code, tr) = agent(&ws);
     assert_eq!(code, 7, "{tr:#}");
     assert_eq!(tr["outcome"], "budget_hit");
@@ -100,6 +111,20 @@ fn day_caps_hold_across_process_restarts() {
         "{msg}"
     );
     assert_eq!(tr["cost_usd"], 0.0);
+
+    // 4. A hard cap not reached yet, but closer than a call's maximum
+    // estimate: refused by the reservation, nothing sent.
+    policy(&ws, &format!("day_hard_usd = {}", x * 2.0 + 1e-6));
+    let (code, tr) = agent(&ws);
+    assert_eq!(code, 7, "{tr:#}");
+    assert!(thoughts(&tr).is_empty());
+    let msg = tr["final_response"].as_str().unwrap();
+    assert!(
+        msg.contains("per-day hard cap")
+            && msg.contains("may cost up to")
+            && msg.contains("no model call"),
+        "{msg}"
+    );
 
     // The counters, as the operator sees them.
     let out = Command::new(capsaga_bin())
@@ -143,21 +168,193 @@ fn day_caps_hold_across_process_restarts() {
 }
 
 #[test]
-fn request_hard_cap_stops_the_turn_before_the_next_call() {
+fn request_hard_cap_refuses_a_call_whose_maximum_would_pass_it() {
     let ws = TestWorkspace::new(&["fs_list", "fs_read", "fs_write"], FS_POLICY);
     std::fs::write(ws.root.join("prices.json"), PRICES).unwrap();
     std::fs::write(ws.root.join("script.json"), SCRIPT).unwrap();
-    // Any spend reaches a tiny per-request cap: the first call runs (nothing
-    // spent yet), the second is refused.
+    // A tiny per-request cap: nothing is spent yet, but the first call's
+    // maximum estimate (its prompt and max_tokens at the table's rate)
+    // would pass it, so it is not sent.
     policy(&ws, "request_hard_usd = 0.000001");
     let (code, tr) = agent(&ws);
     assert_eq!(code, 7, "{tr:#}");
     assert_eq!(tr["outcome"], "budget_hit");
-    assert_eq!(thoughts(&tr).len(), 1);
+    assert!(thoughts(&tr).is_empty());
+    let msg = tr["final_response"].as_str().unwrap();
     assert!(
-        tr["final_response"]
-            .as_str()
-            .unwrap()
-            .contains("per-request hard cap")
+        msg.contains("per-request hard cap") && msg.contains("no model call was made"),
+        "{msg}"
     );
+    assert_eq!(tr["cost_usd"], 0.0);
+}
+
+/// The price table of the parallel test: the local provider's model at
+/// gpt-4o's rates.
+const LIVE_PRICES: &str = r#"{"default":{"input_per_m":0,"output_per_m":0},
+  "models":{"priced-model":{"input_per_m":2.5,"output_per_m":10.0}}}"#;
+
+/// An OpenAI-compatible final answer reporting `usage`.
+fn answer(usage: (u64, u64)) -> serde_json::Value {
+    serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_760_000_000,
+        "model": "priced-model",
+        "choices": [{"index": 0,
+            "message": {"role": "assistant", "content": "hello", "refusal": null},
+            "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1,
+            "total_tokens": usage.0 + usage.1}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_turns_never_spend_past_the_cap_by_more_than_one_estimate() {
+    use capsaga_host::serve::HttpOptions;
+    use capsaga_tests::llm_server::{LlmServer, Reply};
+    use capsaga_tests::mcp_rig::{http, start};
+
+    const N: usize = 8;
+    const CAP: f64 = 1.0;
+    // Each answer reports 100k prompt and 1k completion tokens: $0.26. Each
+    // call's maximum estimate: its prompt (about 1k tokens) plus
+    // max_tokens 30k at $10/M: about $0.30.
+    let llm = LlmServer::start(
+        (0..N)
+            .map(|_| Reply::ok(answer((100_000, 1_000))).delayed(300))
+            .collect(),
+    )
+    .await;
+    let ws = TestWorkspace::new(&["fs_list"], FS_POLICY);
+    std::fs::write(ws.root.join("prices.json"), LIVE_PRICES).unwrap();
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\nmax_tokens = 30000\nretries = 0\n[budget]\nprices = \"prices.json\"\nday_hard_usd = {CAP}\n\
+         [providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"priced-model\"\nkeyless = true\n",
+        llm.url("/v1")
+    ));
+    let host = ws.host().await;
+    let srv = start(
+        host.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    let c = http();
+    let url = srv.url("/v1/turns");
+    let turns = (0..N).map(|i| {
+        let (c, url) = (c.clone(), url.clone());
+        async move {
+            let r = c
+                .post(url)
+                .json(&serde_json::json!({"task": format!("say hello {i}")}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            r.json::<Value>().await.unwrap()
+        }
+    });
+    let results = futures::future::join_all(turns).await;
+    let ok = results.iter().filter(|r| r["outcome"] == "success").count();
+    let hit: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["outcome"] == "budget_hit")
+        .collect();
+    assert_eq!(ok + hit.len(), N, "{results:#?}");
+    for r in &hit {
+        let msg = r["final_response"].as_str().unwrap();
+        assert!(
+            msg.contains("per-day hard cap") && msg.contains("no model call was made"),
+            "{msg}"
+        );
+        assert_eq!(r["cost_usd"], 0.0);
+    }
+    // What reached the provider is exactly what the successful turns sent,
+    // and what they were charged stays under the cap: the largest maximum
+    // estimate among the calls bounds any overshoot (none here: each call
+    // cost less than its estimate).
+    assert_eq!(llm.requests().len(), ok, "a refused turn sent nothing");
+    let days = host.store.budget_days(1).await.unwrap();
+    let spent = days[0].spent_usd;
+    let charged: f64 = results
+        .iter()
+        .map(|r| r["cost_usd"].as_f64().unwrap())
+        .sum();
+    assert!((spent - charged).abs() < 1e-9, "{spent} vs {charged}");
+    assert!((spent - 0.26 * ok as f64).abs() < 1e-9, "{spent}");
+    let one_estimate = 0.31;
+    assert!(spent <= CAP + one_estimate, "{spent} > cap + one estimate");
+    assert!(spent <= CAP, "{spent}: no call cost more than its estimate");
+    assert!(
+        (1..=3).contains(&ok),
+        "{ok} turns ran; without reservations all {N} would"
+    );
+    assert_eq!(days[0].reserved_usd, 0.0, "every reservation settled");
+    eprintln!(
+        "{N} parallel turns under a ${CAP} day cap: {ok} ran, {} refused before sending, ${spent:.4} spent",
+        hit.len()
+    );
+    drop(srv);
+    drop(host);
+
+    // The ledger survives a restart: a new host on the same state refuses
+    // the next call before sending it.
+    let host = ws.host().await;
+    let days = host.store.budget_days(1).await.unwrap();
+    assert!((days[0].spent_usd - spent).abs() < 1e-12);
+    assert_eq!(days[0].calls, ok as u64);
+    let srv = start(
+        host.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    let r: Value = http()
+        .post(srv.url("/v1/turns"))
+        .json(&serde_json::json!({"task": "one more"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["outcome"], "budget_hit", "{r:#}");
+    assert_eq!(llm.requests().len(), ok, "nothing sent after the restart");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_reporting_no_usage_is_charged_the_hosts_recomputation() {
+    use capsaga_host::agent::runner::{TurnOptions, run_turn};
+    use capsaga_host::agent::select::{Selection, process_env, select};
+    use capsaga_tests::llm_server::{LlmServer, Reply};
+
+    // A server that omits `usage` (some proxies and local servers do): the
+    // host does not take that as free. It charges at least one token per 6
+    // bytes sent and received, at the table's rate.
+    let mut body = answer((0, 0));
+    body.as_object_mut().unwrap().remove("usage");
+    let llm = LlmServer::start(vec![Reply::ok(body)]).await;
+    let ws = TestWorkspace::new(&["fs_list"], FS_POLICY);
+    std::fs::write(ws.root.join("prices.json"), LIVE_PRICES).unwrap();
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\nretries = 0\n[budget]\nprices = \"prices.json\"\n\
+         [providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"priced-model\"\nkeyless = true\n",
+        llm.url("/v1")
+    ));
+    let host = ws.host().await;
+    let sel = select(&host.config, &process_env(), &Selection::default()).unwrap();
+    let tr = run_turn(
+        &host,
+        sel.provider.as_ref(),
+        "say hello",
+        &TurnOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(tr.outcome.as_str(), "success", "{tr:#?}");
+    assert_eq!(
+        tr.prompt_tokens, 0,
+        "the reported usage is kept as reported"
+    );
+    // The prompt is a few kilobytes: a few hundred tokens at $2.50/M.
+    assert!(tr.cost_usd > 1e-4, "{}", tr.cost_usd);
+    let days = host.store.budget_days(1).await.unwrap();
+    assert!((days[0].spent_usd - tr.cost_usd).abs() < 1e-12);
+    assert_eq!(days[0].calls, 1);
 }

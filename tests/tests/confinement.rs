@@ -10,7 +10,6 @@ use capsaga_host::host::Host;
 use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Instant;
 
 const SECRET: &str = "TOP-SECRET-outside-the-grant";
 
@@ -152,17 +151,20 @@ async fn infinite_loop_stopped_at_deadline_and_host_carries_on() {
     );
     std::fs::write(ws.ws().join("inside.txt"), "still here").unwrap();
     let host = ws.host().await;
-    let t0 = Instant::now();
     let out = step(&host, "spin", json!({})).await;
-    let elapsed = t0.elapsed();
     match out {
         Outcome::ReadFailed { error, .. } | Outcome::Failed { error, .. } => {
-            assert_eq!(error.kind, ErrorKind::Timeout, "{error:?}")
+            assert_eq!(error.kind, ErrorKind::Timeout, "{error:?}");
+            // Stopped by its own 300 ms deadline, not the default 10 s
+            // (said by the error, not guessed from a wall clock).
+            assert!(
+                error.message.contains("deadline of 300 ms"),
+                "{}",
+                error.message
+            );
         }
         other => panic!("{other:?}"),
     }
-    // Stopped near its 300 ms deadline, not after the default 10 s.
-    assert!(elapsed.as_secs() < 5, "took {elapsed:?}");
     match step(&host, "fs_read", json!({"path": ws.ws_path("inside.txt")})).await {
         Outcome::Committed { output, .. } => assert_eq!(output.data["content"], "still here"),
         other => panic!("{other:?}"),

@@ -48,7 +48,6 @@ const SECRET: &str = "TOP-SECRET-outside-the-grant";
 struct Called {
     result: Result<ToolOutput, ToolError>,
     diags: CallDiagnostics,
-    elapsed: Duration,
 }
 
 impl Called {
@@ -81,7 +80,6 @@ async fn call(host: &Host, tool: &str, args: Value, limits: Option<Limits>) -> C
         dry_run: false,
     };
     let args = args.to_string();
-    let t0 = Instant::now();
     let (res, diags) = host
         .sandbox
         .call(CallRequest {
@@ -94,13 +92,8 @@ async fn call(host: &Host, tool: &str, args: Value, limits: Option<Limits>) -> C
             op: &Op::Execute,
         })
         .await;
-    let elapsed = t0.elapsed();
     let result = res.map(|o| o.expect("execute returns an output"));
-    Called {
-        result,
-        diags,
-        elapsed,
-    }
+    Called { result, diags }
 }
 
 fn limits(f: impl FnOnce(&mut Limits)) -> Option<Limits> {
@@ -128,10 +121,11 @@ async fn infinite_loop_is_stopped_at_its_deadline() {
     let host = ws.host().await;
     let c = call(&host, "spin", json!({}), limits(|l| l.deadline_ms = 300)).await;
     assert_eq!(c.err().kind, ErrorKind::Timeout, "{:?}", c.err());
+    // Stopped by its own 300 ms deadline (the error names it: the guest's
+    // epoch interrupt, or on a starved machine the host's fallback timer
+    // 250 ms later), not by the 10 s default: said by the error, not
+    // guessed from a wall clock.
     assert!(c.err().message.contains("300 ms"), "{}", c.err().message);
-    // Stopped by the epoch deadline, not by the 10 s default or the host's
-    // grace period: generous bound, the point is "near 300 ms".
-    assert!(c.elapsed < Duration::from_secs(3), "took {:?}", c.elapsed);
     still_serving(&host).await;
 }
 
@@ -152,7 +146,6 @@ async fn infinite_loop_runs_out_of_fuel() {
     assert_eq!(c.err().kind, ErrorKind::QuotaExceeded, "{:?}", c.err());
     assert!(c.err().message.contains("fuel"), "{}", c.err().message);
     assert!(c.diags.fuel_used >= 20_000_000, "{:?}", c.diags.fuel_used);
-    assert!(c.elapsed < Duration::from_secs(30), "took {:?}", c.elapsed);
     still_serving(&host).await;
 }
 
@@ -455,7 +448,18 @@ fn outside_snapshot(ws: &TestWorkspace) -> std::collections::BTreeMap<String, Ve
 async fn hostile_calls_do_not_stop_concurrent_calls() {
     let ws = workspace();
     let host = ws.host().await;
-    let spin_deadline = 4000;
+    // The spinners' deadline is scaled to this machine, measured in this
+    // run: an ordinary call alone, then a hundred times that (at least
+    // 4 s), so that twenty ordinary calls beside two spinners finish well
+    // within it however fast or slow the machine is.
+    let mut alone = Duration::ZERO;
+    for _ in 0..3 {
+        let t = Instant::now();
+        still_serving(&host).await;
+        alone = alone.max(t.elapsed());
+    }
+    let spin_deadline = (alone.as_millis() as u64 * 100).max(4000);
+    eprintln!("hostile: an ordinary call alone {alone:?}, spin deadline {spin_deadline} ms");
     // Fuel enough that the deadline, not the fuel, stops a spinner on a
     // fast machine (the default 2e10 units can burn in under 4 s).
     let spin = |l: &mut Limits| {
@@ -499,8 +503,9 @@ async fn hostile_calls_do_not_stop_concurrent_calls() {
         }));
     }
     // Ordinary calls as tasks on the same two workers, started once the
-    // spinners hold them.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // spinners hold them (a few ordinary calls' time: not a wait for an
+    // event, only to let the spinners take the workers first).
+    tokio::time::sleep((alone * 5).max(Duration::from_millis(200))).await;
     let mut ordinary = Vec::new();
     for _ in 0..20 {
         let host = host.clone();

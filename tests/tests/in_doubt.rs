@@ -18,7 +18,7 @@ use serde_json::json;
 
 fn workspace() -> TestWorkspace {
     let policy = format!(
-        "{FS_POLICY}\n[tools.ledger]\ngrants = [\"fs:write:~/ws/**\"]\nlimits = {{ deadline_ms = 1500 }}\n"
+        "{FS_POLICY}\n[tools.ledger]\ngrants = [\"fs:write:~/ws/**\"]\nlimits = {{ deadline_ms = 1500 }}\nhost_rollback = false\n"
     );
     TestWorkspace::new(&["ledger"], &policy)
 }

@@ -2,12 +2,12 @@
 //! corpus, on the real planted tree, three resolutions must agree.
 //!
 //! 1. The probe: `capsaga check path`'s verdict (`capsaga_core::check`,
-//!    through `capsaga_host::sandbox::fs_resolve::confirm`, which also asks
+//!    through `capsaga_host::sandbox::factors::fs::resolve::confirm`, which also asks
 //!    cap-std and reports `sandbox_disagrees` when it differs).
 //! 2. The tools: `capsaga_sdk::fs::resolve_in`, what fs_read, fs_write and
 //!    fs_list call before touching a file.
 //! 3. The sandbox: cap-std beneath the granted directory
-//!    (`fs_resolve::beneath`), what Wasmtime's WASI enforces.
+//!    (`resolve::beneath`), what Wasmtime's WASI enforces.
 //!
 //! And the real thing: the first-party `fs_read`, in the sandbox, reads
 //! exactly the files the probe allows (the same bytes) and none of those it
@@ -19,7 +19,7 @@ use capsaga_core::check::{Decision, Guard, PathProbe};
 use capsaga_core::error::ErrorKind;
 use capsaga_core::path_guard::{Follow, RealFs};
 use capsaga_core::tool::CallContext;
-use capsaga_host::sandbox::fs_resolve::{Beneath, beneath, confirm};
+use capsaga_host::sandbox::factors::fs::resolve::{Beneath, beneath, confirm};
 use capsaga_host::sandbox::{CallRequest, Op};
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::hostile::{self, tree};

@@ -8,7 +8,8 @@
 //! (`saga_engine::retriable_errors_are_retried_with_the_same_key_and_bounded`).
 
 use async_trait::async_trait;
-use capsaga_host::dispatch::{Approver, Args, Call, Dispatcher, HumanDecision, Outcome};
+use capsaga_core::principal::{Principal, Role};
+use capsaga_host::dispatch::{Approver, Args, Call, Dispatcher, Outcome};
 use capsaga_host::store::{ApprovalRow, Origin};
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::http_server::TestServer;
@@ -19,11 +20,12 @@ struct Yes;
 
 #[async_trait]
 impl Approver for Yes {
-    async fn ask(&self, _a: &ApprovalRow) -> Option<HumanDecision> {
-        Some(HumanDecision {
-            approve: true,
-            by: "test:yes".into(),
-        })
+    fn who(&self) -> Option<Principal> {
+        Some(Principal::new("test:yes", Role::Operator))
+    }
+
+    async fn ask(&self, _a: &ApprovalRow) -> Option<bool> {
+        Some(true)
     }
 }
 

@@ -85,7 +85,11 @@ async fn write_write_fail_rolls_back_exactly() {
         (1, "COMMIT"),
         (2, "BEGIN"),
         (2, "FAIL"),
+        // fs_write's own compensate, then the host's restore of the files
+        // it journaled (issue 28), per step.
+        (1, "FS_RESTORE"),
         (1, "COMPENSATED"),
+        (0, "FS_RESTORE"),
         (0, "COMPENSATED"),
     ]
     .into_iter()

@@ -297,6 +297,12 @@ pub struct ApprovalsSection {
     /// number of seconds, or a string of a number and a unit (`s`, `m`, `h`,
     /// `d`), e.g. `"30m"`, `"24h"`. Default [`DEFAULT_TTL_S`].
     pub ttl: Option<Ttl>,
+    /// Tools whose approvals the MCP client may confirm itself (by
+    /// elicitation) instead of an operator; checked by
+    /// [`crate::confirm::check_list`] (never `code_run`, an irreversible or
+    /// a high-risk tool). Default: none (every approval is an operator's).
+    #[serde(default)]
+    pub client_confirm: Vec<String>,
 }
 
 /// A time to live as written in the policy.
@@ -426,7 +432,13 @@ mod tests {
 
     #[test]
     fn ttl_parses_and_is_bounded() {
-        let s = |t: Option<Ttl>| ApprovalsSection { ttl: t }.ttl_s();
+        let s = |t: Option<Ttl>| {
+            ApprovalsSection {
+                ttl: t,
+                ..ApprovalsSection::default()
+            }
+            .ttl_s()
+        };
         assert_eq!(s(None), Ok(DEFAULT_TTL_S));
         assert_eq!(s(Some(Ttl::Seconds(90))), Ok(90));
         assert_eq!(s(Some(Ttl::Text("30m".into()))), Ok(1800));

@@ -6,6 +6,21 @@
 //! smuggle an argument past a validator), nesting deeper than
 //! [`MAX_DEPTH`], and input over a size limit.
 //!
+//! It also refuses what two consumers may read differently or what turns
+//! into an attack on a consumer downstream: an integer literal that does not
+//! fit 64 bits (serde_json would keep it as a rounded float: `2^64 + 1`
+//! becomes `2^64`; RFC 8259 §6 and I-JSON, RFC 7493 §2.2, warn that such
+//! numbers are not interoperable), a number out of the float range, a
+//! string with a lone UTF-16 surrogate escape (`"\ud800"`: not Unicode text;
+//! RFC 8259 §8.2), a byte-order mark, and the keys that pollute a
+//! JavaScript consumer's prototypes: `__proto__` anywhere, and
+//! `constructor` whose value holds `prototype` (the rule of Fastify's
+//! `secure-json-parse`).
+//!
+//! [`check_value`] applies the same depth, size and key rules to a value
+//! already parsed elsewhere (a plan's step, arguments handed over by a
+//! library), so every entry point of the door is held to one rule.
+//!
 //! [`canonical`] renders a value with object keys sorted by code point and no
 //! insignificant whitespace, so equal values hash equally whatever the key
 //! order the model chose.
@@ -35,20 +50,76 @@ pub enum JsonError {
 
 impl JsonError {
     /// A stable snake_case name of the refusal: `too_large`, `duplicate_key`,
-    /// `too_deep` or `syntax`.
+    /// `too_deep`, `reserved_key`, `number_range` or `syntax`.
     pub fn kind(&self) -> &'static str {
         match self {
             JsonError::TooLarge { .. } => "too_large",
             JsonError::Syntax(m) if m.starts_with(DUPLICATE_KEY) => "duplicate_key",
             JsonError::Syntax(m) if m.starts_with(TOO_DEEP) => "too_deep",
+            JsonError::Syntax(m) if m.starts_with(RESERVED_KEY) => "reserved_key",
+            JsonError::Syntax(m) if m.starts_with(NUMBER_RANGE) => "number_range",
             JsonError::Syntax(_) => "syntax",
         }
     }
 }
 
-/// How the messages of the two structural refusals start (see [`JsonError::kind`]).
+/// How the messages of the structural refusals start (see [`JsonError::kind`]).
 const DUPLICATE_KEY: &str = "duplicate key `";
 const TOO_DEEP: &str = "nesting deeper than ";
+const RESERVED_KEY: &str = "key refused: ";
+const NUMBER_RANGE: &str = "number out of range: ";
+
+/// The refusal of a key that pollutes JavaScript prototypes, if `key` (with
+/// its value `value`) is one.
+fn reserved_key(key: &str, value: &Value) -> Option<String> {
+    if key == "__proto__" {
+        return Some(format!(
+            "{RESERVED_KEY}`__proto__` (it rewrites a JavaScript consumer's prototype)"
+        ));
+    }
+    if key == "constructor"
+        && value
+            .as_object()
+            .is_some_and(|o| o.contains_key("prototype"))
+    {
+        return Some(format!(
+            "{RESERVED_KEY}`constructor` holding `prototype` (it rewrites a JavaScript consumer's prototype)"
+        ));
+    }
+    None
+}
+
+/// The first integer literal of a JSON text that does not fit 64 bits
+/// (signed or unsigned), if any. `text` is valid JSON (already parsed).
+fn oversized_integer(text: &str) -> Option<&str> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                let n = &text[start..i];
+                let integer = !n.contains(['.', 'e', 'E']);
+                if integer && n.parse::<i64>().is_err() && n.parse::<u64>().is_err() {
+                    return Some(n);
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
 
 /// Parse `text` as one JSON value, refusing duplicate keys, nesting deeper than
 /// [`MAX_DEPTH`] and texts over `limit` bytes.
@@ -62,27 +133,110 @@ pub fn parse_strict(text: &str, limit: usize) -> Result<Value, JsonError> {
             limit,
         });
     }
+    parse_strict_within(text, limit, MAX_DEPTH)
+}
+
+/// [`parse_strict`] with another nesting limit (an envelope around
+/// arguments, e.g. a JSON-RPC message, is allowed its own levels on top of
+/// [`MAX_DEPTH`]).
+///
+/// # Errors
+/// As [`parse_strict`].
+pub fn parse_strict_within(text: &str, limit: usize, depth: usize) -> Result<Value, JsonError> {
+    if text.len() > limit {
+        return Err(JsonError::TooLarge {
+            len: text.len(),
+            limit,
+        });
+    }
     let mut de = serde_json::Deserializer::from_str(text);
-    let value = StrictSeed { depth: 0 }
-        .deserialize(&mut de)
-        .map_err(|e| JsonError::Syntax(e.to_string()))?;
+    let value = StrictSeed {
+        depth: 0,
+        max: depth,
+    }
+    .deserialize(&mut de)
+    .map_err(|e| JsonError::Syntax(e.to_string()))?;
     de.end().map_err(|e| JsonError::Syntax(e.to_string()))?;
+    if let Some(n) = oversized_integer(text) {
+        return Err(JsonError::Syntax(format!(
+            "{NUMBER_RANGE}the integer {} does not fit 64 bits (send it as a string)",
+            n.chars().take(40).collect::<String>()
+        )));
+    }
     Ok(value)
+}
+
+/// Hold a value parsed elsewhere to the rules of [`parse_strict`]: at most
+/// [`MAX_DEPTH`] levels, no prototype-polluting key, and at most `limit`
+/// bytes once serialised (compactly).
+///
+/// # Errors
+/// [`JsonError::TooLarge`] or [`JsonError::Syntax`].
+pub fn check_value(value: &Value, limit: usize) -> Result<(), JsonError> {
+    fn walk(v: &Value, depth: usize) -> Result<(), JsonError> {
+        let children: Box<dyn Iterator<Item = &Value>> = match v {
+            Value::Array(a) => Box::new(a.iter()),
+            Value::Object(o) => {
+                for (k, x) in o {
+                    if let Some(e) = reserved_key(k, x) {
+                        return Err(JsonError::Syntax(e));
+                    }
+                }
+                Box::new(o.values())
+            }
+            _ => return Ok(()),
+        };
+        if depth >= MAX_DEPTH {
+            return Err(JsonError::Syntax(format!("{TOO_DEEP}{MAX_DEPTH}")));
+        }
+        for c in children {
+            walk(c, depth + 1)?;
+        }
+        Ok(())
+    }
+    walk(value, 0)?;
+    /// Counts bytes, failing once past the limit (nothing is kept).
+    struct Count {
+        n: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.n += buf.len();
+            if self.n > self.limit {
+                return Err(std::io::Error::other("too large"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count { n: 0, limit };
+    if serde_json::to_writer(&mut c, value).is_err() {
+        return Err(JsonError::TooLarge { len: c.n, limit });
+    }
+    Ok(())
 }
 
 struct StrictSeed {
     depth: usize,
+    max: usize,
 }
 
 impl<'de> DeserializeSeed<'de> for StrictSeed {
     type Value = Value;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(StrictVisitor { depth: self.depth })
+        d.deserialize_any(StrictVisitor {
+            depth: self.depth,
+            max: self.max,
+        })
     }
 }
 
 struct StrictVisitor {
     depth: usize,
+    max: usize,
 }
 
 impl<'de> Visitor<'de> for StrictVisitor {
@@ -118,20 +272,21 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(Value::Null)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        if self.depth >= MAX_DEPTH {
-            return Err(de::Error::custom(format!("{TOO_DEEP}{MAX_DEPTH}")));
+        if self.depth >= self.max {
+            return Err(de::Error::custom(format!("{TOO_DEEP}{}", self.max)));
         }
         let mut out = Vec::new();
         while let Some(v) = seq.next_element_seed(StrictSeed {
             depth: self.depth + 1,
+            max: self.max,
         })? {
             out.push(v);
         }
         Ok(Value::Array(out))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        if self.depth >= MAX_DEPTH {
-            return Err(de::Error::custom(format!("{TOO_DEEP}{MAX_DEPTH}")));
+        if self.depth >= self.max {
+            return Err(de::Error::custom(format!("{TOO_DEEP}{}", self.max)));
         }
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
@@ -143,7 +298,11 @@ impl<'de> Visitor<'de> for StrictVisitor {
             }
             let v = map.next_value_seed(StrictSeed {
                 depth: self.depth + 1,
+                max: self.max,
             })?;
+            if let Some(e) = reserved_key(&key, &v) {
+                return Err(de::Error::custom(e));
+            }
             out.insert(key, v);
         }
         Ok(Value::Object(out))
@@ -214,6 +373,78 @@ mod tests {
         assert!(parse_strict(&deep, 10_000).is_err());
         assert!(parse_strict("{} x", 100).is_err());
         assert!(parse_strict("", 100).is_err());
+    }
+
+    #[test]
+    fn numbers_surrogates_boms_and_prototype_keys() {
+        let kind = |t: &str| parse_strict(t, 10_000).map_err(|e| e.kind());
+        // Integers past 64 bits would be rounded: refused, at any depth.
+        assert_eq!(kind("18446744073709551616"), Err("number_range"));
+        assert_eq!(
+            kind(r#"{"a":[1,-9223372036854775809]}"#),
+            Err("number_range")
+        );
+        assert_eq!(
+            kind(r#"{"n":123456789012345678901234567890}"#),
+            Err("number_range")
+        );
+        assert!(kind("18446744073709551615").is_ok());
+        assert!(kind("-9223372036854775808").is_ok());
+        assert!(kind(r#"{"s":"123456789012345678901234567890"}"#).is_ok());
+        assert!(kind(r#"{"s":"\"99999999999999999999999"}"#).is_ok());
+        assert!(kind("1.5e300").is_ok() && kind("-0").is_ok());
+        assert_eq!(kind("1e400"), Err("syntax"), "out of the float range");
+        // Lone surrogates are not text.
+        for t in [
+            r#""\ud800""#,
+            r#""\udc00""#,
+            r#""\ud800\u0041""#,
+            r#"{"\udfff":1}"#,
+        ] {
+            assert_eq!(kind(t), Err("syntax"), "{t}");
+        }
+        assert!(kind(r#""\ud83d\ude00""#).is_ok(), "a pair is fine");
+        assert_eq!(kind("\u{FEFF}{}"), Err("syntax"), "byte-order mark");
+        // Prototype pollution keys, at any depth, escaped or not.
+        for t in [
+            r#"{"__proto__":{"admin":true}}"#,
+            r#"{"a":{"b":[{"__proto__":1}]}}"#,
+            r#"{"__pro\u0074o__":{}}"#,
+            r#"{"constructor":{"prototype":{"x":1}}}"#,
+        ] {
+            assert_eq!(kind(t), Err("reserved_key"), "{t}");
+        }
+        assert!(kind(r#"{"constructor":"Foo","prototype":1,"proto":2}"#).is_ok());
+    }
+
+    #[test]
+    fn values_parsed_elsewhere_meet_the_same_rules() {
+        let ok = serde_json::json!({"a": [1, 2, {"b": "c"}]});
+        assert!(check_value(&ok, 1000).is_ok());
+        assert!(matches!(
+            check_value(&ok, 10),
+            Err(JsonError::TooLarge { .. })
+        ));
+        let mut deep = serde_json::json!(1);
+        for _ in 0..70 {
+            deep = serde_json::json!([deep]);
+        }
+        assert_eq!(check_value(&deep, 1 << 20).unwrap_err().kind(), "too_deep");
+        let mut at_limit = serde_json::json!(1);
+        for _ in 0..MAX_DEPTH {
+            at_limit = serde_json::json!([at_limit]);
+        }
+        assert!(check_value(&at_limit, 1 << 20).is_ok());
+        let text = at_limit.to_string();
+        assert!(
+            parse_strict(&text, 1 << 20).is_ok(),
+            "same limit as the parser"
+        );
+        let proto: Value = serde_json::from_str(r#"{"x":{"__proto__":{}}}"#).unwrap();
+        assert_eq!(
+            check_value(&proto, 1000).unwrap_err().kind(),
+            "reserved_key"
+        );
     }
 
     #[test]

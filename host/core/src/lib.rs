@@ -15,6 +15,9 @@
 //! - [`fsm`]: the guardrail finite-state machine of the saga, and the
 //!   operator's `fsm.toml` extra rows.
 //! - [`approval`]: human approvals bound to one exact call, claimed once.
+//! - [`confirm`]: which approvals an MCP client may confirm itself
+//!   (`[approvals] client_confirm`; never `code_run`, irreversible or high
+//!   risk).
 //! - [`retry`]: retries of retriable errors with bounded backoff.
 //! - [`policy`]: the operator's `capsaga.toml`, parsed and checked.
 //! - [`meta`]: a tool's self-description, checked before the tool is registered.
@@ -23,6 +26,7 @@
 //! - [`schema_load`]: admission of a JSON Schema at load (its own draft,
 //!   formats asserted and known, nothing fetched, no same-instance cycle).
 //! - [`json`]: strict JSON parsing (duplicate keys refused) and canonical form.
+//! - [`jsonrpc`]: admission of a raw JSON-RPC message (MCP) under the same rules.
 //! - [`idempotency`]: idempotency keys of saga steps.
 //! - [`error`]: the error kinds of the tool world and the tool error record.
 //! - [`tool`]: the call context and tool output records.
@@ -33,6 +37,12 @@
 //!   the attempt order (failover, allowlists), a part of the policy.
 //! - [`budget`]: price table, cost of a call, budget caps.
 //! - [`prompt`]: the system prompt in its fixed block order.
+//! - [`principal`]: principals (who made a request) and roles (client,
+//!   operator), and what each may do.
+//! - [`session_table`]: live server sessions bounded globally and per
+//!   principal, idle ones evicted least recently used first.
+//! - [`pause`]: the operator's kill switch (running, read-only, paused).
+//! - [`sealed`]: provider keys sealed with AES-256-GCM under `CAPSAGA_KEK`.
 //! - [`wal_row`]: rows of the saga write-ahead log, stored and decoded, and
 //!   the hash chain over them.
 
@@ -40,23 +50,29 @@ pub mod approval;
 pub mod budget;
 pub mod capability;
 pub mod check;
+pub mod confirm;
 pub mod error;
 pub mod fsm;
 pub mod grant;
 pub mod idempotency;
 pub mod ip_embedding;
 pub mod json;
+pub mod jsonrpc;
 pub mod memory;
 pub mod meta;
 pub mod net_guard;
 pub mod neuron;
 pub mod path_guard;
+pub mod pause;
 pub mod policy;
+pub mod principal;
 pub mod prompt;
 pub use policy::providers;
 pub mod redact;
 pub mod retry;
 pub mod schema_load;
+pub mod sealed;
+pub mod session_table;
 pub mod tool;
 pub mod untrusted;
 pub mod validate;

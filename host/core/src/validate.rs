@@ -9,12 +9,33 @@
 //! asserted (unknown formats refused), nothing fetched, no same-instance
 //! `$ref` cycle.
 
-use crate::json::{JsonError, parse_strict};
+use crate::json::{JsonError, check_value, parse_strict};
 use serde_json::Value;
 use std::fmt::Write as _;
 
 /// Largest accepted arguments text, in bytes.
 pub const MAX_ARGS_LEN: usize = 1024 * 1024;
+
+/// The one rule for the arguments of a tool call written as JSON text,
+/// whatever surface they came in by (command line, model, MCP, REST, a
+/// plan): [`parse_strict`] within [`MAX_ARGS_LEN`] bytes (duplicate keys
+/// at any depth, more than 64 levels, integers past 64 bits, lone
+/// surrogates, prototype-polluting keys refused).
+///
+/// # Errors
+/// [`JsonError`].
+pub fn parse_args(text: &str) -> Result<Value, JsonError> {
+    parse_strict(text, MAX_ARGS_LEN)
+}
+
+/// The same rule for arguments already parsed (a plan's step, a library
+/// caller): [`check_value`] within [`MAX_ARGS_LEN`] bytes.
+///
+/// # Errors
+/// [`JsonError`].
+pub fn check_args_value(value: &Value) -> Result<(), JsonError> {
+    check_value(value, MAX_ARGS_LEN)
+}
 
 /// A compiled args schema.
 pub struct ArgsValidator {
@@ -170,20 +191,35 @@ impl ArgsValidator {
     /// # Errors
     /// [`CallError::NotJson`] or [`CallError::Schema`].
     pub fn check_text(&self, args_text: &str) -> Result<Value, CallError> {
-        let value = parse_strict(args_text, MAX_ARGS_LEN).map_err(|error| CallError::NotJson {
+        let value = parse_args(args_text).map_err(|error| CallError::NotJson {
             tool: self.tool.clone(),
             error,
             expected: self.expected(),
         })?;
-        self.check_value(&value)?;
+        self.check_schema(&value)?;
         Ok(value)
     }
 
-    /// Check already parsed arguments.
+    /// Check already parsed arguments: [`check_args_value`], then the
+    /// schema.
+    ///
+    /// # Errors
+    /// [`CallError::NotJson`] (too deep, too large, a refused key) or
+    /// [`CallError::Schema`] listing up to 10 problems.
+    pub fn check_value(&self, value: &Value) -> Result<(), CallError> {
+        check_args_value(value).map_err(|error| CallError::NotJson {
+            tool: self.tool.clone(),
+            error,
+            expected: self.expected(),
+        })?;
+        self.check_schema(value)
+    }
+
+    /// Check parsed arguments against the schema only.
     ///
     /// # Errors
     /// [`CallError::Schema`] listing up to 10 problems.
-    pub fn check_value(&self, value: &Value) -> Result<(), CallError> {
+    fn check_schema(&self, value: &Value) -> Result<(), CallError> {
         let problems: Vec<FieldProblem> = self
             .validator
             .iter_errors(value)

@@ -204,6 +204,7 @@ fn main() {
             state: capsaga_core::fsm::State::Acting,
             owner: "bench",
             plan: None,
+            principal: None,
         }))
         .expect("saga");
     // Short by default (about a minute in all); criterion's command-line

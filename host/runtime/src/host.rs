@@ -11,6 +11,7 @@ use crate::sandbox::factors::{FactorError, Factors};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use crate::store::sqlite::{GroupCommit, SqliteStore};
 use crate::store::{Store, StoreError};
+use crate::switch::KillSwitch;
 use capsaga_core::fsm::Guardrail;
 use capsaga_core::retry::RetryPolicy;
 use std::path::Path;
@@ -95,6 +96,9 @@ pub struct Host {
     /// generations of a reloaded host ([`Host::reload`]), so the sagas a
     /// server drives keep one owner across a reload.
     pub owner: Arc<OwnerLock>,
+    /// The operator's kill switch (stored in the state store; shared by
+    /// the generations of a reloaded host).
+    pub switch: Arc<KillSwitch>,
 }
 
 impl std::fmt::Debug for Host {
@@ -119,6 +123,30 @@ fn refuse_undeclared(config: &Config, registry: &Registry) -> Result<(), HostErr
             }
             _ => None,
         })
+        .collect();
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(HostError::Grants(format!(
+            "{}: {}",
+            config.path.display(),
+            refused.join("\n")
+        )))
+    }
+}
+
+/// `[approvals] client_confirm` naming a tool whose meta says high risk is
+/// a configuration error (the list itself is checked at policy load:
+/// `capsaga_core::confirm`).
+fn refuse_client_confirm_for_high_risk(
+    config: &Config,
+    registry: &Registry,
+) -> Result<(), HostError> {
+    let listed = &config.policy.client_confirm;
+    let refused: Vec<String> = registry
+        .tools()
+        .iter()
+        .filter_map(|t| capsaga_core::confirm::refused_for_risk(listed, &t.meta.name, t.meta.risk))
         .collect();
     if refused.is_empty() {
         Ok(())
@@ -176,7 +204,8 @@ impl Host {
                 .await
                 .map_err(|e| capsaga_memory::MemoryError::Embed(e.to_string()))??
         };
-        Host::assemble(config, store, Arc::new(owner), memory).await
+        let switch = KillSwitch::new(store.clone());
+        Host::assemble(config, store, Arc::new(owner), memory, switch).await
     }
 
     /// A new generation of this host from its policy file as it is now
@@ -224,6 +253,7 @@ impl Host {
             self.store.clone(),
             self.owner.clone(),
             self.memory.clone(),
+            self.switch.clone(),
         )
         .await?;
         for t in self.registry.tools() {
@@ -246,12 +276,14 @@ impl Host {
         Ok(next)
     }
 
-    /// Everything but the store and the owner lock, from `config`.
+    /// Everything but the store, the owner lock and the switch, from
+    /// `config`.
     async fn assemble(
         config: Config,
         store: Arc<dyn Store>,
         owner: Arc<OwnerLock>,
         memory: Option<Arc<crate::memory::HostMemory>>,
+        switch: Arc<KillSwitch>,
     ) -> Result<Arc<Host>, HostError> {
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),
@@ -279,6 +311,7 @@ impl Host {
             }
         }
         refuse_undeclared(&config, &registry)?;
+        refuse_client_confirm_for_high_risk(&config, &registry)?;
         let guardrail = config.guardrail.clone();
         let sandbox = Arc::new(sandbox);
         let registry = Arc::new(registry);
@@ -296,6 +329,7 @@ impl Host {
             guardrail,
             retry: RetryPolicy::DEFAULT,
             owner,
+            switch,
         }))
     }
 }

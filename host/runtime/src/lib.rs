@@ -16,6 +16,8 @@
 //!   SQL statement is there.
 //! - [`ownership`]: which process drives a saga, and whether it is alive.
 //! - [`saga`]: a saga as its driver holds it.
+//! - [`switch`]: the operator's kill switch (running, read-only, paused)
+//!   as this process sees it, from the store.
 //! - [`host`]: everything above wired together, shared by `Arc`.
 //! - [`dispatch`]: the one door every tool call goes through (resolve,
 //!   validate, policy, approval, guardrail, WAL, sandbox, compensation).
@@ -46,3 +48,4 @@ pub mod saga;
 pub mod sandbox;
 pub mod serve;
 pub use capsaga_store as store;
+pub mod switch;

@@ -79,6 +79,10 @@ pub struct StepUndo {
     pub was: StepStatus,
     /// Compensated, or the compensation's error.
     pub result: Result<(), ToolError>,
+    /// What the host restored of the step's files from its journal, per
+    /// path (issue 28); none when the step had no journal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<capsaga_guest_fs::RestoreReport>,
 }
 
 /// What a rollback did.

@@ -9,6 +9,17 @@ pub fn now_rfc3339() -> String {
         .to_string()
 }
 
+/// `now + ms` as [`now_rfc3339`] writes it (the latest representable
+/// time when it overflows), for expiry times compared as text.
+pub fn rfc3339_after(ms: u64) -> String {
+    let now = jiff::Timestamp::now();
+    let later = i64::try_from(ms)
+        .ok()
+        .and_then(|ms| now.checked_add(jiff::SignedDuration::from_millis(ms)).ok())
+        .unwrap_or(jiff::Timestamp::MAX);
+    later.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
 /// Today's UTC date, `YYYY-MM-DD`.
 pub fn today() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%d").to_string()
@@ -34,5 +45,9 @@ mod tests {
         assert!(t.ends_with('Z'));
         assert_eq!(today().len(), 10);
         assert!(deadline_from_now(1000) > 1000);
+        let later = rfc3339_after(60_000);
+        assert_eq!(later.len(), 24, "{later}");
+        assert!(later > now_rfc3339(), "text order is time order");
+        assert!(rfc3339_after(u64::MAX).starts_with("9999-"));
     }
 }

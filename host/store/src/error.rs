@@ -7,8 +7,11 @@ use std::path::PathBuf;
 /// Current schema version of the state database (`PRAGMA user_version` for
 /// SQLite). Version 2 added the `approvals` and `wal_head` tables and the
 /// `owner` and `plan` columns of `saga_state`; version 3 rebuilt `approvals`
-/// (expiry, note, replacement); version 4 added the `neurons` table.
-pub const SCHEMA_VERSION: i64 = 4;
+/// (expiry, note, replacement); version 4 added the `neurons` table;
+/// version 5 the `principal` of each saga and the `tokens`,
+/// `provider_keys` and `host_switch` tables; version 6 the
+/// `budget_reservations` table.
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]

@@ -14,12 +14,15 @@
 //! | trait | tables | what |
 //! |---|---|---|
 //! | [`SagaStore`] | `saga_state` | sagas, their guardrail state, owner and plan |
-//! | [`StepStore`] | `saga_steps` | steps: BEGIN (+ approval claim), COMMIT, FAIL, RETRY, compensation |
+//! | [`StepStore`] | `saga_steps` | steps: BEGIN (+ approval claim), COMMIT, FAIL, RETRY, compensation, the host's file restores (`FS_RESTORE`) |
 //! | [`LogStore`] | `wal_log`, `wal_head` | the hash-chained log every write appends to, and its anchored head |
 //! | [`ApprovalStore`] | `approvals` | human approvals: request (parks the saga), decide |
 //! | [`TraceStore`] | `traces` | execution traces of agent turns |
-//! | [`BudgetStore`] | `budget_days` | model spend per UTC day |
+//! | [`BudgetStore`] | `budget_days`, `budget_reservations` | model spend per UTC day, reservations of calls in flight |
 //! | [`NeuronStore`] | `neurons` | agent-written tools: versions, life, provenance |
+//! | [`TokenStore`] | `tokens` | named tokens and roles (the SHA-256 of each secret) |
+//! | [`KeyStore`] | `provider_keys` | provider keys sealed under `CAPSAGA_KEK` |
+//! | [`SwitchStore`] | `host_switch` | the kill switch: running, read-only, paused |
 //! | [`AuditStore`] | all of the above | the tables' current values, for `audit verify` ([`audit`]) |
 //!
 //! Invariants every implementation keeps (the SQLite one documents how):
@@ -28,6 +31,7 @@
 //! the write returns; an approval is claimed in the transaction of its step's
 //! BEGIN, at most once.
 
+pub mod access;
 pub mod audit;
 pub mod clock;
 mod error;
@@ -35,6 +39,7 @@ mod neurons;
 mod rows;
 pub mod sqlite;
 
+pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};
 pub use error::{SCHEMA_VERSION, StoreError};
 pub use neurons::{NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, Transition};
 pub use rows::*;
@@ -115,6 +120,12 @@ pub trait SagaStore: Send + Sync {
     /// [`StoreError`].
     async fn sagas(&self, limit: usize) -> Result<Vec<SagaRow>, StoreError>;
 
+    /// The sagas started by `principal`, newest first (at most `limit`).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError>;
+
     /// Sagas not in a terminal state (crashed or still running), oldest
     /// first.
     ///
@@ -193,15 +204,29 @@ pub trait StepStore: Send + Sync {
         error: &ToolError,
     ) -> Result<(), StoreError>;
 
-    /// COMMIT, BEGIN (in doubt) or COMPENSATION_FAILED (operator retry) →
+    /// COMMIT, BEGIN (in doubt), COMPENSATION_FAILED (operator retry) or
+    /// FAIL (a failed step whose file changes the host restored) →
     /// COMPENSATED.
     ///
     /// # Errors
     /// [`StoreError`].
     async fn compensated(&self, saga_id: &str, step_seq: u64) -> Result<(), StoreError>;
 
-    /// COMMIT, BEGIN or COMPENSATION_FAILED → COMPENSATION_FAILED with the
-    /// error.
+    /// Log what the host restored of a step's files from its journal (issue
+    /// 28): an `FS_RESTORE` record with `report` (each path and what was
+    /// done to it); the step's status is unchanged.
+    ///
+    /// # Errors
+    /// [`StoreError`], including a step that does not exist.
+    async fn fs_restored(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        report: &serde_json::Value,
+    ) -> Result<(), StoreError>;
+
+    /// COMMIT, BEGIN, COMPENSATION_FAILED or FAIL → COMPENSATION_FAILED with
+    /// the error.
     ///
     /// # Errors
     /// [`StoreError`].
@@ -332,8 +357,18 @@ pub trait TraceStore: Send + Sync {
     async fn load_trace(&self, id: &str) -> Result<Option<String>, StoreError>;
 }
 
-/// Model spend per UTC day (`budget_days`), shared by every process on the
-/// workspace.
+/// Model spend per UTC day (`budget_days`) and the reservations of calls in
+/// flight (`budget_reservations`), shared by every process (and, for a
+/// shared store, every host) on the workspace.
+///
+/// Reserve before spending, settle after (seed 003; the rules are
+/// `capsaga_core::budget::reserve`): [`BudgetStore::reserve_spend`] checks
+/// the day's spend plus the reservations not yet expired plus the new
+/// estimate against the hard cap and records the reservation, in one write
+/// transaction (so concurrent callers, in any process, are serialised);
+/// [`BudgetStore::settle_spend`] replaces a reservation by what the call
+/// cost. A reservation never settled (its process died) stops counting
+/// once expired, and is deleted by a later reservation.
 #[async_trait]
 pub trait BudgetStore: Send + Sync {
     /// What `day` (`YYYY-MM-DD`) has spent, USD.
@@ -341,6 +376,37 @@ pub trait BudgetStore: Send + Sync {
     /// # Errors
     /// [`StoreError`].
     async fn day_spent(&self, day: &str) -> Result<f64, StoreError>;
+
+    /// What reservations of `day` not yet expired hold, USD.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn day_reserved(&self, day: &str) -> Result<f64, StoreError>;
+
+    /// Reserve `r.usd` for a call if the day's hard cap admits it (spent +
+    /// reserved + this, `capsaga_core::budget::reserve::admits`), in one
+    /// write transaction, durable when this returns; expired reservations
+    /// are deleted first.
+    ///
+    /// # Errors
+    /// [`StoreError`], including a duplicate id.
+    async fn reserve_spend(&self, r: &NewReservation<'_>) -> Result<Reserved, StoreError>;
+
+    /// Replace reservation `id` (of `day`) by the call's cost `usd` and its
+    /// tokens, in one transaction: the reservation is deleted (whether or
+    /// not it had expired) and the cost added to `day`'s counters (a call
+    /// with no cost and no tokens is not counted: nothing was sent).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn settle_spend(
+        &self,
+        id: &str,
+        day: &str,
+        usd: f64,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) -> Result<(), StoreError>;
 
     /// Add one model call's cost (USD) and tokens to `day`'s counters.
     ///
@@ -381,6 +447,9 @@ pub trait Store:
     + BudgetStore
     + AuditStore
     + NeuronStore
+    + TokenStore
+    + KeyStore
+    + SwitchStore
     + std::fmt::Debug
 {
 }
@@ -394,6 +463,9 @@ impl<T> Store for T where
         + BudgetStore
         + AuditStore
         + NeuronStore
+        + TokenStore
+        + KeyStore
+        + SwitchStore
         + std::fmt::Debug
 {
 }

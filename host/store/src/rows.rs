@@ -109,6 +109,10 @@ pub struct NewSaga<'a> {
     /// The plan it runs (canonical JSON), when a plan drives it, so that it
     /// can be resumed.
     pub plan: Option<&'a str>,
+    /// The principal that started it (`capsaga_core::principal`), recorded
+    /// with the saga and in its first `STATE` record: a client sees only
+    /// its own sagas.
+    pub principal: Option<&'a str>,
 }
 
 /// One row of `saga_state`.
@@ -128,6 +132,9 @@ pub struct SagaRow {
     pub updated_at: String,
     /// The id of the process that drives it (see `ownership`), if any.
     pub owner: Option<String>,
+    /// The principal that started it (`None` for sagas recorded before
+    /// principals existed: only operators see those).
+    pub principal: Option<String>,
 }
 
 /// One row of `saga_steps`.
@@ -359,6 +366,43 @@ pub struct DayRow {
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
+    /// Held by reservations of calls in flight (not settled, not
+    /// expired), USD.
+    pub reserved_usd: f64,
+}
+
+/// A model call's maximum estimate to reserve under the day's hard cap
+/// ([`crate::BudgetStore::reserve_spend`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewReservation<'a> {
+    /// Its id (unique; chosen by the caller, e.g. a UUID).
+    pub id: &'a str,
+    /// The UTC day it is charged to, `YYYY-MM-DD`.
+    pub day: &'a str,
+    /// The call's maximum estimate, USD.
+    pub usd: f64,
+    /// The day's hard cap, USD (`None`: no cap, always reserved).
+    pub day_hard_usd: Option<f64>,
+    /// How long it is held if never settled, ms (a process that died
+    /// does not block the budget past it).
+    pub ttl_ms: u64,
+    /// Who holds it, for the operator (`<provider>/<model>`, the process).
+    pub holder: &'a str,
+}
+
+/// What a reservation attempt did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Reserved {
+    /// Reserved; settle or release it with its id.
+    Made,
+    /// Refused by the day's hard cap (`capsaga_core::budget::reserve::admits`):
+    /// nothing was reserved.
+    Refused {
+        /// What the day has spent, USD.
+        spent_usd: f64,
+        /// What reservations in flight (not expired) hold, USD.
+        reserved_usd: f64,
+    },
 }
 
 /// The current value of every row the write-ahead log describes, by key, as

@@ -173,6 +173,73 @@ fn grant_matches(pattern: &HostPattern, host: &url::Host<&str>) -> bool {
     }
 }
 
+/// The host of an http(s) URL as written, read character by character
+/// with the WHATWG parser's states (special scheme: `/` and `\` after the
+/// scheme skipped, the authority ends at `/`, `\`, `?` or `#`, the host
+/// starts after the last `@` and ends at a `:` outside brackets).
+fn host_as_written(raw: &str) -> Option<String> {
+    let s = raw.trim_matches(|c: char| c.is_ascii_control() || c == ' ');
+    let mut chars = s.chars().peekable();
+    // Scheme.
+    loop {
+        match chars.next()? {
+            ':' => break,
+            c if c.is_ascii_alphanumeric() || "+-.".contains(c) => {}
+            _ => return None,
+        }
+    }
+    while matches!(chars.peek(), Some('/' | '\\')) {
+        chars.next();
+    }
+    let mut authority = String::new();
+    for c in chars {
+        if matches!(c, '/' | '\\' | '?' | '#') {
+            break;
+        }
+        if c == '@' {
+            authority.clear();
+        } else {
+            authority.push(c);
+        }
+    }
+    let mut host = String::new();
+    let mut bracket = false;
+    for c in authority.chars() {
+        match c {
+            '[' => bracket = true,
+            ']' => bracket = false,
+            ':' if !bracket => break,
+            _ => {}
+        }
+        host.push(c);
+    }
+    Some(host)
+}
+
+/// Whether the host of `raw` is written as the parser's own spelling of
+/// `host` (issue 24 item 8a): no tab or line break in the URL, no
+/// percent-encoding, an IP literal in ASCII, a name as its ASCII or its
+/// Unicode (IDNA `to_unicode`) form.
+fn own_spelling(raw: &str, host: &url::Host<&str>) -> bool {
+    if raw.chars().any(|c| matches!(c, '\t' | '\n' | '\r')) {
+        return false;
+    }
+    let Some(written) = host_as_written(raw) else {
+        return false;
+    };
+    if written.contains('%') {
+        return false;
+    }
+    match host {
+        url::Host::Ipv4(_) | url::Host::Ipv6(_) => written.is_ascii(),
+        url::Host::Domain(d) => {
+            let lower: String = written.chars().map(|c| c.to_ascii_lowercase()).collect();
+            let (unicode, errors) = idna::domain_to_unicode(d);
+            lower == *d || (errors.is_ok() && lower == unicode)
+        }
+    }
+}
+
 /// The oracle's decision for `GET url` (no headers, not a dry run) under
 /// `grants`, with `resolved` the DNS answer for a name.
 pub fn decide(url: &str, grants: &[Capability], resolved: &[IpAddr]) -> Answer {
@@ -206,6 +273,9 @@ pub fn decide(url: &str, grants: &[Capability], resolved: &[IpAddr]) -> Answer {
     let Some(host) = u.host() else {
         return Answer::Deny("no host");
     };
+    if !own_spelling(url, &host) {
+        return Answer::Deny("host not written as itself");
+    }
     if let url::Host::Domain(d) = host {
         let d = d.strip_suffix('.').unwrap_or(d);
         if d.is_empty() || d.split('.').any(str::is_empty) {

@@ -47,10 +47,10 @@ async fn compiling_runs_none_of_the_source() {
         "import sys\nsys.exit(1)\n",
         "import socket\n",
     ] {
-        let started = std::time::Instant::now();
+        // Had it run, the loop would end at the deadline and the others
+        // fail: an error, not bytecode.
         let code = rig.compile("probe", src).await;
         assert!(code.is_ok(), "{src:?}: {code:?}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 }
 

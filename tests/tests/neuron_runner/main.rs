@@ -27,7 +27,6 @@ use capsaga_tests::neuron_rig::{
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 /// The rig shared by every test of this binary, or `None` when the runner
 /// is not built and `CAPSAGA_SKIP_RUNNER` is set.

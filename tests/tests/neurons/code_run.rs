@@ -9,7 +9,8 @@
 use super::*;
 use async_trait::async_trait;
 use capsaga_core::error::ErrorKind;
-use capsaga_host::dispatch::{Approver, HumanDecision};
+use capsaga_core::principal::{Principal, Role};
+use capsaga_host::dispatch::Approver;
 use capsaga_host::store::ApprovalRow;
 use capsaga_tests::snapshot;
 use std::sync::Mutex;
@@ -22,14 +23,15 @@ struct Yes {
 
 #[async_trait]
 impl Approver for Yes {
-    async fn ask(&self, a: &ApprovalRow) -> Option<HumanDecision> {
+    fn who(&self) -> Option<Principal> {
+        Some(Principal::new("test:yes", Role::Operator))
+    }
+
+    async fn ask(&self, a: &ApprovalRow) -> Option<bool> {
         if let Ok(mut s) = self.shown.lock() {
             s.push(a.clone());
         }
-        Some(HumanDecision {
-            approve: true,
-            by: "test:yes".into(),
-        })
+        Some(true)
     }
 }
 
@@ -147,7 +149,14 @@ async fn the_approval_is_bound_to_the_code_and_every_input_hash() {
         panic!("{out:#?}")
     };
     let id = approval.approval_id.clone();
-    door.decide(&id, true, "test:operator", None).await.unwrap();
+    door.decide(
+        &id,
+        true,
+        &Principal::new("test:operator", Role::Operator),
+        None,
+    )
+    .await
+    .unwrap();
     // The input changes after the approval: the approval is stale, the saga
     // parks again with a new one and the code does not run.
     std::fs::write(ws.ws().join("sales.csv"), "region,amount\nnorth,999\n").unwrap();

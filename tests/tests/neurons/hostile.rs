@@ -44,6 +44,9 @@ async fn refused_before_anything_runs() {
         ("f5_read", "name"),
         ("fsread", "name"),
         ("neuron_create", "name"),
+        ("capsaga_commit", "name"),
+        ("c0de_run", "name"),
+        ("fs_r3ad", "name"),
     ] {
         let r = data(&call_one(&door, "neuron_create", &neuron(name, ok, ex.clone())).await);
         assert_eq!(r["accepted"], false, "{name}: {r:#}");
@@ -71,7 +74,9 @@ async fn refused_before_anything_runs() {
 async fn hostile_sources_fail_their_examples_with_clear_errors() {
     let Some(ws) = workspace(
         &[],
-        "[limits]\ndeadline_ms = 1500\nmemory_bytes = 134217728",
+        // Fuel out of reach so the spinning source meets the deadline, not the
+        // fuel cap, however fast the machine (toml integers are i64).
+        "[limits]\ndeadline_ms = 1500\nmemory_bytes = 134217728\nfuel = 9223372036854775807",
         "",
     ) else {
         return;

@@ -10,7 +10,7 @@ use capsaga_host::neurons::operator;
 use capsaga_host::serve::HttpOptions;
 use capsaga_host::store::NeuronStore;
 use capsaga_host::store::sqlite::SqliteStore;
-use capsaga_tests::mcp_rig::{ListChanged, call_ok, connect, start};
+use capsaga_tests::mcp_rig::{ListChanged, call_ok, connect, start, stat_after};
 use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
@@ -28,14 +28,8 @@ async fn names(client: &RunningService<RoleClient, Counter>) -> Vec<String> {
         .collect()
 }
 
-async fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    for _ in 0..200 {
-        if ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
+async fn wait_for(what: &str, ok: impl Fn() -> bool) {
+    capsaga_tests::wait_until_async(what, || std::future::ready(ok())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,8 +57,9 @@ async fn an_operator_decision_elsewhere_changes_the_served_tool_list() {
         "listChanged is announced"
     );
     assert!(!names(&client).await.contains(&"csv_stats".to_string()));
-    // Nothing changed: no notification.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Nothing changed: two more rounds of the watcher, and no notification.
+    let checks = stat_after(&srv.url(""), "checks", 0).await;
+    stat_after(&srv.url(""), "checks", checks + 1).await;
     assert_eq!(counter.count(), 0);
 
     // The operator approves from another process: its own store handle on

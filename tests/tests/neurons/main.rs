@@ -11,9 +11,13 @@
 
 mod birth;
 mod code_run;
+mod files;
 mod hostile;
 mod list_changed;
+mod names;
+mod paused;
 mod pinning;
+mod untrusted;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome, Submitted};
 use capsaga_host::host::Host;

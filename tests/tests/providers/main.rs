@@ -18,6 +18,7 @@ use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::{Value, json};
 
 mod routing;
+mod sealed;
 
 use routing::RawServer;
 
@@ -132,6 +133,7 @@ async fn turn(
         &Selection {
             script: None,
             route,
+            ..Selection::default()
         },
     )
     .unwrap();

@@ -252,6 +252,7 @@ async fn allowlist_is_honoured_and_nothing_is_sent_when_nothing_is_allowed() {
             preferred: vec![],
             allowed: Some(vec!["nope".into()]),
         },
+        ..Selection::default()
     };
     assert!(select(&host.config, &keys(), &sel).is_err());
 }

@@ -6,9 +6,14 @@
 
 mod clients;
 mod crash;
+mod keys;
 mod load;
+mod pause;
 mod reload;
 mod resources;
 mod rest;
+mod sessions;
+mod strict;
+mod trust;
 
 pub use capsaga_tests::mcp_rig::{Running, http, http_builder, start};

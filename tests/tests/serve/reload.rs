@@ -12,8 +12,8 @@
 use super::start;
 use capsaga_host::serve::HttpOptions;
 use capsaga_host::store::{SagaStore, StepStore};
-use capsaga_tests::mcp_rig::{ListChanged, call_ok, connect};
-use capsaga_tests::{TestWorkspace, component, open_store};
+use capsaga_tests::mcp_rig::{ListChanged, call_ok, connect, reload_stats, stat_after};
+use capsaga_tests::{TestWorkspace, component, open_store, wait_until_async};
 use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
@@ -63,16 +63,14 @@ async fn watched(
     (srv, counter, client)
 }
 
-/// Wait (at most 10 s) until the client was told of more than `seen`
-/// changes.
+/// Wait until the client was told of more than `seen` changes.
 async fn told_after(c: &Counter, seen: usize, what: &str) {
-    for _ in 0..200 {
-        if c.count() > seen {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for tools/list_changed: {what}");
+    let what = format!("tools/list_changed: {what}");
+    wait_until_async(&what, || {
+        let n = c.count();
+        async move { n > seen }
+    })
+    .await;
 }
 
 async fn call(client: &Client, tool: &str, args: &Value) -> rmcp::model::CallToolResult {
@@ -121,8 +119,10 @@ async fn a_changed_policy_and_tools_directory_reach_a_running_server() {
     assert!(before.contains(&"time_now".to_string()), "{before:?}");
     assert!(!before.contains(&"fs_write".to_string()), "{before:?}");
     call_ok(&client, "time_now", &json!({})).await;
-    // Nothing changed: nobody is told.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Nothing changed: two more checks of the sources, and nobody is told.
+    let base = srv.url("");
+    let checks = stat_after(&base, "checks", 0).await;
+    stat_after(&base, "checks", checks + 1).await;
     assert_eq!(counter.count(), 0);
 
     // The operator grants fs_write: the running server reloads.
@@ -153,14 +153,21 @@ async fn a_changed_policy_and_tools_directory_reach_a_running_server() {
     // Hostile or broken policies are refused whole: nothing changes.
     let seen = counter.count();
     let listed_before = listed(&client).await;
+    let refused = reload_stats(&base).await["refused"].as_u64().unwrap_or(0);
+    let generation = reload_stats(&base).await["generation"].clone();
     std::fs::write(ws.config(), "[tools.fs_write\ngrants = [").unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let refused = stat_after(&base, "refused", refused).await;
     // Granting fs_write the network it does not declare (and dropping
     // the other tools, so an accepted reload would show).
     ws.write_policy(
         "[tools.fs_write]\ngrants = [\"fs:write:~/ws/**\", \"net:https:evil.example\"]\n",
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    stat_after(&base, "refused", refused).await;
+    assert_eq!(
+        reload_stats(&base).await["generation"],
+        generation,
+        "nothing reloaded"
+    );
     assert_eq!(counter.count(), seen, "no change told");
     assert_eq!(
         listed(&client).await,
@@ -292,11 +299,12 @@ fn sighup_reloads_the_real_binary() {
         .unwrap();
     rt.block_on(async {
         let counter = Counter::default();
-        let client = connect(url, counter.clone()).await;
+        let client = connect(url.clone(), counter.clone()).await;
         assert!(!names(&client).await.contains(&"fs_write".to_string()));
         ws.write_policy(TIME_AND_WRITE);
-        // Polling is off: the edit alone changes nothing.
-        tokio::time::sleep(Duration::from_millis(600)).await;
+        // Polling is off: nothing looks at the edit (no check at all).
+        let base = url.trim_end_matches("/mcp").to_string();
+        assert_eq!(reload_stats(&base).await["checks"], 0);
         assert!(!names(&client).await.contains(&"fs_write".to_string()));
         let status = Command::new("kill")
             .args(["-HUP", &child.id().to_string()])

@@ -299,7 +299,12 @@ async fn approvals_over_http_approve_then_the_same_call_runs_once() {
     .await;
     assert_eq!(status, 200, "{decided}");
     assert_eq!(decided["approval"]["status"], "approved", "{decided}");
-    assert_eq!(decided["approval"]["decided_by"], "http:alice", "{decided}");
+    // Recorded under the authenticated principal (no token: the loopback
+    // operator), never the `by` the request names.
+    assert_eq!(
+        decided["approval"]["decided_by"], "loopback (operator)",
+        "{decided}"
+    );
     // Deciding twice is a conflict, an unknown id is 404.
     let (status, _) = json_of(
         c.post(srv.url(&format!("/v1/approvals/{id}/deny")))

@@ -10,7 +10,6 @@ use capsaga_host::store::Origin;
 use capsaga_tests::{TestWorkspace, snapshot};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Instant;
 
 mod redteam;
 
@@ -129,7 +128,6 @@ async fn floods_bombs_and_loops_hit_limits_and_the_host_carries_on() {
     let host = ws.host().await;
     let before = snapshot(&ws.ws());
 
-    let t0 = Instant::now();
     let d = run(&host, "yes | head -c 100000000").await;
     assert_eq!(d["exit_code"], 0, "{}", d["stderr"]);
     assert_eq!(d["stdout"].as_str().unwrap().len(), 65536);
@@ -142,7 +140,6 @@ async fn floods_bombs_and_loops_hit_limits_and_the_host_carries_on() {
         "{}",
         d["stderr"]
     );
-    assert!(t0.elapsed().as_secs() < 10);
 
     // A fork-bomb-shaped function: the nesting limit, inside the shell.
     let d = run(&host, "echo x > bomb.txt; :(){ :|:& };:").await;

@@ -240,9 +240,12 @@ async fn output_over_the_host_cap_is_cut_or_refused_before_any_change() {
 #[tokio::test(flavor = "multi_thread")]
 async fn writes_and_their_undo_keep_permission_bits_and_hard_links() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let policy = "[tools.shell_run]\ngrants = [\"fs:write:~/ws/**\"]\n\
-                  [tools.fs_write]\ngrants = [\"fs:write:~/ws/**\"]\n\
-                  [tools.fs_edit]\ngrants = [\"fs:write:~/ws/**\"]\n";
+    // The tools' own writes and undo keep hard links; the host's file
+    // journal refuses to write a file with several names (issue 28: a
+    // restore could not put the other names back), so it is off here.
+    let policy = "[tools.shell_run]\ngrants = [\"fs:write:~/ws/**\"]\nhost_rollback = false\n\
+                  [tools.fs_write]\ngrants = [\"fs:write:~/ws/**\"]\nhost_rollback = false\n\
+                  [tools.fs_edit]\ngrants = [\"fs:write:~/ws/**\"]\nhost_rollback = false\n";
     let ws = TestWorkspace::new(&["shell_run", "fs_write", "fs_edit"], policy);
     let host = ws.host().await;
     let p = |n: &str| ws.ws().join(n);

@@ -6,7 +6,6 @@ use capsaga_tests::TestWorkspace;
 use rusqlite::Connection;
 use serde_json::json;
 use std::process::{Child, Output, Stdio};
-use std::time::Duration;
 
 /// How many `capsaga run --plan` processes the stress test starts together
 /// (`CAPSAGA_STRESS_PROCESSES` overrides; the figure of 200 is the
@@ -217,13 +216,28 @@ fn a_busy_database_is_busy_and_a_damaged_one_is_damaged() {
     let o = call_with(&ws, "c.txt");
     assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
     assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
-    // Held for less than the wait: the step waits its turn and runs.
-    let release = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        turn.unlock().unwrap();
-    });
-    let o = call_with(&ws, "d.txt");
-    release.join().unwrap();
+    // Held for less than the wait: the step waits its turn and runs. The
+    // lock is let go once the call is seen queued behind it (its blocked
+    // request in /proc/locks), not after a guessed delay.
+    let args = json!({"path": ws.ws_path("d.txt"), "content": "x"}).to_string();
+    let child = ws
+        .capsaga(&["call", "fs_write", &args])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    if std::path::Path::new("/proc/locks").exists() {
+        capsaga_tests::wait_until("the call queued for the write turn", || {
+            std::fs::read_to_string("/proc/locks").is_ok_and(|l| {
+                l.lines().any(|line| {
+                    line.contains("->") && line.split_whitespace().any(|w| w == pid.to_string())
+                })
+            })
+        });
+    }
+    turn.unlock().unwrap();
+    let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(ws.ws().join("d.txt").exists());
     for f in ["a.txt", "b.txt", "c.txt"] {

@@ -50,6 +50,7 @@ fn commit_steps(db: &SqliteStore, saga: &str, n: u64) {
             state: State::Acting,
             owner: "test",
             plan: None,
+            principal: None,
         })
         .await
         .unwrap();
@@ -183,7 +184,7 @@ fn no_snapshot_is_held_across_a_tool_call() {
         .spawn()
         .unwrap();
     let db = ws.root.join(".capsaga/state.db");
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + capsaga_tests::wait_bound();
     // Wait until the spin step's BEGIN is durable (the call is running).
     let probe = loop {
         assert!(Instant::now() < deadline, "the spin step never began");

@@ -242,6 +242,7 @@ pub fn net_kind(e: &NetDenied) -> &'static str {
     match e {
         NetDenied::NoGrant => "no_grant",
         NetDenied::BadUrl { .. } => "bad_url",
+        NetDenied::HostSpelling { .. } => "host_spelling",
         NetDenied::Scheme { .. } => "scheme",
         NetDenied::Userinfo { .. } => "userinfo",
         NetDenied::Header { .. } => "header",

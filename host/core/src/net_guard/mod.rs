@@ -6,8 +6,12 @@
 //!
 //! 1. [`check_request`]: parse the URL with the `url` crate (the WHATWG URL
 //!    parser, so `http://2130706433/`, `http://0177.0.0.1/`, `http://0x7f.1/`,
-//!    `http://%31%32%37.0.0.1/`, full-width digits and IDNA all normalise to
-//!    the address or name they mean), refuse schemes other than http/https,
+//!    `http://%31%32%37.0.0.1/` normalise to the address they mean), refuse
+//!    a host written in a form the parser folds onto another spelling
+//!    (fullwidth or compatibility characters, ideographic full stops,
+//!    characters IDNA drops, percent-encoding, tabs and line breaks:
+//!    `spelling`; a real IDN written as its U-labels or A-labels passes),
+//!    refuse schemes other than http/https,
 //!    userinfo, IPv6 zone ids (the parser refuses them), methods outside
 //!    GET/HEAD/POST/PUT/PATCH/DELETE/OPTIONS (GET/HEAD only in a dry run),
 //!    caller-set routing and hop-by-hop headers ([`forbidden_header`]), and
@@ -32,6 +36,7 @@
 //! differential tests.
 
 pub mod address;
+mod spelling;
 
 use crate::capability::{Capability, HostPattern, NetTarget, Place, Scheme};
 pub use address::{
@@ -107,6 +112,17 @@ pub enum NetDenied {
         url: String,
         /// What is wrong.
         reason: String,
+    },
+    /// The host is written in a form the URL parser folds onto another
+    /// spelling (fullwidth or compatibility characters, ideographic full
+    /// stops, characters IDNA drops, percent-encoding, a tab or line break):
+    /// refused, not folded (see `spelling`).
+    #[error("URL `{url}` is refused: {reason}")]
+    HostSpelling {
+        /// The URL as given (clipped).
+        url: String,
+        /// What is wrong.
+        reason: &'static str,
     },
     /// Not http or https.
     #[error("scheme `{scheme}` is refused: only http and https")]
@@ -303,6 +319,10 @@ pub fn check_request(
             url: clip(shown.as_str()),
         });
     }
+    spelling::check(req.url, &url).map_err(|reason| NetDenied::HostSpelling {
+        url: clip(req.url),
+        reason,
+    })?;
     let host = match url.host() {
         Some(url::Host::Domain(d)) => {
             let d = d.strip_suffix('.').unwrap_or(d);

@@ -1,14 +1,23 @@
-//! Neuron names: the tool-name rule, plus no shadowing of an existing tool,
-//! by case or by confusable look.
+//! Neuron names: the tool-name rule, the host's reserved names, plus no
+//! shadowing of a tool already offered, by case or by confusable look.
 //!
 //! A model reads a catalog; two names it may take for one another are one
 //! name. A candidate is refused when its *skeleton* equals the skeleton of
 //! a name already taken (tools, built-ins, the policy's sections, other
 //! neurons). The skeleton: NFKC, lower case, Unicode's confusable
-//! skeleton (UTS #39, `unicode-security`), then a fold of the look-alikes
-//! that survive in lower-case ASCII (`0`→`o`, `1`/`i`→`l`, `5`→`s`, `rn`→`m`,
+//! skeleton (UTS #39 §4, `unicode_security::skeleton`), then a fold of the
+//! look-alikes that survive in lower-case ASCII (digits read as letters:
+//! `0`→`o`, `1`→`l`, `2`→`z`, `3`→`e`, `4`→`a`, `5`→`s`, `6`→`b`, `7`→`t`,
+//! `8`→`b`, `9`→`g`; `i`→`l`; letter pairs read as one letter: `rn`→`m`,
 //! `vv`→`w`, `cl`→`d`) and every separator removed (`fs_read`, `fsread`
 //! and `fs__read` are one name).
+//!
+//! Reserved for the host, whatever the catalog holds: every name whose
+//! skeleton starts with the skeleton of one of [`RESERVED_PREFIXES`]
+//! (`capsaga_`: the MCP session tools `capsaga_commit`, `capsaga_rollback`
+//! and any later one; `memory_`: the memory built-ins `memory_fetch`,
+//! `memory_propose` and any later one, so no neuron can pose as the
+//! host's memory), and every name reading like a built-in of [`RESERVED`].
 
 use unicode_normalization::UnicodeNormalization;
 
@@ -27,12 +36,42 @@ pub enum NameError {
         taken: String,
     },
     /// A name the host keeps for itself.
-    #[error("neuron name `{0}` is reserved")]
+    #[error(
+        "neuron name `{0}` is reserved: it reads like a host built-in or starts like `capsaga_` or `memory_`"
+    )]
     Reserved(String),
 }
 
-/// Names only the host may use.
-pub const RESERVED: &[&str] = &["neuron_create", "code_run"];
+/// Names only the host may use: its built-in tools, offered or not.
+pub const RESERVED: &[&str] = &[
+    "neuron_create",
+    "code_run",
+    "capsaga_commit",
+    "capsaga_rollback",
+    "memory_fetch",
+    "memory_propose",
+];
+
+/// The prefix of the host's own tool names (the MCP session tools): no
+/// neuron name may read like it.
+pub const RESERVED_PREFIX: &str = "capsaga_";
+
+/// The prefix of the memory built-ins (seed 004: `memory_fetch`,
+/// `memory_propose`): no neuron name may read like it.
+pub const MEMORY_PREFIX: &str = "memory_";
+
+/// Every reserved prefix: [`RESERVED_PREFIX`] and [`MEMORY_PREFIX`].
+pub const RESERVED_PREFIXES: &[&str] = &[RESERVED_PREFIX, MEMORY_PREFIX];
+
+/// Whether `name` is the host's: it reads like a name of [`RESERVED`] or
+/// starts like one of [`RESERVED_PREFIXES`] (compared by [`skeleton`]).
+pub fn is_reserved(name: &str) -> bool {
+    let sk = skeleton(name);
+    RESERVED_PREFIXES
+        .iter()
+        .any(|p| sk.starts_with(&skeleton(p)))
+        || RESERVED.iter().any(|r| skeleton(r) == sk)
+}
 
 /// The skeleton two names are compared by (see the module documentation).
 pub fn skeleton(name: &str) -> String {
@@ -46,9 +85,12 @@ pub fn skeleton(name: &str) -> String {
         .map(|c| match c {
             '0' => 'o',
             '1' | 'i' | '|' => 'l',
-            '5' => 's',
             '2' => 'z',
-            '8' => 'b',
+            '3' => 'e',
+            '4' => 'a',
+            '5' => 's',
+            '6' | '8' => 'b',
+            '7' => 't',
             '9' => 'g',
             _ => c,
         })
@@ -68,10 +110,10 @@ pub fn check<'a>(name: &str, taken: impl IntoIterator<Item = &'a str>) -> Result
     if !crate::meta::is_valid_tool_name(name) {
         return Err(NameError::Rule(name.chars().take(80).collect()));
     }
-    let sk = skeleton(name);
-    if RESERVED.iter().any(|r| skeleton(r) == sk) {
+    if is_reserved(name) {
         return Err(NameError::Reserved(name.to_string()));
     }
+    let sk = skeleton(name);
     for t in taken {
         if t != name && skeleton(t) == sk {
             return Err(NameError::Shadows {

@@ -109,6 +109,124 @@ fn names_that_read_alike_are_one_name() {
     assert_eq!(skeleton("fѕ_read"), skeleton("fs_read"), "Cyrillic dze");
 }
 
+/// Issue 24 item 6, class by class: the host's prefix and built-ins, case,
+/// digit/letter swaps, letter pairs, separators, Unicode look-alikes.
+#[test]
+fn reserved_names_and_every_confusable_class_are_refused() {
+    let taken = ["fs_read", "web_fetch", "time_now", "http_request", "llm"];
+    // The session tools and anything starting like `capsaga_`.
+    for bad in [
+        "capsaga_commit",
+        "capsaga_rollback",
+        "capsaga_undo",
+        "capsagacommit",
+        "capsaga",
+        "c4psaga_commit",
+        "caps4ga_x",
+        "cap5aga_commit",
+        "capsaga_c0mmit",
+        "neuron_create",
+        "neuroncreate",
+        "neur0n_create",
+        "code_run",
+        "c0de_run",
+        "coderun",
+        "cocle_run",
+    ] {
+        let r = name::check(bad, taken);
+        assert!(
+            matches!(r, Err(NameError::Reserved(_))) || matches!(r, Err(NameError::Shadows { .. })),
+            "{bad}: {r:?}"
+        );
+    }
+    assert!(matches!(
+        name::check("capsaga_commit", []),
+        Err(NameError::Reserved(_))
+    ));
+    // The memory built-ins and anything starting like `memory_` (issue
+    // 27): reserved even when memory is off and they are not offered.
+    for bad in [
+        "memory_fetch",
+        "memory_propose",
+        "memory_search",
+        "memory_forget",
+        "memoryfetch",
+        "mem0ry_fetch",
+        "rnemory_fetch",
+        "memory_fetch2",
+        "memory__propose",
+        "memory",
+    ] {
+        assert!(
+            matches!(name::check(bad, []), Err(NameError::Reserved(_))),
+            "{bad}: {:?}",
+            name::check(bad, [])
+        );
+    }
+    // Names that merely mention memory elsewhere stay free.
+    assert!(name::check("recall_notes", []).is_ok());
+    assert!(name::check("notes_memory", []).is_ok());
+    // Case and non-ASCII spellings never pass the rule.
+    for bad in [
+        "Time_now",
+        "TIME_NOW",
+        "time_Now",
+        "tіme_now",
+        "ｔime_now",
+        "time\u{200b}_now",
+    ] {
+        assert!(
+            matches!(name::check(bad, taken), Err(NameError::Rule(_))),
+            "{bad}"
+        );
+    }
+    // Digit/letter swaps, letter pairs, separators.
+    for bad in [
+        "f5_read",
+        "fs_r3ad",
+        "t1me_now",
+        "time_n0w",
+        "tirne_now",
+        "time_n0vv",
+        "vveb_fetch",
+        "web_fetc",
+        "http_reque5t",
+        "http_request_",
+        "http__request",
+        "h77p_request",
+        "l1m",
+        "fs_reacl",
+        "fsread",
+    ] {
+        let r = name::check(bad, taken);
+        if bad == "web_fetc" {
+            assert!(r.is_ok(), "a different word is another name: {r:?}");
+            continue;
+        }
+        assert!(matches!(r, Err(NameError::Shadows { .. })), "{bad}: {r:?}");
+    }
+    // Unicode look-alikes of a taken name fold onto it (the rule refuses
+    // them as neuron names; the skeleton catches them in other names).
+    for (a, b) in [
+        ("fѕ_read", "fs_read"),
+        ("ｆｓ_ｒｅａｄ", "fs_read"),
+        ("𝐟𝐬_𝐫𝐞𝐚𝐝", "fs_read"),
+        ("time_nοw", "time_now"),
+    ] {
+        assert_eq!(skeleton(a), skeleton(b), "{a}");
+    }
+    // Names that only share letters are fine.
+    for ok in [
+        "csv_stats",
+        "fs_stats",
+        "readme_index",
+        "time_zone",
+        "web_archive",
+    ] {
+        assert!(name::check(ok, taken).is_ok(), "{ok}");
+    }
+}
+
 #[test]
 fn a_good_proposal_has_no_problems() {
     let p = proposal();

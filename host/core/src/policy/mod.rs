@@ -138,9 +138,14 @@ pub struct ToolPolicyFile {
     /// capabilities always need a human, whatever the autonomy level).
     #[serde(default)]
     pub irreversible: bool,
+    /// Whether the host journals and restores this tool's files (default:
+    /// `[fs] host_rollback`); off for a tool that manages huge files.
+    #[serde(default)]
+    pub host_rollback: Option<bool>,
 }
 
 mod decide;
+pub mod fs;
 mod outbound;
 pub mod providers;
 #[cfg(test)]
@@ -205,6 +210,9 @@ pub struct PolicyFile {
     /// The agent's memory (see `crate::memory`).
     #[serde(default)]
     pub memory: crate::memory::MemorySection,
+    /// The host's file journal (issue 28).
+    #[serde(default)]
+    pub fs: fs::FsFile,
 }
 
 /// Why a policy was refused.
@@ -261,6 +269,9 @@ pub enum PolicyError {
     /// A bad `[memory]` section.
     #[error("policy [memory]: {0}")]
     Memory(String),
+    /// A bad `[fs]` section.
+    #[error("policy [fs]: {0}")]
+    Fs(String),
 }
 
 /// The checked policy: grants parsed with `~` expanded.
@@ -286,10 +297,15 @@ pub struct Policy {
     pub budget: crate::budget::BudgetSection,
     /// How long an approval may wait to be claimed, seconds (`[approvals] ttl`).
     pub approval_ttl_s: u64,
+    /// Tools whose approvals an MCP client may confirm itself
+    /// (`[approvals] client_confirm`, checked by [`crate::confirm`]).
+    pub client_confirm: std::collections::BTreeSet<String>,
     /// The `[neurons]` section, checked.
     pub neurons: crate::neuron::NeuronsPolicy,
     /// The `[memory]` section, checked.
     pub memory: crate::memory::MemoryPolicy,
+    /// The `[fs]` section, checked (the host's file journal).
+    pub fs: fs::FsPolicy,
 }
 
 /// One tool's checked grants and limits.
@@ -378,8 +394,16 @@ impl PolicyFile {
             providers: self.providers.clone(),
             budget: self.budget.clone(),
             approval_ttl_s: self.approvals.ttl_s().map_err(PolicyError::Approvals)?,
+            client_confirm: crate::confirm::check_list(&self.approvals.client_confirm, |n| {
+                self.tools.get(n).map(|t| t.irreversible)
+            })
+            .map_err(PolicyError::Approvals)?,
             neurons: self.neurons.check(home).map_err(PolicyError::Neurons)?,
             memory: self.memory.check().map_err(PolicyError::Memory)?,
+            fs: self
+                .fs
+                .check(self.tools.iter().map(|(n, t)| (n, t.host_rollback)))
+                .map_err(PolicyError::Fs)?,
         })
     }
 }

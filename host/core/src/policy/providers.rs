@@ -32,8 +32,10 @@
 //! ```
 //!
 //! API keys are never written in the file: `api_key_env` names the
-//! environment variable holding one. A provider whose key is not set is
-//! *declared* but not *configured*, and is skipped.
+//! environment variable holding one, or `api_key_sealed` names a key an
+//! organisation brought, sealed in the state store under `CAPSAGA_KEK`
+//! (`capsaga keys add NAME`; `crate::sealed`). A provider whose key is not
+//! available is *declared* but not *configured*, and is skipped.
 //!
 //! The attempt order of one call ([`attempt_order`]): each source adds only
 //! providers not already listed, so every configured and allowed provider
@@ -216,6 +218,10 @@ pub struct ProviderSection {
     pub cheap_model: Option<String>,
     /// Environment variable holding the API key (default per kind).
     pub api_key_env: Option<String>,
+    /// The name of a provider key sealed in the state store (`capsaga keys
+    /// add NAME`), opened with `CAPSAGA_KEK` for each turn; excludes
+    /// `api_key_env` and `keyless`.
+    pub api_key_sealed: Option<String>,
     /// The endpoint needs no key (local servers); no auth header is sent.
     #[serde(default)]
     pub keyless: bool,
@@ -251,7 +257,7 @@ impl ProviderSection {
 
     /// The environment variable of the key, unless keyless or scripted.
     pub fn key_env(&self) -> Option<String> {
-        if self.keyless {
+        if self.keyless || self.api_key_sealed.is_some() {
             return None;
         }
         self.api_key_env
@@ -272,6 +278,7 @@ impl ProviderSection {
                 if self.model.is_some()
                     || self.base_url.is_some()
                     || self.api_key_env.is_some()
+                    || self.api_key_sealed.is_some()
                     || self.cheap_model.is_some()
                 {
                     return Err(bad(
@@ -298,6 +305,18 @@ impl ProviderSection {
                 }
                 if self.keyless && self.api_key_env.is_some() {
                     return Err(bad("`keyless` and `api_key_env` exclude each other"));
+                }
+                if let Some(k) = &self.api_key_sealed {
+                    if self.keyless || self.api_key_env.is_some() {
+                        return Err(bad(
+                            "`api_key_sealed` excludes `api_key_env` and `keyless` (one source of key)",
+                        ));
+                    }
+                    if !crate::sealed::valid_key_name(k) {
+                        return Err(bad(
+                            "`api_key_sealed` must name a sealed key (lower-case letters, digits, `_`, `-`)",
+                        ));
+                    }
                 }
             }
         }

@@ -30,8 +30,11 @@
 //! alphabet: anything else becomes `_`, so no quote (straight, curly or
 //! fullwidth), bracket or entity can end the attribute or the tag.
 
+mod decision;
 mod decode;
 mod tables;
+
+pub use decision::{output_is_untrusted, reaches_outside_data};
 
 use decode::{Unit, decoded_units};
 use unicode_normalization::UnicodeNormalization;

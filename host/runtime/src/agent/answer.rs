@@ -48,7 +48,22 @@ impl Turn<'_> {
             self.denied(call, &submitted, reason, t1);
             return false;
         }
-        self.acted(call, submitted, t1)
+        let paused = match &submitted.outcome {
+            Step::Refused {
+                refusal: Refusal::Paused,
+                error,
+            } => Some(error.message.clone()),
+            _ => None,
+        };
+        let go_on = self.acted(call, submitted, t1);
+        if let Some(why) = paused {
+            // The operator's kill switch: the turn ends; its saga is rolled
+            // back by the end of the turn.
+            self.tr.outcome = Outcome::UserAborted;
+            self.tr.final_response = Some(format!("paused: {why}"));
+            return false;
+        }
+        go_on
     }
 
     /// An invalid call: answered with a `tool_error`; the second in a row
@@ -105,10 +120,8 @@ impl Turn<'_> {
     /// truncated) or error goes back to the model. False when the turn ends
     /// here (a failed side effect rolled back, an approval not given).
     fn acted(&mut self, call: &ToolCall, submitted: Submitted, t1: Instant) -> bool {
-        let returns_untrusted = submitted
-            .tool
-            .as_ref()
-            .is_some_and(|t| t.meta.returns_untrusted);
+        // The door decides (its grants, not only the tool's claim).
+        let returns_untrusted = submitted.untrusted_output();
         let mut safety = None;
         let (content, is_error, step_seq, exec_result, error) = match &submitted.outcome {
             Step::Committed { seq, output, .. } => {
@@ -226,11 +239,8 @@ fn record_invalid(
     err: &CallError,
     t1: Instant,
 ) {
-    let args =
-        capsaga_core::json::parse_strict(&call.arguments, capsaga_core::validate::MAX_ARGS_LEN)
-            .unwrap_or_else(|_| {
-                serde_json::Value::String(call.arguments.chars().take(4096).collect())
-            });
+    let args = capsaga_core::validate::parse_args(&call.arguments)
+        .unwrap_or_else(|_| serde_json::Value::String(call.arguments.chars().take(4096).collect()));
     tr.steps.push(TraceStep::Action {
         tool_name: call.name.chars().take(200).collect(),
         call_id: call.id.clone(),

@@ -19,9 +19,10 @@
 //! call the human did not allow. This module is only the terminal and the
 //! message: it never writes to the store.
 
-use crate::dispatch::{Approver, HumanDecision, NoApprover, decider};
+use crate::dispatch::{Approver, NoApprover, decider};
 use crate::store::ApprovalRow;
 use async_trait::async_trait;
+use capsaga_core::principal::Principal;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
@@ -32,7 +33,12 @@ pub struct TerminalApprover;
 
 #[async_trait]
 impl Approver for TerminalApprover {
-    async fn ask(&self, a: &ApprovalRow) -> Option<HumanDecision> {
+    /// The operator at the terminal (`tty:<user>`).
+    fn who(&self) -> Option<Principal> {
+        Some(decider("tty"))
+    }
+
+    async fn ask(&self, a: &ApprovalRow) -> Option<bool> {
         let text = format!(
             "\ncapsaga: approval needed ({})\n  tool:    {} (component {})\n  args:    {}\n  preview: {}\nRun it? [y/N] ",
             a.reason,
@@ -53,10 +59,7 @@ impl Approver for TerminalApprover {
         })
         .await
         .unwrap_or(false);
-        Some(HumanDecision {
-            approve,
-            by: decider("tty"),
-        })
+        Some(approve)
     }
 }
 

@@ -2,9 +2,11 @@
 //! are in `capsaga_core::budget`).
 //!
 //! The per-day spend lives in the store (`BudgetStore`: one row per UTC
-//! day), incremented in the same write path as everything else, so it
-//! survives restarts and is shared by concurrent processes on the same
-//! workspace. The per-request spend is the turn's own total.
+//! day, and the reservations of calls in flight), written in the same
+//! write path as everything else, so it survives restarts and is shared by
+//! concurrent processes on the same workspace. The per-request spend is the
+//! turn's own total. Every model call is reserved and settled through a
+//! [`super::meter::Meter`].
 
 use crate::clock::today;
 use crate::config::Config;
@@ -43,7 +45,11 @@ pub enum BudgetLoadError {
 /// Prices, caps and counters for one turn.
 #[derive(Debug)]
 pub struct Budget<'d> {
-    store: &'d dyn Store,
+    /// The ledger (the day's spend and reservations).
+    pub(super) store: &'d dyn Store,
+    /// One model request's deadline (`[agent] timeout_ms`), ms: how long a
+    /// reservation is held beyond it before it expires.
+    pub try_timeout_ms: u64,
     /// The price table.
     pub prices: PriceTable,
     /// The caps.
@@ -105,6 +111,7 @@ impl<'d> Budget<'d> {
         };
         Ok(Budget {
             store,
+            try_timeout_ms: config.policy.agent.retry_settings().timeout_ms,
             prices,
             caps: config.policy.budget.caps(),
             policy_prices,
@@ -127,12 +134,16 @@ impl<'d> Budget<'d> {
     }
 
     /// The budget state for the next call of a request that has spent
-    /// `request_spent` USD.
+    /// `request_spent` USD: the day counts its spend and the reservations
+    /// of calls in flight (the hard caps themselves are enforced by
+    /// reservation, [`super::meter`]).
     ///
     /// # Errors
     /// [`StoreError`].
     pub async fn state(&self, request_spent: f64) -> Result<BudgetState, StoreError> {
-        Ok(check(&self.caps, request_spent, self.day_spent().await?))
+        let day = today();
+        let committed = self.store.day_spent(&day).await? + self.store.day_reserved(&day).await?;
+        Ok(check(&self.caps, request_spent, committed))
     }
 
     /// The cost of a call (warning once for a model the table lacks).
@@ -165,21 +176,6 @@ impl<'d> Budget<'d> {
             usd: 0.0,
             known_model: true,
         }
-    }
-
-    /// Add a call's cost and tokens to today's counters.
-    ///
-    /// # Errors
-    /// [`StoreError`].
-    pub async fn record(
-        &self,
-        usd: f64,
-        input_tokens: u64,
-        output_tokens: u64,
-    ) -> Result<(), StoreError> {
-        self.store
-            .record_spend(&today(), usd, input_tokens, output_tokens)
-            .await
     }
 }
 

@@ -8,6 +8,8 @@
 //! - [`router`]: failover across providers, allowlists, retries.
 //! - [`select`]: choosing the provider of a turn from config, env, request.
 //! - [`budget`]: price table, spend counters in SQLite.
+//! - [`meter`]: every model call's maximum estimate reserved before it is
+//!   sent and settled after (per-request and per-day hard caps).
 //! - [`runner`]: the loop itself (the model exchange); `answer` records
 //!   each call's outcome and answers the model.
 //! - [`subcall`]: the turn's model lent to the `llm` import: a tool's
@@ -29,6 +31,8 @@ pub mod anthropic;
 pub mod approval;
 pub mod budget;
 pub mod http;
+pub mod keys;
+pub mod meter;
 pub mod openai;
 pub mod provider;
 pub mod reflect;

@@ -316,6 +316,10 @@ pub enum ProviderError {
     /// Every allowed provider failed, retries and failover included.
     #[error("every allowed provider failed: {}", summary(.0))]
     AllFailed(Vec<Attempt>),
+    /// A hard budget cap refused the reservation of the next try (see
+    /// [`super::meter`]): it was not sent.
+    #[error("{0}")]
+    Budget(String),
 }
 
 fn summary(attempts: &[Attempt]) -> String {
@@ -369,6 +373,18 @@ impl ProviderError {
         self
     }
 
+    /// The tokens a failure's responses reported (billed although unusable).
+    pub fn billed(&self) -> Usage {
+        match self {
+            ProviderError::Failed { usage, .. } => *usage,
+            ProviderError::AllFailed(attempts) => Usage {
+                input_tokens: attempts.iter().map(|a| a.usage.input_tokens).sum(),
+                output_tokens: attempts.iter().map(|a| a.usage.output_tokens).sum(),
+            },
+            _ => Usage::default(),
+        }
+    }
+
     /// The kind of failure (`None` for the variants that sent nothing).
     pub fn kind(&self) -> Option<FailureKind> {
         match self {
@@ -395,4 +411,28 @@ pub trait Provider: Send + Sync {
     /// # Errors
     /// [`ProviderError`].
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError>;
+
+    /// [`Provider::complete`] under a budget: every try (every request
+    /// sent) reserves its maximum estimate with `meter` first and is
+    /// settled after. This default makes one try; a provider that makes
+    /// several (the failover router) meters each.
+    ///
+    /// # Errors
+    /// [`ProviderError::Budget`] when the reservation is refused (nothing
+    /// sent), else [`Provider::complete`]'s.
+    async fn complete_metered(
+        &self,
+        request: &ChatRequest,
+        meter: &super::meter::Meter<'_>,
+    ) -> Result<ChatResponse, ProviderError> {
+        let ticket = meter
+            .reserve(self.name(), &self.model_for(request.tier), request)
+            .await?;
+        let res = self.complete(request).await;
+        match &res {
+            Ok(a) => meter.settle(ticket, Some(a), Usage::default()).await,
+            Err(e) => meter.settle(ticket, None, e.billed()).await,
+        }
+        res
+    }
 }

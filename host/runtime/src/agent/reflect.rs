@@ -13,6 +13,7 @@
 //! a saga of the state database: it needs no tool grant and no policy
 //! section.)
 
+use super::meter::Meter;
 use super::provider::{ChatRequest, Message, Provider, Tier};
 use crate::memory::HostMemory;
 use capsaga_core::untrusted::wrap;
@@ -44,13 +45,16 @@ pub enum ReflectError {
 }
 
 /// Run reflection over `namespace` with `provider` (groups of at least
-/// `min_size` episodes).
+/// `min_size` episodes), each model call reserved and settled by `meter`
+/// like every model call (a reservation the budget refuses sends nothing
+/// and ends the run as a model failure).
 ///
 /// # Errors
 /// [`ReflectError`]; on a model failure the run's proposals are withdrawn.
 pub async fn reflect(
     hm: &Arc<HostMemory>,
     provider: &dyn Provider,
+    meter: &Meter<'_>,
     namespace: &str,
     min_size: usize,
 ) -> Result<Reflection, ReflectError> {
@@ -80,7 +84,15 @@ pub async fn reflect(
         req.max_tokens = FACT_MAX_TOKENS;
         req.tier = Tier::Normal;
         req.role = Some("reflect".into());
-        let answer = match provider.complete(&req).await {
+        let answer = provider.complete_metered(&req, meter).await;
+        // The ledger already holds what each try cost; a run keeps no trace.
+        if let Err(e) = meter.take() {
+            withdraw_all(hm, &out.proposals);
+            return Err(ReflectError::Model(format!(
+                "the budget ledger failed: {e}"
+            )));
+        }
+        let answer = match answer {
             Ok(r) if !r.text.trim().is_empty() => r.text,
             Ok(_) => {
                 withdraw_all(hm, &out.proposals);

@@ -16,6 +16,7 @@
 //! Thought; without budget the history stays as it is.
 
 use super::budget::Budget;
+use super::meter::Meter;
 use super::provider::{ChatRequest, Message, Provider, Role, Tier};
 use super::runner::{AgentError, Turn, TurnOptions};
 use super::trace::{ExecutionTrace, TraceStep};
@@ -68,10 +69,13 @@ fn transcript(h: &SessionHistory, upto: usize) -> String {
     s
 }
 
-/// One summary call: budget first (nothing sent at a hard cap), then the
-/// answer traced as a Thought. `None` when no summary was made.
+/// One summary call: budget first (nothing sent at a hard cap), the call
+/// reserved and settled by the turn's `meter` like every model call (a
+/// refused reservation sends nothing), then the answer traced as a
+/// Thought. `None` when no summary was made.
 async fn summarise(
     tr: &mut ExecutionTrace,
+    meter: &Meter<'_>,
     budget: &Budget<'_>,
     provider: &dyn Provider,
     instruction: &str,
@@ -91,20 +95,22 @@ async fn summarise(
     req.tier = Tier::Cheap;
     req.role = Some("summarize".into());
     let t0 = Instant::now();
-    let resp = match provider.complete(&req).await {
+    let resp = provider.complete_metered(&req, meter).await;
+    let charges = meter.take()?;
+    let resp = match resp {
         Ok(r) => r,
         Err(e) => {
             // Priced and traced like any failed call, but a failed summary
             // is not the turn's end: its outcome and answer stay.
             let (outcome, answer) = (tr.outcome, tr.final_response.clone());
-            super::reply::record_failure(tr, budget, provider, &req, &e, t0).await?;
+            super::reply::record_failure(tr, &charges, provider, &req, &e, t0);
             (tr.outcome, tr.final_response) = (outcome, answer);
             tracing::warn!("no summary made: {e}");
             return Ok(None);
         }
     };
     let (outcome, answer) = (tr.outcome, tr.final_response.clone());
-    super::reply::record_answer(tr, budget, &req, &resp, t0).await?;
+    super::reply::record_answer(tr, &charges, &req, &resp, t0);
     (tr.outcome, tr.final_response) = (outcome, answer);
     let text = resp.text.trim().to_string();
     Ok((!text.is_empty()).then_some(text))
@@ -130,6 +136,7 @@ pub(super) async fn prepare(
     turn: &mut Turn<'_>,
     hm: &Arc<HostMemory>,
     identity: &str,
+    meter: &Meter<'_>,
     budget: &Budget<'_>,
     provider: &dyn Provider,
     task: &str,
@@ -137,13 +144,13 @@ pub(super) async fn prepare(
 ) -> Result<(), AgentError> {
     let mem = |e| AgentError::Memory(e);
     if let Some(saga) = &turn.tr.saga_id {
-        hm.begin_saga(saga, &opts.sender);
+        hm.begin_saga(saga, opts.sender());
     }
     let mut h = hm.memory.history(&opts.session_id).map_err(mem)?;
     // A session belongs to the sender of its first turn: another sender
     // naming it (a guessed or reused id) gets no part of it.
     if let Some(owner) = &h.sender
-        && owner != &opts.sender
+        && owner != opts.sender()
     {
         return Err(AgentError::Memory(capsaga_memory::MemoryError::Invalid(
             format!(
@@ -158,6 +165,7 @@ pub(super) async fn prepare(
         let text = transcript(&h, upto);
         if let Some(sum) = summarise(
             &mut turn.tr,
+            meter,
             budget,
             provider,
             SESSION_SUMMARY_PROMPT,
@@ -173,7 +181,7 @@ pub(super) async fn prepare(
         }
     }
     let hm2 = hm.clone();
-    let (sender, msg) = (opts.sender.clone(), task.to_string());
+    let (sender, msg) = (opts.sender().to_string(), task.to_string());
     let bundle = tokio::task::spawn_blocking(move || hm2.memory.bundle_for_turn(&sender, &msg))
         .await
         .map_err(|e| AgentError::Memory(capsaga_memory::MemoryError::Embed(e.to_string())))?
@@ -234,6 +242,7 @@ pub(super) async fn prepare(
 pub(super) async fn fit_hot_blocks(
     tr: &mut ExecutionTrace,
     request: &mut ChatRequest,
+    meter: &Meter<'_>,
     budget: &Budget<'_>,
     provider: &dyn Provider,
 ) -> Result<(), AgentError> {
@@ -267,6 +276,7 @@ pub(super) async fn fit_hot_blocks(
         .collect();
     let summary = summarise(
         tr,
+        meter,
         budget,
         provider,
         TURN_SUMMARY_PROMPT,
@@ -298,6 +308,8 @@ pub(super) async fn fit_hot_blocks(
 /// (seed 004 §4.2: more than [`EPISODE_SUMMARY_STEPS`] steps), traced.
 pub(super) async fn episode_summary(
     host: &Arc<Host>,
+    meter: &Meter<'_>,
+    budget: &Budget<'_>,
     provider: &dyn Provider,
     tr: &mut ExecutionTrace,
 ) -> Option<String> {
@@ -305,18 +317,12 @@ pub(super) async fn episode_summary(
     if tr.steps.len() <= EPISODE_SUMMARY_STEPS {
         return None;
     }
-    let budget = match Budget::open(&host.config, &*host.store) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::warn!("no episode summary: {e}");
-            return None;
-        }
-    };
     let text = serde_json::to_string(&tr.steps).unwrap_or_default();
     let text = capsaga_memory::core_files::cut(&text, 64 * 1024);
     summarise(
         tr,
-        &budget,
+        meter,
+        budget,
         provider,
         TURN_SUMMARY_PROMPT,
         "turn trace",
@@ -348,7 +354,7 @@ pub(super) async fn finish(
         let m = &hm.memory;
         let seq = m.record_turn(
             &opts2.session_id,
-            &opts2.sender,
+            opts2.sender(),
             &tr2.user_message,
             tr2.final_response.as_deref(),
             &tr2.trace_id,
@@ -357,7 +363,7 @@ pub(super) async fn finish(
             m.index_episode(&NewEpisode {
                 trace_id: tr2.trace_id.clone(),
                 session_id: opts2.session_id.clone(),
-                sender: opts2.sender.clone(),
+                sender: opts2.sender().to_string(),
                 namespace: policy.namespace.clone(),
                 started_at: tr2.started_at.clone(),
                 user_message: tr2.user_message.clone(),

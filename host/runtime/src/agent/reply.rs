@@ -16,12 +16,11 @@
 //! and failed over already), else `provider_error`; the Thought names the
 //! provider and model of the last try and what went wrong.
 
-use super::budget::Budget;
+use super::meter::Charge;
 use super::provider::{
-    Attempt, ChatRequest, ChatResponse, FailureKind, FinishReason, Provider, ProviderError, Usage,
+    Attempt, ChatRequest, ChatResponse, FailureKind, FinishReason, Provider, ProviderError,
 };
 use super::trace::{ExecutionTrace, Outcome, TraceStep};
-use crate::store::StoreError;
 use std::time::Instant;
 
 /// What the loop does after an answer.
@@ -94,65 +93,40 @@ pub fn classify(resp: &ChatResponse, max_tokens: u32) -> (Next, Option<(Outcome,
     }
 }
 
-/// Charge `usage` of `model` from `provider` to the day's counters and the
-/// turn; returns the cost, USD.
-pub(super) async fn charge(
-    tr: &mut ExecutionTrace,
-    budget: &Budget<'_>,
-    provider: &str,
-    model: &str,
-    usage: Usage,
-) -> Result<f64, StoreError> {
-    if usage.is_zero() {
-        return Ok(0.0);
-    }
-    let cost = budget.cost_for(provider, model, usage.input_tokens, usage.output_tokens);
-    budget
-        .record(cost.usd, usage.input_tokens, usage.output_tokens)
-        .await?;
-    tr.cost_usd += cost.usd;
-    tr.prompt_tokens += usage.input_tokens;
-    tr.response_tokens += usage.output_tokens;
-    Ok(cost.usd)
-}
-
-/// Charge the failed tries of `attempts` whose tokens were billed; returns
-/// (cost USD, input tokens, output tokens).
-pub(super) async fn charge_failed(
-    tr: &mut ExecutionTrace,
-    budget: &Budget<'_>,
-    attempts: &[Attempt],
-) -> Result<(f64, u64, u64), StoreError> {
+/// Add the settled `charges` of one exchange (every try, see
+/// [`super::meter`]) to the turn's cost and tokens; returns their total
+/// (USD, input tokens, output tokens).
+pub(super) fn add(tr: &mut ExecutionTrace, charges: &[Charge]) -> (f64, u64, u64) {
     let mut total = (0.0, 0, 0);
-    for a in attempts.iter().filter(|a| a.error.is_some()) {
-        total.0 += charge(tr, budget, &a.provider, &a.model, a.usage).await?;
-        total.1 += a.usage.input_tokens;
-        total.2 += a.usage.output_tokens;
+    for c in charges {
+        total.0 += c.usd;
+        total.1 += c.usage.input_tokens;
+        total.2 += c.usage.output_tokens;
     }
-    Ok(total)
+    tr.cost_usd += total.0;
+    tr.prompt_tokens += total.1;
+    tr.response_tokens += total.2;
+    total
 }
 
-/// Record an answer: charge it (and its billed failed tries), push its
-/// Thought, and say what comes next; for [`Next::End`] the trace's outcome
-/// and final response are set.
-///
-/// # Errors
-/// [`StoreError`] when the day's counters cannot be written.
-pub async fn record_answer(
+/// Record an answer: add its charges (its own and its billed failed tries,
+/// already settled in the ledger by the meter), push its Thought, and say
+/// what comes next; for [`Next::End`] the trace's outcome and final
+/// response are set.
+pub fn record_answer(
     tr: &mut ExecutionTrace,
-    budget: &Budget<'_>,
+    charges: &[Charge],
     request: &ChatRequest,
     resp: &ChatResponse,
     started: Instant,
-) -> Result<Next, StoreError> {
-    let (failed_usd, failed_in, failed_out) = charge_failed(tr, budget, &resp.attempts).await?;
-    let usd = charge(tr, budget, &resp.provider, &resp.model, resp.usage).await?;
+) -> Next {
+    let (usd, input, output) = add(tr, charges);
     let (next, end) = classify(resp, request.max_tokens);
     tr.steps.push(TraceStep::Thought {
         provider: resp.provider.clone(),
         model: resp.model.clone(),
-        prompt_tokens: resp.usage.input_tokens + failed_in,
-        response_tokens: resp.usage.output_tokens + failed_out,
+        prompt_tokens: input,
+        response_tokens: output,
         finish_reason: resp.finish_reason.as_str().to_string(),
         finish_raw: if resp.finish_raw == resp.finish_reason.as_str() {
             String::new()
@@ -167,7 +141,7 @@ pub async fn record_answer(
             .iter()
             .map(|c| c.name.chars().take(200).collect())
             .collect(),
-        cost_usd: usd + failed_usd,
+        cost_usd: usd,
         wall_ms: started.elapsed().as_millis() as u64,
         tier: request.tier,
         attempts: resp.attempts.clone(),
@@ -176,23 +150,22 @@ pub async fn record_answer(
         tr.outcome = outcome;
         tr.final_response = Some(why);
     }
-    Ok(next)
+    next
 }
 
 /// Record a failed exchange: a Thought naming the provider and model of the
 /// last try and what went wrong (none when nothing was sent), the billed
-/// tokens of every try charged, and the turn's outcome and final response.
-///
-/// # Errors
-/// [`StoreError`] when the day's counters cannot be written.
-pub async fn record_failure(
+/// tokens of every try (`charges`, settled by the meter) added, and the
+/// turn's outcome and final response. A try the budget refused is
+/// `budget_hit`.
+pub fn record_failure(
     tr: &mut ExecutionTrace,
-    budget: &Budget<'_>,
+    charges: &[Charge],
     provider: &dyn Provider,
     request: &ChatRequest,
     err: &ProviderError,
     started: Instant,
-) -> Result<(), StoreError> {
+) {
     let attempts: Vec<Attempt> = match err {
         ProviderError::AllFailed(attempts) => attempts.clone(),
         ProviderError::Failed {
@@ -209,6 +182,18 @@ pub async fn record_failure(
             kind: Some(*kind),
             usage: *usage,
         }],
+        // The failed tries before a refusal, as the meter settled them.
+        ProviderError::Budget(_) => charges
+            .iter()
+            .map(|c| Attempt {
+                provider: c.provider.clone(),
+                model: c.model.clone(),
+                status: None,
+                error: Some("failed".into()),
+                kind: None,
+                usage: c.usage,
+            })
+            .collect(),
         // Nothing was sent.
         ProviderError::NoAllowedProvider(_) | ProviderError::ScriptExhausted(_) => Vec::new(),
     };
@@ -216,26 +201,33 @@ pub async fn record_failure(
         && attempts
             .iter()
             .all(|a| a.kind == Some(FailureKind::Malformed));
-    tr.outcome = if malformed {
-        Outcome::MalformedAnswer
-    } else {
-        Outcome::ProviderError
+    tr.outcome = match err {
+        ProviderError::Budget(_) => Outcome::BudgetHit,
+        _ if malformed => Outcome::MalformedAnswer,
+        _ => Outcome::ProviderError,
     };
-    tr.final_response = Some(if malformed {
-        format!(
+    tr.final_response = Some(match err {
+        ProviderError::Budget(reason) if attempts.is_empty() => {
+            format!("budget_hit: {reason}; no model call was made")
+        }
+        ProviderError::Budget(reason) => format!(
+            "budget_hit: {reason}; the next try was not sent ({} earlier tr{} failed)",
+            attempts.len(),
+            if attempts.len() == 1 { "y" } else { "ies" }
+        ),
+        _ if malformed => format!(
             "malformed_answer: no usable answer from the model: {}",
             attempts
                 .last()
                 .and_then(|a| a.error.as_deref())
                 .unwrap_or_default()
-        )
-    } else {
-        format!("model provider failed: {err}")
+        ),
+        _ => format!("model provider failed: {err}"),
     });
+    let (usd, input, output) = add(tr, charges);
     let Some(last) = attempts.last() else {
-        return Ok(());
+        return;
     };
-    let (usd, input, output) = charge_failed(tr, budget, &attempts).await?;
     tr.steps.push(TraceStep::Thought {
         provider: last.provider.clone(),
         model: last.model.clone(),
@@ -243,7 +235,10 @@ pub async fn record_failure(
         response_tokens: output,
         finish_reason: "error".into(),
         finish_raw: String::new(),
-        problem: last.error.clone(),
+        problem: match err {
+            ProviderError::Budget(reason) => Some(reason.clone()),
+            _ => last.error.clone(),
+        },
         repairs: Vec::new(),
         text: String::new(),
         tool_calls: Vec::new(),
@@ -256,13 +251,12 @@ pub async fn record_failure(
             Vec::new()
         },
     });
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::provider::ToolCall;
+    use crate::agent::provider::{ToolCall, Usage};
 
     fn resp(finish: FinishReason, raw: &str, calls: usize, text: &str) -> ChatResponse {
         ChatResponse {

@@ -5,7 +5,11 @@
 //! `Retry-After` up to `max_backoff_ms` (a longer wait moves on to the next
 //! provider at once); any other failure moves on too. Nothing allowed is a
 //! [`ProviderError::NoAllowedProvider`], raised before anything is sent.
+//! Under a budget ([`Provider::complete_metered`]) every try is reserved
+//! and settled on its own: a try the budget refuses is not sent, and ends
+//! the call with [`ProviderError::Budget`].
 
+use super::meter::Meter;
 use super::provider::{Attempt, ChatRequest, ChatResponse, Provider, ProviderError};
 use capsaga_core::providers::{RetrySettings, RouteInput, attempt_order};
 use std::collections::BTreeMap;
@@ -108,13 +112,16 @@ impl Router {
     }
 }
 
-#[async_trait::async_trait]
-impl Provider for Router {
-    fn name(&self) -> &str {
-        "router"
-    }
-
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+impl Router {
+    /// The attempts of one call: each provider in order, each retried on a
+    /// retriable failure; with a `meter`, every try reserves first (a
+    /// refusal ends the call there, nothing more sent) and is settled
+    /// after.
+    async fn attempts(
+        &self,
+        request: &ChatRequest,
+        meter: Option<&Meter<'_>>,
+    ) -> Result<ChatResponse, ProviderError> {
         let order = self.order(request.role.as_deref())?;
         let mut attempts: Vec<Attempt> = Vec::new();
         for name in &order {
@@ -124,7 +131,18 @@ impl Provider for Router {
             let model = p.model_for(request.tier);
             let mut retry = 0u32;
             loop {
-                match p.complete(request).await {
+                let ticket = match meter {
+                    Some(m) => Some(m.reserve(name, &model, request).await?),
+                    None => None,
+                };
+                let res = p.complete(request).await;
+                if let (Some(m), Some(t)) = (meter, ticket) {
+                    match &res {
+                        Ok(a) => m.settle(t, Some(a), Default::default()).await,
+                        Err(e) => m.settle(t, None, e.billed()).await,
+                    }
+                }
+                match res {
                     Ok(mut resp) => {
                         attempts.push(Attempt {
                             provider: name.clone(),
@@ -171,5 +189,24 @@ impl Provider for Router {
             }
         }
         Err(ProviderError::AllFailed(attempts))
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for Router {
+    fn name(&self) -> &str {
+        "router"
+    }
+
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        self.attempts(request, None).await
+    }
+
+    async fn complete_metered(
+        &self,
+        request: &ChatRequest,
+        meter: &Meter<'_>,
+    ) -> Result<ChatResponse, ProviderError> {
+        self.attempts(request, Some(meter)).await
     }
 }

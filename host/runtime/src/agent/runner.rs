@@ -5,9 +5,11 @@
 //! talks to the model and records what happened.
 //!
 //! One turn is one saga. Before each model call the budget is checked (a
-//! hard cap ends the turn as `budget_hit` with no call; a soft cap moves the
-//! call to the cheaper tier); each answer is a Thought, priced from the price
-//! table and added to the day's counters. A call the door refuses as
+//! hard cap reached ends the turn as `budget_hit` with no call; a soft cap
+//! moves the call to the cheaper tier) and each try reserves its maximum
+//! estimate ([`super::meter`]: refused past a hard cap, nothing sent);
+//! each answer is a Thought, priced from the price table, its reservation
+//! settled in the day's ledger. A call the door refuses as
 //! unknown or invalid is answered with a `tool_error` message the model can
 //! act on; two invalid calls in a row end the turn as `tool_hallucination`.
 //! A call the policy denies ends the turn as `policy_denied`; one that
@@ -22,6 +24,7 @@
 //! ([`super::subcall`]).
 
 use super::budget::{Budget, BudgetLoadError};
+use super::meter::Meter;
 use super::provider::{ChatRequest, Message, Provider, Tier, ToolCall, ToolSpec};
 use super::reply::Next;
 use super::subcall::TurnModel;
@@ -34,6 +37,7 @@ use crate::store::{Origin, StoreError};
 use capsaga_core::budget::BudgetState;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
+use capsaga_core::principal::Principal;
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,9 +55,6 @@ pub struct TurnOptions {
     /// Session id (stable across a conversation): with memory on, the
     /// session's earlier turns are in the prompt (`capsaga agent --session`).
     pub session_id: String,
-    /// Who the turn is for: the key of episodic memory (seed 004 §4:
-    /// episodes are retrieved by sender, not session). Default `operator`.
-    pub sender: String,
     /// Channel label, e.g. `cli`.
     pub channel: String,
     /// The autonomy level the request asks for; the operator's level is the
@@ -67,6 +68,22 @@ pub struct TurnOptions {
     /// Who is asked when a call needs a human (see [`super::approval`]); the
     /// default asks nobody.
     pub approver: Arc<dyn Approver>,
+    /// Who started the turn: its saga is recorded under this principal
+    /// (default: the local operator at the command line, `cli:<user>`),
+    /// and its name is the turn's sender, the key of its session and of
+    /// episodic memory (seed 004 §4: episodes are retrieved by sender, not
+    /// session): [`TurnOptions::sender`]. No surface names a sender apart
+    /// from the principal it authenticated.
+    pub principal: Principal,
+}
+
+impl TurnOptions {
+    /// The turn's sender: the principal's name (`token:alice`,
+    /// `cli:<user>`, ...), so a caller reads and writes only its own
+    /// sessions and episodes.
+    pub fn sender(&self) -> &str {
+        &self.principal.name
+    }
 }
 
 impl std::fmt::Debug for TurnOptions {
@@ -74,7 +91,7 @@ impl std::fmt::Debug for TurnOptions {
         f.debug_struct("TurnOptions")
             .field("max_steps", &self.max_steps)
             .field("session_id", &self.session_id)
-            .field("sender", &self.sender)
+            .field("principal", &self.principal)
             .field("channel", &self.channel)
             .field("autonomy", &self.autonomy)
             .field("role", &self.role)
@@ -88,12 +105,12 @@ impl Default for TurnOptions {
         TurnOptions {
             max_steps: 16,
             session_id: uuid::Uuid::new_v4().to_string(),
-            sender: "operator".into(),
             channel: "cli".into(),
             autonomy: None,
             role: None,
             provider_mode: String::new(),
             approver: Arc::new(NoApprover),
+            principal: crate::dispatch::decider("cli"),
         }
     }
 }
@@ -175,10 +192,13 @@ pub async fn run_turn(
         Some(hm) => Some(super::remember::identity(hm)?),
         None => None,
     };
+    let meter = Meter::new(&budget);
     let mut turn = Turn::begin(&door, provider, task, opts).await?;
     if let (Some(hm), Some(identity)) = (&host.memory, &identity)
-        && let Err(e) =
-            super::remember::prepare(&mut turn, hm, identity, &budget, provider, task, opts).await
+        && let Err(e) = super::remember::prepare(
+            &mut turn, hm, identity, &meter, &budget, provider, task, opts,
+        )
+        .await
     {
         if let Some(saga) = &turn.tr.saga_id {
             hm.end_saga(saga);
@@ -187,18 +207,32 @@ pub async fn run_turn(
         return Err(e);
     }
     for _ in 0..opts.max_steps {
-        let calls = match turn.think(&budget, provider).await? {
+        if turn.paused().await? {
+            break;
+        }
+        // A pause while the model answers stops the turn at once (the
+        // request is dropped); read-only mode lets it answer.
+        let mut switch = host.switch.watch();
+        let thought = tokio::select! {
+            r = turn.think(&meter, &budget, provider) => Some(r?),
+            _ = crate::switch::stopped(&mut switch, false) => None,
+        };
+        let Some(thought) = thought else {
+            turn.paused().await?;
+            break;
+        };
+        let calls = match thought {
             Some(calls) => calls,
             None => break,
         };
         if !turn
-            .act(&calls, opts.approver.as_ref(), &budget, provider)
+            .act(&calls, opts.approver.as_ref(), &meter, &budget, provider)
             .await?
         {
             break;
         }
     }
-    turn.end(started, provider, opts).await
+    turn.end(started, &meter, &budget, provider, opts).await
 }
 
 /// One turn in progress.
@@ -223,7 +257,9 @@ impl<'a> Turn<'a> {
         opts: &TurnOptions,
     ) -> Result<Turn<'a>, AgentError> {
         let host = door.host();
-        let mut saga = door.start(Origin::Agent, task, None).await?;
+        let mut saga = door
+            .start_as(&opts.principal, Origin::Agent, task, None)
+            .await?;
         door.set_autonomy(&mut saga, opts.autonomy.unwrap_or(Autonomy::Autonomous));
         let autonomy = saga.autonomy();
         let tr = ExecutionTrace {
@@ -281,12 +317,38 @@ impl<'a> Turn<'a> {
         })
     }
 
-    /// One model call: the budget first (a hard cap ends the turn before
-    /// anything is sent), then the answer as a Thought. `None` when the turn
-    /// ends here (final answer, budget, provider failure), else the tool
-    /// calls to make.
+    /// Whether the operator's kill switch stops the turn before its next
+    /// model call (paused: every call, and so the turn, ends; the saga is
+    /// rolled back by [`Turn::end`] like any turn that did not succeed).
+    async fn paused(&mut self) -> Result<bool, AgentError> {
+        let sw = self
+            .door
+            .host()
+            .switch
+            .current()
+            .await
+            .map_err(AgentError::Store)?;
+        if sw.mode.allows_turns() {
+            return Ok(false);
+        }
+        self.tr.outcome = Outcome::UserAborted;
+        self.tr.final_response = Some(format!(
+            "paused: the operator paused capsaga{}; the turn stopped and what it did is rolled back",
+            sw.note.map(|n| format!(" ({n})")).unwrap_or_default()
+        ));
+        Ok(true)
+    }
+
+    /// One model call: the budget first (a hard cap reached ends the turn
+    /// before anything is sent; a soft cap picks the cheaper tier), then
+    /// the call, each of its tries reserved and settled by `meter` (a
+    /// reservation the hard caps refuse ends the turn with that try not
+    /// sent), then the answer as a Thought. `None` when the turn ends here
+    /// (final answer, budget, provider failure), else the tool calls to
+    /// make.
     async fn think(
         &mut self,
+        meter: &Meter<'_>,
         budget: &Budget<'_>,
         provider: &dyn Provider,
     ) -> Result<Option<Vec<ToolCall>>, AgentError> {
@@ -305,18 +367,20 @@ impl<'a> Turn<'a> {
                 return Ok(None);
             }
         };
-        super::remember::fit_hot_blocks(tr, &mut self.request, budget, provider).await?;
+        super::remember::fit_hot_blocks(tr, &mut self.request, meter, budget, provider).await?;
         let t0 = Instant::now();
-        let resp = match provider.complete(&self.request).await {
+        let resp = provider.complete_metered(&self.request, meter).await;
+        let charges = meter.take()?;
+        let resp = match resp {
             Ok(r) => r,
             Err(e) => {
-                super::reply::record_failure(tr, budget, provider, &self.request, &e, t0).await?;
+                super::reply::record_failure(tr, &charges, provider, &self.request, &e, t0);
                 return Ok(None);
             }
         };
         // Classified by `super::reply`: a truncated or refused answer ends
         // the turn with none of its calls run.
-        let next = super::reply::record_answer(tr, budget, &self.request, &resp, t0).await?;
+        let next = super::reply::record_answer(tr, &charges, &self.request, &resp, t0);
         self.request.messages.push(Message::assistant(
             resp.text.clone(),
             resp.tool_calls.clone(),
@@ -336,12 +400,13 @@ impl<'a> Turn<'a> {
 
     /// Submit the model's tool calls to the door, in order, lending each the
     /// turn's model for the `llm` import (answered meanwhile by
-    /// [`super::subcall::serve`] with `provider` and `budget`). False when
-    /// the turn ends here.
+    /// [`super::subcall::serve`] with `provider`, `meter` and `budget`).
+    /// False when the turn ends here.
     async fn act(
         &mut self,
         calls: &[ToolCall],
         approver: &dyn Approver,
+        meter: &Meter<'_>,
         budget: &Budget<'_>,
         provider: &dyn Provider,
     ) -> Result<bool, AgentError> {
@@ -358,8 +423,14 @@ impl<'a> Turn<'a> {
                     .with_sub_model(&model);
                 door.submit(saga, c).await
             };
-            let serve =
-                super::subcall::serve(&mut asks, &mut self.tr, budget, provider, &self.request);
+            let serve = super::subcall::serve(
+                &mut asks,
+                &mut self.tr,
+                meter,
+                budget,
+                provider,
+                &self.request,
+            );
             let (submitted, ()) = tokio::join!(submit, serve);
             let submitted = submitted?;
             if !self.answer(call, submitted, t1) {
@@ -374,6 +445,8 @@ impl<'a> Turn<'a> {
     async fn end(
         mut self,
         started: Instant,
+        meter: &Meter<'_>,
+        budget: &Budget<'_>,
         provider: &dyn Provider,
         opts: &TurnOptions,
     ) -> Result<ExecutionTrace, AgentError> {
@@ -387,7 +460,8 @@ impl<'a> Turn<'a> {
         tr.steps
             .push(fitness(&tr, final_state, self.saga.side_effects()));
         let host = self.door.host();
-        let summary = super::remember::episode_summary(host, provider, &mut tr).await;
+        let summary =
+            super::remember::episode_summary(host, meter, budget, provider, &mut tr).await;
         tr.finished_at = Some(now_rfc3339());
         tr.wall_time_ms = started.elapsed().as_millis() as u64;
         trace::save(&*host.store, &tr).await?;

@@ -43,6 +43,10 @@ pub struct Selection {
     pub script: Option<PathBuf>,
     /// The request's routing wishes.
     pub route: RequestRoute,
+    /// The sealed keys of the providers naming `api_key_sealed`, opened,
+    /// or why not (filled by `super::keys::with_sealed`; a provider
+    /// missing here is not configured).
+    pub sealed: BTreeMap<String, Result<ApiKey, String>>,
 }
 
 /// Why no provider could be selected.
@@ -105,6 +109,14 @@ impl Provider for SharedRouter {
     ) -> Result<super::provider::ChatResponse, super::provider::ProviderError> {
         self.0.complete(request).await
     }
+
+    async fn complete_metered(
+        &self,
+        request: &super::provider::ChatRequest,
+        meter: &super::meter::Meter<'_>,
+    ) -> Result<super::provider::ChatResponse, super::provider::ProviderError> {
+        self.0.complete_metered(request, meter).await
+    }
 }
 
 impl std::fmt::Debug for Selected {
@@ -152,7 +164,7 @@ pub fn select(config: &Config, env: &Env, sel: &Selection) -> Result<Selected, S
             return Err(SelectError::UnknownProvider(p.chars().take(60).collect()));
         }
     }
-    let (configured, missing) = configured_providers(config, env)?;
+    let (configured, missing) = configured_providers(config, env, sel)?;
     if configured.is_empty() {
         let detail = if missing.is_empty() {
             String::new()
@@ -195,6 +207,7 @@ type Configured = Vec<(String, Arc<dyn Provider>)>;
 fn configured_providers(
     config: &Config,
     env: &Env,
+    sel: &Selection,
 ) -> Result<(Configured, Vec<String>), SelectError> {
     let policy = &config.policy;
     let retry = policy.agent.retry_settings();
@@ -202,8 +215,21 @@ fn configured_providers(
     let mut configured: Configured = Vec::new();
     let mut missing: Vec<String> = Vec::new();
     for (name, section) in &policy.providers {
+        if let Some(sealed) = &section.api_key_sealed {
+            match sel.sealed.get(name) {
+                Some(Ok(_)) => {}
+                Some(Err(why)) => {
+                    missing.push(format!("{name} needs sealed key `{sealed}`: {why}"));
+                    continue;
+                }
+                None => {
+                    missing.push(format!("{name} needs sealed key `{sealed}`"));
+                    continue;
+                }
+            }
+        }
         let key = match section.key_env() {
-            None => None,
+            None => sel.sealed.get(name).and_then(|k| k.as_ref().ok()).cloned(),
             Some(var) => match env.get(&var).filter(|v| !v.trim().is_empty()) {
                 Some(v) => Some(ApiKey::new(v.trim().to_string())),
                 None => {

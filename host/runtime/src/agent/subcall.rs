@@ -6,21 +6,25 @@
 //! ([`TurnModel`]), which answers it with its own provider (the failover
 //! router) and budget, concurrently with the call ([`serve`]):
 //!
-//! 1. the budget first: past the hard cap the tool gets `quota-exceeded`
-//!    and nothing is sent; past the soft cap the cheap tier is used;
+//! 1. the budget first: past the hard cap, or when its maximum estimate
+//!    cannot be reserved under a hard cap ([`super::meter`]), the tool gets
+//!    `quota-exceeded` and nothing is sent; past the soft cap the cheap tier
+//!    is used;
 //! 2. the request carries **no tools** (so a sub-question can never call a
 //!    tool) and the turn's role, at most the admitted output tokens;
 //! 3. the answer (and every failed try the provider billed) is priced with
-//!    the same price table, added to the day's counters and to the turn's
-//!    cost and tokens, and recorded as a [`TraceStep::SubCall`].
+//!    the same price table, its reservation settled in the day's ledger,
+//!    added to the turn's cost and tokens, and recorded as a
+//!    [`TraceStep::SubCall`].
 //!
-//! The answer's text goes back to the tool as it is; the tool declares
-//! `returns-untrusted`, so the turn wraps its output before the model sees
-//! it.
+//! The answer's text goes back to the tool as it is; the tool holds an
+//! `llm:` grant, so the door marks its output untrusted whatever it
+//! declares, and the turn wraps it before the model sees it.
 
 use super::budget::Budget;
+use super::meter::{Charge, Meter};
 use super::provider::{ChatRequest, Message, Provider, ProviderError, Tier};
-use super::reply::{charge, charge_failed};
+use super::reply::add;
 use super::trace::{ExecutionTrace, TraceStep};
 use crate::sandbox::{SubAnswer, SubModel, SubRequest};
 use capsaga_core::budget::BudgetState;
@@ -77,12 +81,13 @@ impl SubModel for TurnModel {
 pub async fn serve(
     asks: &mut mpsc::Receiver<Ask>,
     tr: &mut ExecutionTrace,
+    meter: &Meter<'_>,
     budget: &Budget<'_>,
     provider: &dyn Provider,
     turn: &ChatRequest,
 ) {
     while let Some(ask) = asks.recv().await {
-        let res = answer(tr, budget, provider, turn, ask.request).await;
+        let res = answer(tr, meter, budget, provider, turn, ask.request).await;
         // The tool may have timed out meanwhile; the cost is recorded anyway.
         let _ = ask.reply.send(res);
     }
@@ -103,6 +108,7 @@ fn tier_name(t: Tier) -> &'static str {
 /// when the counters cannot be read or written.
 pub async fn answer(
     tr: &mut ExecutionTrace,
+    meter: &Meter<'_>,
     budget: &Budget<'_>,
     provider: &dyn Provider,
     turn: &ChatRequest,
@@ -125,26 +131,7 @@ pub async fn answer(
         BudgetState::Normal => {}
         BudgetState::Soft { .. } => tier = Tier::Cheap,
         BudgetState::Hard { reason } => {
-            let message = format!("budget hard cap reached ({reason}): no model call was made");
-            tr.steps.push(TraceStep::SubCall {
-                tool_name: r.tool.clone(),
-                provider: String::new(),
-                model: String::new(),
-                tier,
-                prompt_tokens: 0,
-                response_tokens: 0,
-                finish_reason: "refused".into(),
-                problem: Some(message.clone()),
-                cost_usd: 0.0,
-                wall_ms: started.elapsed().as_millis() as u64,
-                attempts: Vec::new(),
-            });
-            return Err(ToolError::with_hint(
-                ErrorKind::QuotaExceeded,
-                message,
-                "The turn's budget is spent: do not ask sub-questions again; answer with what you have.",
-            )
-            .retriable(false));
+            return Err(refused(tr, &r.tool, tier, &reason, &[], started));
         }
     }
     let mut request = ChatRequest::new(
@@ -155,22 +142,19 @@ pub async fn answer(
     request.max_tokens = r.max_tokens;
     request.tier = tier;
     request.role = turn.role.clone();
-    match provider.complete(&request).await {
+    let resp = provider.complete_metered(&request, meter).await;
+    let charges = meter.take().map_err(counters)?;
+    match resp {
         Ok(resp) => {
-            let (failed_usd, failed_in, failed_out) = charge_failed(tr, budget, &resp.attempts)
-                .await
-                .map_err(counters)?;
-            let usd = charge(tr, budget, &resp.provider, &resp.model, resp.usage)
-                .await
-                .map_err(counters)?;
+            let (usd, input, output) = add(tr, &charges);
             let ans = SubAnswer {
                 text: resp.text.clone(),
                 provider: resp.provider.clone(),
                 model: resp.model.clone(),
                 tier: tier_name(tier),
-                input_tokens: resp.usage.input_tokens + failed_in,
-                output_tokens: resp.usage.output_tokens + failed_out,
-                cost_usd: usd + failed_usd,
+                input_tokens: input,
+                output_tokens: output,
+                cost_usd: usd,
                 finish_reason: resp.finish_reason.as_str().to_string(),
             };
             tr.steps.push(TraceStep::SubCall {
@@ -193,15 +177,55 @@ pub async fn answer(
             });
             Ok(ans)
         }
-        Err(e) => Err(failed(tr, budget, r.tool, tier, &e, started).await),
+        Err(ProviderError::Budget(reason)) => {
+            Err(refused(tr, &r.tool, tier, &reason, &charges, started))
+        }
+        Err(e) => Err(failed(tr, &charges, r.tool, tier, &e, started)),
     }
 }
 
-/// A sub-question no provider answered: charge the billed tries, trace it,
-/// and the tool's error.
-async fn failed(
+/// A sub-question a hard cap refused (reached already, or its maximum
+/// estimate not reservable): trace it (with the billed tries before, if
+/// any) and the tool's `quota-exceeded`.
+fn refused(
     tr: &mut ExecutionTrace,
-    budget: &Budget<'_>,
+    tool: &str,
+    tier: Tier,
+    reason: &str,
+    charges: &[Charge],
+    started: Instant,
+) -> ToolError {
+    let message = format!("budget hard cap: {reason}: no model call was made");
+    let (usd, input, output) = add(tr, charges);
+    tr.steps.push(TraceStep::SubCall {
+        tool_name: tool.to_string(),
+        provider: charges
+            .last()
+            .map(|c| c.provider.clone())
+            .unwrap_or_default(),
+        model: charges.last().map(|c| c.model.clone()).unwrap_or_default(),
+        tier,
+        prompt_tokens: input,
+        response_tokens: output,
+        finish_reason: "refused".into(),
+        problem: Some(message.clone()),
+        cost_usd: usd,
+        wall_ms: started.elapsed().as_millis() as u64,
+        attempts: Vec::new(),
+    });
+    ToolError::with_hint(
+        ErrorKind::QuotaExceeded,
+        message,
+        "The turn's budget is spent: do not ask sub-questions again; answer with what you have.",
+    )
+    .retriable(false)
+}
+
+/// A sub-question no provider answered: add the billed tries (settled by
+/// the meter), trace it, and the tool's error.
+fn failed(
+    tr: &mut ExecutionTrace,
+    charges: &[Charge],
     tool: String,
     tier: Tier,
     err: &ProviderError,
@@ -211,9 +235,7 @@ async fn failed(
         ProviderError::AllFailed(a) => a.clone(),
         _ => Vec::new(),
     };
-    let (usd, tin, tout) = charge_failed(tr, budget, &attempts)
-        .await
-        .unwrap_or((0.0, 0, 0));
+    let (usd, tin, tout) = add(tr, charges);
     let last = attempts.last();
     tr.steps.push(TraceStep::SubCall {
         tool_name: tool,

@@ -429,7 +429,7 @@ pub fn settle_ids(
 /// The arguments sent back to a provider in the history: `text` when it is
 /// a JSON object (no duplicate keys), else `{}`.
 pub fn replay_arguments(text: &str) -> String {
-    match capsaga_core::json::parse_strict(text, capsaga_core::validate::MAX_ARGS_LEN) {
+    match capsaga_core::validate::parse_args(text) {
         Ok(v) if v.is_object() => text.to_string(),
         _ => "{}".into(),
     }
@@ -437,7 +437,7 @@ pub fn replay_arguments(text: &str) -> String {
 
 /// The arguments sent back as an object (Anthropic `input`).
 pub fn replay_input(text: &str) -> Value {
-    match capsaga_core::json::parse_strict(text, capsaga_core::validate::MAX_ARGS_LEN) {
+    match capsaga_core::validate::parse_args(text) {
         Ok(v) if v.is_object() => v,
         _ => Value::Object(Default::default()),
     }

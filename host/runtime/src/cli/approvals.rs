@@ -159,6 +159,9 @@ pub(crate) async fn deny(
                     Ok(()) => outln!("  compensated step {} ({})", u.seq, u.tool),
                     Err(e) => outln!("  COMPENSATION FAILED step {} ({}): {e}", u.seq, u.tool),
                 }
+                for line in u.files.iter().flat_map(super::render::restore_lines) {
+                    outln!("    {line}");
+                }
             }
             outln!("saga state: {}", r.final_state);
         }

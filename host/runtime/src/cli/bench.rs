@@ -89,6 +89,15 @@ pub struct BenchArgs {
     /// `target/models/all-MiniLM-L6-v2`).
     #[arg(long, default_value = "target/models/all-MiniLM-L6-v2")]
     pub model_dir: PathBuf,
+    /// Instead: the host's file journal (issue 28): a step writing 100
+    /// small files and one overwriting 100 files with and without the
+    /// journal, their restore next to writing the files directly, a 64 MiB
+    /// rewrite; ratios measured in one run.
+    #[arg(long)]
+    pub fs_rollback: bool,
+    /// The `fs_churn` test component, for `--fs-rollback`.
+    #[arg(long, default_value = "target/test-components/fs_churn.wasm")]
+    pub fs_churn: PathBuf,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -566,7 +575,7 @@ async fn peak_memory(path: &Path) -> Result<Option<PeakMemory>, String> {
     }))
 }
 
-fn machine() -> String {
+pub(super) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -598,6 +607,9 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     }
     if args.memory {
         return super::bench_memory::run(out, &args.model_dir).await;
+    }
+    if args.fs_rollback {
+        return super::bench_fs::run(out, &args.fs_churn).await;
     }
     match run_inner(args).await {
         Ok(report) => {

@@ -255,7 +255,7 @@ pub(crate) async fn run(config_path: &Path, out: &Out, args: CheckArgs) -> Resul
             let grants = grants_of(&grants, &home, config.as_ref())?;
             // The path guard the tools run, checked against the sandbox's own
             // resolver (cap-std beneath the granted directory) where the path exists.
-            let v = crate::sandbox::fs_resolve::confirm(
+            let v = crate::sandbox::factors::fs::resolve::confirm(
                 &PathProbe {
                     path: &path,
                     grants: &grants,

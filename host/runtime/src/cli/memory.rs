@@ -7,7 +7,8 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
-use crate::agent::router::RequestRoute;
+use crate::agent::budget::Budget;
+use crate::agent::meter::Meter;
 use crate::agent::select::{Selection, process_env, select};
 use crate::config::Config;
 use crate::memory::{self, HostMemory};
@@ -17,8 +18,11 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Who the CLI records as the principal of a decision.
-pub const OPERATOR: &str = "operator:cli";
+/// Who the CLI records as the principal of a decision: the local operator,
+/// `cli:<user> (operator)`, as `capsaga approve` records it.
+fn operator() -> String {
+    crate::dispatch::decider("cli").to_string()
+}
 
 /// `capsaga memory ...`
 #[derive(Debug, Subcommand)]
@@ -256,15 +260,20 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
             Ok(exit::OK)
         }
         MemoryCmd::Reflect { script, min_size } => {
-            let selected = select(
-                &config,
-                &process_env(),
-                &Selection {
-                    script,
-                    route: RequestRoute::default(),
-                },
-            )
-            .map_err(|e| Failure {
+            // The model calls are metered against the state store's
+            // budget ledger like every model call.
+            let store = crate::store::sqlite::SqliteStore::open(&config.db_path())?;
+            let budget = Budget::open(&config, &store).map_err(|e| Failure {
+                code: exit::CONFIG,
+                message: e.to_string(),
+            })?;
+            let meter = Meter::new(&budget);
+            let sel = Selection {
+                script,
+                ..Selection::default()
+            };
+            let sel = crate::agent::keys::with_sealed_store(&config, &store, sel).await?;
+            let selected = select(&config, &process_env(), &sel).map_err(|e| Failure {
                 code: exit::CONFIG,
                 message: e.to_string(),
             })?;
@@ -272,6 +281,7 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
             let r = crate::agent::reflect::reflect(
                 &hm,
                 selected.provider.as_ref(),
+                &meter,
                 &own_ns,
                 min_size.max(1),
             )
@@ -309,7 +319,7 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
             for id in &ids {
                 m.store().proposal(id).map_err(failure)?;
             }
-            let facts = m.approve(&ids, OPERATOR).map_err(failure)?;
+            let facts = m.approve(&ids, &operator()).map_err(failure)?;
             if out.json {
                 out.json(&facts);
             } else {
@@ -322,7 +332,7 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
         }
         MemoryCmd::Discard { ids, all } => {
             let ids = if all { pending(&hm)? } else { ids };
-            let n = m.discard(&ids, OPERATOR).map_err(failure)?;
+            let n = m.discard(&ids, &operator()).map_err(failure)?;
             if out.json {
                 out.json(&json!({"discarded": n}));
             } else {
@@ -331,7 +341,7 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
             Ok(exit::OK)
         }
         MemoryCmd::Forget { id } => {
-            let f = m.forget(&id, OPERATOR).map_err(failure)?;
+            let f = m.forget(&id, &operator()).map_err(failure)?;
             if out.json {
                 out.json(&f);
             } else {

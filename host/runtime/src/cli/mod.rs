@@ -4,9 +4,11 @@
 
 #[macro_use]
 mod pipe;
+mod access;
 mod adhoc;
 mod approvals;
 mod bench;
+mod bench_fs;
 mod bench_group;
 mod bench_memory;
 mod bench_neurons;
@@ -30,12 +32,22 @@ use crate::store::{ApprovalOpError, StoreError};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 
+/// What `capsaga --version` prints after the name: the crate version and
+/// the git commit it was built from (`host/runtime/build.rs`), e.g.
+/// `0.1.0 (3f2a9c1d0e4b)`, `0.1.0 (3f2a9c1d0e4b-dirty, dev build)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("CAPSAGA_BUILD_COMMIT"),
+    ")"
+);
+
 /// capsaga: a host that lets AI agents use tools safely. Tools are WebAssembly
 /// components confined to the capabilities the operator grants; every call is
 /// a saga step logged ahead in SQLite and undone in reverse order when a later
 /// step fails.
 #[derive(Debug, Parser)]
-#[command(name = "capsaga", version, after_help = exit::TABLE)]
+#[command(name = "capsaga", version = VERSION, after_help = exit::TABLE)]
 pub struct Cli {
     /// The operator's policy file.
     #[arg(
@@ -145,9 +157,11 @@ pub enum Command {
         /// earlier turns are in the prompt); default a new one.
         #[arg(long, value_name = "NAME")]
         session: Option<String>,
-        /// Who the turn is for (the key of episodic memory).
-        #[arg(long, default_value = "operator")]
-        sender: String,
+        /// Who the turn is for: it runs as the local principal `cli:NAME`
+        /// (default `cli:$USER`), whose name keys its session and episodic
+        /// memory.
+        #[arg(long, value_name = "NAME")]
+        sender: Option<String>,
     },
     /// An interactive conversation: each line read from standard input is
     /// one agent turn of the same session (`/exit` or end of input ends it).
@@ -158,9 +172,11 @@ pub enum Command {
         /// The session to continue (default a new one, printed).
         #[arg(long, value_name = "NAME")]
         session: Option<String>,
-        /// Who the turns are for (the key of episodic memory).
-        #[arg(long, default_value = "operator")]
-        sender: String,
+        /// Who the turns are for: they run as the local principal
+        /// `cli:NAME` (default `cli:$USER`), whose name keys the session
+        /// and episodic memory.
+        #[arg(long, value_name = "NAME")]
+        sender: Option<String>,
         /// Most model calls per turn.
         #[arg(long, default_value_t = 16)]
         max_steps: usize,
@@ -261,10 +277,11 @@ pub enum Command {
     /// through the same door as every other command.
     Mcp(serve::McpArgs),
     /// Serve over HTTP: MCP (Streamable HTTP) at `/mcp` and the REST API
-    /// (`/healthz`, `/v1/turns`, `/v1/sagas`, `/v1/traces`, `/v1/approvals`).
-    /// With CAPSAGA_TOKEN set every route but `GET /healthz` needs
-    /// `Authorization: Bearer`; without it only loopback addresses are
-    /// served.
+    /// (`/healthz`, `/v1/turns`, `/v1/sagas`, `/v1/traces`, `/v1/approvals`,
+    /// `/v1/pause`, `/v1/resume`, `/v1/keys`). With tokens (`capsaga tokens
+    /// create`, or CAPSAGA_TOKEN) every route but `GET /healthz` needs
+    /// `Authorization: Bearer`, and the approvals, pause and keys routes an
+    /// operator token; without any, only loopback addresses are served.
     Serve(serve::ServeArgs),
     /// Show the guardrail state machine.
     Fsm {
@@ -281,6 +298,30 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         cmd: neurons::NeuronsCmd,
+    },
+    /// Named tokens of `capsaga serve` with their role (client or
+    /// operator): create (prints the secret once), list, revoke.
+    Tokens {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: access::TokensCmd,
+    },
+    /// Provider keys sealed under CAPSAGA_KEK (AES-256-GCM): add, list
+    /// (last four characters only), remove.
+    Keys {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: access::KeysCmd,
+    },
+    /// The kill switch: stop new turns and tool calls (or, with
+    /// --read-only, those with side effects) in every process on this
+    /// state, and abort the running ones (rolled back or parked).
+    Pause(access::PauseArgs),
+    /// Turn the kill switch off: everything the policy allows runs again.
+    Unpause {
+        /// Why (kept in the log).
+        #[arg(long)]
+        note: Option<String>,
     },
 }
 
@@ -400,6 +441,10 @@ impl From<OperatorError> for Failure {
         match e {
             OperatorError::Approval(a) => a.into(),
             OperatorError::Dispatch(d) => d.into(),
+            OperatorError::Forbidden(_) => Failure {
+                code: exit::NOT_SUCCESS,
+                message: e.to_string(),
+            },
         }
     }
 }
@@ -486,6 +531,10 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::TestTool(_)
         | Command::Neurons { .. }
         | Command::Memory { .. }
+        | Command::Tokens { .. }
+        | Command::Keys { .. }
+        | Command::Pause(_)
+        | Command::Unpause { .. }
         | Command::Fsm { .. } => false,
     }
 }
@@ -515,6 +564,17 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::TestTool(args) => return test_tool::run(&out, &args).await,
         Command::Neurons { cmd } => return neurons::run(&cli.config, &out, cmd).await,
         Command::Memory { cmd } => return memory::run(&cli.config, &out, cmd).await,
+        Command::Tokens { cmd } => return access::tokens(&cli.config, &out, cmd).await,
+        Command::Keys { cmd } => return access::keys_cmd(&cli.config, &out, cmd).await,
+        Command::Pause(a) => return access::pause(&cli.config, &out, &a, false).await,
+        Command::Unpause { note } => {
+            let a = access::PauseArgs {
+                read_only: false,
+                note,
+                status: false,
+            };
+            return access::pause(&cli.config, &out, &a, true).await;
+        }
         command => Cli { command, ..cli },
     };
     // A quick call (or its undo) with --tools-dir: the command line is the policy.
@@ -663,6 +723,10 @@ async fn run_command(
         | Command::TestTool(_)
         | Command::BenchNeurons(_)
         | Command::Memory { .. }
-        | Command::Neurons { .. } => Ok(exit::OK),
+        | Command::Neurons { .. }
+        | Command::Tokens { .. }
+        | Command::Keys { .. }
+        | Command::Pause(_)
+        | Command::Unpause { .. } => Ok(exit::OK),
     }
 }

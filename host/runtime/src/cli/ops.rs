@@ -201,8 +201,13 @@ pub(crate) async fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Fa
         outln!("no model call recorded yet");
     }
     for r in &rows {
+        let held = if r.reserved_usd > 0.0 {
+            format!("  (${:.6} reserved by calls in flight)", r.reserved_usd)
+        } else {
+            String::new()
+        };
         outln!(
-            "  {}  ${:.6}  {} call(s)  {} in, {} out",
+            "  {}  ${:.6}  {} call(s)  {} in, {} out{held}",
             r.day,
             r.spent_usd,
             r.calls,

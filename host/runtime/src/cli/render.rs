@@ -178,6 +178,29 @@ pub(crate) fn log_line(r: &LogRow) -> String {
                 .map(|n| format!(", asked again as {n}"))
                 .unwrap_or_default()
         ),
+        "FS_RESTORE" => {
+            let report: Option<capsaga_guest_fs::RestoreReport> =
+                serde_json::from_value(r.detail.clone()).ok();
+            let mut text = match &report {
+                Some(rep) => format!(
+                    "the host restored {} of {} path(s){}{}",
+                    rep.paths.iter().filter(|p| p.ok).count(),
+                    rep.paths.len(),
+                    if rep.resumed { " (resumed)" } else { "" },
+                    r.detail
+                        .get("tool_compensate")
+                        .and_then(|v| v.as_str())
+                        .map(|t| format!("; the tool's compensate: {t}"))
+                        .unwrap_or_default()
+                ),
+                None => "the host restored files (unreadable report)".into(),
+            };
+            for line in report.iter().flat_map(restore_lines) {
+                text.push_str("\n         ");
+                text.push_str(&line);
+            }
+            text
+        }
         "APPROVAL_CLAIMED" => r
             .detail
             .get("approval_id")
@@ -190,6 +213,22 @@ pub(crate) fn log_line(r: &LogRow) -> String {
         "{:>5}  {}  {:<8} {:<20} {}",
         r.seq, r.at, step, r.record, detail
     )
+}
+
+/// What the host did to each path of a step's files (issue 28), one line
+/// per path: `restored /ws/a.txt: rewrote its 12 bytes`, `LEFT /ws/b: ...`.
+pub(crate) fn restore_lines(r: &capsaga_guest_fs::RestoreReport) -> Vec<String> {
+    r.paths
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}: {}",
+                if p.ok { "restored" } else { "LEFT" },
+                p.path,
+                p.action
+            )
+        })
+        .collect()
 }
 
 /// A `saga_steps` row as one line.

@@ -38,6 +38,11 @@ fn print_rollback(rb: &RollbackReport) {
                 error_line(e)
             ),
         }
+        if let Some(files) = &u.files {
+            for line in super::render::restore_lines(files) {
+                outln!("    {line}");
+            }
+        }
     }
     outln!("saga state: {}", rb.final_state);
 }
@@ -84,8 +89,7 @@ pub(crate) async fn call(
                     message: e.for_operator(&declared),
                 });
             }
-            _ => capsaga_core::json::parse_strict(args, capsaga_core::validate::MAX_ARGS_LEN)
-                .unwrap_or_else(|_| json!({})),
+            _ => capsaga_core::validate::parse_args(args).unwrap_or_else(|_| json!({})),
         },
     };
     // A call is a one-step plan, stored with its saga so that a call parked
@@ -330,7 +334,22 @@ pub(crate) struct AgentRequest {
     pub prefer_providers: Option<String>,
     pub autonomy: Option<String>,
     pub session: Option<String>,
-    pub sender: String,
+    pub sender: Option<String>,
+}
+
+/// The principal a command-line turn runs as: the local operator
+/// (`cli:$USER`), or `cli:NAME` with `--sender NAME` (the operator at the
+/// terminal speaking for a named user; its name keys the session and
+/// episodic memory, and records the saga).
+fn cli_principal(sender: Option<&str>) -> capsaga_core::principal::Principal {
+    match sender {
+        Some(n) => capsaga_core::principal::Principal::local(
+            "cli",
+            Some(n),
+            capsaga_core::principal::Role::Operator,
+        ),
+        None => crate::dispatch::decider("cli"),
+    }
 }
 
 fn agent_failure(e: AgentError) -> Failure {
@@ -352,14 +371,15 @@ pub(crate) async fn chat(
     out: &Out,
     script: Option<std::path::PathBuf>,
     session: Option<String>,
-    sender: String,
+    sender: Option<String>,
     max_steps: usize,
 ) -> Result<u8, Failure> {
     use tokio::io::AsyncBufReadExt as _;
     let selection = Selection {
         script,
-        route: RequestRoute::default(),
+        ..Selection::default()
     };
+    let selection = crate::agent::keys::with_sealed(host, selection).await?;
     let selected = select(&host.config, &process_env(), &selection).map_err(|e| Failure {
         code: exit::CONFIG,
         message: e.to_string(),
@@ -367,7 +387,7 @@ pub(crate) async fn chat(
     let opts = TurnOptions {
         max_steps,
         provider_mode: selected.mode.clone(),
-        sender,
+        principal: cli_principal(sender.as_deref()),
         session_id: session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         ..TurnOptions::default()
     };
@@ -450,7 +470,9 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
                 .unwrap_or_default(),
             allowed: req.allow_providers.as_deref().map(parse_list),
         },
+        ..Selection::default()
     };
+    let selection = crate::agent::keys::with_sealed(host, selection).await?;
     let selected = select(&host.config, &process_env(), &selection)
         .map_err(|e| config_error(e.to_string()))?;
     let opts = TurnOptions {
@@ -459,7 +481,7 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
         approver: crate::agent::approval::detect(),
-        sender: req.sender.clone(),
+        principal: cli_principal(req.sender.as_deref()),
         ..TurnOptions::default()
     };
     let opts = match &req.session {

@@ -67,6 +67,16 @@ pub struct ServeArgs {
     /// Seconds for a response to start.
     #[arg(long, default_value_t = 300)]
     pub request_timeout_s: u64,
+    /// Most live MCP sessions (at the cap, the least recently active idle
+    /// session of the principal holding the most is closed; when none is
+    /// idle, a new one gets 503).
+    #[arg(long, default_value_t = capsaga_core::session_table::SessionCaps::DEFAULT.max_total)]
+    pub max_sessions: usize,
+    /// Most live MCP sessions of one principal (at the cap, its own least
+    /// recently active idle session is closed; when none is idle, a new
+    /// one gets 429).
+    #[arg(long, default_value_t = capsaga_core::session_table::SessionCaps::DEFAULT.max_per_principal)]
+    pub max_sessions_per_principal: usize,
     /// MCP sessions.
     #[command(flatten)]
     pub mcp: McpArgs,
@@ -142,6 +152,11 @@ pub(crate) async fn serve(host: &Arc<Host>, out: &Out, a: &ServeArgs) -> Result<
     o.request_timeout = Duration::from_secs(a.request_timeout_s.max(1));
     o.mcp = mcp_options(&a.mcp)?;
     o.script = a.script.clone();
+    o.sessions = capsaga_core::session_table::SessionCaps {
+        max_total: a.max_sessions,
+        max_per_principal: a.max_sessions_per_principal,
+    }
+    .normalised();
     let json = out.json;
     let token = o.token.is_some();
     serve_http(host.clone(), &o, stopped(), move |addr| {

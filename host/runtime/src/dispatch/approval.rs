@@ -12,11 +12,15 @@
 //! 3. else the saga is parked: the tool's dry-run runs with the dry-run
 //!    bindings for the summary the human will read, and a pending approval
 //!    is written in the same transaction as the move to AwaitingApproval;
-//!    then the caller's [`Approver`] is asked (a terminal, an MCP client's
-//!    elicitation, ...): yes → the decision is recorded and the step goes on
-//!    in this same call, claiming it; no → the denial is recorded and the
-//!    call ends parked (the driver aborts the saga); nobody → the call ends
-//!    parked and the approval waits for `capsaga approve|deny`.
+//!    then the caller's [`Approver`] is asked if its principal may decide
+//!    (an operator at a terminal; an MCP client only for a tool the policy
+//!    lists in `[approvals] client_confirm`, never `code_run`, high risk or
+//!    irreversible), else only told the call waits for an operator: yes →
+//!    the decision is recorded under the approver's principal and the step
+//!    goes on in this same call, claiming it; no → the denial is recorded
+//!    and the call ends parked (the driver aborts the saga); nobody, or
+//!    told only → the call ends parked and the approval waits for an
+//!    operator (`capsaga approve|deny`, `POST /v1/approvals/{id}/approve`).
 //!
 //! Before an approval found in 1 or 2 is claimed, the tool's dry-run runs
 //! again: if its effect ([`Effect`]) differs from the one the human approved
@@ -37,30 +41,41 @@ use crate::saga::Saga;
 use crate::store::{ApprovalRow, NewApproval};
 use async_trait::async_trait;
 use capsaga_core::approval::{ApprovalStatus, Binding, Effect, may_claim};
+use capsaga_core::confirm::client_may_confirm;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::idempotency::step_key;
 use capsaga_core::json::canonical;
+use capsaga_core::principal::{Action, Principal, Role};
 use capsaga_core::tool::{CallContext, ToolOutput};
 use serde_json::Value;
-
-/// A human's answer to an approval.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HumanDecision {
-    /// Yes or no.
-    pub approve: bool,
-    /// Who decided, as recorded: `<channel>:<login>` (see [`decider`]).
-    pub by: String,
-}
 
 /// Who the door asks when a call needs a human: the caller's concern (a
 /// terminal for `capsaga agent`, elicitation for an MCP client, nobody for a
 /// plan). The approval is pending and the saga parked while it is asked.
+///
+/// The door, not the approver, decides whether the answer counts: it asks
+/// only an approver whose principal ([`Approver::who`], authenticated by
+/// the caller's channel, never named by the answer) is an operator, or a
+/// client confirming a tool the policy lists in `[approvals]
+/// client_confirm` (`capsaga_core::confirm::client_may_confirm`); any
+/// other approver is only told the call waits for an operator
+/// ([`Approver::tell`]). The decision is recorded under
+/// `<principal name> (<role>)`.
 #[async_trait]
 pub trait Approver: Send + Sync {
-    /// Ask about `approval` (its summary comes from the tool's dry-run).
-    /// `None` when nobody can be asked now: the approval stays pending.
-    async fn ask(&self, approval: &ApprovalRow) -> Option<HumanDecision>;
+    /// Who would answer, or `None` when nobody can be asked now (the
+    /// approval stays pending).
+    fn who(&self) -> Option<Principal>;
+
+    /// Ask about `approval` (its summary comes from the tool's dry-run):
+    /// yes or no, or `None` when no answer came (the approval stays
+    /// pending).
+    async fn ask(&self, approval: &ApprovalRow) -> Option<bool>;
+
+    /// Tell the caller that `approval` waits for an operator (it may not
+    /// decide it). Default: nothing.
+    async fn tell(&self, _approval: &ApprovalRow) {}
 }
 
 /// Asks nobody: every call that needs a human parks its saga.
@@ -69,19 +84,21 @@ pub struct NoApprover;
 
 #[async_trait]
 impl Approver for NoApprover {
-    async fn ask(&self, _approval: &ApprovalRow) -> Option<HumanDecision> {
+    fn who(&self) -> Option<Principal> {
+        None
+    }
+
+    async fn ask(&self, _approval: &ApprovalRow) -> Option<bool> {
         None
     }
 }
 
-/// Who decides, as recorded: `<channel>:<login>` (login from `$USER`, or
-/// `unknown`), e.g. `cli:alice`, `tty:alice`.
-pub fn decider(channel: &str) -> String {
-    let user = std::env::var("USER")
-        .ok()
-        .filter(|u| !u.is_empty() && u.len() <= 64 && !u.contains(char::is_control))
-        .unwrap_or_else(|| "unknown".into());
-    format!("{channel}:{user}")
+/// The local operator on `channel`: `<channel>:<login>` (login from
+/// `$USER`, or `unknown`) with the operator role, e.g. `cli:alice`,
+/// `tty:alice`: whoever can run `capsaga` on the state is its operator.
+pub fn decider(channel: &str) -> Principal {
+    let user = std::env::var("USER").ok();
+    Principal::local(channel, user.as_deref(), Role::Operator)
 }
 
 /// What the stage found.
@@ -154,29 +171,57 @@ pub(super) async fn stage(
         Ok(row) => row,
         Err(e) => return Ok(Found::Refused(e)),
     };
-    let Some(decision) = approver.ask(&row).await else {
-        return Ok(Found::Wait {
-            row: Box::new(row),
-            denied_by: None,
-        });
+    let wait = |row: ApprovalRow| Found::Wait {
+        row: Box::new(row),
+        denied_by: None,
     };
+    let Some(who) = approver.who() else {
+        return Ok(wait(row));
+    };
+    if !may_decide(host, p.tool, &who) {
+        approver.tell(&row).await;
+        return Ok(wait(row));
+    }
+    let Some(approve) = approver.ask(&row).await else {
+        return Ok(wait(row));
+    };
+    let by = who.to_string();
     let decided = host
         .store
-        .decide_approval(&row.approval_id, decision.approve, &decision.by, None)
+        .decide_approval(&row.approval_id, approve, &by, None)
         .await;
     match decided {
         Ok(_) => {}
         Err(crate::store::ApprovalOpError::Store(e)) => return Err(e.into()),
         Err(e) => tracing::warn!("approval {}: {e}", row.approval_id),
     }
-    Ok(if decision.approve {
+    Ok(if approve {
         Found::Claim(row.approval_id)
     } else {
         Found::Wait {
             row: Box::new(row),
-            denied_by: Some(decision.by),
+            denied_by: Some(by),
         }
     })
+}
+
+/// Whether `who` may decide an approval of a call of `tool`: an operator
+/// always; a client only for a tool the policy lists in `[approvals]
+/// client_confirm` that is not `code_run`, high risk or irreversible
+/// (checked again here: a tool may have changed since the policy loaded).
+pub(super) fn may_decide(host: &Host, tool: &LoadedTool, who: &Principal) -> bool {
+    if who.may(Action::DecideApproval) {
+        return true;
+    }
+    let policy = &host.config.policy;
+    let irreversible = tool.section(policy).is_some_and(|s| s.irreversible);
+    who.may(Action::ConfirmListedTool)
+        && client_may_confirm(
+            &policy.client_confirm,
+            &tool.meta.name,
+            tool.meta.risk,
+            irreversible,
+        )
 }
 
 /// An approval the step will not use, and why: it is retired (stale or

@@ -9,13 +9,20 @@
 //! logged COMPENSATED, failure COMPENSATION_FAILED, and the rollback goes on
 //! with the earlier steps either way: undo as much as can be undone.
 //! Read-only steps have nothing to undo and keep their status.
+//!
+//! A step whose files the host journaled (issue 28, `files`) is also rolled
+//! back by the host: after the tool's `compensate` (lent the journal), the
+//! host restores every path the step changed, in reverse, whatever that
+//! `compensate` did or failed to do; a failed step that changed files is
+//! restored too (FAIL → COMPENSATED).
 
 use super::execute::{self, Run};
-use super::{DispatchError, guardrail, resolve};
+use super::{DispatchError, files, guardrail, resolve};
 use crate::clock::deadline_from_now;
 use crate::host::Host;
 use crate::saga::{RollbackReport, Saga, StepUndo};
 use crate::sandbox::Op;
+use crate::sandbox::factors::fs::journal::CallJournal;
 use crate::store::{StepRow, StepStatus};
 use capsaga_core::capability::Capability;
 use capsaga_core::error::{ErrorKind, ToolError};
@@ -53,6 +60,10 @@ pub(super) async fn finish_rollback(
         Event::CompensationFailed
     };
     guardrail::transition(host, saga, end).await?;
+    if saga.state == State::FailedRolledBack {
+        // Everything is undone: the journals have served.
+        files::forget(host, &saga.id).await;
+    }
     Ok(RollbackReport {
         final_state: saga.state,
         ..report
@@ -78,12 +89,10 @@ pub(super) async fn retry(host: &Host, saga: &mut Saga) -> Result<RollbackReport
         .into());
     }
     let report = compensate_all(host, &saga.id).await?;
-    let all_compensated = host
-        .store
-        .steps(&saga.id)
-        .await?
-        .iter()
-        .all(|s| !s.has_side_effects || !s.status.needs_compensation());
+    let all_compensated = host.store.steps(&saga.id).await?.iter().all(|s| {
+        s.status != StepStatus::CompensationFailed
+            && (!s.has_side_effects || !s.status.needs_compensation())
+    });
     let event = OperatorEvent::CompensationRetried { all_compensated };
     if let Ok(next) = host.guardrail.apply_operator(saga.state, event) {
         host.store
@@ -102,20 +111,47 @@ pub(super) async fn retry(host: &Host, saga: &mut Saga) -> Result<RollbackReport
     })
 }
 
-/// Compensate every step of `saga_id` that needs it, newest first. Does not
-/// change the saga's guardrail state (the callers above do).
+/// Compensate every step of `saga_id` that needs it, newest first: by
+/// the tool's own `compensate`, and for a step whose files the host
+/// journaled, by the host's restore too (`files`; a failed step that
+/// changed files is restored as well). Does not change the saga's
+/// guardrail state (the callers above do).
 ///
 /// # Errors
 /// [`DispatchError`] when the log cannot be read or written.
 async fn compensate_all(host: &Host, saga_id: &str) -> Result<RollbackReport, DispatchError> {
     let mut steps = host.store.steps(saga_id).await?;
     steps.sort_by_key(|s| std::cmp::Reverse(s.step_seq));
+    let journaled = files::saga_has_journals(host, saga_id).await;
+    let mut expected = capsaga_guest_fs::Expected::new();
     let mut undone = Vec::new();
     for step in steps {
-        if !step.has_side_effects || !step.status.needs_compensation() {
-            continue;
-        }
-        let result = compensate_one(host, &step).await;
+        let tool_due = step.has_side_effects && step.status.needs_compensation();
+        let journal = if journaled {
+            match files::reopen(host, &step).await {
+                Ok(j) => j,
+                Err(e) => {
+                    tracing::warn!(step = step.step_seq, "{}", e.message);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let (result, report) = match journal {
+            Some(j) => match files::stage(&j, &step, &mut expected) {
+                files::Stage::Skip => continue,
+                files::Stage::Restore { tool } => {
+                    let s = &step;
+                    files::undo_step(host, s, &j, tool, &mut expected, move |lent| async move {
+                        compensate_one(host, s, Some(&lent)).await
+                    })
+                    .await?
+                }
+            },
+            None if tool_due => (compensate_one(host, &step, None).await, None),
+            None => continue,
+        };
         match &result {
             Ok(()) => host.store.compensated(saga_id, step.step_seq).await?,
             Err(e) => {
@@ -129,6 +165,7 @@ async fn compensate_all(host: &Host, saga_id: &str) -> Result<RollbackReport, Di
             tool: step.tool_id.clone(),
             was: step.status,
             result,
+            files: report,
         });
     }
     let final_state = host
@@ -191,7 +228,13 @@ fn logged_grants(step: &StepRow) -> Result<Vec<Capability>, ToolError> {
         .collect()
 }
 
-async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
+/// The tool's own `compensate` for `step`, lent the step's file journal
+/// when it has one (what it changes is then journaled and restored too).
+async fn compensate_one(
+    host: &Host,
+    step: &StepRow,
+    journal: Option<&CallJournal>,
+) -> Result<(), ToolError> {
     // An in-doubt step of a tool that supports dry-run, logged without a
     // pre-image: the door never executes such a step (its dry-run failed,
     // see `execute::preimage`), so there is nothing to undo.
@@ -213,7 +256,8 @@ async fn compensate_one(host: &Host, step: &StepRow) -> Result<(), ToolError> {
             "The operator must restore the component or undo the step by hand.",
         )
     })?;
-    let bindings = host.sandbox.factors().configure(&logged_grants(step)?);
+    let mut bindings = host.sandbox.factors().configure(&logged_grants(step)?);
+    bindings.fs.journal = journal.cloned();
     let output = logged_output(step)?;
     let limits = host.config.policy.tool(&step.tool_id).limits;
     let ctx = CallContext {

@@ -14,6 +14,7 @@ use crate::clock::deadline_from_now;
 use crate::host::Host;
 use crate::registry::{LoadedTool, ToolSource};
 use crate::saga::Saga;
+use crate::sandbox::factors::fs::journal::CallJournal;
 use crate::sandbox::{
     Bindings, CallDiagnostics, CallRequest, CallResult, HOST_GRACE_MS, Op, SubModel,
 };
@@ -177,6 +178,21 @@ pub(super) async fn preimage(
     }
 }
 
+/// What the attempts of one step's `execute` get.
+pub(super) struct Attempts<'a> {
+    /// The call context (same idempotency key for every attempt).
+    pub ctx: &'a CallContext,
+    /// The arguments, canonical JSON text.
+    pub args_text: &'a str,
+    /// The same, parsed.
+    pub args: &'a Value,
+    /// The model lent to the tool's `llm` import.
+    pub sub_model: Option<&'a Arc<dyn SubModel>>,
+    /// The execute bindings with the step's file journal, and the journal
+    /// (none when the step's files are not journaled).
+    pub journal: Option<&'a (Bindings, CallJournal)>,
+}
+
 /// `execute`, retried while the tool says its error is retriable, running it
 /// again is safe ([`repeat_of`]) and the host's retry policy allows, with
 /// the same context (same idempotency key) and a fresh deadline per
@@ -190,24 +206,34 @@ pub(super) async fn with_retries(
     host: &Host,
     saga: &Saga,
     tool: &LoadedTool,
-    ctx: &CallContext,
-    args_text: &str,
-    args: &Value,
-    sub_model: Option<&Arc<dyn SubModel>>,
+    attempts: Attempts<'_>,
 ) -> Result<(Result<ToolOutput, ToolError>, CallDiagnostics), DispatchError> {
+    let Attempts {
+        ctx,
+        args_text,
+        args,
+        sub_model,
+        journal,
+    } = attempts;
+    // The step's file journal (issue 28) is lent to every attempt, and each
+    // attempt is sealed when it ends.
+    let bindings = journal.map_or(&tool.bindings.execute, |(b, _)| b);
     let mut attempt = 1u32;
     loop {
         let ctx = CallContext {
             deadline_ms: deadline_from_now(tool.limits.deadline_ms),
             ..ctx.clone()
         };
+        if let Some((_, j)) = journal {
+            super::files::start_call(j);
+        }
         let (res, diagnostics) = run(
             host,
             Run {
                 label: &tool.meta.name,
                 source: &tool.source,
                 op: &Op::Execute,
-                bindings: &tool.bindings.execute,
+                bindings,
                 limits: &tool.limits,
                 ctx: &ctx,
                 args_text,
@@ -216,6 +242,9 @@ pub(super) async fn with_retries(
             },
         )
         .await;
+        if let Some((_, j)) = journal {
+            super::files::seal(j).await;
+        }
         let res = expect_output(res, "execute");
         let Err(e) = &res else {
             return Ok((res, diagnostics));

@@ -9,17 +9,35 @@ use crate::saga::{RollbackReport, Saga};
 use crate::store::{NewSaga, Origin};
 use capsaga_core::fsm::{Event, State};
 use capsaga_core::policy::Autonomy;
+use capsaga_core::principal::Principal;
 
 impl Dispatcher {
-    /// Start a new saga (Idle → Planning), logged, owned by this process,
-    /// deciding at the operator's autonomy level. `plan`: the plan it runs
-    /// (canonical JSON), stored so that the saga can be resumed with
-    /// `capsaga resume`.
+    /// [`Dispatcher::start_as`] by the local operator at the command line
+    /// (`cli:<os user>`).
     ///
     /// # Errors
     /// [`DispatchError`].
     pub async fn start(
         &self,
+        origin: Origin,
+        label: &str,
+        plan: Option<&str>,
+    ) -> Result<Saga, DispatchError> {
+        self.start_as(&super::decider("cli"), origin, label, plan)
+            .await
+    }
+
+    /// Start a new saga (Idle → Planning) for `principal` (recorded with
+    /// it: a client sees only its own sagas), logged, owned by this
+    /// process, deciding at the operator's autonomy level. `plan`: the
+    /// plan it runs (canonical JSON), stored so that the saga can be
+    /// resumed with `capsaga resume`.
+    ///
+    /// # Errors
+    /// [`DispatchError`].
+    pub async fn start_as(
+        &self,
+        principal: &Principal,
         origin: Origin,
         label: &str,
         plan: Option<&str>,
@@ -35,6 +53,7 @@ impl Dispatcher {
                 state,
                 owner: host.owner.id(),
                 plan,
+                principal: Some(&principal.name),
             })
             .await?;
         Ok(Saga::new(id, state, host.config.policy.autonomy))

@@ -9,16 +9,23 @@
 //!
 //! | # | stage | file | refuses with |
 //! |---|---|---|---|
+//! | 0 | admit the raw bytes a surface received (JSON-RPC messages, REST bodies) | [`admit`] | a JSON-RPC error / HTTP 400, before anything is parsed or logged |
 //! | 1 | resolve the tool (whatever runs it) and its grants | [`resolve`] | [`Refusal::UnknownTool`], [`Refusal::NotCallable`] |
 //! | 2 | validate the arguments against its schema | [`validate`] | [`Refusal::InvalidArgs`] |
 //! | 3 | replay: a committed step returns its logged output | [`replay`] | [`Refusal::Logged`] |
-//! | 4 | policy: allow, deny or needs a human | [`policy`] | [`Refusal::Denied`] |
+//! | 4 | policy: allow, deny or needs a human (before it, the operator's kill switch) | [`policy`] | [`Refusal::Denied`], [`Refusal::Paused`] |
 //! | 5 | approval: claim one, or park the saga and ask the caller's [`Approver`] | [`approval`] | [`Refusal::Approval`] |
 //! | 6 | guardrail: the transition into a state where the call may run | [`guardrail`] | [`Refusal::Guardrail`] |
 //! | 7 | WAL BEGIN, durable, with the approval claim, pinning the tool's identity | [`wal`] | [`Refusal::Logged`], [`Refusal::Approval`] |
 //! | 8 | sandbox: dry-run pre-image, then execute (retried when retriable) | [`execute`] | |
 //! | 9 | WAL COMMIT or FAIL | [`wal`] | |
 //! | 10 | compensation: a failed side effect rolls the saga back | [`compensate`] | |
+//!
+//! The operator's kill switch (`crate::switch`) is read from the store
+//! before every call: paused refuses every call, read-only every call with
+//! side effects ([`Refusal::Paused`]); a call already running when the
+//! switch turns is stopped in stage 8 and settled as a step the host
+//! stopped (a side effect is compensated from its pre-image).
 //!
 //! Dry-run is a mode of the same door ([`Dispatcher::dry_run`]): stages 1,
 //! 2 and 8 with the dry-run bindings (write access stripped, HTTP limited to
@@ -33,9 +40,11 @@
 //! [`Saga`] is owned by its driver and passed in by `&mut`, so calls of
 //! different sagas run concurrently and calls of one saga in order.
 
+pub mod admit;
 mod approval;
 mod compensate;
 mod execute;
+mod files;
 mod guardrail;
 mod lifecycle;
 mod operator;
@@ -48,7 +57,7 @@ mod undo;
 mod validate;
 mod wal;
 
-pub use approval::{Approver, HumanDecision, NoApprover, decider};
+pub use approval::{Approver, NoApprover, decider};
 pub use operator::{Decided, OperatorError};
 pub use recover::Recovered;
 
@@ -207,6 +216,9 @@ pub enum Refusal {
     /// WAL: this position of the saga is already logged (in another status,
     /// or as another call).
     Logged,
+    /// The operator's kill switch: capsaga is paused, or in read-only mode
+    /// and the tool has side effects (`capsaga_core::pause`).
+    Paused,
 }
 
 /// What happened to one call.
@@ -288,6 +300,13 @@ pub struct Submitted {
 }
 
 impl Submitted {
+    /// Whether the output of this call reaches a model inside
+    /// `<untrusted>` markers: the host's decision ([`untrusted_output`]),
+    /// false when no tool was resolved (nothing ran).
+    pub fn untrusted_output(&self) -> bool {
+        self.tool.as_deref().is_some_and(untrusted_output)
+    }
+
     fn refused(refusal: Refusal, error: ToolError) -> Submitted {
         Submitted {
             outcome: Outcome::Refused { refusal, error },
@@ -295,6 +314,22 @@ impl Submitted {
             tool: None,
             args: None,
         }
+    }
+}
+
+/// Whether the output of `tool` is wrapped in `<untrusted>` markers before
+/// a model reads it, for every tool source (component, built-in, neuron):
+/// `capsaga_core::untrusted::output_is_untrusted` of its declared
+/// `returns-untrusted` and its effective grants (a grant reaching files,
+/// the network, a model or stored data makes it untrusted whatever it
+/// declares). A tool whose grants did not resolve is untrusted. Every
+/// surface (agent loop, MCP, `tools/list`) asks here.
+pub fn untrusted_output(tool: &LoadedTool) -> bool {
+    match &tool.grants {
+        Ok(grants) => {
+            capsaga_core::untrusted::output_is_untrusted(tool.meta.returns_untrusted, grants)
+        }
+        Err(_) => true,
     }
 }
 
@@ -339,6 +374,20 @@ impl Dispatcher {
             Ok(ok) => ok,
             Err(r) => return Ok(Submitted::refused(r.refusal, r.error)),
         };
+        let sw = self.host.switch.current().await?;
+        if let Some(error) =
+            capsaga_core::pause::refusal(&sw, &tool.meta.name, tool.meta.has_side_effects)
+        {
+            return Ok(Submitted {
+                outcome: Outcome::Refused {
+                    refusal: Refusal::Paused,
+                    error,
+                },
+                verdict: None,
+                tool: Some(tool),
+                args: Some(args),
+            });
+        }
         let (outcome, verdict) = self
             .step(saga, &tool, &args, call.approver, call.sub_model)
             .await?;
@@ -359,6 +408,24 @@ impl Dispatcher {
             Ok(ok) => ok,
             Err(r) => return Submitted::refused(r.refusal, r.error),
         };
+        // A dry run changes nothing: refused only when everything is paused.
+        match self.host.switch.current().await {
+            Ok(sw) => {
+                if let Some(e) = capsaga_core::pause::refusal(&sw, &tool.meta.name, false) {
+                    return Submitted::refused(Refusal::Paused, e);
+                }
+            }
+            Err(e) => {
+                return Submitted::refused(
+                    Refusal::Paused,
+                    ToolError::with_hint(
+                        capsaga_core::error::ErrorKind::Unknown,
+                        format!("cannot read the kill switch: {e}"),
+                        "Try again later.",
+                    ),
+                );
+            }
+        }
         let (result, diagnostics) = execute::preview(&self.host, &tool, &args).await;
         Submitted {
             outcome: Outcome::Previewed {

@@ -9,6 +9,7 @@ use crate::ownership;
 use crate::saga::RollbackReport;
 use crate::store::{ApprovalOpError, ApprovalRow, SagaRow};
 use capsaga_core::fsm::State;
+use capsaga_core::principal::{Action, Principal};
 
 /// What an operator's decision did.
 #[derive(Debug, Clone)]
@@ -32,24 +33,35 @@ pub enum OperatorError {
     /// The door failed rolling back the parked saga.
     #[error(transparent)]
     Dispatch(#[from] DispatchError),
+    /// The principal may not decide approvals (a client).
+    #[error("{0} may not decide approvals: only an operator does")]
+    Forbidden(String),
 }
 
 impl Dispatcher {
     /// Record the operator's decision on approval `id` (or a unique prefix):
-    /// `approve` or deny, by `by` (e.g. `cli:alice`), with a note kept in
-    /// the log.
+    /// `approve` or deny, by the authenticated principal `by` (recorded as
+    /// `token:alice (operator)`, `cli:alice (operator)`), with a note kept
+    /// in the log.
     ///
     /// # Errors
+    /// [`OperatorError::Forbidden`] unless `by` is an operator; else
     /// [`OperatorError`].
     pub async fn decide(
         &self,
         id: &str,
         approve: bool,
-        by: &str,
+        by: &Principal,
         note: Option<&str>,
     ) -> Result<Decided, OperatorError> {
+        if !by.may(Action::DecideApproval) {
+            return Err(OperatorError::Forbidden(by.to_string()));
+        }
         let host = &self.host;
-        let approval = host.store.decide_approval(id, approve, by, note).await?;
+        let approval = host
+            .store
+            .decide_approval(id, approve, &by.to_string(), note)
+            .await?;
         let parked = self.parked_on(&approval).await?;
         let mut rollback = None;
         if !approve && let Some(saga) = &parked {

@@ -5,8 +5,8 @@
 use super::approval::{self, Approver, Found, Pending};
 use super::policy::{self, Allowed};
 use super::{
-    DispatchError, Dispatcher, Outcome, Refusal, Rejection, Verdict, execute, guardrail, replay,
-    wal,
+    DispatchError, Dispatcher, Outcome, Refusal, Rejection, Verdict, execute, files, guardrail,
+    replay, wal,
 };
 use crate::clock::deadline_from_now;
 use crate::registry::LoadedTool;
@@ -114,7 +114,17 @@ impl Dispatcher {
         let args_text = canonical(args);
         let (seq, key) = (ctx.step_seq, ctx.idempotency_key.as_str());
         // 8a. The pre-image (a dry-run), before BEGIN logs it.
-        let (preimage, dry_run_error) = execute::preimage(host, tool, &ctx, &args_text, args).await;
+        let (preimage, mut dry_run_error) =
+            execute::preimage(host, tool, &ctx, &args_text, args).await;
+        // The step's file journal (issue 28), opened before BEGIN: a
+        // journaled step's journal always exists once its BEGIN does.
+        let journal = match files::lend(host, &saga.id, seq, tool).await {
+            Ok(j) => j,
+            Err(e) => {
+                dry_run_error.get_or_insert(e);
+                None
+            }
+        };
         // 7. BEGIN, with the claim.
         let saga_id = saga.id.clone();
         let grants = tool.grant_strings();
@@ -135,14 +145,34 @@ impl Dispatcher {
         // 8b. Execute.
         let (result, diagnostics) = match dry_run_error {
             Some(mut e) => {
-                e.message = format!(
-                    "dry-run before execute failed, nothing executed: {}",
-                    e.message
-                );
+                e.message = format!("before execute: {}; nothing executed", e.message);
                 (Err(e), CallDiagnostics::default())
             }
             None => {
-                execute::with_retries(host, saga, tool, &ctx, &args_text, args, sub_model).await?
+                // The kill switch stops the call while it runs: its future
+                // (the tool's instance with it) is dropped, and the step is
+                // settled as one the host stopped (in doubt: compensated
+                // from its pre-image, and its host file journal, when it
+                // has side effects).
+                let mut switch = host.switch.watch();
+                let side_effects = tool.meta.has_side_effects;
+                let run = execute::Attempts {
+                    ctx: &ctx,
+                    args_text: &args_text,
+                    args,
+                    sub_model,
+                    journal: journal.as_ref(),
+                };
+                tokio::select! {
+                    r = execute::with_retries(host, saga, tool, run) => r?,
+                    mode = crate::switch::stopped(&mut switch, side_effects) => (
+                        Err(capsaga_core::pause::aborted(mode, &tool.meta.name)),
+                        CallDiagnostics {
+                            interrupted: true,
+                            ..CallDiagnostics::default()
+                        },
+                    ),
+                }
             }
         };
         // 9-10. COMMIT or FAIL (and roll back).

@@ -298,3 +298,21 @@ pub fn register(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every memory built-in is a name the host keeps for itself: no
+    /// neuron may take it or a look-alike, memory on or off (issue 27).
+    #[test]
+    fn every_memory_tool_name_is_reserved() {
+        use capsaga_core::neuron::name;
+        for n in [super::FETCH, super::PROPOSE] {
+            assert!(name::is_reserved(n), "{n}");
+            assert!(name::RESERVED.contains(&n), "{n} listed in RESERVED");
+            assert!(
+                matches!(name::check(n, []), Err(name::NameError::Reserved(_))),
+                "{n}"
+            );
+        }
+    }
+}

@@ -230,6 +230,20 @@ pub async fn start(
     Some(neurons)
 }
 
+/// Log `message` once per neuron version per process: a version the
+/// catalog refuses (a reserved or look-alike name) is tried again at every
+/// sync, and says why only the first time.
+fn warn_once(identity: &str, message: &str) {
+    static SEEN: std::sync::OnceLock<std::sync::Mutex<std::collections::BTreeSet<String>>> =
+        std::sync::OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    if let Ok(mut s) = seen.lock()
+        && s.insert(identity.to_string())
+    {
+        tracing::warn!("{message}");
+    }
+}
+
 /// Whether `tool` is an agent-written neuron.
 pub fn is_neuron(tool: &LoadedTool) -> bool {
     matches!(tool.source, crate::registry::ToolSource::Neuron(_))
@@ -271,7 +285,7 @@ pub async fn sync_active(
         }
         match registry.register_neuron(sandbox, policy, &neurons.runner, row) {
             Ok(_) => changed += 1,
-            Err(e) => tracing::warn!("neuron `{name}` not loaded: {e}"),
+            Err(e) => warn_once(&row.identity, &format!("neuron `{name}` not loaded: {e}")),
         }
     }
     for tool in registry.tools() {

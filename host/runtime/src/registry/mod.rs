@@ -86,6 +86,15 @@ pub enum LoadError {
         /// Why.
         error: MetaError,
     },
+    /// A neuron's name is reserved or reads like a tool already offered
+    /// (`capsaga_core::neuron::name::check`).
+    #[error("{path}: {error}")]
+    Name {
+        /// Where the neuron came from (`neuron:<name>@<version>`).
+        path: PathBuf,
+        /// Why.
+        error: capsaga_core::neuron::name::NameError,
+    },
     /// No stored component has this hash.
     #[error("no component with content hash {0} is stored")]
     UnknownHash(String),

@@ -40,8 +40,10 @@ impl Registry {
     /// (every call needs a human), whatever it declared.
     ///
     /// # Errors
-    /// [`LoadError::Meta`] for a malformed meta, or a name taken by a tool
-    /// that is not a neuron.
+    /// [`LoadError::Meta`] for a malformed meta; [`LoadError::Name`] for a
+    /// name refused by `capsaga_core::neuron::name::check` against the
+    /// catalog now: a reserved name (`capsaga_*`, a built-in), or one that
+    /// is or reads like another tool's or a policy section's.
     pub fn register_neuron(
         &self,
         sandbox: &Sandbox,
@@ -100,14 +102,21 @@ impl Registry {
             own_policy: Some(section),
         });
         let mut tools = self.tools.write().map_err(|_| LoadError::Poisoned)?;
-        if let Some(t) = tools.get(&loaded.meta.name)
-            && !matches!(t.source, ToolSource::Neuron(_))
-        {
-            return Err(meta_error(MetaError::BadName(format!(
-                "{} (taken by {})",
-                loaded.meta.name,
-                t.path.display()
-            ))));
+        // The name rule again, against the catalog as it is now (it may
+        // have changed since `neuron_create` checked it): the host's
+        // reserved names, and no name reading like another tool or a
+        // policy section (the neuron's own earlier version aside).
+        let name = loaded.meta.name.as_str();
+        let taken = tools
+            .values()
+            .filter(|t| !(t.meta.name == name && matches!(t.source, ToolSource::Neuron(_))))
+            .map(|t| t.meta.name.as_str())
+            .chain(policy.tools.keys().map(String::as_str));
+        if let Err(error) = capsaga_core::neuron::name::check(name, taken) {
+            return Err(LoadError::Name {
+                path: loaded.path.clone(),
+                error,
+            });
         }
         tools.insert(loaded.meta.name.clone(), loaded.clone());
         Ok(loaded)

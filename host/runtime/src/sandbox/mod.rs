@@ -26,10 +26,6 @@ pub mod bindings;
 pub mod cache;
 pub mod engine;
 pub mod factors;
-#[cfg(unix)]
-pub mod fs_open;
-#[cfg(unix)]
-pub mod fs_resolve;
 pub mod net;
 pub mod neuron;
 mod outcome;
@@ -423,6 +419,8 @@ impl Sandbox {
             llm: bound.llm,
             deadline: Instant::now() + Duration::from_millis(limits.deadline_ms),
             neuron: None,
+            #[cfg(unix)]
+            fs_journal: bound.fs_journal,
         };
         let stdio = bound.stdio;
         let mut store = Store::new(&self.engine, state);
@@ -525,13 +523,16 @@ impl Sandbox {
 }
 
 /// The linker of every tool: WASI preview 2 (with the host's own
-/// `open-at`), `wasi:http` and the tool world's `log` import.
+/// `open-at` and, for journaled calls, its own path-changing functions),
+/// `wasi:http` and the tool world's `log` import.
 fn tool_linker(engine: &Engine) -> Result<Linker<CallState>, SandboxError> {
     let mut linker: Linker<CallState> = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .map_err(|e| SandboxError::Engine(e.to_string()))?;
     #[cfg(unix)]
-    fs_open::shadow_open_at(&mut linker).map_err(|e| SandboxError::Engine(e.to_string()))?;
+    factors::fs::open_at::shadow_open_at(&mut linker)
+        .and_then(|()| factors::fs::journal::shadow(&mut linker))
+        .map_err(|e| SandboxError::Engine(e.to_string()))?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
         .map_err(|e| SandboxError::Engine(e.to_string()))?;
     Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)

@@ -227,6 +227,23 @@ pub(super) fn trap_to_error(
         )
         .with_details(details());
     }
+    #[cfg(unix)]
+    if let Some(stop) = err.downcast_ref::<super::factors::fs::journal::JournalStop>() {
+        return if stop.quota {
+            ToolError::with_hint(
+                ErrorKind::QuotaExceeded,
+                format!("tool `{tool}` {op} was stopped before changing more files: {}", stop.message),
+                "The call changes more file bytes than the host may journal for one call or saga. Change fewer or smaller files, or ask the operator.",
+            )
+        } else {
+            ToolError::with_hint(
+                ErrorKind::Unknown,
+                format!("tool `{tool}` {op} was stopped: {}", stop.message),
+                "The host could not record the files this call changes; retry later.",
+            )
+        }
+        .with_details(details());
+    }
     if let Some(hit) = limiter_hit {
         return ToolError::with_hint(
             ErrorKind::QuotaExceeded,

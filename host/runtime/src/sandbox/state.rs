@@ -178,6 +178,16 @@ pub struct CallState {
     pub(crate) deadline: Instant,
     /// The neuron a runner instance runs in this call (`neuron-host`).
     pub(crate) neuron: Option<std::sync::Arc<super::neuron::NeuronSource>>,
+    /// The journal of the call's files (issue 28), if they are journaled.
+    #[cfg(unix)]
+    pub(crate) fs_journal: Option<super::factors::fs::journal::CallJournal>,
+}
+
+#[cfg(unix)]
+impl super::factors::fs::journal::JournalView for CallState {
+    fn fs_journal(&self) -> Option<super::factors::fs::journal::CallJournal> {
+        self.fs_journal.clone()
+    }
 }
 
 impl WasiHttpView for CallState {

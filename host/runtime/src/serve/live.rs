@@ -23,6 +23,7 @@ use crate::dispatch::Dispatcher;
 use crate::host::{Host, HostError};
 use capsaga_core::idempotency::sha256_hex;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 use tokio::sync::Notify;
@@ -97,6 +98,30 @@ pub struct Live {
     seen: Mutex<Sources>,
     asked: Notify,
     asked_flag: std::sync::atomic::AtomicBool,
+    stats: Counters,
+}
+
+/// How often the sources were checked and what came of it, since the
+/// server started (reported by `GET /healthz` as `reload`).
+#[derive(Debug, Default)]
+struct Counters {
+    checks: AtomicU64,
+    reloaded: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// A snapshot of the reload counters: what an operator (or a test) reads to
+/// know that a change was seen, applied or refused, without waiting a fixed
+/// time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReloadStats {
+    /// Checks of the sources finished (watcher rounds and SIGHUPs).
+    pub checks: u64,
+    /// Reloads that put a new generation in service (the generation now
+    /// serving is this number; 0 is the one the server started with).
+    pub generation: u64,
+    /// Reloads refused (the previous generation kept serving).
+    pub refused: u64,
 }
 
 impl Live {
@@ -108,6 +133,16 @@ impl Live {
             seen: Mutex::new(seen),
             asked: Notify::new(),
             asked_flag: std::sync::atomic::AtomicBool::new(false),
+            stats: Counters::default(),
+        }
+    }
+
+    /// The reload counters so far.
+    pub fn stats(&self) -> ReloadStats {
+        ReloadStats {
+            checks: self.stats.checks.load(Ordering::SeqCst),
+            generation: self.stats.reloaded.load(Ordering::SeqCst),
+            refused: self.stats.refused.load(Ordering::SeqCst),
         }
     }
 
@@ -127,8 +162,7 @@ impl Live {
     /// Ask for a reload even if the sources look unchanged (SIGHUP: a
     /// secret file or a certificate the policy names may have changed).
     pub fn ask(&self) {
-        self.asked_flag
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.asked_flag.store(true, Ordering::SeqCst);
         self.asked.notify_one();
     }
 
@@ -139,11 +173,24 @@ impl Live {
     }
 
     /// Reload when asked or when the sources changed since the last
-    /// attempt; log what happened.
+    /// attempt; log what happened, and count it ([`Live::stats`]).
     pub async fn reload_if_needed(&self) -> Reload {
-        let asked = self
-            .asked_flag
-            .swap(false, std::sync::atomic::Ordering::SeqCst);
+        let r = self.check().await;
+        match r {
+            Reload::Unchanged => {}
+            Reload::Reloaded => {
+                self.stats.reloaded.fetch_add(1, Ordering::SeqCst);
+            }
+            Reload::Refused(_) => {
+                self.stats.refused.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        self.stats.checks.fetch_add(1, Ordering::SeqCst);
+        r
+    }
+
+    async fn check(&self) -> Reload {
+        let asked = self.asked_flag.swap(false, Ordering::SeqCst);
         let host = self.host();
         let now = Sources::of(&host);
         let changed = match self.seen.lock() {

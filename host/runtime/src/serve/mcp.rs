@@ -10,9 +10,17 @@
 //!   committed; either way the next call starts a new saga. When the
 //!   session ends with a saga still open, the session-end rule applies
 //!   ([`SessionEnd`], default: commit).
-//! - A call that needs a human: the client is asked through elicitation
-//!   when it declared the capability (and the server allows it), else the
-//!   saga parks and the result names the pending approval.
+//! - Every session belongs to the principal that opened it (its token's;
+//!   `stdio:<user>` over stdio); its sagas are recorded under it, and its
+//!   resources show only its own sagas unless it is an operator.
+//! - A call that needs a human: the saga parks and the result names the
+//!   pending approval, which an operator decides (`capsaga approve`, `POST
+//!   /v1/approvals/{id}/approve`); the client is told so in a log message.
+//!   Only for a tool the policy lists in `[approvals] client_confirm`
+//!   (never `code_run`, high risk or irreversible) is the client asked
+//!   through elicitation, when it declared the capability (and the server
+//!   allows it); its answer is recorded under the session's principal as a
+//!   client (`token:bob (client)`), never under a name the client chose.
 //! - A `progressToken` gets a progress notification when the call starts
 //!   and every second while it runs; `notifications/cancelled` drops the
 //!   call (the tool's instance with it) and recovers the saga from its log
@@ -24,11 +32,12 @@
 //!   resources and prompts ([`super::fixtures`]) beside them.
 
 use super::{fixtures, resources, tools};
-use crate::dispatch::{Approver, Args, Call, Dispatcher, HumanDecision};
+use crate::dispatch::{Approver, Args, Call, Dispatcher};
 use crate::saga::Saga;
 use crate::store::{ApprovalRow, Origin};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::policy::Autonomy;
+use capsaga_core::principal::{Principal, Role};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequestParams,
     ElicitationAction, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
@@ -106,6 +115,9 @@ pub struct McpSession {
 
 struct SessionState {
     shared: Arc<McpShared>,
+    /// The principal that opened the session (every later request must be
+    /// its own).
+    principal: Principal,
     saga: tokio::sync::Mutex<Option<Saga>>,
     /// Resource URIs this session subscribed to.
     subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
@@ -118,11 +130,22 @@ impl std::fmt::Debug for McpSession {
 }
 
 impl McpSession {
-    /// A new session of the server.
+    /// A new session of the server, for the principal whose `initialize`
+    /// is being served in this task (`super::sessions::opening_principal`);
+    /// without one, a client that owns nothing (`unauthenticated`).
     pub fn new(shared: Arc<McpShared>) -> McpSession {
+        let principal = super::sessions::opening_principal()
+            .unwrap_or_else(|| Principal::new("unauthenticated", Role::Client));
+        McpSession::for_principal(shared, principal)
+    }
+
+    /// A new session of the server for `principal` (`capsaga mcp` over
+    /// stdio: `stdio:<user>`, a client).
+    pub fn for_principal(shared: Arc<McpShared>, principal: Principal) -> McpSession {
         McpSession {
             state: Arc::new(SessionState {
                 shared,
+                principal,
                 saga: tokio::sync::Mutex::new(None),
                 subscribed: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             }),
@@ -163,10 +186,17 @@ async fn end_saga(shared: &McpShared, mut saga: Saga) {
     }
 }
 
-/// Asks the MCP client's user (elicitation) when a call needs a human.
+/// The MCP client's side of an approval: asked through elicitation where
+/// the door lets a client confirm the tool, told by a log message
+/// otherwise (the door decides which: `dispatch::Approver`).
 struct Elicit {
     peer: Peer<RoleServer>,
-    client: String,
+    /// The session's principal, as a client: an MCP client is the agent's
+    /// side whatever its token's role.
+    who: Principal,
+    /// Whether the client may be asked at all (elicitation declared and
+    /// allowed by the server).
+    can_ask: bool,
 }
 
 /// How long the user has to answer an approval's elicitation.
@@ -174,11 +204,18 @@ const ELICIT_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[async_trait::async_trait]
 impl Approver for Elicit {
-    async fn ask(&self, approval: &ApprovalRow) -> Option<HumanDecision> {
+    fn who(&self) -> Option<Principal> {
+        Some(self.who.clone())
+    }
+
+    async fn ask(&self, approval: &ApprovalRow) -> Option<bool> {
+        if !self.can_ask {
+            return None;
+        }
         let params: ElicitRequestParams = serde_json::from_value(json!({
             "mode": "form",
             "message": format!(
-                "capsaga: approve this call? {} ({}; approval {})",
+                "capsaga: confirm this call? {} ({}; approval {}; the operator's policy lets you confirm this tool)",
                 approval.summary, approval.reason, approval.approval_id
             ),
             "requestedSchema": {
@@ -203,19 +240,41 @@ impl Approver for Elicit {
             }
             Err(_) => return None,
         };
-        let by = format!("mcp-elicitation:{}", self.client);
         match answer.action {
-            ElicitationAction::Accept => {
-                let yes = answer
+            ElicitationAction::Accept => Some(
+                answer
                     .content
                     .as_ref()
                     .and_then(|c| c.get("approve"))
                     .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                Some(HumanDecision { approve: yes, by })
-            }
-            ElicitationAction::Decline => Some(HumanDecision { approve: false, by }),
+                    .unwrap_or(false),
+            ),
+            ElicitationAction::Decline => Some(false),
             _ => None,
+        }
+    }
+
+    // Logging is the one notification a client shows without a request of
+    // its own; rmcp marks it deprecated (SEP-2577) but still sends it.
+    #[allow(deprecated)]
+    async fn tell(&self, approval: &ApprovalRow) {
+        let message = json!({
+            "message": format!(
+                "capsaga: this call waits for an operator's approval ({}; approval {}). You cannot approve it from this session; call the same tool with the same arguments again once an operator approved it.",
+                approval.reason, approval.approval_id
+            ),
+            "approval_id": approval.approval_id,
+        });
+        let p = rmcp::model::LoggingMessageNotificationParam::new(
+            rmcp::model::LoggingLevel::Notice,
+            message,
+        );
+        if let Err(e) = self
+            .peer
+            .notify_logging_message(p.with_logger("capsaga"))
+            .await
+        {
+            tracing::debug!("pending-approval notice not delivered: {e}");
         }
     }
 }
@@ -259,6 +318,24 @@ fn no_resource(uri: &str) -> McpError {
 }
 
 impl McpSession {
+    /// The request's principal (from the HTTP layer, when there is one)
+    /// must be the session's: the HTTP layer already answers 404 to
+    /// another principal naming the session; this is the handler's own
+    /// check.
+    fn check_caller(&self, context: &RequestContext<RoleServer>) -> Result<(), McpError> {
+        let from_http = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Principal>());
+        match from_http {
+            Some(p) if p.name != self.state.principal.name => Err(McpError::invalid_request(
+                "this session belongs to another principal",
+                None,
+            )),
+            _ => Ok(()),
+        }
+    }
+
     async fn session_tool(&self, name: &str) -> Result<CallToolResponse, McpError> {
         let door = &self.state.shared.door();
         let taken = {
@@ -327,6 +404,22 @@ impl McpSession {
         {
             *slot = None;
         }
+    }
+
+    /// The contents of the resource `uri` as `resources/read` returns them,
+    /// or `resource_not_found`: the one lookup of a URI, for `read` and
+    /// `subscribe` alike.
+    async fn resource(&self, uri: &str) -> Result<Value, McpError> {
+        let found = if self.state.shared.fixtures && fixtures::owns(uri) {
+            fixtures::read(uri)
+        } else {
+            let host = self.state.shared.live.host();
+            let store = &*host.store;
+            resources::read(store, uri, &self.state.principal)
+                .await
+                .map_err(internal)?
+        };
+        found.ok_or_else(|| no_resource(uri))
     }
 
     /// The saga is gone from memory mid-step (the call was cancelled):
@@ -420,6 +513,7 @@ impl ServerHandler for McpSession {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.check_caller(&context)?;
         let name = request.name.to_string();
         if name == tools::COMMIT || name == tools::ROLLBACK {
             return self.session_tool(&name).await;
@@ -437,7 +531,7 @@ impl ServerHandler for McpSession {
         if slot.is_none() {
             let label = format!("mcp session ({})", client_name(&context.peer));
             let mut saga = door
-                .start(Origin::Mcp, &label, None)
+                .start_as(&self.state.principal, Origin::Mcp, &label, None)
                 .await
                 .map_err(internal)?;
             door.set_autonomy(&mut saga, shared.autonomy());
@@ -449,15 +543,10 @@ impl ServerHandler for McpSession {
         let saga_id = saga.id().to_string();
         let elicit = Elicit {
             peer: context.peer.clone(),
-            client: client_name(&context.peer),
+            who: Principal::new(&self.state.principal.name, Role::Client),
+            can_ask: shared.elicit_approvals && supports_elicitation(&context.peer),
         };
-        let approver: &dyn Approver =
-            if shared.elicit_approvals && supports_elicitation(&context.peer) {
-                &elicit
-            } else {
-                &crate::dispatch::NoApprover
-            };
-        let call = Call::new(&name, Args::Value(&args)).with_approver(approver);
+        let call = Call::new(&name, Args::Value(&args)).with_approver(&elicit);
         let token = context.meta.get_progress_token();
         let mut n = 0.0;
         let submitted = {
@@ -534,9 +623,12 @@ impl ServerHandler for McpSession {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        self.check_caller(&_context)?;
         let host = self.state.shared.live.host();
         let store = &*host.store;
-        let mut list = resources::list(store).await.map_err(internal)?;
+        let mut list = resources::list(store, &self.state.principal)
+            .await
+            .map_err(internal)?;
         if self.state.shared.fixtures {
             list.extend(fixtures::resources());
         }
@@ -558,17 +650,10 @@ impl ServerHandler for McpSession {
     async fn read_resource(
         &self,
         request: rmcp::model::ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
-        let uri = request.uri.as_str();
-        let found = if self.state.shared.fixtures && fixtures::owns(uri) {
-            fixtures::read(uri)
-        } else {
-            let host = self.state.shared.live.host();
-            let store = &*host.store;
-            resources::read(store, uri).await.map_err(internal)?
-        };
-        let contents = found.ok_or_else(|| no_resource(uri))?;
+        self.check_caller(&context)?;
+        let contents = self.resource(&request.uri).await?;
         let r: rmcp::model::ReadResourceResult = parse(contents)?;
         Ok(r.into())
     }
@@ -577,13 +662,14 @@ impl ServerHandler for McpSession {
     async fn subscribe(
         &self,
         request: rmcp::model::SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.check_caller(&context)?;
         let uri = request.uri;
-        let known = resources::owns(&uri) || (self.state.shared.fixtures && fixtures::owns(&uri));
-        if !known {
-            return Err(no_resource(&uri));
-        }
+        // Exactly the check `resources/read` makes: a URI that could not be
+        // read (malformed id, no such saga or trace, not ours) cannot be
+        // subscribed to.
+        self.resource(&uri).await?;
         if let Ok(mut s) = self.state.subscribed.lock()
             && s.len() < 1024
         {
@@ -645,8 +731,9 @@ impl ServerHandler for McpSession {
     async fn complete(
         &self,
         request: rmcp::model::CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CompleteResult, McpError> {
+        self.check_caller(&context)?;
         let reference = serde_json::to_value(&request.r#ref).map_err(internal)?;
         let (argument, typed) = (&request.argument.name, &request.argument.value);
         let mut values = if self.state.shared.fixtures {
@@ -660,7 +747,7 @@ impl ServerHandler for McpSession {
         {
             let host = self.state.shared.live.host();
             let store = &*host.store;
-            values = resources::complete(store, uri, argument, typed)
+            values = resources::complete(store, uri, argument, typed, &self.state.principal)
                 .await
                 .map_err(internal)?;
         }

@@ -14,17 +14,24 @@
 //!   activated or retired, or the host reloaded, while the server runs.
 //! - [`live`]: the host generation served, reloaded on SIGHUP or when the
 //!   policy or the tools directory changed.
-//! - [`sessions`]: MCP session ids of 256 random bits.
-//! - [`rest`]: the REST routes.
-//! - [`auth`]: the bearer token (constant-time), sessions bound to it.
+//! - [`rest`]: the REST routes; [`operator`]: the operator's routes (the
+//!   kill switch, sealed keys).
+//! - [`auth`]: principals from named tokens and `CAPSAGA_TOKEN`
+//!   (constant-time), 403 for clients on operator routes.
+//! - [`sessions`]: MCP sessions bound to their principal, bounded globally
+//!   and per principal (idle ones evicted least recently used first).
 //! - [`conn`]: accepting connections (header-read timeout, connection
 //!   limit, graceful shutdown).
 //! - [`limits`]: `Host`/`Origin` allowlists, header and body limits,
 //!   timeouts.
+//! - [`admit`], [`stdio`]: every MCP message (an HTTP body, a stdio line)
+//!   admitted by the dispatch door's rule (`crate::dispatch::admit`:
+//!   strict JSON, size limits, no batch) before rmcp reads it.
 //!
 //! Without a token the HTTP server refuses to bind anything but a loopback
 //! address.
 
+pub mod admit;
 pub mod auth;
 pub mod catalog;
 pub mod conn;
@@ -32,10 +39,12 @@ pub mod fixtures;
 pub mod limits;
 pub mod live;
 pub mod mcp;
+pub mod operator;
 pub mod resources;
 pub mod rest;
 pub mod rest_memory;
 pub mod sessions;
+pub mod stdio;
 pub mod tools;
 pub mod views;
 
@@ -43,6 +52,8 @@ use crate::host::Host;
 use axum::Router;
 use axum::routing::{get, post};
 use capsaga_core::policy::Autonomy;
+use capsaga_core::principal::{Principal, Role};
+use capsaga_core::session_table::SessionCaps;
 use mcp::{McpSession, McpShared, SessionEnd};
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -56,7 +67,7 @@ use std::time::Duration;
 pub enum ServeError {
     /// A non-loopback address without a token.
     #[error(
-        "refusing to listen on {0} without a token: set CAPSAGA_TOKEN (every route but GET /healthz then needs `Authorization: Bearer <token>`), or listen on 127.0.0.1"
+        "refusing to listen on {0} without a token: create one (`capsaga tokens create NAME --role operator`) or set CAPSAGA_TOKEN (every route but GET /healthz then needs `Authorization: Bearer <token>`), or listen on 127.0.0.1"
     )]
     NeedsToken(SocketAddr),
     /// The token is empty or too short.
@@ -97,6 +108,11 @@ pub struct McpOptions {
 /// Default of [`McpOptions::catalog_poll`]: 2 s.
 pub const CATALOG_POLL: Duration = Duration::from_secs(2);
 
+/// The largest MCP message accepted by default, bytes: an HTTP body
+/// ([`HttpOptions::max_body_bytes`]) or a stdio line (4 MiB; a tool call's
+/// arguments are held to 1 MiB within it).
+pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
+
 /// How the HTTP server runs.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -116,6 +132,8 @@ pub struct HttpOptions {
     pub mcp: McpOptions,
     /// The script of simulated turns (`--script`).
     pub script: Option<PathBuf>,
+    /// Most live MCP sessions, in all and per principal.
+    pub sessions: SessionCaps,
 }
 
 impl HttpOptions {
@@ -127,10 +145,11 @@ impl HttpOptions {
             token: None,
             hosts: None,
             origins: None,
-            max_body_bytes: 4 << 20,
+            max_body_bytes: MAX_MESSAGE_BYTES,
             request_timeout: Duration::from_secs(300),
             mcp: McpOptions::default(),
             script: None,
+            sessions: SessionCaps::DEFAULT,
         }
     }
 }
@@ -170,29 +189,44 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
 }
 
 /// `capsaga mcp`: one MCP session over stdin/stdout until the client
-/// closes it; then the session-end rule applies to its open saga.
+/// closes it; then the session-end rule applies to its open saga. The
+/// client program is a client (`stdio:<os user>`): it confirms only the
+/// tools the policy lists in `[approvals] client_confirm`.
+/// Each line is admitted by the door's rule first ([`stdio`]), at most
+/// [`MAX_MESSAGE_BYTES`].
 ///
 /// # Errors
 /// [`ServeError::Io`].
 pub async fn serve_stdio(host: Arc<Host>, o: &McpOptions) -> Result<(), ServeError> {
     let live = Arc::new(live::Live::new(host));
-    let session = McpSession::new(shared(&live, o));
+    let user = std::env::var("USER").ok();
+    let who = Principal::local("stdio", user.as_deref(), Role::Client);
+    let session = McpSession::for_principal(shared(&live, o), who);
+    let (sink, stream, writer) =
+        stdio::transport(tokio::io::stdin(), tokio::io::stdout(), MAX_MESSAGE_BYTES);
     let running = session
         .clone()
-        .serve(rmcp::transport::stdio())
+        .serve((sink, stream))
         .await
         .map_err(|e| ServeError::Io(e.to_string()))?;
     let r = running.waiting().await;
     session.end().await;
+    // What rmcp wrote last reaches the client before the process ends.
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
     r.map(|_| ()).map_err(|e| ServeError::Io(e.to_string()))
 }
 
 /// The HTTP application: `/mcp` and the REST routes, behind the limits and
-/// the token. `bound` is the address clients use (for the `Host`
-/// allowlist).
+/// the authentication (every route but `GET /healthz`; operator routes
+/// answer 403 to clients). `bound` is the address clients use (for the
+/// `Host` allowlist).
 pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
-    let live = Arc::new(live::Live::new(host));
-    let auth = Arc::new(auth::Auth::new(o.token.as_deref()));
+    let live = Arc::new(live::Live::new(host.clone()));
+    let auth = Arc::new(auth::Auth::new(
+        o.token.as_deref(),
+        host.store.clone(),
+        !bound.ip().is_loopback(),
+    ));
     let hosts = o
         .hosts
         .clone()
@@ -215,15 +249,22 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .enforce_origin_validation()
         .with_max_request_body_bytes(o.max_body_bytes);
     let mcp_shared = shared(&live, &o.mcp);
+    let caps = SessionCaps {
+        // Every live session must fit the list_changed listeners.
+        max_total: o.sessions.max_total.min(catalog::MAX_LISTENERS),
+        ..o.sessions
+    };
+    let sessions = Arc::new(sessions::Sessions::new(caps));
     let service: StreamableHttpService<McpSession, sessions::Sessions> = StreamableHttpService::new(
         move || Ok(McpSession::new(mcp_shared.clone())),
-        Arc::new(sessions::Sessions::default()),
+        sessions.clone(),
         config,
     );
     let every = live.host().config.policy.memory.reflect_every_s;
     let rest = Arc::new(rest::Rest {
         live,
         script: o.script.clone(),
+        sessions: sessions.clone(),
     });
     if let (Some(s), Ok(rt)) = (every, tokio::runtime::Handle::try_current()) {
         rt.spawn(rest_memory::reflect_every(
@@ -231,11 +272,8 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
             std::time::Duration::from_secs(s),
         ));
     }
-    let api = Router::new()
-        .route("/v1/turns", post(rest::turns))
-        .route("/v1/sagas", get(rest::sagas))
-        .route("/v1/sagas/{id}", get(rest::saga))
-        .route("/v1/traces/{id}", get(rest::trace))
+    let authenticated = axum::middleware::from_fn_with_state(auth.clone(), auth::require);
+    let operator_only = Router::new()
         .route("/v1/approvals", get(rest::approvals))
         .route("/v1/approvals/{id}/{verb}", post(rest::decide))
         .route("/v1/memory/proposals", get(rest_memory::proposals))
@@ -243,18 +281,35 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
             "/v1/memory/proposals/{id}/{verb}",
             post(rest_memory::decide),
         )
+        .route("/v1/pause", get(operator::switch).post(operator::pause))
+        .route("/v1/resume", post(operator::resume))
+        .route("/v1/keys", get(operator::keys))
+        .route(
+            "/v1/keys/{name}",
+            axum::routing::put(operator::put_key).delete(operator::remove_key),
+        )
+        .layer(axum::middleware::from_fn(auth::require_operator));
+    let api = Router::new()
+        .route("/v1/turns", post(rest::turns))
+        .route("/v1/sagas", get(rest::sagas))
+        .route("/v1/sagas/{id}", get(rest::saga))
+        .route("/v1/traces/{id}", get(rest::trace))
+        .merge(operator_only)
         .with_state(rest.clone())
+        .layer(authenticated.clone());
+    let mcp = Router::new()
+        .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(
-            auth.clone(),
-            auth::require,
-        ));
-    let mcp =
-        Router::new()
-            .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn_with_state(
-                auth,
-                auth::require_bound,
-            ));
+            o.max_body_bytes,
+            admit::guard,
+        ))
+        // Inner to outer: the door's admission of each body, the session's
+        // binding to its principal, then the token.
+        .layer(axum::middleware::from_fn_with_state(
+            sessions,
+            sessions::bind,
+        ))
+        .layer(authenticated);
     Router::new()
         .route("/healthz", get(rest::healthz))
         .with_state(rest)
@@ -277,7 +332,17 @@ pub async fn serve_http(
 ) -> Result<(), ServeError> {
     match o.token.as_deref() {
         Some(t) if t.len() < 16 => return Err(ServeError::WeakToken),
-        None if !o.listen.ip().is_loopback() => return Err(ServeError::NeedsToken(o.listen)),
+        None if !o.listen.ip().is_loopback() => {
+            // Named tokens in the store are tokens too.
+            let named = host
+                .store
+                .active_tokens()
+                .await
+                .map_err(|e| ServeError::Io(e.to_string()))?;
+            if named.is_empty() {
+                return Err(ServeError::NeedsToken(o.listen));
+            }
+        }
         _ => {}
     }
     let listener = tokio::net::TcpListener::bind(o.listen)

@@ -9,10 +9,14 @@
 //! - `completion/complete` for a template's `id`: the saga ids starting
 //!   with what was typed;
 //! - `resources/subscribe`: a session subscribed to its saga's URI gets
-//!   `notifications/resources/updated` after each of its calls.
+//!   `notifications/resources/updated` after each of its calls. A URI is
+//!   checked exactly as `resources/read` checks it (the handler's one
+//!   lookup, `McpSession::resource`): what cannot be read cannot be
+//!   subscribed to.
 
 use super::views;
 use crate::store::Store;
+use capsaga_core::principal::Principal;
 use serde_json::{Value, json};
 
 /// URI prefix of a saga.
@@ -29,12 +33,14 @@ pub fn saga_uri(id: &str) -> String {
     format!("{SAGA_PREFIX}{id}")
 }
 
-/// `resources/list` entries: the newest sagas.
+/// `resources/list` entries: the newest sagas `who` may see.
 ///
 /// # Errors
 /// The store's, as text.
-pub async fn list(store: &dyn Store) -> Result<Vec<Value>, String> {
-    let rows = store.sagas(LISTED_SAGAS).await.map_err(|e| e.to_string())?;
+pub async fn list(store: &dyn Store, who: &Principal) -> Result<Vec<Value>, String> {
+    let rows = views::sagas(store, who, LISTED_SAGAS)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(rows
         .iter()
         .map(|r| {
@@ -81,15 +87,15 @@ pub fn owns(uri: &str) -> bool {
 }
 
 /// `resources/read` contents for `uri`: `Ok(None)` when there is no such
-/// saga or trace.
+/// saga or trace `who` may see.
 ///
 /// # Errors
 /// The store's, as text.
-pub async fn read(store: &dyn Store, uri: &str) -> Result<Option<Value>, String> {
+pub async fn read(store: &dyn Store, uri: &str, who: &Principal) -> Result<Option<Value>, String> {
     let found = if let Some(id) = uri.strip_prefix(SAGA_PREFIX) {
-        views::saga(store, id).await
+        views::saga(store, id, who).await
     } else if let Some(id) = uri.strip_prefix(TRACE_PREFIX) {
-        views::trace(store, id).await
+        views::trace(store, id, who).await
     } else {
         return Ok(None);
     };
@@ -102,9 +108,10 @@ pub async fn read(store: &dyn Store, uri: &str) -> Result<Option<Value>, String>
     })))
 }
 
-/// Completion of a template's `id` argument: saga ids starting with
-/// `typed` (a trace id is the id of its turn's saga's trace; only sagas are
-/// listed). `None` when `template` is not ours.
+/// Completion of a template's `id` argument: the ids of the sagas `who`
+/// may see starting with `typed` (a trace id is the id of its turn's
+/// saga's trace; only sagas are listed). `None` when `template` is not
+/// ours.
 ///
 /// # Errors
 /// The store's, as text.
@@ -113,6 +120,7 @@ pub async fn complete(
     template: &str,
     argument: &str,
     typed: &str,
+    who: &Principal,
 ) -> Result<Option<Vec<String>>, String> {
     if argument != "id" || !template.starts_with(SAGA_PREFIX) {
         return Ok(if owns(template) {
@@ -123,6 +131,21 @@ pub async fn complete(
     }
     if !typed.is_empty() && !views::valid_id(typed) {
         return Ok(Some(Vec::new()));
+    }
+    if let Some(me) = who.saga_filter() {
+        // A client completes among its own sagas only.
+        let own = store
+            .sagas_of(me, 10_000)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut ids: Vec<String> = own
+            .into_iter()
+            .map(|r| r.saga_id)
+            .filter(|id| id.starts_with(typed))
+            .collect();
+        ids.sort();
+        ids.truncate(MAX_COMPLETIONS);
+        return Ok(Some(ids));
     }
     store
         .saga_ids_starting(typed, MAX_COMPLETIONS)

@@ -3,18 +3,24 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /healthz` | `status` ok/degraded, `mode` live/simulation, `provider`, `configured_providers`, `default_provider` (no token needed) |
+//! | `GET /healthz` | `status` ok/degraded, `mode` live/simulation, `provider`, `configured_providers`, `default_provider`, `reload` (`checks` of the policy and tools directory, `generation` now serving, reloads `refused`), `sessions` (live, busy, caps), `switch` (the kill switch's mode) (no token needed) |
 //! | `POST /v1/turns` | one agent turn (`task`, `role`, `autonomy`, `allowed_providers`, `preferred_providers`, `max_steps`): its outcome and trace |
 //! | `GET /v1/sagas` | the newest sagas (`?limit=`) |
 //! | `GET /v1/sagas/{id}` | one saga, its steps and its log records |
 //! | `GET /v1/traces/{id}` | one execution trace |
-//! | `GET /v1/approvals` | pending approvals (`?all=true`: every one) |
-//! | `POST /v1/approvals/{id}/approve`, `/deny` | a human's decision (`by`, `note`) |
-//! | `/v1/memory/...` | fact proposals and the operator's decisions (`rest_memory.rs`) |
+//! | `GET /v1/approvals` | pending approvals (`?all=true`: every one); operator |
+//! | `POST /v1/approvals/{id}/approve`, `/deny` | an operator's decision (`note`), recorded under the token's principal |
+//! | `GET/POST /v1/pause`, `POST /v1/resume`, `/v1/keys` | the operator's routes ([`super::operator`]) |
+//! | `/v1/memory/proposals...` | fact proposals and their decisions; operator (`rest_memory.rs`) |
+//!
+//! Every route but `/healthz` needs a token ([`super::auth`]); a client
+//! token sees only the sagas and traces it started (another's is 404, as
+//! if it did not exist) and gets 403 on the operator's routes.
 //!
 //! A turn's `session_id` continues a session: with `[memory] enabled` its
-//! earlier turns are in the prompt. Its sender (the key of episodic memory)
-//! is the authenticated caller, `http:token`, never a name in the body.
+//! earlier turns are in the prompt. Its sender (the key of episodic memory
+//! and of sessions) is the authenticated principal's name, never a name in
+//! the body: a client reads and writes only its own memory.
 //!
 //! Errors are `{"detail": {"code": ..., "message": ...}}`; a turn no
 //! allowed provider can answer is 422 with the seed's `no_allowed_provider`
@@ -27,10 +33,11 @@ use crate::agent::select::{Selection, process_env, select};
 use crate::dispatch::OperatorError;
 use crate::store::ApprovalOpError;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use capsaga_core::policy::Autonomy;
+use capsaga_core::principal::Principal;
 use serde::Deserialize;
 use serde_json::json;
 use std::path::PathBuf;
@@ -43,28 +50,41 @@ pub struct Rest {
     pub live: Arc<super::live::Live>,
     /// The script of simulated turns (`--script`), if given.
     pub script: Option<PathBuf>,
+    /// The MCP sessions (their count is in `/healthz`).
+    pub sessions: Arc<super::sessions::Sessions>,
 }
 
-/// An error answer.
-fn detail(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    (
-        status,
-        Json(json!({"detail": {"code": code, "message": message.into()}})),
-    )
-        .into_response()
-}
+use super::auth::detail;
 
 fn internal(e: impl std::fmt::Display) -> Response {
     detail(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
 }
 
-/// `GET /healthz`.
+/// `GET /healthz`: also the live MCP sessions (`sessions.live`, the caps)
+/// and the kill switch's mode (`switch`).
 pub async fn healthz(State(r): State<Arc<Rest>>) -> Response {
     let host = r.live.host();
     let config = &host.config;
+    let (live, busy) = r.sessions.counts();
+    let caps = r.sessions.caps();
+    let sessions = json!({
+        "live": live,
+        "busy": busy,
+        "max": caps.max_total,
+        "max_per_principal": caps.max_per_principal,
+    });
+    let switch = match host.switch.current().await {
+        Ok(sw) => json!(sw.mode),
+        Err(_) => json!("unknown"),
+    };
     let sel = Selection {
         script: r.script.clone(),
         route: RequestRoute::default(),
+        ..Selection::default()
+    };
+    let sel = match crate::agent::keys::with_sealed(&host, sel).await {
+        Ok(s) => s,
+        Err(e) => return internal(e),
     };
     let body = match select(config, &process_env(), &sel) {
         Ok(s) if s.scripted => json!({
@@ -104,6 +124,10 @@ pub async fn healthz(State(r): State<Arc<Rest>>) -> Response {
             "warning": e.to_string(),
         }),
     };
+    let mut body = body;
+    body["reload"] = json!(r.live.stats());
+    body["sessions"] = sessions;
+    body["switch"] = switch;
     Json(body).into_response()
 }
 
@@ -138,8 +162,13 @@ fn lower(v: &[String]) -> Vec<String> {
     v.iter().map(|p| p.trim().to_ascii_lowercase()).collect()
 }
 
-/// `POST /v1/turns`.
-pub async fn turns(State(r): State<Arc<Rest>>, Json(req): Json<TurnRequest>) -> Response {
+/// `POST /v1/turns`: a turn of the caller's principal (its saga is
+/// recorded under it); 503 `paused` while the kill switch is on.
+pub async fn turns(
+    State(r): State<Arc<Rest>>,
+    Extension(who): Extension<Principal>,
+    super::admit::StrictJson(req): super::admit::StrictJson<TurnRequest>,
+) -> Response {
     if req.task.trim().is_empty() || req.task.len() > 64 * 1024 {
         return detail(
             StatusCode::BAD_REQUEST,
@@ -179,9 +208,28 @@ pub async fn turns(State(r): State<Arc<Rest>>, Json(req): Json<TurnRequest>) -> 
             preferred: lower(&req.preferred_providers),
             allowed,
         },
+        ..Selection::default()
     };
     let host = r.live.host();
     let host = &host;
+    match host.switch.current().await {
+        Ok(sw) if !sw.mode.allows_turns() => {
+            return detail(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "paused",
+                format!(
+                    "capsaga is paused by the operator{}: no turn starts until it is resumed",
+                    sw.note.map(|n| format!(" ({n})")).unwrap_or_default()
+                ),
+            );
+        }
+        Ok(_) => {}
+        Err(e) => return internal(e),
+    }
+    let sel = match crate::agent::keys::with_sealed(host, sel).await {
+        Ok(s) => s,
+        Err(e) => return internal(e),
+    };
     let selected = match select(&host.config, &process_env(), &sel) {
         Ok(s) => s,
         Err(e) => return detail(StatusCode::BAD_REQUEST, "provider_selection", e.to_string()),
@@ -212,7 +260,7 @@ pub async fn turns(State(r): State<Arc<Rest>>, Json(req): Json<TurnRequest>) -> 
         autonomy,
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
-        sender: super::rest_memory::PRINCIPAL.into(),
+        principal: who,
         ..TurnOptions::default()
     };
     match run_turn(host, selected.provider.as_ref(), &req.task, &opts).await {
@@ -248,32 +296,41 @@ pub struct Limit {
     pub limit: Option<usize>,
 }
 
-/// `GET /v1/sagas`.
-pub async fn sagas(State(r): State<Arc<Rest>>, Query(q): Query<Limit>) -> Response {
-    match r
-        .live
-        .host()
-        .store
-        .sagas(q.limit.unwrap_or(50).clamp(1, 1000))
-        .await
-    {
+/// `GET /v1/sagas`: the newest sagas the caller may see (its own for a
+/// client).
+pub async fn sagas(
+    State(r): State<Arc<Rest>>,
+    Extension(who): Extension<Principal>,
+    Query(q): Query<Limit>,
+) -> Response {
+    let host = r.live.host();
+    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
+    match super::views::sagas(&*host.store, &who, limit).await {
         Ok(rows) => Json(json!({ "sagas": rows })).into_response(),
         Err(e) => internal(e),
     }
 }
 
-/// `GET /v1/sagas/{id}`.
-pub async fn saga(State(r): State<Arc<Rest>>, Path(id): Path<String>) -> Response {
-    match super::views::saga(&*r.live.host().store, &id).await {
+/// `GET /v1/sagas/{id}` (404 for a client when not its own).
+pub async fn saga(
+    State(r): State<Arc<Rest>>,
+    Extension(who): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Response {
+    match super::views::saga(&*r.live.host().store, &id, &who).await {
         Ok(Some(v)) => Json(v).into_response(),
         Ok(None) => detail(StatusCode::NOT_FOUND, "not_found", "no such saga"),
         Err(e) => internal(e),
     }
 }
 
-/// `GET /v1/traces/{id}`.
-pub async fn trace(State(r): State<Arc<Rest>>, Path(id): Path<String>) -> Response {
-    match super::views::trace(&*r.live.host().store, &id).await {
+/// `GET /v1/traces/{id}` (404 for a client when its saga is not its own).
+pub async fn trace(
+    State(r): State<Arc<Rest>>,
+    Extension(who): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Response {
+    match super::views::trace(&*r.live.host().store, &id, &who).await {
         Ok(Some(v)) => Json(v).into_response(),
         Ok(None) => detail(StatusCode::NOT_FOUND, "not_found", "no such trace"),
         Err(e) => internal(e),
@@ -300,7 +357,8 @@ pub async fn approvals(State(r): State<Arc<Rest>>, Query(q): Query<All>) -> Resp
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
-    /// Who decides (recorded as `http:<by>`).
+    /// Accepted for compatibility and ignored: the decision is recorded
+    /// under the authenticated principal, never a name from the request.
     #[serde(default)]
     pub by: Option<String>,
     /// A note kept in the log.
@@ -308,9 +366,11 @@ pub struct DecisionBody {
     pub note: Option<String>,
 }
 
-/// `POST /v1/approvals/{id}/{approve|deny}`.
+/// `POST /v1/approvals/{id}/{approve|deny}` (operator): recorded under the
+/// token's principal, e.g. `token:alice (operator)`.
 pub async fn decide(
     State(r): State<Arc<Rest>>,
+    Extension(who): Extension<Principal>,
     Path((id, verb)): Path<(String, String)>,
     body: Option<Json<DecisionBody>>,
 ) -> Response {
@@ -326,19 +386,11 @@ pub async fn decide(
         }
     };
     let body = body.map(|Json(b)| b).unwrap_or_default();
-    let who: String = body
-        .by
-        .as_deref()
-        .unwrap_or("api")
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(64)
-        .collect();
     let note: Option<String> = body.note.map(|n| n.chars().take(1000).collect());
     match r
         .live
         .door()
-        .decide(&id, approve, &format!("http:{who}"), note.as_deref())
+        .decide(&id, approve, &who, note.as_deref())
         .await
     {
         Ok(d) => Json(json!({
@@ -354,6 +406,7 @@ pub async fn decide(
         Err(OperatorError::Approval(e)) => {
             detail(StatusCode::CONFLICT, "not_decidable", e.to_string())
         }
+        Err(OperatorError::Forbidden(e)) => detail(StatusCode::FORBIDDEN, "forbidden", e),
         Err(e) => internal(e),
     }
 }

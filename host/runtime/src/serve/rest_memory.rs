@@ -5,28 +5,27 @@
 //! | `GET /v1/memory/proposals` | fact proposals waiting for the operator (`?all=true`: every one) |
 //! | `POST /v1/memory/proposals/{id}/approve`, `/discard` | the operator's decision |
 //!
-//! Behind the server's bearer token like every route. The decision is
-//! recorded for the principal the server authenticated (`http:token`
-//! today), never a name from the request. When principals with roles land
-//! (DESIGN §8e), the decision routes must require the `operator` role
-//! here, in [`decide`], before anything else.
+//! Both are operator routes (`serve/mod.rs` mounts them behind
+//! `auth::require_operator`: a client token gets 403): a proposal's text
+//! may come from any principal's episodes, and a decision changes what
+//! every turn retrieves. The decision is recorded for the principal the
+//! server authenticated (`token:alice (operator)`), never a name from the
+//! request; a body, when sent, is admitted by the door's strict JSON rule
+//! and must be `{}`.
 //!
 //! A proposal's text is untrusted until approved: it is served as data
 //! (JSON), and it enters semantic memory only through `approve`.
 
 use super::rest::Rest;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use capsaga_core::principal::Principal;
 use capsaga_memory::MemoryError;
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
-
-/// The principal recorded for decisions made over REST until the server
-/// has named principals.
-pub const PRINCIPAL: &str = "http:token";
 
 fn detail(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     (
@@ -73,13 +72,31 @@ pub async fn proposals(State(r): State<Arc<Rest>>, Query(q): Query<All>) -> Resp
     }
 }
 
-/// `POST /v1/memory/proposals/{id}/approve` or `/discard` (no body).
+/// The body of a decision, when one is sent: `{}` (no field is read; an
+/// unknown one is refused).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecideBody {}
+
+/// `POST /v1/memory/proposals/{id}/approve` or `/discard` (operator; no
+/// body, or `{}`): recorded under the authenticated principal.
 pub async fn decide(
     State(r): State<Arc<Rest>>,
+    Extension(who): Extension<Principal>,
     Path((id, verb)): Path<(String, String)>,
+    super::admit::OptionalStrictJson(_body): super::admit::OptionalStrictJson<DecideBody>,
 ) -> Response {
-    // After the principals of DESIGN §8e land: refuse here unless the
-    // authenticated principal has the `operator` role.
+    // The router already refused a principal that may not decide; this is
+    // the same check where the decision is made, so a route mounted
+    // elsewhere by mistake cannot skip it.
+    if !who.may(capsaga_core::principal::Action::DecideApproval) {
+        return detail(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "deciding a memory proposal needs an operator token",
+        );
+    }
+    let by = who.to_string();
     let approve = match verb.as_str() {
         "approve" => true,
         "discard" => false,
@@ -100,12 +117,12 @@ pub async fn decide(
             return Ok(Err(p.status));
         }
         if approve {
-            let facts = hm.memory.approve(std::slice::from_ref(&id), PRINCIPAL)?;
+            let facts = hm.memory.approve(std::slice::from_ref(&id), &by)?;
             Ok(Ok(
                 json!({"proposal": id, "status": "approved", "facts": facts}),
             ))
         } else {
-            hm.memory.discard(std::slice::from_ref(&id), PRINCIPAL)?;
+            hm.memory.discard(std::slice::from_ref(&id), &by)?;
             Ok(Ok(json!({"proposal": id, "status": "discarded"})))
         }
     })
@@ -138,7 +155,14 @@ pub async fn reflect_every(rest: std::sync::Weak<Rest>, every: std::time::Durati
         };
         let sel = crate::agent::select::Selection {
             script: r.script.clone(),
-            route: crate::agent::router::RequestRoute::default(),
+            ..Default::default()
+        };
+        let sel = match crate::agent::keys::with_sealed(&host, sel).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("memory reflection skipped: {e}");
+                continue;
+            }
         };
         let selected = match crate::agent::select::select(
             &host.config,
@@ -161,7 +185,16 @@ pub async fn reflect_every(rest: std::sync::Weak<Rest>, every: std::time::Durati
             _ => {}
         }
         let ns = hm.memory.config().namespace.clone();
-        match crate::agent::reflect::reflect(&hm, selected.provider.as_ref(), &ns, 2).await {
+        let budget = match crate::agent::budget::Budget::open(&host.config, &*host.store) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!("memory reflection skipped: {e}");
+                continue;
+            }
+        };
+        let meter = crate::agent::meter::Meter::new(&budget);
+        match crate::agent::reflect::reflect(&hm, selected.provider.as_ref(), &meter, &ns, 2).await
+        {
             Ok(r) => tracing::info!(
                 "memory reflection: {} group(s), {} proposal(s) queued",
                 r.clusters,

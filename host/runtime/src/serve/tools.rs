@@ -9,7 +9,9 @@
 //!   compensation), `idempotentHint`, `openWorldHint` (it has a `net:`
 //!   capability).
 //! - A committed step's output goes back as text (JSON), wrapped in
-//!   `<untrusted>` markers for a `returns-untrusted` tool and truncated
+//!   `<untrusted>` markers when the door says its output is untrusted
+//!   ([`crate::dispatch::untrusted_output`]: declared so, or any grant
+//!   reaching outside data) and truncated
 //!   exactly as for the model, with the raw output as `structuredContent`
 //!   only when the tool's output is trusted.
 //! - Errors are `isError` results carrying the error kind and `llm_hint`
@@ -52,7 +54,7 @@ pub fn definition(t: &LoadedTool) -> Value {
             "capsaga/risk": m.risk.as_str(),
             "capsaga/side_effects": m.has_side_effects,
             "capsaga/dry_run": m.supports_dry_run,
-            "capsaga/returns_untrusted": m.returns_untrusted,
+            "capsaga/returns_untrusted": crate::dispatch::untrusted_output(t),
         },
     })
 }
@@ -119,7 +121,7 @@ pub fn error_result(e: &ToolError, extra: Value) -> Value {
 
 /// The MCP result of one call through the door, and its saga's id.
 pub fn outcome(name: &str, saga_id: &str, s: &Submitted) -> Value {
-    let untrusted_output = s.tool.as_ref().is_some_and(|t| t.meta.returns_untrusted);
+    let untrusted_output = s.untrusted_output();
     let source = format!("tool:{name}");
     match &s.outcome {
         Outcome::Committed {

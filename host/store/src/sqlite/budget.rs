@@ -1,23 +1,98 @@
-//! `budget_days`: model spend per UTC day.
+//! `budget_days`: model spend per UTC day; `budget_reservations`: the
+//! maximum estimates of calls in flight (schema version 5), checked against
+//! the day's hard cap and recorded in one write transaction.
 
-use super::super::{BudgetStore, DayRow, StoreError};
+use super::super::{BudgetStore, DayRow, NewReservation, Reserved, StoreError};
 use super::SqliteStore;
-use crate::clock::now_rfc3339;
+use crate::clock::{now_rfc3339, rfc3339_after};
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, params};
+use capsaga_core::budget::reserve::admits;
+use rusqlite::{Connection, OptionalExtension, params};
+
+fn spent(c: &Connection, day: &str) -> Result<f64, rusqlite::Error> {
+    Ok(c.query_row(
+        "SELECT spent_usd FROM budget_days WHERE day = ?1",
+        params![day],
+        |r| r.get::<_, f64>(0),
+    )
+    .optional()?
+    .unwrap_or(0.0))
+}
+
+fn reserved(c: &Connection, day: &str, now: &str) -> Result<f64, rusqlite::Error> {
+    c.query_row(
+        "SELECT COALESCE(SUM(usd), 0) FROM budget_reservations WHERE day = ?1 AND expires_at > ?2",
+        params![day, now],
+        |r| r.get::<_, f64>(0),
+    )
+}
 
 #[async_trait]
 impl BudgetStore for SqliteStore {
     async fn day_spent(&self, day: &str) -> Result<f64, StoreError> {
-        self.read(|c| {
-            Ok(c.query_row(
-                "SELECT spent_usd FROM budget_days WHERE day = ?1",
-                params![day],
-                |r| r.get::<_, f64>(0),
-            )
-            .optional()?
-            .unwrap_or(0.0))
+        self.read(|c| Ok(spent(c, day)?))
+    }
+
+    async fn day_reserved(&self, day: &str) -> Result<f64, StoreError> {
+        let now = now_rfc3339();
+        self.read(|c| Ok(reserved(c, day, &now)?))
+    }
+
+    async fn reserve_spend(&self, r: &NewReservation<'_>) -> Result<Reserved, StoreError> {
+        let id = r.id.to_owned();
+        let day = r.day.to_owned();
+        let holder = r.holder.chars().take(200).collect::<String>();
+        let (usd, cap) = (r.usd, r.day_hard_usd);
+        let ttl_ms = r.ttl_ms;
+        self.write(move |tx| {
+            // The clock is read under the write turn, so an expiry another
+            // writer just checked is not seen as live again.
+            let now = now_rfc3339();
+            tx.execute(
+                "DELETE FROM budget_reservations WHERE expires_at <= ?1",
+                params![now],
+            )?;
+            let spent_usd = spent(tx, &day)?;
+            let reserved_usd = reserved(tx, &day, &now)?;
+            if !admits(cap, spent_usd, reserved_usd, usd) {
+                return Ok(Reserved::Refused {
+                    spent_usd,
+                    reserved_usd,
+                });
+            }
+            tx.execute(
+                "INSERT INTO budget_reservations (id, day, usd, holder, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id, day, usd, holder, now, rfc3339_after(ttl_ms)],
+            )?;
+            Ok(Reserved::Made)
         })
+        .await
+    }
+
+    async fn settle_spend(
+        &self,
+        id: &str,
+        day: &str,
+        usd: f64,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) -> Result<(), StoreError> {
+        let now = now_rfc3339();
+        let (id, day) = (id.to_owned(), day.to_owned());
+        let usd = if usd.is_finite() && usd > 0.0 {
+            usd
+        } else {
+            0.0
+        };
+        self.write(move |tx| {
+            tx.execute("DELETE FROM budget_reservations WHERE id = ?1", params![id])?;
+            if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
+                add(tx, &day, usd, input_tokens, output_tokens, &now)?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn record_spend(
@@ -30,35 +105,59 @@ impl BudgetStore for SqliteStore {
         let now = now_rfc3339();
         let day = day.to_owned();
         self.write(move |tx| {
-            tx.execute(
-                "INSERT INTO budget_days (day, spent_usd, calls, input_tokens, output_tokens, updated_at)
-                 VALUES (?1, ?2, 1, ?3, ?4, ?5)
-                 ON CONFLICT(day) DO UPDATE SET spent_usd = spent_usd + ?2, calls = calls + 1,
-                   input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4, updated_at = ?5",
-                params![day, usd, input_tokens as i64, output_tokens as i64, now],
-            )?;
+            add(tx, &day, usd, input_tokens, output_tokens, &now)?;
             Ok(())
         })
         .await
     }
 
     async fn budget_days(&self, limit: usize) -> Result<Vec<DayRow>, StoreError> {
+        let now = now_rfc3339();
         self.read(|c| {
             let mut st = c.prepare(
-                "SELECT day, spent_usd, calls, input_tokens, output_tokens FROM budget_days ORDER BY day DESC LIMIT ?1",
+                "SELECT d.day, d.spent_usd, d.calls, d.input_tokens, d.output_tokens,
+                   (SELECT COALESCE(SUM(r.usd), 0) FROM budget_reservations r
+                     WHERE r.day = d.day AND r.expires_at > ?2)
+                 FROM budget_days d ORDER BY d.day DESC LIMIT ?1",
             )?;
             let rows = st
-                .query_map(params![limit as i64], |r| {
+                .query_map(params![limit as i64, now], |r| {
                     Ok(DayRow {
                         day: r.get(0)?,
                         spent_usd: r.get(1)?,
                         calls: r.get::<_, i64>(2)? as u64,
                         input_tokens: r.get::<_, i64>(3)? as u64,
                         output_tokens: r.get::<_, i64>(4)? as u64,
+                        reserved_usd: r.get(5)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })
     }
+}
+
+/// Add one call's cost and tokens to `day`'s counters.
+fn add(
+    tx: &Connection,
+    day: &str,
+    usd: f64,
+    input_tokens: u64,
+    output_tokens: u64,
+    now: &str,
+) -> Result<(), rusqlite::Error> {
+    tx.execute(
+        "INSERT INTO budget_days (day, spent_usd, calls, input_tokens, output_tokens, updated_at)
+         VALUES (?1, ?2, 1, ?3, ?4, ?5)
+         ON CONFLICT(day) DO UPDATE SET spent_usd = spent_usd + ?2, calls = calls + 1,
+           input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4, updated_at = ?5",
+        params![
+            day,
+            usd,
+            i64::try_from(input_tokens).unwrap_or(i64::MAX),
+            i64::try_from(output_tokens).unwrap_or(i64::MAX),
+            now
+        ],
+    )?;
+    Ok(())
 }

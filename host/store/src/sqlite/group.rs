@@ -112,6 +112,8 @@ pub(super) struct Writer {
     thread: Option<JoinHandle<()>>,
     /// Transactions committed (one sync each).
     commits: Arc<AtomicU64>,
+    /// Writes sent and not yet taken by the writer thread.
+    queued: Arc<AtomicU64>,
 }
 
 /// What the writer thread owns.
@@ -139,21 +141,29 @@ impl Writer {
     pub(super) fn start(owned: Owned) -> Result<Writer, StoreError> {
         let (queue, rx) = mpsc::channel();
         let commits = Arc::new(AtomicU64::new(0));
+        let queued = Arc::new(AtomicU64::new(0));
         let counted = Arc::clone(&commits);
+        let waiting = Arc::clone(&queued);
         let thread = std::thread::Builder::new()
             .name("capsaga-store-writer".into())
-            .spawn(move || run(owned, &rx, &counted))
+            .spawn(move || run(owned, &rx, &counted, &waiting))
             .map_err(|e| StoreError::Backend(format!("cannot start the store's writer: {e}")))?;
         Ok(Writer {
             queue: Some(queue),
             thread: Some(thread),
             commits,
+            queued,
         })
     }
 
     /// Write transactions committed so far (one sync each).
     pub(super) fn commits(&self) -> u64 {
         self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Writes sent to the writer thread and not yet taken into a batch.
+    pub(super) fn queued(&self) -> u64 {
+        self.queued.load(Ordering::SeqCst)
     }
 
     /// Run `f` in a write transaction (shared with other callers' when
@@ -169,11 +179,16 @@ impl Writer {
     ) -> Result<T, StoreError> {
         let (reply, rx) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(Pending { f, reply });
-        self.queue
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        let sent = self
+            .queue
             .as_ref()
-            .ok_or(StoreError::Poisoned)?
-            .send(Msg::Write(job))
-            .map_err(|_| StoreError::Poisoned)?;
+            .ok_or(StoreError::Poisoned)
+            .and_then(|q| q.send(Msg::Write(job)).map_err(|_| StoreError::Poisoned));
+        if let Err(e) = sent {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            return Err(e);
+        }
         rx.await.map_err(|_| StoreError::Poisoned)?
     }
 
@@ -202,7 +217,7 @@ impl Drop for Writer {
     }
 }
 
-fn run(mut o: Owned, rx: &mpsc::Receiver<Msg>, commits: &AtomicU64) {
+fn run(mut o: Owned, rx: &mpsc::Receiver<Msg>, commits: &AtomicU64, queued: &AtomicU64) {
     let mut next_checkpoint_at = checkpoint::CHECKPOINT_THRESHOLD_BYTES;
     while let Ok(first) = rx.recv() {
         let mut jobs = Vec::new();
@@ -210,7 +225,10 @@ fn run(mut o: Owned, rx: &mpsc::Receiver<Msg>, commits: &AtomicU64) {
         let mut next = Some(first);
         while let Some(m) = next.take() {
             match m {
-                Msg::Write(j) => jobs.push(j),
+                Msg::Write(j) => {
+                    queued.fetch_sub(1, Ordering::SeqCst);
+                    jobs.push(j);
+                }
                 Msg::Checkpoint(reply) => checkpoints.push(reply),
             }
             if jobs.len() < o.mode.max_batch() {

@@ -16,9 +16,9 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// Hold the writer for `ms` (the next writes queue behind it), then run
-/// `n` writes at once: odd ones fail after writing. Returns the store and
-/// the commits the `n` writes took.
+/// Hold the writer until `n` writes queued behind it (however long they
+/// take to arrive on this machine), then let them run: odd ones fail after
+/// writing. Returns the store and the commits the `n` writes took.
 fn queued(mode: GroupCommit, n: usize) -> (Arc<SqliteStore>, u64, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(
@@ -27,17 +27,31 @@ fn queued(mode: GroupCommit, n: usize) -> (Arc<SqliteStore>, u64, tempfile::Temp
     let rt = runtime();
     let before = db.commits();
     rt.block_on(async {
+        let running = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let blocker = {
             let db = Arc::clone(&db);
+            let seen = Arc::clone(&db);
+            let running = Arc::clone(&running);
             tokio::spawn(async move {
-                db.write(|_| {
-                    std::thread::sleep(Duration::from_millis(300));
+                db.write(move |_| {
+                    running.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let t0 = std::time::Instant::now();
+                    while seen.queued_writes() < n as u64 {
+                        if t0.elapsed() > Duration::from_secs(180) {
+                            return Err(StoreError::Decode("the writes never queued".into()));
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
                     Ok(())
                 })
                 .await
             })
         };
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The writes are sent once the blocker holds the writer, so that
+        // none joins its transaction.
+        while !running.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         let writes: Vec<_> = (0..n)
             .map(|i| {
                 let db = Arc::clone(&db);

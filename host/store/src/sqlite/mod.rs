@@ -26,7 +26,8 @@
 //!   error, never silently reset.
 //!
 //! One file per trait: [`sagas`], [`steps`], [`log`], [`approvals`],
-//! [`traces`], [`budget`], [`audit`], [`neurons`]; the schema and its
+//! [`traces`], [`budget`], [`audit`], [`neurons`], [`tokens`], [`keys`],
+//! [`switch`]; the schema and its
 //! migrations in [`schema`]; the write turn in [`turn`]; the `-wal` file's
 //! size in [`checkpoint`].
 
@@ -35,11 +36,14 @@ mod audit;
 mod budget;
 pub mod checkpoint;
 pub mod group;
+mod keys;
 mod log;
 mod neurons;
 mod sagas;
 mod schema;
 mod steps;
+mod switch;
+mod tokens;
 mod traces;
 pub mod turn;
 
@@ -202,6 +206,12 @@ impl SqliteStore {
         self.writer.commits()
     }
 
+    /// Writes waiting for the writer thread (sent, not yet taken into a
+    /// transaction): the depth of the group-commit queue now.
+    pub fn queued_writes(&self) -> u64 {
+        self.writer.queued()
+    }
+
     /// Run `f` in an `IMMEDIATE` transaction under the write turn, shared
     /// with other callers' when group commit is on ([`group`]); its value
     /// once the transaction is durable.
@@ -252,6 +262,10 @@ fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value
         .transpose()
 }
 
+#[cfg(test)]
+mod access_tests;
+#[cfg(test)]
+mod budget_tests;
 #[cfg(test)]
 mod group_tests;
 #[cfg(test)]

@@ -11,7 +11,8 @@ use capsaga_core::fsm::State;
 use rusqlite::{OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
-const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner";
+const SAGA_COLUMNS: &str =
+    "saga_id, state, origin, label, created_at, updated_at, owner, principal";
 
 type SagaRaw = (
     String,
@@ -20,6 +21,7 @@ type SagaRaw = (
     String,
     String,
     String,
+    Option<String>,
     Option<String>,
 );
 
@@ -32,6 +34,7 @@ fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
         r.get(4)?,
         r.get(5)?,
         r.get(6)?,
+        r.get(7)?,
     ))
 }
 
@@ -44,6 +47,7 @@ fn decode_saga(t: SagaRaw) -> Result<SagaRow, StoreError> {
         created_at: t.4,
         updated_at: t.5,
         owner: t.6,
+        principal: t.7,
     })
 }
 
@@ -67,26 +71,24 @@ impl SagaStore for SqliteStore {
             .plan
             .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
         let origin = s.origin.as_str();
-        let (saga_id, label, owner, plan, state) = (
+        let (saga_id, label, owner, plan, state, principal) = (
             s.saga_id.to_owned(),
             s.label.to_owned(),
             s.owner.to_owned(),
             s.plan.map(str::to_owned),
             s.state,
+            s.principal.map(str::to_owned),
         );
         self.write(move |tx| {
             tx.execute(
-                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)",
-                params![saga_id, state.as_str(), origin, label, at, owner, plan],
+                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, principal) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8)",
+                params![saga_id, state.as_str(), origin, label, at, owner, plan, principal],
             )?;
-            append(
-                tx,
-                &saga_id,
-                None,
-                "STATE",
-                &json!({"state": state.as_str(), "origin": origin, "label": label, "plan_sha256": plan_hash}),
-                &at,
-            )
+            let mut detail = json!({"state": state.as_str(), "origin": origin, "label": label, "plan_sha256": plan_hash});
+            if let (Some(p), Some(d)) = (&principal, detail.as_object_mut()) {
+                d.insert("principal".into(), json!(p));
+            }
+            append(tx, &saga_id, None, "STATE", &detail, &at)
         })
         .await
     }
@@ -209,6 +211,19 @@ impl SagaStore for SqliteStore {
                 "SELECT {SAGA_COLUMNS} FROM saga_state ORDER BY created_at DESC, rowid DESC LIMIT ?1"
             ))?;
             let rows = st.query_map(params![limit as i64], saga_from_row)?;
+            rows.map(|r| decode_saga(r?)).collect()
+        })
+    }
+
+    async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
+        self.read(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {SAGA_COLUMNS} FROM saga_state WHERE principal = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
+            ))?;
+            let rows = st.query_map(
+                params![principal, i64::try_from(limit).unwrap_or(i64::MAX)],
+                saga_from_row,
+            )?;
             rows.map(|r| decode_saga(r?)).collect()
         })
     }

@@ -154,6 +154,61 @@ CREATE INDEX IF NOT EXISTS idx_neurons_status ON neurons(status);
 CREATE INDEX IF NOT EXISTS idx_steps_tool_hash ON saga_steps(tool_hash);
 "#;
 
+/// Version 5 (issue 24): the principal that started each saga (added by
+/// [`migrate`] when missing), named tokens (the SHA-256 of their secret,
+/// never the secret), provider keys sealed under `CAPSAGA_KEK`, and the
+/// kill switch.
+const MIGRATE_V5: &str = r#"
+CREATE INDEX IF NOT EXISTS idx_saga_principal ON saga_state(principal, created_at);
+CREATE TABLE IF NOT EXISTS tokens (
+    name          TEXT PRIMARY KEY,
+    role          TEXT NOT NULL CHECK (role IN ('client','operator')),
+    secret_sha256 TEXT NOT NULL UNIQUE CHECK (length(secret_sha256) = 64),
+    created_at    TEXT NOT NULL,
+    created_by    TEXT NOT NULL,
+    revoked_at    TEXT,
+    revoked_by    TEXT
+);
+CREATE TABLE IF NOT EXISTS provider_keys (
+    name        TEXT PRIMARY KEY,
+    format      TEXT NOT NULL,
+    kek_id      TEXT NOT NULL,
+    wrapped_dek BLOB NOT NULL,
+    ciphertext  BLOB NOT NULL,
+    last4       TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    created_by  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS host_switch (
+    id     INTEGER PRIMARY KEY CHECK (id = 1),
+    mode   TEXT NOT NULL CHECK (mode IN ('running','read_only','paused')),
+    set_by TEXT,
+    set_at TEXT,
+    note   TEXT
+);
+"#;
+
+/// Version 6: the reservations of model calls in flight (issue 24 item 3,
+/// `BudgetStore::reserve_spend`): each call's maximum estimate, USD, held
+/// until settled or expired.
+const MIGRATE_V6: &str = r#"
+CREATE TABLE IF NOT EXISTS budget_reservations (
+    id          TEXT PRIMARY KEY,
+    day         TEXT NOT NULL,
+    usd         REAL NOT NULL CHECK (usd >= 0),
+    holder      TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    expires_at  TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_budget_reservations_day ON budget_reservations(day, expires_at);
+"#;
+
+/// Version 6 (see [`MIGRATE_V6`]).
+fn migrate_v6(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(MIGRATE_V6)?;
+    Ok(())
+}
+
 /// The spend counters (created at every open when missing: they are not
 /// part of the write-ahead log and need no migration).
 const BUDGET: &str = "CREATE TABLE IF NOT EXISTS budget_days (
@@ -237,6 +292,15 @@ fn has_column(tx: &Transaction<'_>, table: &str, column: &str) -> Result<bool, S
     Ok(false)
 }
 
+/// Version 5, in a function of its own (see [`MIGRATE_V5`]).
+fn migrate_v5(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    if !has_column(tx, "saga_state", "principal")? {
+        tx.execute_batch("ALTER TABLE saga_state ADD COLUMN principal TEXT")?;
+    }
+    tx.execute_batch(MIGRATE_V5)?;
+    Ok(())
+}
+
 /// Bring the schema from `version` to [`SCHEMA_VERSION`], inside `tx`.
 fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
     if version < 1 {
@@ -257,6 +321,12 @@ fn migrate(tx: &Transaction<'_>, version: i64) -> Result<(), StoreError> {
     }
     if version < 4 {
         tx.execute_batch(MIGRATE_V4)?;
+    }
+    if version < 5 {
+        migrate_v5(tx)?;
+    }
+    if version < 6 {
+        migrate_v6(tx)?;
     }
     Ok(())
 }

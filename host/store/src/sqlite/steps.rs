@@ -301,10 +301,13 @@ impl SqliteStore {
     }
 }
 
-const HOLDING_AN_EFFECT: [StepStatus; 3] = [
+const HOLDING_AN_EFFECT: [StepStatus; 4] = [
     StepStatus::Commit,
     StepStatus::Begin,
     StepStatus::CompensationFailed,
+    // A failed step may have changed files before failing: the host's
+    // journal restores them (issue 28).
+    StepStatus::Fail,
 ];
 
 #[async_trait]
@@ -437,6 +440,32 @@ impl StepStore for SqliteStore {
             None,
             None,
         )
+        .await
+    }
+
+    async fn fs_restored(
+        &self,
+        saga_id: &str,
+        step_seq: u64,
+        report: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        let saga_id = saga_id.to_owned();
+        let report = report.clone();
+        self.write(move |tx| {
+            let saga_id = saga_id.as_str();
+            let n: i64 = tx.query_row(
+                "SELECT count(*) FROM saga_steps WHERE saga_id = ?1 AND step_seq = ?2",
+                params![saga_id, step_seq as i64],
+                |r| r.get(0),
+            )?;
+            if n == 0 {
+                return Err(StoreError::Decode(format!(
+                    "no step {step_seq} in saga `{saga_id}`"
+                )));
+            }
+            append(tx, saga_id, Some(step_seq), "FS_RESTORE", &report, &at)
+        })
         .await
     }
 

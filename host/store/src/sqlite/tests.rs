@@ -127,6 +127,7 @@ fn begin_commit_and_replay() {
             state: State::Planning,
             owner: "me",
             plan: None,
+            principal: None,
         })
         .await
         .unwrap();

@@ -69,6 +69,19 @@ fn ip_spellings_in_urls() -> Family {
                 continue;
             }
             let u = format!("http://{s}/latest/meta-data/");
+            // Spellings the parser folds (issue 24 item 8a): refused as
+            // written, even when a grant names the address.
+            if matches!(what, "percent-encoded" | "fullwidth digits") {
+                cases.push(url(u.clone(), Decision::Deny, "host_spelling").note(what));
+                let c = Case::new(Guard::Url, u, Decision::Deny)
+                    .grants(&[format!("net:http:{canonical}")])
+                    .kind("host_spelling")
+                    .note(format!(
+                        "{what}: refused although the operator named the address"
+                    ));
+                cases.push(c);
+                continue;
+            }
             cases.push(url(u.clone(), Decision::Deny, "not_granted").note(what));
             let mut c = Case::new(Guard::Url, u, Decision::Allow)
                 .grants(&[format!("net:http:{canonical}")])
@@ -86,7 +99,7 @@ fn ip_spellings_in_urls() -> Family {
     }
     Family {
         name: "url_ip_spellings",
-        doc: "every IPv4 address of the capability families in each spelling the WHATWG URL parser reads as it (decimal, hex and octal integers, dotted octal and hex, two and three parts, mixed, percent-encoded, fullwidth digits, trailing dot): refused when no grant names the address, allowed only as the very address the operator named (never the unspecified or broadcast address)",
+        doc: "every IPv4 address of the capability families in each spelling the WHATWG URL parser reads as it (decimal, hex and octal integers, dotted octal and hex, two and three parts, mixed, percent-encoded, fullwidth digits, trailing dot): refused when no grant names the address, allowed only as the very address the operator named (never the unspecified or broadcast address); percent-encoded and fullwidth spellings are refused whatever the grants (issue 24 item 8a)",
         cases,
     }
 }

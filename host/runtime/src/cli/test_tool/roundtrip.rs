@@ -270,11 +270,10 @@ pub(super) async fn run(
     args_text: &str,
 ) -> Result<u8, Failure> {
     let name = tool.meta.name.as_str();
-    let args = capsaga_core::json::parse_strict(args_text, capsaga_core::validate::MAX_ARGS_LEN)
-        .map_err(|e| Failure {
-            code: exit::TOOL_ERROR,
-            message: format!("--args: {e}"),
-        })?;
+    let args = capsaga_core::validate::parse_args(args_text).map_err(|e| Failure {
+        code: exit::TOOL_ERROR,
+        message: format!("--args: {e}"),
+    })?;
     let roots = write_dirs(tool);
     let before = snap(&roots).map_err(|m| Failure {
         code: exit::CONFIG,

@@ -20,7 +20,6 @@
 //! Enabled by a `[tools.code_run]` section in the policy (default deny,
 //! like every tool), with the neuron runner built.
 
-mod files;
 pub mod journal;
 
 /// The tool's name (its policy section is `[tools.code_run]`).
@@ -28,6 +27,8 @@ pub const NAME: &str = "code_run";
 
 use super::Neurons;
 use crate::registry::BuiltinTool;
+use crate::sandbox::factors::fs::host_files as files;
+use crate::sandbox::factors::fs::journal::CallJournal;
 use crate::sandbox::neuron::{NamedFile, SourceKind, definition};
 use crate::sandbox::{Bindings, Op, Sandbox};
 use async_trait::async_trait;
@@ -41,6 +42,7 @@ use capsaga_core::neuron::code_run::{
 };
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::{CallContext, ToolOutput};
+use capsaga_guest_fs::{Change, JournalError};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -71,6 +73,32 @@ fn private_dir(root: &Path) -> std::io::Result<PathBuf> {
     std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
     b.create(&dir)?;
     dir.canonicalize()
+}
+
+/// Record the output `name` of `dir` in the host's file journal of the
+/// step before it is created.
+fn journal_output(
+    journal: Option<&CallJournal>,
+    dir: &std::fs::File,
+    name: &str,
+    shown: &str,
+) -> Result<(), ToolError> {
+    let Some(j) = journal else {
+        return Ok(());
+    };
+    j.with(|g| {
+        let loc = capsaga_guest_fs::locate(g.roots(), dir, name, false)
+            .map_err(|e| JournalError::Io(format!("{shown}: {e}")))?;
+        g.before(&loc, Change::Create)
+    })
+    .map_err(|e| match e {
+        JournalError::Quota(m) => ToolError::with_hint(
+            ErrorKind::QuotaExceeded,
+            m,
+            "Write fewer or smaller outputs, or ask the operator.",
+        ),
+        other => host_error("journal an output before copying it", other),
+    })
 }
 
 fn host_error(what: &str, e: impl std::fmt::Display) -> ToolError {
@@ -192,6 +220,7 @@ impl CodeRun {
                 dir,
                 a.output_dir.as_deref().unwrap_or(""),
                 &ctx.idempotency_key,
+                bindings.fs.journal.as_ref(),
             )?,
             None => (Vec::new(), Vec::new()),
         };
@@ -274,14 +303,17 @@ impl CodeRun {
     }
 
     /// Copy the allowed files of `out` into `dir`, after recording them in
-    /// the journal ([`journal`]) under the step's `key`; a failure part-way
-    /// removes what was copied.
+    /// the journal ([`journal`]) under the step's `key` and, each before it
+    /// is created, in the host's file journal of the step when the call has
+    /// one (`host_journal`, issue 28); a failure part-way removes what was
+    /// copied.
     fn copy_out(
         &self,
         out: &Path,
         dir: &std::fs::File,
         shown_dir: &str,
         key: &str,
+        host_journal: Option<&CallJournal>,
     ) -> Result<(Vec<OutputFile>, Vec<Value>), ToolError> {
         let mut keep = Vec::new();
         let mut skipped = Vec::new();
@@ -331,7 +363,9 @@ impl CodeRun {
             .write(key, &planned)
             .map_err(|e| host_error("record the outputs before copying them", e))?;
         for (i, (o, (_, bytes))) in planned.iter().zip(&keep).enumerate() {
-            if let Err(e) = files::create(dir, &o.name, &o.path, bytes) {
+            let created = journal_output(host_journal, dir, &o.name, &o.path)
+                .and_then(|()| files::create(dir, &o.name, &o.path, bytes));
+            if let Err(e) = created {
                 for m in &planned[..i] {
                     let _ =
                         files::remove_if_unchanged(dir, &m.name, &m.sha256, MAX_OUTPUT_FILE_BYTES);

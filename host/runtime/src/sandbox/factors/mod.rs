@@ -22,7 +22,7 @@
 //!
 //! | kind | module | state loaded at start | per tool | per call |
 //! |---|---|---|---|---|
-//! | `fs` | [`fs`] | none | preopen map (dir → read/read-write) | preopened dirs in the WASI context |
+//! | `fs` | [`fs`] | none | preopen map (dir → read/read-write) | preopened dirs in the WASI context; the step's file journal when it has one (issue 28) |
 //! | `env` | [`env`] | `[env]` values | variables and values | environment of the WASI context |
 //! | `net` | [`net`] | `[net]` settings, TLS roots | net grants | `wasi:http` hooks with the net guard |
 //! | `secret` | [`secret`] | `[secrets.*]` values | secret grants | headers injected by the hooks, redaction |
@@ -202,6 +202,9 @@ pub struct Bound {
     pub net: NetHooks,
     /// What the `llm` import may ask (no model yet: see [`Bound::with_model`]).
     pub llm: llm::LlmSlot,
+    /// The journal of the call's files (none for a dry run).
+    #[cfg(unix)]
+    pub fs_journal: Option<fs::journal::CallJournal>,
 }
 
 impl Bound {
@@ -291,6 +294,8 @@ impl Factors {
             stdio,
             net,
             llm: llm::bind("", &bindings.llm, None, dry_run),
+            #[cfg(unix)]
+            fs_journal: bindings.fs.journal.clone().filter(|_| !dry_run),
         })
     }
 

@@ -23,7 +23,7 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> S
 /// The `wasi:http` error code the guest sees for a refusal.
 fn denied_code(e: &NetDenied) -> Error {
     match e {
-        NetDenied::BadUrl { .. } => Error::HttpRequestUriInvalid,
+        NetDenied::BadUrl { .. } | NetDenied::HostSpelling { .. } => Error::HttpRequestUriInvalid,
         NetDenied::Address { .. } | NetDenied::NotUnicast { .. } => Error::DestinationIpProhibited,
         NetDenied::NoAddress { .. } => Error::DnsError {
             rcode: Some("no address".into()),

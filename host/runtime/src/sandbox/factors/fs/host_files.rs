@@ -7,9 +7,10 @@
 //! A path is absolute, has no `.` or `..` component, and belongs to the
 //! preopen that is its longest directory prefix, as for a guest.
 
-use cap_primitives::fs::{FollowSymlinks, OpenOptions, OpenOptionsExt};
+use cap_primitives::fs::{FollowSymlinks, OpenOptions};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::idempotency::sha256_hex;
+use capsaga_guest_fs::beneath::clear_nonblocking;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
@@ -101,18 +102,7 @@ fn root_dir(b: &Beneath) -> std::io::Result<std::fs::File> {
 }
 
 fn options() -> OpenOptions {
-    let mut o = OpenOptions::new();
-    o._cap_fs_ext_nonblock(true);
-    o.custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32);
-    o
-}
-
-fn clear_nonblocking(file: &std::fs::File) -> std::io::Result<()> {
-    use std::os::fd::AsFd;
-    let fd = file.as_fd();
-    let flags = rustix::fs::fcntl_getfl(fd)?;
-    rustix::fs::fcntl_setfl(fd, flags - rustix::fs::OFlags::NONBLOCK)?;
-    Ok(())
+    capsaga_guest_fs::beneath::nonblocking_options()
 }
 
 /// Read the regular file `b` (at most `max` bytes), as a guest would open

@@ -10,12 +10,16 @@
 //! `CAPSAGA_CRASH_TRIALS` sets the number of trials (default 24) and
 //! `CAPSAGA_CRASH_SEED` the random seed (default: from the clock; printed).
 
+mod files;
+mod harness;
+
 use capsaga_host::store::sqlite::SqliteStore as Db;
 use capsaga_host::store::{LogStore, SagaStore, StepRow, StepStatus, StepStore};
 use capsaga_tests::{TestWorkspace, block_on};
+use harness::{KillAt, Rng, report, run_and_kill};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const POLICY: &str = r#"
@@ -24,68 +28,6 @@ grants = ["fs:write:~/ws/**"]
 [tools.ledger]
 grants = ["fs:write:~/ws/**"]
 "#;
-
-/// xorshift64*: enough randomness for kill points, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
-fn head(db: &Db) -> i64 {
-    block_on(db.head()).ok().flatten().map_or(0, |(seq, _)| seq)
-}
-
-/// When to kill a child.
-enum KillAt {
-    /// Once the log has grown by this many rows (plus a jitter, µs).
-    Rows(i64, u64),
-    /// After this long, whatever it is doing (start-up included).
-    After(Duration),
-}
-
-/// Spawn `cmd`; kill it (SIGKILL) at `at`, or let it finish. Returns true
-/// when it was killed.
-fn run_and_kill(mut cmd: std::process::Command, db: &Db, at: KillAt) -> bool {
-    let start = head(db);
-    let t0 = Instant::now();
-    let mut child: Child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn capsaga");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return false;
-        }
-        let due = match at {
-            KillAt::Rows(rows, jitter_us) => {
-                let due = head(db) >= start + rows;
-                if due {
-                    std::thread::sleep(Duration::from_micros(jitter_us));
-                }
-                due
-            }
-            KillAt::After(d) => t0.elapsed() >= d,
-        };
-        if due {
-            let killed = child.try_wait().expect("try_wait").is_none();
-            let _ = child.kill();
-            let _ = child.wait();
-            return killed;
-        }
-        assert!(Instant::now() < deadline, "capsaga child hangs");
-        std::thread::sleep(Duration::from_micros(300));
-    }
-}
 
 #[derive(Default, Debug)]
 struct Tally {
@@ -290,14 +232,6 @@ fn check(ws: &TestWorkspace, db: &Db, trials: &[Trial], tally: &mut Tally) {
     assert_eq!(partial, 0, "a compensation failed");
 }
 
-/// Print a line of the test's report on the real stderr: libtest captures
-/// `println!`/`eprintln!` of passing tests, and the trial count and tally
-/// belong in the test command's output.
-fn report(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
-}
-
 #[test]
 fn sigkill_at_random_points_then_recover() {
     let trials_n: u64 = std::env::var("CAPSAGA_CRASH_TRIALS")
@@ -402,10 +336,21 @@ fn sigkill_at_random_points_then_recover() {
 /// alone, and the first one finishes it.
 #[test]
 fn recovery_leaves_a_live_process_alone() {
-    let ws = TestWorkspace::new(
-        &["fs_write", "spin"],
-        &format!("{POLICY}\n[tools.spin]\nlimits = {{ deadline_ms = 4000 }}\n"),
-    );
+    let ws = TestWorkspace::new(&["fs_write", "spin"], &format!("{POLICY}\n[tools.spin]\n"));
+    // spin must outlast a second process's whole `recover`: its deadline
+    // is that command's time on this machine, measured now (the first run
+    // compiles the components; the second is timed), times ten, at least
+    // 4 s.
+    let mut t = Instant::now();
+    for _ in 0..2 {
+        t = Instant::now();
+        let warm = ws.capsaga(&["--json", "recover"]).output().unwrap();
+        assert!(warm.status.success(), "{warm:?}");
+    }
+    let deadline_ms = (t.elapsed().as_millis() as u64 * 10).max(4000);
+    ws.write_policy(&format!(
+        "{POLICY}\n[tools.spin]\nlimits = {{ deadline_ms = {deadline_ms} }}\n"
+    ));
     let plan = json!({"description": "slow", "steps": [
         {"tool": "fs_write", "args": {"path": ws.ws_path("a.txt"), "content": "A"}},
         {"tool": "spin", "args": {}},
@@ -418,13 +363,15 @@ fn recovery_leaves_a_live_process_alone() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until the write committed and spin is running.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ws.ws().join("a.txt").exists() {
-        assert!(Instant::now() < deadline, "first run never wrote");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    // Wait until the write committed and spin began.
+    let db = Db::open(&ws.root.join(".capsaga/state.db")).unwrap();
+    capsaga_tests::wait_until("the write committed and spin begun", || {
+        let sagas = block_on(db.sagas(1)).unwrap();
+        sagas.first().is_some_and(|s| {
+            let steps = block_on(db.steps(&s.saga_id)).unwrap();
+            steps.iter().any(|st| st.tool_id == "spin")
+        })
+    });
     let second = ws.capsaga(&["--json", "recover"]).output().unwrap();
     assert!(second.status.success());
     let report: Value = serde_json::from_slice(&second.stdout).unwrap();
@@ -442,7 +389,6 @@ fn recovery_leaves_a_live_process_alone() {
     // spin hits its deadline, so the first process rolls its own saga back.
     assert_eq!(report["final_state"], "FailedRolledBack", "{report}");
     assert!(!ws.ws().join("a.txt").exists());
-    let db = Db::open(&ws.root.join(".capsaga/state.db")).unwrap();
     let log = block_on(db.log(None)).unwrap();
     assert!(
         !log.iter().any(|r| r.record == "OWNER"),

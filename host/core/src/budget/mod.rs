@@ -24,8 +24,15 @@
 //! day_hard_usd = 5.0
 //! ```
 //!
-//! A cap is reached when the spend is at or above it; the hard check runs
-//! before each call, so one call may overshoot a cap by its own cost.
+//! A cap is reached when the spend is at or above it. Hard caps are
+//! enforced by reservation ([`reserve`]): before each model call its
+//! maximum estimate is reserved (refused, with nothing sent, when it would
+//! pass a hard cap counting the spend and every reservation in flight), and
+//! after it the reservation is settled to the larger of the reported cost
+//! and the host's recomputation. Soft caps choose the tier from the spend
+//! (and what is reserved) before the call ([`check`]).
+
+pub mod reserve;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -24,19 +24,25 @@
 //!    (`ENOTSUP`). `O_NONBLOCK` is then cleared, so reads and writes behave
 //!    as usual.
 //!
+//! When the call's files are journaled (issue 28, [`super::journal`]), an
+//! open that may change the file (`create`, `truncate`, `write`) journals
+//! the path's pre-image before it opens: every later write through the
+//! descriptor, its streams and `set-size` change only a journaled file.
+//!
 //! Every other filesystem function is Wasmtime's: none of them opens a path
 //! (`stat-at`, `readlink-at`, `metadata-hash-at`, ... do not block on a FIFO),
 //! and the streams of a descriptor only ever see files opened here or the
 //! preopened directories.
 
+use super::journal::{CallJournal, JournalView, Verdict, journal_now};
+use capsaga_guest_fs::Change;
 use std::io;
-use std::os::fd::AsFd;
 use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::OpenMode;
 use wasmtime_wasi::filesystem::{Descriptor, Dir, File};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     DescriptorFlags, ErrorCode, OpenFlags, PathFlags,
 };
-use wasmtime_wasi::{OpenMode, WasiView};
 
 /// The interface whose `open-at` is shadowed: the version of `wasi:filesystem`
 /// that `wasmtime-wasi` 48 implements (guests importing any 0.2.x version
@@ -45,57 +51,16 @@ pub const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 /// The function shadowed.
 pub const OPEN_AT: &str = "[method]descriptor.open-at";
 
-/// What [`open_at`] found at the path, when it refused it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Special {
-    /// A FIFO (named pipe).
-    Fifo,
-    /// A Unix domain socket.
-    Socket,
-    /// A character device.
-    CharDevice,
-    /// A block device.
-    BlockDevice,
-    /// Something else that is neither a regular file nor a directory.
-    Other,
-}
-
-impl Special {
-    fn of(ft: &std::fs::FileType) -> Option<Special> {
-        use std::os::unix::fs::FileTypeExt;
-        if ft.is_file() || ft.is_dir() {
-            None
-        } else if ft.is_fifo() {
-            Some(Special::Fifo)
-        } else if ft.is_socket() {
-            Some(Special::Socket)
-        } else if ft.is_char_device() {
-            Some(Special::CharDevice)
-        } else if ft.is_block_device() {
-            Some(Special::BlockDevice)
-        } else {
-            Some(Special::Other)
-        }
-    }
-
-    /// A short name for logs: `FIFO`, `socket`, ...
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Special::Fifo => "FIFO",
-            Special::Socket => "socket",
-            Special::CharDevice => "character device",
-            Special::BlockDevice => "block device",
-            Special::Other => "special file",
-        }
-    }
-}
+/// What [`open_at`] found at the path, when it refused it (the shared
+/// classification of `capsaga_guest_fs::beneath`).
+pub use capsaga_guest_fs::beneath::Special;
 
 /// Redefine `open-at` in `linker` (after `add_to_linker_async`) with
 /// [`open_at`].
 ///
 /// # Errors
 /// When the linker refuses the definition.
-pub fn shadow_open_at<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub fn shadow_open_at<T: JournalView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let defined = linker.instance(FILESYSTEM_TYPES).and_then(|mut types| {
         types.func_wrap_async(
@@ -113,10 +78,18 @@ pub fn shadow_open_at<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime
                         Descriptor::Dir(d) => d.clone(),
                         Descriptor::File(_) => return Ok((Err(ErrorCode::NotDirectory),)),
                     };
-                    let opened = match open_at(dir, path_flags, path, oflags, flags).await {
-                        Ok(d) => d,
-                        Err(e) => return Ok((Err(e),)),
-                    };
+                    // The journal first, in the same blocking task as the open.
+                    let journal = store
+                        .data()
+                        .fs_journal()
+                        .and_then(|j| changes(&dir, oflags, flags).map(|c| (j, c)));
+                    let opened =
+                        match open_journaled(dir, path_flags, path, oflags, flags, journal).await {
+                            Ok(d) => d,
+                            Err(Verdict::Guest(code)) => return Ok((Err(code),)),
+                            Err(Verdict::Stop(e)) => return Err(e),
+                            Err(Verdict::Go) => return Ok((Err(ErrorCode::Io),)),
+                        };
                     let fd = store.data_mut().ctx().table.push(opened)?;
                     Ok((Ok(fd),))
                 })
@@ -126,6 +99,49 @@ pub fn shadow_open_at<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime
     linker.allow_shadowing(false);
     defined
 }
+
+/// What an open with these flags may do to the file, for the journal:
+/// `None` when it cannot change it (read-only, a read-only preopen, or a
+/// directory, which cannot be opened for writing).
+fn changes(dir: &Dir, oflags: OpenFlags, flags: DescriptorFlags) -> Option<Change> {
+    if dir.perms.write_not_permitted() || oflags.contains(OpenFlags::DIRECTORY) {
+        return None;
+    }
+    if oflags.contains(OpenFlags::TRUNCATE) {
+        Some(Change::Truncate)
+    } else if oflags.contains(OpenFlags::CREATE) {
+        Some(Change::Create)
+    } else if flags.contains(DescriptorFlags::WRITE) {
+        Some(Change::Write)
+    } else {
+        None
+    }
+}
+
+/// [`open_at`], journaling the path first (in the same blocking task) when
+/// `journal` says the open may change it.
+///
+/// # Errors
+/// The journal's refusal or stop, or the open's error code as
+/// `Verdict::Guest`.
+async fn open_journaled(
+    dir: Dir,
+    path_flags: PathFlags,
+    path: String,
+    oflags: OpenFlags,
+    flags: DescriptorFlags,
+    journal: Option<(CallJournal, Change)>,
+) -> Result<Descriptor, Verdict> {
+    let before: Option<BeforeOpen> = journal.map(|(j, change)| {
+        let (dir, path) = (dir.clone(), path.clone());
+        let follow = path_flags.contains(PathFlags::SYMLINK_FOLLOW);
+        Box::new(move || journal_now(&j, &dir, &path, change, follow)) as BeforeOpen
+    });
+    open_at_with(dir, path_flags, path, oflags, flags, before).await
+}
+
+/// What runs before the open, in its blocking task.
+type BeforeOpen = Box<dyn FnOnce() -> Verdict + Send>;
 
 /// Open `path` beneath `dir` as Wasmtime's `open-at` does, refusing FIFOs,
 /// sockets and devices without blocking (see the module documentation).
@@ -142,42 +158,73 @@ pub async fn open_at(
     oflags: OpenFlags,
     flags: DescriptorFlags,
 ) -> Result<Descriptor, ErrorCode> {
-    let (opts, open_mode, create) = options(path_flags, oflags, flags)?;
+    open_at_with(dir, path_flags, path, oflags, flags, None)
+        .await
+        .map_err(|v| match v {
+            Verdict::Guest(code) => code,
+            _ => ErrorCode::Io,
+        })
+}
+
+async fn open_at_with(
+    dir: Dir,
+    path_flags: PathFlags,
+    path: String,
+    oflags: OpenFlags,
+    flags: DescriptorFlags,
+    before: Option<BeforeOpen>,
+) -> Result<Descriptor, Verdict> {
+    let (opts, open_mode, create) = options(path_flags, oflags, flags).map_err(Verdict::Guest)?;
     if dir.perms.write_not_permitted() && (create || open_mode.contains(OpenMode::WRITE)) {
-        return Err(ErrorCode::NotPermitted);
+        return Err(Verdict::Guest(ErrorCode::NotPermitted));
     }
     let parent = dir.dir.clone();
     let want_dir = oflags.contains(OpenFlags::DIRECTORY);
     let shown = path.chars().take(200).collect::<String>();
     let opened = wasmtime_wasi::runtime::spawn_blocking(move || {
-        let file = match cap_primitives::fs::open(&parent, path.as_ref(), &opts) {
-            // ENXIO at open: a socket, a FIFO opened for writing without a
-            // reader, a device without a driver: special files all.
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
-                return Ok(Err(Special::Other));
+        if let Some(before) = before {
+            match before() {
+                Verdict::Go => {}
+                refused => return Err(refused),
             }
-            opened => opened?,
-        };
-        let ft = file.metadata()?.file_type();
-        if let Some(special) = Special::of(&ft) {
-            return Ok(Err(special));
         }
-        clear_nonblocking(&file)?;
-        Ok::<_, io::Error>(Ok((file, ft.is_dir())))
+        opened(&parent, &path, &opts).map_err(|e| Verdict::Guest(ErrorCode::from(e)))
     })
-    .await
-    .map_err(ErrorCode::from)?;
+    .await?;
     match opened {
         Err(special) => {
             tracing::info!("open-at refused `{shown}`: a {}", special.as_str());
-            Err(ErrorCode::Unsupported)
+            Err(Verdict::Guest(ErrorCode::Unsupported))
         }
         Ok((file, true)) => Ok(Descriptor::Dir(Dir::new(file, dir.perms, open_mode, false))),
-        Ok(_) if want_dir => Err(ErrorCode::NotDirectory),
+        Ok(_) if want_dir => Err(Verdict::Guest(ErrorCode::NotDirectory)),
         Ok((file, false)) => Ok(Descriptor::File(File::new(
             file, dir.perms, open_mode, false,
         ))),
     }
+}
+
+/// The blocking open of [`open_at`]: the file and whether it is a
+/// directory, or the special kind refused.
+fn opened(
+    parent: &std::fs::File,
+    path: &str,
+    opts: &cap_primitives::fs::OpenOptions,
+) -> io::Result<Result<(std::fs::File, bool), Special>> {
+    let file = match cap_primitives::fs::open(parent, path.as_ref(), opts) {
+        // ENXIO at open: a socket, a FIFO opened for writing without a
+        // reader, a device without a driver: special files all.
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {
+            return Ok(Err(Special::Other));
+        }
+        opened => opened?,
+    };
+    let ft = file.metadata()?.file_type();
+    if let Some(special) = Special::of(&ft) {
+        return Ok(Err(special));
+    }
+    capsaga_guest_fs::beneath::clear_nonblocking(&file)?;
+    Ok(Ok((file, ft.is_dir())))
 }
 
 /// The OS open options, the open mode recorded in the descriptor, and
@@ -237,12 +284,4 @@ fn options(
     }
     opts.custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32);
     Ok((opts, open_mode, create))
-}
-
-/// Clear `O_NONBLOCK` on an opened regular file or directory.
-fn clear_nonblocking(file: &std::fs::File) -> io::Result<()> {
-    let fd = file.as_fd();
-    let flags = rustix::fs::fcntl_getfl(fd)?;
-    rustix::fs::fcntl_setfl(fd, flags - rustix::fs::OFlags::NONBLOCK)?;
-    Ok(())
 }

@@ -2,18 +2,56 @@
 //! preopened directories, each mounted in the guest at its own absolute path
 //! (so a path means the same to the model, the guest and the operator), with
 //! read-only or read-write permissions.
+//!
+//! Everything the host does to a guest's files lives in this folder:
+//! - this file: the grant binding (the factor's three phases);
+//! - [`open_at`]: the guest's `open-at`, opened beneath the preopen without
+//!   blocking, special files refused;
+//! - [`resolve`]: what the sandbox's own resolver finds at a path, checked
+//!   against the path guard's prediction (`capsaga check path`);
+//! - [`host_files`]: files the host itself opens beneath a call's preopens
+//!   for a built-in tool (`code_run`'s inputs and outputs);
+//! - [`journal`]: the host's file journal bound into a call (issue 28): the
+//!   `wasi:filesystem` functions that change a path journal its pre-image
+//!   first (the journal itself, the open-beneath primitives and the restore
+//!   are the crate `capsaga-guest-fs`).
+
+#[cfg(unix)]
+pub mod host_files;
+#[cfg(unix)]
+pub mod journal;
+#[cfg(unix)]
+pub mod open_at;
+#[cfg(unix)]
+pub mod resolve;
 
 use super::super::wasi::WasiSetupError;
 use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
 use std::collections::BTreeMap;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-/// The preopens of one tool: absolute directory → permissions.
+/// The preopens of one tool: absolute directory → permissions; for one
+/// call of a step whose files the host journals, the step's journal.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FsBinding {
     /// Directory → read-only or read-write, write winning over read for the
     /// same directory.
     pub preopens: BTreeMap<String, FsPerms>,
+    /// The journal of the step this call belongs to (set per call by the
+    /// door, never in a tool's configured bindings; see [`journal`]).
+    #[cfg(unix)]
+    pub journal: Option<journal::CallJournal>,
+}
+
+impl FsBinding {
+    /// The directories granted for writing.
+    pub fn writable(&self) -> Vec<String> {
+        self.preopens
+            .iter()
+            .filter(|(_, p)| **p == FsPerms::ReadWrite)
+            .map(|(d, _)| d.clone())
+            .collect()
+    }
 }
 
 /// Phase 1: an fs grant must name an absolute directory (`~` is expanded
@@ -55,7 +93,10 @@ pub fn configure(grants: &[Capability]) -> FsBinding {
             *entry = FsPerms::ReadWrite;
         }
     }
-    FsBinding { preopens }
+    FsBinding {
+        preopens,
+        ..FsBinding::default()
+    }
 }
 
 /// Phase 3: open each directory into the call's WASI context.

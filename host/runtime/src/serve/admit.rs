@@ -1,0 +1,116 @@
+//! `/mcp` over HTTP: every POST body goes through the door's admission
+//! ([`crate::dispatch::admit`]) before rmcp parses it (issue 24 item 4 and
+//! item 8c). A refused body gets HTTP 400 (413 when over the body limit)
+//! with a JSON-RPC error response naming the request's `id` when it could
+//! be read; a JSON array (a batch) is refused the same way. Nothing of a
+//! refused body is parsed further or logged.
+
+use crate::dispatch::admit::{Refused, admit_message, error_response};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+/// The JSON-RPC error answer to a refused body.
+fn refuse(status: StatusCode, r: &Refused, id: Option<&Value>) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        error_response(r, id).to_string(),
+    )
+        .into_response()
+}
+
+/// Middleware on `/mcp`: admit each POST body (at most `limit` bytes).
+pub async fn guard(State(limit): State<usize>, req: Request, next: Next) -> Response {
+    if req.method() != Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        Err(_) => {
+            let r = Refused::TooLarge {
+                len: limit.saturating_add(1),
+                limit,
+            };
+            return refuse(StatusCode::PAYLOAD_TOO_LARGE, &r, None);
+        }
+    };
+    if let Err((r, id)) = admit_message(&bytes, limit) {
+        let status = match r {
+            Refused::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        return refuse(status, &r, id.as_ref());
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// A REST JSON body admitted by the door's rule
+/// ([`crate::dispatch::admit::admit_body`]: strict JSON, within the body
+/// limit) and then read as `T`. A refused body is 400 with
+/// `{"detail": {"code": "invalid_json", "message": ...}}` (413 past the body
+/// limit, as axum answers).
+#[derive(Debug)]
+pub struct StrictJson<T>(pub T);
+
+impl<S, T> axum::extract::FromRequest<S> for StrictJson<T>
+where
+    S: Send + Sync,
+    T: serde::de::DeserializeOwned,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let bad = |message: String| {
+            (
+                StatusCode::BAD_REQUEST,
+                axum::Json(
+                    serde_json::json!({"detail": {"code": "invalid_json", "message": message}}),
+                ),
+            )
+                .into_response()
+        };
+        let value = crate::dispatch::admit::admit_body(&bytes, super::MAX_MESSAGE_BYTES)
+            .map_err(|e| bad(format!("the body is not acceptable JSON: {e}")))?;
+        serde_json::from_value(value)
+            .map(StrictJson)
+            .map_err(|e| bad(format!("the body does not match the request: {e}")))
+    }
+}
+
+/// [`StrictJson`] for a route whose body is optional: an empty body is
+/// `None`; any other body is admitted by the same rule (strict JSON,
+/// duplicate keys refused, within the body limit) and read as `T`, or
+/// refused with 400 `invalid_json`.
+#[derive(Debug)]
+pub struct OptionalStrictJson<T>(pub Option<T>);
+
+impl<S, T> axum::extract::FromRequest<S> for OptionalStrictJson<T>
+where
+    S: Send + Sync,
+    T: serde::de::DeserializeOwned,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        let bytes = axum::body::Bytes::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        if bytes.is_empty() {
+            return Ok(OptionalStrictJson(None));
+        }
+        let req = Request::new(Body::from(bytes));
+        StrictJson::<T>::from_request(req, state)
+            .await
+            .map(|StrictJson(v)| OptionalStrictJson(Some(v)))
+    }
+}
