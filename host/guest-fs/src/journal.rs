@@ -102,7 +102,7 @@ pub struct StepJournal {
     pub(crate) parents: BTreeMap<(String, crate::beneath::RelPath), std::sync::Arc<File>>,
     /// Parents a call's paths were located in, by (the guest's directory,
     /// the path's parent part): see [`StepJournal::locate`].
-    pub(crate) located: std::collections::HashMap<(usize, String), crate::located::LocatedParent>,
+    pub(crate) located: crate::located::ParentCache,
 }
 
 impl std::fmt::Debug for StepJournal {
@@ -231,8 +231,24 @@ impl StepJournal {
             seq,
             unsynced_dirs: Vec::new(),
             parents: BTreeMap::new(),
-            located: std::collections::HashMap::new(),
+            located: crate::located::ParentCache::default(),
         })
+    }
+
+    /// [`crate::beneath::locate`] for a call's path, `dir` being the guest's
+    /// directory descriptor, with the parents located earlier in the call
+    /// kept (forgotten at every rename or removal); a final link to follow
+    /// is always resolved afresh.
+    ///
+    /// # Errors
+    /// As [`crate::beneath::locate`].
+    pub fn locate(
+        &mut self,
+        dir: &std::sync::Arc<File>,
+        path: &str,
+        follow: bool,
+    ) -> Result<Located, crate::beneath::Unlocated> {
+        self.located.locate(&self.roots, dir, path, follow)
     }
 
     /// The granted directories of the calls lent this journal.

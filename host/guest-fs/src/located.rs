@@ -1,8 +1,8 @@
 //! The parents a call's paths were located in, kept for the call: a guest
 //! writing 100 files in one directory has that directory resolved once.
 
-use crate::beneath::Located;
-use crate::journal::StepJournal;
+use crate::beneath::{Located, Roots};
+use std::collections::HashMap;
 use std::fs::File;
 
 /// A parent directory located for a call, and the guest's directory it was
@@ -14,7 +14,17 @@ pub(crate) struct LocatedParent {
     dir: std::sync::Arc<File>,
 }
 
-impl StepJournal {
+/// The parents located for one call, by (the guest's directory, the path
+/// part): see [`ParentCache::locate`].
+#[derive(Default)]
+pub(crate) struct ParentCache(HashMap<(usize, String), LocatedParent>);
+
+impl ParentCache {
+    /// Forgets every parent (a rename, a removal or the call's end).
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+
     /// [`crate::beneath::locate`] for a call's path, `dir` being the guest's
     /// directory descriptor. The parent a path part resolves to is kept for
     /// the call and forgotten whenever a change could alter what it names
@@ -23,8 +33,9 @@ impl StepJournal {
     ///
     /// # Errors
     /// As [`crate::beneath::locate`].
-    pub fn locate(
+    pub(crate) fn locate(
         &mut self,
+        roots: &Roots,
         dir: &std::sync::Arc<File>,
         path: &str,
         follow: bool,
@@ -32,19 +43,19 @@ impl StepJournal {
         use crate::beneath::{Unlocated, locate, split_guest_path};
         let (part, name) = split_guest_path(path);
         if name.is_empty() || name == "." || name == ".." {
-            return locate(&self.roots, dir, path, follow);
+            return locate(roots, dir, path, follow);
         }
         let key = (std::sync::Arc::as_ptr(dir) as usize, part.to_string());
-        let base = match self.located.get(&key) {
+        let base = match self.0.get(&key) {
             Some(p) => Located {
                 root: p.root,
                 rel: p.rel.join(name).map_err(|_| Unlocated::Outside)?,
                 parent: std::sync::Arc::clone(&p.dir),
             },
             None => {
-                let l = locate(&self.roots, dir, path, false)?;
+                let l = locate(roots, dir, path, false)?;
                 if let Some((rel, _)) = l.rel.split() {
-                    self.located.insert(
+                    self.0.insert(
                         key,
                         LocatedParent {
                             _from: std::sync::Arc::clone(dir),
@@ -63,7 +74,7 @@ impl StepJournal {
                     rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink
                 });
         if link {
-            return locate(&self.roots, dir, path, true);
+            return locate(roots, dir, path, true);
         }
         Ok(base)
     }
