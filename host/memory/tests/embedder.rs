@@ -10,6 +10,7 @@ use capsaga_memory::score::cosine;
 
 #[test]
 fn embeddings_match_the_reference_forward_pass() {
+    require_model!("embeddings_match_the_reference_forward_pass");
     let data: serde_json::Value =
         serde_json::from_str(include_str!("data/reference_vectors.json")).unwrap();
     let m = common::model();
@@ -41,6 +42,7 @@ fn embeddings_match_the_reference_forward_pass() {
 
 #[test]
 fn paraphrases_are_closer_than_unrelated_sentences() {
+    require_model!("paraphrases_are_closer_than_unrelated_sentences");
     let m = common::model();
     let a = m.embed_one("A man is eating food.").unwrap();
     let b = m.embed_one("A man is eating a piece of bread.").unwrap();
@@ -52,6 +54,7 @@ fn paraphrases_are_closer_than_unrelated_sentences() {
 
 #[test]
 fn long_input_is_truncated_not_refused() {
+    require_model!("long_input_is_truncated_not_refused");
     let m = common::model();
     let long = "capsaga remembers ".repeat(2000);
     assert_eq!(m.embed_one(&long).unwrap().len(), MINILM_DIM);
@@ -67,6 +70,7 @@ fn copy_model(to: &std::path::Path) {
 
 #[test]
 fn missing_damaged_or_foreign_model_files_are_clear_errors() {
+    require_model!("missing_damaged_or_foreign_model_files_are_clear_errors");
     let d = tempfile::tempdir().unwrap();
     // Nothing there.
     let e = MiniLm::load(d.path()).unwrap_err();
