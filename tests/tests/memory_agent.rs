@@ -397,6 +397,78 @@ async fn memory_tools_go_through_the_door_behind_mem_grants() {
     assert!(!p.text.contains('\n'));
 }
 
+/// `memory_fetch` called outside an agent turn (an MCP client's saga,
+/// `capsaga call`): only the episodes of the principal the saga was
+/// started for, never another's.
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_fetch_outside_a_turn_reads_only_the_calling_principals_episodes() {
+    if !model_installed("memory_fetch_outside_a_turn_reads_only_the_calling_principals_episodes") {
+        return;
+    }
+    use capsaga_host::dispatch::{Args, Call, Dispatcher};
+    use capsaga_host::memory::capsaga_memory::NewEpisode;
+    use capsaga_host::store::Origin;
+    let ws = workspace(&[], TOOLS_POLICY);
+    let host = ws.host().await;
+    let hm = host.memory.clone().unwrap();
+    for (i, (sender, msg)) in [
+        ("token:alice", "My locker code is 4471, keep it secret."),
+        ("token:bob", "My locker is the blue one near the door."),
+    ]
+    .iter()
+    .enumerate()
+    {
+        hm.memory
+            .index_episode(&NewEpisode {
+                trace_id: format!("t{i}"),
+                session_id: format!("s{i}"),
+                sender: sender.to_string(),
+                namespace: "default".into(),
+                started_at: "2026-11-01T00:00:00Z".into(),
+                user_message: msg.to_string(),
+                final_response: Some("Noted.".into()),
+                outcome: "success".into(),
+                summary: None,
+                steps: 1,
+                turn_in_session: 1,
+            })
+            .unwrap();
+    }
+    hm.memory.embed_pending(8).unwrap();
+    let door = Dispatcher::new(host.clone());
+    let fetch = |who: Principal| {
+        let door = &door;
+        async move {
+            let mut saga = door
+                .start_as(&who, Origin::Mcp, "test", None)
+                .await
+                .unwrap();
+            let args = serde_json::json!({"query": "what is my locker code?"});
+            let out = door
+                .submit(&mut saga, Call::new("memory_fetch", Args::Value(&args)))
+                .await
+                .unwrap()
+                .outcome;
+            let _ = door.abort(&mut saga).await;
+            let Step::Committed { output: o, .. } = out else {
+                panic!("{out:?}")
+            };
+            o.data["episodes"].to_string()
+        }
+    };
+    let bob = fetch(Principal::token("bob", PrincipalRole::Client)).await;
+    assert!(bob.contains("blue one") && !bob.contains("4471"), "{bob}");
+    let alice = fetch(Principal::token("alice", PrincipalRole::Client)).await;
+    assert!(
+        alice.contains("4471") && !alice.contains("blue one"),
+        "{alice}"
+    );
+    // An operator's own saga is its own principal too: no one's episodes
+    // but its own (the operator reads everyone's with `capsaga memory`).
+    let op = fetch(Principal::token("root", PrincipalRole::Operator)).await;
+    assert!(!op.contains("4471") && !op.contains("blue one"), "{op}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tool_without_a_mem_grant_sees_no_memory() {
     if !model_installed("a_tool_without_a_mem_grant_sees_no_memory") {

@@ -317,7 +317,7 @@ impl Host {
         let registry = Arc::new(registry);
         let neurons = crate::neurons::start(&config, &sandbox, &registry, &store).await;
         if let Some(m) = &memory {
-            crate::memory::tools::register(m, &registry, &sandbox, &config.policy);
+            crate::memory::tools::register(m, &store, &registry, &sandbox, &config.policy);
         }
         Ok(Arc::new(Host {
             config,

@@ -4,9 +4,11 @@
 //! - `memory_fetch` (`mem:*:read`): search episodic and semantic memory of
 //!   a granted namespace. Read-only. Facts are the operator's (approved);
 //!   episodes quote users, models and tool outputs, so each episode's text
-//!   is wrapped in untrusted markers. In an agent turn only the turn's
-//!   sender's episodes are searched; called from elsewhere (`capsaga call`,
-//!   MCP) the namespace's.
+//!   is wrapped in untrusted markers. Only the episodes of the principal
+//!   the saga runs for are searched: the turn's sender in an agent turn,
+//!   else the principal the state store recorded for the saga (an MCP
+//!   client's token, `cli:<user>` for `capsaga call`); a saga without one
+//!   gets no episodes. Never another principal's.
 //! - `memory_propose` (`mem:*:write`): queue a fact for the operator. A
 //!   saga step with a side effect: its compensation withdraws the proposal.
 //!   The text is untrusted until the operator approves it; it never enters
@@ -83,6 +85,29 @@ fn namespace(args: &Value, granted: &[String], own: &str, what: &str) -> Result<
 pub struct MemoryFetch {
     /// The host's memory.
     pub memory: Arc<HostMemory>,
+    /// The state store, where a saga's principal is recorded.
+    pub store: Arc<dyn crate::store::Store>,
+}
+
+/// The principal whose episodes a call of saga `saga_id` may read: the
+/// agent turn's sender, else the saga's recorded principal; `None` when
+/// neither is known (then no episode is read).
+async fn reader_of(
+    mem: &HostMemory,
+    store: &dyn crate::store::Store,
+    saga_id: &str,
+) -> Result<Option<String>, ToolError> {
+    if let Some(s) = mem.sender_of(saga_id) {
+        return Ok(Some(s));
+    }
+    match store.saga(saga_id).await {
+        Ok(row) => Ok(row.and_then(|r| r.principal)),
+        Err(e) => Err(ToolError::with_hint(
+            ErrorKind::Unknown,
+            format!("memory: the saga's principal could not be read: {e}"),
+            "Memory is unavailable right now; go on without it.",
+        )),
+    }
 }
 
 const FETCH_SCHEMA: &str = r#"{"type":"object","properties":{"query":{"type":"string","minLength":1,"maxLength":2000,"description":"what to look for, in plain words"},"namespace":{"type":"string","pattern":"^[a-z0-9][a-z0-9_-]{0,63}$"},"limit":{"type":"integer","minimum":1,"maximum":10}},"required":["query"],"additionalProperties":false}"#;
@@ -133,7 +158,7 @@ impl BuiltinTool for MemoryFetch {
             .and_then(Value::as_u64)
             .unwrap_or(5)
             .clamp(1, 10) as usize;
-        let sender = mem.sender_of(&ctx.saga_id);
+        let sender = reader_of(&mem, &*self.store, &ctx.saga_id).await?;
         let reinforce = !ctx.dry_run;
         let (facts, episodes) = tokio::task::spawn_blocking(move || {
             let m = &mem.memory;
@@ -145,8 +170,11 @@ impl BuiltinTool for MemoryFetch {
             if reinforce {
                 m.access(&facts)?;
             }
-            let eps =
-                m.search_episodes_vec(&ns, sender.as_deref(), &query, Some(&q), 0, limit, now)?;
+            // Only the reader's own episodes; none without a reader.
+            let eps = match &sender {
+                Some(s) => m.search_episodes_vec(&ns, Some(s), &query, Some(&q), 0, limit, now)?,
+                None => Vec::new(),
+            };
             Ok::<_, MemoryError>((facts, eps))
         })
         .await
@@ -271,6 +299,7 @@ impl BuiltinTool for MemoryPropose {
 /// Register the memory tools the policy lists.
 pub fn register(
     host_memory: &Arc<HostMemory>,
+    store: &Arc<dyn crate::store::Store>,
     registry: &crate::registry::Registry,
     sandbox: &crate::sandbox::Sandbox,
     policy: &capsaga_core::policy::Policy,
@@ -280,6 +309,7 @@ pub fn register(
             FETCH,
             Arc::new(MemoryFetch {
                 memory: host_memory.clone(),
+                store: store.clone(),
             }),
         ),
         (
