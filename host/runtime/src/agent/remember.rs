@@ -69,19 +69,34 @@ fn transcript(h: &SessionHistory, upto: usize) -> String {
     s
 }
 
+/// The model a memory summary is asked of, and what pays for it: the
+/// turn's meter (each try reserved and settled) and budget (the caps).
+#[derive(Clone, Copy)]
+pub(super) struct Summariser<'a> {
+    /// The turn's meter.
+    pub meter: &'a Meter<'a>,
+    /// The turn's budget.
+    pub budget: &'a Budget<'a>,
+    /// The turn's provider.
+    pub provider: &'a dyn Provider,
+}
+
 /// One summary call: budget first (nothing sent at a hard cap), the call
 /// reserved and settled by the turn's `meter` like every model call (a
 /// refused reservation sends nothing), then the answer traced as a
 /// Thought. `None` when no summary was made.
 async fn summarise(
     tr: &mut ExecutionTrace,
-    meter: &Meter<'_>,
-    budget: &Budget<'_>,
-    provider: &dyn Provider,
+    model: Summariser<'_>,
     instruction: &str,
     source: &str,
     text: &str,
 ) -> Result<Option<String>, AgentError> {
+    let Summariser {
+        meter,
+        budget,
+        provider,
+    } = model;
     if let BudgetState::Hard { reason } = budget.state(tr.cost_usd).await? {
         tracing::warn!("no summary made: {reason}");
         return Ok(None);
@@ -136,9 +151,7 @@ pub(super) async fn prepare(
     turn: &mut Turn<'_>,
     hm: &Arc<HostMemory>,
     identity: &str,
-    meter: &Meter<'_>,
-    budget: &Budget<'_>,
-    provider: &dyn Provider,
+    model: Summariser<'_>,
     task: &str,
     opts: &TurnOptions,
 ) -> Result<(), AgentError> {
@@ -165,9 +178,7 @@ pub(super) async fn prepare(
         let text = transcript(&h, upto);
         if let Some(sum) = summarise(
             &mut turn.tr,
-            meter,
-            budget,
-            provider,
+            model,
             SESSION_SUMMARY_PROMPT,
             "session history",
             &text,
@@ -242,9 +253,7 @@ pub(super) async fn prepare(
 pub(super) async fn fit_hot_blocks(
     tr: &mut ExecutionTrace,
     request: &mut ChatRequest,
-    meter: &Meter<'_>,
-    budget: &Budget<'_>,
-    provider: &dyn Provider,
+    model: Summariser<'_>,
 ) -> Result<(), AgentError> {
     let total: usize = request.messages.iter().map(|m| tokens(&m.content)).sum();
     if total <= HOT_TOKEN_LIMIT {
@@ -276,9 +285,7 @@ pub(super) async fn fit_hot_blocks(
         .collect();
     let summary = summarise(
         tr,
-        meter,
-        budget,
-        provider,
+        model,
         TURN_SUMMARY_PROMPT,
         "earlier tool results",
         &text,
@@ -308,9 +315,7 @@ pub(super) async fn fit_hot_blocks(
 /// (seed 004 §4.2: more than [`EPISODE_SUMMARY_STEPS`] steps), traced.
 pub(super) async fn episode_summary(
     host: &Arc<Host>,
-    meter: &Meter<'_>,
-    budget: &Budget<'_>,
-    provider: &dyn Provider,
+    model: Summariser<'_>,
     tr: &mut ExecutionTrace,
 ) -> Option<String> {
     host.memory.as_ref()?;
@@ -319,18 +324,10 @@ pub(super) async fn episode_summary(
     }
     let text = serde_json::to_string(&tr.steps).unwrap_or_default();
     let text = capsaga_memory::core_files::cut(&text, 64 * 1024);
-    summarise(
-        tr,
-        meter,
-        budget,
-        provider,
-        TURN_SUMMARY_PROMPT,
-        "turn trace",
-        &text,
-    )
-    .await
-    .ok()
-    .flatten()
+    summarise(tr, model, TURN_SUMMARY_PROMPT, "turn trace", &text)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// After the turn (its trace stored): record it in its session and index it

@@ -193,12 +193,14 @@ pub async fn run_turn(
         None => None,
     };
     let meter = Meter::new(&budget);
+    let model = super::remember::Summariser {
+        meter: &meter,
+        budget: &budget,
+        provider,
+    };
     let mut turn = Turn::begin(&door, provider, task, opts).await?;
     if let (Some(hm), Some(identity)) = (&host.memory, &identity)
-        && let Err(e) = super::remember::prepare(
-            &mut turn, hm, identity, &meter, &budget, provider, task, opts,
-        )
-        .await
+        && let Err(e) = super::remember::prepare(&mut turn, hm, identity, model, task, opts).await
     {
         if let Some(saga) = &turn.tr.saga_id {
             hm.end_saga(saga);
@@ -232,7 +234,7 @@ pub async fn run_turn(
             break;
         }
     }
-    turn.end(started, &meter, &budget, provider, opts).await
+    turn.end(started, model, opts).await
 }
 
 /// One turn in progress.
@@ -367,7 +369,12 @@ impl<'a> Turn<'a> {
                 return Ok(None);
             }
         };
-        super::remember::fit_hot_blocks(tr, &mut self.request, meter, budget, provider).await?;
+        let model = super::remember::Summariser {
+            meter,
+            budget,
+            provider,
+        };
+        super::remember::fit_hot_blocks(tr, &mut self.request, model).await?;
         let t0 = Instant::now();
         let resp = provider.complete_metered(&self.request, meter).await;
         let charges = meter.take()?;
@@ -445,9 +452,7 @@ impl<'a> Turn<'a> {
     async fn end(
         mut self,
         started: Instant,
-        meter: &Meter<'_>,
-        budget: &Budget<'_>,
-        provider: &dyn Provider,
+        model: super::remember::Summariser<'_>,
         opts: &TurnOptions,
     ) -> Result<ExecutionTrace, AgentError> {
         let final_state = match (self.tr.outcome, self.rollback_state) {
@@ -460,8 +465,7 @@ impl<'a> Turn<'a> {
         tr.steps
             .push(fitness(&tr, final_state, self.saga.side_effects()));
         let host = self.door.host();
-        let summary =
-            super::remember::episode_summary(host, meter, budget, provider, &mut tr).await;
+        let summary = super::remember::episode_summary(host, model, &mut tr).await;
         tr.finished_at = Some(now_rfc3339());
         tr.wall_time_ms = started.elapsed().as_millis() as u64;
         trace::save(&*host.store, &tr).await?;
