@@ -123,6 +123,16 @@ async fn invalid_calls_get_tool_errors_then_the_model_recovers() {
             Validation::SchemaError
         ]
     );
+    // The trace says which result went back wrapped: only the valid read's.
+    let wrapped: Vec<bool> = tr
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            TraceStep::Action { untrusted, .. } => Some(*untrusted),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(wrapped, [false, true, false]);
     // Stored and loadable.
     let stored = trace::load(&*host.store, &tr.trace_id)
         .await

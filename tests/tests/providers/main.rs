@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 mod routing;
 mod sealed;
+mod tool_choice;
 
 use routing::RawServer;
 

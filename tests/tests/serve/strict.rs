@@ -376,3 +376,79 @@ fn the_command_line_and_plans_meet_the_same_rule() {
     }
     assert!(!ws.ws().join("pwned.txt").exists());
 }
+
+/// Every REST route that reads a body reads it under the same rule, the
+/// operator's routes and the approval decision included (their body may be
+/// left out, never read leniently).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_with_a_body_refuses_a_duplicate_key() {
+    let ws = ws();
+    let host = ws.host().await;
+    let srv = start(
+        host.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    let c = http();
+    for (method, path, body) in [
+        (
+            "POST",
+            "/v1/pause",
+            r#"{"mode":"read_only","mode":"paused"}"#,
+        ),
+        ("POST", "/v1/pause", r#"{"note":"a","n\u006fte":"b"}"#),
+        ("POST", "/v1/resume", r#"{"note":"a","note":"b"}"#),
+        (
+            "POST",
+            "/v1/approvals/ap-1/approve",
+            r#"{"note":"a","note":"b"}"#,
+        ),
+        (
+            "POST",
+            "/v1/approvals/ap-1/deny",
+            r#"{"note":"a","__proto__":{}}"#,
+        ),
+        ("PUT", "/v1/keys/k", r#"{"secret":"a","secret":"b"}"#),
+        ("POST", "/v1/pause", r#"{"mode":"paused"} trailing"#),
+    ] {
+        let req = if method == "PUT" {
+            c.put(srv.url(path))
+        } else {
+            c.post(srv.url(path))
+        };
+        let r = req
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(status, 400, "{method} {path} {body}: {answer}");
+        assert_eq!(answer["detail"]["code"], "invalid_json", "{path}: {answer}");
+    }
+    // Nothing was paused by a refused body; an empty body still means the
+    // defaults.
+    let sw: Value = c
+        .get(srv.url("/v1/pause"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sw["mode"], "running", "{sw}");
+    let r = c.post(srv.url("/v1/pause")).send().await.unwrap();
+    assert!(r.status().is_success(), "{r:?}");
+    let sw: Value = c
+        .get(srv.url("/v1/pause"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sw["mode"], "paused", "{sw}");
+    let r = c.post(srv.url("/v1/resume")).send().await.unwrap();
+    assert!(r.status().is_success(), "{r:?}");
+}

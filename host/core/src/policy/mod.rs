@@ -150,6 +150,7 @@ mod outbound;
 pub mod providers;
 #[cfg(test)]
 mod tests;
+pub mod tool_choice;
 
 pub use decide::{ApprovalRule, Autonomy, Decision, decide, decide_at, offered};
 pub use outbound::{

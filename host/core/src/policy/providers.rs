@@ -14,6 +14,7 @@
 //! backoff_ms = 500                        # first backoff, doubled each retry
 //! max_backoff_ms = 8000                   # longest wait, Retry-After included
 //! timeout_ms = 120000                     # one HTTP request
+//! tool_choice = "auto"                    # auto | required | none | tool:NAME (super::tool_choice)
 //!
 //! [agent.provider_order_by_role]          # per role or call kind, tried first
 //! plan = ["anthropic"]
@@ -80,6 +81,9 @@ pub struct AgentSection {
     pub max_backoff_ms: Option<u64>,
     /// Timeout of one HTTP request, milliseconds (default 120000).
     pub timeout_ms: Option<u64>,
+    /// Whether the first model call of a turn must call a tool (default
+    /// `auto`; see [`super::tool_choice`]).
+    pub tool_choice: Option<super::tool_choice::ToolChoice>,
 }
 
 /// Default output tokens per model call.

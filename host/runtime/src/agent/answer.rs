@@ -106,6 +106,7 @@ impl Turn<'_> {
             step_seq: None,
             exec_result: None,
             error: Some(error),
+            untrusted: false,
             wall_ms: t1.elapsed().as_millis() as u64,
         });
         self.tr.outcome = Outcome::PolicyDenied;
@@ -178,6 +179,7 @@ impl Turn<'_> {
                 _ => PolicyDecision::Allow,
             },
             step_seq,
+            untrusted: returns_untrusted && exec_result.is_some(),
             exec_result,
             error,
             wall_ms: t1.elapsed().as_millis() as u64,
@@ -254,6 +256,7 @@ fn record_invalid(
             err.to_string(),
             err.to_model_message(),
         )),
+        untrusted: false,
         wall_ms: t1.elapsed().as_millis() as u64,
     });
 }

@@ -2,7 +2,8 @@
 //!
 //! Request: `POST {base_url}/v1/messages` with `x-api-key: <key>` and
 //! `anthropic-version: 2023-06-01`; body `{model, max_tokens, system,
-//! messages, tools}`. The system prompt is one text block marked
+//! messages, tools, tool_choice}` (`tool_choice` only when forced or `none`:
+//! `{type: "any"}`, `{type: "none"}` or `{type: "tool", name}`). The system prompt is one text block marked
 //! `cache_control: {type: "ephemeral"}`, so the stable prefix (tools, then
 //! system) is cached by the provider. Messages alternate `user` and
 //! `assistant`; an assistant turn is a list of `text` and `tool_use {id,
@@ -28,6 +29,7 @@
 use super::http::{self, ApiKey};
 use super::provider::{
     ChatRequest, ChatResponse, FinishReason, Provider, ProviderError, Role, Tier, ToolCall,
+    ToolChoice,
 };
 use super::wire::{self, ArgsShape, IdRule, malformed};
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -159,6 +161,12 @@ pub fn request_body(req: &ChatRequest, model: &str) -> Value {
                 })
             })
             .collect();
+        match &req.tool_choice {
+            ToolChoice::Auto => {}
+            ToolChoice::Required => body["tool_choice"] = json!({"type": "any"}),
+            ToolChoice::None => body["tool_choice"] = json!({"type": "none"}),
+            ToolChoice::Tool(name) => body["tool_choice"] = json!({"type": "tool", "name": name}),
+        }
     }
     body
 }

@@ -2,8 +2,9 @@
 //! (Moonshot), vLLM, llama.cpp's server, Ollama, ... (base URL configurable).
 //!
 //! Request: `POST {base_url}/chat/completions`, `Authorization: Bearer
-//! <key>` (none when keyless), body `{model, messages, tools, max_tokens |
-//! max_completion_tokens}`; the system prompt is the first message (role
+//! <key>` (none when keyless), body `{model, messages, tools, tool_choice,
+//! max_tokens | max_completion_tokens}` (`tool_choice` only when forced or
+//! `none`: `"required"`, `"none"` or `{type: "function", function: {name}}`); the system prompt is the first message (role
 //! `system`), tool results are `{role: "tool", tool_call_id, content}`
 //! (the format has no error flag: an error result says so in its text),
 //! tools are `{type: "function", function: {name, description,
@@ -26,6 +27,7 @@
 use super::http::{self, ApiKey};
 use super::provider::{
     ChatRequest, ChatResponse, FinishReason, Provider, ProviderError, Role, Tier, ToolCall,
+    ToolChoice,
 };
 use super::wire::{self, ArgsShape, IdRule, malformed};
 use capsaga_core::providers::MaxTokensField;
@@ -129,6 +131,14 @@ pub fn request_body(req: &ChatRequest, model: &str, max_tokens_field: MaxTokensF
                 })
             })
             .collect();
+        match &req.tool_choice {
+            ToolChoice::Auto => {}
+            ToolChoice::Required => body["tool_choice"] = json!("required"),
+            ToolChoice::None => body["tool_choice"] = json!("none"),
+            ToolChoice::Tool(name) => {
+                body["tool_choice"] = json!({"type": "function", "function": {"name": name}})
+            }
+        }
     }
     let field = match max_tokens_field {
         MaxTokensField::MaxTokens => "max_tokens",

@@ -2,6 +2,7 @@
 //! (scripted, OpenAI-compatible, Anthropic), and the provider-neutral chat
 //! records the agent loop speaks.
 
+pub use capsaga_core::policy::tool_choice::ToolChoice;
 use serde::{Deserialize, Serialize};
 
 /// Who wrote a message.
@@ -137,6 +138,10 @@ pub struct ChatRequest {
     /// The role or call kind (`plan`, `review`, ...) that selects a provider
     /// order, if any.
     pub role: Option<String>,
+    /// Whether the model must call a tool; sent only with a non-empty
+    /// catalog and when not `Auto` (each provider's wire form:
+    /// [`capsaga_core::policy::tool_choice`]).
+    pub tool_choice: ToolChoice,
 }
 
 impl ChatRequest {
@@ -149,6 +154,7 @@ impl ChatRequest {
             max_tokens: capsaga_core::providers::DEFAULT_MAX_TOKENS,
             tier: Tier::Normal,
             role: None,
+            tool_choice: ToolChoice::Auto,
         }
     }
 }

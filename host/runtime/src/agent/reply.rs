@@ -144,6 +144,7 @@ pub fn record_answer(
         cost_usd: usd,
         wall_ms: started.elapsed().as_millis() as u64,
         tier: request.tier,
+        tool_choice: choice_sent(request),
         attempts: resp.attempts.clone(),
     });
     if let Some((outcome, why)) = end {
@@ -245,12 +246,20 @@ pub fn record_failure(
         cost_usd: usd,
         wall_ms: started.elapsed().as_millis() as u64,
         tier: request.tier,
+        tool_choice: choice_sent(request),
         attempts: if matches!(err, ProviderError::AllFailed(_)) {
             attempts.clone()
         } else {
             Vec::new()
         },
     });
+}
+
+/// The trace's record of `request.tool_choice`: what was sent, `None` for
+/// `auto` or when no tools were offered (nothing is sent then).
+fn choice_sent(request: &ChatRequest) -> Option<String> {
+    (request.tool_choice != super::provider::ToolChoice::Auto && !request.tools.is_empty())
+        .then(|| request.tool_choice.to_string())
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@
 
 use super::budget::{Budget, BudgetLoadError};
 use super::meter::Meter;
-use super::provider::{ChatRequest, Message, Provider, Tier, ToolCall, ToolSpec};
+use super::provider::{ChatRequest, Message, Provider, Tier, ToolCall, ToolChoice, ToolSpec};
 use super::reply::Next;
 use super::subcall::TurnModel;
 use super::trace::{self, ExecutionTrace, Outcome, TraceStep, Validation};
@@ -75,6 +75,11 @@ pub struct TurnOptions {
     /// session): [`TurnOptions::sender`]. No surface names a sender apart
     /// from the principal it authenticated.
     pub principal: Principal,
+    /// Whether the turn's first model call must call a tool (`None`: the
+    /// policy's `[agent] tool_choice`, else `auto`). A forced choice holds
+    /// until the model has called a tool, then the model decides
+    /// ([`capsaga_core::policy::tool_choice`]).
+    pub tool_choice: Option<ToolChoice>,
 }
 
 impl TurnOptions {
@@ -111,6 +116,7 @@ impl Default for TurnOptions {
             provider_mode: String::new(),
             approver: Arc::new(NoApprover),
             principal: crate::dispatch::decider("cli"),
+            tool_choice: None,
         }
     }
 }
@@ -130,6 +136,15 @@ pub enum AgentError {
     /// Memory refused the session (a required core file missing) or failed.
     #[error(transparent)]
     Memory(capsaga_memory::MemoryError),
+    /// `tool_choice` names a tool the turn's catalog does not offer (at the
+    /// turn's autonomy level); nothing was sent and the turn's saga ended.
+    #[error("tool_choice names {tool:?}, which this turn does not offer (offered: {offered})")]
+    ToolChoiceNotOffered {
+        /// The tool named.
+        tool: String,
+        /// The catalog's names, comma separated.
+        offered: String,
+    },
 }
 
 /// Truncate `text` to [`MAX_RESULT_BYTES`] on a character boundary, with a
@@ -308,6 +323,25 @@ impl<'a> Turn<'a> {
             .max_tokens
             .unwrap_or(capsaga_core::providers::DEFAULT_MAX_TOKENS);
         request.role = opts.role.clone();
+        request.tool_choice = opts
+            .tool_choice
+            .clone()
+            .or_else(|| host.config.policy.agent.tool_choice.clone())
+            .unwrap_or_default();
+        if let Some(name) = request.tool_choice.tool()
+            && !tools.iter().any(|t| t.name == name)
+        {
+            let err = AgentError::ToolChoiceNotOffered {
+                tool: name.to_string(),
+                offered: tools
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            door.abort(&mut saga).await?;
+            return Err(err);
+        }
         Ok(Turn {
             door,
             saga,
@@ -392,6 +426,10 @@ impl<'a> Turn<'a> {
             resp.text.clone(),
             resp.tool_calls.clone(),
         ));
+        if !resp.tool_calls.is_empty() {
+            // A forced choice is met: the model decides from now on.
+            self.request.tool_choice = ToolChoice::Auto;
+        }
         match next {
             Next::Calls => Ok(Some(resp.tool_calls)),
             // Paused by the provider: the model goes on with no call made.

@@ -127,6 +127,10 @@ pub enum TraceStep {
         /// Model tier (cheap past a soft budget cap).
         #[serde(default)]
         tier: Tier,
+        /// The `tool_choice` sent (`required`, `none`, `tool:NAME`); absent
+        /// when the model was left to decide (`auto`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_choice: Option<String>,
         /// Every provider tried for this thought, in order (failover and
         /// retries); empty for a provider called directly.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -153,6 +157,11 @@ pub enum TraceStep {
         /// Error when it failed or was refused.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ToolError>,
+        /// Whether the result went back to the model wrapped in
+        /// `<untrusted>` markers (the door's decision: the tool declares it,
+        /// or a grant reaches outside data).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        untrusted: bool,
         /// Wall time, milliseconds.
         wall_ms: u64,
     },

@@ -162,6 +162,11 @@ pub enum Command {
         /// memory.
         #[arg(long, value_name = "NAME")]
         sender: Option<String>,
+        /// Whether the first model call must call a tool: auto, required,
+        /// none or tool:NAME (default: the policy's `[agent] tool_choice`,
+        /// else auto). A forced choice holds until the model called a tool.
+        #[arg(long, value_name = "CHOICE")]
+        tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
     },
     /// An interactive conversation: each line read from standard input is
     /// one agent turn of the same session (`/exit` or end of input ends it).
@@ -662,6 +667,7 @@ async fn run_command(
             autonomy,
             session,
             sender,
+            tool_choice,
         } => {
             let req = run::AgentRequest {
                 script,
@@ -673,6 +679,7 @@ async fn run_command(
                 autonomy,
                 session,
                 sender,
+                tool_choice,
             };
             run::agent(host, out, &req).await
         }

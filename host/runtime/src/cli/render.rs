@@ -260,6 +260,7 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
             finish_raw,
             problem,
             repairs,
+            tool_choice,
         } => {
             let raw = if finish_raw.is_empty() {
                 String::new()
@@ -273,6 +274,9 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default()
             );
+            if let Some(c) = tool_choice {
+                out.push_str(&format!("\n           tool_choice: {c}"));
+            }
             if let Some(p) = problem {
                 out.push_str(&format!("\n           problem: {}", clip(p, 300)));
             }
@@ -304,6 +308,7 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
             exec_result,
             error,
             wall_ms,
+            untrusted,
             ..
         } => {
             let seq = step_seq
@@ -321,8 +326,13 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
                 PolicyDecision::NotEvaluated => "-",
             };
             let mut out = format!(
-                "  action   {tool_name} {} ({seq}; {validation}; policy {policy}; {wall_ms} ms)",
-                clip(&args.to_string(), 120)
+                "  action   {tool_name} {} ({seq}; {validation}; policy {policy}; {wall_ms} ms{})",
+                clip(&args.to_string(), 120),
+                if *untrusted {
+                    "; result wrapped untrusted"
+                } else {
+                    ""
+                }
             );
             match (exec_result, error) {
                 (_, Some(e)) => {

@@ -335,6 +335,7 @@ pub(crate) struct AgentRequest {
     pub autonomy: Option<String>,
     pub session: Option<String>,
     pub sender: Option<String>,
+    pub tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
 }
 
 /// The principal a command-line turn runs as: the local operator
@@ -359,6 +360,7 @@ fn agent_failure(e: AgentError) -> Failure {
                 super::store_code(s)
             }
             AgentError::Budget(_) | AgentError::Memory(_) => exit::CONFIG,
+            AgentError::ToolChoiceNotOffered { .. } => exit::USAGE,
             AgentError::Dispatch(_) => exit::INTERNAL,
         },
         message: e.to_string(),
@@ -482,6 +484,7 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
         provider_mode: selected.mode.clone(),
         approver: crate::agent::approval::detect(),
         principal: cli_principal(req.sender.as_deref()),
+        tool_choice: req.tool_choice.clone(),
         ..TurnOptions::default()
     };
     let opts = match &req.session {

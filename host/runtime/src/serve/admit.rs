@@ -86,14 +86,14 @@ where
     }
 }
 
-/// [`StrictJson`] for a route whose body is optional: an empty body is
-/// `None`; any other body is admitted by the same rule (strict JSON,
-/// duplicate keys refused, within the body limit) and read as `T`, or
-/// refused with 400 `invalid_json`.
+/// [`StrictJson`] for a route whose body may be left out: an empty body is
+/// `None`; any other body is admitted by the same rule (a duplicate key, a
+/// body over the limit or one that does not match `T` is refused, never read
+/// leniently).
 #[derive(Debug)]
-pub struct OptionalStrictJson<T>(pub Option<T>);
+pub struct StrictJsonOrEmpty<T>(pub Option<T>);
 
-impl<S, T> axum::extract::FromRequest<S> for OptionalStrictJson<T>
+impl<S, T> axum::extract::FromRequest<S> for StrictJsonOrEmpty<T>
 where
     S: Send + Sync,
     T: serde::de::DeserializeOwned,
@@ -102,15 +102,21 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let (parts, body) = req.into_parts();
-        let bytes = axum::body::Bytes::from_request(Request::from_parts(parts, body), state)
+        let bytes = axum::body::to_bytes(body, super::MAX_MESSAGE_BYTES)
             .await
-            .map_err(IntoResponse::into_response)?;
-        if bytes.is_empty() {
-            return Ok(OptionalStrictJson(None));
+            .map_err(|e| {
+                (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    axum::Json(serde_json::json!({"detail": {"code": "too_large", "message": e.to_string()}})),
+                )
+                    .into_response()
+            })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(StrictJsonOrEmpty(None));
         }
-        let req = Request::new(Body::from(bytes));
+        let req = Request::from_parts(parts, axum::body::Body::from(bytes));
         StrictJson::<T>::from_request(req, state)
             .await
-            .map(|StrictJson(v)| OptionalStrictJson(Some(v)))
+            .map(|StrictJson(t)| StrictJsonOrEmpty(Some(t)))
     }
 }

@@ -60,9 +60,9 @@ fn note(n: Option<String>) -> Option<String> {
 pub async fn pause(
     State(r): State<Arc<Rest>>,
     Extension(who): Extension<Principal>,
-    body: Option<Json<PauseBody>>,
+    super::admit::StrictJsonOrEmpty(body): super::admit::StrictJsonOrEmpty<PauseBody>,
 ) -> Response {
-    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let body = body.unwrap_or_default();
     let mode = body.mode.unwrap_or(Mode::Paused);
     if mode == Mode::Running {
         return detail(
@@ -87,9 +87,9 @@ pub struct ResumeBody {
 pub async fn resume(
     State(r): State<Arc<Rest>>,
     Extension(who): Extension<Principal>,
-    body: Option<Json<ResumeBody>>,
+    super::admit::StrictJsonOrEmpty(body): super::admit::StrictJsonOrEmpty<ResumeBody>,
 ) -> Response {
-    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let body = body.unwrap_or_default();
     set(&r, Mode::Running, &who, note(body.note)).await
 }
 
@@ -127,7 +127,7 @@ pub async fn put_key(
     State(r): State<Arc<Rest>>,
     Extension(who): Extension<Principal>,
     Path(name): Path<String>,
-    Json(body): Json<KeyBody>,
+    super::admit::StrictJson(body): super::admit::StrictJson<KeyBody>,
 ) -> Response {
     let kek = match keys::kek_from_env() {
         Ok(k) => k,

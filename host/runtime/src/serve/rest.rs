@@ -156,6 +156,10 @@ pub struct TurnRequest {
     /// A session id kept in the trace.
     #[serde(default)]
     pub session_id: Option<String>,
+    /// Whether the first model call must call a tool: `auto`, `required`,
+    /// `none` or `tool:NAME` (default: the policy's).
+    #[serde(default)]
+    pub tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
 }
 
 fn lower(v: &[String]) -> Vec<String> {
@@ -261,6 +265,7 @@ pub async fn turns(
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
         principal: who,
+        tool_choice: req.tool_choice.clone(),
         ..TurnOptions::default()
     };
     match run_turn(host, selected.provider.as_ref(), &req.task, &opts).await {
@@ -284,6 +289,11 @@ pub async fn turns(
         Err(e @ crate::agent::runner::AgentError::Memory(_)) => {
             detail(StatusCode::SERVICE_UNAVAILABLE, "memory", e.to_string())
         }
+        Err(e @ crate::agent::runner::AgentError::ToolChoiceNotOffered { .. }) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"detail": {"code": "tool_choice_not_offered", "message": e.to_string()}})),
+        )
+            .into_response(),
         Err(e) => internal(e),
     }
 }
@@ -372,7 +382,7 @@ pub async fn decide(
     State(r): State<Arc<Rest>>,
     Extension(who): Extension<Principal>,
     Path((id, verb)): Path<(String, String)>,
-    body: Option<Json<DecisionBody>>,
+    super::admit::StrictJsonOrEmpty(body): super::admit::StrictJsonOrEmpty<DecisionBody>,
 ) -> Response {
     let approve = match verb.as_str() {
         "approve" => true,
@@ -385,7 +395,7 @@ pub async fn decide(
             );
         }
     };
-    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let body = body.unwrap_or_default();
     let note: Option<String> = body.note.map(|n| n.chars().take(1000).collect());
     match r
         .live

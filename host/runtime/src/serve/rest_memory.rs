@@ -84,7 +84,7 @@ pub async fn decide(
     State(r): State<Arc<Rest>>,
     Extension(who): Extension<Principal>,
     Path((id, verb)): Path<(String, String)>,
-    super::admit::OptionalStrictJson(_body): super::admit::OptionalStrictJson<DecideBody>,
+    super::admit::StrictJsonOrEmpty(_body): super::admit::StrictJsonOrEmpty<DecideBody>,
 ) -> Response {
     // The router already refused a principal that may not decide; this is
     // the same check where the decision is made, so a route mounted

@@ -1,0 +1,161 @@
+//! `tool_choice` on the wire: what each format receives for a forced call,
+//! that the choice is dropped once the model called a tool, that it is
+//! recorded in the trace, and that a named tool the turn does not offer is
+//! refused before anything is sent.
+
+use super::*;
+use capsaga_host::agent::provider::ToolChoice;
+use capsaga_host::agent::runner::AgentError;
+
+fn choice_of(t: &TraceStep) -> Option<String> {
+    match t {
+        TraceStep::Thought { tool_choice, .. } => tool_choice.clone(),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn openai_required_from_the_policy_holds_until_the_model_calls_a_tool() {
+    let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
+    std::fs::write(ws.ws().join("notes.txt"), "hello").unwrap();
+    let args = format!("{{\"path\":\"{}\"}}", ws.ws_path("notes.txt"));
+    let server = LlmServer::start(vec![
+        Reply::ok(oa_tool_call("call_1", "fs_read", &args, (100, 10))),
+        Reply::ok(oa_text("It says hello.", (120, 5))),
+    ])
+    .await;
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\n{}",
+        openai_section("oa", &server, "")
+    ));
+    let host = ws.host().await;
+    let tr = turn(
+        &host,
+        &keys(),
+        RequestRoute::default(),
+        TurnOptions::default(),
+    )
+    .await;
+    assert_eq!(tr.outcome, Outcome::Success, "{tr:#?}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].body["tool_choice"], "required", "{}", reqs[0].body);
+    assert!(
+        reqs[1].body.get("tool_choice").is_none(),
+        "after the call the model decides: {}",
+        reqs[1].body
+    );
+    let th = thoughts(&tr);
+    assert_eq!(choice_of(th[0]).as_deref(), Some("required"));
+    assert_eq!(choice_of(th[1]), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_format_gets_its_own_form_of_every_choice() {
+    let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
+    for (choice, oa, an) in [
+        (
+            ToolChoice::Required,
+            json!("required"),
+            json!({"type": "any"}),
+        ),
+        (ToolChoice::None, json!("none"), json!({"type": "none"})),
+        (
+            ToolChoice::Tool("fs_list".into()),
+            json!({"type": "function", "function": {"name": "fs_list"}}),
+            json!({"type": "tool", "name": "fs_list"}),
+        ),
+        (ToolChoice::Auto, Value::Null, Value::Null),
+    ] {
+        let oa_server = LlmServer::start(vec![Reply::ok(oa_text("done", (10, 1)))]).await;
+        let an_server = LlmServer::start(vec![Reply::ok(an_text("done", (10, 1)))]).await;
+        ws.write_policy(&format!(
+            "{FS_POLICY}\n[agent]\nprovider_order = [\"oa\"]\n{}{}",
+            openai_section("oa", &oa_server, ""),
+            anthropic_section("an", &an_server, "")
+        ));
+        let host = ws.host().await;
+        for (server, name, want) in [(&oa_server, "oa", &oa), (&an_server, "an", &an)] {
+            let route = RequestRoute {
+                preferred: vec![name.to_string()],
+                ..RequestRoute::default()
+            };
+            let opts = TurnOptions {
+                tool_choice: Some(choice.clone()),
+                ..TurnOptions::default()
+            };
+            let tr = turn(&host, &keys(), route, opts).await;
+            assert_eq!(tr.outcome, Outcome::Success, "{choice}: {tr:#?}");
+            let reqs = server.requests();
+            let body = &reqs.last().expect("a request").body;
+            assert_eq!(
+                body.get("tool_choice").cloned().unwrap_or(Value::Null),
+                *want,
+                "{name} {choice}: {body}"
+            );
+            let recorded = choice_of(thoughts(&tr)[0]);
+            let expect = (choice != ToolChoice::Auto).then(|| choice.to_string());
+            assert_eq!(recorded, expect, "{name} {choice}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_named_tool_the_turn_does_not_offer_is_refused_before_anything_is_sent() {
+    let ws = TestWorkspace::new(&["fs_read", "fs_list"], "");
+    let server = LlmServer::start(vec![Reply::ok(oa_text("never", (1, 1)))]).await;
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n{}",
+        openai_section("oa", &server, "")
+    ));
+    let host = ws.host().await;
+    let selected = select(&host.config, &keys(), &Selection::default()).unwrap();
+    // Not installed at all, and a name with look-alike spelling.
+    for name in ["fs_write", "fs_reaD", "shell_run"] {
+        let opts = TurnOptions {
+            tool_choice: Some(ToolChoice::Tool(name.into())),
+            ..TurnOptions::default()
+        };
+        let err = run_turn(&host, selected.provider.as_ref(), "write", &opts)
+            .await
+            .expect_err(name);
+        assert!(
+            matches!(&err, AgentError::ToolChoiceNotOffered { tool, offered }
+                if tool == name && offered.contains("fs_read")),
+            "{err}"
+        );
+    }
+    assert!(server.requests().is_empty(), "nothing was sent");
+    // No saga was left open by the refused turns.
+    let open = ws.capsaga(&["--json", "sagas"]).output().unwrap();
+    let text = String::from_utf8_lossy(&open.stdout);
+    assert!(!text.contains("\"PLANNING\""), "{text}");
+}
+
+#[test]
+fn the_cli_refuses_a_bad_choice_and_an_unoffered_tool_with_a_usage_error() {
+    let ws = TestWorkspace::new(&["fs_read"], FS_POLICY);
+    let script = ws.ws().join("script.json");
+    std::fs::write(&script, r#"{"turns": [{"text": "done"}]}"#).unwrap();
+    let script = script.to_string_lossy().to_string();
+    for choice in ["always", "tool:", "tool:fs_write"] {
+        let o = ws
+            .capsaga(&["agent", "--script", &script, "--tool-choice", choice, "hi"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{choice}: {o:?}");
+    }
+    let o = ws
+        .capsaga(&[
+            "--json",
+            "agent",
+            "--script",
+            &script,
+            "--tool-choice",
+            "tool:fs_read",
+            "hi",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+}
