@@ -62,8 +62,22 @@ async fn second_start_loads_every_component_from_the_cache() {
         std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    // One entry per component, no temporary file left.
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+    // One entry per component (and its compile lock), no temporary file left.
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| n.ends_with(".cwasm")).count(),
+        2,
+        "{names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .all(|n| n.ends_with(".cwasm") || n.ends_with(".cwasm.lock")),
+        "{names:?}"
+    );
     drop(first);
 
     let second = ws.host().await;
@@ -124,4 +138,42 @@ async fn untrusted_cache_entries_are_recompiled_never_loaded() {
     assert!(host.sandbox.compiled_cache().is_none());
     all(&host, &CacheOutcome::Disabled);
     time_now_works(&host).await;
+}
+
+/// Processes started together on a cold cache compile each component once:
+/// one holds the entry's compile lock, the others wait and load what it
+/// stored (each `capsaga` says on stderr when it compiles).
+#[test]
+fn processes_started_together_compile_each_component_once() {
+    let ws = TestWorkspace::new(&["time_now", "spin"], POLICY);
+    let n = 6;
+    let children: Vec<_> = (0..n)
+        .map(|_| {
+            ws.capsaga(&["--json", "call", "time_now", "{}"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut compiled = BTreeMap::<String, usize>::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        for line in String::from_utf8_lossy(&out.stderr).lines() {
+            if let Some(rest) = line.strip_prefix("capsaga: compiling component ") {
+                let hash = rest.split_whitespace().next().unwrap_or("").to_string();
+                *compiled.entry(hash).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(
+        compiled.len(),
+        2,
+        "each component compiled by someone: {compiled:?}"
+    );
+    assert!(
+        compiled.values().all(|&k| k == 1),
+        "a component compiled more than once: {compiled:?}"
+    );
 }

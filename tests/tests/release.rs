@@ -144,3 +144,63 @@ fn the_changelog_keeps_a_changelog() {
     );
     assert!(text.contains("[Unreleased]: "), "a link for Unreleased");
 }
+
+/// The feature sets `cargo tree` resolves for `args` (normal dependencies,
+/// this machine's target), by `name version`: a package built twice (for a
+/// proc macro's dependencies and for the code) has two.
+fn resolved_features(
+    args: &[&str],
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(repo_root())
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
+        .args(["-f", "{p}|{f}"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cargo tree {args:?}: {out:?}");
+    let mut map = std::collections::BTreeMap::<_, std::collections::BTreeSet<_>>::new();
+    for l in String::from_utf8(out.stdout).unwrap().lines() {
+        let Some((p, f)) = l.trim_end_matches(" (*)").split_once('|') else {
+            continue;
+        };
+        let mut words = p.split_whitespace();
+        if let (Some(name), Some(version)) = (words.next(), words.next()) {
+            map.entry(format!("{name} {version}"))
+                .or_default()
+                .insert(f.to_string());
+        }
+    }
+    map
+}
+
+/// `scripts/demo` (and `cargo install`) build the binary alone, `scripts/test`
+/// every target: every package the binary alone builds must be built with
+/// the same features by the test build, or the second build compiles it and
+/// all above it again (host/runtime/Cargo.toml says which features are
+/// turned on only for this).
+#[test]
+fn the_binary_alone_resolves_the_test_builds_features() {
+    let bin = resolved_features(&["-p", "capsaga-host"]);
+    let all = resolved_features(&["--workspace", "-e", "dev"]);
+    let differ: Vec<String> = bin
+        .iter()
+        .filter_map(|(p, f)| {
+            let g = all.get(p)?;
+            (!f.is_subset(g)).then(|| format!("{p}: alone {f:?}, with the tests {g:?}"))
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "turn these features on in host/runtime/Cargo.toml:\n{}",
+        differ.join("\n")
+    );
+}

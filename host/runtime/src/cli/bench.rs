@@ -98,6 +98,16 @@ pub struct BenchArgs {
     /// The `fs_churn` test component, for `--fs-rollback`.
     #[arg(long, default_value = "target/test-components/fs_churn.wasm")]
     pub fs_churn: PathBuf,
+    /// Instead: the first `capsaga call` on a fresh state (cold compiled
+    /// cache) next to a warm one, alone and `--processes` together.
+    #[arg(long)]
+    pub first_start: bool,
+    /// The components of the `--first-start` workspace.
+    #[arg(long, default_value = "target/tools")]
+    pub tools_dir: PathBuf,
+    /// Processes started together by `--first-start`.
+    #[arg(long, default_value_t = 40)]
+    pub processes: usize,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -610,6 +620,9 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     }
     if args.fs_rollback {
         return super::bench_fs::run(out, &args.fs_churn).await;
+    }
+    if args.first_start {
+        return super::bench_start::run(out, &args.tools_dir, args.processes).await;
     }
     match run_inner(args).await {
         Ok(report) => {

@@ -13,6 +13,7 @@ mod bench_group;
 mod bench_memory;
 mod bench_neurons;
 mod bench_shell;
+mod bench_start;
 mod bench_wal;
 pub mod check;
 pub mod exit;

@@ -310,27 +310,13 @@ impl Sandbox {
             return Ok((self.prepare(bytes)?, CacheOutcome::Disabled));
         };
         let hash = capsaga_core::idempotency::sha256_hex(bytes);
-        let (component, outcome) = match cache.load(&self.engine, &hash) {
-            Ok(Some(c)) => (c, CacheOutcome::Hit),
-            found => {
-                let notice = cache::compile_notice_start(&hash, bytes.len());
-                let component = Component::from_binary(&self.engine, bytes)
-                    .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
-                cache::compile_notice_end(notice);
-                cache.store(&hash, &component);
-                let outcome = match found {
-                    Err(reason) => {
-                        tracing::warn!(
-                            "compiled cache entry {} not loaded: {reason}; recompiled",
-                            cache.file_name(&hash)
-                        );
-                        CacheOutcome::Rejected { reason }
-                    }
-                    _ => CacheOutcome::Miss,
-                };
-                (component, outcome)
-            }
-        };
+        let (component, outcome) = cache.load_or_compile(&self.engine, &hash, || {
+            let notice = cache::compile_notice_start(&hash, bytes.len());
+            let component = Component::from_binary(&self.engine, bytes)
+                .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
+            cache::compile_notice_end(notice);
+            Ok::<_, SandboxError>(component)
+        })?;
         Ok((self.prepare_component(&component)?, outcome))
     }
 

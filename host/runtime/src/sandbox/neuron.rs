@@ -293,25 +293,13 @@ impl Sandbox {
             }
             None => self.cache.as_ref(),
         };
-        let (component, loaded) = match cache.map(|c| (c, c.load(&self.engine, &hash))) {
-            Some((_, Ok(Some(c)))) => (c, CacheOutcome::Hit),
-            found => {
-                let component = Component::from_binary(&self.engine, bytes)
-                    .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
-                let outcome = match &found {
-                    Some((c, res)) => {
-                        c.store(&hash, &component);
-                        match res {
-                            Err(reason) => CacheOutcome::Rejected {
-                                reason: reason.clone(),
-                            },
-                            _ => CacheOutcome::Miss,
-                        }
-                    }
-                    None => CacheOutcome::Disabled,
-                };
-                (component, outcome)
-            }
+        let compile = || {
+            Component::from_binary(&self.engine, bytes)
+                .map_err(|e| SandboxError::Component(format!("{e:#}")))
+        };
+        let (component, loaded) = match cache {
+            Some(c) => c.load_or_compile(&self.engine, &hash, compile)?,
+            None => (compile()?, CacheOutcome::Disabled),
         };
         let pre = self
             .runner_linker

@@ -21,6 +21,14 @@
 //!   0600), synced, then renamed into place, so a reader never sees half a
 //!   file.
 //!
+//! - a component missing from the cache is compiled by one process at a
+//!   time: a compiler holds an exclusive `flock` on `.<entry>.lock` (a file
+//!   in the same directory, opened without following links), and a process
+//!   that finds the lock taken waits for it, then loads what the other one
+//!   stored instead of compiling too ([`CompiledCache::load_or_compile`]).
+//!   The kernel drops the lock when its holder exits, even by SIGKILL; a
+//!   wait longer than [`COMPILE_WAIT`] compiles without the lock.
+//!
 //! Another local user therefore cannot plant native code: they cannot create
 //! entries in the directory, and any entry they could have made earlier (a
 //! directory left open) is refused on ownership or mode. A process running
@@ -38,6 +46,9 @@ const ENGINE_KEY_HEX: usize = 32;
 const HEADER_LEN: usize = MAGIC.len() + HASH_HEX + ENGINE_KEY_HEX + 32 + 8;
 /// Largest cache file read, bytes.
 const MAX_FILE_BYTES: u64 = 1024 * 1024 * 1024;
+/// Longest wait for another process compiling the same component, before
+/// compiling it here too.
+pub const COMPILE_WAIT: std::time::Duration = std::time::Duration::from_secs(180);
 
 /// What the cache did for one component.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -85,6 +96,15 @@ pub struct CompiledCache {
     engine_key: String,
     #[cfg(unix)]
     dirfd: std::os::fd::OwnedFd,
+}
+
+/// The lock on compiling one cache entry ([`CompiledCache::lock_compile`]);
+/// released when dropped (the descriptor closed), or by the kernel when the
+/// process dies.
+#[derive(Debug)]
+pub struct CompileLock {
+    #[cfg(unix)]
+    _fd: std::os::fd::OwnedFd,
 }
 
 /// A stable key for the engine's compilation settings and Wasmtime version:
@@ -170,6 +190,24 @@ mod fs {
             Mode::from_raw_mode(0o600),
         )?;
         Ok(std::fs::File::from(fd))
+    }
+
+    /// Open (creating it, mode 0600) the lock file `name` in `dir`, never
+    /// following a link; it must be a regular file of ours.
+    pub fn open_lock(dir: impl AsFd, name: &str) -> Result<OwnedFd, String> {
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| e.to_string())?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| e.to_string())?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+            return Err("the lock is not a regular file".into());
+        }
+        check_owner(&st, "the lock file")?;
+        Ok(fd)
     }
 
     pub fn rename(dir: impl AsFd + Copy, from: &str, to: &str) -> std::io::Result<()> {
@@ -290,6 +328,102 @@ impl CompiledCache {
         Ok(None)
     }
 
+    /// The compiled component for bytes with SHA-256 `hash`: loaded from the
+    /// cache when a trusted entry exists, else compiled by `compile` and
+    /// stored, by one process at a time (see the module's documentation):
+    /// a process that waited for another's compilation loads its result
+    /// (a [`CacheOutcome::Hit`]).
+    ///
+    /// # Errors
+    /// What `compile` returns.
+    pub fn load_or_compile<E>(
+        &self,
+        engine: &Engine,
+        hash: &str,
+        compile: impl FnOnce() -> Result<Component, E>,
+    ) -> Result<(Component, CacheOutcome), E> {
+        let found = match self.load(engine, hash) {
+            Ok(Some(c)) => return Ok((c, CacheOutcome::Hit)),
+            found => found,
+        };
+        let lock = self.lock_compile(hash, COMPILE_WAIT);
+        let found = if lock.is_some() {
+            match self.load(engine, hash) {
+                Ok(Some(c)) => return Ok((c, CacheOutcome::Hit)),
+                // The entry another process stored is refused too: the
+                // first reason is the one to report.
+                again => found.and(again),
+            }
+        } else {
+            found
+        };
+        let component = compile()?;
+        self.store(hash, &component);
+        drop(lock);
+        let outcome = match found {
+            Err(reason) => {
+                tracing::warn!(
+                    "compiled cache entry {} not loaded: {reason}; recompiled",
+                    self.file_name(hash)
+                );
+                CacheOutcome::Rejected { reason }
+            }
+            Ok(_) => CacheOutcome::Miss,
+        };
+        Ok((component, outcome))
+    }
+
+    /// Take the exclusive lock on compiling the entry for `hash`, waiting up
+    /// to `wait` for another process holding it. `None` when it cannot be
+    /// had (the wait ran out, or the lock file is refused: then the caller
+    /// compiles without it, as before the lock existed).
+    #[cfg(unix)]
+    pub fn lock_compile(&self, hash: &str, wait: std::time::Duration) -> Option<CompileLock> {
+        use rustix::fs::FlockOperation;
+        if !is_hash(hash) {
+            return None;
+        }
+        let name = format!(".{}.lock", self.file_name(hash));
+        let fd = match fs::open_lock(&self.dirfd, &name) {
+            Ok(fd) => fd,
+            Err(e) => {
+                tracing::warn!(
+                    "compile lock {name} in {} not used: {e}",
+                    self.dir.display()
+                );
+                return None;
+            }
+        };
+        let started = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(5);
+        loop {
+            match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Some(CompileLock { _fd: fd }),
+                Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) => {}
+                Err(e) => {
+                    tracing::warn!("compile lock {name}: {e}; compiling without it");
+                    return None;
+                }
+            }
+            if started.elapsed() >= wait {
+                tracing::warn!(
+                    "another process has been compiling {} for over {} s; compiling here too",
+                    self.file_name(hash),
+                    wait.as_secs()
+                );
+                return None;
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Not available off Unix: no lock.
+    #[cfg(not(unix))]
+    pub fn lock_compile(&self, _hash: &str, _wait: std::time::Duration) -> Option<CompileLock> {
+        None
+    }
+
     /// Check a file's header and checksum; returns the payload.
     fn check<'a>(&self, bytes: &'a [u8], hash: &str) -> Result<&'a [u8], String> {
         if bytes.len() < HEADER_LEN || &bytes[..MAGIC.len()] != MAGIC {
@@ -381,162 +515,7 @@ impl CompiledCache {
 }
 
 #[cfg(all(test, unix))]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    /// A tiny component (the cache does not care what it holds).
-    const WAT: &str = r#"(component (core module (func (export "f"))))"#;
-
-    fn setup() -> (tempfile::TempDir, Engine, Vec<u8>, String) {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut config = wasmtime::Config::new();
-        config.consume_fuel(true);
-        let engine = Engine::new(&config).unwrap();
-        // Component::new accepts the text format; the cache keys on bytes.
-        let bytes = WAT.as_bytes().to_vec();
-        let hash = sha256_hex(&bytes);
-        (tmp, engine, bytes, hash)
-    }
-
-    #[test]
-    fn round_trip_then_hit() {
-        let (tmp, engine, bytes, hash) = setup();
-        let dir = tmp.path().join("compiled");
-        let cache = CompiledCache::open(&dir, &engine).unwrap();
-        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700);
-        assert!(cache.load(&engine, &hash).unwrap().is_none());
-        let c = Component::new(&engine, &bytes).unwrap();
-        cache.store(&hash, &c);
-        let file = dir.join(cache.file_name(&hash));
-        let fmode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
-        assert_eq!(fmode, 0o600);
-        assert!(cache.load(&engine, &hash).unwrap().is_some());
-        // No temporary file left behind.
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-    }
-
-    #[test]
-    fn corrupt_truncated_foreign_and_misnamed_files_are_refused() {
-        let (tmp, engine, bytes, hash) = setup();
-        let dir = tmp.path().join("compiled");
-        let cache = CompiledCache::open(&dir, &engine).unwrap();
-        let c = Component::new(&engine, &bytes).unwrap();
-        cache.store(&hash, &c);
-        let file = dir.join(cache.file_name(&hash));
-        let good = std::fs::read(&file).unwrap();
-
-        // One flipped bit in the native code.
-        let mut bad = good.clone();
-        let last = bad.len() - 1;
-        bad[last] ^= 1;
-        std::fs::write(&file, &bad).unwrap();
-        let err = cache.load(&engine, &hash).unwrap_err();
-        assert!(err.contains("checksum"), "{err}");
-
-        // Truncated.
-        std::fs::write(&file, &good[..good.len() - 10]).unwrap();
-        assert!(
-            cache
-                .load(&engine, &hash)
-                .unwrap_err()
-                .contains("truncated")
-        );
-
-        // A raw Wasmtime .cwasm (what an attacker would plant), no header.
-        std::fs::write(&file, c.serialize().unwrap()).unwrap();
-        assert!(
-            cache
-                .load(&engine, &hash)
-                .unwrap_err()
-                .contains("not a capsaga")
-        );
-
-        // A valid entry of another component renamed to this one's name.
-        let other = sha256_hex(b"other");
-        std::fs::write(&file, &good).unwrap();
-        std::fs::rename(&file, dir.join(cache.file_name(&other))).unwrap();
-        let err = cache.load(&engine, &other).unwrap_err();
-        assert!(err.contains("other component"), "{err}");
-    }
-
-    #[test]
-    fn stale_engine_is_refused_by_key() {
-        let (tmp, engine, bytes, hash) = setup();
-        let dir = tmp.path().join("compiled");
-        let cache = CompiledCache::open(&dir, &engine).unwrap();
-        cache.store(&hash, &Component::new(&engine, &bytes).unwrap());
-        // Same directory, an engine with other settings: a different key, so
-        // a different file name; the old entry is never even opened...
-        let other = Engine::new(&wasmtime::Config::new()).unwrap();
-        let cache2 = CompiledCache::open(&dir, &other).unwrap();
-        assert_ne!(cache.file_name(&hash), cache2.file_name(&hash));
-        assert!(cache2.load(&other, &hash).unwrap().is_none());
-        // ...and copied under the new name its header still says no.
-        std::fs::copy(
-            dir.join(cache.file_name(&hash)),
-            dir.join(cache2.file_name(&hash)),
-        )
-        .unwrap();
-        let err = cache2.load(&other, &hash).unwrap_err();
-        assert!(err.contains("another engine"), "{err}");
-    }
-
-    #[test]
-    fn links_and_loose_permissions_are_refused() {
-        let (tmp, engine, bytes, hash) = setup();
-        let dir = tmp.path().join("compiled");
-        let cache = CompiledCache::open(&dir, &engine).unwrap();
-        let c = Component::new(&engine, &bytes).unwrap();
-        cache.store(&hash, &c);
-        let file = dir.join(cache.file_name(&hash));
-
-        // Group-writable file.
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o620)).unwrap();
-        assert!(cache.load(&engine, &hash).unwrap_err().contains("writable"));
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-
-        // A second hard link.
-        std::fs::hard_link(&file, tmp.path().join("elsewhere")).unwrap();
-        assert!(
-            cache
-                .load(&engine, &hash)
-                .unwrap_err()
-                .contains("hard links")
-        );
-        std::fs::remove_file(tmp.path().join("elsewhere")).unwrap();
-
-        // A symbolic link in place of the file, to a valid entry elsewhere.
-        std::fs::rename(&file, tmp.path().join("planted.cwasm")).unwrap();
-        std::os::unix::fs::symlink(tmp.path().join("planted.cwasm"), &file).unwrap();
-        assert!(
-            cache
-                .load(&engine, &hash)
-                .unwrap_err()
-                .contains("symbolic link")
-        );
-        // Storing replaces the link itself, not its target.
-        cache.store(&hash, &c);
-        assert!(!std::fs::symlink_metadata(&file).unwrap().is_symlink());
-        assert!(cache.load(&engine, &hash).unwrap().is_some());
-
-        // A world-writable directory is not used at all.
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(matches!(
-            CompiledCache::open(&dir, &engine),
-            Err(CacheError::Untrusted { .. })
-        ));
-        // Nor a symbolic link to a directory.
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let link = tmp.path().join("link");
-        std::os::unix::fs::symlink(&dir, &link).unwrap();
-        assert!(matches!(
-            CompiledCache::open(&link, &engine),
-            Err(CacheError::Untrusted { .. })
-        ));
-    }
-}
+mod tests;
 
 /// Whether a line is printed on stderr while a component compiles (the CLI
 /// turns it on: the first start on a fresh state directory compiles every

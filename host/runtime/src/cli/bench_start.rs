@@ -1,0 +1,190 @@
+//! `capsaga bench --first-start`: what the first `capsaga call` on a fresh
+//! state costs, next to the same call with a warm compiled cache, measured
+//! in one run (issue 30, part 3).
+//!
+//! Real processes of this binary, each `capsaga --config <ws> call
+//! time_now {}`, on a fresh workspace in a temporary directory whose tools
+//! directory holds every component of `--tools-dir` (the first-party tools:
+//! 11 components). Figures, wall time of the processes:
+//! 1. one process on a cold compiled cache (it compiles every component the
+//!    host loads), next to one on the cache that run left (warm);
+//! 2. `--processes` processes started together on a cold cache (one
+//!    compiles each component, the others wait for its entry:
+//!    `sandbox::cache`), next to as many on a warm cache; and how many
+//!    compilations the processes announced in all (one per component is
+//!    the goal).
+
+use super::exit;
+use super::render::Out;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// One measured start.
+#[derive(Debug, Serialize)]
+struct Start {
+    /// Wall time until every process exited, ms.
+    wall_ms: f64,
+    /// Compilations the processes announced on stderr, in all.
+    compilations: usize,
+}
+
+/// The report.
+#[derive(Debug, Serialize)]
+struct StartReport {
+    machine: String,
+    components: usize,
+    processes: usize,
+    cold_one: Start,
+    warm_one: Start,
+    cold_many: Start,
+    warm_many: Start,
+    /// cold_one / warm_one.
+    ratio_one: f64,
+    /// cold_many / warm_many.
+    ratio_many: f64,
+}
+
+/// `capsaga bench --first-start`.
+pub(crate) async fn run(out: &Out, tools_dir: &Path, processes: usize) -> u8 {
+    let dir = std::env::temp_dir().join(format!("capsaga-bench-start-{}", uuid::Uuid::new_v4()));
+    let r = measure(&dir, tools_dir, processes.clamp(1, 256));
+    let _ = std::fs::remove_dir_all(&dir);
+    match r {
+        Ok(r) if out.json => {
+            out.json(&r);
+            exit::OK
+        }
+        Ok(r) => {
+            print(&r);
+            exit::OK
+        }
+        Err(e) => {
+            errln!("capsaga bench --first-start: {e}");
+            exit::INTERNAL
+        }
+    }
+}
+
+fn print(r: &StartReport) {
+    outln!(
+        "first start ({}), `capsaga call time_now` with {} components in the tools directory:",
+        r.machine,
+        r.components
+    );
+    let line = |what: &str, s: &Start| {
+        outln!(
+            "  {what:<34} {:>9.1} ms until the last exited, {} compilation(s)",
+            s.wall_ms,
+            s.compilations
+        );
+    };
+    line("one process, cold cache", &r.cold_one);
+    line("one process, warm cache", &r.warm_one);
+    line(
+        &format!("{} processes together, cold cache", r.processes),
+        &r.cold_many,
+    );
+    line(
+        &format!("{} processes together, warm cache", r.processes),
+        &r.warm_many,
+    );
+    outln!(
+        "  cold / warm: {:.1} x for one process, {:.1} x for {} together",
+        r.ratio_one,
+        r.ratio_many,
+        r.processes
+    );
+}
+
+/// A fresh workspace under `dir` whose tools directory holds copies of the
+/// components of `tools_dir`; returns its config file and the count.
+fn workspace(dir: &Path, tools_dir: &Path) -> Result<(PathBuf, usize), String> {
+    let tools = dir.join("tools");
+    std::fs::create_dir_all(&tools).map_err(|e| format!("{}: {e}", tools.display()))?;
+    let mut n = 0;
+    let entries =
+        std::fs::read_dir(tools_dir).map_err(|e| format!("{}: {e}", tools_dir.display()))?;
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "wasm") {
+            let to = tools.join(e.file_name());
+            std::fs::copy(&p, &to).map_err(|e| format!("{}: {e}", p.display()))?;
+            n += 1;
+        }
+    }
+    if n == 0 || !tools.join("time_now.wasm").exists() {
+        return Err(format!(
+            "{} holds no time_now.wasm (build it with scripts/build-components)",
+            tools_dir.display()
+        ));
+    }
+    let config = dir.join("capsaga.toml");
+    std::fs::write(
+        &config,
+        "home = \".\"\ntools_dir = \"tools\"\nstate_dir = \".capsaga\"\n[tools.time_now]\n",
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((config, n))
+}
+
+/// Start `n` processes together, wait for all.
+fn start(config: &Path, n: usize) -> Result<Start, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    let children = (0..n)
+        .map(|_| {
+            Command::new(&exe)
+                .arg("--config")
+                .arg(config)
+                .args(["--json", "call", "time_now", "{}"])
+                .env_remove("CAPSAGA_CONFIG")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut compilations = 0;
+    for c in children {
+        let out = c.wait_with_output().map_err(|e| e.to_string())?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(format!(
+                "capsaga call time_now failed: {}",
+                err.chars().take(500).collect::<String>()
+            ));
+        }
+        compilations += err
+            .lines()
+            .filter(|l| l.starts_with("capsaga: compiling component "))
+            .count();
+    }
+    Ok(Start {
+        wall_ms: t0.elapsed().as_secs_f64() * 1000.0,
+        compilations,
+    })
+}
+
+fn measure(dir: &Path, tools_dir: &Path, processes: usize) -> Result<StartReport, String> {
+    let fresh = |name: &str| workspace(&dir.join(name), tools_dir);
+    let (one, components) = fresh("one")?;
+    let cold_one = start(&one, 1)?;
+    let warm_one = start(&one, 1)?;
+    let (many, _) = fresh("many")?;
+    let cold_many = start(&many, processes)?;
+    let warm_many = start(&many, processes)?;
+    Ok(StartReport {
+        machine: super::bench::machine(),
+        components,
+        processes,
+        ratio_one: cold_one.wall_ms / warm_one.wall_ms.max(0.001),
+        ratio_many: cold_many.wall_ms / warm_many.wall_ms.max(0.001),
+        cold_one,
+        warm_one,
+        cold_many,
+        warm_many,
+    })
+}

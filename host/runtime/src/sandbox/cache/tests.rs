@@ -1,0 +1,210 @@
+//! The cache's own checks with a tiny component.
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+/// A tiny component (the cache does not care what it holds).
+const WAT: &str = r#"(component (core module (func (export "f"))))"#;
+
+fn setup() -> (tempfile::TempDir, Engine, Vec<u8>, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = wasmtime::Config::new();
+    config.consume_fuel(true);
+    let engine = Engine::new(&config).unwrap();
+    // Component::new accepts the text format; the cache keys on bytes.
+    let bytes = WAT.as_bytes().to_vec();
+    let hash = sha256_hex(&bytes);
+    (tmp, engine, bytes, hash)
+}
+
+#[test]
+fn round_trip_then_hit() {
+    let (tmp, engine, bytes, hash) = setup();
+    let dir = tmp.path().join("compiled");
+    let cache = CompiledCache::open(&dir, &engine).unwrap();
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    assert!(cache.load(&engine, &hash).unwrap().is_none());
+    let c = Component::new(&engine, &bytes).unwrap();
+    cache.store(&hash, &c);
+    let file = dir.join(cache.file_name(&hash));
+    let fmode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(fmode, 0o600);
+    assert!(cache.load(&engine, &hash).unwrap().is_some());
+    // No temporary file left behind.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+}
+
+#[test]
+fn corrupt_truncated_foreign_and_misnamed_files_are_refused() {
+    let (tmp, engine, bytes, hash) = setup();
+    let dir = tmp.path().join("compiled");
+    let cache = CompiledCache::open(&dir, &engine).unwrap();
+    let c = Component::new(&engine, &bytes).unwrap();
+    cache.store(&hash, &c);
+    let file = dir.join(cache.file_name(&hash));
+    let good = std::fs::read(&file).unwrap();
+
+    // One flipped bit in the native code.
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    std::fs::write(&file, &bad).unwrap();
+    let err = cache.load(&engine, &hash).unwrap_err();
+    assert!(err.contains("checksum"), "{err}");
+
+    // Truncated.
+    std::fs::write(&file, &good[..good.len() - 10]).unwrap();
+    assert!(
+        cache
+            .load(&engine, &hash)
+            .unwrap_err()
+            .contains("truncated")
+    );
+
+    // A raw Wasmtime .cwasm (what an attacker would plant), no header.
+    std::fs::write(&file, c.serialize().unwrap()).unwrap();
+    assert!(
+        cache
+            .load(&engine, &hash)
+            .unwrap_err()
+            .contains("not a capsaga")
+    );
+
+    // A valid entry of another component renamed to this one's name.
+    let other = sha256_hex(b"other");
+    std::fs::write(&file, &good).unwrap();
+    std::fs::rename(&file, dir.join(cache.file_name(&other))).unwrap();
+    let err = cache.load(&engine, &other).unwrap_err();
+    assert!(err.contains("other component"), "{err}");
+}
+
+#[test]
+fn stale_engine_is_refused_by_key() {
+    let (tmp, engine, bytes, hash) = setup();
+    let dir = tmp.path().join("compiled");
+    let cache = CompiledCache::open(&dir, &engine).unwrap();
+    cache.store(&hash, &Component::new(&engine, &bytes).unwrap());
+    // Same directory, an engine with other settings: a different key, so
+    // a different file name; the old entry is never even opened...
+    let other = Engine::new(&wasmtime::Config::new()).unwrap();
+    let cache2 = CompiledCache::open(&dir, &other).unwrap();
+    assert_ne!(cache.file_name(&hash), cache2.file_name(&hash));
+    assert!(cache2.load(&other, &hash).unwrap().is_none());
+    // ...and copied under the new name its header still says no.
+    std::fs::copy(
+        dir.join(cache.file_name(&hash)),
+        dir.join(cache2.file_name(&hash)),
+    )
+    .unwrap();
+    let err = cache2.load(&other, &hash).unwrap_err();
+    assert!(err.contains("another engine"), "{err}");
+}
+
+#[test]
+fn links_and_loose_permissions_are_refused() {
+    let (tmp, engine, bytes, hash) = setup();
+    let dir = tmp.path().join("compiled");
+    let cache = CompiledCache::open(&dir, &engine).unwrap();
+    let c = Component::new(&engine, &bytes).unwrap();
+    cache.store(&hash, &c);
+    let file = dir.join(cache.file_name(&hash));
+
+    // Group-writable file.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o620)).unwrap();
+    assert!(cache.load(&engine, &hash).unwrap_err().contains("writable"));
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    // A second hard link.
+    std::fs::hard_link(&file, tmp.path().join("elsewhere")).unwrap();
+    assert!(
+        cache
+            .load(&engine, &hash)
+            .unwrap_err()
+            .contains("hard links")
+    );
+    std::fs::remove_file(tmp.path().join("elsewhere")).unwrap();
+
+    // A symbolic link in place of the file, to a valid entry elsewhere.
+    std::fs::rename(&file, tmp.path().join("planted.cwasm")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("planted.cwasm"), &file).unwrap();
+    assert!(
+        cache
+            .load(&engine, &hash)
+            .unwrap_err()
+            .contains("symbolic link")
+    );
+    // Storing replaces the link itself, not its target.
+    cache.store(&hash, &c);
+    assert!(!std::fs::symlink_metadata(&file).unwrap().is_symlink());
+    assert!(cache.load(&engine, &hash).unwrap().is_some());
+
+    // A world-writable directory is not used at all.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert!(matches!(
+        CompiledCache::open(&dir, &engine),
+        Err(CacheError::Untrusted { .. })
+    ));
+    // Nor a symbolic link to a directory.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&dir, &link).unwrap();
+    assert!(matches!(
+        CompiledCache::open(&link, &engine),
+        Err(CacheError::Untrusted { .. })
+    ));
+}
+
+#[test]
+fn one_compiler_at_a_time_and_the_waiter_loads_its_result() {
+    let (tmp, engine, bytes, hash) = setup();
+    let dir = tmp.path().join("compiled");
+    // Two handles on one directory: two processes' worth of descriptors (a
+    // flock is per open file description, so they exclude each other).
+    let a = CompiledCache::open(&dir, &engine).unwrap();
+    let b = CompiledCache::open(&dir, &engine).unwrap();
+    let (compiling_tx, compiling_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let (a, engine, hash, bytes) = (&a, &engine, &hash, &bytes);
+        let first = s.spawn(move || {
+            a.load_or_compile(engine, hash, move || {
+                compiling_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                Ok::<_, String>(Component::new(engine, bytes).unwrap())
+            })
+        });
+        compiling_rx.recv().unwrap();
+        // While `a` compiles, the lock is taken.
+        assert!(b.lock_compile(hash, std::time::Duration::ZERO).is_none());
+        let b = &b;
+        let second = s.spawn(move || {
+            b.load_or_compile(engine, hash, || -> Result<Component, String> {
+                panic!("compiled a second time")
+            })
+        });
+        go_tx.send(()).unwrap();
+        let (_, first) = first.join().unwrap().unwrap();
+        let (_, second) = second.join().unwrap().unwrap();
+        assert_eq!(first, CacheOutcome::Miss);
+        assert_eq!(second, CacheOutcome::Hit);
+    });
+    // Released: the next one takes it at once.
+    assert!(b.lock_compile(&hash, std::time::Duration::ZERO).is_some());
+}
+
+#[test]
+fn a_lock_file_that_is_a_link_is_not_followed() {
+    let (tmp, engine, _bytes, hash) = setup();
+    let dir = tmp.path().join("compiled");
+    let cache = CompiledCache::open(&dir, &engine).unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    let lock = dir.join(format!(".{}.lock", cache.file_name(&hash)));
+    std::os::unix::fs::symlink(&victim, &lock).unwrap();
+    assert!(
+        cache
+            .lock_compile(&hash, std::time::Duration::ZERO)
+            .is_none()
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+}
