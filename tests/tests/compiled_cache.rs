@@ -72,17 +72,114 @@ async fn second_start_loads_every_component_from_the_cache() {
         2,
         "{names:?}"
     );
+    assert_eq!(
+        names.iter().filter(|n| n.ends_with(".meta.json")).count(),
+        2,
+        "{names:?}"
+    );
     assert!(
-        names
-            .iter()
-            .all(|n| n.ends_with(".cwasm") || n.ends_with(".cwasm.lock")),
+        names.iter().all(|n| n.ends_with(".cwasm")
+            || n.ends_with(".cwasm.lock")
+            || n.ends_with(".meta.json")),
         "{names:?}"
     );
     drop(first);
 
+    // The metas were kept: the next start loads every tool without its
+    // code, and a call compiles (here: loads) only what it calls.
     let second = ws.host().await;
-    all(&second, &CacheOutcome::Hit);
+    all(&second, &CacheOutcome::Deferred);
     time_now_works(&second).await;
+    drop(second);
+    // Without the metas, every component is loaded from the cache.
+    forget_metas(&ws);
+    let third = ws.host().await;
+    all(&third, &CacheOutcome::Hit);
+    time_now_works(&third).await;
+}
+
+/// Remove the metas the cache kept, so a start loads every component.
+fn forget_metas(ws: &TestWorkspace) {
+    for e in std::fs::read_dir(cache_dir(ws)).unwrap() {
+        let p = e.unwrap().path();
+        if p.to_string_lossy().ends_with(".meta.json") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+}
+
+/// A kept meta the host did not write exactly as it is (loose mode, other
+/// bytes' meta under this name, a link, not JSON) is not used: the tool is
+/// loaded from its compiled code and the meta written again.
+#[tokio::test(flavor = "multi_thread")]
+async fn untrusted_metas_are_not_used() {
+    let ws = TestWorkspace::new(&["time_now", "spin"], POLICY);
+    let first = ws.host().await;
+    let hash = |t: &str| first.registry.get(t).unwrap().hash.clone();
+    let (time_now, spin) = (hash("time_now"), hash("spin"));
+    drop(first);
+    let meta_of = |h: &str| {
+        std::fs::read_dir(cache_dir(&ws))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with(h) && n.ends_with(".meta.json")
+            })
+            .unwrap()
+    };
+    let (time_now_meta, spin_meta) = (meta_of(&time_now), meta_of(&spin));
+    let good = std::fs::read(&time_now_meta).unwrap();
+    type Spoil<'a> = Box<dyn Fn() + 'a>;
+    let attempts: Vec<(&str, Spoil)> = vec![
+        (
+            "writable by others",
+            Box::new(|| {
+                std::fs::set_permissions(&time_now_meta, std::fs::Permissions::from_mode(0o666))
+                    .unwrap()
+            }),
+        ),
+        (
+            "spin's meta under time_now's name",
+            Box::new(|| {
+                std::fs::remove_file(&time_now_meta).unwrap();
+                std::fs::copy(&spin_meta, &time_now_meta).unwrap();
+            }),
+        ),
+        (
+            "a link",
+            Box::new(|| {
+                std::fs::remove_file(&time_now_meta).unwrap();
+                std::os::unix::fs::symlink(&spin_meta, &time_now_meta).unwrap();
+            }),
+        ),
+        (
+            "not JSON",
+            Box::new(|| {
+                std::fs::remove_file(&time_now_meta).unwrap();
+                std::fs::write(&time_now_meta, b"{\"format\":").unwrap();
+            }),
+        ),
+    ];
+    for (what, spoil) in attempts {
+        spoil();
+        let host = ws.host().await;
+        let got = outcomes(&host);
+        assert_eq!(got["time_now"], CacheOutcome::Hit, "{what}");
+        assert_eq!(got["spin"], CacheOutcome::Deferred, "{what}");
+        time_now_works(&host).await;
+        drop(host);
+        assert_eq!(
+            std::fs::read(&time_now_meta).unwrap(),
+            good,
+            "{what}: rewritten"
+        );
+        let mode = std::fs::symlink_metadata(&time_now_meta)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{what}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -93,6 +190,8 @@ async fn untrusted_cache_entries_are_recompiled_never_loaded() {
     let spin = cache_file(&ws, &first, "spin");
     let good = std::fs::read(&time_now).unwrap();
     drop(first);
+    // Every start below loads the components (not the kept metas).
+    forget_metas(&ws);
 
     let expect_rejected = |host: &Host, needle: &str| match &outcomes(host)["time_now"] {
         CacheOutcome::Rejected { reason } => assert!(reason.contains(needle), "{reason}"),
@@ -111,7 +210,9 @@ async fn untrusted_cache_entries_are_recompiled_never_loaded() {
     drop(host);
     // It was rewritten: the next start hits.
     assert_eq!(std::fs::read(&time_now).unwrap(), good);
+    forget_metas(&ws);
     all(&*ws.host().await, &CacheOutcome::Hit);
+    forget_metas(&ws);
 
     // Another component's (valid) entry under time_now's name: spin's code
     // must never run as time_now.
@@ -120,6 +221,7 @@ async fn untrusted_cache_entries_are_recompiled_never_loaded() {
     expect_rejected(&host, "other component bytes");
     time_now_works(&host).await;
     drop(host);
+    forget_metas(&ws);
 
     // A raw Wasmtime .cwasm planted by someone (what `wasmtime compile`
     // produces): no header, refused.

@@ -265,20 +265,32 @@ impl Registry {
     ) -> Result<LoadedTool, LoadError> {
         let bytes = read_component(path)?;
         let hash = sha256_hex(&bytes);
-        let (prepared, compiled) =
-            sandbox
-                .prepare_cached(&bytes)
-                .map_err(|error| LoadError::Sandbox {
-                    path: path.to_path_buf(),
-                    error,
-                })?;
-        let raw = sandbox
-            .meta(&path.display().to_string(), &prepared)
-            .await
-            .map_err(|error| LoadError::Sandbox {
-                path: path.to_path_buf(),
-                error,
-            })?;
+        let sandbox_error = |error| LoadError::Sandbox {
+            path: path.to_path_buf(),
+            error,
+        };
+        // A meta the compiled cache kept for these bytes: the tool is
+        // loaded without compiling it, and compiled by its first call (a
+        // process compiles only what it calls).
+        let cache = sandbox.compiled_cache();
+        let (prepared, compiled, raw) = match cache.and_then(|c| c.load_meta(&hash)) {
+            Some(raw) => (
+                sandbox.prepare_deferred(bytes.clone()),
+                CacheOutcome::Deferred,
+                raw,
+            ),
+            None => {
+                let (prepared, compiled) = sandbox.prepare_cached(&bytes).map_err(sandbox_error)?;
+                let raw = sandbox
+                    .meta(&path.display().to_string(), &prepared)
+                    .await
+                    .map_err(sandbox_error)?;
+                if let Some(c) = cache {
+                    c.store_meta(&hash, &raw);
+                }
+                (prepared, compiled, raw)
+            }
+        };
         let meta = ToolMeta::from_raw(raw).map_err(|error| LoadError::Meta {
             path: path.to_path_buf(),
             error,

@@ -29,6 +29,7 @@ pub mod factors;
 pub mod net;
 pub mod neuron;
 mod outcome;
+mod prepared;
 pub mod state;
 pub mod stdio;
 pub mod wasi;
@@ -40,6 +41,7 @@ pub use cache::{CacheOutcome, CompiledCache};
 pub use engine::{Allocator, SandboxConfig};
 pub use factors::llm::{SubAnswer, SubModel, SubRequest};
 pub use factors::{Bindings, Factors};
+pub use prepared::Prepared;
 
 use bindings::{Tool, ToolPre, WitCallContext};
 use capsaga_core::error::{ErrorKind, ToolError};
@@ -161,22 +163,6 @@ pub struct CallRequest<'a> {
     pub op: &'a Op,
 }
 
-/// A component compiled and pre-linked for instantiation.
-#[derive(Clone)]
-pub struct Prepared {
-    pre: ToolPre<CallState>,
-    /// For a neuron: the definition the runner's `neuron-host` import
-    /// answers in each call (see [`neuron`]).
-    neuron: Option<Arc<neuron::NeuronSource>>,
-}
-
-impl Prepared {
-    /// For a neuron: what its calls run (definition and bytecode).
-    pub fn neuron(&self) -> Option<&neuron::NeuronSource> {
-        self.neuron.as_deref()
-    }
-}
-
 /// The shared engine and linker.
 pub struct Sandbox {
     engine: Engine,
@@ -296,7 +282,7 @@ impl Sandbox {
             .instantiate_pre(component)
             .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
         let pre = ToolPre::new(pre).map_err(|e| SandboxError::Component(format!("{e:#}")))?;
-        Ok(Prepared { pre, neuron: None })
+        Ok(Prepared::ready(pre))
     }
 
     /// Like [`Sandbox::prepare`], through the compiled cache when there is
@@ -333,9 +319,12 @@ impl Sandbox {
         let (mut store, _stdio) = self
             .new_store(tool_label, &Bindings::default(), &META_LIMITS, false, None)
             .map_err(SandboxError::Meta)?;
+        let prepared = self.compile_deferred(prepared)?;
+        let pre = prepared
+            .pre()
+            .ok_or_else(|| SandboxError::Component("the component is not compiled".into()))?;
         let fut = async {
-            let inst = prepared
-                .pre
+            let inst = pre
                 .instantiate_async(&mut store)
                 .await
                 .map_err(|e| e.context(outcome::Instantiating))?;
@@ -461,6 +450,25 @@ impl Sandbox {
             args_json,
             op,
         } = req;
+        let compiled;
+        let prepared = if prepared.pre().is_some() {
+            prepared
+        } else {
+            match self.compile_deferred(prepared) {
+                Ok(p) => {
+                    compiled = p;
+                    &compiled
+                }
+                Err(e) => {
+                    let e = ToolError::with_hint(
+                        ErrorKind::Unknown,
+                        format!("{tool_label}: the component could not be compiled: {e}"),
+                        "The tool is broken on this host; use another tool or tell the operator.",
+                    );
+                    return (Err(e), CallDiagnostics::default());
+                }
+            }
+        };
         let started = Instant::now();
         self.neuron_bytecode(tool_label, prepared).await;
         let _slot = match self.slot().await {
@@ -539,8 +547,10 @@ async fn run_export(
     args_json: &str,
     op: &Op,
 ) -> ExportResult {
-    let inst: Tool = prepared
-        .pre
+    let Some(pre) = prepared.pre() else {
+        return Err(wasmtime::Error::msg("the component is not compiled yet"));
+    };
+    let inst: Tool = pre
         .instantiate_async(&mut *store)
         .await
         .map_err(|e| e.context(outcome::Instantiating))?;

@@ -176,10 +176,7 @@ impl Runner {
     ///
     /// Its calls share one bytecode, made before the first of them.
     pub fn neuron(&self, def: NeuronDefinition) -> Prepared {
-        Prepared {
-            pre: self.prepared.pre.clone(),
-            neuron: Some(Arc::new(NeuronSource::new(def))),
-        }
+        self.prepared.with_neuron(Arc::new(NeuronSource::new(def)))
     }
 }
 
@@ -223,7 +220,11 @@ impl Sandbox {
                 None,
             )
             .ok()?;
-        let pre = match bindings::NeuronPre::new(prepared.pre.instance_pre().clone()) {
+        let pre = match prepared
+            .pre()
+            .ok_or_else(|| wasmtime::Error::msg("the runner is not compiled yet"))
+            .and_then(|p| bindings::NeuronPre::new(p.instance_pre().clone()))
+        {
             Ok(p) => p,
             Err(e) => {
                 tracing::debug!(
@@ -308,7 +309,7 @@ impl Sandbox {
         let pre = super::bindings::ToolPre::new(pre)
             .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
         Ok(Runner {
-            prepared: Prepared { pre, neuron: None },
+            prepared: Prepared::ready(pre),
             hash,
             loaded,
         })

@@ -29,6 +29,10 @@
 //!   The kernel drops the lock when its holder exits, even by SIGKILL; a
 //!   wait longer than [`COMPILE_WAIT`] compiles without the lock.
 //!
+//! - next to a compiled file, the component's meta (`meta.rs`), so a later
+//!   start loads the tool without compiling it and its first call compiles
+//!   it (`sandbox::prepared`, [`CacheOutcome::Deferred`]).
+//!
 //! Another local user therefore cannot plant native code: they cannot create
 //! entries in the directory, and any entry they could have made earlier (a
 //! directory left open) is refused on ownership or mode. A process running
@@ -60,6 +64,9 @@ pub enum CacheOutcome {
     Hit,
     /// Not in the cache: compiled, and stored.
     Miss,
+    /// Its meta was in the cache: loaded without compiling; compiled
+    /// (through the cache) by its first call.
+    Deferred,
     /// A cache file was there but not loaded (corrupt, stale, or not
     /// trusted): compiled, and the file replaced.
     Rejected {
@@ -472,7 +479,6 @@ impl CompiledCache {
 
     #[cfg(unix)]
     fn try_store(&self, hash: &str, component: &Component) -> Result<(), String> {
-        use std::io::Write;
         if !is_hash(hash) {
             return Err("not a content hash".into());
         }
@@ -484,7 +490,14 @@ impl CompiledCache {
         file_bytes.extend_from_slice(&Sha256::digest(&payload));
         file_bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         file_bytes.extend_from_slice(&payload);
-        let name = self.file_name(hash);
+        self.write_atomic(&self.file_name(hash), &file_bytes)
+    }
+
+    /// Write `bytes` as `name` in the directory: under a temporary name
+    /// (created exclusively, mode 0600), synced, renamed into place.
+    #[cfg(unix)]
+    fn write_atomic(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        use std::io::Write;
         let nonce = sha256_hex(
             format!(
                 "{}-{:?}-{:?}",
@@ -497,9 +510,9 @@ impl CompiledCache {
         let tmp = format!(".{name}.{}.tmp", &nonce[..16]);
         let res = (|| {
             let mut f = fs::create_exclusive(&self.dirfd, &tmp)?;
-            f.write_all(&file_bytes)?;
+            f.write_all(bytes)?;
             f.sync_all()?;
-            fs::rename(&self.dirfd, &tmp, &name)
+            fs::rename(&self.dirfd, &tmp, name)
         })();
         if let Err(e) = res {
             fs::remove(&self.dirfd, &tmp);
@@ -514,6 +527,7 @@ impl CompiledCache {
     }
 }
 
+mod meta;
 #[cfg(all(test, unix))]
 mod tests;
 
