@@ -20,7 +20,7 @@
 #![no_main]
 
 use capsaga_core::capability::{
-    Capability, FsAccess, FsDir, HostPattern, NetTarget, Place, Scheme, is_public_suffix,
+    Capability, FsAccess, FsDir, HostPattern, MemAccess, NetTarget, Place, Scheme, is_public_suffix,
 };
 use capsaga_core::net_guard::embedded_ipv4;
 use capsaga_core::grant::intersect;
@@ -122,7 +122,7 @@ fn dir(u: &mut Unstructured<'_>) -> arbitrary::Result<FsDir> {
 
 /// A value the grammar can express.
 fn built(u: &mut Unstructured<'_>) -> arbitrary::Result<Capability> {
-    Ok(match u.int_in_range(0..=5)? {
+    Ok(match u.int_in_range(0..=6)? {
         0 => Capability::Fs {
             access: if bool::arbitrary(u)? {
                 FsAccess::Read
@@ -167,6 +167,18 @@ fn built(u: &mut Unstructured<'_>) -> arbitrary::Result<Capability> {
         },
         4 => Capability::Kv {
             namespace: ident(u)?,
+        },
+        5 => Capability::Mem {
+            namespace: if u.ratio(1, 5)? {
+                Place::Any
+            } else {
+                Place::Concrete(ident(u)?)
+            },
+            access: match u.int_in_range(0..=2)? {
+                0 => MemAccess::Read,
+                1 => MemAccess::Write,
+                _ => MemAccess::ReadWrite,
+            },
         },
         // The grammar has `llm:*` (any tier, no cap) and `llm:<tier>[:<n>]`;
         // `llm:*:<n>` is not in it, so the builder never makes it.

@@ -211,6 +211,24 @@ pub fn intersect(required: &Capability, granted: &Capability) -> Option<Capabili
                 max_tokens,
             })
         }
+        // A tool's `mem:*:read` (or a named namespace) is served by a grant
+        // of that namespace whose access covers the requirement's; the
+        // effective grant is the requirement's access on that namespace.
+        (
+            Capability::Mem {
+                namespace: rn,
+                access: ra,
+            },
+            Capability::Mem {
+                namespace: Place::Concrete(gn),
+                access: ga,
+            },
+        ) if ga.covers(*ra) && (matches!(rn, Place::Any) || *rn == Place::Concrete(gn.clone())) => {
+            Some(Capability::Mem {
+                namespace: Place::Concrete(gn.clone()),
+                access: *ra,
+            })
+        }
         (a, b) if a == b && a.is_concrete() => Some(a.clone()),
         _ => None,
     }
@@ -284,7 +302,9 @@ pub fn effective_grants(
 }
 
 /// The grants a dry-run instance gets: `fs:write` narrowed to `fs:read`; the
-/// rest unchanged (the net guard limits a dry-run to GET/HEAD itself).
+/// rest unchanged (the net guard limits a dry-run to GET/HEAD itself, and the
+/// memory built-ins write nothing in a dry run: they are host code reading
+/// the call's dry-run flag).
 pub fn dry_run_grants(effective: &[Capability]) -> Vec<Capability> {
     let set: BTreeSet<Capability> = effective
         .iter()
@@ -486,5 +506,28 @@ mod tests {
             example_grant(&caps(&["net:https:*"])[0]),
             "net:https:api.example.com"
         );
+    }
+
+    #[test]
+    fn mem_grants_cover_requirements() {
+        let i = |r: &str, g: &str| {
+            intersect(
+                &Capability::parse(r).unwrap(),
+                &Capability::parse(g).unwrap(),
+            )
+            .map(|c| c.to_string())
+        };
+        assert_eq!(
+            i("mem:*:read", "mem:default:read").as_deref(),
+            Some("mem:default:read")
+        );
+        assert_eq!(
+            i("mem:*:read", "mem:default").as_deref(),
+            Some("mem:default:read")
+        );
+        assert_eq!(i("mem:*:write", "mem:default:read"), None);
+        assert_eq!(i("mem:*", "mem:default:read"), None);
+        assert_eq!(i("mem:a:read", "mem:b:read"), None);
+        assert_eq!(i("mem:a:read", "mem:a:read").as_deref(), Some("mem:a:read"));
     }
 }

@@ -58,6 +58,7 @@ pub mod idempotency;
 pub mod ip_embedding;
 pub mod json;
 pub mod jsonrpc;
+pub mod memory;
 pub mod meta;
 pub mod net_guard;
 pub mod neuron;

@@ -58,6 +58,11 @@ pub enum HostError {
         /// What the new policy says.
         new: String,
     },
+    /// `[memory] enabled` and the memory could not open: the embedding
+    /// model is missing or damaged, or the memory database is foreign,
+    /// damaged, newer, or holds another model's vectors.
+    #[error("memory: {0}")]
+    Memory(#[from] capsaga_memory::MemoryError),
 }
 
 /// The wired host.
@@ -73,6 +78,9 @@ pub struct Host {
     pub neurons: Option<Arc<crate::neurons::Neurons>>,
     /// The state store (SQLite by default).
     pub store: Arc<dyn Store>,
+    /// The agent's memory, when `[memory] enabled` (shared by the
+    /// generations of a reloaded host, like the store).
+    pub memory: Option<Arc<crate::memory::HostMemory>>,
     /// The guardrail (the normative table plus `fsm.toml`'s rows).
     pub guardrail: Guardrail,
     /// How failed steps are retried (retriable errors only).
@@ -209,8 +217,14 @@ impl Host {
         let store = open_store(&config, group_commit).await?;
         let owner = store.register_owner().await?;
         owner.set_policy_hash(&config.policy_sha256);
+        let memory = {
+            let c = config.clone();
+            tokio::task::spawn_blocking(move || crate::memory::open(&c))
+                .await
+                .map_err(|e| capsaga_memory::MemoryError::Embed(e.to_string()))??
+        };
         let switch = KillSwitch::new(store.clone());
-        Host::assemble(config, store, owner, switch).await
+        Host::assemble(config, store, owner, memory, switch).await
     }
 
     /// A new generation of this host from its policy file as it is now
@@ -255,10 +269,13 @@ impl Host {
                 });
             }
         }
+        // The memory (its model and database) is kept, like the store; a
+        // changed `[memory]` section takes effect at the next start.
         let next = Host::assemble(
             config,
             self.store.clone(),
             self.owner.clone(),
+            self.memory.clone(),
             self.switch.clone(),
         )
         .await?;
@@ -267,6 +284,8 @@ impl Host {
             if let crate::registry::ToolSource::Builtin(b) = &t.source
                 && t.own_policy.is_none()
                 && t.meta.name != crate::neurons::code_run::NAME
+                && t.meta.name != crate::memory::tools::FETCH
+                && t.meta.name != crate::memory::tools::PROPOSE
                 && next.registry.get(&t.meta.name).is_none()
                 && let Err(e) =
                     next.registry
@@ -287,6 +306,7 @@ impl Host {
         config: Config,
         store: Arc<dyn Store>,
         owner: Arc<dyn OwnerLease>,
+        memory: Option<Arc<crate::memory::HostMemory>>,
         switch: Arc<KillSwitch>,
     ) -> Result<Arc<Host>, HostError> {
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
@@ -320,12 +340,16 @@ impl Host {
         let sandbox = Arc::new(sandbox);
         let registry = Arc::new(registry);
         let neurons = crate::neurons::start(&config, &sandbox, &registry, &store).await;
+        if let Some(m) = &memory {
+            crate::memory::tools::register(m, &store, &registry, &sandbox, &config.policy);
+        }
         Ok(Arc::new(Host {
             config,
             sandbox,
             registry,
             neurons,
             store,
+            memory,
             guardrail,
             retry: RetryPolicy::DEFAULT,
             owner,

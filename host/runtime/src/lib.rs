@@ -23,6 +23,8 @@
 //!   validate, policy, approval, guardrail, WAL, sandbox, compensation).
 //! - [`neurons`]: tools the agent writes for itself: the runner, `neuron_create`,
 //!   the operator's decisions, fitness.
+//! - [`memory`]: the agent's memory (the `capsaga-memory` crate, seed 004)
+//!   opened from `[memory]`, its built-in tools and reflection.
 //! - [`plan`]: sagas driven by a list of calls instead of a model.
 //! - [`agent`]: the ReAct loop, providers and execution traces.
 //! - [`serve`]: capsaga as a server: MCP over stdio and Streamable HTTP,
@@ -37,6 +39,7 @@ pub use capsaga_store::clock;
 pub mod config;
 pub mod dispatch;
 pub mod host;
+pub mod memory;
 pub mod neurons;
 pub mod ownership;
 pub mod plan;

@@ -85,13 +85,22 @@ pub fn valid_strings() -> Vec<String> {
             out.push(format!("{kind}:{id}"));
         }
     }
+    for m in [
+        "mem:notes",
+        "mem:a-b_c:read",
+        "mem:0:write",
+        "mem:*:read",
+        "mem:*",
+    ] {
+        out.push(m.to_string());
+    }
     out
 }
 
 fn valid_forms() -> Family {
     Family {
         name: "capability_valid_forms",
-        doc: "valid strings of every kind: fs read/write over plain, Unicode and `~` directories and `*`; net http/https over DNS names (mixed case, trailing dot), wildcards, IPv4 and bracketed IPv6 literals with and without ports; env, secret, kv, llm. Each parses, and its normalised form parses back to the same value",
+        doc: "valid strings of every kind: fs read/write over plain, Unicode and `~` directories and `*`; net http/https over DNS names (mixed case, trailing dot), wildcards, IPv4 and bracketed IPv6 literals with and without ports; env, secret, kv, llm, mem (with and without `:read`/`:write`). Each parses, and its normalised form parses back to the same value",
         cases: valid_strings().into_iter().map(valid).collect(),
     }
 }

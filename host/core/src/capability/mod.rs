@@ -1,7 +1,7 @@
 //! The capability-string grammar (DESIGN §3), parsed into typed values.
 //!
 //! ```text
-//! capability := fs | net | env | secret | kv | llm
+//! capability := fs | net | env | secret | kv | llm | mem
 //! fs         := "fs:" ("read" | "write") ":" ( "*" | dir "/**" )
 //! dir        := "/" | "/" segment ("/" segment)* | "~" ("/" segment)*
 //! net        := "net:" ("http" | "https") ":" ( "*" | host [":" port] )
@@ -11,6 +11,7 @@
 //! kv         := "kv:" ident
 //! llm        := "llm:" ( "*" | tier [ ":" max-tokens ] )
 //! tier       := ident                        max-tokens := [1-9][0-9]{0,6} (at most 1000000)
+//! mem        := "mem:" ( "*" | ident ) [ ":" ( "read" | "write" ) ]   (no suffix: read and write)
 //! ```
 //!
 //! `*` in place of the place (`fs:write:*`, `net:https:*`) is only meaningful in
@@ -281,6 +282,15 @@ pub enum Capability {
         /// The namespace.
         namespace: String,
     },
+    /// `mem:<namespace>[:read|:write]`: the host's memory (episodes and
+    /// facts) of one namespace (`mem:*` in what a tool requires: any
+    /// namespace the operator grants); no suffix is read and write.
+    Mem {
+        /// The namespace, or `*`.
+        namespace: Place<String>,
+        /// What the grant allows.
+        access: MemAccess,
+    },
     /// `llm:<tier>[:<max-tokens>]`: sub-questions to the host's model
     /// provider at a tier (`llm:*` in what a tool requires: any tier the
     /// operator grants), each answer capped at `max_tokens` output tokens.
@@ -359,10 +369,11 @@ impl Capability {
                 })
             }
             "llm" => parse_llm(input, rest),
+            "mem" => parse_mem(input, rest),
             other => Err(CapabilityError::new(
                 input,
                 format!(
-                    "unknown kind `{}` (expected fs, net, env, secret, kv or llm)",
+                    "unknown kind `{}` (expected fs, net, env, secret, kv, llm or mem)",
                     other.chars().take(40).collect::<String>()
                 ),
             )),
@@ -382,11 +393,14 @@ impl Capability {
             } | Capability::Llm {
                 tier: Place::Any,
                 ..
+            } | Capability::Mem {
+                namespace: Place::Any,
+                ..
             }
         )
     }
 
-    /// The kind prefix: `fs`, `net`, `env`, `secret`, `kv` or `llm`.
+    /// The kind prefix: `fs`, `net`, `env`, `secret`, `kv`, `llm` or `mem`.
     pub fn kind(&self) -> &'static str {
         match self {
             Capability::Fs { .. } => "fs",
@@ -395,8 +409,64 @@ impl Capability {
             Capability::Secret { .. } => "secret",
             Capability::Kv { .. } => "kv",
             Capability::Llm { .. } => "llm",
+            Capability::Mem { .. } => "mem",
         }
     }
+}
+
+/// What a `mem:` capability allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemAccess {
+    /// `:read`: search episodes and facts.
+    Read,
+    /// `:write`: propose facts (the operator approves them).
+    Write,
+    /// No suffix: both.
+    ReadWrite,
+}
+
+impl MemAccess {
+    /// Whether this access includes everything `other` does.
+    pub fn covers(self, other: MemAccess) -> bool {
+        self == MemAccess::ReadWrite || self == other
+    }
+
+    /// Whether it allows reading.
+    pub fn reads(self) -> bool {
+        matches!(self, MemAccess::Read | MemAccess::ReadWrite)
+    }
+
+    /// Whether it allows writing.
+    pub fn writes(self) -> bool {
+        matches!(self, MemAccess::Write | MemAccess::ReadWrite)
+    }
+}
+
+/// `mem:` after the kind: `*` or a namespace, then `:read`, `:write` or
+/// nothing.
+fn parse_mem(input: &str, rest: &str) -> Result<Capability, CapabilityError> {
+    let (ns, access) = match rest.split_once(':') {
+        Some((n, "read")) => (n, MemAccess::Read),
+        Some((n, "write")) => (n, MemAccess::Write),
+        Some(_) => {
+            return Err(CapabilityError::new(
+                input,
+                "expected `mem:<namespace>`, `mem:<namespace>:read` or `mem:<namespace>:write`",
+            ));
+        }
+        None => (rest, MemAccess::ReadWrite),
+    };
+    let namespace = if ns == "*" {
+        Place::Any
+    } else if is_ident(ns) {
+        Place::Concrete(ns.to_string())
+    } else {
+        return Err(CapabilityError::new(
+            input,
+            "memory namespaces are [a-z0-9][a-z0-9_-]*, at most 64 characters (or `*` in a tool's requirement)",
+        ));
+    };
+    Ok(Capability::Mem { namespace, access })
 }
 
 /// `llm:` after the kind: `*`, or a tier with an optional `:<max-tokens>`
@@ -475,6 +545,17 @@ impl fmt::Display for Capability {
             Capability::Env { name } => write!(f, "env:{name}"),
             Capability::Secret { name, host } => write!(f, "secret:{name}@{host}"),
             Capability::Kv { namespace } => write!(f, "kv:{namespace}"),
+            Capability::Mem { namespace, access } => {
+                match namespace {
+                    Place::Any => f.write_str("mem:*")?,
+                    Place::Concrete(n) => write!(f, "mem:{n}")?,
+                }
+                match access {
+                    MemAccess::Read => f.write_str(":read"),
+                    MemAccess::Write => f.write_str(":write"),
+                    MemAccess::ReadWrite => Ok(()),
+                }
+            }
             Capability::Llm { tier, max_tokens } => {
                 match tier {
                     Place::Any => f.write_str("llm:*")?,

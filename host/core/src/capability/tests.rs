@@ -205,3 +205,40 @@ fn wildcards_under_public_suffixes_are_too_broad() {
         assert!(Capability::parse(&format!("net:https:*.{registrable}")).is_ok());
     }
 }
+
+#[test]
+fn mem_forms_round_trip_and_refusals() {
+    for s in [
+        "mem:default",
+        "mem:default:read",
+        "mem:team-a:write",
+        "mem:*:read",
+        "mem:*",
+    ] {
+        assert_eq!(ok(s).to_string(), s);
+    }
+    assert_eq!(
+        ok("mem:notes:read"),
+        Capability::Mem {
+            namespace: Place::Concrete("notes".into()),
+            access: MemAccess::Read
+        }
+    );
+    assert!(!ok("mem:*:read").is_concrete());
+    assert!(ok("mem:x").is_concrete());
+    for s in [
+        "mem:",
+        "mem:Default",
+        "mem:a:readwrite",
+        "mem:a:read:x",
+        "mem:../x",
+        "mem:a b",
+        "mem::read",
+        "mem:*x",
+        "mem:a:",
+        "mem:a:READ",
+    ] {
+        let r = bad(s);
+        assert!(r.contains("mem"), "{s}: {r}");
+    }
+}

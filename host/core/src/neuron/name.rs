@@ -13,9 +13,11 @@
 //! and `fs__read` are one name).
 //!
 //! Reserved for the host, whatever the catalog holds: every name whose
-//! skeleton starts with the skeleton of [`RESERVED_PREFIX`] (`capsaga_`:
-//! the MCP session tools `capsaga_commit`, `capsaga_rollback` and any
-//! later one), and every name reading like a built-in of [`RESERVED`].
+//! skeleton starts with the skeleton of one of [`RESERVED_PREFIXES`]
+//! (`capsaga_`: the MCP session tools `capsaga_commit`, `capsaga_rollback`
+//! and any later one; `memory_`: the memory built-ins `memory_fetch`,
+//! `memory_propose` and any later one, so no neuron can pose as the
+//! host's memory), and every name reading like a built-in of [`RESERVED`].
 
 use unicode_normalization::UnicodeNormalization;
 
@@ -35,7 +37,7 @@ pub enum NameError {
     },
     /// A name the host keeps for itself.
     #[error(
-        "neuron name `{0}` is reserved: it reads like a host built-in or starts like `capsaga_`"
+        "neuron name `{0}` is reserved: it reads like a host built-in or starts like `capsaga_` or `memory_`"
     )]
     Reserved(String),
 }
@@ -46,11 +48,30 @@ pub const RESERVED: &[&str] = &[
     "code_run",
     "capsaga_commit",
     "capsaga_rollback",
+    "memory_fetch",
+    "memory_propose",
 ];
 
 /// The prefix of the host's own tool names (the MCP session tools): no
 /// neuron name may read like it.
 pub const RESERVED_PREFIX: &str = "capsaga_";
+
+/// The prefix of the memory built-ins (seed 004: `memory_fetch`,
+/// `memory_propose`): no neuron name may read like it.
+pub const MEMORY_PREFIX: &str = "memory_";
+
+/// Every reserved prefix: [`RESERVED_PREFIX`] and [`MEMORY_PREFIX`].
+pub const RESERVED_PREFIXES: &[&str] = &[RESERVED_PREFIX, MEMORY_PREFIX];
+
+/// Whether `name` is the host's: it reads like a name of [`RESERVED`] or
+/// starts like one of [`RESERVED_PREFIXES`] (compared by [`skeleton`]).
+pub fn is_reserved(name: &str) -> bool {
+    let sk = skeleton(name);
+    RESERVED_PREFIXES
+        .iter()
+        .any(|p| sk.starts_with(&skeleton(p)))
+        || RESERVED.iter().any(|r| skeleton(r) == sk)
+}
 
 /// The skeleton two names are compared by (see the module documentation).
 pub fn skeleton(name: &str) -> String {
@@ -89,10 +110,10 @@ pub fn check<'a>(name: &str, taken: impl IntoIterator<Item = &'a str>) -> Result
     if !crate::meta::is_valid_tool_name(name) {
         return Err(NameError::Rule(name.chars().take(80).collect()));
     }
-    let sk = skeleton(name);
-    if sk.starts_with(&skeleton(RESERVED_PREFIX)) || RESERVED.iter().any(|r| skeleton(r) == sk) {
+    if is_reserved(name) {
         return Err(NameError::Reserved(name.to_string()));
     }
+    let sk = skeleton(name);
     for t in taken {
         if t != name && skeleton(t) == sk {
             return Err(NameError::Shadows {

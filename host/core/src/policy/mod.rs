@@ -218,6 +218,9 @@ pub struct PolicyFile {
     /// Agent-written tools (see `crate::neuron`).
     #[serde(default)]
     pub neurons: crate::neuron::NeuronsFile,
+    /// The agent's memory (see `crate::memory`).
+    #[serde(default)]
+    pub memory: crate::memory::MemorySection,
     /// The host's file journal (issue 28).
     #[serde(default)]
     pub fs: fs::FsFile,
@@ -274,6 +277,9 @@ pub enum PolicyError {
     /// A bad `[neurons]` section.
     #[error("policy [neurons]: {0}")]
     Neurons(String),
+    /// A bad `[memory]` section.
+    #[error("policy [memory]: {0}")]
+    Memory(String),
     /// A bad `[fs]` section.
     #[error("policy [fs]: {0}")]
     Fs(String),
@@ -307,6 +313,8 @@ pub struct Policy {
     pub client_confirm: std::collections::BTreeSet<String>,
     /// The `[neurons]` section, checked.
     pub neurons: crate::neuron::NeuronsPolicy,
+    /// The `[memory]` section, checked.
+    pub memory: crate::memory::MemoryPolicy,
     /// The `[fs]` section, checked (the host's file journal).
     pub fs: fs::FsPolicy,
 }
@@ -402,6 +410,7 @@ impl PolicyFile {
             })
             .map_err(PolicyError::Approvals)?,
             neurons: self.neurons.check(home).map_err(PolicyError::Neurons)?,
+            memory: self.memory.check().map_err(PolicyError::Memory)?,
             fs: self
                 .fs
                 .check(self.tools.iter().map(|(n, t)| (n, t.host_rollback)))

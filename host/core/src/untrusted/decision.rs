@@ -13,7 +13,8 @@
 //! | `fs:read`, `fs:write` (a writable directory is readable) | yes |
 //! | `net:` | yes |
 //! | `llm:` (a model's answer) | yes |
-//! | `kv:` (what earlier calls stored), `mem:` and any later kind | yes |
+//! | `kv:` (what earlier calls stored) | yes |
+//! | `mem:` (episodes quote earlier turns and tool outputs; facts and proposals are text a model wrote) | yes |
 //! | `secret:` (used with `net:`; its value is the operator's, the answer is not) | yes |
 //! | `env:` (a value from the operator's `[env]`) | no |
 //!
@@ -32,6 +33,7 @@ pub fn reaches_outside_data(grant: &Capability) -> bool {
         | Capability::Net { .. }
         | Capability::Llm { .. }
         | Capability::Kv { .. }
+        | Capability::Mem { .. }
         | Capability::Secret { .. } => true,
     }
 }
@@ -76,6 +78,23 @@ mod tests {
                 output_is_untrusted(false, &caps(&["env:LANG", g])),
                 "{g} reaches outside data"
             );
+        }
+    }
+
+    #[test]
+    fn memory_is_outside_data_in_every_mode() {
+        // Memory holds what earlier turns, their tool outputs and the model
+        // wrote: a tool with any `mem:` grant, read or write, is wrapped
+        // whatever it declares (issue 27: memory poisoning).
+        for g in [
+            "mem:default",
+            "mem:default:read",
+            "mem:notes:write",
+            "mem:*",
+        ] {
+            let c = Capability::parse(g).unwrap();
+            assert!(reaches_outside_data(&c), "{g}");
+            assert!(output_is_untrusted(false, &caps(&["env:LANG", g])), "{g}");
         }
     }
 }

@@ -101,9 +101,21 @@ pub async fn open(store: &dyn Store, kek: &Kek, name: &str) -> Result<ApiKey, Ke
 /// # Errors
 /// [`StoreError`] only; a key that cannot be opened leaves its provider
 /// not configured, with the reason.
-pub async fn with_sealed(host: &Host, mut sel: Selection) -> Result<Selection, StoreError> {
-    let named: Vec<(String, String)> = host
-        .config
+pub async fn with_sealed(host: &Host, sel: Selection) -> Result<Selection, StoreError> {
+    with_sealed_store(&host.config, &*host.store, sel).await
+}
+
+/// [`with_sealed`] for a command that has the policy and the store but no
+/// host (`capsaga memory reflect`).
+///
+/// # Errors
+/// [`StoreError`] only, as [`with_sealed`].
+pub async fn with_sealed_store(
+    config: &crate::config::Config,
+    store: &dyn crate::store::Store,
+    mut sel: Selection,
+) -> Result<Selection, StoreError> {
+    let named: Vec<(String, String)> = config
         .policy
         .providers
         .iter()
@@ -116,7 +128,7 @@ pub async fn with_sealed(host: &Host, mut sel: Selection) -> Result<Selection, S
     for (provider, key) in named {
         let opened = match &kek {
             Err(e) => Err(e.to_string()),
-            Ok(kek) => match open(&*host.store, kek, &key).await {
+            Ok(kek) => match open(store, kek, &key).await {
                 Ok(k) => Ok(k),
                 Err(KeyError::Store(e)) => return Err(e),
                 Err(e) => Err(e.to_string()),

@@ -21,6 +21,10 @@
 //! - [`approval`]: calls that need a human: the prompt, or the end of the
 //!   turn.
 //! - [`trace`]: the ExecutionTrace and its persistence.
+//! - [`remember`]: the session's history, core and retrieved memory in the
+//!   prompt, the hot blocks kept under 16k tokens, the turn remembered.
+//! - [`reflect`]: reflection, episodes distilled by the model into fact
+//!   proposals for the operator.
 
 mod answer;
 pub mod anthropic;
@@ -31,6 +35,8 @@ pub mod keys;
 pub mod meter;
 pub mod openai;
 pub mod provider;
+pub mod reflect;
+pub mod remember;
 pub mod reply;
 pub mod router;
 pub mod runner;

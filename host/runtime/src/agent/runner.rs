@@ -52,7 +52,8 @@ pub const MAX_CONSECUTIVE_INVALID: u32 = 2;
 pub struct TurnOptions {
     /// Most model calls in the turn (then `timeout_steps`).
     pub max_steps: usize,
-    /// Session id (stable across a conversation).
+    /// Session id (stable across a conversation): with memory on, the
+    /// session's earlier turns are in the prompt (`capsaga agent --session`).
     pub session_id: String,
     /// Channel label, e.g. `cli`.
     pub channel: String,
@@ -68,7 +69,11 @@ pub struct TurnOptions {
     /// default asks nobody.
     pub approver: Arc<dyn Approver>,
     /// Who started the turn: its saga is recorded under this principal
-    /// (default: the local operator at the command line, `cli:<user>`).
+    /// (default: the local operator at the command line, `cli:<user>`),
+    /// and its name is the turn's sender, the key of its session and of
+    /// episodic memory (seed 004 §4: episodes are retrieved by sender, not
+    /// session): [`TurnOptions::sender`]. No surface names a sender apart
+    /// from the principal it authenticated.
     pub principal: Principal,
     /// Whether the turn's first model call must call a tool (`None`: the
     /// policy's `[agent] tool_choice`, else `auto`). A forced choice holds
@@ -77,11 +82,21 @@ pub struct TurnOptions {
     pub tool_choice: Option<ToolChoice>,
 }
 
+impl TurnOptions {
+    /// The turn's sender: the principal's name (`token:alice`,
+    /// `cli:<user>`, ...), so a caller reads and writes only its own
+    /// sessions and episodes.
+    pub fn sender(&self) -> &str {
+        &self.principal.name
+    }
+}
+
 impl std::fmt::Debug for TurnOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TurnOptions")
             .field("max_steps", &self.max_steps)
             .field("session_id", &self.session_id)
+            .field("principal", &self.principal)
             .field("channel", &self.channel)
             .field("autonomy", &self.autonomy)
             .field("role", &self.role)
@@ -118,6 +133,9 @@ pub enum AgentError {
     /// The price table or the budget counters are unusable.
     #[error(transparent)]
     Budget(#[from] BudgetLoadError),
+    /// Memory refused the session (a required core file missing) or failed.
+    #[error(transparent)]
+    Memory(capsaga_memory::MemoryError),
     /// `tool_choice` names a tool the turn's catalog does not offer (at the
     /// turn's autonomy level); nothing was sent and the turn's saga ended.
     #[error("tool_choice names {tool:?}, which this turn does not offer (offered: {offered})")]
@@ -183,8 +201,28 @@ pub async fn run_turn(
     let started = Instant::now();
     let door = Dispatcher::new(host.clone());
     let budget = Budget::open(&host.config, &*host.store)?;
+    // A required core memory file missing refuses the session before any
+    // saga starts (seed 004 `ensure_core`).
+    let identity = match &host.memory {
+        Some(hm) => Some(super::remember::identity(hm)?),
+        None => None,
+    };
     let meter = Meter::new(&budget);
+    let model = super::remember::Summariser {
+        meter: &meter,
+        budget: &budget,
+        provider,
+    };
     let mut turn = Turn::begin(&door, provider, task, opts).await?;
+    if let (Some(hm), Some(identity)) = (&host.memory, &identity)
+        && let Err(e) = super::remember::prepare(&mut turn, hm, identity, model, task, opts).await
+    {
+        if let Some(saga) = &turn.tr.saga_id {
+            hm.end_saga(saga);
+        }
+        door.abort(&mut turn.saga).await?;
+        return Err(e);
+    }
     for _ in 0..opts.max_steps {
         if turn.paused().await? {
             break;
@@ -211,13 +249,13 @@ pub async fn run_turn(
             break;
         }
     }
-    turn.end(started).await
+    turn.end(started, model, opts).await
 }
 
 /// One turn in progress.
 pub(super) struct Turn<'a> {
     door: &'a Dispatcher,
-    saga: Saga,
+    pub(super) saga: Saga,
     pub(super) tr: ExecutionTrace,
     pub(super) request: ChatRequest,
     /// The names of the catalog, for unknown-tool messages.
@@ -365,6 +403,12 @@ impl<'a> Turn<'a> {
                 return Ok(None);
             }
         };
+        let model = super::remember::Summariser {
+            meter,
+            budget,
+            provider,
+        };
+        super::remember::fit_hot_blocks(tr, &mut self.request, model).await?;
         let t0 = Instant::now();
         let resp = provider.complete_metered(&self.request, meter).await;
         let charges = meter.take()?;
@@ -443,7 +487,12 @@ impl<'a> Turn<'a> {
 
     /// End the saga (Done after a final answer, else rolled back), add the
     /// fitness critic, and store the trace.
-    async fn end(mut self, started: Instant) -> Result<ExecutionTrace, AgentError> {
+    async fn end(
+        mut self,
+        started: Instant,
+        model: super::remember::Summariser<'_>,
+        opts: &TurnOptions,
+    ) -> Result<ExecutionTrace, AgentError> {
         let final_state = match (self.tr.outcome, self.rollback_state) {
             (_, Some(state)) => state,
             (Outcome::Success, None) => self.door.finish(&mut self.saga).await?,
@@ -453,9 +502,12 @@ impl<'a> Turn<'a> {
         tr.saga_state = Some(final_state);
         tr.steps
             .push(fitness(&tr, final_state, self.saga.side_effects()));
+        let host = self.door.host();
+        let summary = super::remember::episode_summary(host, model, &mut tr).await;
         tr.finished_at = Some(now_rfc3339());
         tr.wall_time_ms = started.elapsed().as_millis() as u64;
-        trace::save(&*self.door.host().store, &tr).await?;
+        trace::save(&*host.store, &tr).await?;
+        super::remember::finish(host, &tr, opts, summary).await;
         Ok(tr)
     }
 }

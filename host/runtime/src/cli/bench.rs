@@ -90,6 +90,15 @@ pub struct BenchArgs {
     /// throw-away cluster started for the run (Debian's postgresql).
     #[arg(long, env = "CAPSAGA_BENCH_PG_URL", hide_env_values = true)]
     pub pg_url: Option<String>,
+    /// Instead: the memory (embedding a query beside the model's raw
+    /// forward pass, retrieval over 100k episodes and 10k facts, indexing a
+    /// trace, RSS, recall@5 on the shipped retrieval set), in one run.
+    #[arg(long)]
+    pub memory: bool,
+    /// The embedding model's directory for `--memory` (default
+    /// `target/models/all-MiniLM-L6-v2`).
+    #[arg(long, default_value = "target/models/all-MiniLM-L6-v2")]
+    pub model_dir: PathBuf,
     /// Instead: the host's file journal (issue 28): a step writing 100
     /// small files and one overwriting 100 files with and without the
     /// journal, their restore next to writing the files directly, a 64 MiB
@@ -524,7 +533,7 @@ async fn cold_start(bytes: &[u8]) -> Result<ColdStart, String> {
 }
 
 /// `VmRSS` and `VmHWM` (peak) of this process, bytes, from /proc.
-fn rss() -> Option<(u64, u64)> {
+pub(super) fn rss() -> Option<(u64, u64)> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let field = |name: &str| {
         status
@@ -618,6 +627,9 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     }
     if args.group_commit {
         return super::bench_group::run(out, args.group_commit_steps).await;
+    }
+    if args.memory {
+        return super::bench_memory::run(out, &args.model_dir).await;
     }
     if args.fs_rollback {
         return super::bench_fs::run(out, &args.fs_churn).await;

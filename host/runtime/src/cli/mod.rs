@@ -10,6 +10,7 @@ mod approvals;
 mod bench;
 mod bench_fs;
 mod bench_group;
+mod bench_memory;
 mod bench_neurons;
 mod bench_pg;
 mod bench_shell;
@@ -17,6 +18,7 @@ mod bench_start;
 mod bench_wal;
 pub mod check;
 pub mod exit;
+mod memory;
 mod neurons;
 pub mod new_tool;
 mod ops;
@@ -153,11 +155,45 @@ pub enum Command {
         /// (never above the operator's level).
         #[arg(long)]
         autonomy: Option<String>,
+        /// The session this turn continues (with `[memory] enabled`, its
+        /// earlier turns are in the prompt); default a new one.
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
+        /// Who the turn is for: it runs as the local principal `cli:NAME`
+        /// (default `cli:$USER`), whose name keys its session and episodic
+        /// memory.
+        #[arg(long, value_name = "NAME")]
+        sender: Option<String>,
         /// Whether the first model call must call a tool: auto, required,
         /// none or tool:NAME (default: the policy's `[agent] tool_choice`,
         /// else auto). A forced choice holds until the model called a tool.
         #[arg(long, value_name = "CHOICE")]
         tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
+    },
+    /// An interactive conversation: each line read from standard input is
+    /// one agent turn of the same session (`/exit` or end of input ends it).
+    Chat {
+        /// The script of model turns (JSON): use the scripted provider.
+        #[arg(long)]
+        script: Option<PathBuf>,
+        /// The session to continue (default a new one, printed).
+        #[arg(long, value_name = "NAME")]
+        session: Option<String>,
+        /// Who the turns are for: they run as the local principal
+        /// `cli:NAME` (default `cli:$USER`), whose name keys the session
+        /// and episodic memory.
+        #[arg(long, value_name = "NAME")]
+        sender: Option<String>,
+        /// Most model calls per turn.
+        #[arg(long, default_value_t = 16)]
+        max_steps: usize,
+    },
+    /// The agent's memory: search, episodes, facts, proposals, reflect,
+    /// approve, discard, forget (needs `[memory] enabled`).
+    Memory {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: memory::MemoryCmd,
     },
     /// Show the spend counters (per UTC day) and the budget caps.
     Budget {
@@ -333,6 +369,12 @@ impl From<HostError> for Failure {
             | HostError::StateMoved { .. } => exit::CONFIG,
             HostError::Store(s) => store_code(s),
             HostError::Sandbox(_) => exit::INTERNAL,
+            HostError::Memory(
+                capsaga_memory::MemoryError::Database { .. }
+                | capsaga_memory::MemoryError::Dimension { .. }
+                | capsaga_memory::MemoryError::Sql(_),
+            ) => exit::DATABASE,
+            HostError::Memory(_) => exit::CONFIG,
         };
         Failure {
             code,
@@ -478,6 +520,7 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::Run { .. }
         | Command::Resume { .. }
         | Command::Agent { .. }
+        | Command::Chat { .. }
         | Command::Rollback { .. }
         | Command::Approve { .. }
         | Command::Deny { .. }
@@ -497,6 +540,7 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::New { .. }
         | Command::TestTool(_)
         | Command::Neurons { .. }
+        | Command::Memory { .. }
         | Command::Tokens { .. }
         | Command::Keys { .. }
         | Command::Pause(_)
@@ -529,6 +573,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Command::New { what } => return new_tool::run(&out, &what),
         Command::TestTool(args) => return test_tool::run(&out, &args).await,
         Command::Neurons { cmd } => return neurons::run(&cli.config, &out, cmd).await,
+        Command::Memory { cmd } => return memory::run(&cli.config, &out, cmd).await,
         Command::Tokens { cmd } => return access::tokens(&cli.config, &out, cmd).await,
         Command::Keys { cmd } => return access::keys_cmd(&cli.config, &out, cmd).await,
         Command::Pause(a) => return access::pause(&cli.config, &out, &a, false).await,
@@ -643,6 +688,8 @@ async fn run_command(
             allow_providers,
             prefer_providers,
             autonomy,
+            session,
+            sender,
             tool_choice,
         } => {
             let req = run::AgentRequest {
@@ -653,10 +700,18 @@ async fn run_command(
                 allow_providers,
                 prefer_providers,
                 autonomy,
+                session,
+                sender,
                 tool_choice,
             };
             run::agent(host, out, &req).await
         }
+        Command::Chat {
+            script,
+            session,
+            sender,
+            max_steps,
+        } => run::chat(host, out, script, session, sender, max_steps).await,
         Command::Budget { days } => ops::budget(host, out, days).await,
         Command::Mcp(args) => serve::mcp(host, &args).await,
         Command::Serve(args) => serve::serve(host, out, &args).await,
@@ -697,6 +752,7 @@ async fn run_command(
         | Command::New { .. }
         | Command::TestTool(_)
         | Command::BenchNeurons(_)
+        | Command::Memory { .. }
         | Command::Neurons { .. }
         | Command::Tokens { .. }
         | Command::Keys { .. }

@@ -333,7 +333,113 @@ pub(crate) struct AgentRequest {
     pub allow_providers: Option<String>,
     pub prefer_providers: Option<String>,
     pub autonomy: Option<String>,
+    pub session: Option<String>,
+    pub sender: Option<String>,
     pub tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
+}
+
+/// The principal a command-line turn runs as: the local operator
+/// (`cli:$USER`), or `cli:NAME` with `--sender NAME` (the operator at the
+/// terminal speaking for a named user; its name keys the session and
+/// episodic memory, and records the saga).
+fn cli_principal(sender: Option<&str>) -> capsaga_core::principal::Principal {
+    match sender {
+        Some(n) => capsaga_core::principal::Principal::local(
+            "cli",
+            Some(n),
+            capsaga_core::principal::Role::Operator,
+        ),
+        None => crate::dispatch::decider("cli"),
+    }
+}
+
+fn agent_failure(e: AgentError) -> Failure {
+    Failure {
+        code: match &e {
+            AgentError::Budget(BudgetLoadError::Store(s)) | AgentError::Store(s) => {
+                super::store_code(s)
+            }
+            AgentError::Budget(_) | AgentError::Memory(_) => exit::CONFIG,
+            AgentError::ToolChoiceNotOffered { .. } => exit::USAGE,
+            AgentError::Dispatch(_) => exit::INTERNAL,
+        },
+        message: e.to_string(),
+    }
+}
+
+/// `capsaga chat`: one turn per line of standard input, one session.
+pub(crate) async fn chat(
+    host: &Arc<Host>,
+    out: &Out,
+    script: Option<std::path::PathBuf>,
+    session: Option<String>,
+    sender: Option<String>,
+    max_steps: usize,
+) -> Result<u8, Failure> {
+    use tokio::io::AsyncBufReadExt as _;
+    let selection = Selection {
+        script,
+        ..Selection::default()
+    };
+    let selection = crate::agent::keys::with_sealed(host, selection).await?;
+    let selected = select(&host.config, &process_env(), &selection).map_err(|e| Failure {
+        code: exit::CONFIG,
+        message: e.to_string(),
+    })?;
+    let opts = TurnOptions {
+        max_steps,
+        provider_mode: selected.mode.clone(),
+        principal: cli_principal(sender.as_deref()),
+        session_id: session.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        ..TurnOptions::default()
+    };
+    if host.memory.is_none() && !out.json {
+        errln!(
+            "capsaga: memory is off ([memory] enabled = false): each line is a turn without the earlier ones"
+        );
+    }
+    if !out.json {
+        outln!(
+            "model: {}  session: {}  (/exit to end)",
+            selected.mode,
+            opts.session_id
+        );
+    }
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut code = exit::OK;
+    // A line longer than this is refused (a turn's task, not a file).
+    const MAX_LINE: usize = 64 * 1024;
+    while let Ok(Some(line)) = lines.next_line().await {
+        let task = line.trim();
+        if task.is_empty() {
+            continue;
+        }
+        if task == "/exit" {
+            break;
+        }
+        if task.len() > MAX_LINE {
+            errln!("capsaga: a line over {MAX_LINE} bytes is not a turn; skipped");
+            continue;
+        }
+        let tr = run_turn(host, selected.provider.as_ref(), task, &opts)
+            .await
+            .map_err(agent_failure)?;
+        if tr.outcome != Outcome::Success {
+            code = exit::NOT_SUCCESS;
+        }
+        if out.json {
+            out.json(&json!({"trace_id": tr.trace_id, "session": opts.session_id, "outcome": tr.outcome.as_str(), "answer": tr.final_response}));
+        } else {
+            outln!(
+                "{}",
+                tr.final_response
+                    .as_deref()
+                    .map(|f| super::render::clip(f, 4000))
+                    .unwrap_or_else(|| format!("({})", tr.outcome.as_str()))
+            );
+        }
+    }
+    Ok(code)
 }
 
 /// `capsaga agent [--script <file>] "<task>"`.
@@ -377,25 +483,23 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
         approver: crate::agent::approval::detect(),
+        principal: cli_principal(req.sender.as_deref()),
         tool_choice: req.tool_choice.clone(),
         ..TurnOptions::default()
+    };
+    let opts = match &req.session {
+        Some(s) => TurnOptions {
+            session_id: s.clone(),
+            ..opts
+        },
+        None => opts,
     };
     if !out.json {
         outln!("model: {}", selected.mode);
     }
     let tr = run_turn(host, selected.provider.as_ref(), &req.task, &opts)
         .await
-        .map_err(|e| Failure {
-            code: match &e {
-                AgentError::Budget(BudgetLoadError::Store(s)) | AgentError::Store(s) => {
-                    super::store_code(s)
-                }
-                AgentError::Budget(_) => exit::CONFIG,
-                AgentError::ToolChoiceNotOffered { .. } => exit::USAGE,
-                AgentError::Dispatch(_) => exit::INTERNAL,
-            },
-            message: e.to_string(),
-        })?;
+        .map_err(agent_failure)?;
     if out.json {
         out.json(&tr);
     } else {

@@ -43,6 +43,7 @@ pub mod mcp;
 pub mod operator;
 pub mod resources;
 pub mod rest;
+pub mod rest_memory;
 pub mod sessions;
 pub mod stdio;
 pub mod tools;
@@ -261,15 +262,27 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         sessions.clone(),
         config,
     );
+    let every = live.host().config.policy.memory.reflect_every_s;
     let rest = Arc::new(rest::Rest {
         live,
         script: o.script.clone(),
         sessions: sessions.clone(),
     });
+    if let (Some(s), Ok(rt)) = (every, tokio::runtime::Handle::try_current()) {
+        rt.spawn(rest_memory::reflect_every(
+            Arc::downgrade(&rest),
+            std::time::Duration::from_secs(s),
+        ));
+    }
     let authenticated = axum::middleware::from_fn_with_state(auth.clone(), auth::require);
     let operator_only = Router::new()
         .route("/v1/approvals", get(rest::approvals))
         .route("/v1/approvals/{id}/{verb}", post(rest::decide))
+        .route("/v1/memory/proposals", get(rest_memory::proposals))
+        .route(
+            "/v1/memory/proposals/{id}/{verb}",
+            post(rest_memory::decide),
+        )
         .route("/v1/pause", get(operator::switch).post(operator::pause))
         .route("/v1/resume", post(operator::resume))
         .route("/v1/keys", get(operator::keys))

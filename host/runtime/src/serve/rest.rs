@@ -11,10 +11,16 @@
 //! | `GET /v1/approvals` | pending approvals (`?all=true`: every one); operator |
 //! | `POST /v1/approvals/{id}/approve`, `/deny` | an operator's decision (`note`), recorded under the token's principal |
 //! | `GET/POST /v1/pause`, `POST /v1/resume`, `/v1/keys` | the operator's routes ([`super::operator`]) |
+//! | `/v1/memory/proposals...` | fact proposals and their decisions; operator (`rest_memory.rs`) |
 //!
 //! Every route but `/healthz` needs a token ([`super::auth`]); a client
 //! token sees only the sagas and traces it started (another's is 404, as
 //! if it did not exist) and gets 403 on the operator's routes.
+//!
+//! A turn's `session_id` continues a session: with `[memory] enabled` its
+//! earlier turns are in the prompt. Its sender (the key of episodic memory
+//! and of sessions) is the authenticated principal's name, never a name in
+//! the body: a client reads and writes only its own memory.
 //!
 //! Errors are `{"detail": {"code": ..., "message": ...}}`; a turn no
 //! allowed provider can answer is 422 with the seed's `no_allowed_provider`
@@ -284,6 +290,12 @@ pub async fn turns(
             "trace": tr,
         }))
         .into_response(),
+        Err(
+            e @ crate::agent::runner::AgentError::Memory(capsaga_memory::MemoryError::Invalid(_)),
+        ) => detail(StatusCode::CONFLICT, "session", e.to_string()),
+        Err(e @ crate::agent::runner::AgentError::Memory(_)) => {
+            detail(StatusCode::SERVICE_UNAVAILABLE, "memory", e.to_string())
+        }
         Err(e @ crate::agent::runner::AgentError::ToolChoiceNotOffered { .. }) => (
             StatusCode::UNPROCESSABLE_ENTITY,
             Json(json!({"detail": {"code": "tool_choice_not_offered", "message": e.to_string()}})),

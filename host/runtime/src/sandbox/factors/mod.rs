@@ -27,10 +27,12 @@
 //! | `net` | [`net`] | `[net]` settings, TLS roots | net grants | `wasi:http` hooks with the net guard |
 //! | `secret` | [`secret`] | `[secrets.*]` values | secret grants | headers injected by the hooks, redaction |
 //! | `llm` | [`llm`] | none (the model comes with each call) | granted tiers and token caps | the `llm` import's slot: tiers, dry-run flag, the entry point's model |
+//! | `mem` | [`mem`] | none (the memory is the host's, `crate::memory`) | readable and writable namespaces | nothing in WASI: the memory built-ins read the bindings |
 
 pub mod env;
 pub mod fs;
 pub mod llm;
+pub mod mem;
 pub mod net;
 pub mod secret;
 
@@ -55,10 +57,12 @@ pub enum Kind {
     Secret,
     /// `llm:<tier>[:<max-tokens>]`.
     Llm,
+    /// `mem:<namespace>[:read|:write]`.
+    Mem,
 }
 
 /// The kinds implemented, as written in capability strings.
-pub const IMPLEMENTED: &str = "fs, net, env, secret, llm";
+pub const IMPLEMENTED: &str = "fs, net, env, secret, llm, mem";
 
 /// The factor of a capability: the one exhaustive match over the kinds of
 /// the grammar. `Err(kind)` for a kind no factor implements.
@@ -69,6 +73,7 @@ pub fn factor_of(cap: &Capability) -> Result<Kind, &'static str> {
         Capability::Env { .. } => Ok(Kind::Env),
         Capability::Secret { .. } => Ok(Kind::Secret),
         Capability::Llm { .. } => Ok(Kind::Llm),
+        Capability::Mem { .. } => Ok(Kind::Mem),
         Capability::Kv { .. } => Err(cap.kind()),
     }
 }
@@ -154,6 +159,7 @@ pub fn validate_policy(policy: &Policy) -> Result<(), FactorError> {
                 Ok(Kind::Net) => net::validate(grant).map_err(refused)?,
                 Ok(Kind::Secret) => secret::validate(policy, grant).map_err(refused)?,
                 Ok(Kind::Llm) => llm::validate(grant).map_err(refused)?,
+                Ok(Kind::Mem) => mem::validate(policy, grant).map_err(refused)?,
             }
         }
     }
@@ -182,6 +188,8 @@ pub struct Bindings {
     pub secret: Vec<Capability>,
     /// Model tiers the tool may ask, with their token caps.
     pub llm: llm::LlmBinding,
+    /// Memory namespaces the tool may read and write.
+    pub mem: mem::MemBinding,
 }
 
 /// What phase 3 built for one call.
@@ -243,13 +251,14 @@ impl Factors {
             fs: fs::configure(grants),
             env: self.env.configure(grants),
             llm: llm::configure(grants),
+            mem: mem::configure(grants),
             ..Bindings::default()
         };
         for g in grants {
             match factor_of(g) {
                 Ok(Kind::Net) => b.net.push(g.clone()),
                 Ok(Kind::Secret) => b.secret.push(g.clone()),
-                Ok(Kind::Fs | Kind::Env | Kind::Llm) | Err(_) => {}
+                Ok(Kind::Fs | Kind::Env | Kind::Llm | Kind::Mem) | Err(_) => {}
             }
         }
         b

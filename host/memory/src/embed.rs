@@ -1,0 +1,281 @@
+//! Sentence embeddings computed on this machine.
+//!
+//! [`Embedder`] is the seam; [`MiniLm`] runs all-MiniLM-L6-v2 (a 6-layer,
+//! 384-dimension BERT; Reimers & Gurevych 2019, sentence-transformers) on
+//! the CPU with candle's BERT, tokenised by Hugging Face `tokenizers` from
+//! the model's own `tokenizer.json`. The sentence vector is the mean of the
+//! last hidden states over the attention mask, L2-normalised, as
+//! sentence-transformers' `Pooling(mean)` + `Normalize` modules compute it.
+//! Inputs are cut at [`MAX_TOKENS`] tokens (the model's
+//! `max_seq_length`). The weights are read from a directory the operator
+//! configures (`[memory] model_dir`, filled by `scripts/setup`); nothing is
+//! ever downloaded.
+
+use crate::error::{MemoryError, Result};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+/// Longest input, in tokens (sentence-transformers' `max_seq_length` of
+/// all-MiniLM-L6-v2); longer texts are truncated.
+pub const MAX_TOKENS: usize = 256;
+
+/// The dimension of all-MiniLM-L6-v2's vectors.
+pub const MINILM_DIM: usize = 384;
+
+/// Largest model file read, bytes (all-MiniLM-L6-v2 is 90.9 MB).
+pub const MAX_MODEL_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Turns texts into unit vectors of a fixed dimension.
+pub trait Embedder: Send + Sync {
+    /// A stable name of the model (stored with the database, so that vectors
+    /// of two models are never compared).
+    fn model_id(&self) -> &str;
+
+    /// The length of every vector.
+    fn dim(&self) -> usize;
+
+    /// One L2-normalised vector of [`Embedder::dim`] floats per text, in order.
+    ///
+    /// # Errors
+    /// [`MemoryError::Embed`] when the model fails.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+
+    /// The vector of one text.
+    ///
+    /// # Errors
+    /// As [`Embedder::embed`].
+    fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
+        self.embed(&[text])?
+            .pop()
+            .ok_or_else(|| MemoryError::Embed("the model returned no vector".into()))
+    }
+}
+
+/// all-MiniLM-L6-v2 on the CPU.
+pub struct MiniLm {
+    model: BertModel,
+    // `Tokenizer::encode_batch` needs `&mut` for padding settings set once;
+    // the lock is held for tokenisation only.
+    tokenizer: Mutex<Tokenizer>,
+    dim: usize,
+    device: Device,
+}
+
+impl std::fmt::Debug for MiniLm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniLm").field("dim", &self.dim).finish()
+    }
+}
+
+fn model_err(path: &Path, reason: impl std::fmt::Display) -> MemoryError {
+    MemoryError::Model {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}
+
+fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+    let meta = std::fs::metadata(path).map_err(|e| model_err(path, e))?;
+    if !meta.is_file() {
+        return Err(model_err(path, "not a regular file"));
+    }
+    if meta.len() > MAX_MODEL_BYTES {
+        return Err(model_err(
+            path,
+            format!("{} bytes, over the limit of {MAX_MODEL_BYTES}", meta.len()),
+        ));
+    }
+    std::fs::read(path).map_err(|e| model_err(path, e))
+}
+
+impl MiniLm {
+    /// Load the model from `dir`: `config.json` (optional: all-MiniLM-L6-v2's
+    /// own values are used without it), `model.safetensors`, `tokenizer.json`.
+    ///
+    /// # Errors
+    /// [`MemoryError::Model`] naming the file that is missing, unreadable or
+    /// malformed (a Git LFS pointer, a truncated download, another
+    /// architecture).
+    pub fn load(dir: &Path) -> Result<MiniLm> {
+        let config_path = dir.join("config.json");
+        let config: Config = if config_path.exists() {
+            let bytes = read_bounded(&config_path)?;
+            serde_json::from_slice(&bytes).map_err(|e| model_err(&config_path, e))?
+        } else {
+            serde_json::from_str(MINILM_CONFIG).map_err(|e| model_err(&config_path, e))?
+        };
+        let weights_path = dir.join("model.safetensors");
+        let weights = read_bounded(&weights_path)?;
+        let device = Device::Cpu;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .map_err(|e| model_err(&weights_path, e))?;
+        let model = BertModel::load(vb, &config).map_err(|e| model_err(&weights_path, e))?;
+        let tok_path = dir.join("tokenizer.json");
+        let tok_bytes = read_bounded(&tok_path)?;
+        let mut tokenizer =
+            Tokenizer::from_bytes(&tok_bytes).map_err(|e| model_err(&tok_path, e))?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..Default::default()
+            }))
+            .map_err(|e| model_err(&tok_path, e))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..Default::default()
+        }));
+        let dim = config.hidden_size;
+        let me = MiniLm {
+            model,
+            tokenizer: Mutex::new(tokenizer),
+            dim,
+            device,
+        };
+        // A model that loads but cannot run (a tensor of the wrong shape)
+        // fails here, at load, not in the first turn.
+        let probe = me.embed(&["probe"])?;
+        if probe.first().map(Vec::len) != Some(me.dim) {
+            return Err(model_err(
+                &weights_path,
+                "the model's output is not a sentence vector",
+            ));
+        }
+        Ok(me)
+    }
+
+    /// The default model directory under a project root:
+    /// `target/models/all-MiniLM-L6-v2` (where `scripts/setup` puts it).
+    pub fn default_dir(root: &Path) -> PathBuf {
+        root.join("target/models/all-MiniLM-L6-v2")
+    }
+
+    /// The encoder's last hidden states for a batch: `(batch, tokens, dim)`
+    /// and the attention mask `(batch, tokens)`. Public so the benchmark can
+    /// time the raw forward pass next to the whole embedding.
+    ///
+    /// # Errors
+    /// [`MemoryError::Embed`].
+    pub fn forward(&self, texts: &[&str]) -> Result<(Tensor, Tensor)> {
+        let enc = {
+            let tok = self
+                .tokenizer
+                .lock()
+                .map_err(|_| MemoryError::Embed("tokenizer lock poisoned".into()))?;
+            tok.encode_batch(texts.to_vec(), true)
+                .map_err(|e| MemoryError::Embed(e.to_string()))?
+        };
+        let e = |e: candle_core::Error| MemoryError::Embed(e.to_string());
+        let rows = enc.len();
+        let len = enc.first().map(|x| x.get_ids().len()).unwrap_or(0);
+        let mut ids = Vec::with_capacity(rows * len);
+        let mut mask = Vec::with_capacity(rows * len);
+        for x in &enc {
+            ids.extend(x.get_ids().iter().map(|&v| v as i64));
+            mask.extend(x.get_attention_mask().iter().map(|&v| v as i64));
+        }
+        let ids = Tensor::from_vec(ids, (rows, len), &self.device).map_err(e)?;
+        let mask = Tensor::from_vec(mask, (rows, len), &self.device).map_err(e)?;
+        let types = ids.zeros_like().map_err(e)?;
+        let hidden = self.model.forward(&ids, &types, Some(&mask)).map_err(e)?;
+        Ok((hidden, mask))
+    }
+}
+
+/// all-MiniLM-L6-v2's `config.json`, used when the directory has none.
+const MINILM_CONFIG: &str = r#"{"attention_probs_dropout_prob":0.1,"hidden_act":"gelu","hidden_dropout_prob":0.1,"hidden_size":384,"initializer_range":0.02,"intermediate_size":1536,"layer_norm_eps":1e-12,"max_position_embeddings":512,"model_type":"bert","num_attention_heads":12,"num_hidden_layers":6,"pad_token_id":0,"position_embedding_type":"absolute","type_vocab_size":2,"vocab_size":30522}"#;
+
+impl Embedder for MiniLm {
+    fn model_id(&self) -> &str {
+        "all-MiniLM-L6-v2"
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let e = |e: candle_core::Error| MemoryError::Embed(e.to_string());
+        let (hidden, mask) = self.forward(texts)?;
+        // Mean over the tokens the mask keeps.
+        let mask = mask
+            .to_dtype(DType::F32)
+            .map_err(e)?
+            .unsqueeze(2)
+            .map_err(e)?;
+        let summed = hidden.broadcast_mul(&mask).map_err(e)?.sum(1).map_err(e)?;
+        let counts = mask.sum(1).map_err(e)?.clamp(1e-9, f32::MAX).map_err(e)?;
+        let mean = summed.broadcast_div(&counts).map_err(e)?;
+        let rows: Vec<Vec<f32>> = mean.to_vec2().map_err(e)?;
+        Ok(rows.into_iter().map(normalise).collect())
+    }
+}
+
+/// `v / max(‖v‖, 1e-12)`, as `torch.nn.functional.normalize`.
+pub fn normalise(mut v: Vec<f32>) -> Vec<f32> {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    for x in &mut v {
+        *x /= n;
+    }
+    v
+}
+
+/// Vectors as stored: little-endian f32s.
+pub fn to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A stored vector back, checked against the expected dimension.
+///
+/// # Errors
+/// [`MemoryError::Dimension`] when its length is not `dim` floats.
+pub fn from_blob(what: &str, blob: &[u8], dim: usize) -> Result<Vec<f32>> {
+    if blob.len() != dim * 4 {
+        return Err(MemoryError::Dimension {
+            what: what.to_string(),
+            expected: dim,
+            found: blob.len() / 4,
+        });
+    }
+    Ok(blob
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blob_round_trip_and_dimension_check() {
+        let v = vec![0.25_f32, -1.0, 3.5];
+        assert_eq!(from_blob("x", &to_blob(&v), 3).unwrap(), v);
+        let err = from_blob("fact f-1", &to_blob(&v), 384).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                MemoryError::Dimension {
+                    expected: 384,
+                    found: 3,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(from_blob("x", &[1, 2, 3], 1).is_err());
+    }
+
+    #[test]
+    fn normalise_unit_and_zero() {
+        let v = normalise(vec![3.0, 4.0]);
+        assert!((v[0] - 0.6).abs() < 1e-6 && (v[1] - 0.8).abs() < 1e-6);
+        assert_eq!(normalise(vec![0.0, 0.0]), vec![0.0, 0.0]);
+    }
+}

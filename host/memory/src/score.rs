@@ -1,0 +1,225 @@
+//! Pure scoring functions of the memory (seed 004 §4, §7): importance of an
+//! episode, recency, the fact retrieval score, cosine similarity, and the
+//! FTS5 query built from a user message. No I/O: unit-tested here, used by
+//! the store and the facade.
+
+/// Weights of the fact score (seed 004 §7, after Generative Agents, Park et
+/// al. 2023, and ACT-R's base-level activation): relevance, recency,
+/// importance, usage.
+pub const W_RELEVANCE: f32 = 0.50;
+/// Weight of recency.
+pub const W_RECENCY: f32 = 0.20;
+/// Weight of importance.
+pub const W_IMPORTANCE: f32 = 0.20;
+/// Weight of usage reinforcement.
+pub const W_USAGE: f32 = 0.10;
+
+/// Recency decay per day: Generative Agents decays recency by 0.995 per
+/// game hour, 0.995^24 ≈ e^-0.12 per day.
+pub const DECAY_PER_DAY: f64 = 0.12;
+
+/// The access count at which the usage term reaches 1: `ln(1+n)` is divided
+/// by `ln(1+USAGE_SATURATION)` so that every term of the score lies in
+/// [0, 1] (the seed's `log(1 + access_count)` is unbounded).
+pub const USAGE_SATURATION: f64 = 100.0;
+
+/// Importance of an episode (seed 004 §4.3):
+/// `0.3·novelty + 0.3·user_engagement + 0.4·outcome_quality`, each input
+/// clamped to [0, 1] (NaN counts as 0).
+pub fn importance(novelty: f64, engagement: f64, outcome_quality: f64) -> f64 {
+    let c = |x: f64| if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+    0.3 * c(novelty) + 0.3 * c(engagement) + 0.4 * c(outcome_quality)
+}
+
+/// Outcome quality of a trace outcome (the ExecutionTrace's outcome names):
+/// a success is worth remembering most, a hallucinated tool least.
+pub fn outcome_quality(outcome: &str) -> f64 {
+    match outcome {
+        "success" => 1.0,
+        "policy_denied" | "budget_hit" => 0.3,
+        "user_aborted" | "timeout_steps" => 0.2,
+        "tool_hallucination" => 0.1,
+        _ => 0.0,
+    }
+}
+
+/// User engagement of a turn: half from the length of what the user wrote
+/// (saturating at 40 words), half from how far into the session the turn is
+/// (saturating at the 5th turn: a user who keeps talking is engaged).
+pub fn engagement(user_words: usize, turn_in_session: usize) -> f64 {
+    0.5 * (user_words as f64 / 40.0).min(1.0) + 0.5 * (turn_in_session as f64 / 5.0).min(1.0)
+}
+
+/// Novelty of a text against earlier texts of the same sender: one minus
+/// the largest Jaccard similarity of their word sets (1 when there is
+/// nothing earlier).
+pub fn novelty<'a>(text: &str, earlier: impl IntoIterator<Item = &'a str>) -> f64 {
+    let a = word_set(text);
+    let best = earlier
+        .into_iter()
+        .map(|e| jaccard(&a, &word_set(e)))
+        .fold(0.0_f64, f64::max);
+    1.0 - best
+}
+
+fn word_set(text: &str) -> std::collections::BTreeSet<String> {
+    words(text).map(|w| w.to_lowercase()).collect()
+}
+
+fn jaccard(a: &std::collections::BTreeSet<String>, b: &std::collections::BTreeSet<String>) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let inter = a.intersection(b).count() as f64;
+    let union = a.union(b).count() as f64;
+    inter / union
+}
+
+/// Recency after `days` (negative counts as 0): `exp(-DECAY_PER_DAY·days)`.
+pub fn recency(days: f64) -> f64 {
+    if days.is_nan() {
+        return 0.0;
+    }
+    (-DECAY_PER_DAY * days.max(0.0)).exp()
+}
+
+/// The usage term: `ln(1+n) / ln(1+USAGE_SATURATION)`, at most 1.
+pub fn usage(access_count: u64) -> f64 {
+    ((1.0 + access_count as f64).ln() / (1.0 + USAGE_SATURATION).ln()).min(1.0)
+}
+
+/// The retrieval score of a fact (seed 004 §7): `0.5·cosine + 0.2·recency +
+/// 0.2·importance + 0.1·usage`, with `days_since_access` counted from the
+/// last access (or the creation when never accessed).
+pub fn fact_score(cosine: f32, days_since_access: f64, importance: f64, access_count: u64) -> f32 {
+    W_RELEVANCE * cosine
+        + W_RECENCY * recency(days_since_access) as f32
+        + W_IMPORTANCE * importance.clamp(0.0, 1.0) as f32
+        + W_USAGE * usage(access_count) as f32
+}
+
+/// Cosine similarity of two vectors (0 when either is zero or their lengths
+/// differ). Embeddings of the memory are L2-normalised, so this is their
+/// dot product, but the norm is not assumed.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() || a.is_empty() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0.0_f32, 0.0_f32, 0.0_f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    dot / (na.sqrt() * nb.sqrt())
+}
+
+/// The words of a text: maximal runs of letters and digits (any script).
+pub fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+}
+
+/// Most terms put in one FTS5 query.
+pub const MAX_QUERY_TERMS: usize = 32;
+
+/// Words too common to select anything (English; a query of only these
+/// matches nothing).
+const STOPWORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "but", "by", "can", "did", "do", "does",
+    "for", "from", "had", "has", "have", "he", "her", "his", "how", "i", "if", "in", "is", "it",
+    "its", "me", "my", "of", "on", "or", "our", "she", "so", "that", "the", "their", "them",
+    "there", "they", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who",
+    "why", "will", "with", "you", "your",
+];
+
+/// An FTS5 MATCH expression for a user message: every word of the message
+/// (lower-cased, stop words and duplicates dropped, at most
+/// [`MAX_QUERY_TERMS`]) as a double-quoted string, joined by `OR`. A user
+/// message is never FTS5 syntax: quotes, `*`, `^`, `-`, `:`, `NEAR`, `AND`,
+/// `OR`, `NOT` and column filters in it are plain words or separators,
+/// never operators (FTS5 query syntax, sqlite.org/fts5.html §3). `None`
+/// when nothing searchable is left.
+pub fn fts_query(message: &str) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let terms: Vec<String> = words(message)
+        .map(str::to_lowercase)
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .filter(|w| seen.insert(w.clone()))
+        .take(MAX_QUERY_TERMS)
+        // A word holds only letters and digits, so it holds no quote; the
+        // doubling is the FTS5 string rule, kept in case `words` changes.
+        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+        .collect();
+    (!terms.is_empty()).then(|| terms.join(" OR "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn importance_is_the_seed_formula_and_bounded() {
+        assert!((importance(1.0, 1.0, 1.0) - 1.0).abs() < 1e-12);
+        assert!((importance(0.5, 0.0, 1.0) - 0.55).abs() < 1e-12);
+        assert_eq!(importance(-3.0, f64::NAN, 9.0), 0.4);
+    }
+
+    #[test]
+    fn recency_decays_and_clamps() {
+        assert_eq!(recency(0.0), 1.0);
+        assert_eq!(recency(-5.0), 1.0);
+        assert!((recency(1.0) - (-0.12f64).exp()).abs() < 1e-12);
+        assert!(recency(60.0) < 0.001);
+        assert_eq!(recency(f64::NAN), 0.0);
+    }
+
+    #[test]
+    fn fact_score_weights() {
+        // Identical vector, fresh, top importance, saturated usage: 1.0.
+        assert!((fact_score(1.0, 0.0, 1.0, 100) - 1.0).abs() < 1e-6);
+        // Relevance dominates.
+        assert!(fact_score(0.9, 30.0, 0.5, 0) > fact_score(0.2, 0.0, 0.5, 0));
+        assert!(usage(1_000_000) <= 1.0);
+    }
+
+    #[test]
+    fn cosine_edge_cases() {
+        assert_eq!(cosine(&[1.0, 0.0], &[1.0]), 0.0);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+        assert!((cosine(&[1.0, 1.0], &[2.0, 2.0]) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn novelty_against_earlier() {
+        assert_eq!(novelty("the cat sat", []), 1.0);
+        assert_eq!(novelty("the cat sat", ["The cat SAT"]), 0.0);
+        assert!(novelty("the cat sat", ["a dog ran"]) == 1.0);
+    }
+
+    #[test]
+    fn fts_query_quotes_every_syntax_character() {
+        let q = fts_query("report\" OR * NEAR(a b) -x ^col: user_message:secret AND NOT").unwrap();
+        // Only quoted words joined by OR: no operator survives.
+        for part in q.split(" OR ") {
+            assert!(part.starts_with('"') && part.ends_with('"'), "{q}");
+            let inner = &part[1..part.len() - 1];
+            assert!(inner.chars().all(char::is_alphanumeric), "{q}");
+        }
+        assert!(q.contains("\"near\""), "{q}");
+        assert!(q.contains("\"user\"") && q.contains("\"message\""), "{q}");
+        assert_eq!(fts_query("*** \" ^ - :"), None);
+        assert_eq!(fts_query("the and of"), None);
+        let many = (0..100)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(
+            fts_query(&many).unwrap().matches(" OR ").count(),
+            MAX_QUERY_TERMS - 1
+        );
+    }
+}

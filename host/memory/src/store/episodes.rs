@@ -1,0 +1,425 @@
+//! Episodes: insert, retrieval (the sender's latest, FTS5 matches),
+//! reflection's selection and marks, retention, forget.
+
+use super::Store;
+use crate::error::{MemoryError, Result};
+use crate::types::Episode;
+use rusqlite::{OptionalExtension, Row, params};
+
+const COLS: &str = "episode_id, trace_id, session_id, sender, namespace, started_at, user_message, final_response, outcome, summary, importance, reflected, archived";
+
+/// The scope tokens of an episode, indexed in the FTS5 table's `scope`
+/// column: one for its namespace and one for its namespace and sender
+/// (`n` or `k` and 16 hex digits of SHA-256), so that a search is
+/// restricted to them inside FTS5 (an AND with the scope's short posting
+/// list) instead of ranking every match of the whole database.
+fn scope_tokens(namespace: &str, sender: &str) -> String {
+    format!(
+        "{} {}",
+        ns_token(namespace),
+        sender_token(namespace, sender)
+    )
+}
+
+fn hash16(text: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(&sha2::Sha256::digest(text.as_bytes())[..8])
+}
+
+fn ns_token(namespace: &str) -> String {
+    format!("n{}", hash16(namespace))
+}
+
+fn sender_token(namespace: &str, sender: &str) -> String {
+    format!("k{}", hash16(&format!("{namespace}\n{sender}")))
+}
+
+fn row(r: &Row<'_>) -> rusqlite::Result<Episode> {
+    Ok(Episode {
+        episode_id: r.get(0)?,
+        trace_id: r.get(1)?,
+        session_id: r.get(2)?,
+        sender: r.get(3)?,
+        namespace: r.get(4)?,
+        started_at: r.get(5)?,
+        user_message: r.get(6)?,
+        final_response: r.get(7)?,
+        outcome: r.get(8)?,
+        summary: r.get(9)?,
+        importance: r.get(10)?,
+        reflected: r.get::<_, i64>(11)? != 0,
+        archived: r.get::<_, i64>(12)? != 0,
+    })
+}
+
+/// A filter of episodes for listing.
+#[derive(Debug, Clone, Default)]
+pub struct EpisodeQuery {
+    /// Only this namespace.
+    pub namespace: Option<String>,
+    /// Only this sender.
+    pub sender: Option<String>,
+    /// Also archived ones.
+    pub include_archived: bool,
+    /// Most rows.
+    pub limit: usize,
+}
+
+impl Store {
+    /// Insert an episode (its FTS5 entry follows by trigger).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn insert_episode(&self, e: &Episode) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                &format!("INSERT INTO episodes ({COLS}, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
+                params![
+                    e.episode_id,
+                    e.trace_id,
+                    e.session_id,
+                    e.sender,
+                    e.namespace,
+                    e.started_at,
+                    e.user_message,
+                    e.final_response,
+                    e.outcome,
+                    e.summary,
+                    e.importance,
+                    e.reflected as i64,
+                    e.archived as i64,
+                    scope_tokens(&e.namespace, &e.sender)
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The episode with this id.
+    ///
+    /// # Errors
+    /// [`MemoryError::NotFound`], [`MemoryError::Sql`].
+    pub fn episode(&self, id: &str) -> Result<Episode> {
+        self.with(|c| {
+            c.query_row(
+                &format!("SELECT {COLS} FROM episodes WHERE episode_id = ?1"),
+                [id],
+                row,
+            )
+            .optional()?
+            .ok_or_else(|| MemoryError::NotFound {
+                what: "episode",
+                id: id.to_string(),
+            })
+        })
+    }
+
+    /// The episode made from a trace, if any (indexing is idempotent).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn episode_of_trace(&self, trace_id: &str) -> Result<Option<Episode>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                &format!("SELECT {COLS} FROM episodes WHERE trace_id = ?1"),
+                [trace_id],
+                row,
+            )
+            .optional()?)
+        })
+    }
+
+    /// The latest `n` unarchived episodes of `sender` in `namespace`, newest
+    /// first.
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn recent_episodes(&self, namespace: &str, sender: &str, n: usize) -> Result<Vec<Episode>> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {COLS} FROM episodes WHERE namespace = ?1 AND sender = ?2 AND archived = 0 ORDER BY started_at DESC, id DESC LIMIT ?3"
+            ))?;
+            let v = st
+                .query_map(params![namespace, sender, n as i64], row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(v)
+        })
+    }
+
+    /// The best `k` FTS5 matches (BM25 rank) of `fts_query` among the
+    /// unarchived episodes of `sender` in `namespace`. `fts_query` must come
+    /// from [`crate::score::fts_query`] (quoted words only).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn match_episodes(
+        &self,
+        namespace: &str,
+        sender: Option<&str>,
+        fts_query: &str,
+        k: usize,
+    ) -> Result<Vec<Episode>> {
+        self.with(|c| {
+            let cols = COLS
+                .split(", ")
+                .map(|x| format!("e.{x}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            // The scope first: FTS5 intersects its short posting list with
+            // the words' instead of ranking every match in the database.
+            let scope = match sender {
+                Some(s) => sender_token(namespace, s),
+                None => ns_token(namespace),
+            };
+            let expr = format!(
+                "scope:\"{scope}\" AND {{user_message final_response summary}}: ({fts_query})"
+            );
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {cols} FROM episodes_fts JOIN episodes e ON e.id = episodes_fts.rowid
+                 WHERE episodes_fts MATCH ?1 AND e.namespace = ?2 AND (?3 IS NULL OR e.sender = ?3) AND e.archived = 0
+                 ORDER BY episodes_fts.rank LIMIT ?4"
+            ))?;
+            let v = st
+                .query_map(params![expr, namespace, sender, k as i64], row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(v)
+        })
+    }
+
+    /// Episodes for listing.
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn list_episodes(&self, q: &EpisodeQuery) -> Result<Vec<Episode>> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {COLS} FROM episodes WHERE (?1 IS NULL OR namespace = ?1) AND (?2 IS NULL OR sender = ?2) AND (?3 OR archived = 0)
+                 ORDER BY started_at DESC, id DESC LIMIT ?4"
+            ))?;
+            let v = st
+                .query_map(
+                    params![q.namespace, q.sender, q.include_archived, q.limit.max(1) as i64],
+                    row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(v)
+        })
+    }
+
+    /// Unreflected, unarchived episodes of `namespace` with importance over
+    /// `min_importance`, with their stored embedding when they have one.
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn reflection_candidates(
+        &self,
+        namespace: &str,
+        min_importance: f64,
+        limit: usize,
+    ) -> Result<Vec<(Episode, Option<Vec<u8>>)>> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {COLS}, embedding FROM episodes WHERE namespace = ?1 AND reflected = 0 AND archived = 0 AND importance > ?2
+                 ORDER BY importance DESC, started_at DESC LIMIT ?3"
+            ))?;
+            let v = st
+                .query_map(params![namespace, min_importance, limit as i64], |r| {
+                    Ok((row(r)?, r.get::<_, Option<Vec<u8>>>(13)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(v)
+        })
+    }
+
+    /// Store an episode's embedding (computed by reflection, once).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn set_episode_embedding(&self, id: &str, blob: &[u8]) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE episodes SET embedding = ?2 WHERE episode_id = ?1",
+                params![id, blob],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Set or clear the reflected mark of episodes (clearing is reflection's
+    /// compensation).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn mark_reflected(&self, ids: &[String], reflected: bool) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            for id in ids {
+                tx.execute(
+                    "UPDATE episodes SET reflected = ?2 WHERE episode_id = ?1",
+                    params![id, reflected as i64],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Retention (seed 004 §4.4): archive, out of the FTS5 index, every
+    /// unarchived episode with importance under `min_importance` that
+    /// started before `before` (RFC 3339). The rows stay. Returns the ids.
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn archive_old(&self, min_importance: f64, before: &str) -> Result<Vec<String>> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let ids = {
+                let mut st = tx.prepare(
+                    "SELECT episode_id FROM episodes WHERE archived = 0 AND importance < ?1 AND started_at < ?2",
+                )?;
+                st.query_map(params![min_importance, before], |r| r.get::<_, String>(0))?
+                    .collect::<rusqlite::Result<Vec<_>>>()?
+            };
+            tx.execute(
+                "UPDATE episodes SET archived = 1 WHERE archived = 0 AND importance < ?1 AND started_at < ?2",
+                params![min_importance, before],
+            )?;
+            tx.commit()?;
+            Ok(ids)
+        })
+    }
+
+    /// Remove an episode everywhere (row, FTS5 entry, embedding, its
+    /// session turn). Returns it.
+    ///
+    /// # Errors
+    /// [`MemoryError::NotFound`], [`MemoryError::Sql`].
+    pub fn delete_episode(&self, id: &str) -> Result<Episode> {
+        let e = self.episode(id)?;
+        self.with(|c| {
+            let tx = c.transaction()?;
+            tx.execute("DELETE FROM episodes WHERE episode_id = ?1", [id])?;
+            tx.execute(
+                "DELETE FROM session_turns WHERE trace_id = ?1",
+                [&e.trace_id],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })?;
+        Ok(e)
+    }
+
+    /// Counts: `(episodes, archived, facts, pending proposals)`.
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn counts(&self) -> Result<(u64, u64, u64, u64)> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT (SELECT count(*) FROM episodes), (SELECT count(*) FROM episodes WHERE archived = 1),
+                        (SELECT count(*) FROM semantic_facts), (SELECT count(*) FROM fact_proposals WHERE status = 'pending')",
+                [],
+                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)? as u64, r.get::<_, i64>(3)? as u64)),
+            )?)
+        })
+    }
+
+    /// The stored vectors of the unarchived episodes of `namespace` (of
+    /// `sender` when given), newest first, at most `limit`.
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn episode_vectors(
+        &self,
+        namespace: &str,
+        sender: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT episode_id, embedding FROM episodes
+                 WHERE namespace = ?1 AND (?2 IS NULL OR sender = ?2) AND archived = 0 AND embedding IS NOT NULL
+                 ORDER BY started_at DESC, id DESC LIMIT ?3",
+            )?;
+            let v = st
+                .query_map(params![namespace, sender, limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(v)
+        })
+    }
+
+    /// Episodes by id, in the order given (ids not found are skipped).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn episodes_by_id(&self, ids: &[&str]) -> Result<Vec<Episode>> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {COLS} FROM episodes WHERE episode_id = ?1"
+            ))?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(e) = st.query_row([id], row).optional()? {
+                    out.push(e);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Unarchived episodes without a vector yet, oldest first: `(id, text)`.
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn episodes_without_vector(&self, limit: usize) -> Result<Vec<(String, String)>> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT episode_id, user_message, coalesce(final_response, '') FROM episodes
+                 WHERE embedding IS NULL AND archived = 0 ORDER BY id LIMIT ?1",
+            )?;
+            let v = st
+                .query_map([limit as i64], |r| {
+                    let (id, u, a): (String, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                    Ok((id, format!("{u}\n{a}")))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(v)
+        })
+    }
+
+    /// Insert many episodes in one transaction (benchmarks, imports).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn insert_episodes(&self, es: &[(Episode, Option<Vec<u8>>)]) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            {
+                let mut st = tx.prepare(&format!(
+                    "INSERT INTO episodes ({COLS}, embedding, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+                ))?;
+                for (e, v) in es {
+                    st.execute(params![
+                        e.episode_id,
+                        e.trace_id,
+                        e.session_id,
+                        e.sender,
+                        e.namespace,
+                        e.started_at,
+                        e.user_message,
+                        e.final_response,
+                        e.outcome,
+                        e.summary,
+                        e.importance,
+                        e.reflected as i64,
+                        e.archived as i64,
+                        v,
+                        scope_tokens(&e.namespace, &e.sender)
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+}
