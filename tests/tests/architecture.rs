@@ -177,7 +177,8 @@ fn only_the_door_runs_a_tool() {
             || in_runtime(k, f, "sandbox/")
             // Measures the sandbox layer alone against bare Wasmtime: no
             // saga, no log, never a tool call of an agent or an operator.
-            || (k == "runtime" && (f == "cli/bench.rs" || f == "cli/bench_shell.rs"))
+            || (k == "runtime"
+                && ["cli/bench/mod.rs", "cli/bench/floor.rs", "cli/bench/shell.rs"].contains(&f))
     });
     assert!(
         bad.is_empty(),

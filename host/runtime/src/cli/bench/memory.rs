@@ -143,11 +143,11 @@ pub(crate) async fn run(out: &Out, model_dir: &Path) -> u8 {
 }
 
 fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
-    let rss0 = super::bench::rss().map(|r| r.0).unwrap_or(0);
+    let rss0 = super::rss().map(|r| r.0).unwrap_or(0);
     let t = Instant::now();
     let model = Arc::new(MiniLm::load(model_dir).map_err(|e| e.to_string())?);
     let load_ms = ms(t);
-    let rss_model = super::bench::rss().map(|r| r.0).unwrap_or(0);
+    let rss_model = super::rss().map(|r| r.0).unwrap_or(0);
 
     // Embedding one query, beside the raw forward pass.
     let queries = [
@@ -243,7 +243,7 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
     let t = Instant::now();
     let m = Memory::open(cfg, model.clone()).map_err(|e| e.to_string())?;
     let reopen_ms = ms(t);
-    let rss_index = super::bench::rss().map(|r| r.0).unwrap_or(0);
+    let rss_index = super::rss().map(|r| r.0).unwrap_or(0);
 
     let now = jiff::Timestamp::now();
     let (mut bundle, mut no_embed) = (Vec::new(), Vec::new());

@@ -312,7 +312,7 @@ async fn measure(dir: &Path, churn: &Path) -> Result<FsReport, String> {
     let [b0, b1] = bigs;
     let (r, f, fs) = (median(restores), median(floor), median(floor_sync));
     Ok(FsReport {
-        machine: super::bench::machine(),
+        machine: super::machine(),
         new_files: pair(n0, n1, Some(n2)),
         overwrites: pair(o0, o1, Some(o2)),
         restore_100: Restore {

@@ -9,9 +9,9 @@
 //! pre-image, COMMIT, the chained log rows) and the figure is the log's,
 //! not a tool's.
 
-use super::bench_wal::{Nop, workspace};
 use super::exit;
 use super::render::Out;
+use super::wal::{Nop, workspace};
 use crate::config::Config;
 use crate::dispatch::{Args, Call, Dispatcher, Outcome};
 use crate::host::Host;

@@ -21,26 +21,25 @@
 //! the median of the per-round ratios of the two paths (each pair measured
 //! milliseconds apart). Nothing is asserted.
 
+mod floor;
+mod fs;
+mod group;
+mod memory;
+pub(super) mod neurons;
+mod pg;
+mod shell;
+mod start;
+mod wal;
+
 use super::exit;
-use super::render::Out;
-use crate::sandbox::bindings::{LogLevel, Tool, ToolPre, WitCallContext, capsaga};
-use crate::sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig, engine};
+use super::render::{self, Out};
+use crate::sandbox::{Bindings, CallRequest, Op, Sandbox, SandboxConfig};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
+use floor::*;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, Store};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-
-/// Synchronous bindings of the tool world, for the synchronous floor only.
-mod sync_bindings {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "tool",
-    });
-}
 
 /// `capsaga bench` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -165,7 +164,7 @@ struct Report {
     spawn_vs_capsaga: f64,
     cold_start: ColdStart,
     peak_memory: Option<PeakMemory>,
-    shell: Option<super::bench_shell::ShellReport>,
+    shell: Option<shell::ShellReport>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -175,239 +174,6 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn median_ms(v: Vec<Duration>) -> f64 {
     median(v.into_iter().map(|d| d.as_secs_f64() * 1e3).collect())
-}
-
-/// Store data of the floors: an empty WASI context, nothing else.
-struct FloorState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-}
-
-impl FloorState {
-    fn new() -> Self {
-        FloorState {
-            wasi: WasiCtx::builder().build(),
-            table: ResourceTable::new(),
-        }
-    }
-}
-
-impl WasiView for FloorState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl capsaga::tool::log::Host for FloorState {
-    fn log(&mut self, _level: LogLevel, _message: String) {}
-}
-impl capsaga::tool::types::Host for FloorState {}
-/// The floors grant nothing: a sub-question is refused, as without an
-/// `llm:` grant.
-impl capsaga::tool::llm::Host for FloorState {
-    async fn ask(
-        &mut self,
-        _request: capsaga::tool::llm::LlmRequest,
-    ) -> Result<capsaga::tool::llm::LlmAnswer, capsaga::tool::types::ToolError> {
-        Err(capsaga::tool::types::ToolError {
-            kind: capsaga::tool::types::ErrorKind::PermissionDenied,
-            message: "the benchmark floor grants no `llm:` tier".into(),
-            llm_hint: "Answer without asking the model.".into(),
-            details: None,
-            retriable: false,
-        })
-    }
-}
-impl sync_bindings::capsaga::tool::log::Host for FloorState {
-    fn log(&mut self, _level: sync_bindings::capsaga::tool::log::Level, _message: String) {}
-}
-impl sync_bindings::capsaga::tool::types::Host for FloorState {}
-
-/// An engine with the pooling allocator sized like capsaga's, and fuel and
-/// epoch interruption as asked.
-fn floor_engine(instrumented: bool) -> Result<Engine, String> {
-    let mut config = Config::new();
-    config.wasm_component_model(true);
-    config.consume_fuel(instrumented);
-    config.epoch_interruption(instrumented);
-    config.max_wasm_stack(engine::MAX_WASM_STACK_BYTES);
-    // As in capsaga's engine: no WASI 0.3 concurrency state per store.
-    config.concurrency_support(false);
-    config.allocation_strategy(InstanceAllocationStrategy::Pooling(engine::pooling_config(
-        &SandboxConfig::default(),
-    )));
-    Engine::new(&config).map_err(|e| format!("floor engine: {e:#}"))
-}
-
-fn wit_ctx() -> WitCallContext {
-    WitCallContext {
-        saga_id: "bench".into(),
-        step_seq: 0,
-        idempotency_key: "bench".into(),
-        deadline_ms: u64::MAX,
-        dry_run: false,
-    }
-}
-
-/// The synchronous bare-Wasmtime floor, ready to call.
-struct SyncFloor {
-    engine: Engine,
-    pre: sync_bindings::ToolPre<FloorState>,
-    ctx: sync_bindings::capsaga::tool::types::CallContext,
-}
-
-impl SyncFloor {
-    fn new(bytes: &[u8]) -> Result<Self, String> {
-        let engine = floor_engine(false)?;
-        let component = Component::from_binary(&engine, bytes).map_err(|e| format!("{e:#}"))?;
-        let mut linker: Linker<FloorState> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("{e:#}"))?;
-        sync_bindings::Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .map_err(|e| format!("{e:#}"))?;
-        let pre = sync_bindings::ToolPre::new(
-            linker
-                .instantiate_pre(&component)
-                .map_err(|e| format!("{e:#}"))?,
-        )
-        .map_err(|e| format!("{e:#}"))?;
-        let ctx = sync_bindings::capsaga::tool::types::CallContext {
-            saga_id: "bench".into(),
-            step_seq: 0,
-            idempotency_key: "bench".into(),
-            deadline_ms: u64::MAX,
-            dry_run: false,
-        };
-        Ok(SyncFloor { engine, pre, ctx })
-    }
-
-    fn call(&self, args: &str) -> Result<(), String> {
-        let mut store = Store::new(&self.engine, FloorState::new());
-        let r = self
-            .pre
-            .instantiate(&mut store)
-            .and_then(|tool| tool.call_execute(&mut store, &self.ctx, args));
-        match r {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("the tool failed: {}", e.message)),
-            Err(e) => Err(format!("{e:#}")),
-        }
-    }
-}
-
-/// The asynchronous bare-Wasmtime floor, with or without fuel and epoch
-/// interruption, ready to call.
-struct AsyncFloor {
-    engine: Engine,
-    pre: ToolPre<FloorState>,
-    ctx: WitCallContext,
-    instrumented: bool,
-}
-
-impl AsyncFloor {
-    fn new(bytes: &[u8], instrumented: bool) -> Result<Self, String> {
-        let engine = floor_engine(instrumented)?;
-        let component = Component::from_binary(&engine, bytes).map_err(|e| format!("{e:#}"))?;
-        let mut linker: Linker<FloorState> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| format!("{e:#}"))?;
-        Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).map_err(|e| format!("{e:#}"))?;
-        let pre = ToolPre::new(
-            linker
-                .instantiate_pre(&component)
-                .map_err(|e| format!("{e:#}"))?,
-        )
-        .map_err(|e| format!("{e:#}"))?;
-        Ok(AsyncFloor {
-            engine,
-            pre,
-            ctx: wit_ctx(),
-            instrumented,
-        })
-    }
-
-    async fn call(&self, args: &str) -> Result<(), String> {
-        let mut store = Store::new(&self.engine, FloorState::new());
-        if self.instrumented {
-            store
-                .set_fuel(Limits::DEFAULT.fuel)
-                .map_err(|e| format!("{e:#}"))?;
-            store.set_epoch_deadline(u64::MAX / 2);
-        }
-        let tool = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| format!("{e:#}"))?;
-        match tool.call_execute(&mut store, &self.ctx, args).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("the tool failed: {}", e.message)),
-            Err(e) => Err(format!("{e:#}")),
-        }
-    }
-}
-
-/// A trivial call through capsaga's sandbox, ready to call.
-struct ThroughCapsaga {
-    sandbox: Sandbox,
-    prepared: Prepared,
-    limits: Limits,
-    ctx: CallContext,
-}
-
-impl ThroughCapsaga {
-    fn new(bytes: &[u8]) -> Result<Self, String> {
-        let sandbox = Sandbox::with_config(&SandboxConfig::default()).map_err(|e| e.to_string())?;
-        let prepared = sandbox.prepare(bytes).map_err(|e| e.to_string())?;
-        Ok(ThroughCapsaga {
-            sandbox,
-            prepared,
-            limits: Limits::DEFAULT,
-            ctx: CallContext {
-                saga_id: "bench".into(),
-                step_seq: 0,
-                idempotency_key: "bench".into(),
-                deadline_ms: u64::MAX,
-                dry_run: false,
-            },
-        })
-    }
-
-    async fn call(&self, args: &str) -> Result<(), String> {
-        let (res, _diag) = self
-            .sandbox
-            .call(CallRequest {
-                tool: "bench",
-                prepared: &self.prepared,
-                bindings: &Bindings::default(),
-                limits: &self.limits,
-                ctx: &self.ctx,
-                args_json: args,
-                op: &Op::Execute,
-            })
-            .await;
-        res.map(|_| ()).map_err(|e| e.to_string())
-    }
-}
-
-/// The same work as `time_now` in native Rust: read the clock, format
-/// RFC 3339, serialize the JSON output.
-fn native_time_now() -> String {
-    let now = jiff::Timestamp::now();
-    let unix_ms = now.as_millisecond();
-    serde_json::json!({ "unix_ms": unix_ms, "rfc3339": now.to_string() }).to_string()
-}
-
-fn spawn_true() -> Result<(), String> {
-    let status = std::process::Command::new("/bin/true")
-        .status()
-        .map_err(|e| format!("cannot spawn /bin/true: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("/bin/true exited with {status}"))
-    }
 }
 
 /// The per-call paths, in the order of the report (index 1 is the sync floor).
@@ -620,22 +386,22 @@ pub(super) fn machine() -> String {
 /// Run the benchmark and print the report.
 pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     if args.wal {
-        return super::bench_wal::run(out, args.wal_steps).await;
+        return wal::run(out, args.wal_steps).await;
     }
     if args.pg {
-        return super::bench_pg::run(out, args.pg_url.as_deref(), args.group_commit_steps).await;
+        return pg::run(out, args.pg_url.as_deref(), args.group_commit_steps).await;
     }
     if args.group_commit {
-        return super::bench_group::run(out, args.group_commit_steps).await;
+        return group::run(out, args.group_commit_steps).await;
     }
     if args.memory {
-        return super::bench_memory::run(out, &args.model_dir).await;
+        return memory::run(out, &args.model_dir).await;
     }
     if args.fs_rollback {
-        return super::bench_fs::run(out, &args.fs_churn).await;
+        return fs::run(out, &args.fs_churn).await;
     }
     if args.first_start {
-        return super::bench_start::run(out, &args.tools_dir, args.processes).await;
+        return start::run(out, &args.tools_dir, args.processes).await;
     }
     match run_inner(args).await {
         Ok(report) => {
@@ -672,7 +438,7 @@ async fn run_inner(args: &BenchArgs) -> Result<Report, String> {
     drop(paths);
     let cold = cold_start(&bytes).await?;
     let peak = peak_memory(&args.big_output).await?;
-    let shell = super::bench_shell::measure(&args.shell_run, &bytes).await?;
+    let shell = shell::measure(&args.shell_run, &bytes).await?;
     let per_call = PATHS
         .iter()
         .zip(&means)
@@ -757,6 +523,6 @@ fn print_report(r: &Report) {
         outln!("    result: {}", p.error);
     }
     if let Some(s) = &r.shell {
-        super::bench_shell::print(s);
+        shell::print(s);
     }
 }

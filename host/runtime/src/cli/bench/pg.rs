@@ -18,9 +18,9 @@
 //! sagas; the batching writer's effect (batches of 1 at 100 sagas, 1
 //! host). Nothing is asserted.
 
-use super::bench_wal::{Nop, workspace};
 use super::exit;
 use super::render::Out;
+use super::wal::{Nop, workspace};
 use crate::config::Config;
 use crate::dispatch::{Args, Call, Dispatcher, Outcome};
 use crate::host::Host;

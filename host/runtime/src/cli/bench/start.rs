@@ -177,7 +177,7 @@ fn measure(dir: &Path, tools_dir: &Path, processes: usize) -> Result<StartReport
     let cold_many = start(&many, processes)?;
     let warm_many = start(&many, processes)?;
     Ok(StartReport {
-        machine: super::bench::machine(),
+        machine: super::machine(),
         components,
         processes,
         ratio_one: cold_one.wall_ms / warm_one.wall_ms.max(0.001),
