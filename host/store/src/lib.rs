@@ -48,6 +48,7 @@ pub mod audit;
 pub mod clock;
 mod error;
 mod neurons;
+mod owned;
 mod owners;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -9,6 +9,7 @@ use super::sagas::ENDED_STATES;
 use super::schema::FENCED_SQLSTATE;
 use super::{Conn, PgStore, decode_json, get, get_u64, i64_of, query, query_opt, to_json};
 use crate::clock::now_rfc3339;
+use crate::owned::OwnedStep;
 use async_trait::async_trait;
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
@@ -180,55 +181,6 @@ async fn insert_begin(
     )
     .await?;
     Ok(true)
-}
-
-/// A [`NewStep`] the writer owns.
-struct OwnedStep {
-    saga_id: String,
-    step_seq: u64,
-    tool_id: String,
-    tool_hash: String,
-    grants: Vec<String>,
-    has_side_effects: bool,
-    idempotency_key: String,
-    args: serde_json::Value,
-    preimage: Option<ToolOutput>,
-    approval: Option<String>,
-    fence: u64,
-}
-
-impl OwnedStep {
-    fn of(s: &NewStep<'_>) -> OwnedStep {
-        OwnedStep {
-            saga_id: s.saga_id.to_owned(),
-            step_seq: s.step_seq,
-            tool_id: s.tool_id.to_owned(),
-            tool_hash: s.tool_hash.to_owned(),
-            grants: s.grants.to_vec(),
-            has_side_effects: s.has_side_effects,
-            idempotency_key: s.idempotency_key.to_owned(),
-            args: s.args.clone(),
-            preimage: s.preimage.cloned(),
-            approval: s.approval.map(str::to_owned),
-            fence: s.fence,
-        }
-    }
-
-    fn view(&self) -> NewStep<'_> {
-        NewStep {
-            saga_id: &self.saga_id,
-            step_seq: self.step_seq,
-            tool_id: &self.tool_id,
-            tool_hash: &self.tool_hash,
-            grants: &self.grants,
-            has_side_effects: self.has_side_effects,
-            idempotency_key: &self.idempotency_key,
-            args: &self.args,
-            preimage: self.preimage.as_ref(),
-            approval: self.approval.as_deref(),
-            fence: self.fence,
-        }
-    }
 }
 
 const HOLDING_AN_EFFECT: [StepStatus; 4] = [

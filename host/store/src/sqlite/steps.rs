@@ -6,6 +6,7 @@ use super::approvals::ENDED_STATES;
 use super::log::append;
 use super::{SqliteStore, decode_json, fenced_or, to_json};
 use crate::clock::now_rfc3339;
+use crate::owned::OwnedStep;
 use async_trait::async_trait;
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
@@ -182,55 +183,6 @@ fn insert_begin(tx: &Transaction<'_>, s: &NewStep<'_>, at: &str) -> Result<(), S
         }),
         at,
     )
-}
-
-/// A [`NewStep`] the writer thread owns.
-struct OwnedStep {
-    saga_id: String,
-    step_seq: u64,
-    tool_id: String,
-    tool_hash: String,
-    grants: Vec<String>,
-    has_side_effects: bool,
-    idempotency_key: String,
-    args: serde_json::Value,
-    preimage: Option<ToolOutput>,
-    approval: Option<String>,
-    fence: u64,
-}
-
-impl OwnedStep {
-    fn of(s: &NewStep<'_>) -> OwnedStep {
-        OwnedStep {
-            saga_id: s.saga_id.to_owned(),
-            step_seq: s.step_seq,
-            tool_id: s.tool_id.to_owned(),
-            tool_hash: s.tool_hash.to_owned(),
-            grants: s.grants.to_vec(),
-            has_side_effects: s.has_side_effects,
-            idempotency_key: s.idempotency_key.to_owned(),
-            args: s.args.clone(),
-            preimage: s.preimage.cloned(),
-            approval: s.approval.map(str::to_owned),
-            fence: s.fence,
-        }
-    }
-
-    fn view(&self) -> NewStep<'_> {
-        NewStep {
-            saga_id: &self.saga_id,
-            step_seq: self.step_seq,
-            tool_id: &self.tool_id,
-            tool_hash: &self.tool_hash,
-            grants: &self.grants,
-            has_side_effects: self.has_side_effects,
-            idempotency_key: &self.idempotency_key,
-            args: &self.args,
-            preimage: self.preimage.as_ref(),
-            approval: self.approval.as_deref(),
-            fence: self.fence,
-        }
-    }
 }
 
 impl SqliteStore {
