@@ -159,3 +159,63 @@ fn the_cli_refuses_a_bad_choice_and_an_unoffered_tool_with_a_usage_error() {
         .unwrap();
     assert!(o.status.success(), "{o:?}");
 }
+
+/// `forced_call = "json_schema"`: the forced request carries no tools but a
+/// JSON Schema of the call, the answer is read back as the call, it goes
+/// through the door like any call, and the next request is an ordinary one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forced_call_sent_as_a_json_schema_answer_runs_through_the_door() {
+    let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
+    std::fs::write(ws.ws().join("notes.txt"), "hello").unwrap();
+    let call = json!({"name": "fs_read", "arguments": {"path": ws.ws_path("notes.txt")}});
+    let server = LlmServer::start(vec![
+        Reply::ok(oa_text(&call.to_string(), (100, 20))),
+        Reply::ok(oa_text("It says hello.", (120, 5))),
+    ])
+    .await;
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\ntool_choice = \"tool:fs_read\"\n{}",
+        openai_section("oa", &server, "forced_call = \"json_schema\"")
+    ));
+    let host = ws.host().await;
+    let tr = turn(
+        &host,
+        &keys(),
+        RequestRoute::default(),
+        TurnOptions::default(),
+    )
+    .await;
+    assert_eq!(tr.outcome, Outcome::Success, "{tr:#?}");
+    let reqs = server.requests();
+    let first = &reqs[0].body;
+    assert!(
+        first.get("tools").is_none() && first.get("tool_choice").is_none(),
+        "{first}"
+    );
+    let schema = &first["response_format"]["json_schema"]["schema"];
+    assert_eq!(schema["properties"]["name"]["const"], "fs_read", "{first}");
+    assert_eq!(
+        schema["properties"]["arguments"]["type"], "object",
+        "{first}"
+    );
+    let second = &reqs[1].body;
+    assert!(second.get("response_format").is_none(), "{second}");
+    assert!(
+        second["tools"].as_array().is_some_and(|t| !t.is_empty()),
+        "{second}"
+    );
+    let read = tr
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            TraceStep::Action {
+                tool_name,
+                exec_result,
+                untrusted,
+                ..
+            } if tool_name == "fs_read" => Some((exec_result.clone(), *untrusted)),
+            _ => None,
+        })
+        .expect("the forced call ran");
+    assert!(read.0.is_some() && read.1, "{read:?}");
+}

@@ -30,6 +30,7 @@
 //! base_url = "http://127.0.0.1:8080/v1"   # llama.cpp, vLLM, Ollama, DeepSeek, Kimi...
 //! model = "qwen2.5-7b-instruct"
 //! keyless = true                          # sends no Authorization header
+//! forced_call = "json_schema"             # a forced tool call as a JSON Schema answer (llama.cpp)
 //! ```
 //!
 //! API keys are never written in the file: `api_key_env` names the
@@ -208,6 +209,22 @@ pub enum MaxTokensField {
     MaxCompletionTokens,
 }
 
+/// How an OpenAI-compatible provider is sent a forced tool call
+/// (`tool_choice` `required` or `tool:NAME`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForcedCall {
+    /// The API's own `tool_choice` (OpenAI and most servers).
+    #[default]
+    Native,
+    /// No tools in that request; a `response_format` JSON Schema of the
+    /// call (`{"name": <one of the tools>, "arguments": <its schema>}`)
+    /// instead, read back as the tool call. For servers that constrain a
+    /// JSON Schema from the first token but let free text precede a
+    /// forced call, or ignore a named one (llama.cpp's `llama-server`).
+    JsonSchema,
+}
+
 /// One `[providers.<name>]` section.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -232,6 +249,10 @@ pub struct ProviderSection {
     /// OpenAI-compatible only: the output-token field.
     #[serde(default)]
     pub max_tokens_field: MaxTokensField,
+    /// OpenAI-compatible only: how a forced tool call is sent (default
+    /// `native`; `json_schema` for llama-server).
+    #[serde(default)]
+    pub forced_call: ForcedCall,
     /// Anthropic only: the `anthropic-version` header (default `2023-06-01`).
     pub anthropic_version: Option<String>,
     /// Scripted only: the script file (relative to the policy file).

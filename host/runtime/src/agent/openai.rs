@@ -30,7 +30,7 @@ use super::provider::{
     ToolChoice,
 };
 use super::wire::{self, ArgsShape, IdRule, malformed};
-use capsaga_core::providers::MaxTokensField;
+use capsaga_core::providers::{ForcedCall, MaxTokensField};
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -45,10 +45,18 @@ pub struct OpenAiProvider {
     cheap_model: Option<String>,
     key: Option<ApiKey>,
     max_tokens_field: MaxTokensField,
+    forced_call: ForcedCall,
     client: http::Client,
 }
 
 impl OpenAiProvider {
+    /// The same provider, sending a forced tool call as `forced_call` says
+    /// (see [`super::forced`]).
+    pub fn with_forced_call(mut self, forced_call: ForcedCall) -> Self {
+        self.forced_call = forced_call;
+        self
+    }
+
     /// A provider named `name` at `base_url` (e.g. `https://api.openai.com/v1`).
     pub fn new(
         name: &str,
@@ -66,6 +74,7 @@ impl OpenAiProvider {
             cheap_model: cheap_model.map(str::to_string),
             key,
             max_tokens_field,
+            forced_call: ForcedCall::Native,
             client,
         }
     }
@@ -328,7 +337,16 @@ impl Provider for OpenAiProvider {
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let model = self.model_for(request.tier);
-        let body = request_body(request, &model, self.max_tokens_field);
+        let mut body = request_body(request, &model, self.max_tokens_field);
+        let as_schema = match self.forced_call {
+            ForcedCall::JsonSchema => super::forced::response_format(request),
+            ForcedCall::Native => None,
+        };
+        if let (Some(format), Some(b)) = (&as_schema, body.as_object_mut()) {
+            b.remove("tools");
+            b.remove("tool_choice");
+            b.insert("response_format".into(), format.clone());
+        }
         let mut headers = HeaderMap::new();
         if let Some(k) = &self.key {
             headers.insert(AUTHORIZATION, k.header_value("Bearer ", &self.name)?);
@@ -336,6 +354,9 @@ impl Provider for OpenAiProvider {
         let url = format!("{}/chat/completions", self.base_url);
         let text = http::post_json(&self.client, &self.name, &url, headers, &body).await?;
         let mut resp = parse_response(&self.name, &model, &text)?;
+        if as_schema.is_some() {
+            super::forced::read_back(request, &mut resp);
+        }
         wire::settle_ids(
             &mut resp.tool_calls,
             &request.messages,

@@ -241,15 +241,18 @@ fn configured_providers(
         let base = section.base_url().unwrap_or_default();
         let model = section.model.clone().unwrap_or_default();
         let p: Arc<dyn Provider> = match section.kind {
-            ProviderKind::Openai => Arc::new(OpenAiProvider::new(
-                name,
-                &base,
-                &model,
-                section.cheap_model.as_deref(),
-                key,
-                section.max_tokens_field,
-                client.clone(),
-            )),
+            ProviderKind::Openai => Arc::new(
+                OpenAiProvider::new(
+                    name,
+                    &base,
+                    &model,
+                    section.cheap_model.as_deref(),
+                    key,
+                    section.max_tokens_field,
+                    client.clone(),
+                )
+                .with_forced_call(section.forced_call),
+            ),
             ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(
                 name,
                 &base,
