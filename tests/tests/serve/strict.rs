@@ -429,26 +429,23 @@ async fn every_route_with_a_body_refuses_a_duplicate_key() {
     }
     // Nothing was paused by a refused body; an empty body still means the
     // defaults.
-    let sw: Value = c
-        .get(srv.url("/v1/pause"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(sw["mode"], "running", "{sw}");
+    let mode = || async {
+        let sw: Value = c
+            .get(srv.url("/v1/pause"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        sw["mode"].clone()
+    };
+    let sw = mode().await;
+    assert_eq!(sw, "running", "{sw}");
     let r = c.post(srv.url("/v1/pause")).send().await.unwrap();
     assert!(r.status().is_success(), "{r:?}");
-    let sw: Value = c
-        .get(srv.url("/v1/pause"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(sw["mode"], "paused", "{sw}");
+    let sw = mode().await;
+    assert_eq!(sw, "paused", "{sw}");
     let r = c.post(srv.url("/v1/resume")).send().await.unwrap();
     assert!(r.status().is_success(), "{r:?}");
 }

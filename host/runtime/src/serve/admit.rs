@@ -69,21 +69,24 @@ where
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(IntoResponse::into_response)?;
-        let bad = |message: String| {
-            (
-                StatusCode::BAD_REQUEST,
-                axum::Json(
-                    serde_json::json!({"detail": {"code": "invalid_json", "message": message}}),
-                ),
-            )
-                .into_response()
-        };
-        let value = crate::dispatch::admit::admit_body(&bytes, super::MAX_MESSAGE_BYTES)
-            .map_err(|e| bad(format!("the body is not acceptable JSON: {e}")))?;
-        serde_json::from_value(value)
-            .map(StrictJson)
-            .map_err(|e| bad(format!("the body does not match the request: {e}")))
+        strict_body(&bytes).map(StrictJson)
     }
+}
+
+/// `bytes` admitted by the door's rule and read as `T`; a 400
+/// `invalid_json` answer otherwise.
+fn strict_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Response> {
+    let bad = |message: String| {
+        (
+            StatusCode::BAD_REQUEST,
+            axum::Json(serde_json::json!({"detail": {"code": "invalid_json", "message": message}})),
+        )
+            .into_response()
+    };
+    let value = crate::dispatch::admit::admit_body(bytes, super::MAX_MESSAGE_BYTES)
+        .map_err(|e| bad(format!("the body is not acceptable JSON: {e}")))?;
+    serde_json::from_value(value)
+        .map_err(|e| bad(format!("the body does not match the request: {e}")))
 }
 
 /// [`StrictJson`] for a route whose body may be left out: an empty body is
@@ -101,22 +104,12 @@ where
     type Rejection = Response;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let (parts, body) = req.into_parts();
-        let bytes = axum::body::to_bytes(body, super::MAX_MESSAGE_BYTES)
+        let bytes = axum::body::Bytes::from_request(req, state)
             .await
-            .map_err(|e| {
-                (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    axum::Json(serde_json::json!({"detail": {"code": "too_large", "message": e.to_string()}})),
-                )
-                    .into_response()
-            })?;
+            .map_err(IntoResponse::into_response)?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(StrictJsonOrEmpty(None));
         }
-        let req = Request::from_parts(parts, axum::body::Body::from(bytes));
-        StrictJson::<T>::from_request(req, state)
-            .await
-            .map(|StrictJson(t)| StrictJsonOrEmpty(Some(t)))
+        strict_body(&bytes).map(|t| StrictJsonOrEmpty(Some(t)))
     }
 }

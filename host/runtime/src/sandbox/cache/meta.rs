@@ -6,7 +6,7 @@
 //! hash and the engine key, and says so inside, so a meta is only ever used
 //! for the exact bytes it was read from, on the engine that linked them.
 
-use super::{CompiledCache, fs, is_hash};
+use super::{CompiledCache, is_hash};
 use capsaga_core::meta::RawToolMeta;
 
 /// Largest meta file read, bytes.
@@ -33,7 +33,6 @@ impl CompiledCache {
     /// compiled at load and the file replaced).
     #[cfg(unix)]
     pub fn load_meta(&self, hash: &str) -> Option<RawToolMeta> {
-        use std::io::Read;
         if !is_hash(hash) {
             return None;
         }
@@ -42,31 +41,11 @@ impl CompiledCache {
             tracing::warn!("cached meta {name} not used: {why}");
             None
         };
-        let file = match fs::open_file(&self.dirfd, &name) {
-            Ok(Some(f)) => f,
+        let text = match self.read_trusted(&name, MAX_META_BYTES) {
+            Ok(Some(t)) => t,
             Ok(None) => return None,
             Err(e) => return refused(e),
         };
-        let st = match rustix::fs::fstat(&file) {
-            Ok(st) => st,
-            Err(e) => return refused(e.to_string()),
-        };
-        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
-            return refused("not a regular file".into());
-        }
-        if let Err(e) = fs::check_owner(&st, "the file") {
-            return refused(e);
-        }
-        if st.st_nlink != 1 {
-            return refused(format!("{} hard links", st.st_nlink));
-        }
-        let mut text = Vec::new();
-        if let Err(e) = file.take(MAX_META_BYTES + 1).read_to_end(&mut text) {
-            return refused(e.to_string());
-        }
-        if text.len() as u64 > MAX_META_BYTES {
-            return refused(format!("over {MAX_META_BYTES} bytes"));
-        }
         let value = match capsaga_core::json::parse_strict(
             &String::from_utf8_lossy(&text),
             MAX_META_BYTES as usize,

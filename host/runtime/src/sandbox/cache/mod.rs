@@ -292,11 +292,31 @@ impl CompiledCache {
     /// but is not loaded (it is then to be recompiled and replaced).
     #[cfg(unix)]
     pub fn load(&self, engine: &Engine, hash: &str) -> Result<Option<Component>, String> {
-        use std::io::Read;
         if !is_hash(hash) {
             return Err("not a content hash".into());
         }
-        let Some(file) = fs::open_file(&self.dirfd, &self.file_name(hash))? else {
+        let Some(bytes) = self.read_trusted(&self.file_name(hash), MAX_FILE_BYTES)? else {
+            return Ok(None);
+        };
+        let payload = self.check(&bytes, hash)?;
+        // SAFETY: `payload` was written by `Component::serialize` in this
+        // host (a file in our 0700 directory, owned by us, not writable by
+        // others, whose SHA-256 matches its header, read into memory so it
+        // cannot change after the check), and Wasmtime itself refuses bytes
+        // from another version or configuration.
+        unsafe { Component::deserialize(engine, payload) }
+            .map(Some)
+            .map_err(|e| format!("Wasmtime refused it (stale or incompatible): {e:#}"))
+    }
+
+    /// The bytes of the entry `name`, read only when it is a file this host
+    /// could have written: a regular file (not followed through a link) of
+    /// ours, with one link, not writable by group or others, at most `max`
+    /// bytes; `Ok(None)` when there is none, `Err(why)` when it is refused.
+    #[cfg(unix)]
+    pub(super) fn read_trusted(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>, String> {
+        use std::io::Read;
+        let Some(file) = fs::open_file(&self.dirfd, name)? else {
             return Ok(None);
         };
         let st = rustix::fs::fstat(&file).map_err(|e| e.to_string())?;
@@ -308,22 +328,14 @@ impl CompiledCache {
             return Err(format!("it has {} hard links", st.st_nlink));
         }
         let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
-        if size > MAX_FILE_BYTES {
-            return Err(format!("it is {size} bytes, over {MAX_FILE_BYTES}"));
+        if size > max {
+            return Err(format!("it is {size} bytes, over {max}"));
         }
         let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        file.take(MAX_FILE_BYTES)
+        file.take(max)
             .read_to_end(&mut bytes)
             .map_err(|e| e.to_string())?;
-        let payload = self.check(&bytes, hash)?;
-        // SAFETY: `payload` was written by `Component::serialize` in this
-        // host (a file in our 0700 directory, owned by us, not writable by
-        // others, whose SHA-256 matches its header, read into memory so it
-        // cannot change after the check), and Wasmtime itself refuses bytes
-        // from another version or configuration.
-        unsafe { Component::deserialize(engine, payload) }
-            .map(Some)
-            .map_err(|e| format!("Wasmtime refused it (stale or incompatible): {e:#}"))
+        Ok(Some(bytes))
     }
 
     /// Not available off Unix.
