@@ -69,24 +69,24 @@ where
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(IntoResponse::into_response)?;
-        strict_body(&bytes).map(StrictJson)
+        strict_body(&bytes).map(StrictJson).map_err(invalid_json)
     }
 }
 
-/// `bytes` admitted by the door's rule and read as `T`; a 400
-/// `invalid_json` answer otherwise.
-fn strict_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Response> {
-    let bad = |message: String| {
-        (
-            StatusCode::BAD_REQUEST,
-            axum::Json(serde_json::json!({"detail": {"code": "invalid_json", "message": message}})),
-        )
-            .into_response()
-    };
+/// `bytes` admitted by the door's rule and read as `T`; why not otherwise.
+fn strict_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     let value = crate::dispatch::admit::admit_body(bytes, super::MAX_MESSAGE_BYTES)
-        .map_err(|e| bad(format!("the body is not acceptable JSON: {e}")))?;
-    serde_json::from_value(value)
-        .map_err(|e| bad(format!("the body does not match the request: {e}")))
+        .map_err(|e| format!("the body is not acceptable JSON: {e}"))?;
+    serde_json::from_value(value).map_err(|e| format!("the body does not match the request: {e}"))
+}
+
+/// The 400 `invalid_json` answer to a refused body.
+fn invalid_json(message: String) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(serde_json::json!({"detail": {"code": "invalid_json", "message": message}})),
+    )
+        .into_response()
 }
 
 /// [`StrictJson`] for a route whose body may be left out: an empty body is
@@ -110,6 +110,8 @@ where
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(StrictJsonOrEmpty(None));
         }
-        strict_body(&bytes).map(|t| StrictJsonOrEmpty(Some(t)))
+        strict_body(&bytes)
+            .map(|t| StrictJsonOrEmpty(Some(t)))
+            .map_err(invalid_json)
     }
 }
