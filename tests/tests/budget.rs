@@ -358,3 +358,95 @@ async fn an_answer_reporting_no_usage_is_charged_the_hosts_recomputation() {
     assert!((days[0].spent_usd - tr.cost_usd).abs() < 1e-12);
     assert_eq!(days[0].calls, 1);
 }
+
+/// A turn abandoned while its model call is in flight (its future dropped:
+/// a client gone, a session closed, a task aborted) is charged the call's
+/// whole reservation: the request reached the provider and may be billed.
+/// Before, the reservation was left to expire and the call cost nothing in
+/// the ledger, so a client that gave up on each turn right after it was
+/// sent could spend past the day's cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_abandoned_in_flight_is_charged_its_reservation() {
+    use capsaga_host::agent::runner::{TurnOptions, run_turn};
+    use capsaga_host::agent::select::{Selection, process_env, select};
+    use capsaga_host::store::clock::today;
+    use capsaga_tests::llm_server::{LlmServer, Reply};
+    use std::time::{Duration, Instant};
+
+    const CAP: f64 = 1.0;
+    // Never answered within the test: each call is abandoned in flight.
+    let llm = LlmServer::start(
+        (0..4)
+            .map(|_| Reply::ok(answer((100, 100))).delayed(600_000))
+            .collect(),
+    )
+    .await;
+    let ws = TestWorkspace::new(&["fs_list"], FS_POLICY);
+    std::fs::write(ws.root.join("prices.json"), LIVE_PRICES).unwrap();
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\nmax_tokens = 30000\nretries = 0\n[budget]\nprices = \"prices.json\"\nday_hard_usd = {CAP}\n\
+         [providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"priced-model\"\nkeyless = true\n",
+        llm.url("/v1")
+    ));
+    let host = ws.host().await;
+    let sel = select(&host.config, &process_env(), &Selection::default()).unwrap();
+    let provider: std::sync::Arc<dyn capsaga_host::agent::provider::Provider> = sel.provider.into();
+    let mut abandoned = 0;
+    let mut spent = 0.0;
+    for i in 0..4 {
+        let (h, p) = (host.clone(), provider.clone());
+        let turn = tokio::spawn(async move {
+            run_turn(
+                &h,
+                p.as_ref(),
+                &format!("say hello {i}"),
+                &TurnOptions::default(),
+            )
+            .await
+        });
+        // Wait for the request to reach the provider, or for the turn to end
+        // (refused before sending).
+        let sent = abandoned + 1;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while llm.requests().len() < sent && !turn.is_finished() {
+            assert!(Instant::now() < deadline, "turn {i} neither sent nor ended");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if turn.is_finished() {
+            let tr = turn.await.unwrap().unwrap();
+            assert_eq!(tr.outcome.as_str(), "budget_hit", "{tr:#?}");
+            break;
+        }
+        let reserved = host.store.day_reserved(&today()).await.unwrap();
+        assert!(
+            reserved > 0.29,
+            "the call in flight holds its estimate: {reserved}"
+        );
+        turn.abort();
+        let _ = turn.await;
+        abandoned += 1;
+        // The drop guard settles the reservation as spent.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let days = loop {
+            if host.store.day_reserved(&today()).await.unwrap() == 0.0 {
+                break host.store.budget_days(1).await.unwrap();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the abandoned reservation was not settled"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert!(
+            days[0].spent_usd > spent + 0.29,
+            "abandoned call {abandoned} charged its estimate: {} after {spent}",
+            days[0].spent_usd
+        );
+        spent = days[0].spent_usd;
+    }
+    // Three calls of ~$0.30 abandoned fill the $1 cap: the fourth turn is
+    // refused before anything is sent.
+    assert_eq!(abandoned, 3, "spent {spent}");
+    assert_eq!(llm.requests().len(), 3);
+    assert!(spent <= CAP, "{spent}");
+}

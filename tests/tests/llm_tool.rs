@@ -119,7 +119,7 @@ fn last_seen(p: &Recording, request: usize) -> String {
 
 async fn today_spent(ws: &TestWorkspace) -> f64 {
     let host = ws.host().await;
-    let budget = Budget::open(&host.config, &*host.store).unwrap();
+    let budget = Budget::open(&host.config, host.store.clone()).unwrap();
     budget.day_spent().await.unwrap()
 }
 

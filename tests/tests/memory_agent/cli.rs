@@ -148,7 +148,8 @@ async fn reflection_distils_groups_into_proposals_and_a_failed_run_queues_nothin
         "r1.json",
         &[text("Alice flies Turin to Berlin for conferences.")],
     );
-    let budget = capsaga_host::agent::budget::Budget::open(&host.config, &*host.store).unwrap();
+    let budget =
+        capsaga_host::agent::budget::Budget::open(&host.config, host.store.clone()).unwrap();
     let meter = capsaga_host::agent::meter::Meter::new(&budget);
     let e = capsaga_host::agent::reflect::reflect(&hm, &p, &meter, "default", 2)
         .await

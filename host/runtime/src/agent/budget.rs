@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::store::{Store, StoreError};
 use capsaga_core::budget::{BudgetError, BudgetState, Caps, Cost, PriceTable, check};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};
 
 /// The built-in price table (`host/runtime/model_prices.json`).
@@ -44,9 +45,9 @@ pub enum BudgetLoadError {
 
 /// Prices, caps and counters for one turn.
 #[derive(Debug)]
-pub struct Budget<'d> {
+pub struct Budget {
     /// The ledger (the day's spend and reservations).
-    pub(super) store: &'d dyn Store,
+    pub(super) store: Arc<dyn Store>,
     /// One model request's deadline (`[agent] timeout_ms`), ms: how long a
     /// reservation is held beyond it before it expires.
     pub try_timeout_ms: u64,
@@ -76,13 +77,13 @@ fn warn_unknown_model(model: &str) {
     }
 }
 
-impl<'d> Budget<'d> {
+impl Budget {
     /// Load the price table (`[budget] prices`, else `CAPSAGA_PRICES`, else
     /// the built-in one) and the caps.
     ///
     /// # Errors
     /// [`BudgetLoadError`].
-    pub fn open(config: &Config, store: &'d dyn Store) -> Result<Budget<'d>, BudgetLoadError> {
+    pub fn open(config: &Config, store: Arc<dyn Store>) -> Result<Budget, BudgetLoadError> {
         let path = config
             .policy
             .budget

@@ -20,17 +20,24 @@
 //! ([`Meter::settle`]) the reservation is replaced by the larger of the
 //! cost of the usage the provider reported and the host's recomputation
 //! (see [`Meter::settle`]); each settled try becomes a [`Charge`], which
-//! the turn takes ([`Meter::take`]) to write its trace. A reservation whose
-//! process dies expires after the try's deadline plus a minute.
+//! the turn takes ([`Meter::take`]) to write its trace.
+//!
+//! A try abandoned in flight (the turn's future dropped: a REST client
+//! gone, a session closed, a task aborted by the kill switch) is charged
+//! its whole reservation when its [`Ticket`] is dropped unsettled: the
+//! request may have reached the provider and been billed, and an
+//! abandoned try that cost nothing in the ledger would let a client that
+//! disconnects after each request spend past the day's cap. A reservation
+//! whose process dies expires after the try's deadline plus a minute.
 
 use super::budget::Budget;
 use super::provider::{ChatRequest, ChatResponse, ProviderError, Usage};
 use crate::clock::today;
-use crate::store::{NewReservation, Reserved, StoreError};
+use crate::store::{NewReservation, Reserved, Store, StoreError};
 use capsaga_core::budget::reserve::{
     admits, estimate_prompt_tokens, floor_tokens, refusal, reservation_ttl_ms, settled_usd,
 };
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// One settled try of a model call.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,8 +54,9 @@ pub struct Charge {
     pub answered: bool,
 }
 
-/// A reservation held for one try in flight.
-#[derive(Debug)]
+/// A reservation held for one try in flight. Settle it with
+/// [`Meter::settle`]; dropped unsettled, it is charged its whole estimate
+/// (see the module documentation).
 pub struct Ticket {
     id: String,
     day: String,
@@ -56,6 +64,45 @@ pub struct Ticket {
     provider: String,
     model: String,
     prompt_bytes: u64,
+    /// The ledger, while the ticket is unsettled; `None` once settled.
+    ledger: Option<Arc<dyn Store>>,
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("id", &self.id)
+            .field("day", &self.day)
+            .field("usd", &self.usd)
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("settled", &self.ledger.is_none())
+            .finish()
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let Some(store) = self.ledger.take() else {
+            return;
+        };
+        let (id, day, usd) = (self.id.clone(), self.day.clone(), self.usd);
+        tracing::warn!(
+            reservation = %id,
+            usd,
+            "a model call was abandoned in flight: charged its whole estimate"
+        );
+        // Drop cannot wait: the settlement runs on the runtime the try ran
+        // on. Without one (the runtime is shutting down) the reservation
+        // expires instead, as a dead process's does.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if let Err(e) = store.settle_spend(&id, &day, usd, 0, 0).await {
+                    tracing::warn!(reservation = %id, error = %e, "abandoned reservation not settled: it expires");
+                }
+            });
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -69,7 +116,7 @@ struct State {
 /// The meter of one request.
 #[derive(Debug)]
 pub struct Meter<'b> {
-    budget: &'b Budget<'b>,
+    budget: &'b Budget,
     ttl_ms: u64,
     state: Mutex<State>,
 }
@@ -110,7 +157,7 @@ fn answer_bytes(a: &ChatResponse) -> u64 {
 
 impl<'b> Meter<'b> {
     /// A meter for a new request under `budget`.
-    pub fn new(budget: &'b Budget<'b>) -> Meter<'b> {
+    pub fn new(budget: &'b Budget) -> Meter<'b> {
         Meter {
             budget,
             ttl_ms: reservation_ttl_ms(budget.try_timeout_ms),
@@ -174,6 +221,7 @@ impl<'b> Meter<'b> {
             provider: provider.to_string(),
             model: model.to_string(),
             prompt_bytes: bytes,
+            ledger: None,
         };
         let holder = format!("{provider}/{model} pid {}", std::process::id());
         let made = self
@@ -189,7 +237,13 @@ impl<'b> Meter<'b> {
             })
             .await;
         let refused = match made {
-            Ok(Reserved::Made) => return Ok(ticket),
+            Ok(Reserved::Made) => {
+                // From here on a dropped ticket is charged (not before: a
+                // refused or failed reservation holds nothing).
+                let mut ticket = ticket;
+                ticket.ledger = Some(self.budget.store.clone());
+                return Ok(ticket);
+            }
             Ok(Reserved::Refused {
                 spent_usd,
                 reserved_usd,
@@ -221,8 +275,11 @@ impl<'b> Meter<'b> {
     /// of the model asked and the model named. A failed try is charged the
     /// usage its response reported, if any. The reservation is replaced in
     /// the store in one transaction.
-    pub async fn settle(&self, ticket: Ticket, answer: Option<&ChatResponse>, billed: Usage) {
+    pub async fn settle(&self, mut ticket: Ticket, answer: Option<&ChatResponse>, billed: Usage) {
         let b = self.budget;
+        // Settled here, not by the drop guard (if this future is dropped
+        // before the write below, the reservation expires).
+        ticket.ledger = None;
         let (charge, store_usage) = match answer {
             Some(a) => {
                 let u = a.usage;

@@ -76,7 +76,7 @@ pub(super) struct Summariser<'a> {
     /// The turn's meter.
     pub meter: &'a Meter<'a>,
     /// The turn's budget.
-    pub budget: &'a Budget<'a>,
+    pub budget: &'a Budget,
     /// The turn's provider.
     pub provider: &'a dyn Provider,
 }

@@ -200,7 +200,7 @@ pub async fn run_turn(
 ) -> Result<ExecutionTrace, AgentError> {
     let started = Instant::now();
     let door = Dispatcher::new(host.clone());
-    let budget = Budget::open(&host.config, &*host.store)?;
+    let budget = Budget::open(&host.config, host.store.clone())?;
     // A required core memory file missing refuses the session before any
     // saga starts (seed 004 `ensure_core`).
     let identity = match &host.memory {
@@ -385,7 +385,7 @@ impl<'a> Turn<'a> {
     async fn think(
         &mut self,
         meter: &Meter<'_>,
-        budget: &Budget<'_>,
+        budget: &Budget,
         provider: &dyn Provider,
     ) -> Result<Option<Vec<ToolCall>>, AgentError> {
         let tr = &mut self.tr;
@@ -452,7 +452,7 @@ impl<'a> Turn<'a> {
         calls: &[ToolCall],
         approver: &dyn Approver,
         meter: &Meter<'_>,
-        budget: &Budget<'_>,
+        budget: &Budget,
         provider: &dyn Provider,
     ) -> Result<bool, AgentError> {
         for call in calls {

@@ -82,7 +82,7 @@ pub async fn serve(
     asks: &mut mpsc::Receiver<Ask>,
     tr: &mut ExecutionTrace,
     meter: &Meter<'_>,
-    budget: &Budget<'_>,
+    budget: &Budget,
     provider: &dyn Provider,
     turn: &ChatRequest,
 ) {
@@ -109,7 +109,7 @@ fn tier_name(t: Tier) -> &'static str {
 pub async fn answer(
     tr: &mut ExecutionTrace,
     meter: &Meter<'_>,
-    budget: &Budget<'_>,
+    budget: &Budget,
     provider: &dyn Provider,
     turn: &ChatRequest,
     r: SubRequest,

@@ -262,8 +262,11 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
         MemoryCmd::Reflect { script, min_size } => {
             // The model calls are metered against the state store's
             // budget ledger like every model call.
-            let store = crate::store::sqlite::SqliteStore::open(&config.db_path())?;
-            let budget = Budget::open(&config, &store).map_err(|e| Failure {
+            // The configured store (SQLite or the shared PostgreSQL one):
+            // the day's cap is the one every host shares.
+            let store =
+                crate::host::open_store(&config, crate::store::sqlite::GroupCommit::On).await?;
+            let budget = Budget::open(&config, store.clone()).map_err(|e| Failure {
                 code: exit::CONFIG,
                 message: e.to_string(),
             })?;
@@ -272,7 +275,7 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
                 script,
                 ..Selection::default()
             };
-            let sel = crate::agent::keys::with_sealed_store(&config, &store, sel).await?;
+            let sel = crate::agent::keys::with_sealed_store(&config, &*store, sel).await?;
             let selected = select(&config, &process_env(), &sel).map_err(|e| Failure {
                 code: exit::CONFIG,
                 message: e.to_string(),

@@ -185,7 +185,7 @@ pub async fn reflect_every(rest: std::sync::Weak<Rest>, every: std::time::Durati
             _ => {}
         }
         let ns = hm.memory.config().namespace.clone();
-        let budget = match crate::agent::budget::Budget::open(&host.config, &*host.store) {
+        let budget = match crate::agent::budget::Budget::open(&host.config, host.store.clone()) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!("memory reflection skipped: {e}");
