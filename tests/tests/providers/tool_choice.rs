@@ -219,3 +219,56 @@ async fn a_forced_call_sent_as_a_json_schema_answer_runs_through_the_door() {
         .expect("the forced call ran");
     assert!(read.0.is_some() && read.1, "{read:?}");
 }
+
+/// `forced_call = "json_schema_always"`: every request of the turn goes as
+/// a JSON Schema answer. After the forced call, the next request offers the
+/// calls and a bounded final answer, the system prompt names the shapes and
+/// the tools, and `{"answer": ...}` ends the turn with that text, its saga
+/// done; a repeated call leaves only the final answer on offer.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_schema_always_bounds_every_answer_and_ends_with_a_final_answer() {
+    let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
+    std::fs::write(ws.ws().join("notes.txt"), "hello").unwrap();
+    let call = json!({"name": "fs_read", "arguments": {"path": ws.ws_path("notes.txt")}});
+    let server = LlmServer::start(vec![
+        Reply::ok(oa_text(&call.to_string(), (100, 20))),
+        Reply::ok(oa_text(&call.to_string(), (100, 20))),
+        Reply::ok(oa_text(r#"{"answer": "It says hello."}"#, (120, 5))),
+    ])
+    .await;
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\nmax_tokens = 256\n{}",
+        openai_section("oa", &server, "forced_call = \"json_schema_always\"")
+    ));
+    let host = ws.host().await;
+    let tr = turn(
+        &host,
+        &keys(),
+        RequestRoute::default(),
+        TurnOptions::default(),
+    )
+    .await;
+    assert_eq!(tr.outcome, Outcome::Success, "{tr:#?}");
+    assert_eq!(tr.final_response.as_deref(), Some("It says hello."));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    for r in &reqs {
+        assert!(r.body.get("tools").is_none(), "{}", r.body);
+        let system = r.body["messages"][0]["content"].as_str().unwrap();
+        assert!(
+            system.contains("Answer with one JSON object") && system.contains("- fs_read: "),
+            "{system}"
+        );
+    }
+    // The second request (auto): every offered tool's call, and the answer
+    // bounded to (256 - 16) / 3 characters.
+    let shapes = reqs[1].body["response_format"]["json_schema"]["schema"]["anyOf"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(shapes.len(), 4, "three tools and the answer");
+    assert_eq!(shapes[3]["properties"]["answer"]["maxLength"], 80);
+    // The third, after the model repeated its call: the answer alone.
+    let third = &reqs[2].body["response_format"]["json_schema"]["schema"];
+    assert_eq!(third["required"], json!(["answer"]), "{third}");
+}

@@ -30,7 +30,8 @@
 //! base_url = "http://127.0.0.1:8080/v1"   # llama.cpp, vLLM, Ollama, DeepSeek, Kimi...
 //! model = "qwen2.5-7b-instruct"
 //! keyless = true                          # sends no Authorization header
-//! forced_call = "json_schema"             # a forced tool call as a JSON Schema answer (llama.cpp)
+//! forced_call = "json_schema"             # a forced tool call as a JSON Schema answer (llama.cpp);
+//!                                          # "json_schema_always": every answer (a call or a bounded final answer)
 //! ```
 //!
 //! API keys are never written in the file: `api_key_env` names the
@@ -223,6 +224,18 @@ pub enum ForcedCall {
     /// JSON Schema from the first token but let free text precede a
     /// forced call, or ignore a named one (llama.cpp's `llama-server`).
     JsonSchema,
+    /// As [`ForcedCall::JsonSchema`], and every other request of the turn
+    /// too: its answer must be a call of an offered tool (none under
+    /// `tool_choice = none`) or a final answer `{"answer": "..."}` whose
+    /// length the schema bounds to fit the request's `max_tokens`
+    /// (`max_tokens / 3` characters, less the JSON around it). For small
+    /// local models that do not stop by themselves: their answer cannot run
+    /// into the token limit, which would end the turn `truncated` and roll
+    /// its saga back. Once the model repeats a call it made before (same
+    /// tool, same arguments), the next request offers only the final answer
+    /// (a small model held to JSON tends to call again until the step limit
+    /// rolls the turn back).
+    JsonSchemaAlways,
 }
 
 /// One `[providers.<name>]` section.
@@ -250,7 +263,7 @@ pub struct ProviderSection {
     #[serde(default)]
     pub max_tokens_field: MaxTokensField,
     /// OpenAI-compatible only: how a forced tool call is sent (default
-    /// `native`; `json_schema` for llama-server).
+    /// `native`; `json_schema` or `json_schema_always` for llama-server).
     #[serde(default)]
     pub forced_call: ForcedCall,
     /// Anthropic only: the `anthropic-version` header (default `2023-06-01`).

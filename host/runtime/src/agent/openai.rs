@@ -339,13 +339,22 @@ impl Provider for OpenAiProvider {
         let model = self.model_for(request.tier);
         let mut body = request_body(request, &model, self.max_tokens_field);
         let as_schema = match self.forced_call {
-            ForcedCall::JsonSchema => super::forced::response_format(request),
+            ForcedCall::JsonSchema => super::forced::response_format(request, false),
+            ForcedCall::JsonSchemaAlways => super::forced::response_format(request, true),
             ForcedCall::Native => None,
         };
         if let (Some(format), Some(b)) = (&as_schema, body.as_object_mut()) {
             b.remove("tools");
             b.remove("tool_choice");
             b.insert("response_format".into(), format.clone());
+            let note = super::forced::system_note(request, format);
+            if let Some(Value::String(system)) = b
+                .get_mut("messages")
+                .and_then(|m| m.get_mut(0))
+                .and_then(|m| m.get_mut("content"))
+            {
+                system.push_str(&note);
+            }
         }
         let mut headers = HeaderMap::new();
         if let Some(k) = &self.key {
