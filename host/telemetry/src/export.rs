@@ -70,6 +70,9 @@ pub enum TelemetryError {
 pub struct Settings {
     /// Whether spans are exported at all.
     pub export: bool,
+    /// The full URL spans are posted to; `None`: from the standard
+    /// variables (read by `opentelemetry-otlp`).
+    pub endpoint: Option<String>,
     /// The protocol (`http/protobuf` or `http/json`).
     pub json: bool,
     /// Bound of the export queue, spans.
@@ -132,6 +135,7 @@ impl Settings {
         let queue = number("CAPSAGA_OTEL_QUEUE", DEFAULT_QUEUE as u64)?.clamp(1, 1 << 20);
         Ok(Settings {
             export: endpoint.is_some() && !disabled,
+            endpoint: None,
             json,
             queue: usize::try_from(queue).unwrap_or(DEFAULT_QUEUE),
             timeout: Duration::from_millis(timeout),
@@ -232,6 +236,9 @@ fn pipeline(
     runtime: tokio::runtime::Handle,
     metrics: Arc<Metrics>,
 ) -> Result<SdkTracerProvider, TelemetryError> {
+    // The process's TLS provider (ring, as the runtime's own clients; a
+    // second install is refused harmlessly).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .timeout(settings.timeout)
         .build()
@@ -241,9 +248,13 @@ fn pipeline(
     } else {
         Protocol::HttpBinary
     };
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
+    let mut builder = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
-        .with_protocol(protocol)
+        .with_protocol(protocol);
+    if let Some(url) = &settings.endpoint {
+        builder = builder.with_endpoint(url.clone());
+    }
+    let exporter = builder
         .with_timeout(settings.timeout)
         .with_http_client(OnRuntime {
             client,

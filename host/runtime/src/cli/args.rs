@@ -310,4 +310,15 @@ pub enum AuditCmd {
         #[arg(long)]
         expect_head: Option<String>,
     },
+    /// Export one saga's audit rows (its write-ahead log records) as an
+    /// OTLP JSON `resourceSpans` document a collector can ingest: one span
+    /// per step with its outcome, under one span for the saga. Names,
+    /// times, kinds and chain hashes only; no arguments or outputs.
+    Export {
+        /// The saga (id or a unique prefix).
+        saga: String,
+        /// Write the OTLP JSON document to this file.
+        #[arg(long, value_name = "FILE")]
+        otel: std::path::PathBuf,
+    },
 }
