@@ -256,3 +256,79 @@ async fn a_silent_collector_never_fails_a_tool_call() {
     assert_eq!(std::fs::read_to_string(ws.ws().join("a.txt")).unwrap(), "x");
     drop(held);
 }
+
+/// `capsaga audit export --otel`: the document is OTLP JSON that a
+/// collector's OTLP/HTTP receiver accepts (the test receiver decodes it
+/// with the OpenTelemetry proto definitions), one span per step with its
+/// outcome under the saga's, and it holds no argument.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exported_saga_is_otlp_json_a_receiver_ingests() {
+    let ws = TestWorkspace::new(&["fs_write"], FS_POLICY);
+    let args = serde_json::json!({"path": ws.ws_path("a.txt"), "content": ARG_MARKER}).to_string();
+    let out = ws
+        .capsaga(&["--json", "call", "fs_write", &args])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let saga = v["saga_id"].as_str().unwrap().to_string();
+    let file = ws.root.join("saga.otlp.json");
+    let out = ws
+        .capsaga(&[
+            "audit",
+            "export",
+            "--otel",
+            &file.to_string_lossy(),
+            &saga[..8],
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains(ARG_MARKER), "an argument was exported");
+
+    let rx = OtlpReceiver::start().await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/traces", rx.endpoint()))
+        .header("content-type", "application/json")
+        .body(text)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status().as_u16(),
+        200,
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+    let spans = rx.spans();
+    assert_eq!(spans.len(), 2, "the saga and its one step");
+    let root = spans.iter().find(|s| s.name == "saga").unwrap();
+    assert_eq!(
+        attr(root, "capsaga.saga.id").as_deref(),
+        Some(saga.as_str())
+    );
+    assert_eq!(attr(root, "capsaga.saga.state").as_deref(), Some("Done"));
+    let step = spans
+        .iter()
+        .find(|s| s.name == "saga.step fs_write")
+        .unwrap();
+    assert_eq!(step.parent_span_id, root.span_id);
+    assert_eq!(step.trace_id, root.trace_id);
+    assert_eq!(attr(step, "capsaga.outcome").as_deref(), Some("COMMIT"));
+    let events: Vec<&str> = step.events.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(events, ["BEGIN", "COMMIT"]);
+    assert!(step.end_time_unix_nano >= step.start_time_unix_nano);
+    assert!(step.start_time_unix_nano > 0);
+}
