@@ -170,11 +170,7 @@ pub fn redact(value: &mut Value) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(redact),
-        Value::String(s) => {
-            if looks_secret(s) {
-                *s = REDACTED.to_string();
-            }
-        }
+        Value::String(s) if looks_secret(s) => *s = REDACTED.to_string(),
         _ => {}
     }
 }
