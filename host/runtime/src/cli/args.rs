@@ -245,7 +245,7 @@ pub enum Command {
     Mcp(serve::McpArgs),
     /// Serve over HTTP: MCP (Streamable HTTP) at `/mcp` and the REST API
     /// (`/healthz`, `/v1/turns`, `/v1/sagas`, `/v1/traces`, `/v1/approvals`,
-    /// `/v1/pause`, `/v1/resume`, `/v1/keys`). With tokens (`capsaga tokens
+    /// `/v1/pause`, `/v1/resume`, `/v1/keys`, `/metrics`). With tokens (`capsaga tokens
     /// create`, or CAPSAGA_TOKEN) every route but `GET /healthz` needs
     /// `Authorization: Bearer`, and the approvals, pause and keys routes an
     /// operator token; without any, only loopback addresses are served.
