@@ -3,6 +3,9 @@
 use capsaga_host::cli::{Cli, exit, main_with};
 use clap::Parser;
 use std::process::ExitCode;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -11,14 +14,6 @@ fn main() -> ExitCode {
         1 => "info",
         _ => "debug",
     };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CAPSAGA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -29,7 +24,33 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::INTERNAL);
         }
     };
+    // Telemetry (issue 30): metrics always, OTLP export when an
+    // OTEL_EXPORTER_OTLP_* endpoint is set. A configuration it cannot use
+    // is reported and the command runs without export.
+    let telemetry = match capsaga_telemetry::Telemetry::from_env(rt.handle().clone()) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("capsaga: telemetry export off: {e}");
+            None
+        }
+    };
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CAPSAGA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
+        );
+    let _ = tracing_subscriber::registry()
+        .with(telemetry.as_ref().map(|t| t.layer()))
+        .with(logs)
+        .try_init();
     let code = rt.block_on(main_with(cli));
+    // The last spans, bounded by CAPSAGA_OTEL_SHUTDOWN_MS (they are sent
+    // by tasks of the runtime, still running here).
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
     // Every call has already returned within its deadline; a host thread a
     // guest left blocked (e.g. in a slow read) must not keep the process
     // alive: give the runtime a moment, then exit without it.

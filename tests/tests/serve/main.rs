@@ -8,6 +8,7 @@ mod clients;
 mod crash;
 mod keys;
 mod load;
+mod metrics;
 mod pause;
 mod reload;
 mod resources;

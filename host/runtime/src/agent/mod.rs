@@ -34,6 +34,7 @@ pub mod forced;
 pub mod http;
 pub mod keys;
 pub mod meter;
+mod observe;
 pub mod openai;
 pub mod provider;
 pub mod reflect;

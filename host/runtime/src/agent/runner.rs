@@ -41,6 +41,7 @@ use capsaga_core::principal::Principal;
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// Tool results longer than this many bytes are truncated for the model.
 pub const MAX_RESULT_BYTES: usize = 2048;
@@ -193,6 +194,22 @@ pub fn catalog_at(host: &Arc<Host>, requested: Autonomy) -> Vec<ToolSpec> {
 /// everything the model or a tool does wrong ends up in the trace's outcome
 /// instead.
 pub async fn run_turn(
+    host: &Arc<Host>,
+    provider: &dyn Provider,
+    task: &str,
+    opts: &TurnOptions,
+) -> Result<ExecutionTrace, AgentError> {
+    // The turn's `invoke_agent` span (issue 30): its model calls and tool
+    // calls are its children.
+    let span = capsaga_telemetry::spans::invoke_agent(provider.name());
+    let result = turn(host, provider, task, opts)
+        .instrument(span.clone())
+        .await;
+    super::observe::turn_ended(&span, &result);
+    result
+}
+
+async fn turn(
     host: &Arc<Host>,
     provider: &dyn Provider,
     task: &str,
@@ -410,8 +427,15 @@ impl<'a> Turn<'a> {
         };
         super::remember::fit_hot_blocks(tr, &mut self.request, model).await?;
         let t0 = Instant::now();
-        let resp = provider.complete_metered(&self.request, meter).await;
+        let span =
+            capsaga_telemetry::spans::chat(provider.name(), &provider.model_for(self.request.tier));
+        let resp = provider
+            .complete_metered(&self.request, meter)
+            .instrument(span.clone())
+            .await;
         let charges = meter.take()?;
+        super::observe::chat_done(&span, &resp, &charges);
+        drop(span);
         let resp = match resp {
             Ok(r) => r,
             Err(e) => {

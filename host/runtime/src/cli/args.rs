@@ -245,7 +245,7 @@ pub enum Command {
     Mcp(serve::McpArgs),
     /// Serve over HTTP: MCP (Streamable HTTP) at `/mcp` and the REST API
     /// (`/healthz`, `/v1/turns`, `/v1/sagas`, `/v1/traces`, `/v1/approvals`,
-    /// `/v1/pause`, `/v1/resume`, `/v1/keys`). With tokens (`capsaga tokens
+    /// `/v1/pause`, `/v1/resume`, `/v1/keys`, `/metrics`). With tokens (`capsaga tokens
     /// create`, or CAPSAGA_TOKEN) every route but `GET /healthz` needs
     /// `Authorization: Bearer`, and the approvals, pause and keys routes an
     /// operator token; without any, only loopback addresses are served.
@@ -309,5 +309,16 @@ pub enum AuditCmd {
         /// verify`): that row must still be in the log with that hash.
         #[arg(long)]
         expect_head: Option<String>,
+    },
+    /// Export one saga's audit rows (its write-ahead log records) as an
+    /// OTLP JSON `resourceSpans` document a collector can ingest: one span
+    /// per step with its outcome, under one span for the saga. Names,
+    /// times, kinds and chain hashes only; no arguments or outputs.
+    Export {
+        /// The saga (id or a unique prefix).
+        saga: String,
+        /// Write the OTLP JSON document to this file.
+        #[arg(long, value_name = "FILE")]
+        otel: std::path::PathBuf,
     },
 }

@@ -8,6 +8,7 @@ mod access;
 mod adhoc;
 mod approvals;
 mod args;
+mod audit_export;
 mod bench;
 pub mod check;
 pub mod exit;
@@ -431,6 +432,12 @@ async fn run_command(
         Command::Audit {
             cmd: AuditCmd::Verify { expect_head },
         } => ops::audit_verify(host, out, expect_head.as_deref()).await,
+        Command::Audit {
+            cmd: AuditCmd::Export { saga, otel },
+        } => {
+            let saga = resolve_saga(host, &saga).await?;
+            audit_export::export(host, out, &saga, &otel).await
+        }
         Command::Fsm { .. }
         | Command::Check(_)
         | Command::Bench(_)

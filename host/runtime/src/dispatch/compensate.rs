@@ -29,6 +29,7 @@ use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::{Event, OperatorEvent, State};
 use capsaga_core::json::canonical;
 use capsaga_core::tool::{CallContext, ToolOutput};
+use tracing::Instrument;
 
 /// Move `saga` to Compensating by `event` and roll it back.
 ///
@@ -140,12 +141,16 @@ async fn compensate_all(host: &Host, saga: &Saga) -> Result<RollbackReport, Disp
         } else {
             None
         };
-        let (result, report) = match journal {
+        // Each compensation that runs has its `saga.compensate` span
+        // (issue 30), a child of whatever started the rollback.
+        let span = || capsaga_telemetry::spans::compensation(saga_id, step.step_seq, &step.tool_id);
+        let (result, report, span) = match journal {
             Some(j) => match files::stage(&j, &step, &mut expected) {
                 files::Stage::Skip => continue,
                 files::Stage::Restore { tool } => {
                     let s = &step;
-                    files::undo_step(
+                    let span = span();
+                    let (result, report) = files::undo_step(
                         host,
                         saga.fence,
                         s,
@@ -154,12 +159,28 @@ async fn compensate_all(host: &Host, saga: &Saga) -> Result<RollbackReport, Disp
                         &mut expected,
                         move |lent| async move { compensate_one(host, s, Some(&lent)).await },
                     )
-                    .await?
+                    .instrument(span.clone())
+                    .await?;
+                    (result, report, span)
                 }
             },
-            None if tool_due => (compensate_one(host, &step, None).await, None),
+            None if tool_due => {
+                let span = span();
+                let result = compensate_one(host, &step, None)
+                    .instrument(span.clone())
+                    .await;
+                (result, None, span)
+            }
             None => continue,
         };
+        match &result {
+            Ok(()) => capsaga_telemetry::spans::outcome(&span, "compensated"),
+            Err(e) => {
+                capsaga_telemetry::spans::outcome(&span, "compensation_failed");
+                capsaga_telemetry::spans::fail(&span, &e.kind.to_string());
+            }
+        }
+        drop(span);
         match &result {
             Ok(()) => host.store.compensated(saga.step(step.step_seq)).await?,
             Err(e) => {

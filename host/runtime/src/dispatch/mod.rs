@@ -47,6 +47,7 @@ mod execute;
 mod files;
 mod guardrail;
 mod lifecycle;
+mod observe;
 mod operator;
 mod pipeline;
 mod policy;
@@ -73,6 +74,7 @@ use capsaga_core::tool::ToolOutput;
 use capsaga_core::validate::CallError;
 use serde_json::Value;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// The door. Cheap to clone; every clone shares the host.
 #[derive(Clone, Debug)]
@@ -366,6 +368,26 @@ impl Dispatcher {
     /// [`DispatchError`] only when the door itself fails (store, a needed
     /// transition); tool failures, refusals and parking are [`Outcome`]s.
     pub async fn submit(
+        &self,
+        saga: &mut Saga,
+        call: Call<'_>,
+    ) -> Result<Submitted, DispatchError> {
+        // The call's `execute_tool` span (issue 30): every stage, the step
+        // and its compensations run inside it.
+        let span = capsaga_telemetry::spans::execute_tool(call.tool);
+        span.record("capsaga.saga.id", saga.id.as_str());
+        let submitted = self
+            .submit_stages(saga, call)
+            .instrument(span.clone())
+            .await;
+        match &submitted {
+            Ok(s) => observe::submitted(&span, s),
+            Err(_) => capsaga_telemetry::spans::fail(&span, "dispatch"),
+        }
+        submitted
+    }
+
+    async fn submit_stages(
         &self,
         saga: &mut Saga,
         call: Call<'_>,

@@ -17,6 +17,7 @@ use capsaga_core::json::canonical;
 use capsaga_core::tool::CallContext;
 use serde_json::Value;
 use std::sync::Arc;
+use tracing::Instrument;
 
 impl Dispatcher {
     /// Stages 3-10 for a resolved, validated call; `sub_model` is the model
@@ -93,10 +94,18 @@ impl Dispatcher {
             deadline_ms: deadline_from_now(tool.limits.deadline_ms),
             dry_run: false,
         };
+        // The step's `saga.step` span (issue 30): BEGIN to COMMIT or FAIL,
+        // with the rollback a failure starts.
+        let span = capsaga_telemetry::spans::saga_step(&saga.id, seq, &tool.meta.name);
         let outcome = self
             .run_step(saga, tool, args, ctx, approval.as_deref(), sub_model)
-            .await?;
-        Ok((outcome, Some(verdict)))
+            .instrument(span.clone())
+            .await;
+        match &outcome {
+            Ok(o) => super::observe::settled(&span, o),
+            Err(_) => capsaga_telemetry::spans::fail(&span, "dispatch"),
+        }
+        Ok((outcome?, Some(verdict)))
     }
 
     /// Stages 7-10 of the step `ctx` names: pre-image, BEGIN (with the

@@ -286,6 +286,7 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .route("/v1/pause", get(operator::switch).post(operator::pause))
         .route("/v1/resume", post(operator::resume))
         .route("/v1/keys", get(operator::keys))
+        .route("/metrics", get(operator::metrics))
         .route(
             "/v1/keys/{name}",
             axum::routing::put(operator::put_key).delete(operator::remove_key),

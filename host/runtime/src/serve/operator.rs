@@ -161,3 +161,25 @@ pub async fn remove_key(
         Err(e) => internal(e),
     }
 }
+
+/// `GET /metrics` (issue 30; operator token): the process's metrics in the
+/// OpenMetrics text format Prometheus scrapes
+/// (`capsaga_telemetry::metrics`), the approvals gauge read from the
+/// store and the sessions gauge from the session table at each scrape.
+pub async fn metrics(State(r): State<Arc<Rest>>) -> Response {
+    let pending = match r.live.host().store.approvals(false).await {
+        Ok(p) => i64::try_from(p.len()).unwrap_or(i64::MAX),
+        Err(e) => return internal(e),
+    };
+    let (sessions, _) = r.sessions.counts();
+    let m = capsaga_telemetry::metrics::global();
+    m.set_gauges(pending, i64::try_from(sessions).unwrap_or(i64::MAX));
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        m.encode(),
+    )
+        .into_response()
+}

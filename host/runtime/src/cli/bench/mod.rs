@@ -26,6 +26,7 @@ mod fs;
 mod group;
 mod memory;
 pub(super) mod neurons;
+mod otel;
 mod pg;
 mod shell;
 mod start;
@@ -117,6 +118,15 @@ pub struct BenchArgs {
     /// Processes started together by `--first-start`.
     #[arg(long, default_value_t = 40)]
     pub processes: usize,
+    /// Instead: the OpenTelemetry export's cost on a tool call (issue 30):
+    /// steps through the door with export off (metrics only), on to a local
+    /// OTLP receiver, and on to a collector that never answers, ratios
+    /// against export off, measured interleaved in one run.
+    #[arg(long)]
+    pub otel: bool,
+    /// Steps per mode and round for `--otel`.
+    #[arg(long, default_value_t = 20)]
+    pub otel_calls: u32,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -399,6 +409,9 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     }
     if args.fs_rollback {
         return fs::run(out, &args.fs_churn).await;
+    }
+    if args.otel {
+        return otel::run(out, args.otel_calls).await;
     }
     if args.first_start {
         return start::run(out, &args.tools_dir, args.processes).await;

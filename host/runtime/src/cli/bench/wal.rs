@@ -155,7 +155,7 @@ pub(super) fn workspace(dir: &Path) -> Result<PathBuf, String> {
 }
 
 /// One saga of `n` steps through the door.
-async fn saga(door: &Dispatcher, first: u32, n: u32) -> Result<(), String> {
+pub(super) async fn saga(door: &Dispatcher, first: u32, n: u32) -> Result<(), String> {
     let mut saga = door
         .start(Origin::Call, "bench --wal", None)
         .await

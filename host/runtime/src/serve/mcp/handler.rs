@@ -173,50 +173,9 @@ fn progress(
     .ok()
 }
 
-impl ServerHandler for McpSession {
-    #[allow(deprecated)]
-    fn get_info(&self) -> ServerConfig {
-        let mut caps = json!({
-            "tools": {"listChanged": true}, "logging": {}, "completions": {},
-            "resources": {"subscribe": true},
-        });
-        if self.state.shared.fixtures {
-            caps["prompts"] = json!({});
-        }
-        let caps: ServerCapabilities = serde_json::from_value(caps).unwrap_or_default();
-        let mut info = InitializeResult::new(caps).with_instructions(
-            "capsaga runs every tool call as a step of this session's saga: logged ahead, policy-checked, \
-             sandboxed, and undoable. Call capsaga_commit to end the saga keeping its effects, or \
-             capsaga_rollback to undo them. A call that needs a human's approval names it; call the same \
-             tool with the same arguments again once it is approved.",
-        );
-        info.server_info = Implementation::new("capsaga", env!("CARGO_PKG_VERSION"));
-        info
-    }
-
-    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        self.state.shared.listeners.add(context.peer);
-    }
-
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        // Sessions carry the saga: the stateless 2026 revision has none.
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
-    }
-
-    #[allow(deprecated)]
-    async fn set_level(
-        &self,
-        _request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        Ok(())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
+impl McpSession {
+    /// `tools/list`.
+    async fn tools_list(&self) -> Result<ListToolsResult, McpError> {
         let shared = &self.state.shared;
         let mut list: Vec<Value> = shared
             .door()
@@ -231,7 +190,8 @@ impl ServerHandler for McpSession {
         serde_json::from_value(json!({ "tools": list })).map_err(internal)
     }
 
-    async fn call_tool(
+    /// `tools/call`.
+    async fn tools_call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
@@ -340,6 +300,70 @@ impl ServerHandler for McpSession {
         }
         to_result(out)
     }
+}
+
+impl ServerHandler for McpSession {
+    #[allow(deprecated)]
+    fn get_info(&self) -> ServerConfig {
+        let mut caps = json!({
+            "tools": {"listChanged": true}, "logging": {}, "completions": {},
+            "resources": {"subscribe": true},
+        });
+        if self.state.shared.fixtures {
+            caps["prompts"] = json!({});
+        }
+        let caps: ServerCapabilities = serde_json::from_value(caps).unwrap_or_default();
+        let mut info = InitializeResult::new(caps).with_instructions(
+            "capsaga runs every tool call as a step of this session's saga: logged ahead, policy-checked, \
+             sandboxed, and undoable. Call capsaga_commit to end the saga keeping its effects, or \
+             capsaga_rollback to undo them. A call that needs a human's approval names it; call the same \
+             tool with the same arguments again once it is approved.",
+        );
+        info.server_info = Implementation::new("capsaga", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.state.shared.listeners.add(context.peer);
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        // Sessions carry the saga: the stateless 2026 revision has none.
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        super::observe::traced("tools/list", None, &context, self.tools_list()).await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let ctx = &context;
+        super::observe::traced(
+            "tools/call",
+            Some(&name),
+            ctx,
+            self.tools_call(request, ctx.clone()),
+        )
+        .await
+    }
 
     async fn list_resources(
         &self,
@@ -375,10 +399,13 @@ impl ServerHandler for McpSession {
         request: rmcp::model::ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
-        self.check_caller(&context)?;
-        let contents = self.resource(&request.uri).await?;
-        let r: rmcp::model::ReadResourceResult = parse(contents)?;
-        Ok(r.into())
+        let read = async {
+            self.check_caller(&context)?;
+            let contents = self.resource(&request.uri).await?;
+            let r: rmcp::model::ReadResourceResult = parse(contents)?;
+            Ok(r.into())
+        };
+        super::observe::traced("resources/read", None, &context, read).await
     }
 
     #[allow(deprecated)]

@@ -33,6 +33,7 @@
 
 mod elicit;
 mod handler;
+mod observe;
 
 use crate::dispatch::Dispatcher;
 use crate::saga::Saga;

@@ -1,0 +1,398 @@
+//! OTLP export of the spans of [`crate::TARGET`].
+//!
+//! Off unless an endpoint is configured: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
+//! (the full URL spans are posted to) or `OTEL_EXPORTER_OTLP_ENDPOINT` (the
+//! base URL; `/v1/traces` is appended), and not when `OTEL_SDK_DISABLED` is
+//! `true` or `OTEL_TRACES_EXPORTER` is `none`. The other standard variables
+//! are read by `opentelemetry-otlp`: `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`
+//! (`http/protobuf`, the default, or `http/json`; `grpc` is refused:
+//! not compiled in), `_HEADERS`, `_TIMEOUT` (ms, default 10 000),
+//! `_COMPRESSION` (none is compiled in), and the resource from
+//! `OTEL_SERVICE_NAME` (default `capsaga`) and `OTEL_RESOURCE_ATTRIBUTES`.
+//!
+//! The pipeline: `tracing-opentelemetry` turns each closed span into
+//! OpenTelemetry span data; [`Bounded`] admits it only while fewer than
+//! `CAPSAGA_OTEL_QUEUE` (default 2048) spans are waiting or being sent,
+//! else drops it and counts it (`capsaga_otel_spans_dropped_total`); the
+//! SDK's batch processor sends batches from its own thread; the HTTP
+//! request runs on the process's tokio runtime ([`OnRuntime`]), bounded by
+//! the export timeout. A span's end never waits for the network: an
+//! unreachable or silent collector costs the calls nothing but the dropped
+//! spans. At exit, [`Telemetry::shutdown`] waits at most
+//! `CAPSAGA_OTEL_SHUTDOWN_MS` (default 1000) for the last batch.
+
+use crate::metrics::{Metrics, MetricsLayer};
+use crate::{TARGET, content};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter,
+    SpanProcessor,
+};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tracing::{Level, Subscriber};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::registry::LookupSpan;
+
+/// Default bound of the export queue, spans.
+pub const DEFAULT_QUEUE: usize = 2048;
+/// Default export timeout (OTLP exporter specification), ms.
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+/// Default wait for the last batch at exit, ms.
+pub const DEFAULT_SHUTDOWN_MS: u64 = 1_000;
+
+/// A telemetry configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// A variable has a value capsaga cannot use.
+    #[error("{var}={value:?}: {reason}")]
+    Config {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The OTLP exporter could not be built (a malformed endpoint URL, ...).
+    #[error("OTLP exporter: {0}")]
+    Exporter(String),
+}
+
+/// What the environment asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Whether spans are exported at all.
+    pub export: bool,
+    /// The full URL spans are posted to; `None`: from the standard
+    /// variables (read by `opentelemetry-otlp`).
+    pub endpoint: Option<String>,
+    /// The protocol (`http/protobuf` or `http/json`).
+    pub json: bool,
+    /// Bound of the export queue, spans.
+    pub queue: usize,
+    /// Timeout of one export request, including its retries.
+    pub timeout: Duration,
+    /// Wait for the last batch at exit.
+    pub shutdown: Duration,
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn number(name: &'static str, default: u64) -> Result<u64, TelemetryError> {
+    match var(name) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|_| TelemetryError::Config {
+            var: name,
+            value: v,
+            reason: "not a whole number",
+        }),
+    }
+}
+
+impl Settings {
+    /// Read the standard `OTEL_*` variables and capsaga's own
+    /// (`CAPSAGA_OTEL_QUEUE`, `CAPSAGA_OTEL_SHUTDOWN_MS`).
+    ///
+    /// # Errors
+    /// [`TelemetryError::Config`] for a protocol other than `http/protobuf`
+    /// or `http/json`, or a number that is not one.
+    pub fn from_env() -> Result<Settings, TelemetryError> {
+        let disabled = var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim() == "true")
+            || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
+        let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"));
+        let (pvar, protocol) = match var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") {
+            Some(p) => ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", Some(p)),
+            None => (
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+                var("OTEL_EXPORTER_OTLP_PROTOCOL"),
+            ),
+        };
+        let json = match protocol.as_deref().map(str::trim) {
+            None | Some("http/protobuf") => false,
+            Some("http/json") => true,
+            Some(other) => {
+                return Err(TelemetryError::Config {
+                    var: pvar,
+                    value: other.to_string(),
+                    reason: "capsaga exports over HTTP only: use http/protobuf or http/json",
+                });
+            }
+        };
+        let timeout = match var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") {
+            Some(_) => number("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", DEFAULT_TIMEOUT_MS)?,
+            None => number("OTEL_EXPORTER_OTLP_TIMEOUT", DEFAULT_TIMEOUT_MS)?,
+        };
+        let queue = number("CAPSAGA_OTEL_QUEUE", DEFAULT_QUEUE as u64)?.clamp(1, 1 << 20);
+        Ok(Settings {
+            export: endpoint.is_some() && !disabled,
+            endpoint: None,
+            json,
+            queue: usize::try_from(queue).unwrap_or(DEFAULT_QUEUE),
+            timeout: Duration::from_millis(timeout),
+            shutdown: Duration::from_millis(number(
+                "CAPSAGA_OTEL_SHUTDOWN_MS",
+                DEFAULT_SHUTDOWN_MS,
+            )?),
+        })
+    }
+}
+
+/// The process's telemetry: the metrics (always) and the OTLP pipeline
+/// (when configured). Build it once, install [`Telemetry::layer`] in the
+/// process's subscriber, and call [`Telemetry::shutdown`] before exit.
+#[derive(Debug)]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+    metrics: Arc<Metrics>,
+    shutdown: Duration,
+}
+
+impl Telemetry {
+    /// From the environment ([`Settings::from_env`]); exports run on
+    /// `runtime`. Also installs the content-capture choice
+    /// ([`content::Capture::from_env`]).
+    ///
+    /// # Errors
+    /// [`TelemetryError`] for a configuration that cannot be used.
+    pub fn from_env(runtime: tokio::runtime::Handle) -> Result<Telemetry, TelemetryError> {
+        let settings = Settings::from_env()?;
+        content::install(content::Capture::from_env());
+        Telemetry::with(settings, runtime, crate::metrics::global().clone())
+    }
+
+    /// With `settings`, counting into `metrics`.
+    ///
+    /// # Errors
+    /// [`TelemetryError::Exporter`] when the exporter cannot be built.
+    pub fn with(
+        settings: Settings,
+        runtime: tokio::runtime::Handle,
+        metrics: Arc<Metrics>,
+    ) -> Result<Telemetry, TelemetryError> {
+        let provider = if settings.export {
+            Some(pipeline(&settings, runtime, metrics.clone())?)
+        } else {
+            None
+        };
+        Ok(Telemetry {
+            provider,
+            metrics,
+            shutdown: settings.shutdown,
+        })
+    }
+
+    /// Whether spans are exported.
+    pub fn exporting(&self) -> bool {
+        self.provider.is_some()
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The layer to add to the process's subscriber: the OTLP layer (when
+    /// exporting) and the metrics layer, both seeing only spans of
+    /// [`TARGET`] at INFO or above.
+    pub fn layer<S>(&self) -> Box<dyn Layer<S> + Send + Sync + 'static>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        let otel = self.provider.as_ref().map(|p| {
+            tracing_opentelemetry::layer()
+                .with_tracer(p.tracer("capsaga"))
+                .with_location(false)
+                .with_threads(false)
+                .with_tracked_inactivity(false)
+        });
+        let metrics = MetricsLayer::new(self.metrics.clone());
+        Box::new(
+            Layer::and_then(otel, metrics)
+                .with_filter(Targets::new().with_target(TARGET, Level::INFO)),
+        )
+    }
+
+    /// Send what is queued, waiting at most the shutdown bound; never
+    /// fails (a collector that does not answer loses the last batch).
+    pub fn shutdown(self) {
+        if let Some(p) = self.provider {
+            let _ = p.shutdown_with_timeout(self.shutdown);
+        }
+    }
+}
+
+fn pipeline(
+    settings: &Settings,
+    runtime: tokio::runtime::Handle,
+    metrics: Arc<Metrics>,
+) -> Result<SdkTracerProvider, TelemetryError> {
+    // The process's TLS provider (ring, as the runtime's own clients; a
+    // second install is refused harmlessly).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .timeout(settings.timeout)
+        .build()
+        .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+    let protocol = if settings.json {
+        Protocol::HttpJson
+    } else {
+        Protocol::HttpBinary
+    };
+    let mut builder = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(protocol);
+    if let Some(url) = &settings.endpoint {
+        builder = builder.with_endpoint(url.clone());
+    }
+    let exporter = builder
+        .with_timeout(settings.timeout)
+        .with_http_client(OnRuntime {
+            client,
+            runtime,
+            timeout: settings.timeout,
+        })
+        .build()
+        .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+    let pending = Arc::new(AtomicUsize::new(0));
+    let exporter = Counted {
+        inner: exporter,
+        pending: pending.clone(),
+        metrics: metrics.clone(),
+    };
+    let batch = BatchSpanProcessor::builder(exporter)
+        .with_batch_config(
+            BatchConfigBuilder::default()
+                .with_max_queue_size(settings.queue)
+                .with_max_export_batch_size(settings.queue.min(512))
+                .with_scheduled_delay(Duration::from_millis(500))
+                .build(),
+        )
+        .build();
+    let processor = Bounded {
+        inner: batch,
+        pending,
+        cap: settings.queue,
+        metrics,
+    };
+    let mut resource = Resource::builder();
+    if var("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name("capsaga");
+    }
+    let resource = resource
+        .with_attribute(opentelemetry::KeyValue::new(
+            "service.version",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .build();
+    Ok(SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .with_resource(resource)
+        .build())
+}
+
+/// The export's HTTP client: the request runs as a task of the process's
+/// tokio runtime (the batch processor's own thread has no reactor), bounded
+/// by the export timeout.
+#[derive(Debug)]
+struct OnRuntime {
+    client: reqwest::Client,
+    runtime: tokio::runtime::Handle,
+    timeout: Duration,
+}
+
+#[async_trait::async_trait]
+impl HttpClient for OnRuntime {
+    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        let client = self.client.clone();
+        let timeout = self.timeout;
+        let task = self
+            .runtime
+            .spawn(async move { tokio::time::timeout(timeout, client.send_bytes(request)).await });
+        match task.await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err("the collector did not answer within the export timeout".into()),
+            Err(e) => Err(Box::new(e)),
+        }
+    }
+}
+
+/// The exporter, releasing queue places as batches leave and counting the
+/// batches the collector did not take.
+#[derive(Debug)]
+struct Counted<E> {
+    inner: E,
+    pending: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
+}
+
+impl<E: SpanExporter> SpanExporter for Counted<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let n = batch.len();
+        let r = self.inner.export(batch).await;
+        self.pending.fetch_sub(n, Ordering::SeqCst);
+        if r.is_err() {
+            self.metrics.export_failed();
+        }
+        r
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// The bounded queue: a span is handed to the batch processor only while
+/// fewer than `cap` spans wait or are being sent; otherwise dropped and
+/// counted. Never blocks.
+#[derive(Debug)]
+struct Bounded {
+    inner: BatchSpanProcessor,
+    pending: Arc<AtomicUsize>,
+    cap: usize,
+    metrics: Arc<Metrics>,
+}
+
+impl SpanProcessor for Bounded {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
+        self.inner.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        if self.pending.fetch_add(1, Ordering::SeqCst) >= self.cap {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            self.metrics.spans_dropped(1);
+            return;
+        }
+        self.inner.on_end(span);
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
