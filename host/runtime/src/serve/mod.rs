@@ -37,6 +37,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod conn;
 pub mod fixtures;
+pub mod fixtures_mrtr;
 pub mod limits;
 pub mod live;
 pub mod mcp;
@@ -169,6 +170,23 @@ impl Default for McpOptions {
     }
 }
 
+/// A `requestState` codec with a key of 32 random bytes (falling back to
+/// the time and process id if the OS random source fails: the states then
+/// only resist a client that cannot guess them, which is still checked).
+fn request_state_codec() -> rmcp::model::RequestStateCodec {
+    let mut key = [0u8; 32];
+    if getrandom::fill(&mut key).is_err() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let seed = format!("{now}:{}", std::process::id());
+        use sha2::Digest;
+        key.copy_from_slice(&sha2::Sha256::digest(seed.as_bytes()));
+    }
+    rmcp::model::RequestStateCodec::new_unchecked(key.to_vec())
+}
+
 /// The state every session of one server shares; its catalog watcher
 /// ([`catalog::watch`]) and SIGHUP handler ([`live::on_hangup`]) run until
 /// the last reference is dropped.
@@ -180,6 +198,8 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         session_end: o.session_end,
         fixtures: o.fixtures,
         listeners: catalog::Listeners::default(),
+        request_states: request_state_codec(),
+        driving: std::sync::Mutex::new(std::collections::HashSet::new()),
     });
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         let every = o.catalog_poll.filter(|d| !d.is_zero());

@@ -33,6 +33,8 @@
 
 mod elicit;
 mod handler;
+mod mrtr;
+pub mod stateless;
 
 use crate::dispatch::Dispatcher;
 use crate::saga::Saga;
@@ -81,6 +83,12 @@ pub struct McpShared {
     pub fixtures: bool,
     /// Sessions told when the tool list changes.
     pub listeners: super::catalog::Listeners,
+    /// Seals the `requestState` of multi round-trip results (a key drawn
+    /// at start: a state outlives neither the server nor its TTL).
+    pub request_states: rmcp::model::RequestStateCodec,
+    /// Sagas a stateless request drives on this host now, by id
+    /// ([`stateless`]).
+    pub driving: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl McpShared {
