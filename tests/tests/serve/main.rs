@@ -13,6 +13,7 @@ mod reload;
 mod resources;
 mod rest;
 mod sessions;
+mod stateless;
 mod strict;
 mod trust;
 

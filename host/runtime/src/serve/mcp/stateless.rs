@@ -149,7 +149,7 @@ impl McpSession {
         };
         let mut saga = shared
             .door()
-            .resume(handle)
+            .resume_continuing(handle)
             .await
             .map_err(|e| McpError::invalid_request(e.to_string(), None))?;
         shared.door().set_autonomy(&mut saga, shared.autonomy());
