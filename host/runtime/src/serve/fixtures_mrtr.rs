@@ -47,6 +47,10 @@ const TOOLS: [&str; 9] = [
     "test_missing_capability",
 ];
 
+/// The diagnostic hook of the stateless scenario: calling it tells every
+/// `subscriptions/listen` stream that the tool list changed.
+pub const TRIGGER_TOOL_CHANGE: &str = "test_trigger_tool_change";
+
 /// The prompt that asks for input before it can be rendered.
 pub const PROMPT: &str = "test_input_required_result_prompt";
 
@@ -59,6 +63,9 @@ pub fn tools() -> Vec<Value> {
                 "description": "Conformance fixture (MCP 2026-07-28): asks the client for input.",
                 "inputSchema": {"type": "object", "properties": {}}})
         })
+        .chain(std::iter::once(json!({"name": TRIGGER_TOOL_CHANGE,
+            "description": "Conformance fixture (MCP 2026-07-28): announces a tool list change.",
+            "inputSchema": {"type": "object", "properties": {}}})))
         .collect()
 }
 

@@ -41,10 +41,8 @@ fn parse<T: serde::de::DeserializeOwned>(mut v: Value) -> Result<T, McpError> {
 }
 
 fn no_resource(uri: &str) -> McpError {
-    McpError::resource_not_found(
-        format!("no resource {}", uri.chars().take(200).collect::<String>()),
-        None,
-    )
+    let uri: String = uri.chars().take(200).collect();
+    McpError::resource_not_found(format!("no resource {uri}"), Some(json!({ "uri": uri })))
 }
 
 impl McpSession {
@@ -261,6 +259,14 @@ impl ServerHandler for McpSession {
         self.check_caller(&context)?;
         let name = request.name.to_string();
         let shared = &self.state.shared;
+        if shared.fixtures && name == fixtures_mrtr::TRIGGER_TOOL_CHANGE {
+            let told = shared.listeners.tools_changed().await;
+            return to_result(tools::result(
+                format!("tool list change announced to {told} listener(s)"),
+                false,
+                None,
+            ));
+        }
         if shared.fixtures && fixtures_mrtr::is_tool(&name) {
             return self.call_fixture_mrtr(&name, &request, &context);
         }
