@@ -322,3 +322,68 @@ async fn headers_that_contradict_the_body_get_400() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 400);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_needs_an_approval_is_pending_and_continues_with_its_handle() {
+    let policy = "[tools.time_now]\n[tools.fs_write]\ngrants = [\"fs:write:~/ws/**\"]\napproval = \"always\"\n";
+    let ws = TestWorkspace::new(&["time_now", "fs_write"], policy);
+    let host = ws.host().await;
+    for (name, role) in [("bob", Role::Client), ("alice", Role::Operator)] {
+        host.store
+            .create_token(name, role, &digest(secret(name).as_bytes()), "test")
+            .await
+            .unwrap();
+    }
+    let srv = start(
+        host.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    let bob = client(&srv, "bob");
+    let args = json!({"path": ws.ws_path("p.txt"), "content": "p\n"});
+    // A client declaring elicitation is still only told: the tool is not
+    // one the policy lets a client confirm.
+    let extra =
+        json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}});
+    let (_, _, first) = bob
+        .post(
+            "tools/call",
+            json!({"name": "fs_write", "arguments": args, "_meta": meta(extra)}),
+        )
+        .await;
+    assert_eq!(first["result"]["isError"], true, "{first}");
+    let err = &first["result"]["structuredContent"]["error"];
+    assert_eq!(err["approval_status"], "pending", "{first}");
+    let id = err["approval_id"].as_str().unwrap().to_string();
+    let h =
+        handle_of(&first).unwrap_or_else(|| panic!("a parked saga returns its handle: {first}"));
+    assert!(!ws.ws().join("p.txt").exists(), "nothing ran");
+    assert_eq!(
+        host.store.saga(&h).await.unwrap().unwrap().state,
+        State::AwaitingApproval
+    );
+    // Calling again before an operator decided changes nothing.
+    let again = bob.call("fs_write", args.clone(), Some(&h)).await;
+    assert_eq!(again["result"]["isError"], true, "{again}");
+    assert!(!ws.ws().join("p.txt").exists());
+    // The operator approves; the client's next request with the handle runs
+    // the call in the same saga.
+    let r = super::http()
+        .post(srv.url(&format!("/v1/approvals/{id}/approve")))
+        .bearer_auth(secret("alice"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+    let ran = bob.call("fs_write", args, Some(&h)).await;
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    assert_eq!(saga_of(&ran), h);
+    assert!(ws.ws().join("p.txt").exists());
+    let c = bob.call("capsaga_commit", json!({"saga": h}), None).await;
+    assert_eq!(c["result"]["isError"], false, "{c}");
+    assert_eq!(
+        host.store.saga(&h).await.unwrap().unwrap().state,
+        State::Done
+    );
+}
