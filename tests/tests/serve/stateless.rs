@@ -387,3 +387,107 @@ async fn a_call_that_needs_an_approval_is_pending_and_continues_with_its_handle(
         State::Done
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_confirms_an_opted_in_tool_through_an_input_required_result() {
+    let policy = "[tools.time_now]\n[tools.fs_write]\ngrants = [\"fs:write:~/ws/**\"]\napproval = \"always\"\n[approvals]\nclient_confirm = [\"fs_write\"]\n";
+    let ws = TestWorkspace::new(&["time_now", "fs_write"], policy);
+    let host = ws.host().await;
+    for name in ["bob", "eve"] {
+        host.store
+            .create_token(name, Role::Client, &digest(secret(name).as_bytes()), "test")
+            .await
+            .unwrap();
+    }
+    let srv = start(
+        host.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    let (bob, eve) = (client(&srv, "bob"), client(&srv, "eve"));
+    let caps = json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}});
+    let ask = |c: &'static str| json!({"path": ws.ws_path(c), "content": "c\n"});
+    let params = |args: &Value, extra: Value| {
+        let mut p = json!({"name": "fs_write", "arguments": args, "_meta": meta(caps.clone())});
+        if let (Some(p), Value::Object(e)) = (p.as_object_mut(), extra) {
+            p.extend(e);
+        }
+        p
+    };
+    let yes = json!({"capsaga_approval": {"action": "accept", "content": {"approve": true}}});
+
+    // Round 1: the client is asked, nothing runs.
+    let args = ask("c.txt");
+    let (_, _, r1) = bob.post("tools/call", params(&args, json!({}))).await;
+    assert_eq!(r1["result"]["resultType"], "input_required", "{r1}");
+    let q = &r1["result"]["inputRequests"]["capsaga_approval"];
+    assert_eq!(q["method"], "elicitation/create", "{r1}");
+    let state = r1["result"]["requestState"].as_str().unwrap().to_string();
+    let h = handle_of(&r1).unwrap();
+    assert!(!ws.ws().join("c.txt").exists());
+
+    // Another principal replaying bob's state, or a tampered state: refused.
+    let (_, _, e) = eve
+        .post(
+            "tools/call",
+            params(&args, json!({"inputResponses": yes, "requestState": state})),
+        )
+        .await;
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let mut tampered = state.clone();
+    tampered.replace_range(10..11, if &state[10..11] == "A" { "B" } else { "A" });
+    let (_, _, t) = bob
+        .post(
+            "tools/call",
+            params(
+                &args,
+                json!({"inputResponses": yes, "requestState": tampered}),
+            ),
+        )
+        .await;
+    assert_eq!(t["error"]["code"], -32602, "{t}");
+    assert!(!ws.ws().join("c.txt").exists(), "no refused retry ran");
+
+    // Round 2: bob accepts; the call runs in the same saga, his decision
+    // recorded under his token, as a client.
+    let (_, _, r2) = bob
+        .post(
+            "tools/call",
+            params(&args, json!({"inputResponses": yes, "requestState": state})),
+        )
+        .await;
+    assert_eq!(r2["result"]["isError"], false, "{r2}");
+    assert_eq!(saga_of(&r2), h);
+    assert!(ws.ws().join("c.txt").exists());
+    let approvals = host.store.approvals(true).await.unwrap();
+    let mine = approvals.iter().find(|a| a.saga_id == h).unwrap();
+    assert_eq!(mine.decided_by.as_deref(), Some("token:bob (client)"));
+    // The same state again: the approval was claimed, nothing runs twice.
+    let (_, _, again) = bob
+        .post(
+            "tools/call",
+            params(&args, json!({"inputResponses": yes, "requestState": state})),
+        )
+        .await;
+    assert!(
+        again.get("error").is_some() || again["result"]["isError"] == true,
+        "{again}"
+    );
+
+    // Declining rolls the saga back.
+    let args = ask("d.txt");
+    let (_, _, d1) = bob.post("tools/call", params(&args, json!({}))).await;
+    let state = d1["result"]["requestState"].as_str().unwrap().to_string();
+    let dh = handle_of(&d1).unwrap();
+    let no = json!({"capsaga_approval": {"action": "decline"}});
+    let (_, _, d2) = bob
+        .post(
+            "tools/call",
+            params(&args, json!({"inputResponses": no, "requestState": state})),
+        )
+        .await;
+    assert_eq!(d2["result"]["isError"], true, "{d2}");
+    assert!(!ws.ws().join("d.txt").exists());
+    let row = host.store.saga(&dh).await.unwrap().unwrap();
+    assert!(row.state.is_terminal(), "{}", row.state);
+}

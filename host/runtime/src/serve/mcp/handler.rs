@@ -277,7 +277,11 @@ impl ServerHandler for McpSession {
         }
         if stateless::is_stateless(&context) {
             let args = Value::Object(request.arguments.unwrap_or_default());
-            return self.call_stateless(&name, args, &context).await;
+            let input = (
+                request.input_responses.as_ref(),
+                request.request_state.as_deref(),
+            );
+            return self.call_stateless(&name, args, input, &context).await;
         }
         if name == tools::COMMIT || name == tools::ROLLBACK {
             return self.session_tool(&name).await;

@@ -31,6 +31,7 @@
 //! - With `--conformance-fixtures`, the conformance suite's reference tools,
 //!   resources and prompts ([`super::fixtures`]) beside them.
 
+mod confirm;
 mod elicit;
 mod handler;
 mod mrtr;

@@ -30,6 +30,7 @@
 //! swap.
 
 use super::McpSession;
+use super::confirm;
 use super::elicit::Elicit;
 use crate::dispatch::{Args, Call, Outcome};
 use crate::saga::Saga;
@@ -39,7 +40,7 @@ use capsaga_core::fsm::State;
 use capsaga_core::principal::{Principal, Role};
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResponse, ProtocolVersion};
+use rmcp::model::{CallToolResponse, InputResponses, ProtocolVersion};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
@@ -162,11 +163,28 @@ impl McpSession {
         &self,
         name: &str,
         args: Value,
+        input: (Option<&InputResponses>, Option<&str>),
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let shared = &self.state.shared;
         let door = shared.door();
-        let handle = requested_handle(context, &args)?.map(str::to_owned);
+        let who = Principal::new(&self.state.principal.name, Role::Client);
+        let (responses, state) = input;
+        let mut handle = requested_handle(context, &args)?.map(str::to_owned);
+        // A retry answering a confirmation names its saga in the state.
+        let confirming = match state {
+            Some(s) => Some(confirm::open(&shared.request_states, &who.name, name, s)?),
+            None => None,
+        };
+        if let Some(p) = &confirming {
+            if handle.as_deref().is_some_and(|h| h != p.saga) {
+                return Err(McpError::invalid_params(
+                    "the requestState and the saga handle name different sagas",
+                    None,
+                ));
+            }
+            handle = Some(p.saga.clone());
+        }
         if name == tools::COMMIT || name == tools::ROLLBACK {
             let Some(h) = handle.filter(|h| h != NEW_SAGA) else {
                 return super::handler::to_result(tools::result(
@@ -197,9 +215,46 @@ impl McpSession {
             }
         };
         let saga_id = saga.id().to_string();
+        if let Some(p) = &confirming {
+            let Some(yes) = confirm::answer(responses) else {
+                // Not answered: ask again, with the same state.
+                let row = shared
+                    .live
+                    .host()
+                    .store
+                    .approval(&p.approval)
+                    .await
+                    .map_err(super::handler::internal)?;
+                let again = confirm::seal(&shared.request_states, &who.name, name, p);
+                return Ok(CallToolResponse::InputRequired(confirm::ask(
+                    &row.summary,
+                    &row.reason,
+                    &row.approval_id,
+                    again,
+                    &saga_id,
+                )?));
+            };
+            door.confirm(&p.approval, yes, &who)
+                .await
+                .map_err(|e| McpError::invalid_request(e.to_string(), None))?;
+            if !yes {
+                let report = door
+                    .abort(&mut saga)
+                    .await
+                    .map_err(super::handler::internal)?;
+                return super::handler::to_result(tools::result(
+                    format!(
+                        "you declined the call: approval {} denied, saga {saga_id} rolled back (state {})",
+                        p.approval, report.final_state
+                    ),
+                    true,
+                    Some(json!({"saga_id": saga_id, "approval_status": "denied"})),
+                ));
+            }
+        }
         let approver = Elicit {
             peer: context.peer.clone(),
-            who: Principal::new(&self.state.principal.name, Role::Client),
+            who: who.clone(),
             // No server-to-client request on this revision: a call that
             // needs a human parks, and the result says so.
             can_ask: false,
@@ -210,6 +265,29 @@ impl McpSession {
             .await
             .map_err(super::handler::internal)?;
         drop(driving);
+        if let Outcome::AwaitingApproval {
+            approval,
+            denied_by: None,
+            ..
+        } = &submitted.outcome
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some())
+            && door.may_confirm(name, &who)
+        {
+            let p = confirm::Pending {
+                saga: saga_id.clone(),
+                approval: approval.approval_id.clone(),
+            };
+            let state = confirm::seal(&shared.request_states, &who.name, name, &p);
+            return Ok(CallToolResponse::InputRequired(confirm::ask(
+                &approval.summary,
+                &approval.reason,
+                &approval.approval_id,
+                state,
+                &saga_id,
+            )?));
+        }
         let out = tools::outcome(name, &saga_id, &submitted);
         let failed = matches!(submitted.outcome, Outcome::Failed { .. });
         let parked = saga.state() == State::AwaitingApproval;
