@@ -199,6 +199,7 @@ impl ServerHandler for McpSession {
         let mut caps = json!({
             "tools": {"listChanged": true}, "logging": {}, "completions": {},
             "resources": {"subscribe": true},
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
         });
         if self.state.shared.fixtures {
             caps["prompts"] = json!({});
@@ -274,6 +275,18 @@ impl ServerHandler for McpSession {
             let args = Value::Object(request.arguments.unwrap_or_default());
             let token = context.meta.get_progress_token();
             return to_result(fixtures::call(&name, &args, &context.peer, token.as_ref()).await);
+        }
+        if stateless::is_stateless(&context)
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
+            && context.meta.get(stateless::SAGA_META).is_none()
+            && super::tasks::is_long(shared, &name)
+        {
+            let args = Value::Object(request.arguments.unwrap_or_default());
+            let who = Principal::new(&self.state.principal.name, Role::Client);
+            let created = super::tasks::Tasks::start(shared, &who, &name, args).await?;
+            return Ok(CallToolResponse::Task(created));
         }
         if stateless::is_stateless(&context) {
             let args = Value::Object(request.arguments.unwrap_or_default());
@@ -440,6 +453,40 @@ impl ServerHandler for McpSession {
         }
         context.cancelled().await;
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.check_caller(&context)?;
+        self.state
+            .shared
+            .tasks
+            .get(&request.task_id, &self.state.principal)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.check_caller(&context)?;
+        super::tasks::Tasks::cancel(&self.state.shared, &request.task_id, &self.state.principal)
+            .await
+    }
+
+    async fn update_task(
+        &self,
+        _request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.check_caller(&context)?;
+        Err(McpError::invalid_params(
+            "capsaga's tasks never wait for input: nothing to update",
+            None,
+        ))
     }
 
     #[allow(deprecated)]

@@ -36,6 +36,7 @@ mod elicit;
 mod handler;
 mod mrtr;
 pub mod stateless;
+pub mod tasks;
 
 use crate::dispatch::Dispatcher;
 use crate::saga::Saga;
@@ -90,6 +91,8 @@ pub struct McpShared {
     /// Sagas a stateless request drives on this host now, by id
     /// ([`stateless`]).
     pub driving: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The tasks of stateless clients ([`tasks`]).
+    pub tasks: tasks::Tasks,
 }
 
 impl McpShared {
