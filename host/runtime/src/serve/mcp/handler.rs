@@ -248,6 +248,7 @@ impl ServerHandler for McpSession {
         if shared.fixtures {
             list.extend(fixtures::tools());
             list.extend(fixtures_mrtr::tools());
+            list.extend(super::task_fixtures::tools());
         }
         parse(json!({ "tools": list }))
     }
@@ -267,6 +268,9 @@ impl ServerHandler for McpSession {
                 false,
                 None,
             ));
+        }
+        if shared.fixtures && super::task_fixtures::is_tool(&name) {
+            return self.call_task_fixture(&name, &request, &context).await;
         }
         if shared.fixtures && fixtures_mrtr::is_tool(&name) {
             return self.call_fixture_mrtr(&name, &request, &context);

@@ -36,6 +36,7 @@ mod elicit;
 mod handler;
 mod mrtr;
 pub mod stateless;
+mod task_fixtures;
 pub mod tasks;
 
 use crate::dispatch::Dispatcher;

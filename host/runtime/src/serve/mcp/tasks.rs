@@ -45,7 +45,8 @@ pub const POLL_MS: u64 = 500;
 
 struct Entry {
     owner: String,
-    saga_id: String,
+    /// The saga of a capsaga call (none for a conformance fixture's task).
+    saga_id: Option<String>,
     created: Instant,
     created_at: String,
     updated_at: String,
@@ -74,10 +75,13 @@ fn unknown() -> McpError {
 }
 
 fn task_of(id: &str, e: &Entry) -> Task {
-    Task::new(id, e.payload.status(), &e.created_at, &e.updated_at)
+    let t = Task::new(id, e.payload.status(), &e.created_at, &e.updated_at)
         .with_ttl_ms(TTL.as_millis() as u64)
-        .with_poll_interval_ms(POLL_MS)
-        .with_status_message(format!("saga {}", e.saga_id))
+        .with_poll_interval_ms(POLL_MS);
+    match &e.saga_id {
+        Some(s) => t.with_status_message(format!("saga {s}")),
+        None => t,
+    }
 }
 
 /// Whether a call of `tool` is long enough to run as a task.
@@ -124,6 +128,65 @@ impl Tasks {
         }
     }
 
+    /// A new entry for `owner`, working; its id.
+    fn insert(&self, owner: &str, saga_id: Option<String>) -> Result<(String, String), McpError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let at = now();
+        let mut t = self
+            .table
+            .lock()
+            .map_err(|_| McpError::internal_error("task table poisoned", None))?;
+        if !Tasks::make_room(&mut t) {
+            return Err(McpError::internal_error(
+                "too many running tasks: retry later",
+                None,
+            ));
+        }
+        t.insert(
+            id.clone(),
+            Entry {
+                owner: owner.to_string(),
+                saga_id,
+                created: Instant::now(),
+                created_at: at.clone(),
+                updated_at: at.clone(),
+                payload: TaskPayload::Working,
+                run: None,
+            },
+        );
+        Ok((id, at))
+    }
+
+    /// Run `work` as a task of `owner` (a conformance fixture's: no saga).
+    ///
+    /// # Errors
+    /// The table is full of running tasks.
+    pub fn spawn(
+        shared: &Arc<McpShared>,
+        owner: &str,
+        work: impl std::future::Future<Output = TaskPayload> + Send + 'static,
+    ) -> Result<CreateTaskResult, McpError> {
+        let (id, at) = shared.tasks.insert(owner, None)?;
+        let (s, task_id) = (shared.clone(), id.clone());
+        let (go, ready) = tokio::sync::oneshot::channel::<()>();
+        let handle = tokio::spawn(async move {
+            let _ = ready.await;
+            let payload = work.await;
+            s.tasks.set(&task_id, payload);
+        });
+        if let Ok(mut t) = shared.tasks.table.lock()
+            && let Some(e) = t.get_mut(&id)
+        {
+            e.run = Some(handle);
+        }
+        let _ = go.send(());
+        Ok(CreateTaskResult::new(
+            Task::new(&id, TaskStatus::Working, &at, &at)
+                .with_ttl_ms(TTL.as_millis() as u64)
+                .with_poll_interval_ms(POLL_MS),
+        ))
+    }
+
     /// Start `tool` with `args` for `who` as a task: a new saga, its one
     /// step run in the background.
     ///
@@ -143,33 +206,7 @@ impl Tasks {
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         door.set_autonomy(&mut saga, shared.autonomy());
         let saga_id = saga.id().to_string();
-        let id = uuid::Uuid::new_v4().to_string();
-        let at = now();
-        {
-            let mut t = shared
-                .tasks
-                .table
-                .lock()
-                .map_err(|_| McpError::internal_error("task table poisoned", None))?;
-            if !Tasks::make_room(&mut t) {
-                return Err(McpError::internal_error(
-                    "too many running tasks: retry later",
-                    None,
-                ));
-            }
-            t.insert(
-                id.clone(),
-                Entry {
-                    owner: who.name.clone(),
-                    saga_id: saga_id.clone(),
-                    created: Instant::now(),
-                    created_at: at.clone(),
-                    updated_at: at.clone(),
-                    payload: TaskPayload::Working,
-                    run: None,
-                },
-            );
-        }
+        let (id, at) = shared.tasks.insert(&who.name, Some(saga_id.clone()))?;
         let (s, task_id, name) = (shared.clone(), id.clone(), tool.to_string());
         let (go, ready) = tokio::sync::oneshot::channel::<()>();
         let handle = tokio::spawn(async move {
@@ -247,6 +284,9 @@ impl Tasks {
             run.abort();
             let _ = run.await;
         }
+        let Some(saga_id) = saga_id else {
+            return Ok(());
+        };
         let door = shared.door();
         match door.resume(&saga_id).await {
             Ok(mut saga) => {
@@ -260,7 +300,8 @@ impl Tasks {
     }
 }
 
-fn complete(out: Value) -> TaskPayload {
+/// A finished task's payload: the complete tool result `out`.
+pub fn complete(out: Value) -> TaskPayload {
     let mut result: JsonObject = match out {
         Value::Object(m) => m,
         _ => JsonObject::new(),
