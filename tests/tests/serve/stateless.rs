@@ -539,3 +539,60 @@ async fn the_python_sdk_speaks_the_stateless_revision_to_capsaga() {
     );
     assert!(!ws.ws().join("py.txt").exists());
 }
+
+#[test]
+fn stdio_serves_the_stateless_revision_too() {
+    use std::io::{BufRead, Write};
+    let ws = TestWorkspace::new(&["time_now", "fs_write"], POLICY);
+    let mut child = ws
+        .capsaga(&["mcp"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let m = meta(json!({}));
+    for (id, method, params) in [
+        (1, "server/discover", json!({"_meta": m})),
+        (
+            2,
+            "tools/call",
+            json!({"name": "time_now", "arguments": {}, "_meta": m}),
+        ),
+        (
+            3,
+            "tools/call",
+            json!({"name": "time_now", "arguments": {},
+            "_meta": meta(json!({"dev.capsaga/saga": "0b0e6c36-6f2c-4c55-9a65-3f1d2a8e9b10"}))}),
+        ),
+    ] {
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        let v: Value = loop {
+            let l = lines.next().expect("an answer").unwrap();
+            let v: Value = serde_json::from_str(&l).unwrap();
+            if v["id"] == id {
+                break v;
+            }
+        };
+        match id {
+            1 => assert!(
+                v["result"]["supportedVersions"].to_string().contains(REV),
+                "{v}"
+            ),
+            2 => {
+                assert_eq!(v["result"]["resultType"], "complete", "{v}");
+                assert_eq!(v["result"]["isError"], false, "{v}");
+            }
+            _ => assert_eq!(
+                v["error"]["code"], -32602,
+                "a forged handle over stdio too: {v}"
+            ),
+        }
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
