@@ -170,21 +170,20 @@ impl Default for McpOptions {
     }
 }
 
-/// A `requestState` codec with a key of 32 random bytes (falling back to
-/// the time and process id if the OS random source fails: the states then
-/// only resist a client that cannot guess them, which is still checked).
-fn request_state_codec() -> rmcp::model::RequestStateCodec {
+/// A `requestState` codec with a key of 32 random bytes from the
+/// operating system; `None` (fail closed: no state issued or accepted)
+/// when the random source fails.
+fn request_state_codec() -> Option<rmcp::model::RequestStateCodec> {
     let mut key = [0u8; 32];
-    if getrandom::fill(&mut key).is_err() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        let seed = format!("{now}:{}", std::process::id());
-        use sha2::Digest;
-        key.copy_from_slice(&sha2::Sha256::digest(seed.as_bytes()));
+    match getrandom::fill(&mut key) {
+        Ok(()) => Some(rmcp::model::RequestStateCodec::new_unchecked(key.to_vec())),
+        Err(e) => {
+            tracing::error!(
+                "no requestState key (OS random source: {e}): input-required rounds are refused"
+            );
+            None
+        }
     }
-    rmcp::model::RequestStateCodec::new_unchecked(key.to_vec())
 }
 
 /// The state every session of one server shares; its catalog watcher

@@ -38,7 +38,7 @@ impl McpSession {
             caps: caps.as_ref(),
         };
         let states = States {
-            codec: &self.state.shared.request_states,
+            codec: self.state.shared.states()?,
         };
         match fixtures_mrtr::call(name, &round, &states)? {
             Answer::Complete(v) => to_result(v),

@@ -173,7 +173,7 @@ impl McpSession {
         let mut handle = requested_handle(context, &args)?.map(str::to_owned);
         // A retry answering a confirmation names its saga in the state.
         let confirming = match state {
-            Some(s) => Some(confirm::open(&shared.request_states, &who.name, name, s)?),
+            Some(s) => Some(confirm::open(shared.states()?, &who.name, name, s)?),
             None => None,
         };
         if let Some(p) = &confirming {
@@ -225,7 +225,7 @@ impl McpSession {
                     .approval(&p.approval)
                     .await
                     .map_err(super::handler::internal)?;
-                let again = confirm::seal(&shared.request_states, &who.name, name, p);
+                let again = confirm::seal(shared.states()?, &who.name, name, p);
                 return Ok(CallToolResponse::InputRequired(confirm::ask(
                     &row.summary,
                     &row.reason,
@@ -279,7 +279,7 @@ impl McpSession {
                 saga: saga_id.clone(),
                 approval: approval.approval_id.clone(),
             };
-            let state = confirm::seal(&shared.request_states, &who.name, name, &p);
+            let state = confirm::seal(shared.states()?, &who.name, name, &p);
             return Ok(CallToolResponse::InputRequired(confirm::ask(
                 &approval.summary,
                 &approval.reason,
