@@ -14,7 +14,9 @@ mod reload;
 mod resources;
 mod rest;
 mod sessions;
+mod stateless;
 mod strict;
+mod tasks;
 mod trust;
 
 pub use capsaga_tests::mcp_rig::{Running, http, http_builder, start};

@@ -98,6 +98,31 @@ impl Dispatcher {
         self.resume_taken(saga_id, fence).await
     }
 
+    /// Re-open an existing saga (as [`Dispatcher::resume`]) to add steps
+    /// after the ones it logged: the next step is numbered after the last
+    /// logged one, committed side effects are counted, and a last step
+    /// that committed a side effect leaves its success to be settled by
+    /// the next step (as if the saga had never left memory). For a saga
+    /// continued across requests (MCP 2026-07-28 saga handles), where a
+    /// new call must never be taken for the replay of a logged one.
+    ///
+    /// # Errors
+    /// As [`Dispatcher::resume`].
+    pub async fn resume_continuing(&self, saga_id: &str) -> Result<Saga, DispatchError> {
+        let mut saga = self.resume(saga_id).await?;
+        let steps = self.host.store.steps(saga_id).await?;
+        saga.next_seq = steps.iter().map(|s| s.step_seq + 1).max().unwrap_or(0);
+        saga.side_effects = steps
+            .iter()
+            .filter(|s| s.has_side_effects && s.status == crate::store::StepStatus::Commit)
+            .count() as u64;
+        saga.pending_success = saga.state == State::Acting
+            && steps.iter().max_by_key(|s| s.step_seq).is_some_and(|s| {
+                s.has_side_effects && s.status == crate::store::StepStatus::Commit
+            });
+        Ok(saga)
+    }
+
     /// A saga this process owns with fencing token `fence`, as it is now in
     /// the store (its state may have moved before it was taken over).
     ///

@@ -92,6 +92,50 @@ impl Dispatcher {
         })
     }
 
+    /// Whether `who` may decide an approval of a call of `tool` (an
+    /// operator always; a client only for a tool the policy lists in
+    /// `[approvals] client_confirm` that is not `code_run`, high risk or
+    /// irreversible): what a surface asks before offering its client to
+    /// confirm a call. `false` for an unknown tool.
+    pub fn may_confirm(&self, tool: &str, who: &Principal) -> bool {
+        self.host
+            .registry
+            .get(tool)
+            .is_some_and(|t| super::approval::may_decide(&self.host, &t, who))
+    }
+
+    /// Record `who`'s answer to approval `id` of a call in one of `who`'s
+    /// own sagas, still parked on it, when the door lets `who` decide it
+    /// ([`Dispatcher::may_confirm`]): a client confirming a tool the
+    /// policy opted into client confirmation (MCP 2026-07-28 asks it
+    /// through an input-required result instead of an elicitation
+    /// request). The decision is recorded under `who` (`token:bob
+    /// (client)`); the caller runs the call again to claim it.
+    ///
+    /// # Errors
+    /// [`OperatorError::Forbidden`] when the approval is not of `who`'s
+    /// saga, no longer parked, or for a tool `who` may not confirm; else
+    /// [`OperatorError`].
+    pub async fn confirm(
+        &self,
+        id: &str,
+        approve: bool,
+        who: &Principal,
+    ) -> Result<ApprovalRow, OperatorError> {
+        let store = &self.host.store;
+        let forbidden = || OperatorError::Forbidden(who.to_string());
+        let row = store.approval(id).await.map_err(|_| forbidden())?;
+        let parked = self.parked_on(&row).await?.ok_or_else(forbidden)?;
+        if parked.principal.as_deref() != Some(who.name.as_str())
+            || !self.may_confirm(&row.binding.tool_id, who)
+        {
+            return Err(forbidden());
+        }
+        Ok(store
+            .decide_approval(&row.approval_id, approve, &who.to_string(), None)
+            .await?)
+    }
+
     /// The saga parked on `a`, if it still is: AwaitingApproval, and no step
     /// logged at the approval's position yet.
     async fn parked_on(&self, a: &ApprovalRow) -> Result<Option<SagaRow>, DispatchError> {

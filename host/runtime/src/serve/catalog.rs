@@ -9,11 +9,13 @@
 //! host when needed, brings the catalog in line with the stored active
 //! neurons and, when what `tools/list` would answer changed (a name, or a
 //! version's identity hash: a rebuilt component is a new version), tells
-//! every live session.
+//! every live session, and every open `subscriptions/listen` stream of
+//! MCP 2026-07-28 that asked for `toolsListChanged` (the revision's
+//! replacement of the session's notification channel).
 
 use super::mcp::McpShared;
 use rmcp::RoleServer;
-use rmcp::service::Peer;
+use rmcp::service::{Peer, SubscriptionSink};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -22,10 +24,11 @@ use std::time::Duration;
 /// new list on their next `tools/list`).
 pub const MAX_LISTENERS: usize = 10_000;
 
-/// The live sessions' peers, to notify.
+/// The live sessions' peers, and the open listen streams, to notify.
 #[derive(Debug, Default)]
 pub struct Listeners {
     peers: Mutex<Vec<Peer<RoleServer>>>,
+    sinks: Mutex<Vec<SubscriptionSink>>,
 }
 
 impl Listeners {
@@ -36,6 +39,17 @@ impl Listeners {
             if p.len() < MAX_LISTENERS {
                 p.push(peer);
             }
+        }
+    }
+
+    /// Register an open `subscriptions/listen` stream (MCP 2026-07-28)
+    /// that accepted `toolsListChanged`; it is forgotten once a send finds
+    /// it closed. At [`MAX_LISTENERS`] streams a new one is not registered.
+    pub fn add_sink(&self, sink: SubscriptionSink) {
+        if let Ok(mut s) = self.sinks.lock()
+            && s.len() < MAX_LISTENERS
+        {
+            s.push(sink);
         }
     }
 
@@ -63,6 +77,25 @@ impl Listeners {
                 Ok(()) => told += 1,
                 Err(e) => tracing::debug!("tools/list_changed not delivered: {e}"),
             }
+        }
+        let sinks: Vec<SubscriptionSink> = self.sinks.lock().map(|s| s.clone()).unwrap_or_default();
+        let mut closed = Vec::new();
+        for s in sinks {
+            let n = rmcp::model::ServerNotification::ToolListChangedNotification(
+                rmcp::model::ToolListChangedNotification::default(),
+            );
+            match s.send(n).await {
+                Ok(()) => told += 1,
+                Err(e) => {
+                    tracing::debug!("tools/list_changed not delivered to a listen stream: {e}");
+                    closed.push(s.id().clone());
+                }
+            }
+        }
+        if !closed.is_empty()
+            && let Ok(mut s) = self.sinks.lock()
+        {
+            s.retain(|x| !closed.contains(x.id()));
         }
         told
     }

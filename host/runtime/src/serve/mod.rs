@@ -37,6 +37,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod conn;
 pub mod fixtures;
+pub mod fixtures_mrtr;
 pub mod limits;
 pub mod live;
 pub mod mcp;
@@ -169,6 +170,22 @@ impl Default for McpOptions {
     }
 }
 
+/// A `requestState` codec with a key of 32 random bytes from the
+/// operating system; `None` (fail closed: no state issued or accepted)
+/// when the random source fails.
+fn request_state_codec() -> Option<rmcp::model::RequestStateCodec> {
+    let mut key = [0u8; 32];
+    match getrandom::fill(&mut key) {
+        Ok(()) => Some(rmcp::model::RequestStateCodec::new_unchecked(key.to_vec())),
+        Err(e) => {
+            tracing::error!(
+                "no requestState key (OS random source: {e}): input-required rounds are refused"
+            );
+            None
+        }
+    }
+}
+
 /// The state every session of one server shares; its catalog watcher
 /// ([`catalog::watch`]) and SIGHUP handler ([`live::on_hangup`]) run until
 /// the last reference is dropped.
@@ -180,6 +197,9 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         session_end: o.session_end,
         fixtures: o.fixtures,
         listeners: catalog::Listeners::default(),
+        request_states: request_state_codec(),
+        driving: std::sync::Mutex::new(std::collections::HashSet::new()),
+        tasks: mcp::tasks::Tasks::default(),
     });
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         let every = o.catalog_poll.filter(|d| !d.is_zero());

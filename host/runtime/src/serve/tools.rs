@@ -75,7 +75,11 @@ fn input_schema(schema: &Value) -> Value {
 
 /// The two session tools, for the session's saga.
 pub fn session_tools() -> [Value; 2] {
-    let empty = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    // `saga`: the handle of a saga opened without a session (MCP
+    // 2026-07-28, `super::mcp::stateless`); a session's own saga needs none.
+    let empty = json!({"type": "object", "properties": {"saga": {"type": "string",
+        "description": "Without a session (MCP 2026-07-28): the saga handle a result returned in _meta \"dev.capsaga/saga\"."}},
+        "additionalProperties": false});
     [
         json!({
             "name": COMMIT,

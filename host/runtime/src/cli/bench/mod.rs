@@ -24,6 +24,7 @@
 mod floor;
 mod fs;
 mod group;
+mod mcp;
 mod memory;
 pub(super) mod neurons;
 mod otel;
@@ -127,6 +128,12 @@ pub struct BenchArgs {
     /// Steps per mode and round for `--otel`.
     #[arg(long, default_value_t = 20)]
     pub otel_calls: u32,
+    /// Instead: an MCP `tools/call` of `--component` (`time_now`) over
+    /// HTTP, stateful (2025-11-25) and stateless (2026-07-28), p50/p99 next
+    /// to the same work through the library, and 200 concurrent clients,
+    /// in one run.
+    #[arg(long)]
+    pub mcp: bool,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -412,6 +419,9 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     }
     if args.otel {
         return otel::run(out, args.otel_calls).await;
+    }
+    if args.mcp {
+        return mcp::run(out, &args.component).await;
     }
     if args.first_start {
         return start::run(out, &args.tools_dir, args.processes).await;

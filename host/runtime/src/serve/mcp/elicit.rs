@@ -101,6 +101,19 @@ impl Approver for Elicit {
     }
 }
 
+/// A client's name for a saga's label: its `clientInfo.name`, without
+/// control characters, at most 64 characters; `unknown` without one.
+pub(super) fn client_label(info: Option<&rmcp::model::Implementation>) -> String {
+    info.map(|i| {
+        i.name
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(64)
+            .collect()
+    })
+    .unwrap_or_else(|| "unknown".into())
+}
+
 pub(super) fn client_name(peer: &Peer<RoleServer>) -> String {
     peer.peer_info()
         .map(|i| {

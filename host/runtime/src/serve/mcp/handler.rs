@@ -3,9 +3,10 @@
 
 use super::McpSession;
 use super::elicit::{Elicit, client_name, supports_elicitation};
+use super::stateless;
 use crate::dispatch::{Args, Call};
 use crate::saga::Saga;
-use crate::serve::{fixtures, resources, tools};
+use crate::serve::{fixtures, fixtures_mrtr, resources, tools};
 use crate::store::Origin;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::principal::{Principal, Role};
@@ -20,24 +21,28 @@ use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::time::Duration;
 
-fn internal(e: impl std::fmt::Display) -> McpError {
+pub(super) fn internal(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error(e.to_string(), None)
 }
 
-fn to_result(v: Value) -> Result<CallToolResponse, McpError> {
-    let r: CallToolResult = serde_json::from_value(v).map_err(internal)?;
+pub(super) fn to_result(v: Value) -> Result<CallToolResponse, McpError> {
+    let r: CallToolResult = parse(v)?;
     Ok(r.into())
 }
 
-fn parse<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
+/// A result of ours as rmcp's type, marked complete (`resultType`, MCP
+/// 2026-07-28 §Results; rmcp strips the mark for a peer of an older
+/// revision).
+fn parse<T: serde::de::DeserializeOwned>(mut v: Value) -> Result<T, McpError> {
+    if let Value::Object(m) = &mut v {
+        m.entry("resultType").or_insert_with(|| json!("complete"));
+    }
     serde_json::from_value(v).map_err(internal)
 }
 
 fn no_resource(uri: &str) -> McpError {
-    McpError::resource_not_found(
-        format!("no resource {}", uri.chars().take(200).collect::<String>()),
-        None,
-    )
+    let uri: String = uri.chars().take(200).collect();
+    McpError::resource_not_found(format!("no resource {uri}"), Some(json!({ "uri": uri })))
 }
 
 impl McpSession {
@@ -73,31 +78,46 @@ impl McpSession {
                 Some(json!({"saga_id": null})),
             ));
         };
+        let out = self.end_saga_tool(name, &mut saga, door).await?;
+        if saga.state() == capsaga_core::fsm::State::AwaitingApproval {
+            // A parked saga stays the session's: it waits for its human.
+            *self.state.saga.lock().await = Some(saga);
+        }
+        to_result(out)
+    }
+
+    /// `capsaga_commit` (`name` is [`tools::COMMIT`]) or `capsaga_rollback`
+    /// of `saga`: the tool result as JSON. A commit of a saga parked for an
+    /// approval leaves it parked (the result says so).
+    pub(super) async fn end_saga_tool(
+        &self,
+        name: &str,
+        saga: &mut Saga,
+        door: &crate::dispatch::Dispatcher,
+    ) -> Result<Value, McpError> {
         let id = saga.id().to_string();
         if name == tools::COMMIT {
-            let state = door.finish(&mut saga).await.map_err(internal)?;
+            let state = door.finish(saga).await.map_err(internal)?;
             if state == capsaga_core::fsm::State::AwaitingApproval {
-                // A parked saga stays the session's: it waits for its human.
                 let text = format!(
                     "saga {id} waits for an approval: approve or deny it, call the tool again, or roll back with {}",
                     tools::ROLLBACK
                 );
-                *self.state.saga.lock().await = Some(saga);
-                return to_result(tools::result(
+                return Ok(tools::result(
                     text,
                     true,
                     Some(json!({"saga_id": id, "saga_state": state.to_string()})),
                 ));
             }
-            to_result(tools::result(
+            Ok(tools::result(
                 format!("saga {id} committed ({state})"),
                 false,
                 Some(json!({"saga_id": id, "saga_state": state.to_string()})),
             ))
         } else {
-            let report = door.abort(&mut saga).await.map_err(internal)?;
+            let report = door.abort(saga).await.map_err(internal)?;
             let ok = report.all_compensated();
-            to_result(tools::result(
+            Ok(tools::result(
                 format!(
                     "saga {id} rolled back: {} step(s) compensated, state {}",
                     report.undone.len(),
@@ -186,8 +206,10 @@ impl McpSession {
         list.extend(tools::session_tools());
         if shared.fixtures {
             list.extend(fixtures::tools());
+            list.extend(fixtures_mrtr::tools());
+            list.extend(super::task_fixtures::tools());
         }
-        serde_json::from_value(json!({ "tools": list })).map_err(internal)
+        parse(json!({ "tools": list }))
     }
 
     /// `tools/call`.
@@ -198,14 +220,48 @@ impl McpSession {
     ) -> Result<CallToolResponse, McpError> {
         self.check_caller(&context)?;
         let name = request.name.to_string();
-        if name == tools::COMMIT || name == tools::ROLLBACK {
-            return self.session_tool(&name).await;
-        }
         let shared = &self.state.shared;
+        if shared.fixtures && name == fixtures_mrtr::TRIGGER_TOOL_CHANGE {
+            let told = shared.listeners.tools_changed().await;
+            return to_result(tools::result(
+                format!("tool list change announced to {told} listener(s)"),
+                false,
+                None,
+            ));
+        }
+        if shared.fixtures && super::task_fixtures::is_tool(&name) {
+            return self.call_task_fixture(&name, &request, &context).await;
+        }
+        if shared.fixtures && fixtures_mrtr::is_tool(&name) {
+            return self.call_fixture_mrtr(&name, &request, &context);
+        }
         if shared.fixtures && fixtures::is_tool(&name) {
             let args = Value::Object(request.arguments.unwrap_or_default());
             let token = context.meta.get_progress_token();
             return to_result(fixtures::call(&name, &args, &context.peer, token.as_ref()).await);
+        }
+        if stateless::is_stateless(&context)
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
+            && context.meta.get(stateless::SAGA_META).is_none()
+            && super::tasks::is_long(shared, &name)
+        {
+            let args = Value::Object(request.arguments.unwrap_or_default());
+            let who = Principal::new(&self.state.principal.name, Role::Client);
+            let created = super::tasks::Tasks::start(shared, &who, &name, args).await?;
+            return Ok(CallToolResponse::Task(created));
+        }
+        if stateless::is_stateless(&context) {
+            let args = Value::Object(request.arguments.unwrap_or_default());
+            let input = (
+                request.input_responses.as_ref(),
+                request.request_state.as_deref(),
+            );
+            return self.call_stateless(&name, args, input, &context).await;
+        }
+        if name == tools::COMMIT || name == tools::ROLLBACK {
+            return self.session_tool(&name).await;
         }
         let door = &shared.door();
         let args = Value::Object(request.arguments.unwrap_or_default());
@@ -308,6 +364,7 @@ impl ServerHandler for McpSession {
         let mut caps = json!({
             "tools": {"listChanged": true}, "logging": {}, "completions": {},
             "resources": {"subscribe": true},
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
         });
         if self.state.shared.fixtures {
             caps["prompts"] = json!({});
@@ -328,8 +385,7 @@ impl ServerHandler for McpSession {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        // Sessions carry the saga: the stateless 2026 revision has none.
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
     }
 
     #[allow(deprecated)]
@@ -408,6 +464,62 @@ impl ServerHandler for McpSession {
         super::observe::traced("resources/read", None, &context, read).await
     }
 
+    /// `subscriptions/listen` (MCP 2026-07-28): the tool list's changes,
+    /// when asked for (resource updates stay the legacy sessions'
+    /// `resources/subscribe`).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let mut f = rmcp::model::SubscriptionFilter::builder();
+        if requested.tools_list_changed == Some(true) {
+            f = f.tools_list_changed();
+        }
+        Some(f.build())
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        if context.accepted().tools_list_changed == Some(true) {
+            self.state.shared.listeners.add_sink(context.sink().clone());
+        }
+        context.cancelled().await;
+        Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.check_caller(&context)?;
+        self.state
+            .shared
+            .tasks
+            .get(&request.task_id, &self.state.principal)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.check_caller(&context)?;
+        super::tasks::Tasks::cancel(&self.state.shared, &request.task_id, &self.state.principal)
+            .await
+    }
+
+    async fn update_task(
+        &self,
+        _request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.check_caller(&context)?;
+        Err(McpError::invalid_params(
+            "capsaga's tasks never wait for input: nothing to update",
+            None,
+        ))
+    }
+
     #[allow(deprecated)]
     async fn subscribe(
         &self,
@@ -450,14 +562,19 @@ impl ServerHandler for McpSession {
                 rmcp::model::ListPromptsRequestMethod,
             >());
         }
-        parse(json!({ "prompts": fixtures::prompts() }))
+        let mut list = fixtures::prompts();
+        list.push(fixtures_mrtr::prompt_definition());
+        parse(json!({ "prompts": list }))
     }
 
     async fn get_prompt(
         &self,
         request: rmcp::model::GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        if self.state.shared.fixtures && request.name == fixtures_mrtr::PROMPT {
+            return self.prompt_fixture_mrtr(&request, &context);
+        }
         let args = request.arguments.unwrap_or_default();
         let found = self
             .state

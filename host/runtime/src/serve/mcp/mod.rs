@@ -31,9 +31,14 @@
 //! - With `--conformance-fixtures`, the conformance suite's reference tools,
 //!   resources and prompts ([`super::fixtures`]) beside them.
 
+mod confirm;
 mod elicit;
 mod handler;
 mod observe;
+mod mrtr;
+pub mod stateless;
+mod task_fixtures;
+pub mod tasks;
 
 use crate::dispatch::Dispatcher;
 use crate::saga::Saga;
@@ -82,12 +87,35 @@ pub struct McpShared {
     pub fixtures: bool,
     /// Sessions told when the tool list changes.
     pub listeners: super::catalog::Listeners,
+    /// Seals the `requestState` of multi round-trip results (a key drawn
+    /// at start: a state outlives neither the server nor its TTL); `None`
+    /// when the operating system gave no random key, and then no state is
+    /// issued or accepted ([`McpShared::states`]).
+    pub request_states: Option<rmcp::model::RequestStateCodec>,
+    /// Sagas a stateless request drives on this host now, by id
+    /// ([`stateless`]).
+    pub driving: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The tasks of stateless clients ([`tasks`]).
+    pub tasks: tasks::Tasks,
 }
 
 impl McpShared {
     /// The door of the current host generation.
     pub fn door(&self) -> Dispatcher {
         self.live.door()
+    }
+
+    /// The `requestState` codec.
+    ///
+    /// # Errors
+    /// An internal error when the server has none (no random key).
+    pub fn states(&self) -> Result<&rmcp::model::RequestStateCodec, rmcp::ErrorData> {
+        self.request_states.as_ref().ok_or_else(|| {
+            rmcp::ErrorData::internal_error(
+                "this server has no requestState key (the OS random source failed at start)",
+                None,
+            )
+        })
     }
 
     /// The autonomy level the sessions' sagas decide at: the one asked

@@ -1,0 +1,303 @@
+//! The stateless adapter (MCP 2026-07-28, SEP-2575): a request that
+//! carries its protocol version, client info and capabilities in `_meta`
+//! has no session, so it has no session saga. rmcp routes such a request
+//! to a handler of its own ([`super::McpSession`] made for that request
+//! alone); this module gives its `tools/call` a saga:
+//!
+//! - Without a saga handle, the call is a saga of its own: started for the
+//!   request and ended when it returns, by the server's session-end rule
+//!   (commit by default, `--session-end rollback`), unless it waits for an
+//!   approval (then it stays parked, and its handle is returned).
+//! - `_meta["dev.capsaga/saga"] = "new"` starts a saga that stays open: the
+//!   result's `_meta["dev.capsaga/saga"]` is its handle. A later request
+//!   passing the handle continues that saga (the next step of it);
+//!   `capsaga_commit` / `capsaga_rollback` with the handle (in `_meta` or
+//!   as the argument `saga`) end it.
+//! - A handle is the saga's id (a UUID v4: 122 random bits, never
+//!   derivable from anything the client sees of another principal) looked
+//!   up in the store: any host sharing the store finds it. It is bound to
+//!   its principal: a handle of another principal's saga, a handle naming
+//!   no saga, and a malformed one get the same refusal (nothing tells them
+//!   apart); a handle of a saga that ended is refused as ended.
+//! - Two requests of one handle never run at once on a host (the second is
+//!   refused as busy); on different hosts the store's ownership fencing
+//!   refuses the second (`DispatchError::Busy`).
+//!
+//! Everything else (tools, resources, prompts, completion) is the same
+//! handler as a session's: rmcp fills in the revision's caching hints and
+//! `resultType`; nothing here is a second implementation of a call.
+//! When rmcp grows a saga-aware stateless mode, this module is the seam to
+//! swap.
+
+use super::McpSession;
+use super::confirm;
+use super::elicit::Elicit;
+use crate::dispatch::{Args, Call, Outcome};
+use crate::saga::Saga;
+use crate::serve::tools;
+use crate::store::Origin;
+use capsaga_core::fsm::State;
+use capsaga_core::principal::{Principal, Role};
+use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResponse, InputResponses, ProtocolVersion};
+use rmcp::service::RequestContext;
+use serde_json::{Value, json};
+
+/// The `_meta` key of a saga handle, in requests and results.
+pub const SAGA_META: &str = "dev.capsaga/saga";
+
+/// The handle value that opens a saga that stays open.
+pub const NEW_SAGA: &str = "new";
+
+/// Whether this request is served statelessly: it names the 2026-07-28
+/// revision (or a later one) in its own `_meta`.
+pub(super) fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// The same refusal for a forged handle, a handle naming no saga and one
+/// of another principal's saga.
+fn unknown_handle() -> McpError {
+    McpError::invalid_params(
+        "unknown saga handle: it names no saga of yours (start one with _meta \"dev.capsaga/saga\": \"new\")",
+        None,
+    )
+}
+
+/// The saga handle the request names: `_meta`, else the argument `saga`
+/// (for `capsaga_commit` / `capsaga_rollback`).
+fn requested_handle<'a>(
+    context: &'a RequestContext<RoleServer>,
+    args: &'a Value,
+) -> Result<Option<&'a str>, McpError> {
+    let v = context.meta.get(SAGA_META).or_else(|| args.get("saga"));
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.len() <= 64 => Ok(Some(s.as_str())),
+        Some(_) => Err(unknown_handle()),
+    }
+}
+
+/// A well-formed saga id: a lower-case hyphenated UUID.
+fn well_formed(handle: &str) -> bool {
+    handle.len() == 36
+        && handle
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c) || c == '-')
+}
+
+/// Marks a saga busy on this host while a request drives it.
+struct Driving<'a> {
+    shared: &'a super::McpShared,
+    id: String,
+}
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut b) = self.shared.driving.lock() {
+            b.remove(&self.id);
+        }
+    }
+}
+
+fn with_handle(mut result: Value, handle: Option<&str>) -> Value {
+    if let (Some(h), Some(m)) = (handle, result.as_object_mut()) {
+        m.insert("_meta".into(), json!({ SAGA_META: h }));
+    }
+    result
+}
+
+impl McpSession {
+    /// Re-open the saga `handle` names for this request's principal.
+    async fn open_handle(&self, handle: &str) -> Result<(Saga, Driving<'_>), McpError> {
+        let shared = &self.state.shared;
+        if !well_formed(handle) {
+            return Err(unknown_handle());
+        }
+        let host = shared.live.host();
+        let row = host
+            .store
+            .saga(handle)
+            .await
+            .map_err(super::handler::internal)?
+            .filter(|r| r.principal.as_deref() == Some(self.state.principal.name.as_str()))
+            .filter(|r| r.origin == Origin::Mcp.as_str())
+            .ok_or_else(unknown_handle)?;
+        if row.state.is_terminal() {
+            return Err(McpError::invalid_params(
+                format!("saga {handle} has ended ({}): start a new one", row.state),
+                None,
+            ));
+        }
+        let fresh = shared
+            .driving
+            .lock()
+            .map(|mut b| b.insert(handle.to_string()))
+            .unwrap_or(false);
+        if !fresh {
+            return Err(McpError::invalid_request(
+                format!("saga {handle} is busy with another request: retry when it returns"),
+                None,
+            ));
+        }
+        let guard = Driving {
+            shared,
+            id: handle.to_string(),
+        };
+        let mut saga = shared
+            .door()
+            .resume_continuing(handle)
+            .await
+            .map_err(|e| McpError::invalid_request(e.to_string(), None))?;
+        shared.door().set_autonomy(&mut saga, shared.autonomy());
+        Ok((saga, guard))
+    }
+
+    /// `tools/call` of a capsaga tool (or a session tool) on a request
+    /// without a session.
+    pub(super) async fn call_stateless(
+        &self,
+        name: &str,
+        args: Value,
+        input: (Option<&InputResponses>, Option<&str>),
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let shared = &self.state.shared;
+        let door = shared.door();
+        let who = Principal::new(&self.state.principal.name, Role::Client);
+        let (responses, state) = input;
+        let mut handle = requested_handle(context, &args)?.map(str::to_owned);
+        // A retry answering a confirmation names its saga in the state.
+        let confirming = match state {
+            Some(s) => Some(confirm::open(shared.states()?, &who.name, name, s)?),
+            None => None,
+        };
+        if let Some(p) = &confirming {
+            if handle.as_deref().is_some_and(|h| h != p.saga) {
+                return Err(McpError::invalid_params(
+                    "the requestState and the saga handle name different sagas",
+                    None,
+                ));
+            }
+            handle = Some(p.saga.clone());
+        }
+        if name == tools::COMMIT || name == tools::ROLLBACK {
+            let Some(h) = handle.filter(|h| h != NEW_SAGA) else {
+                return super::handler::to_result(tools::result(
+                    "no saga handle: pass the handle of the saga to end (_meta \"dev.capsaga/saga\" or the argument `saga`)".into(),
+                    true,
+                    Some(json!({"saga_id": null})),
+                ));
+            };
+            let (mut saga, _driving) = self.open_handle(&h).await?;
+            return super::handler::to_result(self.end_saga_tool(name, &mut saga, &door).await?);
+        }
+        let (mut saga, driving, keep) = match handle.as_deref() {
+            Some(h) if h != NEW_SAGA => {
+                let (s, d) = self.open_handle(h).await?;
+                (s, Some(d), true)
+            }
+            other => {
+                let label = format!(
+                    "mcp request ({})",
+                    super::elicit::client_label(context.client_info().as_ref())
+                );
+                let mut s = door
+                    .start_as(&self.state.principal, Origin::Mcp, &label, None)
+                    .await
+                    .map_err(super::handler::internal)?;
+                door.set_autonomy(&mut s, shared.autonomy());
+                (s, None, other == Some(NEW_SAGA))
+            }
+        };
+        let saga_id = saga.id().to_string();
+        if let Some(p) = &confirming {
+            let Some(yes) = confirm::answer(responses) else {
+                // Not answered: ask again, with the same state.
+                let row = shared
+                    .live
+                    .host()
+                    .store
+                    .approval(&p.approval)
+                    .await
+                    .map_err(super::handler::internal)?;
+                let again = confirm::seal(shared.states()?, &who.name, name, p);
+                return Ok(CallToolResponse::InputRequired(confirm::ask(
+                    &row.summary,
+                    &row.reason,
+                    &row.approval_id,
+                    again,
+                    &saga_id,
+                )?));
+            };
+            door.confirm(&p.approval, yes, &who)
+                .await
+                .map_err(|e| McpError::invalid_request(e.to_string(), None))?;
+            if !yes {
+                let report = door
+                    .abort(&mut saga)
+                    .await
+                    .map_err(super::handler::internal)?;
+                return super::handler::to_result(tools::result(
+                    format!(
+                        "you declined the call: approval {} denied, saga {saga_id} rolled back (state {})",
+                        p.approval, report.final_state
+                    ),
+                    true,
+                    Some(json!({"saga_id": saga_id, "approval_status": "denied"})),
+                ));
+            }
+        }
+        let approver = Elicit {
+            peer: context.peer.clone(),
+            who: who.clone(),
+            // No server-to-client request on this revision: a call that
+            // needs a human parks, and the result says so.
+            can_ask: false,
+        };
+        let call = Call::new(name, Args::Value(&args)).with_approver(&approver);
+        let submitted = door
+            .submit(&mut saga, call)
+            .await
+            .map_err(super::handler::internal)?;
+        drop(driving);
+        if let Outcome::AwaitingApproval {
+            approval,
+            denied_by: None,
+            ..
+        } = &submitted.outcome
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some())
+            && door.may_confirm(name, &who)
+        {
+            let p = confirm::Pending {
+                saga: saga_id.clone(),
+                approval: approval.approval_id.clone(),
+            };
+            let state = confirm::seal(shared.states()?, &who.name, name, &p);
+            return Ok(CallToolResponse::InputRequired(confirm::ask(
+                &approval.summary,
+                &approval.reason,
+                &approval.approval_id,
+                state,
+                &saga_id,
+            )?));
+        }
+        let out = tools::outcome(name, &saga_id, &submitted);
+        let failed = matches!(submitted.outcome, Outcome::Failed { .. });
+        let parked = saga.state() == State::AwaitingApproval;
+        if failed || saga.state().is_terminal() {
+            return super::handler::to_result(out);
+        }
+        if keep || parked {
+            return super::handler::to_result(with_handle(out, Some(&saga_id)));
+        }
+        super::end_saga(shared, saga).await;
+        super::handler::to_result(out)
+    }
+}

@@ -1,0 +1,183 @@
+//! The tasks extension of MCP 2026-07-28 (issue 26) against a real
+//! `capsaga serve`, over raw HTTP: a long call of a client that declared
+//! the extension becomes a task; the call runs on after its request
+//! returned; `tasks/cancel` aborts it, the step fails and its write is
+//! compensated; another principal cannot read or cancel the task, and a
+//! client that did not declare the extension cannot use the methods.
+
+use super::start;
+use capsaga_core::principal::Role;
+use capsaga_host::serve::HttpOptions;
+use capsaga_host::serve::auth::digest;
+use capsaga_tests::TestWorkspace;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const POLICY: &str = r#"
+[tools.ledger]
+grants = ["fs:write:~/ws/**"]
+limits = { deadline_ms = 120000, fuel = 10000000000000 }
+[tools.time_now]
+"#;
+
+fn secret(name: &str) -> String {
+    format!("{name}-secret-0123456789abcdef")
+}
+
+fn meta(tasks: bool) -> Value {
+    let caps = if tasks {
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({})
+    };
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    })
+}
+
+fn answer(body: &str) -> Value {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .rfind(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC answer in {body}"))
+}
+
+async fn post(url: &str, who: &str, method: &str, params: Value) -> Value {
+    let name = params
+        .get("name")
+        .or_else(|| params.get("taskId"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let r = super::http()
+        .post(url)
+        .header("Mcp-Name", name)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", method)
+        .bearer_auth(secret(who))
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    answer(&r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_task_fails_its_step_and_compensates_its_write() {
+    let ws = TestWorkspace::new(&["ledger", "time_now"], POLICY);
+    let host = ws.host().await;
+    for name in ["bob", "eve"] {
+        host.store
+            .create_token(name, Role::Client, &digest(secret(name).as_bytes()), "test")
+            .await
+            .unwrap();
+    }
+    let srv = start(
+        host.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    let url = srv.url("/mcp");
+    let ledger = ws.ws().join("ledger.txt");
+    let args = json!({"path": ws.ws_path("ledger.txt"), "entry": "paid", "after": "spin"});
+
+    // The call answers at once with a task; the write happens after the
+    // request returned (the task is not the request).
+    let created = post(
+        &url,
+        "bob",
+        "tools/call",
+        json!({"name": "ledger", "arguments": args, "_meta": meta(true)}),
+    )
+    .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+    let t = Instant::now();
+    while !std::fs::read_to_string(&ledger).is_ok_and(|s| s.contains("paid")) {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the task never wrote"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let got = post(
+        &url,
+        "bob",
+        "tasks/get",
+        json!({"taskId": id, "_meta": meta(true)}),
+    )
+    .await;
+    assert_eq!(got["result"]["status"], "working", "{got}");
+    let saga = got["result"]["statusMessage"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("saga ")
+        .to_string();
+
+    // Another principal: as if the task did not exist.
+    for m in ["tasks/get", "tasks/cancel"] {
+        let e = post(&url, "eve", m, json!({"taskId": id, "_meta": meta(true)})).await;
+        assert_eq!(e["error"]["code"], -32602, "{m}: {e}");
+    }
+    // A client that did not declare the extension cannot use the methods.
+    let e = post(
+        &url,
+        "bob",
+        "tasks/get",
+        json!({"taskId": id, "_meta": meta(false)}),
+    )
+    .await;
+    assert_eq!(e["error"]["code"], -32021, "{e}");
+
+    // Cancel: acknowledged; the step fails and the write is compensated.
+    let c = post(
+        &url,
+        "bob",
+        "tasks/cancel",
+        json!({"taskId": id, "_meta": meta(true)}),
+    )
+    .await;
+    assert!(c.get("error").is_none(), "{c}");
+    let got = post(
+        &url,
+        "bob",
+        "tasks/get",
+        json!({"taskId": id, "_meta": meta(true)}),
+    )
+    .await;
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+    let text = std::fs::read_to_string(&ledger).unwrap_or_default();
+    assert!(!text.contains("paid"), "compensated: {text:?}");
+    let row = host.store.saga(&saga).await.unwrap().unwrap();
+    assert!(row.state.is_terminal(), "{}", row.state);
+    let steps = host.store.steps(&saga).await.unwrap();
+    assert!(
+        steps.iter().all(|s| s.status.as_str() != "commit"),
+        "no step left committed: {steps:?}"
+    );
+    // Cancelling again is acknowledged and changes nothing.
+    let c = post(
+        &url,
+        "bob",
+        "tasks/cancel",
+        json!({"taskId": id, "_meta": meta(true)}),
+    )
+    .await;
+    assert!(c.get("error").is_none(), "{c}");
+
+    // A short call stays synchronous even for a client of the extension.
+    let r = post(
+        &url,
+        "bob",
+        "tools/call",
+        json!({"name": "time_now", "arguments": {}, "_meta": meta(true)}),
+    )
+    .await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+}
