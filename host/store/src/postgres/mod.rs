@@ -7,10 +7,11 @@
 //!   take any pooled connection and see only committed, hence durable,
 //!   records.
 //! - Every write goes through this host's batching writer ([`writer`]):
-//!   one transaction for the writes waiting, the log's head row locked
-//!   first, a savepoint per write, one durable commit for the batch.
-//! - One hash-chained log for all hosts ([`log`]): appends are serialised
-//!   on the head row, so `capsaga audit verify` checks one chain, one head.
+//!   one transaction for the writes waiting, this writer's chain head
+//!   locked first, a savepoint per write, one durable commit for the batch.
+//! - One hash chain per writer in one shared order, anchored to each other
+//!   ([`log`]): hosts append side by side, and `capsaga audit verify`
+//!   checks every chain, its head, the anchors and the replay in order.
 //! - Saga ownership is a lease per host in `hosts` with a fencing token per
 //!   saga ([`owners`]); a step write carrying a stale token is refused by a
 //!   trigger in the database ([`schema`]).
@@ -268,6 +269,12 @@ impl PgStore {
     /// The connection string as shown (no password).
     pub fn target(&self) -> &str {
         &self.target
+    }
+
+    /// The name of this store's chain of the log (`wal_log.chain`): every
+    /// write of this opening appends to it.
+    pub fn chain(&self) -> &str {
+        self.writer.chain()
     }
 
     /// Transactions this host's writer committed so far.
