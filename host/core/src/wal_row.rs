@@ -170,6 +170,39 @@ pub fn row_hash(
     hex::encode(h.finalize())
 }
 
+/// The bytes hashed for a row around its `seq`: [`row_hash`] is the
+/// SHA-256 of `prefix ‖ seq in decimal ‖ suffix`. For a writer that learns
+/// `seq` only where the row is stored (the PostgreSQL store takes it from a
+/// sequence in the statement that inserts the row, and hashes there).
+///
+/// The canonical body's keys are sorted (`at`, `detail`, `record`,
+/// `saga_id`, `seq`, `step_seq`), so `seq` is the only value between the
+/// two parts and nothing after it is a string.
+pub fn row_hash_parts(
+    prev_hash: &str,
+    saga_id: &str,
+    step_seq: Option<u64>,
+    record: &str,
+    detail: &serde_json::Value,
+    at: &str,
+) -> (Vec<u8>, Vec<u8>) {
+    let body = canonical(&json!({
+        "saga_id": saga_id,
+        "record": record,
+        "detail": detail,
+        "at": at,
+    }));
+    // body is `{...,"saga_id":"..."}`: drop its closing brace.
+    let head = &body[..body.len().saturating_sub(1)];
+    let mut prefix = Vec::with_capacity(prev_hash.len() + head.len() + 8);
+    prefix.extend_from_slice(prev_hash.as_bytes());
+    prefix.extend_from_slice(head.as_bytes());
+    prefix.extend_from_slice(b",\"seq\":");
+    let step = canonical(&json!(step_seq));
+    let suffix = format!(",\"step_seq\":{step}}}").into_bytes();
+    (prefix, suffix)
+}
+
 /// The first row that breaks the chain, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ChainBreak {
@@ -314,6 +347,30 @@ mod tests {
                 r
             })
             .collect()
+    }
+
+    #[test]
+    fn the_hash_parts_around_seq_give_the_row_hash() {
+        let details = [
+            json!({"seq": 5, "x": "\"seq\":"}),
+            json!(null),
+            json!({"a": [1, 2.5, "é\n"], "z": {"step_seq": 1}}),
+        ];
+        for detail in &details {
+            for step in [None, Some(0), Some(u64::MAX)] {
+                for seq in [1i64, 42, 9_007_199_254_740_993, i64::MAX] {
+                    let (p, s) = row_hash_parts(GENESIS, "s\"1", step, "COMMIT", detail, "t");
+                    let mut h = Sha256::new();
+                    h.update(&p);
+                    h.update(seq.to_string().as_bytes());
+                    h.update(&s);
+                    assert_eq!(
+                        hex::encode(h.finalize()),
+                        row_hash(GENESIS, seq, "s\"1", step, "COMMIT", detail, "t")
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::super::audit::ANCHOR;
 use super::super::{LogChain, LogRow, LogStore, StoreError};
 use super::{Conn, PgStore, get, query, query_opt, to_json};
 use async_trait::async_trait;
-use capsaga_core::wal_row::{StoredLogRow, row_hash};
+use capsaga_core::wal_row::{StoredLogRow, row_hash, row_hash_parts};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,13 +50,17 @@ tokio::task_local! {
 }
 
 /// Append one row to the writer's chain, after its head, and move the
-/// head to it, in the caller's transaction (which holds the head's lock).
-/// Two round trips: the row's place in the shared order, then the row and
-/// the head's move together (pipelined).
+/// head to it, in the caller's transaction (which holds the head's lock),
+/// in one statement (one round trip): it takes the row's place in the
+/// shared order from `wal_order`, hashes the row there from the parts the
+/// host computed around that number ([`row_hash_parts`]), inserts it and
+/// moves the head. The host checks the hash it gets back against its own.
 ///
 /// # Errors
 /// [`StoreError::Backend`] outside a writer's batch (a programming error:
-/// every write goes through [`super::writer`]); the server's error.
+/// every write goes through [`super::writer`]); [`StoreError::Decode`] when
+/// the chain's head row is missing or the server's hash is not the host's;
+/// the server's error.
 pub(super) async fn append(
     c: &Conn,
     saga_id: &str,
@@ -70,29 +74,36 @@ pub(super) async fn append(
         .ok()
         .flatten()
         .ok_or_else(|| StoreError::Backend("a log append outside the writer's batch".into()))?;
-    let order = query_opt(c, "SELECT nextval('wal_order')", &[])
-        .await?
-        .ok_or_else(|| StoreError::Decode("the log's order gave no value".into()))?;
-    let seq: i64 = get(&order, 0)?;
-    let hash = row_hash(&head.hash, seq, saga_id, step_seq, record, detail, at);
+    let (prefix, suffix) = row_hash_parts(&head.hash, saga_id, step_seq, record, detail, at);
     let step = step_seq.map(super::i64_of);
-    let detail = to_json(detail);
-    let insert = c
-        .prepare_cached("INSERT INTO wal_log (seq, chain, saga_id, step_seq, record, detail, at, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
-        .await?;
-    let moved = c
-        .prepare_cached("UPDATE wal_chains SET seq = $1, hash = $2 WHERE chain = $3")
-        .await?;
+    let detail_text = to_json(detail);
     let chain: &str = &head.chain;
-    let row: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
-        &seq, &chain, &saga_id, &step, &record, &detail, &at, &head.hash, &hash,
-    ];
-    let to: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&seq, &hash, &chain];
-    let (a, b) = tokio::join!(c.execute(&insert, &row), c.execute(&moved, &to));
-    a?;
-    if b? != 1 {
+    let row = query_opt(
+        c,
+        "WITH o AS (SELECT nextval('wal_order') AS n),
+         r AS (INSERT INTO wal_log (seq, chain, saga_id, step_seq, record, detail, at, prev_hash, hash)
+               SELECT n, $1, $2, $3, $4, $5, $6, $7, encode(sha256($8::bytea || convert_to(n::text, 'UTF8') || $9::bytea), 'hex') FROM o
+               RETURNING seq, hash)
+         UPDATE wal_chains SET seq = r.seq, hash = r.hash FROM r WHERE wal_chains.chain = $1
+         RETURNING r.seq, r.hash",
+        &[
+            &chain,
+            &saga_id,
+            &step,
+            &record,
+            &detail_text,
+            &at,
+            &head.hash,
+            &prefix,
+            &suffix,
+        ],
+    )
+    .await?
+    .ok_or_else(|| StoreError::Decode(format!("the head row of chain {chain} is missing")))?;
+    let (seq, hash): (i64, String) = (get(&row, 0)?, get(&row, 1)?);
+    if hash != row_hash(&head.hash, seq, saga_id, step_seq, record, detail, at) {
         return Err(StoreError::Decode(format!(
-            "the head row of chain {chain} is missing"
+            "the server hashed log row {seq} otherwise than this host: not appended"
         )));
     }
     let _ = HEAD.try_with(|h| {

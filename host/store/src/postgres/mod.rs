@@ -68,6 +68,12 @@ pub struct PgOptions {
     /// How long to wait for a connection (and for the server to answer a
     /// connection attempt). Default 5 s.
     pub connect_timeout: Duration,
+    /// The chain of the log this store's writes append to: None (the
+    /// default) for a fresh one (`w-` and a UUID), the design; a name (ASCII
+    /// letters, digits, `-`, `_`; at most 64) to share one with other
+    /// stores, whose batches then take turns on its head row: the
+    /// one-chain baseline of `capsaga bench --pg`.
+    pub chain: Option<String>,
 }
 
 impl Default for PgOptions {
@@ -77,6 +83,7 @@ impl Default for PgOptions {
             max_batch: writer::MAX_BATCH,
             pool_size: 16,
             connect_timeout: Duration::from_secs(5),
+            chain: None,
         }
     }
 }
@@ -226,6 +233,18 @@ impl PgStore {
     pub async fn open(url: &str, options: &PgOptions) -> Result<PgStore, StoreError> {
         let t = target::Target::parse(url, options.connect_timeout)?;
         let shown = t.shown.clone();
+        if let Some(name) = &options.chain
+            && (name.is_empty()
+                || name.len() > 64
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        {
+            return Err(StoreError::BadUrl {
+                target: shown,
+                detail: format!("`{name}` is not a chain name (ASCII letters, digits, - and _)"),
+            });
+        }
         let pool_of = |size: usize, wait: Duration| {
             let manager = Manager::from_config(
                 t.config.clone(),
@@ -256,7 +275,7 @@ impl PgStore {
             .await
             .map_err(|e| at(&shown, e))?;
         drop(conn);
-        let writer = writer::Writer::start(pool.clone(), options.max_batch);
+        let writer = writer::Writer::start(pool.clone(), options.max_batch, options.chain.clone());
         Ok(PgStore {
             pool,
             lease_pool,

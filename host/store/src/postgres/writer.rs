@@ -89,12 +89,14 @@ impl Writer {
     /// Start the writer task on the current runtime; batches of at most
     /// `max_batch` writes (1: one transaction, and one durable commit, per
     /// write).
-    /// Its chain is `w-` and a fresh UUID: a chain is never shared by two
-    /// writers.
-    pub fn start(pool: deadpool_postgres::Pool, max_batch: usize) -> Writer {
+    /// Its chain is `chain` (checked by the caller: letters, digits, `-`
+    /// and `_`), else `w-` and a fresh UUID, never shared by two writers.
+    pub fn start(pool: deadpool_postgres::Pool, max_batch: usize, chain: Option<String>) -> Writer {
         let (queue, rx) = tokio::sync::mpsc::unbounded_channel();
         let commits = Arc::new(AtomicU64::new(0));
-        let chain: Arc<str> = format!("w-{}", uuid::Uuid::new_v4().simple()).into();
+        let chain: Arc<str> = chain
+            .unwrap_or_else(|| format!("w-{}", uuid::Uuid::new_v4().simple()))
+            .into();
         tokio::spawn(run(
             pool,
             rx,
