@@ -49,6 +49,9 @@ pub struct Finding {
 pub struct AuditReport {
     /// Rows in the log.
     pub rows: usize,
+    /// Hash chains the log is made of (1 on SQLite; on PostgreSQL one per
+    /// writer that appended, besides a log of migration 2's).
+    pub chains: usize,
     /// The anchored head (seq, hash), if any.
     pub head: Option<(i64, String)>,
     /// The first break of the chain, if any.
@@ -368,6 +371,7 @@ pub async fn verify(
     compare("approval", approvals, replayed.approvals, &mut findings);
     Ok(AuditReport {
         rows: rows.len(),
+        chains: chains.len(),
         head,
         chain,
         findings,

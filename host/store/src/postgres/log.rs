@@ -73,7 +73,11 @@ pub(super) async fn append(
         .try_with(|h| h.borrow().clone())
         .ok()
         .flatten()
-        .ok_or_else(|| StoreError::Backend("a log append outside the writer's batch".into()))?;
+        .ok_or_else(|| {
+            StoreError::Backend(
+                "no head of this writer's chain of the log (an append outside the writer's batch, or its wal_chains row was deleted)".into(),
+            )
+        })?;
     let (prefix, suffix) = row_hash_parts(&head.hash, saga_id, step_seq, record, detail, at);
     let step = step_seq.map(super::i64_of);
     let detail_text = to_json(detail);

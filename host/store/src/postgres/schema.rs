@@ -250,6 +250,23 @@ fn migrations() -> Vec<String> {
     ]
 }
 
+/// The SQL of migrations 1 to `version`, and the table that records them,
+/// for tests that need a database as an older capsaga left it.
+#[cfg(test)]
+pub(crate) fn up_to(version: usize) -> String {
+    let mut sql = String::from(
+        "CREATE TABLE capsaga_schema (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());\n",
+    );
+    for (i, m) in migrations().into_iter().take(version).enumerate() {
+        sql.push_str(&m);
+        sql.push_str(&format!(
+            "\nINSERT INTO capsaga_schema (version) VALUES ({});\n",
+            i + 1
+        ));
+    }
+    sql
+}
+
 /// The SQLSTATE of a write refused by fencing.
 pub const FENCED_SQLSTATE: &str = "CS409";
 

@@ -138,8 +138,9 @@ impl Writer {
 /// What the writer task keeps between batches.
 struct State {
     chain: Arc<str>,
-    /// The batch's first statements (the chain's name and genesis are this
-    /// writer's own, a UUID and hex: nothing to quote).
+    /// The batch's first statements (the chain's name is a UUID or a name
+    /// `PgStore::open` checked, letters, digits, `-` and `_`; its genesis
+    /// hex: nothing to quote).
     start: String,
     /// The same, creating the chain's head row first (until a batch that
     /// did so committed).

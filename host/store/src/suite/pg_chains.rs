@@ -201,3 +201,71 @@ fn rows_moved_between_chains_or_reordered_are_found() {
         assert!(checks(&r).contains(&"chain"), "{r:?}");
     });
 }
+
+/// A database an older capsaga (PostgreSQL migration 2: one chain, its head
+/// in `wal_head`) wrote to is brought to migration 3: its rows become the
+/// chain `''`, verified as before (numbered without a gap), beside the new
+/// writers' chains; a row deleted from it is still found.
+#[test]
+fn a_one_chain_log_of_migration_2_verifies_beside_the_new_chains() {
+    let Some(url) = skip("a_one_chain_log_of_migration_2") else {
+        return;
+    };
+    runtime().block_on(async {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let driver = tokio::spawn(connection);
+        client
+            .batch_execute(&crate::postgres::schema::up_to(2))
+            .await
+            .unwrap();
+        // Three records as migration 2's writer chained them: a saga
+        // created, nothing else (so the replay agrees with the tables).
+        let mut prev = capsaga_core::wal_row::GENESIS.to_string();
+        let at = "2026-12-01T00:00:00.000Z";
+        client
+            .execute(
+                "INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at) VALUES ('old', 'Done', 'call', $1, $1)",
+                &[&at],
+            )
+            .await
+            .unwrap();
+        for (seq, state) in [(1i64, "Planning"), (2, "Acting"), (3, "Done")] {
+            let detail = json!({ "state": state });
+            let hash =
+                capsaga_core::wal_row::row_hash(&prev, seq, "old", None, "STATE", &detail, at);
+            client
+                .execute(
+                    "INSERT INTO wal_log (seq, saga_id, step_seq, record, detail, at, prev_hash, hash) VALUES ($1, 'old', NULL, 'STATE', $2, $3, $4, $5)",
+                    &[&seq, &detail.to_string(), &at, &prev, &hash],
+                )
+                .await
+                .unwrap();
+            client
+                .execute("UPDATE wal_head SET seq = $1, hash = $2 WHERE id = 1", &[&seq, &hash])
+                .await
+                .unwrap();
+            prev = hash;
+        }
+        drop(client);
+        let _ = driver.await;
+
+        let s = PgStore::open(&url, &PgOptions::default()).await.unwrap();
+        run_saga(&s, "new", 2).await;
+        let r = audit::verify(&s, None).await.unwrap();
+        assert!(r.ok(), "{r:?}");
+        let chains = s.chains().await.unwrap();
+        let old = chains.iter().find(|c| c.name.is_empty()).expect("the old chain");
+        assert_eq!(old.rows.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(old.head.as_ref().map(|h| h.0), Some(3));
+        // The new rows come after the old ones in the shared order.
+        let new = chains.iter().find(|c| c.name == s.chain()).unwrap();
+        assert!(new.rows.iter().all(|r| r.seq > 3));
+        // Tampering with the old chain is found as before.
+        sql(&s, "DELETE FROM wal_log WHERE seq = 2").await;
+        let r = audit::verify(&s, None).await.unwrap();
+        let f = r.findings.iter().find(|f| f.check == "chain").expect("found");
+        assert_eq!(f.seq, Some(2), "{f:?}");
+    });
+}

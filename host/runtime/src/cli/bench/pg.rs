@@ -6,10 +6,10 @@
 //! The database is `--pg-url` (the password from the environment), or a
 //! throw-away cluster this command starts and stops (`initdb` + `pg_ctl`
 //! in a temp dir, Debian's `postgresql` package). The hosts are separate
-//! [`Host`]s in this process, each with its own pool, batching writer and
-//! lease, on a fresh database per host count (so several hosts' writers
-//! contend on the one log as separate machines would, but share this
-//! machine's cores). The step is the no-op built-in of `bench --wal`
+//! [`Host`]s in this process, each with its own pool, batching writer,
+//! chain of the log and lease, on a fresh database per run (so several
+//! hosts' writers meet in the database as separate machines' would, but
+//! share this machine's cores). The step is the no-op built-in of `bench --wal`
 //! through the door: a step writes what a real one writes (BEGIN with its
 //! pre-image, COMMIT, the chained log rows).
 //!
@@ -21,7 +21,10 @@
 //! COMMIT); 3 hosts / 1 host at 100 sagas, as the median of [`ROUNDS`]
 //! pairs run one after the other (a 1-host run, then a 3-host run), so
 //! that a disk or a machine whose speed drifts during the run (other work
-//! on it) weighs on both sides of each pair alike; the batching writer's
+//! on it) weighs on both sides of each pair alike, and the same pairs with
+//! every host appending to one shared chain of the log (the design before
+//! PostgreSQL migration 3, run alternately with the per-host pairs: the
+//! effect of a chain per host, in the same run); the batching writer's
 //! effect (batches of 1 at 100 sagas, 1 host). Nothing is asserted.
 
 use super::exit;
