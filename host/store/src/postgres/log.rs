@@ -253,6 +253,10 @@ impl LogStore for PgStore {
                 chain.head = Some((seq, hash));
             }
         }
-        Ok(chains.into_values().collect())
+        // A chain opened whose writes all appended nothing is no chain.
+        Ok(chains
+            .into_values()
+            .filter(|c| !c.rows.is_empty() || c.head.is_some())
+            .collect())
     }
 }
