@@ -170,6 +170,39 @@ pub fn row_hash(
     hex::encode(h.finalize())
 }
 
+/// The bytes hashed for a row around its `seq`: [`row_hash`] is the
+/// SHA-256 of `prefix ‖ seq in decimal ‖ suffix`. For a writer that learns
+/// `seq` only where the row is stored (the PostgreSQL store takes it from a
+/// sequence in the statement that inserts the row, and hashes there).
+///
+/// The canonical body's keys are sorted (`at`, `detail`, `record`,
+/// `saga_id`, `seq`, `step_seq`), so `seq` is the only value between the
+/// two parts and nothing after it is a string.
+pub fn row_hash_parts(
+    prev_hash: &str,
+    saga_id: &str,
+    step_seq: Option<u64>,
+    record: &str,
+    detail: &serde_json::Value,
+    at: &str,
+) -> (Vec<u8>, Vec<u8>) {
+    let body = canonical(&json!({
+        "saga_id": saga_id,
+        "record": record,
+        "detail": detail,
+        "at": at,
+    }));
+    // body is `{...,"saga_id":"..."}`: drop its closing brace.
+    let head = &body[..body.len().saturating_sub(1)];
+    let mut prefix = Vec::with_capacity(prev_hash.len() + head.len() + 8);
+    prefix.extend_from_slice(prev_hash.as_bytes());
+    prefix.extend_from_slice(head.as_bytes());
+    prefix.extend_from_slice(b",\"seq\":");
+    let step = canonical(&json!(step_seq));
+    let suffix = format!(",\"step_seq\":{step}}}").into_bytes();
+    (prefix, suffix)
+}
+
 /// The first row that breaks the chain, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ChainBreak {
@@ -180,15 +213,61 @@ pub struct ChainBreak {
     pub reason: String,
 }
 
+/// The name of the one chain of a log kept by one writer at a time: the
+/// SQLite store's log, and the PostgreSQL store's before its per-host
+/// chains (migration 3). Its rows are numbered 1, 2, 3... without a gap.
+pub const SHARED_CHAIN: &str = "";
+
+/// `prev_hash` of the first row of chain `chain`: [`GENESIS`] for the
+/// [`SHARED_CHAIN`], else the hex SHA-256 of `capsaga-chain\0` followed by
+/// the chain's name. So a row is bound to the chain it was written to:
+/// moved to another chain (or a chain renamed), its link breaks.
+pub fn chain_genesis(chain: &str) -> String {
+    if chain == SHARED_CHAIN {
+        return GENESIS.to_string();
+    }
+    let mut h = Sha256::new();
+    h.update(b"capsaga-chain\0");
+    h.update(chain.as_bytes());
+    hex::encode(h.finalize())
+}
+
 /// Verify rows given in `seq` order. Returns the first break, if any.
 ///
 /// The chain alone cannot see the newest rows deleted, or the newest row
 /// edited and re-hashed (nothing follows them): the anchored head
 /// (`wal_head`, checked by `capsaga audit verify`) covers those.
 pub fn verify(rows: &[LogRow]) -> Option<ChainBreak> {
-    let mut prev = GENESIS.to_string();
+    verify_chain(rows, SHARED_CHAIN)
+}
+
+/// Verify the rows of chain `chain`, given in `seq` order; the first
+/// break, if any.
+///
+/// The [`SHARED_CHAIN`] numbers its rows 1, 2, 3...: a missing number is a
+/// deleted row. Any other chain is one of several sharing one order
+/// (`seq` from one sequence over all chains, so a chain's own numbers have
+/// gaps where other chains' rows, or rolled-back appends, took numbers):
+/// its rows must have strictly increasing `seq`, the first chained to
+/// [`chain_genesis`], each next one to the one before; a deleted row breaks
+/// the link of the row after it.
+pub fn verify_chain(rows: &[LogRow], chain: &str) -> Option<ChainBreak> {
+    let contiguous = chain == SHARED_CHAIN;
+    let mut prev = chain_genesis(chain);
+    let mut last_seq = 0i64;
     for (expected_seq, r) in (1i64..).zip(rows.iter()) {
-        if r.seq != expected_seq {
+        if !contiguous {
+            if r.seq <= last_seq {
+                return Some(ChainBreak {
+                    seq: r.seq,
+                    reason: format!(
+                        "row {} appears after row {last_seq} of its chain: rows were reordered",
+                        r.seq
+                    ),
+                });
+            }
+            last_seq = r.seq;
+        } else if r.seq != expected_seq {
             return Some(ChainBreak {
                 seq: expected_seq,
                 reason: if r.seq > expected_seq {
@@ -214,21 +293,25 @@ pub fn verify(rows: &[LogRow]) -> Option<ChainBreak> {
             // first bad row.
             let own_ok = r.content_hash() == r.hash;
             let points_elsewhere = rows.iter().any(|o| o.hash == r.prev_hash);
-            return Some(if own_ok && !points_elsewhere && expected_seq > 1 {
-                ChainBreak {
-                    seq: expected_seq - 1,
-                    reason: format!(
-                        "row {} is not the row that row {} was chained to: it was edited and re-hashed",
-                        expected_seq - 1,
-                        r.seq
-                    ),
-                }
-            } else {
-                ChainBreak {
+            let before = usize::try_from(expected_seq - 2)
+                .ok()
+                .and_then(|i| rows.get(i));
+            return Some(
+                if let (true, false, Some(b)) = (own_ok, points_elsewhere, before) {
+                    ChainBreak {
+                        seq: b.seq,
+                        reason: format!(
+                            "row {} is not the row that row {} was chained to: it was edited and re-hashed, or rows between them were deleted",
+                            b.seq, r.seq
+                        ),
+                    }
+                } else {
+                    ChainBreak {
                     seq: r.seq,
                     reason: "prev_hash does not match the previous row: rows were reordered, inserted or deleted".into(),
                 }
-            });
+                },
+            );
         }
         if r.content_hash() != r.hash {
             return Some(ChainBreak {
@@ -264,6 +347,30 @@ mod tests {
                 r
             })
             .collect()
+    }
+
+    #[test]
+    fn the_hash_parts_around_seq_give_the_row_hash() {
+        let details = [
+            json!({"seq": 5, "x": "\"seq\":"}),
+            json!(null),
+            json!({"a": [1, 2.5, "é\n"], "z": {"step_seq": 1}}),
+        ];
+        for detail in &details {
+            for step in [None, Some(0), Some(u64::MAX)] {
+                for seq in [1i64, 42, 9_007_199_254_740_993, i64::MAX] {
+                    let (p, s) = row_hash_parts(GENESIS, "s\"1", step, "COMMIT", detail, "t");
+                    let mut h = Sha256::new();
+                    h.update(&p);
+                    h.update(seq.to_string().as_bytes());
+                    h.update(&s);
+                    assert_eq!(
+                        hex::encode(h.finalize()),
+                        row_hash(GENESIS, seq, "s\"1", step, "COMMIT", detail, "t")
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -315,6 +422,69 @@ mod tests {
         rows[1].detail = json!({"n": 99});
         rows[1].hash = rows[1].content_hash();
         assert_eq!(verify(&rows).map(|b| b.seq), Some(2));
+    }
+
+    /// Rows of a per-host chain `name` at these positions of the shared
+    /// order.
+    fn host_chain(name: &str, seqs: &[i64]) -> Vec<LogRow> {
+        let mut prev = chain_genesis(name);
+        seqs.iter()
+            .map(|&seq| {
+                let mut r = LogRow {
+                    seq,
+                    saga_id: "s1".into(),
+                    step_seq: Some(0),
+                    record: "COMMIT".into(),
+                    detail: json!({"n": seq}),
+                    at: "2026-01-01T00:00:00.000Z".into(),
+                    prev_hash: prev.clone(),
+                    hash: String::new(),
+                };
+                r.hash = r.content_hash();
+                prev = r.hash.clone();
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_host_chain_with_gaps_in_the_shared_order_verifies() {
+        assert_eq!(
+            verify_chain(&host_chain("h-a", &[2, 5, 6, 11]), "h-a"),
+            None
+        );
+        // The shared chain's numbering rule does not apply to it...
+        assert!(verify(&host_chain("h-a", &[2, 5])).is_some());
+        // ...and its genesis is its own.
+        assert_ne!(chain_genesis("h-a"), chain_genesis("h-b"));
+        assert_eq!(chain_genesis(SHARED_CHAIN), GENESIS);
+    }
+
+    #[test]
+    fn a_host_chain_finds_deleted_moved_and_reordered_rows() {
+        // A row deleted in the middle: the row after it names its
+        // predecessor as the first bad row.
+        let mut rows = host_chain("h-a", &[2, 5, 6, 11]);
+        rows.remove(2);
+        assert_eq!(verify_chain(&rows, "h-a").map(|b| b.seq), Some(5));
+        // The first row deleted: the second is not chained to the genesis.
+        let mut rows = host_chain("h-a", &[2, 5, 6]);
+        rows.remove(0);
+        assert_eq!(verify_chain(&rows, "h-a").map(|b| b.seq), Some(5));
+        // A whole chain presented as another's.
+        let rows = host_chain("h-a", &[2, 5]);
+        assert_eq!(verify_chain(&rows, "h-b").map(|b| b.seq), Some(2));
+        // Two rows' places in the shared order swapped: their hashes
+        // cover their place.
+        let mut rows = host_chain("h-a", &[2, 5, 6]);
+        rows[1].seq = 6;
+        rows[2].seq = 5;
+        rows.swap(1, 2);
+        assert!(verify_chain(&rows, "h-a").is_some());
+        // A row given a later place (the order rewritten without a swap).
+        let mut rows = host_chain("h-a", &[2, 5, 6]);
+        rows[1].seq = 4;
+        assert_eq!(verify_chain(&rows, "h-a").map(|b| b.seq), Some(4));
     }
 
     #[test]

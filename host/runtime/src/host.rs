@@ -215,6 +215,15 @@ impl Host {
         group_commit: GroupCommit,
     ) -> Result<Arc<Host>, HostError> {
         let store = open_store(&config, group_commit).await?;
+        Host::with_store(config, store).await
+    }
+
+    /// [`Host::with_config`] on a store already open (`capsaga bench --pg`
+    /// opens its hosts' stores with options of its own).
+    ///
+    /// # Errors
+    /// [`HostError`].
+    pub async fn with_store(config: Config, store: Arc<dyn Store>) -> Result<Arc<Host>, HostError> {
         let owner = store.register_owner().await?;
         owner.set_policy_hash(&config.policy_sha256);
         let memory = {

@@ -14,6 +14,13 @@
 //!    approval turned approved without an APPROVAL_APPROVED record), and a
 //!    log whose rows were deleted while the tables kept their effect.
 //!
+//! The PostgreSQL store keeps one chain per writer (a host's store
+//! opening) in one shared order (`seq`), so 1 and 2 run per chain, and a
+//! fourth check reads the `ANCHOR` records each writer appends with the
+//! heads of the other chains it saw: a chain cut short or deleted whole
+//! behind an anchor is found even with its own head moved back. The replay
+//! (3) runs over all chains' rows in `seq` order.
+//!
 //! All three live in the same file as what they protect: someone who can
 //! rewrite the whole database consistently (re-hashing every row after an
 //! edit and moving the head) is not detected. `capsaga audit verify`
@@ -31,7 +38,7 @@ pub struct Finding {
     /// The first bad row of the log, when the problem is in the log (or the
     /// last log row about the thing that disagrees).
     pub seq: Option<i64>,
-    /// `chain`, `head` or `replay`.
+    /// `chain`, `head`, `anchor` or `replay`.
     pub check: &'static str,
     /// What is wrong.
     pub reason: String,
@@ -42,6 +49,9 @@ pub struct Finding {
 pub struct AuditReport {
     /// Rows in the log.
     pub rows: usize,
+    /// Hash chains the log is made of (1 on SQLite; on PostgreSQL one per
+    /// writer that appended, besides a log of migration 2's).
+    pub chains: usize,
     /// The anchored head (seq, hash), if any.
     pub head: Option<(i64, String)>,
     /// The first break of the chain, if any.
@@ -205,8 +215,79 @@ fn compare(
     }
 }
 
-/// Run the three checks. `expect_head` is a witnessed head (seq, hash) to
-/// check the log against, besides the anchored one.
+/// What a chain's head is called in findings.
+fn anchor_name(chain: &str) -> String {
+    if chain == chain::SHARED_CHAIN {
+        "anchored head".to_string()
+    } else {
+        format!("anchored head of chain {chain}")
+    }
+}
+
+/// Check every `ANCHOR` record: each chain head it names (`{"heads":
+/// [{"chain", "seq", "hash"}]}`, written by another chain's writer) must
+/// still be in the log, in that chain, with that hash. A chain truncated,
+/// or deleted whole, behind an anchor is found here even when its own head
+/// row was moved back (or deleted) with it.
+fn check_anchors(rows: &[LogRow], chain_of: &BTreeMap<i64, &str>) -> Vec<Finding> {
+    let by_seq: BTreeMap<i64, &LogRow> = rows.iter().map(|r| (r.seq, r)).collect();
+    let mut out = Vec::new();
+    for a in rows.iter().filter(|r| r.record == ANCHOR) {
+        let from = chain_of.get(&a.seq).copied().unwrap_or("?");
+        let Some(heads) = a.detail.get("heads").and_then(|h| h.as_array()) else {
+            out.push(Finding {
+                seq: Some(a.seq),
+                check: "anchor",
+                reason: format!("anchor row {} names no heads: it was edited", a.seq),
+            });
+            continue;
+        };
+        for h in heads {
+            let (Some(c), Some(seq), Some(hash)) = (
+                h.get("chain").and_then(|v| v.as_str()),
+                h.get("seq").and_then(serde_json::Value::as_i64),
+                h.get("hash").and_then(|v| v.as_str()),
+            ) else {
+                out.push(Finding {
+                    seq: Some(a.seq),
+                    check: "anchor",
+                    reason: format!("anchor row {} has a head that does not decode", a.seq),
+                });
+                continue;
+            };
+            let reason = match (by_seq.get(&seq), chain_of.get(&seq)) {
+                (Some(r), Some(rc)) if *rc == c && r.hash == hash => continue,
+                (Some(_), Some(rc)) if *rc != c => format!(
+                    "row {seq} is in chain {rc}, but anchor row {} (chain {from}) saw it as the head of chain {c}: rows were moved",
+                    a.seq
+                ),
+                (Some(_), _) => format!(
+                    "row {seq} of chain {c} does not have the hash anchor row {} (chain {from}) saw: it was rewritten",
+                    a.seq
+                ),
+                (None, _) => format!(
+                    "row {seq} of chain {c}, anchored by row {} (chain {from}), is not in the log: rows were deleted",
+                    a.seq
+                ),
+            };
+            out.push(Finding {
+                seq: Some(seq),
+                check: "anchor",
+                reason,
+            });
+        }
+    }
+    out
+}
+
+/// The log record a writer appends to its own chain with the heads of the
+/// other chains it saw (PostgreSQL's per-writer chains).
+pub const ANCHOR: &str = "ANCHOR";
+
+/// Run the checks: every chain ([`super::LogStore::chains`]), each
+/// chain's anchored head, the anchors between chains, then the replay of
+/// all rows in `seq` order. `expect_head` is a witnessed head (seq, hash)
+/// to check the log against, besides the anchored ones.
 ///
 /// # Errors
 /// [`StoreError`] when the tables cannot be read.
@@ -214,18 +295,38 @@ pub async fn verify(
     store: &dyn Store,
     expect_head: Option<&(i64, String)>,
 ) -> Result<AuditReport, StoreError> {
-    let rows = store.log(None).await?;
-    let head = store.head().await?;
+    let chains = store.chains().await?;
     let mut findings = Vec::new();
-    let chain = chain::verify(&rows);
-    if let Some(b) = &chain {
-        findings.push(Finding {
-            seq: Some(b.seq),
-            check: "chain",
-            reason: b.reason.clone(),
-        });
+    let mut chain: Option<ChainBreak> = None;
+    let mut chain_of: BTreeMap<i64, &str> = BTreeMap::new();
+    for c in &chains {
+        if let Some(b) = chain::verify_chain(&c.rows, &c.name) {
+            findings.push(Finding {
+                seq: Some(b.seq),
+                check: "chain",
+                reason: if c.name == chain::SHARED_CHAIN {
+                    b.reason.clone()
+                } else {
+                    format!("chain {}: {}", c.name, b.reason)
+                },
+            });
+            if chain.as_ref().is_none_or(|first| b.seq < first.seq) {
+                chain = Some(b);
+            }
+        }
+        findings.extend(check_head(&c.rows, c.head.as_ref(), &anchor_name(&c.name)));
+        for r in &c.rows {
+            chain_of.insert(r.seq, &c.name);
+        }
     }
-    findings.extend(check_head(&rows, head.as_ref(), "anchored head"));
+    let mut rows: Vec<LogRow> = chains.iter().flat_map(|c| c.rows.iter().cloned()).collect();
+    rows.sort_by_key(|r| r.seq);
+    findings.extend(check_anchors(&rows, &chain_of));
+    // The newest anchored head of all chains: what to witness elsewhere.
+    let head = chains
+        .iter()
+        .filter_map(|c| c.head.clone())
+        .max_by_key(|h| h.0);
     if let Some(w) = expect_head {
         // A witnessed head older than the log is fine as long as that row
         // is still there with the same hash; the chain covers the rest.
@@ -270,6 +371,7 @@ pub async fn verify(
     compare("approval", approvals, replayed.approvals, &mut findings);
     Ok(AuditReport {
         rows: rows.len(),
+        chains: chains.len(),
         head,
         chain,
         findings,

@@ -284,6 +284,35 @@ pub trait LogStore: Send + Sync {
     /// # Errors
     /// [`StoreError`].
     async fn head(&self) -> Result<Option<(i64, String)>, StoreError>;
+
+    /// The log as the hash chains it is made of, each with its anchored
+    /// head, for `capsaga audit verify`. The default is one chain,
+    /// [`capsaga_core::wal_row::SHARED_CHAIN`], of every row (the SQLite
+    /// store); the PostgreSQL store has one chain per writer (see its
+    /// `log.rs`).
+    ///
+    /// # Errors
+    /// [`StoreError`], including a row that does not decode.
+    async fn chains(&self) -> Result<Vec<LogChain>, StoreError> {
+        Ok(vec![LogChain {
+            name: capsaga_core::wal_row::SHARED_CHAIN.to_string(),
+            rows: self.log(None).await?,
+            head: self.head().await?,
+        }])
+    }
+}
+
+/// One hash chain of the log (see [`LogStore::chains`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogChain {
+    /// Its name: [`capsaga_core::wal_row::SHARED_CHAIN`], or a writer's
+    /// chain id (PostgreSQL).
+    pub name: String,
+    /// Its rows, by `seq`.
+    pub rows: Vec<LogRow>,
+    /// Its anchored head (seq, hash), None when it has no row (or the head
+    /// row is missing).
+    pub head: Option<(i64, String)>,
 }
 
 /// Human approvals (`approvals`; see `capsaga_core::approval` for their life

@@ -5,12 +5,17 @@
 //! its journal, so a step run twice shows), a real local model provider
 //! (`capsaga_tests::llm_server`) for the budget across hosts.
 //!
+//! A network partition between one host and the database is a TCP proxy
+//! the test cuts ([`proxy`]).
+//!
 //! SKIPPED (said loudly) when PostgreSQL is not installed; CI installs it.
 
 mod approvals;
 mod budget;
 mod chaos;
 mod files;
+mod partition;
+mod proxy;
 mod restart;
 mod rig;
 mod switch;

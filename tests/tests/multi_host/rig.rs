@@ -84,11 +84,17 @@ impl Rig {
 
     /// Start one more `capsaga serve` on the workspace.
     pub fn spawn(&self) -> HostProc {
+        self.spawn_with_store(&self.url)
+    }
+
+    /// [`Rig::spawn`] with this store connection string (e.g. through a
+    /// proxy).
+    pub fn spawn_with_store(&self, store: &str) -> HostProc {
         let mut child = Command::new(capsaga_bin())
             .args(["--json", "--config"])
             .arg(self.ws.config())
             .args(["serve", "--listen", "127.0.0.1:0", "--catalog-poll-ms", "0"])
-            .env("CAPSAGA_STORE", &self.url)
+            .env("CAPSAGA_STORE", store)
             .env_remove("CAPSAGA_CONFIG")
             .env_remove("CAPSAGA_TOKEN")
             .stdin(Stdio::null())

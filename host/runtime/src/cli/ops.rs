@@ -245,10 +245,20 @@ pub(crate) async fn audit_verify(
         out.json(&json!({
             "ok": report.ok(),
             "rows": report.rows,
+            "chains": report.chains,
             "head": report.head.as_ref().map(|(s, h)| format!("{s}:{h}")),
             "first_bad_row": report.first_bad_row(),
             "findings": report.findings,
         }));
+    } else if report.ok() && report.chains > 1 {
+        outln!(
+            "write-ahead log intact: {} rows in {} hash chains, every chain verified, heads anchored, anchors between chains hold, tables match a replay of the log",
+            report.rows,
+            report.chains
+        );
+        if let Some((s, h)) = &report.head {
+            outln!("newest head: {s}:{h}  (keep it elsewhere; check later with --expect-head)");
+        }
     } else if report.ok() {
         outln!(
             "write-ahead log intact: {} rows, hash chain verified, head anchored, tables match a replay of the log",

@@ -7,10 +7,11 @@
 //!   take any pooled connection and see only committed, hence durable,
 //!   records.
 //! - Every write goes through this host's batching writer ([`writer`]):
-//!   one transaction for the writes waiting, the log's head row locked
-//!   first, a savepoint per write, one durable commit for the batch.
-//! - One hash-chained log for all hosts ([`log`]): appends are serialised
-//!   on the head row, so `capsaga audit verify` checks one chain, one head.
+//!   one transaction for the writes waiting, this writer's chain head
+//!   locked first, a savepoint per write, one durable commit for the batch.
+//! - One hash chain per writer in one shared order, anchored to each other
+//!   ([`log`]): hosts append side by side, and `capsaga audit verify`
+//!   checks every chain, its head, the anchors and the replay in order.
 //! - Saga ownership is a lease per host in `hosts` with a fencing token per
 //!   saga ([`owners`]); a step write carrying a stale token is refused by a
 //!   trigger in the database ([`schema`]).
@@ -67,6 +68,12 @@ pub struct PgOptions {
     /// How long to wait for a connection (and for the server to answer a
     /// connection attempt). Default 5 s.
     pub connect_timeout: Duration,
+    /// The chain of the log this store's writes append to: None (the
+    /// default) for a fresh one (`w-` and a UUID), the design; a name (ASCII
+    /// letters, digits, `-`, `_`; at most 64) to share one with other
+    /// stores, whose batches then take turns on its head row: the
+    /// one-chain baseline of `capsaga bench --pg`.
+    pub chain: Option<String>,
 }
 
 impl Default for PgOptions {
@@ -76,6 +83,7 @@ impl Default for PgOptions {
             max_batch: writer::MAX_BATCH,
             pool_size: 16,
             connect_timeout: Duration::from_secs(5),
+            chain: None,
         }
     }
 }
@@ -225,6 +233,18 @@ impl PgStore {
     pub async fn open(url: &str, options: &PgOptions) -> Result<PgStore, StoreError> {
         let t = target::Target::parse(url, options.connect_timeout)?;
         let shown = t.shown.clone();
+        if let Some(name) = &options.chain
+            && (name.is_empty()
+                || name.len() > 64
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        {
+            return Err(StoreError::BadUrl {
+                target: shown,
+                detail: format!("`{name}` is not a chain name (ASCII letters, digits, - and _)"),
+            });
+        }
         let pool_of = |size: usize, wait: Duration| {
             let manager = Manager::from_config(
                 t.config.clone(),
@@ -255,7 +275,7 @@ impl PgStore {
             .await
             .map_err(|e| at(&shown, e))?;
         drop(conn);
-        let writer = writer::Writer::start(pool.clone(), options.max_batch);
+        let writer = writer::Writer::start(pool.clone(), options.max_batch, options.chain.clone());
         Ok(PgStore {
             pool,
             lease_pool,
@@ -268,6 +288,12 @@ impl PgStore {
     /// The connection string as shown (no password).
     pub fn target(&self) -> &str {
         &self.target
+    }
+
+    /// The name of this store's chain of the log (`wal_log.chain`): every
+    /// write of this opening appends to it.
+    pub fn chain(&self) -> &str {
+        self.writer.chain()
     }
 
     /// Transactions this host's writer committed so far.

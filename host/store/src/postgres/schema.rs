@@ -16,7 +16,7 @@ use capsaga_core::wal_row::GENESIS;
 use std::path::PathBuf;
 
 /// The newest migration this capsaga knows.
-pub const PG_SCHEMA_VERSION: i64 = 2;
+pub const PG_SCHEMA_VERSION: i64 = 3;
 
 /// The advisory lock key of migrations ("CAPS").
 const MIGRATION_LOCK: i64 = 0x4341_5053;
@@ -216,13 +216,55 @@ CREATE TABLE budget_reservations (
 CREATE INDEX budget_reservations_day ON budget_reservations (day, expires_at);
 "#;
 
+/// Version 3: one hash chain per writer (issue 25's follow-up: hosts append
+/// in parallel instead of taking turns on one head row). `wal_log.chain`
+/// names each row's chain; `wal_chains` holds each chain's anchored head
+/// and replaces `wal_head`; `wal_order` gives every row of every chain its
+/// place in one order (`seq`). The rows written before stay the chain `''`
+/// (numbered 1, 2, 3... as before, verified as before), its head moved to
+/// `wal_chains`; nobody appends to it again.
+const V3: &str = r#"
+CREATE SEQUENCE wal_order AS BIGINT;
+SELECT setval('wal_order', GREATEST(MAX(seq), 1), MAX(seq) IS NOT NULL) FROM wal_log;
+ALTER TABLE wal_log ADD COLUMN chain TEXT NOT NULL DEFAULT '';
+ALTER TABLE wal_log ALTER COLUMN chain DROP DEFAULT;
+CREATE INDEX wal_log_chain ON wal_log (chain, seq);
+CREATE TABLE wal_chains (
+    chain      TEXT PRIMARY KEY,
+    seq        BIGINT NOT NULL,
+    hash       TEXT NOT NULL,
+    opened_at  TEXT NOT NULL
+);
+INSERT INTO wal_chains (chain, seq, hash, opened_at)
+    SELECT '', seq, hash, '' FROM wal_head WHERE seq > 0;
+DROP TABLE wal_head;
+"#;
+
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Forward
 /// only: a released migration is never edited, a change is a new one.
 fn migrations() -> Vec<String> {
     vec![
         format!("{V1}\nINSERT INTO wal_head (id, seq, hash) VALUES (1, 0, '{GENESIS}');"),
         V2.to_string(),
+        V3.to_string(),
     ]
+}
+
+/// The SQL of migrations 1 to `version`, and the table that records them,
+/// for tests that need a database as an older capsaga left it.
+#[cfg(test)]
+pub(crate) fn up_to(version: usize) -> String {
+    let mut sql = String::from(
+        "CREATE TABLE capsaga_schema (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());\n",
+    );
+    for (i, m) in migrations().into_iter().take(version).enumerate() {
+        sql.push_str(&m);
+        sql.push_str(&format!(
+            "\nINSERT INTO capsaga_schema (version) VALUES ({});\n",
+            i + 1
+        ));
+    }
+    sql
 }
 
 /// The SQLSTATE of a write refused by fencing.

@@ -135,7 +135,7 @@ async fn insert_begin(
 ) -> Result<bool, StoreError> {
     let sql = if unless_key_exists {
         "INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, status, created_at, updated_at, fence)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'BEGIN', $10, $10, $11) ON CONFLICT (idempotency_key) DO NOTHING"
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'BEGIN', $10, $10, $11) ON CONFLICT DO NOTHING"
     } else {
         "INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, status, created_at, updated_at, fence)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'BEGIN', $10, $10, $11)"
@@ -326,13 +326,20 @@ impl StepStore for PgStore {
                 let s = &owned.view();
                 // Without an approval to claim: insert unless the key
                 // exists (one statement), else report what is there.
+                // Any conflict, not only the key's: two hosts beginning one
+                // step at once conflict on the key *and* on (saga, position),
+                // and the second index to see it would otherwise fail the
+                // write instead of waiting for the first and finding it.
                 if s.approval.is_none() {
                     if insert_begin(c, s, &at, true).await? {
                         return Ok(BeginOutcome::Started);
                     }
-                    return existing(c, s.idempotency_key)
-                        .await?
-                        .ok_or_else(|| StoreError::Decode("a conflicting step vanished".into()));
+                    return existing(c, s.idempotency_key).await?.ok_or_else(|| {
+                        StoreError::Backend(format!(
+                            "step {} of saga `{}` exists under another idempotency key",
+                            s.step_seq, s.saga_id
+                        ))
+                    });
                 }
                 if let Some(found) = existing(c, s.idempotency_key).await? {
                     return Ok(found);

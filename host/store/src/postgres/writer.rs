@@ -1,20 +1,22 @@
 //! The batching writer: PostgreSQL's equivalent of the SQLite store's group
 //! commit (DESIGN §8d).
 //!
-//! Every write of the store appends to the one hash-chained log, whose head
-//! (`wal_head`) is a single row: appends from every host are serialised on
-//! its row lock, held until commit. One transaction per write would then be
-//! one durable commit at a time across all hosts, whatever the concurrency.
-//! So each host runs one writer task: it takes the first write waiting and
-//! every other one already queued (at most [`MAX_BATCH`]), runs them in one
-//! transaction that locks the head first (so writers of different hosts
-//! never deadlock: whoever holds the head holds the only lock order there
-//! is), each inside its own savepoint (a write that fails, e.g. refused by
-//! fencing, is rolled back alone and gets its own error), then commits once:
-//! one durable commit makes the whole batch durable, and every caller is
-//! answered only after it. While one batch commits the next one queues, so
-//! steps/s grows with the number of concurrent writers. No LISTEN/NOTIFY
-//! anywhere on this path.
+//! Every write of the store appends to the hash-chained log, and each
+//! writer has a chain of its own ([`super::log`]), whose head is one row of
+//! `wal_chains` locked by every transaction that appends to it. One
+//! transaction per write would then be one durable commit at a time per
+//! host, whatever the concurrency. So each host runs one writer task: it
+//! takes the first write waiting and every other one already queued (at
+//! most [`MAX_BATCH`]), runs them in one transaction that locks its chain's
+//! head first, each inside its own savepoint (a write that fails, e.g.
+//! refused by fencing, is rolled back alone and gets its own error), then
+//! commits once: one durable commit makes the whole batch durable, and
+//! every caller is answered only after it. While one batch commits the next
+//! one queues, so steps/s grows with the number of concurrent writers; the
+//! hosts' batches lock different head rows, so they run and commit side by
+//! side (PostgreSQL flushes commits that arrive together in one WAL flush).
+//! At most every [`super::log::ANCHOR_EVERY`] a batch also anchors the other
+//! chains' heads in this one. No LISTEN/NOTIFY anywhere on this path.
 //!
 //! A broken connection (the server restarted, a network partition) fails
 //! every write of the batch with [`StoreError::Unreachable`]: the server
@@ -22,7 +24,8 @@
 //! batch takes a fresh connection from the pool.
 
 use super::super::StoreError;
-use super::Conn;
+use super::{Conn, log};
+use capsaga_core::wal_row::chain_genesis;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -79,22 +82,38 @@ type Job = Box<dyn Work>;
 pub(super) struct Writer {
     queue: tokio::sync::mpsc::UnboundedSender<Job>,
     commits: Arc<AtomicU64>,
+    chain: Arc<str>,
 }
 
 impl Writer {
     /// Start the writer task on the current runtime; batches of at most
     /// `max_batch` writes (1: one transaction, and one durable commit, per
     /// write).
-    pub fn start(pool: deadpool_postgres::Pool, max_batch: usize) -> Writer {
+    /// Its chain is `chain` (checked by the caller: letters, digits, `-`
+    /// and `_`), else `w-` and a fresh UUID, never shared by two writers.
+    pub fn start(pool: deadpool_postgres::Pool, max_batch: usize, chain: Option<String>) -> Writer {
         let (queue, rx) = tokio::sync::mpsc::unbounded_channel();
         let commits = Arc::new(AtomicU64::new(0));
+        let chain: Arc<str> = chain
+            .unwrap_or_else(|| format!("w-{}", uuid::Uuid::new_v4().simple()))
+            .into();
         tokio::spawn(run(
             pool,
             rx,
             max_batch.clamp(1, MAX_BATCH),
             commits.clone(),
+            chain.clone(),
         ));
-        Writer { queue, commits }
+        Writer {
+            queue,
+            commits,
+            chain,
+        }
+    }
+
+    /// The name of this writer's chain.
+    pub fn chain(&self) -> &str {
+        &self.chain
     }
 
     /// Transactions committed so far.
@@ -116,12 +135,45 @@ impl Writer {
     }
 }
 
+/// What the writer task keeps between batches.
+struct State {
+    chain: Arc<str>,
+    /// The batch's first statements (the chain's name is a UUID or a name
+    /// `PgStore::open` checked, letters, digits, `-` and `_`; its genesis
+    /// hex: nothing to quote).
+    start: String,
+    /// The same, creating the chain's head row first (until a batch that
+    /// did so committed).
+    start_new: String,
+    created: bool,
+    anchored: log::Anchored,
+    last_anchor: Option<std::time::Instant>,
+}
+
 async fn run(
     pool: deadpool_postgres::Pool,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Job>,
     max_batch: usize,
     commits: Arc<AtomicU64>,
+    chain: Arc<str>,
 ) {
+    let lock = format!(
+        "BEGIN; SELECT seq, hash FROM wal_chains WHERE chain = '{chain}' FOR UPDATE; SAVEPOINT capsaga_job"
+    );
+    let create = format!(
+        "BEGIN; INSERT INTO wal_chains (chain, seq, hash, opened_at) VALUES ('{chain}', 0, '{}', '{}') ON CONFLICT DO NOTHING; {}",
+        chain_genesis(&chain),
+        crate::clock::now_rfc3339(),
+        lock.trim_start_matches("BEGIN; ")
+    );
+    let mut state = State {
+        chain,
+        start: lock,
+        start_new: create,
+        created: false,
+        anchored: log::Anchored::new(),
+        last_anchor: None,
+    };
     while let Some(first) = rx.recv().await {
         let mut jobs = vec![first];
         while jobs.len() < max_batch {
@@ -130,7 +182,7 @@ async fn run(
                 Err(_) => break,
             }
         }
-        batch(&pool, jobs, &commits).await;
+        batch(&pool, jobs, &commits, &mut state).await;
     }
 }
 
@@ -157,7 +209,12 @@ fn fail_all(answers: Vec<Ran>, e: &StoreError) {
     }
 }
 
-async fn batch(pool: &deadpool_postgres::Pool, jobs: Vec<Job>, commits: &AtomicU64) {
+async fn batch(
+    pool: &deadpool_postgres::Pool,
+    jobs: Vec<Job>,
+    commits: &AtomicU64,
+    state: &mut State,
+) {
     let conn = match pool.get().await {
         Ok(c) => c,
         Err(e) => {
@@ -166,20 +223,19 @@ async fn batch(pool: &deadpool_postgres::Pool, jobs: Vec<Job>, commits: &AtomicU
         }
     };
     let c: &Conn = &conn;
-    let savepoints = jobs.len() > 1;
-    // One round trip: the transaction, the head locked (and read), the
-    // first savepoint.
-    let start = if savepoints {
-        "BEGIN; SELECT seq, hash FROM wal_head WHERE id = 1 FOR UPDATE; SAVEPOINT capsaga_job"
+    // One round trip: the transaction, this writer's chain head locked
+    // (and read), the first savepoint.
+    let start = if state.created {
+        &state.start
     } else {
-        "BEGIN; SELECT seq, hash FROM wal_head WHERE id = 1 FOR UPDATE"
+        &state.start_new
     };
     let head = match c.simple_query(start).await {
         Ok(msgs) => msgs.iter().find_map(|m| match m {
-            tokio_postgres::SimpleQueryMessage::Row(r) => Some((
-                r.get(0).and_then(|v| v.parse::<i64>().ok())?,
-                r.get(1)?.to_string(),
-            )),
+            tokio_postgres::SimpleQueryMessage::Row(r) => Some(log::BatchHead {
+                chain: state.chain.clone(),
+                hash: r.get(1)?.to_string(),
+            }),
             _ => None,
         }),
         Err(e) => {
@@ -189,13 +245,28 @@ async fn batch(pool: &deadpool_postgres::Pool, jobs: Vec<Job>, commits: &AtomicU
         }
     };
     let head = std::cell::RefCell::new(head);
-    let outcome = super::log::HEAD
-        .scope(head, run_jobs(c, jobs, savepoints))
+    let due = state
+        .last_anchor
+        .is_none_or(|t| t.elapsed() >= log::ANCHOR_EVERY);
+    let anchored = &state.anchored;
+    let outcome = log::HEAD
+        .scope(head, async move {
+            let (kept, failed) = run_jobs(c, jobs).await?;
+            // Anchor the other chains in this batch when due (never alone:
+            // a writer with nothing to write anchors nothing). Its own
+            // savepoint: an anchor that fails is dropped, the batch kept.
+            let anchor = if due && !kept.is_empty() {
+                anchor_in(c, anchored).await
+            } else {
+                None
+            };
+            Some((kept, failed, anchor))
+        })
         .await;
-    let Some((kept, failed)) = outcome else {
+    let Some((kept, failed, anchor)) = outcome else {
         return;
     };
-    // A lone write that failed: roll its transaction back.
+    // A batch whose every write failed: roll it back.
     let end = if kept.is_empty() {
         "ROLLBACK"
     } else {
@@ -205,6 +276,13 @@ async fn batch(pool: &deadpool_postgres::Pool, jobs: Vec<Job>, commits: &AtomicU
         Ok(()) => {
             if !kept.is_empty() {
                 commits.fetch_add(1, Ordering::Relaxed);
+                state.created = true;
+                if due {
+                    state.last_anchor = Some(std::time::Instant::now());
+                }
+                if let Some(next) = anchor {
+                    state.anchored = next;
+                }
             }
             for a in kept {
                 (a.answer)(Ok(()));
@@ -218,28 +296,46 @@ async fn batch(pool: &deadpool_postgres::Pool, jobs: Vec<Job>, commits: &AtomicU
     answer_own(failed);
 }
 
+/// The anchor of a batch, in a savepoint of its own.
+async fn anchor_in(c: &Conn, anchored: &log::Anchored) -> Option<log::Anchored> {
+    let before = log::HEAD.with(|h| h.borrow().clone());
+    if c.batch_execute("SAVEPOINT capsaga_anchor").await.is_err() {
+        return None;
+    }
+    match log::anchor(c, anchored).await {
+        Ok(next) => next,
+        Err(e) => {
+            tracing::warn!("the log's anchor was not written: {e}");
+            log::HEAD.with(|h| *h.borrow_mut() = before);
+            let _ = c
+                .batch_execute("ROLLBACK TO SAVEPOINT capsaga_anchor")
+                .await;
+            None
+        }
+    }
+}
+
 /// Run the batch's writes, a savepoint each (the next one taken in the
 /// round trip that ends the previous one); the writes kept and those that
 /// failed, or None when the batch itself failed (every write answered).
-async fn run_jobs(c: &Conn, jobs: Vec<Job>, savepoints: bool) -> Option<(Vec<Ran>, Vec<Ran>)> {
+async fn run_jobs(c: &Conn, jobs: Vec<Job>) -> Option<(Vec<Ran>, Vec<Ran>)> {
     let n = jobs.len();
     let mut kept: Vec<Ran> = Vec::with_capacity(n);
     let mut failed: Vec<Ran> = Vec::new();
     let mut jobs = jobs.into_iter().enumerate();
     while let Some((i, job)) = jobs.next() {
-        let before = super::log::HEAD.with(|h| h.borrow().clone());
+        let before = log::HEAD.with(|h| h.borrow().clone());
         let ran = job.run(c).await;
         if !ran.ok {
             // Its appends were rolled back with it: so is the head.
-            super::log::HEAD.with(|h| *h.borrow_mut() = before);
+            log::HEAD.with(|h| *h.borrow_mut() = before);
         }
         let last = i + 1 == n;
-        let end = match (ran.ok, savepoints, last) {
-            (_, false, _) => None,
-            (true, true, true) => None,
-            (true, true, false) => Some("RELEASE SAVEPOINT capsaga_job; SAVEPOINT capsaga_job"),
-            (false, true, true) => Some("ROLLBACK TO SAVEPOINT capsaga_job"),
-            (false, true, false) => Some(
+        let end = match (ran.ok, last) {
+            (true, true) => None,
+            (true, false) => Some("RELEASE SAVEPOINT capsaga_job; SAVEPOINT capsaga_job"),
+            (false, true) => Some("ROLLBACK TO SAVEPOINT capsaga_job"),
+            (false, false) => Some(
                 "ROLLBACK TO SAVEPOINT capsaga_job; RELEASE SAVEPOINT capsaga_job; SAVEPOINT capsaga_job",
             ),
         };

@@ -12,6 +12,7 @@ mod access;
 mod budget;
 mod hosts;
 mod neurons;
+mod pg_chains;
 mod pg_only;
 mod steps;
 

@@ -111,7 +111,9 @@ async fn begin_commit_and_replay(db: &Db) {
         ["STATE", "BEGIN", "COMMIT", "COMPENSATED", "STATE"]
     );
     assert_eq!(log[4].detail["actor"], "test");
-    assert!(capsaga_core::wal_row::verify(&log).is_none());
+    for c in s.chains().await.unwrap() {
+        assert!(capsaga_core::wal_row::verify_chain(&c.rows, &c.name).is_none());
+    }
     assert_eq!(s.head().await.unwrap().unwrap().0, log[4].seq);
     assert!(s.unfinished_sagas().await.unwrap().is_empty());
     assert_eq!(s.saga_ids_starting("s", 10).await.unwrap(), ["s1"]);
