@@ -10,6 +10,7 @@ pub mod hostile;
 pub mod llm_server;
 pub mod mcp_rig;
 pub mod neuron_rig;
+pub mod webdriver;
 pub mod wire_rig;
 pub mod wire_schema;
 

@@ -182,8 +182,6 @@ pub struct SagaDetail {
     pub steps: Vec<StepView>,
     /// Its log records.
     pub log: Vec<LogView>,
-    /// The audit chain's verdict over the whole log (`ok` or why not).
-    pub audit: String,
     /// The trace of the agent turn that ran it, if any.
     pub trace_id: Option<String>,
 }
@@ -246,6 +244,8 @@ pub struct TraceView {
 /// Budget and health.
 #[derive(Debug, Clone, Serialize)]
 pub struct HealthView {
+    /// The UTC day of `spent_today_usd` (`YYYY-MM-DD`).
+    pub day: String,
     /// Spend today, USD.
     pub spent_today_usd: f64,
     /// The soft cap, USD, if any.
@@ -254,6 +254,9 @@ pub struct HealthView {
     pub hard_cap_usd: Option<f64>,
     /// The kill switch's mode.
     pub switch: String,
+    /// The audit of the write-ahead log's hash chain and anchored head:
+    /// `ok`, or its findings.
+    pub audit: String,
     /// `GET /healthz`'s answer, pretty JSON (providers, hosts, reloads).
     pub healthz: String,
 }

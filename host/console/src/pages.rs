@@ -200,7 +200,7 @@ pub fn saga(operator: &str, csrf: &str, d: &SagaDetail, flash: Option<&str>) -> 
     let s = &d.saga;
     let body = html! {
         h1 { "Saga " code #saga-id { (s.id) } }
-        p { "State " strong #saga-state { (s.state) } " · " (s.origin) " · by " (s.principal.as_deref().unwrap_or("-")) " · audit chain: " strong #audit { (d.audit) } }
+        p { "State " strong #saga-state { (s.state) } " · " (s.origin) " · by " (s.principal.as_deref().unwrap_or("-")) " · audit chain: see " a href="/console/health" { "Budget & health" } }
         @if let Some(t) = &d.trace_id { p { a href={"/console/traces/" (t)} { "the turn's trace" } } }
         (untrusted("Task / plan", &s.label))
         form method="post" action={"/console/sagas/" (s.id) "/action"} .actions {
@@ -256,13 +256,14 @@ pub fn health(operator: &str, csrf: &str, h: &HealthView) -> Markup {
     let pct = cap.map(|c| ((h.spent_today_usd / c) * 100.0).clamp(0.0, 100.0));
     let body = html! {
         h1 { "Budget & health" }
-        p { "Spent today: " strong { (format!("{:.4}", h.spent_today_usd)) " USD" }
+        p { "Spent on " (h.day) " (UTC): " strong { (format!("{:.4}", h.spent_today_usd)) " USD" }
             @if let Some(s) = h.soft_cap_usd { " · soft cap " (format!("{s:.2}")) }
             @if let Some(c) = h.hard_cap_usd { " · hard cap " (format!("{c:.2}")) } }
         @if let Some(p) = pct {
             meter min="0" max="100" value=(format!("{p:.1}")) { (format!("{p:.1}")) " %" }
         }
         p { "Kill switch: " strong { (h.switch) } }
+        p { "Audit chain: " strong #audit { (h.audit) } }
         (untrusted("GET /healthz", &h.healthz))
     };
     layout("Budget & health", Some((operator, csrf)), None, body)
