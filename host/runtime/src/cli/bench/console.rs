@@ -1,0 +1,267 @@
+//! `capsaga bench --console`: the operator console's server render time
+//! (issue 29) over a large state: `--console-sagas` sagas (default
+//! 100,000) of which 1,000 wait on an approval. A real `capsaga serve` on
+//! 127.0.0.1 (a free port), signed in as the loopback operator, each page
+//! fetched [`ROUNDS`] times over one keep-alive connection after a warm-up;
+//! figures are p50/p95 milliseconds from request to the last byte, and the
+//! p95 as a ratio to the baseline measured in the same run: the console's
+//! static stylesheet (the same server, router, middleware and connection,
+//! no store read, no rendering). Pages: the approvals queue (first page of
+//! 50 of 1,000), the sagas list (first page, a page 50,000 rows deep, and
+//! filtered by state and by tool), one saga's timeline.
+//!
+//! Nothing of the console runs on a tool call's path: the door has no hook
+//! for it, and only an open `/console/events` stream reads the store (the
+//! pending count, once a second per open stream).
+
+use super::exit;
+use super::render::Out;
+use crate::host::Host;
+use crate::serve::{HttpOptions, serve_http};
+use crate::store::{NewApproval, NewSaga, Origin};
+use capsaga_core::approval::Binding;
+use capsaga_core::fsm::State;
+use serde::Serialize;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Measured fetches per page (after 3 warm-up ones).
+const ROUNDS: usize = 60;
+/// Approvals pending among the sagas.
+const PENDING: usize = 1000;
+
+#[derive(Debug, Serialize)]
+struct PageFigure {
+    page: String,
+    p50_ms: f64,
+    p95_ms: f64,
+    /// p95 over the baseline's p95.
+    x_baseline_p95: f64,
+    bytes: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    sagas: usize,
+    pending_approvals: usize,
+    seed_s: f64,
+    rounds: usize,
+    baseline: PageFigure,
+    pages: Vec<PageFigure>,
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v.get(i).copied().unwrap_or(0.0)
+}
+
+/// Seed `n` sagas, the first [`PENDING`] parked on an approval.
+async fn seed(host: &Host, n: usize) -> Result<(), String> {
+    let e = |e: crate::store::StoreError| e.to_string();
+    let owner = host.owner.id().to_string();
+    for i in 0..n {
+        let id = uuid::Uuid::new_v4().to_string();
+        let label = format!("bench saga {i}");
+        host.store
+            .create_saga(&NewSaga {
+                saga_id: &id,
+                origin: Origin::Plan,
+                label: &label,
+                state: State::Planning,
+                owner: &owner,
+                plan: None,
+                principal: Some(if i % 2 == 0 { "token:alice" } else { "token:bob" }),
+            })
+            .await
+            .map_err(e)?;
+        if i < PENDING {
+            let args = json!({"path": format!("/ws/f{i}.txt"), "content": "x".repeat(200)});
+            let binding = Binding::new("fs_write", &"0".repeat(64), &args);
+            host.store
+                .request_approval(&NewApproval {
+                    saga_id: &id,
+                    step_seq: 0,
+                    binding: &binding,
+                    args: &args,
+                    reason: "bench",
+                    summary: "Would write 200 bytes",
+                    preview: None,
+                    ttl_s: 86_400,
+                    replaces: None,
+                    fence: crate::store::FIRST_FENCE,
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+async fn fetch(c: &reqwest::Client, url: &str, cookie: &str) -> Result<(f64, usize), String> {
+    let t = Instant::now();
+    let r = c
+        .get(url)
+        .header("cookie", cookie)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !r.status().is_success() {
+        return Err(format!("{url}: {}", r.status()));
+    }
+    let body = r.bytes().await.map_err(|e| e.to_string())?;
+    Ok((t.elapsed().as_secs_f64() * 1e3, body.len()))
+}
+
+async fn measure(
+    c: &reqwest::Client,
+    base: &str,
+    path: &str,
+    cookie: &str,
+) -> Result<(Vec<f64>, usize), String> {
+    let url = format!("{base}{path}");
+    let mut bytes = 0;
+    for _ in 0..3 {
+        bytes = fetch(c, &url, cookie).await?.1;
+    }
+    let mut v = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        v.push(fetch(c, &url, cookie).await?.0);
+    }
+    Ok((v, bytes))
+}
+
+async fn run_inner(sagas: usize) -> Result<Report, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let config = dir.path().join("capsaga.toml");
+    std::fs::create_dir_all(dir.path().join("tools")).map_err(|e| e.to_string())?;
+    std::fs::write(
+        &config,
+        "home = \".\"\ntools_dir = \"tools\"\nstate_dir = \"state\"\ncompiled_cache = \"cache\"\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let host = Host::open(&config).await.map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    seed(&host, sagas).await?;
+    let seed_s = t.elapsed().as_secs_f64();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let o = HttpOptions::new("127.0.0.1:0".parse().map_err(|_| "address")?);
+    let server = tokio::spawn({
+        let host: Arc<Host> = host.clone();
+        async move {
+            serve_http(
+                host,
+                &o,
+                async move {
+                    let _ = stopped.await;
+                },
+                move |a| {
+                    let _ = tx.send(a);
+                },
+            )
+            .await
+        }
+    });
+    let addr = rx.await.map_err(|_| "the server did not start")?;
+    let base = format!("http://{addr}");
+    let c = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(120))
+        .build()
+        .map_err(|e| e.to_string())?;
+    // The loopback operator (no token exists): an empty token.
+    let r = c
+        .post(format!("{base}/console/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("token=")
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let cookie = r
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .ok_or("no session cookie from the sign-in")?
+        .to_string();
+    let one = host
+        .store
+        .sagas(1)
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .next()
+        .map(|s| s.saga_id)
+        .unwrap_or_default();
+    let (mut b, bb) = measure(&c, &base, "/console/static/console.css", &cookie).await?;
+    let base_p95 = pct(&mut b, 0.95);
+    let baseline = PageFigure {
+        page: "baseline: /console/static/console.css".into(),
+        p50_ms: pct(&mut b, 0.5),
+        p95_ms: base_p95,
+        x_baseline_p95: 1.0,
+        bytes: bb,
+    };
+    let deep = format!("/console/sagas?offset={}", sagas / 2);
+    let timeline = format!("/console/sagas/{one}");
+    let mut pages = Vec::new();
+    for path in [
+        "/console/approvals",
+        "/console/sagas",
+        deep.as_str(),
+        "/console/sagas?state=AwaitingApproval",
+        "/console/sagas?principal=token%3Abob",
+        "/console/sagas?tool=fs_write",
+        timeline.as_str(),
+    ] {
+        let (mut v, bytes) = measure(&c, &base, path, &cookie).await?;
+        let p95 = pct(&mut v, 0.95);
+        pages.push(PageFigure {
+            page: path.to_string(),
+            p50_ms: pct(&mut v, 0.5),
+            p95_ms: p95,
+            x_baseline_p95: if base_p95 > 0.0 { p95 / base_p95 } else { 0.0 },
+            bytes,
+        });
+    }
+    let _ = stop.send(());
+    let _ = server.await;
+    Ok(Report {
+        sagas,
+        pending_approvals: PENDING.min(sagas),
+        seed_s,
+        rounds: ROUNDS,
+        baseline,
+        pages,
+    })
+}
+
+/// `capsaga bench --console`.
+pub(super) async fn run(out: &Out, sagas: usize) -> u8 {
+    match run_inner(sagas).await {
+        Ok(r) => {
+            if out.json {
+                out.json(&r);
+            } else {
+                println!(
+                    "console render over {} sagas ({} pending approvals; seeded in {:.1} s), {} fetches each, server time to the last byte:",
+                    r.sagas, r.pending_approvals, r.seed_s, r.rounds
+                );
+                for f in std::iter::once(&r.baseline).chain(&r.pages) {
+                    println!(
+                        "  {:<45} p50 {:>8.2} ms  p95 {:>8.2} ms  {:>7.1}x baseline p95  {:>7} bytes",
+                        f.page, f.p50_ms, f.p95_ms, f.x_baseline_p95, f.bytes
+                    );
+                }
+            }
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("capsaga bench --console: {e}");
+            exit::INTERNAL
+        }
+    }
+}
