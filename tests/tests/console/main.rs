@@ -229,7 +229,7 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
         "{list}"
     );
     b.screenshot(&shot("sagas")).await;
-    b.goto(&srv.url(&format!("/console/sagas?state=FailedRolledBack")))
+    b.goto(&srv.url("/console/sagas?state=FailedRolledBack"))
         .await;
     let filtered = b.text("#sagas").await;
     assert!(

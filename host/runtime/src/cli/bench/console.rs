@@ -72,7 +72,11 @@ async fn seed(host: &Host, n: usize) -> Result<(), String> {
                 state: State::Planning,
                 owner: &owner,
                 plan: None,
-                principal: Some(if i % 2 == 0 { "token:alice" } else { "token:bob" }),
+                principal: Some(if i % 2 == 0 {
+                    "token:alice"
+                } else {
+                    "token:bob"
+                }),
             })
             .await
             .map_err(e)?;
