@@ -241,6 +241,46 @@ pub struct TraceView {
     pub steps: Vec<TraceStepView>,
 }
 
+/// A version of a neuron (an agent-written tool).
+#[derive(Debug, Clone, Serialize)]
+pub struct NeuronView {
+    /// Its tool name.
+    pub name: String,
+    /// Its version.
+    pub version: u32,
+    /// `proposed`, `tested`, `awaiting_operator`, `active`, `retired`,
+    /// `rejected`.
+    pub status: String,
+    /// Its description (untrusted: the model wrote it).
+    pub description: String,
+    /// Its source (untrusted).
+    pub source: String,
+    /// Its examples, pretty JSON (untrusted).
+    pub examples: String,
+    /// The runner's test report, pretty JSON, if tested.
+    pub report: Option<String>,
+    /// The capabilities it requests.
+    pub requested: Vec<String>,
+    /// The grants the operator gave it, once active.
+    pub granted: Vec<String>,
+    /// Who decided, once decided.
+    pub decided_by: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// What an operator can do to a neuron version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NeuronAction {
+    /// Activate it with exactly these grants (a subset of what it requests
+    /// is refused by the runtime's check when it does not cover them).
+    Approve(Vec<String>),
+    /// Reject it.
+    Reject,
+    /// Retire it.
+    Retire,
+}
+
 /// Budget and health.
 #[derive(Debug, Clone, Serialize)]
 pub struct HealthView {
@@ -347,4 +387,24 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     /// The store's.
     async fn health(&self) -> Result<HealthView, BackendError>;
+
+    /// Every neuron version, newest first.
+    ///
+    /// # Errors
+    /// The store's.
+    async fn neurons(&self) -> Result<Vec<NeuronView>, BackendError>;
+
+    /// Approve, reject or retire neuron `name` version `version` as
+    /// `operator`.
+    ///
+    /// # Errors
+    /// [`BackendError`].
+    async fn neuron_action(
+        &self,
+        operator: &str,
+        name: &str,
+        version: u32,
+        action: NeuronAction,
+        note: Option<&str>,
+    ) -> Result<Decided, BackendError>;
 }

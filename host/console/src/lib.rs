@@ -1,6 +1,7 @@
 //! The operator web console of `capsaga serve`, at `/console` (issue 29):
 //! the approvals queue with approve/deny, sagas with filters and their step
-//! timeline (resume, roll back, undo), traces, budget and health, with a
+//! timeline (resume, roll back, undo), traces, neurons (approve with
+//! grants, reject, retire), budget and health, with a
 //! live pending count by server-sent events.
 //!
 //! This crate holds what needs none of the runtime's internals: the pages
@@ -23,8 +24,9 @@ pub mod routes;
 pub mod session;
 
 pub use backend::{
-    ApprovalView, Backend, BackendError, Decided, HealthView, LogView, PageReq, Paged, SagaAction,
-    SagaDetail, SagaFilter, SagaView, SignIn, StepView, TraceStepView, TraceView,
+    ApprovalView, Backend, BackendError, Decided, HealthView, LogView, NeuronAction, NeuronView,
+    PageReq, Paged, SagaAction, SagaDetail, SagaFilter, SagaView, SignIn, StepView, TraceStepView,
+    TraceView,
 };
 pub use pages::PAGE_SIZE;
 pub use routes::{CSP, router};

@@ -7,7 +7,7 @@
 //! else).
 
 use crate::backend::{
-    ApprovalView, HealthView, Paged, SagaDetail, SagaFilter, SagaView, TraceView,
+    ApprovalView, HealthView, NeuronView, Paged, SagaDetail, SagaFilter, SagaView, TraceView,
 };
 use maud::{DOCTYPE, Markup, html};
 
@@ -41,6 +41,7 @@ pub fn layout(
                             " "
                             span #pending-badge .badge hidden {}
                             a href="/console/sagas" { "Sagas" }
+                            a href="/console/neurons" { "Neurons" }
                             a href="/console/health" { "Budget & health" }
                         }
                         span .who { "signed in as " code #operator { (op) } }
@@ -248,6 +249,46 @@ pub fn trace(operator: &str, csrf: &str, t: &TraceView) -> Markup {
         }
     };
     layout("Trace", Some((operator, csrf)), None, body)
+}
+
+/// Neuron versions, with the operator's decisions.
+pub fn neurons(operator: &str, csrf: &str, rows: &[NeuronView], flash: Option<&str>) -> Markup {
+    let body = html! {
+        h1 { "Neurons" }
+        @if rows.is_empty() { p .empty { "No neuron was proposed." } }
+        @for n in rows {
+            section .neuron data-neuron={(n.name) "@" (n.version)} {
+                h2 { code { (n.name) } " v" (n.version) " · " strong .status { (n.status) } }
+                p .meta { "proposed " (n.created_at)
+                    @if let Some(d) = &n.decided_by { " · decided by " (d) } }
+                (untrusted("Description", &n.description))
+                p { "Requests " code { (n.requested.join(", ")) }
+                    @if !n.granted.is_empty() { " · granted " code { (n.granted.join(", ")) } } }
+                (untrusted("Source", &n.source))
+                (untrusted("Examples", &n.examples))
+                @if let Some(r) = &n.report { (untrusted("Test report", r)) }
+                @if n.status == "awaiting_operator" {
+                    form method="post" action={"/console/neurons/" (n.name) "/" (n.version)} .neuron-decide {
+                        input type="hidden" name="csrf" value=(csrf);
+                        label { "Grants (one per line; a subset covering what it requests) "
+                            textarea name="grants" rows="3" cols="60" { (n.requested.join("\n")) } }
+                        label { "Note " input type="text" name="note" maxlength="1000"; }
+                        button type="submit" name="action" value="approve" .approve { "Approve" }
+                        button type="submit" name="action" value="reject" .deny { "Reject" }
+                    }
+                }
+                @if n.status == "active" {
+                    form method="post" action={"/console/neurons/" (n.name) "/" (n.version)} .neuron-decide {
+                        input type="hidden" name="csrf" value=(csrf);
+                        input type="hidden" name="grants" value="";
+                        input type="hidden" name="note" value="";
+                        button type="submit" name="action" value="retire" .deny { "Retire" }
+                    }
+                }
+            }
+        }
+    };
+    layout("Neurons", Some((operator, csrf)), flash, body)
 }
 
 /// Budget and health.

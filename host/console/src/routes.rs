@@ -8,6 +8,7 @@
 //! | `GET /console/sagas` | sagas (`?state=&tool=&principal=&since=&offset=`); `GET /console/sagas/{id}` its timeline; `POST .../action` (`resume`, `rollback`, `undo`) |
 //! | `GET /console/traces/{id}` | a turn's trace |
 //! | `GET /console/health` | budget and health |
+//! | `GET /console/neurons` | neuron versions; `POST /console/neurons/{name}/{version}` (`action` approve/reject/retire, `grants` one per line, `note`) |
 //! | `GET /console/events` | server-sent events: `pending` (the number of pending approvals) when it changes |
 //! | `GET /console/static/{console.js,console.css}` | the assets, compiled into the binary |
 //!
@@ -16,7 +17,9 @@
 //! without a live session, without the session's CSRF token, or from
 //! another origin ([`same_origin`]) is 403 and changes nothing.
 
-use crate::backend::{Backend, BackendError, PageReq, SagaAction, SagaFilter, SignIn};
+use crate::backend::{
+    Backend, BackendError, NeuronAction, PageReq, SagaAction, SagaFilter, SignIn,
+};
 use crate::pages::{self, PAGE_SIZE};
 use crate::session::{self, Session, Sessions};
 use axum::Router;
@@ -82,6 +85,8 @@ pub fn router(backend: Arc<dyn Backend>) -> Router {
         .route("/console/sagas/{id}/action", post(saga_action))
         .route("/console/traces/{id}", get(trace))
         .route("/console/health", get(health))
+        .route("/console/neurons", get(neurons))
+        .route("/console/neurons/{name}/{version}", post(neuron_action))
         .route("/console/events", get(events))
         .route("/console/static/{file}", get(asset))
         .with_state(c)
@@ -436,6 +441,74 @@ async fn health(State(c): Shared, headers: HeaderMap) -> Response {
     };
     match c.backend.health().await {
         Ok(h) => html(StatusCode::OK, pages::health(&s.operator, &s.csrf, &h)),
+        Err(e) => failure(&s, &e),
+    }
+}
+
+async fn neurons_page(c: &Console, s: &Session, flash: Option<&str>) -> Response {
+    match c.backend.neurons().await {
+        Ok(rows) => html(
+            StatusCode::OK,
+            pages::neurons(&s.operator, &s.csrf, &rows, flash),
+        ),
+        Err(e) => failure(s, &e),
+    }
+}
+
+async fn neurons(State(c): Shared, headers: HeaderMap) -> Response {
+    let Some((_, s)) = c.session(&headers).await else {
+        return to_login();
+    };
+    neurons_page(&c, &s, None).await
+}
+
+#[derive(Deserialize)]
+struct NeuronForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    action: String,
+    #[serde(default)]
+    grants: String,
+    #[serde(default)]
+    note: String,
+}
+
+async fn neuron_action(
+    State(c): Shared,
+    headers: HeaderMap,
+    Path((name, version)): Path<(String, u32)>,
+    Form(f): Form<NeuronForm>,
+) -> Response {
+    let s = match c.posted(&headers, &f.csrf).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let action = match f.action.as_str() {
+        "approve" => NeuronAction::Approve(
+            f.grants
+                .lines()
+                .map(str::trim)
+                .filter(|g| !g.is_empty())
+                .map(String::from)
+                .collect(),
+        ),
+        "reject" => NeuronAction::Reject,
+        "retire" => NeuronAction::Retire,
+        _ => {
+            return failure(
+                &s,
+                &BackendError::Conflict("action: approve, reject or retire".into()),
+            );
+        }
+    };
+    let note = clean_note(&f.note);
+    match c
+        .backend
+        .neuron_action(&s.operator, &name, version, action, note.as_deref())
+        .await
+    {
+        Ok(d) => neurons_page(&c, &s, Some(&d.message)).await,
         Err(e) => failure(&s, &e),
     }
 }

@@ -3,18 +3,21 @@
 //! a real `capsaga serve` on 127.0.0.1 over a real workspace: sign in with
 //! an operator token; approve a parked `fs_write` and see the plan resume
 //! and commit; deny one and see the rollback; hostile text in tool
-//! arguments, file content and a model answer shown as text with no script
-//! run; a CSRF attempt from another origin, a POST without the session's
+//! arguments, file content, a model answer and a neuron's source shown as
+//! text with no script run; a neuron approved with its grants and retired; a CSRF attempt from another origin, a POST without the session's
 //! CSRF token and a client token refused; a revoked token's session ended.
 //! Screenshots of each page go to `target/console-screenshots/`.
 //!
 //! Without Chromium the tests print SKIPPED and pass (CI installs it).
 
 use capsaga_core::approval::ApprovalStatus;
+use capsaga_core::meta::{RawToolMeta, Risk};
+use capsaga_core::neuron::Status;
 use capsaga_core::principal::Role;
 use capsaga_host::host::Host;
 use capsaga_host::serve::HttpOptions;
 use capsaga_host::serve::auth::digest;
+use capsaga_host::store::{NewNeuron, Transition};
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::mcp_rig::{Running, http, start};
 use capsaga_tests::webdriver::Browser;
@@ -125,6 +128,50 @@ pub async fn no_script_ran(b: &Browser, page: &str) {
         json!(["undefined", 0, ["/console/static/console.js"]]),
         "{page}"
     );
+}
+
+/// Store a neuron version `evil_tool` v1 awaiting the operator, its
+/// description and source [`PAYLOAD`], requesting `grant`.
+async fn propose_neuron(host: &Host, grant: &str) {
+    let meta = RawToolMeta {
+        name: "evil_tool".into(),
+        description: PAYLOAD.into(),
+        args_schema: r#"{"type":"object"}"#.into(),
+        has_side_effects: false,
+        risk: Risk::Low,
+        returns_untrusted: false,
+        idempotent: true,
+        supports_dry_run: false,
+        capabilities: vec![grant.to_string()],
+        version: String::new(),
+    };
+    host.store
+        .propose_neuron(&NewNeuron {
+            identity: "evil-identity",
+            runner_hash: "r",
+            meta: &meta,
+            source: PAYLOAD,
+            examples: &json!([{"args": {"x": PAYLOAD}}]),
+            report: None,
+            saga_id: None,
+            step_seq: None,
+        })
+        .await
+        .unwrap();
+    for to in [Status::Tested, Status::AwaitingOperator] {
+        host.store
+            .transition_neuron(&Transition {
+                name: "evil_tool",
+                version: 1,
+                to,
+                by: "test",
+                note: None,
+                granted: None,
+                report: None,
+            })
+            .await
+            .unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,6 +299,29 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
     );
     no_script_ran(&b, "trace").await;
     b.screenshot(&shot("trace")).await;
+
+    // A neuron whose description and source are hostile, awaiting the
+    // operator: shown as text; approved with its grants, then retired.
+    let grant = format!("fs:read:{}/**", ws.ws().display());
+    propose_neuron(&host, &grant).await;
+    b.goto(&srv.url("/console/neurons")).await;
+    let n = "section[data-neuron=\"evil_tool@1\"]";
+    assert!(b.text(n).await.contains(PAYLOAD), "{}", b.text(n).await);
+    no_script_ran(&b, "neurons").await;
+    b.screenshot(&shot("neurons")).await;
+    b.click(&b.get(&format!("{n} button.approve")).await).await;
+    b.wait_text("#flash", "evil_tool v1 is active").await;
+    let row = host
+        .store
+        .neuron("evil_tool", Some(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.status, Status::Active);
+    assert_eq!(row.decided_by.as_deref(), Some("token:alice (operator)"));
+    assert_eq!(row.granted, [grant]);
+    b.click(&b.get(&format!("{n} button.deny")).await).await;
+    b.wait_text("#flash", "evil_tool v1 is retired").await;
 
     b.goto(&srv.url("/console/health")).await;
     assert!(

@@ -15,9 +15,11 @@ use crate::store::{ApprovalOpError, SagaQuery, SagaRow, StepRow};
 use async_trait::async_trait;
 use axum::http::{HeaderMap, HeaderValue, header};
 use capsaga_console::{
-    ApprovalView, Backend, BackendError, Decided, HealthView, LogView, PageReq, Paged, SagaAction,
-    SagaDetail, SagaFilter, SagaView, SignIn, StepView, TraceStepView, TraceView,
+    ApprovalView, Backend, BackendError, Decided, HealthView, LogView, NeuronAction, NeuronView,
+    PageReq, Paged, SagaAction, SagaDetail, SagaFilter, SagaView, SignIn, StepView, TraceStepView,
+    TraceView,
 };
+use capsaga_core::neuron::Status;
 use capsaga_core::principal::{Principal, Role};
 use serde_json::Value;
 use std::sync::Arc;
@@ -392,6 +394,62 @@ impl Backend for ConsoleBackend {
             switch,
             audit,
             healthz,
+        })
+    }
+
+    async fn neurons(&self) -> Result<Vec<NeuronView>, BackendError> {
+        let host = self.rest.live.host();
+        let mut rows = host.store.neurons(None).await.map_err(internal)?;
+        rows.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        Ok(rows
+            .into_iter()
+            .map(|n| NeuronView {
+                status: n.status.as_str().to_string(),
+                description: n.meta.description.clone(),
+                requested: n.meta.capabilities.clone(),
+                examples: pretty(&n.examples),
+                report: n.report.as_ref().map(pretty),
+                name: n.name,
+                version: n.version,
+                source: n.source,
+                granted: n.granted,
+                decided_by: n.decided_by,
+                created_at: n.created_at,
+            })
+            .collect())
+    }
+
+    async fn neuron_action(
+        &self,
+        operator: &str,
+        name: &str,
+        version: u32,
+        action: NeuronAction,
+        note: Option<&str>,
+    ) -> Result<Decided, BackendError> {
+        use crate::neurons::operator as op;
+        let who = self.acting(operator).await?.to_string();
+        let host = self.rest.live.host();
+        let store = &*host.store;
+        let row = op::version_of(store, name, Some(version))
+            .await
+            .map_err(|e| BackendError::NotFound(e.to_string()))?;
+        let home = host.config.home.to_string_lossy().into_owned();
+        let done = match action {
+            NeuronAction::Approve(grants) => {
+                op::approve(store, &home, &row, &grants, &who, note).await
+            }
+            NeuronAction::Reject => op::decide(store, &row, Status::Rejected, &who, note).await,
+            NeuronAction::Retire => op::decide(store, &row, Status::Retired, &who, note).await,
+        }
+        .map_err(|e| BackendError::Conflict(e.to_string()))?;
+        Ok(Decided {
+            message: format!(
+                "{} v{} is {} (by {who})",
+                done.name,
+                done.version,
+                done.status.as_str()
+            ),
         })
     }
 }
