@@ -112,6 +112,15 @@ impl Sessions {
         }
     }
 
+    /// The live session of cookie value `id`, its idle clock left as it
+    /// is (an open event stream does not keep an unattended page signed
+    /// in).
+    pub fn peek(&self, id: &str) -> Option<Session> {
+        let now = Instant::now();
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&key(id)).filter(|s| live(s, now)).cloned()
+    }
+
     /// End the session of cookie value `id`.
     pub fn remove(&self, id: &str) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
