@@ -19,11 +19,11 @@
 
 use super::exit;
 use super::render::Out;
+use crate::dispatch::{Args, Call, Dispatcher, Outcome};
 use crate::host::Host;
 use crate::serve::{HttpOptions, serve_http};
-use crate::store::{NewApproval, NewSaga, Origin};
-use capsaga_core::approval::Binding;
-use capsaga_core::fsm::State;
+use crate::store::Origin;
+use capsaga_core::principal::{Principal, Role};
 use serde::Serialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -60,47 +60,31 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v.get(i).copied().unwrap_or(0.0)
 }
 
-/// Seed `n` sagas, the first [`PENDING`] parked on an approval.
-async fn seed(host: &Host, n: usize) -> Result<(), String> {
-    let e = |e: crate::store::StoreError| e.to_string();
-    let owner = host.owner.id().to_string();
+/// Seed `n` sagas through the door, the first [`PENDING`] parked on an
+/// approval of one `bench_step` call (the policy asks a human for it),
+/// the others just started.
+async fn seed(host: &Arc<Host>, n: usize) -> Result<(), String> {
+    let door = Dispatcher::new(Arc::clone(host));
+    let (alice, bob) = (
+        Principal::new("token:alice", Role::Operator),
+        Principal::new("token:bob", Role::Client),
+    );
     for i in 0..n {
-        let id = uuid::Uuid::new_v4().to_string();
+        let who = if i % 2 == 0 { &alice } else { &bob };
         let label = format!("bench saga {i}");
-        host.store
-            .create_saga(&NewSaga {
-                saga_id: &id,
-                origin: Origin::Plan,
-                label: &label,
-                state: State::Planning,
-                owner: &owner,
-                plan: None,
-                principal: Some(if i % 2 == 0 {
-                    "token:alice"
-                } else {
-                    "token:bob"
-                }),
-            })
+        let mut saga = door
+            .start_as(who, Origin::Plan, &label, None)
             .await
-            .map_err(e)?;
+            .map_err(|e| e.to_string())?;
         if i < PENDING {
-            let args = json!({"path": format!("/ws/f{i}.txt"), "content": "x".repeat(200)});
-            let binding = Binding::new("fs_write", &"0".repeat(64), &args);
-            host.store
-                .request_approval(&NewApproval {
-                    saga_id: &id,
-                    step_seq: 0,
-                    binding: &binding,
-                    args: &args,
-                    reason: "bench",
-                    summary: "Would write 200 bytes",
-                    preview: None,
-                    ttl_s: 86_400,
-                    replaces: None,
-                    fence: crate::store::FIRST_FENCE,
-                })
+            let args = json!({ "n": i });
+            let s = door
+                .submit(&mut saga, Call::new("bench_step", Args::Value(&args)))
                 .await
                 .map_err(|e| e.to_string())?;
+            if !matches!(s.outcome, Outcome::AwaitingApproval { .. }) {
+                return Err(format!("saga {i}: not parked: {:?}", s.outcome));
+            }
         }
     }
     Ok(())
@@ -154,10 +138,18 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
     std::fs::create_dir_all(dir.path().join("tools")).map_err(|e| e.to_string())?;
     std::fs::write(
         &config,
-        "home = \".\"\ntools_dir = \"tools\"\nstate_dir = \"state\"\ncompiled_cache = \"cache\"\n",
+        "home = \".\"\ntools_dir = \"tools\"\nstate_dir = \"state\"\ncompiled_cache = \"cache\"\n\
+         [tools.bench_step]\napproval = \"always\"\n",
     )
     .map_err(|e| e.to_string())?;
     let host = Host::open(&config).await.map_err(|e| e.to_string())?;
+    host.registry
+        .register_builtin(
+            &host.sandbox,
+            &host.config.policy,
+            Arc::new(super::wal::Nop),
+        )
+        .map_err(|e| e.to_string())?;
     let t = Instant::now();
     seed(&host, sagas).await?;
     let seed_s = t.elapsed().as_secs_f64();
