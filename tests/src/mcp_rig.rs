@@ -27,6 +27,14 @@ impl Running {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
+
+    /// Another server of the test's, at `addr`, ended by `stop`.
+    pub fn stopped_by(addr: SocketAddr, stop: tokio::sync::oneshot::Sender<()>) -> Running {
+        Running {
+            addr,
+            stop: Some(stop),
+        }
+    }
 }
 
 impl Drop for Running {

@@ -11,9 +11,10 @@ use std::path::PathBuf;
 /// table; version 5 the `principal` of each saga and the `tokens`,
 /// `provider_keys` and `host_switch` tables; version 6 the
 /// `budget_reservations` table; version 7 the fencing tokens (`fence` of
-/// `saga_state` and `saga_steps`, checked by triggers). The PostgreSQL
+/// `saga_state` and `saga_steps`, checked by triggers); version 8 the index
+/// of sagas by creation time (the console's pages). The PostgreSQL
 /// schema has its own numbered migrations (`postgres::schema`).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]

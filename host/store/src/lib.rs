@@ -152,6 +152,19 @@ pub trait SagaStore: Send + Sync {
     /// [`StoreError`].
     async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError>;
 
+    /// One page of the sagas matching `q`, newest first: rows `offset ..
+    /// offset + limit`, and whether more match past them (the operator
+    /// console's list, issue 29).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn saga_page(
+        &self,
+        q: &SagaQuery,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(Vec<SagaRow>, bool), StoreError>;
+
     /// Sagas not in a terminal state (crashed or still running), oldest
     /// first.
     ///

@@ -140,6 +140,20 @@ pub struct SagaRow {
     pub fence: u64,
 }
 
+/// The filters of [`crate::SagaStore::saga_page`]; each one set must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SagaQuery {
+    /// The guardrail state, as its name (`Done`, `AwaitingApproval`, ...).
+    pub state: Option<String>,
+    /// The principal that started it, exactly.
+    pub principal: Option<String>,
+    /// A tool one of its steps called.
+    pub tool: Option<String>,
+    /// Created at or after this RFC 3339 time (compared as text: the store
+    /// writes UTC times of one format).
+    pub since: Option<String>,
+}
+
 /// The fencing token of a new saga.
 pub const FIRST_FENCE: u64 = 1;
 

@@ -180,6 +180,32 @@ impl Auth {
     }
 }
 
+impl Auth {
+    /// Whether the principal named `name` (one [`Auth::authenticate`]
+    /// returned) is still an operator now: a named token still live with
+    /// the operator role, `CAPSAGA_TOKEN` when the server has it, or
+    /// `loopback` while no token is required. The console re-checks its
+    /// sessions with this at every request, so a revoked token's session
+    /// ends at once.
+    pub async fn is_operator(&self, name: &str) -> bool {
+        if name == ENV_TOKEN {
+            return self.env.is_some();
+        }
+        if name == LOOPBACK {
+            return matches!(self.required().await, Ok(false));
+        }
+        let Some(token) = name.strip_prefix("token:") else {
+            return false;
+        };
+        match self.store.active_tokens().await {
+            Ok(live) => live
+                .iter()
+                .any(|t| t.name == token && t.role == Role::Operator),
+            Err(_) => false,
+        }
+    }
+}
+
 /// Middleware: authenticate, and put the [`Principal`] into the request's
 /// extensions (401 without a valid token).
 pub async fn require(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {

@@ -16,6 +16,8 @@
 //!   policy or the tools directory changed.
 //! - [`rest`]: the REST routes; [`operator`]: the operator's routes (the
 //!   kill switch, sealed keys).
+//! - [`console`]: the operator web console at `/console` (the
+//!   `capsaga-console` crate over the store and the door).
 //! - [`auth`]: principals from named tokens and `CAPSAGA_TOKEN`
 //!   (constant-time), 403 for clients on operator routes.
 //! - [`sessions`]: MCP sessions bound to their principal, bounded globally
@@ -36,6 +38,7 @@ pub mod auth;
 pub mod catalog;
 pub mod cluster;
 pub mod conn;
+pub mod console;
 pub mod fixtures;
 pub mod fixtures_mrtr;
 pub mod limits;
@@ -333,10 +336,14 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
             sessions::bind,
         ))
         .layer(authenticated);
+    // The console authenticates by its own session cookie (an operator
+    // token exchanged at sign-in), behind the same Host/Origin allowlist.
+    let console = console::router(rest.clone(), auth);
     Router::new()
         .route("/healthz", get(rest::healthz))
         .with_state(rest)
         .merge(api)
+        .merge(console)
         .merge(mcp)
         .layer(axum::extract::DefaultBodyLimit::max(o.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(limits, limits::guard))

@@ -2,8 +2,8 @@
 //! plan.
 
 use super::super::{
-    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaRow, SagaStore, StepStatus,
-    StoreError,
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaQuery, SagaRow, SagaStore,
+    StepStatus, StoreError,
 };
 use super::log::append;
 use super::{Conn, PgStore, execute, get, get_u64, i64_of, query, query_opt, steps};
@@ -251,6 +251,42 @@ impl SagaStore for PgStore {
         )
         .await?;
         rows.iter().map(decode_saga).collect()
+    }
+
+    async fn saga_page(
+        &self,
+        q: &SagaQuery,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(Vec<SagaRow>, bool), StoreError> {
+        let c = self.conn().await?;
+        let columns = SAGA_COLUMNS
+            .split(',')
+            .map(|c| format!("s.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let take = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let skip = i64::try_from(offset).unwrap_or(i64::MAX);
+        let rows = query(
+            &c,
+            &format!(
+                "SELECT {columns} FROM saga_state s \
+                 WHERE ($1::text IS NULL OR s.state = $1) \
+                 AND ($2::text IS NULL OR s.principal = $2) \
+                 AND ($3::text IS NULL OR s.created_at >= $3) \
+                 AND ($4::text IS NULL OR EXISTS (SELECT 1 FROM saga_steps t WHERE t.saga_id = s.saga_id AND t.tool_id = $4)) \
+                 ORDER BY s.created_at DESC, s.ord DESC LIMIT $5 OFFSET $6"
+            ),
+            &[&q.state, &q.principal, &q.since, &q.tool, &take, &skip],
+        )
+        .await?;
+        let mut out = rows
+            .iter()
+            .map(decode_saga)
+            .collect::<Result<Vec<_>, _>>()?;
+        let more = out.len() > limit;
+        out.truncate(limit);
+        Ok((out, more))
     }
 
     async fn unfinished_sagas(&self) -> Result<Vec<SagaRow>, StoreError> {

@@ -1,8 +1,8 @@
 //! `saga_state`: sagas, their guardrail state, owner and plan.
 
 use super::super::{
-    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaRow, SagaStore, StepStatus,
-    StoreError,
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaQuery, SagaRow, SagaStore,
+    StepStatus, StoreError,
 };
 use super::log::append;
 use super::{SqliteStore, steps};
@@ -264,6 +264,64 @@ impl SagaStore for SqliteStore {
                 saga_from_row,
             )?;
             rows.map(|r| decode_saga(r?)).collect()
+        })
+    }
+
+    async fn saga_page(
+        &self,
+        q: &SagaQuery,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(Vec<SagaRow>, bool), StoreError> {
+        // Every value is bound (?n), never written into the SQL.
+        let mut conds: Vec<&str> = Vec::new();
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        let text = |v: &str| rusqlite::types::Value::Text(v.to_string());
+        if let Some(v) = &q.state {
+            conds.push("s.state = ?");
+            args.push(text(v));
+        }
+        if let Some(v) = &q.principal {
+            conds.push("s.principal = ?");
+            args.push(text(v));
+        }
+        if let Some(v) = &q.since {
+            conds.push("s.created_at >= ?");
+            args.push(text(v));
+        }
+        if let Some(v) = &q.tool {
+            conds.push(
+                "EXISTS (SELECT 1 FROM saga_steps t WHERE t.saga_id = s.saga_id AND t.tool_id = ?)",
+            );
+            args.push(text(v));
+        }
+        let filter = if conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conds.join(" AND "))
+        };
+        let columns = SAGA_COLUMNS
+            .split(',')
+            .map(|c| format!("s.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        args.push(rusqlite::types::Value::Integer(
+            i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX),
+        ));
+        args.push(rusqlite::types::Value::Integer(
+            i64::try_from(offset).unwrap_or(i64::MAX),
+        ));
+        self.read(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {columns} FROM saga_state s {filter} ORDER BY s.created_at DESC, s.rowid DESC LIMIT ? OFFSET ?"
+            ))?;
+            let rows = st.query_map(rusqlite::params_from_iter(args), saga_from_row)?;
+            let mut out = rows
+                .map(|r| decode_saga(r?))
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            let more = out.len() > limit;
+            out.truncate(limit);
+            Ok((out, more))
         })
     }
 

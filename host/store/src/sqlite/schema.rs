@@ -223,6 +223,19 @@ WHEN NEW.fence IS NOT (SELECT fence FROM saga_state WHERE saga_id = NEW.saga_id)
 BEGIN SELECT RAISE(ABORT, 'capsaga: fenced'); END;
 "#;
 
+/// Version 8 (issue 29): the sagas in creation order without a sort, for
+/// the operator console's pages (`SagaStore::saga_page`, newest first;
+/// the index's entries are ordered by `(created_at, rowid)`).
+const MIGRATE_V8: &str = r#"
+CREATE INDEX IF NOT EXISTS idx_saga_created ON saga_state(created_at);
+"#;
+
+/// Version 8, in a function of its own (see [`MIGRATE_V8`]).
+fn migrate_v8(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(MIGRATE_V8)?;
+    Ok(())
+}
+
 /// The message of the fencing triggers.
 pub(super) const FENCED: &str = "capsaga: fenced";
 
@@ -371,6 +384,9 @@ pub(super) fn migrate_to(
     }
     if version < 7 && target >= 7 {
         migrate_v7(tx)?;
+    }
+    if version < 8 && target >= 8 {
+        migrate_v8(tx)?;
     }
     Ok(())
 }

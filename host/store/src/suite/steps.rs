@@ -391,7 +391,101 @@ async fn a_failed_step_restored_from_its_journal_is_compensated(db: &Db) {
     assert!(audit::verify(&*b, None).await.unwrap().ok());
 }
 
+/// The console's sagas list (issue 29): pages without gaps or repeats,
+/// each filter alone and together, values bound as data.
+async fn saga_page_filters_and_pages(db: &Db) {
+    let s = db.open().await;
+    for (i, who) in ["a", "b", "a", "b", "a"].iter().enumerate() {
+        let id = format!("p{i}");
+        let principal = format!("token:{who}");
+        s.create_saga(&NewSaga {
+            saga_id: &id,
+            origin: Origin::Plan,
+            label: "test",
+            state: State::Planning,
+            owner: "me",
+            plan: None,
+            principal: Some(&principal),
+        })
+        .await
+        .unwrap();
+    }
+    let args = json!({});
+    for id in ["p1", "p3"] {
+        s.begin_step(&step(id, 0, &format!("k-{id}"), &args, FIRST_FENCE))
+            .await
+            .unwrap();
+    }
+    s.set_state("p4", 1, State::FailedRolledBack, "Abort", None)
+        .await
+        .unwrap();
+    let all = SagaQuery::default();
+    let mut seen = Vec::new();
+    let mut offset = 0;
+    loop {
+        let (rows, more) = s.saga_page(&all, offset, 2).await.unwrap();
+        assert!(rows.len() <= 2);
+        offset += rows.len();
+        seen.extend(rows.into_iter().map(|r| r.saga_id));
+        if !more {
+            break;
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, ["p0", "p1", "p2", "p3", "p4"], "{}", db.name());
+    let ids = |v: (Vec<SagaRow>, bool)| {
+        let mut ids: Vec<String> = v.0.into_iter().map(|r| r.saga_id).collect();
+        ids.sort();
+        ids
+    };
+    let q = |state: Option<&str>, principal: Option<&str>, tool: Option<&str>| SagaQuery {
+        state: state.map(String::from),
+        principal: principal.map(String::from),
+        tool: tool.map(String::from),
+        since: None,
+    };
+    assert_eq!(
+        ids(s
+            .saga_page(&q(None, Some("token:a"), None), 0, 50)
+            .await
+            .unwrap()),
+        ["p0", "p2", "p4"]
+    );
+    assert_eq!(
+        ids(s.saga_page(&q(None, None, Some("t")), 0, 50).await.unwrap()),
+        ["p1", "p3"]
+    );
+    assert_eq!(
+        ids(s
+            .saga_page(&q(None, Some("token:a"), Some("t")), 0, 50)
+            .await
+            .unwrap()),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        ids(s
+            .saga_page(&q(Some("FailedRolledBack"), None, None), 0, 50)
+            .await
+            .unwrap()),
+        ["p4"]
+    );
+    // A filter value is data, never SQL.
+    let hostile = q(Some("x' OR '1'='1"), None, Some("t') OR 1=1 --"));
+    assert_eq!(
+        ids(s.saga_page(&hostile, 0, 50).await.unwrap()),
+        Vec::<String>::new()
+    );
+    let later = SagaQuery {
+        since: Some("9999-01-01T00:00:00.000Z".into()),
+        ..SagaQuery::default()
+    };
+    assert!(s.saga_page(&later, 0, 50).await.unwrap().0.is_empty());
+    let (past_end, more) = s.saga_page(&all, 100, 50).await.unwrap();
+    assert!(past_end.is_empty() && !more);
+}
+
 suite!(
+    saga_page_filters_and_pages,
     a_failed_step_restored_from_its_journal_is_compensated,
     begin_commit_and_replay,
     retries_in_doubt_and_failed_compensation,

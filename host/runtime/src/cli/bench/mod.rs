@@ -21,6 +21,7 @@
 //! the median of the per-round ratios of the two paths (each pair measured
 //! milliseconds apart). Nothing is asserted.
 
+mod console;
 mod floor;
 mod fs;
 mod group;
@@ -134,6 +135,14 @@ pub struct BenchArgs {
     /// in one run.
     #[arg(long)]
     pub mcp: bool,
+    /// Instead: the operator console's render time (p50/p95 against a
+    /// static asset of the same server) over `--console-sagas` sagas, 1,000
+    /// of them awaiting approval.
+    #[arg(long)]
+    pub console: bool,
+    /// Sagas seeded for `--console`.
+    #[arg(long, default_value_t = 100_000)]
+    pub console_sagas: usize,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -425,6 +434,9 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
     }
     if args.first_start {
         return start::run(out, &args.tools_dir, args.processes).await;
+    }
+    if args.console {
+        return console::run(out, args.console_sagas).await;
     }
     match run_inner(args).await {
         Ok(report) => {

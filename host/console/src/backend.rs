@@ -1,0 +1,410 @@
+//! What the console needs of the runtime ([`Backend`]), and the plain view
+//! types it renders. The runtime implements the trait over its store and
+//! its dispatch door (`capsaga_host::serve::console`); the console never
+//! reads the state or decides anything itself, so a decision made here is
+//! the same decision `POST /v1/approvals/{id}/approve` or `capsaga approve`
+//! makes, recorded under the signed-in operator.
+//!
+//! Every string in these views may hold attacker-controlled text (tool
+//! arguments, file content, model answers, neuron sources): the pages
+//! render them through maud, which escapes every interpolation.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+/// Who a sign-in token is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignIn {
+    /// An operator: its principal name (`token:alice`, `env:CAPSAGA_TOKEN`,
+    /// `loopback`).
+    Operator(String),
+    /// A client-role token: it cannot open the console.
+    Client(String),
+}
+
+/// Why a backend call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The token is not a valid token.
+    #[error("not a valid token")]
+    Unauthorized,
+    /// No such approval, saga or trace.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The request cannot be carried out in the current state (an approval
+    /// already decided or stale, a saga that cannot be undone...): the
+    /// message says why.
+    #[error("{0}")]
+    Conflict(String),
+    /// The signed-in principal may not do this.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// The store or the door failed.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// A page of a list: rows `offset .. offset + rows.len()` of `total`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Paged<T> {
+    /// The rows of this page.
+    pub rows: Vec<T>,
+    /// How many rows the list has in all (for sagas: at least this many
+    /// when `more` is set).
+    pub total: u64,
+    /// Whether rows exist past this page.
+    pub more: bool,
+}
+
+/// Which page: `offset` rows skipped, at most `limit` shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageReq {
+    /// Rows skipped.
+    pub offset: u64,
+    /// Most rows (the console asks for [`crate::PAGE_SIZE`]).
+    pub limit: u64,
+}
+
+/// A pending (or decided) approval as the queue shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalView {
+    /// The approval id.
+    pub id: String,
+    /// The saga parked on it.
+    pub saga_id: String,
+    /// The step that asked.
+    pub step_seq: u64,
+    /// The tool.
+    pub tool: String,
+    /// The tool's pinned hash (hex).
+    pub tool_hash: String,
+    /// The arguments, pretty-printed JSON (untrusted).
+    pub args: String,
+    /// Why a human must decide (the policy's reason).
+    pub reason: String,
+    /// The tool's dry-run summary line (untrusted).
+    pub summary: String,
+    /// A unified diff of a file write, when the dry-run gave one
+    /// (untrusted).
+    pub diff: Option<String>,
+    /// The dry-run output, pretty-printed JSON (untrusted).
+    pub preview: Option<String>,
+    /// `pending`, `approved`, `denied`, `claimed`, `stale`, `expired`.
+    pub status: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Age in seconds at render time.
+    pub age_s: u64,
+    /// RFC 3339, if it expires.
+    pub expires_at: Option<String>,
+    /// The approval this one replaced (the earlier preview went stale).
+    pub replaces: Option<String>,
+}
+
+/// A saga in the list.
+#[derive(Debug, Clone, Serialize)]
+pub struct SagaView {
+    /// The saga id.
+    pub id: String,
+    /// Guardrail state (`Done`, `AwaitingApproval`, ...).
+    pub state: String,
+    /// `plan`, `agent`, `call`.
+    pub origin: String,
+    /// The task or plan (untrusted).
+    pub label: String,
+    /// Who started it.
+    pub principal: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+}
+
+/// The filters of the sagas page (every one optional; all must match).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SagaFilter {
+    /// Exact guardrail state.
+    pub state: Option<String>,
+    /// Exact principal name.
+    pub principal: Option<String>,
+    /// Sagas with a step of this tool.
+    pub tool: Option<String>,
+    /// Created at or after this RFC 3339 time (string comparison).
+    pub since: Option<String>,
+}
+
+/// One step of a saga's timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepView {
+    /// Position in the saga.
+    pub seq: u64,
+    /// The tool.
+    pub tool: String,
+    /// The pinned tool hash.
+    pub tool_hash: String,
+    /// The grants it ran with.
+    pub grants: Vec<String>,
+    /// `committed`, `failed`, `compensated`, ...
+    pub status: String,
+    /// Arguments, pretty JSON (untrusted).
+    pub args: String,
+    /// Output or error, pretty JSON (untrusted).
+    pub result: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+    /// Milliseconds from created to last update, when both parse.
+    pub duration_ms: Option<u64>,
+}
+
+/// One record of the saga's write-ahead log.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogView {
+    /// Log sequence number.
+    pub seq: u64,
+    /// `BEGIN`, `COMMIT`, `FAIL`, `COMPENSATED`, transitions...
+    pub kind: String,
+    /// The step it is about, if any.
+    pub step_seq: Option<u64>,
+    /// RFC 3339.
+    pub at: String,
+    /// Its payload, compact JSON (untrusted).
+    pub detail: String,
+}
+
+/// A saga with its timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct SagaDetail {
+    /// The saga.
+    pub saga: SagaView,
+    /// Its steps.
+    pub steps: Vec<StepView>,
+    /// Its log records.
+    pub log: Vec<LogView>,
+    /// The trace of the agent turn that ran it, if any.
+    pub trace_id: Option<String>,
+}
+
+/// What an operator can do to a saga.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SagaAction {
+    /// Roll an unfinished saga back (compensate what committed).
+    Rollback,
+    /// Undo a Done saga.
+    Undo,
+    /// Resume a parked plan.
+    Resume,
+}
+
+impl SagaAction {
+    /// From the form's `action` field.
+    pub fn parse(s: &str) -> Option<SagaAction> {
+        match s {
+            "rollback" => Some(SagaAction::Rollback),
+            "undo" => Some(SagaAction::Undo),
+            "resume" => Some(SagaAction::Resume),
+            _ => None,
+        }
+    }
+}
+
+/// One step of a trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceStepView {
+    /// `thought`, `action`, `observation`, `critic`, ...
+    pub kind: String,
+    /// Its content, pretty JSON (untrusted: model text, tool output).
+    pub content: String,
+}
+
+/// An agent turn's trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceView {
+    /// The trace id.
+    pub id: String,
+    /// Its saga.
+    pub saga_id: Option<String>,
+    /// The task (untrusted).
+    pub task: String,
+    /// How the turn ended.
+    pub outcome: String,
+    /// The final answer (untrusted model text).
+    pub final_response: Option<String>,
+    /// Tokens in prompts.
+    pub prompt_tokens: u64,
+    /// Tokens in answers.
+    pub response_tokens: u64,
+    /// Cost, USD.
+    pub cost_usd: f64,
+    /// The steps.
+    pub steps: Vec<TraceStepView>,
+}
+
+/// A version of a neuron (an agent-written tool).
+#[derive(Debug, Clone, Serialize)]
+pub struct NeuronView {
+    /// Its tool name.
+    pub name: String,
+    /// Its version.
+    pub version: u32,
+    /// `proposed`, `tested`, `awaiting_operator`, `active`, `retired`,
+    /// `rejected`.
+    pub status: String,
+    /// Its description (untrusted: the model wrote it).
+    pub description: String,
+    /// Its source (untrusted).
+    pub source: String,
+    /// Its examples, pretty JSON (untrusted).
+    pub examples: String,
+    /// The runner's test report, pretty JSON, if tested.
+    pub report: Option<String>,
+    /// The capabilities it requests.
+    pub requested: Vec<String>,
+    /// The grants the operator gave it, once active.
+    pub granted: Vec<String>,
+    /// Who decided, once decided.
+    pub decided_by: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// What an operator can do to a neuron version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NeuronAction {
+    /// Activate it with exactly these grants (a subset of what it requests
+    /// is refused by the runtime's check when it does not cover them).
+    Approve(Vec<String>),
+    /// Reject it.
+    Reject,
+    /// Retire it.
+    Retire,
+}
+
+/// Budget and health.
+#[derive(Debug, Clone, Serialize)]
+pub struct HealthView {
+    /// The UTC day of `spent_today_usd` (`YYYY-MM-DD`).
+    pub day: String,
+    /// Spend today, USD.
+    pub spent_today_usd: f64,
+    /// The soft cap, USD, if any.
+    pub soft_cap_usd: Option<f64>,
+    /// The hard cap, USD, if any.
+    pub hard_cap_usd: Option<f64>,
+    /// The kill switch's mode.
+    pub switch: String,
+    /// The audit of the write-ahead log's hash chain and anchored head:
+    /// `ok`, or its findings.
+    pub audit: String,
+    /// `GET /healthz`'s answer, pretty JSON (providers, hosts, reloads).
+    pub healthz: String,
+}
+
+/// The outcome of a decision, in words for the operator.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// What happened (`approved; the plan resumed: Done`).
+    pub message: String,
+}
+
+/// The runtime's side of the console. Every action takes the signed-in
+/// operator's principal name, re-checked by the implementation (a token
+/// revoked since sign-in acts no more).
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// Who `token` is (empty: no token, which is an operator only on a
+    /// loopback server that has none).
+    ///
+    /// # Errors
+    /// [`BackendError::Unauthorized`], or the store's.
+    async fn sign_in(&self, token: &str) -> Result<SignIn, BackendError>;
+
+    /// Whether `operator` (a name [`Backend::sign_in`] returned) is still a
+    /// live operator (its token not revoked).
+    async fn still_operator(&self, operator: &str) -> bool;
+
+    /// Pending approvals, oldest first.
+    ///
+    /// # Errors
+    /// The store's.
+    async fn approvals(&self, page: PageReq) -> Result<Paged<ApprovalView>, BackendError>;
+
+    /// How many approvals are pending (the live badge).
+    ///
+    /// # Errors
+    /// The store's.
+    async fn pending_count(&self) -> Result<u64, BackendError>;
+
+    /// Approve or deny approval `id` as `operator`; an approved parked plan
+    /// is resumed, a denied one rolled back.
+    ///
+    /// # Errors
+    /// [`BackendError`].
+    async fn decide(
+        &self,
+        operator: &str,
+        id: &str,
+        approve: bool,
+        note: Option<&str>,
+    ) -> Result<Decided, BackendError>;
+
+    /// Sagas matching `filter`, newest first.
+    ///
+    /// # Errors
+    /// The store's.
+    async fn sagas(
+        &self,
+        filter: &SagaFilter,
+        page: PageReq,
+    ) -> Result<Paged<SagaView>, BackendError>;
+
+    /// One saga's timeline.
+    ///
+    /// # Errors
+    /// The store's.
+    async fn saga(&self, id: &str) -> Result<Option<SagaDetail>, BackendError>;
+
+    /// Roll back, undo or resume saga `id` as `operator`.
+    ///
+    /// # Errors
+    /// [`BackendError`].
+    async fn saga_action(
+        &self,
+        operator: &str,
+        id: &str,
+        action: SagaAction,
+    ) -> Result<Decided, BackendError>;
+
+    /// One trace.
+    ///
+    /// # Errors
+    /// The store's.
+    async fn trace(&self, id: &str) -> Result<Option<TraceView>, BackendError>;
+
+    /// Budget and health.
+    ///
+    /// # Errors
+    /// The store's.
+    async fn health(&self) -> Result<HealthView, BackendError>;
+
+    /// Every neuron version, newest first.
+    ///
+    /// # Errors
+    /// The store's.
+    async fn neurons(&self) -> Result<Vec<NeuronView>, BackendError>;
+
+    /// Approve, reject or retire neuron `name` version `version` as
+    /// `operator`.
+    ///
+    /// # Errors
+    /// [`BackendError`].
+    async fn neuron_action(
+        &self,
+        operator: &str,
+        name: &str,
+        version: u32,
+        action: NeuronAction,
+        note: Option<&str>,
+    ) -> Result<Decided, BackendError>;
+}

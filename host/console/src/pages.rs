@@ -1,0 +1,360 @@
+//! The pages, rendered by maud: every `(value)` interpolation is
+//! HTML-escaped (`&`, `<`, `>`, `"`, `'`), and nothing here uses
+//! `PreEscaped` on data. Untrusted text (tool arguments, file content,
+//! model answers, log payloads) sits in `<pre class="untrusted">` blocks
+//! marked as data. No inline script or style: the page loads
+//! `/console/static/console.js` and `console.css` (the CSP allows nothing
+//! else).
+
+use crate::backend::{
+    ApprovalView, HealthView, NeuronView, Paged, SagaDetail, SagaFilter, SagaView, TraceView,
+};
+use maud::{DOCTYPE, Markup, html};
+
+/// Rows per page of every list.
+pub const PAGE_SIZE: u64 = 50;
+
+/// The frame of every page: `title`, the signed-in operator (if any), the
+/// body, and a flash message.
+pub fn layout(
+    title: &str,
+    operator: Option<(&str, &str)>,
+    flash: Option<&str>,
+    body: Markup,
+) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · capsaga console" }
+                link rel="stylesheet" href="/console/static/console.css";
+                script src="/console/static/console.js" defer {}
+            }
+            body {
+                header {
+                    strong { "capsaga console" }
+                    @if let Some((op, csrf)) = operator {
+                        nav {
+                            a href="/console/approvals" { "Approvals" }
+                            " "
+                            span #pending-badge .badge hidden {}
+                            a href="/console/sagas" { "Sagas" }
+                            a href="/console/neurons" { "Neurons" }
+                            a href="/console/health" { "Budget & health" }
+                        }
+                        span .who { "signed in as " code #operator { (op) } }
+                        form method="post" action="/console/logout" .logout {
+                            input type="hidden" name="csrf" value=(csrf);
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main {
+                    @if let Some(f) = flash {
+                        p .flash #flash { (f) }
+                    }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// The sign-in form.
+pub fn sign_in(error: Option<&str>) -> Markup {
+    layout(
+        "Sign in",
+        None,
+        error,
+        html! {
+            h1 { "Sign in" }
+            p { "Paste an operator token (" code { "capsaga tokens create NAME --role operator" } "). Client tokens cannot open the console." }
+            form method="post" action="/console/login" #login {
+                label for="token" { "Token" }
+                input type="password" name="token" #token autocomplete="off" autofocus;
+                button type="submit" #sign-in { "Sign in" }
+            }
+        },
+    )
+}
+
+fn untrusted(label: &str, text: &str) -> Markup {
+    html! {
+        div .data {
+            span .data-label { (label) " (data, not rendered)" }
+            pre .untrusted { (text) }
+        }
+    }
+}
+
+fn age(s: u64) -> String {
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86400 => format!("{} h", s / 3600),
+        _ => format!("{} d", s / 86400),
+    }
+}
+
+fn pager(base: &str, offset: u64, shown: usize, more: bool) -> Markup {
+    let prev = offset.saturating_sub(PAGE_SIZE);
+    let next = offset + shown as u64;
+    let sep = if base.contains('?') { '&' } else { '?' };
+    html! {
+        nav .pager {
+            @if offset > 0 { a #prev href={(base) (sep) "offset=" (prev)} { "← newer" } }
+            @if more { a #next href={(base) (sep) "offset=" (next)} { "older →" } }
+        }
+    }
+}
+
+/// The approvals queue.
+pub fn approvals(
+    operator: &str,
+    csrf: &str,
+    page: &Paged<ApprovalView>,
+    offset: u64,
+    flash: Option<&str>,
+) -> Markup {
+    let body = html! {
+        h1 { "Approvals" }
+        p #pending data-pending=(page.total) { (page.total) " pending" }
+        @if page.rows.is_empty() {
+            p .empty { "Nothing waits for a decision." }
+        }
+        @for a in &page.rows {
+            section .approval data-approval=(a.id) {
+                h2 { code { (a.tool) } " · step " (a.step_seq) " of saga " a href={"/console/sagas/" (a.saga_id)} { code { (short(&a.saga_id)) } } }
+                p .meta {
+                    "requested " (age(a.age_s)) " ago (" (a.created_at) ")"
+                    @if let Some(e) = &a.expires_at { " · expires " (e) }
+                    " · tool hash " code { (short(&a.tool_hash)) }
+                }
+                p .reason { "Why: " (a.reason) }
+                @if let Some(r) = &a.replaces {
+                    p .stale { "Replaces approval " code { (short(r)) } ": the call's dry-run changed since it was asked, so the earlier one can no longer be approved." }
+                }
+                (untrusted("Dry-run summary", &a.summary))
+                @if let Some(d) = &a.diff { (untrusted("Diff", d)) }
+                (untrusted("Arguments", &a.args))
+                @if let Some(p) = &a.preview { (untrusted("Dry-run output", p)) }
+                form method="post" action={"/console/approvals/" (a.id) "/decide"} .decide {
+                    input type="hidden" name="csrf" value=(csrf);
+                    label { "Note " input type="text" name="note" maxlength="1000"; }
+                    button type="submit" name="verb" value="approve" .approve { "Approve" }
+                    button type="submit" name="verb" value="deny" .deny { "Deny" }
+                }
+            }
+        }
+        (pager("/console/approvals", offset, page.rows.len(), page.more))
+    };
+    layout("Approvals", Some((operator, csrf)), flash, body)
+}
+
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// The sagas list with its filters.
+pub fn sagas(
+    operator: &str,
+    csrf: &str,
+    filter: &SagaFilter,
+    page: &Paged<SagaView>,
+    offset: u64,
+    query: &str,
+) -> Markup {
+    let v = |o: &Option<String>| o.clone().unwrap_or_default();
+    let body = html! {
+        h1 { "Sagas" }
+        form method="get" action="/console/sagas" .filters {
+            label { "State " input name="state" value=(v(&filter.state)) placeholder="Done"; }
+            label { "Tool " input name="tool" value=(v(&filter.tool)) placeholder="fs_write"; }
+            label { "Principal " input name="principal" value=(v(&filter.principal)) placeholder="token:alice"; }
+            label { "Since " input name="since" value=(v(&filter.since)) placeholder="2026-01-01T00:00:00Z"; }
+            button type="submit" { "Filter" }
+        }
+        table #sagas {
+            thead { tr { th { "saga" } th { "state" } th { "origin" } th { "principal" } th { "started" } th { "task / plan" } } }
+            tbody {
+                @for s in &page.rows {
+                    tr {
+                        td { a href={"/console/sagas/" (s.id)} { code { (short(&s.id)) } } }
+                        td .state { (s.state) }
+                        td { (s.origin) }
+                        td { (s.principal.as_deref().unwrap_or("-")) }
+                        td { (s.created_at) }
+                        td .untrusted-inline { (s.label) }
+                    }
+                }
+            }
+        }
+        (pager(&format!("/console/sagas{query}"), offset, page.rows.len(), page.more))
+    };
+    layout("Sagas", Some((operator, csrf)), None, body)
+}
+
+/// One saga's timeline and its actions.
+pub fn saga(operator: &str, csrf: &str, d: &SagaDetail, flash: Option<&str>) -> Markup {
+    let s = &d.saga;
+    let body = html! {
+        h1 { "Saga " code #saga-id { (s.id) } }
+        p { "State " strong #saga-state { (s.state) } " · " (s.origin) " · by " (s.principal.as_deref().unwrap_or("-")) " · audit chain: see " a href="/console/health" { "Budget & health" } }
+        @if let Some(t) = &d.trace_id { p { a href={"/console/traces/" (t)} { "the turn's trace" } } }
+        (untrusted("Task / plan", &s.label))
+        form method="post" action={"/console/sagas/" (s.id) "/action"} .actions {
+            input type="hidden" name="csrf" value=(csrf);
+            button type="submit" name="action" value="resume" { "Resume" }
+            button type="submit" name="action" value="rollback" { "Roll back" }
+            button type="submit" name="action" value="undo" { "Undo (Done saga)" }
+        }
+        h2 { "Steps" }
+        ol .steps {
+            @for st in &d.steps {
+                li .step data-status=(st.status) {
+                    code { (st.tool) } " · " strong { (st.status) }
+                    @if let Some(ms) = st.duration_ms { " · " (ms) " ms" }
+                    " · hash " code { (short(&st.tool_hash)) }
+                    " · grants " code { (st.grants.join(", ")) }
+                    (untrusted("Arguments", &st.args))
+                    @if let Some(r) = &st.result { (untrusted("Result", r)) }
+                }
+            }
+        }
+        h2 { "Write-ahead log" }
+        table .log {
+            thead { tr { th { "seq" } th { "record" } th { "step" } th { "at" } th { "payload" } } }
+            tbody {
+                @for l in &d.log {
+                    tr { td { (l.seq) } td { (l.kind) } td { (l.step_seq.map(|x| x.to_string()).unwrap_or_default()) } td { (l.at) } td { pre .untrusted { (l.detail) } } }
+                }
+            }
+        }
+    };
+    layout("Saga", Some((operator, csrf)), flash, body)
+}
+
+/// An agent turn's trace.
+pub fn trace(operator: &str, csrf: &str, t: &TraceView) -> Markup {
+    let body = html! {
+        h1 { "Trace " code { (t.id) } }
+        p { "Outcome " strong { (t.outcome) } " · " (t.prompt_tokens) " prompt + " (t.response_tokens) " answer tokens · " (format!("{:.4}", t.cost_usd)) " USD" }
+        @if let Some(s) = &t.saga_id { p { a href={"/console/sagas/" (s)} { "its saga" } } }
+        (untrusted("Task", &t.task))
+        @if let Some(f) = &t.final_response { div #final-answer { (untrusted("Model answer", f)) } }
+        ol .trace {
+            @for st in &t.steps { li { strong { (st.kind) } (untrusted("Content", &st.content)) } }
+        }
+    };
+    layout("Trace", Some((operator, csrf)), None, body)
+}
+
+/// Neuron versions, with the operator's decisions.
+pub fn neurons(operator: &str, csrf: &str, rows: &[NeuronView], flash: Option<&str>) -> Markup {
+    let body = html! {
+        h1 { "Neurons" }
+        @if rows.is_empty() { p .empty { "No neuron was proposed." } }
+        @for n in rows {
+            section .neuron data-neuron={(n.name) "@" (n.version)} {
+                h2 { code { (n.name) } " v" (n.version) " · " strong .status { (n.status) } }
+                p .meta { "proposed " (n.created_at)
+                    @if let Some(d) = &n.decided_by { " · decided by " (d) } }
+                (untrusted("Description", &n.description))
+                p { "Requests " code { (n.requested.join(", ")) }
+                    @if !n.granted.is_empty() { " · granted " code { (n.granted.join(", ")) } } }
+                (untrusted("Source", &n.source))
+                (untrusted("Examples", &n.examples))
+                @if let Some(r) = &n.report { (untrusted("Test report", r)) }
+                @if n.status == "awaiting_operator" {
+                    form method="post" action={"/console/neurons/" (n.name) "/" (n.version)} .neuron-decide {
+                        input type="hidden" name="csrf" value=(csrf);
+                        label { "Grants (one per line; a subset covering what it requests) "
+                            textarea name="grants" rows="3" cols="60" { (n.requested.join("\n")) } }
+                        label { "Note " input type="text" name="note" maxlength="1000"; }
+                        button type="submit" name="action" value="approve" .approve { "Approve" }
+                        button type="submit" name="action" value="reject" .deny { "Reject" }
+                    }
+                }
+                @if n.status == "active" {
+                    form method="post" action={"/console/neurons/" (n.name) "/" (n.version)} .neuron-decide {
+                        input type="hidden" name="csrf" value=(csrf);
+                        input type="hidden" name="grants" value="";
+                        input type="hidden" name="note" value="";
+                        button type="submit" name="action" value="retire" .deny { "Retire" }
+                    }
+                }
+            }
+        }
+    };
+    layout("Neurons", Some((operator, csrf)), flash, body)
+}
+
+/// Budget and health.
+pub fn health(operator: &str, csrf: &str, h: &HealthView) -> Markup {
+    let cap = h.hard_cap_usd.or(h.soft_cap_usd).filter(|c| *c > 0.0);
+    let pct = cap.map(|c| ((h.spent_today_usd / c) * 100.0).clamp(0.0, 100.0));
+    let body = html! {
+        h1 { "Budget & health" }
+        p { "Spent on " (h.day) " (UTC): " strong { (format!("{:.4}", h.spent_today_usd)) " USD" }
+            @if let Some(s) = h.soft_cap_usd { " · soft cap " (format!("{s:.2}")) }
+            @if let Some(c) = h.hard_cap_usd { " · hard cap " (format!("{c:.2}")) } }
+        @if let Some(p) = pct {
+            meter min="0" max="100" value=(format!("{p:.1}")) { (format!("{p:.1}")) " %" }
+        }
+        p { "Kill switch: " strong { (h.switch) } }
+        p { "Audit chain: " strong #audit { (h.audit) } }
+        (untrusted("GET /healthz", &h.healthz))
+    };
+    layout("Budget & health", Some((operator, csrf)), None, body)
+}
+
+/// An error page.
+pub fn error(operator: Option<(&str, &str)>, title: &str, message: &str) -> Markup {
+    layout(
+        title,
+        operator,
+        None,
+        html! { h1 { (title) } p .error { (message) } },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_is_escaped() {
+        let payload = r#"<script>window.__pwned=1</script><img src=x onerror=alert(1)>"' &"#;
+        let a = ApprovalView {
+            id: payload.into(),
+            saga_id: payload.into(),
+            step_seq: 0,
+            tool: payload.into(),
+            tool_hash: payload.into(),
+            args: payload.into(),
+            reason: payload.into(),
+            summary: payload.into(),
+            diff: Some(payload.into()),
+            preview: Some(payload.into()),
+            status: "pending".into(),
+            created_at: payload.into(),
+            age_s: 3,
+            expires_at: Some(payload.into()),
+            replaces: Some(payload.into()),
+        };
+        let page = Paged {
+            rows: vec![a],
+            total: 1,
+            more: false,
+        };
+        let html = approvals(payload, payload, &page, 0, Some(payload)).into_string();
+        assert!(!html.contains("<script>window"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(!html.contains("\"' &"), "quotes and ampersands escaped");
+        assert!(html.contains("&lt;script&gt;"));
+        // The only script is the static file.
+        assert_eq!(html.matches("<script").count(), 1);
+    }
+}

@@ -1,0 +1,333 @@
+//! The operator console (issue 29) in a real headless Chromium
+//! (`capsaga_tests::webdriver`, Debian's chromium + chromedriver) against
+//! a real `capsaga serve` on 127.0.0.1 over a real workspace: sign in with
+//! an operator token; approve a parked `fs_write` and see the plan resume
+//! and commit; deny one and see the rollback; hostile text in tool
+//! arguments, file content, a model answer and a neuron's source shown as
+//! text with no script run; a neuron approved with its grants and retired; a CSRF attempt from another origin, a POST without the session's
+//! CSRF token and a client token refused; a revoked token's session ended.
+//! Screenshots of each page go to `target/console-screenshots/`.
+//!
+//! Without Chromium the tests print SKIPPED and pass (CI installs it).
+
+use capsaga_core::approval::ApprovalStatus;
+use capsaga_core::meta::{RawToolMeta, Risk};
+use capsaga_core::neuron::Status;
+use capsaga_core::principal::Role;
+use capsaga_host::host::Host;
+use capsaga_host::serve::HttpOptions;
+use capsaga_host::serve::auth::digest;
+use capsaga_host::store::{NewNeuron, Transition};
+use capsaga_tests::TestWorkspace;
+use capsaga_tests::mcp_rig::{Running, http, start};
+use capsaga_tests::webdriver::Browser;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+mod refused;
+
+const ALICE: &str = "alice-operator-secret-0123456789";
+const BOB: &str = "bob-client-secret-0123456789abcd";
+
+/// Hostile text: an inline script, an event handler, quotes and an
+/// ampersand. Rendered as HTML, it would set `window.__pwned` or open an
+/// alert.
+const PAYLOAD: &str = r#"<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2;alert(2)"><svg onload=alert(3)>"' &amp;"#;
+
+/// What of [`PAYLOAD`] shows as is inside JSON (arguments are shown as
+/// pretty JSON, where its quotes are escaped).
+const VISIBLE: &str = "<script>window.__pwned=1</script><img src=x onerror=";
+
+const POLICY: &str = r#"
+[tools.fs_write]
+grants = ["fs:write:~/ws/**"]
+approval = "always"
+[tools.fs_edit]
+grants = ["fs:write:~/ws/**"]
+"#;
+
+fn ws() -> TestWorkspace {
+    TestWorkspace::new(&["fs_write", "fs_edit"], POLICY)
+}
+
+/// Run `steps` as a plan with the CLI: it parks on its approval. Its
+/// (saga id, approval id).
+fn parked_plan(ws: &TestWorkspace, name: &str, steps: Value) -> (String, String) {
+    let p = ws.root.join(name);
+    std::fs::write(&p, json!({"description": name, "steps": steps}).to_string()).unwrap();
+    let out = ws
+        .capsaga(&["--json", "run", "--plan", &p.to_string_lossy()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(10), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (
+        v["saga_id"].as_str().unwrap().to_string(),
+        v["awaiting_approval"]["approval_id"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    )
+}
+
+async fn tokens(host: &Host) {
+    for (name, role, secret) in [("alice", Role::Operator, ALICE), ("bob", Role::Client, BOB)] {
+        host.store
+            .create_token(name, role, &digest(secret.as_bytes()), "test")
+            .await
+            .unwrap();
+    }
+}
+
+/// A server over `ws` with alice (operator) and bob (client), answering
+/// turns with `answer` (a scripted model).
+async fn server(ws: &TestWorkspace, answer: &str) -> (Arc<Host>, Running) {
+    let script = ws.root.join("script.json");
+    std::fs::write(
+        &script,
+        json!({"model": "scripted", "turns": [{"text": answer}]}).to_string(),
+    )
+    .unwrap();
+    let host = ws.host().await;
+    tokens(&host).await;
+    let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    o.script = Some(script);
+    let srv = start(host.clone(), o).await;
+    (host, srv)
+}
+
+/// Where screenshots go: `target/console-screenshots/<name>.png`.
+pub fn shot(name: &str) -> PathBuf {
+    capsaga_tests::target_dir()
+        .join("console-screenshots")
+        .join(format!("{name}.png"))
+}
+
+/// Sign in with `token` on the form.
+pub async fn sign_in(b: &Browser, srv: &Running, token: &str) {
+    b.goto(&srv.url("/console/login")).await;
+    let field = b.get("#token").await;
+    b.type_into(&field, token).await;
+    b.click(&b.get("#sign-in").await).await;
+}
+
+/// No script of the page's data ran: `window.__pwned` unset, no dialog
+/// open, no `<img>` or `<svg>` element made from data, and the only script
+/// element is the console's own file.
+pub async fn no_script_ran(b: &Browser, page: &str) {
+    assert_eq!(b.alert().await, None, "{page}: a dialog opened");
+    let v = b
+        .eval(
+            "return [typeof window.__pwned, document.querySelectorAll('img,svg,iframe,object').length, \
+             Array.from(document.scripts).map(s => s.getAttribute('src'))];",
+        )
+        .await;
+    assert_eq!(
+        v,
+        json!(["undefined", 0, ["/console/static/console.js"]]),
+        "{page}"
+    );
+}
+
+/// Store a neuron version `evil_tool` v1 awaiting the operator, its
+/// description and source [`PAYLOAD`], requesting `grant`.
+async fn propose_neuron(host: &Host, grant: &str) {
+    let meta = RawToolMeta {
+        name: "evil_tool".into(),
+        description: PAYLOAD.into(),
+        args_schema: r#"{"type":"object"}"#.into(),
+        has_side_effects: false,
+        risk: Risk::Low,
+        returns_untrusted: false,
+        idempotent: true,
+        supports_dry_run: false,
+        capabilities: vec![grant.to_string()],
+        version: String::new(),
+    };
+    host.store
+        .propose_neuron(&NewNeuron {
+            identity: "evil-identity",
+            runner_hash: "r",
+            meta: &meta,
+            source: PAYLOAD,
+            examples: &json!([{"args": {"x": PAYLOAD}}]),
+            report: None,
+            saga_id: None,
+            step_seq: None,
+        })
+        .await
+        .unwrap();
+    for to in [Status::Tested, Status::AwaitingOperator] {
+        host.store
+            .transition_neuron(&Transition {
+                name: "evil_tool",
+                version: 1,
+                to,
+                by: "test",
+                note: None,
+                granted: None,
+                report: None,
+            })
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_text() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let ws = ws();
+    // Plan A: one fs_write of hostile content, parked on its approval.
+    let (saga_a, approval_a) = parked_plan(
+        &ws,
+        "a.json",
+        json!([{"tool": "fs_write", "args": {"path": ws.ws_path("a.txt"), "content": PAYLOAD}}]),
+    );
+    // Plan B: an edit that commits, then a write parked on its approval.
+    std::fs::write(ws.ws().join("b.txt"), "before").unwrap();
+    let (saga_b, approval_b) = parked_plan(
+        &ws,
+        "b.json",
+        json!([
+            {"tool": "fs_edit", "args": {"path": ws.ws_path("b.txt"), "old_string": "before", "new_string": "after"}},
+            {"tool": "fs_write", "args": {"path": ws.ws_path("c.txt"), "content": "c"}},
+        ]),
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.ws().join("b.txt")).unwrap(),
+        "after"
+    );
+    let (host, srv) = server(&ws, PAYLOAD).await;
+    // A turn whose model answers with the hostile text.
+    let turn: Value = http()
+        .post(srv.url("/v1/turns"))
+        .bearer_auth(ALICE)
+        .json(&json!({"task": "say something"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let trace_id = turn["trace_id"].as_str().unwrap().to_string();
+
+    // Not signed in: the sign-in form.
+    b.goto(&srv.url("/console")).await;
+    assert!(
+        b.url().await.ends_with("/console/login"),
+        "{}",
+        b.url().await
+    );
+    b.screenshot(&shot("sign-in")).await;
+    sign_in(&b, &srv, ALICE).await;
+    b.wait_text("#operator", "token:alice").await;
+    let cookie = b
+        .cookies()
+        .await
+        .into_iter()
+        .find(|c| c["name"] == "capsaga_console")
+        .expect("the session cookie");
+    assert_eq!(cookie["httpOnly"], true, "{cookie}");
+    assert_eq!(cookie["sameSite"], "Strict", "{cookie}");
+
+    // The queue: both approvals, the hostile arguments shown as text.
+    b.wait_text("#pending", "2 pending").await;
+    let a = format!("section[data-approval=\"{approval_a}\"]");
+    assert!(b.text(&a).await.contains(VISIBLE), "{}", b.text(&a).await);
+    no_script_ran(&b, "approvals").await;
+    // The live badge (server-sent events) shows the same count.
+    b.wait_text("#pending-badge", "2 pending").await;
+    b.screenshot(&shot("approvals")).await;
+
+    // Approve A: the plan resumes and commits the write.
+    b.click(&b.get(&format!("{a} button.approve")).await).await;
+    b.wait_text("#flash", "resumed: Done").await;
+    assert_eq!(
+        std::fs::read_to_string(ws.ws().join("a.txt")).unwrap(),
+        PAYLOAD
+    );
+    let row = host.store.approval(&approval_a).await.unwrap();
+    assert_eq!(row.decided_by.as_deref(), Some("token:alice (operator)"));
+    assert_eq!(row.status, ApprovalStatus::Claimed);
+    no_script_ran(&b, "approvals after the decision").await;
+
+    // Deny B: the parked saga rolls back (the committed edit undone).
+    let sel = format!("section[data-approval=\"{approval_b}\"] button.deny");
+    b.click(&b.get(&sel).await).await;
+    b.wait_text("#flash", "rolled back: FailedRolledBack").await;
+    assert_eq!(
+        std::fs::read_to_string(ws.ws().join("b.txt")).unwrap(),
+        "before"
+    );
+    assert!(!ws.ws().join("c.txt").exists());
+    let row = host.store.approval(&approval_b).await.unwrap();
+    assert_eq!(row.status, ApprovalStatus::Denied);
+    assert_eq!(row.decided_by.as_deref(), Some("token:alice (operator)"));
+    b.wait_text("#pending", "0 pending").await;
+
+    // The sagas list and A's timeline: the hostile content is data there too.
+    b.goto(&srv.url("/console/sagas")).await;
+    let list = b.text("#sagas").await;
+    assert!(
+        list.contains(&saga_a[..12]) && list.contains(&saga_b[..12]),
+        "{list}"
+    );
+    b.screenshot(&shot("sagas")).await;
+    b.goto(&srv.url("/console/sagas?state=FailedRolledBack"))
+        .await;
+    let filtered = b.text("#sagas").await;
+    assert!(
+        filtered.contains(&saga_b[..12]) && !filtered.contains(&saga_a[..12]),
+        "{filtered}"
+    );
+    b.goto(&srv.url(&format!("/console/sagas/{saga_a}"))).await;
+    assert_eq!(b.text("#saga-state").await, "Done");
+    assert!(b.text("ol.steps").await.contains(VISIBLE));
+    no_script_ran(&b, "saga timeline").await;
+    b.screenshot(&shot("saga")).await;
+
+    // The model's answer on the trace page.
+    b.goto(&srv.url(&format!("/console/traces/{trace_id}")))
+        .await;
+    assert!(
+        b.text("#final-answer").await.contains(PAYLOAD),
+        "{}",
+        b.text("body").await
+    );
+    no_script_ran(&b, "trace").await;
+    b.screenshot(&shot("trace")).await;
+
+    // A neuron whose description and source are hostile, awaiting the
+    // operator: shown as text; approved with its grants, then retired.
+    let grant = format!("fs:read:{}/**", ws.ws().display());
+    propose_neuron(&host, &grant).await;
+    b.goto(&srv.url("/console/neurons")).await;
+    let n = "section[data-neuron=\"evil_tool@1\"]";
+    assert!(b.text(n).await.contains(PAYLOAD), "{}", b.text(n).await);
+    no_script_ran(&b, "neurons").await;
+    b.screenshot(&shot("neurons")).await;
+    b.click(&b.get(&format!("{n} button.approve")).await).await;
+    b.wait_text("#flash", "evil_tool v1 is active").await;
+    let row = host
+        .store
+        .neuron("evil_tool", Some(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.status, Status::Active);
+    assert_eq!(row.decided_by.as_deref(), Some("token:alice (operator)"));
+    assert_eq!(row.granted, [grant]);
+    b.click(&b.get(&format!("{n} button.deny")).await).await;
+    b.wait_text("#flash", "evil_tool v1 is retired").await;
+
+    b.goto(&srv.url("/console/health")).await;
+    assert!(
+        b.text("#audit").await.starts_with("ok"),
+        "{}",
+        b.text("#audit").await
+    );
+    b.screenshot(&shot("health")).await;
+}
