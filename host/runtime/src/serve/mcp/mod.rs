@@ -34,8 +34,8 @@
 mod confirm;
 mod elicit;
 mod handler;
-mod observe;
 mod mrtr;
+mod observe;
 pub mod stateless;
 mod task_fixtures;
 pub mod tasks;
