@@ -144,15 +144,6 @@ async fn hostile_sources_fail_their_examples_with_clear_errors() {
         );
     }
     assert!(!std::path::Path::new("/tmp/capsaga-neuron-escape").exists());
-    // An example that floods its scratch directory with files is stopped
-    // while it runs (WASI has no disk quota: the host measures).
-    let flood = "import os\ndef execute(args):\n    for i in range(100000):\n        open(os.path.join(args['dir'], f'{i}.txt'), 'w').close()\n    return 1\n";
-    let ex = json!([{"args": {"dir": "$SCRATCH"}, "files": {"seed.txt": "x"}, "expect": 1}]);
-    let r = data(&call_one(&door, "neuron_create", &neuron("inode_flood", flood, ex)).await);
-    assert_eq!(kinds(&r), ["quota-exceeded"], "{r:#}");
-    let scratch = host.config.state_dir.join("neuron-scratch");
-    let left = std::fs::read_dir(&scratch).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(left, 0, "the example's scratch directory is removed");
     // The environment is empty: nothing of the host leaks.
     let env = "import os\ndef execute(args):\n    return sorted(os.environ.keys())\n";
     let r = data(
@@ -180,6 +171,29 @@ async fn hostile_sources_fail_their_examples_with_clear_errors() {
     assert_eq!(fine["passed"], true, "{fine:#}");
     assert_eq!(
         host.store.neurons(None).await.unwrap().len(),
-        cases.len() + 3
+        cases.len() + 2
     );
+}
+
+/// An example that floods its scratch directory with files is stopped while
+/// it runs (WASI has no disk quota: the host measures). The deadline is far
+/// out of reach, so the quota stops it however slow the disk (issue 32: on a
+/// loaded machine 1,024 files took longer than a 1.5 s deadline).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scratch_flood_is_stopped_by_the_quota() {
+    let Some(ws) = workspace(
+        &[],
+        "[limits]\ndeadline_ms = 600000\nmemory_bytes = 134217728\nfuel = 9223372036854775807",
+        "",
+    ) else {
+        return;
+    };
+    let (host, door) = door(&ws).await;
+    let flood = "import os\ndef execute(args):\n    for i in range(100000):\n        open(os.path.join(args['dir'], f'{i}.txt'), 'w').close()\n    return 1\n";
+    let ex = json!([{"args": {"dir": "$SCRATCH"}, "files": {"seed.txt": "x"}, "expect": 1}]);
+    let r = data(&call_one(&door, "neuron_create", &neuron("inode_flood", flood, ex)).await);
+    assert_eq!(kinds(&r), ["quota-exceeded"], "{r:#}");
+    let scratch = host.config.state_dir.join("neuron-scratch");
+    let left = std::fs::read_dir(&scratch).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "the example's scratch directory is removed");
 }
