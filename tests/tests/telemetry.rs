@@ -332,3 +332,46 @@ async fn an_exported_saga_is_otlp_json_a_receiver_ingests() {
     assert!(step.end_time_unix_nano >= step.start_time_unix_nano);
     assert!(step.start_time_unix_nano > 0);
 }
+
+/// A tool name the host does not know (a hallucination, a probe, a name
+/// carrying text) is exported as `_OTHER`: the span's name and its
+/// `gen_ai.tool.name` stay of bounded cardinality, and the caller's text is
+/// not in anything sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_tool_name_is_exported_as_other() {
+    const PROBE: &str = "PROBE-name-0042_with_text";
+    let rx = OtlpReceiver::start().await;
+    let ws = TestWorkspace::new(&["fs_write"], FS_POLICY);
+    let s = script(
+        &ws,
+        &format!(
+            r#"{{"turns":[
+                {{"text":"","tool_calls":[{{"name":"{PROBE}","arguments":{{}}}}]}},
+                {{"text":"done"}}
+            ]}}"#
+        ),
+    );
+    let out = run(
+        &ws,
+        &["agent", "--script", &s, "probe"],
+        &rx.endpoint(),
+        &[],
+    )
+    .await;
+    wait_until("the turn's spans", || {
+        !named(&rx.spans(), "invoke_agent").is_empty()
+    });
+    let spans = rx.spans();
+    let calls = named(&spans, "execute_tool");
+    assert!(
+        !calls.is_empty(),
+        "no execute_tool span: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for c in &calls {
+        assert_eq!(c.name, "execute_tool _OTHER");
+        assert_eq!(attr(c, "gen_ai.tool.name").as_deref(), Some("_OTHER"));
+    }
+    let raw = String::from_utf8_lossy(&rx.raw()).into_owned();
+    assert!(!raw.contains(PROBE), "the unknown name was exported");
+}

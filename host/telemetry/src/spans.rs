@@ -23,6 +23,13 @@ use tracing::{Span, info_span};
 /// chooses the tool names it calls.
 pub const MAX_NAME_BYTES: usize = 128;
 
+/// The name a span and its `gen_ai.tool.name` carry for a tool the host does
+/// not know (an unknown or hallucinated name, a client's probe): the
+/// OpenTelemetry semantic conventions' `_OTHER`, so a caller choosing names
+/// cannot make span names (and the metrics keyed by them) unbounded in
+/// number, nor put its text into the operator's telemetry.
+pub const UNKNOWN_TOOL: &str = "_OTHER";
+
 /// The operations measured, by their `tracing` span name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {

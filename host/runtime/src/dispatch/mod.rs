@@ -374,7 +374,13 @@ impl Dispatcher {
     ) -> Result<Submitted, DispatchError> {
         // The call's `execute_tool` span (issue 30): every stage, the step
         // and its compensations run inside it.
-        let span = capsaga_telemetry::spans::execute_tool(call.tool);
+        // A name the host does not know is `_OTHER` (bounded cardinality).
+        let known = self.host.registry.get(call.tool).is_some();
+        let span = capsaga_telemetry::spans::execute_tool(if known {
+            call.tool
+        } else {
+            capsaga_telemetry::spans::UNKNOWN_TOOL
+        });
         span.record("capsaga.saga.id", saga.id.as_str());
         let submitted = self
             .submit_stages(saga, call)

@@ -194,6 +194,21 @@ fn progress(
 }
 
 impl McpSession {
+    /// Whether `name` is a tool this session can call (the host's, the
+    /// session tools, the conformance fixtures when on): a span names only
+    /// those (issue 30: the span's name stays of bounded cardinality).
+    fn known_tool(&self, name: &str) -> bool {
+        let shared = &self.state.shared;
+        shared.live.host().registry.get(name).is_some()
+            || name == tools::COMMIT
+            || name == tools::ROLLBACK
+            || (shared.fixtures
+                && (name == fixtures_mrtr::TRIGGER_TOOL_CHANGE
+                    || fixtures::is_tool(name)
+                    || fixtures_mrtr::is_tool(name)
+                    || super::task_fixtures::is_tool(name)))
+    }
+
     /// `tools/list`.
     async fn tools_list(&self) -> Result<ListToolsResult, McpError> {
         let shared = &self.state.shared;
@@ -411,10 +426,15 @@ impl ServerHandler for McpSession {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
+        let shown = if self.known_tool(&name) {
+            name.as_str()
+        } else {
+            capsaga_telemetry::spans::UNKNOWN_TOOL
+        };
         let ctx = &context;
         super::observe::traced(
             "tools/call",
-            Some(&name),
+            Some(shown),
             ctx,
             self.tools_call(request, ctx.clone()),
         )
