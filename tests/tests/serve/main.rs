@@ -6,6 +6,7 @@
 
 mod clients;
 mod crash;
+mod interop_2026;
 mod keys;
 mod load;
 mod metrics;

@@ -492,54 +492,6 @@ async fn a_client_confirms_an_opted_in_tool_through_an_input_required_result() {
     assert!(row.state.is_terminal(), "{}", row.state);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_speaks_the_stateless_revision_to_capsaga() {
-    let py = capsaga_tests::target_dir().join("mcp-venv/bin/python");
-    if !py.exists() {
-        eprintln!("SKIPPED: the Python MCP SDK is not installed: run scripts/mcp-clients python");
-        return;
-    }
-    let policy = "[tools.time_now]\n[tools.fs_write]\ngrants = [\"fs:write:~/ws/**\"]\napproval = \"always\"\n";
-    let ws = TestWorkspace::new(&["time_now", "fs_write"], policy);
-    let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
-    o.token = Some("python-token-0123456789".into());
-    let srv = start(ws.host().await, o).await;
-    let (url, path) = (srv.url("/mcp"), ws.ws_path("py.txt"));
-    let script = capsaga_tests::repo_root().join("tests/mcp/py_client_2026.py");
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(py)
-            .arg(script)
-            .arg(url)
-            .arg(path)
-            .arg("python-token-0123456789")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
-    assert_eq!(seen["protocol_version"], REV, "{seen}");
-    assert!(seen["tools"].to_string().contains("time_now"), "{seen}");
-    assert_eq!(seen["time_now"]["is_error"], false, "{seen}");
-    let saga = seen["time_now"]["structured"]["saga_id"].as_str().unwrap();
-    assert_eq!(seen["resource"]["saga"]["saga_id"], saga, "{seen}");
-    assert_eq!(seen["resource"]["saga"]["state"], "Done", "{seen}");
-    // Told the call is pending, not asked: nothing ran.
-    assert_eq!(seen["approval"]["is_error"], true, "{seen}");
-    assert_eq!(
-        seen["approval"]["structured"]["error"]["approval_status"], "pending",
-        "{seen}"
-    );
-    assert!(!ws.ws().join("py.txt").exists());
-}
-
 #[test]
 fn stdio_serves_the_stateless_revision_too() {
     use std::io::{BufRead, Write};
