@@ -176,23 +176,36 @@ async fn hostile_sources_fail_their_examples_with_clear_errors() {
 }
 
 /// An example that floods its scratch directory with files is stopped while
-/// it runs (WASI has no disk quota: the host measures). The deadline is far
-/// out of reach, so the quota stops it however slow the disk (issue 32: on a
-/// loaded machine 1,024 files took longer than a 1.5 s deadline).
+/// it runs (WASI has no disk quota: the host measures). The example's seed
+/// files fill the directory to just under the entry limit, so the flood
+/// crosses it within its first few files however slow the machine (issue 32:
+/// on a loaded machine 1,024 files took longer than the examples' 5 s
+/// deadline); a flood the host did not stop would run into that deadline.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_scratch_flood_is_stopped_by_the_quota() {
     let Some(ws) = workspace(
         &[],
-        "[limits]\ndeadline_ms = 600000\nmemory_bytes = 134217728\nfuel = 9223372036854775807",
+        "[limits]\ndeadline_ms = 5000\nmemory_bytes = 134217728\nfuel = 9223372036854775807",
         "",
     ) else {
         return;
     };
     let (host, door) = door(&ws).await;
     let flood = "import os\ndef execute(args):\n    for i in range(100000):\n        open(os.path.join(args['dir'], f'{i}.txt'), 'w').close()\n    return 1\n";
-    let ex = json!([{"args": {"dir": "$SCRATCH"}, "files": {"seed.txt": "x"}, "expect": 1}]);
+    let below = capsaga_core::neuron::code_run::MAX_SCRATCH_ENTRIES - 8;
+    let seeds: serde_json::Map<String, Value> = (0..below)
+        .map(|i| (format!("seed{i}.txt"), json!("x")))
+        .collect();
+    let ex = json!([{"args": {"dir": "$SCRATCH"}, "files": seeds, "expect": 1}]);
     let r = data(&call_one(&door, "neuron_create", &neuron("inode_flood", flood, ex)).await);
     assert_eq!(kinds(&r), ["quota-exceeded"], "{r:#}");
+    // Stopped while it ran, not found over the limit once the deadline had
+    // stopped it (both are quota-exceeded).
+    let wall = r["examples"][0]["wall_ms"].as_u64().unwrap_or(u64::MAX);
+    assert!(
+        wall < 5_000,
+        "stopped by the deadline, not the quota: {r:#}"
+    );
     let scratch = host.config.state_dir.join("neuron-scratch");
     let left = std::fs::read_dir(&scratch).map(|d| d.count()).unwrap_or(0);
     assert_eq!(left, 0, "the example's scratch directory is removed");
