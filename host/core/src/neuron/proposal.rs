@@ -262,6 +262,24 @@ fn check_example(
             "Use invalid-args, not-found, permission-denied, unsupported, quota-exceeded, ...",
         ));
     }
+    // The seed files are written by the host before the example runs: more
+    // than its scratch directory may hold is refused here, before anything
+    // is written (the same bounds the running code is held to).
+    let seed_bytes: usize = ex.files.values().map(String::len).sum();
+    if ex.files.len() > super::code_run::MAX_SCRATCH_ENTRIES
+        || seed_bytes as u64 > super::code_run::MAX_SCRATCH_BYTES
+    {
+        out.push(problem(
+            &field,
+            format!(
+                "{} seed files of {seed_bytes} bytes: more than a scratch directory holds ({} files, {} bytes)",
+                ex.files.len(),
+                super::code_run::MAX_SCRATCH_ENTRIES,
+                super::code_run::MAX_SCRATCH_BYTES
+            ),
+            "Seed an example with a few small files.",
+        ));
+    }
     for name in ex.files.keys() {
         if !is_plain_file_name(name) {
             out.push(problem(

@@ -361,3 +361,19 @@ fn section_checks_grants_and_thresholds() {
     };
     assert!(bad.check("/h").is_err());
 }
+
+#[test]
+fn seed_files_beyond_a_scratch_directory_are_refused_before_anything_is_written() {
+    use crate::neuron::code_run::MAX_SCRATCH_ENTRIES;
+    let mut p = proposal();
+    let seed = |n: usize| -> std::collections::BTreeMap<String, String> {
+        (0..n).map(|i| (format!("s{i}.txt"), "x".into())).collect()
+    };
+    p.examples[0].files = seed(MAX_SCRATCH_ENTRIES);
+    assert!(p.check(&policy(&[]), ["fs_read"]).is_empty());
+    p.examples[0].files = seed(MAX_SCRATCH_ENTRIES + 1);
+    let problems = p.check(&policy(&[]), ["fs_read"]);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems[0].field, "examples[0]");
+    assert!(problems[0].message.contains("seed files"), "{problems:#?}");
+}
