@@ -267,6 +267,8 @@ pub struct NeuronView {
     pub decided_by: Option<String>,
     /// RFC 3339.
     pub created_at: String,
+    /// Its fitness per UTC day with calls, oldest first (the chart).
+    pub fitness: Vec<crate::charts::FitnessDay>,
 }
 
 /// What an operator can do to a neuron version.
@@ -299,6 +301,50 @@ pub struct HealthView {
     pub audit: String,
     /// `GET /healthz`'s answer, pretty JSON (providers, hosts, reloads).
     pub healthz: String,
+    /// Spend per UTC day over the chart's days, oldest first, one entry
+    /// per day (days without spend at 0).
+    pub history: Vec<crate::charts::SpendDay>,
+}
+
+/// An episode a memory proposal was distilled from.
+#[derive(Debug, Clone, Serialize)]
+pub struct EpisodeView {
+    /// `e-…`.
+    pub id: String,
+    /// When the turn started, RFC 3339.
+    pub started_at: String,
+    /// Who asked.
+    pub sender: String,
+    /// What the user wrote (untrusted).
+    pub user_message: String,
+    /// The agent's answer (untrusted model text).
+    pub final_response: Option<String>,
+    /// The turn's outcome.
+    pub outcome: String,
+}
+
+/// A fact proposal of the memory's reflection, waiting for the operator.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProposalView {
+    /// `p-…`.
+    pub id: String,
+    /// The namespace it would enter.
+    pub namespace: String,
+    /// The proposed fact (untrusted until approved: model text distilled
+    /// from turns any principal may have written).
+    pub text: String,
+    /// `reflection` or `agent:<saga id>`.
+    pub origin: String,
+    /// When it was proposed, RFC 3339.
+    pub created_at: String,
+    /// `pending`, `approved`, `discarded`, `withdrawn`.
+    pub status: String,
+    /// Who decided, once decided.
+    pub decided_by: Option<String>,
+    /// The episodes it was distilled from (those still stored).
+    pub episodes: Vec<EpisodeView>,
+    /// Ids of source episodes no longer stored (forgotten).
+    pub missing_episodes: Vec<String>,
 }
 
 /// The outcome of a decision, in words for the operator.
@@ -382,11 +428,12 @@ pub trait Backend: Send + Sync + 'static {
     /// The store's.
     async fn trace(&self, id: &str) -> Result<Option<TraceView>, BackendError>;
 
-    /// Budget and health.
+    /// Budget and health, with the spend of the last `days` UTC days
+    /// (today included).
     ///
     /// # Errors
     /// The store's.
-    async fn health(&self) -> Result<HealthView, BackendError>;
+    async fn health(&self, days: u32) -> Result<HealthView, BackendError>;
 
     /// Every neuron version, newest first.
     ///
@@ -406,5 +453,25 @@ pub trait Backend: Send + Sync + 'static {
         version: u32,
         action: NeuronAction,
         note: Option<&str>,
+    ) -> Result<Decided, BackendError>;
+
+    /// Memory fact proposals (pending only unless `all`), oldest first,
+    /// each with its source episodes; `None` when the server runs without
+    /// memory.
+    ///
+    /// # Errors
+    /// The memory store's.
+    async fn proposals(&self, all: bool) -> Result<Option<Vec<ProposalView>>, BackendError>;
+
+    /// Approve (each becomes a fact) or discard the proposals `ids` as
+    /// `operator`; one already decided is skipped and said so.
+    ///
+    /// # Errors
+    /// [`BackendError`].
+    async fn decide_proposals(
+        &self,
+        operator: &str,
+        ids: &[String],
+        approve: bool,
     ) -> Result<Decided, BackendError>;
 }

@@ -1,8 +1,9 @@
 //! The operator web console of `capsaga serve`, at `/console` (issue 29):
 //! the approvals queue with approve/deny, sagas with filters and their step
 //! timeline (resume, roll back, undo), traces, neurons (approve with
-//! grants, reject, retire), budget and health, with a
-//! live pending count by server-sent events.
+//! grants, reject, retire; fitness charts), memory fact proposals
+//! (approve some or all, discard), budget (a spend chart against the
+//! caps) and health, with a live pending count by server-sent events.
 //!
 //! This crate holds what needs none of the runtime's internals: the pages
 //! ([`pages`], server-rendered by maud, which escapes every value), the
@@ -19,14 +20,17 @@
 //! origin's script and style (no inline script); every value is escaped.
 
 pub mod backend;
+pub mod charts;
+pub mod memory;
 pub mod pages;
 pub mod routes;
 pub mod session;
 
 pub use backend::{
-    ApprovalView, Backend, BackendError, Decided, HealthView, LogView, NeuronAction, NeuronView,
-    PageReq, Paged, SagaAction, SagaDetail, SagaFilter, SagaView, SignIn, StepView, TraceStepView,
-    TraceView,
+    ApprovalView, Backend, BackendError, Decided, EpisodeView, HealthView, LogView, NeuronAction,
+    NeuronView, PageReq, Paged, ProposalView, SagaAction, SagaDetail, SagaFilter, SagaView, SignIn,
+    StepView, TraceStepView, TraceView,
 };
+pub use charts::{FitnessDay, SpendDay};
 pub use pages::PAGE_SIZE;
 pub use routes::{CSP, router};

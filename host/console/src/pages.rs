@@ -42,6 +42,7 @@ pub fn layout(
                             span #pending-badge .badge hidden {}
                             a href="/console/sagas" { "Sagas" }
                             a href="/console/neurons" { "Neurons" }
+                            a href="/console/memory" { "Memory" }
                             a href="/console/health" { "Budget & health" }
                         }
                         span .who { "signed in as " code #operator { (op) } }
@@ -80,7 +81,9 @@ pub fn sign_in(error: Option<&str>) -> Markup {
     )
 }
 
-fn untrusted(label: &str, text: &str) -> Markup {
+/// A block of untrusted text: escaped, in a `<pre class="untrusted">`,
+/// labelled as data.
+pub(crate) fn untrusted(label: &str, text: &str) -> Markup {
     html! {
         div .data {
             span .data-label { (label) " (data, not rendered)" }
@@ -267,6 +270,10 @@ pub fn neurons(operator: &str, csrf: &str, rows: &[NeuronView], flash: Option<&s
                 (untrusted("Source", &n.source))
                 (untrusted("Examples", &n.examples))
                 @if let Some(r) = &n.report { (untrusted("Test report", r)) }
+                details .fitness-charts open[!n.fitness.is_empty()] {
+                    summary { "Fitness over time" }
+                    (crate::charts::fitness(n))
+                }
                 @if n.status == "awaiting_operator" {
                     form method="post" action={"/console/neurons/" (n.name) "/" (n.version)} .neuron-decide {
                         input type="hidden" name="csrf" value=(csrf);
@@ -302,6 +309,11 @@ pub fn health(operator: &str, csrf: &str, h: &HealthView) -> Markup {
             @if let Some(c) = h.hard_cap_usd { " · hard cap " (format!("{c:.2}")) } }
         @if let Some(p) = pct {
             meter min="0" max="100" value=(format!("{p:.1}")) { (format!("{p:.1}")) " %" }
+        }
+        (crate::charts::spend(h))
+        form method="get" action="/console/health" .filters {
+            label { "Days " input name="days" type="number" min="1" max=(crate::routes::MAX_CHART_DAYS) value=(h.history.len().max(1)); }
+            button type="submit" { "Show" }
         }
         p { "Kill switch: " strong { (h.switch) } }
         p { "Audit chain: " strong #audit { (h.audit) } }

@@ -7,8 +7,9 @@
 //! | `GET /console/approvals` | the queue (`?offset=`); `POST /console/approvals/{id}/decide` (`verb` approve/deny, `note`) |
 //! | `GET /console/sagas` | sagas (`?state=&tool=&principal=&since=&offset=`); `GET /console/sagas/{id}` its timeline; `POST .../action` (`resume`, `rollback`, `undo`) |
 //! | `GET /console/traces/{id}` | a turn's trace |
-//! | `GET /console/health` | budget and health |
+//! | `GET /console/health` | budget and health, the spend chart over `?days=` days (default [`CHART_DAYS`]) |
 //! | `GET /console/neurons` | neuron versions; `POST /console/neurons/{name}/{version}` (`action` approve/reject/retire, `grants` one per line, `note`) |
+//! | `GET /console/memory` | memory fact proposals (`?all=true`: decided ones too); `POST /console/memory/decide` (`verb` approve/approve-all/discard, `id` checked, `shown` listed) |
 //! | `GET /console/events` | server-sent events: `pending` (the number of pending approvals) when it changes |
 //! | `GET /console/static/{console.js,console.css}` | the assets, compiled into the binary |
 //!
@@ -43,6 +44,11 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 pub const MAX_STREAMS: usize = 16;
 /// How often an event stream compares the pending count.
 pub const EVENT_TICK: Duration = Duration::from_secs(1);
+/// Days of the budget page's spend chart unless `?days=` says.
+pub const CHART_DAYS: u32 = 14;
+/// Most days of the spend chart.
+pub const MAX_CHART_DAYS: u32 = 366;
+
 /// Most bytes of a console form body.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;
 
@@ -87,6 +93,8 @@ pub fn router(backend: Arc<dyn Backend>) -> Router {
         .route("/console/health", get(health))
         .route("/console/neurons", get(neurons))
         .route("/console/neurons/{name}/{version}", post(neuron_action))
+        .route("/console/memory", get(memory::list))
+        .route("/console/memory/decide", post(memory::decide))
         .route("/console/events", get(events))
         .route("/console/static/{file}", get(asset))
         .with_state(c)
@@ -435,11 +443,18 @@ async fn trace(State(c): Shared, headers: HeaderMap, Path(id): Path<String>) -> 
     }
 }
 
-async fn health(State(c): Shared, headers: HeaderMap) -> Response {
+#[derive(Deserialize, Default)]
+struct Days {
+    #[serde(default)]
+    days: Option<u32>,
+}
+
+async fn health(State(c): Shared, headers: HeaderMap, Query(q): Query<Days>) -> Response {
     let Some((_, s)) = c.session(&headers).await else {
         return to_login();
     };
-    match c.backend.health().await {
+    let days = q.days.unwrap_or(CHART_DAYS).clamp(1, MAX_CHART_DAYS);
+    match c.backend.health(days).await {
         Ok(h) => html(StatusCode::OK, pages::health(&s.operator, &s.csrf, &h)),
         Err(e) => failure(&s, &e),
     }
@@ -561,6 +576,9 @@ async fn asset(Path(file): Path<String>) -> Response {
     };
     ([(header::CONTENT_TYPE, kind)], body).into_response()
 }
+
+#[path = "routes_memory.rs"]
+mod memory;
 
 #[cfg(test)]
 #[path = "routes_tests.rs"]

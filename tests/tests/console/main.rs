@@ -4,7 +4,9 @@
 //! an operator token; approve a parked `fs_write` and see the plan resume
 //! and commit; deny one and see the rollback; hostile text in tool
 //! arguments, file content, a model answer and a neuron's source shown as
-//! text with no script run; a neuron approved with its grants and retired; a CSRF attempt from another origin, a POST without the session's
+//! text with no script run; the `fs_write` preview as a unified diff; a
+//! neuron approved with its grants and retired; the spend chart (inline
+//! SVG) and the memory page; a CSRF attempt from another origin, a POST without the session's
 //! CSRF token and a client token refused; a revoked token's session ended.
 //! Screenshots of each page go to `target/console-screenshots/`.
 //!
@@ -113,13 +115,14 @@ pub async fn sign_in(b: &Browser, srv: &Running, token: &str) {
 }
 
 /// No script of the page's data ran: `window.__pwned` unset, no dialog
-/// open, no `<img>` or `<svg>` element made from data, and the only script
-/// element is the console's own file.
+/// open, no `<img>` or `<svg>` element made from data (the console's own
+/// charts are `figure.chart > svg`), and the only script element is the
+/// console's own file.
 pub async fn no_script_ran(b: &Browser, page: &str) {
     assert_eq!(b.alert().await, None, "{page}: a dialog opened");
     let v = b
         .eval(
-            "return [typeof window.__pwned, document.querySelectorAll('img,svg,iframe,object').length, \
+            "return [typeof window.__pwned, document.querySelectorAll('img,svg:not(figure.chart > svg),iframe,object').length, \
              Array.from(document.scripts).map(s => s.getAttribute('src'))];",
         )
         .await;
@@ -237,6 +240,12 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
     b.wait_text("#pending", "2 pending").await;
     let a = format!("section[data-approval=\"{approval_a}\"]");
     assert!(b.text(&a).await.contains(VISIBLE), "{}", b.text(&a).await);
+    // A's preview as a unified diff: a new file, every line added.
+    let section = b.text(&a).await;
+    assert!(
+        section.contains("--- /dev/null") && section.contains("+<script>window.__pwned=1"),
+        "{section}"
+    );
     no_script_ran(&b, "approvals").await;
     // The live badge (server-sent events) shows the same count.
     b.wait_text("#pending-badge", "2 pending").await;
@@ -329,5 +338,30 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
         "{}",
         b.text("#audit").await
     );
+    // The spend chart: an inline SVG of the last 14 days (the turn above
+    // spent today), no script.
+    let bars = b
+        .eval("return [document.querySelectorAll('#spend-chart svg').length, document.querySelectorAll('#spend-chart tbody tr').length];")
+        .await;
+    assert_eq!(bars, json!([1, 14]), "{}", b.text("body").await);
+    no_script_ran(&b, "health").await;
     b.screenshot(&shot("health")).await;
+    b.goto(&srv.url("/console/health?days=3")).await;
+    let rows = b
+        .eval("return document.querySelectorAll('#spend-chart tbody tr').length;")
+        .await;
+    assert_eq!(rows, json!(3));
+
+    // The memory page: its proposals, or that memory is off here.
+    b.goto(&srv.url("/console/memory")).await;
+    let state = b
+        .eval("return [!!document.querySelector('#memory-off'), !!document.querySelector('#proposals-pending')];")
+        .await;
+    assert!(
+        state == json!([true, false]) || state == json!([false, true]),
+        "{state} {}",
+        b.text("body").await
+    );
+    no_script_ran(&b, "memory").await;
+    b.screenshot(&shot("memory")).await;
 }

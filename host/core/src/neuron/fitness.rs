@@ -15,6 +15,8 @@ pub struct CallRecord {
     pub error_kind: Option<String>,
     /// From BEGIN to its outcome, milliseconds (when both are known).
     pub latency_ms: Option<u64>,
+    /// When the call began (the step's BEGIN), RFC 3339, when known.
+    pub at: Option<String>,
 }
 
 /// The fitness of one neuron version.
@@ -62,6 +64,42 @@ pub fn fitness(calls: &[CallRecord]) -> Fitness {
     f.p50_ms = percentile(&lat, 50.0);
     f.p95_ms = percentile(&lat, 95.0);
     f
+}
+
+/// The fitness of one UTC day (`YYYY-MM-DD`) of a version's calls.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct DayFitness {
+    /// The day, `YYYY-MM-DD` (the first ten characters of the calls' `at`).
+    pub day: String,
+    /// That day's fitness.
+    pub fitness: Fitness,
+}
+
+/// Fold the calls of one version into one fitness per day, oldest day
+/// first; calls without a time (or whose time does not start with a
+/// `YYYY-MM-DD` date) are left out.
+pub fn fitness_by_day(calls: &[CallRecord]) -> Vec<DayFitness> {
+    let mut days: BTreeMap<&str, Vec<CallRecord>> = BTreeMap::new();
+    for c in calls {
+        let Some(day) = c.at.as_deref().and_then(|a| a.get(..10)) else {
+            continue;
+        };
+        let b = day.as_bytes();
+        let date = b.len() == 10
+            && b.iter().enumerate().all(|(i, ch)| match i {
+                4 | 7 => *ch == b'-',
+                _ => ch.is_ascii_digit(),
+            });
+        if date {
+            days.entry(day).or_default().push(c.clone());
+        }
+    }
+    days.into_iter()
+        .map(|(day, cs)| DayFitness {
+            day: day.to_string(),
+            fitness: fitness(&cs),
+        })
+        .collect()
 }
 
 /// Whether `f` falls below the retirement threshold: at least `min_calls`

@@ -1,4 +1,4 @@
-use super::fitness::{CallRecord, fitness, should_retire};
+use super::fitness::{CallRecord, fitness, fitness_by_day, should_retire};
 use super::name::{self, NameError, skeleton};
 use super::proposal::{Example, Proposal, judge, same, substitute};
 use super::*;
@@ -322,6 +322,7 @@ fn fitness_counts_rates_and_latency() {
         ok,
         error_kind: kind.map(str::to_string),
         latency_ms: Some(ms),
+        at: None,
     };
     let calls: Vec<CallRecord> = (1..=20)
         .map(|i| rec(i % 4 != 0, (i % 4 == 0).then_some("unknown"), i))
@@ -376,4 +377,27 @@ fn seed_files_beyond_a_scratch_directory_are_refused_before_anything_is_written(
     assert_eq!(problems.len(), 1, "{problems:#?}");
     assert_eq!(problems[0].field, "examples[0]");
     assert!(problems[0].message.contains("seed files"), "{problems:#?}");
+fn fitness_is_folded_per_day() {
+    let rec = |ok: bool, at: Option<&str>, ms: u64| CallRecord {
+        ok,
+        error_kind: None,
+        latency_ms: Some(ms),
+        at: at.map(str::to_string),
+    };
+    let calls = [
+        rec(true, Some("2026-01-02T10:00:00Z"), 10),
+        rec(false, Some("2026-01-01T23:59:59Z"), 30),
+        rec(true, Some("2026-01-02T11:00:00Z"), 20),
+        rec(true, None, 5),
+        rec(true, Some("<svg>"), 5),
+    ];
+    let days = fitness_by_day(&calls);
+    assert_eq!(days.len(), 2);
+    assert_eq!(days[0].day, "2026-01-01");
+    assert_eq!(days[0].fitness.success_rate, Some(0.0));
+    assert_eq!(days[1].day, "2026-01-02");
+    assert_eq!(
+        (days[1].fitness.calls, days[1].fitness.p50_ms),
+        (2, Some(10))
+    );
 }

@@ -16,8 +16,8 @@ use async_trait::async_trait;
 use axum::http::{HeaderMap, HeaderValue, header};
 use capsaga_console::{
     ApprovalView, Backend, BackendError, Decided, HealthView, LogView, NeuronAction, NeuronView,
-    PageReq, Paged, SagaAction, SagaDetail, SagaFilter, SagaView, SignIn, StepView, TraceStepView,
-    TraceView,
+    PageReq, Paged, ProposalView, SagaAction, SagaDetail, SagaFilter, SagaView, SignIn, StepView,
+    TraceStepView, TraceView,
 };
 use capsaga_core::neuron::Status;
 use capsaga_core::principal::{Principal, Role};
@@ -162,7 +162,12 @@ impl Backend for ConsoleBackend {
             .drain(start..end)
             .map(|a| ApprovalView {
                 age_s: age_s(&a.created_at),
-                diff: a.preview.as_ref().and_then(find_diff),
+                diff: super::console_data::fs_write_diff(
+                    &a.binding.tool_id,
+                    &a.args,
+                    a.preview.as_ref(),
+                )
+                .or_else(|| a.preview.as_ref().and_then(find_diff)),
                 preview: a.preview.as_ref().map(pretty),
                 args: pretty(&a.args),
                 id: a.approval_id,
@@ -353,11 +358,11 @@ impl Backend for ConsoleBackend {
         }))
     }
 
-    async fn health(&self) -> Result<HealthView, BackendError> {
+    async fn health(&self, days: u32) -> Result<HealthView, BackendError> {
         let host = self.rest.live.host();
         let today = crate::clock::today();
-        let days = host.store.budget_days(1).await.map_err(internal)?;
-        let spent = days
+        let history = super::console_data::spend_history(&*host.store, &today, days).await?;
+        let spent = history
             .iter()
             .find(|d| d.day == today)
             .map_or(0.0, |d| d.spent_usd);
@@ -394,6 +399,7 @@ impl Backend for ConsoleBackend {
             switch,
             audit,
             healthz,
+            history,
         })
     }
 
@@ -401,9 +407,15 @@ impl Backend for ConsoleBackend {
         let host = self.rest.live.host();
         let mut rows = host.store.neurons(None).await.map_err(internal)?;
         rows.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        let mut fitness = Vec::with_capacity(rows.len());
+        for n in &rows {
+            fitness.push(super::console_data::fitness(&*host.store, &n.identity).await?);
+        }
         Ok(rows
             .into_iter()
-            .map(|n| NeuronView {
+            .zip(fitness)
+            .map(|(n, fitness)| NeuronView {
+                fitness,
                 status: n.status.as_str().to_string(),
                 description: n.meta.description.clone(),
                 requested: n.meta.capabilities.clone(),
@@ -451,5 +463,32 @@ impl Backend for ConsoleBackend {
                 done.status.as_str()
             ),
         })
+    }
+
+    async fn proposals(&self, all: bool) -> Result<Option<Vec<ProposalView>>, BackendError> {
+        let Some(hm) = self.rest.live.host().memory.clone() else {
+            return Ok(None);
+        };
+        super::console_data::proposals(hm, all).await.map(Some)
+    }
+
+    async fn decide_proposals(
+        &self,
+        operator: &str,
+        ids: &[String],
+        approve: bool,
+    ) -> Result<Decided, BackendError> {
+        let who = self.acting(operator).await?;
+        if !who.may(capsaga_core::principal::Action::DecideApproval) {
+            return Err(BackendError::Forbidden(
+                "deciding a memory proposal needs an operator".into(),
+            ));
+        }
+        let Some(hm) = self.rest.live.host().memory.clone() else {
+            return Err(BackendError::Conflict(
+                "memory is off on this server ([memory] enabled = false)".into(),
+            ));
+        };
+        super::console_data::decide(hm, ids.to_vec(), approve, who.to_string()).await
     }
 }

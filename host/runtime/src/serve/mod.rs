@@ -39,6 +39,7 @@ pub mod catalog;
 pub mod cluster;
 pub mod conn;
 pub mod console;
+pub mod console_data;
 pub mod fixtures;
 pub mod fixtures_mrtr;
 pub mod limits;

@@ -22,7 +22,7 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use capsaga_core::principal::Principal;
-use capsaga_memory::MemoryError;
+use capsaga_memory::{Memory, MemoryError, Proposal};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -59,13 +59,53 @@ pub struct All {
     pub all: bool,
 }
 
+/// The proposals of `memory`: pending ones, or every one when `all`
+/// (what `GET /v1/memory/proposals` and the console list). Blocking.
+///
+/// # Errors
+/// The memory store's.
+pub fn list(memory: &Memory, all: bool) -> Result<Vec<Proposal>, MemoryError> {
+    memory
+        .store()
+        .proposals(if all { None } else { Some("pending") })
+}
+
+/// The operator's decision on proposal `id`, recorded for `by` (what
+/// `POST /v1/memory/proposals/{id}/approve|discard` and the console's
+/// memory page run): `Ok(Ok(answer))` when it was pending and is now
+/// approved (its fact in `answer`) or discarded, `Ok(Err(status))` when it
+/// was already decided (nothing changes). Blocking.
+///
+/// # Errors
+/// [`MemoryError::NotFound`] and the memory store's.
+pub fn decide_one(
+    memory: &Memory,
+    id: &str,
+    approve: bool,
+    by: &str,
+) -> Result<Result<serde_json::Value, String>, MemoryError> {
+    let p = memory.store().proposal(id)?;
+    if p.status != "pending" {
+        return Ok(Err(p.status));
+    }
+    let ids = [id.to_string()];
+    if approve {
+        let facts = memory.approve(&ids, by)?;
+        Ok(Ok(
+            json!({"proposal": id, "status": "approved", "facts": facts}),
+        ))
+    } else {
+        memory.discard(&ids, by)?;
+        Ok(Ok(json!({"proposal": id, "status": "discarded"})))
+    }
+}
+
 /// `GET /v1/memory/proposals`.
 pub async fn proposals(State(r): State<Arc<Rest>>, Query(q): Query<All>) -> Response {
     let Some(hm) = r.live.host().memory.clone() else {
         return off();
     };
-    let status = if q.all { None } else { Some("pending") };
-    match tokio::task::spawn_blocking(move || hm.memory.store().proposals(status)).await {
+    match tokio::task::spawn_blocking(move || list(&hm.memory, q.all)).await {
         Ok(Ok(rows)) => Json(json!({ "proposals": rows })).into_response(),
         Ok(Err(e)) => memory_error(e),
         Err(e) => detail(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
@@ -111,22 +151,7 @@ pub async fn decide(
     let Some(hm) = r.live.host().memory.clone() else {
         return off();
     };
-    let r = tokio::task::spawn_blocking(move || {
-        let p = hm.memory.store().proposal(&id)?;
-        if p.status != "pending" {
-            return Ok(Err(p.status));
-        }
-        if approve {
-            let facts = hm.memory.approve(std::slice::from_ref(&id), &by)?;
-            Ok(Ok(
-                json!({"proposal": id, "status": "approved", "facts": facts}),
-            ))
-        } else {
-            hm.memory.discard(std::slice::from_ref(&id), &by)?;
-            Ok(Ok(json!({"proposal": id, "status": "discarded"})))
-        }
-    })
-    .await;
+    let r = tokio::task::spawn_blocking(move || decide_one(&hm.memory, &id, approve, &by)).await;
     match r {
         Ok(Ok(Ok(v))) => Json(v).into_response(),
         Ok(Ok(Err(status))) => detail(

@@ -272,7 +272,8 @@ impl NeuronStore for PgStore {
         let rows = query(
             &c,
             "SELECT status, error::jsonb ->> 'kind',
-                    round(extract(epoch FROM (updated_at::timestamptz - created_at::timestamptz)) * 1000)::bigint
+                    round(extract(epoch FROM (updated_at::timestamptz - created_at::timestamptz)) * 1000)::bigint,
+                    created_at
              FROM saga_steps WHERE tool_hash = $1 AND status <> 'BEGIN' ORDER BY id",
             &[&identity],
         )
@@ -282,10 +283,12 @@ impl NeuronStore for PgStore {
                 let status: String = get(r, 0)?;
                 let kind: Option<String> = get(r, 1)?;
                 let ms: Option<i64> = get(r, 2)?;
+                let at: Option<String> = get(r, 3)?;
                 Ok(CallRecord {
                     ok: status != "FAIL",
                     error_kind: kind,
                     latency_ms: ms.and_then(|m| u64::try_from(m).ok()),
+                    at,
                 })
             })
             .collect()

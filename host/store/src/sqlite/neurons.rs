@@ -262,17 +262,20 @@ impl NeuronStore for SqliteStore {
         self.read(|c| {
             let mut st = c.prepare(
                 "SELECT status, json_extract(error, '$.kind'),
-                        CAST(ROUND((julianday(updated_at) - julianday(created_at)) * 86400000.0) AS INTEGER)
+                        CAST(ROUND((julianday(updated_at) - julianday(created_at)) * 86400000.0) AS INTEGER),
+                        created_at
                  FROM saga_steps WHERE tool_hash = ?1 AND status <> 'BEGIN' ORDER BY id",
             )?;
             let rows = st.query_map(params![identity], |r| {
                 let status: String = r.get(0)?;
                 let kind: Option<String> = r.get(1)?;
                 let ms: Option<i64> = r.get(2)?;
+                let at: Option<String> = r.get(3)?;
                 Ok(CallRecord {
                     ok: status != "FAIL",
                     error_kind: kind,
                     latency_ms: ms.and_then(|m| u64::try_from(m).ok()),
+                    at,
                 })
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
