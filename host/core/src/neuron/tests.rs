@@ -377,6 +377,9 @@ fn seed_files_beyond_a_scratch_directory_are_refused_before_anything_is_written(
     assert_eq!(problems.len(), 1, "{problems:#?}");
     assert_eq!(problems[0].field, "examples[0]");
     assert!(problems[0].message.contains("seed files"), "{problems:#?}");
+}
+
+#[test]
 fn fitness_is_folded_per_day() {
     let rec = |ok: bool, at: Option<&str>, ms: u64| CallRecord {
         ok,
