@@ -19,5 +19,6 @@ mod stateless;
 mod strict;
 mod tasks;
 mod trust;
+mod wire2026;
 
 pub use capsaga_tests::mcp_rig::{Running, http, http_builder, start};

@@ -9,6 +9,7 @@
 //! that contradict the body are refused with 400.
 
 use super::start;
+use super::wire2026::{answer, secret, serve_clients};
 use capsaga_core::fsm::State;
 use capsaga_core::principal::Role;
 use capsaga_host::serve::HttpOptions;
@@ -18,10 +19,6 @@ use serde_json::{Value, json};
 
 const POLICY: &str = "[tools.time_now]\n[tools.fs_write]\ngrants = [\"fs:write:~/ws/**\"]\n";
 const REV: &str = "2026-07-28";
-
-fn secret(name: &str) -> String {
-    format!("{name}-secret-0123456789abcdef")
-}
 
 /// The request `_meta` the revision requires, plus `extra`.
 fn meta(extra: Value) -> Value {
@@ -34,18 +31,6 @@ fn meta(extra: Value) -> Value {
         m.extend(e);
     }
     m
-}
-
-/// The JSON-RPC answer in a body that is JSON or an SSE stream.
-fn answer(body: &str) -> Value {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        return v;
-    }
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .rfind(|v| v.get("id").is_some())
-        .unwrap_or_else(|| panic!("no JSON-RPC answer in {body}"))
 }
 
 struct Client {
@@ -119,18 +104,7 @@ async fn server() -> (
     super::Running,
 ) {
     let ws = TestWorkspace::new(&["time_now", "fs_write"], POLICY);
-    let host = ws.host().await;
-    for name in ["bob", "mallory"] {
-        host.store
-            .create_token(name, Role::Client, &digest(secret(name).as_bytes()), "test")
-            .await
-            .unwrap();
-    }
-    let srv = start(
-        host.clone(),
-        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
-    )
-    .await;
+    let (host, srv) = serve_clients(&ws, &["bob", "mallory"]).await;
     (ws, host, srv)
 }
 
@@ -392,18 +366,7 @@ async fn a_call_that_needs_an_approval_is_pending_and_continues_with_its_handle(
 async fn a_client_confirms_an_opted_in_tool_through_an_input_required_result() {
     let policy = "[tools.time_now]\n[tools.fs_write]\ngrants = [\"fs:write:~/ws/**\"]\napproval = \"always\"\n[approvals]\nclient_confirm = [\"fs_write\"]\n";
     let ws = TestWorkspace::new(&["time_now", "fs_write"], policy);
-    let host = ws.host().await;
-    for name in ["bob", "eve"] {
-        host.store
-            .create_token(name, Role::Client, &digest(secret(name).as_bytes()), "test")
-            .await
-            .unwrap();
-    }
-    let srv = start(
-        host.clone(),
-        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
-    )
-    .await;
+    let (host, srv) = serve_clients(&ws, &["bob", "eve"]).await;
     let (bob, eve) = (client(&srv, "bob"), client(&srv, "eve"));
     let caps = json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}});
     let ask = |c: &'static str| json!({"path": ws.ws_path(c), "content": "c\n"});

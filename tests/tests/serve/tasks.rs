@@ -5,10 +5,7 @@
 //! compensated; another principal cannot read or cancel the task, and a
 //! client that did not declare the extension cannot use the methods.
 
-use super::start;
-use capsaga_core::principal::Role;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::serve::auth::digest;
+use super::wire2026::{answer, secret, serve_clients};
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -20,10 +17,6 @@ limits = { deadline_ms = 120000, fuel = 10000000000000 }
 [tools.time_now]
 "#;
 
-fn secret(name: &str) -> String {
-    format!("{name}-secret-0123456789abcdef")
-}
-
 fn meta(tasks: bool) -> Value {
     let caps = if tasks {
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
@@ -34,17 +27,6 @@ fn meta(tasks: bool) -> Value {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": caps,
     })
-}
-
-fn answer(body: &str) -> Value {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        return v;
-    }
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .rfind(|v| v.get("id").is_some())
-        .unwrap_or_else(|| panic!("no JSON-RPC answer in {body}"))
 }
 
 async fn post(url: &str, who: &str, method: &str, params: Value) -> Value {
@@ -71,18 +53,7 @@ async fn post(url: &str, who: &str, method: &str, params: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_task_fails_its_step_and_compensates_its_write() {
     let ws = TestWorkspace::new(&["ledger", "time_now"], POLICY);
-    let host = ws.host().await;
-    for name in ["bob", "eve"] {
-        host.store
-            .create_token(name, Role::Client, &digest(secret(name).as_bytes()), "test")
-            .await
-            .unwrap();
-    }
-    let srv = start(
-        host.clone(),
-        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
-    )
-    .await;
+    let (host, srv) = serve_clients(&ws, &["bob", "eve"]).await;
     let url = srv.url("/mcp");
     let ledger = ws.ws().join("ledger.txt");
     let args = json!({"path": ws.ws_path("ledger.txt"), "entry": "paid", "after": "spin"});

@@ -1,0 +1,46 @@
+//! What the stateless-revision tests (`stateless`, `tasks`) share: client
+//! tokens, a server with them, and reading a JSON-RPC answer from a body.
+
+use super::{Running, start};
+use capsaga_core::principal::Role;
+use capsaga_host::host::Host;
+use capsaga_host::serve::HttpOptions;
+use capsaga_host::serve::auth::digest;
+use capsaga_tests::TestWorkspace;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The bearer token of the client principal `name`.
+pub fn secret(name: &str) -> String {
+    format!("{name}-secret-0123456789abcdef")
+}
+
+/// A server on 127.0.0.1 over `ws`'s host, with a client-role token for
+/// each of `clients` ([`secret`]).
+pub async fn serve_clients(ws: &TestWorkspace, clients: &[&str]) -> (Arc<Host>, Running) {
+    let host = ws.host().await;
+    for name in clients {
+        host.store
+            .create_token(name, Role::Client, &digest(secret(name).as_bytes()), "test")
+            .await
+            .unwrap();
+    }
+    let srv = start(
+        host.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    (host, srv)
+}
+
+/// The JSON-RPC answer in a body that is JSON or an SSE stream.
+pub fn answer(body: &str) -> Value {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return v;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .rfind(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC answer in {body}"))
+}
