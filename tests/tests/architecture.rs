@@ -94,6 +94,8 @@ const RUNS_A_TOOL: &[&str] = &[
 const WRITES_THE_LOG: &[&str] = &[
     ".create_saga(",
     ".take_over(",
+    ".release_saga(",
+    ".claim_released(",
     ".set_state(",
     ".begin_step(",
     ".commit_step(",

@@ -14,17 +14,24 @@ pub use crate::store::OwnerLease;
 /// Whether recovery may take over a saga owned by `owner` (`None`: no
 /// owner recorded; `owner_alive`: what the store says of it) in `state`
 /// from a saga of `origin`, for the process `me`: not its own, not a live
-/// process's, and not a plan or call saga parked in AwaitingApproval (those
-/// wait durably for `capsaga approve|deny` and `capsaga resume`; an agent
-/// saga parked when its process died is rolled back: a turn cannot be
-/// resumed without its conversation).
+/// process's, not one its owner released between two requests (`released`:
+/// an MCP 2026-07-28 saga handle waiting for its next request, nothing in
+/// doubt: any host claims it, and abandoned ones are swept by
+/// `Dispatcher::expire_released`), and not a plan or call saga parked in
+/// AwaitingApproval (those wait durably for `capsaga approve|deny` and
+/// `capsaga resume`; an agent saga parked when its process died is rolled
+/// back: a turn cannot be resumed without its conversation).
 pub fn recoverable(
     me: &str,
     owner: Option<&str>,
     owner_alive: bool,
+    released: bool,
     state: capsaga_core::fsm::State,
     origin: &str,
 ) -> bool {
+    if released {
+        return false;
+    }
     if state == capsaga_core::fsm::State::AwaitingApproval && origin != "agent" {
         return false;
     }
@@ -42,23 +49,22 @@ mod tests {
 
     #[test]
     fn only_dead_owners_sagas_are_taken() {
-        assert!(!recoverable("me", Some("me"), true, State::Acting, "mcp"));
-        assert!(!recoverable("me", Some("b"), true, State::Acting, "mcp"));
-        assert!(recoverable("me", Some("b"), false, State::Acting, "mcp"));
-        assert!(recoverable("me", None, false, State::Acting, "plan"));
-        assert!(!recoverable(
-            "me",
-            Some("b"),
-            false,
-            State::AwaitingApproval,
-            "plan"
-        ));
-        assert!(recoverable(
-            "me",
-            Some("b"),
-            false,
-            State::AwaitingApproval,
-            "agent"
-        ));
+        let r = |owner, alive, state, origin| recoverable("me", owner, alive, false, state, origin);
+        assert!(!r(Some("me"), true, State::Acting, "mcp"));
+        assert!(!r(Some("b"), true, State::Acting, "mcp"));
+        assert!(r(Some("b"), false, State::Acting, "mcp"));
+        assert!(r(None, false, State::Acting, "plan"));
+        assert!(!r(Some("b"), false, State::AwaitingApproval, "plan"));
+        assert!(r(Some("b"), false, State::AwaitingApproval, "agent"));
+    }
+
+    #[test]
+    fn a_released_saga_is_never_recovered() {
+        for state in [State::Planning, State::Acting, State::AwaitingApproval] {
+            assert!(!recoverable("me", None, false, true, state, "mcp"));
+            assert!(!recoverable("me", None, false, true, state, "agent"));
+        }
+        // The same ownerless saga, not released (an old row): recovered.
+        assert!(recoverable("me", None, false, false, State::Acting, "mcp"));
     }
 }

@@ -20,6 +20,17 @@ pub fn rfc3339_after(ms: u64) -> String {
     later.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
+/// `now - ms` as [`now_rfc3339`] writes it (the earliest representable
+/// time when it underflows), for "at least this old" compared as text.
+pub fn rfc3339_before(ms: u64) -> String {
+    let now = jiff::Timestamp::now();
+    let earlier = i64::try_from(ms)
+        .ok()
+        .and_then(|ms| now.checked_sub(jiff::SignedDuration::from_millis(ms)).ok())
+        .unwrap_or(jiff::Timestamp::MIN);
+    earlier.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
 /// Today's UTC date, `YYYY-MM-DD`.
 pub fn today() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%d").to_string()
@@ -49,5 +60,8 @@ mod tests {
         assert_eq!(later.len(), 24, "{later}");
         assert!(later > now_rfc3339(), "text order is time order");
         assert!(rfc3339_after(u64::MAX).starts_with("9999-"));
+        let earlier = rfc3339_before(60_000);
+        assert_eq!(earlier.len(), 24, "{earlier}");
+        assert!(earlier < now_rfc3339(), "text order is time order");
     }
 }

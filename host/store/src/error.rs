@@ -12,9 +12,10 @@ use std::path::PathBuf;
 /// `provider_keys` and `host_switch` tables; version 6 the
 /// `budget_reservations` table; version 7 the fencing tokens (`fence` of
 /// `saga_state` and `saga_steps`, checked by triggers); version 8 the index
-/// of sagas by creation time (the console's pages). The PostgreSQL
-/// schema has its own numbered migrations (`postgres::schema`).
-pub const SCHEMA_VERSION: i64 = 8;
+/// of sagas by creation time (the console's pages); version 9 the
+/// `released_at` of `saga_state` (sagas released between requests). The
+/// PostgreSQL schema has its own numbered migrations (`postgres::schema`).
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]

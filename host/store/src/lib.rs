@@ -34,7 +34,8 @@
 //!
 //! Saga ownership and fencing: every saga has an owner (the id of the
 //! process driving it, [`OwnerStore`]) and a fencing token ([`SagaRow::fence`],
-//! 1 at creation, one more at every [`SagaStore::take_over`]). Every write
+//! 1 at creation, one more at every [`SagaStore::take_over`],
+//! [`SagaStore::release_saga`] and [`SagaStore::claim_released`]). Every write
 //! that changes a saga or its steps carries the token its writer holds
 //! ([`StepKey`], [`NewStep::fence`], [`NewApproval::fence`]); the database
 //! refuses one whose token is not the saga's current token
@@ -82,7 +83,8 @@ pub trait SagaStore: Send + Sync {
     async fn create_saga(&self, saga: &NewSaga<'_>) -> Result<(), StoreError>;
 
     /// Make `owner` the owner of a saga whose owner is `expected` and is not
-    /// alive ([`OwnerStore::owner_alive`]; `expected` None: no owner),
+    /// alive ([`OwnerStore::owner_alive`]; `expected` None: no owner), and
+    /// that is not released ([`SagaStore::claim_released`] takes those),
     /// compare and set, so two processes recovering at once cannot both
     /// take it; the saga's fencing token moves to the next value, so writes
     /// carrying the old one are refused from now on. Logged as an `OWNER`
@@ -97,6 +99,44 @@ pub trait SagaStore: Send + Sync {
         expected: Option<&str>,
         owner: &str,
         why: &str,
+    ) -> Result<Option<u64>, StoreError>;
+
+    /// Release a saga between two requests (MCP 2026-07-28 saga handles):
+    /// its owner `owner`, holding fencing token `fence`, gives it up with
+    /// nothing in doubt; the saga then has no owner and a `released_at`
+    /// time ([`SagaRow::released_at`]), crash recovery leaves it alone,
+    /// and the next request of its handle, on any host sharing the store,
+    /// claims it ([`SagaStore::claim_released`]). Compare and set on the
+    /// owner and the token; the token moves to the next value, so a write
+    /// of the releasing host is refused from now on. Logged as an `OWNER`
+    /// record (`owner` null, `released` true). `Ok(Some(token))`: the new
+    /// token; `Ok(None)`: `owner` or `fence` is not the saga's any more.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn release_saga(
+        &self,
+        saga_id: &str,
+        owner: &str,
+        fence: u64,
+    ) -> Result<Option<u64>, StoreError>;
+
+    /// Make `owner` the owner of a released saga (compare and set: of two
+    /// hosts claiming it at once, one gets it), clearing `released_at`;
+    /// with `idle_ms`, only when it was released at least that long ago
+    /// (by the database's clock for PostgreSQL): the sweep of abandoned
+    /// handles. The token moves to the next value. Logged as an `OWNER`
+    /// record saying why. `Ok(Some(token))`: the new token; `Ok(None)`: it
+    /// is not released (any more), or not for that long.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn claim_released(
+        &self,
+        saga_id: &str,
+        owner: &str,
+        why: &str,
+        idle_ms: Option<u64>,
     ) -> Result<Option<u64>, StoreError>;
 
     /// Record a guardrail transition to `state` by `event`, with `extra`

@@ -136,8 +136,15 @@ pub struct SagaRow {
     /// principals existed: only operators see those).
     pub principal: Option<String>,
     /// Its fencing token: [`FIRST_FENCE`] at creation, one more at every
-    /// take-over. A write carrying another token is refused.
+    /// take-over, release and claim. A write carrying another token is
+    /// refused.
     pub fence: u64,
+    /// When its owner released it between two requests (RFC 3339 UTC, by
+    /// the database's clock for PostgreSQL): it then has no owner, is not
+    /// in doubt (crash recovery leaves it alone) and is continued by
+    /// whichever host claims it ([`crate::SagaStore::claim_released`]).
+    /// None while a process owns it.
+    pub released_at: Option<String>,
 }
 
 /// The filters of [`crate::SagaStore::saga_page`]; each one set must match.
@@ -156,6 +163,10 @@ pub struct SagaQuery {
 
 /// The fencing token of a new saga.
 pub const FIRST_FENCE: u64 = 1;
+
+/// The `why` of the `OWNER` record of a release
+/// ([`crate::SagaStore::release_saga`]).
+pub const RELEASED_WHY: &str = "released between requests";
 
 /// Which step a write is about, and the fencing token its writer holds on
 /// the saga (refused by the store when it is not the saga's current token).

@@ -41,6 +41,8 @@ pub struct Rig {
     pub ws: TestWorkspace,
     pub url: String,
     pub hosts: Vec<Option<HostProc>>,
+    /// Arguments every host's `capsaga serve` gets besides the rig's.
+    pub serve_args: Vec<String>,
 }
 
 impl Rig {
@@ -57,6 +59,18 @@ impl Rig {
 
     /// [`Rig::new`] with this policy.
     pub fn with_policy(test: &str, n: usize, policy: &str) -> Option<Rig> {
+        Rig::with_tools(test, n, &["ledger"], policy, &[])
+    }
+
+    /// [`Rig::new`] with these components, this policy and these more
+    /// arguments of `capsaga serve`.
+    pub fn with_tools(
+        test: &str,
+        n: usize,
+        tools: &[&str],
+        policy: &str,
+        serve_args: &[&str],
+    ) -> Option<Rig> {
         let cluster = match Cluster::start() {
             Ok(Some(c)) => c,
             Ok(None) => {
@@ -68,12 +82,13 @@ impl Rig {
             Err(e) => panic!("PostgreSQL is installed but did not start: {e}"),
         };
         let url = cluster.fresh_database().expect("a database");
-        let ws = TestWorkspace::new(&["ledger"], policy);
+        let ws = TestWorkspace::new(tools, policy);
         let mut rig = Rig {
             cluster,
             ws,
             url,
             hosts: Vec::new(),
+            serve_args: serve_args.iter().map(|a| a.to_string()).collect(),
         };
         for _ in 0..n {
             let h = rig.spawn();
@@ -94,6 +109,7 @@ impl Rig {
             .args(["--json", "--config"])
             .arg(self.ws.config())
             .args(["serve", "--listen", "127.0.0.1:0", "--catalog-poll-ms", "0"])
+            .args(&self.serve_args)
             .env("CAPSAGA_STORE", store)
             .env_remove("CAPSAGA_CONFIG")
             .env_remove("CAPSAGA_TOKEN")

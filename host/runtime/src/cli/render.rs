@@ -135,7 +135,7 @@ pub(crate) fn log_line(r: &LogRow) -> String {
             r.detail
                 .get("owner")
                 .and_then(|v| v.as_str())
-                .unwrap_or("?"),
+                .unwrap_or("none"),
             r.detail.get("why").and_then(|v| v.as_str()).unwrap_or("")
         ),
         "APPROVAL_REQUESTED" => format!(

@@ -3,6 +3,7 @@
 
 use super::exit;
 use super::{Failure, render::Out};
+use crate::dispatch::AbandonedEnd;
 use crate::host::Host;
 use crate::serve::mcp::SessionEnd;
 use crate::serve::{HttpOptions, McpOptions, ServeError, serve_http, serve_stdio};
@@ -41,6 +42,16 @@ pub struct McpArgs {
     /// reloads at once. 0: never look (SIGHUP still reloads).
     #[arg(long, default_value_t = 2000, value_name = "MS")]
     pub catalog_poll_ms: u64,
+    /// Milliseconds a saga handle (MCP 2026-07-28 `_meta
+    /// "dev.capsaga/saga"`) may go unused before its saga is abandoned and
+    /// ended by --on-abandoned-handle (by whichever host sharing the store
+    /// sweeps first; hosts should agree on it). 0: never.
+    #[arg(long, default_value_t = 30 * 60 * 1000, value_name = "MS")]
+    pub handle_idle_ms: u64,
+    /// What an abandoned handle's saga becomes: rollback (the default: the
+    /// client kept it open and never committed it) or commit.
+    #[arg(long, default_value = "rollback", value_name = "rollback|commit")]
+    pub on_abandoned_handle: String,
 }
 
 /// `capsaga serve`.
@@ -104,6 +115,15 @@ fn mcp_options(a: &McpArgs) -> Result<McpOptions, Failure> {
             .on_session_end
             .parse::<SessionEnd>()
             .map_err(|e| config_error(format!("--on-session-end {e}")))?,
+        handle_idle: (a.handle_idle_ms > 0).then(|| Duration::from_millis(a.handle_idle_ms)),
+        abandoned: match a
+            .on_abandoned_handle
+            .parse::<SessionEnd>()
+            .map_err(|e| config_error(format!("--on-abandoned-handle {e}")))?
+        {
+            SessionEnd::Commit => AbandonedEnd::Commit,
+            SessionEnd::Rollback => AbandonedEnd::Rollback,
+        },
     })
 }
 

@@ -60,7 +60,8 @@ impl Dispatcher {
     }
 
     /// Re-open an existing saga and take it over (it must not be driven by
-    /// another live process). Steps are numbered from 0 again, so a step
+    /// another live process; a saga released between two requests is
+    /// claimed). Steps are numbered from 0 again, so a step
     /// with the same tool and arguments at the same position has the same
     /// idempotency key, and a committed one is not executed again.
     ///
@@ -76,6 +77,21 @@ impl Dispatcher {
         let me = host.owner.id();
         if row.owner.as_deref() == Some(me) {
             return self.resume_taken(saga_id, row.fence).await;
+        }
+        if row.released_at.is_some() {
+            // Released between two requests (a saga handle): whoever serves
+            // the next one claims it; of two at once, one does.
+            let Some(fence) = host
+                .store
+                .claim_released(&row.saga_id, me, super::handles::CLAIMED, None)
+                .await?
+            else {
+                return Err(DispatchError::Busy {
+                    saga: row.saga_id,
+                    owner: "another process that claimed it just now".into(),
+                });
+            };
+            return self.resume_taken(saga_id, fence).await;
         }
         if let Some(o) = &row.owner
             && host.store.owner_alive(o).await?
@@ -110,7 +126,17 @@ impl Dispatcher {
     /// As [`Dispatcher::resume`].
     pub async fn resume_continuing(&self, saga_id: &str) -> Result<Saga, DispatchError> {
         let mut saga = self.resume(saga_id).await?;
-        let steps = self.host.store.steps(saga_id).await?;
+        self.continue_after_logged(&mut saga).await?;
+        Ok(saga)
+    }
+
+    /// Number `saga`'s next step after its logged ones and count what they
+    /// committed (see [`Dispatcher::resume_continuing`]).
+    ///
+    /// # Errors
+    /// The store.
+    pub(super) async fn continue_after_logged(&self, saga: &mut Saga) -> Result<(), DispatchError> {
+        let steps = self.host.store.steps(saga.id()).await?;
         saga.next_seq = steps.iter().map(|s| s.step_seq + 1).max().unwrap_or(0);
         saga.side_effects = steps
             .iter()
@@ -120,7 +146,7 @@ impl Dispatcher {
             && steps.iter().max_by_key(|s| s.step_seq).is_some_and(|s| {
                 s.has_side_effects && s.status == crate::store::StepStatus::Commit
             });
-        Ok(saga)
+        Ok(())
     }
 
     /// A saga this process owns with fencing token `fence`, as it is now in

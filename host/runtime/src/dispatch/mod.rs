@@ -46,6 +46,7 @@ mod compensate;
 mod execute;
 mod files;
 mod guardrail;
+mod handles;
 mod lifecycle;
 mod observe;
 mod operator;
@@ -59,6 +60,7 @@ mod validate;
 mod wal;
 
 pub use approval::{Approver, NoApprover, decider};
+pub use handles::{AbandonedEnd, Expired};
 pub use operator::{Decided, OperatorError};
 pub use recover::Recovered;
 

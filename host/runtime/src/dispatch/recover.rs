@@ -9,7 +9,8 @@
 //! is compensated with its dry-run pre-image (compensation tolerates "never
 //! applied"), then the committed steps in reverse, ending FailedRolledBack or
 //! FailedRollbackPartial. A saga that was already Compensating resumes its
-//! rollback where it stopped.
+//! rollback where it stopped. A saga released between two requests (a saga
+//! handle, `dispatch::handles`) has nothing in doubt and is left alone.
 //!
 //! Idempotent: every compensation is logged as it completes and compensation
 //! itself is idempotent, so a recovery killed half-way leaves a saga that the
@@ -59,7 +60,15 @@ impl Dispatcher {
                 },
                 _ => false,
             };
-            if !ownership::recoverable(me, row.owner.as_deref(), alive, row.state, &row.origin) {
+            let released = row.released_at.is_some();
+            if !ownership::recoverable(
+                me,
+                row.owner.as_deref(),
+                alive,
+                released,
+                row.state,
+                &row.origin,
+            ) {
                 continue;
             }
             let why = "recovery: the owner process is gone";

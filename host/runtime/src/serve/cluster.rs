@@ -1,11 +1,14 @@
 //! A server among several hosts sharing one store: it recovers the sagas
-//! of hosts that died ([`recover_loop`]) and reports, in `/healthz`, its
+//! of hosts that died ([`recover_loop`]), ends the sagas of abandoned
+//! handles ([`expire_loop`], with any store) and reports, in `/healthz`, its
 //! policy hash next to the other live hosts' ([`health`]), so that a policy
 //! reloaded on one host and not the others is seen, not silently divergent.
 
 use super::live::Live;
+use crate::dispatch::AbandonedEnd;
 use serde_json::{Value, json};
 use std::sync::Weak;
+use std::time::Duration;
 
 /// Every [`crate::store::OwnerStore::recovery_interval`] (only for a store
 /// whose owners can die while others run: PostgreSQL), recover the sagas
@@ -40,6 +43,38 @@ pub async fn recover_loop(live: Weak<Live>) {
                 }
             }
             Err(e) => tracing::warn!("recovery of dead hosts' sagas failed (retried): {e}"),
+        }
+    }
+}
+
+/// Every quarter of `idle` (at most every 30 s), end the sagas released
+/// between requests whose handle has not been used for `idle`
+/// ([`crate::dispatch::Dispatcher::expire_released`], by `end`), through the
+/// door of the current generation; with a shared store every host sweeps,
+/// and the first to claim an abandoned saga ends it. Ends with the server.
+pub async fn expire_loop(live: Weak<Live>, idle: Duration, end: AbandonedEnd) {
+    let every = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
+    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(l) = live.upgrade() else {
+            return;
+        };
+        let door = l.door();
+        drop(l);
+        match door.expire_released(idle_ms, end).await {
+            Ok(done) => {
+                for e in done {
+                    tracing::warn!(
+                        saga = %e.saga_id,
+                        "ended a saga whose handle was abandoned ({} ms unused): {} -> {}",
+                        idle_ms,
+                        e.state_before,
+                        e.final_state
+                    );
+                }
+            }
+            Err(e) => tracing::warn!("sweep of abandoned saga handles failed (retried): {e}"),
         }
     }
 }

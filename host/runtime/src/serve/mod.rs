@@ -54,6 +54,7 @@ pub mod stdio;
 pub mod tools;
 pub mod views;
 
+use crate::dispatch::AbandonedEnd;
 use crate::host::Host;
 use axum::Router;
 use axum::routing::{get, post};
@@ -109,7 +110,17 @@ pub struct McpOptions {
     /// retired; `None`: never (only SIGHUP reloads, and neuron decisions
     /// made elsewhere are not seen).
     pub catalog_poll: Option<Duration>,
+    /// How long a saga handle (MCP 2026-07-28) may go unused before its
+    /// released saga is abandoned and ended by [`McpOptions::abandoned`]
+    /// (`None`: never). Default [`HANDLE_IDLE`].
+    pub handle_idle: Option<Duration>,
+    /// What an abandoned handle's saga becomes (default: rolled back; see
+    /// `dispatch::handles`).
+    pub abandoned: AbandonedEnd,
 }
+
+/// Default of [`McpOptions::handle_idle`]: 30 minutes.
+pub const HANDLE_IDLE: Duration = Duration::from_secs(30 * 60);
 
 /// Default of [`McpOptions::catalog_poll`]: 2 s.
 pub const CATALOG_POLL: Duration = Duration::from_secs(2);
@@ -162,7 +173,8 @@ impl HttpOptions {
 
 impl Default for McpOptions {
     /// The operator's autonomy, elicitation on, [`SessionEnd`]'s default,
-    /// no fixtures, the catalog compared every [`CATALOG_POLL`].
+    /// no fixtures, the catalog compared every [`CATALOG_POLL`], handles
+    /// abandoned after [`HANDLE_IDLE`] rolled back.
     fn default() -> McpOptions {
         McpOptions {
             autonomy: None,
@@ -170,6 +182,8 @@ impl Default for McpOptions {
             session_end: SessionEnd::default(),
             fixtures: false,
             catalog_poll: Some(CATALOG_POLL),
+            handle_idle: Some(HANDLE_IDLE),
+            abandoned: AbandonedEnd::default(),
         }
     }
 }
@@ -210,6 +224,13 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         rt.spawn(catalog::watch(Arc::downgrade(&shared), every));
         rt.spawn(live::on_hangup(Arc::downgrade(live)));
         rt.spawn(cluster::recover_loop(Arc::downgrade(live)));
+        if let Some(idle) = o.handle_idle.filter(|d| !d.is_zero()) {
+            rt.spawn(cluster::expire_loop(
+                Arc::downgrade(live),
+                idle,
+                o.abandoned,
+            ));
+        }
     }
     shared
 }

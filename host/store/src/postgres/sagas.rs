@@ -2,8 +2,8 @@
 //! plan.
 
 use super::super::{
-    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaQuery, SagaRow, SagaStore,
-    StepStatus, StoreError,
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, RELEASED_WHY, SagaQuery, SagaRow,
+    SagaStore, StepStatus, StoreError,
 };
 use super::log::append;
 use super::{Conn, PgStore, execute, get, get_u64, i64_of, query, query_opt, steps};
@@ -13,7 +13,15 @@ use capsaga_core::fsm::State;
 use serde_json::{Value, json};
 
 const SAGA_COLUMNS: &str =
-    "saga_id, state, origin, label, created_at, updated_at, owner, fence, principal";
+    "saga_id, state, origin, label, created_at, updated_at, owner, fence, principal, released_at";
+
+/// The database's clock now, as `clock::now_rfc3339` writes a time (text
+/// order is time order).
+const DB_NOW: &str =
+    r#"to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#;
+
+/// The database's clock `$3` milliseconds ago, written as [`DB_NOW`].
+const DB_AGO: &str = r#"to_char((clock_timestamp() - $3::bigint * interval '1 millisecond') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#;
 
 /// The terminal states, as SQL.
 pub(super) const ENDED_STATES: &str = "('Done', 'FailedRolledBack', 'FailedRollbackPartial')";
@@ -30,6 +38,7 @@ fn decode_saga(r: &tokio_postgres::Row) -> Result<SagaRow, StoreError> {
         owner: get(r, 6)?,
         fence: get_u64(r, 7)?,
         principal: get(r, 8)?,
+        released_at: get(r, 9)?,
     })
 }
 
@@ -124,7 +133,7 @@ impl SagaStore for PgStore {
                 let row = query_opt(
                     c,
                     "UPDATE saga_state SET owner = $3, fence = fence + 1
-                     WHERE saga_id = $1 AND owner IS NOT DISTINCT FROM $2
+                     WHERE saga_id = $1 AND owner IS NOT DISTINCT FROM $2 AND released_at IS NULL
                        AND NOT EXISTS (SELECT 1 FROM hosts h WHERE h.owner_id = saga_state.owner AND h.expires_at > clock_timestamp())
                      RETURNING fence",
                     &[&saga_id, &expected, &owner],
@@ -140,6 +149,89 @@ impl SagaStore for PgStore {
                     None,
                     "OWNER",
                     &json!({"owner": owner, "previous": expected, "why": why, "fence": fence}),
+                    &at,
+                )
+                .await?;
+                Ok(Some(fence))
+            })
+        })
+        .await
+    }
+
+    async fn release_saga(
+        &self,
+        saga_id: &str,
+        owner: &str,
+        fence: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        let at = now_rfc3339();
+        let (saga_id, owner) = (saga_id.to_owned(), owner.to_owned());
+        self.write(move |c| {
+            Box::pin(async move {
+                // `released_at` by the database's clock: every host measures
+                // an abandoned handle's idle time by the same clock.
+                let row = query_opt(
+                    c,
+                    &format!(
+                        "UPDATE saga_state SET owner = NULL, released_at = {DB_NOW}, fence = fence + 1
+                         WHERE saga_id = $1 AND owner = $2 AND fence = $3
+                         RETURNING fence"
+                    ),
+                    &[&saga_id, &owner, &i64_of(fence)],
+                )
+                .await?;
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                let next = get_u64(&row, 0)?;
+                append(
+                    c,
+                    &saga_id,
+                    None,
+                    "OWNER",
+                    &json!({"owner": null, "previous": owner, "why": RELEASED_WHY, "released": true, "fence": next}),
+                    &at,
+                )
+                .await?;
+                Ok(Some(next))
+            })
+        })
+        .await
+    }
+
+    async fn claim_released(
+        &self,
+        saga_id: &str,
+        owner: &str,
+        why: &str,
+        idle_ms: Option<u64>,
+    ) -> Result<Option<u64>, StoreError> {
+        let at = now_rfc3339();
+        let (saga_id, owner, why) = (saga_id.to_owned(), owner.to_owned(), why.to_owned());
+        let idle = idle_ms.map(i64_of);
+        self.write(move |c| {
+            Box::pin(async move {
+                let row = query_opt(
+                    c,
+                    &format!(
+                        "UPDATE saga_state SET owner = $2, released_at = NULL, fence = fence + 1
+                         WHERE saga_id = $1 AND owner IS NULL AND released_at IS NOT NULL
+                           AND ($3::bigint IS NULL OR released_at COLLATE \"C\" <= {DB_AGO})
+                         RETURNING fence"
+                    ),
+                    &[&saga_id, &owner, &idle],
+                )
+                .await?;
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                let fence = get_u64(&row, 0)?;
+                append(
+                    c,
+                    &saga_id,
+                    None,
+                    "OWNER",
+                    &json!({"owner": owner, "previous": null, "why": why, "fence": fence}),
                     &at,
                 )
                 .await?;

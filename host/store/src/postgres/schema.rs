@@ -16,7 +16,7 @@ use capsaga_core::wal_row::GENESIS;
 use std::path::PathBuf;
 
 /// The newest migration this capsaga knows.
-pub const PG_SCHEMA_VERSION: i64 = 3;
+pub const PG_SCHEMA_VERSION: i64 = 4;
 
 /// The advisory lock key of migrations ("CAPS").
 const MIGRATION_LOCK: i64 = 0x4341_5053;
@@ -240,6 +240,15 @@ INSERT INTO wal_chains (chain, seq, hash, opened_at)
 DROP TABLE wal_head;
 "#;
 
+/// Version 4 (issue 26): `released_at` of `saga_state`, set (by the
+/// database's clock, as text like every timestamp column) while a saga
+/// continued across requests (an MCP 2026-07-28 saga handle) is released
+/// by its owner between two requests: crash recovery leaves it alone, any
+/// host claims it.
+const V4: &str = r#"
+ALTER TABLE saga_state ADD COLUMN released_at TEXT;
+"#;
+
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Forward
 /// only: a released migration is never edited, a change is a new one.
 fn migrations() -> Vec<String> {
@@ -247,6 +256,7 @@ fn migrations() -> Vec<String> {
         format!("{V1}\nINSERT INTO wal_head (id, seq, hash) VALUES (1, 0, '{GENESIS}');"),
         V2.to_string(),
         V3.to_string(),
+        V4.to_string(),
     ]
 }
 

@@ -1,8 +1,8 @@
 //! `saga_state`: sagas, their guardrail state, owner and plan.
 
 use super::super::{
-    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaQuery, SagaRow, SagaStore,
-    StepStatus, StoreError,
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, RELEASED_WHY, SagaQuery, SagaRow,
+    SagaStore, StepStatus, StoreError,
 };
 use super::log::append;
 use super::{SqliteStore, steps};
@@ -13,7 +13,7 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 const SAGA_COLUMNS: &str =
-    "saga_id, state, origin, label, created_at, updated_at, owner, principal, fence";
+    "saga_id, state, origin, label, created_at, updated_at, owner, principal, fence, released_at";
 
 type SagaRaw = (
     String,
@@ -25,6 +25,7 @@ type SagaRaw = (
     Option<String>,
     Option<String>,
     i64,
+    Option<String>,
 );
 
 fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
@@ -38,6 +39,7 @@ fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
         r.get(6)?,
         r.get(7)?,
         r.get(8)?,
+        r.get(9)?,
     ))
 }
 
@@ -53,6 +55,7 @@ fn decode_saga(t: SagaRaw) -> Result<SagaRow, StoreError> {
         principal: t.7,
         fence: u64::try_from(t.8)
             .map_err(|_| StoreError::Decode(format!("negative fence {}", t.8)))?,
+        released_at: t.9,
     })
 }
 
@@ -148,7 +151,7 @@ impl SagaStore for SqliteStore {
                 why.as_str(),
             );
             let n = tx.execute(
-                "UPDATE saga_state SET owner = ?3, fence = fence + 1 WHERE saga_id = ?1 AND owner IS ?2",
+                "UPDATE saga_state SET owner = ?3, fence = fence + 1 WHERE saga_id = ?1 AND owner IS ?2 AND released_at IS NULL",
                 params![saga_id, expected, owner],
             )?;
             if n == 0 {
@@ -165,6 +168,79 @@ impl SagaStore for SqliteStore {
                 None,
                 "OWNER",
                 &json!({"owner": owner, "previous": expected, "why": why, "fence": fence}),
+                &at,
+            )?;
+            Ok(u64::try_from(fence).ok())
+        })
+        .await
+    }
+
+    async fn release_saga(
+        &self,
+        saga_id: &str,
+        owner: &str,
+        fence: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        let at = now_rfc3339();
+        let (saga_id, owner) = (saga_id.to_owned(), owner.to_owned());
+        let fence = i64::try_from(fence)
+            .map_err(|_| StoreError::Decode(format!("fence {fence} out of range")))?;
+        self.write(move |tx| {
+            let n = tx.execute(
+                "UPDATE saga_state SET owner = NULL, released_at = ?4, fence = fence + 1
+                 WHERE saga_id = ?1 AND owner = ?2 AND fence = ?3",
+                params![saga_id, owner, fence, at],
+            )?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let next = fence + 1;
+            append(
+                tx,
+                &saga_id,
+                None,
+                "OWNER",
+                &json!({"owner": null, "previous": owner, "why": RELEASED_WHY, "released": true, "fence": next}),
+                &at,
+            )?;
+            Ok(u64::try_from(next).ok())
+        })
+        .await
+    }
+
+    async fn claim_released(
+        &self,
+        saga_id: &str,
+        owner: &str,
+        why: &str,
+        idle_ms: Option<u64>,
+    ) -> Result<Option<u64>, StoreError> {
+        let at = now_rfc3339();
+        // One machine, one clock: "released at least `idle_ms` ago" is a
+        // comparison of timestamps written by the same clock.
+        let before = idle_ms.map(crate::clock::rfc3339_before);
+        let (saga_id, owner, why) = (saga_id.to_owned(), owner.to_owned(), why.to_owned());
+        self.write(move |tx| {
+            let n = tx.execute(
+                "UPDATE saga_state SET owner = ?2, released_at = NULL, fence = fence + 1
+                 WHERE saga_id = ?1 AND owner IS NULL AND released_at IS NOT NULL
+                   AND (?3 IS NULL OR released_at <= ?3)",
+                params![saga_id, owner, before],
+            )?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let fence: i64 = tx.query_row(
+                "SELECT fence FROM saga_state WHERE saga_id = ?1",
+                params![saga_id],
+                |r| r.get(0),
+            )?;
+            append(
+                tx,
+                &saga_id,
+                None,
+                "OWNER",
+                &json!({"owner": owner, "previous": null, "why": why, "fence": fence}),
                 &at,
             )?;
             Ok(u64::try_from(fence).ok())

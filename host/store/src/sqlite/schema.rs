@@ -236,6 +236,16 @@ fn migrate_v8(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Version 9 (issue 26): `released_at` of `saga_state`, set while a saga
+/// continued across requests (an MCP 2026-07-28 saga handle) is released
+/// by its owner between two requests (`SagaStore::release_saga`).
+fn migrate_v9(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    if !has_column(tx, "saga_state", "released_at")? {
+        tx.execute_batch("ALTER TABLE saga_state ADD COLUMN released_at TEXT")?;
+    }
+    Ok(())
+}
+
 /// The message of the fencing triggers.
 pub(super) const FENCED: &str = "capsaga: fenced";
 
@@ -387,6 +397,9 @@ pub(super) fn migrate_to(
     }
     if version < 8 && target >= 8 {
         migrate_v8(tx)?;
+    }
+    if version < 9 && target >= 9 {
+        migrate_v9(tx)?;
     }
     Ok(())
 }

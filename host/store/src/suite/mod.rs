@@ -10,6 +10,7 @@
 
 mod access;
 mod budget;
+mod handles;
 mod hosts;
 mod neurons;
 mod pg_chains;

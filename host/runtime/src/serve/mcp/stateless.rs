@@ -19,9 +19,23 @@
 //!   its principal: a handle of another principal's saga, a handle naming
 //!   no saga, and a malformed one get the same refusal (nothing tells them
 //!   apart); a handle of a saga that ended is refused as ended.
-//! - Two requests of one handle never run at once on a host (the second is
-//!   refused as busy); on different hosts the store's ownership fencing
-//!   refuses the second (`DispatchError::Busy`).
+//! - Any host sharing the store serves the next request of a handle: at
+//!   the end of a request that leaves its saga open (handle kept, or
+//!   parked for an approval) the serving host releases the saga
+//!   (`Dispatcher::release`: no owner, its fencing token moved, an `OWNER`
+//!   record), and the next request, on whichever host, claims it (compare
+//!   and set, a new token). Crash recovery leaves a released saga alone:
+//!   a host killed while idle between requests loses nothing of its
+//!   clients' sagas. A host that dies during a request never released its
+//!   saga, which is recovered (rolled back) as before. See
+//!   `dispatch::handles`.
+//! - Two requests of one handle never run at once: on one host the second
+//!   is refused as busy; on two hosts one claims the saga and the other
+//!   gets the same "busy, retry" refusal (`DispatchError::Busy`).
+//! - A handle not used for `--handle-idle-ms` (30 minutes by default) is
+//!   abandoned: whichever host's sweep finds it first ends its saga by
+//!   `--on-abandoned-handle` (rollback by default), logged. A saga parked
+//!   for an approval is not swept.
 //!
 //! Everything else (tools, resources, prompts, completion) is the same
 //! handler as a session's: rmcp fills in the revision's caching hints and
@@ -32,7 +46,7 @@
 use super::McpSession;
 use super::confirm;
 use super::elicit::Elicit;
-use crate::dispatch::{Args, Call, Outcome};
+use crate::dispatch::{Args, Call, DispatchError, Outcome};
 use crate::saga::Saga;
 use crate::serve::tools;
 use crate::store::Origin;
@@ -40,7 +54,7 @@ use capsaga_core::fsm::State;
 use capsaga_core::principal::{Principal, Role};
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
-use rmcp::model::{CallToolResponse, InputResponses, ProtocolVersion};
+use rmcp::model::{CallToolResponse, InputRequiredResult, InputResponses, ProtocolVersion};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
@@ -82,6 +96,15 @@ fn requested_handle<'a>(
     }
 }
 
+/// The refusal of a request whose saga another request drives now (on
+/// this host or another).
+fn busy(handle: &str) -> McpError {
+    McpError::invalid_request(
+        format!("saga {handle} is busy with another request: retry when it returns"),
+        None,
+    )
+}
+
 /// A well-formed saga id: a lower-case hyphenated UUID.
 fn well_formed(handle: &str) -> bool {
     handle.len() == 36
@@ -112,6 +135,20 @@ fn with_handle(mut result: Value, handle: Option<&str>) -> Value {
 }
 
 impl McpSession {
+    /// Release `saga` at the end of a request that leaves it open, so that
+    /// any host sharing the store can serve the next request of its handle
+    /// (`Dispatcher::release`). A failed release is logged: the saga stays
+    /// this host's (the next request here continues it; another host's is
+    /// refused as busy until this host is gone and recovery ends it).
+    async fn release(&self, saga: Saga) {
+        let id = saga.id().to_string();
+        match self.state.shared.door().release(saga).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(saga = %id, "not released: its token moved or it ended"),
+            Err(e) => tracing::warn!(saga = %id, "releasing the saga failed: {e}"),
+        }
+    }
+
     /// Re-open the saga `handle` names for this request's principal.
     async fn open_handle(&self, handle: &str) -> Result<(Saga, Driving<'_>), McpError> {
         let shared = &self.state.shared;
@@ -139,10 +176,7 @@ impl McpSession {
             .map(|mut b| b.insert(handle.to_string()))
             .unwrap_or(false);
         if !fresh {
-            return Err(McpError::invalid_request(
-                format!("saga {handle} is busy with another request: retry when it returns"),
-                None,
-            ));
+            return Err(busy(handle));
         }
         let guard = Driving {
             shared,
@@ -152,7 +186,12 @@ impl McpSession {
             .door()
             .resume_continuing(handle)
             .await
-            .map_err(|e| McpError::invalid_request(e.to_string(), None))?;
+            .map_err(|e| match e {
+                // Another host serves a request of this handle now (it owns
+                // the saga, or claimed it first): the same refusal as here.
+                DispatchError::Busy { .. } => busy(handle),
+                e => McpError::invalid_request(e.to_string(), None),
+            })?;
         shared.door().set_autonomy(&mut saga, shared.autonomy());
         Ok((saga, guard))
     }
@@ -194,7 +233,14 @@ impl McpSession {
                 ));
             };
             let (mut saga, _driving) = self.open_handle(&h).await?;
-            return super::handler::to_result(self.end_saga_tool(name, &mut saga, &door).await?);
+            // Still open after a commit that parked it: released. After a
+            // failure of the door itself it stays this host's (recovery
+            // finishes it if this host goes).
+            let ended = self.end_saga_tool(name, &mut saga, &door).await?;
+            if !saga.state().is_terminal() {
+                self.release(saga).await;
+            }
+            return super::handler::to_result(ended);
         }
         let (mut saga, driving, keep) = match handle.as_deref() {
             Some(h) if h != NEW_SAGA => {
@@ -218,25 +264,16 @@ impl McpSession {
         if let Some(p) = &confirming {
             let Some(yes) = confirm::answer(responses) else {
                 // Not answered: ask again, with the same state.
-                let row = shared
-                    .live
-                    .host()
-                    .store
-                    .approval(&p.approval)
-                    .await
-                    .map_err(super::handler::internal)?;
-                let again = confirm::seal(shared.states()?, &who.name, name, p);
-                return Ok(CallToolResponse::InputRequired(confirm::ask(
-                    &row.summary,
-                    &row.reason,
-                    &row.approval_id,
-                    again,
-                    &saga_id,
-                )?));
+                let asked = self.ask_again(p, name, &saga_id).await;
+                self.release(saga).await;
+                return asked.map(CallToolResponse::InputRequired);
             };
-            door.confirm(&p.approval, yes, &who)
-                .await
-                .map_err(|e| McpError::invalid_request(e.to_string(), None))?;
+            if let Err(e) = door.confirm(&p.approval, yes, &who).await {
+                // E.g. a state replayed after its approval was claimed: the
+                // saga stays as it was, released for its next request.
+                self.release(saga).await;
+                return Err(McpError::invalid_request(e.to_string(), None));
+            }
             if !yes {
                 let report = door
                     .abort(&mut saga)
@@ -260,11 +297,13 @@ impl McpSession {
             can_ask: false,
         };
         let call = Call::new(name, Args::Value(&args)).with_approver(&approver);
+        // A failure of the door itself (the store) leaves the saga this
+        // host's, unreleased: a step may be in doubt, and recovery must
+        // see it once this host is gone.
         let submitted = door
             .submit(&mut saga, call)
             .await
             .map_err(super::handler::internal)?;
-        drop(driving);
         if let Outcome::AwaitingApproval {
             approval,
             denied_by: None,
@@ -279,14 +318,19 @@ impl McpSession {
                 saga: saga_id.clone(),
                 approval: approval.approval_id.clone(),
             };
-            let state = confirm::seal(shared.states()?, &who.name, name, &p);
-            return Ok(CallToolResponse::InputRequired(confirm::ask(
-                &approval.summary,
-                &approval.reason,
-                &approval.approval_id,
-                state,
-                &saga_id,
-            )?));
+            let asked = shared.states().and_then(|codec| {
+                let state = confirm::seal(codec, &who.name, name, &p);
+                confirm::ask(
+                    &approval.summary,
+                    &approval.reason,
+                    &approval.approval_id,
+                    state,
+                    &saga_id,
+                )
+            });
+            self.release(saga).await;
+            drop(driving);
+            return asked.map(CallToolResponse::InputRequired);
         }
         let out = tools::outcome(name, &saga_id, &submitted);
         let failed = matches!(submitted.outcome, Outcome::Failed { .. });
@@ -295,9 +339,34 @@ impl McpSession {
             return super::handler::to_result(out);
         }
         if keep || parked {
+            // Released before this host's busy mark goes: the next request
+            // of the handle, here or on another host, claims it.
+            self.release(saga).await;
+            drop(driving);
             return super::handler::to_result(with_handle(out, Some(&saga_id)));
         }
+        drop(driving);
         super::end_saga(shared, saga).await;
         super::handler::to_result(out)
+    }
+
+    /// The confirmation `p` asked again (not answered), with the same
+    /// state.
+    async fn ask_again(
+        &self,
+        p: &confirm::Pending,
+        name: &str,
+        saga_id: &str,
+    ) -> Result<InputRequiredResult, McpError> {
+        let shared = &self.state.shared;
+        let row = shared
+            .live
+            .host()
+            .store
+            .approval(&p.approval)
+            .await
+            .map_err(super::handler::internal)?;
+        let again = confirm::seal(shared.states()?, &self.state.principal.name, name, p);
+        confirm::ask(&row.summary, &row.reason, &row.approval_id, again, saga_id)
     }
 }

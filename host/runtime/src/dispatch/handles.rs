@@ -1,0 +1,129 @@
+//! Sagas continued across requests (MCP 2026-07-28 saga handles, issue 26):
+//! released by the host that served a request, claimed by whichever host
+//! serves the next one, ended when abandoned.
+//!
+//! - [`Dispatcher::release`]: at the end of a request that leaves its saga
+//!   open (its handle kept, or parked for an approval), the serving host
+//!   gives the saga up (`store::SagaStore::release_saga`: no owner, a
+//!   `released_at` time, the fencing token moved, an `OWNER` record).
+//!   Nothing is in doubt then: every step of the request has its outcome.
+//! - The next request with the handle, on any host sharing the store,
+//!   claims it ([`Dispatcher::resume`]: compare and set from "released" to
+//!   itself, a new token); of two hosts claiming it at once, one does and
+//!   the other gets [`super::DispatchError::Busy`].
+//! - Crash recovery leaves a released saga alone
+//!   (`ownership::recoverable`): its host may die while idle between
+//!   requests without its client's work being rolled back. A saga whose
+//!   host died during a request was never released, and is recovered as
+//!   before.
+//! - [`Dispatcher::expire_released`]: a released saga not continued within
+//!   the server's idle time is abandoned; whichever host's sweep finds it
+//!   first claims it (the claim is a compare and set on its release time,
+//!   by the database's clock for PostgreSQL) and ends it by the server's
+//!   rule for abandoned handles (rollback by default: the client asked to
+//!   keep the saga open and never said commit, so what it left is
+//!   unfinished work, undone as crash recovery undoes a dead host's). A
+//!   saga parked in AwaitingApproval is not swept: it waits for its
+//!   approval as a parked plan saga does (its approval expires on its own,
+//!   a denial rolls it back).
+
+use super::{DispatchError, Dispatcher};
+use crate::saga::Saga;
+use capsaga_core::fsm::State;
+use serde::Serialize;
+
+/// The `why` of the `OWNER` record of a claim by the next request.
+pub(super) const CLAIMED: &str = "claimed by the next request of its handle";
+
+/// What an abandoned handle's saga becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AbandonedEnd {
+    /// Roll back what it committed (the default).
+    #[default]
+    Rollback,
+    /// Finish it (Done): what it committed stays.
+    Commit,
+}
+
+/// One abandoned saga ended by [`Dispatcher::expire_released`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Expired {
+    /// The saga.
+    pub saga_id: String,
+    /// Its state when claimed.
+    pub state_before: State,
+    /// Its state now.
+    pub final_state: State,
+}
+
+impl Dispatcher {
+    /// Release `saga` between two requests (see the module doc): `Ok(true)`
+    /// when released, `Ok(false)` when it was not this host's to release
+    /// any more (its token moved: it was taken over) or has ended. The saga
+    /// is consumed: this host must not write to it again without claiming
+    /// it.
+    ///
+    /// # Errors
+    /// The store.
+    pub async fn release(&self, saga: Saga) -> Result<bool, DispatchError> {
+        if saga.state().is_terminal() {
+            return Ok(false);
+        }
+        let host = &self.host;
+        let released = host
+            .store
+            .release_saga(saga.id(), host.owner.id(), saga.fence())
+            .await?;
+        Ok(released.is_some())
+    }
+
+    /// End every saga released more than `idle_ms` ago and not parked for
+    /// an approval (abandoned handles), by `end`; returns what was ended.
+    /// A saga another host claims meanwhile (its client came back, or
+    /// another host's sweep) is skipped.
+    ///
+    /// # Errors
+    /// The store (what was already ended stays ended; the rest is retried
+    /// at the next sweep).
+    pub async fn expire_released(
+        &self,
+        idle_ms: u64,
+        end: AbandonedEnd,
+    ) -> Result<Vec<Expired>, DispatchError> {
+        let host = &self.host;
+        let me = host.owner.id();
+        let cutoff = crate::store::clock::rfc3339_before(idle_ms);
+        let why = format!("expired: its handle was not used for {idle_ms} ms");
+        let mut out = Vec::new();
+        for row in host.store.unfinished_sagas().await? {
+            let Some(at) = &row.released_at else {
+                continue;
+            };
+            // This host's clock first (cheap); the claim's compare and set
+            // decides by the store's clock.
+            if row.state == State::AwaitingApproval || *at > cutoff {
+                continue;
+            }
+            let Some(fence) = host
+                .store
+                .claim_released(&row.saga_id, me, &why, Some(idle_ms))
+                .await?
+            else {
+                continue;
+            };
+            let mut saga = self.resume_taken(&row.saga_id, fence).await?;
+            self.continue_after_logged(&mut saga).await?;
+            let state_before = saga.state();
+            let final_state = match end {
+                AbandonedEnd::Rollback => self.abort(&mut saga).await?.final_state,
+                AbandonedEnd::Commit => self.finish(&mut saga).await?,
+            };
+            out.push(Expired {
+                saga_id: row.saga_id,
+                state_before,
+                final_state,
+            });
+        }
+        Ok(out)
+    }
+}
