@@ -83,11 +83,13 @@ pub struct Settings {
     pub shutdown: Duration,
 }
 
-fn var(name: &str) -> Option<String> {
+/// The variable `name`, when set to something other than blanks.
+pub(crate) fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-fn number(name: &'static str, default: u64) -> Result<u64, TelemetryError> {
+/// The whole number in the variable `name`, else `default`.
+pub(crate) fn number(name: &'static str, default: u64) -> Result<u64, TelemetryError> {
     match var(name) {
         None => Ok(default),
         Some(v) => v.trim().parse().map_err(|_| TelemetryError::Config {
@@ -95,6 +97,37 @@ fn number(name: &'static str, default: u64) -> Result<u64, TelemetryError> {
             value: v,
             reason: "not a whole number",
         }),
+    }
+}
+
+/// Whether the protocol of a signal (its own variable `signal_var`, else
+/// `OTEL_EXPORTER_OTLP_PROTOCOL`) is `http/json` (else `http/protobuf`, the
+/// default).
+pub(crate) fn json_protocol(signal_var: &'static str) -> Result<bool, TelemetryError> {
+    let (pvar, protocol) = match var(signal_var) {
+        Some(p) => (signal_var, Some(p)),
+        None => (
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+            var("OTEL_EXPORTER_OTLP_PROTOCOL"),
+        ),
+    };
+    match protocol.as_deref().map(str::trim) {
+        None | Some("http/protobuf") => Ok(false),
+        Some("http/json") => Ok(true),
+        Some(other) => Err(TelemetryError::Config {
+            var: pvar,
+            value: other.to_string(),
+            reason: "capsaga exports over HTTP only: use http/protobuf or http/json",
+        }),
+    }
+}
+
+/// The export timeout of a signal (its own variable `signal_var`, else
+/// `OTEL_EXPORTER_OTLP_TIMEOUT`), ms.
+pub(crate) fn signal_number(signal_var: &'static str, default: u64) -> Result<u64, TelemetryError> {
+    match var(signal_var) {
+        Some(_) => number(signal_var, default),
+        None => number("OTEL_EXPORTER_OTLP_TIMEOUT", default),
     }
 }
 
@@ -110,28 +143,8 @@ impl Settings {
             || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
         let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"));
-        let (pvar, protocol) = match var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") {
-            Some(p) => ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", Some(p)),
-            None => (
-                "OTEL_EXPORTER_OTLP_PROTOCOL",
-                var("OTEL_EXPORTER_OTLP_PROTOCOL"),
-            ),
-        };
-        let json = match protocol.as_deref().map(str::trim) {
-            None | Some("http/protobuf") => false,
-            Some("http/json") => true,
-            Some(other) => {
-                return Err(TelemetryError::Config {
-                    var: pvar,
-                    value: other.to_string(),
-                    reason: "capsaga exports over HTTP only: use http/protobuf or http/json",
-                });
-            }
-        };
-        let timeout = match var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") {
-            Some(_) => number("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", DEFAULT_TIMEOUT_MS)?,
-            None => number("OTEL_EXPORTER_OTLP_TIMEOUT", DEFAULT_TIMEOUT_MS)?,
-        };
+        let json = json_protocol("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")?;
+        let timeout = signal_number("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", DEFAULT_TIMEOUT_MS)?;
         let queue = number("CAPSAGA_OTEL_QUEUE", DEFAULT_QUEUE as u64)?.clamp(1, 1 << 20);
         Ok(Settings {
             export: endpoint.is_some() && !disabled,
@@ -147,12 +160,14 @@ impl Settings {
     }
 }
 
-/// The process's telemetry: the metrics (always) and the OTLP pipeline
-/// (when configured). Build it once, install [`Telemetry::layer`] in the
-/// process's subscriber, and call [`Telemetry::shutdown`] before exit.
+/// The process's telemetry: the metrics (always), the OTLP span pipeline
+/// and the OTLP metrics push (each when configured). Build it once, install
+/// [`Telemetry::layer`] in the process's subscriber, and call
+/// [`Telemetry::shutdown`] before exit.
 #[derive(Debug)]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    meters: Option<opentelemetry_sdk::metrics::SdkMeterProvider>,
     metrics: Arc<Metrics>,
     shutdown: Duration,
 }
@@ -166,8 +181,10 @@ impl Telemetry {
     /// [`TelemetryError`] for a configuration that cannot be used.
     pub fn from_env(runtime: tokio::runtime::Handle) -> Result<Telemetry, TelemetryError> {
         let settings = Settings::from_env()?;
+        let pushed = crate::otlp_metrics::MetricsSettings::from_env()?;
         content::install(content::Capture::from_env());
-        Telemetry::with(settings, runtime, crate::metrics::global().clone())
+        Telemetry::with(settings, runtime.clone(), crate::metrics::global().clone())?
+            .with_metrics_push(&pushed, runtime)
     }
 
     /// With `settings`, counting into `metrics`.
@@ -186,14 +203,36 @@ impl Telemetry {
         };
         Ok(Telemetry {
             provider,
+            meters: None,
             metrics,
             shutdown: settings.shutdown,
         })
     }
 
+    /// Also push the metrics over OTLP as `settings` ask (nothing when
+    /// they do not), exports running on `runtime`.
+    ///
+    /// # Errors
+    /// [`TelemetryError::Exporter`] when the exporter cannot be built.
+    pub fn with_metrics_push(
+        mut self,
+        settings: &crate::otlp_metrics::MetricsSettings,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Telemetry, TelemetryError> {
+        if settings.export && self.meters.is_none() {
+            self.meters = Some(crate::otlp_metrics::push(settings, runtime, &self.metrics)?);
+        }
+        Ok(self)
+    }
+
     /// Whether spans are exported.
     pub fn exporting(&self) -> bool {
         self.provider.is_some()
+    }
+
+    /// Whether the metrics are pushed over OTLP.
+    pub fn pushing_metrics(&self) -> bool {
+        self.meters.is_some()
     }
 
     /// The metrics.
@@ -222,11 +261,29 @@ impl Telemetry {
         )
     }
 
-    /// Send what is queued, waiting at most the shutdown bound; never
-    /// fails (a collector that does not answer loses the last batch).
+    /// Send what is queued (the last spans, the metrics' last values),
+    /// waiting at most the shutdown bound; never fails (a collector that
+    /// does not answer loses the last batch).
     pub fn shutdown(self) {
+        let start = std::time::Instant::now();
+        // The metrics' last push runs on a thread of its own (the SDK's
+        // reader waits up to 5 s, whatever it is told), at the same time
+        // as the spans' last batch.
+        let pushed = self.meters.map(|m| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let spawned = std::thread::Builder::new()
+                .name("capsaga-otel-metrics-shutdown".into())
+                .spawn(move || {
+                    let _ = m.shutdown();
+                    let _ = tx.send(());
+                });
+            (spawned.is_ok(), rx)
+        });
         if let Some(p) = self.provider {
             let _ = p.shutdown_with_timeout(self.shutdown);
+        }
+        if let Some((true, rx)) = pushed {
+            let _ = rx.recv_timeout(self.shutdown.saturating_sub(start.elapsed()));
         }
     }
 }
@@ -284,30 +341,35 @@ fn pipeline(
         cap: settings.queue,
         metrics,
     };
+    Ok(SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .with_resource(resource())
+        .build())
+}
+
+/// The process's resource: `service.name` (`OTEL_SERVICE_NAME`, default
+/// `capsaga`), `service.version`, and `OTEL_RESOURCE_ATTRIBUTES`.
+pub(crate) fn resource() -> Resource {
     let mut resource = Resource::builder();
     if var("OTEL_SERVICE_NAME").is_none() {
         resource = resource.with_service_name("capsaga");
     }
-    let resource = resource
+    resource
         .with_attribute(opentelemetry::KeyValue::new(
             "service.version",
             env!("CARGO_PKG_VERSION"),
         ))
-        .build();
-    Ok(SdkTracerProvider::builder()
-        .with_span_processor(processor)
-        .with_resource(resource)
-        .build())
+        .build()
 }
 
 /// The export's HTTP client: the request runs as a task of the process's
 /// tokio runtime (the batch processor's own thread has no reactor), bounded
 /// by the export timeout.
 #[derive(Debug)]
-struct OnRuntime {
-    client: reqwest::Client,
-    runtime: tokio::runtime::Handle,
-    timeout: Duration,
+pub(crate) struct OnRuntime {
+    pub(crate) client: reqwest::Client,
+    pub(crate) runtime: tokio::runtime::Handle,
+    pub(crate) timeout: Duration,
 }
 
 #[async_trait::async_trait]
