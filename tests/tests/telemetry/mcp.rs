@@ -4,9 +4,11 @@
 //! semantic conventions' attributes; a request carrying a W3C
 //! `traceparent` in `params._meta` is a child of the client's span, in the
 //! client's trace; a malformed one is ignored (a new trace, the request
-//! answered as usual).
+//! answered as usual). Over Streamable HTTP (`capsaga serve`), the spans
+//! carry the session's id and the `tcp` transport.
 
 use super::{exporting, named};
+use capsaga_tests::mcp_rig::{YesMan, call_ok, connect_as};
 use capsaga_tests::otlp_receiver::{OtlpReceiver, attr};
 use capsaga_tests::{TestWorkspace, wait_until};
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -317,4 +319,64 @@ async fn stateless_requests_are_server_spans_too() {
     assert_eq!(hex(&call.parent_span_id), SPAN_B);
     let task = one(&spans, "tasks/get");
     assert_eq!(task.status.as_ref().map(|s| s.code), Some(2));
+}
+
+/// `capsaga serve` as a child process on 127.0.0.1 (a free port),
+/// exporting to `endpoint`, and its MCP URL.
+fn serve(ws: &TestWorkspace, endpoint: &str) -> (Child, String) {
+    let mut cmd = ws.capsaga(&["--json", "serve", "--listen", "127.0.0.1:0"]);
+    exporting(&mut cmd, endpoint);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("capsaga serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the listening line");
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let url = format!("http://{}/mcp", v["listening"].as_str().expect("listening"));
+    (child, url)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streamable_http_requests_carry_their_session_and_transport() {
+    let rx = OtlpReceiver::start().await;
+    let ws = TestWorkspace::new(&["time_now"], POLICY);
+    let endpoint = rx.endpoint();
+    let (mut child, url) = serve(&ws, &endpoint);
+    let client = connect_as(url, Some(super::TOKEN), YesMan::default())
+        .await
+        .expect("the client connects");
+    client.list_all_tools().await.expect("tools/list");
+    call_ok(&client, "time_now", &json!({})).await;
+    // The server sends its spans every 500 ms while it runs.
+    wait_until("the HTTP session's spans", || {
+        let spans = rx.spans();
+        ["initialize", "tools/list", "tools/call time_now"]
+            .iter()
+            .all(|n| spans.iter().any(|s| s.name == *n))
+    });
+    drop(client);
+    let _ = child.kill();
+    let _ = child.wait();
+    let spans = rx.spans();
+    let init = one(&spans, "initialize");
+    assert_eq!(attr(init, "network.transport").as_deref(), Some("tcp"));
+    let list = one(&spans, "tools/list");
+    let call = one(&spans, "tools/call time_now");
+    let session = attr(list, "mcp.session.id").expect("the session's id");
+    assert!(!session.is_empty());
+    for s in [list, call] {
+        assert_eq!(s.kind, 2, "{}: kind server", s.name);
+        assert_eq!(attr(s, "network.transport").as_deref(), Some("tcp"));
+        assert_eq!(attr(s, "mcp.session.id").as_deref(), Some(session.as_str()));
+        assert_eq!(
+            attr(s, "mcp.protocol.version").as_deref(),
+            Some("2025-11-25"),
+            "{}",
+            s.name
+        );
+    }
 }
