@@ -42,7 +42,9 @@
 pub mod audit;
 pub mod content;
 pub mod export;
+mod instruments;
 pub mod metrics;
+mod otlp;
 pub mod otlp_metrics;
 pub mod propagation;
 pub mod spans;

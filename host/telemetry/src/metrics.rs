@@ -27,13 +27,13 @@
 //! grow the exposition without bound.
 
 use crate::TARGET;
-use crate::otlp_metrics::{Instruments, kv};
+use crate::instruments::{Instruments, duration_bounds, kv};
 use crate::spans::{Op, bounded};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
@@ -70,11 +70,6 @@ pub struct Metrics {
     seen: Mutex<HashSet<(&'static str, String)>>,
     /// The OTLP instruments, once the metrics are pushed.
     otlp: OnceLock<Instruments>,
-}
-
-/// The duration histograms' bucket bounds, seconds: 1 ms to ~33 s.
-pub(crate) fn duration_bounds() -> Vec<f64> {
-    exponential_buckets(0.001, 2.0, 16).collect()
 }
 
 fn duration_histogram() -> Histogram {

@@ -31,11 +31,13 @@
 //! two gauges are set when the server reads them (a scrape of `GET
 //! /metrics`, and every push interval while `capsaga serve` pushes).
 
-use crate::TelemetryError;
-use crate::export::{OnRuntime, json_protocol, number, resource, signal_number, var};
+use crate::instruments::Instruments;
 use crate::metrics::Metrics;
-use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter, MeterProvider as _};
+use crate::otlp::{
+    DEFAULT_TIMEOUT_MS, OnRuntime, TelemetryError, json_protocol, number, resource, signal_number,
+    var,
+};
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use std::sync::Arc;
@@ -72,10 +74,7 @@ impl MetricsSettings {
         let endpoint = var("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
             .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"));
         let json = json_protocol("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")?;
-        let timeout = signal_number(
-            "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
-            crate::export::DEFAULT_TIMEOUT_MS,
-        )?;
+        let timeout = signal_number("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", DEFAULT_TIMEOUT_MS)?;
         let interval = number("OTEL_METRIC_EXPORT_INTERVAL", DEFAULT_INTERVAL_MS)?.max(1);
         Ok(MetricsSettings {
             export: endpoint.is_some() && !disabled,
@@ -85,96 +84,6 @@ impl MetricsSettings {
             timeout: Duration::from_millis(timeout),
         })
     }
-}
-
-/// The OpenTelemetry instruments [`Metrics`] records into while pushed.
-#[derive(Debug)]
-pub(crate) struct Instruments {
-    pub(crate) tool_calls: Counter<u64>,
-    pub(crate) neuron_calls: Counter<u64>,
-    pub(crate) errors: Counter<u64>,
-    pub(crate) durations: Histogram<f64>,
-    pub(crate) tokens: Counter<u64>,
-    pub(crate) cost: Counter<f64>,
-    pub(crate) approvals_pending: Gauge<i64>,
-    pub(crate) sessions: Gauge<i64>,
-    pub(crate) spans_dropped: Counter<u64>,
-    pub(crate) export_failures: Counter<u64>,
-}
-
-impl Instruments {
-    fn new(meter: &Meter) -> Instruments {
-        let counter = |name: &'static str, unit: &'static str, what: &'static str| {
-            meter
-                .u64_counter(name)
-                .with_unit(unit)
-                .with_description(what)
-                .build()
-        };
-        let gauge = |name: &'static str, unit: &'static str, what: &'static str| {
-            meter
-                .i64_gauge(name)
-                .with_unit(unit)
-                .with_description(what)
-                .build()
-        };
-        Instruments {
-            tool_calls: counter(
-                "capsaga.tool.calls",
-                "{call}",
-                "Tool calls submitted to the door, by tool and outcome",
-            ),
-            neuron_calls: counter(
-                "capsaga.neuron.calls",
-                "{call}",
-                "Calls of neurons (tools the agent wrote)",
-            ),
-            errors: counter(
-                "capsaga.errors",
-                "{error}",
-                "Failed operations by operation and error kind",
-            ),
-            durations: meter
-                .f64_histogram("capsaga.operation.duration")
-                .with_unit("s")
-                .with_description(
-                    "Duration of agent turns, model calls, tool calls, saga steps, compensations and MCP requests",
-                )
-                .with_boundaries(crate::metrics::duration_bounds())
-                .build(),
-            tokens: counter(
-                "capsaga.model.tokens",
-                "{token}",
-                "Model tokens used, by type (input, output)",
-            ),
-            cost: meter
-                .f64_counter("capsaga.model.cost")
-                .with_unit("USD")
-                .with_description("Model spend in USD")
-                .build(),
-            approvals_pending: gauge(
-                "capsaga.approvals.pending",
-                "{approval}",
-                "Approvals waiting for a human",
-            ),
-            sessions: gauge("capsaga.sessions", "{session}", "Open MCP sessions"),
-            spans_dropped: counter(
-                "capsaga.otel.spans.dropped",
-                "{span}",
-                "Spans dropped because the export queue was full",
-            ),
-            export_failures: counter(
-                "capsaga.otel.export.failures",
-                "{batch}",
-                "Span batches the collector did not accept (refused, failed or timed out)",
-            ),
-        }
-    }
-}
-
-/// `key = value` as an attribute.
-pub(crate) fn kv(key: &'static str, value: &str) -> KeyValue {
-    KeyValue::new(key, value.to_string())
 }
 
 /// The meter provider pushing `metrics` as `settings` ask; from now on
