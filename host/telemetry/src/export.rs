@@ -22,9 +22,10 @@
 //! `CAPSAGA_OTEL_SHUTDOWN_MS` (default 1000) for the last batch.
 
 use crate::metrics::{Metrics, MetricsLayer};
+pub use crate::otlp::{DEFAULT_TIMEOUT_MS, TelemetryError};
+use crate::otlp::{OnRuntime, json_protocol, number, resource, signal_number, var};
 use crate::{TARGET, content};
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -42,28 +43,8 @@ use tracing_subscriber::registry::LookupSpan;
 
 /// Default bound of the export queue, spans.
 pub const DEFAULT_QUEUE: usize = 2048;
-/// Default export timeout (OTLP exporter specification), ms.
-pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 /// Default wait for the last batch at exit, ms.
 pub const DEFAULT_SHUTDOWN_MS: u64 = 1_000;
-
-/// A telemetry configuration that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum TelemetryError {
-    /// A variable has a value capsaga cannot use.
-    #[error("{var}={value:?}: {reason}")]
-    Config {
-        /// The variable.
-        var: &'static str,
-        /// Its value.
-        value: String,
-        /// Why.
-        reason: &'static str,
-    },
-    /// The OTLP exporter could not be built (a malformed endpoint URL, ...).
-    #[error("OTLP exporter: {0}")]
-    Exporter(String),
-}
 
 /// What the environment asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,21 +64,6 @@ pub struct Settings {
     pub shutdown: Duration,
 }
 
-fn var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-fn number(name: &'static str, default: u64) -> Result<u64, TelemetryError> {
-    match var(name) {
-        None => Ok(default),
-        Some(v) => v.trim().parse().map_err(|_| TelemetryError::Config {
-            var: name,
-            value: v,
-            reason: "not a whole number",
-        }),
-    }
-}
-
 impl Settings {
     /// Read the standard `OTEL_*` variables and capsaga's own
     /// (`CAPSAGA_OTEL_QUEUE`, `CAPSAGA_OTEL_SHUTDOWN_MS`).
@@ -110,28 +76,8 @@ impl Settings {
             || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
         let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"));
-        let (pvar, protocol) = match var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") {
-            Some(p) => ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", Some(p)),
-            None => (
-                "OTEL_EXPORTER_OTLP_PROTOCOL",
-                var("OTEL_EXPORTER_OTLP_PROTOCOL"),
-            ),
-        };
-        let json = match protocol.as_deref().map(str::trim) {
-            None | Some("http/protobuf") => false,
-            Some("http/json") => true,
-            Some(other) => {
-                return Err(TelemetryError::Config {
-                    var: pvar,
-                    value: other.to_string(),
-                    reason: "capsaga exports over HTTP only: use http/protobuf or http/json",
-                });
-            }
-        };
-        let timeout = match var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") {
-            Some(_) => number("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", DEFAULT_TIMEOUT_MS)?,
-            None => number("OTEL_EXPORTER_OTLP_TIMEOUT", DEFAULT_TIMEOUT_MS)?,
-        };
+        let json = json_protocol("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")?;
+        let timeout = signal_number("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", DEFAULT_TIMEOUT_MS)?;
         let queue = number("CAPSAGA_OTEL_QUEUE", DEFAULT_QUEUE as u64)?.clamp(1, 1 << 20);
         Ok(Settings {
             export: endpoint.is_some() && !disabled,
@@ -147,12 +93,14 @@ impl Settings {
     }
 }
 
-/// The process's telemetry: the metrics (always) and the OTLP pipeline
-/// (when configured). Build it once, install [`Telemetry::layer`] in the
-/// process's subscriber, and call [`Telemetry::shutdown`] before exit.
+/// The process's telemetry: the metrics (always), the OTLP span pipeline
+/// and the OTLP metrics push (each when configured). Build it once, install
+/// [`Telemetry::layer`] in the process's subscriber, and call
+/// [`Telemetry::shutdown`] before exit.
 #[derive(Debug)]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    meters: Option<opentelemetry_sdk::metrics::SdkMeterProvider>,
     metrics: Arc<Metrics>,
     shutdown: Duration,
 }
@@ -166,8 +114,10 @@ impl Telemetry {
     /// [`TelemetryError`] for a configuration that cannot be used.
     pub fn from_env(runtime: tokio::runtime::Handle) -> Result<Telemetry, TelemetryError> {
         let settings = Settings::from_env()?;
+        let pushed = crate::otlp_metrics::MetricsSettings::from_env()?;
         content::install(content::Capture::from_env());
-        Telemetry::with(settings, runtime, crate::metrics::global().clone())
+        Telemetry::with(settings, runtime.clone(), crate::metrics::global().clone())?
+            .with_metrics_push(&pushed, runtime)
     }
 
     /// With `settings`, counting into `metrics`.
@@ -186,14 +136,36 @@ impl Telemetry {
         };
         Ok(Telemetry {
             provider,
+            meters: None,
             metrics,
             shutdown: settings.shutdown,
         })
     }
 
+    /// Also push the metrics over OTLP as `settings` ask (nothing when
+    /// they do not), exports running on `runtime`.
+    ///
+    /// # Errors
+    /// [`TelemetryError::Exporter`] when the exporter cannot be built.
+    pub fn with_metrics_push(
+        mut self,
+        settings: &crate::otlp_metrics::MetricsSettings,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Telemetry, TelemetryError> {
+        if settings.export && self.meters.is_none() {
+            self.meters = Some(crate::otlp_metrics::push(settings, runtime, &self.metrics)?);
+        }
+        Ok(self)
+    }
+
     /// Whether spans are exported.
     pub fn exporting(&self) -> bool {
         self.provider.is_some()
+    }
+
+    /// Whether the metrics are pushed over OTLP.
+    pub fn pushing_metrics(&self) -> bool {
+        self.meters.is_some()
     }
 
     /// The metrics.
@@ -222,11 +194,29 @@ impl Telemetry {
         )
     }
 
-    /// Send what is queued, waiting at most the shutdown bound; never
-    /// fails (a collector that does not answer loses the last batch).
+    /// Send what is queued (the last spans, the metrics' last values),
+    /// waiting at most the shutdown bound; never fails (a collector that
+    /// does not answer loses the last batch).
     pub fn shutdown(self) {
+        let start = std::time::Instant::now();
+        // The metrics' last push runs on a thread of its own (the SDK's
+        // reader waits up to 5 s, whatever it is told), at the same time
+        // as the spans' last batch.
+        let pushed = self.meters.map(|m| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let spawned = std::thread::Builder::new()
+                .name("capsaga-otel-metrics-shutdown".into())
+                .spawn(move || {
+                    let _ = m.shutdown();
+                    let _ = tx.send(());
+                });
+            (spawned.is_ok(), rx)
+        });
         if let Some(p) = self.provider {
             let _ = p.shutdown_with_timeout(self.shutdown);
+        }
+        if let Some((true, rx)) = pushed {
+            let _ = rx.recv_timeout(self.shutdown.saturating_sub(start.elapsed()));
         }
     }
 }
@@ -284,46 +274,10 @@ fn pipeline(
         cap: settings.queue,
         metrics,
     };
-    let mut resource = Resource::builder();
-    if var("OTEL_SERVICE_NAME").is_none() {
-        resource = resource.with_service_name("capsaga");
-    }
-    let resource = resource
-        .with_attribute(opentelemetry::KeyValue::new(
-            "service.version",
-            env!("CARGO_PKG_VERSION"),
-        ))
-        .build();
     Ok(SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_resource(resource)
+        .with_resource(resource())
         .build())
-}
-
-/// The export's HTTP client: the request runs as a task of the process's
-/// tokio runtime (the batch processor's own thread has no reactor), bounded
-/// by the export timeout.
-#[derive(Debug)]
-struct OnRuntime {
-    client: reqwest::Client,
-    runtime: tokio::runtime::Handle,
-    timeout: Duration,
-}
-
-#[async_trait::async_trait]
-impl HttpClient for OnRuntime {
-    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let client = self.client.clone();
-        let timeout = self.timeout;
-        let task = self
-            .runtime
-            .spawn(async move { tokio::time::timeout(timeout, client.send_bytes(request)).await });
-        match task.await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err("the collector did not answer within the export timeout".into()),
-            Err(e) => Err(Box::new(e)),
-        }
-    }
 }
 
 /// The exporter, releasing queue places as batches leave and counting the

@@ -20,6 +20,11 @@
 //! - [`metrics`]: a `tracing` layer that turns the same spans into
 //!   Prometheus counters and histograms (`GET /metrics` of `capsaga serve`),
 //!   with or without OTLP export.
+//! - [`otlp_metrics`]: the same metrics pushed over OTLP (the SDK's
+//!   periodic reader and the OTLP HTTP metrics exporter), when an endpoint
+//!   is configured.
+//! - [`propagation`]: a client's W3C trace context (an MCP request's
+//!   `params._meta.traceparent`) as the parent of the request's span.
 //! - [`content`]: the operator's opt-in to tool arguments and results as
 //!   attributes (`CAPSAGA_OTEL_CAPTURE_CONTENT`), redacted and capped.
 //! - [`audit`]: `capsaga audit export --otel`: audit rows as OTLP JSON.
@@ -37,7 +42,11 @@
 pub mod audit;
 pub mod content;
 pub mod export;
+mod instruments;
 pub mod metrics;
+mod otlp;
+pub mod otlp_metrics;
+pub mod propagation;
 pub mod spans;
 
 /// The `tracing` target of every span this crate exports or measures.

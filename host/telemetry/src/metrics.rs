@@ -13,10 +13,13 @@
 //! | `capsaga_operation_duration_seconds` | histogram | `operation` (`invoke_agent`, `chat`, `execute_tool`, `saga_step`, `compensation`, `mcp`), `name` (tool, model or MCP method) |
 //! | `capsaga_model_tokens_total` | counter | `type` (`input`, `output`) |
 //! | `capsaga_model_cost_usd_total` | counter | |
-//! | `capsaga_approvals_pending` | gauge | (set by the server when scraped) |
-//! | `capsaga_sessions` | gauge | (set by the server when scraped) |
+//! | `capsaga_approvals_pending` | gauge | (set by the server when scraped, and periodically while pushed over OTLP) |
+//! | `capsaga_sessions` | gauge | (set by the server when scraped, and periodically while pushed over OTLP) |
 //! | `capsaga_otel_spans_dropped_total` | counter | (the export queue was full) |
 //! | `capsaga_otel_export_failures_total` | counter | (a batch the collector did not take) |
+//!
+//! The same counts are pushed over OTLP when configured
+//! ([`crate::otlp_metrics`]).
 //!
 //! Label values come from names a client may choose (an MCP client names
 //! the tool it calls): each label keeps at most [`MAX_LABEL_VALUES`]
@@ -24,12 +27,13 @@
 //! grow the exposition without bound.
 
 use crate::TARGET;
+use crate::instruments::{Instruments, duration_bounds, kv};
 use crate::spans::{Op, bounded};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
@@ -64,11 +68,12 @@ pub struct Metrics {
     spans_dropped: Counter,
     export_failures: Counter,
     seen: Mutex<HashSet<(&'static str, String)>>,
+    /// The OTLP instruments, once the metrics are pushed.
+    otlp: OnceLock<Instruments>,
 }
 
 fn duration_histogram() -> Histogram {
-    // 1 ms to ~33 s.
-    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+    Histogram::new(duration_bounds())
 }
 
 static GLOBAL: OnceLock<Arc<Metrics>> = OnceLock::new();
@@ -155,6 +160,7 @@ impl Metrics {
             spans_dropped,
             export_failures,
             seen: Mutex::new(HashSet::new()),
+            otlp: OnceLock::new(),
         }
     }
 
@@ -167,15 +173,34 @@ impl Metrics {
         out
     }
 
+    /// Record into `instruments` too from now on (the OTLP push); a
+    /// second call is ignored.
+    pub(crate) fn push_into(&self, instruments: Instruments) {
+        let _ = self.otlp.set(instruments);
+    }
+
+    /// Whether the metrics are pushed over OTLP (then a server sets the
+    /// gauges periodically, not only when scraped).
+    pub fn pushed(&self) -> bool {
+        self.otlp.get().is_some()
+    }
+
     /// Set the gauges a server reads from its store when scraped.
     pub fn set_gauges(&self, approvals_pending: i64, sessions: i64) {
         self.approvals_pending.set(approvals_pending);
         self.sessions.set(sessions);
+        if let Some(o) = self.otlp.get() {
+            o.approvals_pending.record(approvals_pending, &[]);
+            o.sessions.record(sessions, &[]);
+        }
     }
 
     /// Count `n` spans dropped by the export queue.
     pub fn spans_dropped(&self, n: u64) {
         self.spans_dropped.inc_by(n);
+        if let Some(o) = self.otlp.get() {
+            o.spans_dropped.add(n, &[]);
+        }
     }
 
     /// Spans dropped so far.
@@ -186,6 +211,9 @@ impl Metrics {
     /// Count one batch the collector did not accept.
     pub fn export_failed(&self) {
         self.export_failures.inc();
+        if let Some(o) = self.otlp.get() {
+            o.export_failures.add(1, &[]);
+        }
     }
 
     /// Batches the collector did not accept so far.
@@ -225,30 +253,43 @@ impl Metrics {
             Some(n) => self.label("name", n),
             None => String::new(),
         };
+        let otlp = self.otlp.get();
+        let operation = op.span_name();
         self.durations
             .get_or_create(&vec![
-                ("operation", op.span_name().to_string()),
+                ("operation", operation.to_string()),
                 ("name", name.clone()),
             ])
             .observe(seconds);
+        if let Some(o) = otlp {
+            o.durations
+                .record(seconds, &[kv("operation", operation), kv("name", &name)]);
+        }
         if let Some(kind) = &f.error {
+            let kind = self.label("kind", kind);
+            if let Some(o) = otlp {
+                o.errors
+                    .add(1, &[kv("operation", operation), kv("kind", &kind)]);
+            }
             self.errors
-                .get_or_create(&vec![
-                    ("operation", op.span_name().to_string()),
-                    ("kind", self.label("kind", kind)),
-                ])
+                .get_or_create(&vec![("operation", operation.to_string()), ("kind", kind)])
                 .inc();
         }
         match op {
             Op::ExecuteTool => {
-                let outcome = f.outcome.as_deref().unwrap_or("unknown");
+                let outcome = self.label("outcome", f.outcome.as_deref().unwrap_or("unknown"));
+                let neuron = f.source.as_deref() == Some("neuron");
+                if let Some(o) = otlp {
+                    o.tool_calls
+                        .add(1, &[kv("tool", &name), kv("outcome", &outcome)]);
+                    if neuron {
+                        o.neuron_calls.add(1, &[]);
+                    }
+                }
                 self.tool_calls
-                    .get_or_create(&vec![
-                        ("tool", name),
-                        ("outcome", self.label("outcome", outcome)),
-                    ])
+                    .get_or_create(&vec![("tool", name), ("outcome", outcome)])
                     .inc();
-                if f.source.as_deref() == Some("neuron") {
+                if neuron {
                     self.neuron_calls.inc();
                 }
             }
@@ -259,8 +300,16 @@ impl Metrics {
                 self.tokens
                     .get_or_create(&vec![("type", "output".to_string())])
                     .inc_by(f.output_tokens);
-                if f.cost_usd.is_finite() && f.cost_usd > 0.0 {
+                let cost = f.cost_usd.is_finite() && f.cost_usd > 0.0;
+                if cost {
                     self.cost.inc_by(f.cost_usd);
+                }
+                if let Some(o) = otlp {
+                    o.tokens.add(f.input_tokens, &[kv("type", "input")]);
+                    o.tokens.add(f.output_tokens, &[kv("type", "output")]);
+                    if cost {
+                        o.cost.add(f.cost_usd, &[]);
+                    }
                 }
             }
             _ => {}
@@ -414,6 +463,32 @@ mod tests {
         assert!(text.contains("capsaga_model_cost_usd_total 0.25"));
         assert!(!text.contains("nope1"));
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn a_neuron_call_is_counted_once_and_other_calls_not() {
+        let metrics = Arc::new(Metrics::new());
+        let sub = tracing_subscriber::registry().with(MetricsLayer::new(metrics.clone()));
+        tracing::subscriber::with_default(sub, || {
+            let s = spans::execute_tool("double_it");
+            s.record("capsaga.tool.source", "neuron");
+            spans::outcome(&s, "committed");
+            drop(s);
+            for source in ["component", "builtin"] {
+                let s = spans::execute_tool("fs_read");
+                s.record("capsaga.tool.source", source);
+                spans::outcome(&s, "committed");
+                drop(s);
+            }
+            // A tool that did not resolve has no source: not a neuron.
+            drop(spans::execute_tool("double_it_typo"));
+        });
+        let text = metrics.encode();
+        assert!(text.contains("capsaga_neuron_calls_total 1\n"), "{text}");
+        assert!(
+            text.contains(r#"capsaga_tool_calls_total{tool="double_it",outcome="committed"} 1"#),
+            "{text}"
+        );
     }
 
     #[test]

@@ -221,18 +221,35 @@ pub fn compensation(saga: &str, seq: u64, tool: &str) -> Span {
     )
 }
 
+/// What an MCP request is about, for its span's name and attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpTarget<'a> {
+    /// Nothing the span is named after (`initialize`, `ping`, `tools/list`,
+    /// ...).
+    None,
+    /// The tool of a `tools/call` (the host's name for it, or
+    /// [`UNKNOWN_TOOL`]): in the span name and `gen_ai.tool.name`.
+    Tool(&'a str),
+    /// The prompt of a `prompts/get` (a name the host knows, or
+    /// [`UNKNOWN_TOOL`]): in the span name and `gen_ai.prompt.name`.
+    Prompt(&'a str),
+}
+
 /// One MCP request served: `{mcp.method.name} {target}` (kind server; the
-/// target is the tool's name for `tools/call`, else none), with
-/// `mcp.method.name`, `gen_ai.tool.name` (for `tools/call`),
+/// target is the tool of `tools/call` or the prompt of `prompts/get`, else
+/// none), with `mcp.method.name`, `gen_ai.tool.name` and
 /// `gen_ai.operation.name = execute_tool` (for `tools/call`),
-/// `jsonrpc.request.id`, `mcp.protocol.version`, `network.transport`
-/// (`pipe` for stdio, `tcp` for Streamable HTTP) and, on failure,
-/// `error.type` and `rpc.response.status_code`.
-pub fn mcp(method: &str, tool: Option<&str>, request_id: &str, transport: &str) -> Span {
+/// `gen_ai.prompt.name` (for `prompts/get`), `jsonrpc.request.id`,
+/// `network.transport` (`pipe` for stdio, `tcp` for Streamable HTTP), and,
+/// recorded by the server, `mcp.protocol.version`, `mcp.session.id`,
+/// `mcp.resource.uri` ([`mcp_resource`]) and, on failure,
+/// `error.type` and `rpc.response.status_code`. Its parent is the current
+/// span, or the client's, given by [`crate::propagation::remote_parent`].
+pub fn mcp(method: &str, target: McpTarget<'_>, request_id: &str, transport: &str) -> Span {
     let method = bounded(method);
-    let name = match tool {
-        Some(t) => format!("{method} {}", bounded(t)),
-        None => method.to_string(),
+    let name = match target {
+        McpTarget::Tool(t) | McpTarget::Prompt(t) => format!("{method} {}", bounded(t)),
+        McpTarget::None => method.to_string(),
     };
     let span = info_span!(
         target: TARGET,
@@ -242,18 +259,41 @@ pub fn mcp(method: &str, tool: Option<&str>, request_id: &str, transport: &str) 
         "otel.status_code" = Empty,
         "mcp.method.name" = method,
         "mcp.protocol.version" = Empty,
+        "mcp.session.id" = Empty,
+        "mcp.resource.uri" = Empty,
         "jsonrpc.request.id" = bounded(request_id),
         "network.transport" = transport,
         "gen_ai.tool.name" = Empty,
+        "gen_ai.prompt.name" = Empty,
         "gen_ai.operation.name" = Empty,
         "rpc.response.status_code" = Empty,
         "error.type" = Empty,
     );
-    if let Some(t) = tool {
-        span.record("gen_ai.tool.name", bounded(t));
-        span.record("gen_ai.operation.name", "execute_tool");
+    match target {
+        McpTarget::Tool(t) => {
+            span.record("gen_ai.tool.name", bounded(t));
+            span.record("gen_ai.operation.name", "execute_tool");
+        }
+        McpTarget::Prompt(p) => {
+            span.record("gen_ai.prompt.name", bounded(p));
+        }
+        McpTarget::None => {}
     }
     span
+}
+
+/// Longest resource URI put in `mcp.resource.uri`, bytes.
+pub const MAX_URI_BYTES: usize = 512;
+
+/// Record `mcp.resource.uri` on an [`mcp`] span: the server calls it only
+/// for a resource it served (a URI it does not know is a client's text,
+/// and stays out of the telemetry). Cut to [`MAX_URI_BYTES`].
+pub fn mcp_resource(span: &Span, uri: &str) {
+    let mut end = uri.len().min(MAX_URI_BYTES);
+    while !uri.is_char_boundary(end) {
+        end -= 1;
+    }
+    span.record("mcp.resource.uri", &uri[..end]);
 }
 
 /// Mark `span` failed with `kind` (`error.type`, a low-cardinality kind

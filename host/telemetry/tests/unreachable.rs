@@ -1,6 +1,7 @@
 //! An unreachable collector never fails or holds up the spans' end (and so
 //! the tool calls they measure): the queue is bounded, what does not fit is
-//! dropped and counted, failed exports are counted. Real TCP sockets on
+//! dropped and counted, failed exports are counted; the metrics' last push
+//! does not hold up the exit beyond its bound. Real TCP sockets on
 //! 127.0.0.1: a port that refuses, and a listener that accepts and never
 //! answers.
 
@@ -102,4 +103,47 @@ fn a_refusing_port_fails_exports_which_are_counted_and_frees_the_queue() {
         metrics.spans_dropped_total() == dropped
     });
     t.shutdown();
+}
+
+/// The metrics' last push at exit to a collector that never answers: the
+/// shutdown still returns after its own bound, not after the SDK reader's
+/// fixed 5 s wait or the export's 30 s timeout; the calls were counted all
+/// the same.
+#[test]
+fn a_silent_metrics_collector_does_not_hold_the_shutdown() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1/metrics", listener.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in listener.incoming().take(2) {
+            conns.push(c);
+        }
+        conns
+    });
+    let metrics = Arc::new(Metrics::new());
+    let mut off = settings(String::new(), 8);
+    off.export = false;
+    let pushed = capsaga_telemetry::otlp_metrics::MetricsSettings {
+        export: true,
+        endpoint: Some(url),
+        json: false,
+        interval: Duration::from_secs(3600),
+        timeout: Duration::from_secs(30),
+    };
+    let t = Telemetry::with(off, rt.handle().clone(), metrics.clone())
+        .unwrap()
+        .with_metrics_push(&pushed, rt.handle().clone())
+        .unwrap();
+    assert!(t.pushing_metrics() && !t.exporting());
+    end_spans(&t, 3);
+    assert!(
+        metrics
+            .encode()
+            .contains(r#"capsaga_tool_calls_total{tool="(unknown)",outcome="committed"} 3"#)
+    );
+    let t0 = Instant::now();
+    t.shutdown();
+    assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    drop(held);
 }

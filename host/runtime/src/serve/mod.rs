@@ -319,6 +319,14 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
             std::time::Duration::from_secs(s),
         ));
     }
+    if capsaga_telemetry::metrics::global().pushed()
+        && let Ok(rt) = tokio::runtime::Handle::try_current()
+    {
+        rt.spawn(operator::gauges_every(
+            Arc::downgrade(&rest),
+            std::time::Duration::from_secs(15),
+        ));
+    }
     let authenticated = axum::middleware::from_fn_with_state(auth.clone(), auth::require);
     let operator_only = Router::new()
         .route("/v1/approvals", get(rest::approvals))

@@ -167,13 +167,10 @@ pub async fn remove_key(
 /// (`capsaga_telemetry::metrics`), the approvals gauge read from the
 /// store and the sessions gauge from the session table at each scrape.
 pub async fn metrics(State(r): State<Arc<Rest>>) -> Response {
-    let pending = match r.live.host().store.approvals(false).await {
-        Ok(p) => i64::try_from(p.len()).unwrap_or(i64::MAX),
-        Err(e) => return internal(e),
-    };
-    let (sessions, _) = r.sessions.counts();
+    if let Err(e) = set_gauges(&r).await {
+        return internal(e);
+    }
     let m = capsaga_telemetry::metrics::global();
-    m.set_gauges(pending, i64::try_from(sessions).unwrap_or(i64::MAX));
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -182,4 +179,29 @@ pub async fn metrics(State(r): State<Arc<Rest>>) -> Response {
         m.encode(),
     )
         .into_response()
+}
+
+/// Read the approvals pending (from the store) and the open sessions into
+/// the metrics' gauges.
+async fn set_gauges(r: &Rest) -> Result<(), crate::store::StoreError> {
+    let pending = r.live.host().store.approvals(false).await?;
+    let (sessions, _) = r.sessions.counts();
+    capsaga_telemetry::metrics::global().set_gauges(
+        i64::try_from(pending.len()).unwrap_or(i64::MAX),
+        i64::try_from(sessions).unwrap_or(i64::MAX),
+    );
+    Ok(())
+}
+
+/// While the metrics are pushed over OTLP, set the gauges every `every`
+/// (nobody may scrape `GET /metrics`), until the server is gone.
+pub async fn gauges_every(rest: std::sync::Weak<Rest>, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let Some(r) = rest.upgrade() else { return };
+        if let Err(e) = set_gauges(&r).await {
+            tracing::warn!("metrics gauges: {e}");
+        }
+    }
 }

@@ -1,5 +1,6 @@
-//! The session's `ServerHandler`: tools, resources, prompts and completion
-//! requests answered, each tool call a step through the door.
+//! What the session's `ServerHandler` ([`super::server`]) answers with:
+//! tools listed and called (each call a step through the door), resources
+//! read, the session's saga ended.
 
 use super::McpSession;
 use super::elicit::{Elicit, client_name, supports_elicitation};
@@ -11,14 +12,12 @@ use crate::store::Origin;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::principal::{Principal, Role};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
-    ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+    ProgressNotificationParam,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
-use std::borrow::Cow;
 use std::time::Duration;
 
 pub(super) fn internal(e: impl std::fmt::Display) -> McpError {
@@ -33,14 +32,14 @@ pub(super) fn to_result(v: Value) -> Result<CallToolResponse, McpError> {
 /// A result of ours as rmcp's type, marked complete (`resultType`, MCP
 /// 2026-07-28 §Results; rmcp strips the mark for a peer of an older
 /// revision).
-fn parse<T: serde::de::DeserializeOwned>(mut v: Value) -> Result<T, McpError> {
+pub(super) fn parse<T: serde::de::DeserializeOwned>(mut v: Value) -> Result<T, McpError> {
     if let Value::Object(m) = &mut v {
         m.entry("resultType").or_insert_with(|| json!("complete"));
     }
     serde_json::from_value(v).map_err(internal)
 }
 
-fn no_resource(uri: &str) -> McpError {
+pub(super) fn no_resource(uri: &str) -> McpError {
     let uri: String = uri.chars().take(200).collect();
     McpError::resource_not_found(format!("no resource {uri}"), Some(json!({ "uri": uri })))
 }
@@ -50,7 +49,10 @@ impl McpSession {
     /// must be the session's: the HTTP layer already answers 404 to
     /// another principal naming the session; this is the handler's own
     /// check.
-    fn check_caller(&self, context: &RequestContext<RoleServer>) -> Result<(), McpError> {
+    pub(super) fn check_caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
         let from_http = context
             .extensions
             .get::<http::request::Parts>()
@@ -152,7 +154,7 @@ impl McpSession {
     /// The contents of the resource `uri` as `resources/read` returns them,
     /// or `resource_not_found`: the one lookup of a URI, for `read` and
     /// `subscribe` alike.
-    async fn resource(&self, uri: &str) -> Result<Value, McpError> {
+    pub(super) async fn resource(&self, uri: &str) -> Result<Value, McpError> {
         let found = if self.state.shared.fixtures && fixtures::owns(uri) {
             fixtures::read(uri)
         } else {
@@ -197,7 +199,7 @@ impl McpSession {
     /// Whether `name` is a tool this session can call (the host's, the
     /// session tools, the conformance fixtures when on): a span names only
     /// those (issue 30: the span's name stays of bounded cardinality).
-    fn known_tool(&self, name: &str) -> bool {
+    pub(super) fn known_tool(&self, name: &str) -> bool {
         let shared = &self.state.shared;
         shared.live.host().registry.get(name).is_some()
             || name == tools::COMMIT
@@ -210,7 +212,7 @@ impl McpSession {
     }
 
     /// `tools/list`.
-    async fn tools_list(&self) -> Result<ListToolsResult, McpError> {
+    pub(super) async fn tools_list(&self) -> Result<ListToolsResult, McpError> {
         let shared = &self.state.shared;
         let mut list: Vec<Value> = shared
             .door()
@@ -228,7 +230,7 @@ impl McpSession {
     }
 
     /// `tools/call`.
-    async fn tools_call(
+    pub(super) async fn tools_call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
@@ -370,277 +372,5 @@ impl McpSession {
             }
         }
         to_result(out)
-    }
-}
-
-impl ServerHandler for McpSession {
-    #[allow(deprecated)]
-    fn get_info(&self) -> ServerConfig {
-        let mut caps = json!({
-            "tools": {"listChanged": true}, "logging": {}, "completions": {},
-            "resources": {"subscribe": true},
-            "extensions": {"io.modelcontextprotocol/tasks": {}},
-        });
-        if self.state.shared.fixtures {
-            caps["prompts"] = json!({});
-        }
-        let caps: ServerCapabilities = serde_json::from_value(caps).unwrap_or_default();
-        let mut info = InitializeResult::new(caps).with_instructions(
-            "capsaga runs every tool call as a step of this session's saga: logged ahead, policy-checked, \
-             sandboxed, and undoable. Call capsaga_commit to end the saga keeping its effects, or \
-             capsaga_rollback to undo them. A call that needs a human's approval names it; call the same \
-             tool with the same arguments again once it is approved.",
-        );
-        info.server_info = Implementation::new("capsaga", env!("CARGO_PKG_VERSION"));
-        info
-    }
-
-    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        self.state.shared.listeners.add(context.peer);
-    }
-
-    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
-    }
-
-    #[allow(deprecated)]
-    async fn set_level(
-        &self,
-        _request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        Ok(())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        super::observe::traced("tools/list", None, &context, self.tools_list()).await
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.to_string();
-        let shown = if self.known_tool(&name) {
-            name.as_str()
-        } else {
-            capsaga_telemetry::spans::UNKNOWN_TOOL
-        };
-        let ctx = &context;
-        super::observe::traced(
-            "tools/call",
-            Some(shown),
-            ctx,
-            self.tools_call(request, ctx.clone()),
-        )
-        .await
-    }
-
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
-        self.check_caller(&_context)?;
-        let host = self.state.shared.live.host();
-        let store = &*host.store;
-        let mut list = resources::list(store, &self.state.principal)
-            .await
-            .map_err(internal)?;
-        if self.state.shared.fixtures {
-            list.extend(fixtures::resources());
-        }
-        parse(json!({ "resources": list }))
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
-        let mut list = resources::templates();
-        if self.state.shared.fixtures {
-            list.extend(fixtures::templates());
-        }
-        parse(json!({ "resourceTemplates": list }))
-    }
-
-    async fn read_resource(
-        &self,
-        request: rmcp::model::ReadResourceRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
-        let read = async {
-            self.check_caller(&context)?;
-            let contents = self.resource(&request.uri).await?;
-            let r: rmcp::model::ReadResourceResult = parse(contents)?;
-            Ok(r.into())
-        };
-        super::observe::traced("resources/read", None, &context, read).await
-    }
-
-    /// `subscriptions/listen` (MCP 2026-07-28): the tool list's changes,
-    /// when asked for (resource updates stay the legacy sessions'
-    /// `resources/subscribe`).
-    fn accepted_subscription_filter(
-        &self,
-        requested: &rmcp::model::SubscriptionFilter,
-    ) -> Option<rmcp::model::SubscriptionFilter> {
-        let mut f = rmcp::model::SubscriptionFilter::builder();
-        if requested.tools_list_changed == Some(true) {
-            f = f.tools_list_changed();
-        }
-        Some(f.build())
-    }
-
-    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
-        if context.accepted().tools_list_changed == Some(true) {
-            self.state.shared.listeners.add_sink(context.sink().clone());
-        }
-        context.cancelled().await;
-        Ok(())
-    }
-
-    async fn get_task(
-        &self,
-        request: rmcp::model::GetTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::GetTaskResult, McpError> {
-        self.check_caller(&context)?;
-        self.state
-            .shared
-            .tasks
-            .get(&request.task_id, &self.state.principal)
-    }
-
-    async fn cancel_task(
-        &self,
-        request: rmcp::model::CancelTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.check_caller(&context)?;
-        super::tasks::Tasks::cancel(&self.state.shared, &request.task_id, &self.state.principal)
-            .await
-    }
-
-    async fn update_task(
-        &self,
-        _request: rmcp::model::UpdateTaskParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.check_caller(&context)?;
-        Err(McpError::invalid_params(
-            "capsaga's tasks never wait for input: nothing to update",
-            None,
-        ))
-    }
-
-    #[allow(deprecated)]
-    async fn subscribe(
-        &self,
-        request: rmcp::model::SubscribeRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.check_caller(&context)?;
-        let uri = request.uri;
-        // Exactly the check `resources/read` makes: a URI that could not be
-        // read (malformed id, no such saga or trace, not ours) cannot be
-        // subscribed to.
-        self.resource(&uri).await?;
-        if let Ok(mut s) = self.state.subscribed.lock()
-            && s.len() < 1024
-        {
-            s.insert(uri);
-        }
-        Ok(())
-    }
-
-    #[allow(deprecated)]
-    async fn unsubscribe(
-        &self,
-        request: rmcp::model::UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        if let Ok(mut s) = self.state.subscribed.lock() {
-            s.remove(&request.uri);
-        }
-        Ok(())
-    }
-
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
-        if !self.state.shared.fixtures {
-            return Err(McpError::method_not_found::<
-                rmcp::model::ListPromptsRequestMethod,
-            >());
-        }
-        let mut list = fixtures::prompts();
-        list.push(fixtures_mrtr::prompt_definition());
-        parse(json!({ "prompts": list }))
-    }
-
-    async fn get_prompt(
-        &self,
-        request: rmcp::model::GetPromptRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
-        if self.state.shared.fixtures && request.name == fixtures_mrtr::PROMPT {
-            return self.prompt_fixture_mrtr(&request, &context);
-        }
-        let args = request.arguments.unwrap_or_default();
-        let found = self
-            .state
-            .shared
-            .fixtures
-            .then(|| fixtures::prompt(&request.name, &args))
-            .flatten();
-        let Some(p) = found else {
-            return Err(McpError::invalid_params(
-                format!(
-                    "no prompt {}",
-                    request.name.chars().take(100).collect::<String>()
-                ),
-                None,
-            ));
-        };
-        let r: rmcp::model::GetPromptResult = parse(p)?;
-        Ok(r.into())
-    }
-
-    async fn complete(
-        &self,
-        request: rmcp::model::CompleteRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CompleteResult, McpError> {
-        self.check_caller(&context)?;
-        let reference = serde_json::to_value(&request.r#ref).map_err(internal)?;
-        let (argument, typed) = (&request.argument.name, &request.argument.value);
-        let mut values = if self.state.shared.fixtures {
-            fixtures::complete(&reference, argument, typed)
-        } else {
-            None
-        };
-        if values.is_none()
-            && reference["type"] == "ref/resource"
-            && let Some(uri) = reference["uri"].as_str()
-        {
-            let host = self.state.shared.live.host();
-            let store = &*host.store;
-            values = resources::complete(store, uri, argument, typed, &self.state.principal)
-                .await
-                .map_err(internal)?;
-        }
-        let values = values.unwrap_or_default();
-        parse(json!({"completion": {
-            "values": values, "total": values.len(), "hasMore": false
-        }}))
     }
 }

@@ -30,12 +30,16 @@
 //!   URI is notified after each of its calls).
 //! - With `--conformance-fixtures`, the conformance suite's reference tools,
 //!   resources and prompts ([`super::fixtures`]) beside them.
+//! - Every request answered is an OpenTelemetry server span
+//!   (`{mcp.method.name} {target}`, `observe.rs`), the child of the
+//!   client's span when its `_meta` carries a W3C `traceparent`.
 
 mod confirm;
 mod elicit;
 mod handler;
 mod mrtr;
 mod observe;
+mod server;
 pub mod stateless;
 mod task_fixtures;
 pub mod tasks;

@@ -8,7 +8,14 @@
 //!   token), no tool argument and no task text is in anything sent; with
 //!   the operator's opt-in, arguments are sent redacted (HTTP/JSON);
 //! - a collector that accepts and never answers does not fail or hold a
-//!   tool call.
+//!   tool call;
+//! - every MCP request is a server span, joining the client's trace when
+//!   its `_meta` carries one ([`mcp`]);
+//! - the metrics are pushed over OTLP too, a neuron's call counted
+//!   ([`pushed`]).
+
+mod mcp;
+mod pushed;
 
 use capsaga_tests::otlp_receiver::{OtlpReceiver, attr};
 use capsaga_tests::{FS_POLICY, TestWorkspace, wait_until};
@@ -21,17 +28,28 @@ const TOKEN: &str = "tok-telemetry-test-bearer-abcdef123456";
 const TASK: &str = "TASK-MARKER edit the notes";
 const ARG_MARKER: &str = "ARG-MARKER-edited";
 
-/// Run `capsaga` on `ws` with `args`, exporting to `endpoint`, with the
-/// process's secrets set and `extra` variables.
-async fn run(ws: &TestWorkspace, args: &[&str], endpoint: &str, extra: &[(&str, &str)]) -> Output {
-    let mut cmd = ws.capsaga(args);
+/// Make `cmd` export to `endpoint` (spans and metrics), with the
+/// process's secrets set, and wait up to 10 s for the last exports at exit
+/// (a loaded machine; the receiver answers at once).
+fn exporting(cmd: &mut std::process::Command, endpoint: &str) {
     cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
         .env("CAPSAGA_KEK", KEK)
         .env("OPENAI_API_KEY", PROVIDER_KEY)
         .env("CAPSAGA_TOKEN", TOKEN)
+        .env("CAPSAGA_OTEL_SHUTDOWN_MS", "10000")
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
         .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .env_remove("OTEL_METRICS_EXPORTER")
+        .env_remove("OTEL_TRACES_EXPORTER")
         .env_remove("OTEL_SDK_DISABLED");
+}
+
+/// Run `capsaga` on `ws` with `args`, exporting to `endpoint`, with the
+/// process's secrets set and `extra` variables.
+async fn run(ws: &TestWorkspace, args: &[&str], endpoint: &str, extra: &[(&str, &str)]) -> Output {
+    let mut cmd = ws.capsaga(args);
+    exporting(&mut cmd, endpoint);
     for (k, v) in extra {
         cmd.env(k, v);
     }

@@ -1,0 +1,382 @@
+//! MCP server spans (issue 30 part 1) from the real `capsaga mcp` over
+//! stdio, exported to the real OTLP receiver: one server span per request
+//! the handler answers, named `{mcp.method.name} {target}` with the MCP
+//! semantic conventions' attributes; a request carrying a W3C
+//! `traceparent` in `params._meta` is a child of the client's span, in the
+//! client's trace; a malformed one is ignored (a new trace, the request
+//! answered as usual). Over Streamable HTTP (`capsaga serve`), the spans
+//! carry the session's id and the `tcp` transport.
+
+use super::{exporting, named};
+use capsaga_tests::mcp_rig::{YesMan, call_ok, connect_as};
+use capsaga_tests::otlp_receiver::{OtlpReceiver, attr};
+use capsaga_tests::{TestWorkspace, wait_until};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Lines, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+const POLICY: &str = "[tools.time_now]\n";
+const REV: &str = "2026-07-28";
+
+/// The client's trace, span and `traceparent` of the session's requests.
+const TRACE_A: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const SPAN_A: &str = "00f067aa0ba902b7";
+const TRACE_B: &str = "0af7651916cd43dd8448eb211c80319c";
+const SPAN_B: &str = "b7ad6b7169203331";
+
+fn traceparent(trace: &str, span: &str) -> String {
+    format!("00-{trace}-{span}-01")
+}
+
+/// A `capsaga mcp` child exporting to the receiver, spoken to line by line.
+struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Session {
+    fn start(ws: &TestWorkspace, endpoint: &str) -> Session {
+        let mut cmd = ws.capsaga(&["mcp", "--no-elicitation", "--catalog-poll-ms", "0"]);
+        exporting(&mut cmd, endpoint);
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn capsaga mcp");
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Session {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        let stdin = self.stdin.as_mut().expect("open stdin");
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Send request `id` and read until its answer.
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let l = self.lines.next().expect("an answer").unwrap();
+            let v: Value = serde_json::from_str(&l).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// End of input: the session ends, the process pushes its last spans
+    /// and exits.
+    fn end(mut self) {
+        drop(self.stdin.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The one span named `name`.
+fn one<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    let found: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(found.len(), 1, "`{name}` in {names:?}");
+    found[0]
+}
+
+fn method_attrs(s: &Span, method: &str, id: u64, version: &str) {
+    assert_eq!(s.kind, 2, "{}: kind server", s.name);
+    assert_eq!(
+        attr(s, "mcp.method.name").as_deref(),
+        Some(method),
+        "{}",
+        s.name
+    );
+    assert_eq!(
+        attr(s, "jsonrpc.request.id").as_deref(),
+        Some(id.to_string().as_str()),
+        "{}",
+        s.name
+    );
+    assert_eq!(attr(s, "network.transport").as_deref(), Some("pipe"));
+    assert_eq!(
+        attr(s, "mcp.protocol.version").as_deref(),
+        Some(version),
+        "{}",
+        s.name
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_request_of_a_session_is_a_server_span_joining_the_clients_trace() {
+    let rx = OtlpReceiver::start().await;
+    let ws = TestWorkspace::new(&["time_now"], POLICY);
+    let endpoint = rx.endpoint();
+    let saga_uri = tokio::task::spawn_blocking(move || {
+        let mut s = Session::start(&ws, &endpoint);
+        let init = s.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "otel-test", "version": "1"},
+                "_meta": {"traceparent": traceparent(TRACE_A, SPAN_A), "tracestate": "t=1"}}),
+        );
+        assert!(init["result"].is_object(), "{init}");
+        s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        assert!(s.request(2, "ping", json!({}))["result"].is_object());
+        assert!(s.request(3, "tools/list", json!({}))["result"]["tools"].is_array());
+        assert!(s.request(4, "resources/list", json!({}))["result"].is_object());
+        let t = s.request(5, "resources/templates/list", json!({}));
+        assert!(t["result"]["resourceTemplates"].is_array(), "{t}");
+        let c = s.request(
+            6,
+            "completion/complete",
+            json!({"ref": {"type": "ref/resource", "uri": "capsaga://sagas/{id}"},
+                "argument": {"name": "id", "value": ""}}),
+        );
+        assert!(c["result"]["completion"].is_object(), "{c}");
+        // No prompts without the conformance fixtures: an error, in a span.
+        let p = s.request(7, "prompts/list", json!({}));
+        assert_eq!(p["error"]["code"], -32601, "{p}");
+        let call = s.request(
+            8,
+            "tools/call",
+            json!({"name": "time_now", "arguments": {},
+                "_meta": {"traceparent": traceparent(TRACE_B, SPAN_B)}}),
+        );
+        assert_eq!(call["result"]["isError"], false, "{call}");
+        let saga = call["result"]["structuredContent"]["saga_id"]
+            .as_str()
+            .expect("the call's saga")
+            .to_string();
+        // A malformed traceparent is ignored: the call is answered as usual.
+        let call = s.request(
+            9,
+            "tools/call",
+            json!({"name": "time_now", "arguments": {},
+                "_meta": {"traceparent": "00-not-a-trace-context-zz"}}),
+        );
+        assert_eq!(call["result"]["isError"], false, "{call}");
+        let uri = format!("capsaga://sagas/{saga}");
+        let r = s.request(10, "resources/read", json!({"uri": uri}));
+        assert!(r["result"]["contents"].is_array(), "{r}");
+        let r = s.request(11, "resources/subscribe", json!({"uri": uri}));
+        assert!(r["result"].is_object(), "{r}");
+        let r = s.request(12, "resources/unsubscribe", json!({"uri": uri}));
+        assert!(r["result"].is_object(), "{r}");
+        let r = s.request(13, "logging/setLevel", json!({"level": "info"}));
+        assert!(r["result"].is_object(), "{r}");
+        s.end();
+        uri
+    })
+    .await
+    .unwrap();
+
+    wait_until("the session's spans", || {
+        rx.spans()
+            .iter()
+            .filter(|s| s.name == "tools/call time_now")
+            .count()
+            == 2
+            && rx.spans().iter().any(|s| s.name == "logging/setLevel")
+    });
+    let spans = rx.spans();
+    let v = "2025-11-25";
+    for (id, method) in [
+        (1, "initialize"),
+        (2, "ping"),
+        (3, "tools/list"),
+        (4, "resources/list"),
+        (5, "resources/templates/list"),
+        (6, "completion/complete"),
+        (7, "prompts/list"),
+        (10, "resources/read"),
+        (11, "resources/subscribe"),
+        (12, "resources/unsubscribe"),
+        (13, "logging/setLevel"),
+    ] {
+        method_attrs(one(&spans, method), method, id, v);
+    }
+
+    // The initialize request's client span is its parent.
+    let init = one(&spans, "initialize");
+    assert_eq!(hex(&init.trace_id), TRACE_A);
+    assert_eq!(hex(&init.parent_span_id), SPAN_A);
+    // A request without trace context starts a trace of its own.
+    let ping = one(&spans, "ping");
+    assert!(ping.parent_span_id.is_empty());
+    assert_ne!(hex(&ping.trace_id), TRACE_A);
+
+    // An error answer: status ERROR, its code as error.type.
+    let prompts = one(&spans, "prompts/list");
+    assert_eq!(prompts.status.as_ref().map(|s| s.code), Some(2));
+    assert_eq!(attr(prompts, "error.type").as_deref(), Some("-32601"));
+    assert_eq!(
+        attr(prompts, "rpc.response.status_code").as_deref(),
+        Some("-32601")
+    );
+
+    // The resource served is named; the URI is never in a span name.
+    let read = one(&spans, "resources/read");
+    assert_eq!(
+        attr(read, "mcp.resource.uri").as_deref(),
+        Some(saga_uri.as_str())
+    );
+
+    // The calls: the one with the client's context is in the client's
+    // trace, under its span, and so is the door's execute_tool span under
+    // it; the malformed one is a new trace.
+    let mut calls: Vec<&Span> = named(&spans, "tools/call");
+    calls.sort_by_key(|s| s.start_time_unix_nano);
+    assert_eq!(calls.len(), 2);
+    for (c, id) in calls.iter().zip([8, 9]) {
+        method_attrs(c, "tools/call", id, v);
+        assert_eq!(attr(c, "gen_ai.tool.name").as_deref(), Some("time_now"));
+        assert_eq!(
+            attr(c, "gen_ai.operation.name").as_deref(),
+            Some("execute_tool")
+        );
+    }
+    assert_eq!(hex(&calls[0].trace_id), TRACE_B);
+    assert_eq!(hex(&calls[0].parent_span_id), SPAN_B);
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool time_now" && s.parent_span_id == calls[0].span_id)
+        .expect("the call's execute_tool span under its MCP span");
+    assert_eq!(hex(&tool.trace_id), TRACE_B);
+    assert!(calls[1].parent_span_id.is_empty());
+    assert_ne!(hex(&calls[1].trace_id), TRACE_B);
+    assert_ne!(hex(&calls[1].trace_id), TRACE_A);
+}
+
+/// The request `_meta` of the stateless revision, plus `extra`.
+fn stateless_meta(extra: Value) -> Value {
+    let mut m = json!({
+        "io.modelcontextprotocol/protocolVersion": REV,
+        "io.modelcontextprotocol/clientInfo": {"name": "otel-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities":
+            {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    });
+    if let (Some(m), Value::Object(e)) = (m.as_object_mut(), extra) {
+        m.extend(e);
+    }
+    m
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stateless_requests_are_server_spans_too() {
+    let rx = OtlpReceiver::start().await;
+    let ws = TestWorkspace::new(&["time_now"], POLICY);
+    let endpoint = rx.endpoint();
+    tokio::task::spawn_blocking(move || {
+        let mut s = Session::start(&ws, &endpoint);
+        let d = s.request(
+            1,
+            "server/discover",
+            json!({"_meta": stateless_meta(json!({"traceparent": "garbage"}))}),
+        );
+        assert!(d["result"]["supportedVersions"].is_array(), "{d}");
+        let c = s.request(
+            2,
+            "tools/call",
+            json!({"name": "time_now", "arguments": {},
+                "_meta": stateless_meta(json!({"traceparent": traceparent(TRACE_B, SPAN_B)}))}),
+        );
+        assert_eq!(c["result"]["isError"], false, "{c}");
+        let t = s.request(
+            3,
+            "tasks/get",
+            json!({"taskId": "no-such-task", "_meta": stateless_meta(json!({}))}),
+        );
+        assert!(t["error"].is_object(), "{t}");
+        s.end();
+    })
+    .await
+    .unwrap();
+    wait_until("the stateless spans", || {
+        let spans = rx.spans();
+        ["server/discover", "tools/call time_now", "tasks/get"]
+            .iter()
+            .all(|n| spans.iter().any(|s| s.name == *n))
+    });
+    let spans = rx.spans();
+    method_attrs(one(&spans, "server/discover"), "server/discover", 1, REV);
+    method_attrs(one(&spans, "tools/call time_now"), "tools/call", 2, REV);
+    method_attrs(one(&spans, "tasks/get"), "tasks/get", 3, REV);
+    let discover = one(&spans, "server/discover");
+    assert!(discover.parent_span_id.is_empty(), "garbage is ignored");
+    let call = one(&spans, "tools/call time_now");
+    assert_eq!(hex(&call.trace_id), TRACE_B);
+    assert_eq!(hex(&call.parent_span_id), SPAN_B);
+    let task = one(&spans, "tasks/get");
+    assert_eq!(task.status.as_ref().map(|s| s.code), Some(2));
+}
+
+/// `capsaga serve` as a child process on 127.0.0.1 (a free port),
+/// exporting to `endpoint`, and its MCP URL.
+fn serve(ws: &TestWorkspace, endpoint: &str) -> (Child, String) {
+    let mut cmd = ws.capsaga(&["--json", "serve", "--listen", "127.0.0.1:0"]);
+    exporting(&mut cmd, endpoint);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("capsaga serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the listening line");
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let url = format!("http://{}/mcp", v["listening"].as_str().expect("listening"));
+    (child, url)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streamable_http_requests_carry_their_session_and_transport() {
+    let rx = OtlpReceiver::start().await;
+    let ws = TestWorkspace::new(&["time_now"], POLICY);
+    let endpoint = rx.endpoint();
+    let (mut child, url) = serve(&ws, &endpoint);
+    let client = connect_as(url, Some(super::TOKEN), YesMan::default())
+        .await
+        .expect("the client connects");
+    client.list_all_tools().await.expect("tools/list");
+    call_ok(&client, "time_now", &json!({})).await;
+    // The server sends its spans every 500 ms while it runs.
+    wait_until("the HTTP session's spans", || {
+        let spans = rx.spans();
+        ["initialize", "tools/list", "tools/call time_now"]
+            .iter()
+            .all(|n| spans.iter().any(|s| s.name == *n))
+    });
+    drop(client);
+    let _ = child.kill();
+    let _ = child.wait();
+    let spans = rx.spans();
+    let init = one(&spans, "initialize");
+    assert_eq!(attr(init, "network.transport").as_deref(), Some("tcp"));
+    let list = one(&spans, "tools/list");
+    let call = one(&spans, "tools/call time_now");
+    let session = attr(list, "mcp.session.id").expect("the session's id");
+    assert!(!session.is_empty());
+    for s in [list, call] {
+        assert_eq!(s.kind, 2, "{}: kind server", s.name);
+        assert_eq!(attr(s, "network.transport").as_deref(), Some("tcp"));
+        assert_eq!(attr(s, "mcp.session.id").as_deref(), Some(session.as_str()));
+        assert_eq!(
+            attr(s, "mcp.protocol.version").as_deref(),
+            Some("2025-11-25"),
+            "{}",
+            s.name
+        );
+    }
+}
