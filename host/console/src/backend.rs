@@ -99,6 +99,13 @@ pub struct ApprovalView {
     pub expires_at: Option<String>,
     /// The approval this one replaced (the earlier preview went stale).
     pub replaces: Option<String>,
+    /// Who approved or denied it (an operator, or a client allowed to
+    /// confirm that tool), once decided.
+    pub decided_by: Option<String>,
+    /// RFC 3339, once decided.
+    pub decided_at: Option<String>,
+    /// The decider's note (untrusted: free text).
+    pub note: Option<String>,
 }
 
 /// A saga in the list.
@@ -375,6 +382,14 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     /// The store's.
     async fn approvals(&self, page: PageReq) -> Result<Paged<ApprovalView>, BackendError>;
+
+    /// Approvals no longer pending (approved, denied, claimed, stale,
+    /// expired), the newest first (by decision time, else creation).
+    ///
+    /// # Errors
+    /// The store's.
+    async fn decided_approvals(&self, page: PageReq)
+    -> Result<Paged<ApprovalView>, BackendError>;
 
     /// How many approvals are pending (the live badge).
     ///

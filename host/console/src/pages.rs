@@ -123,7 +123,7 @@ pub fn approvals(
 ) -> Markup {
     let body = html! {
         h1 { "Approvals" }
-        p #pending data-pending=(page.total) { (page.total) " pending" }
+        p #pending data-pending=(page.total) { (page.total) " pending · " a #decided-link href="/console/approvals/decided" { "decided, stale and expired ones" } }
         @if page.rows.is_empty() {
             p .empty { "Nothing waits for a decision." }
         }
@@ -154,6 +154,49 @@ pub fn approvals(
         (pager("/console/approvals", offset, page.rows.len(), page.more))
     };
     layout("Approvals", Some((operator, csrf)), flash, body)
+}
+
+/// Approvals no longer pending, the newest first: who decided, when, the
+/// note, and for a stale or expired one why it can no longer be approved.
+pub fn decided_approvals(
+    operator: &str,
+    csrf: &str,
+    page: &Paged<ApprovalView>,
+    offset: u64,
+) -> Markup {
+    let body = html! {
+        h1 { "Decided approvals" }
+        p { (page.total) " no longer pending · " a href="/console/approvals" { "the pending queue" } }
+        @if page.rows.is_empty() {
+            p .empty { "No approval has been decided yet." }
+        }
+        @if !page.rows.is_empty() {
+            table #decided {
+                thead { tr { th { "Requested" } th { "Tool" } th { "Saga" } th { "Status" } th { "By" } th { "At" } th { "Note / why" } } }
+                tbody {
+                    @for a in &page.rows {
+                        tr data-approval=(a.id) data-status=(a.status) {
+                            td { (a.created_at) }
+                            td { code { (a.tool) } " · step " (a.step_seq) }
+                            td { a href={"/console/sagas/" (a.saga_id)} { code { (short(&a.saga_id)) } } }
+                            td .status { (a.status) }
+                            td { (a.decided_by.as_deref().unwrap_or("-")) }
+                            td { (a.decided_at.as_deref().unwrap_or("-")) }
+                            td {
+                                @match a.status.as_str() {
+                                    "stale" => { "the call's dry-run changed after it was asked: replaced by a new approval" }
+                                    "expired" => { "not decided within its time to live" }
+                                    _ => { @if let Some(n) = &a.note { span .untrusted { (n) } } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (pager("/console/approvals/decided", offset, page.rows.len(), page.more))
+    };
+    layout("Decided approvals", Some((operator, csrf)), None, body)
 }
 
 fn short(id: &str) -> &str {
@@ -205,7 +248,7 @@ pub fn saga(operator: &str, csrf: &str, d: &SagaDetail, flash: Option<&str>) -> 
     let body = html! {
         h1 { "Saga " code #saga-id { (s.id) } }
         p { "State " strong #saga-state { (s.state) } " · " (s.origin) " · by " (s.principal.as_deref().unwrap_or("-")) " · audit chain: see " a href="/console/health" { "Budget & health" } }
-        @if let Some(t) = &d.trace_id { p { a href={"/console/traces/" (t)} { "the turn's trace" } } }
+        @if let Some(t) = &d.trace_id { p { a #trace-link href={"/console/traces/" (t)} { "the turn's trace" } } }
         (untrusted("Task / plan", &s.label))
         form method="post" action={"/console/sagas/" (s.id) "/action"} .actions {
             input type="hidden" name="csrf" value=(csrf);

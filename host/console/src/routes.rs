@@ -5,6 +5,7 @@
 //! | `GET /console/login`, `POST /console/login` | the sign-in form; a token exchanged for a session cookie |
 //! | `POST /console/logout` | end the session |
 //! | `GET /console/approvals` | the queue (`?offset=`); `POST /console/approvals/{id}/decide` (`verb` approve/deny, `note`) |
+//! | `GET /console/approvals/decided` | approvals no longer pending, newest first (`?offset=`) |
 //! | `GET /console/sagas` | sagas (`?state=&tool=&principal=&since=&offset=`); `GET /console/sagas/{id}` its timeline; `POST .../action` (`resume`, `rollback`, `undo`) |
 //! | `GET /console/traces/{id}` | a turn's trace |
 //! | `GET /console/health` | budget and health, the spend chart over `?days=` days (default [`CHART_DAYS`]) |
@@ -85,6 +86,7 @@ pub fn router(backend: Arc<dyn Backend>) -> Router {
         .route("/console/login", get(login_form).post(login))
         .route("/console/logout", post(logout))
         .route("/console/approvals", get(approvals))
+        .route("/console/approvals/decided", get(history::decided))
         .route("/console/approvals/{id}/decide", post(decide))
         .route("/console/sagas", get(sagas))
         .route("/console/sagas/{id}", get(saga))
@@ -579,6 +581,9 @@ async fn asset(Path(file): Path<String>) -> Response {
 
 #[path = "routes_memory.rs"]
 mod memory;
+
+#[path = "routes_history.rs"]
+mod history;
 
 #[cfg(test)]
 #[path = "routes_tests.rs"]

@@ -449,6 +449,14 @@ pub trait TraceStore: Send + Sync {
     /// # Errors
     /// [`StoreError`].
     async fn load_trace(&self, id: &str) -> Result<Option<String>, StoreError>;
+
+    /// The id of the newest trace of the agent turn that ran as saga
+    /// `saga_id` (a saga has at most one turn; `None` for a saga of another
+    /// origin, or an id naming no saga).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn trace_of_saga(&self, saga_id: &str) -> Result<Option<String>, StoreError>;
 }
 
 /// Model spend per UTC day (`budget_days`) and the reservations of calls in

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod memory;
 mod refused;
 
 const ALICE: &str = "alice-operator-secret-0123456789";
@@ -263,7 +264,10 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
     assert_eq!(row.status, ApprovalStatus::Claimed);
     no_script_ran(&b, "approvals after the decision").await;
 
-    // Deny B: the parked saga rolls back (the committed edit undone).
+    // Deny B with a hostile note: the parked saga rolls back (the
+    // committed edit undone).
+    let note = format!("section[data-approval=\"{approval_b}\"] input[name=note]");
+    b.type_into(&b.get(&note).await, PAYLOAD).await;
     let sel = format!("section[data-approval=\"{approval_b}\"] button.deny");
     b.click(&b.get(&sel).await).await;
     b.wait_text("#flash", "rolled back: FailedRolledBack").await;
@@ -276,6 +280,27 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
     assert_eq!(row.status, ApprovalStatus::Denied);
     assert_eq!(row.decided_by.as_deref(), Some("token:alice (operator)"));
     b.wait_text("#pending", "0 pending").await;
+
+    // The decided approvals, newest first: B denied with its note (text,
+    // not markup), A approved then claimed by its step.
+    b.click(&b.get("#decided-link").await).await;
+    let decided = b.text("#decided").await;
+    let row_a = b.text(&format!("tr[data-approval=\"{approval_a}\"]")).await;
+    let row_b = b.text(&format!("tr[data-approval=\"{approval_b}\"]")).await;
+    assert!(
+        row_a.contains("claimed") && row_a.contains("token:alice (operator)"),
+        "{decided}"
+    );
+    assert!(
+        row_b.contains("denied") && row_b.contains(VISIBLE),
+        "{decided}"
+    );
+    let order = b
+        .eval("return Array.from(document.querySelectorAll('#decided tbody tr')).map(r => r.dataset.approval);")
+        .await;
+    assert_eq!(order, json!([approval_b, approval_a]), "newest first");
+    no_script_ran(&b, "decided approvals").await;
+    b.screenshot(&shot("decided")).await;
 
     // The sagas list and A's timeline: the hostile content is data there too.
     b.goto(&srv.url("/console/sagas")).await;
@@ -298,9 +323,16 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
     no_script_ran(&b, "saga timeline").await;
     b.screenshot(&shot("saga")).await;
 
-    // The model's answer on the trace page.
-    b.goto(&srv.url(&format!("/console/traces/{trace_id}")))
+    // The model's answer on the trace page, reached from the turn's saga.
+    let turn_saga = turn["saga_id"].as_str().unwrap().to_string();
+    b.goto(&srv.url(&format!("/console/sagas/{turn_saga}")))
         .await;
+    b.click(&b.get("#trace-link").await).await;
+    assert!(
+        b.url().await.ends_with(&format!("/console/traces/{trace_id}")),
+        "{}",
+        b.url().await
+    );
     assert!(
         b.text("#final-answer").await.contains(PAYLOAD),
         "{}",

@@ -11,7 +11,8 @@
 use super::auth::Auth;
 use super::rest::Rest;
 use crate::dispatch::{DispatchError, OperatorError};
-use crate::store::{ApprovalOpError, SagaQuery, SagaRow, StepRow};
+use crate::store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
+use capsaga_core::approval::ApprovalStatus;
 use async_trait::async_trait;
 use axum::http::{HeaderMap, HeaderValue, header};
 use capsaga_console::{
@@ -69,6 +70,44 @@ fn find_diff(v: &Value) -> Option<String> {
         }),
         Value::Array(a) => a.iter().find_map(find_diff),
         _ => None,
+    }
+}
+
+/// The page `page` of `rows` (in their order) as the console shows them.
+fn paged(mut rows: Vec<ApprovalRow>, page: PageReq) -> Paged<ApprovalView> {
+    let total = rows.len() as u64;
+    let start = usize::try_from(page.offset)
+        .unwrap_or(usize::MAX)
+        .min(rows.len());
+    let end = start
+        .saturating_add(usize::try_from(page.limit).unwrap_or(usize::MAX))
+        .min(rows.len());
+    let more = end < rows.len();
+    let rows = rows.drain(start..end).map(approval_view).collect();
+    Paged { rows, total, more }
+}
+
+fn approval_view(a: ApprovalRow) -> ApprovalView {
+    ApprovalView {
+        age_s: age_s(&a.created_at),
+        diff: super::console_data::fs_write_diff(&a.binding.tool_id, &a.args, a.preview.as_ref())
+            .or_else(|| a.preview.as_ref().and_then(find_diff)),
+        preview: a.preview.as_ref().map(pretty),
+        args: pretty(&a.args),
+        id: a.approval_id,
+        saga_id: a.saga_id,
+        step_seq: a.step_seq,
+        tool: a.binding.tool_id,
+        tool_hash: a.binding.tool_hash,
+        reason: a.reason,
+        summary: a.summary,
+        status: a.status.as_str().to_string(),
+        created_at: a.created_at,
+        expires_at: a.expires_at,
+        replaces: a.replaces,
+        decided_by: a.decided_by,
+        decided_at: a.decided_at,
+        note: a.note,
     }
 }
 
@@ -150,44 +189,19 @@ impl Backend for ConsoleBackend {
         let host = self.rest.live.host();
         let mut rows = host.store.approvals(false).await.map_err(internal)?;
         rows.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-        let total = rows.len() as u64;
-        let start = usize::try_from(page.offset)
-            .unwrap_or(usize::MAX)
-            .min(rows.len());
-        let end = start
-            .saturating_add(usize::try_from(page.limit).unwrap_or(usize::MAX))
-            .min(rows.len());
-        let more = end < rows.len();
-        let views = rows
-            .drain(start..end)
-            .map(|a| ApprovalView {
-                age_s: age_s(&a.created_at),
-                diff: super::console_data::fs_write_diff(
-                    &a.binding.tool_id,
-                    &a.args,
-                    a.preview.as_ref(),
-                )
-                .or_else(|| a.preview.as_ref().and_then(find_diff)),
-                preview: a.preview.as_ref().map(pretty),
-                args: pretty(&a.args),
-                id: a.approval_id,
-                saga_id: a.saga_id,
-                step_seq: a.step_seq,
-                tool: a.binding.tool_id,
-                tool_hash: a.binding.tool_hash,
-                reason: a.reason,
-                summary: a.summary,
-                status: a.status.as_str().to_string(),
-                created_at: a.created_at,
-                expires_at: a.expires_at,
-                replaces: a.replaces,
-            })
-            .collect();
-        Ok(Paged {
-            rows: views,
-            total,
-            more,
-        })
+        Ok(paged(rows, page))
+    }
+
+    async fn decided_approvals(
+        &self,
+        page: PageReq,
+    ) -> Result<Paged<ApprovalView>, BackendError> {
+        let host = self.rest.live.host();
+        let mut rows = host.store.approvals(true).await.map_err(internal)?;
+        rows.retain(|a| a.status != ApprovalStatus::Pending);
+        let when = |a: &ApprovalRow| a.decided_at.clone().unwrap_or_else(|| a.created_at.clone());
+        rows.sort_by(|a, b| when(b).cmp(&when(a)));
+        Ok(paged(rows, page))
     }
 
     async fn pending_count(&self) -> Result<u64, BackendError> {
@@ -274,6 +288,7 @@ impl Backend for ConsoleBackend {
         };
         let steps = host.store.steps(id).await.map_err(internal)?;
         let log = host.store.log(Some(id)).await.map_err(internal)?;
+        let trace_id = host.store.trace_of_saga(id).await.map_err(internal)?;
         Ok(Some(SagaDetail {
             saga: saga_view(row),
             steps: steps.into_iter().map(step_view).collect(),
@@ -287,7 +302,7 @@ impl Backend for ConsoleBackend {
                     detail: l.detail.to_string(),
                 })
                 .collect(),
-            trace_id: None,
+            trace_id,
         }))
     }
 

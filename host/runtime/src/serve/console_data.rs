@@ -166,37 +166,49 @@ pub const MAX_DIFF_INPUT: usize = 2 << 20;
 
 /// A unified diff of what an `fs_write` call would change, from its
 /// arguments (`content`, the new text) and its dry-run output (`data.previous`:
-/// the file's current text, or that it does not exist). `None` for other
-/// tools, a file that is not UTF-8 text (base64 pre-image), or content
-/// over [`MAX_DIFF_INPUT`].
+/// the file's current text, or that it does not exist). When the dry run
+/// gives no text of the current file (no preview, a preview without
+/// `previous`, or a binary file: a base64 pre-image), every line of the new
+/// content is shown as added, under a header saying why the current content
+/// is not shown; content over [`MAX_DIFF_INPUT`] bytes (old plus new) is
+/// named by size, not diffed. `None` for other tools and for arguments
+/// without a text `content` (the call is refused at validation anyway).
 pub fn fs_write_diff(tool: &str, args: &Value, preview: Option<&Value>) -> Option<String> {
     if tool != "fs_write" {
         return None;
     }
     let new = args.get("content")?.as_str()?;
-    let data = preview?.get("data")?;
-    let prev = data.get("previous")?;
-    let old = match prev.get("existed").and_then(Value::as_bool)? {
-        false => "",
-        true if prev.get("encoding").and_then(Value::as_str) == Some("utf8") => {
-            prev.get("content")?.as_str()?
-        }
-        true => return None,
-    };
-    if old.len().saturating_add(new.len()) > MAX_DIFF_INPUT {
-        return None;
-    }
+    let data = preview.and_then(|p| p.get("data"));
+    let prev = data.and_then(|d| d.get("previous"));
     let path = data
-        .get("resolved_path")
-        .and_then(Value::as_str)
-        .or_else(|| data.get("path").and_then(Value::as_str))
+        .and_then(|d| d.get("resolved_path").and_then(Value::as_str))
+        .or_else(|| data.and_then(|d| d.get("path").and_then(Value::as_str)))
         .or_else(|| args.get("path").and_then(Value::as_str))
         .unwrap_or("file");
-    let before = if old.is_empty() && !prev["existed"].as_bool().unwrap_or(true) {
-        "/dev/null".to_string()
-    } else {
-        format!("{path} (now)")
+    let existed = prev.and_then(|p| p.get("existed")).and_then(Value::as_bool);
+    let text = prev
+        .filter(|p| p.get("encoding").and_then(Value::as_str) == Some("utf8"))
+        .and_then(|p| p.get("content"))
+        .and_then(Value::as_str);
+    let (old, before) = match (existed, text) {
+        (Some(false), _) => ("", "/dev/null".to_string()),
+        (Some(true), Some(old)) => (old, format!("{path} (now)")),
+        (Some(true), None) => (
+            "",
+            format!("{path} (now: binary content, not shown)"),
+        ),
+        (None, _) => (
+            "",
+            format!("{path} (now: the dry run did not report the current content)"),
+        ),
     };
+    if old.len().saturating_add(new.len()) > MAX_DIFF_INPUT {
+        return Some(format!(
+            "(too large to diff here: {} bytes now, {} bytes after the write)",
+            old.len(),
+            new.len()
+        ));
+    }
     let text = similar::TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)
@@ -225,9 +237,24 @@ mod tests {
         let created = json!({"data": {"path": "/w/b.txt", "previous": {"existed": false}}});
         let d = fs_write_diff("fs_write", &args, Some(&created)).unwrap_or_default();
         assert!(d.contains("--- /dev/null") && d.contains("+one\n"), "{d}");
-        let binary = json!({"data": {"previous": {"existed": true, "content": "AAE=", "encoding": "base64"}}});
-        assert_eq!(fs_write_diff("fs_write", &args, Some(&binary)), None);
         assert_eq!(fs_write_diff("http_request", &args, Some(&preview)), None);
-        assert_eq!(fs_write_diff("fs_write", &args, None), None);
+        assert_eq!(fs_write_diff("fs_write", &json!({"path": "/w/a.txt"}), None), None);
+    }
+
+    #[test]
+    fn without_the_current_text_the_new_content_is_shown_whole_and_says_why() {
+        let args = json!({"path": "/w/a.txt", "content": "one\ntwo\n"});
+        let binary = json!({"data": {"previous": {"existed": true, "content": "AAE=", "encoding": "base64"}}});
+        let d = fs_write_diff("fs_write", &args, Some(&binary)).unwrap_or_default();
+        assert!(d.contains("--- /w/a.txt (now: binary content, not shown)"), "{d}");
+        assert!(d.contains("+one\n+two\n") && !d.contains("AAE="), "{d}");
+        for preview in [None, Some(json!({"data": {"path": "/w/a.txt"}})), Some(json!("refused"))] {
+            let d = fs_write_diff("fs_write", &args, preview.as_ref()).unwrap_or_default();
+            assert!(d.contains("did not report the current content"), "{d}");
+            assert!(d.contains("+++ /w/a.txt (after the write)") && d.contains("+two\n"), "{d}");
+        }
+        let big = "x".repeat(MAX_DIFF_INPUT + 1);
+        let d = fs_write_diff("fs_write", &json!({"path": "/w/a", "content": big}), None);
+        assert!(d.is_some_and(|d| d.starts_with("(too large to diff here")));
     }
 }

@@ -290,7 +290,14 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
             .iter()
             .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string()),
     );
+    // A request served statelessly (2026-07-28) whose handler answers
+    // with nothing before its result gets its answer as one JSON body: the
+    // server does not hold an event stream open until the request's
+    // service has wound down. A handler that sends a notification first
+    // (progress) still gets an event stream (rmcp falls back to SSE).
+    // Sessions (2025-11-25) keep their per-request event streams.
     let config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
         .with_allowed_hosts(rmcp_hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation()

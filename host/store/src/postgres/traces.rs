@@ -57,4 +57,15 @@ impl TraceStore for PgStore {
         };
         row.map(|r| get(&r, 0)).transpose()
     }
+
+    async fn trace_of_saga(&self, saga_id: &str) -> Result<Option<String>, StoreError> {
+        let c = self.conn().await?;
+        let row = query_opt(
+            &c,
+            "SELECT trace_id FROM traces WHERE saga_id = $1 ORDER BY started_at DESC, ord DESC LIMIT 1",
+            &[&saga_id],
+        )
+        .await?;
+        row.map(|r| get(&r, 0)).transpose()
+    }
 }

@@ -57,4 +57,16 @@ impl TraceStore for SqliteStore {
             Ok(r)
         })
     }
+
+    async fn trace_of_saga(&self, saga_id: &str) -> Result<Option<String>, StoreError> {
+        let saga_id = saga_id.to_owned();
+        self.read(move |c| {
+            Ok(c.query_row(
+                "SELECT trace_id FROM traces WHERE saga_id = ?1 ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                params![saga_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
 }

@@ -179,6 +179,12 @@ async fn retries_in_doubt_and_failed_compensation(db: &Db) {
         Some("{\"steps\":[]}")
     );
     assert!(s.load_trace("last").await.unwrap().is_some());
+    assert_eq!(
+        s.trace_of_saga("s2").await.unwrap().as_deref(),
+        Some("0123abcd-0000-4000-8000-000000000000")
+    );
+    assert_eq!(s.trace_of_saga("s1").await.unwrap(), None);
+    assert_eq!(s.trace_of_saga("' OR 1=1 --").await.unwrap(), None);
     assert!(
         s.load_trace("'; DROP TABLE traces; --")
             .await
