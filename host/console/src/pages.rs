@@ -398,6 +398,9 @@ mod tests {
             age_s: 3,
             expires_at: Some(payload.into()),
             replaces: Some(payload.into()),
+            decided_by: Some(payload.into()),
+            decided_at: Some(payload.into()),
+            note: Some(payload.into()),
         };
         let page = Paged {
             rows: vec![a],
@@ -410,6 +413,13 @@ mod tests {
         assert!(!html.contains("\"' &"), "quotes and ampersands escaped");
         assert!(html.contains("&lt;script&gt;"));
         // The only script is the static file.
+        assert_eq!(html.matches("<script").count(), 1);
+
+        // The decided page shows who decided and their note: escaped too.
+        let html = decided_approvals(payload, payload, &page, 0).into_string();
+        assert!(!html.contains("<script>window"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(html.contains("&lt;script&gt;"));
         assert_eq!(html.matches("<script").count(), 1);
     }
 }
