@@ -198,7 +198,7 @@ impl StepJournal {
                 Header::Pre { at, .. } => {
                     seen.insert(at.clone());
                 }
-                Header::Moved { from, to } => forget_under(&mut seen, from, to),
+                Header::Moved { from, to, .. } => forget_under(&mut seen, from, to),
                 // After a restore pass the paths hold their restored state:
                 // a change made to them later (a retried compensation) is
                 // journaled again.
@@ -384,6 +384,7 @@ impl StepJournal {
         let header = Header::Moved {
             from: from_at.clone(),
             to: to_at.clone(),
+            what: Some((src.st_dev, src.st_ino)),
         };
         self.append(&header, None, true, &from_at.display())?;
         forget_under(&mut self.seen, &from_at, &to_at);
@@ -541,7 +542,7 @@ impl StepJournal {
             }
             let ats: Vec<&At> = match &f.header {
                 Header::Pre { at, .. } => vec![at],
-                Header::Moved { from, to } => vec![from, to],
+                Header::Moved { from, to, .. } => vec![from, to],
                 _ => continue,
             };
             for at in ats {

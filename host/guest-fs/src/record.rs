@@ -224,6 +224,13 @@ pub enum Header {
         from: At,
         /// The destination (its own pre-image is the record before).
         to: At,
+        /// `(st_dev, st_ino)` of what is moved, when the record was written.
+        /// The record is written before the rename: a call stopped between
+        /// the two leaves a record of a rename that never happened, told
+        /// apart by where this file is at the restore (absent in journals
+        /// written before it was added).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        what: Option<(u64, u64)>,
     },
     /// The fingerprints of the step's paths when its call ended.
     Post {

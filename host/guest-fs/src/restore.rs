@@ -225,7 +225,7 @@ impl StepJournal {
             let header = self.frames[i].header.clone();
             let ats: Vec<&At> = match &header {
                 Header::Pre { at, .. } => vec![at],
-                Header::Moved { from, to } => vec![to, from],
+                Header::Moved { from, to, .. } => vec![to, from],
                 _ => continue,
             };
             let shown = ats[0].display();
@@ -265,8 +265,8 @@ impl StepJournal {
                     }
                     self.restore_pre(i, at, prior)
                 }
-                Header::Moved { from, to } => {
-                    let r = self.undo_move(from, to);
+                Header::Moved { from, to, what } => {
+                    let r = self.undo_move(from, to, *what);
                     self.forget_parents();
                     r
                 }

@@ -472,3 +472,41 @@ fn a_directory_removed_after_a_compensation_wrote_in_it_comes_back_first() {
     assert!(rep.clean, "{rep:#?}");
     assert_eq!(snapshot(&r.ws), before);
 }
+
+#[test]
+fn a_rename_journaled_but_never_done_is_not_undone() {
+    // The record of a rename is written before the rename: a call stopped
+    // between the two (a SIGKILL during a compensation), then the same work
+    // done again in the same journal (the next recovery's compensation).
+    // The restore must see that the first rename never happened, not take
+    // the file still at its old place for someone else's.
+    let r = rig();
+    let before = snapshot(&r.ws);
+    let dir = r.dir();
+    let ws = r.ws.clone();
+    let mut j = r.journal(0);
+    guarded(&mut j, &dir, "tmp", Change::Create, || {
+        std::fs::write(ws.join("tmp"), b"first").unwrap()
+    });
+    let from = locate(j.roots(), &dir, "tmp", false).unwrap();
+    let to = locate(j.roots(), &dir, "a.txt", false).unwrap();
+    j.before_rename(&from, &to).unwrap();
+    // Stopped here: no rename. The work again, to its end.
+    guarded(&mut j, &dir, "tmp", Change::Write, || {
+        std::fs::write(ws.join("tmp"), b"second").unwrap()
+    });
+    renamed(&mut j, &dir, "tmp", "a.txt", &ws);
+    j.seal().unwrap();
+    drop(j);
+    assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), b"second");
+    let reps = rollback(&r, &[0]);
+    assert!(reps[0].clean, "{reps:#?}");
+    assert!(
+        reps[0]
+            .paths
+            .iter()
+            .any(|p| p.action.contains("stopped before this rename")),
+        "{reps:#?}"
+    );
+    assert_eq!(snapshot(&r.ws), before);
+}

@@ -258,7 +258,18 @@ impl StepJournal {
         )
     }
 
-    pub(crate) fn undo_move(&mut self, from: &At, to: &At) -> Result<String, String> {
+    /// Undo the rename of `from` onto `to`; `what` is the moved file's
+    /// `(st_dev, st_ino)` when the record has it. With both names present,
+    /// the rename never happened when the moved file is still at `from`
+    /// and not at `to` (the call was stopped between the record and the
+    /// rename, which is atomic): nothing to undo. Otherwise both present
+    /// means something else took the old place: left alone.
+    pub(crate) fn undo_move(
+        &mut self,
+        from: &At,
+        to: &At,
+        what: Option<(u64, u64)>,
+    ) -> Result<String, String> {
         let to_parent = self.parent_of(to)?;
         let from_parent = self.parent_of(from)?;
         let Some((from_dir, from_name)) = from_parent else {
@@ -281,6 +292,15 @@ impl StepJournal {
                 Ok(format!("moved back from {}", to.display()))
             }
             (_, None, Some(_)) => Ok(format!("already moved back from {}", to.display())),
+            (_, Some(t), Some(f))
+                if what
+                    .is_some_and(|id| (f.st_dev, f.st_ino) == id && (t.st_dev, t.st_ino) != id) =>
+            {
+                Ok(format!(
+                    "nothing to undo: the call was stopped before this rename (what it was to move to {} is still at its old place)",
+                    to.display()
+                ))
+            }
             (_, Some(_), Some(_)) => Err(format!(
                 "something else is at its old place while {} still holds what was moved: left alone",
                 to.display()
