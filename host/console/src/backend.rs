@@ -388,8 +388,7 @@ pub trait Backend: Send + Sync + 'static {
     ///
     /// # Errors
     /// The store's.
-    async fn decided_approvals(&self, page: PageReq)
-    -> Result<Paged<ApprovalView>, BackendError>;
+    async fn decided_approvals(&self, page: PageReq) -> Result<Paged<ApprovalView>, BackendError>;
 
     /// How many approvals are pending (the live badge).
     ///

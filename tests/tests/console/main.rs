@@ -329,7 +329,9 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
         .await;
     b.click(&b.get("#trace-link").await).await;
     assert!(
-        b.url().await.ends_with(&format!("/console/traces/{trace_id}")),
+        b.url()
+            .await
+            .ends_with(&format!("/console/traces/{trace_id}")),
         "{}",
         b.url().await
     );

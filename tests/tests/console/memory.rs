@@ -23,7 +23,9 @@ fn model_installed(test: &str) -> bool {
         "{test}: the embedding model is missing from {} and CI must have it (scripts/setup)",
         dir.display()
     );
-    eprintln!("\n*** SKIPPED {test}: the embedding model is not installed (run scripts/setup) ***\n");
+    eprintln!(
+        "\n*** SKIPPED {test}: the embedding model is not installed (run scripts/setup) ***\n"
+    );
     false
 }
 
@@ -35,7 +37,10 @@ async fn an_operator_approves_and_discards_memory_proposals_in_the_browser() {
     let Some(b) = Browser::start().await else {
         return;
     };
-    let ws = TestWorkspace::new(&["fs_write", "fs_edit"], &format!("{MEMORY_POLICY}{POLICY}"));
+    let ws = TestWorkspace::new(
+        &["fs_write", "fs_edit"],
+        &format!("{MEMORY_POLICY}{POLICY}"),
+    );
     std::fs::write(ws.ws().join("SOUL.md"), "Be useful. Never invent facts.").unwrap();
     let (host, srv) = server(&ws, "Noted: the review is on Tuesday.").await;
     let hm = host.memory.clone().expect("memory is on");
@@ -62,7 +67,12 @@ async fn an_operator_approves_and_discards_memory_proposals_in_the_browser() {
     let episode = episode.expect("the episode").episode_id;
     let keep = hm
         .memory
-        .propose("default", "The quarterly review is on Tuesday.", "reflection", vec![episode.clone()])
+        .propose(
+            "default",
+            "The quarterly review is on Tuesday.",
+            "reflection",
+            vec![episode.clone()],
+        )
         .unwrap();
     let hostile = hm
         .memory
@@ -76,9 +86,14 @@ async fn an_operator_approves_and_discards_memory_proposals_in_the_browser() {
     let ks = format!("section[data-proposal=\"{}\"]", keep.proposal_id);
     let hs = format!("section[data-proposal=\"{}\"]", hostile.proposal_id);
     let shown = b.text(&hs).await;
-    assert!(shown.contains("<script>window.__pwned=1</script>"), "{shown}");
+    assert!(
+        shown.contains("<script>window.__pwned=1</script>"),
+        "{shown}"
+    );
     // The source episode, its hostile user message shown as text too.
-    let ep = b.text(&format!("{ks} div.episode[data-episode=\"{episode}\"]")).await;
+    let ep = b
+        .text(&format!("{ks} div.episode[data-episode=\"{episode}\"]"))
+        .await;
     assert!(ep.contains("<script>window.__pwned=1</script>"), "{ep}");
     no_script_ran(&b, "memory proposals").await;
     b.screenshot(&shot("memory-proposals")).await;
@@ -91,7 +106,10 @@ async fn an_operator_approves_and_discards_memory_proposals_in_the_browser() {
     let k = store.proposal(&keep.proposal_id).unwrap();
     assert_eq!(k.status, "approved");
     assert_eq!(k.decided_by.as_deref(), Some("token:alice (operator)"));
-    assert_eq!(store.proposal(&hostile.proposal_id).unwrap().status, "pending");
+    assert_eq!(
+        store.proposal(&hostile.proposal_id).unwrap().status,
+        "pending"
+    );
     let facts = store.facts(None).unwrap();
     assert_eq!(facts.len(), 1, "{facts:?}");
     assert_eq!(facts[0].text, "The quarterly review is on Tuesday.");
@@ -100,7 +118,10 @@ async fn an_operator_approves_and_discards_memory_proposals_in_the_browser() {
     b.click(&b.get(&format!("{hs} input[name=id]")).await).await;
     b.click(&b.get("#discard-selected").await).await;
     b.wait_text("#proposals-pending", "0 pending").await;
-    assert_eq!(store.proposal(&hostile.proposal_id).unwrap().status, "discarded");
+    assert_eq!(
+        store.proposal(&hostile.proposal_id).unwrap().status,
+        "discarded"
+    );
     assert_eq!(store.facts(None).unwrap().len(), 1);
     no_script_ran(&b, "memory proposals after the decisions").await;
 }

@@ -335,12 +335,21 @@ async fn writing_stops_before_the_deadline_with_an_exact_record_that_rolls_back(
         // On a slow machine the dry run (the step's pre-image) may itself
         // run out of time, or execute's planning (a stat per path) may: then
         // the call says so and nothing was changed.
-        Outcome::Failed { error, .. } => {
-            assert!(
-                error.message.contains("dry-run") || error.message.contains("nothing was changed"),
-                "{error:?}"
-            );
+        Outcome::Failed { error, .. }
+            if error.message.contains("dry-run")
+                || error.message.contains("nothing was changed") =>
+        {
             assert_eq!(snapshot(&ws.ws()), before, "{error:?}");
+            return;
+        }
+        // On a loaded machine the guest can be descheduled past its own
+        // checks, and the host cuts it off at the deadline (a failed step,
+        // maybe half applied). That is the case the host's file journal
+        // exists for: the rollback still puts back every byte.
+        Outcome::Failed { error, .. } if error.kind == ErrorKind::Timeout => {
+            let report = door.abort(&mut saga).await.unwrap();
+            assert!(report.all_compensated(), "{error:?} {report:?}");
+            assert_eq!(snapshot(&ws.ws()), before, "{error:?}: undone");
             return;
         }
         other => panic!("{other:?}"),

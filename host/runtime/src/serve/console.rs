@@ -12,7 +12,6 @@ use super::auth::Auth;
 use super::rest::Rest;
 use crate::dispatch::{DispatchError, OperatorError};
 use crate::store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
-use capsaga_core::approval::ApprovalStatus;
 use async_trait::async_trait;
 use axum::http::{HeaderMap, HeaderValue, header};
 use capsaga_console::{
@@ -20,6 +19,7 @@ use capsaga_console::{
     PageReq, Paged, ProposalView, SagaAction, SagaDetail, SagaFilter, SagaView, SignIn, StepView,
     TraceStepView, TraceView,
 };
+use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::neuron::Status;
 use capsaga_core::principal::{Principal, Role};
 use serde_json::Value;
@@ -192,10 +192,7 @@ impl Backend for ConsoleBackend {
         Ok(paged(rows, page))
     }
 
-    async fn decided_approvals(
-        &self,
-        page: PageReq,
-    ) -> Result<Paged<ApprovalView>, BackendError> {
+    async fn decided_approvals(&self, page: PageReq) -> Result<Paged<ApprovalView>, BackendError> {
         let host = self.rest.live.host();
         let mut rows = host.store.approvals(true).await.map_err(internal)?;
         rows.retain(|a| a.status != ApprovalStatus::Pending);

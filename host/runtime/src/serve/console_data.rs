@@ -193,10 +193,7 @@ pub fn fs_write_diff(tool: &str, args: &Value, preview: Option<&Value>) -> Optio
     let (old, before) = match (existed, text) {
         (Some(false), _) => ("", "/dev/null".to_string()),
         (Some(true), Some(old)) => (old, format!("{path} (now)")),
-        (Some(true), None) => (
-            "",
-            format!("{path} (now: binary content, not shown)"),
-        ),
+        (Some(true), None) => ("", format!("{path} (now: binary content, not shown)")),
         (None, _) => (
             "",
             format!("{path} (now: the dry run did not report the current content)"),
@@ -238,7 +235,10 @@ mod tests {
         let d = fs_write_diff("fs_write", &args, Some(&created)).unwrap_or_default();
         assert!(d.contains("--- /dev/null") && d.contains("+one\n"), "{d}");
         assert_eq!(fs_write_diff("http_request", &args, Some(&preview)), None);
-        assert_eq!(fs_write_diff("fs_write", &json!({"path": "/w/a.txt"}), None), None);
+        assert_eq!(
+            fs_write_diff("fs_write", &json!({"path": "/w/a.txt"}), None),
+            None
+        );
     }
 
     #[test]
@@ -246,12 +246,22 @@ mod tests {
         let args = json!({"path": "/w/a.txt", "content": "one\ntwo\n"});
         let binary = json!({"data": {"previous": {"existed": true, "content": "AAE=", "encoding": "base64"}}});
         let d = fs_write_diff("fs_write", &args, Some(&binary)).unwrap_or_default();
-        assert!(d.contains("--- /w/a.txt (now: binary content, not shown)"), "{d}");
+        assert!(
+            d.contains("--- /w/a.txt (now: binary content, not shown)"),
+            "{d}"
+        );
         assert!(d.contains("+one\n+two\n") && !d.contains("AAE="), "{d}");
-        for preview in [None, Some(json!({"data": {"path": "/w/a.txt"}})), Some(json!("refused"))] {
+        for preview in [
+            None,
+            Some(json!({"data": {"path": "/w/a.txt"}})),
+            Some(json!("refused")),
+        ] {
             let d = fs_write_diff("fs_write", &args, preview.as_ref()).unwrap_or_default();
             assert!(d.contains("did not report the current content"), "{d}");
-            assert!(d.contains("+++ /w/a.txt (after the write)") && d.contains("+two\n"), "{d}");
+            assert!(
+                d.contains("+++ /w/a.txt (after the write)") && d.contains("+two\n"),
+                "{d}"
+            );
         }
         let big = "x".repeat(MAX_DIFF_INPUT + 1);
         let d = fs_write_diff("fs_write", &json!({"path": "/w/a", "content": big}), None);
