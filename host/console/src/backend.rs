@@ -78,6 +78,10 @@ pub struct ApprovalView {
     pub tool: String,
     /// The tool's pinned hash (hex).
     pub tool_hash: String,
+    /// The tool's declared risk (`low`, `medium`, `high`, from its meta),
+    /// when the component with the pinned hash is loaded; `None` when it is
+    /// not (replaced or removed since the call was asked).
+    pub risk: Option<String>,
     /// The arguments, pretty-printed JSON (untrusted).
     pub args: String,
     /// Why a human must decide (the policy's reason).

@@ -135,6 +135,10 @@ pub fn approvals(
                     @if let Some(e) = &a.expires_at { " · expires " (e) }
                     " · tool hash " code { (short(&a.tool_hash)) }
                 }
+                @match &a.risk {
+                    Some(r) => p .risk data-risk=(r) { "Risk: " strong { (r) } " (declared by the tool)" },
+                    None => p .risk data-risk="unknown" { "Risk: unknown (the component with this hash is no longer loaded)" },
+                }
                 p .reason { "Why: " (a.reason) }
                 @if let Some(r) = &a.replaces {
                     p .stale { "Replaces approval " code { (short(r)) } ": the call's dry-run changed since it was asked, so the earlier one can no longer be approved." }
@@ -388,6 +392,7 @@ mod tests {
             step_seq: 0,
             tool: payload.into(),
             tool_hash: payload.into(),
+            risk: Some(payload.into()),
             args: payload.into(),
             reason: payload.into(),
             summary: payload.into(),

@@ -247,6 +247,10 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
         section.contains("--- /dev/null") && section.contains("+<script>window.__pwned=1"),
         "{section}"
     );
+    // The risk fs_write declares in its meta.
+    let risk = format!("{a} p.risk");
+    assert_eq!(b.attr(&b.get(&risk).await, "data-risk").await, "medium");
+    assert!(b.text(&risk).await.contains("Risk: medium"), "{section}");
     no_script_ran(&b, "approvals").await;
     // The live badge (server-sent events) shows the same count.
     b.wait_text("#pending-badge", "2 pending").await;
@@ -322,6 +326,11 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
     assert!(b.text("ol.steps").await.contains(VISIBLE));
     no_script_ran(&b, "saga timeline").await;
     b.screenshot(&shot("saga")).await;
+    // Undo the Done saga from its page: the committed write is compensated.
+    b.click(&b.get("button[value=undo]").await).await;
+    b.wait_text("#flash", "Undone by token:alice").await;
+    assert!(!ws.ws().join("a.txt").exists(), "A's write undone");
+    assert_ne!(b.text("#saga-state").await, "Done");
 
     // The model's answer on the trace page, reached from the turn's saga.
     let turn_saga = turn["saga_id"].as_str().unwrap().to_string();

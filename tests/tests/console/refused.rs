@@ -67,6 +67,24 @@ async fn csrf_from_another_origin_a_missing_token_and_client_tokens_are_refused(
     assert!(!csp.contains("unsafe-inline"), "{csp}");
     assert_eq!(r.headers()["x-frame-options"], "DENY");
 
+    // The same Host and Origin guard as /mcp: a rebinding name, a page of
+    // another origin (even with a valid operator session, further down,
+    // a foreign Origin on a POST is refused).
+    let r = http()
+        .get(srv.url("/console/login"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 421, "a Host outside the allowlist");
+    let r = http()
+        .get(srv.url("/console/login"))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "an Origin outside the allowlist");
+
     // A client token cannot open the console: no session cookie.
     sign_in(&b, &srv, BOB).await;
     b.wait_text("#flash", "client-role token cannot open the console")

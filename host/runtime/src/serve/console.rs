@@ -11,6 +11,7 @@
 use super::auth::Auth;
 use super::rest::Rest;
 use crate::dispatch::{DispatchError, OperatorError};
+use crate::registry::Registry;
 use crate::store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
 use async_trait::async_trait;
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -74,7 +75,8 @@ fn find_diff(v: &Value) -> Option<String> {
 }
 
 /// The page `page` of `rows` (in their order) as the console shows them.
-fn paged(mut rows: Vec<ApprovalRow>, page: PageReq) -> Paged<ApprovalView> {
+/// A page of approvals as views; `registry` gives each tool's declared risk.
+fn paged(mut rows: Vec<ApprovalRow>, page: PageReq, registry: &Registry) -> Paged<ApprovalView> {
     let total = rows.len() as u64;
     let start = usize::try_from(page.offset)
         .unwrap_or(usize::MAX)
@@ -83,12 +85,22 @@ fn paged(mut rows: Vec<ApprovalRow>, page: PageReq) -> Paged<ApprovalView> {
         .saturating_add(usize::try_from(page.limit).unwrap_or(usize::MAX))
         .min(rows.len());
     let more = end < rows.len();
-    let rows = rows.drain(start..end).map(approval_view).collect();
+    let rows = rows
+        .drain(start..end)
+        .map(|a| {
+            let risk = registry
+                .get(&a.binding.tool_id)
+                .filter(|t| t.hash == a.binding.tool_hash)
+                .map(|t| t.meta.risk.as_str().to_string());
+            approval_view(a, risk)
+        })
+        .collect();
     Paged { rows, total, more }
 }
 
-fn approval_view(a: ApprovalRow) -> ApprovalView {
+fn approval_view(a: ApprovalRow, risk: Option<String>) -> ApprovalView {
     ApprovalView {
+        risk,
         age_s: age_s(&a.created_at),
         diff: super::console_data::fs_write_diff(&a.binding.tool_id, &a.args, a.preview.as_ref())
             .or_else(|| a.preview.as_ref().and_then(find_diff)),
@@ -189,7 +201,7 @@ impl Backend for ConsoleBackend {
         let host = self.rest.live.host();
         let mut rows = host.store.approvals(false).await.map_err(internal)?;
         rows.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-        Ok(paged(rows, page))
+        Ok(paged(rows, page, &host.registry))
     }
 
     async fn decided_approvals(&self, page: PageReq) -> Result<Paged<ApprovalView>, BackendError> {
@@ -198,7 +210,7 @@ impl Backend for ConsoleBackend {
         rows.retain(|a| a.status != ApprovalStatus::Pending);
         let when = |a: &ApprovalRow| a.decided_at.clone().unwrap_or_else(|| a.created_at.clone());
         rows.sort_by(|a, b| when(b).cmp(&when(a)));
-        Ok(paged(rows, page))
+        Ok(paged(rows, page, &host.registry))
     }
 
     async fn pending_count(&self) -> Result<u64, BackendError> {
