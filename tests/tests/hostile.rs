@@ -66,12 +66,23 @@ impl Called {
     }
 }
 
+/// The deadline of every call here but those that test the deadline: far
+/// away (10 minutes), because each of those calls tests another bound
+/// (memory, stack, output and transfer caps, grants) that must be the one
+/// to stop it however slow or starved the machine is; a wall-clock
+/// deadline would win the race on a loaded machine (issue 32).
+const FAR_DEADLINE_MS: u64 = 600_000;
+
 /// `execute` of `tool` in a fresh instance, with the tool's effective grants
-/// and `limits` (the tool's own when `None`), straight through the sandbox.
+/// and `limits` (the tool's own, with [`FAR_DEADLINE_MS`], when `None`),
+/// straight through the sandbox.
 async fn call(host: &Host, tool: &str, args: Value, limits: Option<Limits>) -> Called {
     let t = host.registry.get(tool).expect("tool loaded");
     let grants: Vec<Capability> = t.grants.clone().expect("tool callable");
-    let limits = limits.unwrap_or(t.limits);
+    let limits = limits.unwrap_or(Limits {
+        deadline_ms: FAR_DEADLINE_MS,
+        ..t.limits
+    });
     let ctx = CallContext {
         saga_id: "hostile".into(),
         step_seq: 0,
@@ -97,7 +108,10 @@ async fn call(host: &Host, tool: &str, args: Value, limits: Option<Limits>) -> C
 }
 
 fn limits(f: impl FnOnce(&mut Limits)) -> Option<Limits> {
-    let mut l = Limits::DEFAULT;
+    let mut l = Limits {
+        deadline_ms: FAR_DEADLINE_MS,
+        ..Limits::DEFAULT
+    };
     f(&mut l);
     Some(l)
 }
