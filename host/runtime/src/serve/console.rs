@@ -209,7 +209,7 @@ impl Backend for ConsoleBackend {
         let mut rows = host.store.approvals(true).await.map_err(internal)?;
         rows.retain(|a| a.status != ApprovalStatus::Pending);
         let when = |a: &ApprovalRow| a.decided_at.clone().unwrap_or_else(|| a.created_at.clone());
-        rows.sort_by(|a, b| when(b).cmp(&when(a)));
+        rows.sort_by_key(|a| std::cmp::Reverse(when(a)));
         Ok(paged(rows, page, &host.registry))
     }
 
