@@ -312,9 +312,35 @@ pub struct HealthView {
     pub audit: String,
     /// `GET /healthz`'s answer, pretty JSON (providers, hosts, reloads).
     pub healthz: String,
+    /// The model providers configured for this host, in the router's
+    /// order (the first is the default); `["scripted"]` in simulation.
+    pub providers: Vec<String>,
+    /// The default provider, if any.
+    pub default_provider: Option<String>,
+    /// `simulation` (the scripted model) or `live`.
+    pub mode: String,
+    /// The store: `sqlite` or `postgres`.
+    pub store: String,
+    /// This host's policy hash (SHA-256, hex).
+    pub policy_sha256: String,
+    /// The live hosts sharing the store, this one included.
+    pub hosts: Vec<HostView>,
     /// Spend per UTC day over the chart's days, oldest first, one entry
     /// per day (days without spend at 0).
     pub history: Vec<crate::charts::SpendDay>,
+}
+
+/// A host sharing the store (a live owner of sagas).
+#[derive(Debug, Clone, Serialize)]
+pub struct HostView {
+    /// Its owner id.
+    pub id: String,
+    /// The SHA-256 of its policy (hex), when it published one.
+    pub policy_sha256: Option<String>,
+    /// When it started, RFC 3339.
+    pub started_at: String,
+    /// True for the host serving this page.
+    pub this: bool,
 }
 
 /// An episode a memory proposal was distilled from.

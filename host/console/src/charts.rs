@@ -258,6 +258,12 @@ mod tests {
             switch: "normal".into(),
             audit: "ok".into(),
             healthz: "{}".into(),
+            providers: vec!["scripted".into()],
+            default_provider: Some("scripted".into()),
+            mode: "simulation".into(),
+            store: "sqlite".into(),
+            policy_sha256: "ab".repeat(32),
+            hosts: Vec::new(),
             history: (1..=3)
                 .map(|d| SpendDay {
                     day: format!("2026-01-0{d}"),

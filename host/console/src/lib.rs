@@ -27,9 +27,9 @@ pub mod routes;
 pub mod session;
 
 pub use backend::{
-    ApprovalView, Backend, BackendError, Decided, EpisodeView, HealthView, LogView, NeuronAction,
-    NeuronView, PageReq, Paged, ProposalView, SagaAction, SagaDetail, SagaFilter, SagaView, SignIn,
-    StepView, TraceStepView, TraceView,
+    ApprovalView, Backend, BackendError, Decided, EpisodeView, HealthView, HostView, LogView,
+    NeuronAction, NeuronView, PageReq, Paged, ProposalView, SagaAction, SagaDetail, SagaFilter,
+    SagaView, SignIn, StepView, TraceStepView, TraceView,
 };
 pub use charts::{FitnessDay, SpendDay};
 pub use pages::PAGE_SIZE;

@@ -364,6 +364,32 @@ pub fn health(operator: &str, csrf: &str, h: &HealthView) -> Markup {
         }
         p { "Kill switch: " strong { (h.switch) } }
         p { "Audit chain: " strong #audit { (h.audit) } }
+        h2 { "Model providers" }
+        p { "Mode: " strong #mode { (h.mode) } }
+        table #providers {
+            thead { tr { th { "Provider" } th { "" } } }
+            tbody {
+                @for p in &h.providers {
+                    tr data-provider=(p) { td { code { (p) } } td { @if h.default_provider.as_deref() == Some(p.as_str()) { "default" } } }
+                }
+            }
+        }
+        h2 { "Hosts" }
+        p { "Store: " strong #store { (h.store) } " · this host's policy " code { (short(&h.policy_sha256)) } }
+        table #hosts {
+            thead { tr { th { "Host" } th { "Policy (SHA-256)" } th { "Started" } th { "" } } }
+            tbody {
+                @for x in &h.hosts {
+                    @let same = x.policy_sha256.as_deref() == Some(h.policy_sha256.as_str());
+                    tr data-host=(x.id) data-policy-same=(same) {
+                        td { code { (x.id) } @if x.this { " (this host)" } }
+                        td { code title=(x.policy_sha256.as_deref().unwrap_or("")) { (short(x.policy_sha256.as_deref().unwrap_or("-"))) } }
+                        td { (x.started_at) }
+                        td .policy { @if !same { strong .stale { "policy differs from this host's" } } }
+                    }
+                }
+            }
+        }
         (untrusted("GET /healthz", &h.healthz))
     };
     layout("Budget & health", Some((operator, csrf)), None, body)
@@ -382,6 +408,7 @@ pub fn error(operator: Option<(&str, &str)>, title: &str, message: &str) -> Mark
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::HostView;
 
     #[test]
     fn every_value_is_escaped() {
@@ -419,6 +446,44 @@ mod tests {
         assert!(html.contains("&lt;script&gt;"));
         // The only script is the static file.
         assert_eq!(html.matches("<script").count(), 1);
+
+        // The health page: hosts sharing the store, one with another
+        // policy flagged; names escaped.
+        let h = HealthView {
+            day: "2026-01-01".into(),
+            spent_today_usd: 0.0,
+            soft_cap_usd: None,
+            hard_cap_usd: None,
+            switch: "normal".into(),
+            audit: "ok".into(),
+            healthz: payload.into(),
+            providers: vec![payload.into(), "openai".into()],
+            default_provider: Some("openai".into()),
+            mode: "live".into(),
+            store: "postgres".into(),
+            policy_sha256: "aa".repeat(32),
+            hosts: vec![
+                HostView {
+                    id: "host-a".into(),
+                    policy_sha256: Some("aa".repeat(32)),
+                    started_at: "2026-01-01T00:00:00Z".into(),
+                    this: true,
+                },
+                HostView {
+                    id: payload.into(),
+                    policy_sha256: Some("bb".repeat(32)),
+                    started_at: "2026-01-01T00:00:01Z".into(),
+                    this: false,
+                },
+            ],
+            history: Vec::new(),
+        };
+        let html = health(payload, payload, &h).into_string();
+        assert!(!html.contains("<script>window"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert_eq!(html.matches("policy differs from this host's").count(), 1);
+        assert!(html.contains("host-a</code> (this host)"), "{html}");
+        assert_eq!(html.matches("data-policy-same=\"true\"").count(), 1);
 
         // The decided page shows who decided and their note: escaped too.
         let html = decided_approvals(payload, payload, &page, 0).into_string();

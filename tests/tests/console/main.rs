@@ -387,6 +387,20 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
         .eval("return [document.querySelectorAll('#spend-chart svg').length, document.querySelectorAll('#spend-chart tbody tr').length];")
         .await;
     assert_eq!(bars, json!([1, 14]), "{}", b.text("body").await);
+    // The providers (the scripted model here) and this host with its policy.
+    assert_eq!(b.text("#mode").await, "simulation");
+    assert!(
+        b.text("#providers").await.contains("scripted"),
+        "{}",
+        b.text("body").await
+    );
+    assert_eq!(b.text("#store").await, "sqlite");
+    let me = b.text("#hosts tbody tr").await;
+    assert!(
+        me.contains(&host.owner.id().to_string()) && me.contains("(this host)"),
+        "{me}"
+    );
+    assert!(me.contains(&host.config.policy_sha256[..12]), "{me}");
     no_script_ran(&b, "health").await;
     b.screenshot(&shot("health")).await;
     b.goto(&srv.url("/console/health?days=3")).await;

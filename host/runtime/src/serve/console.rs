@@ -16,9 +16,9 @@ use crate::store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
 use async_trait::async_trait;
 use axum::http::{HeaderMap, HeaderValue, header};
 use capsaga_console::{
-    ApprovalView, Backend, BackendError, Decided, HealthView, LogView, NeuronAction, NeuronView,
-    PageReq, Paged, ProposalView, SagaAction, SagaDetail, SagaFilter, SagaView, SignIn, StepView,
-    TraceStepView, TraceView,
+    ApprovalView, Backend, BackendError, Decided, HealthView, HostView, LogView, NeuronAction,
+    NeuronView, PageReq, Paged, ProposalView, SagaAction, SagaDetail, SagaFilter, SagaView, SignIn,
+    StepView, TraceStepView, TraceView,
 };
 use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::neuron::Status;
@@ -121,6 +121,43 @@ fn approval_view(a: ApprovalRow, risk: Option<String>) -> ApprovalView {
         decided_at: a.decided_at,
         note: a.note,
     }
+}
+
+/// The store's kind, this host's policy hash, and the live hosts sharing
+/// the store (this one first; listed even when the store cannot say).
+async fn host_views(host: &crate::host::Host) -> (String, String, Vec<HostView>) {
+    let me = host.owner.id().to_string();
+    let mine = host.config.policy_sha256.clone();
+    let mut hosts: Vec<HostView> = match host.store.live_owners().await {
+        Ok(rows) => rows
+            .into_iter()
+            .map(|o| HostView {
+                this: o.owner_id == me,
+                id: o.owner_id,
+                policy_sha256: o.policy_sha256,
+                started_at: o.started_at,
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!("the console cannot list the hosts: {e}");
+            Vec::new()
+        }
+    };
+    if !hosts.iter().any(|h| h.this) {
+        hosts.push(HostView {
+            id: me,
+            policy_sha256: Some(mine.clone()),
+            started_at: String::new(),
+            this: true,
+        });
+    }
+    hosts.sort_by_key(|h| (!h.this, h.started_at.clone()));
+    let store = if host.config.store.shared() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    (store.to_string(), mine, hosts)
 }
 
 fn saga_view(r: SagaRow) -> SagaView {
@@ -412,10 +449,40 @@ impl Backend for ConsoleBackend {
         let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
             .await
             .map_err(internal)?;
-        let healthz = serde_json::from_slice::<Value>(&body)
-            .map(|v| pretty(&v))
-            .unwrap_or_else(|_| String::from_utf8_lossy(&body).into_owned());
+        let parsed = serde_json::from_slice::<Value>(&body).ok();
+        let healthz = parsed
+            .as_ref()
+            .map(pretty)
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
+        let field = |k: &str| parsed.as_ref().and_then(|v| v.get(k));
+        let mode = field("mode")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string();
+        let default_provider = field("default_provider")
+            .and_then(Value::as_str)
+            .map(String::from);
+        let mut providers: Vec<String> = field("configured_providers")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(d) = &default_provider
+            && !providers.contains(d)
+        {
+            providers.insert(0, d.clone());
+        }
+        let (store, policy_sha256, hosts) = host_views(&host).await;
         Ok(HealthView {
+            providers,
+            default_provider,
+            mode,
+            store,
+            policy_sha256,
+            hosts,
             day: today,
             spent_today_usd: spent,
             soft_cap_usd: caps.day_soft_usd,
