@@ -3,10 +3,9 @@
 //! made counted (tool call, MCP request duration, sessions gauge); a
 //! client token gets 403 and no token 401.
 
-use super::{http, start};
+use super::http;
+use super::wire2026::serve_with_tokens;
 use capsaga_core::principal::Role;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::serve::auth::digest;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::mcp_rig::{YesMan, call, connect_as};
 use serde_json::json;
@@ -23,16 +22,9 @@ async fn the_operator_scrapes_metrics_and_a_client_cannot() {
         capsaga_telemetry::metrics::MetricsLayer::new(capsaga_telemetry::metrics::global().clone()),
     ));
     let ws = TestWorkspace::new(&["time_now"], "[tools.time_now]\n");
-    let host = ws.host().await;
-    for (name, role, s) in [("alice", Role::Operator, ALICE), ("bob", Role::Client, BOB)] {
-        host.store
-            .create_token(name, role, &digest(s.as_bytes()), "test")
-            .await
-            .unwrap();
-    }
-    let srv = start(
-        host.clone(),
-        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    let (_host, srv) = serve_with_tokens(
+        &ws,
+        &[("alice", Role::Operator, ALICE), ("bob", Role::Client, BOB)],
     )
     .await;
     let bob = connect_as(srv.url("/mcp"), Some(BOB), YesMan::default())

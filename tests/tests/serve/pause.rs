@@ -7,11 +7,11 @@
 //! `capsaga pause` / `capsaga unpause` from another process act on the same
 //! state.
 
+use super::wire2026::serve_with_tokens;
 use super::{http, start};
 use capsaga_core::fsm::State;
 use capsaga_core::principal::Role;
 use capsaga_host::serve::HttpOptions;
-use capsaga_host::serve::auth::digest;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::mcp_rig::{YesMan, call, connect_as};
 use serde_json::{Value, json};
@@ -42,16 +42,9 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_stops_a_running_call_rolls_it_back_and_refuses_new_work() {
     let ws = TestWorkspace::new(&["ledger", "time_now"], POLICY);
-    let host = ws.host().await;
-    for (name, role, s) in [("alice", Role::Operator, ALICE), ("bob", Role::Client, BOB)] {
-        host.store
-            .create_token(name, role, &digest(s.as_bytes()), "test")
-            .await
-            .unwrap();
-    }
-    let srv = start(
-        host.clone(),
-        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    let (host, srv) = serve_with_tokens(
+        &ws,
+        &[("alice", Role::Operator, ALICE), ("bob", Role::Client, BOB)],
     )
     .await;
     let bob = std::sync::Arc::new(

@@ -8,12 +8,9 @@
 //! refused, and the refused principal's saga is left as it was; headers
 //! that contradict the body are refused with 400.
 
-use super::start;
-use super::wire2026::{answer, secret, serve_clients};
+use super::wire2026::{answer, secret, serve_clients, serve_with_tokens};
 use capsaga_core::fsm::State;
 use capsaga_core::principal::Role;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::serve::auth::digest;
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 
@@ -301,16 +298,13 @@ async fn headers_that_contradict_the_body_get_400() {
 async fn a_call_that_needs_an_approval_is_pending_and_continues_with_its_handle() {
     let policy = "[tools.time_now]\n[tools.fs_write]\ngrants = [\"fs:write:~/ws/**\"]\napproval = \"always\"\n";
     let ws = TestWorkspace::new(&["time_now", "fs_write"], policy);
-    let host = ws.host().await;
-    for (name, role) in [("bob", Role::Client), ("alice", Role::Operator)] {
-        host.store
-            .create_token(name, role, &digest(secret(name).as_bytes()), "test")
-            .await
-            .unwrap();
-    }
-    let srv = start(
-        host.clone(),
-        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    let (bob_s, alice_s) = (secret("bob"), secret("alice"));
+    let (host, srv) = serve_with_tokens(
+        &ws,
+        &[
+            ("bob", Role::Client, &bob_s),
+            ("alice", Role::Operator, &alice_s),
+        ],
     )
     .await;
     let bob = client(&srv, "bob");

@@ -1,5 +1,5 @@
-//! What the stateless-revision tests (`stateless`, `tasks`) share: client
-//! tokens, a server with them, and reading a JSON-RPC answer from a body.
+//! What the serve tests share: tokens, a server with them, and (for the
+//! stateless-revision tests) reading a JSON-RPC answer from a body.
 
 use super::{Running, start};
 use capsaga_core::principal::Role;
@@ -18,10 +18,25 @@ pub fn secret(name: &str) -> String {
 /// A server on 127.0.0.1 over `ws`'s host, with a client-role token for
 /// each of `clients` ([`secret`]).
 pub async fn serve_clients(ws: &TestWorkspace, clients: &[&str]) -> (Arc<Host>, Running) {
+    let secrets: Vec<String> = clients.iter().map(|n| secret(n)).collect();
+    let tokens: Vec<(&str, Role, &str)> = clients
+        .iter()
+        .zip(&secrets)
+        .map(|(n, s)| (*n, Role::Client, s.as_str()))
+        .collect();
+    serve_with_tokens(ws, &tokens).await
+}
+
+/// A server on 127.0.0.1 over `ws`'s host, with a token for each
+/// `(name, role, bearer secret)`.
+pub async fn serve_with_tokens(
+    ws: &TestWorkspace,
+    tokens: &[(&str, Role, &str)],
+) -> (Arc<Host>, Running) {
     let host = ws.host().await;
-    for name in clients {
+    for (name, role, s) in tokens {
         host.store
-            .create_token(name, Role::Client, &digest(secret(name).as_bytes()), "test")
+            .create_token(name, *role, &digest(s.as_bytes()), "test")
             .await
             .unwrap();
     }
