@@ -91,6 +91,10 @@ pub struct ApprovalView {
     /// A unified diff of a file write, when the dry-run gave one
     /// (untrusted).
     pub diff: Option<String>,
+    /// What to check first, for `http_request` (the request) and
+    /// `code_run` (the code's and inputs' hashes): `(title, text)`
+    /// (untrusted).
+    pub essentials: Option<(String, String)>,
     /// The dry-run output, pretty-printed JSON (untrusted).
     pub preview: Option<String>,
     /// `pending`, `approved`, `denied`, `claimed`, `stale`, `expired`.

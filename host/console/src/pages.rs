@@ -145,6 +145,7 @@ pub fn approvals(
                 }
                 (untrusted("Dry-run summary", &a.summary))
                 @if let Some(d) = &a.diff { (untrusted("Diff", d)) }
+                @if let Some((title, text)) = &a.essentials { (untrusted(title, text)) }
                 (untrusted("Arguments", &a.args))
                 @if let Some(p) = &a.preview { (untrusted("Dry-run output", p)) }
                 form method="post" action={"/console/approvals/" (a.id) "/decide"} .decide {
@@ -424,6 +425,7 @@ mod tests {
             reason: payload.into(),
             summary: payload.into(),
             diff: Some(payload.into()),
+            essentials: Some(("Request".into(), payload.into())),
             preview: Some(payload.into()),
             status: "pending".into(),
             created_at: payload.into(),

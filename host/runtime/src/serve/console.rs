@@ -104,6 +104,11 @@ fn approval_view(a: ApprovalRow, risk: Option<String>) -> ApprovalView {
         age_s: age_s(&a.created_at),
         diff: super::console_data::fs_write_diff(&a.binding.tool_id, &a.args, a.preview.as_ref())
             .or_else(|| a.preview.as_ref().and_then(find_diff)),
+        essentials: super::console_data::request_essentials(
+            &a.binding.tool_id,
+            &a.args,
+            a.preview.as_ref(),
+        ),
         preview: a.preview.as_ref().map(pretty),
         args: pretty(&a.args),
         id: a.approval_id,

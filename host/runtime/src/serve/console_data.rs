@@ -218,10 +218,127 @@ pub fn fs_write_diff(tool: &str, args: &Value, preview: Option<&Value>) -> Optio
     })
 }
 
+/// What an operator checks first in an approval of `http_request` or
+/// `code_run`, from its arguments and dry-run preview: `(title, text)`.
+/// - `http_request`: the method and URL, each extra header, the body's size
+///   and kind, what the URL answers now (the dry run's GET) and the undo
+///   request the dry run planned.
+/// - `code_run`: the SHA-256 of the code and its purpose, each input with
+///   its path, SHA-256 and size (as read at dry-run time), the output
+///   directory and the file kinds it may write.
+///
+/// `None` for other tools (`fs_write` has its diff) or when neither the
+/// arguments nor the preview have the fields. The text is untrusted (the
+/// model wrote the arguments): the page escapes it.
+pub fn request_essentials(
+    tool: &str,
+    args: &Value,
+    preview: Option<&Value>,
+) -> Option<(String, String)> {
+    let data = preview.and_then(|p| p.get("data"));
+    let s = |v: Option<&Value>| v.and_then(Value::as_str).map(String::from);
+    let mut out = Vec::new();
+    match tool {
+        "http_request" => {
+            let method = s(args.get("method")).unwrap_or_else(|| "?".into());
+            let url = s(args.get("url"))?;
+            out.push(format!("{} {url}", method.to_ascii_uppercase()));
+            if let Some(h) = args.get("headers").and_then(Value::as_object) {
+                for (k, v) in h {
+                    out.push(format!("{k}: {}", v.as_str().unwrap_or("(not text)")));
+                }
+            }
+            match (args.get("json"), s(args.get("body"))) {
+                (Some(j), _) if !j.is_null() => {
+                    out.push(format!("body: JSON, {} bytes", j.to_string().len()));
+                }
+                (_, Some(b)) => out.push(format!("body: text, {} bytes", b.len())),
+                _ => out.push("body: none".into()),
+            }
+            if let Some(st) = data
+                .and_then(|d| d.get("current_status"))
+                .and_then(Value::as_u64)
+            {
+                out.push(format!("the URL answers GET with {st} now"));
+            }
+            if let Some(u) = data.and_then(|d| d.get("undo")).filter(|u| !u.is_null()) {
+                out.push(format!(
+                    "undo if rolled back: {} {}",
+                    s(u.get("method")).unwrap_or_default(),
+                    s(u.get("url")).unwrap_or_default()
+                ));
+            }
+            Some(("Request".into(), out.join("\n")))
+        }
+        "code_run" => {
+            let sha = s(data.and_then(|d| d.get("code_sha256")))?;
+            out.push(format!("code sha256:{sha}"));
+            if let Some(p) = s(data.and_then(|d| d.get("purpose"))) {
+                out.push(format!("purpose: {p}"));
+            }
+            let inputs = data
+                .and_then(|d| d.get("inputs"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if inputs.is_empty() {
+                out.push("inputs: none".into());
+            }
+            for i in &inputs {
+                out.push(format!(
+                    "input {} = {} sha256:{} ({} bytes)",
+                    s(i.get("name")).unwrap_or_default(),
+                    s(i.get("path")).unwrap_or_default(),
+                    s(i.get("sha256")).unwrap_or_default(),
+                    i.get("bytes").and_then(Value::as_u64).unwrap_or(0)
+                ));
+            }
+            match s(data.and_then(|d| d.get("output_dir"))) {
+                Some(dir) => {
+                    let kinds: Vec<String> = data
+                        .and_then(|d| d.get("output_extensions"))
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(|e| s(Some(e))).collect())
+                        .unwrap_or_default();
+                    out.push(format!("writes into {dir} ({})", kinds.join(", ")));
+                }
+                None => out.push("writes no file".into()),
+            }
+            Some(("Code and inputs".into(), out.join("\n")))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn http_and_code_run_approvals_show_their_essentials() {
+        let args = json!({"method": "put", "url": "https://api.example.com/x",
+            "headers": {"X-Trace": "1"}, "json": {"a": 1}});
+        let preview = json!({"data": {"current_status": 200,
+            "undo": {"method": "PUT", "url": "https://api.example.com/x"}}});
+        let (title, text) = request_essentials("http_request", &args, Some(&preview)).unwrap();
+        assert_eq!(title, "Request");
+        assert_eq!(
+            text,
+            "PUT https://api.example.com/x\nX-Trace: 1\nbody: JSON, 7 bytes\nthe URL answers GET with 200 now\nundo if rolled back: PUT https://api.example.com/x"
+        );
+        let preview = json!({"data": {"code_sha256": "ab12", "purpose": "sum",
+            "inputs": [{"name": "s.csv", "path": "/w/s.csv", "sha256": "cd34", "bytes": 9}],
+            "output_dir": "/w/out", "output_extensions": ["csv", "json"]}});
+        let (title, text) = request_essentials("code_run", &json!({}), Some(&preview)).unwrap();
+        assert_eq!(title, "Code and inputs");
+        assert_eq!(
+            text,
+            "code sha256:ab12\npurpose: sum\ninput s.csv = /w/s.csv sha256:cd34 (9 bytes)\nwrites into /w/out (csv, json)"
+        );
+        assert_eq!(request_essentials("code_run", &json!({}), None), None);
+        assert_eq!(request_essentials("fs_write", &args, Some(&preview)), None);
+    }
 
     #[test]
     fn an_fs_write_preview_becomes_a_unified_diff() {
