@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 mod memory;
 mod refused;
+mod stale;
 
 const ALICE: &str = "alice-operator-secret-0123456789";
 const BOB: &str = "bob-client-secret-0123456789abcd";
