@@ -361,11 +361,27 @@ impl CompiledCache {
         hash: &str,
         compile: impl FnOnce() -> Result<Component, E>,
     ) -> Result<(Component, CacheOutcome), E> {
+        self.load_or_compile_waiting(engine, hash, COMPILE_WAIT, compile)
+    }
+
+    /// [`CompiledCache::load_or_compile`], waiting at most `wait` for
+    /// another process's compilation; past it, this one compiles without
+    /// the lock (and stores its result: both entries are the same bytes).
+    ///
+    /// # Errors
+    /// What `compile` returns.
+    pub fn load_or_compile_waiting<E>(
+        &self,
+        engine: &Engine,
+        hash: &str,
+        wait: std::time::Duration,
+        compile: impl FnOnce() -> Result<Component, E>,
+    ) -> Result<(Component, CacheOutcome), E> {
         let found = match self.load(engine, hash) {
             Ok(Some(c)) => return Ok((c, CacheOutcome::Hit)),
             found => found,
         };
-        let lock = self.lock_compile(hash, COMPILE_WAIT);
+        let lock = self.lock_compile(hash, wait);
         let found = if lock.is_some() {
             match self.load(engine, hash) {
                 Ok(Some(c)) => return Ok((c, CacheOutcome::Hit)),

@@ -193,6 +193,35 @@ fn one_compiler_at_a_time_and_the_waiter_loads_its_result() {
 }
 
 #[test]
+fn a_waiter_whose_wait_runs_out_compiles_without_the_lock() {
+    // Another process holds the compile lock and never finishes (hung or
+    // stopped): past its wait, this one compiles, stores and goes on.
+    let (tmp, engine, bytes, hash) = setup();
+    let dir = tmp.path().join("compiled");
+    let a = CompiledCache::open(&dir, &engine).unwrap();
+    let b = CompiledCache::open(&dir, &engine).unwrap();
+    let held = a
+        .lock_compile(&hash, std::time::Duration::ZERO)
+        .expect("the lock is free");
+    let (_, outcome) = b
+        .load_or_compile_waiting(&engine, &hash, std::time::Duration::from_millis(50), || {
+            Component::new(&engine, &bytes).map_err(|e| e.to_string())
+        })
+        .unwrap();
+    assert_eq!(outcome, CacheOutcome::Miss, "compiled by the waiter itself");
+    // Still held by `a`: the waiter did not take or break it.
+    assert!(b.lock_compile(&hash, std::time::Duration::ZERO).is_none());
+    drop(held);
+    // What it stored is the entry the next process loads.
+    let (_, outcome) = a
+        .load_or_compile(&engine, &hash, || -> Result<Component, String> {
+            panic!("compiled again")
+        })
+        .unwrap();
+    assert_eq!(outcome, CacheOutcome::Hit);
+}
+
+#[test]
 fn a_lock_file_that_is_a_link_is_not_followed() {
     let (tmp, engine, _bytes, hash) = setup();
     let dir = tmp.path().join("compiled");
