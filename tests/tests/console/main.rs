@@ -137,9 +137,9 @@ pub async fn no_script_ran(b: &Browser, page: &str) {
 
 /// Store a neuron version `evil_tool` v1 awaiting the operator, its
 /// description and source [`PAYLOAD`], requesting `grant`.
-async fn propose_neuron(host: &Host, grant: &str) {
+async fn propose_neuron(host: &Host, name: &str, grant: &str) {
     let meta = RawToolMeta {
-        name: "evil_tool".into(),
+        name: name.into(),
         description: PAYLOAD.into(),
         args_schema: r#"{"type":"object"}"#.into(),
         has_side_effects: false,
@@ -152,7 +152,7 @@ async fn propose_neuron(host: &Host, grant: &str) {
     };
     host.store
         .propose_neuron(&NewNeuron {
-            identity: "evil-identity",
+            identity: &format!("{name}-identity"),
             runner_hash: "r",
             meta: &meta,
             source: PAYLOAD,
@@ -166,7 +166,7 @@ async fn propose_neuron(host: &Host, grant: &str) {
     for to in [Status::Tested, Status::AwaitingOperator] {
         host.store
             .transition_neuron(&Transition {
-                name: "evil_tool",
+                name,
                 version: 1,
                 to,
                 by: "test",
@@ -356,7 +356,7 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
     // A neuron whose description and source are hostile, awaiting the
     // operator: shown as text; approved with its grants, then retired.
     let grant = format!("fs:read:{}/**", ws.ws().display());
-    propose_neuron(&host, &grant).await;
+    propose_neuron(&host, "evil_tool", &grant).await;
     b.goto(&srv.url("/console/neurons")).await;
     let n = "section[data-neuron=\"evil_tool@1\"]";
     assert!(b.text(n).await.contains(PAYLOAD), "{}", b.text(n).await);
@@ -372,9 +372,28 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
         .unwrap();
     assert_eq!(row.status, Status::Active);
     assert_eq!(row.decided_by.as_deref(), Some("token:alice (operator)"));
-    assert_eq!(row.granted, [grant]);
+    assert_eq!(row.granted, [grant.clone()]);
     b.click(&b.get(&format!("{n} button.deny")).await).await;
     b.wait_text("#flash", "evil_tool v1 is retired").await;
+    // Another one rejected, with a hostile note: recorded as text.
+    propose_neuron(&host, "other_tool", &grant).await;
+    b.goto(&srv.url("/console/neurons")).await;
+    let o = "section[data-neuron=\"other_tool@1\"]";
+    b.type_into(&b.get(&format!("{o} input[name=note]")).await, PAYLOAD)
+        .await;
+    b.click(&b.get(&format!("{o} button[value=reject]")).await)
+        .await;
+    b.wait_text("#flash", "other_tool v1 is rejected").await;
+    let row = host
+        .store
+        .neuron("other_tool", Some(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.status, Status::Rejected);
+    assert_eq!(row.decided_by.as_deref(), Some("token:alice (operator)"));
+    assert!(row.granted.is_empty(), "{:?}", row.granted);
+    no_script_ran(&b, "neurons after a rejection").await;
 
     b.goto(&srv.url("/console/health")).await;
     assert!(
