@@ -8,8 +8,9 @@ use capsaga_core::fsm::State;
 use capsaga_core::retry::RetryPolicy;
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::plan::{self, Plan, PlanStep};
-use capsaga_host::store::StepStatus;
-use capsaga_tests::TestWorkspace;
+use capsaga_host::store::sqlite::SqliteStore;
+use capsaga_host::store::{LogStore, StepStatus};
+use capsaga_tests::{TestWorkspace, block_on};
 use serde_json::{Value, json};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -24,9 +25,8 @@ host_rollback = false
 [tools.compensate_trap]
 [tools.spin]
 # The spin step's deadline is the window in which the test, as a third
-# party, changes the file the saga wrote: it ends that window, nothing
-# waits for it to pass. 1.5 s was too short for a loaded machine, where the
-# test's thread did not run before the rollback (issue 32).
+# party, changes the file the saga wrote once its step committed: it ends
+# that window, nothing waits for it to pass (issue 32).
 limits = { deadline_ms = 10000 }
 "#;
 
@@ -149,18 +149,29 @@ fn operator_sees_failed_compensations_and_a_repaired_retry_ends_rolled_back() {
         .to_string(),
     )
     .unwrap();
+    // The database exists before it is polled.
+    let st = ws.capsaga(&["recover"]).output().unwrap();
+    assert!(st.status.success(), "{st:?}");
+    let db = SqliteStore::open(&ws.root.join(".capsaga/state.db")).unwrap();
     let child = ws
         .capsaga(&["--json", "run", "--plan", plan_path.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // While spin runs, a third party changes the file the saga wrote.
+    // Once the write's step committed (its files' fingerprints recorded as
+    // the step left them), while spin runs, a third party changes the file.
+    // Not before: a change during the write's own call is the step's.
     let deadline = Instant::now() + capsaga_tests::wait_bound();
-    while std::fs::read_to_string(&a).ok().as_deref() != Some("ours") {
-        assert!(Instant::now() < deadline, "the write never happened");
+    while !block_on(db.log(None))
+        .unwrap()
+        .iter()
+        .any(|r| r.record == "COMMIT" && r.step_seq == Some(0))
+    {
+        assert!(Instant::now() < deadline, "the write never committed");
         std::thread::sleep(Duration::from_millis(5));
     }
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "ours");
     std::fs::write(&a, "theirs").unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(6), "rollback partial");

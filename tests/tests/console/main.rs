@@ -372,7 +372,7 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
         .unwrap();
     assert_eq!(row.status, Status::Active);
     assert_eq!(row.decided_by.as_deref(), Some("token:alice (operator)"));
-    assert_eq!(row.granted, [grant.clone()]);
+    assert_eq!(row.granted, std::slice::from_ref(&grant));
     b.click(&b.get(&format!("{n} button.deny")).await).await;
     b.wait_text("#flash", "evil_tool v1 is retired").await;
     // Another one rejected, with a hostile note: recorded as text.
