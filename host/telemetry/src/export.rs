@@ -23,10 +23,10 @@
 
 use crate::metrics::{Metrics, MetricsLayer};
 pub use crate::otlp::{DEFAULT_TIMEOUT_MS, TelemetryError};
-use crate::otlp::{OnRuntime, json_protocol, number, resource, signal_number, var};
+use crate::otlp::{json_protocol, number, resource, signal_number, var};
 use crate::{TARGET, content};
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{
@@ -226,18 +226,7 @@ fn pipeline(
     runtime: tokio::runtime::Handle,
     metrics: Arc<Metrics>,
 ) -> Result<SdkTracerProvider, TelemetryError> {
-    // The process's TLS provider (ring, as the runtime's own clients; a
-    // second install is refused harmlessly).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder()
-        .timeout(settings.timeout)
-        .build()
-        .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
-    let protocol = if settings.json {
-        Protocol::HttpJson
-    } else {
-        Protocol::HttpBinary
-    };
+    let (protocol, http) = crate::otlp::transport(settings.timeout, settings.json, runtime)?;
     let mut builder = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(protocol);
@@ -246,11 +235,7 @@ fn pipeline(
     }
     let exporter = builder
         .with_timeout(settings.timeout)
-        .with_http_client(OnRuntime {
-            client,
-            runtime,
-            timeout: settings.timeout,
-        })
+        .with_http_client(http)
         .build()
         .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
     let pending = Arc::new(AtomicUsize::new(0));

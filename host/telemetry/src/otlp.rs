@@ -116,3 +116,36 @@ impl HttpClient for OnRuntime {
         }
     }
 }
+
+/// The OTLP/HTTP transport both exporters (spans, metrics) use: the wire
+/// protocol (`json`: HTTP/JSON, else HTTP/protobuf) and a client on
+/// `runtime` bounded by `timeout`. Installs the process's TLS provider
+/// (ring, as the runtime's own clients; a second install is refused
+/// harmlessly).
+///
+/// # Errors
+/// [`crate::TelemetryError::Exporter`] when the HTTP client cannot be built.
+pub(crate) fn transport(
+    timeout: Duration,
+    json: bool,
+    runtime: tokio::runtime::Handle,
+) -> Result<(opentelemetry_otlp::Protocol, OnRuntime), crate::TelemetryError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .map_err(|e| crate::TelemetryError::Exporter(e.to_string()))?;
+    let protocol = if json {
+        opentelemetry_otlp::Protocol::HttpJson
+    } else {
+        opentelemetry_otlp::Protocol::HttpBinary
+    };
+    Ok((
+        protocol,
+        OnRuntime {
+            client,
+            runtime,
+            timeout,
+        },
+    ))
+}

@@ -34,11 +34,10 @@
 use crate::instruments::Instruments;
 use crate::metrics::Metrics;
 use crate::otlp::{
-    DEFAULT_TIMEOUT_MS, OnRuntime, TelemetryError, json_protocol, number, resource, signal_number,
-    var,
+    DEFAULT_TIMEOUT_MS, TelemetryError, json_protocol, number, resource, signal_number, var,
 };
 use opentelemetry::metrics::MeterProvider as _;
-use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,16 +95,7 @@ pub(crate) fn push(
     runtime: tokio::runtime::Handle,
     metrics: &Arc<Metrics>,
 ) -> Result<SdkMeterProvider, TelemetryError> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::builder()
-        .timeout(settings.timeout)
-        .build()
-        .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
-    let protocol = if settings.json {
-        Protocol::HttpJson
-    } else {
-        Protocol::HttpBinary
-    };
+    let (protocol, http) = crate::otlp::transport(settings.timeout, settings.json, runtime)?;
     let mut builder = opentelemetry_otlp::MetricExporter::builder()
         .with_http()
         .with_protocol(protocol);
@@ -114,11 +104,7 @@ pub(crate) fn push(
     }
     let exporter = builder
         .with_timeout(settings.timeout)
-        .with_http_client(OnRuntime {
-            client,
-            runtime,
-            timeout: settings.timeout,
-        })
+        .with_http_client(http)
         .build()
         .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
     let reader = PeriodicReader::builder(exporter)
