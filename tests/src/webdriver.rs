@@ -175,6 +175,14 @@ impl Browser {
         assert!(v.is_null(), "type: {v}");
     }
 
+    /// Empty the editable element `e` (WebDriver "Element Clear").
+    pub async fn clear(&self, e: &Element) {
+        let v = self
+            .s("POST", &format!("/element/{}/clear", e.0), Some(json!({})))
+            .await;
+        assert!(v.is_null(), "clear: {v}");
+    }
+
     /// Click `e`.
     pub async fn click(&self, e: &Element) {
         let v = self

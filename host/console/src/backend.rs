@@ -278,6 +278,9 @@ pub struct NeuronView {
     pub requested: Vec<String>,
     /// The grants the operator gave it, once active.
     pub granted: Vec<String>,
+    /// What it requested and the operator withheld (approved with a
+    /// subset), once active.
+    pub withheld: Vec<String>,
     /// Who decided, once decided.
     pub decided_by: Option<String>,
     /// RFC 3339.
@@ -289,8 +292,8 @@ pub struct NeuronView {
 /// What an operator can do to a neuron version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NeuronAction {
-    /// Activate it with exactly these grants (a subset of what it requests
-    /// is refused by the runtime's check when it does not cover them).
+    /// Activate it with exactly these grants: what it requested or less
+    /// (the rest withheld), never more (the runtime's check).
     Approve(Vec<String>),
     /// Reject it.
     Reject,

@@ -249,6 +249,54 @@ mod tests {
     }
 
     #[test]
+    fn a_neurons_fitness_is_three_charts_of_its_days() {
+        let day = |d: u32, calls: u64, ok: u64, p50: Option<u64>| FitnessDay {
+            day: format!("2026-01-0{d}"),
+            calls,
+            ok,
+            success_rate: (calls > 0).then(|| ok as f64 / calls as f64),
+            p50_ms: p50,
+            p95_ms: p50,
+        };
+        let mut n = NeuronView {
+            name: "csv_stats".into(),
+            version: 2,
+            status: "active".into(),
+            description: String::new(),
+            source: String::new(),
+            examples: String::new(),
+            report: None,
+            requested: Vec::new(),
+            granted: Vec::new(),
+            withheld: Vec::new(),
+            decided_by: None,
+            created_at: String::new(),
+            fitness: Vec::new(),
+        };
+        assert!(fitness(&n).into_string().contains("No logged call yet"));
+        n.fitness = vec![
+            day(1, 4, 3, Some(12)),
+            day(2, 2, 2, None),
+            day(3, 1, 0, Some(40)),
+        ];
+        let html = fitness(&n).into_string();
+        for what in ["calls", "success", "latency"] {
+            assert!(
+                html.contains(&format!("id=\"fitness-{what}-csv_stats-2\"")),
+                "{html}"
+            );
+        }
+        // 3 call bars, 3 success bars, 2 latency bars (day 2 has no median).
+        assert_eq!(html.matches("<rect").count(), 8, "{html}");
+        // The success rate is on a 0-100 % scale: 75 % of the first day.
+        assert!(
+            html.contains("75.0 %") && html.contains("100.0 %"),
+            "{html}"
+        );
+        assert!(html.contains("40 ms"), "{html}");
+    }
+
+    #[test]
     fn the_spend_chart_draws_both_caps() {
         let h = HealthView {
             day: "2026-01-03".into(),

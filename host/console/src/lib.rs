@@ -1,7 +1,8 @@
 //! The operator web console of `capsaga serve`, at `/console` (issue 29):
 //! the approvals queue with approve/deny, sagas with filters and their step
-//! timeline (resume, roll back, undo), traces, neurons (approve with
-//! grants, reject, retire; fitness charts), memory fact proposals
+//! timeline (resume, roll back, undo), traces, neurons (highlighted
+//! source; approve with all or some of the requested grants, reject,
+//! retire; fitness charts), memory fact proposals
 //! (approve some or all, discard), budget (a spend chart against the
 //! caps) and health, with a live pending count by server-sent events.
 //!
@@ -21,6 +22,7 @@
 
 pub mod backend;
 pub mod charts;
+pub mod highlight;
 pub mod memory;
 pub mod pages;
 pub mod routes;

@@ -92,6 +92,22 @@ pub(crate) fn untrusted(label: &str, text: &str) -> Markup {
     }
 }
 
+/// Like [`untrusted`] for a neuron's Python source: highlighted by
+/// [`crate::highlight::python`] (escaped spans only), or plain text when it
+/// cannot be.
+fn untrusted_python(label: &str, source: &str) -> Markup {
+    let highlighted = crate::highlight::python(source);
+    html! {
+        div .data {
+            span .data-label { (label) " (data, not rendered)" }
+            @match highlighted {
+                Some(h) => pre .untrusted .code { (maud::PreEscaped(h)) },
+                None => pre .untrusted { (source) },
+            }
+        }
+    }
+}
+
 fn age(s: u64) -> String {
     match s {
         0..60 => format!("{s} s"),
@@ -314,8 +330,9 @@ pub fn neurons(operator: &str, csrf: &str, rows: &[NeuronView], flash: Option<&s
                     @if let Some(d) = &n.decided_by { " · decided by " (d) } }
                 (untrusted("Description", &n.description))
                 p { "Requests " code { (n.requested.join(", ")) }
-                    @if !n.granted.is_empty() { " · granted " code { (n.granted.join(", ")) } } }
-                (untrusted("Source", &n.source))
+                    @if !n.granted.is_empty() { " · granted " code { (n.granted.join(", ")) } }
+                    @if !n.withheld.is_empty() { " · " span .withheld { "withheld " code { (n.withheld.join(", ")) } } } }
+                (untrusted_python("Source", &n.source))
                 (untrusted("Examples", &n.examples))
                 @if let Some(r) = &n.report { (untrusted("Test report", r)) }
                 details .fitness-charts open[!n.fitness.is_empty()] {
@@ -325,7 +342,7 @@ pub fn neurons(operator: &str, csrf: &str, rows: &[NeuronView], flash: Option<&s
                 @if n.status == "awaiting_operator" {
                     form method="post" action={"/console/neurons/" (n.name) "/" (n.version)} .neuron-decide {
                         input type="hidden" name="csrf" value=(csrf);
-                        label { "Grants (one per line; a subset covering what it requests) "
+                        label { "Grants, one per line (the request: delete a line to withhold it; replace a * by a directory or host) "
                             textarea name="grants" rows="3" cols="60" { (n.requested.join("\n")) } }
                         label { "Note " input type="text" name="note" maxlength="1000"; }
                         button type="submit" name="action" value="approve" .approve { "Approve" }

@@ -261,6 +261,32 @@ pub fn effective_grants(
     required: &[Capability],
     granted: &[Capability],
 ) -> Result<Vec<Capability>, GrantError> {
+    let (effective, withheld) = granted_subset(tool, required, granted)?;
+    if !withheld.is_empty() {
+        return Err(GrantError::Missing {
+            tool: tool.to_string(),
+            missing: withheld,
+        });
+    }
+    Ok(effective)
+}
+
+/// The effective grants of `tool` when the operator may withhold some of
+/// its requirements: a neuron version approved with a subset of what it
+/// requested (issue 29). Returns the effective capabilities (sorted,
+/// deduplicated, each narrowed as in [`effective_grants`]) and the
+/// requirements no grant covers, as the tool wrote them: inside the
+/// sandbox those do not exist.
+///
+/// # Errors
+/// [`GrantError::NotConcrete`] for a `*` grant, [`GrantError::Undeclared`]
+/// for a grant no requirement asked for: withholding is allowed, widening
+/// never.
+pub fn granted_subset(
+    tool: &str,
+    required: &[Capability],
+    granted: &[Capability],
+) -> Result<(Vec<Capability>, Vec<String>), GrantError> {
     if let Some(g) = granted.iter().find(|g| !g.is_concrete()) {
         return Err(GrantError::NotConcrete {
             tool: tool.to_string(),
@@ -287,18 +313,12 @@ pub fn effective_grants(
             undeclared,
         });
     }
-    let missing: Vec<String> = required
+    let withheld: Vec<String> = required
         .iter()
         .filter(|r| !granted.iter().any(|g| intersect(r, g).is_some()))
         .map(|r| r.to_string())
         .collect();
-    if !missing.is_empty() {
-        return Err(GrantError::Missing {
-            tool: tool.to_string(),
-            missing,
-        });
-    }
-    Ok(effective.into_iter().collect())
+    Ok((effective.into_iter().collect(), withheld))
 }
 
 /// The grants a dry-run instance gets: `fs:write` narrowed to `fs:read`; the
@@ -378,6 +398,40 @@ mod tests {
         }
         let err = effective_grants("t", &caps(&["fs:read:*"]), &[]).unwrap_err();
         assert!(err.to_string().contains("fs:read:*"));
+    }
+
+    #[test]
+    fn a_subset_withholds_what_it_leaves_out_and_never_widens() {
+        let required = caps(&[
+            "fs:read:/ws/**",
+            "fs:write:/ws/out/**",
+            "net:https:api.x.com",
+        ]);
+        // A write grant for the read requirement is narrowed to read; the
+        // write and network requirements are withheld.
+        let (effective, withheld) =
+            granted_subset("t", &required, &caps(&["fs:write:/ws/**"])).unwrap();
+        assert_eq!(strs(&effective), ["fs:read:/ws/**", "fs:write:/ws/out/**"]);
+        assert_eq!(withheld, ["net:https:api.x.com"]);
+        let (effective, withheld) = granted_subset("t", &required, &[]).unwrap();
+        assert!(effective.is_empty());
+        assert_eq!(withheld.len(), 3);
+        // Withholding is allowed; a grant beyond the request or a `*` is not.
+        for bad in [
+            &["fs:read:/etc/**"][..],
+            &["net:https:evil.x.com"],
+            &["fs:read:*"],
+        ] {
+            assert!(
+                granted_subset("t", &required, &caps(bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+        let sub = caps(&["fs:read:/ws/docs/**"]);
+        assert!(
+            granted_subset("t", &required, &sub).is_err(),
+            "a narrower dir answers no request"
+        );
     }
 
     #[test]

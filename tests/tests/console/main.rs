@@ -5,7 +5,7 @@
 //! and commit; deny one and see the rollback; hostile text in tool
 //! arguments, file content, a model answer and a neuron's source shown as
 //! text with no script run; the `fs_write` preview as a unified diff; a
-//! neuron approved with its grants and retired; the spend chart (inline
+//! neuron approved with a subset of its grants and retired; the spend chart (inline
 //! SVG) and the memory page; a CSRF attempt from another origin, a POST without the session's
 //! CSRF token and a client token refused; a revoked token's session ended.
 //! Screenshots of each page go to `target/console-screenshots/`.
@@ -135,9 +135,9 @@ pub async fn no_script_ran(b: &Browser, page: &str) {
     );
 }
 
-/// Store a neuron version `evil_tool` v1 awaiting the operator, its
-/// description and source [`PAYLOAD`], requesting `grant`.
-async fn propose_neuron(host: &Host, name: &str, grant: &str) {
+/// Store a neuron version `name` v1 awaiting the operator, its
+/// description and source [`PAYLOAD`], requesting `grants`.
+async fn propose_neuron(host: &Host, name: &str, grants: &[String]) {
     let meta = RawToolMeta {
         name: name.into(),
         description: PAYLOAD.into(),
@@ -147,7 +147,7 @@ async fn propose_neuron(host: &Host, name: &str, grant: &str) {
         returns_untrusted: false,
         idempotent: true,
         supports_dry_run: false,
-        capabilities: vec![grant.to_string()],
+        capabilities: grants.to_vec(),
         version: String::new(),
     };
     host.store
@@ -354,16 +354,29 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
     b.screenshot(&shot("trace")).await;
 
     // A neuron whose description and source are hostile, awaiting the
-    // operator: shown as text; approved with its grants, then retired.
+    // operator: shown as text; approved with a subset of what it requests
+    // (the write withheld), then retired.
     let grant = format!("fs:read:{}/**", ws.ws().display());
-    propose_neuron(&host, "evil_tool", &grant).await;
+    let write = format!("fs:write:{}/out/**", ws.ws().display());
+    propose_neuron(&host, "evil_tool", &[grant.clone(), write.clone()]).await;
     b.goto(&srv.url("/console/neurons")).await;
     let n = "section[data-neuron=\"evil_tool@1\"]";
     assert!(b.text(n).await.contains(PAYLOAD), "{}", b.text(n).await);
     no_script_ran(&b, "neurons").await;
     b.screenshot(&shot("neurons")).await;
+    let grants = b.get(&format!("{n} textarea[name=grants]")).await;
+    b.clear(&grants).await;
+    b.type_into(&grants, &grant).await;
     b.click(&b.get(&format!("{n} button.approve")).await).await;
     b.wait_text("#flash", "evil_tool v1 is active").await;
+    assert!(
+        b.text("#flash")
+            .await
+            .contains(&format!("withheld: {write}")),
+        "{}",
+        b.text("#flash").await
+    );
+    assert!(b.text(&format!("{n} .withheld")).await.contains(&write));
     let row = host
         .store
         .neuron("evil_tool", Some(1))
@@ -376,7 +389,7 @@ async fn an_operator_approves_and_denies_in_the_browser_and_hostile_text_stays_t
     b.click(&b.get(&format!("{n} button.deny")).await).await;
     b.wait_text("#flash", "evil_tool v1 is retired").await;
     // Another one rejected, with a hostile note: recorded as text.
-    propose_neuron(&host, "other_tool", &grant).await;
+    propose_neuron(&host, "other_tool", std::slice::from_ref(&grant)).await;
     b.goto(&srv.url("/console/neurons")).await;
     let o = "section[data-neuron=\"other_tool@1\"]";
     b.type_into(&b.get(&format!("{o} input[name=note]")).await, PAYLOAD)

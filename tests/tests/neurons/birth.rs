@@ -41,24 +41,24 @@ async fn a_neuron_is_born_tested_approved_and_called_through_the_door() {
     let home = host.config.home.to_string_lossy().into_owned();
     let other = ["net:https:example.com".to_string()];
     assert!(
-        operator::approve(&*host.store, &home, &row, &other, "t", None)
+        operator::approve(&*host.store, &home, &row, &other, All, "t", None)
             .await
             .is_err()
     );
     assert!(
-        operator::approve(&*host.store, &home, &row, &[], "t", None)
+        operator::approve(&*host.store, &home, &row, &[], All, "t", None)
             .await
             .is_err()
     );
     let star = ["fs:read:*".to_string()];
     assert!(
-        operator::approve(&*host.store, &home, &row, &star, "t", None)
+        operator::approve(&*host.store, &home, &row, &star, All, "t", None)
             .await
             .is_err()
     );
     // A wider grant is narrowed to the request: never more than requested.
     let wider = ["fs:write:~/**".to_string()];
-    let active = operator::approve(&*host.store, &home, &row, &wider, "cli:test", None)
+    let active = operator::approve(&*host.store, &home, &row, &wider, All, "cli:test", None)
         .await
         .unwrap();
     assert_eq!(

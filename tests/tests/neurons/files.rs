@@ -62,7 +62,7 @@ async fn a_neuron_writing_renaming_and_deleting_is_rolled_back_by_the_host() {
         .unwrap()
         .unwrap();
     let home = host.config.home.to_string_lossy().into_owned();
-    operator::approve(&*host.store, &home, &row, &[grant], "cli:test", None)
+    operator::approve(&*host.store, &home, &row, &[grant], All, "cli:test", None)
         .await
         .unwrap();
     drop(door);

@@ -69,7 +69,7 @@ async fn an_operator_decision_elsewhere_changes_the_served_tool_list() {
     assert_eq!(row.status, Status::AwaitingOperator);
     let home = host.config.home.to_string_lossy().into_owned();
     let wider = [format!("fs:read:{}/**", ws.ws().display())];
-    let active = operator::approve(&other, &home, &row, &wider, "cli:test", None)
+    let active = operator::approve(&other, &home, &row, &wider, All, "cli:test", None)
         .await
         .unwrap();
     wait_for("tools/list_changed after the approval", || {

@@ -12,6 +12,7 @@
 mod birth;
 mod code_run;
 mod files;
+mod grants;
 mod hostile;
 mod list_changed;
 mod names;
@@ -21,6 +22,7 @@ mod untrusted;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome, Submitted};
 use capsaga_host::host::Host;
+use capsaga_host::neurons::operator::Coverage::{All, Subset};
 use capsaga_host::store::Origin;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::neuron_rig::{cache_dir, runner_wasm};

@@ -22,7 +22,7 @@ async fn a_changed_description_schema_or_source_is_a_new_version_needing_activat
         .await
         .unwrap()
         .unwrap();
-    operator::approve(&*host.store, &home, &row, &[], "t", None)
+    operator::approve(&*host.store, &home, &row, &[], All, "t", None)
         .await
         .unwrap();
 

@@ -65,7 +65,7 @@ async fn outside_data_is_wrapped_whatever_the_tool_declares() {
     );
     let home = host.config.home.to_string_lossy().into_owned();
     let grants = [format!("fs:read:{}/**", ws.ws().display())];
-    operator::approve(&*host.store, &home, &row, &grants, "cli:test", None)
+    operator::approve(&*host.store, &home, &row, &grants, All, "cli:test", None)
         .await
         .unwrap();
     drop(door);

@@ -40,7 +40,8 @@ pub enum NeuronsCmd {
     },
     /// Activate a version waiting for you, granting exactly the capabilities
     /// given (at most what it requested; every requested one must be
-    /// granted). The name's earlier active version is retired.
+    /// granted unless --partial). The name's earlier active version is
+    /// retired.
     Approve {
         /// Neuron name.
         name: String,
@@ -50,6 +51,10 @@ pub enum NeuronsCmd {
         /// A capability to grant (repeat), e.g. fs:read:~/data/**.
         #[arg(long = "grant", value_name = "CAP")]
         grants: Vec<String>,
+        /// Grant only what --grant names and withhold the rest of the
+        /// request (inside the sandbox it does not exist).
+        #[arg(long)]
+        partial: bool,
         /// A note kept in the log.
         #[arg(long)]
         note: Option<String>,
@@ -127,11 +132,25 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: NeuronsCmd) -> Resul
             name,
             version,
             grants,
+            partial,
             note,
         } => {
             let row = operator::version_of(store, &name, version).await?;
-            let row =
-                operator::approve(store, &home, &row, &grants, &who(), note.as_deref()).await?;
+            let coverage = if partial {
+                operator::Coverage::Subset
+            } else {
+                operator::Coverage::All
+            };
+            let row = operator::approve(
+                store,
+                &home,
+                &row,
+                &grants,
+                coverage,
+                &who(),
+                note.as_deref(),
+            )
+            .await?;
             decided(out, &row, "approved: active from the next turn")
         }
         NeuronsCmd::Reject {
@@ -158,10 +177,15 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: NeuronsCmd) -> Resul
 }
 
 fn decided(out: &Out, row: &NeuronRow, what: &str) -> Result<u8, Failure> {
+    let withheld = if row.status == Status::Active {
+        operator::withheld(row)
+    } else {
+        Vec::new()
+    };
     if out.json {
         out.json(
             &json!({"neuron": row.name, "version": row.version, "status": row.status,
-            "granted": row.granted, "identity": row.identity}),
+            "granted": row.granted, "withheld": withheld, "identity": row.identity}),
         );
     } else {
         println!(
@@ -170,6 +194,9 @@ fn decided(out: &Out, row: &NeuronRow, what: &str) -> Result<u8, Failure> {
         );
         if !row.granted.is_empty() {
             println!("  granted: {}", row.granted.join(", "));
+        }
+        if !withheld.is_empty() {
+            println!("  withheld: {}", withheld.join(", "));
         }
     }
     Ok(exit::OK)

@@ -1,11 +1,12 @@
 //! The operator's decisions on neuron versions (`capsaga neurons
-//! approve|reject|retire`): the agent never grants, the operator grants at
-//! most what a version requested, explicitly, and only a tested version
-//! waiting for them can be activated.
+//! approve|reject|retire`, the console): the agent never grants, the
+//! operator grants at most what a version requested, explicitly (all of it,
+//! or a subset they chose), and only a tested version waiting for them can
+//! be activated.
 
 use crate::store::{NeuronOpError, NeuronRow, Store, Transition};
 use capsaga_core::capability::Capability;
-use capsaga_core::grant::effective_grants;
+use capsaga_core::grant::granted_subset;
 use capsaga_core::neuron::Status;
 use capsaga_core::policy::expand_home;
 
@@ -53,11 +54,24 @@ pub async fn version_of(
         })
 }
 
+/// How much of a version's request the operator's grants must cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// Every requested capability (`capsaga neurons approve` without
+    /// `--partial`): a forgotten `--grant` is an error, not a silently
+    /// weaker tool.
+    All,
+    /// Any subset (the console's form, `--partial`): what is left out is
+    /// withheld and does not exist inside the neuron's sandbox.
+    Subset,
+}
+
 /// Parse the operator's grants (`~` expanded with the policy's home) and
-/// check them against what `row` requested: every requested capability
-/// covered, nothing it did not request, every grant concrete. Returns the
-/// effective grants (each narrowed to what was requested: a write grant for
-/// a read request is stored as read), sorted.
+/// check them against what `row` requested: nothing it did not request,
+/// every grant concrete, and with [`Coverage::All`] every requested
+/// capability covered. Returns the effective grants (each narrowed to what
+/// was requested: a write grant for a read request is stored as read),
+/// sorted.
 ///
 /// # Errors
 /// [`DecisionError::BadGrant`] or [`DecisionError::Grants`].
@@ -65,6 +79,7 @@ pub fn check_grants(
     row: &NeuronRow,
     grants: &[String],
     home: &str,
+    coverage: Coverage,
 ) -> Result<Vec<String>, DecisionError> {
     let mut parsed = Vec::new();
     for g in grants {
@@ -79,13 +94,8 @@ pub fn check_grants(
         }
         parsed.push(cap);
     }
-    let requested: Vec<Capability> = row
-        .meta
-        .capabilities
-        .iter()
-        .filter_map(|c| Capability::parse(c).ok())
-        .collect();
-    let effective = effective_grants(&row.name, &requested, &parsed).map_err(|e| {
+    let requested = requested(row);
+    let refused = |e: String| {
         DecisionError::Grants(format!(
             "{e}; version {} requested: {}",
             row.version,
@@ -95,12 +105,41 @@ pub fn check_grants(
                 row.meta.capabilities.join(", ")
             }
         ))
-    })?;
+    };
+    let (effective, withheld) =
+        granted_subset(&row.name, &requested, &parsed).map_err(|e| refused(e.to_string()))?;
+    if coverage == Coverage::All && !withheld.is_empty() {
+        return Err(refused(format!(
+            "no grant for {} (grant it, or approve a subset with --partial)",
+            withheld.join(", ")
+        )));
+    }
     Ok(effective.iter().map(ToString::to_string).collect())
 }
 
-/// Activate a version waiting for the operator with exactly `grants`
-/// (checked by [`check_grants`]), retiring the name's earlier active
+fn requested(row: &NeuronRow) -> Vec<Capability> {
+    row.meta
+        .capabilities
+        .iter()
+        .filter_map(|c| Capability::parse(c).ok())
+        .collect()
+}
+
+/// What `row` requested that its grants (`row.granted`) do not cover, as
+/// the version wrote it: empty unless it was approved with a subset.
+pub fn withheld(row: &NeuronRow) -> Vec<String> {
+    let granted: Vec<Capability> = row
+        .granted
+        .iter()
+        .filter_map(|g| Capability::parse(g).ok())
+        .collect();
+    granted_subset(&row.name, &requested(row), &granted)
+        .map(|(_, withheld)| withheld)
+        .unwrap_or_default()
+}
+
+/// Activate a version waiting for the operator with `grants` (checked by
+/// [`check_grants`] for `coverage`), retiring the name's earlier active
 /// version.
 ///
 /// # Errors
@@ -110,10 +149,11 @@ pub async fn approve(
     home: &str,
     row: &NeuronRow,
     grants: &[String],
+    coverage: Coverage,
     by: &str,
     note: Option<&str>,
 ) -> Result<NeuronRow, DecisionError> {
-    let granted = check_grants(row, grants, home)?;
+    let granted = check_grants(row, grants, home, coverage)?;
     Ok(store
         .transition_neuron(&Transition {
             name: &row.name,

@@ -9,7 +9,7 @@ use crate::sandbox::neuron::{Runner, definition};
 use crate::sandbox::{CacheOutcome, Prepared, Sandbox};
 use crate::store::NeuronRow;
 use capsaga_core::capability::Capability;
-use capsaga_core::grant::{GrantError, dry_run_grants, effective_grants};
+use capsaga_core::grant::{GrantError, dry_run_grants, granted_subset};
 use capsaga_core::meta::{MetaError, ToolMeta};
 use capsaga_core::policy::{ApprovalRule, Policy, ToolPolicy};
 use capsaga_core::validate::ArgsValidator;
@@ -34,7 +34,7 @@ impl Registry {
 
     /// Put the active version `row` in the catalog (replacing an earlier
     /// version of the same neuron). Its grants are `row.granted` checked
-    /// against what it requested ([`effective_grants`]: never more); its
+    /// against what it requested ([`granted_subset`]: never more, possibly less); its
     /// policy section is made from them, with the policy's default limits
     /// and autonomy; a neuron with side effects and no dry-run is high risk
     /// (every call needs a human), whatever it declared.
@@ -71,8 +71,11 @@ impl Registry {
             .iter()
             .filter_map(|g| Capability::parse(g).ok())
             .collect();
+        // What the operator granted, possibly a subset of the request
+        // (checked when approved): what they withheld is not in the
+        // sandbox, and nothing beyond the request ever is.
         let grants: Result<Vec<Capability>, GrantError> =
-            effective_grants(&meta.name, &meta.capabilities, &granted);
+            granted_subset(&meta.name, &meta.capabilities, &granted).map(|(g, _)| g);
         let bindings = match &grants {
             Ok(g) => ToolBindings {
                 execute: sandbox.factors().configure(g),

@@ -512,6 +512,11 @@ impl Backend for ConsoleBackend {
             .zip(fitness)
             .map(|(n, fitness)| NeuronView {
                 fitness,
+                withheld: if n.status == Status::Active {
+                    crate::neurons::operator::withheld(&n)
+                } else {
+                    Vec::new()
+                },
                 status: n.status.as_str().to_string(),
                 description: n.meta.description.clone(),
                 requested: n.meta.capabilities.clone(),
@@ -545,18 +550,35 @@ impl Backend for ConsoleBackend {
         let home = host.config.home.to_string_lossy().into_owned();
         let done = match action {
             NeuronAction::Approve(grants) => {
-                op::approve(store, &home, &row, &grants, &who, note).await
+                // The form lists every requested capability; a line the
+                // operator removed is withheld.
+                op::approve(
+                    store,
+                    &home,
+                    &row,
+                    &grants,
+                    op::Coverage::Subset,
+                    &who,
+                    note,
+                )
+                .await
             }
             NeuronAction::Reject => op::decide(store, &row, Status::Rejected, &who, note).await,
             NeuronAction::Retire => op::decide(store, &row, Status::Retired, &who, note).await,
         }
         .map_err(|e| BackendError::Conflict(e.to_string()))?;
+        let withheld = op::withheld(&done);
         Ok(Decided {
             message: format!(
-                "{} v{} is {} (by {who})",
+                "{} v{} is {} (by {who}){}",
                 done.name,
                 done.version,
-                done.status.as_str()
+                done.status.as_str(),
+                if withheld.is_empty() || done.status != Status::Active {
+                    String::new()
+                } else {
+                    format!("; withheld: {}", withheld.join(", "))
+                }
             ),
         })
     }
