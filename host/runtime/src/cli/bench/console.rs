@@ -15,12 +15,17 @@
 //!
 //! Nothing of the console runs on a tool call's path: the door has no hook
 //! for it, and only an open `/console/events` stream reads the store (the
-//! pending count, once a second per open stream).
+//! pending count, once a second per open stream). The bench measures it:
+//! [`CALLS`] one-step sagas of a built-in with a side effect through the
+//! door before the server starts (the baseline), with the server and its
+//! console up and nobody signed in watching, and with one operator's
+//! `/console/events` stream open.
 
 use super::exit;
 use super::render::Out;
 use crate::dispatch::{Args, Call, Dispatcher, Outcome};
 use crate::host::Host;
+use crate::registry::BuiltinTool;
 use crate::serve::{HttpOptions, serve_http};
 use crate::store::Origin;
 use capsaga_core::principal::{Principal, Role};
@@ -33,6 +38,77 @@ use std::time::{Duration, Instant};
 const ROUNDS: usize = 60;
 /// Approvals pending among the sagas.
 const PENDING: usize = 1000;
+/// One-step sagas per tool-call figure.
+const CALLS: usize = 1000;
+
+/// `bench_step` under another name the policy lets run without a human
+/// (the tool calls timed while nobody or someone watches the console).
+struct Free;
+
+#[async_trait::async_trait]
+impl BuiltinTool for Free {
+    fn meta(&self) -> capsaga_core::meta::RawToolMeta {
+        let mut meta = super::wal::Nop.meta();
+        meta.name = "bench_free".into();
+        meta
+    }
+
+    async fn call(
+        &self,
+        op: &crate::sandbox::Op,
+        ctx: &capsaga_core::tool::CallContext,
+        args: &serde_json::Value,
+        bindings: &crate::sandbox::Bindings,
+    ) -> Result<Option<capsaga_core::tool::ToolOutput>, capsaga_core::error::ToolError> {
+        super::wal::Nop.call(op, ctx, args, bindings).await
+    }
+}
+
+/// A tool call's time through the door in one condition.
+#[derive(Debug, Serialize)]
+struct CallFigure {
+    condition: String,
+    p50_ms: f64,
+    p95_ms: f64,
+    /// p50 over the baseline's (no server) p50.
+    x_baseline_p50: f64,
+}
+
+/// [`CALLS`] one-step sagas of `bench_free` (start, the call, finish),
+/// each timed in ms.
+async fn calls(host: &Arc<Host>) -> Result<Vec<f64>, String> {
+    let door = Dispatcher::new(Arc::clone(host));
+    let mut v = Vec::with_capacity(CALLS);
+    for i in 0..CALLS {
+        let t = Instant::now();
+        let mut saga = door
+            .start(Origin::Call, "bench --console call", None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let args = json!({ "n": i });
+        let s = door
+            .submit(&mut saga, Call::new("bench_free", Args::Value(&args)))
+            .await
+            .map_err(|e| e.to_string())?;
+        if !matches!(s.outcome, Outcome::Committed { .. }) {
+            return Err(format!("call {i}: {:?}", s.outcome));
+        }
+        door.finish(&mut saga).await.map_err(|e| e.to_string())?;
+        v.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(v)
+}
+
+fn call_figure(condition: &str, mut v: Vec<f64>, base_p50: Option<f64>) -> CallFigure {
+    let p50 = pct(&mut v, 0.5);
+    let base = base_p50.unwrap_or(p50);
+    CallFigure {
+        condition: condition.into(),
+        p50_ms: p50,
+        p95_ms: pct(&mut v, 0.95),
+        x_baseline_p50: if base > 0.0 { p50 / base } else { 0.0 },
+    }
+}
 
 #[derive(Debug, Serialize)]
 struct PageFigure {
@@ -52,6 +128,9 @@ struct Report {
     rounds: usize,
     baseline: PageFigure,
     pages: Vec<PageFigure>,
+    /// Tool calls: no server (the baseline), console up and unwatched,
+    /// one events stream open.
+    tool_calls: Vec<CallFigure>,
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -139,7 +218,7 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
     std::fs::write(
         &config,
         "home = \".\"\ntools_dir = \"tools\"\nstate_dir = \"state\"\ncompiled_cache = \"cache\"\n\
-         [tools.bench_step]\napproval = \"always\"\n",
+         [tools.bench_step]\napproval = \"always\"\n[tools.bench_free]\n",
     )
     .map_err(|e| e.to_string())?;
     let host = Host::open(&config).await.map_err(|e| e.to_string())?;
@@ -150,9 +229,15 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
             Arc::new(super::wal::Nop),
         )
         .map_err(|e| e.to_string())?;
+    host.registry
+        .register_builtin(&host.sandbox, &host.config.policy, Arc::new(Free))
+        .map_err(|e| e.to_string())?;
     let t = Instant::now();
     seed(&host, sagas).await?;
     let seed_s = t.elapsed().as_secs_f64();
+    // Warm-up, then the baseline: no server, no console.
+    calls(&host).await?;
+    let alone = call_figure("no server (baseline)", calls(&host).await?, None);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let o = HttpOptions::new("127.0.0.1:0".parse().map_err(|_| "address")?);
@@ -237,6 +322,27 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
             bytes,
         });
     }
+    // The console up, nobody watching (signed in, no page or stream open).
+    let unwatched = calls(&host).await?;
+    // One operator watching: the events stream open, its first event read.
+    let mut stream = c
+        .get(format!("{base}/console/events"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    stream.chunk().await.map_err(|e| e.to_string())?;
+    let watched = calls(&host).await?;
+    drop(stream);
+    let tool_calls = vec![
+        call_figure("console up, nobody watching", unwatched, Some(alone.p50_ms)),
+        call_figure(
+            "one /console/events stream open",
+            watched,
+            Some(alone.p50_ms),
+        ),
+    ];
+    let tool_calls = std::iter::once(alone).chain(tool_calls).collect();
     let _ = stop.send(());
     let _ = server.await;
     Ok(Report {
@@ -246,6 +352,7 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
         rounds: ROUNDS,
         baseline,
         pages,
+        tool_calls,
     })
 }
 
@@ -264,6 +371,15 @@ pub(super) async fn run(out: &Out, sagas: usize) -> u8 {
                     println!(
                         "  {:<45} p50 {:>8.2} ms  p95 {:>8.2} ms  {:>7.1}x baseline p95  {:>7} bytes",
                         f.page, f.p50_ms, f.p95_ms, f.x_baseline_p95, f.bytes
+                    );
+                }
+                println!(
+                    "a tool call through the door ({CALLS} one-step sagas of a built-in each):"
+                );
+                for f in &r.tool_calls {
+                    println!(
+                        "  {:<45} p50 {:>8.3} ms  p95 {:>8.3} ms  {:>6.2}x baseline p50",
+                        f.condition, f.p50_ms, f.p95_ms, f.x_baseline_p50
                     );
                 }
             }
