@@ -82,8 +82,8 @@ async fn a_neuron_approved_with_a_subset_runs_without_what_was_withheld() {
     let active = operator::approve(&*host.store, &home, &row, &only_read, Subset, "t", None)
         .await
         .unwrap();
-    assert_eq!(active.granted, [read.clone()]);
-    assert_eq!(operator::withheld(&active), [write.clone()]);
+    assert_eq!(active.granted, std::slice::from_ref(&read));
+    assert_eq!(operator::withheld(&active), std::slice::from_ref(&write));
     drop(door);
     drop(host);
 
