@@ -5,7 +5,8 @@
 //! `traceparent` in `params._meta` is a child of the client's span, in the
 //! client's trace; a malformed one is ignored (a new trace, the request
 //! answered as usual). Over Streamable HTTP (`capsaga serve`), the spans
-//! carry the session's id and the `tcp` transport.
+//! carry the session's id and the `tcp` transport, and the HTTP
+//! `traceparent` header stands in for a `_meta` without one.
 
 use super::{exporting, named};
 use capsaga_tests::mcp_rig::{YesMan, call_ok, connect_as};
@@ -379,4 +380,76 @@ async fn streamable_http_requests_carry_their_session_and_transport() {
             s.name
         );
     }
+}
+
+/// One stateless `tools/call time_now` over Streamable HTTP with the HTTP
+/// headers `headers` and the request `_meta` extras `meta`.
+async fn post_call(url: &str, id: u32, headers: &[(&str, String)], meta: Value) {
+    let mut r = capsaga_tests::mcp_rig::http()
+        .post(url)
+        .bearer_auth(super::TOKEN)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", REV)
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "time_now");
+    for (k, v) in headers {
+        r = r.header(*k, v);
+    }
+    let r = r
+        .json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "time_now", "arguments": {}, "_meta": stateless_meta(meta)}}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = r.status();
+    let body = r.text().await.unwrap_or_default();
+    assert!(status.is_success(), "{status}: {body}");
+    assert!(body.contains("\"isError\":false"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_http_traceparent_header_joins_the_clients_trace_unless_meta_has_one() {
+    let rx = OtlpReceiver::start().await;
+    let ws = TestWorkspace::new(&["time_now"], POLICY);
+    let (mut child, url) = serve(&ws, &rx.endpoint());
+    // The header alone: the span is a child of the client's span.
+    let header = vec![
+        ("traceparent", traceparent(TRACE_A, SPAN_A)),
+        ("tracestate", "t=1".to_string()),
+    ];
+    post_call(&url, 1, &header, json!({})).await;
+    // Both: the request's own `_meta` context wins.
+    post_call(
+        &url,
+        2,
+        &header,
+        json!({"traceparent": traceparent(TRACE_B, SPAN_B)}),
+    )
+    .await;
+    // A malformed header is ignored: a trace of its own.
+    post_call(
+        &url,
+        3,
+        &[("traceparent", "00-zz-not-a-context".to_string())],
+        json!({}),
+    )
+    .await;
+    wait_until("the three calls' spans", || {
+        named(&rx.spans(), "tools/call").len() == 3
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let spans = rx.spans();
+    let mut calls: Vec<&Span> = named(&spans, "tools/call");
+    calls.sort_by_key(|s| s.start_time_unix_nano);
+    assert_eq!(
+        (hex(&calls[0].trace_id), hex(&calls[0].parent_span_id)),
+        (TRACE_A.to_string(), SPAN_A.to_string())
+    );
+    assert_eq!(
+        (hex(&calls[1].trace_id), hex(&calls[1].parent_span_id)),
+        (TRACE_B.to_string(), SPAN_B.to_string())
+    );
+    assert!(calls[2].parent_span_id.is_empty());
+    assert!(![TRACE_A, TRACE_B].contains(&hex(&calls[2].trace_id).as_str()));
 }

@@ -12,8 +12,10 @@
 //! that did not declare tasks) has none.
 //!
 //! The client's W3C trace context in `params._meta.traceparent` /
-//! `tracestate` (the MCP semantic conventions' propagation) makes the span
-//! a child of the client's span; a malformed one is ignored.
+//! `tracestate` (the MCP semantic conventions' propagation), else over
+//! Streamable HTTP in the request's `traceparent` / `tracestate` headers
+//! (W3C Trace Context, as HTTP instrumentation sends it), makes the span a
+//! child of the client's span; a malformed one is ignored.
 
 use capsaga_telemetry::spans::{self, McpTarget};
 use rmcp::service::RequestContext;
@@ -47,11 +49,13 @@ pub(super) fn span(
     if let Some(s) = header(http, "mcp-session-id") {
         span.record("mcp.session.id", spans::bounded(s));
     }
-    capsaga_telemetry::propagation::remote_parent(
-        &span,
-        meta(context, "traceparent"),
-        meta(context, "tracestate"),
-    );
+    // The request's own context first; the HTTP request's otherwise (a
+    // `tracestate` only goes with the `traceparent` it came with).
+    let (parent, state) = match meta(context, "traceparent") {
+        Some(p) => (Some(p), meta(context, "tracestate")),
+        None => (header(http, "traceparent"), header(http, "tracestate")),
+    };
+    capsaga_telemetry::propagation::remote_parent(&span, parent, state);
     span
 }
 
