@@ -4,6 +4,9 @@
 //! Rules:
 //! - Every requirement must be covered by at least one operator grant, or the
 //!   tool is not callable ([`GrantError::Missing`] lists what is missing).
+//!   The one exception is a neuron version the operator approved with a
+//!   subset of its request ([`granted_subset`]): what they withheld does
+//!   not exist in its sandbox.
 //! - Every operator grant must answer some requirement of the tool, or the
 //!   policy is refused at load ([`GrantError::Undeclared`]): the operator sees
 //!   least privilege, never a grant the tool would silently not use.
@@ -407,8 +410,9 @@ mod tests {
             "fs:write:/ws/out/**",
             "net:https:api.x.com",
         ]);
-        // A write grant for the read requirement is narrowed to read; the
-        // write and network requirements are withheld.
+        // A write grant on /ws answers both file requirements (narrowed
+        // to each: read on /ws, write on /ws/out); the network one is
+        // withheld.
         let (effective, withheld) =
             granted_subset("t", &required, &caps(&["fs:write:/ws/**"])).unwrap();
         assert_eq!(strs(&effective), ["fs:read:/ws/**", "fs:write:/ws/out/**"]);
