@@ -17,9 +17,9 @@
 //! for it, and only an open `/console/events` stream reads the store (the
 //! pending count, once a second per open stream). The bench measures it:
 //! [`CALLS`] one-step sagas of a built-in with a side effect through the
-//! door before the server starts (the baseline), with the server and its
-//! console up and nobody signed in watching, and with one operator's
-//! `/console/events` stream open.
+//! door, after the pages: with the server and its console up and nobody
+//! watching, with one operator's `/console/events` stream open, and once
+//! the server stopped (the baseline).
 
 use super::exit;
 use super::render::Out;
@@ -235,9 +235,6 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
     let t = Instant::now();
     seed(&host, sagas).await?;
     let seed_s = t.elapsed().as_secs_f64();
-    // Warm-up, then the baseline: no server, no console.
-    calls(&host).await?;
-    let alone = call_figure("no server (baseline)", calls(&host).await?, None);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let o = HttpOptions::new("127.0.0.1:0".parse().map_err(|_| "address")?);
@@ -322,7 +319,10 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
             bytes,
         });
     }
-    // The console up, nobody watching (signed in, no page or stream open).
+    // The tool calls after the pages (their sagas would add to the
+    // state the pages read). A warm-up, then the console up and nobody
+    // watching (signed in, no page or stream open).
+    calls(&host).await?;
     let unwatched = calls(&host).await?;
     // One operator watching: the events stream open, its first event read.
     let mut stream = c
@@ -334,17 +334,16 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
     stream.chunk().await.map_err(|e| e.to_string())?;
     let watched = calls(&host).await?;
     drop(stream);
-    let tool_calls = vec![
-        call_figure("console up, nobody watching", unwatched, Some(alone.p50_ms)),
-        call_figure(
-            "one /console/events stream open",
-            watched,
-            Some(alone.p50_ms),
-        ),
-    ];
-    let tool_calls = std::iter::once(alone).chain(tool_calls).collect();
     let _ = stop.send(());
     let _ = server.await;
+    // The baseline: the same calls with no server and no console.
+    let alone = call_figure("no server (baseline)", calls(&host).await?, None);
+    let base = Some(alone.p50_ms);
+    let tool_calls = vec![
+        call_figure("console up, nobody watching", unwatched, base),
+        call_figure("one /console/events stream open", watched, base),
+    ];
+    let tool_calls = std::iter::once(alone).chain(tool_calls).collect();
     Ok(Report {
         sagas,
         pending_approvals: PENDING.min(sagas),
