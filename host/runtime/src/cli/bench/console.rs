@@ -81,19 +81,7 @@ async fn calls(host: &Arc<Host>) -> Result<Vec<f64>, String> {
     let mut v = Vec::with_capacity(CALLS);
     for i in 0..CALLS {
         let t = Instant::now();
-        let mut saga = door
-            .start(Origin::Call, "bench --console call", None)
-            .await
-            .map_err(|e| e.to_string())?;
-        let args = json!({ "n": i });
-        let s = door
-            .submit(&mut saga, Call::new("bench_free", Args::Value(&args)))
-            .await
-            .map_err(|e| e.to_string())?;
-        if !matches!(s.outcome, Outcome::Committed { .. }) {
-            return Err(format!("call {i}: {:?}", s.outcome));
-        }
-        door.finish(&mut saga).await.map_err(|e| e.to_string())?;
+        super::wal::saga(&door, "bench_free", i as u32, 1).await?;
         v.push(t.elapsed().as_secs_f64() * 1e3);
     }
     Ok(v)

@@ -163,7 +163,9 @@ fn measure(calls: u32) -> Result<OtelReport, String> {
     for round in 0..=ROUNDS {
         for (i, (dispatch, _, _)) in subs.iter().enumerate() {
             let t0 = Instant::now();
-            tracing::dispatcher::with_default(dispatch, || rt.block_on(saga(&door, next, calls)))?;
+            tracing::dispatcher::with_default(dispatch, || {
+                rt.block_on(saga(&door, "bench_step", next, calls))
+            })?;
             next += calls;
             if round > 0 {
                 times[i].push(t0.elapsed().as_secs_f64() * 1e6 / f64::from(calls));

@@ -154,16 +154,17 @@ pub(super) fn workspace(dir: &Path) -> Result<PathBuf, String> {
     Ok(config)
 }
 
-/// One saga of `n` steps through the door.
-pub(super) async fn saga(door: &Dispatcher, first: u32, n: u32) -> Result<(), String> {
+/// One saga of `n` steps of the built-in `tool` (a [`Nop`] under its
+/// name, args `{"n": first..}`) through the door, each committed.
+pub(super) async fn saga(door: &Dispatcher, tool: &str, first: u32, n: u32) -> Result<(), String> {
     let mut saga = door
-        .start(Origin::Call, "bench --wal", None)
+        .start(Origin::Call, &format!("bench {tool}"), None)
         .await
         .map_err(|e| e.to_string())?;
     for i in first..first + n {
         let args = json!({ "n": i });
         let s = door
-            .submit(&mut saga, Call::new("bench_step", Args::Value(&args)))
+            .submit(&mut saga, Call::new(tool, Args::Value(&args)))
             .await
             .map_err(|e| e.to_string())?;
         if !matches!(s.outcome, Outcome::Committed { .. }) {
@@ -199,7 +200,7 @@ async fn measure(dir: &Path, steps: u32) -> Result<WalReport, String> {
     let (mut done, mut sagas, mut peak) = (0, 0, 0);
     while done < steps {
         let n = STEPS_PER_SAGA.min(steps - done);
-        saga(&door, done, n).await?;
+        saga(&door, "bench_step", done, n).await?;
         done += n;
         sagas += 1;
         peak = peak.max(wal_bytes(&db));
@@ -209,7 +210,7 @@ async fn measure(dir: &Path, steps: u32) -> Result<WalReport, String> {
     let idle_reader = reader
         .join()
         .map_err(|_| "the reader thread panicked".to_string())??;
-    saga(&door, done, STEPS_AFTER_READER).await?;
+    saga(&door, "bench_step", done, STEPS_AFTER_READER).await?;
     let after_reader = wal_bytes(&db);
     drop(door);
     drop(host);
