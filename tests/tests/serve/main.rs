@@ -4,6 +4,7 @@
 //! server under that load. Every server here is a real one on 127.0.0.1
 //! over a real workspace (components, SQLite file).
 
+mod cancel2026;
 mod clients;
 mod crash;
 mod interop_2026;

@@ -29,7 +29,7 @@ fn meta(tasks: bool) -> Value {
     })
 }
 
-async fn post(url: &str, who: &str, method: &str, params: Value) -> Value {
+pub(super) async fn post(url: &str, who: &str, method: &str, params: Value) -> Value {
     let name = params
         .get("name")
         .or_else(|| params.get("taskId"))

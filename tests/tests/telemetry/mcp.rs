@@ -453,3 +453,83 @@ async fn the_http_traceparent_header_joins_the_clients_trace_unless_meta_has_one
     assert!(calls[2].parent_span_id.is_empty());
     assert!(![TRACE_A, TRACE_B].contains(&hex(&calls[2].trace_id).as_str()));
 }
+
+/// POST `body` as it comes, with `Mcp-Method: method_header`; the HTTP
+/// status.
+async fn post_raw(url: &str, method_header: &str, body: String) -> u16 {
+    capsaga_tests::mcp_rig::http()
+        .post(url)
+        .bearer_auth(super::TOKEN)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", REV)
+        .header("Mcp-Method", method_header)
+        .header("Mcp-Name", "time_now")
+        .header("traceparent", traceparent(TRACE_A, SPAN_A))
+        .body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"))
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_refused_before_the_handler_have_a_failed_span_too() {
+    let rx = OtlpReceiver::start().await;
+    let ws = TestWorkspace::new(&["time_now"], POLICY);
+    let (mut child, url) = serve(&ws, &rx.endpoint());
+    let call = |id: u32, method: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": method,
+            "params": {"name": "time_now", "arguments": {}, "_meta": stateless_meta(json!({}))}})
+        .to_string()
+    };
+    // rmcp refuses a header that contradicts the body: 400.
+    assert_eq!(
+        post_raw(&url, "tools/list", call(11, "tools/call")).await,
+        400
+    );
+    // A method no revision has: its span cannot take the body's name.
+    let hostile = call(12, "tools/call\u{1}evil");
+    let _ = post_raw(&url, "tools/call", hostile).await;
+    // The door refuses a body with a duplicate key (rmcp never sees it).
+    let dup = r#"{"jsonrpc":"2.0","id":13,"id":14,"method":"tools/call","params":{}}"#;
+    assert_eq!(post_raw(&url, "tools/call", dup.to_string()).await, 400);
+    // A served call: one span, its handler's.
+    post_call(&url, 15, &[], json!({})).await;
+    wait_until("the refusals' spans", || {
+        let s = rx.spans();
+        named(&s, "tools/call").len() >= 2 && named(&s, "_OTHER").len() >= 2
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let spans = rx.spans();
+    let calls = named(&spans, "tools/call");
+    assert_eq!(calls.len(), 2, "one refused, one served: {calls:?}");
+    let refused = calls
+        .iter()
+        .find(|s| attr(s, "jsonrpc.request.id").as_deref() == Some("11"))
+        .expect("the refused call's span");
+    assert!(attr(refused, "error.type").is_some(), "{refused:?}");
+    assert_eq!(attr(refused, "mcp.protocol.version").as_deref(), Some(REV));
+    assert_eq!(
+        (hex(&refused.trace_id), hex(&refused.parent_span_id)),
+        (TRACE_A.to_string(), SPAN_A.to_string())
+    );
+    let served = calls
+        .iter()
+        .find(|s| attr(s, "jsonrpc.request.id").as_deref() == Some("15"))
+        .expect("the served call's span");
+    assert!(attr(served, "error.type").is_none(), "{served:?}");
+    let other = named(&spans, "_OTHER");
+    assert!(
+        other
+            .iter()
+            .any(|s| attr(s, "error.type").as_deref() == Some("400")),
+        "the door's refusal: {other:?}"
+    );
+    assert!(
+        !spans.iter().any(|s| s.name.contains("evil")),
+        "no span named by a hostile body"
+    );
+}

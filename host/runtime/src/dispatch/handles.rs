@@ -26,6 +26,14 @@
 //!   saga parked in AwaitingApproval is not swept: it waits for its
 //!   approval as a parked plan saga does (its approval expires on its own,
 //!   a denial rolls it back).
+//! - [`Dispatcher::settle_interrupted`]: a request that stopped mid-way
+//!   (its client cancelled it or went away) leaves its saga this host's,
+//!   unreleased, perhaps with a step in doubt. What the log shows decides:
+//!   a step the request logged (in doubt, or committed but never answered)
+//!   is a call the client aborted, so the saga is recovered (rolled back,
+//!   the normal rule of a failed step); a request that logged nothing
+//!   leaves a handle's saga as it was, released for the next request, and
+//!   ends a saga of its own (nothing to undo).
 
 use super::{DispatchError, Dispatcher};
 use crate::saga::Saga;
@@ -43,6 +51,20 @@ pub enum AbandonedEnd {
     Rollback,
     /// Finish it (Done): what it committed stays.
     Commit,
+}
+
+/// What [`Dispatcher::settle_interrupted`] did with a saga.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// Recovered from its log: what it had begun (the interrupted request's
+    /// step and those before it) compensated; its final state.
+    RolledBack(State),
+    /// Nothing of the request was logged: the handle's saga released as it
+    /// was before the request.
+    Released,
+    /// Not this host's any more (released, taken over, or gone) or already
+    /// ended: left alone.
+    LeftAlone,
 }
 
 /// One abandoned saga ended by [`Dispatcher::expire_released`].
@@ -75,6 +97,53 @@ impl Dispatcher {
             .release_saga(saga.id(), host.owner.id(), saga.fence())
             .await?;
         Ok(released.is_some())
+    }
+
+    /// Settle the saga of a request that stopped mid-way (see the module
+    /// doc): `first_seq` is the sequence number the request's first step
+    /// would have had (the saga's next step when the request began), `keep`
+    /// whether the saga outlives the request (a handle's). This host must
+    /// have stopped driving the saga (the request's future dropped) and
+    /// must keep any other request of it out until this returns.
+    ///
+    /// # Errors
+    /// The store, or a failed compensation (then the saga is in
+    /// `FailedRollbackPartial` or `Compensating`, as after any rollback,
+    /// and recovery or the operator finishes it).
+    pub async fn settle_interrupted(
+        &self,
+        saga_id: &str,
+        first_seq: u64,
+        keep: bool,
+    ) -> Result<Settled, DispatchError> {
+        let host = &self.host;
+        let Some(row) = host.store.saga(saga_id).await? else {
+            return Ok(Settled::LeftAlone);
+        };
+        if row.state.is_terminal() || row.owner.as_deref() != Some(host.owner.id()) {
+            return Ok(Settled::LeftAlone);
+        }
+        let mut saga = self.resume_taken(saga_id, row.fence).await?;
+        let logged = host
+            .store
+            .steps(saga_id)
+            .await?
+            .iter()
+            .any(|s| s.step_seq >= first_seq);
+        // A rollback the request was running is finished, never left.
+        let rolling_back = matches!(
+            saga.state(),
+            State::Compensating | State::FailedRollbackPartial
+        );
+        if keep && !logged && !rolling_back {
+            return Ok(if self.release(saga).await? {
+                Settled::Released
+            } else {
+                Settled::LeftAlone
+            });
+        }
+        let report = self.recover(&mut saga).await?;
+        Ok(Settled::RolledBack(report.final_state))
     }
 
     /// End every saga released more than `idle_ms` ago and not parked for

@@ -60,7 +60,7 @@ mod validate;
 mod wal;
 
 pub use approval::{Approver, NoApprover, decider};
-pub use handles::{AbandonedEnd, Expired};
+pub use handles::{AbandonedEnd, Expired, Settled};
 pub use operator::{Decided, OperatorError};
 pub use recover::Recovered;
 

@@ -36,6 +36,7 @@ pub async fn guard(State(limit): State<usize>, req: Request, next: Next) -> Resp
                 len: limit.saturating_add(1),
                 limit,
             };
+            super::mcp::refused::record_unread(&parts.headers, 413);
             return refuse(StatusCode::PAYLOAD_TOO_LARGE, &r, None);
         }
     };
@@ -44,6 +45,7 @@ pub async fn guard(State(limit): State<usize>, req: Request, next: Next) -> Resp
             Refused::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             _ => StatusCode::BAD_REQUEST,
         };
+        super::mcp::refused::record_unread(&parts.headers, status.as_u16());
         return refuse(status, &r, id.as_ref());
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))

@@ -362,11 +362,13 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .layer(authenticated.clone());
     let mcp = Router::new()
         .nest_service("/mcp", service)
+        // A request rmcp refuses before any handler gets its span.
+        .layer(axum::middleware::from_fn(mcp::refused::refusals))
         .layer(axum::middleware::from_fn_with_state(
             o.max_body_bytes,
             admit::guard,
         ))
-        // Inner to outer: the door's admission of each body, the session's
+        // Inner to outer: the refusals' spans, the door's admission of each body, the session's
         // binding to its principal, then the token.
         .layer(axum::middleware::from_fn_with_state(
             sessions,

@@ -39,6 +39,7 @@ mod elicit;
 mod handler;
 mod mrtr;
 mod observe;
+pub mod refused;
 mod server;
 pub mod stateless;
 mod task_fixtures;

@@ -7,9 +7,10 @@
 //! session's lifecycle (`initialize`, `ping`, `server/discover`,
 //! `logging/setLevel`, `subscriptions/listen`), tools, resources,
 //! templates, subscriptions, prompts, completion and `tasks/*`. A request
-//! rmcp refuses before the handler sees it (an unsupported protocol
-//! version, missing per-request metadata, a `tasks/*` request of a client
-//! that did not declare tasks) has none.
+//! rmcp refuses over HTTP before the handler sees it gets its span from
+//! [`super::refused`] (the handler's span marks the HTTP request as
+//! handled: [`super::refused::Handled`]). Over stdio, rmcp's own refusals
+//! have none.
 //!
 //! The client's W3C trace context in `params._meta.traceparent` /
 //! `tracestate` (the MCP semantic conventions' propagation), else over
@@ -33,6 +34,9 @@ pub(super) fn span(
 ) -> Span {
     let id = serde_json::to_string(&context.id).unwrap_or_default();
     let http = context.extensions.get::<http::request::Parts>();
+    if let Some(h) = http.and_then(|p| p.extensions.get::<super::refused::Handled>()) {
+        h.set();
+    }
     let transport = if http.is_some() { "tcp" } else { "pipe" };
     let span = spans::mcp(method, target, id.trim_matches('"'), transport);
     // The request's own (stateless), the HTTP session's negotiated one,

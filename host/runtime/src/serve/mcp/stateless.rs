@@ -46,10 +46,11 @@
 use super::McpSession;
 use super::confirm;
 use super::elicit::Elicit;
-use crate::dispatch::{Args, Call, DispatchError, Outcome};
+use crate::dispatch::{Args, Call, DispatchError, Outcome, Settled};
 use crate::saga::Saga;
 use crate::serve::tools;
 use crate::store::Origin;
+use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::principal::{Principal, Role};
 use rmcp::ErrorData as McpError;
@@ -57,6 +58,7 @@ use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, InputRequiredResult, InputResponses, ProtocolVersion};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// The `_meta` key of a saga handle, in requests and results.
 pub const SAGA_META: &str = "dev.capsaga/saga";
@@ -113,17 +115,44 @@ fn well_formed(handle: &str) -> bool {
             .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c) || c == '-')
 }
 
-/// Marks a saga busy on this host while a request drives it.
-struct Driving<'a> {
-    shared: &'a super::McpShared,
+/// Marks a saga busy on this host while a request drives it (and, after a
+/// request stopped mid-way, until its saga is settled).
+struct Driving {
+    shared: Arc<super::McpShared>,
     id: String,
 }
 
-impl Drop for Driving<'_> {
+impl Drop for Driving {
     fn drop(&mut self) {
         if let Ok(mut b) = self.shared.driving.lock() {
             b.remove(&self.id);
         }
+    }
+}
+
+/// What a request holds of its saga, for settling it if the request stops
+/// mid-way (`Dispatcher::settle_interrupted`): filled in by the request as
+/// it opens the saga, read by [`McpSession::call_stateless`] when the
+/// client cancels.
+#[derive(Default)]
+struct Flight {
+    /// The saga, once opened; `None` again once the request handed it on
+    /// (released, ended, or answered with it open by design).
+    saga: Option<String>,
+    /// The saga's next step when the request began.
+    first_seq: u64,
+    /// Whether the saga outlives the request (a handle's).
+    keep: bool,
+    /// This host's busy mark of a handle's saga.
+    _busy: Option<Driving>,
+}
+
+impl Flight {
+    fn open(&mut self, saga: &Saga, keep: bool, driving: Option<Driving>) {
+        self.saga = Some(saga.id().to_string());
+        self.first_seq = saga.next_seq;
+        self.keep = keep;
+        self._busy = driving;
     }
 }
 
@@ -150,7 +179,7 @@ impl McpSession {
     }
 
     /// Re-open the saga `handle` names for this request's principal.
-    async fn open_handle(&self, handle: &str) -> Result<(Saga, Driving<'_>), McpError> {
+    async fn open_handle(&self, handle: &str) -> Result<(Saga, Driving), McpError> {
         let shared = &self.state.shared;
         if !well_formed(handle) {
             return Err(unknown_handle());
@@ -179,7 +208,7 @@ impl McpSession {
             return Err(busy(handle));
         }
         let guard = Driving {
-            shared,
+            shared: shared.clone(),
             id: handle.to_string(),
         };
         let mut saga = shared
@@ -197,13 +226,79 @@ impl McpSession {
     }
 
     /// `tools/call` of a capsaga tool (or a session tool) on a request
-    /// without a session.
+    /// without a session. When the client cancels the request
+    /// (`notifications/cancelled`, or it goes away: rmcp cancels the
+    /// request's token), the call is dropped where it stands and its saga
+    /// settled from its log (`Dispatcher::settle_interrupted`) before any
+    /// other request of its handle may run; the (undeliverable) answer is a
+    /// `timeout` tool error saying what became of the saga.
     pub(super) async fn call_stateless(
         &self,
         name: &str,
         args: Value,
         input: (Option<&InputResponses>, Option<&str>),
         context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let mut flight = Flight::default();
+        let finished = {
+            let run = self.drive(name, args, input, context, &mut flight);
+            tokio::select! {
+                r = run => Some(r),
+                () = context.ct.cancelled() => None,
+            }
+        };
+        if let Some(r) = finished {
+            return r;
+        }
+        let Some(saga_id) = flight.saga.take() else {
+            return Err(McpError::invalid_request(
+                "the request was cancelled before it opened a saga",
+                None,
+            ));
+        };
+        let settled = self
+            .state
+            .shared
+            .door()
+            .settle_interrupted(&saga_id, flight.first_seq, flight.keep)
+            .await;
+        // Only now may another request of the handle run here.
+        drop(flight);
+        let what = match &settled {
+            Ok(Settled::RolledBack(state)) => format!(
+                "saga {saga_id} was recovered from its log: whatever it had begun was compensated (state {state})"
+            ),
+            Ok(Settled::Released) => {
+                format!(
+                    "nothing of it was logged: saga {saga_id} is as it was, its handle still valid"
+                )
+            }
+            Ok(Settled::LeftAlone) => format!("saga {saga_id} had already been handed on"),
+            Err(e) => {
+                tracing::warn!(saga = %saga_id, "settling a cancelled request's saga: {e}");
+                format!("settling saga {saga_id} failed ({e}); recovery finishes it")
+            }
+        };
+        let e = ToolError::with_hint(
+            ErrorKind::Timeout,
+            format!("the call was cancelled; {what}"),
+            "The client cancelled this call.",
+        );
+        super::handler::to_result(tools::error_result(
+            &e,
+            json!({"saga_id": saga_id, "cancelled": true}),
+        ))
+    }
+
+    /// The body of [`McpSession::call_stateless`]; `flight` learns the
+    /// saga as soon as it is opened.
+    async fn drive(
+        &self,
+        name: &str,
+        args: Value,
+        input: (Option<&InputResponses>, Option<&str>),
+        context: &RequestContext<RoleServer>,
+        flight: &mut Flight,
     ) -> Result<CallToolResponse, McpError> {
         let shared = &self.state.shared;
         let door = shared.door();
@@ -232,7 +327,8 @@ impl McpSession {
                     Some(json!({"saga_id": null})),
                 ));
             };
-            let (mut saga, _driving) = self.open_handle(&h).await?;
+            let (mut saga, driving) = self.open_handle(&h).await?;
+            flight.open(&saga, true, Some(driving));
             // Still open after a commit that parked it: released. After a
             // failure of the door itself it stays this host's (recovery
             // finishes it if this host goes).
@@ -242,10 +338,11 @@ impl McpSession {
             }
             return super::handler::to_result(ended);
         }
-        let (mut saga, driving, keep) = match handle.as_deref() {
+        let (mut saga, keep) = match handle.as_deref() {
             Some(h) if h != NEW_SAGA => {
                 let (s, d) = self.open_handle(h).await?;
-                (s, Some(d), true)
+                flight.open(&s, true, Some(d));
+                (s, true)
             }
             other => {
                 let label = format!(
@@ -257,7 +354,9 @@ impl McpSession {
                     .await
                     .map_err(super::handler::internal)?;
                 door.set_autonomy(&mut s, shared.autonomy());
-                (s, None, other == Some(NEW_SAGA))
+                let keep = other == Some(NEW_SAGA);
+                flight.open(&s, keep, None);
+                (s, keep)
             }
         };
         let saga_id = saga.id().to_string();
@@ -329,7 +428,6 @@ impl McpSession {
                 )
             });
             self.release(saga).await;
-            drop(driving);
             return asked.map(CallToolResponse::InputRequired);
         }
         let out = tools::outcome(name, &saga_id, &submitted);
@@ -339,13 +437,12 @@ impl McpSession {
             return super::handler::to_result(out);
         }
         if keep || parked {
-            // Released before this host's busy mark goes: the next request
-            // of the handle, here or on another host, claims it.
+            // Released before this host's busy mark goes (`flight` holds
+            // it): the next request of the handle, here or on another host,
+            // claims it.
             self.release(saga).await;
-            drop(driving);
             return super::handler::to_result(with_handle(out, Some(&saga_id)));
         }
-        drop(driving);
         super::end_saga(shared, saga).await;
         super::handler::to_result(out)
     }
