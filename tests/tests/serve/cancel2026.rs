@@ -75,12 +75,26 @@ async fn no_step_committed(host: &Arc<Host>, id: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_dropped_mid_call_rolls_back_its_own_saga() {
+/// A server for the client `bob` over a workspace with the ledger: the
+/// workspace, the host, the server (kept running while held), its `/mcp`
+/// URL and the ledger file.
+async fn server() -> (
+    TestWorkspace,
+    Arc<Host>,
+    super::Running,
+    String,
+    std::path::PathBuf,
+) {
     let ws = TestWorkspace::new(&["ledger"], POLICY);
     let (host, srv) = serve_clients(&ws, &["bob"]).await;
     let url = srv.url("/mcp");
     let ledger = ws.ws().join("ledger.txt");
+    (ws, host, srv, url, ledger)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_dropped_mid_call_rolls_back_its_own_saga() {
+    let (ws, host, _srv, url, ledger) = server().await;
     let args = json!({"path": ws.ws_path("ledger.txt"), "entry": "paid", "after": "spin"});
     let request =
         tokio::spawn(async move { post(&url, "bob", "tools/call", call(args, None)).await });
@@ -99,10 +113,7 @@ async fn a_request_dropped_mid_call_rolls_back_its_own_saga() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handle_request_dropped_mid_call_rolls_back_the_saga_it_continued() {
-    let ws = TestWorkspace::new(&["ledger"], POLICY);
-    let (host, srv) = serve_clients(&ws, &["bob"]).await;
-    let url = srv.url("/mcp");
-    let ledger = ws.ws().join("ledger.txt");
+    let (ws, host, _srv, url, ledger) = server().await;
     let path = ws.ws_path("ledger.txt");
     let first = post(
         &url,

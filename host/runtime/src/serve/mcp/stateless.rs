@@ -136,8 +136,9 @@ impl Drop for Driving {
 /// client cancels.
 #[derive(Default)]
 struct Flight {
-    /// The saga, once opened; `None` again once the request handed it on
-    /// (released, ended, or answered with it open by design).
+    /// The saga, once opened. A request cancelled after it handed the saga
+    /// on (released or ended it) leaves it to the settling, which finds it
+    /// no longer this host's, or ended, and leaves it alone.
     saga: Option<String>,
     /// The saga's next step when the request began.
     first_seq: u64,
