@@ -182,8 +182,8 @@ fn resolved_features(
     map
 }
 
-/// `scripts/demo` (and `cargo install`) build the binary alone, `scripts/test`
-/// every target: every package the binary alone builds must be built with
+/// A developer's `cargo build -p capsaga-host --bin capsaga` builds the
+/// binary alone, `scripts/test` every target: every package the binary alone builds must be built with
 /// the same features by the test build, or the second build compiles it and
 /// all above it again (host/runtime/Cargo.toml says which features are
 /// turned on only for this).
