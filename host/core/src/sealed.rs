@@ -146,6 +146,25 @@ impl Kek {
         hex::encode(&h.finalize()[..8])
     }
 
+    /// A 32-byte key for `purpose`, derived from the KEK: SHA-256 over a
+    /// fixed label, the purpose and the key. Every host holding the same
+    /// KEK derives the same key (what several hosts sharing a store need
+    /// for a secret they must all hold, e.g. the MCP `requestState` key);
+    /// keys of two purposes, or of two KEKs, are unrelated. Since the KEK
+    /// is 32 uniformly random bytes, one hash under a domain-separating
+    /// label is a sound derivation (the construction of [`Kek::id`], with
+    /// another label, so no derived key is related to a published id).
+    pub fn derive_key(&self, purpose: &str) -> Zeroizing<[u8; KEY_BYTES]> {
+        let mut h = Sha256::new();
+        h.update(b"capsaga kek derive v1\0");
+        h.update(purpose.as_bytes());
+        h.update(b"\0");
+        h.update(&self.0[..]);
+        let mut out = Zeroizing::new([0u8; KEY_BYTES]);
+        out.copy_from_slice(&h.finalize());
+        out
+    }
+
     fn cipher(&self) -> Aes256Gcm {
         Aes256Gcm::new(&(*self.0).into())
     }
@@ -323,6 +342,24 @@ mod tests {
     use super::*;
 
     const KEK_HEX: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+    #[test]
+    fn derived_keys_are_stable_and_unrelated_across_purposes_and_keks() {
+        let k = Kek::parse(KEK_HEX).unwrap();
+        let again = Kek::parse(KEK_HEX).unwrap();
+        let other = Kek::parse(&"11".repeat(32)).unwrap();
+        let a = k.derive_key("mcp requestState");
+        assert_eq!(
+            *a,
+            *again.derive_key("mcp requestState"),
+            "same KEK, same key"
+        );
+        assert_ne!(*a, *k.derive_key("something else"), "purposes separated");
+        assert_ne!(*a, *other.derive_key("mcp requestState"), "KEKs separated");
+        assert_ne!(&a[..], &hex::decode(KEK_HEX).unwrap()[..], "not the KEK");
+        // A purpose is not confused with a longer one that shares a prefix.
+        assert_ne!(*k.derive_key("ab"), *k.derive_key("a\0b"));
+    }
 
     fn fresh(seed: u8) -> Fresh {
         Fresh {

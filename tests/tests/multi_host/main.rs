@@ -13,6 +13,7 @@
 mod approvals;
 mod budget;
 mod chaos;
+mod confirm;
 mod files;
 mod handles;
 mod handles_busy;

@@ -43,6 +43,9 @@ pub struct Rig {
     pub hosts: Vec<Option<HostProc>>,
     /// Arguments every host's `capsaga serve` gets besides the rig's.
     pub serve_args: Vec<String>,
+    /// Environment variables every host started from now on gets (e.g.
+    /// `CAPSAGA_KEK`); see also [`Rig::spawn_with_env`].
+    pub env: Vec<(String, String)>,
 }
 
 impl Rig {
@@ -89,6 +92,7 @@ impl Rig {
             url,
             hosts: Vec::new(),
             serve_args: serve_args.iter().map(|a| a.to_string()).collect(),
+            env: Vec::new(),
         };
         for _ in 0..n {
             let h = rig.spawn();
@@ -105,7 +109,27 @@ impl Rig {
     /// [`Rig::spawn`] with this store connection string (e.g. through a
     /// proxy).
     pub fn spawn_with_store(&self, store: &str) -> HostProc {
-        let mut child = Command::new(capsaga_bin())
+        self.spawn_with(store, &[])
+    }
+
+    /// [`Rig::spawn`] with these environment variables besides (and over)
+    /// [`Rig::env`]; a value `None` removes the variable.
+    pub fn spawn_with_env(&self, env: &[(&str, Option<&str>)]) -> HostProc {
+        self.spawn_with(&self.url, env)
+    }
+
+    fn spawn_with(&self, store: &str, env: &[(&str, Option<&str>)]) -> HostProc {
+        let mut cmd = Command::new(capsaga_bin());
+        // No KEK of the test's own environment: only the rig's.
+        cmd.env_remove("CAPSAGA_KEK");
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        for (k, v) in env {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let mut child = cmd
             .args(["--json", "--config"])
             .arg(self.ws.config())
             .args(["serve", "--listen", "127.0.0.1:0", "--catalog-poll-ms", "0"])

@@ -37,14 +37,30 @@ fn answer(body: &str) -> Value {
 /// `loopback` on every host). Returns the JSON-RPC answer.
 pub async fn call(url: &str, name: &str, args: Value, handle: Option<&str>) -> Value {
     let extra = handle.map_or(json!({}), |h| json!({"dev.capsaga/saga": h}));
+    call_with(url, name, args, extra, json!({})).await
+}
+
+/// [`call`] with `meta_extra` in the request's `_meta` (e.g. the saga
+/// handle, the client's capabilities) and `params_extra` beside the name
+/// and arguments (e.g. `inputResponses` and `requestState`).
+pub async fn call_with(
+    url: &str,
+    name: &str,
+    args: Value,
+    meta_extra: Value,
+    params_extra: Value,
+) -> Value {
+    let mut params = json!({"name": name, "arguments": args, "_meta": meta(meta_extra)});
+    if let (Some(p), Value::Object(e)) = (params.as_object_mut(), params_extra) {
+        p.extend(e);
+    }
     let r = capsaga_tests::mcp_rig::http()
         .post(url)
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", REV)
         .header("Mcp-Method", "tools/call")
         .header("Mcp-Name", name)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": name, "arguments": args, "_meta": meta(extra)}}))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
         .send()
         .await
         .unwrap_or_else(|e| panic!("{url}: {e}"));

@@ -188,17 +188,48 @@ impl Default for McpOptions {
     }
 }
 
-/// A `requestState` codec with a key of 32 random bytes from the
-/// operating system; `None` (fail closed: no state issued or accepted)
-/// when the random source fails.
+/// What a `requestState` key is derived for (`Kek::derive_key`).
+const REQUEST_STATE_PURPOSE: &str = "mcp requestState";
+
+/// The `requestState` codec (HMAC-SHA256, rmcp's keyring form, whose
+/// sealed values name their key id):
+/// - `CAPSAGA_KEK` set: a key derived from it, id `kek-<KEK id>`, so every
+///   host holding the same KEK (several hosts on one store) opens the
+///   states any of them sealed, across restarts too;
+/// - unset: 32 random bytes from the operating system, id
+///   `process-<random>`: states only this process opens (a client must
+///   answer to the host that asked);
+/// - `None` (fail closed: no state issued or accepted) when the KEK is set
+///   but malformed, or the random source fails; said in the log.
 fn request_state_codec() -> Option<rmcp::model::RequestStateCodec> {
-    let mut key = [0u8; 32];
-    match getrandom::fill(&mut key) {
-        Ok(()) => Some(rmcp::model::RequestStateCodec::new_unchecked(key.to_vec())),
+    use rmcp::model::RequestStateCodec;
+    let (kid, key) = match crate::agent::keys::kek_from_env() {
+        Ok(kek) => (
+            format!("kek-{}", kek.id()),
+            zeroize::Zeroizing::new(kek.derive_key(REQUEST_STATE_PURPOSE).to_vec()),
+        ),
+        Err(capsaga_core::sealed::SealError::NoKek) => {
+            let mut key = zeroize::Zeroizing::new(vec![0u8; 32]);
+            let mut id = [0u8; 8];
+            if let Err(e) = getrandom::fill(&mut key).and_then(|()| getrandom::fill(&mut id)) {
+                tracing::error!(
+                    "no requestState key (OS random source: {e}): input-required rounds are refused"
+                );
+                return None;
+            }
+            (format!("process-{}", hex::encode(id)), key)
+        }
         Err(e) => {
             tracing::error!(
-                "no requestState key (OS random source: {e}): input-required rounds are refused"
+                "no requestState key ({e}): input-required rounds are refused until CAPSAGA_KEK is fixed"
             );
+            return None;
+        }
+    };
+    match RequestStateCodec::new_with_keyring(kid.clone(), [(kid, key.to_vec())]) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::error!("no requestState key ({e}): input-required rounds are refused");
             None
         }
     }

@@ -12,14 +12,18 @@
 //! waits for an operator (issue 24's operator-principal rule).
 //!
 //! The `requestState` names the saga and the approval, sealed (HMAC-SHA256,
-//! rmcp's `RequestStateCodec`, with a time to live) and bound to the
+//! rmcp's `RequestStateCodec`, with a time to live; under a key derived
+//! from `CAPSAGA_KEK`, so any host holding that KEK can take the answer,
+//! else under one of this process: `serve::request_state_codec`) and bound to the
 //! principal and the tool: a state altered, replayed by another principal
 //! or against another tool is refused with `-32602`. The door checks again
 //! when the answer is recorded (`Dispatcher::confirm`: the approval must
 //! be of the principal's own saga, still parked on it).
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{InputRequiredResult, InputResponses, RequestStateCodec, SealOptions};
+use rmcp::model::{
+    InputRequiredResult, InputResponses, RequestStateCodec, RequestStateError, SealOptions,
+};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -68,7 +72,14 @@ pub fn open(
     state: &str,
 ) -> Result<Pending, McpError> {
     let ad = ad(principal, tool);
-    let bytes = codec.open_with(state, ad.as_bytes()).map_err(refused)?;
+    let bytes = codec.open_with(state, ad.as_bytes()).map_err(|e| match e {
+        RequestStateError::UnknownKeyId => refused(
+            "sealed under a key this host does not hold (by a host with another CAPSAGA_KEK, \
+             or by a host without one); answer the host that asked, or give every host the same \
+             CAPSAGA_KEK",
+        ),
+        e => refused(e),
+    })?;
     let v: Value = serde_json::from_slice(&bytes).map_err(refused)?;
     match (v["saga"].as_str(), v["approval"].as_str()) {
         (Some(s), Some(a)) => Ok(Pending {
