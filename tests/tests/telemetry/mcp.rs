@@ -322,6 +322,100 @@ async fn stateless_requests_are_server_spans_too() {
     assert_eq!(task.status.as_ref().map(|s| s.code), Some(2));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn over_stdio_requests_refused_before_the_handler_have_a_failed_span_too() {
+    let rx = OtlpReceiver::start().await;
+    let ws = TestWorkspace::new(&["time_now"], POLICY);
+    let endpoint = rx.endpoint();
+    tokio::task::spawn_blocking(move || {
+        let mut s = Session::start(&ws, &endpoint);
+        let parent = traceparent(TRACE_A, SPAN_A);
+        // rmcp refuses a revision it does not know ...
+        let mut old = stateless_meta(json!({"traceparent": parent}));
+        old["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+        let r = s.request(21, "tools/list", json!({"_meta": old}));
+        assert!(r["error"]["code"].is_i64(), "{r}");
+        // ... and a stateless request without its client capabilities.
+        let mut bare = stateless_meta(json!({}));
+        bare.as_object_mut()
+            .unwrap()
+            .remove("io.modelcontextprotocol/clientCapabilities");
+        let r = s.request(
+            22,
+            "tools/call",
+            json!({"name": "time_now", "arguments": {}, "_meta": bare}),
+        );
+        assert!(r["error"]["code"].is_i64(), "{r}");
+        // The transport refuses a line with a duplicate key (rmcp never
+        // sees it) and a method no revision has.
+        let stdin = s.stdin.as_mut().unwrap();
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":23,"id":24,"method":"tools/list"}}"#
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+        let r = s.request(
+            25,
+            "tools/call\u{1}evil",
+            json!({"_meta": stateless_meta(json!({}))}),
+        );
+        assert!(r["error"]["code"].is_i64(), "{r}");
+        // Served: a call, and a handler's own error (no second span).
+        let c = s.request(
+            26,
+            "tools/call",
+            json!({"name": "time_now", "arguments": {}, "_meta": stateless_meta(json!({}))}),
+        );
+        assert_eq!(c["result"]["isError"], false, "{c}");
+        let t = s.request(
+            27,
+            "tasks/get",
+            json!({"taskId": "no-such-task", "_meta": stateless_meta(json!({}))}),
+        );
+        assert!(t["error"].is_object(), "{t}");
+        s.end();
+    })
+    .await
+    .unwrap();
+    wait_until("the refusals' spans", || {
+        let s = rx.spans();
+        !named(&s, "tools/list").is_empty()
+            && named(&s, "tools/call").len() >= 2
+            && named(&s, "_OTHER").len() >= 2
+            && !named(&s, "tasks/get").is_empty()
+    });
+    let spans = rx.spans();
+    let failed = |s: &Span| attr(s, "error.type").is_some();
+    let list = one(&spans, "tools/list");
+    method_attrs(list, "tools/list", 21, "2099-01-01");
+    assert!(failed(list), "{list:?}");
+    assert!(attr(list, "rpc.response.status_code").is_some(), "{list:?}");
+    assert_eq!(
+        (hex(&list.trace_id), hex(&list.parent_span_id)),
+        (TRACE_A.to_string(), SPAN_A.to_string())
+    );
+    let refused_call = one(&spans, "tools/call");
+    method_attrs(refused_call, "tools/call", 22, REV);
+    assert!(failed(refused_call), "{refused_call:?}");
+    let other = named(&spans, "_OTHER");
+    assert_eq!(
+        other.len(),
+        2,
+        "the duplicate key and the unknown method: {other:?}"
+    );
+    assert!(other.iter().all(|s| failed(s)), "{other:?}");
+    assert!(
+        !spans.iter().any(|s| s.name.contains("evil")),
+        "no span named by a hostile line"
+    );
+    let served = one(&spans, "tools/call time_now");
+    assert!(!failed(served), "{served:?}");
+    // The handler's error has its handler's span only.
+    let task = one(&spans, "tasks/get");
+    method_attrs(task, "tasks/get", 27, REV);
+}
+
 /// `capsaga serve` as a child process on 127.0.0.1 (a free port),
 /// exporting to `endpoint`, and its MCP URL.
 fn serve(ws: &TestWorkspace, endpoint: &str) -> (Child, String) {

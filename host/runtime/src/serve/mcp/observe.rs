@@ -9,8 +9,9 @@
 //! templates, subscriptions, prompts, completion and `tasks/*`. A request
 //! rmcp refuses over HTTP before the handler sees it gets its span from
 //! [`super::refused`] (the handler's span marks the HTTP request as
-//! handled: [`super::refused::Handled`]). Over stdio, rmcp's own refusals
-//! have none.
+//! handled: [`super::refused::Handled`]); over stdio, the transport
+//! marks each request it hands to rmcp the same way, and gives an error
+//! answer to an unmarked one its span (`serve::stdio`).
 //!
 //! The client's W3C trace context in `params._meta.traceparent` /
 //! `tracestate` (the MCP semantic conventions' propagation), else over
@@ -34,7 +35,11 @@ pub(super) fn span(
 ) -> Span {
     let id = serde_json::to_string(&context.id).unwrap_or_default();
     let http = context.extensions.get::<http::request::Parts>();
-    if let Some(h) = http.and_then(|p| p.extensions.get::<super::refused::Handled>()) {
+    // Over HTTP the mark is on the HTTP request; over stdio on the message.
+    let mark = http
+        .and_then(|p| p.extensions.get::<super::refused::Handled>())
+        .or_else(|| context.extensions.get::<super::refused::Handled>());
+    if let Some(h) = mark {
         h.set();
     }
     let transport = if http.is_some() { "tcp" } else { "pipe" };

@@ -41,7 +41,8 @@ impl Handled {
         self.0.store(true, Ordering::Relaxed);
     }
 
-    fn is_set(&self) -> bool {
+    /// Whether a handler served it.
+    pub fn is_set(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 }
@@ -155,47 +156,91 @@ pub fn record_unread(headers: &HeaderMap, status: u16) {
     record(b"", headers, status, None);
 }
 
-/// Emit the span of one refused request.
+/// Emit the span of one refused HTTP request.
 fn record(body: &[u8], headers: &HeaderMap, status: u16, code: Option<i64>) {
     let request = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
-    let method = known_method(&request);
-    let id = match request.get("id") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => String::new(),
-    };
-    let span = spans::mcp(method, McpTarget::None, &id, "tcp");
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let meta = |key: &str| {
-        request
-            .pointer("/params/_meta")
-            .and_then(|m| m.get(key))
-            .and_then(Value::as_str)
-    };
-    if let Some(v) =
-        meta("io.modelcontextprotocol/protocolVersion").or_else(|| header("mcp-protocol-version"))
-    {
-        span.record("mcp.protocol.version", spans::bounded(v));
-    }
-    if let Some(s) = header("mcp-session-id") {
-        span.record("mcp.session.id", spans::bounded(s));
-    }
-    let (parent, state) = match meta("traceparent") {
-        Some(p) => (Some(p), meta("tracestate")),
-        None => (header("traceparent"), header("tracestate")),
-    };
-    capsaga_telemetry::propagation::remote_parent(&span, parent, state);
-    let kind = match code {
-        Some(c) => {
-            let c = c.to_string();
-            span.record("rpc.response.status_code", c.as_str());
-            c
+    Asked::read(&request, Some(headers)).refused("tcp", Some(status), code);
+}
+
+/// What the span of a refused request says of it, read from its body (and,
+/// over HTTP, its headers) when it is answered: the method (one of the
+/// protocol's, else `_OTHER`), the id, the protocol version, the session
+/// and the client's trace context, each bounded.
+#[derive(Debug, Clone, Default)]
+pub struct Asked {
+    method: &'static str,
+    id: String,
+    version: Option<String>,
+    session: Option<String>,
+    parent: Option<String>,
+    state: Option<String>,
+}
+
+impl Asked {
+    /// Read `request` (any JSON; `Value::Null` when it was not read) and
+    /// the HTTP `headers` if any: `params._meta` first, the headers else.
+    pub fn read(request: &Value, headers: Option<&HeaderMap>) -> Asked {
+        let header = |name: &str| {
+            headers
+                .and_then(|h| h.get(name))
+                .and_then(|v| v.to_str().ok())
+        };
+        let meta = |key: &str| {
+            request
+                .pointer("/params/_meta")
+                .and_then(|m| m.get(key))
+                .and_then(Value::as_str)
+        };
+        let id = match request.get("id") {
+            Some(Value::String(s)) => spans::bounded(s).to_string(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => String::new(),
+        };
+        let (parent, state) = match meta("traceparent") {
+            Some(p) => (Some(p), meta("tracestate")),
+            None => (header("traceparent"), header("tracestate")),
+        };
+        let own = |v: Option<&str>| v.map(|v| spans::bounded(v).to_string());
+        Asked {
+            method: known_method(request),
+            id,
+            version: own(meta("io.modelcontextprotocol/protocolVersion")
+                .or_else(|| header("mcp-protocol-version"))),
+            session: own(header("mcp-session-id")),
+            parent: own(parent),
+            state: own(state),
         }
-        None => status.to_string(),
-    };
-    spans::fail(&span, &kind);
-    // The span ends here: the request is answered.
-    drop(span);
+    }
+
+    /// Emit its span over `transport` (`tcp`, `pipe`), failed with
+    /// `error.type` = the answer's JSON-RPC error `code` (also its
+    /// `rpc.response.status_code`), else its HTTP `status`, else `_OTHER`.
+    pub fn refused(&self, transport: &'static str, status: Option<u16>, code: Option<i64>) {
+        let span = spans::mcp(self.method, McpTarget::None, &self.id, transport);
+        if let Some(v) = &self.version {
+            span.record("mcp.protocol.version", v.as_str());
+        }
+        if let Some(s) = &self.session {
+            span.record("mcp.session.id", s.as_str());
+        }
+        capsaga_telemetry::propagation::remote_parent(
+            &span,
+            self.parent.as_deref(),
+            self.state.as_deref(),
+        );
+        let kind = match (code, status) {
+            (Some(c), _) => {
+                let c = c.to_string();
+                span.record("rpc.response.status_code", c.as_str());
+                c
+            }
+            (None, Some(s)) => s.to_string(),
+            (None, None) => "_OTHER".to_string(),
+        };
+        spans::fail(&span, &kind);
+        // The span ends here: the request is answered.
+        drop(span);
+    }
 }
 
 #[cfg(test)]
