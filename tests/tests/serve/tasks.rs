@@ -152,3 +152,130 @@ async fn a_cancelled_task_fails_its_step_and_compensates_its_write() {
     .await;
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
 }
+
+/// A client that declared the tasks extension and elicitation.
+fn meta_eliciting() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
+            "elicitation": {"form": {}},
+        },
+    })
+}
+
+/// `tasks/get` of `id` for `who` until `done` holds of its result (two
+/// minutes at most).
+async fn poll(url: &str, who: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let t = Instant::now();
+    loop {
+        let got = post(
+            url,
+            who,
+            "tasks/get",
+            json!({"taskId": id, "_meta": meta_eliciting()}),
+        )
+        .await;
+        if done(&got["result"]) {
+            return got["result"].clone();
+        }
+        assert!(t.elapsed() < Duration::from_secs(120), "{got}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_waits_for_the_clients_confirmation_and_tasks_update_resumes_it() {
+    let policy = r#"
+[tools.ledger]
+grants = ["fs:write:~/ws/**"]
+limits = { deadline_ms = 120000 }
+approval = "always"
+[approvals]
+client_confirm = ["ledger"]
+"#;
+    let ws = TestWorkspace::new(&["ledger"], policy);
+    let (host, srv) = serve_clients(&ws, &["bob", "eve"]).await;
+    let url = srv.url("/mcp");
+    let ledger = ws.ws().join("ledger.txt");
+    let call = |entry: &str| {
+        json!({"name": "ledger", "_meta": meta_eliciting(),
+            "arguments": {"path": ws.ws_path("ledger.txt"), "entry": entry}})
+    };
+    let update = |id: &str, responses: Value| json!({"taskId": id, "inputResponses": responses, "_meta": meta_eliciting()});
+    let yes = json!({"capsaga_approval": {"action": "accept", "content": {"approve": true}}});
+
+    // The task parks on the question; nothing is written.
+    let created = post(&url, "bob", "tools/call", call("paid")).await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+    let waiting = poll(&url, "bob", &id, |r| r["status"] == "input_required").await;
+    let q = &waiting["inputRequests"]["capsaga_approval"];
+    assert_eq!(q["method"], "elicitation/create", "{waiting}");
+    assert!(!ledger.exists());
+
+    // Another principal's answer, an answer that is not an object, an
+    // answer to another key: none resumes the task.
+    let e = post(&url, "eve", "tasks/update", update(&id, yes.clone())).await;
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let e = post(
+        &url,
+        "bob",
+        "tasks/update",
+        update(&id, json!({"capsaga_approval": 7})),
+    )
+    .await;
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let other = post(
+        &url,
+        "bob",
+        "tasks/update",
+        update(&id, json!({"something_else": {"action": "accept"}})),
+    )
+    .await;
+    assert!(other.get("error").is_none(), "{other}");
+    let still = poll(&url, "bob", &id, |_| true).await;
+    assert_eq!(still["status"], "input_required", "{still}");
+    assert!(!ledger.exists());
+
+    // Bob accepts: acknowledged, the call runs in the task's saga, his
+    // decision recorded under his token, as a client.
+    let ack = post(&url, "bob", "tasks/update", update(&id, yes.clone())).await;
+    assert!(ack.get("error").is_none(), "{ack}");
+    assert!(ack["result"].get("taskId").is_none(), "an empty ack: {ack}");
+    let done = poll(&url, "bob", &id, |r| r["status"] == "completed").await;
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert!(std::fs::read_to_string(&ledger).unwrap().contains("paid"));
+    let saga = done["result"]["structuredContent"]["saga_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let approvals = host.store.approvals(true).await.unwrap();
+    let mine = approvals.iter().find(|a| a.saga_id == saga).unwrap();
+    assert_eq!(mine.decided_by.as_deref(), Some("token:bob (client)"));
+    // An ended task takes no more answers.
+    let e = post(&url, "bob", "tasks/update", update(&id, yes.clone())).await;
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+
+    // Declined: the task completes as a tool error, the saga rolled back,
+    // nothing more written.
+    let created = post(&url, "bob", "tools/call", call("refunded")).await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_string();
+    poll(&url, "bob", &id, |r| r["status"] == "input_required").await;
+    let no = json!({"capsaga_approval": {"action": "decline"}});
+    let ack = post(&url, "bob", "tasks/update", update(&id, no)).await;
+    assert!(ack.get("error").is_none(), "{ack}");
+    let done = poll(&url, "bob", &id, |r| r["status"] == "completed").await;
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    assert!(
+        !std::fs::read_to_string(&ledger)
+            .unwrap()
+            .contains("refunded")
+    );
+    let saga = done["result"]["structuredContent"]["saga_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let row = host.store.saga(&saga).await.unwrap().unwrap();
+    assert!(row.state.is_terminal(), "{}", row.state);
+}

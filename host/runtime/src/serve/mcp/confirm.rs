@@ -22,7 +22,8 @@
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    InputRequiredResult, InputResponses, RequestStateCodec, RequestStateError, SealOptions,
+    InputRequests, InputRequiredResult, InputResponses, RequestStateCodec, RequestStateError,
+    SealOptions,
 };
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -107,6 +108,29 @@ pub fn answer(responses: Option<&InputResponses>) -> Option<bool> {
     }
 }
 
+/// The question asking to confirm `summary` (approval `id`): the
+/// `inputRequests` map of an input-required result or of a task waiting
+/// for input, one elicitation under [`KEY`].
+///
+/// # Errors
+/// An internal error if rmcp refuses the shape (a bug).
+pub fn question(summary: &str, reason: &str, id: &str) -> Result<InputRequests, McpError> {
+    let message: String = format!(
+        "capsaga: confirm this call? {summary} ({reason}; approval {id}; the operator's policy lets you confirm this tool)"
+    )
+    .chars()
+    .take(2000)
+    .collect();
+    serde_json::from_value(json!({KEY: {"method": "elicitation/create", "params": {
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": {"approve": {
+            "type": "boolean", "title": "Approve",
+            "description": "Run this call once, as shown"}},
+            "required": ["approve"]}}}}))
+    .map_err(|e| McpError::internal_error(e.to_string(), None))
+}
+
 /// The input-required result asking to confirm `summary` (approval `id`).
 ///
 /// # Errors
@@ -118,21 +142,10 @@ pub fn ask(
     state: String,
     handle: &str,
 ) -> Result<InputRequiredResult, McpError> {
-    let message: String = format!(
-        "capsaga: confirm this call? {summary} ({reason}; approval {id}; the operator's policy lets you confirm this tool)"
-    )
-    .chars()
-    .take(2000)
-    .collect();
+    let requests = question(summary, reason, id)?;
     serde_json::from_value(json!({
         "resultType": "input_required",
-        "inputRequests": {KEY: {"method": "elicitation/create", "params": {
-            "mode": "form",
-            "message": message,
-            "requestedSchema": {"type": "object", "properties": {"approve": {
-                "type": "boolean", "title": "Approve",
-                "description": "Run this call once, as shown"}},
-                "required": ["approve"]}}}},
+        "inputRequests": requests,
         "requestState": state,
         "_meta": {super::stateless::SAGA_META: handle},
     }))

@@ -266,7 +266,10 @@ impl McpSession {
         {
             let args = Value::Object(request.arguments.unwrap_or_default());
             let who = Principal::new(&self.state.principal.name, Role::Client);
-            let created = super::tasks::Tasks::start(shared, &who, &name, args).await?;
+            let elicits = context
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some());
+            let created = super::tasks::Tasks::start(shared, &who, &name, args, elicits).await?;
             return Ok(CallToolResponse::Task(created));
         }
         if stateless::is_stateless(&context) {

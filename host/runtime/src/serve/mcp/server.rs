@@ -253,16 +253,17 @@ impl ServerHandler for McpSession {
 
     async fn update_task(
         &self,
-        _request: rmcp::model::UpdateTaskParams,
+        request: rmcp::model::UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let ctx = &context;
         traced("tasks/update", McpTarget::None, ctx, async {
             self.check_caller(ctx)?;
-            Err(McpError::invalid_params(
-                "capsaga's tasks never wait for input: nothing to update",
-                None,
-            ))
+            self.state.shared.tasks.update(
+                &request.task_id,
+                &self.state.principal,
+                request.input_responses,
+            )
         })
         .await
     }

@@ -3,7 +3,10 @@
 //! `slow_compute` (a task for a client of the extension: sleeps, then
 //! answers; cancellable), `failing_job` (task required: a tool error
 //! after about a second), `protocol_error_job` (a task that fails) and
-//! `test_tool_with_task` (task required: one input round, then a task).
+//! `test_tool_with_task` (task required: one input round, then a task),
+//! `confirm_delete` (a task that asks one confirmation through
+//! `tasks/update`, then answers) and `multi_input` (a task that asks two
+//! questions at once, answered one at a time or together).
 //! They run no component and write no saga; their tasks live in the same
 //! table as capsaga's own ([`super::tasks`]).
 
@@ -20,12 +23,14 @@ use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-const NAMES: [&str; 5] = [
+const NAMES: [&str; 7] = [
     "greet",
     "slow_compute",
     "failing_job",
     "protocol_error_job",
     "test_tool_with_task",
+    "confirm_delete",
+    "multi_input",
 ];
 
 /// Whether `name` is a task fixture.
@@ -61,9 +66,33 @@ pub fn tools() -> Vec<Value> {
         t(
             "test_tool_with_task",
             "Conformance fixture: asks for a name, then runs as a task.",
+            none.clone(),
+        ),
+        t(
+            "confirm_delete",
+            "Conformance fixture: a task that asks to confirm deleting `filename` (deletes nothing).",
+            json!({"type": "object", "properties": {"filename": {"type": "string"}}}),
+        ),
+        t(
+            "multi_input",
+            "Conformance fixture: a task that asks two questions at once.",
             none,
         ),
     ]
+}
+
+/// One `elicitation/create` request of a form with `properties`.
+fn elicit(message: &str, properties: Value) -> Value {
+    json!({"method": "elicitation/create", "params": {"mode": "form", "message": message,
+        "requestedSchema": {"type": "object", "properties": properties}}})
+}
+
+/// Whether an elicitation answer accepted (with `confirm` not false).
+fn accepted(answer: Option<&Value>) -> bool {
+    answer.is_some_and(|a| {
+        a.get("action").and_then(Value::as_str) == Some("accept")
+            && a.pointer("/content/confirm").and_then(Value::as_bool) != Some(false)
+    })
 }
 
 fn text(s: impl Into<String>) -> Value {
@@ -110,7 +139,7 @@ impl McpSession {
                     text(format!("computed {label} in {secs} s"))
                 };
                 if tasks {
-                    let t = Tasks::spawn(shared, &owner, async move { complete(work.await) })?;
+                    let t = Tasks::spawn(shared, &owner, |_| async move { complete(work.await) })?;
                     return Ok(CallToolResponse::Task(t));
                 }
                 if secs > 5.0 {
@@ -122,7 +151,7 @@ impl McpSession {
                 if !tasks {
                     return Err(needs_tasks());
                 }
-                let t = Tasks::spawn(shared, &owner, async {
+                let t = Tasks::spawn(shared, &owner, |_| async {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     complete(json!({"isError": true,
                         "content": [{"type": "text", "text": "the job failed"}]}))
@@ -133,11 +162,46 @@ impl McpSession {
                 if !tasks {
                     return Err(McpError::internal_error("the job failed", None));
                 }
-                let t = Tasks::spawn(shared, &owner, async {
+                let t = Tasks::spawn(shared, &owner, |_| async {
                     let mut error = JsonObject::new();
                     error.insert("code".into(), (-32603).into());
                     error.insert("message".into(), "the job failed".into());
                     TaskPayload::Failed { error }
+                })?;
+                Ok(CallToolResponse::Task(t))
+            }
+            "confirm_delete" | "multi_input" => {
+                if !tasks {
+                    return Err(needs_tasks());
+                }
+                let file = args
+                    .get("filename")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the file")
+                    .chars()
+                    .take(200)
+                    .collect::<String>();
+                let questions = if name == "confirm_delete" {
+                    json!({"confirm": elicit(&format!("Delete {file}?"),
+                        json!({"confirm": {"type": "boolean"}}))})
+                } else {
+                    json!({
+                        "first": elicit("First: your name?", json!({"name": {"type": "string"}})),
+                        "second": elicit("Second: confirm?", json!({"confirm": {"type": "boolean"}})),
+                    })
+                };
+                let requests = serde_json::from_value(questions)
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                let t = Tasks::spawn(shared, &owner, move |asker| async move {
+                    let Some(answers) = asker.ask(requests).await else {
+                        return TaskPayload::Cancelled;
+                    };
+                    let yes = answers.values().all(|a| accepted(Some(a)));
+                    complete(text(match (name_is_delete(&answers), yes) {
+                        (true, true) => format!("deleted {file} (a fixture: nothing was)"),
+                        (true, false) => format!("kept {file}"),
+                        (false, _) => format!("got {} answers", answers.len()),
+                    }))
                 })?;
                 Ok(CallToolResponse::Task(t))
             }
@@ -161,11 +225,16 @@ impl McpSession {
                     .map_err(|e| McpError::internal_error(e.to_string(), None))?;
                     return Ok(CallToolResponse::InputRequired(ask));
                 };
-                let t = Tasks::spawn(shared, &owner, async move {
+                let t = Tasks::spawn(shared, &owner, |_| async move {
                     complete(text(format!("Hello, {user}! (from a task)")))
                 })?;
                 Ok(CallToolResponse::Task(t))
             }
         }
     }
+}
+
+/// Whether `answers` answer `confirm_delete`'s question.
+fn name_is_delete(answers: &rmcp::model::InputResponses) -> bool {
+    answers.contains_key("confirm")
 }
