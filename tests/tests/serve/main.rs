@@ -5,6 +5,7 @@
 //! over a real workspace (components, SQLite file).
 
 mod cancel2026;
+mod cancel_session;
 mod clients;
 mod crash;
 mod interop_2026;

@@ -34,6 +34,9 @@
 //!   the normal rule of a failed step); a request that logged nothing
 //!   leaves a handle's saga as it was, released for the next request, and
 //!   ends a saga of its own (nothing to undo).
+//!   [`Dispatcher::settle_interrupted_held`] is the same for an MCP
+//!   session's saga, which the session goes on holding: untouched, it is
+//!   given back to the session as it was.
 
 use super::{DispatchError, Dispatcher};
 use crate::saga::Saga;
@@ -116,14 +119,63 @@ impl Dispatcher {
         first_seq: u64,
         keep: bool,
     ) -> Result<Settled, DispatchError> {
-        let host = &self.host;
-        let Some(row) = host.store.saga(saga_id).await? else {
+        let Some((mut saga, untouched)) = self.interrupted(saga_id, first_seq).await? else {
             return Ok(Settled::LeftAlone);
         };
-        if row.state.is_terminal() || row.owner.as_deref() != Some(host.owner.id()) {
-            return Ok(Settled::LeftAlone);
+        if keep && untouched {
+            return Ok(if self.release(saga).await? {
+                Settled::Released
+            } else {
+                Settled::LeftAlone
+            });
         }
-        let mut saga = self.resume_taken(saga_id, row.fence).await?;
+        let report = self.recover(&mut saga).await?;
+        Ok(Settled::RolledBack(report.final_state))
+    }
+
+    /// [`Dispatcher::settle_interrupted`] for a saga its caller goes on
+    /// holding (an MCP session's, 2025-11-25): a request that logged
+    /// nothing gives the saga back re-opened, still this host's and
+    /// numbered after its logged steps (`Ok(Some)`; the operator's
+    /// autonomy level, which the caller may narrow again); otherwise the saga is recovered, or left alone as
+    /// there, and `Ok(None)`.
+    ///
+    /// # Errors
+    /// As [`Dispatcher::settle_interrupted`].
+    pub async fn settle_interrupted_held(
+        &self,
+        saga_id: &str,
+        first_seq: u64,
+    ) -> Result<Option<Saga>, DispatchError> {
+        let Some((mut saga, untouched)) = self.interrupted(saga_id, first_seq).await? else {
+            return Ok(None);
+        };
+        if untouched {
+            // Numbered after its logged steps, as the saga stood in memory:
+            // the session's next call is a new step, never a replay.
+            self.continue_after_logged(&mut saga).await?;
+            return Ok(Some(saga));
+        }
+        self.recover(&mut saga).await?;
+        Ok(None)
+    }
+
+    /// The saga of an interrupted request re-opened, when it is still this
+    /// host's and not ended, and whether the request left it untouched
+    /// (logged no step from `first_seq` on, and no rollback is under way).
+    async fn interrupted(
+        &self,
+        saga_id: &str,
+        first_seq: u64,
+    ) -> Result<Option<(Saga, bool)>, DispatchError> {
+        let host = &self.host;
+        let Some(row) = host.store.saga(saga_id).await? else {
+            return Ok(None);
+        };
+        if row.state.is_terminal() || row.owner.as_deref() != Some(host.owner.id()) {
+            return Ok(None);
+        }
+        let saga = self.resume_taken(saga_id, row.fence).await?;
         let logged = host
             .store
             .steps(saga_id)
@@ -135,15 +187,7 @@ impl Dispatcher {
             saga.state(),
             State::Compensating | State::FailedRollbackPartial
         );
-        if keep && !logged && !rolling_back {
-            return Ok(if self.release(saga).await? {
-                Settled::Released
-            } else {
-                Settled::LeftAlone
-            });
-        }
-        let report = self.recover(&mut saga).await?;
-        Ok(Settled::RolledBack(report.final_state))
+        Ok(Some((saga, !logged && !rolling_back)))
     }
 
     /// End every saga released more than `idle_ms` ago and not parked for

@@ -167,17 +167,23 @@ impl McpSession {
         found.ok_or_else(|| no_resource(uri))
     }
 
-    /// The saga is gone from memory mid-step (the call was cancelled):
-    /// re-open it from its log and recover it as after a crash.
-    async fn recover_cancelled(&self, saga_id: &str) {
+    /// The session's saga is gone from memory mid-call (the call was
+    /// cancelled): settled from its log (`Dispatcher::settle_interrupted_held`).
+    /// A call that logged a step is a call the client aborted: the saga is
+    /// recovered as after a crash (`None`). A call that logged nothing
+    /// leaves the session's saga as it was: re-opened, and given back.
+    async fn settle_cancelled(&self, saga_id: &str, first_seq: u64) -> Option<Saga> {
         let door = &self.state.shared.door();
-        match door.resume(saga_id).await {
-            Ok(mut saga) => {
-                if let Err(e) = door.recover(&mut saga).await {
-                    tracing::warn!("cancelled call: recovering saga {saga_id}: {e}");
-                }
+        match door.settle_interrupted_held(saga_id, first_seq).await {
+            Ok(Some(mut saga)) => {
+                door.set_autonomy(&mut saga, self.state.shared.autonomy());
+                Some(saga)
             }
-            Err(e) => tracing::warn!("cancelled call: re-opening saga {saga_id}: {e}"),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("cancelled call: settling saga {saga_id}: {e}");
+                None
+            }
         }
     }
 }
@@ -300,6 +306,7 @@ impl McpSession {
             return Err(internal("no saga"));
         };
         let saga_id = saga.id().to_string();
+        let first_seq = saga.next_seq;
         let elicit = Elicit {
             peer: context.peer.clone(),
             who: Principal::new(&self.state.principal.name, Role::Client),
@@ -327,15 +334,20 @@ impl McpSession {
         };
         let Some(submitted) = submitted else {
             // Cancelled: the call's future (the tool's instance with it) is
-            // dropped; the saga is recovered from its log.
+            // dropped; the saga is settled from its log (the session's lock
+            // held meanwhile: no other call of the session runs behind it).
             *slot = None;
+            let kept = self.settle_cancelled(&saga_id, first_seq).await;
+            let what = if kept.is_some() {
+                "the call had not begun; the session's saga goes on as it was"
+            } else {
+                "saga recovered from its log (whatever it had begun was compensated)"
+            };
+            *slot = kept;
             drop(slot);
-            self.recover_cancelled(&saga_id).await;
             let e = ToolError::with_hint(
                 ErrorKind::Timeout,
-                format!(
-                    "the call was cancelled; saga {saga_id} was recovered from its log (whatever it had begun was compensated)"
-                ),
+                format!("the call was cancelled; {what} (saga {saga_id})"),
                 "The client cancelled this call.",
             );
             return to_result(tools::error_result(
