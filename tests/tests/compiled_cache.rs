@@ -11,8 +11,13 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-/// A cache of the workspace's own (not the one the test workspaces share).
-const POLICY: &str = "compiled_cache = \".capsaga/compiled\"\n[tools.time_now]\n[tools.spin]\n";
+/// A cache of the workspace's own (not the one the test workspaces share),
+/// metas read by Cranelift: a start without kept metas compiles every
+/// component for calls, which is how the tests below reach the compiled
+/// entries at load.
+const POLICY: &str = "compiled_cache = \".capsaga/compiled\"\nmeta_compiler = \"cranelift\"\n[tools.time_now]\n[tools.spin]\n";
+/// The default: metas read by the baseline compiler (Winch).
+const BASELINE: &str = "compiled_cache = \".capsaga/compiled\"\n[tools.time_now]\n[tools.spin]\n";
 
 fn outcomes(host: &Host) -> BTreeMap<String, CacheOutcome> {
     host.registry
@@ -96,6 +101,47 @@ async fn second_start_loads_every_component_from_the_cache() {
     let third = ws.host().await;
     all(&third, &CacheOutcome::Hit);
     time_now_works(&third).await;
+}
+
+/// The default first start: every meta read by the baseline compiler and
+/// kept, nothing compiled for calls; a call compiles (and keeps) only its
+/// own component; the metas are the ones Cranelift's code gives.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cold_start_reads_metas_with_the_baseline_compiler_and_compiles_only_what_it_calls() {
+    let ws = TestWorkspace::new(&["time_now", "spin"], BASELINE);
+    let first = ws.host().await;
+    all(&first, &CacheOutcome::Deferred);
+    let names = |ws: &TestWorkspace| -> Vec<String> {
+        std::fs::read_dir(cache_dir(ws))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let count = |names: &[String], end: &str| names.iter().filter(|n| n.ends_with(end)).count();
+    let before = names(&ws);
+    assert_eq!(count(&before, ".meta.json"), 2, "{before:?}");
+    assert_eq!(count(&before, ".cwasm"), 0, "nothing compiled: {before:?}");
+    time_now_works(&first).await;
+    let after = names(&ws);
+    assert_eq!(count(&after, ".cwasm"), 1, "time_now only: {after:?}");
+    assert!(cache_file(&ws, &first, "time_now").exists());
+    assert!(!cache_file(&ws, &first, "spin").exists());
+    drop(first);
+    let second = ws.host().await;
+    all(&second, &CacheOutcome::Deferred);
+    time_now_works(&second).await;
+
+    // The same metas as Cranelift's code reads.
+    let other = TestWorkspace::new(&["time_now", "spin"], POLICY);
+    let cranelift = other.host().await;
+    all(&cranelift, &CacheOutcome::Miss);
+    for name in ["time_now", "spin"] {
+        assert_eq!(
+            second.registry.get(name).unwrap().meta,
+            cranelift.registry.get(name).unwrap().meta,
+            "{name}"
+        );
+    }
 }
 
 /// Remove the metas the cache kept, so a start loads every component.
@@ -242,12 +288,13 @@ async fn untrusted_cache_entries_are_recompiled_never_loaded() {
     time_now_works(&host).await;
 }
 
-/// Processes started together on a cold cache compile each component once:
-/// one holds the entry's compile lock, the others wait and load what it
-/// stored (each `capsaga` says on stderr when it compiles).
+/// Processes started together on a cold cache read each meta once and
+/// compile what they call once: one holds the entry's lock, the others wait
+/// and load what it stored (each `capsaga` says on stderr when it reads a
+/// meta or compiles). `spin`, never called, is never compiled.
 #[test]
 fn processes_started_together_compile_each_component_once() {
-    let ws = TestWorkspace::new(&["time_now", "spin"], POLICY);
+    let ws = TestWorkspace::new(&["time_now", "spin"], BASELINE);
     let n = 6;
     let children: Vec<_> = (0..n)
         .map(|_| {
@@ -259,23 +306,33 @@ fn processes_started_together_compile_each_component_once() {
         })
         .collect();
     let mut compiled = BTreeMap::<String, usize>::new();
+    let mut read = BTreeMap::<String, usize>::new();
     for child in children {
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "{out:?}");
         for line in String::from_utf8_lossy(&out.stderr).lines() {
-            if let Some(rest) = line.strip_prefix("capsaga: compiling component ") {
-                let hash = rest.split_whitespace().next().unwrap_or("").to_string();
-                *compiled.entry(hash).or_default() += 1;
+            for (prefix, seen) in [
+                ("capsaga: compiling component ", &mut compiled),
+                ("capsaga: reading the meta of component ", &mut read),
+            ] {
+                if let Some(rest) = line.strip_prefix(prefix) {
+                    let hash = rest.split_whitespace().next().unwrap_or("").to_string();
+                    *seen.entry(hash).or_default() += 1;
+                }
             }
         }
     }
-    assert_eq!(
-        compiled.len(),
-        2,
-        "each component compiled by someone: {compiled:?}"
-    );
+    assert_eq!(read.len(), 2, "each meta read by someone: {read:?}");
     assert!(
-        compiled.values().all(|&k| k == 1),
-        "a component compiled more than once: {compiled:?}"
+        read.values().all(|&k| k == 1),
+        "a meta read more than once: {read:?}"
+    );
+    let time_now = capsaga_core::idempotency::sha256_hex(
+        &std::fs::read(capsaga_tests::component("time_now")).unwrap(),
+    );
+    assert_eq!(
+        compiled.into_iter().collect::<Vec<_>>(),
+        [(time_now[..12].to_string(), 1)],
+        "time_now compiled once, spin never"
     );
 }

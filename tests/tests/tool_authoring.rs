@@ -270,11 +270,18 @@ fn the_first_start_says_that_components_compile() {
     );
     let (code, out, err) = run(ws.capsaga(&["tools", "list"]));
     assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("capsaga: reading the meta of component"),
+        "{err}"
+    );
+    let (code, out, err) = run(ws.capsaga(&["call", "time_now", "{}"]));
+    assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("capsaga: compiling component"), "{err}");
-    let (code, out, err) = run(ws.capsaga(&["tools", "list"]));
+    assert!(!err.contains("reading the meta"), "kept: {err}");
+    let (code, out, err) = run(ws.capsaga(&["call", "time_now", "{}"]));
     assert_eq!(code, 0, "{out}{err}");
     assert!(
-        !err.contains("compiling"),
-        "cached on the second start: {err}"
+        !err.contains("compiling") && !err.contains("reading"),
+        "cached on the third start: {err}"
     );
 }

@@ -91,6 +91,8 @@ pub struct Config {
     /// Where compiled components are cached (`compiled_cache`, default
     /// `<state_dir>/compiled`).
     pub compiled_cache: PathBuf,
+    /// What reads a component's meta when the cache has none (`meta_compiler`).
+    pub meta_compiler: capsaga_core::policy::MetaCompiler,
     /// How long a write to the state database waits its turn while other
     /// processes write, milliseconds (`busy_timeout_ms`).
     pub busy_timeout_ms: u64,
@@ -211,6 +213,7 @@ impl Config {
             tools_dir,
             state_dir,
             compiled_cache,
+            meta_compiler: file.meta_compiler.unwrap_or_default(),
             busy_timeout_ms,
             store,
             policy_sha256,

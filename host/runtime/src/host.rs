@@ -321,6 +321,7 @@ impl Host {
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),
             compiled_cache: Some(config.compiled_cache.clone()),
+            meta_compiler: config.meta_compiler,
             ..SandboxConfig::default()
         })?;
         let base = config

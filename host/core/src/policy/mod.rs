@@ -6,6 +6,7 @@
 //! tools_dir = "../target/tools"     # the components (scripts/build-components writes them there)
 //! state_dir = ".capsaga"            # holds state.db
 //! # compiled_cache = "/var/cache/capsaga"  # default: <state_dir>/compiled
+//! # meta_compiler = "cranelift"     # default "winch": see MetaCompiler
 //!
 //! [limits]                          # defaults for every call
 //! deadline_ms = 5000
@@ -44,6 +45,22 @@
 use crate::capability::{Capability, CapabilityError, FsDir, Place};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+
+/// What compiles a component to read its meta (`meta_compiler` in
+/// `capsaga.toml`) when the compiled cache holds none for its bytes. Calls
+/// are always compiled by Cranelift, at the first call of each tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetaCompiler {
+    /// Wasmtime's baseline compiler (Winch): about five times faster to
+    /// compile; the code is thrown away once the meta is read (default;
+    /// Cranelift where Winch cannot compile a component).
+    #[default]
+    Winch,
+    /// Cranelift, whose code is kept for the tool's calls: every component
+    /// of the tools directory is compiled at the first start.
+    Cranelift,
+}
 
 /// Limits of one call as written in `capsaga.toml` (`[limits]` for the
 /// defaults, `[tools.<name>] limits = {...}` per tool). Every field is
@@ -174,6 +191,9 @@ pub struct PolicyFile {
     /// of one user may share one: entries are keyed by component hash and
     /// engine, and the directory must be the user's own, mode 0700.
     pub compiled_cache: Option<String>,
+    /// What reads the meta of a component the compiled cache has no meta
+    /// for ([`MetaCompiler`]; default `winch`).
+    pub meta_compiler: Option<MetaCompiler>,
     /// How long a write to the state database waits its turn while other
     /// processes write, milliseconds (default 60 000; 1 to 3 600 000).
     pub busy_timeout_ms: Option<u64>,

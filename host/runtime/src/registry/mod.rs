@@ -287,11 +287,21 @@ impl Registry {
             path: path.to_path_buf(),
             error,
         };
-        // A meta the compiled cache kept for these bytes: the tool is
+        // A meta the compiled cache kept for these bytes, or one read
+        // through the baseline compiler (`sandbox::meta`): the tool is
         // loaded without compiling it, and compiled by its first call (a
         // process compiles only what it calls).
         let cache = sandbox.compiled_cache();
-        let (prepared, compiled, raw) = match cache.and_then(|c| c.load_meta(&hash)) {
+        let label = path.display().to_string();
+        let found = match cache.and_then(|c| c.load_meta(&hash)) {
+            Some(raw) => Some(raw),
+            None => sandbox
+                .meta_baseline(&label, &bytes, &hash)
+                .await
+                .transpose()
+                .map_err(sandbox_error)?,
+        };
+        let (prepared, compiled, raw) = match found {
             Some(raw) => (
                 sandbox.prepare_deferred(bytes.clone()),
                 CacheOutcome::Deferred,
@@ -300,7 +310,7 @@ impl Registry {
             None => {
                 let (prepared, compiled) = sandbox.prepare_cached(&bytes).map_err(sandbox_error)?;
                 let raw = sandbox
-                    .meta(&path.display().to_string(), &prepared)
+                    .meta(&label, &prepared)
                     .await
                     .map_err(sandbox_error)?;
                 if let Some(c) = cache {

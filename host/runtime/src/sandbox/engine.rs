@@ -6,6 +6,7 @@
 use super::SandboxError;
 use super::state::InstanceCaps;
 use capsaga_core::policy::Limits;
+use capsaga_core::policy::MetaCompiler;
 use std::path::PathBuf;
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
@@ -75,6 +76,9 @@ pub struct SandboxConfig {
     /// Directory of the compiled-component cache (see
     /// [`super::cache::CompiledCache`]); `None` compiles every time.
     pub compiled_cache: Option<PathBuf>,
+    /// What compiles a component to read its meta when the cache has none
+    /// (`sandbox::meta`). Default Winch.
+    pub meta_compiler: MetaCompiler,
 }
 
 impl Default for SandboxConfig {
@@ -84,6 +88,7 @@ impl Default for SandboxConfig {
             max_concurrent_calls: 16,
             pooling: true,
             compiled_cache: None,
+            meta_compiler: MetaCompiler::Winch,
         }
     }
 }
@@ -99,7 +104,7 @@ pub enum Allocator {
     OnDemand,
 }
 
-fn base_config() -> Config {
+pub(super) fn base_config() -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.consume_fuel(true);

@@ -17,7 +17,8 @@
 //! output cap (`outcome::transfer_cap_bytes`).
 //!
 //! Instances come from the pooling allocator ([`engine`]); compiled
-//! components can be cached on disk ([`cache`]); at most
+//! components can be cached on disk ([`cache`]); a tool's meta is read
+//! through the baseline compiler when the cache has none (`meta`); at most
 //! [`SandboxConfig::max_concurrent_calls`] calls run at once. A running
 //! guest yields to the async runtime at every epoch tick, so a few guests
 //! spinning until their deadline do not starve the other calls.
@@ -26,6 +27,7 @@ pub mod bindings;
 pub mod cache;
 pub mod engine;
 pub mod factors;
+mod meta;
 pub mod net;
 pub mod neuron;
 mod outcome;
@@ -45,7 +47,6 @@ pub use prepared::Prepared;
 
 use bindings::{Tool, ToolPre, WitCallContext};
 use capsaga_core::error::{ErrorKind, ToolError};
-use capsaga_core::meta::RawToolMeta;
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::{CallContext, ToolOutput};
 use net::NetRecord;
@@ -173,6 +174,9 @@ pub struct Sandbox {
     allocator: Allocator,
     cache: Option<CompiledCache>,
     slots: tokio::sync::Semaphore,
+    /// The baseline (Winch) engine metas are read with, made at the first
+    /// meta no cache holds (`meta`).
+    baseline: Arc<std::sync::OnceLock<Option<meta::Baseline>>>,
 }
 
 impl Drop for Sandbox {
@@ -211,12 +215,20 @@ impl Sandbox {
         let stop = Arc::new(AtomicBool::new(false));
         let ticker_engine = engine.clone();
         let ticker_stop = stop.clone();
+        let baseline = Arc::new(std::sync::OnceLock::new());
+        if config.meta_compiler == capsaga_core::policy::MetaCompiler::Cranelift {
+            let _ = baseline.set(None);
+        }
+        let ticker_baseline: Arc<std::sync::OnceLock<Option<meta::Baseline>>> = baseline.clone();
         std::thread::Builder::new()
             .name("capsaga-epoch".into())
             .spawn(move || {
                 while !ticker_stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(EPOCH_TICK_MS));
                     ticker_engine.increment_epoch();
+                    if let Some(Some(b)) = ticker_baseline.get() {
+                        b.engine.increment_epoch();
+                    }
                 }
             })
             .map_err(|e| SandboxError::Engine(format!("cannot start the epoch ticker: {e}")))?;
@@ -229,6 +241,7 @@ impl Sandbox {
             allocator,
             cache,
             slots: tokio::sync::Semaphore::new(config.max_concurrent_calls.max(1) as usize),
+            baseline,
         })
     }
 
@@ -306,53 +319,6 @@ impl Sandbox {
         Ok((self.prepare_component(&component)?, outcome))
     }
 
-    /// Call `meta` in an instance with no grants.
-    ///
-    /// # Errors
-    /// [`SandboxError::Meta`] when the call traps or times out.
-    pub async fn meta(
-        &self,
-        tool_label: &str,
-        prepared: &Prepared,
-    ) -> Result<RawToolMeta, SandboxError> {
-        let _slot = self.slot().await.map_err(SandboxError::Meta)?;
-        let (mut store, _stdio) = self
-            .new_store(tool_label, &Bindings::default(), &META_LIMITS, false, None)
-            .map_err(SandboxError::Meta)?;
-        let prepared = self.compile_deferred(prepared)?;
-        let pre = prepared
-            .pre()
-            .ok_or_else(|| SandboxError::Component("the component is not compiled".into()))?;
-        let fut = async {
-            let inst = pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(|e| e.context(outcome::Instantiating))?;
-            inst.call_meta(&mut store).await
-        };
-        let res = tokio::time::timeout(
-            Duration::from_millis(META_LIMITS.deadline_ms + HOST_GRACE_MS),
-            fut,
-        )
-        .await;
-        match res {
-            Ok(Ok(m)) => Ok(outcome::raw_meta(m)),
-            Ok(Err(e)) => Err(SandboxError::Meta(outcome::trap_to_error(
-                tool_label,
-                "meta",
-                &e,
-                store.data().limiter.hit.as_deref(),
-                "",
-                &META_LIMITS,
-            ))),
-            Err(_) => Err(SandboxError::Meta(outcome::deadline_error(
-                tool_label,
-                "meta",
-                &META_LIMITS,
-            ))),
-        }
-    }
-
     /// Wait for one of the concurrent-call slots.
     async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, ToolError> {
         self.slots.acquire().await.map_err(|_| {
@@ -366,6 +332,26 @@ impl Sandbox {
 
     fn new_store(
         &self,
+        tool_label: &str,
+        bindings: &Bindings,
+        limits: &Limits,
+        dry_run: bool,
+        sub_model: Option<&Arc<dyn SubModel>>,
+    ) -> Result<(Store<CallState>, stdio::CapturePipe), ToolError> {
+        self.new_store_in(
+            &self.engine,
+            tool_label,
+            bindings,
+            limits,
+            dry_run,
+            sub_model,
+        )
+    }
+
+    /// [`Sandbox::new_store`] on `engine` (the baseline engine of `meta`).
+    fn new_store_in(
+        &self,
+        engine: &Engine,
         tool_label: &str,
         bindings: &Bindings,
         limits: &Limits,
@@ -398,7 +384,7 @@ impl Sandbox {
             fs_journal: bound.fs_journal,
         };
         let stdio = bound.stdio;
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_hostcall_fuel(outcome::transfer_cap_bytes(limits));
         store.set_fuel(limits.fuel).map_err(|e| {

@@ -6,13 +6,17 @@
 //! time_now {}`, on a fresh workspace in a temporary directory whose tools
 //! directory holds every component of `--tools-dir` (the first-party tools:
 //! 11 components). Figures, wall time of the processes:
-//! 1. one process on a cold compiled cache (it compiles every component the
-//!    host loads), next to one on the cache that run left (warm);
+//! 1. one process on a cold compiled cache (it reads every component's meta
+//!    with the baseline compiler and compiles `time_now` only:
+//!    `sandbox::meta`), next to one on the cache that run left (warm), and
+//!    to one on a cold cache with `meta_compiler = "cranelift"` (every
+//!    component compiled for calls at load: the host before the baseline
+//!    compiler);
 //! 2. `--processes` processes started together on a cold cache (one
-//!    compiles each component, the others wait for its entry:
-//!    `sandbox::cache`), next to as many on a warm cache; and how many
-//!    compilations the processes announced in all (one per component is
-//!    the goal).
+//!    reads each meta and one compiles `time_now`, the others wait for
+//!    their entries: `sandbox::cache`), next to as many on a warm cache;
+//!    and how many meta reads and compilations the processes announced in
+//!    all (one per component is the goal).
 
 use super::exit;
 use super::render::Out;
@@ -26,8 +30,12 @@ use std::time::Instant;
 struct Start {
     /// Wall time until every process exited, ms.
     wall_ms: f64,
-    /// Compilations the processes announced on stderr, in all.
+    /// Compilations (Cranelift, kept for calls) the processes announced on
+    /// stderr, in all.
     compilations: usize,
+    /// Metas read through the baseline compiler the processes announced on
+    /// stderr, in all.
+    meta_reads: usize,
 }
 
 /// The report.
@@ -37,11 +45,15 @@ struct StartReport {
     components: usize,
     processes: usize,
     cold_one: Start,
+    /// One process on a cold cache, `meta_compiler = "cranelift"`.
+    cold_one_cranelift: Start,
     warm_one: Start,
     cold_many: Start,
     warm_many: Start,
     /// cold_one / warm_one.
     ratio_one: f64,
+    /// cold_one_cranelift / cold_one.
+    ratio_baseline: f64,
     /// cold_many / warm_many.
     ratio_many: f64,
 }
@@ -75,12 +87,17 @@ fn print(r: &StartReport) {
     );
     let line = |what: &str, s: &Start| {
         outln!(
-            "  {what:<34} {:>9.1} ms until the last exited, {} compilation(s)",
+            "  {what:<44} {:>9.1} ms until the last exited, {} meta read(s), {} compilation(s)",
             s.wall_ms,
+            s.meta_reads,
             s.compilations
         );
     };
     line("one process, cold cache", &r.cold_one);
+    line(
+        "one process, cold cache, metas by Cranelift",
+        &r.cold_one_cranelift,
+    );
     line("one process, warm cache", &r.warm_one);
     line(
         &format!("{} processes together, cold cache", r.processes),
@@ -96,11 +113,15 @@ fn print(r: &StartReport) {
         r.ratio_many,
         r.processes
     );
+    outln!(
+        "  cold, metas by Cranelift / by the baseline compiler: {:.1} x",
+        r.ratio_baseline
+    );
 }
 
 /// A fresh workspace under `dir` whose tools directory holds copies of the
 /// components of `tools_dir`; returns its config file and the count.
-fn workspace(dir: &Path, tools_dir: &Path) -> Result<(PathBuf, usize), String> {
+fn workspace(dir: &Path, tools_dir: &Path, extra: &str) -> Result<(PathBuf, usize), String> {
     let tools = dir.join("tools");
     std::fs::create_dir_all(&tools).map_err(|e| format!("{}: {e}", tools.display()))?;
     let mut n = 0;
@@ -123,7 +144,9 @@ fn workspace(dir: &Path, tools_dir: &Path) -> Result<(PathBuf, usize), String> {
     let config = dir.join("capsaga.toml");
     std::fs::write(
         &config,
-        "home = \".\"\ntools_dir = \"tools\"\nstate_dir = \".capsaga\"\n[tools.time_now]\n",
+        format!(
+            "home = \".\"\ntools_dir = \"tools\"\nstate_dir = \".capsaga\"\n{extra}[tools.time_now]\n"
+        ),
     )
     .map_err(|e| e.to_string())?;
     Ok((config, n))
@@ -147,7 +170,7 @@ fn start(config: &Path, n: usize) -> Result<Start, String> {
                 .map_err(|e| e.to_string())
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let mut compilations = 0;
+    let (mut compilations, mut meta_reads) = (0, 0);
     for c in children {
         let out = c.wait_with_output().map_err(|e| e.to_string())?;
         let err = String::from_utf8_lossy(&out.stderr);
@@ -161,17 +184,28 @@ fn start(config: &Path, n: usize) -> Result<Start, String> {
             .lines()
             .filter(|l| l.starts_with("capsaga: compiling component "))
             .count();
+        meta_reads += err
+            .lines()
+            .filter(|l| l.starts_with("capsaga: reading the meta of component "))
+            .count();
     }
     Ok(Start {
         wall_ms: t0.elapsed().as_secs_f64() * 1000.0,
         compilations,
+        meta_reads,
     })
 }
 
 fn measure(dir: &Path, tools_dir: &Path, processes: usize) -> Result<StartReport, String> {
-    let fresh = |name: &str| workspace(&dir.join(name), tools_dir);
+    let fresh = |name: &str| workspace(&dir.join(name), tools_dir, "");
     let (one, components) = fresh("one")?;
     let cold_one = start(&one, 1)?;
+    let (cranelift, _) = workspace(
+        &dir.join("cranelift"),
+        tools_dir,
+        "meta_compiler = \"cranelift\"\n",
+    )?;
+    let cold_one_cranelift = start(&cranelift, 1)?;
     let warm_one = start(&one, 1)?;
     let (many, _) = fresh("many")?;
     let cold_many = start(&many, processes)?;
@@ -182,7 +216,9 @@ fn measure(dir: &Path, tools_dir: &Path, processes: usize) -> Result<StartReport
         processes,
         ratio_one: cold_one.wall_ms / warm_one.wall_ms.max(0.001),
         ratio_many: cold_many.wall_ms / warm_many.wall_ms.max(0.001),
+        ratio_baseline: cold_one_cranelift.wall_ms / cold_one.wall_ms.max(0.001),
         cold_one,
+        cold_one_cranelift,
         warm_one,
         cold_many,
         warm_many,

@@ -68,6 +68,24 @@ impl CompiledCache {
         None
     }
 
+    /// The lock on computing the meta of the component with content hash
+    /// `hash`: one process reads it (compiling the component with the
+    /// baseline compiler), the others wait and load what it stored. `None`
+    /// as [`CompiledCache::lock_compile`].
+    #[cfg(unix)]
+    pub fn lock_meta(&self, hash: &str, wait: std::time::Duration) -> Option<super::CompileLock> {
+        if !is_hash(hash) {
+            return None;
+        }
+        self.lock_entry(&self.meta_name(hash), wait)
+    }
+
+    /// Not available off Unix: no lock.
+    #[cfg(not(unix))]
+    pub fn lock_meta(&self, _hash: &str, _wait: std::time::Duration) -> Option<super::CompileLock> {
+        None
+    }
+
     /// Store `meta` for the component with content hash `hash` (atomically;
     /// a failure is logged: the next start compiles again).
     #[cfg(unix)]

@@ -414,11 +414,18 @@ impl CompiledCache {
     /// compiles without it, as before the lock existed).
     #[cfg(unix)]
     pub fn lock_compile(&self, hash: &str, wait: std::time::Duration) -> Option<CompileLock> {
-        use rustix::fs::FlockOperation;
         if !is_hash(hash) {
             return None;
         }
-        let name = format!(".{}.lock", self.file_name(hash));
+        self.lock_entry(&self.file_name(hash), wait)
+    }
+
+    /// The exclusive lock on writing entry `entry` (`.<entry>.lock`), as
+    /// [`CompiledCache::lock_compile`].
+    #[cfg(unix)]
+    pub(super) fn lock_entry(&self, entry: &str, wait: std::time::Duration) -> Option<CompileLock> {
+        use rustix::fs::FlockOperation;
+        let name = format!(".{entry}.lock");
         let fd = match fs::open_lock(&self.dirfd, &name) {
             Ok(fd) => fd,
             Err(e) => {
@@ -442,8 +449,7 @@ impl CompiledCache {
             }
             if started.elapsed() >= wait {
                 tracing::warn!(
-                    "another process has been compiling {} for over {} s; compiling here too",
-                    self.file_name(hash),
+                    "another process has been writing {entry} for over {} s; writing it here too",
                     wait.as_secs()
                 );
                 return None;
@@ -560,8 +566,8 @@ mod meta;
 mod tests;
 
 /// Whether a line is printed on stderr while a component compiles (the CLI
-/// turns it on: the first start on a fresh state directory compiles every
-/// tool, which takes seconds each).
+/// turns it on: the first start on a fresh state directory reads every
+/// tool's meta, and a tool's first call compiles it, which takes seconds).
 static COMPILE_NOTICE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Print a progress line on stderr for every compilation from now on.
@@ -570,7 +576,10 @@ pub fn announce_compiles(on: bool) {
 }
 
 /// Start of a compilation: the line, and the start time when announced.
-pub(super) fn compile_notice_start(hash: &str, bytes: usize) -> Option<std::time::Instant> {
+pub(in crate::sandbox) fn compile_notice_start(
+    hash: &str,
+    bytes: usize,
+) -> Option<std::time::Instant> {
     if !COMPILE_NOTICE.load(std::sync::atomic::Ordering::Relaxed) {
         return None;
     }
@@ -583,8 +592,32 @@ pub(super) fn compile_notice_start(hash: &str, bytes: usize) -> Option<std::time
 }
 
 /// End of a compilation started with [`compile_notice_start`].
-pub(super) fn compile_notice_end(started: Option<std::time::Instant>) {
+pub(in crate::sandbox) fn compile_notice_end(started: Option<std::time::Instant>) {
     if let Some(t) = started {
         eprintln!("capsaga:   compiled in {:.1} s", t.elapsed().as_secs_f64());
+    }
+}
+
+/// Start of reading a meta through the baseline compiler
+/// (`sandbox::meta`): the line, and the start time when announced.
+pub(in crate::sandbox) fn meta_notice_start(
+    hash: &str,
+    bytes: usize,
+) -> Option<std::time::Instant> {
+    if !COMPILE_NOTICE.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    eprintln!(
+        "capsaga: reading the meta of component {} ({} KiB, baseline compiler); kept for the next start ...",
+        hash.get(..12).unwrap_or(hash),
+        bytes / 1024
+    );
+    Some(std::time::Instant::now())
+}
+
+/// End of a meta read started with [`meta_notice_start`].
+pub(in crate::sandbox) fn meta_notice_end(started: Option<std::time::Instant>) {
+    if let Some(t) = started {
+        eprintln!("capsaga:   read in {:.2} s", t.elapsed().as_secs_f64());
     }
 }
