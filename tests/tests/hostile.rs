@@ -548,3 +548,34 @@ async fn hostile_calls_do_not_stop_concurrent_calls() {
     );
     still_serving(&host).await;
 }
+
+/// A component whose `meta` never returns is stopped at the meta limits
+/// when its meta is read at load, through the baseline compiler (the
+/// default: `sandbox::meta`) and through Cranelift alike; it is reported
+/// and not loaded, and the host loads and serves the other tools.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_meta_that_never_returns_is_stopped_at_load_and_the_other_tools_serve() {
+    for compiler in ["winch", "cranelift"] {
+        let ws = TestWorkspace::new(
+            &["meta_spin", "time_now"],
+            &format!(
+                "compiled_cache = \".capsaga/compiled\"\nmeta_compiler = \"{compiler}\"\n[tools.time_now]\n"
+            ),
+        );
+        let host = ws.host().await;
+        assert!(host.registry.get("meta_spin").is_none(), "{compiler}");
+        let issue = host
+            .registry
+            .issues
+            .iter()
+            .find(|i| i.source.contains("meta_spin"))
+            .unwrap_or_else(|| panic!("{compiler}: {:?}", host.registry.issues));
+        assert!(
+            issue.error.contains("meta call failed")
+                && (issue.error.contains("used all its fuel") || issue.error.contains("5000 ms")),
+            "{compiler}: {}",
+            issue.error
+        );
+        still_serving(&host).await;
+    }
+}
