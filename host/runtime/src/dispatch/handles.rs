@@ -136,9 +136,10 @@ impl Dispatcher {
     /// [`Dispatcher::settle_interrupted`] for a saga its caller goes on
     /// holding (an MCP session's, 2025-11-25): a request that logged
     /// nothing gives the saga back re-opened, still this host's and
-    /// numbered after its logged steps (`Ok(Some)`; the operator's
-    /// autonomy level, which the caller may narrow again); otherwise the saga is recovered, or left alone as
-    /// there, and `Ok(None)`.
+    /// numbered after its logged steps (`Ok(Some)`, at the operator's
+    /// autonomy level: the caller narrows it again if it had). Otherwise
+    /// `Ok(None)`: the saga was recovered, or it was not this host's to
+    /// settle (ended, or owned elsewhere) and is left alone.
     ///
     /// # Errors
     /// As [`Dispatcher::settle_interrupted`].
