@@ -12,6 +12,7 @@ mod interop_2026;
 mod keys;
 mod load;
 mod metrics;
+mod param_headers;
 mod pause;
 mod reload;
 mod resources;

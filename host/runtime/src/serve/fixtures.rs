@@ -106,6 +106,14 @@ pub fn tools() -> Vec<Value> {
             no_args(),
         ),
         t(
+            "test_param_headers",
+            "Conformance fixture: `region` is mirrored in the Mcp-Param-Region header (SEP-2243, 2026-07-28), which the server checks against the body before any handler runs.",
+            json!({"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "query": {"type": "string"}},
+                "required": ["region"]}),
+        ),
+        t(
             "json_schema_2020_12_tool",
             "Tool with JSON Schema 2020-12 features",
             json!({
@@ -256,6 +264,10 @@ pub async fn call(
             .await
         }
         "json_schema_2020_12_tool" => result(vec![text(format!("received {args}"))]),
+        "test_param_headers" => result(vec![text(format!(
+            "region {}",
+            args["region"].as_str().unwrap_or("")
+        ))]),
         other => failure(format!("no fixture tool {other}")),
     }
 }

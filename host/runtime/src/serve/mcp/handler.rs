@@ -217,6 +217,31 @@ impl McpSession {
                     || super::task_fixtures::is_tool(name)))
     }
 
+    /// The definition `tools/list` gives of tool `name` (a catalog tool,
+    /// a session tool or, when served, a fixture), as JSON; `None` for a
+    /// name it does not list. rmcp checks a 2026-07-28 `tools/call`'s
+    /// `Mcp-Param-*` headers against the properties its input schema
+    /// annotates with `x-mcp-header` (SEP-2243), before any handler.
+    pub(super) fn tool_definition(&self, name: &str) -> Option<Value> {
+        let shared = &self.state.shared;
+        let by_name = |list: Vec<Value>| list.into_iter().find(|t| t["name"] == name);
+        if let Some(t) = shared
+            .door()
+            .catalog(shared.autonomy())
+            .iter()
+            .find(|t| t.meta.name == name)
+        {
+            return Some(tools::definition(t));
+        }
+        by_name(tools::session_tools().into()).or_else(|| {
+            shared.fixtures.then(|| {
+                by_name(fixtures::tools())
+                    .or_else(|| by_name(fixtures_mrtr::tools()))
+                    .or_else(|| by_name(super::task_fixtures::tools()))
+            })?
+        })
+    }
+
     /// `tools/list`.
     pub(super) async fn tools_list(&self) -> Result<ListToolsResult, McpError> {
         let shared = &self.state.shared;

@@ -111,6 +111,15 @@ impl ServerHandler for McpSession {
         traced("tools/list", McpTarget::None, &context, self.tools_list()).await
     }
 
+    /// A listed tool's definition, for rmcp's check of a 2026-07-28
+    /// `tools/call`'s `Mcp-Param-*` headers against the body (SEP-2243):
+    /// an annotated argument whose header is missing, extra or different
+    /// is refused with HTTP 400 and `-32020` before the call.
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.tool_definition(name)
+            .and_then(|v| serde_json::from_value(v).ok())
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
