@@ -108,11 +108,11 @@ impl Sandbox {
         {
             return Some(Ok(raw));
         }
-        let notice = super::cache::meta_notice_start(hash, bytes.len());
+        let notice = super::cache::Notice::start(super::cache::Work::Meta, hash, bytes.len());
         let component = match Component::from_binary(&baseline.engine, bytes) {
             Ok(c) => c,
             Err(e) => {
-                super::cache::meta_notice_end(notice);
+                notice.end();
                 tracing::debug!("{tool_label}: baseline compiler: {e:#}; meta read via Cranelift");
                 return None;
             }
@@ -126,7 +126,7 @@ impl Sandbox {
             Err(e) => return Some(Err(SandboxError::Component(format!("{e:#}")))),
         };
         let raw = self.run_meta(&baseline.engine, tool_label, &pre).await;
-        super::cache::meta_notice_end(notice);
+        notice.end();
         if let (Ok(raw), Some(cache)) = (&raw, &self.cache) {
             cache.store_meta(hash, raw);
         }

@@ -310,10 +310,10 @@ impl Sandbox {
         };
         let hash = capsaga_core::idempotency::sha256_hex(bytes);
         let (component, outcome) = cache.load_or_compile(&self.engine, &hash, || {
-            let notice = cache::compile_notice_start(&hash, bytes.len());
+            let notice = cache::Notice::start(cache::Work::Compile, &hash, bytes.len());
             let component = Component::from_binary(&self.engine, bytes)
                 .map_err(|e| SandboxError::Component(format!("{e:#}")))?;
-            cache::compile_notice_end(notice);
+            notice.end();
             Ok::<_, SandboxError>(component)
         })?;
         Ok((self.prepare_component(&component)?, outcome))

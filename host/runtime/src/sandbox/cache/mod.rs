@@ -575,49 +575,48 @@ pub fn announce_compiles(on: bool) {
     COMPILE_NOTICE.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Start of a compilation: the line, and the start time when announced.
-pub(in crate::sandbox) fn compile_notice_start(
-    hash: &str,
-    bytes: usize,
-) -> Option<std::time::Instant> {
-    if !COMPILE_NOTICE.load(std::sync::atomic::Ordering::Relaxed) {
-        return None;
-    }
-    eprintln!(
-        "capsaga: compiling component {} ({} KiB); cached for the next start ...",
-        hash.get(..12).unwrap_or(hash),
-        bytes / 1024
-    );
-    Some(std::time::Instant::now())
+/// What a progress line announces.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::sandbox) enum Work {
+    /// A Cranelift compilation, kept in the cache for calls.
+    Compile,
+    /// A meta read through the baseline compiler (`sandbox::meta`).
+    Meta,
 }
 
-/// End of a compilation started with [`compile_notice_start`].
-pub(in crate::sandbox) fn compile_notice_end(started: Option<std::time::Instant>) {
-    if let Some(t) = started {
-        eprintln!("capsaga:   compiled in {:.1} s", t.elapsed().as_secs_f64());
-    }
-}
+/// Work announced on stderr: its kind and start time (`None` when not
+/// announced).
+pub(in crate::sandbox) struct Notice(Option<(Work, std::time::Instant)>);
 
-/// Start of reading a meta through the baseline compiler
-/// (`sandbox::meta`): the line, and the start time when announced.
-pub(in crate::sandbox) fn meta_notice_start(
-    hash: &str,
-    bytes: usize,
-) -> Option<std::time::Instant> {
-    if !COMPILE_NOTICE.load(std::sync::atomic::Ordering::Relaxed) {
-        return None;
+impl Notice {
+    /// Start `work` on the component with content hash `hash` (`bytes`
+    /// long): its line, when announcing.
+    pub(in crate::sandbox) fn start(work: Work, hash: &str, bytes: usize) -> Notice {
+        if !COMPILE_NOTICE.load(std::sync::atomic::Ordering::Relaxed) {
+            return Notice(None);
+        }
+        let (short, kib) = (hash.get(..12).unwrap_or(hash), bytes / 1024);
+        match work {
+            Work::Compile => eprintln!(
+                "capsaga: compiling component {short} ({kib} KiB); cached for the next start ..."
+            ),
+            Work::Meta => eprintln!(
+                "capsaga: reading the meta of component {short} ({kib} KiB, baseline compiler); kept for the next start ..."
+            ),
+        }
+        Notice(Some((work, std::time::Instant::now())))
     }
-    eprintln!(
-        "capsaga: reading the meta of component {} ({} KiB, baseline compiler); kept for the next start ...",
-        hash.get(..12).unwrap_or(hash),
-        bytes / 1024
-    );
-    Some(std::time::Instant::now())
-}
 
-/// End of a meta read started with [`meta_notice_start`].
-pub(in crate::sandbox) fn meta_notice_end(started: Option<std::time::Instant>) {
-    if let Some(t) = started {
-        eprintln!("capsaga:   read in {:.2} s", t.elapsed().as_secs_f64());
+    /// The work is done: its time, when announced.
+    pub(in crate::sandbox) fn end(self) {
+        match self.0 {
+            Some((Work::Compile, t)) => {
+                eprintln!("capsaga:   compiled in {:.1} s", t.elapsed().as_secs_f64())
+            }
+            Some((Work::Meta, t)) => {
+                eprintln!("capsaga:   read in {:.2} s", t.elapsed().as_secs_f64())
+            }
+            None => {}
+        }
     }
 }
