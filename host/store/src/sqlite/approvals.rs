@@ -12,6 +12,7 @@
 use super::super::{
     ApprovalOpError, ApprovalRow, ApprovalStore, MIN_ID_PREFIX, NewApproval, StoreError,
 };
+use super::Cached;
 use super::log::append;
 use super::{SqliteStore, to_json};
 use crate::clock::now_rfc3339;
@@ -132,7 +133,7 @@ fn retire(
         }
     };
     let found: Option<(String, i64)> = tx
-        .query_row(
+        .row(
             "SELECT saga_id, step_seq FROM approvals WHERE approval_id = ?1 AND status IN ('pending', 'approved')",
             params![old],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -141,7 +142,7 @@ fn retire(
     let Some((saga, step)) = found else {
         return Ok(());
     };
-    tx.execute(
+    tx.exec(
         "UPDATE approvals SET status = ?2 WHERE approval_id = ?1",
         params![old, status.as_str()],
     )?;
@@ -187,7 +188,7 @@ impl ApprovalStore for SqliteStore {
             if let Some((old, status)) = a.replaces {
                 retire(tx, old, status, &id, &at)?;
             }
-            tx.execute(
+            tx.exec(
                 &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', NULL, NULL, NULL, NULL, NULL, ?11, ?12, ?13, NULL)"),
                 params![
                     id,
@@ -222,7 +223,7 @@ impl ApprovalStore for SqliteStore {
                 }),
                 &at,
             )?;
-            let n = tx.execute(
+            let n = tx.exec(
                 "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1 AND fence = ?4",
                 params![a.saga_id, State::AwaitingApproval.as_str(), at, a.fence as i64],
             )?;
@@ -237,7 +238,7 @@ impl ApprovalStore for SqliteStore {
                 &json!({"state": State::AwaitingApproval.as_str(), "event": "ApprovalRequested"}),
                 &at,
             )?;
-            let row = tx.query_row(
+            let row = tx.row(
                 &format!("SELECT {COLUMNS} FROM approvals WHERE approval_id = ?1"),
                 params![id],
                 from_row,
@@ -260,7 +261,7 @@ impl ApprovalStore for SqliteStore {
         let result: Result<Result<ApprovalRow, ApprovalError>, StoreError> = self.write(move |tx| {
             let (by, note) = (by.as_str(), note.as_deref());
             // Read again under the write lock: someone may have decided since.
-            let status: String = tx.query_row(
+            let status: String = tx.row(
                 "SELECT status FROM approvals WHERE approval_id = ?1",
                 params![current.approval_id],
                 |r| r.get(0),
@@ -270,7 +271,7 @@ impl ApprovalStore for SqliteStore {
             if status == ApprovalStatus::Pending && current.is_expired(&at) {
                 // Too late to decide: recorded as expired, the step asks
                 // again when its saga is resumed.
-                tx.execute(
+                tx.exec(
                     "UPDATE approvals SET status = 'expired' WHERE approval_id = ?1",
                     params![current.approval_id],
                 )?;
@@ -289,7 +290,7 @@ impl ApprovalStore for SqliteStore {
                 Ok(n) => n,
                 Err(e) => return Ok(Err(e)),
             };
-            tx.execute(
+            tx.exec(
                 "UPDATE approvals SET status = ?2, decided_by = ?3, decided_at = ?4, note = ?5 WHERE approval_id = ?1 AND status = 'pending'",
                 params![current.approval_id, next.as_str(), by, at, note],
             )?;
@@ -306,7 +307,7 @@ impl ApprovalStore for SqliteStore {
                 &json!({"approval_id": current.approval_id, "by": by, "note": note}),
                 &at,
             )?;
-            let row = tx.query_row(
+            let row = tx.row(
                 &format!("SELECT {COLUMNS} FROM approvals WHERE approval_id = ?1"),
                 params![current.approval_id],
                 from_row,
@@ -323,7 +324,7 @@ impl ApprovalStore for SqliteStore {
             return Err(ApprovalOpError::NotFound(shown));
         }
         let rows: Vec<ApprovalRow> = self.read(|c| {
-            let mut st = c.prepare(&format!(
+            let mut st = c.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM approvals WHERE approval_id = ?1 OR (length(?1) >= ?2 AND substr(approval_id, 1, length(?1)) = ?1) LIMIT 2"
             ))?;
             let rows = st.query_map(params![id.to_ascii_lowercase(), MIN_ID_PREFIX as i64], from_row)?;
@@ -346,7 +347,7 @@ impl ApprovalStore for SqliteStore {
         step_seq: u64,
     ) -> Result<Option<ApprovalRow>, StoreError> {
         self.read(|c| {
-            c.query_row(
+            c.row(
                 &format!("SELECT {COLUMNS} FROM approvals WHERE saga_id = ?1 AND step_seq = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1"),
                 params![saga_id, step_seq as i64],
                 from_row,
@@ -368,7 +369,7 @@ impl ApprovalStore for SqliteStore {
             .collect::<Vec<_>>()
             .join(", ");
         self.read(|c| {
-            let mut st = c.prepare(&format!(
+            let mut st = c.prepare_cached(&format!(
                 "SELECT {cols}, s.state IN {ENDED_STATES} FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
                  WHERE a.tool_id = ?1 AND a.tool_hash = ?2 AND a.args_hash = ?3 AND a.status = 'approved'
                    AND (a.expires_at IS NULL OR a.expires_at > ?4)
@@ -388,7 +389,7 @@ impl ApprovalStore for SqliteStore {
 
     async fn approvals(&self, all: bool) -> Result<Vec<ApprovalRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare(&format!(
+            let mut st = c.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM approvals WHERE ?1 OR status = 'pending' ORDER BY created_at, rowid"
             ))?;
             let rows = st.query_map(params![all], from_row)?;

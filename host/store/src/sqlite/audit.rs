@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 fn pairs(c: &Connection, sql: &str) -> Result<BTreeMap<String, String>, StoreError> {
     let mut out = BTreeMap::new();
-    let mut st = c.prepare(sql)?;
+    let mut st = c.prepare_cached(sql)?;
     for r in st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
         let (k, v) = r?;
         out.insert(k, v);
@@ -22,7 +22,7 @@ impl AuditStore for SqliteStore {
         self.read(|c| {
             let sagas = pairs(c, "SELECT saga_id, state FROM saga_state")?;
             let mut steps = BTreeMap::new();
-            let mut st = c.prepare("SELECT saga_id, step_seq, status FROM saga_steps")?;
+            let mut st = c.prepare_cached("SELECT saga_id, step_seq, status FROM saga_steps")?;
             for r in st.query_map([], |r| {
                 Ok((
                     r.get::<_, String>(0)?,

@@ -3,6 +3,7 @@
 //! the day's hard cap and recorded in one write transaction.
 
 use super::super::{BudgetStore, DayRow, NewReservation, Reserved, StoreError};
+use super::Cached;
 use super::SqliteStore;
 use crate::clock::{now_rfc3339, rfc3339_after};
 use async_trait::async_trait;
@@ -10,7 +11,7 @@ use capsaga_core::budget::reserve::admits;
 use rusqlite::{Connection, OptionalExtension, params};
 
 fn spent(c: &Connection, day: &str) -> Result<f64, rusqlite::Error> {
-    Ok(c.query_row(
+    Ok(c.row(
         "SELECT spent_usd FROM budget_days WHERE day = ?1",
         params![day],
         |r| r.get::<_, f64>(0),
@@ -20,7 +21,7 @@ fn spent(c: &Connection, day: &str) -> Result<f64, rusqlite::Error> {
 }
 
 fn reserved(c: &Connection, day: &str, now: &str) -> Result<f64, rusqlite::Error> {
-    c.query_row(
+    c.row(
         "SELECT COALESCE(SUM(usd), 0) FROM budget_reservations WHERE day = ?1 AND expires_at > ?2",
         params![day, now],
         |r| r.get::<_, f64>(0),
@@ -48,7 +49,7 @@ impl BudgetStore for SqliteStore {
             // The clock is read under the write turn, so an expiry another
             // writer just checked is not seen as live again.
             let now = now_rfc3339();
-            tx.execute(
+            tx.exec(
                 "DELETE FROM budget_reservations WHERE expires_at <= ?1",
                 params![now],
             )?;
@@ -60,7 +61,7 @@ impl BudgetStore for SqliteStore {
                     reserved_usd,
                 });
             }
-            tx.execute(
+            tx.exec(
                 "INSERT INTO budget_reservations (id, day, usd, holder, created_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![id, day, usd, holder, now, rfc3339_after(ttl_ms)],
@@ -86,7 +87,7 @@ impl BudgetStore for SqliteStore {
             0.0
         };
         self.write(move |tx| {
-            tx.execute("DELETE FROM budget_reservations WHERE id = ?1", params![id])?;
+            tx.exec("DELETE FROM budget_reservations WHERE id = ?1", params![id])?;
             if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
                 add(tx, &day, usd, input_tokens, output_tokens, &now)?;
             }
@@ -114,7 +115,7 @@ impl BudgetStore for SqliteStore {
     async fn budget_days(&self, limit: usize) -> Result<Vec<DayRow>, StoreError> {
         let now = now_rfc3339();
         self.read(|c| {
-            let mut st = c.prepare(
+            let mut st = c.prepare_cached(
                 "SELECT d.day, d.spent_usd, d.calls, d.input_tokens, d.output_tokens,
                    (SELECT COALESCE(SUM(r.usd), 0) FROM budget_reservations r
                      WHERE r.day = d.day AND r.expires_at > ?2)
@@ -146,7 +147,7 @@ fn add(
     output_tokens: u64,
     now: &str,
 ) -> Result<(), rusqlite::Error> {
-    tx.execute(
+    tx.exec(
         "INSERT INTO budget_days (day, spent_usd, calls, input_tokens, output_tokens, updated_at)
          VALUES (?1, ?2, 1, ?3, ?4, ?5)
          ON CONFLICT(day) DO UPDATE SET spent_usd = spent_usd + ?2, calls = calls + 1,

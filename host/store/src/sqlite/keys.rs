@@ -6,6 +6,7 @@
 
 use super::super::StoreError;
 use super::super::access::{KeyRow, KeyStore};
+use super::Cached;
 use super::SqliteStore;
 use super::log::append;
 use crate::clock::now_rfc3339;
@@ -20,7 +21,7 @@ impl KeyStore for SqliteStore {
         let at = now_rfc3339();
         let (name, by, s) = (name.to_owned(), by.to_owned(), sealed.clone());
         self.write(move |tx| {
-            tx.execute(
+            tx.exec(
                 "INSERT INTO provider_keys (name, format, kek_id, wrapped_dek, ciphertext, last4, created_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT(name) DO UPDATE SET format = excluded.format, kek_id = excluded.kek_id, wrapped_dek = excluded.wrapped_dek, ciphertext = excluded.ciphertext, last4 = excluded.last4, created_at = excluded.created_at, created_by = excluded.created_by",
                 params![name, s.format, s.kek_id, s.wrapped_dek, s.ciphertext, s.last4, at, by],
@@ -46,7 +47,7 @@ impl KeyStore for SqliteStore {
 
     async fn sealed_key(&self, name: &str) -> Result<Option<Sealed>, StoreError> {
         self.read(|c| {
-            Ok(c.query_row(
+            Ok(c.row(
                 "SELECT format, kek_id, wrapped_dek, ciphertext, last4 FROM provider_keys WHERE name = ?1",
                 params![name],
                 |r| {
@@ -65,7 +66,7 @@ impl KeyStore for SqliteStore {
 
     async fn keys(&self) -> Result<Vec<KeyRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare(
+            let mut st = c.prepare_cached(
                 "SELECT name, last4, kek_id, created_at, created_by FROM provider_keys ORDER BY name",
             )?;
             let rows = st.query_map([], |r| {
@@ -85,7 +86,7 @@ impl KeyStore for SqliteStore {
         let at = now_rfc3339();
         let (name, by) = (name.to_owned(), by.to_owned());
         self.write(move |tx| {
-            let n = tx.execute("DELETE FROM provider_keys WHERE name = ?1", params![name])?;
+            let n = tx.exec("DELETE FROM provider_keys WHERE name = ?1", params![name])?;
             if n > 0 {
                 append(
                     tx,

@@ -2,6 +2,7 @@
 //! transaction, and reading the log back.
 
 use super::super::{LogRow, LogStore, StoreError};
+use super::Cached;
 use super::{SqliteStore, to_json};
 use async_trait::async_trait;
 use capsaga_core::wal_row::{GENESIS, StoredLogRow, row_hash};
@@ -23,14 +24,14 @@ pub(super) fn append(
     at: &str,
 ) -> Result<(), StoreError> {
     let head: Option<(i64, String)> = tx
-        .query_row("SELECT seq, hash FROM wal_head WHERE id = 1", [], |r| {
+        .row("SELECT seq, hash FROM wal_head WHERE id = 1", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })
         .optional()?;
     let (last_seq, prev) = match head {
         Some(h) => h,
         None => tx
-            .query_row(
+            .row(
                 "SELECT seq, hash FROM wal_log ORDER BY seq DESC LIMIT 1",
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
@@ -40,11 +41,11 @@ pub(super) fn append(
     };
     let seq = last_seq + 1;
     let hash = row_hash(&prev, seq, saga_id, step_seq, record, detail, at);
-    tx.execute(
+    tx.exec(
         "INSERT INTO wal_log (seq, saga_id, step_seq, record, detail, at, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![seq, saga_id, step_seq.map(|s| s as i64), record, to_json(detail), at, prev, hash],
     )?;
-    tx.execute(
+    tx.exec(
         "INSERT INTO wal_head (id, seq, hash) VALUES (1, ?1, ?2) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
         params![seq, hash],
     )?;
@@ -56,7 +57,7 @@ impl LogStore for SqliteStore {
     async fn log(&self, saga_id: Option<&str>) -> Result<Vec<LogRow>, StoreError> {
         self.read(|c| {
             let sql = "SELECT seq, saga_id, step_seq, record, detail, at, prev_hash, hash FROM wal_log WHERE (?1 IS NULL OR saga_id = ?1) ORDER BY seq";
-            let mut st = c.prepare(sql)?;
+            let mut st = c.prepare_cached(sql)?;
             let rows = st.query_map(params![saga_id], |r| {
                 Ok(StoredLogRow {
                     seq: r.get(0)?,
@@ -77,7 +78,7 @@ impl LogStore for SqliteStore {
     async fn head(&self) -> Result<Option<(i64, String)>, StoreError> {
         self.read(|c| {
             Ok(
-                c.query_row("SELECT seq, hash FROM wal_head WHERE id = 1", [], |r| {
+                c.row("SELECT seq, hash FROM wal_head WHERE id = 1", [], |r| {
                     Ok((r.get(0)?, r.get(1)?))
                 })
                 .optional()?,

@@ -5,6 +5,7 @@
 use super::super::{
     NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, StoreError, Transition,
 };
+use super::Cached;
 use super::log::append;
 use super::{SqliteStore, to_json};
 use crate::clock::now_rfc3339;
@@ -59,7 +60,7 @@ fn query(
     filter: &str,
     p: &[&dyn rusqlite::ToSql],
 ) -> Result<Vec<NeuronRow>, StoreError> {
-    let mut st = c.prepare(&format!("{SELECT} {filter}"))?;
+    let mut st = c.prepare_cached(&format!("{SELECT} {filter}"))?;
     let rows = st.query_map(p, decode)?;
     rows.map(|r| r?).collect()
 }
@@ -109,7 +110,7 @@ impl NeuronStore for SqliteStore {
             if let Some(row) = one(tx, "WHERE n.identity = ?1", &[&n.identity])? {
                 return Ok((row, false));
             }
-            let version: u32 = tx.query_row(
+            let version: u32 = tx.row(
                 "SELECT COALESCE(MAX(version), 0) + 1 FROM neurons WHERE name = ?1",
                 params![name],
                 |r| r.get(0),
@@ -117,7 +118,7 @@ impl NeuronStore for SqliteStore {
             let mut meta = n.meta.clone();
             meta.version = version.to_string();
             let now = now_rfc3339();
-            tx.execute(
+            tx.exec(
                 "INSERT INTO neurons (name, version, identity, runner_hash, status, meta, source, examples, report, granted, saga_id, step_seq, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, 'proposed', ?5, ?6, ?7, ?11, '[]', ?8, ?9, ?10, ?10)",
                 params![
@@ -185,7 +186,7 @@ impl NeuronStore for SqliteStore {
                 )?;
                 for o in others {
                     let note = format!("superseded by version {}", t.version);
-                    tx.execute(
+                    tx.exec(
                         "UPDATE neurons SET status = 'retired', decided_by = ?1, note = ?2, updated_at = ?3 WHERE name = ?4 AND version = ?5",
                         params![t.by, note, now, o.name, o.version],
                     )?;
@@ -196,7 +197,7 @@ impl NeuronStore for SqliteStore {
             }
             let granted = t.granted.map(|g| to_json(&g));
             let report = t.report.map(to_json);
-            tx.execute(
+            tx.exec(
                 "UPDATE neurons SET status = ?1, decided_by = ?2, note = COALESCE(?3, note), granted = COALESCE(?4, granted), report = COALESCE(?5, report), updated_at = ?6 WHERE name = ?7 AND version = ?8",
                 params![t.to.as_str(), t.by, t.note, granted, report, now, t.name, t.version],
             )?;
@@ -220,7 +221,7 @@ impl NeuronStore for SqliteStore {
             if !cur.status.is_pending() {
                 return Ok(Removed::Kept(cur.status));
             }
-            tx.execute("DELETE FROM neurons WHERE identity = ?1", params![identity])?;
+            tx.exec("DELETE FROM neurons WHERE identity = ?1", params![identity])?;
             let now = now_rfc3339();
             let detail = json!({"name": cur.name, "version": cur.version, "identity": identity,
                 "status": "removed", "by": by});
@@ -260,7 +261,7 @@ impl NeuronStore for SqliteStore {
 
     async fn calls_of(&self, identity: &str) -> Result<Vec<CallRecord>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare(
+            let mut st = c.prepare_cached(
                 "SELECT status, json_extract(error, '$.kind'),
                         CAST(ROUND((julianday(updated_at) - julianday(created_at)) * 86400000.0) AS INTEGER),
                         created_at

@@ -4,6 +4,7 @@ use super::super::{
     FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, RELEASED_WHY, SagaQuery, SagaRow,
     SagaStore, StepStatus, StoreError,
 };
+use super::Cached;
 use super::log::append;
 use super::{SqliteStore, steps};
 use crate::clock::now_rfc3339;
@@ -68,7 +69,7 @@ pub(super) fn missing_or_fenced(
     fence: u64,
 ) -> Result<StoreError, StoreError> {
     let found: Option<i64> = tx
-        .query_row(
+        .row(
             "SELECT fence FROM saga_state WHERE saga_id = ?1",
             params![saga_id],
             |r| r.get(0),
@@ -83,7 +84,7 @@ pub(super) fn missing_or_fenced(
 impl SqliteStore {
     fn sagas_where(&self, condition: &str) -> Result<Vec<SagaRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare(&format!(
+            let mut st = c.prepare_cached(&format!(
                 "SELECT {SAGA_COLUMNS} FROM saga_state WHERE {condition} ORDER BY created_at, rowid"
             ))?;
             let rows = st.query_map([], saga_from_row)?;
@@ -109,7 +110,7 @@ impl SagaStore for SqliteStore {
             s.principal.map(str::to_owned),
         );
         self.write(move |tx| {
-            tx.execute(
+            tx.exec(
                 "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, principal, fence) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9)",
                 params![saga_id, state.as_str(), origin, label, at, owner, plan, principal, FIRST_FENCE as i64],
             )?;
@@ -150,14 +151,14 @@ impl SagaStore for SqliteStore {
                 owner.as_str(),
                 why.as_str(),
             );
-            let n = tx.execute(
+            let n = tx.exec(
                 "UPDATE saga_state SET owner = ?3, fence = fence + 1 WHERE saga_id = ?1 AND owner IS ?2 AND released_at IS NULL",
                 params![saga_id, expected, owner],
             )?;
             if n == 0 {
                 return Ok(None);
             }
-            let fence: i64 = tx.query_row(
+            let fence: i64 = tx.row(
                 "SELECT fence FROM saga_state WHERE saga_id = ?1",
                 params![saga_id],
                 |r| r.get(0),
@@ -186,7 +187,7 @@ impl SagaStore for SqliteStore {
         let fence = i64::try_from(fence)
             .map_err(|_| StoreError::Decode(format!("fence {fence} out of range")))?;
         self.write(move |tx| {
-            let n = tx.execute(
+            let n = tx.exec(
                 "UPDATE saga_state SET owner = NULL, released_at = ?4, fence = fence + 1
                  WHERE saga_id = ?1 AND owner = ?2 AND fence = ?3",
                 params![saga_id, owner, fence, at],
@@ -221,7 +222,7 @@ impl SagaStore for SqliteStore {
         let before = idle_ms.map(crate::clock::rfc3339_before);
         let (saga_id, owner, why) = (saga_id.to_owned(), owner.to_owned(), why.to_owned());
         self.write(move |tx| {
-            let n = tx.execute(
+            let n = tx.exec(
                 "UPDATE saga_state SET owner = ?2, released_at = NULL, fence = fence + 1
                  WHERE saga_id = ?1 AND owner IS NULL AND released_at IS NOT NULL
                    AND (?3 IS NULL OR released_at <= ?3)",
@@ -230,7 +231,7 @@ impl SagaStore for SqliteStore {
             if n == 0 {
                 return Ok(None);
             }
-            let fence: i64 = tx.query_row(
+            let fence: i64 = tx.row(
                 "SELECT fence FROM saga_state WHERE saga_id = ?1",
                 params![saga_id],
                 |r| r.get(0),
@@ -266,7 +267,7 @@ impl SagaStore for SqliteStore {
         let saga_id = saga_id.to_owned();
         self.write(move |tx| {
             let saga_id = saga_id.as_str();
-            let n = tx.execute(
+            let n = tx.exec(
                 "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1 AND fence = ?4",
                 params![saga_id, state.as_str(), at, fence as i64],
             )?;
@@ -280,7 +281,7 @@ impl SagaStore for SqliteStore {
 
     async fn saga(&self, saga_id: &str) -> Result<Option<SagaRow>, StoreError> {
         self.read(|c| {
-            c.query_row(
+            c.row(
                 &format!("SELECT {SAGA_COLUMNS} FROM saga_state WHERE saga_id = ?1"),
                 params![saga_id],
                 saga_from_row,
@@ -297,7 +298,7 @@ impl SagaStore for SqliteStore {
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare(
+            let mut st = c.prepare_cached(
                 "SELECT saga_id FROM saga_state WHERE substr(saga_id, 1, length(?1)) = ?1 ORDER BY saga_id LIMIT ?2",
             )?;
             let rows = st.query_map(
@@ -310,7 +311,7 @@ impl SagaStore for SqliteStore {
 
     async fn saga_plan(&self, saga_id: &str) -> Result<Option<String>, StoreError> {
         self.read(|c| {
-            Ok(c.query_row(
+            Ok(c.row(
                 "SELECT plan FROM saga_state WHERE saga_id = ?1",
                 params![saga_id],
                 |r| r.get::<_, Option<String>>(0),
@@ -322,7 +323,7 @@ impl SagaStore for SqliteStore {
 
     async fn sagas(&self, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare(&format!(
+            let mut st = c.prepare_cached(&format!(
                 "SELECT {SAGA_COLUMNS} FROM saga_state ORDER BY created_at DESC, rowid DESC LIMIT ?1"
             ))?;
             let rows = st.query_map(params![limit as i64], saga_from_row)?;
@@ -332,7 +333,7 @@ impl SagaStore for SqliteStore {
 
     async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare(&format!(
+            let mut st = c.prepare_cached(&format!(
                 "SELECT {SAGA_COLUMNS} FROM saga_state WHERE principal = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
             ))?;
             let rows = st.query_map(
@@ -388,7 +389,7 @@ impl SagaStore for SqliteStore {
             i64::try_from(offset).unwrap_or(i64::MAX),
         ));
         self.read(|c| {
-            let mut st = c.prepare(&format!(
+            let mut st = c.prepare_cached(&format!(
                 "SELECT {columns} FROM saga_state s {filter} ORDER BY s.created_at DESC, s.rowid DESC LIMIT ? OFFSET ?"
             ))?;
             let rows = st.query_map(rusqlite::params_from_iter(args), saga_from_row)?;

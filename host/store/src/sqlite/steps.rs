@@ -2,6 +2,7 @@
 //! its outcome, retries and compensation.
 
 use super::super::{BeginOutcome, NewStep, StepKey, StepRow, StepStatus, StepStore, StoreError};
+use super::Cached;
 use super::approvals::ENDED_STATES;
 use super::log::append;
 use super::{SqliteStore, decode_json, fenced_or, to_json};
@@ -81,7 +82,7 @@ impl StepRowRaw {
 
 /// The steps of a saga, by position (shared with `needs_operator`).
 pub(super) fn steps_of(c: &Connection, saga_id: &str) -> Result<Vec<StepRow>, StoreError> {
-    let mut st = c.prepare(&format!(
+    let mut st = c.prepare_cached(&format!(
         "SELECT {STEP_COLUMNS} FROM saga_steps WHERE saga_id = ?1 ORDER BY step_seq"
     ))?;
     let rows = st.query_map(params![saga_id], step_from_row)?;
@@ -91,7 +92,7 @@ pub(super) fn steps_of(c: &Connection, saga_id: &str) -> Result<Vec<StepRow>, St
 /// The existing row of this idempotency key, as `begin_step` reports it.
 fn existing(tx: &Transaction<'_>, key: &str) -> Result<Option<BeginOutcome>, StoreError> {
     let row: Option<(String, Option<String>)> = tx
-        .query_row(
+        .row(
             "SELECT status, output FROM saga_steps WHERE idempotency_key = ?1",
             params![key],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -119,7 +120,7 @@ fn claim(
     approval_id: &str,
     at: &str,
 ) -> Result<bool, StoreError> {
-    let claimed = tx.execute(
+    let claimed = tx.exec(
         &format!("UPDATE approvals SET status = 'claimed', claimed_saga = ?2, claimed_step = ?3, claimed_at = ?4
          WHERE approval_id = ?1 AND status = 'approved' AND tool_id = ?5 AND tool_hash = ?6 AND args_hash = ?7
            AND (expires_at IS NULL OR expires_at > ?4)
@@ -149,7 +150,7 @@ fn claim(
 }
 
 fn insert_begin(tx: &Transaction<'_>, s: &NewStep<'_>, at: &str) -> Result<(), StoreError> {
-    tx.execute(
+    tx.exec(
         "INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, status, created_at, updated_at, fence)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'BEGIN', ?10, ?10, ?11)",
         params![
@@ -204,7 +205,7 @@ impl SqliteStore {
             let (saga_id, output, error) = (saga_id.as_str(), output.as_ref(), error.as_ref());
             let fenced = |e| fenced_or(e, saga_id, fence);
             let status: String = tx
-                .query_row(
+                .row(
                     "SELECT status FROM saga_steps WHERE saga_id = ?1 AND step_seq = ?2",
                     params![saga_id, step_seq as i64],
                     |r| r.get(0),
@@ -220,13 +221,13 @@ impl SqliteStore {
                 )));
             }
             if let Some(o) = output {
-                tx.execute(
+                tx.exec(
                     "UPDATE saga_steps SET status = ?3, output = ?4, updated_at = ?5, fence = ?6 WHERE saga_id = ?1 AND step_seq = ?2",
                     params![saga_id, step_seq as i64, to.as_str(), to_json(o), at, fence as i64],
                 )
                 .map_err(fenced)?;
             } else {
-                tx.execute(
+                tx.exec(
                     "UPDATE saga_steps SET status = ?3, error = ?4, updated_at = ?5, fence = ?6 WHERE saga_id = ?1 AND step_seq = ?2",
                     params![saga_id, step_seq as i64, to.as_str(), error.map(to_json), at, fence as i64],
                 )
@@ -248,7 +249,7 @@ impl SqliteStore {
         params: impl rusqlite::Params,
     ) -> Result<Option<StepRow>, StoreError> {
         self.read(|c| {
-            c.query_row(
+            c.row(
                 &format!("SELECT {STEP_COLUMNS} FROM saga_steps WHERE {condition}"),
                 params,
                 step_from_row,
@@ -324,7 +325,7 @@ impl StepStore for SqliteStore {
         let error = error.clone();
         self.write(move |tx| {
             let (saga_id, error) = (saga_id.as_str(), &error);
-            let n = tx.execute(
+            let n = tx.exec(
                 "UPDATE saga_steps SET error = ?3, updated_at = ?4, fence = ?5 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
                 params![saga_id, step_seq as i64, to_json(error), at, fence as i64],
             )
@@ -352,7 +353,7 @@ impl StepStore for SqliteStore {
         let error = error.clone();
         self.write(move |tx| {
             let (saga_id, error) = (saga_id.as_str(), &error);
-            let n = tx.execute(
+            let n = tx.exec(
                 "UPDATE saga_steps SET error = ?3, updated_at = ?4, fence = ?5 WHERE saga_id = ?1 AND step_seq = ?2 AND status = 'BEGIN'",
                 params![saga_id, step_seq as i64, to_json(error), at, fence as i64],
             )
@@ -392,7 +393,7 @@ impl StepStore for SqliteStore {
             // No step row changes (the trigger does not see this write):
             // the token is checked here, in the write's own transaction.
             let current: Option<i64> = tx
-                .query_row(
+                .row(
                     "SELECT fence FROM saga_state WHERE saga_id = ?1",
                     params![saga_id],
                     |r| r.get(0),
@@ -405,7 +406,7 @@ impl StepStore for SqliteStore {
                 }
                 Some(_) => {}
             }
-            let n: i64 = tx.query_row(
+            let n: i64 = tx.row(
                 "SELECT count(*) FROM saga_steps WHERE saga_id = ?1 AND step_seq = ?2",
                 params![saga_id, step_seq as i64],
                 |r| r.get(0),

@@ -4,6 +4,7 @@
 
 use super::super::StoreError;
 use super::super::access::SwitchStore;
+use super::Cached;
 use super::SqliteStore;
 use super::log::append;
 use crate::clock::now_rfc3339;
@@ -17,7 +18,7 @@ type Row = (String, Option<String>, Option<String>, Option<String>);
 
 fn read(c: &Connection) -> Result<Switch, StoreError> {
     let row: Option<Row> = c
-        .query_row(
+        .row(
             "SELECT mode, set_by, set_at, note FROM host_switch WHERE id = 1",
             [],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
@@ -51,7 +52,7 @@ impl SwitchStore for SqliteStore {
         let at = now_rfc3339();
         let (by, note) = (by.to_owned(), note.map(str::to_owned));
         self.write(move |tx| {
-            tx.execute(
+            tx.exec(
                 "INSERT INTO host_switch (id, mode, set_by, set_at, note) VALUES (1, ?1, ?2, ?3, ?4)
                  ON CONFLICT(id) DO UPDATE SET mode = excluded.mode, set_by = excluded.set_by, set_at = excluded.set_at, note = excluded.note",
                 params![mode.as_str(), by, at, note],

@@ -4,6 +4,7 @@
 
 use super::super::StoreError;
 use super::super::access::{ActiveToken, TokenOpError, TokenRow, TokenStore};
+use super::Cached;
 use super::SqliteStore;
 use super::log::append;
 use crate::clock::now_rfc3339;
@@ -32,7 +33,7 @@ fn decode(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
 }
 
 fn one(c: &rusqlite::Connection, name: &str) -> Result<Option<TokenRow>, StoreError> {
-    Ok(c.query_row(
+    Ok(c.row(
         &format!("SELECT {COLUMNS} FROM tokens WHERE name = ?1"),
         params![name],
         decode,
@@ -54,7 +55,7 @@ impl TokenStore for SqliteStore {
         let (name, by, hash) = (name.to_owned(), by.to_owned(), hex::encode(secret_sha256));
         let out = self
             .write(move |tx| {
-                let taken: bool = tx.query_row(
+                let taken: bool = tx.row(
                     "SELECT EXISTS(SELECT 1 FROM tokens WHERE name = ?1 OR secret_sha256 = ?2)",
                     params![name, hash],
                     |r| r.get(0),
@@ -62,7 +63,7 @@ impl TokenStore for SqliteStore {
                 if taken {
                     return Ok(None);
                 }
-                tx.execute(
+                tx.exec(
                     "INSERT INTO tokens (name, role, secret_sha256, created_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5)",
                     params![name, role.as_str(), hash, at, by],
                 )?;
@@ -91,7 +92,7 @@ impl TokenStore for SqliteStore {
                 if row.revoked_at.is_some() {
                     return Ok(Err(Some(row)));
                 }
-                tx.execute(
+                tx.exec(
                     "UPDATE tokens SET revoked_at = ?2, revoked_by = ?3 WHERE name = ?1 AND revoked_at IS NULL",
                     params![n, at, by],
                 )?;
@@ -114,7 +115,8 @@ impl TokenStore for SqliteStore {
 
     async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare(&format!("SELECT {COLUMNS} FROM tokens ORDER BY name"))?;
+            let mut st =
+                c.prepare_cached(&format!("SELECT {COLUMNS} FROM tokens ORDER BY name"))?;
             let rows = st.query_map([], decode)?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
@@ -122,7 +124,7 @@ impl TokenStore for SqliteStore {
 
     async fn active_tokens(&self) -> Result<Vec<ActiveToken>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare(
+            let mut st = c.prepare_cached(
                 "SELECT name, role, secret_sha256 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
             )?;
             let rows = st.query_map([], |r| {
@@ -149,6 +151,6 @@ impl TokenStore for SqliteStore {
     }
 
     async fn any_token_ever(&self) -> Result<bool, StoreError> {
-        self.read(|c| Ok(c.query_row("SELECT EXISTS(SELECT 1 FROM tokens)", [], |r| r.get(0))?))
+        self.read(|c| Ok(c.row("SELECT EXISTS(SELECT 1 FROM tokens)", [], |r| r.get(0))?))
     }
 }

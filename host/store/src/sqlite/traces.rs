@@ -1,6 +1,7 @@
 //! `traces`: execution traces of agent turns.
 
 use super::super::{StoreError, TraceRecord, TraceStore};
+use super::Cached;
 use super::SqliteStore;
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
@@ -19,7 +20,7 @@ impl TraceStore for SqliteStore {
             t.json.to_owned(),
         );
         self.write(move |tx| {
-            tx.execute(
+            tx.exec(
                 "INSERT OR REPLACE INTO traces (trace_id, saga_id, task, outcome, started_at, finished_at, wall_ms, trace)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
@@ -48,7 +49,7 @@ impl TraceStore for SqliteStore {
             } else {
                 "SELECT trace FROM traces WHERE trace_id = ?1 OR (length(?1) >= 4 AND trace_id LIKE ?1 || '%') ORDER BY started_at DESC LIMIT 1"
             };
-            let mut st = c.prepare(sql)?;
+            let mut st = c.prepare_cached(sql)?;
             let r = if id == "last" {
                 st.query_row([], |r| r.get(0)).optional()?
             } else {
@@ -61,7 +62,7 @@ impl TraceStore for SqliteStore {
     async fn trace_of_saga(&self, saga_id: &str) -> Result<Option<String>, StoreError> {
         let saga_id = saga_id.to_owned();
         self.read(move |c| {
-            Ok(c.query_row(
+            Ok(c.row(
                 "SELECT trace_id FROM traces WHERE saga_id = ?1 ORDER BY started_at DESC, rowid DESC LIMIT 1",
                 params![saga_id],
                 |r| r.get(0),
