@@ -224,17 +224,17 @@ async fn run_inner(a: &BenchNeuronsArgs) -> Result<Report, String> {
     };
     let mut s2c = Vec::new();
     for i in 0..5 {
-        s2c.push(create(&door, &format!("add_{i}")).await?);
+        s2c.push(create(&door, &neuron_name(i)).await?);
     }
     let source_to_callable_p50_ms = pct(&mut s2c.clone(), 50.0);
     let rust_tool = latency(&door, "time_now", &json!({}), a.calls).await?;
-    let neuron = latency(&door, "add_0", &args, a.calls).await?;
+    let neuron = latency(&door, &neuron_name(0), &args, a.calls).await?;
     for i in 5..9 {
-        create(&door, &format!("add_{i}")).await?;
+        create(&door, &neuron_name(i)).await?;
     }
     let (t10, a10, n10) = catalog_tokens(&door);
     for i in 9..99 {
-        create(&door, &format!("add_{i}")).await?;
+        create(&door, &neuron_name(i)).await?;
     }
     let (t100, a100, n100) = catalog_tokens(&door);
     let _ = std::fs::remove_dir_all(&dir);
@@ -315,5 +315,44 @@ pub(crate) async fn run(out: &Out, a: &BenchNeuronsArgs) -> u8 {
             eprintln!("capsaga bench-neurons: {e}");
             exit::INTERNAL
         }
+    }
+}
+
+/// The bench's `i`-th neuron name, `add_` and `i` in base ten written with
+/// letters that the name check's skeleton keeps apart (`f h j k p q t u x
+/// y` for 0-9): digits themselves fold together (`6` and `8` read alike),
+/// and a neuron whose name reads like another's is refused.
+fn neuron_name(i: usize) -> String {
+    const DIGITS: [char; 10] = ['f', 'h', 'j', 'k', 'p', 'q', 't', 'u', 'x', 'y'];
+    let letters: String = i
+        .to_string()
+        .bytes()
+        .map(|d| DIGITS[usize::from(d - b'0')])
+        .collect();
+    format!("add_{letters}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::neuron_name;
+    use capsaga_core::neuron::name::{check, skeleton};
+
+    #[test]
+    fn the_bench_neuron_names_pass_the_name_check_together() {
+        let mut taken = vec!["add_first".to_string(), "time_now".to_string()];
+        for i in 0..100 {
+            let name = neuron_name(i);
+            assert!(
+                check(&name, taken.iter().map(String::as_str)).is_ok(),
+                "{name} refused beside {taken:?}"
+            );
+            taken.push(name);
+        }
+        let mut skeletons: Vec<String> = taken.iter().map(|n| skeleton(n)).collect();
+        skeletons.sort();
+        skeletons.dedup();
+        assert_eq!(skeletons.len(), taken.len());
+        // What the bench used before: digits fold together.
+        assert!(check("add_8", ["add_6"]).is_err());
     }
 }
