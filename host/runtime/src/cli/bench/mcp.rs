@@ -382,7 +382,10 @@ async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
                 lib_step.push(ms(t.elapsed()));
             }
         }
-        let batch = client.ask(Job::Batch(Some(sid.clone()))).await?.latencies()?;
+        let batch = client
+            .ask(Job::Batch(Some(sid.clone())))
+            .await?
+            .latencies()?;
         if keep {
             stateful.extend(batch);
         }
