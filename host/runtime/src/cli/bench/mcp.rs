@@ -6,8 +6,8 @@
 //! door) in the same run: a step in an open saga (the stateful call's
 //! work) and a saga of one step (the stateless call's). Then 200
 //! concurrent stateless clients. The client runs on a thread and a tokio
-//! runtime of its own, as a separate program would. Rounds are interleaved (a batch of each
-//! path per round) so that a change of load hits every path alike;
+//! runtime of its own, as a separate program would. Rounds are interleaved
+//! (a batch of each path per round) so that a change of load hits every path alike;
 //! latencies are p50/p99 over every call of a path. Nothing is asserted.
 
 use super::exit;
@@ -237,7 +237,7 @@ impl Done {
 type Asked = (Job, tokio::sync::oneshot::Sender<Result<Done, String>>);
 
 /// The MCP client, on a thread and a runtime of its own, as a client
-/// program would be: it does not take the server's runtime workers (an
+/// program would be: it does not take the server's runtime workers (a
 /// client sharing the server's runtime made the HTTP calls 0.4 to 0.7 ms
 /// slower at p50 in a release build, 2026-12-04). It times its calls
 /// itself.
