@@ -196,145 +196,56 @@ async fn library_saga(door: &Dispatcher) -> Result<(), String> {
     Ok(())
 }
 
-/// What the client thread is asked to do.
-enum Job {
-    /// Open a 2025-11-25 session.
-    Open,
-    /// `BATCH` timed calls, on the session's wire or (`None`) stateless.
-    Batch(Option<String>),
-    /// The `CLIENTS` concurrent stateless clients.
-    Load,
-}
-
-/// What the client thread answers.
-enum Done {
-    Session(String),
-    Latencies(Vec<f64>),
-    Load {
-        all: Vec<f64>,
-        errors: usize,
-        /// Seconds from the first client's start to the last one's end.
-        wall: f64,
-    },
-}
-
-impl Done {
-    fn session(self) -> Result<String, String> {
-        match self {
-            Done::Session(s) => Ok(s),
-            _ => Err("the client thread answered with something else".into()),
-        }
+/// `BATCH` timed calls, on the session's wire or (`None`) stateless.
+async fn timed_batch(
+    c: reqwest::Client,
+    url: String,
+    session: Option<String>,
+) -> Result<Vec<f64>, String> {
+    let mut lat = Vec::with_capacity(BATCH);
+    for _ in 0..BATCH {
+        let t = Instant::now();
+        call(&c, &url, session.as_deref()).await?;
+        lat.push(ms(t.elapsed()));
     }
-
-    fn latencies(self) -> Result<Vec<f64>, String> {
-        match self {
-            Done::Latencies(v) => Ok(v),
-            _ => Err("the client thread answered with something else".into()),
-        }
-    }
+    Ok(lat)
 }
 
-type Asked = (Job, tokio::sync::oneshot::Sender<Result<Done, String>>);
-
-/// The MCP client, on a thread and a runtime of its own, as a client
-/// program would be: it does not take the server's runtime workers (a
-/// client sharing the server's runtime made the HTTP calls 0.4 to 0.7 ms
-/// slower at p50 in a release build, 2026-12-04). It times its calls
-/// itself.
-struct Client {
-    jobs: tokio::sync::mpsc::UnboundedSender<Asked>,
-}
-
-impl Client {
-    fn start(url: String) -> Result<Client, String> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        let (jobs, mut asked) = tokio::sync::mpsc::unbounded_channel::<Asked>();
-        std::thread::Builder::new()
-            .name("bench-mcp-client".into())
-            .spawn(move || {
-                rt.block_on(async move {
-                    let c = match client() {
-                        Ok(c) => c,
-                        Err(e) => {
-                            while let Some((_, answer)) = asked.recv().await {
-                                let _ = answer.send(Err(e.clone()));
-                            }
-                            return;
-                        }
-                    };
-                    while let Some((job, answer)) = asked.recv().await {
-                        let _ = answer.send(serve_job(&c, &url, job).await);
-                    }
-                });
-            })
-            .map_err(|e| e.to_string())?;
-        Ok(Client { jobs })
-    }
-
-    async fn ask(&self, job: Job) -> Result<Done, String> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.jobs
-            .send((job, tx))
-            .map_err(|_| "the client thread is gone".to_string())?;
-        rx.await
-            .map_err(|_| "the client thread is gone".to_string())?
-    }
-}
-
-async fn serve_job(c: &reqwest::Client, url: &str, job: Job) -> Result<Done, String> {
-    match job {
-        Job::Open => open_session(c, url).await.map(Done::Session),
-        Job::Batch(session) => {
-            let mut lat = Vec::with_capacity(BATCH);
-            for _ in 0..BATCH {
+/// `CLIENTS` concurrent stateless clients, each its own connection: their
+/// latencies, the calls that failed, and the seconds from the first
+/// client's start to the last one's end.
+async fn load(url: String) -> (Vec<f64>, usize, f64) {
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(CLIENTS);
+    for _ in 0..CLIENTS {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut errors = 0usize;
+            let Ok(c) = client() else {
+                return (lat, CALLS_EACH);
+            };
+            for _ in 0..CALLS_EACH {
                 let t = Instant::now();
-                call(c, url, session.as_deref()).await?;
-                lat.push(ms(t.elapsed()));
-            }
-            Ok(Done::Latencies(lat))
-        }
-        Job::Load => {
-            // Each client its own connection.
-            let started = Instant::now();
-            let mut tasks = Vec::with_capacity(CLIENTS);
-            for _ in 0..CLIENTS {
-                let url = url.to_string();
-                tasks.push(tokio::spawn(async move {
-                    let mut lat = Vec::new();
-                    let mut errors = 0usize;
-                    let Ok(c) = client() else {
-                        return (lat, CALLS_EACH);
-                    };
-                    for _ in 0..CALLS_EACH {
-                        let t = Instant::now();
-                        match call(&c, &url, None).await {
-                            Ok(()) => lat.push(ms(t.elapsed())),
-                            Err(_) => errors += 1,
-                        }
-                    }
-                    (lat, errors)
-                }));
-            }
-            let (mut all, mut errors) = (Vec::new(), 0usize);
-            for t in tasks {
-                match t.await {
-                    Ok((lat, e)) => {
-                        all.extend(lat);
-                        errors += e;
-                    }
-                    Err(_) => errors += CALLS_EACH,
+                match call(&c, &url, None).await {
+                    Ok(()) => lat.push(ms(t.elapsed())),
+                    Err(_) => errors += 1,
                 }
             }
-            Ok(Done::Load {
-                all,
-                errors,
-                wall: started.elapsed().as_secs_f64(),
-            })
+            (lat, errors)
+        }));
+    }
+    let (mut all, mut errors) = (Vec::new(), 0usize);
+    for t in tasks {
+        match t.await {
+            Ok((lat, e)) => {
+                all.extend(lat);
+                errors += e;
+            }
+            Err(_) => errors += CALLS_EACH,
         }
     }
+    (all, errors, started.elapsed().as_secs_f64())
 }
 
 async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
@@ -365,8 +276,24 @@ async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
         let _ = stopped.await;
     }));
     let url = format!("http://{bound}/mcp");
-    let client = Client::start(url)?;
-    let sid = client.ask(Job::Open).await?.session()?;
+    // The client on a runtime and a thread of its own, as a client program
+    // would be: one sharing the server's runtime workers made the HTTP
+    // calls 0.4 to 0.7 ms slower at p50 in a release build (2026-12-04).
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("bench-mcp-client")
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let joined = |e: tokio::task::JoinError| e.to_string();
+    let c = client()?;
+    let sid = {
+        let (c, url) = (c.clone(), url.clone());
+        client_rt
+            .spawn(async move { open_session(&c, &url).await })
+            .await
+            .map_err(joined)??
+    };
     let mut open = door
         .start(Origin::Call, "bench --mcp (library steps)", None)
         .await
@@ -382,10 +309,8 @@ async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
                 lib_step.push(ms(t.elapsed()));
             }
         }
-        let batch = client
-            .ask(Job::Batch(Some(sid.clone())))
-            .await?
-            .latencies()?;
+        let done = client_rt.spawn(timed_batch(c.clone(), url.clone(), Some(sid.clone())));
+        let batch = done.await.map_err(joined)??;
         if keep {
             stateful.extend(batch);
         }
@@ -396,15 +321,16 @@ async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
                 lib_saga.push(ms(t.elapsed()));
             }
         }
-        let batch = client.ask(Job::Batch(None)).await?.latencies()?;
+        let done = client_rt.spawn(timed_batch(c.clone(), url.clone(), None));
+        let batch = done.await.map_err(joined)??;
         if keep {
             stateless.extend(batch);
         }
     }
     door.finish(&mut open).await.map_err(|e| e.to_string())?;
-    let Done::Load { all, errors, wall } = client.ask(Job::Load).await? else {
-        return Err("the client thread answered the load with something else".into());
-    };
+    let (all, errors, wall) = client_rt.spawn(load(url)).await.map_err(joined)?;
+    // Not dropped inside the bench's own runtime (tokio refuses to).
+    client_rt.shutdown_background();
     let _ = stop.send(());
     let _ = server.await;
     let load = summary("200 clients", all);
