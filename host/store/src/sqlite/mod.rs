@@ -261,8 +261,9 @@ const STATEMENT_CACHE: usize = 128;
 /// prepared-statement cache. rusqlite's own compile the SQL text at every
 /// call: a saga step runs about a dozen statements, and compiling them was
 /// about a sixth of the writer thread's time (`perf` over `capsaga bench
-/// --mcp`, release build, 2026-12-04). A cached statement is reset when it
-/// is given back, so it holds no transaction or snapshot.
+/// --mcp`, release build, 2026-12-04). rusqlite resets a statement when
+/// its `execute` returns or its rows are dropped, before it goes back to
+/// the cache, so a cached statement holds no transaction or snapshot.
 pub(crate) trait Cached {
     /// `Connection::execute` from the cache: rows changed.
     fn exec<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;

@@ -7,8 +7,9 @@
 //! work) and a saga of one step (the stateless call's). Then 200
 //! concurrent stateless clients. The client runs on a thread and a tokio
 //! runtime of its own, as a separate program would. Rounds are interleaved
-//! (a batch of each path per round) so that a change of load hits every path alike;
-//! latencies are p50/p99 over every call of a path. Nothing is asserted.
+//! (a batch of each path per round) so that a change of load hits every
+//! path alike; latencies are p50/p99 over every call of a path. Nothing is
+//! asserted.
 
 use super::exit;
 use super::render::Out;
