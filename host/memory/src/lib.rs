@@ -100,6 +100,11 @@ impl MemoryConfig {
 
 /// Candidates each ranking gives to the fusion of episode retrieval.
 pub const FUSION_POOL: usize = 20;
+
+/// Earlier episodes a new one's novelty is measured against: the sender's
+/// most recently indexed that share a word with it (word-set Jaccard; see
+/// [`score::novelty`]).
+pub const NOVELTY_POOL: usize = 20;
 /// The constant of reciprocal rank fusion (Cormack, Clarke, Büttcher 2009).
 pub const RRF_K: f64 = 60.0;
 /// Most episode vectors scanned per search (newest first).
@@ -148,7 +153,9 @@ pub struct Cluster {
 }
 
 /// The memory: the store, the embedder and the in-memory vector index of
-/// the facts (brute-force cosine; 10k facts of 384 floats is 15 MB).
+/// the facts (brute force; 10k facts of 384 floats is 15 MB). The index
+/// holds unit vectors (normalised when loaded), so a fact's cosine to a
+/// normalised query is one dot product.
 pub struct Memory {
     store: Store,
     embedder: Arc<dyn Embedder>,
@@ -207,7 +214,7 @@ impl Memory {
         let mut index = Vec::new();
         for (id, ns, blob) in store.fact_vectors()? {
             let v = embed::from_blob(&format!("fact {id}"), &blob, embedder.dim())?;
-            index.push((id, ns, v));
+            index.push((id, ns, embed::normalise(v)));
         }
         let me = Memory {
             store,

@@ -5,14 +5,15 @@
 use crate::error::{MemoryError, Result};
 use crate::types::{Episode, Fact, NewEpisode};
 use crate::{
-    Cluster, FUSION_POOL, Memory, RRF_K, SEMANTIC_SCAN, days_since, embed, reflect, rfc3339, score,
+    Cluster, FUSION_POOL, Memory, NOVELTY_POOL, RRF_K, SEMANTIC_SCAN, days_since, embed, reflect,
+    rfc3339, score,
 };
 use jiff::Timestamp;
 
 impl Memory {
     /// Index a closed trace as an episode (idempotent per trace): importance
-    /// from novelty against the sender's best matches, engagement and the
-    /// outcome.
+    /// from novelty against the sender's [`NOVELTY_POOL`] latest episodes
+    /// sharing a word with the message, engagement and the outcome.
     ///
     /// # Errors
     /// [`MemoryError::Sql`].
@@ -23,7 +24,7 @@ impl Memory {
         let earlier = match score::fts_query(&n.user_message) {
             Some(q) => self
                 .store
-                .match_episodes(&n.namespace, Some(&n.sender), &q, 3)?,
+                .newest_matches(&n.namespace, &n.sender, &q, NOVELTY_POOL)?,
             None => Vec::new(),
         };
         let novelty = score::novelty(
@@ -74,6 +75,7 @@ impl Memory {
     /// [`Memory::search_facts`] with the query's vector and the time given.
     ///
     /// # Errors
+    /// [`MemoryError::Dimension`] when `q` is not the embedder's dimension,
     /// [`MemoryError::Sql`].
     pub fn search_facts_vec(
         &self,
@@ -87,6 +89,14 @@ impl Memory {
         // rows, fetched for the best candidates only (the other terms add at
         // most 0.5, so a fact whose relevance cannot reach the threshold is
         // skipped).
+        if q.len() != self.embedder.dim() {
+            return Err(MemoryError::Dimension {
+                what: "the query's vector".into(),
+                expected: self.embedder.dim(),
+                found: q.len(),
+            });
+        }
+        let q = embed::normalise(q.to_vec());
         let mut cands: Vec<(f32, String)> = {
             let idx = self
                 .index
@@ -94,8 +104,12 @@ impl Memory {
                 .map_err(|_| MemoryError::Sql("fact index lock poisoned".into()))?;
             idx.iter()
                 .filter(|(_, ns, _)| namespaces.contains(&ns.as_str()))
-                .map(|(id, _, v)| (score::cosine(q, v), id.clone()))
-                .filter(|(c, _)| score::W_RELEVANCE * c + 0.5 >= threshold)
+                .filter_map(|(id, _, v)| {
+                    // Both unit vectors (the index's are normalised at
+                    // load): the dot product is their cosine.
+                    let c = score::dot(&q, v);
+                    (score::W_RELEVANCE * c + 0.5 >= threshold).then(|| (c, id.clone()))
+                })
                 .collect()
         };
         cands.sort_by(|a, b| b.0.total_cmp(&a.0));

@@ -105,16 +105,33 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() || a.is_empty() {
         return 0.0;
     }
-    let (mut dot, mut na, mut nb) = (0.0_f32, 0.0_f32, 0.0_f32);
-    for (x, y) in a.iter().zip(b) {
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
+    let (dot, na, nb) = (dot(a, b), dot(a, a), dot(b, b));
     if na == 0.0 || nb == 0.0 {
         return 0.0;
     }
     dot / (na.sqrt() * nb.sqrt())
+}
+
+/// The dot product `Σ aᵢbᵢ` over the common length (the cosine of two unit
+/// vectors). Eight independent partial sums, so that the compiler keeps
+/// them in vector registers (one running sum is a chain of dependent
+/// additions it may not reorder: scoring 10k facts took 3.8 ms that way).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    const LANES: usize = 8;
+    let mut acc = [0.0_f32; LANES];
+    let (ac, bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f32 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ac.zip(bc) {
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
 }
 
 /// The words of a text: maximal runs of letters and digits (any script).
@@ -191,6 +208,29 @@ mod tests {
         assert_eq!(cosine(&[1.0, 0.0], &[1.0]), 0.0);
         assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
         assert!((cosine(&[1.0, 1.0], &[2.0, 2.0]) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn cosine_matches_a_plain_f64_reference_for_every_remainder() {
+        // Lengths below, at and past the eight lanes, with a remainder of
+        // every size, and the model's 384.
+        for len in [1usize, 3, 7, 8, 9, 15, 16, 17, 383, 384, 385] {
+            let a: Vec<f32> = (0..len).map(|i| ((i * 37 % 11) as f32) - 5.0).collect();
+            let b: Vec<f32> = (0..len).map(|i| ((i * 13 % 7) as f32) - 2.5).collect();
+            let (mut d, mut x, mut y) = (0.0_f64, 0.0_f64, 0.0_f64);
+            for (p, q) in a.iter().zip(&b) {
+                d += f64::from(*p) * f64::from(*q);
+                x += f64::from(*p) * f64::from(*p);
+                y += f64::from(*q) * f64::from(*q);
+            }
+            let want = if x == 0.0 || y == 0.0 {
+                0.0
+            } else {
+                d / (x.sqrt() * y.sqrt())
+            };
+            let got = f64::from(cosine(&a, &b));
+            assert!((got - want).abs() < 1e-5, "len {len}: {got} vs {want}");
+        }
     }
 
     #[test]

@@ -51,7 +51,7 @@ impl Memory {
         if self.store.insert_fact(&f, &embed::to_blob(&v))?
             && let Ok(mut i) = self.index.write()
         {
-            i.push((f.fact_id.clone(), ns.to_string(), v));
+            i.push((f.fact_id.clone(), ns.to_string(), embed::normalise(v)));
         }
         Ok(f)
     }

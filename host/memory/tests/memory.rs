@@ -600,6 +600,55 @@ fn memory_md_bullets_are_facts_at_open() {
 }
 
 #[test]
+fn a_fact_query_vector_is_scored_as_a_cosine_and_checked_for_its_dimension() {
+    require_model!("a_fact_query_vector_is_scored_as_a_cosine_and_checked_for_its_dimension");
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path().join("workspace");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("SOUL.md"), "x").unwrap();
+    std::fs::write(
+        ws.join("MEMORY.md"),
+        "core\n## Preferences\n- The operator's timezone is Europe/Rome.\n",
+    )
+    .unwrap();
+    let model = common::model();
+    let m = Memory::open(
+        MemoryConfig::new(d.path().join("episodes.db"), ws),
+        model.clone(),
+    )
+    .unwrap();
+    let now = Timestamp::now();
+    let q = model
+        .embed_one("which time zone is the operator in?")
+        .unwrap();
+    let unit = m.search_facts_vec(&["default"], &q, 5, 0.0, now).unwrap();
+    // The same direction at another length scores the same: the query is
+    // normalised before the dot products with the index's unit vectors.
+    let long: Vec<f32> = q.iter().map(|x| x * 7.5).collect();
+    let scaled = m
+        .search_facts_vec(&["default"], &long, 5, 0.0, now)
+        .unwrap();
+    assert_eq!(unit.len(), 1);
+    let (a, b) = (unit[0].score.unwrap(), scaled[0].score.unwrap());
+    assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    // A vector of another dimension is an error, not a partial dot product.
+    let err = m
+        .search_facts_vec(&["default"], &q[..100], 5, 0.0, now)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            MemoryError::Dimension {
+                expected: 384,
+                found: 100,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn recall_at_5_of_the_evidence_session_on_the_shipped_retrieval_set() {
     require_model!("recall_at_5_of_the_evidence_session_on_the_shipped_retrieval_set");
     let set =

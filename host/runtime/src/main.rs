@@ -8,6 +8,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 fn main() -> ExitCode {
+    fix_model_threads();
     let cli = Cli::parse();
     let filter = match cli.verbose {
         0 => "warn",
@@ -56,6 +57,20 @@ fn main() -> ExitCode {
     // alive: give the runtime a moment, then exit without it.
     rt.shutdown_timeout(std::time::Duration::from_millis(SHUTDOWN_GRACE_MS));
     ExitCode::from(code)
+}
+
+/// Set `RAYON_NUM_THREADS` (when unset) to the count the memory's
+/// embedding model would pick anyway, so that candle stops counting the
+/// CPUs at every matrix product (see
+/// [`capsaga_memory::embed::model_threads`]). rayon's global pool, which
+/// Wasmtime's parallel compilation also uses, gets the same count.
+fn fix_model_threads() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let n = capsaga_memory::embed::model_threads();
+        // SAFETY: the first statement of `main`: no other thread exists
+        // yet that could read the environment at the same time.
+        unsafe { std::env::set_var("RAYON_NUM_THREADS", n.to_string()) };
+    }
 }
 
 /// How long the process waits for the async runtime's threads after the
