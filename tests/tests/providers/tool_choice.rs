@@ -272,3 +272,168 @@ async fn json_schema_always_bounds_every_answer_and_ends_with_a_final_answer() {
     let third = &reqs[2].body["response_format"]["json_schema"]["schema"];
     assert_eq!(third["required"], json!(["answer"]), "{third}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn past_the_turns_tool_call_limit_the_model_is_asked_for_its_answer_and_a_call_is_refused_unrun()
+ {
+    let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
+    let first = format!(
+        "{{\"path\":\"{}\",\"content\":\"one\"}}",
+        ws.ws_path("a.txt")
+    );
+    let second = format!(
+        "{{\"path\":\"{}\",\"content\":\"two\"}}",
+        ws.ws_path("b.txt")
+    );
+    // The model ignores `tool_choice: none` once (a server may not honour
+    // it): that call must not run.
+    let server = LlmServer::start(vec![
+        Reply::ok(oa_tool_call("call_1", "fs_write", &first, (100, 10))),
+        Reply::ok(oa_tool_call("call_2", "fs_write", &second, (120, 10))),
+        Reply::ok(oa_text("Wrote a.txt.", (130, 5))),
+    ])
+    .await;
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\nmax_tool_calls = 1\n{}",
+        openai_section("oa", &server, "")
+    ));
+    let host = ws.host().await;
+    let tr = turn(
+        &host,
+        &keys(),
+        RequestRoute::default(),
+        TurnOptions::default(),
+    )
+    .await;
+    assert_eq!(tr.outcome, Outcome::Success, "{tr:#?}");
+    assert_eq!(
+        tr.saga_state,
+        Some(capsaga_core::fsm::State::Done),
+        "{tr:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.ws().join("a.txt")).unwrap(),
+        "one"
+    );
+    assert!(
+        !ws.ws().join("b.txt").exists(),
+        "the call past the limit ran"
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs[0].body["tool_choice"], "required");
+    assert_eq!(reqs[1].body["tool_choice"], "none", "{}", reqs[1].body);
+    assert_eq!(reqs[2].body["tool_choice"], "none", "{}", reqs[2].body);
+    let th = thoughts(&tr);
+    assert_eq!(choice_of(th[1]).as_deref(), Some("none"));
+    // The refused call is in the trace, unrun, with the reason the model got.
+    let refused: Vec<_> = tr
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            TraceStep::Action {
+                call_id,
+                step_seq,
+                error,
+                ..
+            } if call_id == "call_2" => Some((step_seq, error.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "{tr:#?}");
+    assert!(refused[0].0.is_none());
+    let msg = refused[0]
+        .1
+        .as_ref()
+        .map(|e| e.message.clone())
+        .unwrap_or_default();
+    assert!(msg.contains("limit of 1 tool call"), "{msg}");
+    assert!(
+        reqs[2].body.to_string().contains("limit of 1 tool call"),
+        "the model was told why"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalid_forced_call_leaves_the_choice_forced_until_a_valid_one() {
+    let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
+    std::fs::write(ws.ws().join("notes.txt"), "hello").unwrap();
+    let good = format!("{{\"path\":\"{}\"}}", ws.ws_path("notes.txt"));
+    let server = LlmServer::start(vec![
+        Reply::ok(oa_tool_call(
+            "call_1",
+            "fs_read",
+            r#"{"path": 7}"#,
+            (100, 10),
+        )),
+        Reply::ok(oa_tool_call("call_2", "fs_read", &good, (110, 10))),
+        Reply::ok(oa_text("It says hello.", (120, 5))),
+    ])
+    .await;
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\n{}",
+        openai_section("oa", &server, "")
+    ));
+    let host = ws.host().await;
+    let tr = turn(
+        &host,
+        &keys(),
+        RequestRoute::default(),
+        TurnOptions::default(),
+    )
+    .await;
+    assert_eq!(tr.outcome, Outcome::Success, "{tr:#?}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs[0].body["tool_choice"], "required");
+    assert_eq!(
+        reqs[1].body["tool_choice"], "required",
+        "still forced after the invalid call: {}",
+        reqs[1].body
+    );
+    assert!(
+        reqs[2].body.get("tool_choice").is_none(),
+        "{}",
+        reqs[2].body
+    );
+    let th = thoughts(&tr);
+    assert_eq!(choice_of(th[1]).as_deref(), Some("required"));
+    assert_eq!(choice_of(th[2]), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_invalid_forced_calls_end_the_turn_as_a_tool_hallucination() {
+    let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
+    let server = LlmServer::start(vec![
+        Reply::ok(oa_tool_call(
+            "call_1",
+            "fs_read",
+            r#"{"path": 7}"#,
+            (100, 10),
+        )),
+        Reply::ok(oa_tool_call(
+            "call_2",
+            "fs_read",
+            r#"{"path": 8}"#,
+            (110, 10),
+        )),
+        Reply::ok(oa_text("never asked", (120, 5))),
+    ])
+    .await;
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\n{}",
+        openai_section("oa", &server, "")
+    ));
+    let host = ws.host().await;
+    let tr = turn(
+        &host,
+        &keys(),
+        RequestRoute::default(),
+        TurnOptions::default(),
+    )
+    .await;
+    assert_eq!(tr.outcome, Outcome::ToolHallucination, "{tr:#?}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1].body["tool_choice"], "required");
+}

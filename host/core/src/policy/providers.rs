@@ -15,6 +15,7 @@
 //! max_backoff_ms = 8000                   # longest wait, Retry-After included
 //! timeout_ms = 120000                     # one HTTP request
 //! tool_choice = "auto"                    # auto | required | none | tool:NAME (super::tool_choice)
+//! max_tool_calls = 1                      # then the model is asked for its answer (default: no limit)
 //!
 //! [agent.provider_order_by_role]          # per role or call kind, tried first
 //! plan = ["anthropic"]
@@ -86,6 +87,10 @@ pub struct AgentSection {
     /// Whether the first model call of a turn must call a tool (default
     /// `auto`; see [`super::tool_choice`]).
     pub tool_choice: Option<super::tool_choice::ToolChoice>,
+    /// Most tool calls one turn runs (default: no limit but the turn's
+    /// model calls). Once reached, the model is asked for its answer
+    /// (`tool_choice` `none`) and a further call is refused unrun.
+    pub max_tool_calls: Option<u32>,
 }
 
 /// Default output tokens per model call.

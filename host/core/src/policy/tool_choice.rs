@@ -14,10 +14,13 @@
 //! constraining the output with a grammar built from the tool's schema, so a
 //! forced call is also well-formed JSON of the schema's shape.
 //!
-//! A forced choice applies until the model has made a tool call in the turn;
-//! the next model calls are `Auto` (the agent loop's rule: forcing every call
-//! would leave the model no way to give its final answer, and the turn would
-//! always end at its step limit).
+//! A forced choice applies until the model has made a tool call in the turn
+//! that the dispatch door admitted (an invalid call leaves it forced: the
+//! model's next answer is the call corrected, or a second invalid call,
+//! which ends the turn `tool_hallucination`); the next model calls are
+//! `Auto` (the agent loop's rule: forcing every call would leave the model
+//! no way to give its final answer, and the turn would always end at its
+//! step limit).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;

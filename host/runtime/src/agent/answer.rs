@@ -87,6 +87,31 @@ impl Turn<'_> {
         true
     }
 
+    /// A call past the turn's limit of tool calls: not submitted, answered
+    /// with an error that asks for the final answer; the turn goes on.
+    pub(super) fn over_limit(&mut self, call: &ToolCall, limit: u32, t1: Instant) {
+        let error = ToolError::with_hint(
+            ErrorKind::PermissionDenied,
+            format!("this turn's limit of {limit} tool call(s) is reached; the call did not run"),
+            "Give your final answer now, from the results you have.",
+        );
+        self.request
+            .messages
+            .push(Message::tool(&call.id, error.to_model_text(), true));
+        self.tr.steps.push(TraceStep::Action {
+            tool_name: call.name.clone(),
+            call_id: call.id.clone(),
+            args: serde_json::from_str(&call.arguments).unwrap_or_default(),
+            validation: Validation::Ok,
+            policy_decision: PolicyDecision::Deny,
+            step_seq: None,
+            exec_result: None,
+            error: Some(error),
+            untrusted: false,
+            wall_ms: t1.elapsed().as_millis() as u64,
+        });
+    }
+
     /// A call the policy denies: the turn ends `policy_denied`.
     fn denied(&mut self, call: &ToolCall, submitted: &Submitted, reason: &str, t1: Instant) {
         let error = ToolError::with_hint(

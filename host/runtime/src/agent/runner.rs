@@ -78,9 +78,16 @@ pub struct TurnOptions {
     pub principal: Principal,
     /// Whether the turn's first model call must call a tool (`None`: the
     /// policy's `[agent] tool_choice`, else `auto`). A forced choice holds
-    /// until the model has called a tool, then the model decides
+    /// until the model has made a call the door admitted (an invalid call
+    /// leaves it forced), then the model decides
     /// ([`capsaga_core::policy::tool_choice`]).
     pub tool_choice: Option<ToolChoice>,
+    /// Most tool calls the turn runs (`None`: the policy's `[agent]
+    /// max_tool_calls`, else no limit but `max_steps`). Once that many
+    /// calls were made, every later model call goes with `tool_choice`
+    /// `none` (the model is asked for its answer) and a call it makes
+    /// anyway is refused without running, with a message saying why.
+    pub max_tool_calls: Option<u32>,
 }
 
 impl TurnOptions {
@@ -118,6 +125,7 @@ impl Default for TurnOptions {
             approver: Arc::new(NoApprover),
             principal: crate::dispatch::decider("cli"),
             tool_choice: None,
+            max_tool_calls: None,
         }
     }
 }
@@ -278,6 +286,10 @@ pub(super) struct Turn<'a> {
     /// The names of the catalog, for unknown-tool messages.
     pub(super) callable: Vec<String>,
     pub(super) invalid_in_a_row: u32,
+    /// Tool calls submitted to the door so far, and the turn's limit
+    /// ([`TurnOptions::max_tool_calls`]).
+    calls_made: u32,
+    max_tool_calls: Option<u32>,
     /// The saga's state after a failed step rolled it back.
     pub(super) rollback_state: Option<State>,
 }
@@ -365,6 +377,10 @@ impl<'a> Turn<'a> {
             tr,
             request,
             callable: tools.into_iter().map(|t| t.name).collect(),
+            calls_made: 0,
+            max_tool_calls: opts
+                .max_tool_calls
+                .or(host.config.policy.agent.max_tool_calls),
             invalid_in_a_row: 0,
             rollback_state: None,
         })
@@ -450,10 +466,6 @@ impl<'a> Turn<'a> {
             resp.text.clone(),
             resp.tool_calls.clone(),
         ));
-        if !resp.tool_calls.is_empty() {
-            // A forced choice is met: the model decides from now on.
-            self.request.tool_choice = ToolChoice::Auto;
-        }
         match next {
             Next::Calls => Ok(Some(resp.tool_calls)),
             // Paused by the provider: the model goes on with no call made.
@@ -481,6 +493,16 @@ impl<'a> Turn<'a> {
     ) -> Result<bool, AgentError> {
         for call in calls {
             let t1 = Instant::now();
+            if let Some(limit) = self.max_tool_calls.filter(|l| self.calls_made >= *l) {
+                self.over_limit(call, limit, t1);
+                continue;
+            }
+            self.calls_made += 1;
+            if self.max_tool_calls == Some(self.calls_made) {
+                // The limit is reached: the next model call asks for the
+                // answer.
+                self.request.tool_choice = ToolChoice::None;
+            }
             let (model, mut asks) = TurnModel::channel();
             let door = self.door;
             let saga = &mut self.saga;
@@ -504,6 +526,20 @@ impl<'a> Turn<'a> {
             let submitted = submitted?;
             if !self.answer(call, submitted, t1) {
                 return Ok(false);
+            }
+            if self.invalid_in_a_row == 0
+                && matches!(
+                    self.request.tool_choice,
+                    ToolChoice::Required | ToolChoice::Tool(_)
+                )
+            {
+                // A forced choice is met by a call the door admitted: the
+                // model decides from now on. After an invalid call it stays
+                // forced, so the next answer is the call corrected or a
+                // second invalid one (which ends the turn
+                // `tool_hallucination`). A `none` (the operator's or the
+                // tool-call limit's) stays.
+                self.request.tool_choice = ToolChoice::Auto;
             }
         }
         Ok(true)

@@ -126,9 +126,15 @@ pub enum Command {
         sender: Option<String>,
         /// Whether the first model call must call a tool: auto, required,
         /// none or tool:NAME (default: the policy's `[agent] tool_choice`,
-        /// else auto). A forced choice holds until the model called a tool.
+        /// else auto). A forced choice holds until the model made a valid
+        /// tool call.
         #[arg(long, value_name = "CHOICE")]
         tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
+        /// Most tool calls the turn runs (default: the policy's `[agent]
+        /// max_tool_calls`, else no limit); then the model is asked for its
+        /// answer.
+        #[arg(long, value_name = "N")]
+        max_tool_calls: Option<u32>,
     },
     /// An interactive conversation: each line read from standard input is
     /// one agent turn of the same session (`/exit` or end of input ends it).

@@ -377,6 +377,7 @@ async fn run_command(
             session,
             sender,
             tool_choice,
+            max_tool_calls,
         } => {
             let req = run::AgentRequest {
                 script,
@@ -389,6 +390,7 @@ async fn run_command(
                 session,
                 sender,
                 tool_choice,
+                max_tool_calls,
             };
             run::agent(host, out, &req).await
         }

@@ -336,6 +336,7 @@ pub(crate) struct AgentRequest {
     pub session: Option<String>,
     pub sender: Option<String>,
     pub tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
+    pub max_tool_calls: Option<u32>,
 }
 
 /// The principal a command-line turn runs as: the local operator
@@ -485,6 +486,7 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
         approver: crate::agent::approval::detect(),
         principal: cli_principal(req.sender.as_deref()),
         tool_choice: req.tool_choice.clone(),
+        max_tool_calls: req.max_tool_calls,
         ..TurnOptions::default()
     };
     let opts = match &req.session {
