@@ -437,3 +437,30 @@ async fn two_invalid_forced_calls_end_the_turn_as_a_tool_hallucination() {
     assert_eq!(reqs.len(), 2);
     assert_eq!(reqs[1].body["tool_choice"], "required");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_providers_temperature_goes_with_every_request_and_none_by_default() {
+    let ws = TestWorkspace::new(&["fs_read"], "");
+    for (extra, want) in [("temperature = 0.7", json!(0.7)), ("", Value::Null)] {
+        let server = LlmServer::start(vec![Reply::ok(oa_text("done", (10, 1)))]).await;
+        ws.write_policy(&format!(
+            "{FS_POLICY}\n{}",
+            openai_section("oa", &server, extra)
+        ));
+        let host = ws.host().await;
+        let tr = turn(
+            &host,
+            &keys(),
+            RequestRoute::default(),
+            TurnOptions::default(),
+        )
+        .await;
+        assert_eq!(tr.outcome, Outcome::Success, "{tr:#?}");
+        let body = &server.requests()[0].body;
+        assert_eq!(
+            body.get("temperature").cloned().unwrap_or(Value::Null),
+            want,
+            "{body}"
+        );
+    }
+}

@@ -33,6 +33,7 @@
 //! keyless = true                          # sends no Authorization header
 //! forced_call = "json_schema"             # a forced tool call as a JSON Schema answer (llama.cpp);
 //!                                          # "json_schema_always": every answer (a call or a bounded final answer)
+//! temperature = 0.7                       # sampling temperature, 0 to 2 (default: the server's)
 //! ```
 //!
 //! API keys are never written in the file: `api_key_env` names the
@@ -271,6 +272,11 @@ pub struct ProviderSection {
     /// `native`; `json_schema` or `json_schema_always` for llama-server).
     #[serde(default)]
     pub forced_call: ForcedCall,
+    /// OpenAI-compatible only: the sampling `temperature` sent with every
+    /// request, 0 to 2 (default: none sent, the server's own). A small
+    /// local model decoding greedily (0) can loop inside an open JSON
+    /// object until its token limit; a little randomness breaks the loop.
+    pub temperature: Option<f64>,
     /// Anthropic only: the `anthropic-version` header (default `2023-06-01`).
     pub anthropic_version: Option<String>,
     /// Scripted only: the script file (relative to the policy file).
@@ -361,6 +367,14 @@ impl ProviderSection {
                         ));
                     }
                 }
+            }
+        }
+        if let Some(t) = self.temperature {
+            if self.kind != ProviderKind::Openai {
+                return Err(bad("`temperature` is only for kind = \"openai\""));
+            }
+            if !(0.0..=2.0).contains(&t) {
+                return Err(bad("`temperature` must be from 0 to 2"));
             }
         }
         if self.kind != ProviderKind::Anthropic && self.anthropic_version.is_some() {
@@ -587,6 +601,17 @@ mod tests {
         };
         assert!(parse("[providers.a]\nkind = \"openai\"\nmodel = \"m\"\n").is_ok());
         assert!(parse("[providers.a]\nkind = \"openai\"\n").is_err());
+        let t = |v: &str, kind: &str| {
+            parse(&format!(
+                "[providers.a]\nkind = \"{kind}\"\nmodel = \"m\"\ntemperature = {v}\n"
+            ))
+        };
+        assert!(t("0.0", "openai").is_ok());
+        assert!(t("2.0", "openai").is_ok());
+        for bad in ["-0.1", "2.5", "nan", "inf"] {
+            assert!(t(bad, "openai").is_err(), "temperature {bad}");
+        }
+        assert!(t("0.7", "anthropic").is_err());
         assert!(
             parse("[providers.a]\nkind = \"openai\"\nmodel = \"m\"\napi_key = \"sk\"\n").is_err()
         );

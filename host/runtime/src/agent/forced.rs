@@ -171,11 +171,20 @@ pub fn read_back(req: &ChatRequest, resp: &mut ChatResponse) {
             .push("a final answer read from JSON (forced_call = \"json_schema_always\")".into());
         return;
     }
-    let parsed: Option<(String, Value)> = value.and_then(|v| {
-        let name = v.get("name")?.as_str()?.to_string();
-        let args = v.get("arguments")?.clone();
-        args.is_object().then_some((name, args))
-    });
+    let parsed: Option<(String, String)> = match value {
+        Some(v) => (|| {
+            let name = v.get("name")?.as_str()?.to_string();
+            let args = v.get("arguments")?;
+            args.is_object().then(|| (name, args.to_string()))
+        })(),
+        // Not strict JSON (a duplicate key, most often: a small model
+        // repeating `"properties"`): when it still spells a call, the call
+        // goes to the door with its arguments' text as written, so the
+        // door's strict reader refuses it as an invalid call the model is
+        // told about (a lenient parse would drop the duplicate and pass
+        // arguments the model never wrote as such).
+        None => spelled_call(resp.text.trim()),
+    };
     match parsed {
         Some((name, args))
             if req.tool_choice != ToolChoice::None && req.tools.iter().any(|t| t.name == name) =>
@@ -183,7 +192,7 @@ pub fn read_back(req: &ChatRequest, resp: &mut ChatResponse) {
             resp.tool_calls = vec![ToolCall {
                 id: String::new(),
                 name,
-                arguments: args.to_string(),
+                arguments: args,
             }];
             resp.text.clear();
             resp.finish_reason = FinishReason::ToolCalls;
@@ -197,6 +206,24 @@ pub fn read_back(req: &ChatRequest, resp: &mut ChatResponse) {
             "forced_call = \"json_schema\": the answer is not a call of an offered tool".into(),
         ),
     }
+}
+
+/// `{"name": <string>, "arguments": <object>}` read leniently (no other
+/// key, `name` once): the name and the arguments' exact text.
+fn spelled_call(text: &str) -> Option<(String, String)> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Spelled<'a> {
+        name: String,
+        #[serde(borrow)]
+        arguments: &'a serde_json::value::RawValue,
+    }
+    if text.len() > capsaga_core::validate::MAX_ARGS_LEN {
+        return None;
+    }
+    let s: Spelled<'_> = serde_json::from_str(text).ok()?;
+    let raw = s.arguments.get();
+    raw.starts_with('{').then(|| (s.name, raw.to_string()))
 }
 
 #[cfg(test)]
@@ -389,6 +416,32 @@ mod tests {
             read_back(&r, &mut resp);
             assert!(resp.tool_calls.is_empty(), "{bad}");
             assert_eq!(resp.text, bad, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_call_whose_arguments_repeat_a_key_goes_to_the_door_as_written() {
+        let r = req(ToolChoice::Required);
+        let text = r#"{"name": "a", "arguments": {"path": "/x", "path": "/etc/passwd"}}"#;
+        let mut resp = answer(text);
+        read_back(&r, &mut resp);
+        assert_eq!(resp.tool_calls.len(), 1);
+        let args = &resp.tool_calls[0].arguments;
+        // Both keys kept, so the door's strict reader refuses the call;
+        // neither value was picked on the model's behalf.
+        assert_eq!(args, r#"{"path": "/x", "path": "/etc/passwd"}"#);
+        assert!(
+            capsaga_core::json::parse_strict(args, capsaga_core::validate::MAX_ARGS_LEN).is_err()
+        );
+        // Not an offered tool, or arguments that are not an object: no call.
+        for bad in [
+            r#"{"name": "shell", "arguments": {"p": 1, "p": 2}}"#,
+            r#"{"name": "a", "arguments": [1, 1], "x": {"k": 1, "k": 2}}"#,
+            r#"{"name": "a", "arguments": "x", "arguments": {"p": 1}}"#,
+        ] {
+            let mut resp = answer(bad);
+            read_back(&r, &mut resp);
+            assert!(resp.tool_calls.is_empty(), "{bad}");
         }
     }
 }

@@ -46,6 +46,7 @@ pub struct OpenAiProvider {
     key: Option<ApiKey>,
     max_tokens_field: MaxTokensField,
     forced_call: ForcedCall,
+    temperature: Option<f64>,
     client: http::Client,
 }
 
@@ -54,6 +55,13 @@ impl OpenAiProvider {
     /// (see [`super::forced`]).
     pub fn with_forced_call(mut self, forced_call: ForcedCall) -> Self {
         self.forced_call = forced_call;
+        self
+    }
+
+    /// The same provider, sending `temperature` (0 to 2, checked by the
+    /// policy) with every request; `None` sends none.
+    pub fn with_temperature(mut self, temperature: Option<f64>) -> Self {
+        self.temperature = temperature;
         self
     }
 
@@ -75,6 +83,7 @@ impl OpenAiProvider {
             key,
             max_tokens_field,
             forced_call: ForcedCall::Native,
+            temperature: None,
             client,
         }
     }
@@ -338,6 +347,9 @@ impl Provider for OpenAiProvider {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
         let model = self.model_for(request.tier);
         let mut body = request_body(request, &model, self.max_tokens_field);
+        if let (Some(t), Some(b)) = (self.temperature, body.as_object_mut()) {
+            b.insert("temperature".into(), serde_json::json!(t));
+        }
         let as_schema = match self.forced_call {
             ForcedCall::JsonSchema => super::forced::response_format(request, false),
             ForcedCall::JsonSchemaAlways => super::forced::response_format(request, true),

@@ -251,7 +251,8 @@ fn configured_providers(
                     section.max_tokens_field,
                     client.clone(),
                 )
-                .with_forced_call(section.forced_call),
+                .with_forced_call(section.forced_call)
+                .with_temperature(section.temperature),
             ),
             ProviderKind::Anthropic => Arc::new(AnthropicProvider::new(
                 name,
