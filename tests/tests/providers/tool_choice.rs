@@ -464,3 +464,44 @@ async fn a_providers_temperature_goes_with_every_request_and_none_by_default() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalid_call_does_not_count_toward_the_tool_call_limit() {
+    let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
+    let good = format!(
+        "{{\"path\":\"{}\",\"content\":\"one\"}}",
+        ws.ws_path("a.txt")
+    );
+    let server = LlmServer::start(vec![
+        Reply::ok(oa_tool_call(
+            "call_1",
+            "fs_write",
+            r#"{"path": 7}"#,
+            (100, 10),
+        )),
+        Reply::ok(oa_tool_call("call_2", "fs_write", &good, (110, 10))),
+        Reply::ok(oa_text("Wrote a.txt.", (120, 5))),
+    ])
+    .await;
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\nmax_tool_calls = 1\n{}",
+        openai_section("oa", &server, "")
+    ));
+    let host = ws.host().await;
+    let tr = turn(
+        &host,
+        &keys(),
+        RequestRoute::default(),
+        TurnOptions::default(),
+    )
+    .await;
+    assert_eq!(tr.outcome, Outcome::Success, "{tr:#?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.ws().join("a.txt")).unwrap(),
+        "one"
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs[1].body["tool_choice"], "required", "{}", reqs[1].body);
+    assert_eq!(reqs[2].body["tool_choice"], "none", "{}", reqs[2].body);
+}

@@ -88,7 +88,8 @@ pub struct AgentSection {
     /// Whether the first model call of a turn must call a tool (default
     /// `auto`; see [`super::tool_choice`]).
     pub tool_choice: Option<super::tool_choice::ToolChoice>,
-    /// Most tool calls one turn runs (default: no limit but the turn's
+    /// Most tool calls one turn makes, an invalid call (refused by the
+    /// door before it runs) not counted (default: no limit but the turn's
     /// model calls). Once reached, the model is asked for its answer
     /// (`tool_choice` `none`) and a further call is refused unrun.
     pub max_tool_calls: Option<u32>,

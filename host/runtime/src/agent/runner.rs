@@ -82,11 +82,13 @@ pub struct TurnOptions {
     /// leaves it forced), then the model decides
     /// ([`capsaga_core::policy::tool_choice`]).
     pub tool_choice: Option<ToolChoice>,
-    /// Most tool calls the turn runs (`None`: the policy's `[agent]
-    /// max_tool_calls`, else no limit but `max_steps`). Once that many
-    /// calls were made, every later model call goes with `tool_choice`
-    /// `none` (the model is asked for its answer) and a call it makes
-    /// anyway is refused without running, with a message saying why.
+    /// Most tool calls the turn makes (`None`: the policy's `[agent]
+    /// max_tool_calls`, else no limit but `max_steps`); a call the door
+    /// refuses as invalid does not count, so the model may still correct
+    /// it. Once that many calls were made, every later model call goes with
+    /// `tool_choice` `none` (the model is asked for its answer) and a call
+    /// it makes anyway is refused without running, with a message saying
+    /// why.
     pub max_tool_calls: Option<u32>,
 }
 
@@ -286,8 +288,8 @@ pub(super) struct Turn<'a> {
     /// The names of the catalog, for unknown-tool messages.
     pub(super) callable: Vec<String>,
     pub(super) invalid_in_a_row: u32,
-    /// Tool calls submitted to the door so far, and the turn's limit
-    /// ([`TurnOptions::max_tool_calls`]).
+    /// Tool calls the door admitted so far (an invalid call does not
+    /// count), and the turn's limit ([`TurnOptions::max_tool_calls`]).
     calls_made: u32,
     max_tool_calls: Option<u32>,
     /// The saga's state after a failed step rolled it back.
@@ -497,12 +499,6 @@ impl<'a> Turn<'a> {
                 self.over_limit(call, limit, t1);
                 continue;
             }
-            self.calls_made += 1;
-            if self.max_tool_calls == Some(self.calls_made) {
-                // The limit is reached: the next model call asks for the
-                // answer.
-                self.request.tool_choice = ToolChoice::None;
-            }
             let (model, mut asks) = TurnModel::channel();
             let door = self.door;
             let saga = &mut self.saga;
@@ -527,19 +523,24 @@ impl<'a> Turn<'a> {
             if !self.answer(call, submitted, t1) {
                 return Ok(false);
             }
-            if self.invalid_in_a_row == 0
-                && matches!(
+            if self.invalid_in_a_row == 0 {
+                // A call the door admitted. It meets a forced choice: the
+                // model decides from now on (after an invalid call the
+                // choice stays forced, so the next answer is the call
+                // corrected or a second invalid one, which ends the turn
+                // `tool_hallucination`; a `none` stays). It counts toward
+                // the turn's limit, whose last call makes the next model
+                // call ask for the answer.
+                self.calls_made += 1;
+                if matches!(
                     self.request.tool_choice,
                     ToolChoice::Required | ToolChoice::Tool(_)
-                )
-            {
-                // A forced choice is met by a call the door admitted: the
-                // model decides from now on. After an invalid call it stays
-                // forced, so the next answer is the call corrected or a
-                // second invalid one (which ends the turn
-                // `tool_hallucination`). A `none` (the operator's or the
-                // tool-call limit's) stays.
-                self.request.tool_choice = ToolChoice::Auto;
+                ) {
+                    self.request.tool_choice = ToolChoice::Auto;
+                }
+                if self.max_tool_calls == Some(self.calls_made) {
+                    self.request.tool_choice = ToolChoice::None;
+                }
             }
         }
         Ok(true)
