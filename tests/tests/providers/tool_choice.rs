@@ -505,3 +505,23 @@ async fn an_invalid_call_does_not_count_toward_the_tool_call_limit() {
     assert_eq!(reqs[1].body["tool_choice"], "required", "{}", reqs[1].body);
     assert_eq!(reqs[2].body["tool_choice"], "none", "{}", reqs[2].body);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_limit_of_zero_tool_calls_sends_none_from_the_first_model_call() {
+    let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
+    let server = LlmServer::start(vec![Reply::ok(oa_text("No tools.", (10, 1)))]).await;
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\n{}",
+        openai_section("oa", &server, "")
+    ));
+    let host = ws.host().await;
+    let opts = TurnOptions {
+        max_tool_calls: Some(0),
+        ..TurnOptions::default()
+    };
+    let tr = turn(&host, &keys(), RequestRoute::default(), opts).await;
+    assert_eq!(tr.outcome, Outcome::Success, "{tr:#?}");
+    let reqs = server.requests();
+    assert_eq!(reqs[0].body["tool_choice"], "none", "{}", reqs[0].body);
+    assert_eq!(choice_of(thoughts(&tr)[0]).as_deref(), Some("none"));
+}

@@ -88,7 +88,7 @@ pub struct TurnOptions {
     /// it. Once that many calls were made, every later model call goes with
     /// `tool_choice` `none` (the model is asked for its answer) and a call
     /// it makes anyway is refused without running, with a message saying
-    /// why.
+    /// why; with 0, from the first model call on.
     pub max_tool_calls: Option<u32>,
 }
 
@@ -354,11 +354,18 @@ impl<'a> Turn<'a> {
             .max_tokens
             .unwrap_or(capsaga_core::providers::DEFAULT_MAX_TOKENS);
         request.role = opts.role.clone();
-        request.tool_choice = opts
-            .tool_choice
-            .clone()
-            .or_else(|| host.config.policy.agent.tool_choice.clone())
-            .unwrap_or_default();
+        let max_tool_calls = opts
+            .max_tool_calls
+            .or(host.config.policy.agent.max_tool_calls);
+        request.tool_choice = match max_tool_calls {
+            // No call allowed at all: every model call asks for the answer.
+            Some(0) => ToolChoice::None,
+            _ => opts
+                .tool_choice
+                .clone()
+                .or_else(|| host.config.policy.agent.tool_choice.clone())
+                .unwrap_or_default(),
+        };
         if let Some(name) = request.tool_choice.tool()
             && !tools.iter().any(|t| t.name == name)
         {
@@ -380,9 +387,7 @@ impl<'a> Turn<'a> {
             request,
             callable: tools.into_iter().map(|t| t.name).collect(),
             calls_made: 0,
-            max_tool_calls: opts
-                .max_tool_calls
-                .or(host.config.policy.agent.max_tool_calls),
+            max_tool_calls,
             invalid_in_a_row: 0,
             rollback_state: None,
         })
