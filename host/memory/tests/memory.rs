@@ -574,9 +574,9 @@ fn core_memory_required_optional_and_hostile_files() {
     assert!(e.to_string().contains("SOUL.md"));
 }
 
-#[test]
-fn memory_md_bullets_are_facts_at_open() {
-    require_model!("memory_md_bullets_are_facts_at_open");
+/// A temporary directory holding `workspace/` with SOUL.md and a MEMORY.md
+/// of one bullet (the operator's time zone).
+fn workspace_with_one_memory_md_fact() -> (tempfile::TempDir, std::path::PathBuf) {
     let d = tempfile::tempdir().unwrap();
     let ws = d.path().join("workspace");
     std::fs::create_dir_all(&ws).unwrap();
@@ -586,6 +586,13 @@ fn memory_md_bullets_are_facts_at_open() {
         "core\n## Preferences\n- The operator's timezone is Europe/Rome.\n",
     )
     .unwrap();
+    (d, ws)
+}
+
+#[test]
+fn memory_md_bullets_are_facts_at_open() {
+    require_model!("memory_md_bullets_are_facts_at_open");
+    let (d, ws) = workspace_with_one_memory_md_fact();
     let cfg = MemoryConfig::new(d.path().join("episodes.db"), ws);
     let m = Memory::open(cfg.clone(), common::model()).unwrap();
     let f = m
@@ -602,15 +609,7 @@ fn memory_md_bullets_are_facts_at_open() {
 #[test]
 fn a_fact_query_vector_is_scored_as_a_cosine_and_checked_for_its_dimension() {
     require_model!("a_fact_query_vector_is_scored_as_a_cosine_and_checked_for_its_dimension");
-    let d = tempfile::tempdir().unwrap();
-    let ws = d.path().join("workspace");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::write(ws.join("SOUL.md"), "x").unwrap();
-    std::fs::write(
-        ws.join("MEMORY.md"),
-        "core\n## Preferences\n- The operator's timezone is Europe/Rome.\n",
-    )
-    .unwrap();
+    let (d, ws) = workspace_with_one_memory_md_fact();
     let model = common::model();
     let m = Memory::open(
         MemoryConfig::new(d.path().join("episodes.db"), ws),

@@ -273,6 +273,26 @@ async fn json_schema_always_bounds_every_answer_and_ends_with_a_final_answer() {
     assert_eq!(third["required"], json!(["answer"]), "{third}");
 }
 
+/// One turn under the fs policy with `agent` as the lines of its `[agent]`
+/// section, against an OpenAI-compatible server answering `replies`: the
+/// trace and the bodies of the requests the server received.
+async fn forced_turn(
+    ws: &TestWorkspace,
+    agent: &str,
+    replies: Vec<Reply>,
+    opts: TurnOptions,
+) -> (ExecutionTrace, Vec<Value>) {
+    let server = LlmServer::start(replies).await;
+    ws.write_policy(&format!(
+        "{FS_POLICY}\n[agent]\n{agent}\n{}",
+        openai_section("oa", &server, "")
+    ));
+    let host = ws.host().await;
+    let tr = turn(&host, &keys(), RequestRoute::default(), opts).await;
+    let bodies = server.requests().into_iter().map(|r| r.body).collect();
+    (tr, bodies)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn past_the_turns_tool_call_limit_the_model_is_asked_for_its_answer_and_a_call_is_refused_unrun()
  {
@@ -287,21 +307,14 @@ async fn past_the_turns_tool_call_limit_the_model_is_asked_for_its_answer_and_a_
     );
     // The model ignores `tool_choice: none` once (a server may not honour
     // it): that call must not run.
-    let server = LlmServer::start(vec![
-        Reply::ok(oa_tool_call("call_1", "fs_write", &first, (100, 10))),
-        Reply::ok(oa_tool_call("call_2", "fs_write", &second, (120, 10))),
-        Reply::ok(oa_text("Wrote a.txt.", (130, 5))),
-    ])
-    .await;
-    ws.write_policy(&format!(
-        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\nmax_tool_calls = 1\n{}",
-        openai_section("oa", &server, "")
-    ));
-    let host = ws.host().await;
-    let tr = turn(
-        &host,
-        &keys(),
-        RequestRoute::default(),
+    let (tr, reqs) = forced_turn(
+        &ws,
+        "tool_choice = \"required\"\nmax_tool_calls = 1",
+        vec![
+            Reply::ok(oa_tool_call("call_1", "fs_write", &first, (100, 10))),
+            Reply::ok(oa_tool_call("call_2", "fs_write", &second, (120, 10))),
+            Reply::ok(oa_text("Wrote a.txt.", (130, 5))),
+        ],
         TurnOptions::default(),
     )
     .await;
@@ -319,11 +332,10 @@ async fn past_the_turns_tool_call_limit_the_model_is_asked_for_its_answer_and_a_
         !ws.ws().join("b.txt").exists(),
         "the call past the limit ran"
     );
-    let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
-    assert_eq!(reqs[0].body["tool_choice"], "required");
-    assert_eq!(reqs[1].body["tool_choice"], "none", "{}", reqs[1].body);
-    assert_eq!(reqs[2].body["tool_choice"], "none", "{}", reqs[2].body);
+    assert_eq!(reqs[0]["tool_choice"], "required");
+    assert_eq!(reqs[1]["tool_choice"], "none", "{}", reqs[1]);
+    assert_eq!(reqs[2]["tool_choice"], "none", "{}", reqs[2]);
     let th = thoughts(&tr);
     assert_eq!(choice_of(th[1]).as_deref(), Some("none"));
     // The refused call is in the trace, unrun, with the reason the model got.
@@ -349,7 +361,7 @@ async fn past_the_turns_tool_call_limit_the_model_is_asked_for_its_answer_and_a_
         .unwrap_or_default();
     assert!(msg.contains("limit of 1 tool call"), "{msg}");
     assert!(
-        reqs[2].body.to_string().contains("limit of 1 tool call"),
+        reqs[2].to_string().contains("limit of 1 tool call"),
         "the model was told why"
     );
 }
@@ -359,43 +371,31 @@ async fn an_invalid_forced_call_leaves_the_choice_forced_until_a_valid_one() {
     let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
     std::fs::write(ws.ws().join("notes.txt"), "hello").unwrap();
     let good = format!("{{\"path\":\"{}\"}}", ws.ws_path("notes.txt"));
-    let server = LlmServer::start(vec![
-        Reply::ok(oa_tool_call(
-            "call_1",
-            "fs_read",
-            r#"{"path": 7}"#,
-            (100, 10),
-        )),
-        Reply::ok(oa_tool_call("call_2", "fs_read", &good, (110, 10))),
-        Reply::ok(oa_text("It says hello.", (120, 5))),
-    ])
-    .await;
-    ws.write_policy(&format!(
-        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\n{}",
-        openai_section("oa", &server, "")
-    ));
-    let host = ws.host().await;
-    let tr = turn(
-        &host,
-        &keys(),
-        RequestRoute::default(),
+    let (tr, reqs) = forced_turn(
+        &ws,
+        "tool_choice = \"required\"",
+        vec![
+            Reply::ok(oa_tool_call(
+                "call_1",
+                "fs_read",
+                r#"{"path": 7}"#,
+                (100, 10),
+            )),
+            Reply::ok(oa_tool_call("call_2", "fs_read", &good, (110, 10))),
+            Reply::ok(oa_text("It says hello.", (120, 5))),
+        ],
         TurnOptions::default(),
     )
     .await;
     assert_eq!(tr.outcome, Outcome::Success, "{tr:#?}");
-    let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
-    assert_eq!(reqs[0].body["tool_choice"], "required");
+    assert_eq!(reqs[0]["tool_choice"], "required");
     assert_eq!(
-        reqs[1].body["tool_choice"], "required",
+        reqs[1]["tool_choice"], "required",
         "still forced after the invalid call: {}",
-        reqs[1].body
+        reqs[1]
     );
-    assert!(
-        reqs[2].body.get("tool_choice").is_none(),
-        "{}",
-        reqs[2].body
-    );
+    assert!(reqs[2].get("tool_choice").is_none(), "{}", reqs[2]);
     let th = thoughts(&tr);
     assert_eq!(choice_of(th[1]).as_deref(), Some("required"));
     assert_eq!(choice_of(th[2]), None);
@@ -404,38 +404,30 @@ async fn an_invalid_forced_call_leaves_the_choice_forced_until_a_valid_one() {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_invalid_forced_calls_end_the_turn_as_a_tool_hallucination() {
     let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
-    let server = LlmServer::start(vec![
-        Reply::ok(oa_tool_call(
-            "call_1",
-            "fs_read",
-            r#"{"path": 7}"#,
-            (100, 10),
-        )),
-        Reply::ok(oa_tool_call(
-            "call_2",
-            "fs_read",
-            r#"{"path": 8}"#,
-            (110, 10),
-        )),
-        Reply::ok(oa_text("never asked", (120, 5))),
-    ])
-    .await;
-    ws.write_policy(&format!(
-        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\n{}",
-        openai_section("oa", &server, "")
-    ));
-    let host = ws.host().await;
-    let tr = turn(
-        &host,
-        &keys(),
-        RequestRoute::default(),
+    let (tr, reqs) = forced_turn(
+        &ws,
+        "tool_choice = \"required\"",
+        vec![
+            Reply::ok(oa_tool_call(
+                "call_1",
+                "fs_read",
+                r#"{"path": 7}"#,
+                (100, 10),
+            )),
+            Reply::ok(oa_tool_call(
+                "call_2",
+                "fs_read",
+                r#"{"path": 8}"#,
+                (110, 10),
+            )),
+            Reply::ok(oa_text("never asked", (120, 5))),
+        ],
         TurnOptions::default(),
     )
     .await;
     assert_eq!(tr.outcome, Outcome::ToolHallucination, "{tr:#?}");
-    let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
-    assert_eq!(reqs[1].body["tool_choice"], "required");
+    assert_eq!(reqs[1]["tool_choice"], "required");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -472,26 +464,19 @@ async fn an_invalid_call_does_not_count_toward_the_tool_call_limit() {
         "{{\"path\":\"{}\",\"content\":\"one\"}}",
         ws.ws_path("a.txt")
     );
-    let server = LlmServer::start(vec![
-        Reply::ok(oa_tool_call(
-            "call_1",
-            "fs_write",
-            r#"{"path": 7}"#,
-            (100, 10),
-        )),
-        Reply::ok(oa_tool_call("call_2", "fs_write", &good, (110, 10))),
-        Reply::ok(oa_text("Wrote a.txt.", (120, 5))),
-    ])
-    .await;
-    ws.write_policy(&format!(
-        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\nmax_tool_calls = 1\n{}",
-        openai_section("oa", &server, "")
-    ));
-    let host = ws.host().await;
-    let tr = turn(
-        &host,
-        &keys(),
-        RequestRoute::default(),
+    let (tr, reqs) = forced_turn(
+        &ws,
+        "tool_choice = \"required\"\nmax_tool_calls = 1",
+        vec![
+            Reply::ok(oa_tool_call(
+                "call_1",
+                "fs_write",
+                r#"{"path": 7}"#,
+                (100, 10),
+            )),
+            Reply::ok(oa_tool_call("call_2", "fs_write", &good, (110, 10))),
+            Reply::ok(oa_text("Wrote a.txt.", (120, 5))),
+        ],
         TurnOptions::default(),
     )
     .await;
@@ -500,28 +485,26 @@ async fn an_invalid_call_does_not_count_toward_the_tool_call_limit() {
         std::fs::read_to_string(ws.ws().join("a.txt")).unwrap(),
         "one"
     );
-    let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
-    assert_eq!(reqs[1].body["tool_choice"], "required", "{}", reqs[1].body);
-    assert_eq!(reqs[2].body["tool_choice"], "none", "{}", reqs[2].body);
+    assert_eq!(reqs[1]["tool_choice"], "required", "{}", reqs[1]);
+    assert_eq!(reqs[2]["tool_choice"], "none", "{}", reqs[2]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_limit_of_zero_tool_calls_sends_none_from_the_first_model_call() {
     let ws = TestWorkspace::new(&["fs_read", "fs_write", "fs_list"], "");
-    let server = LlmServer::start(vec![Reply::ok(oa_text("No tools.", (10, 1)))]).await;
-    ws.write_policy(&format!(
-        "{FS_POLICY}\n[agent]\ntool_choice = \"required\"\n{}",
-        openai_section("oa", &server, "")
-    ));
-    let host = ws.host().await;
     let opts = TurnOptions {
         max_tool_calls: Some(0),
         ..TurnOptions::default()
     };
-    let tr = turn(&host, &keys(), RequestRoute::default(), opts).await;
+    let (tr, reqs) = forced_turn(
+        &ws,
+        "tool_choice = \"required\"",
+        vec![Reply::ok(oa_text("No tools.", (10, 1)))],
+        opts,
+    )
+    .await;
     assert_eq!(tr.outcome, Outcome::Success, "{tr:#?}");
-    let reqs = server.requests();
-    assert_eq!(reqs[0].body["tool_choice"], "none", "{}", reqs[0].body);
+    assert_eq!(reqs[0]["tool_choice"], "none", "{}", reqs[0]);
     assert_eq!(choice_of(thoughts(&tr)[0]).as_deref(), Some("none"));
 }

@@ -16,6 +16,7 @@ use crate::dispatch::{Outcome as Step, Refusal, Submitted, Verdict};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::untrusted;
 use capsaga_core::validate::{CallError, unknown_tool};
+use serde_json::Value;
 use std::time::Instant;
 
 impl Turn<'_> {
@@ -95,13 +96,20 @@ impl Turn<'_> {
             format!("this turn's limit of {limit} tool call(s) is reached; the call did not run"),
             "Give your final answer now, from the results you have.",
         );
+        let args = serde_json::from_str(&call.arguments).unwrap_or_default();
+        self.refused_unrun(call, args, error, t1);
+    }
+
+    /// Answer the model with `error` for a call that did not run, and
+    /// record it as a denied action with `args`.
+    fn refused_unrun(&mut self, call: &ToolCall, args: Value, error: ToolError, t1: Instant) {
         self.request
             .messages
             .push(Message::tool(&call.id, error.to_model_text(), true));
         self.tr.steps.push(TraceStep::Action {
             tool_name: call.name.clone(),
             call_id: call.id.clone(),
-            args: serde_json::from_str(&call.arguments).unwrap_or_default(),
+            args,
             validation: Validation::Ok,
             policy_decision: PolicyDecision::Deny,
             step_seq: None,
@@ -119,21 +127,7 @@ impl Turn<'_> {
             format!("policy: {reason}"),
             "The operator does not allow this call; the turn ends here.",
         );
-        self.request
-            .messages
-            .push(Message::tool(&call.id, error.to_model_text(), true));
-        self.tr.steps.push(TraceStep::Action {
-            tool_name: call.name.clone(),
-            call_id: call.id.clone(),
-            args: submitted.args.clone().unwrap_or_default(),
-            validation: Validation::Ok,
-            policy_decision: PolicyDecision::Deny,
-            step_seq: None,
-            exec_result: None,
-            error: Some(error),
-            untrusted: false,
-            wall_ms: t1.elapsed().as_millis() as u64,
-        });
+        self.refused_unrun(call, submitted.args.clone().unwrap_or_default(), error, t1);
         self.tr.outcome = Outcome::PolicyDenied;
         let name = submitted
             .tool
