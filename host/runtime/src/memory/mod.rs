@@ -20,7 +20,9 @@
 pub mod tools;
 
 use crate::config::Config;
+use capsaga_core::memory::EmbeddingWeights;
 use capsaga_memory::core_files::CoreFiles;
+use capsaga_memory::embed::Precision;
 use capsaga_memory::{Memory, MemoryConfig, MemoryError, MiniLm};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -125,7 +127,12 @@ pub fn open(config: &Config) -> Result<Option<Arc<HostMemory>>, MemoryError> {
     if !config.policy.memory.enabled {
         return Ok(None);
     }
-    let embedder = Arc::new(MiniLm::load(&model_dir(config))?);
+    let precision = match config.policy.memory.embedding_weights {
+        EmbeddingWeights::Auto => Precision::auto(),
+        EmbeddingWeights::Q8 => Precision::Q8,
+        EmbeddingWeights::F32 => Precision::F32,
+    };
+    let embedder = Arc::new(MiniLm::load_with(&model_dir(config), precision)?);
     let memory = Memory::open(memory_config(config), embedder)?;
     Ok(Some(Arc::new(HostMemory {
         memory,

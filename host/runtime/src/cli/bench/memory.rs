@@ -10,7 +10,11 @@
 //!   and with its vector (embedded after the index, off the 5 ms);
 //! - resident memory after loading the model and after the 100k index;
 //! - recall@5 of the evidence session on the shipped retrieval set
-//!   (`scripts/memory-retrieval-set.py`); goal ≥ 0.95.
+//!   (`scripts/memory-retrieval-set.py`); goal ≥ 0.95;
+//! - the model as configured by default (8-bit dense layers) against the
+//!   same model with its stored f32 weights, in the same run: embedding
+//!   time, the least cosine between the two vectors of a query, and the
+//!   f32 model's recall@5.
 //!
 //! Fact and episode vectors of the 100k/10k set are random unit vectors
 //! (retrieval time does not depend on what they mean); episode texts are drawn from a vocabulary
@@ -18,6 +22,7 @@
 
 use super::exit;
 use super::render::Out;
+use capsaga_memory::embed::Precision;
 use capsaga_memory::eval::RetrievalSet;
 use capsaga_memory::{Embedder, Episode, Fact, Memory, MemoryConfig, MiniLm, embed, fact_id};
 use serde_json::json;
@@ -318,6 +323,8 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
     let (recall, _) = set
         .recall_at(&qm, "default", 5)
         .map_err(|e| e.to_string())?;
+    drop(qm);
+    let reference = against_f32(model_dir, &model, &queries, &set)?;
 
     Ok(json!({
         "model_load_ms": load_ms,
@@ -331,12 +338,67 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
         "index_trace_ms": {"p50": i50, "p95": i95, "goal": 5.0, "with_vector_p50": ie50},
         "rss_mb": {"start": mb(rss0), "model": mb(rss_model), "with_index": mb(rss_index)},
         "recall_at_5": {"value": recall, "questions": set.questions.len(), "goal": 0.95},
+        "precision": format!("{:?}", model.precision()).to_lowercase(),
+        "f32_reference": reference,
+    }))
+}
+
+/// The same model with its stored f32 weights, against `model` (loaded as
+/// configured by default): embedding times interleaved, the least cosine
+/// between the two vectors of each query (the bench's and every question of
+/// `set`), and recall@5 on `set`.
+fn against_f32(
+    model_dir: &Path,
+    model: &Arc<MiniLm>,
+    queries: &[&str],
+    set: &RetrievalSet,
+) -> Result<serde_json::Value, String> {
+    let exact = Arc::new(MiniLm::load_with(model_dir, Precision::F32).map_err(|e| e.to_string())?);
+    let mut least = 1.0f32;
+    let texts = queries
+        .iter()
+        .copied()
+        .chain(set.questions.iter().map(|x| x.question.as_str()));
+    for q in texts {
+        let a = model.embed_one(q).map_err(|e| e.to_string())?;
+        let b = exact.embed_one(q).map_err(|e| e.to_string())?;
+        least = least.min(capsaga_memory::score::cosine(&a, &b));
+    }
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for i in 0..200 {
+        let q = queries[i % queries.len()];
+        let t = Instant::now();
+        exact.embed_one(q).map_err(|e| e.to_string())?;
+        theirs.push(ms(t));
+        let t = Instant::now();
+        model.embed_one(q).map_err(|e| e.to_string())?;
+        ours.push(ms(t));
+    }
+    let (o50, e50) = (pct(&mut ours, 0.5), pct(&mut theirs, 0.5));
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).map_err(|e| e.to_string())?;
+    let m = Memory::open(MemoryConfig::new(dir.path().join("episodes.db"), ws), exact)
+        .map_err(|e| e.to_string())?;
+    set.index(&m, "default").map_err(|e| e.to_string())?;
+    let (recall, _) = set.recall_at(&m, "default", 5).map_err(|e| e.to_string())?;
+    Ok(json!({
+        "embed_query_ms_p50": e50,
+        "default_embed_query_ms_p50": o50,
+        "default_over_f32": o50 / e50.max(1e-9),
+        "least_cosine": least,
+        "recall_at_5": recall,
     }))
 }
 
 fn print(r: &serde_json::Value) {
     let f = |p: &str| r.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
-    outln!("memory benchmark (all-MiniLM-L6-v2 on the CPU, SQLite FTS5)");
+    outln!(
+        "memory benchmark (all-MiniLM-L6-v2 on the CPU, {} dense weights; SQLite FTS5)",
+        r.pointer("/precision")
+            .and_then(|v| v.as_str())
+            .unwrap_or("?")
+    );
     outln!(
         "  model load                     {:>8.1} ms",
         f("/model_load_ms")
@@ -388,5 +450,12 @@ fn print(r: &serde_json::Value) {
         r.pointer("/recall_at_5/questions")
             .and_then(|v| v.as_u64())
             .unwrap_or(0)
+    );
+    outln!(
+        "  f32 weights, same run          embed p50 {:.2} ms; default / f32 = {:.2}x; least cosine {:.4}; recall@5 {:.3}",
+        f("/f32_reference/embed_query_ms_p50"),
+        f("/f32_reference/default_over_f32"),
+        f("/f32_reference/least_cosine"),
+        f("/f32_reference/recall_at_5")
     );
 }

@@ -2,8 +2,9 @@
 //!
 //! [`Embedder`] is the seam; [`MiniLm`] runs all-MiniLM-L6-v2 (a 6-layer,
 //! 384-dimension BERT; Reimers & Gurevych 2019, sentence-transformers) on
-//! the CPU with candle's BERT, tokenised by Hugging Face `tokenizers` from
-//! the model's own `tokenizer.json`. The sentence vector is the mean of the
+//! the CPU with our BERT encoder over candle's tensors (8-bit dense layers
+//! where the CPU has candle's fast kernels for them, [`Precision`]), tokenised by Hugging Face
+//! `tokenizers` from the model's own `tokenizer.json`. The sentence vector is the mean of the
 //! last hidden states over the attention mask, L2-normalised, as
 //! sentence-transformers' `Pooling(mean)` + `Normalize` modules compute it.
 //! Inputs are cut at [`MAX_TOKENS`] tokens (the model's
@@ -14,10 +15,13 @@
 use crate::error::{MemoryError, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+mod encoder;
+
+pub use encoder::Precision;
 
 /// Longest input, in tokens (sentence-transformers' `max_seq_length` of
 /// all-MiniLM-L6-v2); longer texts are truncated.
@@ -71,7 +75,8 @@ pub trait Embedder: Send + Sync {
 
 /// all-MiniLM-L6-v2 on the CPU.
 pub struct MiniLm {
-    model: BertModel,
+    model: encoder::Encoder,
+    precision: Precision,
     // `Tokenizer::encode_batch` needs `&mut` for padding settings set once;
     // the lock is held for tokenisation only.
     tokenizer: Mutex<Tokenizer>,
@@ -81,7 +86,10 @@ pub struct MiniLm {
 
 impl std::fmt::Debug for MiniLm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MiniLm").field("dim", &self.dim).finish()
+        f.debug_struct("MiniLm")
+            .field("dim", &self.dim)
+            .field("precision", &self.precision)
+            .finish()
     }
 }
 
@@ -107,16 +115,27 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>> {
 }
 
 impl MiniLm {
+    /// Load the model from `dir` with 8-bit dense layers where this CPU
+    /// runs them fast, else f32 ones ([`Precision::auto`]):
+    /// [`MiniLm::load_with`].
+    ///
+    /// # Errors
+    /// As [`MiniLm::load_with`].
+    pub fn load(dir: &Path) -> Result<MiniLm> {
+        MiniLm::load_with(dir, Precision::auto())
+    }
+
     /// Load the model from `dir`: `config.json` (optional: all-MiniLM-L6-v2's
-    /// own values are used without it), `model.safetensors`, `tokenizer.json`.
+    /// own values are used without it), `model.safetensors`, `tokenizer.json`,
+    /// its dense layers held at `precision`.
     ///
     /// # Errors
     /// [`MemoryError::Model`] naming the file that is missing, unreadable or
     /// malformed (a Git LFS pointer, a truncated download, another
     /// architecture).
-    pub fn load(dir: &Path) -> Result<MiniLm> {
+    pub fn load_with(dir: &Path, precision: Precision) -> Result<MiniLm> {
         let config_path = dir.join("config.json");
-        let config: Config = if config_path.exists() {
+        let config: BertConfig = if config_path.exists() {
             let bytes = read_bounded(&config_path)?;
             serde_json::from_slice(&bytes).map_err(|e| model_err(&config_path, e))?
         } else {
@@ -125,9 +144,11 @@ impl MiniLm {
         let weights_path = dir.join("model.safetensors");
         let weights = read_bounded(&weights_path)?;
         let device = Device::Cpu;
+        let shape = config.shape().map_err(|e| model_err(&config_path, e))?;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(|e| model_err(&weights_path, e))?;
-        let model = BertModel::load(vb, &config).map_err(|e| model_err(&weights_path, e))?;
+        let model = encoder::Encoder::load(vb, shape, precision)
+            .map_err(|e| model_err(&weights_path, e))?;
         let tok_path = dir.join("tokenizer.json");
         let tok_bytes = read_bounded(&tok_path)?;
         let mut tokenizer =
@@ -145,6 +166,7 @@ impl MiniLm {
         let dim = config.hidden_size;
         let me = MiniLm {
             model,
+            precision,
             tokenizer: Mutex::new(tokenizer),
             dim,
             device,
@@ -193,9 +215,85 @@ impl MiniLm {
         }
         let ids = Tensor::from_vec(ids, (rows, len), &self.device).map_err(e)?;
         let mask = Tensor::from_vec(mask, (rows, len), &self.device).map_err(e)?;
-        let types = ids.zeros_like().map_err(e)?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask)).map_err(e)?;
+        let hidden = self.model.forward(&ids, &mask).map_err(e)?;
         Ok((hidden, mask))
+    }
+
+    /// How the dense layers' weights are held.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+}
+
+/// The fields of a Hugging Face BERT `config.json` the encoder needs; an
+/// architecture it cannot run (another activation, another position
+/// embedding) is refused at load.
+#[derive(Debug, serde::Deserialize)]
+struct BertConfig {
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    vocab_size: usize,
+    max_position_embeddings: usize,
+    #[serde(default = "default_types")]
+    type_vocab_size: usize,
+    #[serde(default = "default_eps")]
+    layer_norm_eps: f64,
+    #[serde(default = "default_act")]
+    hidden_act: String,
+    #[serde(default = "default_position")]
+    position_embedding_type: String,
+}
+
+fn default_eps() -> f64 {
+    1e-12
+}
+
+fn default_types() -> usize {
+    2
+}
+
+fn default_act() -> String {
+    "gelu".into()
+}
+
+fn default_position() -> String {
+    "absolute".into()
+}
+
+impl BertConfig {
+    fn shape(&self) -> std::result::Result<encoder::Shape, String> {
+        if self.hidden_act != "gelu" {
+            return Err(format!(
+                "hidden_act {:?}: only \"gelu\" (erf) is supported",
+                self.hidden_act
+            ));
+        }
+        if self.position_embedding_type != "absolute" {
+            return Err(format!(
+                "position_embedding_type {:?}: only \"absolute\" is supported",
+                self.position_embedding_type
+            ));
+        }
+        if self.num_attention_heads == 0
+            || !self.hidden_size.is_multiple_of(self.num_attention_heads)
+        {
+            return Err(format!(
+                "hidden_size {} is not a multiple of num_attention_heads {}",
+                self.hidden_size, self.num_attention_heads
+            ));
+        }
+        Ok(encoder::Shape {
+            hidden: self.hidden_size,
+            intermediate: self.intermediate_size,
+            layers: self.num_hidden_layers,
+            heads: self.num_attention_heads,
+            layer_norm_eps: self.layer_norm_eps,
+            vocab: self.vocab_size,
+            max_positions: self.max_position_embeddings,
+            type_vocab: self.type_vocab_size,
+        })
     }
 }
 
