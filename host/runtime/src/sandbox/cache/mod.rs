@@ -11,12 +11,14 @@
 //! - files are opened relative to that directory's descriptor without
 //!   following symbolic links, and must be regular files with one link,
 //!   owned by the host's user, not writable by group or others;
-//! - a file is `<content sha256>-<engine key>.cwasm`: a header naming the
-//!   component's content hash and the engine key (a hash of Wasmtime's
-//!   version and every compilation setting), the SHA-256 of the payload, and
-//!   the payload written by `Component::serialize`. A file whose header or
-//!   checksum does not match, or that Wasmtime refuses as incompatible, is
-//!   not loaded: the component is compiled again and the file replaced;
+//! - a file is `<content sha256>-<engine key>.cwasm`: the payload written by
+//!   `Component::serialize`, then a trailer naming the component's content
+//!   hash and the engine key (a hash of Wasmtime's version and every
+//!   compilation setting), with the BLAKE3 hash of the payload (`entry.rs`).
+//!   A file whose trailer or checksum does not match, or that Wasmtime
+//!   refuses as incompatible, is not loaded: the component is compiled again
+//!   and the file replaced. A checked file is mapped by Wasmtime from the
+//!   descriptor the checks were made on (`/proc/self/fd`), not copied;
 //! - files are written under a temporary name (created exclusively, mode
 //!   0600), synced, then renamed into place, so a reader never sees half a
 //!   file.
@@ -44,10 +46,8 @@ use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-const MAGIC: &[u8; 16] = b"CAPSAGA-CWASM-01";
 const HASH_HEX: usize = 64;
 const ENGINE_KEY_HEX: usize = 32;
-const HEADER_LEN: usize = MAGIC.len() + HASH_HEX + ENGINE_KEY_HEX + 32 + 8;
 /// Largest cache file read, bytes.
 const MAX_FILE_BYTES: u64 = 1024 * 1024 * 1024;
 /// Longest wait for another process compiling the same component, before
@@ -295,16 +295,34 @@ impl CompiledCache {
         if !is_hash(hash) {
             return Err("not a content hash".into());
         }
-        let Some(bytes) = self.read_trusted(&self.file_name(hash), MAX_FILE_BYTES)? else {
+        let name = self.file_name(hash);
+        let Some((file, size)) = self.open_trusted(&name, MAX_FILE_BYTES)? else {
             return Ok(None);
         };
-        let payload = self.check(&bytes, hash)?;
-        // SAFETY: `payload` was written by `Component::serialize` in this
-        // host (a file in our 0700 directory, owned by us, not writable by
-        // others, whose SHA-256 matches its header, read into memory so it
-        // cannot change after the check), and Wasmtime itself refuses bytes
-        // from another version or configuration.
-        unsafe { Component::deserialize(engine, payload) }
+        entry::verify(&file, size, hash, &self.engine_key)?;
+        // The file the checks were made on, not whatever the name points to
+        // by now (where /proc is mounted; else the name, in our directory).
+        let by_fd = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&file)
+        ));
+        let path = if by_fd.exists() {
+            by_fd
+        } else {
+            self.dir.join(&name)
+        };
+        // SAFETY: the file was written by `Component::serialize` in this
+        // host and is never modified in place (entries are replaced by
+        // renaming a new file over them): it is in our 0700 directory, a
+        // regular file of ours with one link, not writable by group or
+        // others, whose BLAKE3 sum matches its trailer; `file` stays open
+        // while Wasmtime maps it. Wasmtime itself refuses bytes from another
+        // version or configuration. A process running as this user could
+        // change the file under the mapping; it is out of scope (module
+        // documentation).
+        let loaded = unsafe { Component::deserialize_file(engine, &path) };
+        drop(file);
+        loaded
             .map(Some)
             .map_err(|e| format!("Wasmtime refused it (stale or incompatible): {e:#}"))
     }
@@ -316,6 +334,20 @@ impl CompiledCache {
     #[cfg(unix)]
     pub(super) fn read_trusted(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>, String> {
         use std::io::Read;
+        let Some((file, size)) = self.open_trusted(name, max)? else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        file.take(max)
+            .read_to_end(&mut bytes)
+            .map_err(|e| e.to_string())?;
+        Ok(Some(bytes))
+    }
+
+    /// The entry `name`, opened when it is a file this host could have
+    /// written (as [`CompiledCache::read_trusted`]), with its size in bytes.
+    #[cfg(unix)]
+    fn open_trusted(&self, name: &str, max: u64) -> Result<Option<(std::fs::File, u64)>, String> {
         let Some(file) = fs::open_file(&self.dirfd, name)? else {
             return Ok(None);
         };
@@ -331,11 +363,7 @@ impl CompiledCache {
         if size > max {
             return Err(format!("it is {size} bytes, over {max}"));
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        file.take(max)
-            .read_to_end(&mut bytes)
-            .map_err(|e| e.to_string())?;
-        Ok(Some(bytes))
+        Ok(Some((file, size)))
     }
 
     /// Not available off Unix.
@@ -465,39 +493,6 @@ impl CompiledCache {
         None
     }
 
-    /// Check a file's header and checksum; returns the payload.
-    fn check<'a>(&self, bytes: &'a [u8], hash: &str) -> Result<&'a [u8], String> {
-        if bytes.len() < HEADER_LEN || &bytes[..MAGIC.len()] != MAGIC {
-            return Err("it is not a capsaga compiled-component file".into());
-        }
-        let mut at = MAGIC.len();
-        let mut take = |n: usize| {
-            let s = &bytes[at..at + n];
-            at += n;
-            s
-        };
-        if take(HASH_HEX) != hash.as_bytes() {
-            return Err("it was compiled from other component bytes".into());
-        }
-        if take(ENGINE_KEY_HEX) != self.engine_key.as_bytes() {
-            return Err("it was compiled for another engine configuration".into());
-        }
-        let sum = take(32).to_vec();
-        let len_bytes: [u8; 8] = take(8).try_into().map_err(|_| "short header")?;
-        let len = u64::from_le_bytes(len_bytes);
-        let payload = &bytes[HEADER_LEN..];
-        if payload.len() as u64 != len {
-            return Err(format!(
-                "it is truncated or padded ({} payload bytes, header says {len})",
-                payload.len()
-            ));
-        }
-        if Sha256::digest(payload).as_slice() != sum.as_slice() {
-            return Err("its checksum does not match (corrupt)".into());
-        }
-        Ok(payload)
-    }
-
     /// Store `component` (compiled from bytes with SHA-256 `hash`)
     /// atomically, replacing any entry. Failures only cost the next start a
     /// compilation, so they are logged, not returned.
@@ -516,14 +511,9 @@ impl CompiledCache {
         if !is_hash(hash) {
             return Err("not a content hash".into());
         }
-        let payload = component.serialize().map_err(|e| format!("{e:#}"))?;
-        let mut file_bytes = Vec::with_capacity(HEADER_LEN + payload.len());
-        file_bytes.extend_from_slice(MAGIC);
-        file_bytes.extend_from_slice(hash.as_bytes());
-        file_bytes.extend_from_slice(self.engine_key.as_bytes());
-        file_bytes.extend_from_slice(&Sha256::digest(&payload));
-        file_bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        file_bytes.extend_from_slice(&payload);
+        let mut file_bytes = component.serialize().map_err(|e| format!("{e:#}"))?;
+        let trailer = entry::trailer(hash, &self.engine_key, &file_bytes);
+        file_bytes.extend_from_slice(&trailer);
         self.write_atomic(&self.file_name(hash), &file_bytes)
     }
 
@@ -561,6 +551,8 @@ impl CompiledCache {
     }
 }
 
+#[cfg(unix)]
+mod entry;
 mod meta;
 #[cfg(all(test, unix))]
 mod tests;

@@ -44,22 +44,75 @@ fn corrupt_truncated_foreign_and_misnamed_files_are_refused() {
     let file = dir.join(cache.file_name(&hash));
     let good = std::fs::read(&file).unwrap();
 
-    // One flipped bit in the native code.
-    let mut bad = good.clone();
-    let last = bad.len() - 1;
-    bad[last] ^= 1;
-    std::fs::write(&file, &bad).unwrap();
-    let err = cache.load(&engine, &hash).unwrap_err();
-    assert!(err.contains("checksum"), "{err}");
+    // One flipped bit in the native code, at its start, middle and end.
+    let payload_len = good.len() - entry::TRAILER_LEN;
+    for at in [0, payload_len / 2, payload_len - 1] {
+        let mut bad = good.clone();
+        bad[at] ^= 1;
+        std::fs::write(&file, &bad).unwrap();
+        let err = cache.load(&engine, &hash).unwrap_err();
+        assert!(err.contains("checksum"), "byte {at}: {err}");
+    }
 
-    // Truncated.
-    std::fs::write(&file, &good[..good.len() - 10]).unwrap();
+    // Bytes appended after the trailer, or a length that lies.
+    let mut padded = good.clone();
+    padded.extend_from_slice(&[0u8; 7]);
+    std::fs::write(&file, &padded).unwrap();
+    assert!(
+        cache
+            .load(&engine, &hash)
+            .unwrap_err()
+            .contains("not a capsaga")
+    );
+    let mut lying = good.clone();
+    let n = lying.len();
+    lying[n - 8] ^= 1;
+    std::fs::write(&file, &lying).unwrap();
     assert!(
         cache
             .load(&engine, &hash)
             .unwrap_err()
             .contains("truncated")
     );
+
+    // An entry of the previous format (a header before the payload).
+    let mut old = b"CAPSAGA-CWASM-01".to_vec();
+    old.extend_from_slice(&good[payload_len + 16..]);
+    old.extend_from_slice(&good[..payload_len]);
+    std::fs::write(&file, &old).unwrap();
+    let err = cache.load(&engine, &hash).unwrap_err();
+    assert!(err.contains("older capsaga"), "{err}");
+
+    // Shorter than a trailer.
+    std::fs::write(&file, b"CAPSAGA").unwrap();
+    assert!(
+        cache
+            .load(&engine, &hash)
+            .unwrap_err()
+            .contains("not a capsaga")
+    );
+
+    // Truncated: the trailer is gone.
+    std::fs::write(&file, &good[..good.len() - 10]).unwrap();
+    assert!(
+        cache
+            .load(&engine, &hash)
+            .unwrap_err()
+            .contains("not a capsaga")
+    );
+    // Truncated inside the payload, the trailer kept.
+    let mut cut = good[..payload_len / 2].to_vec();
+    cut.extend_from_slice(&good[payload_len..]);
+    std::fs::write(&file, &cut).unwrap();
+    assert!(
+        cache
+            .load(&engine, &hash)
+            .unwrap_err()
+            .contains("truncated")
+    );
+    // Restored, it loads again.
+    std::fs::write(&file, &good).unwrap();
+    assert!(cache.load(&engine, &hash).unwrap().is_some());
 
     // A raw Wasmtime .cwasm (what an attacker would plant), no header.
     std::fs::write(&file, c.serialize().unwrap()).unwrap();

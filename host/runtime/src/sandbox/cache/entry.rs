@@ -1,0 +1,97 @@
+//! The file format of a compiled-cache entry (format 02).
+//!
+//! An entry is the bytes `Component::serialize` produced, unchanged (so that
+//! Wasmtime can map the file itself, `Component::deserialize_file`, instead
+//! of copying it into memory), followed by a trailer of [`TRAILER_LEN`]
+//! bytes: [`MAGIC`], the component's content hash (64 hex digits), the
+//! engine key (32 hex digits), the BLAKE3 hash of the payload (32 bytes),
+//! the payload's length (u64, little-endian). Wasmtime locates an ELF's
+//! parts from its header and ignores bytes after them.
+//!
+//! Format 01 put a header with a SHA-256 before the payload, which forced a
+//! copy at every load: checking it and copying the runner's 41 MB took about
+//! 60 ms of a cold start (README "Performance"). An entry of format 01 is
+//! refused as written by an older capsaga, and recompiled.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+/// The trailer's first bytes.
+pub(super) const MAGIC: &[u8; 16] = b"CAPSAGA-CWASM-02";
+/// The first bytes of a format 01 entry.
+const MAGIC_01: &[u8; 16] = b"CAPSAGA-CWASM-01";
+use super::{ENGINE_KEY_HEX, HASH_HEX};
+const SUM_LEN: usize = 32;
+/// Bytes of the trailer.
+pub(super) const TRAILER_LEN: usize = MAGIC.len() + HASH_HEX + ENGINE_KEY_HEX + SUM_LEN + 8;
+/// Bytes hashed per read.
+const CHUNK: usize = 1 << 20;
+
+/// The trailer of an entry holding `payload`, compiled from the component
+/// with content hash `hash` by the engine with key `engine_key`.
+pub(super) fn trailer(hash: &str, engine_key: &str, payload: &[u8]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(TRAILER_LEN);
+    t.extend_from_slice(MAGIC);
+    t.extend_from_slice(hash.as_bytes());
+    t.extend_from_slice(engine_key.as_bytes());
+    t.extend_from_slice(blake3::hash(payload).as_bytes());
+    t.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    t
+}
+
+/// Check the entry `file` (`size` bytes) against `hash` and `engine_key`,
+/// reading it in full to check its BLAKE3 sum.
+///
+/// # Errors
+/// Why it is refused: not an entry (or one of format 01), another
+/// component's, another engine's, truncated or padded, corrupt, unreadable.
+pub(super) fn verify(file: &File, size: u64, hash: &str, engine_key: &str) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("it cannot be read: {e}");
+    let not_ours = || -> String {
+        let mut head = [0u8; 16];
+        if file.read_exact_at(&mut head, 0).is_ok() && &head == MAGIC_01 {
+            "it was written by an older capsaga (format 01)".into()
+        } else {
+            "it is not a capsaga compiled-component file".into()
+        }
+    };
+    let Some(payload_len) = size.checked_sub(TRAILER_LEN as u64) else {
+        return Err(not_ours());
+    };
+    let mut t = [0u8; TRAILER_LEN];
+    file.read_exact_at(&mut t, payload_len).map_err(io)?;
+    let (magic, rest) = t.split_at(MAGIC.len());
+    if magic != MAGIC {
+        return Err(not_ours());
+    }
+    let (named, rest) = rest.split_at(HASH_HEX);
+    if named != hash.as_bytes() {
+        return Err("it was compiled from other component bytes".into());
+    }
+    let (key, rest) = rest.split_at(ENGINE_KEY_HEX);
+    if key != engine_key.as_bytes() {
+        return Err("it was compiled for another engine configuration".into());
+    }
+    let (sum, len) = rest.split_at(SUM_LEN);
+    let mut len_bytes = [0u8; 8];
+    len_bytes.copy_from_slice(len);
+    let len = u64::from_le_bytes(len_bytes);
+    if len != payload_len {
+        return Err(format!(
+            "it is truncated or padded ({payload_len} payload bytes, trailer says {len})"
+        ));
+    }
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut at = 0u64;
+    while at < payload_len {
+        let n = usize::try_from((payload_len - at).min(CHUNK as u64)).unwrap_or(CHUNK);
+        file.read_exact_at(&mut buf[..n], at).map_err(io)?;
+        h.update(&buf[..n]);
+        at += n as u64;
+    }
+    if h.finalize().as_bytes() != sum {
+        return Err("its checksum does not match (corrupt)".into());
+    }
+    Ok(())
+}
