@@ -46,7 +46,59 @@ pub(super) fn trailer(hash: &str, engine_key: &str, payload: &[u8]) -> Vec<u8> {
 /// Why it is refused: not an entry (or one of format 01), another
 /// component's, another engine's, truncated or padded, corrupt, unreadable.
 pub(super) fn verify(file: &File, size: u64, hash: &str, engine_key: &str) -> Result<(), String> {
-    let io = |e: std::io::Error| format!("it cannot be read: {e}");
+    let (payload_len, sum) = trailer_of(file, size, hash, engine_key)?;
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut at = 0u64;
+    while at < payload_len {
+        let n = usize::try_from((payload_len - at).min(CHUNK as u64)).unwrap_or(CHUNK);
+        file.read_exact_at(&mut buf[..n], at).map_err(unreadable)?;
+        h.update(&buf[..n]);
+        at += n as u64;
+    }
+    same_sum(&h.finalize(), &sum)
+}
+
+/// The payload of the entry `file` (`size` bytes), read into memory and
+/// checked against its trailer (the copy is what gets loaded, so the copy is
+/// what is checked). For file systems that refuse to map a file executable
+/// (`noexec`): the entry is then loaded from memory.
+///
+/// # Errors
+/// As [`verify`].
+pub(super) fn read_verified(
+    file: &File,
+    size: u64,
+    hash: &str,
+    engine_key: &str,
+) -> Result<Vec<u8>, String> {
+    let (payload_len, sum) = trailer_of(file, size, hash, engine_key)?;
+    let len = usize::try_from(payload_len).map_err(|_| "it is too large to read".to_string())?;
+    let mut payload = vec![0u8; len];
+    file.read_exact_at(&mut payload, 0).map_err(unreadable)?;
+    same_sum(&blake3::hash(&payload), &sum)?;
+    Ok(payload)
+}
+
+fn unreadable(e: std::io::Error) -> String {
+    format!("it cannot be read: {e}")
+}
+
+fn same_sum(found: &blake3::Hash, sum: &[u8; SUM_LEN]) -> Result<(), String> {
+    if found.as_bytes() != sum {
+        return Err("its checksum does not match (corrupt)".into());
+    }
+    Ok(())
+}
+
+/// The payload's length and BLAKE3 sum from the trailer of `file` (`size`
+/// bytes), once the trailer names `hash` and `engine_key`.
+fn trailer_of(
+    file: &File,
+    size: u64,
+    hash: &str,
+    engine_key: &str,
+) -> Result<(u64, [u8; SUM_LEN]), String> {
     let not_ours = || -> String {
         let mut head = [0u8; 16];
         if file.read_exact_at(&mut head, 0).is_ok() && &head == MAGIC_01 {
@@ -59,7 +111,8 @@ pub(super) fn verify(file: &File, size: u64, hash: &str, engine_key: &str) -> Re
         return Err(not_ours());
     };
     let mut t = [0u8; TRAILER_LEN];
-    file.read_exact_at(&mut t, payload_len).map_err(io)?;
+    file.read_exact_at(&mut t, payload_len)
+        .map_err(unreadable)?;
     let (magic, rest) = t.split_at(MAGIC.len());
     if magic != MAGIC {
         return Err(not_ours());
@@ -72,7 +125,7 @@ pub(super) fn verify(file: &File, size: u64, hash: &str, engine_key: &str) -> Re
     if key != engine_key.as_bytes() {
         return Err("it was compiled for another engine configuration".into());
     }
-    let (sum, len) = rest.split_at(SUM_LEN);
+    let (sum_bytes, len) = rest.split_at(SUM_LEN);
     let mut len_bytes = [0u8; 8];
     len_bytes.copy_from_slice(len);
     let len = u64::from_le_bytes(len_bytes);
@@ -81,17 +134,7 @@ pub(super) fn verify(file: &File, size: u64, hash: &str, engine_key: &str) -> Re
             "it is truncated or padded ({payload_len} payload bytes, trailer says {len})"
         ));
     }
-    let mut h = blake3::Hasher::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut at = 0u64;
-    while at < payload_len {
-        let n = usize::try_from((payload_len - at).min(CHUNK as u64)).unwrap_or(CHUNK);
-        file.read_exact_at(&mut buf[..n], at).map_err(io)?;
-        h.update(&buf[..n]);
-        at += n as u64;
-    }
-    if h.finalize().as_bytes() != sum {
-        return Err("its checksum does not match (corrupt)".into());
-    }
-    Ok(())
+    let mut sum = [0u8; SUM_LEN];
+    sum.copy_from_slice(sum_bytes);
+    Ok((payload_len, sum))
 }

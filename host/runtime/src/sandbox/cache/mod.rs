@@ -320,7 +320,21 @@ impl CompiledCache {
         // version or configuration. A process running as this user could
         // change the file under the mapping; it is out of scope (module
         // documentation).
-        let loaded = unsafe { Component::deserialize_file(engine, &path) };
+        let mapped = unsafe { Component::deserialize_file(engine, &path) };
+        let loaded = match mapped {
+            Ok(c) => Ok(c),
+            // A file system mounted `noexec` refuses to map the file
+            // executable: load a checked copy from memory instead (what
+            // format 01 always did). An entry Wasmtime refuses as stale is
+            // refused again there.
+            Err(e) => {
+                tracing::debug!("compiled cache entry {name} not mapped ({e:#}); loading a copy");
+                let payload = entry::read_verified(&file, size, hash, &self.engine_key)?;
+                // SAFETY: as above; `payload` is a copy in this process's
+                // memory, checked against the trailer after it was read.
+                unsafe { Component::deserialize(engine, &payload) }
+            }
+        };
         drop(file);
         loaded
             .map(Some)

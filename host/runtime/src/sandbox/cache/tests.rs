@@ -290,3 +290,49 @@ fn a_lock_file_that_is_a_link_is_not_followed() {
     );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
 }
+
+/// On a file system mounted `noexec` Wasmtime cannot map an entry
+/// executable: the cache loads a checked copy instead of recompiling at
+/// every start. Needs a tmpfs mount (root); says so and returns otherwise.
+#[test]
+#[cfg(target_os = "linux")]
+fn an_entry_on_a_noexec_file_system_loads_from_a_checked_copy() {
+    use std::process::Command;
+    let (tmp, engine, bytes, hash) = setup();
+    let mnt = tmp.path().join("noexec");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "noexec,size=16m", "tmpfs"])
+        .arg(&mnt)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a noexec tmpfs here (needs root)");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let dir = mnt.join("compiled");
+    let cache = CompiledCache::open(&dir, &engine).unwrap();
+    let c = Component::new(&engine, &bytes).unwrap();
+    cache.store(&hash, &c);
+    let file = dir.join(cache.file_name(&hash));
+    // Mapped, it is refused here...
+    // SAFETY: an entry this test just wrote.
+    assert!(unsafe { Component::deserialize_file(&engine, &file) }.is_err());
+    // ...the cache loads it from memory...
+    assert!(cache.load(&engine, &hash).unwrap().is_some());
+    // ...and the copy is checked: a flipped bit is still refused.
+    let mut bad = std::fs::read(&file).unwrap();
+    let mid = (bad.len() - entry::TRAILER_LEN) / 2;
+    bad[mid] ^= 1;
+    std::fs::write(&file, &bad).unwrap();
+    let err = cache.load(&engine, &hash).unwrap_err();
+    assert!(err.contains("checksum"), "{err}");
+}
