@@ -10,10 +10,10 @@
 //! thread). candle's 8-bit kernels for AVX-512 VNNI read weights packed once
 //! at load, but only for inner dimensions that are multiples of 256: the
 //! model's are 384 and 1536, so the 384-wide layers are zero-padded to 512
-//! (exact: the padding multiplies zeros). The 36 dense products of a
-//! 10-token query took 2.3 ms instead of 5.5 ms (a probe, 2 threads; see
-//! README "Performance" for the whole embedding). The query, key and value
-//! layers run as one product.
+//! (exact: the padding multiplies zeros). The six layers' 36 dense products
+//! for a 10-token query took 2.3 ms instead of 5.5 ms (a probe, 2 threads;
+//! see README "Performance" for the whole embedding). Here the query, key
+//! and value layers run as one product, so a layer makes four.
 //!
 //! [`Precision::F32`] keeps the stored f32 weights and is what the tests
 //! check this code against (an independent numpy forward pass of the same

@@ -11,10 +11,11 @@
 //! - resident memory after loading the model and after the 100k index;
 //! - recall@5 of the evidence session on the shipped retrieval set
 //!   (`scripts/memory-retrieval-set.py`); goal ≥ 0.95;
-//! - the model as configured by default (8-bit dense layers) against the
-//!   same model with its stored f32 weights, in the same run: embedding
-//!   time, the least cosine between the two vectors of a query, and the
-//!   f32 model's recall@5.
+//! - the model as loaded by default (`Precision::auto`: 8-bit dense layers
+//!   where the CPU has candle's fast kernels for them, else f32) against
+//!   the same model with its stored f32 weights, in the same run: embedding
+//!   time, the least cosine between the two vectors of a query, and the f32
+//!   model's recall@5.
 //!
 //! Fact and episode vectors of the 100k/10k set are random unit vectors
 //! (retrieval time does not depend on what they mean); episode texts are drawn from a vocabulary
