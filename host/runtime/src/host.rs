@@ -337,13 +337,6 @@ impl Host {
             &config.policy,
         )
         .await?;
-        for issue in &registry.issues {
-            if issue.unlisted {
-                tracing::info!("{}: {}", issue.source, issue.error);
-            } else {
-                tracing::warn!("{}: {}", issue.source, issue.error);
-            }
-        }
         refuse_undeclared(&config, &registry)?;
         refuse_client_confirm_for_high_risk(&config, &registry)?;
         let guardrail = config.guardrail.clone();
@@ -352,6 +345,15 @@ impl Host {
         let neurons = crate::neurons::start(&config, &sandbox, &registry, &store).await;
         if let Some(m) = &memory {
             crate::memory::tools::register(m, &store, &registry, &sandbox, &config.policy);
+        }
+        // After the built-ins: a policy section for one of them is not an
+        // issue.
+        for issue in registry.open_issues() {
+            if issue.unlisted {
+                tracing::info!("{}: {}", issue.source, issue.error);
+            } else {
+                tracing::warn!("{}: {}", issue.source, issue.error);
+            }
         }
         Ok(Arc::new(Host {
             config,

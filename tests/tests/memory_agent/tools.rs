@@ -23,6 +23,23 @@ async fn memory_tools_go_through_the_door_behind_mem_grants() {
     )
     .unwrap();
     let host = ws.host().await;
+    // The policy's sections for the memory tools are not load issues once
+    // the host registered them (no "no tool named `memory_fetch`" warning,
+    // nothing under `tools list`'s "load issues"), though the load saw
+    // them before the built-ins existed.
+    assert!(
+        host.registry
+            .issues
+            .iter()
+            .any(|i| i.section.as_deref() == Some("memory_fetch")),
+        "{:?}",
+        host.registry.issues
+    );
+    let open = host.registry.open_issues();
+    assert!(
+        !open.iter().any(|i| i.source.contains("memory_")),
+        "{open:?}"
+    );
     let out = call_once(
         &host,
         "memory_fetch",

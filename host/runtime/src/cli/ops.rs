@@ -34,7 +34,7 @@ pub(crate) fn tools_list(host: &Host, out: &Out) -> u8 {
                 })
             })
             .collect();
-        out.json(&json!({"tools_dir": host.config.tools_dir, "tools": tools, "issues": host.registry.issues}));
+        out.json(&json!({"tools_dir": host.config.tools_dir, "tools": tools, "issues": host.registry.open_issues()}));
         return exit::OK;
     }
     outln!("tools in {}", host.config.tools_dir.display());
@@ -58,9 +58,10 @@ pub(crate) fn tools_list(host: &Host, out: &Out) -> u8 {
             Err(e) => outln!("  {:<14} NOT CALLABLE: {e}", ""),
         }
     }
-    if !host.registry.issues.is_empty() {
+    let issues = host.registry.open_issues();
+    if !issues.is_empty() {
         outln!("load issues:");
-        for i in &host.registry.issues {
+        for i in issues {
             outln!("  {}: {}", i.source, i.error);
         }
     }

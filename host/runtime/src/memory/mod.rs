@@ -132,7 +132,17 @@ pub fn open(config: &Config) -> Result<Option<Arc<HostMemory>>, MemoryError> {
         EmbeddingWeights::Q8 => Precision::Q8,
         EmbeddingWeights::F32 => Precision::F32,
     };
-    let embedder = Arc::new(MiniLm::load_with(&model_dir(config), precision)?);
+    let dir = model_dir(config);
+    let embedder = Arc::new(MiniLm::load_with(&dir, precision)?);
+    tracing::info!(
+        "memory: embedding model {} loaded, {} dense weights ([memory] embedding_weights = {})",
+        dir.display(),
+        match embedder.precision() {
+            Precision::Q8 => "8-bit",
+            Precision::F32 => "f32",
+        },
+        format!("{:?}", config.policy.memory.embedding_weights).to_lowercase()
+    );
     let memory = Memory::open(memory_config(config), embedder)?;
     Ok(Some(Arc::new(HostMemory {
         memory,

@@ -50,6 +50,12 @@ pub struct LoadIssue {
     /// or a policy section that grants nothing names no loaded tool (yet):
     /// reported by `tools list`, logged at info level only.
     pub unlisted: bool,
+    /// For a policy section that named no loaded tool: that tool's name.
+    /// The issue is resolved once a built-in of that name is registered
+    /// after the load (the memory tools, the neuron tools):
+    /// [`Registry::open_issues`].
+    #[serde(skip)]
+    pub section: Option<String>,
 }
 
 /// Why a tool could not be loaded.
@@ -226,6 +232,7 @@ impl Registry {
                                 prev.path.display()
                             ),
                             unlisted: false,
+                            section: None,
                         });
                         continue;
                     }
@@ -234,6 +241,7 @@ impl Registry {
                             source: path.display().to_string(),
                             error: e.to_string(),
                             unlisted: matches!(e, GrantError::NotListed { .. }),
+                            section: None,
                         });
                     }
                     tools.insert(name, Arc::new(tool));
@@ -242,6 +250,7 @@ impl Registry {
                     source: path.display().to_string(),
                     error: e.to_string(),
                     unlisted: false,
+                    section: None,
                 }),
             }
         }
@@ -268,6 +277,7 @@ impl Registry {
                     source: format!("policy [tools.{name}]"),
                     error,
                     unlisted,
+                    section: Some(name.clone()),
                 });
             }
         }
@@ -410,6 +420,16 @@ impl Registry {
         if let Err(e) = res {
             tracing::warn!("cannot store component copy {}: {e}", target.display());
         }
+    }
+
+    /// The load's issues that still hold: those about a policy section
+    /// are dropped once a tool of its name is registered (a built-in the
+    /// host registers after the load, such as `memory_fetch`).
+    pub fn open_issues(&self) -> Vec<&LoadIssue> {
+        self.issues
+            .iter()
+            .filter(|i| i.section.as_deref().is_none_or(|n| self.get(n).is_none()))
+            .collect()
     }
 
     /// The tool named `name`.

@@ -206,7 +206,7 @@ impl Live {
         }
         match host.reload().await {
             Ok(next) => {
-                for issue in &next.registry.issues {
+                for issue in next.registry.open_issues() {
                     if issue.unlisted {
                         tracing::info!("reload: {}: {}", issue.source, issue.error);
                     } else {

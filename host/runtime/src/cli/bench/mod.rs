@@ -99,7 +99,11 @@ pub struct BenchArgs {
     pub memory: bool,
     /// The embedding model's directory for `--memory` (default
     /// `target/models/all-MiniLM-L6-v2`).
-    #[arg(long, default_value = "target/models/all-MiniLM-L6-v2")]
+    #[arg(
+        long,
+        env = "CAPSAGA_MODEL_DIR",
+        default_value = "target/models/all-MiniLM-L6-v2"
+    )]
     pub model_dir: PathBuf,
     /// Instead: the host's file journal (issue 28): a step writing 100
     /// small files and one overwriting 100 files with and without the

@@ -131,7 +131,7 @@ fn trailer_of(
     let len = u64::from_le_bytes(len_bytes);
     if len != payload_len {
         return Err(format!(
-            "it is truncated or padded ({payload_len} payload bytes, trailer says {len})"
+            "its length does not match its trailer: truncated, padded or corrupt ({payload_len} payload bytes, trailer says {len})"
         ));
     }
     let mut sum = [0u8; SUM_LEN];
