@@ -3,10 +3,11 @@
 //! [`Embedder`] is the seam; [`MiniLm`] runs all-MiniLM-L6-v2 (a 6-layer,
 //! 384-dimension BERT; Reimers & Gurevych 2019, sentence-transformers) on
 //! the CPU with our BERT encoder over candle's tensors (8-bit dense layers
-//! where the CPU has candle's fast kernels for them, [`Precision`]), tokenised by Hugging Face
-//! `tokenizers` from the model's own `tokenizer.json`. The sentence vector is the mean of the
-//! last hidden states over the attention mask, L2-normalised, as
-//! sentence-transformers' `Pooling(mean)` + `Normalize` modules compute it.
+//! where the CPU has candle's fast kernels for them, [`Precision`]),
+//! tokenised by Hugging Face `tokenizers` from the model's own
+//! `tokenizer.json`. The sentence vector is the mean of the last hidden
+//! states over the attention mask, L2-normalised, as sentence-transformers'
+//! `Pooling(mean)` + `Normalize` modules compute it.
 //! Inputs are cut at [`MAX_TOKENS`] tokens (the model's
 //! `max_seq_length`). The weights are read from a directory the operator
 //! configures (`[memory] model_dir`, filled by `scripts/setup`); nothing is
