@@ -13,8 +13,12 @@
 //! 60 ms of a cold start (README "Performance"). An entry of format 01 is
 //! refused as written by an older capsaga, and recompiled.
 
+use super::{CompiledCache, MAX_FILE_BYTES, is_hash};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use wasmtime::Engine;
+use wasmtime::component::Component;
 
 /// The trailer's first bytes.
 pub(super) const MAGIC: &[u8; 16] = b"CAPSAGA-CWASM-02";
@@ -26,6 +30,119 @@ const SUM_LEN: usize = 32;
 pub(super) const TRAILER_LEN: usize = MAGIC.len() + HASH_HEX + ENGINE_KEY_HEX + SUM_LEN + 8;
 /// Bytes hashed per read.
 const CHUNK: usize = 1 << 20;
+
+/// An entry whose trailer and checksum were checked, still open: what
+/// [`CompiledCache::load_checked`] loads.
+#[derive(Debug)]
+pub struct Checked {
+    file: File,
+    size: u64,
+    name: String,
+    hash: String,
+}
+
+/// Name of the file holding a hint ([`CompiledCache::hint`]).
+fn hint_name(key: &str) -> String {
+    format!("{key}.hint")
+}
+
+impl CompiledCache {
+    /// The entry for the component with content hash `hash`, opened and
+    /// checked (trusted file, trailer, BLAKE3 sum): `Ok(None)` when there
+    /// is none, `Err(reason)` when it is refused.
+    ///
+    /// # Errors
+    /// Why the entry is refused.
+    pub fn check_entry(&self, hash: &str) -> Result<Option<Checked>, String> {
+        if !is_hash(hash) {
+            return Err("not a content hash".into());
+        }
+        let name = self.file_name(hash);
+        let Some((file, size)) = self.open_trusted(&name, MAX_FILE_BYTES)? else {
+            return Ok(None);
+        };
+        verify(&file, size, hash, &self.engine_key)?;
+        Ok(Some(Checked {
+            file,
+            size,
+            name,
+            hash: hash.to_string(),
+        }))
+    }
+
+    /// Load a checked entry: mapped by Wasmtime from the descriptor the
+    /// checks were made on, or, where the file system refuses to map it
+    /// executable (`noexec`), from a copy read and checked again.
+    ///
+    /// # Errors
+    /// Wasmtime's refusal (an entry of another Wasmtime version or
+    /// configuration), or why the copy was refused.
+    pub fn load_checked(&self, engine: &Engine, c: Checked) -> Result<Component, String> {
+        let Checked {
+            file,
+            size,
+            name,
+            hash,
+        } = c;
+        // The file the checks were made on, not whatever the name points to
+        // by now (where /proc is mounted; else the name, in our directory).
+        let by_fd = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&file)
+        ));
+        let path = if by_fd.exists() {
+            by_fd
+        } else {
+            self.dir.join(&name)
+        };
+        // SAFETY: the file was written by `Component::serialize` in this
+        // host and is never modified in place (entries are replaced by
+        // renaming a new file over them): it is in our 0700 directory, a
+        // regular file of ours with one link, not writable by group or
+        // others, whose BLAKE3 sum matches its trailer; `file` stays open
+        // while Wasmtime maps it. Wasmtime itself refuses bytes from another
+        // version or configuration. A process running as this user could
+        // change the file under the mapping; it is out of scope (module
+        // documentation).
+        let mapped = unsafe { Component::deserialize_file(engine, &path) };
+        let loaded = match mapped {
+            Ok(c) => Ok(c),
+            // A file system mounted `noexec` refuses to map the file
+            // executable: load a checked copy from memory instead (what
+            // format 01 always did). An entry Wasmtime refuses as stale is
+            // refused again there.
+            Err(e) => {
+                tracing::debug!("compiled cache entry {name} not mapped ({e:#}); loading a copy");
+                let payload = read_verified(&file, size, &hash, &self.engine_key)?;
+                // SAFETY: as above; `payload` is a copy in this process's
+                // memory, checked against the trailer after it was read.
+                unsafe { Component::deserialize(engine, &payload) }
+            }
+        };
+        drop(file);
+        loaded.map_err(|e| format!("Wasmtime refused it (stale or incompatible): {e:#}"))
+    }
+
+    /// The content hash last stored under `key` by
+    /// [`CompiledCache::set_hint`] (`None` when absent or not a hash). A
+    /// hint is only a guess of which entry will be wanted, so that its
+    /// check can start before the component's own hash is known: an entry
+    /// is still loaded only under the hash of the component's bytes.
+    pub fn hint(&self, key: &str) -> Option<String> {
+        let bytes = self.read_trusted(&hint_name(key), 256).ok()??;
+        let text = String::from_utf8(bytes).ok()?;
+        let hash = text.trim();
+        is_hash(hash).then(|| hash.to_string())
+    }
+
+    /// Remember `hash` under `key` (failures are logged: a missing hint
+    /// only costs the next start its head start).
+    pub fn set_hint(&self, key: &str, hash: &str) {
+        if let Err(e) = self.write_atomic(&hint_name(key), hash.as_bytes()) {
+            tracing::debug!("cannot write the cache hint {key}: {e}");
+        }
+    }
+}
 
 /// The trailer of an entry holding `payload`, compiled from the component
 /// with content hash `hash` by the engine with key `engine_key`.

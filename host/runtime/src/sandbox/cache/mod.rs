@@ -292,53 +292,10 @@ impl CompiledCache {
     /// but is not loaded (it is then to be recompiled and replaced).
     #[cfg(unix)]
     pub fn load(&self, engine: &Engine, hash: &str) -> Result<Option<Component>, String> {
-        if !is_hash(hash) {
-            return Err("not a content hash".into());
+        match self.check_entry(hash)? {
+            Some(checked) => self.load_checked(engine, checked).map(Some),
+            None => Ok(None),
         }
-        let name = self.file_name(hash);
-        let Some((file, size)) = self.open_trusted(&name, MAX_FILE_BYTES)? else {
-            return Ok(None);
-        };
-        entry::verify(&file, size, hash, &self.engine_key)?;
-        // The file the checks were made on, not whatever the name points to
-        // by now (where /proc is mounted; else the name, in our directory).
-        let by_fd = PathBuf::from(format!(
-            "/proc/self/fd/{}",
-            std::os::fd::AsRawFd::as_raw_fd(&file)
-        ));
-        let path = if by_fd.exists() {
-            by_fd
-        } else {
-            self.dir.join(&name)
-        };
-        // SAFETY: the file was written by `Component::serialize` in this
-        // host and is never modified in place (entries are replaced by
-        // renaming a new file over them): it is in our 0700 directory, a
-        // regular file of ours with one link, not writable by group or
-        // others, whose BLAKE3 sum matches its trailer; `file` stays open
-        // while Wasmtime maps it. Wasmtime itself refuses bytes from another
-        // version or configuration. A process running as this user could
-        // change the file under the mapping; it is out of scope (module
-        // documentation).
-        let mapped = unsafe { Component::deserialize_file(engine, &path) };
-        let loaded = match mapped {
-            Ok(c) => Ok(c),
-            // A file system mounted `noexec` refuses to map the file
-            // executable: load a checked copy from memory instead (what
-            // format 01 always did). An entry Wasmtime refuses as stale is
-            // refused again there.
-            Err(e) => {
-                tracing::debug!("compiled cache entry {name} not mapped ({e:#}); loading a copy");
-                let payload = entry::read_verified(&file, size, hash, &self.engine_key)?;
-                // SAFETY: as above; `payload` is a copy in this process's
-                // memory, checked against the trailer after it was read.
-                unsafe { Component::deserialize(engine, &payload) }
-            }
-        };
-        drop(file);
-        loaded
-            .map(Some)
-            .map_err(|e| format!("Wasmtime refused it (stale or incompatible): {e:#}"))
     }
 
     /// The bytes of the entry `name`, read only when it is a file this host
@@ -361,7 +318,11 @@ impl CompiledCache {
     /// The entry `name`, opened when it is a file this host could have
     /// written (as [`CompiledCache::read_trusted`]), with its size in bytes.
     #[cfg(unix)]
-    fn open_trusted(&self, name: &str, max: u64) -> Result<Option<(std::fs::File, u64)>, String> {
+    pub(super) fn open_trusted(
+        &self,
+        name: &str,
+        max: u64,
+    ) -> Result<Option<(std::fs::File, u64)>, String> {
         let Some(file) = fs::open_file(&self.dirfd, name)? else {
             return Ok(None);
         };

@@ -336,3 +336,35 @@ fn an_entry_on_a_noexec_file_system_loads_from_a_checked_copy() {
     let err = cache.load(&engine, &hash).unwrap_err();
     assert!(err.contains("checksum"), "{err}");
 }
+
+/// A hint is a guess only: absent, garbage or a link gives none, and an
+/// entry checked early loads like any other.
+#[test]
+fn hints_and_checked_entries() {
+    let (tmp, engine, bytes, hash) = setup();
+    let dir = tmp.path().join("compiled");
+    let cache = CompiledCache::open(&dir, &engine).unwrap();
+    assert_eq!(cache.hint("runner"), None);
+    cache.set_hint("runner", &hash);
+    assert_eq!(cache.hint("runner").as_deref(), Some(hash.as_str()));
+    std::fs::write(dir.join("runner.hint"), "not a hash").unwrap();
+    assert_eq!(cache.hint("runner"), None);
+    std::fs::remove_file(dir.join("runner.hint")).unwrap();
+    std::fs::write(tmp.path().join("elsewhere"), &hash).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("elsewhere"), dir.join("runner.hint")).unwrap();
+    assert_eq!(cache.hint("runner"), None);
+
+    assert!(cache.check_entry(&hash).unwrap().is_none());
+    cache.store(&hash, &Component::new(&engine, &bytes).unwrap());
+    let checked = cache.check_entry(&hash).unwrap().unwrap();
+    assert!(cache.load_checked(&engine, checked).is_ok());
+    // The entry of another hash is refused by its trailer, hint or not.
+    let other = sha256_hex(b"other");
+    std::fs::copy(
+        dir.join(cache.file_name(&hash)),
+        dir.join(cache.file_name(&other)),
+    )
+    .unwrap();
+    let err = cache.check_entry(&other).unwrap_err();
+    assert!(err.contains("other component"), "{err}");
+}
