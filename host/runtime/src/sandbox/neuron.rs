@@ -304,7 +304,11 @@ impl Sandbox {
         let hinted = cache.and_then(|c| c.hint(RUNNER_HINT));
         let (hash, early) = std::thread::scope(|s| {
             let early = match (cache, hinted.as_deref()) {
-                (Some(c), Some(h)) => Some(s.spawn(move || c.check_entry(h))),
+                // No thread to be had: no head start, nothing else changes.
+                (Some(c), Some(h)) => std::thread::Builder::new()
+                    .name("capsaga-runner-check".into())
+                    .spawn_scoped(s, move || c.check_entry(h))
+                    .ok(),
                 _ => None,
             };
             let hash = capsaga_core::idempotency::sha256_hex(bytes);
