@@ -108,7 +108,12 @@ impl Sandbox {
         {
             return Some(Ok(raw));
         }
-        let notice = super::cache::Notice::start(super::cache::Work::Meta, hash, bytes.len());
+        let work = if self.cache.is_some() {
+            super::cache::Work::Meta
+        } else {
+            super::cache::Work::MetaUncached
+        };
+        let notice = super::cache::Notice::start(work, hash, bytes.len());
         let component = match Component::from_binary(&baseline.engine, bytes) {
             Ok(c) => c,
             Err(e) => {

@@ -549,6 +549,9 @@ pub(in crate::sandbox) enum Work {
     Compile,
     /// A meta read through the baseline compiler (`sandbox::meta`).
     Meta,
+    /// The same without a compiled cache (the directory refused or off):
+    /// nothing is kept, the next start reads it again.
+    MetaUncached,
 }
 
 /// Work announced on stderr: its kind and start time (`None` when not
@@ -570,6 +573,9 @@ impl Notice {
             Work::Meta => eprintln!(
                 "capsaga: reading the meta of component {short} ({kib} KiB, baseline compiler); kept for the next start ..."
             ),
+            Work::MetaUncached => eprintln!(
+                "capsaga: reading the meta of component {short} ({kib} KiB, baseline compiler; no compiled cache, read again at every start) ..."
+            ),
         }
         Notice(Some((work, std::time::Instant::now())))
     }
@@ -580,7 +586,7 @@ impl Notice {
             Some((Work::Compile, t)) => {
                 eprintln!("capsaga:   compiled in {:.1} s", t.elapsed().as_secs_f64())
             }
-            Some((Work::Meta, t)) => {
+            Some((Work::Meta | Work::MetaUncached, t)) => {
                 eprintln!("capsaga:   read in {:.2} s", t.elapsed().as_secs_f64())
             }
             None => {}
