@@ -312,19 +312,7 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
     // Quality: recall@5 on the shipped set.
     let set =
         RetrievalSet::parse(capsaga_memory::eval::RETRIEVAL_SET).map_err(|e| e.to_string())?;
-    let qdir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let qws = qdir.path().join("ws");
-    std::fs::create_dir_all(&qws).map_err(|e| e.to_string())?;
-    let qm = Memory::open(
-        MemoryConfig::new(qdir.path().join("episodes.db"), qws),
-        model.clone(),
-    )
-    .map_err(|e| e.to_string())?;
-    set.index(&qm, "default").map_err(|e| e.to_string())?;
-    let (recall, _) = set
-        .recall_at(&qm, "default", 5)
-        .map_err(|e| e.to_string())?;
-    drop(qm);
+    let recall = recall_at_5(&set, model.clone())?;
     let reference = against_f32(model_dir, &model, &queries, &set)?;
 
     Ok(json!({
@@ -342,6 +330,19 @@ fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
         "precision": format!("{:?}", model.precision()).to_lowercase(),
         "f32_reference": reference,
     }))
+}
+
+/// recall@5 of the evidence session on `set`, indexed with `model` into a
+/// fresh memory in a temporary directory.
+fn recall_at_5(set: &RetrievalSet, model: Arc<MiniLm>) -> Result<f64, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).map_err(|e| e.to_string())?;
+    let m = Memory::open(MemoryConfig::new(dir.path().join("episodes.db"), ws), model)
+        .map_err(|e| e.to_string())?;
+    set.index(&m, "default").map_err(|e| e.to_string())?;
+    let (recall, _) = set.recall_at(&m, "default", 5).map_err(|e| e.to_string())?;
+    Ok(recall)
 }
 
 /// The same model with its stored f32 weights, against `model` (loaded as
@@ -376,13 +377,7 @@ fn against_f32(
         ours.push(ms(t));
     }
     let (o50, e50) = (pct(&mut ours, 0.5), pct(&mut theirs, 0.5));
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).map_err(|e| e.to_string())?;
-    let m = Memory::open(MemoryConfig::new(dir.path().join("episodes.db"), ws), exact)
-        .map_err(|e| e.to_string())?;
-    set.index(&m, "default").map_err(|e| e.to_string())?;
-    let (recall, _) = set.recall_at(&m, "default", 5).map_err(|e| e.to_string())?;
+    let recall = recall_at_5(set, exact)?;
     Ok(json!({
         "embed_query_ms_p50": e50,
         "default_embed_query_ms_p50": o50,
