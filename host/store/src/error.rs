@@ -13,9 +13,12 @@ use std::path::PathBuf;
 /// `budget_reservations` table; version 7 the fencing tokens (`fence` of
 /// `saga_state` and `saga_steps`, checked by triggers); version 8 the index
 /// of sagas by creation time (the console's pages); version 9 the
-/// `released_at` of `saga_state` (sagas released between requests). The
-/// PostgreSQL schema has its own numbered migrations (`postgres::schema`).
-pub const SCHEMA_VERSION: i64 = 9;
+/// `released_at` of `saga_state` (sagas released between requests);
+/// version 10 rebuilt `saga_steps` and `wal_log` without `AUTOINCREMENT`
+/// and dropped an index that duplicated a unique constraint (fewer pages
+/// written per record). The PostgreSQL schema has its own numbered
+/// migrations (`postgres::schema`).
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]

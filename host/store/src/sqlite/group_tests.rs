@@ -104,8 +104,9 @@ fn queued_writers_share_one_commit_and_a_failed_one_is_rolled_back_alone() {
 #[test]
 fn without_group_commit_every_write_is_its_own_commit() {
     let (db, commits, _dir) = queued(GroupCommit::Off, 20);
-    // Failed jobs roll back their own transaction, which commits nothing.
-    assert_eq!(commits, 20, "one transaction per write");
+    // Each write is its own transaction: the 10 that succeed commit one
+    // each, the 10 that fail roll theirs back (no commit).
+    assert_eq!(commits, 10, "one transaction per write");
     let days = runtime().block_on(db.budget_days(1000)).unwrap();
     assert_eq!(days.len(), 10);
 }
@@ -118,4 +119,70 @@ fn a_reader_sees_a_write_once_it_returned() {
     rt.block_on(db.record_spend("2026-01-01", 0.5, 10, 20))
         .unwrap();
     assert!((rt.block_on(db.day_spent("2026-01-01")).unwrap() - 0.5).abs() < 1e-9);
+}
+
+/// The thread a lone write runs on.
+fn writing_thread(db: &SqliteStore, rt: &tokio::runtime::Runtime) -> String {
+    rt.block_on(db.write(|_| {
+        Ok(std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_string())
+    }))
+    .unwrap()
+}
+
+/// A write that finds the connection free runs on its caller's thread in a
+/// multi-threaded runtime (no hand-off to the writer thread and back), and
+/// through the writer thread in a one-thread runtime, where blocking the
+/// caller would stall every other task; both are durable when they return.
+#[test]
+fn a_lone_write_runs_on_its_callers_thread_when_it_may_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    let multi = runtime();
+    let caller = multi.block_on(async { std::thread::current().name().map(str::to_string) });
+    assert_eq!(
+        Some(writing_thread(&db, &multi)),
+        caller.or(Some("unnamed".into()))
+    );
+    let one = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert_eq!(writing_thread(&db, &one), "capsaga-store-writer");
+    // Inside a task on a worker thread too.
+    let db = Arc::new(db);
+    let theirs = Arc::clone(&db);
+    let task = multi.spawn(async move {
+        let me = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_string();
+        let wrote = theirs
+            .write(|_| {
+                Ok(std::thread::current()
+                    .name()
+                    .unwrap_or("unnamed")
+                    .to_string())
+            })
+            .await
+            .unwrap();
+        (me, wrote)
+    });
+    let (worker, wrote) = multi.block_on(task).unwrap();
+    assert_eq!(worker, wrote);
+    assert_ne!(wrote, "capsaga-store-writer");
+    let before = db.commits();
+    multi
+        .block_on(db.write(|tx| {
+            tx.execute_batch(
+                "INSERT INTO budget_days (day, updated_at) VALUES ('2026-12-04', 'now')",
+            )?;
+            Ok(())
+        }))
+        .unwrap();
+    assert_eq!(db.commits(), before + 1);
+    let days = multi.block_on(db.budget_days(10)).unwrap();
+    assert_eq!(days.len(), 1, "the write is visible to the reader");
 }

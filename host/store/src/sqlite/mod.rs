@@ -190,6 +190,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
             busy_wait: wait,
             mode,
+            next_checkpoint_at: checkpoint::CHECKPOINT_THRESHOLD_BYTES,
         })?;
         Ok(SqliteStore {
             reader: Mutex::new(reader),

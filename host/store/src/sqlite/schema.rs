@@ -246,6 +246,66 @@ fn migrate_v9(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Version 10 (issue 31): fewer pages written per record. Each record's
+/// transaction wrote `sqlite_sequence` (both tables were `AUTOINCREMENT`,
+/// yet a log row's `seq` is set from the anchored head and a step's `id`
+/// only orders the rows of one table, whose rows are never deleted) and
+/// `idx_saga`, the same key as the `UNIQUE (saga_id, step_seq)`
+/// constraint's own index: three pages of the WAL frame a step wrote
+/// (`capsaga bench` saga step). SQLite cannot drop `AUTOINCREMENT` in place:
+/// both tables are rebuilt with their rows, keys, constraints, indexes and
+/// the fencing triggers, in the migration's transaction.
+const MIGRATE_V10: &str = r#"
+DROP INDEX IF EXISTS idx_saga;
+CREATE TABLE wal_log_v10 (
+    seq        INTEGER PRIMARY KEY,
+    saga_id    TEXT NOT NULL,
+    step_seq   INTEGER,
+    record     TEXT NOT NULL,
+    detail     TEXT NOT NULL,
+    at         TEXT NOT NULL,
+    prev_hash  TEXT NOT NULL,
+    hash       TEXT NOT NULL
+);
+INSERT INTO wal_log_v10 (seq, saga_id, step_seq, record, detail, at, prev_hash, hash)
+    SELECT seq, saga_id, step_seq, record, detail, at, prev_hash, hash FROM wal_log;
+DROP TABLE wal_log;
+ALTER TABLE wal_log_v10 RENAME TO wal_log;
+CREATE INDEX idx_wal_log_saga ON wal_log(saga_id, seq);
+CREATE TABLE saga_steps_v10 (
+    id               INTEGER PRIMARY KEY,
+    saga_id          TEXT NOT NULL REFERENCES saga_state(saga_id),
+    step_seq         INTEGER NOT NULL,
+    tool_id          TEXT NOT NULL,
+    tool_hash        TEXT NOT NULL,
+    grants           TEXT NOT NULL,
+    has_side_effects INTEGER NOT NULL,
+    idempotency_key  TEXT NOT NULL UNIQUE,
+    args             TEXT NOT NULL,
+    preimage         TEXT,
+    output           TEXT,
+    status           TEXT NOT NULL CHECK (status IN ('BEGIN','COMMIT','FAIL','COMPENSATED','COMPENSATION_FAILED')),
+    error            TEXT,
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL,
+    fence            INTEGER NOT NULL DEFAULT 1,
+    UNIQUE (saga_id, step_seq)
+);
+INSERT INTO saga_steps_v10 (id, saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at, fence)
+    SELECT id, saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at, fence FROM saga_steps;
+DROP TABLE saga_steps;
+ALTER TABLE saga_steps_v10 RENAME TO saga_steps;
+CREATE INDEX idx_steps_tool_hash ON saga_steps(tool_hash);
+"#;
+
+/// Version 10, in a function of its own (see [`MIGRATE_V10`]): the fencing
+/// triggers went with the old `saga_steps` and are created again.
+fn migrate_v10(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute_batch(MIGRATE_V10)?;
+    tx.execute_batch(MIGRATE_V7)?;
+    Ok(())
+}
+
 /// The message of the fencing triggers.
 pub(super) const FENCED: &str = "capsaga: fenced";
 
@@ -400,6 +460,9 @@ pub(super) fn migrate_to(
     }
     if version < 9 && target >= 9 {
         migrate_v9(tx)?;
+    }
+    if version < 10 && target >= 10 {
+        migrate_v10(tx)?;
     }
     Ok(())
 }

@@ -153,6 +153,120 @@ fn version_6_file_gains_fencing_in_place() {
     );
 }
 
+/// A database of version 9 migrates to version 10 (issue 31: both tables
+/// of a record rebuilt without `AUTOINCREMENT`, the duplicate index
+/// dropped): its steps keep their ids, its log still verifies and goes on
+/// from its head, and the fencing triggers are back on the new table.
+#[test]
+fn version_9_file_is_rebuilt_for_fewer_pages() {
+    use capsaga_core::wal_row::{GENESIS, row_hash, verify};
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("state.db");
+    {
+        let mut c = Connection::open(&p).unwrap();
+        let tx = c.transaction().unwrap();
+        migrate_to(&tx, 0, 9).unwrap();
+        tx.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 9;
+             INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, owner, fence) VALUES ('s', 'Acting', 'mcp', 't', 't', 'gone', 1);
+             INSERT INTO saga_steps (id, saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, status, created_at, updated_at, fence)
+               VALUES (7, 's', 0, 't', 'h', '[]', 1, 'k0', '{{}}', 'BEGIN', 't', 't', 1);"
+        ))
+        .unwrap();
+        let mut prev = GENESIS.to_string();
+        for seq in 1..=2i64 {
+            let detail = serde_json::json!({ "n": seq });
+            let hash = row_hash(&prev, seq, "s", Some(0), "BEGIN", &detail, "t");
+            tx.execute(
+                "INSERT INTO wal_log (seq, saga_id, step_seq, record, detail, at, prev_hash, hash) VALUES (?1, 's', 0, 'BEGIN', ?2, 't', ?3, ?4)",
+                rusqlite::params![seq, detail.to_string(), prev, hash],
+            )
+            .unwrap();
+            tx.execute(
+                "INSERT INTO wal_head (id, seq, hash) VALUES (1, ?1, ?2) ON CONFLICT(id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+                rusqlite::params![seq, hash],
+            )
+            .unwrap();
+            prev = hash;
+        }
+        tx.commit().unwrap();
+    }
+    let db = SqliteStore::open(&p).unwrap();
+    let (version, autoincrement, duplicate, sequences): (i64, i64, i64, i64) = db
+        .read(|c| {
+            let q = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0));
+            Ok((
+                q("PRAGMA user_version")?,
+                q("SELECT count(*) FROM sqlite_schema WHERE name IN ('saga_steps', 'wal_log') AND sql LIKE '%AUTOINCREMENT%'")?,
+                q("SELECT count(*) FROM sqlite_schema WHERE name = 'idx_saga'")?,
+                q("SELECT count(*) FROM sqlite_schema WHERE name LIKE 'saga_steps%' OR name LIKE 'wal_log%' OR name LIKE 'idx_%'")?,
+            ))
+        })
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!((autoincrement, duplicate), (0, 0));
+    // saga_steps, its two unique indexes and idx_steps_tool_hash; wal_log
+    // and idx_wal_log_saga; the other tables' indexes are unchanged.
+    assert!(sequences >= 6, "{sequences}");
+    block(async {
+        let rows = db.log(None).await.unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(verify(&rows), None);
+        let out = capsaga_core::tool::ToolOutput {
+            data: serde_json::json!(1),
+            effects: vec![],
+            next_hint: None,
+            summary: String::new(),
+        };
+        let stale = StepKey {
+            saga_id: "s",
+            fence: 2,
+            step_seq: 0,
+        };
+        assert!(matches!(
+            db.commit_step(stale, &out).await,
+            Err(StoreError::Fenced { held: 2, .. })
+        ));
+        db.commit_step(StepKey { fence: 1, ..stale }, &out)
+            .await
+            .unwrap();
+        let args = serde_json::json!({});
+        db.begin_step(&NewStep {
+            saga_id: "s",
+            step_seq: 1,
+            tool_id: "t",
+            tool_hash: "h",
+            grants: &[],
+            has_side_effects: true,
+            idempotency_key: "k1",
+            args: &args,
+            preimage: None,
+            approval: None,
+            fence: FIRST_FENCE,
+        })
+        .await
+        .unwrap();
+        let rows = db.log(None).await.unwrap();
+        assert_eq!(
+            rows.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4]
+        );
+        assert_eq!(verify(&rows), None);
+        assert_eq!(
+            db.step_at("s", 0).await.unwrap().unwrap().status,
+            StepStatus::Commit
+        );
+    });
+    let ids: Vec<i64> = db
+        .read(|c| {
+            let mut st = c.prepare("SELECT id FROM saga_steps ORDER BY id")?;
+            let ids = st.query_map([], |r| r.get(0))?;
+            Ok(ids.collect::<Result<_, _>>()?)
+        })
+        .unwrap();
+    assert_eq!(ids, vec![7, 8], "ids kept, the next one after them");
+}
+
 #[test]
 fn newer_schema_refused() {
     let dir = tempfile::tempdir().unwrap();
