@@ -312,41 +312,49 @@ impl<'de> Visitor<'de> for StrictVisitor {
 /// Render `value` canonically: object keys sorted by Unicode code point,
 /// no whitespace, serde_json's number and string escaping.
 pub fn canonical(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::with_capacity(128);
     write_canonical(value, &mut out);
-    out
+    // serde_json writes UTF-8, the rest is ASCII: the fallback never runs.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// [`canonical`] appended to `out`, without a copy of `value` or of its
+/// keys (the chained log hashes every record's detail this way).
+pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                if let Some(v) = m.get(k) {
-                    write_canonical(v, out);
-                }
+                write_scalar(k, out);
+                out.push(b':');
+                write_canonical(v, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(a) => {
-            out.push('[');
+            out.push(b'[');
             for (i, v) in a.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => write_scalar(other, out),
     }
+}
+
+/// `v` as serde_json writes it compactly, appended to `out` (writing to a
+/// `Vec` cannot fail, and a string, number, bool or null always
+/// serialises).
+pub fn write_scalar<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(out, v);
 }
 
 #[cfg(test)]
@@ -453,6 +461,24 @@ mod tests {
         assert_eq!(
             canonical(&a),
             r#"{"a":{"c":"x","d":[1,{"y":1,"z":0}]},"b":1}"#
+        );
+    }
+
+    /// The form every hash of the chained log was made with: escapes,
+    /// numbers and key order exactly as before `write_canonical` wrote
+    /// into a buffer (the expected text is what the earlier implementation,
+    /// `Value::to_string` per scalar and per key, gave on 2026-12-05).
+    #[test]
+    fn canonical_text_is_unchanged() {
+        let v = serde_json::json!({
+            "é": "\u{1}\n\"\\/\u{7f}\u{2028}😀",
+            "B": [1.5, -0.0, 1e300, 12345678901234567890u64, -9223372036854775808i64, null, true],
+            "a": {"": {}, "\u{0}": []},
+            "Z": 0.1,
+        });
+        assert_eq!(
+            canonical(&v),
+            "{\"B\":[1.5,-0.0,1e+300,12345678901234567890,-9223372036854775808,null,true],\"Z\":0.1,\"a\":{\"\":{},\"\\u0000\":[]},\"é\":\"\\u0001\\n\\\"\\\\/\u{7f}\u{2028}😀\"}"
         );
     }
 }

@@ -8,7 +8,7 @@
 //! decoding of a stored row and the chain check are here, free of I/O, so
 //! that they can be fuzzed alone (`fuzz/fuzz_targets/wal_row.rs`).
 
-use crate::json::canonical;
+use crate::json::{canonical, write_canonical, write_scalar};
 use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -156,17 +156,27 @@ pub fn row_hash(
     detail: &serde_json::Value,
     at: &str,
 ) -> String {
-    let body = canonical(&json!({
-        "seq": seq,
-        "saga_id": saga_id,
-        "step_seq": step_seq,
-        "record": record,
-        "detail": detail,
-        "at": at,
-    }));
+    // The canonical JSON of {seq, saga_id, step_seq, record, detail, at},
+    // written in its keys' order without building (and copying the detail
+    // into) that object first; `canonical_row_body` in the tests is the
+    // reference it must equal byte for byte.
+    let mut body = Vec::with_capacity(256);
+    body.extend_from_slice(b"{\"at\":");
+    write_scalar(at, &mut body);
+    body.extend_from_slice(b",\"detail\":");
+    write_canonical(detail, &mut body);
+    body.extend_from_slice(b",\"record\":");
+    write_scalar(record, &mut body);
+    body.extend_from_slice(b",\"saga_id\":");
+    write_scalar(saga_id, &mut body);
+    body.extend_from_slice(b",\"seq\":");
+    write_scalar(&seq, &mut body);
+    body.extend_from_slice(b",\"step_seq\":");
+    write_scalar(&step_seq, &mut body);
+    body.push(b'}');
     let mut h = Sha256::new();
     h.update(prev_hash.as_bytes());
-    h.update(body.as_bytes());
+    h.update(&body);
     hex::encode(h.finalize())
 }
 
@@ -367,6 +377,53 @@ mod tests {
                     assert_eq!(
                         hex::encode(h.finalize()),
                         row_hash(GENESIS, seq, "s\"1", step, "COMMIT", detail, "t")
+                    );
+                }
+            }
+        }
+    }
+
+    /// The reference of [`row_hash`]: the SHA-256 of the previous hash and
+    /// the canonical JSON of the row's object, built as a `Value`.
+    fn reference_hash(
+        prev: &str,
+        seq: i64,
+        saga_id: &str,
+        step_seq: Option<u64>,
+        record: &str,
+        detail: &serde_json::Value,
+        at: &str,
+    ) -> String {
+        let body = canonical(&json!({
+            "seq": seq, "saga_id": saga_id, "step_seq": step_seq,
+            "record": record, "detail": detail, "at": at,
+        }));
+        let mut h = Sha256::new();
+        h.update(prev.as_bytes());
+        h.update(body.as_bytes());
+        hex::encode(h.finalize())
+    }
+
+    #[test]
+    fn the_row_hash_is_the_canonical_objects() {
+        let details = [
+            json!(null),
+            json!({"z": 1, "a": {"é": "\u{1}\n\"", "": [1.5, -0.0, 1e300, true]}}),
+            json!({"args": {"path": "/srv/ws/a b.txt"}, "grants": ["fs:write:/srv/ws/**"], "preimage": null}),
+            json!([{"b": 2, "a": 1}, "😀", u64::MAX, i64::MIN]),
+            json!("tail \u{2028} \\ /"),
+        ];
+        for detail in &details {
+            for step in [None, Some(0), Some(u64::MAX)] {
+                for (seq, saga, record, at) in [
+                    (1i64, "s1", "BEGIN", "2026-01-01T00:00:00.000Z"),
+                    (i64::MAX, "s\"1\\\u{0}é", "COMMIT", "t"),
+                    (-5, "", "", ""),
+                ] {
+                    assert_eq!(
+                        row_hash(GENESIS, seq, saga, step, record, detail, at),
+                        reference_hash(GENESIS, seq, saga, step, record, detail, at),
+                        "{detail} {step:?} {seq} {saga:?}"
                     );
                 }
             }
