@@ -279,15 +279,7 @@ impl Writer {
         if o.mode != GroupCommit::On {
             return Err(job);
         }
-        tokio::task::block_in_place(move || {
-            let mut jobs = vec![job];
-            let mut checkpoints = Vec::new();
-            shared.take(o.mode.max_batch(), &mut jobs, &mut checkpoints);
-            run_batches(&mut o, jobs, &shared.commits);
-            for reply in checkpoints {
-                let _ = reply.send(checkpoint::truncate_nowait(&o.conn, &o.path, o.busy_wait));
-            }
-        });
+        tokio::task::block_in_place(move || run_queued(shared, &mut o, vec![job]));
         Ok(())
     }
 
@@ -343,16 +335,22 @@ fn run(shared: &Shared) {
             let _ = std::mem::take(&mut shared.queue().msgs);
             return;
         };
-        let mut jobs = Vec::new();
-        let mut checkpoints = Vec::new();
-        shared.take(o.mode.max_batch(), &mut jobs, &mut checkpoints);
-        run_batches(&mut o, jobs, &shared.commits);
-        for reply in checkpoints {
-            let _ = reply.send(checkpoint::truncate_nowait(&o.conn, &o.path, o.busy_wait));
-        }
+        run_queued(shared, &mut o, Vec::new());
     }
     if let Ok(o) = shared.owned.lock() {
         let _ = checkpoint::truncate_nowait(&o.conn, &o.path, o.busy_wait);
+    }
+}
+
+/// With the connection held: `jobs` and what is queued behind them (up to
+/// a batch), then the checkpoints asked for on the way. Run by the writer
+/// thread and by a caller that found the connection free.
+fn run_queued(shared: &Shared, o: &mut Owned, mut jobs: Vec<Job>) {
+    let mut checkpoints = Vec::new();
+    shared.take(o.mode.max_batch(), &mut jobs, &mut checkpoints);
+    run_batches(o, jobs, &shared.commits);
+    for reply in checkpoints {
+        let _ = reply.send(checkpoint::truncate_nowait(&o.conn, &o.path, o.busy_wait));
     }
 }
 

@@ -88,20 +88,18 @@ fn version_6_file_gains_fencing_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("state.db");
     {
-        let mut c = Connection::open(&p).unwrap();
-        let tx = c.transaction().unwrap();
-        migrate_to(&tx, 0, 6).unwrap();
-        tx.execute_batch(&format!(
-            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 6;
-             INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, owner, principal) VALUES ('s', 'Acting', 'mcp', 't', 't', 'gone', 'token:bob');
+        let c = older_file(
+            &p,
+            6,
+            &format!(
+                "INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, owner, principal) VALUES ('s', 'Acting', 'mcp', 't', 't', 'gone', 'token:bob');
              INSERT INTO saga_steps (saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, status, created_at, updated_at)
                VALUES ('s', 0, 't', 'h', '[]', 1, 'k0', '{{}}', 'BEGIN', 't', 't');
              INSERT INTO tokens (name, role, secret_sha256, created_at, created_by) VALUES ('bob', 'client', '{}', 't', 'cli:root');
              INSERT INTO budget_reservations (id, day, usd, holder, created_at, expires_at) VALUES ('r', '2026-12-01', 0.5, 'x', 't', '9999-01-01T00:00:00.000Z');",
-            "ab".repeat(32)
-        ))
-        .unwrap();
-        tx.commit().unwrap();
+                "ab".repeat(32)
+            ),
+        );
         let fence_columns: i64 = c
             .query_row(
                 "SELECT count(*) FROM pragma_table_info('saga_steps') WHERE name = 'fence'",
@@ -163,16 +161,14 @@ fn version_9_file_is_rebuilt_for_fewer_pages() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("state.db");
     {
-        let mut c = Connection::open(&p).unwrap();
-        let tx = c.transaction().unwrap();
-        migrate_to(&tx, 0, 9).unwrap();
-        tx.execute_batch(&format!(
-            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 9;
-             INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, owner, fence) VALUES ('s', 'Acting', 'mcp', 't', 't', 'gone', 1);
+        let mut c = older_file(
+            &p,
+            9,
+            "INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, owner, fence) VALUES ('s', 'Acting', 'mcp', 't', 't', 'gone', 1);
              INSERT INTO saga_steps (id, saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, status, created_at, updated_at, fence)
-               VALUES (7, 's', 0, 't', 'h', '[]', 1, 'k0', '{{}}', 'BEGIN', 't', 't', 1);"
-        ))
-        .unwrap();
+               VALUES (7, 's', 0, 't', 'h', '[]', 1, 'k0', '{}', 'BEGIN', 't', 't', 1);",
+        );
+        let tx = c.transaction().unwrap();
         let mut prev = GENESIS.to_string();
         for seq in 1..=2i64 {
             let detail = serde_json::json!({ "n": seq });
@@ -291,6 +287,21 @@ fn busy_is_told_apart() {
     .into();
     assert!(matches!(e, StoreError::Busy(_)), "{e}");
     assert!(e.to_string().contains("database is locked"));
+}
+
+/// A state file at `p` exactly as capsaga of schema `version` made it
+/// (its tables, application id and version), with `rows` inserted.
+fn older_file(p: &std::path::Path, version: i64, rows: &str) -> Connection {
+    let mut c = Connection::open(p).unwrap();
+    let tx = c.transaction().unwrap();
+    migrate_to(&tx, 0, version).unwrap();
+    tx.execute_batch(&format!(
+        "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {version};"
+    ))
+    .unwrap();
+    tx.execute_batch(rows).unwrap();
+    tx.commit().unwrap();
+    c
 }
 
 fn block<F: std::future::Future>(f: F) -> F::Output {
