@@ -199,10 +199,13 @@ impl StepJournal {
                     seen.insert(at.clone());
                 }
                 Header::Moved { from, to, .. } => forget_under(&mut seen, from, to),
-                // After a restore pass the paths hold their restored state:
-                // a change made to them later (a retried compensation) is
-                // journaled again.
-                Header::Finished { .. } => seen.clear(),
+                // A pre-image covers later changes to its path only until
+                // its record is undone: once a pass has undone a record (an
+                // interrupted pass, resumed) or finished, a change made to
+                // the paths later (the tool's compensation, run again) is
+                // journaled again, else the rest of the pass would not undo
+                // it.
+                Header::Done { .. } | Header::Finished { .. } => seen.clear(),
                 _ => {}
             }
         }
@@ -518,6 +521,10 @@ impl StepJournal {
             return Err(e);
         }
         self.end = start + bytes.len() as u64;
+        if matches!(header, Header::Done { .. } | Header::Finished { .. }) {
+            // As when the journal is read back (`from_file`).
+            self.seen.clear();
+        }
         self.frames.push(Frame {
             offset: start,
             header: header.clone(),

@@ -15,7 +15,10 @@
 //!    renamed back (never over something: `RENAME_NOREPLACE`). Each record
 //!    done is noted, so neither a resumed pass nor a later one (an
 //!    operator's retry) redoes it: the records are a history, undone once;
-//!    the one action a kill interrupted before its note is idempotent.
+//!    the one action a kill interrupted before its note is idempotent. A
+//!    change made after a record was undone (the tool's compensation, run
+//!    again before a resumed pass) is journaled anew, so the pass undoes it
+//!    first.
 //!    Nothing is created on the way to a path: in reverse order its parent
 //!    is back before it, so a missing one was removed by someone else.
 //! 3. The granted directories are synced (`syncfs`), then a `finished`
