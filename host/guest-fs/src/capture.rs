@@ -213,6 +213,8 @@ pub fn fingerprint(roots: &mut Roots, at: &At, sum: bool) -> Fingerprint {
 pub struct Captured {
     /// What is there.
     pub prior: Prior,
+    /// Its `(st_dev, st_ino)` (`None` when absent).
+    pub id: Option<(u64, u64)>,
     /// The regular file, opened for reading (not following links).
     pub content: Option<File>,
 }
@@ -234,12 +236,14 @@ pub fn capture(
         Err(rustix::io::Errno::NOENT) => {
             return Ok(Captured {
                 prior: Prior::Absent,
+                id: None,
                 content: None,
             });
         }
         Err(e) => return Err(CaptureError::Io(e.into())),
     };
     let mode = st.st_mode & 0o7777;
+    let id = Some((st.st_dev, st.st_ino));
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => {
             if st.st_nlink > 1 && change.acts_on_object() {
@@ -269,6 +273,7 @@ pub fn capture(
                     mtime: mtime(&now),
                     len: now.st_size as u64,
                 },
+                id,
                 content: Some(File::from(fd)),
             })
         }
@@ -277,6 +282,7 @@ pub fn capture(
                 mode,
                 mtime: mtime(&st),
             },
+            id,
             content: None,
         }),
         FileType::Symlink => {
@@ -287,6 +293,7 @@ pub fn capture(
                 .map_err(|_| CaptureError::Refused(Refusal::NotUtf8(shown.to_string())))?;
             Ok(Captured {
                 prior: Prior::Symlink { target },
+                id,
                 content: None,
             })
         }

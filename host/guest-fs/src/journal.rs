@@ -320,7 +320,7 @@ impl StepJournal {
             return Ok(());
         }
         let shown = at.display();
-        let Captured { prior, content } = capture(&loc.parent, loc.name(), &shown, change)
+        let Captured { prior, id, content } = capture(&loc.parent, loc.name(), &shown, change)
             .map_err(|e| match e {
                 CaptureError::Refused(r) => JournalError::Refused(r),
                 CaptureError::Io(e) => JournalError::Path(e),
@@ -334,6 +334,7 @@ impl StepJournal {
             at: at.clone(),
             prior,
             by: change.label().into(),
+            id,
         };
         self.append(&header, content.map(|f| (f, len)), destructive, &shown)?;
         self.seen.insert(at);

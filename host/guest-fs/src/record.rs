@@ -217,6 +217,12 @@ pub enum Header {
         /// The operation about to change it (for reports): `open for
         /// writing`, `unlink`, ...
         by: String,
+        /// `(st_dev, st_ino)` of what was there (absent when nothing was,
+        /// and in journals written before it was added): tells a rename
+        /// recorded but never done from one done (see `what` in
+        /// [`Header::Moved`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<(u64, u64)>,
     },
     /// A rename about to happen: undone by renaming `to` back to `from`.
     Moved {
@@ -227,8 +233,9 @@ pub enum Header {
         /// `(st_dev, st_ino)` of what is moved, when the record was written.
         /// The record is written before the rename: a call stopped between
         /// the two leaves a record of a rename that never happened, told
-        /// apart by where this file is at the restore (absent in journals
-        /// written before it was added).
+        /// apart by where this file is at the restore, or by the next record
+        /// of the source's path still finding this file there (absent in
+        /// journals written before it was added).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         what: Option<(u64, u64)>,
     },

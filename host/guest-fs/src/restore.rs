@@ -269,7 +269,8 @@ impl StepJournal {
                     self.restore_pre(i, at, prior)
                 }
                 Header::Moved { from, to, what } => {
-                    let r = self.undo_move(from, to, *what);
+                    let stayed = what.is_some() && self.next_id_at(i, from) == *what;
+                    let r = self.undo_move(from, to, *what, stayed);
                     self.forget_parents();
                     r
                 }
@@ -338,6 +339,20 @@ impl StepJournal {
             paths,
             clean,
         }
+    }
+
+    /// The `(st_dev, st_ino)` the first record after `i` that names `at`
+    /// found there: `None` when there is no such record, it found nothing,
+    /// or the first is a rename to or from `at`.
+    fn next_id_at(&self, i: usize, at: &At) -> Option<(u64, u64)> {
+        self.frames
+            .iter()
+            .skip(i + 1)
+            .find_map(|f| match &f.header {
+                Header::Pre { at: a, id, .. } if a == at => Some(*id),
+                Header::Moved { from, to, .. } if from == at || to == at => Some(None),
+                _ => None,
+            })?
     }
 
     /// Records undone by any pass: index → (pass, what was done).

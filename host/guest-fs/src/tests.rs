@@ -606,3 +606,67 @@ fn a_compensation_run_again_after_an_interrupted_restore_is_undone_too() {
     assert!(rep.clean, "{rep:#?}");
     assert_eq!(snapshot(&r.ws), before);
 }
+
+#[test]
+fn a_rename_never_done_whose_source_the_work_again_replaced_is_not_undone() {
+    // As above, but the work done again removes the stale temporary file
+    // and makes a new one (found by crash_recovery with the `ledger` test
+    // component's compensation): the restore puts the old bytes back at the
+    // old place under a new inode, so the file's identity no longer tells;
+    // the journal's next record of the old place, which found the file
+    // still there, does.
+    let r = rig();
+    let before = snapshot(&r.ws);
+    let dir = r.dir();
+    let ws = r.ws.clone();
+    let mut j = r.journal(0);
+    guarded(&mut j, &dir, "tmp", Change::Create, || {
+        std::fs::write(ws.join("tmp"), b"first").unwrap()
+    });
+    let from = locate(j.roots(), &dir, "tmp", false).unwrap();
+    let to = locate(j.roots(), &dir, "a.txt", false).unwrap();
+    j.before_rename(&from, &to).unwrap();
+    // Stopped here: no rename. The work again: the stale file removed, a
+    // new one written and renamed over.
+    guarded(&mut j, &dir, "tmp", Change::Unlink, || {
+        std::fs::remove_file(ws.join("tmp")).unwrap()
+    });
+    guarded(&mut j, &dir, "tmp", Change::Create, || {
+        std::fs::write(ws.join("tmp"), b"second").unwrap()
+    });
+    renamed(&mut j, &dir, "tmp", "a.txt", &ws);
+    j.seal().unwrap();
+    drop(j);
+    assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), b"second");
+    let reps = rollback(&r, &[0]);
+    assert!(reps[0].clean, "{reps:#?}");
+    assert!(
+        reps[0]
+            .paths
+            .iter()
+            .any(|p| p.action.contains("stopped before this rename")),
+        "{reps:#?}"
+    );
+    assert_eq!(snapshot(&r.ws), before);
+}
+
+#[test]
+fn a_rename_done_is_undone_even_when_its_source_name_is_used_again() {
+    // The converse: the rename happened, then a new file took the old
+    // name; the next record of the old place found nothing there, so the
+    // rename is undone (after that file, which the step made, is removed).
+    let r = rig();
+    let before = snapshot(&r.ws);
+    let dir = r.dir();
+    let ws = r.ws.clone();
+    let mut j = r.journal(0);
+    renamed(&mut j, &dir, "a.txt", "moved.txt", &ws);
+    guarded(&mut j, &dir, "a.txt", Change::Create, || {
+        std::fs::write(ws.join("a.txt"), b"new").unwrap()
+    });
+    j.seal().unwrap();
+    drop(j);
+    let reps = rollback(&r, &[0]);
+    assert!(reps[0].clean, "{reps:#?}");
+    assert_eq!(snapshot(&r.ws), before);
+}

@@ -260,15 +260,19 @@ impl StepJournal {
 
     /// Undo the rename of `from` onto `to`; `what` is the moved file's
     /// `(st_dev, st_ino)` when the record has it. With both names present,
-    /// the rename never happened when the moved file is still at `from`
-    /// and not at `to` (the call was stopped between the record and the
-    /// rename, which is atomic): nothing to undo. Otherwise both present
-    /// means something else took the old place: left alone.
+    /// the rename never happened (the call was stopped between the record
+    /// and the rename, which is atomic) when the moved file is still at
+    /// `from` and not at `to`, or when `stayed`: the journal's next record
+    /// of `from` found that file still there (the same work done again
+    /// then replaced it, and the restore put back its bytes, not its
+    /// inode): nothing to undo. Otherwise both present means something
+    /// else took the old place: left alone.
     pub(crate) fn undo_move(
         &mut self,
         from: &At,
         to: &At,
         what: Option<(u64, u64)>,
+        stayed: bool,
     ) -> Result<String, String> {
         let to_parent = self.parent_of(to)?;
         let from_parent = self.parent_of(from)?;
@@ -293,8 +297,9 @@ impl StepJournal {
             }
             (_, None, Some(_)) => Ok(format!("already moved back from {}", to.display())),
             (_, Some(t), Some(f))
-                if what
-                    .is_some_and(|id| (f.st_dev, f.st_ino) == id && (t.st_dev, t.st_ino) != id) =>
+                if what.is_some_and(|id| {
+                    ((f.st_dev, f.st_ino) == id || stayed) && (t.st_dev, t.st_ino) != id
+                }) =>
             {
                 Ok(format!(
                     "nothing to undo: the call was stopped before this rename (what it was to move to {} is still at its old place)",
