@@ -36,4 +36,6 @@ pub use record::{At, Fingerprint};
 pub use restore::{Expected, Plan, RestoreReport, Restored, fold};
 
 #[cfg(test)]
+mod kill_tests;
+#[cfg(test)]
 mod tests;

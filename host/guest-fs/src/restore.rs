@@ -211,6 +211,31 @@ impl StepJournal {
     /// Restore the journal in reverse for `plan`, touching only paths under
     /// the directories named in `allowed` (the step's write grants).
     pub fn restore(&mut self, plan: &Plan, allowed: &[String]) -> RestoreReport {
+        let mut unlimited = None;
+        match self.restore_until(plan, allowed, &mut unlimited) {
+            Some(report) => report,
+            None => unreachable!("a restore without a kill point runs to its end"),
+        }
+    }
+
+    /// [`StepJournal::restore`], stopped as a kill would stop it when
+    /// `ticks` runs out (`None`: never): a tick before each record's action
+    /// and one between the action and its progress note. `None` when
+    /// stopped. For the crash tests, which stop a restore at every point.
+    pub(crate) fn restore_until(
+        &mut self,
+        plan: &Plan,
+        allowed: &[String],
+        ticks: &mut Option<usize>,
+    ) -> Option<RestoreReport> {
+        let mut tick = || match ticks {
+            Some(0) => false,
+            Some(n) => {
+                *n -= 1;
+                true
+            }
+            None => true,
+        };
         let mut paths = Vec::new();
         let mut clean = plan.conflicts.is_empty();
         for (at, why) in &plan.conflicts {
@@ -261,6 +286,9 @@ impl StepJournal {
             for a in &ats {
                 used_roots.insert(a.root.clone());
             }
+            if !tick() {
+                return None;
+            }
             let res = match &header {
                 Header::Pre { at, prior, .. } => {
                     if let Prior::Dir { mtime, .. } = prior {
@@ -276,6 +304,9 @@ impl StepJournal {
                 }
                 _ => continue,
             };
+            if !tick() {
+                return None;
+            }
             match res {
                 Ok(action) => {
                     let note = Header::Done {
@@ -333,12 +364,12 @@ impl StepJournal {
             tracing::warn!("the end of the restore was not recorded: {e}");
             clean = false;
         }
-        RestoreReport {
+        Some(RestoreReport {
             pass: plan.pass,
             resumed: plan.resumed,
             paths,
             clean,
-        }
+        })
     }
 
     /// The `(st_dev, st_ino)` the first record after `i` that names `at`
