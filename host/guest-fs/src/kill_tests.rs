@@ -25,6 +25,8 @@ enum Op {
     Write(&'static str, &'static [u8]),
     Unlink(&'static str),
     Rename(&'static str, &'static str),
+    Mkdir(&'static str),
+    Rmdir(&'static str),
 }
 
 /// A shape of work: the files before, the step's changes, and the tool's
@@ -122,6 +124,48 @@ const SHAPES: &[Shape] = &[
         },
     },
     Shape {
+        // fs_write with `create_dirs`: a directory made, a file written in
+        // it through a temporary file and a rename; the compensation
+        // removes the file, then the directory when empty.
+        name: "new directory and file",
+        before: &[],
+        step: &[
+            Op::Mkdir("d"),
+            Op::Create("d/.f.tmp", b"v1"),
+            Op::Rename("d/.f.tmp", "d/f"),
+        ],
+        compensate: |ws| {
+            let mut ops = Vec::new();
+            if read(ws, "d/f").as_deref() == Some(b"v1") {
+                ops.push(Op::Unlink("d/f"));
+            }
+            if read(ws, "d/.f.tmp").is_some() {
+                ops.push(Op::Unlink("d/.f.tmp"));
+            }
+            if ws.join("d").is_dir() {
+                ops.push(Op::Rmdir("d"));
+            }
+            ops
+        },
+    },
+    Shape {
+        // A directory of files renamed, a file added in it; the
+        // compensation removes the new file and renames the directory back.
+        name: "directory renamed, file added",
+        before: &[("e/x", b"x0")],
+        step: &[Op::Rename("e", "e2"), Op::Create("e2/y", b"y1")],
+        compensate: |ws| {
+            let mut ops = Vec::new();
+            if read(ws, "e2/y").is_some() {
+                ops.push(Op::Unlink("e2/y"));
+            }
+            if ws.join("e2").is_dir() && !ws.join("e").exists() {
+                ops.push(Op::Rename("e2", "e"));
+            }
+            ops
+        },
+    },
+    Shape {
         // A compensation that does nothing: the host's restore alone.
         name: "two files, no compensation",
         before: &[("g", b"g0")],
@@ -160,6 +204,8 @@ fn apply(j: &mut StepJournal, ws: &Path, op: Op, ticks: &mut Option<usize>) -> b
         Op::Create(n, _) => journal(j, n, Change::Create),
         Op::Write(n, _) => journal(j, n, Change::Write),
         Op::Unlink(n) => journal(j, n, Change::Unlink),
+        Op::Mkdir(n) => journal(j, n, Change::CreateDir),
+        Op::Rmdir(n) => journal(j, n, Change::RemoveDir),
         Op::Rename(a, b) => {
             let from = locate(j.roots(), &dir, a, false).unwrap();
             let to = locate(j.roots(), &dir, b, false).unwrap();
@@ -190,24 +236,31 @@ fn apply(j: &mut StepJournal, ws: &Path, op: Op, ticks: &mut Option<usize>) -> b
             std::fs::remove_file(ws.join(n)).unwrap()
         }
         Op::Rename(a, b) => std::fs::rename(ws.join(a), ws.join(b)).unwrap(),
+        Op::Mkdir(n) => std::fs::create_dir(ws.join(n)).unwrap(),
+        Op::Rmdir(n) => std::fs::remove_dir(ws.join(n)).unwrap(),
     }
     true
 }
 
 static KEEP: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
 
-/// Every regular file under `ws`: name → bytes.
-fn files(ws: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(ws)
-        .unwrap()
-        .flatten()
-        .map(|e| {
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect()
+/// Everything under `ws`: relative path → bytes (`None`: a directory).
+fn files(ws: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Option<Vec<u8>>>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                out.insert(rel, None);
+                walk(base, &p, out);
+            } else {
+                out.insert(rel, Some(std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(ws, ws, &mut out);
+    out
 }
 
 struct Case {
@@ -223,6 +276,9 @@ impl Case {
         let ws = base.join("ws");
         std::fs::create_dir_all(&ws).unwrap();
         for (name, bytes) in shape.before {
+            if let Some(parent) = ws.join(name).parent() {
+                std::fs::create_dir_all(parent).unwrap();
+            }
             std::fs::write(ws.join(name), bytes).unwrap();
         }
         let cfg = JournalConfig {
