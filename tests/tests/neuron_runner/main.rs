@@ -383,6 +383,38 @@ async fn prints_are_logged_and_nothing_survives_a_call() {
 }
 
 #[tokio::test]
+async fn the_snapshots_objects_are_immortal_and_what_a_call_changes_in_them_does_not_survive() {
+    // The build's post-pass (tools/neuron_runner/immortalize.py) made every
+    // object of the interpreter snapshot immortal, so that calls write no
+    // reference counts to the snapshot's pages. A call may still change
+    // those objects; the next call, in a fresh instance, sees none of it.
+    let rig = rig!();
+    let src = "import sys, json, csv, capsaga\n\
+               def execute(args):\n    \
+                   snap = [json, json.loads, csv.DictReader, capsaga.ToolError, sys.modules, execute.__globals__['__builtins__']]\n    \
+                   before = {'seen': getattr(json, 'seen', None), 'has_loads': hasattr(json, 'loads')}\n    \
+                   json.seen = args['n']\n    \
+                   del json.loads\n    \
+                   return {'snapshot': [sys._is_immortal(o) for o in snap],\n            \
+                           'new': sys._is_immortal([args['n']]), 'before': before,\n            \
+                           'dumps': json.dumps({'n': args['n']})}\n";
+    let def = neuron("immortal", src);
+    let a = exec(rig, &def, &[], json!({"n": 1})).await;
+    let b = exec(rig, &def, &[], json!({"n": 2})).await;
+    for c in [&a, &b] {
+        assert_eq!(
+            c.data()["snapshot"],
+            json!([true, true, true, true, true, true]),
+            "{:?}",
+            c.data()
+        );
+        assert_eq!(c.data()["new"], false, "{:?}", c.data());
+    }
+    assert_eq!(b.data()["before"], json!({"seen": null, "has_loads": true}));
+    assert_eq!(b.data()["dumps"], "{\"n\": 2}");
+}
+
+#[tokio::test]
 async fn code_run_script_with_named_inputs_and_a_scratch_directory() {
     let rig = rig!();
     let (_d, root) = tempdir();

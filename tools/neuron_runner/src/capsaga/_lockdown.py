@@ -200,6 +200,7 @@ def seal():
     import gc
 
     gc.collect()
+    _mark_immortal(gc)
     gc.freeze()
     AVAILABLE = tuple(
         sorted(
@@ -210,3 +211,46 @@ def seal():
             }
         )
     )
+
+
+
+#: Every object alive at the snapshot that is not immortal yet, kept alive
+#: here so that none of them is freed before the snapshot is taken.
+_KEEP = None
+
+#: The addresses (``id``) of the objects in :data:`_KEEP`, after a marker:
+#: read by the build's post-pass, ``tools/neuron_runner/immortalize.py``.
+_IMMORTAL = None
+
+#: Starts :data:`_IMMORTAL`; the post-pass zeroes it once it has run.
+IMMORTAL_MARKER = b"CAPSAGA-IMMORTALIZE-1\0"
+
+
+def _mark_immortal(gc):
+    """List every object of the snapshot for the build's post-pass, which
+    sets each one's reference count to CPython's immortal value.
+
+    Why: a call touches objects all over the snapshot's heap (modules,
+    functions, code, strings), and each reference-count change writes to
+    its page, which the host pays as a copy-on-write fault per page and per
+    call. Immortal objects (PEP 683) are never counted, so those pages stay
+    shared. Found: the objects the collector tracks, and everything they
+    reach through objects it does not track (strings, tuples of constants,
+    code). A call's instance is thrown away after it, so nothing is lost by
+    never freeing them.
+    """
+    import struct
+
+    global _KEEP, _IMMORTAL
+    todo = gc.get_objects()
+    alive = {}
+    while todo:
+        o = todo.pop()
+        if id(o) in alive:
+            continue
+        alive[id(o)] = o
+        # Tracked objects are all in the list already.
+        todo.extend(r for r in gc.get_referents(o) if not gc.is_tracked(r) and id(r) not in alive)
+    addrs = sorted(a for a, o in alive.items() if not sys._is_immortal(o))
+    _KEEP = [alive[a] for a in addrs]
+    _IMMORTAL = IMMORTAL_MARKER + struct.pack(f"<I{len(addrs)}I", len(addrs), *addrs)
