@@ -6,9 +6,9 @@ Usage: ``immortalize.py RUNNER.wasm`` (rewritten in place).
 componentize-py snapshots the interpreter's linear memory into the
 component's data segments. At that moment ``capsaga._lockdown`` lists the
 address of every object alive (after ``IMMORTAL_MARKER``, in a bytes object
-of the snapshot). This pass finds that list in the data segments and sets
-each object's reference count, its first 4 bytes on 32-bit CPython, to
-3.14's ``_Py_IMMORTAL_INITIAL_REFCNT`` for 32-bit builds (``5 << 28``;
+of the snapshot, with their CRC-32). This pass finds that list in the data
+segments and sets each object's reference count, its first 4 bytes on
+32-bit CPython, to 3.14's ``_Py_IMMORTAL_INITIAL_REFCNT`` for 32-bit builds (``5 << 28``;
 immortal is ``>= 1 << 30``, PEP 683): the interpreter then never writes a
 count to those objects, so a call no longer dirties their pages. It zeroes
 the marker, so a second run finds nothing and fails.
@@ -29,6 +29,7 @@ segments are rewritten, so every size and offset stays the same.
 import bisect
 import struct
 import sys
+import zlib
 
 MAGIC = b"CAPSAGA-IMMORTALIZE-1\0"
 IMMORTAL = 5 << 28
@@ -111,15 +112,18 @@ def data_segments(b, start, end):
 
 
 def find_list(b, segs):
-    """File offset of the address list: the marker followed by a count that
-    fits in its segment (the marker's text also appears as a constant of
-    the code that built it, with no list after it)."""
+    """File offset of the address list: the marker, a count, the addresses
+    and their CRC-32, all in one segment (the marker's text also appears as
+    a constant of the code that built it, with no list after it)."""
     for _, at, ln in segs:
         p = at
         while (p := b.find(MAGIC, p, at + ln)) >= 0:
-            n = struct.unpack_from("<I", b, p + len(MAGIC))[0]
-            if 0 < n and p + len(MAGIC) + 4 + 4 * n <= at + ln:
-                return p
+            n = struct.unpack_from("<I", b, p + len(MAGIC))[0] if p + len(MAGIC) + 4 <= at + ln else 0
+            start = p + len(MAGIC) + 4
+            if 0 < n and start + 4 * n + 4 <= at + ln:
+                crc = struct.unpack_from("<I", b, start + 4 * n)[0]
+                if zlib.crc32(b[start : start + 4 * n]) == crc:
+                    return p
             p += 1
     return None
 

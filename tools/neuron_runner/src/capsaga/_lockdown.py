@@ -11,7 +11,9 @@ instance starts from its result:
   of the host or of a granted directory is ever imported as code);
 - ``os.environ`` is emptied (the runner refills it per call from the call's
   ``env:`` grants), and no bytecode is ever written;
-- every object is frozen out of the garbage collector's reach (``gc.freeze``).
+- every object is frozen out of the garbage collector's reach (``gc.freeze``);
+- every object is listed for the build's post-pass (``immortalize.py``), which
+  makes it immortal: a call writes no reference counts to the snapshot.
 
 This is about clear errors and a small surface, not the security boundary:
 a neuron can undo any of it inside its own instance. What it still cannot do
@@ -213,13 +215,14 @@ def seal():
     )
 
 
-
 #: Every object alive at the snapshot that is not immortal yet, kept alive
 #: here so that none of them is freed before the snapshot is taken.
 _KEEP = None
 
-#: The addresses (``id``) of the objects in :data:`_KEEP`, after a marker:
-#: read by the build's post-pass, ``tools/neuron_runner/immortalize.py``.
+#: :data:`IMMORTAL_MARKER`, the number of objects, the address (``id``) of
+#: each object in :data:`_KEEP` and the CRC-32 of those addresses (all
+#: little-endian u32): read by the build's post-pass,
+#: ``tools/neuron_runner/immortalize.py``.
 _IMMORTAL = None
 
 #: Starts :data:`_IMMORTAL`; the post-pass zeroes it once it has run.
@@ -240,6 +243,7 @@ def _mark_immortal(gc):
     never freeing them.
     """
     import struct
+    import zlib
 
     global _KEEP, _IMMORTAL
     todo = gc.get_objects()
@@ -253,4 +257,10 @@ def _mark_immortal(gc):
         todo.extend(r for r in gc.get_referents(o) if not gc.is_tracked(r) and id(r) not in alive)
     addrs = sorted(a for a, o in alive.items() if not sys._is_immortal(o))
     _KEEP = [alive[a] for a in addrs]
-    _IMMORTAL = IMMORTAL_MARKER + struct.pack(f"<I{len(addrs)}I", len(addrs), *addrs)
+    listed = struct.pack(f"<{len(addrs)}I", *addrs)
+    _IMMORTAL = (
+        IMMORTAL_MARKER
+        + struct.pack("<I", len(addrs))
+        + listed
+        + struct.pack("<I", zlib.crc32(listed))
+    )
