@@ -249,6 +249,11 @@ impl StepJournal {
         self.forget_parents();
         let mut dir_times: Vec<(At, Time)> = Vec::new();
         let mut used_roots = BTreeSet::new();
+        // What the nearest later record of each path found there (the
+        // loop goes from the newest record back): a `Pre`'s `id`, `None`
+        // after a rename to or from the path. Read for a rename recorded
+        // but perhaps never done (`undo_move`'s `stayed`).
+        let mut next_found: BTreeMap<At, Option<(u64, u64)>> = BTreeMap::new();
         for i in (0..self.frames.len()).rev() {
             let header = self.frames[i].header.clone();
             let ats: Vec<&At> = match &header {
@@ -256,6 +261,20 @@ impl StepJournal {
                 Header::Moved { from, to, .. } => vec![to, from],
                 _ => continue,
             };
+            let source_found = match &header {
+                Header::Moved { from, .. } => next_found.get(from).copied().flatten(),
+                _ => None,
+            };
+            match &header {
+                Header::Pre { at, id, .. } => {
+                    next_found.insert(at.clone(), *id);
+                }
+                Header::Moved { from, to, .. } => {
+                    next_found.insert(from.clone(), None);
+                    next_found.insert(to.clone(), None);
+                }
+                _ => {}
+            }
             let shown = ats[0].display();
             if let Some((pass, action)) = done.get(&(i as u32)) {
                 // Done before an interruption of this pass (reported), or
@@ -297,7 +316,7 @@ impl StepJournal {
                     self.restore_pre(i, at, prior)
                 }
                 Header::Moved { from, to, what } => {
-                    let stayed = what.is_some() && self.next_id_at(i, from) == *what;
+                    let stayed = what.is_some() && source_found == *what;
                     let r = self.undo_move(from, to, *what, stayed);
                     self.forget_parents();
                     r
@@ -370,20 +389,6 @@ impl StepJournal {
             paths,
             clean,
         })
-    }
-
-    /// The `(st_dev, st_ino)` the first record after `i` that names `at`
-    /// found there: `None` when there is no such record, it found nothing,
-    /// or the first is a rename to or from `at`.
-    fn next_id_at(&self, i: usize, at: &At) -> Option<(u64, u64)> {
-        self.frames
-            .iter()
-            .skip(i + 1)
-            .find_map(|f| match &f.header {
-                Header::Pre { at: a, id, .. } if a == at => Some(*id),
-                Header::Moved { from, to, .. } if from == at || to == at => Some(None),
-                _ => None,
-            })?
     }
 
     /// Records undone by any pass: index → (pass, what was done).
