@@ -40,7 +40,8 @@ def fail(msg):
     raise SystemExit(f"immortalize: {msg}")
 
 
-def uleb(b, i):
+def leb(b, i, signed=False):
+    """The LEB128 number at b[i] (unsigned, or signed) and the offset after it."""
     r = s = 0
     while True:
         x = b[i]
@@ -48,18 +49,7 @@ def uleb(b, i):
         r |= (x & 0x7F) << s
         s += 7
         if x < 0x80:
-            return r, i
-
-
-def sleb(b, i):
-    r = s = 0
-    while True:
-        x = b[i]
-        i += 1
-        r |= (x & 0x7F) << s
-        s += 7
-        if x < 0x80:
-            if x & 0x40:
+            if signed and x & 0x40:
                 r -= 1 << s
             return r, i
 
@@ -70,7 +60,7 @@ def sections(b, start, end):
     i = start + 8
     while i < end:
         sid = b[i]
-        size, j = uleb(b, i + 1)
+        size, j = leb(b, i + 1)
         yield sid, j, j + size
         i = j + size
 
@@ -89,23 +79,23 @@ def data_segments(b, start, end):
     for sid, s, _ in sections(b, start, end):
         if sid != 11:
             continue
-        n, k = uleb(b, s)
+        n, k = leb(b, s)
         for _ in range(n):
-            flags, k = uleb(b, k)
+            flags, k = leb(b, k)
             if flags == 1:  # passive
-                ln, k = uleb(b, k)
+                ln, k = leb(b, k)
                 k += ln
                 continue
             if flags == 2:  # active, explicit memory
-                _, k = uleb(b, k)
+                _, k = leb(b, k)
             elif flags != 0:
                 fail(f"data segment flags {flags} not understood")
             if b[k] != 0x41:
                 fail("a data segment's offset is not an i32.const")
-            off, k = sleb(b, k + 1)
+            off, k = leb(b, k + 1, signed=True)
             if b[k] != 0x0B:
                 fail("a data segment's offset expression is longer than i32.const")
-            ln, k = uleb(b, k + 1)
+            ln, k = leb(b, k + 1)
             out.append((off, k, ln))
             k += ln
     return out

@@ -12,7 +12,6 @@
 use crate::beneath::{Roots, locate, open_root};
 use crate::capture::Change;
 use crate::journal::{JournalConfig, StepJournal, SyncMode};
-use crate::record::Header;
 use crate::restore::{Expected, RestoreReport};
 use crate::tests::{guarded, renamed, rig, snapshot};
 use std::collections::BTreeMap;
@@ -423,15 +422,16 @@ fn a_recovery_killed_twice_is_finished_by_the_third() {
     assert!(cases > 100, "{cases} cases");
 }
 
-#[test]
-fn a_compensation_run_again_after_an_interrupted_restore_is_undone_too() {
-    // Found by crash_recovery: a recovery killed in the middle of a step's
-    // restore, after undoing the compensation's removal of a file the step
-    // had made (temporary file renamed over the name) and before undoing
-    // the rename. The next recovery runs the tool's compensation again (it
-    // is idempotent), which removes the file again; that removal must be
-    // journaled, else the resumed pass finds neither name and reports the
-    // rename's undo as impossible.
+/// Found by crash_recovery: a recovery killed in the middle of a step's
+/// restore, after undoing the compensation's removal of a file the step
+/// had made (temporary file renamed over the name) and before undoing the
+/// rename. The next recovery runs the tool's compensation again (it is
+/// idempotent), which removes the file again; that removal must be
+/// journaled, else the resumed pass finds neither name and reports the
+/// rename's undo as impossible. `read_back`: the journal is read back from
+/// its file between the two recoveries (else the same one goes on, as in
+/// one process).
+fn compensation_again_after_an_interrupted_restore(read_back: bool) {
     let r = rig();
     let before = snapshot(&r.ws);
     let dir = r.dir();
@@ -442,8 +442,11 @@ fn a_compensation_run_again_after_an_interrupted_restore_is_undone_too() {
     });
     renamed(&mut j, &dir, "tmp", "new.txt", &ws);
     j.seal().unwrap();
-    drop(j);
-    let reopen = || {
+    let reopen = |j: StepJournal| {
+        if !read_back {
+            return j;
+        }
+        drop(j);
         StepJournal::reopen(&r.cfg, "saga-1", 0, r.roots())
             .unwrap()
             .unwrap()
@@ -456,64 +459,22 @@ fn a_compensation_run_again_after_an_interrupted_restore_is_undone_too() {
     };
     // The first recovery: plan, compensation, the restore's first record
     // (the newest: the compensation's removal) undone and noted; killed.
-    let mut j = reopen();
+    let mut j = reopen(j);
     let plan = j.plan(&Expected::new()).unwrap();
     compensate(&mut j);
-    let last = j.frames.len() - 1;
-    let Header::Pre { at, prior, .. } = j.frames[last].header.clone() else {
-        panic!("the compensation's removal is the last record")
-    };
-    let action = j.restore_pre(last, &at, &prior).unwrap();
-    j.note(
-        &Header::Done {
-            pass: plan.pass,
-            i: last as u32,
-            action,
-        },
-        false,
-    )
-    .unwrap();
+    assert!(j.restore_until(&plan, &r.allowed(), &mut Some(2)).is_none());
     assert_eq!(std::fs::read(ws.join("new.txt")).unwrap(), b"written\n");
-    drop(j);
     // The next recovery resumes the pass, the compensation first.
-    let mut j = reopen();
+    let mut j = reopen(j);
     let plan = j.open_plan().expect("the interrupted pass");
     compensate(&mut j);
     let rep = j.restore(&plan, &r.allowed());
     assert!(rep.clean, "{rep:#?}");
     assert_eq!(snapshot(&r.ws), before);
-    // The same in one process (the journal not read back in between).
-    let r = rig();
-    let before = snapshot(&r.ws);
-    let dir = r.dir();
-    let ws = r.ws.clone();
-    let mut j = r.journal(0);
-    guarded(&mut j, &dir, "tmp", Change::Create, || {
-        std::fs::write(ws.join("tmp"), b"written\n").unwrap()
-    });
-    renamed(&mut j, &dir, "tmp", "new.txt", &ws);
-    j.seal().unwrap();
-    let plan = j.plan(&Expected::new()).unwrap();
-    j.start_call();
-    guarded(&mut j, &dir, "new.txt", Change::Unlink, || {
-        std::fs::remove_file(ws.join("new.txt")).unwrap()
-    });
-    let last = j.frames.len() - 1;
-    let Header::Pre { at, prior, .. } = j.frames[last].header.clone() else {
-        panic!("the compensation's removal is the last record")
-    };
-    let action = j.restore_pre(last, &at, &prior).unwrap();
-    let done = Header::Done {
-        pass: plan.pass,
-        i: last as u32,
-        action,
-    };
-    j.note(&done, false).unwrap();
-    j.start_call();
-    guarded(&mut j, &dir, "new.txt", Change::Unlink, || {
-        std::fs::remove_file(ws.join("new.txt")).unwrap()
-    });
-    let rep = j.restore(&plan, &r.allowed());
-    assert!(rep.clean, "{rep:#?}");
-    assert_eq!(snapshot(&r.ws), before);
+}
+
+#[test]
+fn a_compensation_run_again_after_an_interrupted_restore_is_undone_too() {
+    compensation_again_after_an_interrupted_restore(true);
+    compensation_again_after_an_interrupted_restore(false);
 }

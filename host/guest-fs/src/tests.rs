@@ -479,13 +479,12 @@ fn a_directory_removed_after_a_compensation_wrote_in_it_comes_back_first() {
     assert_eq!(snapshot(&r.ws), before);
 }
 
-#[test]
-fn a_rename_journaled_but_never_done_is_not_undone() {
-    // The record of a rename is written before the rename: a call stopped
-    // between the two (a SIGKILL during a compensation), then the same work
-    // done again in the same journal (the next recovery's compensation).
-    // The restore must see that the first rename never happened, not take
-    // the file still at its old place for someone else's.
+/// A rename recorded, then stopped before it was done (a SIGKILL during a
+/// compensation), then the same work done again in the same journal by
+/// `redo` (the next recovery's compensation) and renamed over to its end.
+/// The restore must see that the first rename never happened, not take the
+/// file at its old place for someone else's.
+fn rename_stopped_then_redone(redo: impl FnOnce(&mut StepJournal, &File, &Path)) {
     let r = rig();
     let before = snapshot(&r.ws);
     let dir = r.dir();
@@ -498,9 +497,7 @@ fn a_rename_journaled_but_never_done_is_not_undone() {
     let to = locate(j.roots(), &dir, "a.txt", false).unwrap();
     j.before_rename(&from, &to).unwrap();
     // Stopped here: no rename. The work again, to its end.
-    guarded(&mut j, &dir, "tmp", Change::Write, || {
-        std::fs::write(ws.join("tmp"), b"second").unwrap()
-    });
+    redo(&mut j, &dir, &ws);
     renamed(&mut j, &dir, "tmp", "a.txt", &ws);
     j.seal().unwrap();
     drop(j);
@@ -518,46 +515,32 @@ fn a_rename_journaled_but_never_done_is_not_undone() {
 }
 
 #[test]
+fn a_rename_journaled_but_never_done_is_not_undone() {
+    // The stale temporary file is written again in place: it is still the
+    // file the record names.
+    rename_stopped_then_redone(|j, dir, ws| {
+        guarded(j, dir, "tmp", Change::Write, || {
+            std::fs::write(ws.join("tmp"), b"second").unwrap()
+        });
+    });
+}
+
+#[test]
 fn a_rename_never_done_whose_source_the_work_again_replaced_is_not_undone() {
-    // As above, but the work done again removes the stale temporary file
-    // and makes a new one (found by crash_recovery with the `ledger` test
-    // component's compensation): the restore puts the old bytes back at the
-    // old place under a new inode, so the file's identity no longer tells;
-    // the journal's next record of the old place, which found the file
-    // still there, does.
-    let r = rig();
-    let before = snapshot(&r.ws);
-    let dir = r.dir();
-    let ws = r.ws.clone();
-    let mut j = r.journal(0);
-    guarded(&mut j, &dir, "tmp", Change::Create, || {
-        std::fs::write(ws.join("tmp"), b"first").unwrap()
+    // The work done again removes the stale temporary file and makes a new
+    // one (found by crash_recovery with the `ledger` test component's
+    // compensation): the restore puts the old bytes back at the old place
+    // under a new inode, so the file's identity no longer tells; the
+    // journal's next record of the old place, which found the file still
+    // there, does.
+    rename_stopped_then_redone(|j, dir, ws| {
+        guarded(j, dir, "tmp", Change::Unlink, || {
+            std::fs::remove_file(ws.join("tmp")).unwrap()
+        });
+        guarded(j, dir, "tmp", Change::Create, || {
+            std::fs::write(ws.join("tmp"), b"second").unwrap()
+        });
     });
-    let from = locate(j.roots(), &dir, "tmp", false).unwrap();
-    let to = locate(j.roots(), &dir, "a.txt", false).unwrap();
-    j.before_rename(&from, &to).unwrap();
-    // Stopped here: no rename. The work again: the stale file removed, a
-    // new one written and renamed over.
-    guarded(&mut j, &dir, "tmp", Change::Unlink, || {
-        std::fs::remove_file(ws.join("tmp")).unwrap()
-    });
-    guarded(&mut j, &dir, "tmp", Change::Create, || {
-        std::fs::write(ws.join("tmp"), b"second").unwrap()
-    });
-    renamed(&mut j, &dir, "tmp", "a.txt", &ws);
-    j.seal().unwrap();
-    drop(j);
-    assert_eq!(std::fs::read(ws.join("a.txt")).unwrap(), b"second");
-    let reps = rollback(&r, &[0]);
-    assert!(reps[0].clean, "{reps:#?}");
-    assert!(
-        reps[0]
-            .paths
-            .iter()
-            .any(|p| p.action.contains("stopped before this rename")),
-        "{reps:#?}"
-    );
-    assert_eq!(snapshot(&r.ws), before);
 }
 
 #[test]
