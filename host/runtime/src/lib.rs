@@ -35,7 +35,11 @@
 
 pub mod agent;
 pub mod cli;
-pub use capsaga_store::clock;
+/// Timestamps of stored rows (`capsaga_store::clock`) and call deadlines.
+pub mod clock {
+    pub use capsaga_sandbox::deadline_from_now;
+    pub use capsaga_store::clock::*;
+}
 pub mod config;
 pub mod dispatch;
 pub mod host;
@@ -45,7 +49,7 @@ pub mod ownership;
 pub mod plan;
 pub mod registry;
 pub mod saga;
-pub mod sandbox;
+pub use capsaga_sandbox as sandbox;
 pub mod serve;
 pub mod store_choice;
 pub use capsaga_store as store;

@@ -1,3 +1,14 @@
+//! # capsaga-sandbox
+//!
+//! The lowest layer of the capsaga runtime that runs guest code: the
+//! Wasmtime engine, the compiled-component cache, the capability factors
+//! that bind a call's grants, the `wasi:http` hooks of the net guard and
+//! the neuron runner's linker. It depends on `capsaga-core` (the rules),
+//! `capsaga-guest-fs` (the host's file journal) and Wasmtime; it knows
+//! nothing of sagas, the store or the door above it, and only the door
+//! (`capsaga-door`) depends on it: every call it runs is a step the door
+//! logged (ARCHITECTURE.md, "only the door runs a tool").
+//!
 //! The sandbox: one shared Wasmtime [`Engine`], components compiled once, and
 //! a **fresh instance per call** whose WASI context holds exactly the call's
 //! grants (DESIGN §4).
@@ -23,6 +34,8 @@
 //! guest yields to the async runtime at every epoch tick, so a few guests
 //! spinning until their deadline do not starve the other calls.
 
+#![warn(missing_docs)]
+
 pub mod bindings;
 pub mod cache;
 pub mod engine;
@@ -38,8 +51,10 @@ pub mod wasi;
 
 #[cfg(test)]
 mod caps_tests;
+mod deadline;
 
 pub use cache::{CacheOutcome, CompiledCache};
+pub use deadline::deadline_from_now;
 pub use engine::{Allocator, SandboxConfig};
 pub use factors::llm::{SubAnswer, SubModel, SubRequest};
 pub use factors::{Bindings, Factors};

@@ -24,7 +24,7 @@ use super::{
     CacheOutcome, CallDiagnostics, CallRequest, CallResult, CompiledCache, Op, Prepared, Sandbox,
     SandboxError,
 };
-use crate::sandbox::Bindings;
+use crate::Bindings;
 use capsaga_core::meta::{RawToolMeta, Risk};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
@@ -44,8 +44,8 @@ pub mod bindings {
         world: "neuron",
         exports: { default: async },
         with: {
-            "capsaga:tool/types": crate::sandbox::bindings::capsaga::tool::types,
-            "capsaga:tool/log": crate::sandbox::bindings::capsaga::tool::log,
+            "capsaga:tool/types": crate::bindings::capsaga::tool::types,
+            "capsaga:tool/log": crate::bindings::capsaga::tool::log,
         },
     });
 }
@@ -367,7 +367,7 @@ impl Sandbox {
             saga_id: "neuron-trial".into(),
             step_seq: 0,
             idempotency_key: format!("neuron-trial-{name}"),
-            deadline_ms: crate::clock::deadline_from_now(limits.deadline_ms),
+            deadline_ms: crate::deadline_from_now(limits.deadline_ms),
             dry_run: false,
         };
         self.call(CallRequest {

@@ -544,7 +544,7 @@ pub fn announce_compiles(on: bool) {
 
 /// What a progress line announces.
 #[derive(Debug, Clone, Copy)]
-pub(in crate::sandbox) enum Work {
+pub(crate) enum Work {
     /// A Cranelift compilation, kept in the cache for calls.
     Compile,
     /// A meta read through the baseline compiler (`sandbox::meta`).
@@ -556,12 +556,12 @@ pub(in crate::sandbox) enum Work {
 
 /// Work announced on stderr: its kind and start time (`None` when not
 /// announced).
-pub(in crate::sandbox) struct Notice(Option<(Work, std::time::Instant)>);
+pub(crate) struct Notice(Option<(Work, std::time::Instant)>);
 
 impl Notice {
     /// Start `work` on the component with content hash `hash` (`bytes`
     /// long): its line, when announcing.
-    pub(in crate::sandbox) fn start(work: Work, hash: &str, bytes: usize) -> Notice {
+    pub(crate) fn start(work: Work, hash: &str, bytes: usize) -> Notice {
         if !COMPILE_NOTICE.load(std::sync::atomic::Ordering::Relaxed) {
             return Notice(None);
         }
@@ -581,7 +581,7 @@ impl Notice {
     }
 
     /// The work is done: its time, when announced.
-    pub(in crate::sandbox) fn end(self) {
+    pub(crate) fn end(self) {
         match self.0 {
             Some((Work::Compile, t)) => {
                 eprintln!("capsaga:   compiled in {:.1} s", t.elapsed().as_secs_f64())

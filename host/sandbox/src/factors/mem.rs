@@ -9,7 +9,7 @@
 //!   GET and HEAD itself);
 //! - **bind** per call: nothing in the WASI context. Memory is served by the
 //!   host's built-in tools (`memory_fetch`, `memory_propose`,
-//!   `crate::memory`), which read their namespaces from these bindings and
+//!   `capsaga_door::memory`), which read their namespaces from these bindings and
 //!   refuse anything else. A tool without a `mem:` grant sees no memory.
 
 use capsaga_core::capability::{Capability, Place};

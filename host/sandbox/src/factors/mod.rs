@@ -27,7 +27,7 @@
 //! | `net` | [`net`] | `[net]` settings, TLS roots | net grants | `wasi:http` hooks with the net guard |
 //! | `secret` | [`secret`] | `[secrets.*]` values | secret grants | headers injected by the hooks, redaction |
 //! | `llm` | [`llm`] | none (the model comes with each call) | granted tiers and token caps | the `llm` import's slot: tiers, dry-run flag, the entry point's model |
-//! | `mem` | [`mem`] | none (the memory is the host's, `crate::memory`) | readable and writable namespaces | nothing in WASI: the memory built-ins read the bindings |
+//! | `mem` | [`mem`] | none (the memory is the host's, `capsaga_door::memory`) | readable and writable namespaces | nothing in WASI: the memory built-ins read the bindings |
 
 pub mod env;
 pub mod fs;

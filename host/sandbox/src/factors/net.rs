@@ -5,7 +5,7 @@
 
 use super::FactorError;
 use super::secret::SecretFactor;
-use crate::sandbox::net::NetHooks;
+use crate::net::NetHooks;
 use capsaga_core::capability::Capability;
 use capsaga_core::policy::{NetSettings, Policy};
 use std::path::Path;
