@@ -1,19 +1,25 @@
-//! # capsaga-host
+//! # capsaga-door
 //!
-//! The capsaga runtime and the `capsaga` binary. One module per mechanism
-//! (see `ARCHITECTURE.md` at the repository root for how they fit):
+//! The one door every tool call goes through, and what it stands on
+//! (ARCHITECTURE.md, "The one door"): the configuration, the tools, the
+//! saga engine, the neurons and the agent's memory tools. Every surface
+//! above it (the agent loop in `capsaga-agent`, the servers in
+//! `capsaga-server`, the command line in `capsaga`) submits its calls here;
+//! nothing above runs a tool or writes the write-ahead log itself.
+//!
+//! It depends on `capsaga-core` (the pure rules), `capsaga-store` (every
+//! record), `capsaga-memory`, `capsaga-guest-fs`, `capsaga-telemetry` and
+//! `capsaga-sandbox`, and it is the only crate that depends on the sandbox:
+//! what the layers above need of it is re-exported here ([`SubModel`] and
+//! its answers, [`announce_compiles`], [`confirm_path`]). It must not
+//! depend on the agent, the servers or the binary.
+//!
+//! One module per mechanism:
 //!
 //! - [`config`]: loading `capsaga.toml` (the policy itself is parsed and
 //!   checked in `capsaga_core::policy`).
-//! - [`sandbox`]: the Wasmtime engine, a fresh instance per call, the
-//!   capability factors that bind grants into it, limits, traps mapped to
-//!   typed errors.
 //! - [`registry`]: the tools (components, host built-ins), their metas and
 //!   bindings.
-//! - [`store`]: the state store, re-exported from the `capsaga-store` crate
-//!   (`host/store/`): the traits, the row types and the SQLite
-//!   implementation (the write-ahead log, approvals, traces, budgets). Every
-//!   SQL statement is there.
 //! - [`ownership`]: which process drives a saga, and whether it is alive.
 //! - [`saga`]: a saga as its driver holds it.
 //! - [`switch`]: the operator's kill switch (running, read-only, paused)
@@ -24,22 +30,16 @@
 //! - [`neurons`]: tools the agent writes for itself: the runner, `neuron_create`,
 //!   the operator's decisions, fitness.
 //! - [`memory`]: the agent's memory (the `capsaga-memory` crate, seed 004)
-//!   opened from `[memory]`, its built-in tools and reflection.
+//!   opened from `[memory]`, and its built-in tools.
 //! - [`plan`]: sagas driven by a list of calls instead of a model.
-//! - [`agent`]: the ReAct loop, providers and execution traces.
-//! - [`serve`]: capsaga as a server: MCP over stdio and Streamable HTTP,
-//!   and the runtime REST API.
-//! - [`cli`]: the `capsaga` command line.
-//! - [`clock`]: timestamps and deadlines (re-exported from `capsaga-store`,
-//!   whose rows they stamp).
+//! - [`store_choice`]: which store the configuration names.
+//!
+//! Inside the door, `crate::store` is the `capsaga-store` crate,
+//! `crate::sandbox` the `capsaga-sandbox` crate and `crate::clock` the
+//! store's timestamps with the sandbox's call deadlines.
 
-pub mod agent;
-pub mod cli;
-/// Timestamps of stored rows (`capsaga_store::clock`) and call deadlines.
-pub mod clock {
-    pub use capsaga_sandbox::deadline_from_now;
-    pub use capsaga_store::clock::*;
-}
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod dispatch;
 pub mod host;
@@ -49,8 +49,27 @@ pub mod ownership;
 pub mod plan;
 pub mod registry;
 pub mod saga;
-pub use capsaga_sandbox as sandbox;
-pub mod serve;
 pub mod store_choice;
-pub use capsaga_store as store;
 pub mod switch;
+
+use capsaga_sandbox as sandbox;
+use capsaga_store as store;
+
+/// Timestamps of stored rows (`capsaga_store::clock`) and call deadlines
+/// (`capsaga_sandbox::deadline_from_now`).
+mod clock {
+    pub use capsaga_sandbox::deadline_from_now;
+    pub use capsaga_store::clock::*;
+}
+
+/// A model lent to a call's `llm` imports ([`dispatch::Call::with_sub_model`]),
+/// with its requests and answers.
+pub use capsaga_sandbox::{SubAnswer, SubModel, SubRequest};
+
+/// Print a line on stderr for every component compiled from now on (the
+/// command line turns it on).
+pub use capsaga_sandbox::cache::announce_compiles;
+
+/// `capsaga check path`: the path guard's verdict checked against the
+/// sandbox's own resolver (cap-std beneath the granted directory).
+pub use capsaga_sandbox::factors::fs::resolve::confirm as confirm_path;

@@ -84,6 +84,11 @@ impl Saga {
     pub fn autonomy(&self) -> Autonomy {
         self.autonomy
     }
+
+    /// The position of the next step (a resumed saga numbers from 0 again).
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
 }
 
 /// What happened to one step during a rollback.

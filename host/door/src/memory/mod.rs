@@ -7,10 +7,10 @@
 //!   through the dispatch door like any tool; a proposal is a saga step
 //!   whose compensation withdraws it;
 //! - working memory across the turns of a session (seed 000 §3) is the
-//!   agent loop's (`crate::agent::remember`);
+//!   agent loop's (`capsaga_agent::remember`);
 //!
 //! Reflection (each cluster of episodes distilled by the model into a
-//! proposal for the operator) is `crate::agent::reflect`: it needs a model
+//! proposal for the operator) is `capsaga_agent::reflect`: it needs a model
 //! provider, and this module depends on nothing of the agent.
 //!
 //! Memory is the host's: the agent reads it through `memory_fetch` and

@@ -331,7 +331,7 @@ impl McpSession {
             return Err(internal("no saga"));
         };
         let saga_id = saga.id().to_string();
-        let first_seq = saga.next_seq;
+        let first_seq = saga.next_seq();
         let elicit = Elicit {
             peer: context.peer.clone(),
             who: Principal::new(&self.state.principal.name, Role::Client),

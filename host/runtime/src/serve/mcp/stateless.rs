@@ -151,7 +151,7 @@ struct Flight {
 impl Flight {
     fn open(&mut self, saga: &Saga, keep: bool, driving: Option<Driving>) {
         self.saga = Some(saga.id().to_string());
-        self.first_seq = saga.next_seq;
+        self.first_seq = saga.next_seq();
         self.keep = keep;
         self._busy = driving;
     }
