@@ -357,7 +357,7 @@ impl Provider for AnthropicProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::provider::Message;
+    use crate::provider::Message;
 
     #[test]
     fn tool_results_merge_into_one_user_turn() {

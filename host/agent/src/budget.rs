@@ -8,16 +8,16 @@
 //! turn's own total. Every model call is reserved and settled through a
 //! [`super::meter::Meter`].
 
-use crate::clock::today;
-use crate::config::Config;
-use crate::store::{Store, StoreError};
+use capsaga_store::clock::today;
+use capsaga_door::config::Config;
+use capsaga_store::{Store, StoreError};
 use capsaga_core::budget::{BudgetError, BudgetState, Caps, Cost, PriceTable, check};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};
 
-/// The built-in price table (`host/runtime/model_prices.json`).
-pub const BUILTIN_PRICES: &str = include_str!("../../model_prices.json");
+/// The built-in price table (`host/agent/model_prices.json`).
+pub const BUILTIN_PRICES: &str = include_str!("../model_prices.json");
 
 /// Why the budget could not be used.
 #[derive(Debug, thiserror::Error)]

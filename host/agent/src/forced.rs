@@ -229,7 +229,7 @@ fn spelled_call(text: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::provider::{Message, ToolSpec, Usage};
+    use crate::provider::{Message, ToolSpec, Usage};
 
     fn req(choice: ToolChoice) -> ChatRequest {
         let tool = |n: &str| ToolSpec {

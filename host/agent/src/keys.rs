@@ -17,8 +17,8 @@
 
 use super::http::ApiKey;
 use super::select::Selection;
-use crate::host::Host;
-use crate::store::{KeyRow, Store, StoreError};
+use capsaga_door::host::Host;
+use capsaga_store::{KeyRow, Store, StoreError};
 use capsaga_core::principal::Principal;
 use capsaga_core::sealed::{self, Fresh, Kek, SealError};
 use zeroize::Zeroizing;
@@ -111,8 +111,8 @@ pub async fn with_sealed(host: &Host, sel: Selection) -> Result<Selection, Store
 /// # Errors
 /// [`StoreError`] only, as [`with_sealed`].
 pub async fn with_sealed_store(
-    config: &crate::config::Config,
-    store: &dyn crate::store::Store,
+    config: &capsaga_door::config::Config,
+    store: &dyn capsaga_store::Store,
     mut sel: Selection,
 ) -> Result<Selection, StoreError> {
     let named: Vec<(String, String)> = config

@@ -1,5 +1,11 @@
+//! # capsaga-agent
+//!
 //! The agent: a ReAct loop over a model provider, whose tool calls run as
-//! saga steps (DESIGN §7).
+//! saga steps (DESIGN §7). It depends on the door (`capsaga-door`: every
+//! tool call goes through `Dispatcher::submit`), the store (traces, budgets,
+//! sealed keys), the memory and `capsaga-core`; it never depends on the
+//! sandbox (the model it lends to a tool's `llm` calls is the door's
+//! [`capsaga_door::SubModel`]) nor on the servers or the binary above it.
 //!
 //! - [`provider`]: the provider trait and the provider-neutral chat records.
 //! - [`scripted`]: the scripted provider (the embedded default).
@@ -25,6 +31,8 @@
 //!   prompt, the hot blocks kept under 16k tokens, the turn remembered.
 //! - [`reflect`]: reflection, episodes distilled by the model into fact
 //!   proposals for the operator.
+
+#![warn(missing_docs)]
 
 mod answer;
 pub mod anthropic;

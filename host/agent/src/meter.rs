@@ -32,8 +32,8 @@
 
 use super::budget::Budget;
 use super::provider::{ChatRequest, ChatResponse, ProviderError, Usage};
-use crate::clock::today;
-use crate::store::{NewReservation, Reserved, Store, StoreError};
+use capsaga_store::clock::today;
+use capsaga_store::{NewReservation, Reserved, Store, StoreError};
 use capsaga_core::budget::reserve::{
     admits, estimate_prompt_tokens, floor_tokens, refusal, reservation_ttl_ms, settled_usd,
 };

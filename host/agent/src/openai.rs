@@ -391,7 +391,7 @@ impl Provider for OpenAiProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::provider::{Message, ToolSpec};
+    use crate::provider::{Message, ToolSpec};
 
     #[test]
     fn body_shapes() {

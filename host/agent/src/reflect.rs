@@ -15,7 +15,7 @@
 
 use super::meter::Meter;
 use super::provider::{ChatRequest, Message, Provider, Tier};
-use crate::memory::HostMemory;
+use capsaga_door::memory::HostMemory;
 use capsaga_core::untrusted::wrap;
 use capsaga_memory::reflect::REFLECTION_PROMPT;
 use capsaga_memory::{MemoryError, Proposal, render};
@@ -76,7 +76,7 @@ pub async fn reflect(
             REFLECTION_PROMPT,
             vec![Message::user(wrap(
                 "memory:episodes",
-                &crate::clock::now_rfc3339(),
+                &capsaga_store::clock::now_rfc3339(),
                 &text,
             ))],
             Vec::new(),

@@ -265,7 +265,7 @@ fn choice_sent(request: &ChatRequest) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::provider::{ToolCall, Usage};
+    use crate::provider::{ToolCall, Usage};
 
     fn resp(finish: FinishReason, raw: &str, calls: usize, text: &str) -> ChatResponse {
         ChatResponse {

@@ -1,6 +1,6 @@
 //! The ReAct loop with native function calling (seed 000 §2-§5): the model
 //! exchange and the trace. Every tool call goes through the dispatch door
-//! (`crate::dispatch`), which resolves, validates, decides, asks for
+//! (`capsaga_door::dispatch`), which resolves, validates, decides, asks for
 //! approval, logs and runs it as a step of the turn's saga; this loop only
 //! talks to the model and records what happened.
 //!
@@ -29,11 +29,11 @@ use super::provider::{ChatRequest, Message, Provider, Tier, ToolCall, ToolChoice
 use super::reply::Next;
 use super::subcall::TurnModel;
 use super::trace::{self, ExecutionTrace, Outcome, TraceStep, Validation};
-use crate::clock::now_rfc3339;
-use crate::dispatch::{Approver, Args, Call, DispatchError, Dispatcher, NoApprover};
-use crate::host::Host;
-use crate::saga::Saga;
-use crate::store::{Origin, StoreError};
+use capsaga_store::clock::now_rfc3339;
+use capsaga_door::dispatch::{Approver, Args, Call, DispatchError, Dispatcher, NoApprover};
+use capsaga_door::host::Host;
+use capsaga_door::saga::Saga;
+use capsaga_store::{Origin, StoreError};
 use capsaga_core::budget::BudgetState;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
@@ -125,7 +125,7 @@ impl Default for TurnOptions {
             role: None,
             provider_mode: String::new(),
             approver: Arc::new(NoApprover),
-            principal: crate::dispatch::decider("cli"),
+            principal: capsaga_door::dispatch::decider("cli"),
             tool_choice: None,
             max_tool_calls: None,
         }
@@ -259,7 +259,7 @@ async fn turn(
         let mut switch = host.switch.watch();
         let thought = tokio::select! {
             r = turn.think(&meter, &budget, provider) => Some(r?),
-            _ = crate::switch::stopped(&mut switch, false) => None,
+            _ = capsaga_door::switch::stopped(&mut switch, false) => None,
         };
         let Some(thought) = thought else {
             turn.paused().await?;

@@ -97,7 +97,7 @@ pub struct ScriptedProvider {
 
 impl ScriptedProvider {
     /// Load a script file; `${home}` in tool-call arguments becomes `home`
-    /// (see [`crate::config::expand_home_vars`]).
+    /// (see [`capsaga_door::config::expand_home_vars`]).
     ///
     /// # Errors
     /// [`ScriptError`].
@@ -113,7 +113,7 @@ impl ScriptedProvider {
             for call in &mut turn.tool_calls {
                 match &mut call.arguments {
                     Value::String(raw) => *raw = raw.replace("${home}", &home.to_string_lossy()),
-                    other => crate::config::expand_home_vars(other, home),
+                    other => capsaga_door::config::expand_home_vars(other, home),
                 }
             }
         }

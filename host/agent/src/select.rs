@@ -21,7 +21,7 @@ use super::openai::OpenAiProvider;
 use super::provider::Provider;
 use super::router::{RequestRoute, Router};
 use super::scripted::{ScriptError, ScriptedProvider};
-use crate::config::Config;
+use capsaga_door::config::Config;
 use capsaga_core::providers::{ANTHROPIC_VERSION, ProviderKind, parse_list};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

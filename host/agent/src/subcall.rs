@@ -1,5 +1,5 @@
 //! The turn's model lent to its tool calls: the [`SubModel`] behind the `llm`
-//! import (`sandbox::factors::llm`, `wit/llm.wit`).
+//! import (`capsaga_sandbox::factors::llm`, `wit/llm.wit`).
 //!
 //! While a call the turn submitted runs, a tool may ask the model a
 //! sub-question. The question travels over a channel back to the turn
@@ -26,7 +26,7 @@ use super::meter::{Charge, Meter};
 use super::provider::{ChatRequest, Message, Provider, ProviderError, Tier};
 use super::reply::add;
 use super::trace::{ExecutionTrace, TraceStep};
-use crate::sandbox::{SubAnswer, SubModel, SubRequest};
+use capsaga_door::{SubAnswer, SubModel, SubRequest};
 use capsaga_core::budget::BudgetState;
 use capsaga_core::error::{ErrorKind, ToolError};
 use std::sync::Arc;
@@ -115,7 +115,7 @@ pub async fn answer(
     r: SubRequest,
 ) -> Result<SubAnswer, ToolError> {
     let started = Instant::now();
-    let counters = |e: crate::store::StoreError| {
+    let counters = |e: capsaga_store::StoreError| {
         ToolError::with_hint(
             ErrorKind::Unknown,
             format!("the budget counters are unusable: {e}"),

@@ -3,7 +3,7 @@
 //! persisted in the `traces` table of the state database.
 
 use super::provider::{Attempt, Tier};
-use crate::store::{Store, StoreError, TraceRecord};
+use capsaga_store::{Store, StoreError, TraceRecord};
 use capsaga_core::error::ToolError;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;

@@ -4,7 +4,7 @@
 //! the agent loop, the servers and the command line, over the door
 //! (`capsaga-door`), whose modules are re-exported under their old names.
 
-pub mod agent;
+pub use capsaga_agent as agent;
 pub mod cli;
 pub mod serve;
 
