@@ -1,7 +1,6 @@
 //! The reference fixtures of the official MCP conformance suite
 //! (`@modelcontextprotocol/conformance`, server scenarios of spec
-//! 2025-11-25), served only with `capsaga serve --conformance-fixtures` or
-//! `capsaga mcp --conformance-fixtures`.
+//! 2025-11-25), served only by the `capsaga-conformance` binary.
 //!
 //! The suite checks a server's protocol surface by calling tools,
 //! resources and prompts of fixed names (`test_image_content`,
@@ -11,8 +10,8 @@
 //! server, the protocol features capsaga's own tools and resources use
 //! (content types, log and progress notifications, sampling and elicitation
 //! requests to the client, resources with templates and subscriptions,
-//! prompts, completion). Off by default; nothing else in the server
-//! depends on them.
+//! prompts, completion). The `capsaga` binary does not contain them; the
+//! server knows them only through its extension point.
 
 // Logging and sampling are deprecated by the MCP draft (SEP-2577), yet the
 // 2025-11-25 suite still checks them.

@@ -1,6 +1,6 @@
-//! The conformance suite's reference fixtures of MCP 2026-07-28 (served
-//! only with `--conformance-fixtures`, beside [`super::fixtures`]): the
-//! tools and the prompt of the multi round-trip request scenarios (SEP-2322:
+//! The conformance suite's reference fixtures of MCP 2026-07-28 (beside
+//! [`crate::fixtures`]): the tools and the prompt of the multi round-trip
+//! request scenarios (SEP-2322:
 //! a result that asks the client for input, `inputRequests`, and is retried
 //! with `inputResponses` and the echoed `requestState`), and the stateless
 //! scenario's `test_missing_capability` (SEP-2575: a request that needs a

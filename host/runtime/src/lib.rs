@@ -6,7 +6,7 @@
 
 pub use capsaga_agent as agent;
 pub mod cli;
-pub mod serve;
+pub use capsaga_server as serve;
 
 pub use capsaga_door::{
     config, dispatch, host, memory, neurons, ownership, plan, registry, saga, store_choice, switch,

@@ -1,11 +1,11 @@
 //! `/mcp` over HTTP: every POST body goes through the door's admission
-//! ([`crate::dispatch::admit`]) before rmcp parses it (issue 24 item 4 and
+//! ([`capsaga_door::dispatch::admit`]) before rmcp parses it (issue 24 item 4 and
 //! item 8c). A refused body gets HTTP 400 (413 when over the body limit)
 //! with a JSON-RPC error response naming the request's `id` when it could
 //! be read; a JSON array (a batch) is refused the same way. Nothing of a
 //! refused body is parsed further or logged.
 
-use crate::dispatch::admit::{Refused, admit_message, error_response};
+use capsaga_door::dispatch::admit::{Refused, admit_message, error_response};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
@@ -53,7 +53,7 @@ pub async fn guard(State(limit): State<usize>, req: Request, next: Next) -> Resp
 }
 
 /// A REST JSON body admitted by the door's rule
-/// ([`crate::dispatch::admit::admit_body`]: strict JSON, within the body
+/// ([`capsaga_door::dispatch::admit::admit_body`]: strict JSON, within the body
 /// limit) and then read as `T`. A refused body is 400 with
 /// `{"detail": {"code": "invalid_json", "message": ...}}` (413 past the body
 /// limit, as axum answers).
@@ -77,7 +77,7 @@ where
 
 /// `bytes` admitted by the door's rule and read as `T`; why not otherwise.
 fn strict_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
-    let value = crate::dispatch::admit::admit_body(bytes, super::MAX_MESSAGE_BYTES)
+    let value = capsaga_door::dispatch::admit::admit_body(bytes, super::MAX_MESSAGE_BYTES)
         .map_err(|e| format!("the body is not acceptable JSON: {e}"))?;
     serde_json::from_value(value).map_err(|e| format!("the body does not match the request: {e}"))
 }

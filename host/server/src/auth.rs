@@ -25,7 +25,7 @@
 //! routes. An MCP session is bound to the principal that opened it
 //! ([`super::sessions`]): another principal naming it gets 404.
 
-use crate::store::Store;
+use capsaga_store::Store;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;

@@ -120,7 +120,7 @@ pub async fn round(shared: &McpShared, last: &mut Vec<(String, String)>) -> usiz
     let host = shared.live.host();
     if let Some(n) = &host.neurons
         && host.config.policy.neurons.enabled
-        && let Err(e) = crate::neurons::sync_active(
+        && let Err(e) = capsaga_door::neurons::sync_active(
             &host.config.policy,
             &host.sandbox,
             &host.registry,

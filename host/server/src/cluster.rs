@@ -5,15 +5,15 @@
 //! reloaded on one host and not the others is seen, not silently divergent.
 
 use super::live::Live;
-use crate::dispatch::AbandonedEnd;
+use capsaga_door::dispatch::AbandonedEnd;
 use serde_json::{Value, json};
 use std::sync::Weak;
 use std::time::Duration;
 
-/// Every [`crate::store::OwnerStore::recovery_interval`] (only for a store
+/// Every [`capsaga_store::OwnerStore::recovery_interval`] (only for a store
 /// whose owners can die while others run: PostgreSQL), recover the sagas
 /// whose owner's lease expired, through the door of the current generation
-/// ([`crate::dispatch::Dispatcher::recover_dead`]: in-doubt steps
+/// ([`capsaga_door::dispatch::Dispatcher::recover_dead`]: in-doubt steps
 /// compensated, committed ones rolled back, as at start-up). Ends with the
 /// server.
 pub async fn recover_loop(live: Weak<Live>) {
@@ -49,7 +49,7 @@ pub async fn recover_loop(live: Weak<Live>) {
 
 /// Every quarter of `idle` (at most every 30 s), end the sagas released
 /// between requests whose handle has not been used for `idle`
-/// ([`crate::dispatch::Dispatcher::expire_released`], by `end`), through the
+/// ([`capsaga_door::dispatch::Dispatcher::expire_released`], by `end`), through the
 /// door of the current generation; with a shared store every host sweeps,
 /// and the first to claim an abandoned saga ends it. Ends with the server.
 pub async fn expire_loop(live: Weak<Live>, idle: Duration, end: AbandonedEnd) {

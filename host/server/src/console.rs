@@ -10,9 +10,9 @@
 
 use super::auth::Auth;
 use super::rest::Rest;
-use crate::dispatch::{DispatchError, OperatorError};
-use crate::registry::Registry;
-use crate::store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
+use capsaga_door::dispatch::{DispatchError, OperatorError};
+use capsaga_door::registry::Registry;
+use capsaga_store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
 use async_trait::async_trait;
 use axum::http::{HeaderMap, HeaderValue, header};
 use capsaga_console::{
@@ -130,7 +130,7 @@ fn approval_view(a: ApprovalRow, risk: Option<String>) -> ApprovalView {
 
 /// The store's kind, this host's policy hash, and the live hosts sharing
 /// the store (this one first; listed even when the store cannot say).
-async fn host_views(host: &crate::host::Host) -> (String, String, Vec<HostView>) {
+async fn host_views(host: &capsaga_door::host::Host) -> (String, String, Vec<HostView>) {
     let me = host.owner.id().to_string();
     let mine = host.config.policy_sha256.clone();
     let mut hosts: Vec<HostView> = match host.store.live_owners().await {
@@ -282,7 +282,7 @@ impl Backend for ConsoleBackend {
         };
         let saga = d.approval.saga_id.clone();
         let message = if approve && d.resumable {
-            match crate::plan::resume(&door, &saga).await {
+            match capsaga_door::plan::resume(&door, &saga).await {
                 Ok(r) => format!(
                     "Approved by {operator}; saga {saga} resumed: {}",
                     r.final_state
@@ -370,7 +370,7 @@ impl Backend for ConsoleBackend {
         let door = self.rest.live.door();
         let message = match action {
             SagaAction::Resume => {
-                let r = crate::plan::resume(&door, id)
+                let r = capsaga_door::plan::resume(&door, id)
                     .await
                     .map_err(|e| BackendError::Conflict(e.to_string()))?;
                 format!("Resumed by {operator}: {}", r.final_state)
@@ -394,7 +394,7 @@ impl Backend for ConsoleBackend {
             return Ok(None);
         }
         let host = self.rest.live.host();
-        let Some(t) = crate::agent::trace::load(&*host.store, id)
+        let Some(t) = capsaga_agent::trace::load(&*host.store, id)
             .await
             .map_err(internal)?
         else {
@@ -426,7 +426,7 @@ impl Backend for ConsoleBackend {
 
     async fn health(&self, days: u32) -> Result<HealthView, BackendError> {
         let host = self.rest.live.host();
-        let today = crate::clock::today();
+        let today = capsaga_store::clock::today();
         let history = super::console_data::spend_history(&*host.store, &today, days).await?;
         let spent = history
             .iter()
@@ -440,7 +440,7 @@ impl Backend for ConsoleBackend {
                 .unwrap_or_else(|| "unknown".into()),
             Err(e) => format!("unknown ({e})"),
         };
-        let audit = match crate::store::audit::verify(&*host.store, None).await {
+        let audit = match capsaga_store::audit::verify(&*host.store, None).await {
             Ok(r) if r.findings.is_empty() => format!("ok ({} records)", r.rows),
             Ok(r) => r
                 .findings
@@ -513,7 +513,7 @@ impl Backend for ConsoleBackend {
             .map(|(n, fitness)| NeuronView {
                 fitness,
                 withheld: if n.status == Status::Active {
-                    crate::neurons::operator::withheld(&n)
+                    capsaga_door::neurons::operator::withheld(&n)
                 } else {
                     Vec::new()
                 },
@@ -540,7 +540,7 @@ impl Backend for ConsoleBackend {
         action: NeuronAction,
         note: Option<&str>,
     ) -> Result<Decided, BackendError> {
-        use crate::neurons::operator as op;
+        use capsaga_door::neurons::operator as op;
         let who = self.acting(operator).await?.to_string();
         let host = self.rest.live.host();
         let store = &*host.store;

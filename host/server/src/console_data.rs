@@ -6,8 +6,8 @@
 //! chart, a neuron version's fitness per day, and the unified diff of an
 //! `fs_write` approval's preview.
 
-use crate::memory::HostMemory;
-use crate::store::Store;
+use capsaga_door::memory::HostMemory;
+use capsaga_store::Store;
 use capsaga_console::{BackendError, Decided, EpisodeView, FitnessDay, ProposalView, SpendDay};
 use capsaga_core::neuron::fitness::fitness_by_day;
 use serde_json::Value;

@@ -1,15 +1,20 @@
+//! # capsaga-server
+//!
 //! capsaga as a server (DESIGN §8b): an MCP server over stdio
 //! (`capsaga mcp`) and over Streamable HTTP at `/mcp`, beside the runtime
-//! REST API of seed 003 (`capsaga serve`). Every entry submits its calls
-//! through the one dispatch door, like the CLI and the agent loop; nothing
-//! here runs a tool or writes the log itself.
+//! REST API of seed 003 and the operator console (`capsaga serve`). Every
+//! entry submits its calls through the one dispatch door (`capsaga-door`),
+//! like the CLI and the agent loop (`capsaga-agent`, which runs the REST
+//! API's turns); nothing here runs a tool or writes the log itself. It
+//! depends on the door, the agent, the store, the console and rmcp/axum;
+//! never on the sandbox or the binary. The MCP conformance suite's fixtures
+//! are not here: `capsaga-conformance` plugs them in through
+//! [`mcp::extension`].
 //!
 //! - [`mcp`]: the MCP handler (rmcp), one saga per session.
 //! - [`tools`]: tool definitions and results as MCP shapes.
 //! - [`resources`]: sagas and traces as MCP resources; [`views`]: what
 //!   REST and MCP show of them.
-//! - [`fixtures`]: the conformance suite's reference fixtures (off unless
-//!   asked for).
 //! - [`catalog`]: `notifications/tools/list_changed` when neurons are
 //!   activated or retired, or the host reloaded, while the server runs.
 //! - [`live`]: the host generation served, reloaded on SIGHUP or when the
@@ -27,11 +32,13 @@
 //! - [`limits`]: `Host`/`Origin` allowlists, header and body limits,
 //!   timeouts.
 //! - [`admit`], [`stdio`]: every MCP message (an HTTP body, a stdio line)
-//!   admitted by the dispatch door's rule (`crate::dispatch::admit`:
+//!   admitted by the dispatch door's rule (`capsaga_door::dispatch::admit`:
 //!   strict JSON, size limits, no batch) before rmcp reads it.
 //!
 //! Without a token the HTTP server refuses to bind anything but a loopback
 //! address.
+
+#![warn(missing_docs)]
 
 pub mod admit;
 pub mod auth;
@@ -40,8 +47,6 @@ pub mod cluster;
 pub mod conn;
 pub mod console;
 pub mod console_data;
-pub mod fixtures;
-pub mod fixtures_mrtr;
 pub mod limits;
 pub mod live;
 pub mod mcp;
@@ -54,8 +59,8 @@ pub mod stdio;
 pub mod tools;
 pub mod views;
 
-use crate::dispatch::AbandonedEnd;
-use crate::host::Host;
+use capsaga_door::dispatch::AbandonedEnd;
+use capsaga_door::host::Host;
 use axum::Router;
 use axum::routing::{get, post};
 use capsaga_core::policy::Autonomy;
@@ -102,9 +107,10 @@ pub struct McpOptions {
     pub no_elicitation: bool,
     /// What happens to a saga still open when its session ends.
     pub session_end: SessionEnd,
-    /// Serve the conformance suite's reference fixtures too
-    /// ([`fixtures`]).
-    pub fixtures: bool,
+    /// Tools, resources and prompts served beside capsaga's own
+    /// ([`mcp::extension`]: the conformance suite's fixtures, in
+    /// `capsaga-conformance`); `None` in the `capsaga` binary.
+    pub extension: Option<Arc<dyn mcp::extension::McpExtension>>,
     /// How often the watcher ([`catalog`]) looks for a changed policy or
     /// tools directory (reloading the host) and for neurons activated or
     /// retired; `None`: never (only SIGHUP reloads, and neuron decisions
@@ -173,14 +179,14 @@ impl HttpOptions {
 
 impl Default for McpOptions {
     /// The operator's autonomy, elicitation on, [`SessionEnd`]'s default,
-    /// no fixtures, the catalog compared every [`CATALOG_POLL`], handles
+    /// no extension, the catalog compared every [`CATALOG_POLL`], handles
     /// abandoned after [`HANDLE_IDLE`] rolled back.
     fn default() -> McpOptions {
         McpOptions {
             autonomy: None,
             no_elicitation: false,
             session_end: SessionEnd::default(),
-            fixtures: false,
+            extension: None,
             catalog_poll: Some(CATALOG_POLL),
             handle_idle: Some(HANDLE_IDLE),
             abandoned: AbandonedEnd::default(),
@@ -203,7 +209,7 @@ const REQUEST_STATE_PURPOSE: &str = "mcp requestState";
 ///   but malformed, or the random source fails; said in the log.
 fn request_state_codec() -> Option<rmcp::model::RequestStateCodec> {
     use rmcp::model::RequestStateCodec;
-    let (kid, key) = match crate::agent::keys::kek_from_env() {
+    let (kid, key) = match capsaga_agent::keys::kek_from_env() {
         Ok(kek) => (
             format!("kek-{}", kek.id()),
             zeroize::Zeroizing::new(kek.derive_key(REQUEST_STATE_PURPOSE).to_vec()),
@@ -244,7 +250,7 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         asked_autonomy: o.autonomy,
         elicit_approvals: !o.no_elicitation,
         session_end: o.session_end,
-        fixtures: o.fixtures,
+        extension: o.extension.clone(),
         listeners: catalog::Listeners::default(),
         request_states: request_state_codec(),
         driving: std::sync::Mutex::new(std::collections::HashSet::new()),

@@ -19,8 +19,8 @@
 //! component it ran with (pinned by content hash), whatever the tools
 //! directory holds now.
 
-use crate::dispatch::Dispatcher;
-use crate::host::{Host, HostError};
+use capsaga_door::dispatch::Dispatcher;
+use capsaga_door::host::{Host, HostError};
 use capsaga_core::idempotency::sha256_hex;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,7 +51,7 @@ impl Sources {
         let fsm = config
             .path
             .parent()
-            .map(|d| d.join(crate::config::FSM_FILE));
+            .map(|d| d.join(capsaga_door::config::FSM_FILE));
         let tools = std::fs::read_dir(&config.tools_dir)
             .map_err(|e| e.to_string())
             .map(|dir| {

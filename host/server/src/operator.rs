@@ -15,7 +15,7 @@
 
 use super::auth::detail;
 use super::rest::Rest;
-use crate::agent::keys::{self, KeyError};
+use capsaga_agent::keys::{self, KeyError};
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
@@ -183,7 +183,7 @@ pub async fn metrics(State(r): State<Arc<Rest>>) -> Response {
 
 /// Read the approvals pending (from the store) and the open sessions into
 /// the metrics' gauges.
-async fn set_gauges(r: &Rest) -> Result<(), crate::store::StoreError> {
+async fn set_gauges(r: &Rest) -> Result<(), capsaga_store::StoreError> {
     let pending = r.live.host().store.approvals(false).await?;
     let (sessions, _) = r.sessions.counts();
     capsaga_telemetry::metrics::global().set_gauges(

@@ -15,7 +15,7 @@
 //!   subscribed to.
 
 use super::views;
-use crate::store::Store;
+use capsaga_store::Store;
 use capsaga_core::principal::Principal;
 use serde_json::{Value, json};
 

@@ -27,11 +27,11 @@
 //! detail (`providers_tried`, `allowed_providers`, `configured_providers`),
 //! and nothing is sent to any provider.
 
-use crate::agent::router::RequestRoute;
-use crate::agent::runner::{TurnOptions, run_turn};
-use crate::agent::select::{Selection, process_env, select};
-use crate::dispatch::OperatorError;
-use crate::store::ApprovalOpError;
+use capsaga_agent::router::RequestRoute;
+use capsaga_agent::runner::{TurnOptions, run_turn};
+use capsaga_agent::select::{Selection, process_env, select};
+use capsaga_door::dispatch::OperatorError;
+use capsaga_store::ApprovalOpError;
 use axum::Json;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
@@ -82,7 +82,7 @@ pub async fn healthz(State(r): State<Arc<Rest>>) -> Response {
         route: RequestRoute::default(),
         ..Selection::default()
     };
-    let sel = match crate::agent::keys::with_sealed(&host, sel).await {
+    let sel = match capsaga_agent::keys::with_sealed(&host, sel).await {
         Ok(s) => s,
         Err(e) => return internal(e),
     };
@@ -237,7 +237,7 @@ pub async fn turns(
         Ok(_) => {}
         Err(e) => return internal(e),
     }
-    let sel = match crate::agent::keys::with_sealed(host, sel).await {
+    let sel = match capsaga_agent::keys::with_sealed(host, sel).await {
         Ok(s) => s,
         Err(e) => return internal(e),
     };
@@ -246,7 +246,7 @@ pub async fn turns(
         Err(e) => return detail(StatusCode::BAD_REQUEST, "provider_selection", e.to_string()),
     };
     if let Some(router) = &selected.router
-        && let Err(crate::agent::provider::ProviderError::NoAllowedProvider(e)) =
+        && let Err(capsaga_agent::provider::ProviderError::NoAllowedProvider(e)) =
             router.order(req.role.as_deref())
     {
         return (
@@ -291,12 +291,12 @@ pub async fn turns(
         }))
         .into_response(),
         Err(
-            e @ crate::agent::runner::AgentError::Memory(capsaga_memory::MemoryError::Invalid(_)),
+            e @ capsaga_agent::runner::AgentError::Memory(capsaga_memory::MemoryError::Invalid(_)),
         ) => detail(StatusCode::CONFLICT, "session", e.to_string()),
-        Err(e @ crate::agent::runner::AgentError::Memory(_)) => {
+        Err(e @ capsaga_agent::runner::AgentError::Memory(_)) => {
             detail(StatusCode::SERVICE_UNAVAILABLE, "memory", e.to_string())
         }
-        Err(e @ crate::agent::runner::AgentError::ToolChoiceNotOffered { .. }) => (
+        Err(e @ capsaga_agent::runner::AgentError::ToolChoiceNotOffered { .. }) => (
             StatusCode::UNPROCESSABLE_ENTITY,
             Json(json!({"detail": {"code": "tool_choice_not_offered", "message": e.to_string()}})),
         )

@@ -178,20 +178,20 @@ pub async fn reflect_every(rest: std::sync::Weak<Rest>, every: std::time::Durati
         let Some(hm) = host.memory.clone() else {
             return;
         };
-        let sel = crate::agent::select::Selection {
+        let sel = capsaga_agent::select::Selection {
             script: r.script.clone(),
             ..Default::default()
         };
-        let sel = match crate::agent::keys::with_sealed(&host, sel).await {
+        let sel = match capsaga_agent::keys::with_sealed(&host, sel).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!("memory reflection skipped: {e}");
                 continue;
             }
         };
-        let selected = match crate::agent::select::select(
+        let selected = match capsaga_agent::select::select(
             &host.config,
-            &crate::agent::select::process_env(),
+            &capsaga_agent::select::process_env(),
             &sel,
         ) {
             Ok(s) => s,
@@ -210,15 +210,15 @@ pub async fn reflect_every(rest: std::sync::Weak<Rest>, every: std::time::Durati
             _ => {}
         }
         let ns = hm.memory.config().namespace.clone();
-        let budget = match crate::agent::budget::Budget::open(&host.config, host.store.clone()) {
+        let budget = match capsaga_agent::budget::Budget::open(&host.config, host.store.clone()) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!("memory reflection skipped: {e}");
                 continue;
             }
         };
-        let meter = crate::agent::meter::Meter::new(&budget);
-        match crate::agent::reflect::reflect(&hm, selected.provider.as_ref(), &meter, &ns, 2).await
+        let meter = capsaga_agent::meter::Meter::new(&budget);
+        match capsaga_agent::reflect::reflect(&hm, selected.provider.as_ref(), &meter, &ns, 2).await
         {
             Ok(r) => tracing::info!(
                 "memory reflection: {} group(s), {} proposal(s) queued",

@@ -1,6 +1,6 @@
 //! The MCP stdio transport of `capsaga mcp` (issue 24 item 4): messages
 //! are newline-delimited JSON, read here rather than by rmcp so that each
-//! line goes through the door's admission ([`crate::dispatch::admit`])
+//! line goes through the door's admission ([`capsaga_door::dispatch::admit`])
 //! before anything parses or logs it.
 //!
 //! - A line is read into at most `limit` bytes ([`super::MAX_MESSAGE_BYTES`]
@@ -20,7 +20,7 @@
 //!   into its handler ([`Unanswered`]).
 
 use super::mcp::refused::{Asked, Handled};
-use crate::dispatch::admit::{Refused, admit_message, error_response};
+use capsaga_door::dispatch::admit::{Refused, admit_message, error_response};
 use futures::{Sink, Stream};
 use rmcp::RoleServer;
 use rmcp::model::{GetExtensions, JsonRpcMessage, RequestId};

@@ -10,7 +10,7 @@
 //!   capability).
 //! - A committed step's output goes back as text (JSON), wrapped in
 //!   `<untrusted>` markers when the door says its output is untrusted
-//!   ([`crate::dispatch::untrusted_output`]: declared so, or any grant
+//!   ([`capsaga_door::dispatch::untrusted_output`]: declared so, or any grant
 //!   reaching outside data) and truncated
 //!   exactly as for the model, with the raw output as `structuredContent`
 //!   only when the tool's output is trusted.
@@ -18,10 +18,10 @@
 //!   (`structuredContent.error`); a call that needs a human names the
 //!   pending approval.
 
-use crate::agent::runner::truncate_result;
-use crate::clock::now_rfc3339;
-use crate::dispatch::{Outcome, Submitted};
-use crate::registry::LoadedTool;
+use capsaga_agent::runner::truncate_result;
+use capsaga_store::clock::now_rfc3339;
+use capsaga_door::dispatch::{Outcome, Submitted};
+use capsaga_door::registry::LoadedTool;
 use capsaga_core::error::ToolError;
 use capsaga_core::meta::Risk;
 use capsaga_core::untrusted;
@@ -54,7 +54,7 @@ pub fn definition(t: &LoadedTool) -> Value {
             "capsaga/risk": m.risk.as_str(),
             "capsaga/side_effects": m.has_side_effects,
             "capsaga/dry_run": m.supports_dry_run,
-            "capsaga/returns_untrusted": crate::dispatch::untrusted_output(t),
+            "capsaga/returns_untrusted": capsaga_door::dispatch::untrusted_output(t),
         },
     })
 }

@@ -1,7 +1,7 @@
 //! What the REST API and the MCP resources show of the state store, in one
 //! place: a saga with its steps and log records, and an execution trace.
 
-use crate::store::{Store, StoreError};
+use capsaga_store::{Store, StoreError};
 use capsaga_core::principal::Principal;
 use serde_json::{Value, json};
 
@@ -51,7 +51,7 @@ pub async fn trace(
     if !valid_id(id) {
         return Ok(None);
     }
-    let Some(t) = crate::agent::trace::load(store, id).await? else {
+    let Some(t) = capsaga_agent::trace::load(store, id).await? else {
         return Ok(None);
     };
     if !who.sees(None) {
@@ -75,7 +75,7 @@ pub async fn sagas(
     store: &dyn Store,
     who: &Principal,
     limit: usize,
-) -> Result<Vec<crate::store::SagaRow>, StoreError> {
+) -> Result<Vec<capsaga_store::SagaRow>, StoreError> {
     match who.saga_filter() {
         None => store.sagas(limit).await,
         Some(me) => store.sagas_of(me, limit).await,

@@ -28,12 +28,6 @@ pub struct McpArgs {
     /// (keep what it committed) or rollback.
     #[arg(long, default_value = "commit", value_name = "commit|rollback")]
     pub on_session_end: String,
-    /// Also serve the official MCP conformance suite's reference fixtures
-    /// (tools `test_*`, resources `test://...`, prompts, completion): for
-    /// `scripts/mcp-conformance`, never for agents. They run no tool and
-    /// write no saga.
-    #[arg(long)]
-    pub conformance_fixtures: bool,
     /// Milliseconds between two looks at the policy file, its `fsm.toml`
     /// and the tools directory (a change reloads them: new or rebuilt
     /// components, new grants) and at the neurons stored as active (an
@@ -109,7 +103,7 @@ fn mcp_options(a: &McpArgs) -> Result<McpOptions, Failure> {
             .transpose()
             .map_err(config_error)?,
         no_elicitation: a.no_elicitation,
-        fixtures: a.conformance_fixtures,
+        extension: None,
         catalog_poll: (a.catalog_poll_ms > 0).then(|| Duration::from_millis(a.catalog_poll_ms)),
         session_end: a
             .on_session_end

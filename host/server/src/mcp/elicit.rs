@@ -1,7 +1,7 @@
 //! The MCP client's side of an approval (elicitation or a log message).
 
-use crate::dispatch::Approver;
-use crate::store::ApprovalRow;
+use capsaga_door::dispatch::Approver;
+use capsaga_store::ApprovalRow;
 use capsaga_core::principal::Principal;
 use rmcp::model::{ElicitRequestParams, ElicitationAction};
 use rmcp::{Peer, RoleServer};

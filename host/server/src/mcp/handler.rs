@@ -5,10 +5,10 @@
 use super::McpSession;
 use super::elicit::{Elicit, client_name, supports_elicitation};
 use super::stateless;
-use crate::dispatch::{Args, Call};
-use crate::saga::Saga;
-use crate::serve::{fixtures, fixtures_mrtr, resources, tools};
-use crate::store::Origin;
+use capsaga_door::dispatch::{Args, Call};
+use capsaga_door::saga::Saga;
+use crate::{resources, tools};
+use capsaga_store::Origin;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::principal::{Principal, Role};
 use rmcp::model::{
@@ -95,7 +95,7 @@ impl McpSession {
         &self,
         name: &str,
         saga: &mut Saga,
-        door: &crate::dispatch::Dispatcher,
+        door: &capsaga_door::dispatch::Dispatcher,
     ) -> Result<Value, McpError> {
         let id = saga.id().to_string();
         if name == tools::COMMIT {
@@ -155,8 +155,9 @@ impl McpSession {
     /// or `resource_not_found`: the one lookup of a URI, for `read` and
     /// `subscribe` alike.
     pub(super) async fn resource(&self, uri: &str) -> Result<Value, McpError> {
-        let found = if self.state.shared.fixtures && fixtures::owns(uri) {
-            fixtures::read(uri)
+        let extension = self.state.shared.extension.as_ref();
+        let found = if let Some(x) = extension.filter(|x| x.owns_resource(uri)) {
+            x.read_resource(uri)
         } else {
             let host = self.state.shared.live.host();
             let store = &*host.store;
@@ -203,22 +204,18 @@ fn progress(
 
 impl McpSession {
     /// Whether `name` is a tool this session can call (the host's, the
-    /// session tools, the conformance fixtures when on): a span names only
+    /// session tools, the extension's when there is one): a span names only
     /// those (issue 30: the span's name stays of bounded cardinality).
     pub(super) fn known_tool(&self, name: &str) -> bool {
         let shared = &self.state.shared;
         shared.live.host().registry.get(name).is_some()
             || name == tools::COMMIT
             || name == tools::ROLLBACK
-            || (shared.fixtures
-                && (name == fixtures_mrtr::TRIGGER_TOOL_CHANGE
-                    || fixtures::is_tool(name)
-                    || fixtures_mrtr::is_tool(name)
-                    || super::task_fixtures::is_tool(name)))
+            || shared.extension.as_ref().is_some_and(|x| x.has_tool(name))
     }
 
     /// The definition `tools/list` gives of tool `name` (a catalog tool,
-    /// a session tool or, when served, a fixture), as JSON; `None` for a
+    /// a session tool or the extension's), as JSON; `None` for a
     /// name it does not list. rmcp checks a 2026-07-28 `tools/call`'s
     /// `Mcp-Param-*` headers against the properties its input schema
     /// annotates with `x-mcp-header` (SEP-2243), before any handler.
@@ -233,13 +230,8 @@ impl McpSession {
         {
             return Some(tools::definition(t));
         }
-        by_name(tools::session_tools().into()).or_else(|| {
-            shared.fixtures.then(|| {
-                by_name(fixtures::tools())
-                    .or_else(|| by_name(fixtures_mrtr::tools()))
-                    .or_else(|| by_name(super::task_fixtures::tools()))
-            })?
-        })
+        by_name(tools::session_tools().into())
+            .or_else(|| shared.extension.as_ref().and_then(|x| by_name(x.tools())))
     }
 
     /// `tools/list`.
@@ -252,10 +244,8 @@ impl McpSession {
             .map(|t| tools::definition(t))
             .collect();
         list.extend(tools::session_tools());
-        if shared.fixtures {
-            list.extend(fixtures::tools());
-            list.extend(fixtures_mrtr::tools());
-            list.extend(super::task_fixtures::tools());
+        if let Some(x) = &shared.extension {
+            list.extend(x.tools());
         }
         parse(json!({ "tools": list }))
     }
@@ -269,24 +259,9 @@ impl McpSession {
         self.check_caller(&context)?;
         let name = request.name.to_string();
         let shared = &self.state.shared;
-        if shared.fixtures && name == fixtures_mrtr::TRIGGER_TOOL_CHANGE {
-            let told = shared.listeners.tools_changed().await;
-            return to_result(tools::result(
-                format!("tool list change announced to {told} listener(s)"),
-                false,
-                None,
-            ));
-        }
-        if shared.fixtures && super::task_fixtures::is_tool(&name) {
-            return self.call_task_fixture(&name, &request, &context).await;
-        }
-        if shared.fixtures && fixtures_mrtr::is_tool(&name) {
-            return self.call_fixture_mrtr(&name, &request, &context);
-        }
-        if shared.fixtures && fixtures::is_tool(&name) {
-            let args = Value::Object(request.arguments.unwrap_or_default());
-            let token = context.meta.get_progress_token();
-            return to_result(fixtures::call(&name, &args, &context.peer, token.as_ref()).await);
+        if let Some(x) = shared.extension.as_ref().filter(|x| x.has_tool(&name)) {
+            let call = self.extension_call(&context);
+            return x.call_tool(&name, &request, &call).await;
         }
         if stateless::is_stateless(&context)
             && context
@@ -387,10 +362,10 @@ impl McpSession {
         {
             let _ = context.peer.notify_progress(p).await;
         }
-        let ended = matches!(submitted.outcome, crate::dispatch::Outcome::Failed { .. })
+        let ended = matches!(submitted.outcome, capsaga_door::dispatch::Outcome::Failed { .. })
             || matches!(
                 &submitted.outcome,
-                crate::dispatch::Outcome::AwaitingApproval {
+                capsaga_door::dispatch::Outcome::AwaitingApproval {
                     denied_by: Some(_),
                     ..
                 }

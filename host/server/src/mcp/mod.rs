@@ -28,25 +28,25 @@
 //! - Resources: capsaga's sagas and traces ([`super::resources`]), with
 //!   templates, id completion and subscriptions (a subscribed session's saga
 //!   URI is notified after each of its calls).
-//! - With `--conformance-fixtures`, the conformance suite's reference tools,
-//!   resources and prompts ([`super::fixtures`]) beside them.
+//! - With an extension ([`extension`]: the conformance suite's reference
+//!   tools, resources and prompts in `capsaga-conformance`), its tools,
+//!   resources and prompts beside them.
 //! - Every request answered is an OpenTelemetry server span
 //!   (`{mcp.method.name} {target}`, `observe.rs`), the child of the
 //!   client's span when its `_meta` carries a W3C `traceparent`.
 
 mod confirm;
 mod elicit;
+pub mod extension;
 mod handler;
-mod mrtr;
 mod observe;
 pub mod refused;
 mod server;
 pub mod stateless;
-mod task_fixtures;
 pub mod tasks;
 
-use crate::dispatch::Dispatcher;
-use crate::saga::Saga;
+use capsaga_door::dispatch::Dispatcher;
+use capsaga_door::saga::Saga;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::{Principal, Role};
 use std::sync::Arc;
@@ -88,8 +88,9 @@ pub struct McpShared {
     pub elicit_approvals: bool,
     /// The rule for a saga still open when its session ends.
     pub session_end: SessionEnd,
-    /// Serve the conformance suite's reference fixtures too.
-    pub fixtures: bool,
+    /// Tools, resources and prompts served beside capsaga's own (the
+    /// conformance fixtures; none in the `capsaga` binary).
+    pub extension: Option<Arc<dyn extension::McpExtension>>,
     /// Sessions told when the tool list changes.
     pub listeners: super::catalog::Listeners,
     /// Seals the `requestState` of multi round-trip results (a key drawn

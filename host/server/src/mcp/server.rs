@@ -5,7 +5,7 @@
 use super::McpSession;
 use super::handler::{internal, parse};
 use super::observe::{traced, traced_resource};
-use crate::serve::{fixtures, fixtures_mrtr, resources};
+use crate::resources;
 use capsaga_telemetry::spans::{McpTarget, UNKNOWN_TOOL};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, DiscoverResult,
@@ -18,14 +18,11 @@ use serde_json::json;
 use std::borrow::Cow;
 
 impl McpSession {
-    /// Whether `name` is a prompt this session serves (the conformance
-    /// fixtures' only): a span names only those.
+    /// Whether `name` is a prompt this session serves (the extension's
+    /// only): a span names only those.
     fn known_prompt(&self, name: &str) -> bool {
-        self.state.shared.fixtures
-            && (name == fixtures_mrtr::PROMPT
-                || fixtures::prompts()
-                    .iter()
-                    .any(|p| p.get("name").and_then(|n| n.as_str()) == Some(name)))
+        let extension = self.state.shared.extension.as_ref();
+        extension.is_some_and(|x| x.has_prompt(name))
     }
 }
 
@@ -37,7 +34,8 @@ impl ServerHandler for McpSession {
             "resources": {"subscribe": true},
             "extensions": {"io.modelcontextprotocol/tasks": {}},
         });
-        if self.state.shared.fixtures {
+        let extension = self.state.shared.extension.as_ref();
+        if extension.is_some_and(|x| !x.prompts().is_empty()) {
             caps["prompts"] = json!({});
         }
         let caps: ServerCapabilities = serde_json::from_value(caps).unwrap_or_default();
@@ -154,8 +152,8 @@ impl ServerHandler for McpSession {
             let mut list = resources::list(store, &self.state.principal)
                 .await
                 .map_err(internal)?;
-            if self.state.shared.fixtures {
-                list.extend(fixtures::resources());
+            if let Some(x) = &self.state.shared.extension {
+                list.extend(x.resources());
             }
             parse(json!({ "resources": list }))
         })
@@ -173,8 +171,8 @@ impl ServerHandler for McpSession {
             &context,
             async {
                 let mut list = resources::templates();
-                if self.state.shared.fixtures {
-                    list.extend(fixtures::templates());
+                if let Some(x) = &self.state.shared.extension {
+                    list.extend(x.resource_templates());
                 }
                 parse(json!({ "resourceTemplates": list }))
             },
@@ -322,13 +320,12 @@ impl ServerHandler for McpSession {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
         traced("prompts/list", McpTarget::None, &context, async {
-            if !self.state.shared.fixtures {
+            let list = self.state.shared.extension.as_ref().map(|x| x.prompts());
+            let Some(list) = list.filter(|l| !l.is_empty()) else {
                 return Err(McpError::method_not_found::<
                     rmcp::model::ListPromptsRequestMethod,
                 >());
-            }
-            let mut list = fixtures::prompts();
-            list.push(fixtures_mrtr::prompt_definition());
+            };
             parse(json!({ "prompts": list }))
         })
         .await
@@ -346,27 +343,18 @@ impl ServerHandler for McpSession {
         };
         let ctx = &context;
         let getting = async {
-            if self.state.shared.fixtures && request.name == fixtures_mrtr::PROMPT {
-                return self.prompt_fixture_mrtr(&request, ctx);
-            }
-            let args = request.arguments.clone().unwrap_or_default();
-            let found = self
-                .state
-                .shared
-                .fixtures
-                .then(|| fixtures::prompt(&request.name, &args))
-                .flatten();
-            let Some(p) = found else {
-                return Err(McpError::invalid_params(
+            let call = self.extension_call(ctx);
+            let found = (self.state.shared.extension.as_ref())
+                .and_then(|x| x.get_prompt(&request, &call));
+            found.unwrap_or_else(|| {
+                Err(McpError::invalid_params(
                     format!(
                         "no prompt {}",
                         request.name.chars().take(100).collect::<String>()
                     ),
                     None,
-                ));
-            };
-            let r: rmcp::model::GetPromptResult = parse(p)?;
-            Ok(r.into())
+                ))
+            })
         };
         traced("prompts/get", McpTarget::Prompt(&shown), ctx, getting).await
     }
@@ -381,11 +369,8 @@ impl ServerHandler for McpSession {
             self.check_caller(ctx)?;
             let reference = serde_json::to_value(&request.r#ref).map_err(internal)?;
             let (argument, typed) = (&request.argument.name, &request.argument.value);
-            let mut values = if self.state.shared.fixtures {
-                fixtures::complete(&reference, argument, typed)
-            } else {
-                None
-            };
+            let extension = self.state.shared.extension.as_ref();
+            let mut values = extension.and_then(|x| x.complete(&reference, argument, typed));
             if values.is_none()
                 && reference["type"] == "ref/resource"
                 && let Some(uri) = reference["uri"].as_str()

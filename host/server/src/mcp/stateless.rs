@@ -46,10 +46,10 @@
 use super::McpSession;
 use super::confirm;
 use super::elicit::Elicit;
-use crate::dispatch::{Args, Call, DispatchError, Outcome, Settled};
-use crate::saga::Saga;
-use crate::serve::tools;
-use crate::store::Origin;
+use capsaga_door::dispatch::{Args, Call, DispatchError, Outcome, Settled};
+use capsaga_door::saga::Saga;
+use crate::tools;
+use capsaga_store::Origin;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::principal::{Principal, Role};

@@ -32,9 +32,9 @@
 //!   they end); the saga itself is in the store.
 
 use super::McpShared;
-use crate::dispatch::{Args, Call, DispatchError};
-use crate::serve::tools;
-use crate::store::Origin;
+use capsaga_door::dispatch::{Args, Call, DispatchError};
+use crate::tools;
+use capsaga_store::Origin;
 use capsaga_core::principal::Principal;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -90,7 +90,7 @@ impl std::fmt::Debug for Tasks {
 }
 
 fn now() -> String {
-    crate::clock::now_rfc3339()
+    capsaga_store::clock::now_rfc3339()
 }
 
 fn unknown() -> McpError {
@@ -422,13 +422,13 @@ impl Asker {
 /// module doc); the saga ended unless it waits for an operator.
 async fn run_call(
     asker: &Asker,
-    mut saga: crate::saga::Saga,
+    mut saga: capsaga_door::saga::Saga,
     name: &str,
     args: &Value,
     who: &Principal,
     elicits: bool,
 ) -> TaskPayload {
-    use crate::dispatch::Outcome;
+    use capsaga_door::dispatch::Outcome;
     let s = &asker.shared;
     let door = s.door();
     let saga_id = saga.id().to_string();
