@@ -6,9 +6,9 @@
 //! - Otherwise `git rev-parse --short=12 HEAD`, with `-dirty` when the work
 //!   tree has changes, or `unknown` outside a git checkout (a source
 //!   tarball).
-//! - A release build (`cargo install --path host/runtime`, `--release`) is
+//! - A release build (`cargo install --path host/cli`, `--release`) is
 //!   re-stamped whenever HEAD moves, so its commit is exact. A dev build is
-//!   stamped when the runtime's own sources change (cargo's default), not
+//!   stamped when this package's own sources change (cargo's default), not
 //!   at every commit (which would rebuild the whole crate each time): it
 //!   says `dev build` so that nobody takes its commit for exact.
 
@@ -42,13 +42,7 @@ fn main() {
         }
     } else {
         // Cargo's default (any file of this package), kept explicit.
-        for p in [
-            "src",
-            "templates",
-            "Cargo.toml",
-            "model_prices.json",
-            "build.rs",
-        ] {
+        for p in ["src", "templates", "Cargo.toml", "build.rs"] {
             println!("cargo:rerun-if-changed={p}");
         }
     }

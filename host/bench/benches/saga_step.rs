@@ -1,5 +1,5 @@
 //! Saga step overhead against a raw SQLite durable commit, measured in the
-//! same run (issue 4). Run with `cargo bench -p capsaga-host --bench
+//! same run (issue 4). Run with `cargo bench -p capsaga-bench --bench
 //! saga_step` after `scripts/build-components`.
 //!
 //! - `sqlite_durable_commit`: the baseline, one INSERT committed in an
@@ -22,11 +22,11 @@
 //! an overhead of 2x a raw commit is the durability floor.
 
 use capsaga_core::tool::CallContext;
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_host::host::Host;
-use capsaga_host::saga::Saga;
-use capsaga_host::sandbox::{CallRequest, Op};
-use capsaga_host::store::{NewSaga, NewStep, Origin, Store};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_door::saga::Saga;
+use capsaga_sandbox::{CallRequest, Op};
+use capsaga_store::{NewSaga, NewStep, Origin, Store};
 use criterion::Criterion;
 use serde_json::json;
 use std::hint::black_box;
@@ -118,7 +118,7 @@ async fn wal_records_async(store: &dyn Store, saga: &str, seq: u64) {
             args: &args,
             preimage: None,
             approval: None,
-            fence: capsaga_host::store::FIRST_FENCE,
+            fence: capsaga_store::FIRST_FENCE,
         })
         .await
         .expect("begin");
@@ -130,9 +130,9 @@ async fn wal_records_async(store: &dyn Store, saga: &str, seq: u64) {
     };
     store
         .commit_step(
-            capsaga_host::store::StepKey {
+            capsaga_store::StepKey {
                 saga_id: saga,
-                fence: capsaga_host::store::FIRST_FENCE,
+                fence: capsaga_store::FIRST_FENCE,
                 step_seq: seq,
             },
             &out,
@@ -147,7 +147,7 @@ async fn sandbox_call(host: &Host) {
         saga_id: "bench".into(),
         step_seq: 0,
         idempotency_key: "bench".into(),
-        deadline_ms: capsaga_host::clock::deadline_from_now(10_000),
+        deadline_ms: capsaga_sandbox::deadline_from_now(10_000),
         dry_run: false,
     };
     let (res, _) = host

@@ -1,4 +1,4 @@
-//! `capsaga bench --console`: the operator console's server render time
+//! `capsaga-bench --console`: the operator console's server render time
 //! (issue 29) over a large state: `--console-sagas` sagas (default
 //! 100,000) of which 1,000 wait on an approval. A real `capsaga serve` on
 //! 127.0.0.1 (a free port), signed in as the loopback operator, each page
@@ -23,11 +23,11 @@
 
 use super::exit;
 use super::render::Out;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
-use crate::host::Host;
-use crate::registry::BuiltinTool;
-use crate::serve::{HttpOptions, serve_http};
-use crate::store::Origin;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_door::registry::BuiltinTool;
+use capsaga_server::{HttpOptions, serve_http};
+use capsaga_store::Origin;
 use capsaga_core::principal::{Principal, Role};
 use serde::Serialize;
 use serde_json::json;
@@ -55,10 +55,10 @@ impl BuiltinTool for Free {
 
     async fn call(
         &self,
-        op: &crate::sandbox::Op,
+        op: &capsaga_sandbox::Op,
         ctx: &capsaga_core::tool::CallContext,
         args: &serde_json::Value,
-        bindings: &crate::sandbox::Bindings,
+        bindings: &capsaga_sandbox::Bindings,
     ) -> Result<Option<capsaga_core::tool::ToolOutput>, capsaga_core::error::ToolError> {
         super::wal::Nop.call(op, ctx, args, bindings).await
     }
@@ -343,7 +343,7 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
     })
 }
 
-/// `capsaga bench --console`.
+/// `capsaga-bench --console`.
 pub(super) async fn run(out: &Out, sagas: usize) -> u8 {
     match run_inner(sagas).await {
         Ok(r) => {
@@ -373,7 +373,7 @@ pub(super) async fn run(out: &Out, sagas: usize) -> u8 {
             exit::OK
         }
         Err(e) => {
-            eprintln!("capsaga bench --console: {e}");
+            eprintln!("capsaga-bench --console: {e}");
             exit::INTERNAL
         }
     }

@@ -1,10 +1,10 @@
-//! The per-call paths of `capsaga bench` other than capsaga itself: the bare
+//! The per-call paths of `capsaga-bench` other than capsaga itself: the bare
 //! Wasmtime floors (synchronous, asynchronous, with fuel and epochs), the
 //! same call through `Sandbox::call`, the native Rust function and a process
 //! spawn, each measured by `super::bench`.
 
-use crate::sandbox::bindings::{LogLevel, Tool, ToolPre, WitCallContext, capsaga};
-use crate::sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig, engine};
+use capsaga_sandbox::bindings::{LogLevel, Tool, ToolPre, WitCallContext, capsaga};
+use capsaga_sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig, engine};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};

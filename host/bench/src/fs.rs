@@ -1,4 +1,4 @@
-//! `capsaga bench --fs-rollback`: what the host's file journal (issue 28)
+//! `capsaga-bench --fs-rollback`: what the host's file journal (issue 28)
 //! costs, as ratios against the same work without it, measured in one run.
 //!
 //! A fresh workspace in a temporary directory and the `fs_churn` test
@@ -22,9 +22,9 @@
 
 use super::exit;
 use super::render::Out;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
-use crate::host::Host;
-use crate::store::Origin;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_store::Origin;
 use capsaga_guest_fs::journal::{JournalConfig, SyncMode};
 use capsaga_guest_fs::{Expected, Roots, StepJournal};
 use serde::Serialize;
@@ -95,7 +95,7 @@ pub(crate) async fn run(out: &Out, churn: &Path) -> u8 {
             exit::OK
         }
         Err(e) => {
-            errln!("capsaga bench --fs-rollback: {e}");
+            errln!("capsaga-bench --fs-rollback: {e}");
             exit::INTERNAL
         }
     }

@@ -1,4 +1,4 @@
-//! `capsaga bench --group-commit`: saga steps per second at 1, 10 and 100
+//! `capsaga-bench --group-commit`: saga steps per second at 1, 10 and 100
 //! concurrent sagas, with `synchronous = FULL`, the state store's group
 //! commit off (one sync per write) and on (one sync per batch of writes),
 //! in the same run (DESIGN §8d).
@@ -12,11 +12,11 @@
 use super::exit;
 use super::render::Out;
 use super::wal::{Nop, workspace};
-use crate::config::Config;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
-use crate::host::Host;
-use crate::store::Origin;
-use crate::store::sqlite::GroupCommit;
+use capsaga_door::config::Config;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_store::Origin;
+use capsaga_store::sqlite::GroupCommit;
 use serde::Serialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ pub(crate) async fn run(out: &Out, steps: u32) -> u8 {
             exit::OK
         }
         Err(e) => {
-            errln!("capsaga bench --group-commit: {e}");
+            errln!("capsaga-bench --group-commit: {e}");
             exit::INTERNAL
         }
     }

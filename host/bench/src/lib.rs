@@ -1,4 +1,18 @@
-//! `capsaga bench`: what a tool call costs, measured in one process and one
+//! # capsaga-bench
+//!
+//! Every benchmark of capsaga, outside the product: the `capsaga-bench`
+//! binary (what `capsaga bench` was) and the criterion bench `saga_step`
+//! (`cargo bench -p capsaga-bench`). It measures each layer, so it depends
+//! on all of them: the sandbox directly (its per-call paths are measured
+//! against bare Wasmtime, below the door: the named exception of
+//! "only the door runs a tool"), the door, the servers, the memory, the
+//! store's PostgreSQL test harness (`capsaga-pg-harness`), and the
+//! `capsaga` library, whose output and exit codes it shares. Nothing
+//! depends on it. Each mode is a module: `--wal` (`wal.rs`), `--group-commit`,
+//! `--pg`, `--memory`, `--fs-rollback`, `--first-start`, `--otel`, `--mcp`,
+//! `--console`, and `capsaga-bench neurons` ([`neurons`]).
+//!
+//! Without a mode: what a tool call costs, measured in one process and one
 //! run against floors measured alongside it (DESIGN §4, issue 3):
 //! - a trivial call through capsaga (`Sandbox::call`: fresh instance,
 //!   WASI context from the grants, limits, execute, output checked, drop);
@@ -21,22 +35,27 @@
 //! the median of the per-round ratios of the two paths (each pair measured
 //! milliseconds apart). Nothing is asserted.
 
+#![warn(missing_docs)]
+
+#[macro_use]
+extern crate capsaga;
+
 mod console;
 mod floor;
 mod fs;
 mod group;
 mod mcp;
 mod memory;
-pub(super) mod neurons;
+pub mod neurons;
 mod otel;
 mod pg;
 mod shell;
 mod start;
 mod wal;
 
-use super::exit;
-use super::render::{self, Out};
-use crate::sandbox::{Bindings, CallRequest, Op, Sandbox, SandboxConfig};
+use capsaga::exit;
+use capsaga::render::{self, Out};
+use capsaga_sandbox::{Bindings, CallRequest, Op, Sandbox, SandboxConfig};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
 use floor::*;
@@ -44,7 +63,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// `capsaga bench` arguments.
+/// `capsaga-bench` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
     /// The component to call (`execute` with `{}`); a trivial one, e.g. the
@@ -124,6 +143,10 @@ pub struct BenchArgs {
     /// Processes started together by `--first-start`.
     #[arg(long, default_value_t = 40)]
     pub processes: usize,
+    /// The `capsaga` binary `--first-start` starts (default: the one beside
+    /// this binary, as cargo builds them).
+    #[arg(long, value_name = "PATH")]
+    pub capsaga_bin: Option<PathBuf>,
     /// Instead: the OpenTelemetry export's cost on a tool call (issue 30):
     /// steps through the door with export off (metrics only), on to a local
     /// OTLP receiver, and on to a collector that never answers, ratios
@@ -312,7 +335,7 @@ async fn cold_start(bytes: &[u8]) -> Result<ColdStart, String> {
             let (_, outcome) = s.prepare_cached(bytes).map_err(|e| e.to_string())?;
             with.push(t0.elapsed());
             load.push(t1.elapsed());
-            if outcome != crate::sandbox::CacheOutcome::Hit {
+            if outcome != capsaga_sandbox::CacheOutcome::Hit {
                 return Err(format!("the compiled cache was not hit: {outcome:?}"));
             }
         }
@@ -329,7 +352,7 @@ async fn cold_start(bytes: &[u8]) -> Result<ColdStart, String> {
 }
 
 /// `VmRSS` and `VmHWM` (peak) of this process, bytes, from /proc.
-pub(super) fn rss() -> Option<(u64, u64)> {
+pub(crate) fn rss() -> Option<(u64, u64)> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let field = |name: &str| {
         status
@@ -386,12 +409,12 @@ async fn peak_memory(path: &Path) -> Result<Option<PeakMemory>, String> {
         memory_cap_mb: mb(limits.memory_bytes),
         error: match res {
             Ok(_) => "none (the output was accepted)".into(),
-            Err(e) => format!("{}: {}", super::render::kind_name(e.kind), e.message),
+            Err(e) => format!("{}: {}", render::kind_name(e.kind), e.message),
         },
     }))
 }
 
-pub(super) fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -414,7 +437,7 @@ pub(super) fn machine() -> String {
 }
 
 /// Run the benchmark and print the report.
-pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
+pub async fn run(out: &Out, args: &BenchArgs) -> u8 {
     if args.wal {
         return wal::run(out, args.wal_steps).await;
     }
@@ -437,7 +460,7 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
         return mcp::run(out, &args.component).await;
     }
     if args.first_start {
-        return start::run(out, &args.tools_dir, args.processes).await;
+        return start::run(out, &args.tools_dir, args.processes, args.capsaga_bin.as_deref()).await;
     }
     if args.console {
         return console::run(out, args.console_sagas).await;
@@ -452,7 +475,7 @@ pub(crate) async fn run(out: &Out, args: &BenchArgs) -> u8 {
             exit::OK
         }
         Err(e) => {
-            errln!("capsaga bench: {e}");
+            errln!("capsaga-bench: {e}");
             exit::INTERNAL
         }
     }
@@ -504,7 +527,7 @@ async fn run_inner(args: &BenchArgs) -> Result<Report, String> {
 }
 
 fn print_report(r: &Report) {
-    outln!("capsaga bench");
+    outln!("capsaga-bench");
     outln!("  machine:   {}", r.machine);
     outln!(
         "  component: {} ({} bytes), {} calls per wasm path, {} allocator",

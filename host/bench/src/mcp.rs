@@ -1,4 +1,4 @@
-//! `capsaga bench --mcp` (issue 26): an MCP `tools/call` of `time_now` over
+//! `capsaga-bench --mcp` (issue 26): an MCP `tools/call` of `time_now` over
 //! HTTP against a real `capsaga serve` on 127.0.0.1 in this process, on
 //! the stateful wire (2025-11-25: one session, the call a step of the
 //! session's saga) and the stateless one (2026-07-28: no session, the call
@@ -13,10 +13,10 @@
 
 use super::exit;
 use super::render::Out;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
-use crate::host::Host;
-use crate::serve::{HttpOptions, app, conn};
-use crate::store::Origin;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_server::{HttpOptions, app, conn};
+use capsaga_store::Origin;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -176,7 +176,7 @@ async fn open_session(c: &reqwest::Client, url: &str) -> Result<String, String> 
     Ok(sid)
 }
 
-async fn library_step(door: &Dispatcher, saga: &mut crate::saga::Saga) -> Result<(), String> {
+async fn library_step(door: &Dispatcher, saga: &mut capsaga_door::saga::Saga) -> Result<(), String> {
     let s = door
         .submit(saga, Call::new("time_now", Args::Value(&json!({}))))
         .await
@@ -354,7 +354,7 @@ async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
     })
 }
 
-/// Run `capsaga bench --mcp` with `component` as `time_now`.
+/// Run `capsaga-bench --mcp` with `component` as `time_now`.
 pub(crate) async fn run(out: &Out, component: &Path) -> u8 {
     let dir = std::env::temp_dir().join(format!("capsaga-bench-mcp-{}", uuid::Uuid::new_v4()));
     let r = measure(&dir, component).await;
@@ -395,7 +395,7 @@ pub(crate) async fn run(out: &Out, component: &Path) -> u8 {
             exit::OK
         }
         Err(e) => {
-            errln!("capsaga bench --mcp: {e}");
+            errln!("capsaga-bench --mcp: {e}");
             exit::INTERNAL
         }
     }

@@ -1,4 +1,4 @@
-//! `capsaga bench --memory`: the memory's figures in one run (issue 27).
+//! `capsaga-bench --memory`: the memory's figures in one run (issue 27).
 //!
 //! - embedding one query (p50, p95) next to the model's raw forward pass
 //!   measured in the same run (the ratio is the tokenizer, pooling and
@@ -138,11 +138,11 @@ pub(crate) async fn run(out: &Out, model_dir: &Path) -> u8 {
             exit::OK
         }
         Ok(Err(e)) => {
-            errln!("capsaga bench --memory: {e}");
+            errln!("capsaga-bench --memory: {e}");
             exit::CONFIG
         }
         Err(e) => {
-            errln!("capsaga bench --memory: {e}");
+            errln!("capsaga-bench --memory: {e}");
             exit::INTERNAL
         }
     }

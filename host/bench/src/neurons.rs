@@ -1,4 +1,4 @@
-//! `capsaga bench-neurons`: what a neuron costs, measured through the real
+//! `capsaga-bench neurons`: what a neuron costs, measured through the real
 //! host and its door, against a Rust tool in the same run.
 //!
 //! - the one-time compile of the runner (`--compile`: into a fresh cache);
@@ -19,17 +19,17 @@
 
 use super::exit;
 use super::render::Out;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
-use crate::host::Host;
-use crate::neurons::catalog::entry_tokens;
-use crate::store::Origin;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_door::neurons::catalog::entry_tokens;
+use capsaga_store::Origin;
 use capsaga_core::policy::Autonomy;
 use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// Options of `capsaga bench-neurons`.
+/// Options of `capsaga-bench neurons`.
 #[derive(Debug, clap::Args)]
 pub struct BenchNeuronsArgs {
     /// The runner component.
@@ -179,7 +179,7 @@ fn catalog_tokens(door: &Dispatcher) -> (usize, usize, usize) {
     let shown: usize = offered.iter().map(|t| entry_tokens(t)).sum();
     let neurons = offered
         .iter()
-        .filter(|t| crate::neurons::is_neuron(t))
+        .filter(|t| capsaga_door::neurons::is_neuron(t))
         .count();
     (shown, all, neurons)
 }
@@ -265,7 +265,7 @@ fn tempfile_dir() -> Result<PathBuf, String> {
 }
 
 /// Run the benchmark and print its figures.
-pub(crate) async fn run(out: &Out, a: &BenchNeuronsArgs) -> u8 {
+pub async fn run(out: &Out, a: &BenchNeuronsArgs) -> u8 {
     match run_inner(a).await {
         Ok(r) if out.json => {
             out.json(&r);
@@ -312,7 +312,7 @@ pub(crate) async fn run(out: &Out, a: &BenchNeuronsArgs) -> u8 {
             exit::OK
         }
         Err(e) => {
-            eprintln!("capsaga bench-neurons: {e}");
+            eprintln!("capsaga-bench neurons: {e}");
             exit::INTERNAL
         }
     }

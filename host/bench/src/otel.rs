@@ -1,4 +1,4 @@
-//! `capsaga bench --otel` (issue 30): what exporting spans costs a tool
+//! `capsaga-bench --otel` (issue 30): what exporting spans costs a tool
 //! call. The same steps (the do-nothing built-in of `--wal`, through the
 //! door: BEGIN with its pre-image, execute, COMMIT; an `execute_tool` and a
 //! `saga.step` span each) run under three subscribers, interleaved round by
@@ -17,8 +17,8 @@
 use super::exit;
 use super::render::Out;
 use super::wal::{Nop, saga, workspace};
-use crate::dispatch::Dispatcher;
-use crate::host::Host;
+use capsaga_door::dispatch::Dispatcher;
+use capsaga_door::host::Host;
 use capsaga_telemetry::export::{DEFAULT_QUEUE, Settings};
 use capsaga_telemetry::{Metrics, Telemetry};
 use serde::Serialize;
@@ -75,11 +75,11 @@ pub(crate) async fn run(out: &Out, calls: u32) -> u8 {
             exit::OK
         }
         Ok(Err(e)) => {
-            errln!("capsaga bench --otel: {e}");
+            errln!("capsaga-bench --otel: {e}");
             exit::INTERNAL
         }
         Err(e) => {
-            errln!("capsaga bench --otel: {e}");
+            errln!("capsaga-bench --otel: {e}");
             exit::INTERNAL
         }
     }

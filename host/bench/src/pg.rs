@@ -1,4 +1,4 @@
-//! `capsaga bench --pg`: saga steps per second on a shared PostgreSQL
+//! `capsaga-bench --pg`: saga steps per second on a shared PostgreSQL
 //! store at 1, 10 and 100 concurrent sagas spread over 1, 2 and 3 hosts,
 //! next to SQLite with group commit and to the floor of one durable
 //! PostgreSQL commit, all measured in the same run (issue 25).
@@ -30,14 +30,14 @@
 use super::exit;
 use super::render::Out;
 use super::wal::{Nop, workspace};
-use crate::config::Config;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
-use crate::host::Host;
-use crate::store::Origin;
-use crate::store::postgres::harness::Cluster;
-use crate::store::postgres::{PgOptions, PgStore};
-use crate::store::sqlite::GroupCommit;
-use crate::store_choice::StoreChoice;
+use capsaga_door::config::Config;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_store::Origin;
+use capsaga_pg_harness::Cluster;
+use capsaga_store::postgres::{PgOptions, PgStore};
+use capsaga_store::sqlite::GroupCommit;
+use capsaga_door::store_choice::StoreChoice;
 use serde::Serialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -170,12 +170,12 @@ pub(crate) async fn run(out: &Out, url: Option<&str>, steps: u32) -> u8 {
             }
             Ok(None) => {
                 errln!(
-                    "capsaga bench --pg: PostgreSQL is not installed (apt-get install postgresql), and no --pg-url was given"
+                    "capsaga-bench --pg: PostgreSQL is not installed (apt-get install postgresql), and no --pg-url was given"
                 );
                 return exit::CONFIG;
             }
             Err(e) => {
-                errln!("capsaga bench --pg: PostgreSQL did not start: {e}");
+                errln!("capsaga-bench --pg: PostgreSQL did not start: {e}");
                 return exit::INTERNAL;
             }
         },
@@ -231,7 +231,7 @@ pub(crate) async fn run(out: &Out, url: Option<&str>, steps: u32) -> u8 {
             exit::OK
         }
         Err(e) => {
-            errln!("capsaga bench --pg: {e}");
+            errln!("capsaga-bench --pg: {e}");
             exit::INTERNAL
         }
     }
@@ -337,13 +337,13 @@ async fn measure(
         let mut config = Config::load(&workspace(&dir)?).map_err(|e| e.to_string())?;
         config.store = StoreChoice::Postgres {
             url: url.clone(),
-            lease_ms: crate::store_choice::DEFAULT_LEASE_MS,
+            lease_ms: capsaga_door::store_choice::DEFAULT_LEASE_MS,
         };
         // As `host::open_store` opens it, the chain aside.
         let options = PgOptions {
-            lease: std::time::Duration::from_millis(crate::store_choice::DEFAULT_LEASE_MS),
+            lease: std::time::Duration::from_millis(capsaga_door::store_choice::DEFAULT_LEASE_MS),
             max_batch: match mode {
-                GroupCommit::On => crate::store::postgres::writer::MAX_BATCH,
+                GroupCommit::On => capsaga_store::postgres::writer::MAX_BATCH,
                 GroupCommit::Off => 1,
             },
             chain: (chains == Chains::One).then(|| "bench-one-chain".to_string()),

@@ -1,4 +1,4 @@
-//! `capsaga bench`, shell part (issue 12): what running a shell pipeline
+//! `capsaga-bench`, shell part (issue 12): what running a shell pipeline
 //! inside the `shell_run` component costs, against the same pipeline run by
 //! the system's shell and coreutils in child processes, in the same run.
 //!
@@ -12,7 +12,7 @@
 //! Paths are interleaved ([`ROUNDS`] rounds, one batch of each per round); a
 //! ratio is the median of the per-round ratios. Nothing is asserted.
 
-use crate::sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig};
+use capsaga_sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig};
 use capsaga_core::capability::Capability;
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;

@@ -1,8 +1,9 @@
-//! `capsaga bench --first-start`: what the first `capsaga call` on a fresh
+//! `capsaga-bench --first-start`: what the first `capsaga call` on a fresh
 //! state costs, next to the same call with a warm compiled cache, measured
 //! in one run (issue 30, part 3).
 //!
-//! Real processes of this binary, each `capsaga --config <ws> call
+//! Real processes of the `capsaga` binary (`--capsaga-bin`, default the
+//! one beside `capsaga-bench`), each `capsaga --config <ws> call
 //! time_now {}`, on a fresh workspace in a temporary directory whose tools
 //! directory holds every component of `--tools-dir` (the first-party tools:
 //! 11 components). Figures, wall time of the processes:
@@ -58,10 +59,17 @@ struct StartReport {
     ratio_many: f64,
 }
 
-/// `capsaga bench --first-start`.
-pub(crate) async fn run(out: &Out, tools_dir: &Path, processes: usize) -> u8 {
+/// `capsaga-bench --first-start`, starting `capsaga_bin` (default: the
+/// `capsaga` beside this binary).
+pub(crate) async fn run(
+    out: &Out,
+    tools_dir: &Path,
+    processes: usize,
+    capsaga_bin: Option<&Path>,
+) -> u8 {
     let dir = std::env::temp_dir().join(format!("capsaga-bench-start-{}", uuid::Uuid::new_v4()));
-    let r = measure(&dir, tools_dir, processes.clamp(1, 256));
+    let r = capsaga_exe(capsaga_bin)
+        .and_then(|exe| measure(&exe, &dir, tools_dir, processes.clamp(1, 256)));
     let _ = std::fs::remove_dir_all(&dir);
     match r {
         Ok(r) if out.json => {
@@ -73,7 +81,7 @@ pub(crate) async fn run(out: &Out, tools_dir: &Path, processes: usize) -> u8 {
             exit::OK
         }
         Err(e) => {
-            errln!("capsaga bench --first-start: {e}");
+            errln!("capsaga-bench --first-start: {e}");
             exit::INTERNAL
         }
     }
@@ -152,13 +160,29 @@ fn workspace(dir: &Path, tools_dir: &Path, extra: &str) -> Result<(PathBuf, usiz
     Ok((config, n))
 }
 
-/// Start `n` processes together, wait for all.
-fn start(config: &Path, n: usize) -> Result<Start, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+/// The `capsaga` binary: `given`, or the one beside this binary.
+fn capsaga_exe(given: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
+    }
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = me.with_file_name(format!("capsaga{}", std::env::consts::EXE_SUFFIX));
+    if exe.is_file() {
+        Ok(exe)
+    } else {
+        Err(format!(
+            "no capsaga binary at {} (build it: cargo build -p capsaga --bin capsaga, or give --capsaga-bin)",
+            exe.display()
+        ))
+    }
+}
+
+/// Start `n` processes of `exe` together, wait for all.
+fn start(exe: &Path, config: &Path, n: usize) -> Result<Start, String> {
     let t0 = Instant::now();
     let children = (0..n)
         .map(|_| {
-            Command::new(&exe)
+            Command::new(exe)
                 .arg("--config")
                 .arg(config)
                 .args(["--json", "call", "time_now", "{}"])
@@ -196,20 +220,25 @@ fn start(config: &Path, n: usize) -> Result<Start, String> {
     })
 }
 
-fn measure(dir: &Path, tools_dir: &Path, processes: usize) -> Result<StartReport, String> {
+fn measure(
+    exe: &Path,
+    dir: &Path,
+    tools_dir: &Path,
+    processes: usize,
+) -> Result<StartReport, String> {
     let fresh = |name: &str| workspace(&dir.join(name), tools_dir, "");
     let (one, components) = fresh("one")?;
-    let cold_one = start(&one, 1)?;
+    let cold_one = start(exe, &one, 1)?;
     let (cranelift, _) = workspace(
         &dir.join("cranelift"),
         tools_dir,
         "meta_compiler = \"cranelift\"\n",
     )?;
-    let cold_one_cranelift = start(&cranelift, 1)?;
-    let warm_one = start(&one, 1)?;
+    let cold_one_cranelift = start(exe, &cranelift, 1)?;
+    let warm_one = start(exe, &one, 1)?;
     let (many, _) = fresh("many")?;
-    let cold_many = start(&many, processes)?;
-    let warm_many = start(&many, processes)?;
+    let cold_many = start(exe, &many, processes)?;
+    let warm_many = start(exe, &many, processes)?;
     Ok(StartReport {
         machine: super::machine(),
         components,

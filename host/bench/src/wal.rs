@@ -1,4 +1,4 @@
-//! `capsaga bench --wal`: how big the state database's `-wal` file gets
+//! `capsaga-bench --wal`: how big the state database's `-wal` file gets
 //! when many steps commit while another connection holds read snapshots,
 //! and how big it is when the command returns (issue 13, item 9).
 //!
@@ -17,13 +17,13 @@
 
 use super::exit;
 use super::render::Out;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
-use crate::host::Host;
-use crate::registry::BuiltinTool;
-use crate::sandbox::Op;
-use crate::store::Origin;
-use crate::store::sqlite::checkpoint::{CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES};
-use crate::store::sqlite::{SnapshotReader, wal_bytes};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_door::registry::BuiltinTool;
+use capsaga_sandbox::Op;
+use capsaga_store::Origin;
+use capsaga_store::sqlite::checkpoint::{CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES};
+use capsaga_store::sqlite::{SnapshotReader, wal_bytes};
 use async_trait::async_trait;
 use capsaga_core::error::ToolError;
 use capsaga_core::meta::{RawToolMeta, Risk};
@@ -51,7 +51,7 @@ impl BuiltinTool for Nop {
     fn meta(&self) -> RawToolMeta {
         RawToolMeta {
             name: "bench_step".into(),
-            description: "Does nothing (capsaga bench --wal, --group-commit).".into(),
+            description: "Does nothing (capsaga-bench --wal, --group-commit).".into(),
             args_schema: r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}"#.into(),
             has_side_effects: true,
             risk: Risk::Low,
@@ -68,7 +68,7 @@ impl BuiltinTool for Nop {
         op: &Op,
         _ctx: &CallContext,
         args: &Value,
-        _bindings: &crate::sandbox::Bindings,
+        _bindings: &capsaga_sandbox::Bindings,
     ) -> Result<Option<ToolOutput>, ToolError> {
         // Compensation has nothing to undo; execute and dry-run say so.
         Ok((op.name() != "compensate").then(|| ToolOutput {
@@ -137,7 +137,7 @@ pub(crate) async fn run(out: &Out, steps: u32) -> u8 {
             exit::OK
         }
         Err(e) => {
-            errln!("capsaga bench --wal: {e}");
+            errln!("capsaga-bench --wal: {e}");
             exit::INTERNAL
         }
     }

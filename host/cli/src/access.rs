@@ -8,11 +8,11 @@
 
 use super::render::Out;
 use super::{Failure, exit};
-use crate::agent::keys::{self, KeyError};
-use crate::config::Config;
-use crate::dispatch::decider;
-use crate::store::sqlite::GroupCommit;
-use crate::store::{Store, TokenOpError};
+use capsaga_agent::keys::{self, KeyError};
+use capsaga_door::config::Config;
+use capsaga_door::dispatch::decider;
+use capsaga_store::sqlite::GroupCommit;
+use capsaga_store::{Store, TokenOpError};
 use base64::Engine;
 use capsaga_core::pause::Mode;
 use capsaga_core::principal::{Role, valid_token_name};
@@ -92,7 +92,7 @@ async fn open_store(config_path: &Path) -> Result<Arc<dyn Store>, Failure> {
         code: exit::CONFIG,
         message: e.to_string(),
     })?;
-    Ok(crate::host::open_store(&config, GroupCommit::On).await?)
+    Ok(capsaga_door::host::open_store(&config, GroupCommit::On).await?)
 }
 
 fn usage(message: String) -> Failure {
@@ -144,7 +144,7 @@ pub(crate) async fn tokens(config: &Path, out: &Out, cmd: TokensCmd) -> Result<u
             }
             let role: Role = role.parse().map_err(usage)?;
             let secret = new_secret()?;
-            let digest = crate::serve::auth::digest(secret.as_bytes());
+            let digest = capsaga_server::auth::digest(secret.as_bytes());
             let row = store.create_token(&name, role, &digest, &me).await?;
             if out.json {
                 out.json(&json!({"token": row, "secret": secret.as_str()}));

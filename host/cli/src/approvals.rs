@@ -2,9 +2,9 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
-use crate::dispatch::{Dispatcher, decider};
-use crate::host::Host;
-use crate::store::ApprovalRow;
+use capsaga_door::dispatch::{Dispatcher, decider};
+use capsaga_door::host::Host;
+use capsaga_store::ApprovalRow;
 use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::fsm::State;
 use serde_json::json;

@@ -1,6 +1,6 @@
 //! The command line: `capsaga`'s arguments and subcommands (clap).
 
-use super::{VERSION, access, bench, check, exit, memory, neurons, new_tool, serve, test_tool};
+use super::{VERSION, access, check, exit, memory, neurons, new_tool, serve, test_tool};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -238,13 +238,6 @@ pub enum Command {
         #[command(subcommand)]
         cmd: AuditCmd,
     },
-    /// Measure a trivial tool call against bare Wasmtime, a native call and
-    /// a process spawn, and cold start with and without the compiled cache.
-    Bench(bench::BenchArgs),
-    /// Measure neurons: the runner's compile and cached cold start, source
-    /// to callable, a neuron call against a Rust tool call, the catalog's
-    /// size with 0, 10 and 100 neurons.
-    BenchNeurons(bench::neurons::BenchNeuronsArgs),
     /// An MCP server over stdin/stdout (for Claude Desktop, IDE agents, the
     /// MCP Inspector): every tool call is a step of the session's saga,
     /// through the same door as every other command.

@@ -7,7 +7,7 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
-use crate::host::Host;
+use capsaga_door::host::Host;
 use capsaga_core::wal_row::LogRow;
 use capsaga_telemetry::audit::{self, AuditRecord, AuditSaga};
 use serde_json::json;

@@ -20,8 +20,8 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
-use crate::config::Config;
-use crate::host::Host;
+use capsaga_door::config::Config;
+use capsaga_door::host::Host;
 use capsaga_core::capability::Capability;
 use capsaga_core::check::corpus::{Env, parse_corpus, replay};
 use capsaga_core::check::{
@@ -255,7 +255,7 @@ pub(crate) async fn run(config_path: &Path, out: &Out, args: CheckArgs) -> Resul
             let grants = grants_of(&grants, &home, config.as_ref())?;
             // The path guard the tools run, checked against the sandbox's own
             // resolver (cap-std beneath the granted directory) where the path exists.
-            let v = crate::sandbox::factors::fs::resolve::confirm(
+            let v = capsaga_door::confirm_path(
                 &PathProbe {
                     path: &path,
                     grants: &grants,

@@ -1,35 +1,45 @@
-//! The `capsaga` command line: argument parsing (clap) and dispatch. Each
-//! command prints a human-readable report by default and one JSON document
-//! with `--json`; exit codes are in [`exit`].
+//! # capsaga
+//!
+//! The `capsaga` binary's command line: argument parsing (clap) and
+//! dispatch. Each command prints a human-readable report by default and one
+//! JSON document with `--json`; exit codes are in [`exit`]. It sits on top
+//! of every layer (the door, the agent, the servers; never the sandbox
+//! directly) and holds no mechanism of its own: each command opens the host
+//! and calls the layer that does the work. `capsaga-bench` prints through
+//! the same [`render`] and [`outln!`]/[`errln!`] and exits with the same
+//! codes.
+
+#![warn(missing_docs)]
 
 #[macro_use]
-mod pipe;
+#[doc(hidden)]
+pub mod pipe;
 mod access;
 mod adhoc;
 mod approvals;
 mod args;
 mod audit_export;
-mod bench;
-pub mod check;
+mod check;
 pub mod exit;
 mod memory;
 mod neurons;
-pub mod new_tool;
+mod new_tool;
 mod ops;
-mod render;
+pub mod process;
+pub mod render;
 mod run;
 mod serve;
-pub mod test_tool;
+mod test_tool;
 
-use crate::dispatch::{DispatchError, Dispatcher, OperatorError};
-use crate::host::{Host, HostError};
-use crate::plan::RunError;
-use crate::store::{ApprovalOpError, StoreError};
+use capsaga_door::dispatch::{DispatchError, Dispatcher, OperatorError};
+use capsaga_door::host::{Host, HostError};
+use capsaga_door::plan::RunError;
+use capsaga_store::{ApprovalOpError, StoreError};
 pub use args::{AuditCmd, Cli, Command, ToolsCmd};
 use std::path::Path;
 
 /// What `capsaga --version` prints after the name: the crate version and
-/// the git commit it was built from (`host/runtime/build.rs`), e.g.
+/// the git commit it was built from (`host/cli/build.rs`), e.g.
 /// `0.1.0 (3f2a9c1d0e4b)`, `0.1.0 (3f2a9c1d0e4b-dirty, dev build)`.
 pub const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -146,7 +156,7 @@ impl From<OperatorError> for Failure {
 }
 
 /// The full id of the saga `id` names: itself, or the only saga whose id
-/// starts with it (at least [`crate::store::MIN_ID_PREFIX`] characters).
+/// starts with it (at least [`capsaga_store::MIN_ID_PREFIX`] characters).
 ///
 /// # Errors
 /// [`Failure`] with [`exit::NOT_FOUND`] when no saga or several match, or
@@ -160,10 +170,10 @@ pub(crate) async fn resolve_saga(host: &Host, id: &str) -> Result<String, Failur
         code: exit::NOT_FOUND,
         message,
     };
-    if id.is_empty() || id.chars().count() < crate::store::MIN_ID_PREFIX {
+    if id.is_empty() || id.chars().count() < capsaga_store::MIN_ID_PREFIX {
         return Err(not_found(format!(
             "no saga `{shown}` (a prefix must have at least {} characters)",
-            crate::store::MIN_ID_PREFIX
+            capsaga_store::MIN_ID_PREFIX
         )));
     }
     let mut found = host.store.saga_ids_starting(id, 2).await?;
@@ -180,7 +190,7 @@ pub(crate) async fn resolve_saga(host: &Host, id: &str) -> Result<String, Failur
 /// Run a parsed command line and return the process exit code.
 pub async fn main_with(cli: Cli) -> u8 {
     let json = cli.json;
-    crate::sandbox::cache::announce_compiles(true);
+    capsaga_door::announce_compiles(true);
     let result = dispatch(cli).await;
     match result {
         Ok(code) => code,
@@ -220,8 +230,6 @@ fn acts_on_sagas(c: &Command) -> bool {
         | Command::Trace { .. }
         | Command::Audit { .. }
         | Command::Budget { .. }
-        | Command::Bench(_)
-        | Command::BenchNeurons(_)
         | Command::Check(_)
         | Command::New { .. }
         | Command::TestTool(_)
@@ -239,20 +247,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let out = render::Out { json: cli.json };
     if let Command::Fsm { .. } = &cli.command {
         // The table needs no state: only the policy's directory, for fsm.toml.
-        let (g, source) = match crate::config::Config::load(&cli.config) {
+        let (g, source) = match capsaga_door::config::Config::load(&cli.config) {
             Ok(c) => (c.guardrail, c.fsm_path),
-            Err(crate::config::ConfigError::Read { .. }) => {
+            Err(capsaga_door::config::ConfigError::Read { .. }) => {
                 (capsaga_core::fsm::Guardrail::new(), None)
             }
             Err(e) => return Err(HostError::Config(e).into()),
         };
         return Ok(ops::fsm(&out, &g, source.as_deref()));
-    }
-    if let Command::Bench(args) = &cli.command {
-        return Ok(bench::run(&out, args).await);
-    }
-    if let Command::BenchNeurons(args) = &cli.command {
-        return Ok(bench::neurons::run(&out, args).await);
     }
     let cli = match cli.command {
         Command::Check(args) => return check::run(&cli.config, &out, args).await,
@@ -338,7 +340,7 @@ async fn run_command(
     door: &Dispatcher,
     out: &render::Out,
     command: Command,
-    recovered: &[crate::dispatch::Recovered],
+    recovered: &[capsaga_door::dispatch::Recovered],
 ) -> Result<u8, Failure> {
     let host = door.host();
     match command {
@@ -442,10 +444,8 @@ async fn run_command(
         }
         Command::Fsm { .. }
         | Command::Check(_)
-        | Command::Bench(_)
         | Command::New { .. }
         | Command::TestTool(_)
-        | Command::BenchNeurons(_)
         | Command::Memory { .. }
         | Command::Neurons { .. }
         | Command::Tokens { .. }
@@ -454,3 +454,4 @@ async fn run_command(
         | Command::Unpause { .. } => Ok(exit::OK),
     }
 }
+

@@ -1,14 +1,13 @@
 //! The `capsaga` binary.
 
-use capsaga_host::cli::{Cli, exit, main_with};
+use capsaga::{Cli, exit, main_with};
 use clap::Parser;
 use std::process::ExitCode;
-use tracing_subscriber::Layer as _;
-use tracing_subscriber::layer::SubscriberExt as _;
-use tracing_subscriber::util::SubscriberInitExt as _;
 
 fn main() -> ExitCode {
-    fix_model_threads();
+    // SAFETY: the first statement of `main`: no other thread exists yet
+    // that could read the environment at the same time.
+    unsafe { capsaga::process::fix_model_threads() };
     let cli = Cli::parse();
     let filter = match cli.verbose {
         0 => "warn",
@@ -25,27 +24,7 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::INTERNAL);
         }
     };
-    // Telemetry (issue 30): metrics always, OTLP export when an
-    // OTEL_EXPORTER_OTLP_* endpoint is set. A configuration it cannot use
-    // is reported and the command runs without export.
-    let telemetry = match capsaga_telemetry::Telemetry::from_env(rt.handle().clone()) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            eprintln!("capsaga: telemetry export off: {e}");
-            None
-        }
-    };
-    let logs = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CAPSAGA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
-        );
-    let _ = tracing_subscriber::registry()
-        .with(telemetry.as_ref().map(|t| t.layer()))
-        .with(logs)
-        .try_init();
+    let telemetry = capsaga::process::subscribe(rt.handle(), filter);
     let code = rt.block_on(main_with(cli));
     // The last spans, bounded by CAPSAGA_OTEL_SHUTDOWN_MS (they are sent
     // by tasks of the runtime, still running here).
@@ -57,20 +36,6 @@ fn main() -> ExitCode {
     // alive: give the runtime a moment, then exit without it.
     rt.shutdown_timeout(std::time::Duration::from_millis(SHUTDOWN_GRACE_MS));
     ExitCode::from(code)
-}
-
-/// Set `RAYON_NUM_THREADS` (when unset) to the count the memory's
-/// embedding model would pick anyway, so that candle stops counting the
-/// CPUs at every matrix product (see
-/// [`capsaga_memory::embed::model_threads`]). rayon's global pool, which
-/// Wasmtime's parallel compilation also uses, gets the same count.
-fn fix_model_threads() {
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let n = capsaga_memory::embed::model_threads();
-        // SAFETY: the first statement of `main`: no other thread exists
-        // yet that could read the environment at the same time.
-        unsafe { std::env::set_var("RAYON_NUM_THREADS", n.to_string()) };
-    }
 }
 
 /// How long the process waits for the async runtime's threads after the

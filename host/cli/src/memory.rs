@@ -7,11 +7,11 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
-use crate::agent::budget::Budget;
-use crate::agent::meter::Meter;
-use crate::agent::select::{Selection, process_env, select};
-use crate::config::Config;
-use crate::memory::{self, HostMemory};
+use capsaga_agent::budget::Budget;
+use capsaga_agent::meter::Meter;
+use capsaga_agent::select::{Selection, process_env, select};
+use capsaga_door::config::Config;
+use capsaga_door::memory::{self, HostMemory};
 use capsaga_memory::{EpisodeQuery, MemoryError};
 use clap::Subcommand;
 use serde_json::json;
@@ -21,7 +21,7 @@ use std::sync::Arc;
 /// Who the CLI records as the principal of a decision: the local operator,
 /// `cli:<user> (operator)`, as `capsaga approve` records it.
 fn operator() -> String {
-    crate::dispatch::decider("cli").to_string()
+    capsaga_door::dispatch::decider("cli").to_string()
 }
 
 /// `capsaga memory ...`
@@ -265,7 +265,7 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
             // The configured store (SQLite or the shared PostgreSQL one):
             // the day's cap is the one every host shares.
             let store =
-                crate::host::open_store(&config, crate::store::sqlite::GroupCommit::On).await?;
+                capsaga_door::host::open_store(&config, capsaga_store::sqlite::GroupCommit::On).await?;
             let budget = Budget::open(&config, store.clone()).map_err(|e| Failure {
                 code: exit::CONFIG,
                 message: e.to_string(),
@@ -275,13 +275,13 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
                 script,
                 ..Selection::default()
             };
-            let sel = crate::agent::keys::with_sealed_store(&config, &*store, sel).await?;
+            let sel = capsaga_agent::keys::with_sealed_store(&config, &*store, sel).await?;
             let selected = select(&config, &process_env(), &sel).map_err(|e| Failure {
                 code: exit::CONFIG,
                 message: e.to_string(),
             })?;
             let archived = m.retention(jiff::Timestamp::now()).map_err(failure)?;
-            let r = crate::agent::reflect::reflect(
+            let r = capsaga_agent::reflect::reflect(
                 &hm,
                 selected.provider.as_ref(),
                 &meter,

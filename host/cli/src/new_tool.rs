@@ -10,14 +10,14 @@ use capsaga_core::meta::is_valid_tool_name;
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 
-const CARGO_IN_TREE: &str = include_str!("../../templates/tool/Cargo.in-tree.toml");
-const CARGO_OUT_OF_TREE: &str = include_str!("../../templates/tool/Cargo.out-of-tree.toml");
-const LIB_PURE: &str = include_str!("../../templates/tool/lib_pure.rs");
-const LIB_SIDE: &str = include_str!("../../templates/tool/lib_side.rs");
-const TESTS_PURE: &str = include_str!("../../templates/tool/tests_pure.rs");
-const TESTS_SIDE: &str = include_str!("../../templates/tool/tests_side.rs");
-const POLICY: &str = include_str!("../../templates/tool/policy.toml");
-const README: &str = include_str!("../../templates/tool/README.md");
+const CARGO_IN_TREE: &str = include_str!("../templates/tool/Cargo.in-tree.toml");
+const CARGO_OUT_OF_TREE: &str = include_str!("../templates/tool/Cargo.out-of-tree.toml");
+const LIB_PURE: &str = include_str!("../templates/tool/lib_pure.rs");
+const LIB_SIDE: &str = include_str!("../templates/tool/lib_side.rs");
+const TESTS_PURE: &str = include_str!("../templates/tool/tests_pure.rs");
+const TESTS_SIDE: &str = include_str!("../templates/tool/tests_side.rs");
+const POLICY: &str = include_str!("../templates/tool/policy.toml");
+const README: &str = include_str!("../templates/tool/README.md");
 
 /// `capsaga new ...`
 #[derive(Debug, Subcommand)]

@@ -3,9 +3,9 @@
 
 use super::render::{Out, clip, log_line, step_line, trace_step_line};
 use super::{Failure, exit};
-use crate::agent::trace;
-use crate::host::Host;
-use crate::store::audit;
+use capsaga_agent::trace;
+use capsaga_door::host::Host;
+use capsaga_store::audit;
 use capsaga_core::fsm::Guardrail;
 use serde_json::json;
 

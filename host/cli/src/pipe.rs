@@ -6,31 +6,33 @@
 //! still finishes its work and returns its exit code.
 
 /// `println!` to stdout, ignoring write errors (a closed pipe).
+#[macro_export]
 macro_rules! outln {
     () => {
-        $crate::cli::pipe::write_out(format_args!("\n"))
+        $crate::pipe::write_out(format_args!("\n"))
     };
     ($($arg:tt)*) => {
-        $crate::cli::pipe::write_out(format_args!("{}\n", format_args!($($arg)*)))
+        $crate::pipe::write_out(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 
 /// `eprintln!` to stderr, ignoring write errors (a closed pipe).
+#[macro_export]
 macro_rules! errln {
     ($($arg:tt)*) => {
-        $crate::cli::pipe::write_err(format_args!("{}\n", format_args!($($arg)*)))
+        $crate::pipe::write_err(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 
 /// Write to stdout; errors (EPIPE) are dropped.
-pub(crate) fn write_out(args: std::fmt::Arguments<'_>) {
+pub fn write_out(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_fmt(args);
 }
 
 /// Write to stderr; errors are dropped.
-pub(crate) fn write_err(args: std::fmt::Arguments<'_>) {
+pub fn write_err(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
     let _ = std::io::stderr().lock().write_fmt(args);
 }

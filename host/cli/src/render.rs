@@ -1,13 +1,14 @@
 //! Output helpers: human text or one JSON document.
 
-use crate::agent::trace::{PolicyDecision, TraceStep, Validation};
-use crate::store::{LogRow, StepRow};
+use capsaga_agent::trace::{PolicyDecision, TraceStep, Validation};
+use capsaga_store::{LogRow, StepRow};
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
 use serde::Serialize;
 
 /// Where and how to print.
-pub(crate) struct Out {
+pub struct Out {
+    /// One JSON document (`--json`) instead of text.
     pub json: bool,
 }
 
@@ -41,7 +42,7 @@ pub(crate) fn error_line(e: &ToolError) -> String {
 
 /// An error kind as every output of the command line spells it: the JSON
 /// (serde) name, e.g. `permission_denied`, in text as in `--json`.
-pub(crate) fn kind_name(k: capsaga_core::error::ErrorKind) -> String {
+pub fn kind_name(k: capsaga_core::error::ErrorKind) -> String {
     match serde_json::to_value(k) {
         Ok(serde_json::Value::String(s)) => s,
         _ => k.as_str().replace('-', "_"),

@@ -2,16 +2,16 @@
 
 use super::render::{Out, error_line, output_line};
 use super::{Failure, exit};
-use crate::agent::budget::BudgetLoadError;
-use crate::agent::router::RequestRoute;
-use crate::agent::runner::{AgentError, TurnOptions, run_turn};
-use crate::agent::select::{Selection, process_env, select};
-use crate::agent::trace::Outcome;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome as Step, Recovered, Refusal};
-use crate::host::Host;
-use crate::plan::{self, Plan, PlanStep};
-use crate::saga::RollbackReport;
-use crate::store::{ApprovalRow, Origin};
+use capsaga_agent::budget::BudgetLoadError;
+use capsaga_agent::router::RequestRoute;
+use capsaga_agent::runner::{AgentError, TurnOptions, run_turn};
+use capsaga_agent::select::{Selection, process_env, select};
+use capsaga_agent::trace::Outcome;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome as Step, Recovered, Refusal};
+use capsaga_door::host::Host;
+use capsaga_door::plan::{self, Plan, PlanStep};
+use capsaga_door::saga::RollbackReport;
+use capsaga_store::{ApprovalRow, Origin};
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::providers::parse_list;
@@ -350,7 +350,7 @@ fn cli_principal(sender: Option<&str>) -> capsaga_core::principal::Principal {
             Some(n),
             capsaga_core::principal::Role::Operator,
         ),
-        None => crate::dispatch::decider("cli"),
+        None => capsaga_door::dispatch::decider("cli"),
     }
 }
 
@@ -382,7 +382,7 @@ pub(crate) async fn chat(
         script,
         ..Selection::default()
     };
-    let selection = crate::agent::keys::with_sealed(host, selection).await?;
+    let selection = capsaga_agent::keys::with_sealed(host, selection).await?;
     let selected = select(&host.config, &process_env(), &selection).map_err(|e| Failure {
         code: exit::CONFIG,
         message: e.to_string(),
@@ -475,7 +475,7 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
         },
         ..Selection::default()
     };
-    let selection = crate::agent::keys::with_sealed(host, selection).await?;
+    let selection = capsaga_agent::keys::with_sealed(host, selection).await?;
     let selected = select(&host.config, &process_env(), &selection)
         .map_err(|e| config_error(e.to_string()))?;
     let opts = TurnOptions {
@@ -483,7 +483,7 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
         autonomy,
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
-        approver: crate::agent::approval::detect(),
+        approver: capsaga_agent::approval::detect(),
         principal: cli_principal(req.sender.as_deref()),
         tool_choice: req.tool_choice.clone(),
         max_tool_calls: req.max_tool_calls,
@@ -566,7 +566,7 @@ pub(crate) async fn undo(door: &Dispatcher, out: &Out, saga_id: &str) -> Result<
     let mut saga = door.resume(saga_id).await?;
     let before = saga.state();
     let report = door.undo(&mut saga).await.map_err(|e| match e {
-        crate::dispatch::DispatchError::Transition(t) => Failure {
+        capsaga_door::dispatch::DispatchError::Transition(t) => Failure {
             code: exit::CONFIG,
             message: format!(
                 "saga {saga_id} is {before}: only a Done saga can be undone ({t}); an unfinished one is rolled back with `capsaga rollback --saga`"

@@ -1,12 +1,12 @@
 //! `capsaga mcp` (an MCP server over stdio) and `capsaga serve` (MCP over
-//! Streamable HTTP at `/mcp` and the REST API), see [`crate::serve`].
+//! Streamable HTTP at `/mcp` and the REST API), see [`capsaga_server`].
 
 use super::exit;
 use super::{Failure, render::Out};
-use crate::dispatch::AbandonedEnd;
-use crate::host::Host;
-use crate::serve::mcp::SessionEnd;
-use crate::serve::{HttpOptions, McpOptions, ServeError, serve_http, serve_stdio};
+use capsaga_door::dispatch::AbandonedEnd;
+use capsaga_door::host::Host;
+use capsaga_server::mcp::SessionEnd;
+use capsaga_server::{HttpOptions, McpOptions, ServeError, serve_http, serve_stdio};
 use capsaga_core::policy::Autonomy;
 use std::net::SocketAddr;
 use std::path::PathBuf;

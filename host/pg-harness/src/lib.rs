@@ -1,5 +1,8 @@
-//! A throw-away PostgreSQL cluster for tests and benchmarks (feature
-//! `pg-harness`): `initdb` and `pg_ctl` from Debian's `postgresql` package
+//! # capsaga-pg-harness
+//!
+//! A throw-away PostgreSQL cluster for tests and benchmarks (the store's
+//! suite, `tests/tests/multi_host`, `capsaga-bench --pg`; never the
+//! `capsaga` binary): `initdb` and `pg_ctl` from Debian's `postgresql` package
 //! in a temp dir, listening on 127.0.0.1 on a free port (and a Unix socket
 //! in the same dir), password authentication over TCP, no system service.
 //!
@@ -13,6 +16,8 @@
 //! [`Cluster::start`] returns `Ok(None)` when PostgreSQL is not installed
 //! (the caller says SKIPPED, loudly); `CAPSAGA_PG_BIN` names another bin
 //! directory.
+
+#![warn(missing_docs)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -55,7 +55,7 @@ mod owners;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
-#[cfg(all(test, feature = "pg-harness"))]
+#[cfg(all(test, feature = "postgres"))]
 mod suite;
 
 pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};

@@ -90,8 +90,8 @@ ca_files = ["ca.pem"]
     )
     .unwrap();
     let provider =
-        capsaga_host::agent::scripted::ScriptedProvider::from_file(&script, &ws.root).unwrap();
-    let tr = capsaga_host::agent::runner::run_turn(
+        capsaga_agent::scripted::ScriptedProvider::from_file(&script, &ws.root).unwrap();
+    let tr = capsaga_agent::runner::run_turn(
         &host,
         &provider,
         "probe the API",

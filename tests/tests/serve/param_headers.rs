@@ -11,8 +11,8 @@
 
 use super::wire2026::{answer, secret};
 use capsaga_core::principal::Role;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::serve::auth::digest;
+use capsaga_server::HttpOptions;
+use capsaga_server::auth::digest;
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 

@@ -12,9 +12,9 @@ mod roundtrip;
 
 use super::render::Out;
 use super::{Failure, adhoc, exit};
-use crate::dispatch::Dispatcher;
-use crate::host::Host;
-use crate::registry::LoadedTool;
+use capsaga_door::dispatch::Dispatcher;
+use capsaga_door::host::Host;
+use capsaga_door::registry::LoadedTool;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -15,10 +15,10 @@
 
 use super::super::render::{Out, error_line};
 use super::super::{Failure, exit};
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
-use crate::plan::{self, Plan, PlanStep};
-use crate::registry::LoadedTool;
-use crate::store::Origin;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::plan::{self, Plan, PlanStep};
+use capsaga_door::registry::LoadedTool;
+use capsaga_store::Origin;
 use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
 use capsaga_core::error::ErrorKind;
 use capsaga_core::fsm::State;
@@ -147,7 +147,7 @@ async fn commit(door: &Dispatcher, tool: &str, args: &serde_json::Value) -> Resu
 }
 
 /// Undo a committed call saga; its rollback report.
-async fn undo(door: &Dispatcher, saga_id: &str) -> Result<crate::saga::RollbackReport, String> {
+async fn undo(door: &Dispatcher, saga_id: &str) -> Result<capsaga_door::saga::RollbackReport, String> {
     let mut saga = door.resume(saga_id).await.map_err(|e| e.to_string())?;
     door.undo(&mut saga).await.map_err(|e| e.to_string())
 }

@@ -30,8 +30,6 @@
 mod approvals;
 mod audit;
 mod budget;
-#[cfg(feature = "pg-harness")]
-pub mod harness;
 mod keys;
 mod log;
 mod neurons;
