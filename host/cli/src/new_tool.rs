@@ -1,7 +1,7 @@
 //! `capsaga new tool NAME [--side-effects] [--path DIR]`: scaffold a tool
 //! crate, in the repository's `tools/` workspace or out of tree (its own
 //! workspace, depending on the SDK by path, or by git when no checkout is
-//! found). The files come from `host/runtime/templates/tool/`, embedded at
+//! found). The files come from `host/cli/templates/tool/`, embedded at
 //! build time; `{{name}}`-style placeholders are filled here.
 
 use super::render::Out;

@@ -206,7 +206,7 @@ impl Host {
     }
 
     /// [`Host::with_config`] with the store's group commit on or off (off:
-    /// one sync per write, the baseline of `capsaga bench --group-commit`).
+    /// one sync per write, the baseline of `capsaga-bench --group-commit`).
     ///
     /// # Errors
     /// [`HostError`].
@@ -218,7 +218,7 @@ impl Host {
         Host::with_store(config, store).await
     }
 
-    /// [`Host::with_config`] on a store already open (`capsaga bench --pg`
+    /// [`Host::with_config`] on a store already open (`capsaga-bench --pg`
     /// opens its hosts' stores with options of its own).
     ///
     /// # Errors

@@ -30,7 +30,7 @@ const MEMORY_KEEP_RESIDENT_BYTES: usize = 1024 * 1024;
 /// stay mapped for the next instance. The neuron runner (CPython) dirties a
 /// few MiB of its heap per call; returning them to the kernel and faulting
 /// them in again (copy-on-write from the image) was most of a neuron call
-/// (`capsaga bench-neurons`).
+/// (`capsaga-bench neurons`).
 const MEMORY_KEEP_RESIDENT_SCAN_BYTES: usize = 64 * 1024 * 1024;
 
 /// How much of a linear memory stays resident between instances on this
@@ -113,7 +113,7 @@ pub(super) fn base_config() -> Config {
     config.async_stack_size(ASYNC_STACK_BYTES);
     // No component-model-async (WASI 0.3) runtime state in every store: the
     // tool world and WASI 0.2 do not use it, and it doubles the cost of a
-    // fresh instance per call (measured by `capsaga bench`).
+    // fresh instance per call (measured by `capsaga-bench`).
     config.concurrency_support(false);
     config
 }

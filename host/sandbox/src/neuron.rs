@@ -15,7 +15,7 @@
 //! no definition ([`Sandbox::neuron_bytecode`]), and every later call's
 //! definition carries the result, so a call loads the code instead of
 //! parsing and compiling the source (most of a call's time in the guest,
-//! measured by `capsaga bench-neurons`). A source that does not compile gets
+//! measured by `capsaga-bench neurons`). A source that does not compile gets
 //! no bytecode: each call compiles it and reports the error.
 
 use super::bindings::{WitRisk, WitToolMeta};

@@ -118,7 +118,7 @@ fn the_token_comparison_hashes_both_sides_and_compares_in_constant_time() {
     // By construction: `matches` compares two SHA-256 digests (always 32
     // bytes) with subtle's ConstantTimeEq; the source says so and has no `==`.
     let src =
-        std::fs::read_to_string(capsaga_tests::repo_root().join("host/runtime/src/serve/auth.rs"))
+        std::fs::read_to_string(capsaga_tests::repo_root().join("host/server/src/auth.rs"))
             .unwrap();
     assert!(src.contains("ct_eq"));
 }
