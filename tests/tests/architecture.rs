@@ -366,7 +366,9 @@ fn top_level_modules_have_no_import_cycles() {
     g.insert("plan".into(), ["host".to_string()].into());
     assert_eq!(
         circles(&g),
-        vec![BTreeSet::from(["host", "ownership", "saga"].map(String::from))]
+        vec![BTreeSet::from(
+            ["host", "ownership", "saga"].map(String::from)
+        )]
     );
     g.remove("saga");
     assert!(circles(&g).is_empty());
@@ -377,8 +379,14 @@ fn top_level_modules_have_no_import_cycles() {
     // `super::` climbs to the root from a top-level module's file only.
     let text = "use super::net::Hooks;\nuse super::super::cache;\n#[cfg(test)]\nmod tests { use super::helper; }";
     assert_eq!(module_refs("factors.rs", text), ["net".to_string()].into());
-    assert_eq!(module_refs("factors/mod.rs", text), ["net".to_string()].into());
-    assert_eq!(module_refs("factors/fs.rs", text), ["cache".to_string()].into());
+    assert_eq!(
+        module_refs("factors/mod.rs", text),
+        ["net".to_string()].into()
+    );
+    assert_eq!(
+        module_refs("factors/fs.rs", text),
+        ["cache".to_string()].into()
+    );
 }
 
 /// The package named by the manifest `text` when it lists `dependency` in
@@ -429,9 +437,14 @@ fn only_the_door_depends_on_the_sandbox() {
     );
     assert!(dependents.contains("capsaga-door"), "{dependents:?}");
     // A planted dependency is seen, in every kind of table.
-    for table in ["dependencies", "dev-dependencies", "target.'cfg(unix)'.dependencies"] {
-        let planted =
-            format!("[package]\nname = \"capsaga-agent\"\n[{table}]\ncapsaga-sandbox.workspace = true\n");
+    for table in [
+        "dependencies",
+        "dev-dependencies",
+        "target.'cfg(unix)'.dependencies",
+    ] {
+        let planted = format!(
+            "[package]\nname = \"capsaga-agent\"\n[{table}]\ncapsaga-sandbox.workspace = true\n"
+        );
         assert_eq!(
             depends_on(&planted, "capsaga-sandbox").as_deref(),
             Some("capsaga-agent")

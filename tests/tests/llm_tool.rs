@@ -7,15 +7,13 @@
 //! sub-question reaches the model; a forged `</untrusted>` in an answer is
 //! neutralised; `capsaga call` (no model) gets a clear `unsupported`.
 
-use capsaga_core::untrusted;
 use capsaga_agent::budget::Budget;
-use capsaga_agent::provider::{
-    ChatRequest, ChatResponse, Provider, ProviderError, Role, Tier,
-};
+use capsaga_agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, Role, Tier};
 use capsaga_agent::runner::{TurnOptions, run_turn};
 use capsaga_agent::scripted::ScriptedProvider;
 use capsaga_agent::subcall::DEFAULT_SUB_SYSTEM;
 use capsaga_agent::trace::{ExecutionTrace, Outcome, TraceStep};
+use capsaga_core::untrusted;
 use capsaga_tests::TestWorkspace;
 use serde_json::Value;
 use std::sync::Mutex;

@@ -11,11 +11,11 @@
 use super::provider::{Message, ToolCall};
 use super::runner::{MAX_CONSECUTIVE_INVALID, Turn, truncate_result};
 use super::trace::{ExecutionTrace, Outcome, PolicyDecision, TraceStep, Validation};
-use capsaga_store::clock::now_rfc3339;
-use capsaga_door::dispatch::{Outcome as Step, Refusal, Submitted, Verdict};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::untrusted;
 use capsaga_core::validate::{CallError, unknown_tool};
+use capsaga_door::dispatch::{Outcome as Step, Refusal, Submitted, Verdict};
+use capsaga_store::clock::now_rfc3339;
 use serde_json::Value;
 use std::time::Instant;
 

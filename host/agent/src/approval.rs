@@ -19,10 +19,10 @@
 //! call the human did not allow. This module is only the terminal and the
 //! message: it never writes to the store.
 
-use capsaga_door::dispatch::{Approver, NoApprover, decider};
-use capsaga_store::ApprovalRow;
 use async_trait::async_trait;
 use capsaga_core::principal::Principal;
+use capsaga_door::dispatch::{Approver, NoApprover, decider};
+use capsaga_store::ApprovalRow;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 

@@ -8,10 +8,10 @@
 //! turn's own total. Every model call is reserved and settled through a
 //! [`super::meter::Meter`].
 
-use capsaga_store::clock::today;
-use capsaga_door::config::Config;
-use capsaga_store::{Store, StoreError};
 use capsaga_core::budget::{BudgetError, BudgetState, Caps, Cost, PriceTable, check};
+use capsaga_door::config::Config;
+use capsaga_store::clock::today;
+use capsaga_store::{Store, StoreError};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};

@@ -17,10 +17,10 @@
 
 use super::http::ApiKey;
 use super::select::Selection;
-use capsaga_door::host::Host;
-use capsaga_store::{KeyRow, Store, StoreError};
 use capsaga_core::principal::Principal;
 use capsaga_core::sealed::{self, Fresh, Kek, SealError};
+use capsaga_door::host::Host;
+use capsaga_store::{KeyRow, Store, StoreError};
 use zeroize::Zeroizing;
 
 /// The environment variable holding the key-encryption key.

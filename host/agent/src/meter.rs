@@ -32,11 +32,11 @@
 
 use super::budget::Budget;
 use super::provider::{ChatRequest, ChatResponse, ProviderError, Usage};
-use capsaga_store::clock::today;
-use capsaga_store::{NewReservation, Reserved, Store, StoreError};
 use capsaga_core::budget::reserve::{
     admits, estimate_prompt_tokens, floor_tokens, refusal, reservation_ttl_ms, settled_usd,
 };
+use capsaga_store::clock::today;
+use capsaga_store::{NewReservation, Reserved, Store, StoreError};
 use std::sync::{Arc, Mutex};
 
 /// One settled try of a model call.

@@ -20,14 +20,14 @@ use super::meter::Meter;
 use super::provider::{ChatRequest, Message, Provider, Role, Tier};
 use super::runner::{AgentError, Turn, TurnOptions};
 use super::trace::{ExecutionTrace, TraceStep};
-use capsaga_store::clock::now_rfc3339;
-use capsaga_door::host::Host;
-use capsaga_door::memory::HostMemory;
 use capsaga_core::budget::BudgetState;
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
 use capsaga_core::untrusted::wrap;
+use capsaga_door::host::Host;
+use capsaga_door::memory::HostMemory;
 use capsaga_memory::core_files::quote;
 use capsaga_memory::{NewEpisode, SessionHistory, needs_summary};
+use capsaga_store::clock::now_rfc3339;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -3,10 +3,10 @@
 //! persisted in the `traces` table of the state database.
 
 use super::provider::{Attempt, Tier};
-use capsaga_store::{Store, StoreError, TraceRecord};
 use capsaga_core::error::ToolError;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
+use capsaga_store::{Store, StoreError, TraceRecord};
 use serde::{Deserialize, Serialize};
 
 /// How a turn ended.

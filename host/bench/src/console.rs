@@ -23,12 +23,12 @@
 
 use super::exit;
 use super::render::Out;
+use capsaga_core::principal::{Principal, Role};
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;
 use capsaga_door::registry::BuiltinTool;
 use capsaga_server::{HttpOptions, serve_http};
 use capsaga_store::Origin;
-use capsaga_core::principal::{Principal, Role};
 use serde::Serialize;
 use serde_json::json;
 use std::sync::Arc;

@@ -3,10 +3,10 @@
 //! same call through `Sandbox::call`, the native Rust function and a process
 //! spawn, each measured by `super::bench`.
 
-use capsaga_sandbox::bindings::{LogLevel, Tool, ToolPre, WitCallContext, capsaga};
-use capsaga_sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig, engine};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
+use capsaga_sandbox::bindings::{LogLevel, Tool, ToolPre, WitCallContext, capsaga};
+use capsaga_sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig, engine};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};

@@ -55,9 +55,9 @@ mod wal;
 
 use capsaga::exit;
 use capsaga::render::{self, Out};
-use capsaga_sandbox::{Bindings, CallRequest, Op, Sandbox, SandboxConfig};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
+use capsaga_sandbox::{Bindings, CallRequest, Op, Sandbox, SandboxConfig};
 use floor::*;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -460,7 +460,13 @@ pub async fn run(out: &Out, args: &BenchArgs) -> u8 {
         return mcp::run(out, &args.component).await;
     }
     if args.first_start {
-        return start::run(out, &args.tools_dir, args.processes, args.capsaga_bin.as_deref()).await;
+        return start::run(
+            out,
+            &args.tools_dir,
+            args.processes,
+            args.capsaga_bin.as_deref(),
+        )
+        .await;
     }
     if args.console {
         return console::run(out, args.console_sagas).await;

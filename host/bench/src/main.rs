@@ -15,7 +15,11 @@ use std::process::ExitCode;
 /// `--console`), or neurons (`capsaga-bench neurons`). Nothing is asserted:
 /// the figures are printed (docs/performance.md says what each means).
 #[derive(Debug, Parser)]
-#[command(name = "capsaga-bench", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "capsaga-bench",
+    version,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     /// Print one JSON document instead of text.
     #[arg(long, global = true)]

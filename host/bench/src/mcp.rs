@@ -176,7 +176,10 @@ async fn open_session(c: &reqwest::Client, url: &str) -> Result<String, String> 
     Ok(sid)
 }
 
-async fn library_step(door: &Dispatcher, saga: &mut capsaga_door::saga::Saga) -> Result<(), String> {
+async fn library_step(
+    door: &Dispatcher,
+    saga: &mut capsaga_door::saga::Saga,
+) -> Result<(), String> {
     let s = door
         .submit(saga, Call::new("time_now", Args::Value(&json!({}))))
         .await

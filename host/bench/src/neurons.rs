@@ -19,11 +19,11 @@
 
 use super::exit;
 use super::render::Out;
+use capsaga_core::policy::Autonomy;
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;
 use capsaga_door::neurons::catalog::entry_tokens;
 use capsaga_store::Origin;
-use capsaga_core::policy::Autonomy;
 use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};

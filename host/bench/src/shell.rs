@@ -12,10 +12,10 @@
 //! Paths are interleaved ([`ROUNDS`] rounds, one batch of each per round); a
 //! ratio is the median of the per-round ratios. Nothing is asserted.
 
-use capsaga_sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig};
 use capsaga_core::capability::Capability;
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
+use capsaga_sandbox::{Bindings, CallRequest, Op, Prepared, Sandbox, SandboxConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

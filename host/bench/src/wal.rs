@@ -17,6 +17,10 @@
 
 use super::exit;
 use super::render::Out;
+use async_trait::async_trait;
+use capsaga_core::error::ToolError;
+use capsaga_core::meta::{RawToolMeta, Risk};
+use capsaga_core::tool::{CallContext, ToolOutput};
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;
 use capsaga_door::registry::BuiltinTool;
@@ -24,10 +28,6 @@ use capsaga_sandbox::Op;
 use capsaga_store::Origin;
 use capsaga_store::sqlite::checkpoint::{CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES};
 use capsaga_store::sqlite::{SnapshotReader, wal_bytes};
-use async_trait::async_trait;
-use capsaga_core::error::ToolError;
-use capsaga_core::meta::{RawToolMeta, Risk};
-use capsaga_core::tool::{CallContext, ToolOutput};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -8,14 +8,14 @@
 
 use super::render::Out;
 use super::{Failure, exit};
+use base64::Engine;
 use capsaga_agent::keys::{self, KeyError};
+use capsaga_core::pause::Mode;
+use capsaga_core::principal::{Role, valid_token_name};
 use capsaga_door::config::Config;
 use capsaga_door::dispatch::decider;
 use capsaga_store::sqlite::GroupCommit;
 use capsaga_store::{Store, TokenOpError};
-use base64::Engine;
-use capsaga_core::pause::Mode;
-use capsaga_core::principal::{Role, valid_token_name};
 use clap::Subcommand;
 use serde_json::json;
 use std::io::BufRead;

@@ -2,11 +2,11 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
+use capsaga_core::approval::ApprovalStatus;
+use capsaga_core::fsm::State;
 use capsaga_door::dispatch::{Dispatcher, decider};
 use capsaga_door::host::Host;
 use capsaga_store::ApprovalRow;
-use capsaga_core::approval::ApprovalStatus;
-use capsaga_core::fsm::State;
 use serde_json::json;
 
 fn print_approval(a: &ApprovalRow) {

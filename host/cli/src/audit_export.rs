@@ -7,8 +7,8 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
-use capsaga_door::host::Host;
 use capsaga_core::wal_row::LogRow;
+use capsaga_door::host::Host;
 use capsaga_telemetry::audit::{self, AuditRecord, AuditSaga};
 use serde_json::json;
 use std::path::Path;

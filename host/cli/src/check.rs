@@ -20,8 +20,6 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
-use capsaga_door::config::Config;
-use capsaga_door::host::Host;
 use capsaga_core::capability::Capability;
 use capsaga_core::check::corpus::{Env, parse_corpus, replay};
 use capsaga_core::check::{
@@ -31,6 +29,8 @@ use capsaga_core::json::parse_strict;
 use capsaga_core::net_guard::NetRequest;
 use capsaga_core::path_guard::{Follow, RealFs};
 use capsaga_core::policy::expand_home;
+use capsaga_door::config::Config;
+use capsaga_door::host::Host;
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, ToSocketAddrs};

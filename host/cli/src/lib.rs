@@ -31,11 +31,11 @@ mod run;
 mod serve;
 mod test_tool;
 
+pub use args::{AuditCmd, Cli, Command, ToolsCmd};
 use capsaga_door::dispatch::{DispatchError, Dispatcher, OperatorError};
 use capsaga_door::host::{Host, HostError};
 use capsaga_door::plan::RunError;
 use capsaga_store::{ApprovalOpError, StoreError};
-pub use args::{AuditCmd, Cli, Command, ToolsCmd};
 use std::path::Path;
 
 /// What `capsaga --version` prints after the name: the crate version and
@@ -454,4 +454,3 @@ async fn run_command(
         | Command::Unpause { .. } => Ok(exit::OK),
     }
 }
-

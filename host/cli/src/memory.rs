@@ -265,7 +265,8 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
             // The configured store (SQLite or the shared PostgreSQL one):
             // the day's cap is the one every host shares.
             let store =
-                capsaga_door::host::open_store(&config, capsaga_store::sqlite::GroupCommit::On).await?;
+                capsaga_door::host::open_store(&config, capsaga_store::sqlite::GroupCommit::On)
+                    .await?;
             let budget = Budget::open(&config, store.clone()).map_err(|e| Failure {
                 code: exit::CONFIG,
                 message: e.to_string(),

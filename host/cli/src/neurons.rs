@@ -5,11 +5,11 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
+use capsaga_core::neuron::Status;
 use capsaga_door::config::Config;
 use capsaga_door::neurons::fitness;
 use capsaga_door::neurons::operator::{self, DecisionError};
 use capsaga_store::{NeuronOpError, NeuronRow, Store};
-use capsaga_core::neuron::Status;
 use clap::Subcommand;
 use serde_json::json;
 use std::path::Path;
@@ -114,7 +114,8 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: NeuronsCmd) -> Resul
         code: exit::CONFIG,
         message: e.to_string(),
     })?;
-    let store = capsaga_door::host::open_store(&config, capsaga_store::sqlite::GroupCommit::On).await?;
+    let store =
+        capsaga_door::host::open_store(&config, capsaga_store::sqlite::GroupCommit::On).await?;
     let store: &dyn Store = &*store;
     let home = config.home.to_string_lossy().into_owned();
     match cmd {

@@ -4,9 +4,9 @@
 use super::render::{Out, clip, log_line, step_line, trace_step_line};
 use super::{Failure, exit};
 use capsaga_agent::trace;
+use capsaga_core::fsm::Guardrail;
 use capsaga_door::host::Host;
 use capsaga_store::audit;
-use capsaga_core::fsm::Guardrail;
 use serde_json::json;
 
 /// `capsaga tools list`.

@@ -1,9 +1,9 @@
 //! Output helpers: human text or one JSON document.
 
 use capsaga_agent::trace::{PolicyDecision, TraceStep, Validation};
-use capsaga_store::{LogRow, StepRow};
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
+use capsaga_store::{LogRow, StepRow};
 use serde::Serialize;
 
 /// Where and how to print.

@@ -3,11 +3,11 @@
 
 use super::exit;
 use super::{Failure, render::Out};
+use capsaga_core::policy::Autonomy;
 use capsaga_door::dispatch::AbandonedEnd;
 use capsaga_door::host::Host;
 use capsaga_server::mcp::SessionEnd;
 use capsaga_server::{HttpOptions, McpOptions, ServeError, serve_http, serve_stdio};
-use capsaga_core::policy::Autonomy;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -5,12 +5,12 @@
 //! be read; a JSON array (a batch) is refused the same way. Nothing of a
 //! refused body is parsed further or logged.
 
-use capsaga_door::dispatch::admit::{Refused, admit_message, error_response};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use capsaga_door::dispatch::admit::{Refused, admit_message, error_response};
 use serde_json::Value;
 
 /// The JSON-RPC error answer to a refused body.

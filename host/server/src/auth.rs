@@ -25,12 +25,12 @@
 //! routes. An MCP session is bound to the principal that opened it
 //! ([`super::sessions`]): another principal naming it gets 404.
 
-use capsaga_store::Store;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use capsaga_core::principal::{Action, ENV_TOKEN, LOOPBACK, Principal, Role};
+use capsaga_store::Store;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

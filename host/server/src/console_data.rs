@@ -6,10 +6,10 @@
 //! chart, a neuron version's fitness per day, and the unified diff of an
 //! `fs_write` approval's preview.
 
-use capsaga_door::memory::HostMemory;
-use capsaga_store::Store;
 use capsaga_console::{BackendError, Decided, EpisodeView, FitnessDay, ProposalView, SpendDay};
 use capsaga_core::neuron::fitness::fitness_by_day;
+use capsaga_door::memory::HostMemory;
+use capsaga_store::Store;
 use serde_json::Value;
 use std::sync::Arc;
 

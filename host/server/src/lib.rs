@@ -59,13 +59,13 @@ pub mod stdio;
 pub mod tools;
 pub mod views;
 
-use capsaga_door::dispatch::AbandonedEnd;
-use capsaga_door::host::Host;
 use axum::Router;
 use axum::routing::{get, post};
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::{Principal, Role};
 use capsaga_core::session_table::SessionCaps;
+use capsaga_door::dispatch::AbandonedEnd;
+use capsaga_door::host::Host;
 use mcp::{McpSession, McpShared, SessionEnd};
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};

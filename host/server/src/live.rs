@@ -19,9 +19,9 @@
 //! component it ran with (pinned by content hash), whatever the tools
 //! directory holds now.
 
+use capsaga_core::idempotency::sha256_hex;
 use capsaga_door::dispatch::Dispatcher;
 use capsaga_door::host::{Host, HostError};
-use capsaga_core::idempotency::sha256_hex;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};

@@ -15,11 +15,11 @@
 
 use super::auth::detail;
 use super::rest::Rest;
-use capsaga_agent::keys::{self, KeyError};
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use capsaga_agent::keys::{self, KeyError};
 use capsaga_core::pause::Mode;
 use capsaga_core::principal::Principal;
 use capsaga_core::sealed::SealError;

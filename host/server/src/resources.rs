@@ -15,8 +15,8 @@
 //!   subscribed to.
 
 use super::views;
-use capsaga_store::Store;
 use capsaga_core::principal::Principal;
+use capsaga_store::Store;
 use serde_json::{Value, json};
 
 /// URI prefix of a saga.

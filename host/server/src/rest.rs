@@ -27,17 +27,17 @@
 //! detail (`providers_tried`, `allowed_providers`, `configured_providers`),
 //! and nothing is sent to any provider.
 
-use capsaga_agent::router::RequestRoute;
-use capsaga_agent::runner::{TurnOptions, run_turn};
-use capsaga_agent::select::{Selection, process_env, select};
-use capsaga_door::dispatch::OperatorError;
-use capsaga_store::ApprovalOpError;
 use axum::Json;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use capsaga_agent::router::RequestRoute;
+use capsaga_agent::runner::{TurnOptions, run_turn};
+use capsaga_agent::select::{Selection, process_env, select};
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::Principal;
+use capsaga_door::dispatch::OperatorError;
+use capsaga_store::ApprovalOpError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;

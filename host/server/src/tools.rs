@@ -19,12 +19,12 @@
 //!   pending approval.
 
 use capsaga_agent::runner::truncate_result;
-use capsaga_store::clock::now_rfc3339;
-use capsaga_door::dispatch::{Outcome, Submitted};
-use capsaga_door::registry::LoadedTool;
 use capsaga_core::error::ToolError;
 use capsaga_core::meta::Risk;
 use capsaga_core::untrusted;
+use capsaga_door::dispatch::{Outcome, Submitted};
+use capsaga_door::registry::LoadedTool;
+use capsaga_store::clock::now_rfc3339;
 use serde_json::{Value, json};
 
 /// The session tool that commits the session's saga.

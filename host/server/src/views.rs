@@ -1,8 +1,8 @@
 //! What the REST API and the MCP resources show of the state store, in one
 //! place: a saga with its steps and log records, and an execution trace.
 
-use capsaga_store::{Store, StoreError};
 use capsaga_core::principal::Principal;
+use capsaga_store::{Store, StoreError};
 use serde_json::{Value, json};
 
 /// Whether `id` can be a saga or trace id (a UUID or a prefix of one:

@@ -9,11 +9,11 @@
 mod agent;
 mod binding;
 
-use capsaga_core::approval::ApprovalStatus;
-use capsaga_core::fsm::State;
 use capsaga_agent::runner::{TurnOptions, run_turn};
 use capsaga_agent::scripted::ScriptedProvider;
 use capsaga_agent::trace::{Outcome, PolicyDecision, TraceStep};
+use capsaga_core::approval::ApprovalStatus;
+use capsaga_core::fsm::State;
 use capsaga_store::sqlite::SqliteStore;
 use capsaga_store::{ApprovalStore, StepStatus, StepStore};
 use capsaga_tests::block_on;

@@ -148,8 +148,7 @@ async fn reflection_distils_groups_into_proposals_and_a_failed_run_queues_nothin
         "r1.json",
         &[text("Alice flies Turin to Berlin for conferences.")],
     );
-    let budget =
-        capsaga_agent::budget::Budget::open(&host.config, host.store.clone()).unwrap();
+    let budget = capsaga_agent::budget::Budget::open(&host.config, host.store.clone()).unwrap();
     let meter = capsaga_agent::meter::Meter::new(&budget);
     let e = capsaga_agent::reflect::reflect(&hm, &p, &meter, "default", 2)
         .await

@@ -11,12 +11,12 @@ mod cli;
 mod rest;
 mod tools;
 
-use capsaga_core::principal::{Principal, Role as PrincipalRole};
-use capsaga_core::untrusted;
 use capsaga_agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, Role};
 use capsaga_agent::runner::{AgentError, TurnOptions, run_turn};
 use capsaga_agent::scripted::ScriptedProvider;
 use capsaga_agent::trace::Outcome;
+use capsaga_core::principal::{Principal, Role as PrincipalRole};
+use capsaga_core::untrusted;
 use capsaga_door::dispatch::Outcome as Step;
 use capsaga_door::host::{Host, HostError};
 use capsaga_door::memory::capsaga_memory::MemoryError;

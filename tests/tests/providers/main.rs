@@ -421,10 +421,7 @@ async fn anthropic_duplicate_keys_in_tool_input_are_refused() {
         _ => None,
     });
     let (validation, error) = invalid.unwrap();
-    assert_eq!(
-        validation,
-        capsaga_agent::trace::Validation::SchemaError
-    );
+    assert_eq!(validation, capsaga_agent::trace::Validation::SchemaError);
     assert!(
         error.unwrap().llm_hint.contains("duplicate key `path`"),
         "{tr:#?}"

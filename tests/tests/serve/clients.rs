@@ -118,8 +118,7 @@ fn check(seen: &Value, ws: &TestWorkspace) {
     );
     let store = capsaga_tests::open_store(ws);
     let pending =
-        capsaga_tests::block_on(capsaga_store::ApprovalStore::approvals(&store, false))
-            .unwrap();
+        capsaga_tests::block_on(capsaga_store::ApprovalStore::approvals(&store, false)).unwrap();
     assert!(
         pending.iter().any(|a| a.approval_id == id),
         "the approval is pending in the store"

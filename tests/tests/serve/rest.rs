@@ -117,9 +117,8 @@ fn the_token_comparison_hashes_both_sides_and_compares_in_constant_time() {
     assert!(!auth::matches(&expected, format!("{TOKEN}x").as_bytes()));
     // By construction: `matches` compares two SHA-256 digests (always 32
     // bytes) with subtle's ConstantTimeEq; the source says so and has no `==`.
-    let src =
-        std::fs::read_to_string(capsaga_tests::repo_root().join("host/server/src/auth.rs"))
-            .unwrap();
+    let src = std::fs::read_to_string(capsaga_tests::repo_root().join("host/server/src/auth.rs"))
+        .unwrap();
     assert!(src.contains("ct_eq"));
 }
 

@@ -15,13 +15,13 @@
 
 use super::super::render::{Out, error_line};
 use super::super::{Failure, exit};
+use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
+use capsaga_core::error::ErrorKind;
+use capsaga_core::fsm::State;
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::plan::{self, Plan, PlanStep};
 use capsaga_door::registry::LoadedTool;
 use capsaga_store::Origin;
-use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
-use capsaga_core::error::ErrorKind;
-use capsaga_core::fsm::State;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -147,7 +147,10 @@ async fn commit(door: &Dispatcher, tool: &str, args: &serde_json::Value) -> Resu
 }
 
 /// Undo a committed call saga; its rollback report.
-async fn undo(door: &Dispatcher, saga_id: &str) -> Result<capsaga_door::saga::RollbackReport, String> {
+async fn undo(
+    door: &Dispatcher,
+    saga_id: &str,
+) -> Result<capsaga_door::saga::RollbackReport, String> {
     let mut saga = door.resume(saga_id).await.map_err(|e| e.to_string())?;
     door.undo(&mut saga).await.map_err(|e| e.to_string())
 }

@@ -1,8 +1,8 @@
 //! The MCP client's side of an approval (elicitation or a log message).
 
+use capsaga_core::principal::Principal;
 use capsaga_door::dispatch::Approver;
 use capsaga_store::ApprovalRow;
-use capsaga_core::principal::Principal;
 use rmcp::model::{ElicitRequestParams, ElicitationAction};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};

@@ -5,12 +5,12 @@
 use super::McpSession;
 use super::elicit::{Elicit, client_name, supports_elicitation};
 use super::stateless;
-use capsaga_door::dispatch::{Args, Call};
-use capsaga_door::saga::Saga;
 use crate::{resources, tools};
-use capsaga_store::Origin;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::principal::{Principal, Role};
+use capsaga_door::dispatch::{Args, Call};
+use capsaga_door::saga::Saga;
+use capsaga_store::Origin;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
     ProgressNotificationParam,
@@ -362,14 +362,16 @@ impl McpSession {
         {
             let _ = context.peer.notify_progress(p).await;
         }
-        let ended = matches!(submitted.outcome, capsaga_door::dispatch::Outcome::Failed { .. })
-            || matches!(
-                &submitted.outcome,
-                capsaga_door::dispatch::Outcome::AwaitingApproval {
-                    denied_by: Some(_),
-                    ..
-                }
-            );
+        let ended = matches!(
+            submitted.outcome,
+            capsaga_door::dispatch::Outcome::Failed { .. }
+        ) || matches!(
+            &submitted.outcome,
+            capsaga_door::dispatch::Outcome::AwaitingApproval {
+                denied_by: Some(_),
+                ..
+            }
+        );
         let out = tools::outcome(&name, &saga_id, &submitted);
         let uri = resources::saga_uri(&saga_id);
         let watched = self.state.subscribed.lock().is_ok_and(|s| s.contains(&uri));

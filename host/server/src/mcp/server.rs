@@ -344,8 +344,8 @@ impl ServerHandler for McpSession {
         let ctx = &context;
         let getting = async {
             let call = self.extension_call(ctx);
-            let found = (self.state.shared.extension.as_ref())
-                .and_then(|x| x.get_prompt(&request, &call));
+            let found =
+                (self.state.shared.extension.as_ref()).and_then(|x| x.get_prompt(&request, &call));
             found.unwrap_or_else(|| {
                 Err(McpError::invalid_params(
                     format!(

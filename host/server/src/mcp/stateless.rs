@@ -46,13 +46,13 @@
 use super::McpSession;
 use super::confirm;
 use super::elicit::Elicit;
-use capsaga_door::dispatch::{Args, Call, DispatchError, Outcome, Settled};
-use capsaga_door::saga::Saga;
 use crate::tools;
-use capsaga_store::Origin;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::principal::{Principal, Role};
+use capsaga_door::dispatch::{Args, Call, DispatchError, Outcome, Settled};
+use capsaga_door::saga::Saga;
+use capsaga_store::Origin;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, InputRequiredResult, InputResponses, ProtocolVersion};

@@ -32,10 +32,10 @@
 //!   they end); the saga itself is in the store.
 
 use super::McpShared;
-use capsaga_door::dispatch::{Args, Call, DispatchError};
 use crate::tools;
-use capsaga_store::Origin;
 use capsaga_core::principal::Principal;
+use capsaga_door::dispatch::{Args, Call, DispatchError};
+use capsaga_store::Origin;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CreateTaskResult, DetailedTask, GetTaskResult, InputRequests, InputResponses, JsonObject, Task,

@@ -18,9 +18,9 @@ mod pg_only;
 mod steps;
 
 use crate::Store;
-use capsaga_pg_harness::Cluster;
 use crate::postgres::{PgOptions, PgStore};
 use crate::sqlite::SqliteStore;
+use capsaga_pg_harness::Cluster;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
