@@ -9,9 +9,9 @@
 //! tools (no component, no saga, no policy), so the `capsaga` binary does
 //! not contain them.
 //!
-//! - [`fixtures`]: the 2025-11-25 scenarios' tools, resources, prompts and
+//! - `fixtures`: the 2025-11-25 scenarios' tools, resources, prompts and
 //!   completion.
-//! - [`fixtures_mrtr`]: 2026-07-28's multi round-trip requests and the
+//! - `fixtures_mrtr`: 2026-07-28's multi round-trip requests and the
 //!   missing-capability refusal; `mrtr` answers them in rmcp's shapes.
 //! - `task_fixtures`: the tasks extension's fixtures (SEP-2663).
 //!
@@ -23,8 +23,8 @@
 
 #![warn(missing_docs)]
 
-pub mod fixtures;
-pub mod fixtures_mrtr;
+mod fixtures;
+mod fixtures_mrtr;
 mod mrtr;
 mod task_fixtures;
 
@@ -42,8 +42,8 @@ pub fn extension() -> Arc<dyn McpExtension> {
     Arc::new(Fixtures)
 }
 
-/// Every fixture of the suite: [`fixtures`], [`fixtures_mrtr`] and the
-/// task fixtures, in that order.
+/// Every fixture of the suite: the 2025-11-25 fixtures, 2026-07-28's and
+/// the task fixtures, in that order.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fixtures;
 
@@ -63,6 +63,13 @@ impl McpExtension for Fixtures {
         list.extend(fixtures_mrtr::tools());
         list.extend(task_fixtures::tools());
         list
+    }
+
+    fn has_tool(&self, name: &str) -> bool {
+        name == fixtures_mrtr::TRIGGER_TOOL_CHANGE
+            || fixtures::is_tool(name)
+            || fixtures_mrtr::is_tool(name)
+            || task_fixtures::is_tool(name)
     }
 
     async fn call_tool(

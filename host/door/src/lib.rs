@@ -45,7 +45,7 @@ pub mod dispatch;
 pub mod host;
 pub mod memory;
 pub mod neurons;
-pub mod ownership;
+pub(crate) mod ownership;
 pub mod plan;
 pub mod registry;
 pub mod saga;

@@ -47,7 +47,7 @@ mod outcome;
 mod prepared;
 pub mod state;
 pub mod stdio;
-pub mod wasi;
+pub(crate) mod wasi;
 
 #[cfg(test)]
 mod caps_tests;

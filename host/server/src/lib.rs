@@ -40,24 +40,24 @@
 
 #![warn(missing_docs)]
 
-pub mod admit;
+pub(crate) mod admit;
 pub mod auth;
-pub mod catalog;
-pub mod cluster;
+pub(crate) mod catalog;
+pub(crate) mod cluster;
 pub mod conn;
 pub mod console;
 pub mod console_data;
-pub mod limits;
-pub mod live;
+pub(crate) mod limits;
+pub(crate) mod live;
 pub mod mcp;
-pub mod operator;
-pub mod resources;
+pub(crate) mod operator;
+pub(crate) mod resources;
 pub mod rest;
-pub mod rest_memory;
+pub(crate) mod rest_memory;
 pub mod sessions;
-pub mod stdio;
+pub(crate) mod stdio;
 pub mod tools;
-pub mod views;
+pub(crate) mod views;
 
 use axum::Router;
 use axum::routing::{get, post};
