@@ -17,7 +17,7 @@ pub mod wire_schema;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::host::Host;
-use capsaga_host::store::Origin;
+use capsaga_host::store::Scope;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -230,7 +230,7 @@ pub fn open_store(ws: &TestWorkspace) -> capsaga_host::store::sqlite::SqliteStor
 pub async fn call_once(host: &Arc<Host>, tool: &str, args: serde_json::Value) -> Outcome {
     let door = Dispatcher::new(host.clone());
     let mut saga = door
-        .start(Origin::Call, "test", None)
+        .start(Scope::Call, "test", None)
         .await
         .expect("saga starts");
     let out = door

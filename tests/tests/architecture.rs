@@ -305,7 +305,7 @@ fn top_level_modules_have_no_import_cycles() {
     g.insert("saga".into(), ["host".to_string()].into());
     assert!(cycle(&g).is_some());
     assert_eq!(
-        crate_refs("use crate::host::Host;\n// crate::saga\nlet x = crate::store::Origin::Plan;"),
+        crate_refs("use crate::host::Host;\n// crate::saga\nlet x = crate::store::Scope::Plan;"),
         ["host".to_string(), "store".to_string()].into()
     );
 }

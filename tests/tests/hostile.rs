@@ -13,7 +13,7 @@ use capsaga_core::tool::{CallContext, ToolOutput};
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::host::Host;
 use capsaga_host::sandbox::{CallDiagnostics, CallRequest, Op};
-use capsaga_host::store::{Origin, StepStatus};
+use capsaga_host::store::{Scope, StepStatus};
 use capsaga_tests::{TestWorkspace, snapshot};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -313,7 +313,7 @@ async fn trap_inside_compensate_is_a_failed_compensation() {
     let host = ws.host().await;
     let door = Dispatcher::new(host.clone());
     let mut saga = door
-        .start(Origin::Call, "compensate trap", None)
+        .start(Scope::Call, "compensate trap", None)
         .await
         .unwrap();
     let args = json!({});

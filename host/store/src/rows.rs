@@ -67,39 +67,19 @@ impl std::fmt::Display for StepStatus {
     }
 }
 
-/// Where a saga came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// `capsaga run --plan`.
-    Plan,
-    /// `capsaga agent`.
-    Agent,
-    /// `capsaga call`.
-    Call,
-    /// An MCP session (`capsaga mcp`, `capsaga serve`): one saga per session.
-    Mcp,
-}
-
-impl Origin {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::Plan => "plan",
-            Origin::Agent => "agent",
-            Origin::Call => "call",
-            Origin::Mcp => "mcp",
-        }
-    }
-}
+/// The scope that opened a saga (`capsaga_core::scope`): a session, a
+/// saga handle, a task, a turn, a plan, a call. Its coarser origin
+/// ([`Scope::origin`]: `mcp`, `agent`, `plan`, `call`) is stored beside it.
+pub use capsaga_core::scope::Scope;
 
 /// A saga to create.
 #[derive(Debug, Clone, Copy)]
 pub struct NewSaga<'a> {
     /// Its id (UUID v4).
     pub saga_id: &'a str,
-    /// Where it came from.
-    pub origin: Origin,
+    /// The scope that opens it (stored with its origin, `Scope::origin`):
+    /// only that scope continues, commits or rolls it back.
+    pub scope: Scope,
     /// The task or plan description.
     pub label: &'a str,
     /// Its first state (Planning, after StartSaga).
@@ -145,6 +125,10 @@ pub struct SagaRow {
     /// whichever host claims it ([`crate::SagaStore::claim_released`]).
     /// None while a process owns it.
     pub released_at: Option<String>,
+    /// The scope that opened it (`None` for a saga recorded before scopes
+    /// existed, or that the migration could not tell: only the operator
+    /// acts on those).
+    pub scope: Option<Scope>,
 }
 
 /// The filters of [`crate::SagaStore::saga_page`]; each one set must match.
@@ -252,7 +236,9 @@ pub enum BeginOutcome {
     /// The key exists in another status (the caller decides).
     Exists(StepStatus),
     /// The approval to claim is not approved any more (claimed by another
-    /// step, or its binding does not match): nothing was written.
+    /// step, expired), its binding does not match, or it is not this
+    /// saga's to claim (another saga's still open, or another principal's:
+    /// `capsaga_core::approval::may_claim`): nothing was written.
     ApprovalUnavailable,
 }
 
@@ -331,6 +317,20 @@ impl ApprovalRow {
     pub fn is_expired(&self, now: &str) -> bool {
         self.expires_at.as_deref().is_some_and(|e| e <= now)
     }
+}
+
+/// An approved, unexpired, unclaimed approval with the binding a step asks
+/// for ([`crate::ApprovalStore::find_approved`]), with what the claim rule
+/// (`capsaga_core::approval::may_claim`) needs of the saga that requested
+/// it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approved {
+    /// The approval.
+    pub approval: ApprovalRow,
+    /// Whether the saga that requested it has ended.
+    pub requester_ended: bool,
+    /// The principal recorded with the saga that requested it.
+    pub requester_principal: Option<String>,
 }
 
 /// An approval to request.

@@ -7,11 +7,13 @@ use crate::agent::router::RequestRoute;
 use crate::agent::runner::{AgentError, TurnOptions, run_turn};
 use crate::agent::select::{Selection, process_env, select};
 use crate::agent::trace::Outcome;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome as Step, Recovered, Refusal};
+use crate::dispatch::{
+    Act, Args, Call, Dispatcher, Outcome as Step, Recovered, Refusal, Scope, Via,
+};
 use crate::host::Host;
 use crate::plan::{self, Plan, PlanStep};
 use crate::saga::RollbackReport;
-use crate::store::{ApprovalRow, Origin};
+use crate::store::ApprovalRow;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::providers::parse_list;
@@ -101,7 +103,7 @@ pub(crate) async fn call(
             args,
         }],
     };
-    let report = plan::run_as(door, &one, None, Origin::Call).await?;
+    let report = plan::run_as(door, &one, None, Scope::Call).await?;
     Ok(print_call_report(out, tool, &report))
 }
 
@@ -535,7 +537,10 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
 
 /// `capsaga rollback --saga <id>`.
 pub(crate) async fn rollback(door: &Dispatcher, out: &Out, saga_id: &str) -> Result<u8, Failure> {
-    let mut saga = door.resume(saga_id).await?;
+    let who = crate::dispatch::decider("cli");
+    let (mut saga, _hold) = door
+        .reopen(saga_id, Via::Operator, Act::Rollback, &who)
+        .await?;
     let before = saga.state();
     let report = door.recover(&mut saga).await?;
     if out.json {
@@ -563,7 +568,8 @@ pub(crate) async fn rollback(door: &Dispatcher, out: &Out, saga_id: &str) -> Res
 
 /// `capsaga undo --saga <id>`: compensate a Done saga's committed steps.
 pub(crate) async fn undo(door: &Dispatcher, out: &Out, saga_id: &str) -> Result<u8, Failure> {
-    let mut saga = door.resume(saga_id).await?;
+    let who = crate::dispatch::decider("cli");
+    let (mut saga, _hold) = door.reopen(saga_id, Via::Operator, Act::Undo, &who).await?;
     let before = saga.state();
     let report = door.undo(&mut saga).await.map_err(|e| match e {
         crate::dispatch::DispatchError::Transition(t) => Failure {

@@ -247,7 +247,6 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         fixtures: o.fixtures,
         listeners: catalog::Listeners::default(),
         request_states: request_state_codec(),
-        driving: std::sync::Mutex::new(std::collections::HashSet::new()),
         tasks: mcp::tasks::Tasks::default(),
     });
     if let Ok(rt) = tokio::runtime::Handle::try_current() {

@@ -23,11 +23,10 @@
 
 use super::exit;
 use super::render::Out;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
+use crate::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use crate::host::Host;
 use crate::registry::BuiltinTool;
 use crate::serve::{HttpOptions, serve_http};
-use crate::store::Origin;
 use capsaga_core::principal::{Principal, Role};
 use serde::Serialize;
 use serde_json::json;
@@ -140,7 +139,7 @@ async fn seed(host: &Arc<Host>, n: usize) -> Result<(), String> {
         let who = if i % 2 == 0 { &alice } else { &bob };
         let label = format!("bench saga {i}");
         let mut saga = door
-            .start_as(who, Origin::Plan, &label, None)
+            .start_as(who, Scope::Plan, &label, None)
             .await
             .map_err(|e| e.to_string())?;
         if i < PENDING {

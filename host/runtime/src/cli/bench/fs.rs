@@ -22,9 +22,8 @@
 
 use super::exit;
 use super::render::Out;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
+use crate::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use crate::host::Host;
-use crate::store::Origin;
 use capsaga_guest_fs::journal::{JournalConfig, SyncMode};
 use capsaga_guest_fs::{Expected, Roots, StepJournal};
 use serde::Serialize;
@@ -175,7 +174,7 @@ async fn hosts(dir: &Path, churn: &Path) -> Result<[Arc<Host>; 3], String> {
 async fn step(host: &Arc<Host>, ops: Value) -> Result<(Duration, String), String> {
     let door = Dispatcher::new(Arc::clone(host));
     let mut saga = door
-        .start(Origin::Call, "bench --fs-rollback", None)
+        .start(Scope::Call, "bench --fs-rollback", None)
         .await
         .map_err(|e| e.to_string())?;
     let args = json!({ "ops": ops });

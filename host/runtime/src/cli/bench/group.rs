@@ -13,9 +13,8 @@ use super::exit;
 use super::render::Out;
 use super::wal::{Nop, workspace};
 use crate::config::Config;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
+use crate::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use crate::host::Host;
-use crate::store::Origin;
 use crate::store::sqlite::GroupCommit;
 use serde::Serialize;
 use serde_json::json;
@@ -118,7 +117,7 @@ async fn measure_in(
             let door = door.clone();
             tokio::spawn(async move {
                 let mut saga = door
-                    .start(Origin::Call, "bench --group-commit", None)
+                    .start(Scope::Call, "bench --group-commit", None)
                     .await
                     .map_err(|e| e.to_string())?;
                 for i in 0..per {

@@ -13,10 +13,9 @@
 
 use super::exit;
 use super::render::Out;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
+use crate::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use crate::host::Host;
 use crate::serve::{HttpOptions, app, conn};
-use crate::store::Origin;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -189,7 +188,7 @@ async fn library_step(door: &Dispatcher, saga: &mut crate::saga::Saga) -> Result
 
 async fn library_saga(door: &Dispatcher) -> Result<(), String> {
     let mut saga = door
-        .start(Origin::Call, "bench --mcp", None)
+        .start(Scope::Call, "bench --mcp", None)
         .await
         .map_err(|e| e.to_string())?;
     library_step(door, &mut saga).await?;
@@ -296,7 +295,7 @@ async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
             .map_err(joined)??
     };
     let mut open = door
-        .start(Origin::Call, "bench --mcp (library steps)", None)
+        .start(Scope::Call, "bench --mcp (library steps)", None)
         .await
         .map_err(|e| e.to_string())?;
     let (mut lib_step, mut lib_saga, mut stateful, mut stateless) =

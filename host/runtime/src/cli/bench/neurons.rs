@@ -19,10 +19,9 @@
 
 use super::exit;
 use super::render::Out;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
+use crate::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use crate::host::Host;
 use crate::neurons::catalog::entry_tokens;
-use crate::store::Origin;
 use capsaga_core::policy::Autonomy;
 use serde::Serialize;
 use serde_json::json;
@@ -119,7 +118,7 @@ fn neuron(name: &str) -> serde_json::Value {
 async fn create(door: &Dispatcher, name: &str) -> Result<f64, String> {
     let started = Instant::now();
     let mut saga = door
-        .start(Origin::Call, "bench-neurons", None)
+        .start(Scope::Call, "bench-neurons", None)
         .await
         .map_err(|e| e.to_string())?;
     let args = neuron(name);

@@ -31,9 +31,8 @@ use super::exit;
 use super::render::Out;
 use super::wal::{Nop, workspace};
 use crate::config::Config;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
+use crate::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use crate::host::Host;
-use crate::store::Origin;
 use crate::store::postgres::harness::Cluster;
 use crate::store::postgres::{PgOptions, PgStore};
 use crate::store::sqlite::GroupCommit;
@@ -425,7 +424,7 @@ async fn drive(doors: &[Dispatcher], sagas: usize, steps: u32) -> Result<(f64, u
             let door = doors[k % doors.len()].clone();
             tokio::spawn(async move {
                 let mut saga = door
-                    .start(Origin::Call, "bench --pg", None)
+                    .start(Scope::Call, "bench --pg", None)
                     .await
                     .map_err(|e| e.to_string())?;
                 for i in 0..per {

@@ -17,11 +17,10 @@
 
 use super::exit;
 use super::render::Out;
-use crate::dispatch::{Args, Call, Dispatcher, Outcome};
+use crate::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use crate::host::Host;
 use crate::registry::BuiltinTool;
 use crate::sandbox::Op;
-use crate::store::Origin;
 use crate::store::sqlite::checkpoint::{CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES};
 use crate::store::sqlite::{SnapshotReader, wal_bytes};
 use async_trait::async_trait;
@@ -158,7 +157,7 @@ pub(super) fn workspace(dir: &Path) -> Result<PathBuf, String> {
 /// name, args `{"n": first..}`) through the door, each committed.
 pub(super) async fn saga(door: &Dispatcher, tool: &str, first: u32, n: u32) -> Result<(), String> {
     let mut saga = door
-        .start(Origin::Call, &format!("bench {tool}"), None)
+        .start(Scope::Call, &format!("bench {tool}"), None)
         .await
         .map_err(|e| e.to_string())?;
     for i in first..first + n {
