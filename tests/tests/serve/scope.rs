@@ -68,15 +68,7 @@ async fn every_handle_use_is_refused(srv: &Srv, saga: &str, opened_by: &str, wri
 async fn a_live_sessions_saga_is_never_joined_committed_or_rolled_back_by_a_handle() {
     let ws = ws();
     let srv = server(&ws).await;
-    let s = srv.session("bob").await;
-    let a = session_call(
-        &s,
-        "fs_write",
-        &json!({"path": ws.ws_path("a.txt"), "content": "a\n"}),
-    )
-    .await;
-    assert_eq!(a["isError"], false, "{a}");
-    let saga = saga_in(&a);
+    let (s, saga) = srv.session_that_wrote(&ws, "a.txt").await;
     let evil = json!({"path": ws.ws_path("evil.txt"), "content": "x"});
     every_handle_use_is_refused(&srv, &saga, "an MCP session", &evil).await;
     assert!(
@@ -285,14 +277,7 @@ async fn the_operator_acts_on_no_saga_a_live_scope_of_its_host_holds() {
     let srv = server(&ws).await;
     let console = Console::sign_in(&srv).await;
     // A live session's saga.
-    let s = srv.session("bob").await;
-    let a = session_call(
-        &s,
-        "fs_write",
-        &json!({"path": ws.ws_path("a.txt"), "content": "a\n"}),
-    )
-    .await;
-    let session_saga = saga_in(&a);
+    let (s, session_saga) = srv.session_that_wrote(&ws, "a.txt").await;
     for action in ["rollback", "undo"] {
         let (status, page) = console.act(&session_saga, action).await;
         assert_eq!(status, 409, "{action}: {page}");
@@ -350,26 +335,12 @@ async fn an_operators_denial_of_a_sessions_parked_call_is_applied_by_the_session
     let ws = TestWorkspace::new(&["ledger", "fs_write", "time_now", "fs_edit"], &policy);
     std::fs::write(ws.ws().join("e.txt"), "hello world").unwrap();
     let srv = server(&ws).await;
-    let s = srv.session("bob").await;
-    let a = session_call(
-        &s,
-        "fs_write",
-        &json!({"path": ws.ws_path("a.txt"), "content": "a\n"}),
-    )
-    .await;
-    let saga = saga_in(&a);
+    let (s, saga) = srv.session_that_wrote(&ws, "a.txt").await;
     let edit = json!({"path": ws.ws_path("e.txt"), "old_string": "world", "new_string": "there"});
     let p = session_call(&s, "fs_edit", &edit).await;
     assert_eq!(p["isError"], true, "{p}");
     let id = srv.pending().await[0].approval_id.clone();
-    let r = capsaga_tests::mcp_rig::http()
-        .post(srv.srv.url(&format!("/v1/approvals/{id}/deny")))
-        .bearer_auth(secret("alice"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+    srv.decide(&id, "deny").await;
     // The session held the saga: the denial left it to the session, which
     // rolls it back before its next call and starts a new saga.
     let next = session_call(&s, "time_now", &json!({})).await;

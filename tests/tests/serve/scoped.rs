@@ -4,7 +4,7 @@
 //! and one client of each surface: a REST turn, a stateless (2026-07-28)
 //! request, an MCP session (2025-11-25, rmcp's client), a task.
 
-use super::wire2026::{answer, secret};
+use super::wire2026::secret;
 use super::{Running, http, start};
 use capsaga_core::principal::Role;
 use capsaga_host::host::Host;
@@ -110,24 +110,7 @@ impl Srv {
 
     /// One stateless JSON-RPC request of `who`: its answer.
     pub async fn rpc(&self, who: &str, method: &str, params: Value) -> Value {
-        let name = params
-            .get("name")
-            .or_else(|| params.get("taskId"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let r = http()
-            .post(self.srv.url("/mcp"))
-            .header("Accept", "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", "2026-07-28")
-            .header("Mcp-Method", method)
-            .header("Mcp-Name", name)
-            .bearer_auth(secret(who))
-            .json(&json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params}))
-            .send()
-            .await
-            .unwrap();
-        answer(&r.text().await.unwrap())
+        super::tasks::post(&self.srv.url("/mcp"), who, method, params).await
     }
 
     /// An MCP session (2025-11-25) of `who`.
@@ -143,14 +126,35 @@ impl Srv {
 
     /// The operator alice approves approval `id` over REST.
     pub async fn approve(&self, id: &str) {
+        self.decide(id, "approve").await;
+    }
+
+    /// The operator alice decides approval `id` over REST (`verb`:
+    /// `approve` or `deny`).
+    pub async fn decide(&self, id: &str, verb: &str) {
         let r = http()
-            .post(self.srv.url(&format!("/v1/approvals/{id}/approve")))
+            .post(self.srv.url(&format!("/v1/approvals/{id}/{verb}")))
             .bearer_auth(secret("alice"))
             .json(&json!({}))
             .send()
             .await
             .unwrap();
         assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+    }
+
+    /// A session of bob's that wrote `file` in its saga: the session and
+    /// its saga.
+    pub async fn session_that_wrote(&self, ws: &TestWorkspace, file: &str) -> (Session, String) {
+        let s = self.session("bob").await;
+        let v = session_call(
+            &s,
+            "fs_write",
+            &json!({"path": ws.ws_path(file), "content": "a\n"}),
+        )
+        .await;
+        assert_eq!(v["isError"], false, "{v}");
+        let saga = saga_in(&v);
+        (s, saga)
     }
 
     /// The pending approvals.

@@ -267,31 +267,11 @@ fn version_9_file_is_rebuilt_for_fewer_pages() {
 /// gets the scope its origin tells for sure, the others none.
 #[test]
 fn version_10_sagas_get_the_scope_their_origin_tells() {
-    use capsaga_core::scope::Scope;
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("state.db");
-    drop(older_file(
-        &p,
-        10,
-        "INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, released_at) VALUES
-            ('p', 'AwaitingApproval', 'plan', 't', 't', NULL),
-            ('c', 'Done', 'call', 't', 't', NULL),
-            ('h', 'Acting', 'mcp', 't', 't', 't'),
-            ('s', 'Acting', 'mcp', 't', 't', NULL),
-            ('a', 'Done', 'agent', 't', 't', NULL);",
-    ));
+    drop(older_file(&p, 10, crate::rows::scopeless::ROWS));
     let db = SqliteStore::open(&p).unwrap();
-    block(async {
-        for (id, scope) in [
-            ("p", Some(Scope::Plan)),
-            ("c", Some(Scope::Call)),
-            ("h", Some(Scope::Handle)),
-            ("s", None),
-            ("a", None),
-        ] {
-            assert_eq!(db.saga(id).await.unwrap().unwrap().scope, scope, "{id}");
-        }
-    });
+    block(crate::rows::scopeless::check(&db));
 }
 
 #[test]

@@ -61,14 +61,7 @@ fn migration_4_sagas_get_the_scope_their_origin_tells() {
     };
     let url = c.fresh_database().unwrap();
     let mut sql = crate::postgres::schema::up_to(4);
-    sql.push_str(
-        "INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, released_at) VALUES
-            ('p', 'AwaitingApproval', 'plan', 't', 't', NULL),
-            ('c', 'Done', 'call', 't', 't', NULL),
-            ('h', 'Acting', 'mcp', 't', 't', 't'),
-            ('s', 'Acting', 'mcp', 't', 't', NULL),
-            ('a', 'Done', 'agent', 't', 't', NULL);",
-    );
+    sql.push_str(crate::rows::scopeless::ROWS);
     runtime().block_on(async {
         // As the store's own role (it must own the tables it migrates).
         let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
@@ -79,15 +72,7 @@ fn migration_4_sagas_get_the_scope_their_origin_tells() {
         drop(client);
         let _ = driver.await;
         let s = PgStore::open(&url, &PgOptions::default()).await.unwrap();
-        for (id, scope) in [
-            ("p", Some(Scope::Plan)),
-            ("c", Some(Scope::Call)),
-            ("h", Some(Scope::Handle)),
-            ("s", None),
-            ("a", None),
-        ] {
-            assert_eq!(s.saga(id).await.unwrap().unwrap().scope, scope, "{id}");
-        }
+        crate::rows::scopeless::check(&s).await;
     });
 }
 

@@ -198,6 +198,7 @@ impl McpSession {
                 // the saga) or on another host (it owns the saga, or
                 // claimed it first): the same refusal.
                 DispatchError::Busy { .. } | DispatchError::Held { .. } => busy(handle),
+                e @ DispatchError::Store(_) => super::handler::internal(e),
                 e => McpError::invalid_request(e.to_string(), None),
             })?;
         door.set_autonomy(&mut saga, shared.autonomy());
