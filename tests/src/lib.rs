@@ -17,7 +17,7 @@ pub mod wire_schema;
 
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;
-use capsaga_store::Origin;
+use capsaga_store::Scope;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -230,7 +230,7 @@ pub fn open_store(ws: &TestWorkspace) -> capsaga_store::sqlite::SqliteStore {
 pub async fn call_once(host: &Arc<Host>, tool: &str, args: serde_json::Value) -> Outcome {
     let door = Dispatcher::new(host.clone());
     let mut saga = door
-        .start(Origin::Call, "test", None)
+        .start(Scope::Call, "test", None)
         .await
         .expect("saga starts");
     let out = door

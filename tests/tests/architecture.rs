@@ -373,7 +373,7 @@ fn top_level_modules_have_no_import_cycles() {
     g.remove("saga");
     assert!(circles(&g).is_empty());
     assert_eq!(
-        crate_refs("use crate::host::Host;\n// crate::saga\nlet x = crate::store::Origin::Plan;"),
+        crate_refs("use crate::host::Host;\n// crate::saga\nlet x = crate::store::Scope::Plan;"),
         ["host".to_string(), "store".to_string()].into()
     );
     // `super::` climbs to the root from a top-level module's file only.

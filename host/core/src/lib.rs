@@ -39,6 +39,8 @@
 //! - [`prompt`]: the system prompt in its fixed block order.
 //! - [`principal`]: principals (who made a request) and roles (client,
 //!   operator), and what each may do.
+//! - [`scope`]: which scope opened a saga (a session, a saga handle, a task,
+//!   a turn, a plan) and which surface may continue, commit or roll it back.
 //! - [`session_table`]: live server sessions bounded globally and per
 //!   principal, idle ones evicted least recently used first.
 //! - [`pause`]: the operator's kill switch (running, read-only, paused).
@@ -71,6 +73,7 @@ pub use policy::providers;
 pub mod redact;
 pub mod retry;
 pub mod schema_load;
+pub mod scope;
 pub mod sealed;
 pub mod session_table;
 pub mod tool;

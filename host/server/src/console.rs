@@ -10,6 +10,9 @@
 
 use super::auth::Auth;
 use super::rest::Rest;
+use capsaga_door::dispatch::{Act, DispatchError, OperatorError, Via};
+use capsaga_door::registry::Registry;
+use capsaga_store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
 use async_trait::async_trait;
 use axum::http::{HeaderMap, HeaderValue, header};
 use capsaga_console::{
@@ -20,9 +23,6 @@ use capsaga_console::{
 use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::neuron::Status;
 use capsaga_core::principal::{Principal, Role};
-use capsaga_door::dispatch::{DispatchError, OperatorError};
-use capsaga_door::registry::Registry;
-use capsaga_store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -282,7 +282,7 @@ impl Backend for ConsoleBackend {
         };
         let saga = d.approval.saga_id.clone();
         let message = if approve && d.resumable {
-            match capsaga_door::plan::resume(&door, &saga).await {
+            match capsaga_door::plan::resume_as(&door, &saga, &who).await {
                 Ok(r) => format!(
                     "Approved by {operator}; saga {saga} resumed: {}",
                     r.final_state
@@ -363,25 +363,34 @@ impl Backend for ConsoleBackend {
         id: &str,
         action: SagaAction,
     ) -> Result<Decided, BackendError> {
-        self.acting(operator).await?;
+        let who = self.acting(operator).await?;
         if !super::views::valid_id(id) {
             return Err(BackendError::NotFound(format!("saga {id}")));
         }
         let door = self.rest.live.door();
+        // Through the door's one check (`dispatch::scope`): a saga a live
+        // scope of this host holds (a session's, a request's, a task's, a
+        // turn's) is refused as in use, as another host's is as busy.
         let message = match action {
             SagaAction::Resume => {
-                let r = capsaga_door::plan::resume(&door, id)
+                let r = capsaga_door::plan::resume_as(&door, id, &who)
                     .await
                     .map_err(|e| BackendError::Conflict(e.to_string()))?;
                 format!("Resumed by {operator}: {}", r.final_state)
             }
             SagaAction::Rollback => {
-                let mut s = door.resume(id).await.map_err(dispatch_error)?;
+                let (mut s, _hold) = door
+                    .reopen(id, Via::Operator, Act::Rollback, &who)
+                    .await
+                    .map_err(dispatch_error)?;
                 let r = door.recover(&mut s).await.map_err(dispatch_error)?;
                 format!("Rolled back by {operator}: {}", r.final_state)
             }
             SagaAction::Undo => {
-                let mut s = door.resume(id).await.map_err(dispatch_error)?;
+                let (mut s, _hold) = door
+                    .reopen(id, Via::Operator, Act::Undo, &who)
+                    .await
+                    .map_err(dispatch_error)?;
                 let r = door.undo(&mut s).await.map_err(dispatch_error)?;
                 format!("Undone by {operator}: {}", r.final_state)
             }

@@ -253,7 +253,6 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         extension: o.extension.clone(),
         listeners: catalog::Listeners::default(),
         request_states: request_state_codec(),
-        driving: std::sync::Mutex::new(std::collections::HashSet::new()),
         tasks: mcp::tasks::Tasks::default(),
     });
     if let Ok(rt) = tokio::runtime::Handle::try_current() {

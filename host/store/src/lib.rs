@@ -46,6 +46,7 @@
 
 pub mod access;
 pub mod audit;
+mod claim;
 pub mod clock;
 mod error;
 mod neurons;
@@ -414,9 +415,12 @@ pub trait ApprovalStore: Send + Sync {
     ) -> Result<Option<ApprovalRow>, StoreError>;
 
     /// The approved, unclaimed approvals with exactly this binding that are
-    /// not expired at `now` (RFC 3339), oldest first, each with whether the
-    /// saga that requested it has ended (which saga may claim one is
-    /// `capsaga_core::approval::may_claim`).
+    /// not expired at `now` (RFC 3339) and that saga `claimant` may claim
+    /// (`capsaga_core::approval::may_claim`: requested by `claimant`
+    /// itself, or by a saga that has ended and was recorded with the same
+    /// principal as `claimant`), oldest first, each with what that rule
+    /// read of the saga that requested it. The claim in
+    /// [`StepStore::begin_step`] checks the same rule again.
     ///
     /// # Errors
     /// [`StoreError`].
@@ -424,7 +428,8 @@ pub trait ApprovalStore: Send + Sync {
         &self,
         binding: &Binding,
         now: &str,
-    ) -> Result<Vec<(ApprovalRow, bool)>, StoreError>;
+        claimant: &str,
+    ) -> Result<Vec<Approved>, StoreError>;
 
     /// Approvals, oldest first: only pending ones, or all when `all`.
     ///

@@ -96,7 +96,7 @@ async fn memory_fetch_outside_a_turn_reads_only_the_calling_principals_episodes(
     }
     use capsaga_door::dispatch::{Args, Call, Dispatcher};
     use capsaga_door::memory::capsaga_memory::NewEpisode;
-    use capsaga_store::Origin;
+    use capsaga_store::Scope;
     let ws = workspace(&[], TOOLS_POLICY);
     let host = ws.host().await;
     let hm = host.memory.clone().unwrap();
@@ -129,7 +129,7 @@ async fn memory_fetch_outside_a_turn_reads_only_the_calling_principals_episodes(
         let door = &door;
         async move {
             let mut saga = door
-                .start_as(&who, Origin::Mcp, "test", None)
+                .start_as(&who, Scope::Session, "test", None)
                 .await
                 .unwrap();
             let args = serde_json::json!({"query": "what is my locker code?"});

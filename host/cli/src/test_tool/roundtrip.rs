@@ -15,6 +15,9 @@
 
 use super::super::render::{Out, error_line};
 use super::super::{Failure, exit};
+use capsaga_door::dispatch::{Act, Args, Call, Dispatcher, Outcome, Scope, Via};
+use capsaga_door::plan::{self, Plan, PlanStep};
+use capsaga_door::registry::LoadedTool;
 use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
 use capsaga_core::error::ErrorKind;
 use capsaga_core::fsm::State;
@@ -133,7 +136,7 @@ async fn commit(door: &Dispatcher, tool: &str, args: &serde_json::Value) -> Resu
             args: args.clone(),
         }],
     };
-    let report = plan::run_as(door, &one, None, Origin::Call)
+    let report = plan::run_as(door, &one, None, Scope::Call)
         .await
         .map_err(|e| e.to_string())?;
     match report.steps.first() {
@@ -147,11 +150,12 @@ async fn commit(door: &Dispatcher, tool: &str, args: &serde_json::Value) -> Resu
 }
 
 /// Undo a committed call saga; its rollback report.
-async fn undo(
-    door: &Dispatcher,
-    saga_id: &str,
-) -> Result<capsaga_door::saga::RollbackReport, String> {
-    let mut saga = door.resume(saga_id).await.map_err(|e| e.to_string())?;
+async fn undo(door: &Dispatcher, saga_id: &str) -> Result<capsaga_door::saga::RollbackReport, String> {
+    let who = capsaga_door::dispatch::decider("cli");
+    let (mut saga, _hold) = door
+        .reopen(saga_id, Via::Operator, Act::Undo, &who)
+        .await
+        .map_err(|e| e.to_string())?;
     door.undo(&mut saga).await.map_err(|e| e.to_string())
 }
 

@@ -4,8 +4,8 @@
 //! saga, and the operator's retry of failed compensations.
 
 use super::{DispatchError, Dispatcher, compensate, guardrail};
-use crate::saga::{RollbackReport, Saga};
-use crate::store::{NewSaga, Origin};
+use crate::saga::{RollbackReport, Saga, SagaParts};
+use crate::store::{NewSaga, Scope};
 use capsaga_core::fsm::{Event, State};
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::Principal;
@@ -18,26 +18,29 @@ impl Dispatcher {
     /// [`DispatchError`].
     pub async fn start(
         &self,
-        origin: Origin,
+        scope: Scope,
         label: &str,
         plan: Option<&str>,
     ) -> Result<Saga, DispatchError> {
-        self.start_as(&super::decider("cli"), origin, label, plan)
+        self.start_as(&super::decider("cli"), scope, label, plan)
             .await
     }
 
     /// Start a new saga (Idle → Planning) for `principal` (recorded with
-    /// it: a client sees only its own sagas), logged, owned by this
-    /// process, deciding at the operator's autonomy level. `plan`: the
-    /// plan it runs (canonical JSON), stored so that the saga can be
-    /// resumed with `capsaga resume`.
+    /// it: a client sees only its own sagas), opened by `scope` (recorded
+    /// with it: only that scope drives it, see `dispatch::scope`), logged,
+    /// owned by this process, deciding at the operator's autonomy level.
+    /// `plan`: the plan it runs (canonical JSON), stored so that the saga
+    /// can be resumed with `capsaga resume`. A surface that serves several
+    /// scopes in one process opens its sagas with [`Dispatcher::open`]
+    /// instead, which also holds them.
     ///
     /// # Errors
     /// [`DispatchError`].
     pub async fn start_as(
         &self,
         principal: &Principal,
-        origin: Origin,
+        scope: Scope,
         label: &str,
         plan: Option<&str>,
     ) -> Result<Saga, DispatchError> {
@@ -48,7 +51,7 @@ impl Dispatcher {
         host.store
             .create_saga(&NewSaga {
                 saga_id: &id,
-                origin,
+                scope,
                 label,
                 state,
                 owner: host.owner.id(),
@@ -56,18 +59,41 @@ impl Dispatcher {
                 principal: Some(&principal.name),
             })
             .await?;
-        Ok(Saga::new(id, fence, state, host.config.policy.autonomy))
+        Ok(Saga::new(SagaParts {
+            id,
+            fence,
+            state,
+            autonomy: host.config.policy.autonomy,
+            principal: Some(principal.name.clone()),
+            scope: Some(scope),
+        }))
     }
 
     /// Re-open an existing saga and take it over (it must not be driven by
-    /// another live process; a saga released between two requests is
-    /// claimed). Steps are numbered from 0 again, so a step
-    /// with the same tool and arguments at the same position has the same
-    /// idempotency key, and a committed one is not executed again.
+    /// another live process, nor held by a live scope of this one; a saga
+    /// released between two requests is claimed). Steps are numbered from
+    /// 0 again, so a step with the same tool and arguments at the same
+    /// position has the same idempotency key, and a committed one is not
+    /// executed again. Which scope may do this, for whom, is
+    /// [`Dispatcher::reopen`]'s check: every server surface goes through
+    /// it.
     ///
     /// # Errors
-    /// [`DispatchError::NotFound`], [`DispatchError::Busy`] or the store.
+    /// [`DispatchError::NotFound`], [`DispatchError::Busy`],
+    /// [`DispatchError::Held`] or the store.
     pub async fn resume(&self, saga_id: &str) -> Result<Saga, DispatchError> {
+        if let Some(by) = self.host.holds.holder(saga_id) {
+            return Err(DispatchError::Held {
+                saga: saga_id.to_string(),
+                by,
+            });
+        }
+        self.take(saga_id).await
+    }
+
+    /// [`Dispatcher::resume`] without looking at this process's holds (the
+    /// caller holds the saga, or it is the door's own recovery).
+    pub(super) async fn take(&self, saga_id: &str) -> Result<Saga, DispatchError> {
         let host = &self.host;
         let row = host
             .store
@@ -114,24 +140,12 @@ impl Dispatcher {
         self.resume_taken(saga_id, fence).await
     }
 
-    /// Re-open an existing saga (as [`Dispatcher::resume`]) to add steps
-    /// after the ones it logged: the next step is numbered after the last
-    /// logged one, committed side effects are counted, and a last step
-    /// that committed a side effect leaves its success to be settled by
-    /// the next step (as if the saga had never left memory). For a saga
-    /// continued across requests (MCP 2026-07-28 saga handles), where a
-    /// new call must never be taken for the replay of a logged one.
-    ///
-    /// # Errors
-    /// As [`Dispatcher::resume`].
-    pub async fn resume_continuing(&self, saga_id: &str) -> Result<Saga, DispatchError> {
-        let mut saga = self.resume(saga_id).await?;
-        self.continue_after_logged(&mut saga).await?;
-        Ok(saga)
-    }
-
     /// Number `saga`'s next step after its logged ones and count what they
-    /// committed (see [`Dispatcher::resume_continuing`]).
+    /// committed, and leave the success of a last step that committed a
+    /// side effect to be settled by the next step (as if the saga had never
+    /// left memory): for a saga continued across requests (MCP 2026-07-28
+    /// saga handles), where a new call must never be taken for the replay
+    /// of a logged one.
     ///
     /// # Errors
     /// The store.
@@ -160,18 +174,19 @@ impl Dispatcher {
         fence: u64,
     ) -> Result<Saga, DispatchError> {
         let host = &self.host;
-        let state = host
+        let row = host
             .store
             .saga(saga_id)
             .await?
-            .map(|r| r.state)
             .ok_or_else(|| DispatchError::NotFound(saga_id.to_string()))?;
-        Ok(Saga::new(
-            saga_id.to_string(),
+        Ok(Saga::new(SagaParts {
+            id: saga_id.to_string(),
             fence,
-            state,
-            host.config.policy.autonomy,
-        ))
+            state: row.state,
+            autonomy: host.config.policy.autonomy,
+            principal: row.principal,
+            scope: row.scope,
+        }))
     }
 
     /// Decide `saga`'s next calls at `requested`, never above the operator's

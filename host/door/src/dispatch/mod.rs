@@ -34,7 +34,10 @@
 //!
 //! The saga's life (start, resume, finish, abort, recovery, the operator's
 //! retry of failed compensations) is in [`lifecycle`] and [`recover`]; the
-//! operator's decisions on approvals in [`operator`].
+//! operator's decisions on approvals in [`operator`]; which scope opened a
+//! saga and which surface may continue, commit or roll it back (one saga,
+//! one scope) in [`scope`], which every surface calls to open or re-open a
+//! saga.
 //!
 //! The door is `Clone + Send + Sync` (the host is shared by `Arc`); a
 //! [`Saga`] is owned by its driver and passed in by `&mut`, so calls of
@@ -55,6 +58,7 @@ mod policy;
 mod recover;
 mod replay;
 mod resolve;
+pub mod scope;
 mod undo;
 mod validate;
 mod wal;
@@ -63,6 +67,7 @@ pub use approval::{Approver, NoApprover, decider};
 pub use handles::{AbandonedEnd, Expired, Settled};
 pub use operator::{Decided, OperatorError};
 pub use recover::Recovered;
+pub use scope::{Act, Hold, Scope, ScopeError, Via};
 
 use crate::host::Host;
 use crate::registry::LoadedTool;
@@ -108,6 +113,20 @@ pub enum DispatchError {
         /// Its owner id.
         owner: String,
     },
+    /// Another live scope of this process holds the saga (an MCP session,
+    /// a request of its handle, a task, a turn, a plan run: see
+    /// [`scope`]).
+    #[error("saga `{saga}` is in use by {by} in this process; wait for it to finish")]
+    Held {
+        /// The saga.
+        saga: String,
+        /// What holds it.
+        by: &'static str,
+    },
+    /// The surface may not act on this saga (another principal's, another
+    /// scope's, ended: [`scope`]).
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
 }
 
 /// The arguments of a call: JSON text as a model or a command line wrote

@@ -16,7 +16,7 @@ use capsaga_core::wal_row::GENESIS;
 use std::path::PathBuf;
 
 /// The newest migration this capsaga knows.
-pub const PG_SCHEMA_VERSION: i64 = 4;
+pub const PG_SCHEMA_VERSION: i64 = 5;
 
 /// The advisory lock key of migrations ("CAPS").
 const MIGRATION_LOCK: i64 = 0x4341_5053;
@@ -249,6 +249,20 @@ const V4: &str = r#"
 ALTER TABLE saga_state ADD COLUMN released_at TEXT;
 "#;
 
+/// Version 5 (issue 45): `scope` of `saga_state`, the scope that opened
+/// each saga (`capsaga_core::scope::Scope`); only that scope continues,
+/// commits or rolls it back. Older sagas get the scope their origin tells
+/// for sure (a plan, a call, an MCP saga released between requests: a
+/// handle's), the others none (then only the operator acts on them).
+const V5: &str = r#"
+ALTER TABLE saga_state ADD COLUMN scope TEXT;
+UPDATE saga_state SET scope = CASE
+    WHEN origin = 'plan' THEN 'plan'
+    WHEN origin = 'call' THEN 'call'
+    WHEN origin = 'mcp' AND released_at IS NOT NULL THEN 'handle'
+END;
+"#;
+
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Forward
 /// only: a released migration is never edited, a change is a new one.
 fn migrations() -> Vec<String> {
@@ -257,6 +271,7 @@ fn migrations() -> Vec<String> {
         V2.to_string(),
         V3.to_string(),
         V4.to_string(),
+        V5.to_string(),
     ]
 }
 

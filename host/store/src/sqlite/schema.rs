@@ -306,6 +306,29 @@ fn migrate_v10(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Version 11 (issue 45): `scope` of `saga_state`, the scope that opened
+/// each saga (`capsaga_core::scope::Scope`: a session, a saga handle, a
+/// task, a turn, a plan, a call); only that scope continues, commits or
+/// rolls it back. Older sagas get the scope their origin tells for sure (a
+/// plan, a call, an MCP saga released between requests: a handle's), the
+/// others none (then only the operator acts on them).
+const MIGRATE_V11: &str = r#"
+UPDATE saga_state SET scope = CASE
+    WHEN origin = 'plan' THEN 'plan'
+    WHEN origin = 'call' THEN 'call'
+    WHEN origin = 'mcp' AND released_at IS NOT NULL THEN 'handle'
+END;
+"#;
+
+/// Version 11, in a function of its own (see [`MIGRATE_V11`]).
+fn migrate_v11(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    if !has_column(tx, "saga_state", "scope")? {
+        tx.execute_batch("ALTER TABLE saga_state ADD COLUMN scope TEXT")?;
+    }
+    tx.execute_batch(MIGRATE_V11)?;
+    Ok(())
+}
+
 /// The message of the fencing triggers.
 pub(super) const FENCED: &str = "capsaga: fenced";
 
@@ -463,6 +486,9 @@ pub(super) fn migrate_to(
     }
     if version < 10 && target >= 10 {
         migrate_v10(tx)?;
+    }
+    if version < 11 && target >= 11 {
+        migrate_v11(tx)?;
     }
     Ok(())
 }

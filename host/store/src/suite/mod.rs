@@ -10,6 +10,7 @@
 
 mod access;
 mod budget;
+mod claims;
 mod handles;
 mod hosts;
 mod neurons;
