@@ -29,21 +29,18 @@ use super::provider::{ChatRequest, Message, Provider, Tier, ToolCall, ToolChoice
 use super::reply::Next;
 use super::subcall::TurnModel;
 use super::trace::{self, ExecutionTrace, Outcome, TraceStep, Validation};
-use capsaga_store::clock::now_rfc3339;
-use capsaga_door::dispatch::{Approver, Args, Call, DispatchError, Dispatcher, Hold, NoApprover, Scope};
-use capsaga_door::host::Host;
-use capsaga_door::saga::Saga;
-use capsaga_store::StoreError;
 use capsaga_core::budget::BudgetState;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::Principal;
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
-use capsaga_door::dispatch::{Approver, Args, Call, DispatchError, Dispatcher, NoApprover};
+use capsaga_door::dispatch::{
+    Approver, Args, Call, DispatchError, Dispatcher, Hold, NoApprover, Scope,
+};
 use capsaga_door::host::Host;
 use capsaga_door::saga::Saga;
+use capsaga_store::StoreError;
 use capsaga_store::clock::now_rfc3339;
-use capsaga_store::{Origin, StoreError};
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;

@@ -22,11 +22,11 @@
 //! an overhead of 2x a raw commit is the durability floor.
 
 use capsaga_core::tool::CallContext;
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_host::host::Host;
-use capsaga_host::saga::Saga;
-use capsaga_host::sandbox::{CallRequest, Op};
-use capsaga_host::store::{NewSaga, NewStep, Scope, Store};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_door::saga::Saga;
+use capsaga_sandbox::{CallRequest, Op};
+use capsaga_store::{NewSaga, NewStep, Scope, Store};
 use criterion::Criterion;
 use serde_json::json;
 use std::hint::black_box;

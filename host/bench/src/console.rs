@@ -23,16 +23,11 @@
 
 use capsaga::exit;
 use capsaga::render::Out;
+use capsaga_core::principal::{Principal, Role};
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
 use capsaga_door::registry::BuiltinTool;
 use capsaga_server::{HttpOptions, serve_http};
-use capsaga_core::principal::{Principal, Role};
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_door::host::Host;
-use capsaga_door::registry::BuiltinTool;
-use capsaga_server::{HttpOptions, serve_http};
-use capsaga_store::Origin;
 use serde::Serialize;
 use serde_json::json;
 use std::sync::Arc;

@@ -26,7 +26,6 @@ use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
 use capsaga_guest_fs::journal::{JournalConfig, SyncMode};
 use capsaga_guest_fs::{Expected, Roots, StepJournal};
-use capsaga_store::Origin;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -9,9 +9,9 @@
 //! pre-image, COMMIT, the chained log rows) and the figure is the log's,
 //! not a tool's.
 
+use super::wal::{Nop, workspace};
 use capsaga::exit;
 use capsaga::render::Out;
-use super::wal::{Nop, workspace};
 use capsaga_door::config::Config;
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;

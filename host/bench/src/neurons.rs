@@ -19,14 +19,10 @@
 
 use capsaga::exit;
 use capsaga::render::Out;
+use capsaga_core::policy::Autonomy;
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
 use capsaga_door::neurons::catalog::entry_tokens;
-use capsaga_core::policy::Autonomy;
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_door::host::Host;
-use capsaga_door::neurons::catalog::entry_tokens;
-use capsaga_store::Origin;
 use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};

@@ -27,16 +27,16 @@
 //! effect of a chain per host, in the same run); the batching writer's
 //! effect (batches of 1 at 100 sagas, 1 host). Nothing is asserted.
 
+use super::wal::{Nop, workspace};
 use capsaga::exit;
 use capsaga::render::Out;
-use super::wal::{Nop, workspace};
 use capsaga_door::config::Config;
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
+use capsaga_door::store_choice::StoreChoice;
 use capsaga_pg_harness::Cluster;
 use capsaga_store::postgres::{PgOptions, PgStore};
 use capsaga_store::sqlite::GroupCommit;
-use capsaga_door::store_choice::StoreChoice;
 use serde::Serialize;
 use serde_json::json;
 use std::sync::Arc;

@@ -15,23 +15,16 @@
 //! reader's connection is still open (what "when the command returns"
 //! leaves for the next command), each as a ratio to the peak.
 
+use async_trait::async_trait;
 use capsaga::exit;
 use capsaga::render::Out;
+use capsaga_core::error::ToolError;
+use capsaga_core::meta::{RawToolMeta, Risk};
+use capsaga_core::tool::{CallContext, ToolOutput};
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
 use capsaga_door::registry::BuiltinTool;
 use capsaga_sandbox::Op;
-use capsaga_store::sqlite::checkpoint::{CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES};
-use capsaga_store::sqlite::{SnapshotReader, wal_bytes};
-use async_trait::async_trait;
-use capsaga_core::error::ToolError;
-use capsaga_core::meta::{RawToolMeta, Risk};
-use capsaga_core::tool::{CallContext, ToolOutput};
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_door::host::Host;
-use capsaga_door::registry::BuiltinTool;
-use capsaga_sandbox::Op;
-use capsaga_store::Origin;
 use capsaga_store::sqlite::checkpoint::{CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES};
 use capsaga_store::sqlite::{SnapshotReader, wal_bytes};
 use serde::Serialize;

@@ -7,6 +7,9 @@ use capsaga_agent::router::RequestRoute;
 use capsaga_agent::runner::{AgentError, TurnOptions, run_turn};
 use capsaga_agent::select::{Selection, process_env, select};
 use capsaga_agent::trace::Outcome;
+use capsaga_core::fsm::State;
+use capsaga_core::policy::Autonomy;
+use capsaga_core::providers::parse_list;
 use capsaga_door::dispatch::{
     Act, Args, Call, Dispatcher, Outcome as Step, Recovered, Refusal, Scope, Via,
 };
@@ -14,14 +17,6 @@ use capsaga_door::host::Host;
 use capsaga_door::plan::{self, Plan, PlanStep};
 use capsaga_door::saga::RollbackReport;
 use capsaga_store::ApprovalRow;
-use capsaga_core::fsm::State;
-use capsaga_core::policy::Autonomy;
-use capsaga_core::providers::parse_list;
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome as Step, Recovered, Refusal};
-use capsaga_door::host::Host;
-use capsaga_door::plan::{self, Plan, PlanStep};
-use capsaga_door::saga::RollbackReport;
-use capsaga_store::{ApprovalRow, Origin};
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;

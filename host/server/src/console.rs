@@ -10,9 +10,6 @@
 
 use super::auth::Auth;
 use super::rest::Rest;
-use capsaga_door::dispatch::{Act, DispatchError, OperatorError, Via};
-use capsaga_door::registry::Registry;
-use capsaga_store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
 use async_trait::async_trait;
 use axum::http::{HeaderMap, HeaderValue, header};
 use capsaga_console::{
@@ -23,6 +20,9 @@ use capsaga_console::{
 use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::neuron::Status;
 use capsaga_core::principal::{Principal, Role};
+use capsaga_door::dispatch::{Act, DispatchError, OperatorError, Via};
+use capsaga_door::registry::Registry;
+use capsaga_store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
 use serde_json::Value;
 use std::sync::Arc;
 

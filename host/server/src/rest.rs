@@ -273,7 +273,7 @@ pub async fn turns(
         provider_mode: selected.mode.clone(),
         principal: who,
         tool_choice: req.tool_choice.clone(),
-        scope: crate::dispatch::Scope::RestTurn,
+        scope: capsaga_door::dispatch::Scope::RestTurn,
         ..TurnOptions::default()
     };
     match run_turn(host, selected.provider.as_ref(), &req.task, &opts).await {

@@ -16,7 +16,7 @@ use super::wire::{call, meta};
 use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::fsm::State;
 use capsaga_core::principal::Role;
-use capsaga_host::serve::auth::digest;
+use capsaga_server::auth::digest;
 use capsaga_tests::mcp_rig::{call as session_call, connect, http};
 use rmcp::model::ClientConfig;
 use serde_json::{Value, json};
@@ -153,9 +153,7 @@ fn an_approval_is_claimed_on_any_host_by_the_principal_that_asked_and_no_other()
         assert_eq!(row.claimed_saga.as_deref(), Some(saga_in(&b).as_str()));
         let claimant = store.saga(&saga_in(&b)).await.unwrap().unwrap();
         assert_eq!(claimant.principal.as_deref(), Some("token:bob"));
-        let report = capsaga_host::store::audit::verify(&*store, None)
-            .await
-            .unwrap();
+        let report = capsaga_store::audit::verify(&*store, None).await.unwrap();
         assert!(report.ok(), "{report:?}");
     });
 }

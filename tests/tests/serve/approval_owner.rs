@@ -12,8 +12,8 @@
 use super::scoped::{Srv, executes, saga_in, server, session_call, set_script};
 use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::principal::Role;
-use capsaga_host::serve::auth::digest;
-use capsaga_host::store::TokenOpError;
+use capsaga_server::auth::digest;
+use capsaga_store::TokenOpError;
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

@@ -7,9 +7,9 @@
 use super::wire2026::secret;
 use super::{Running, http, start};
 use capsaga_core::principal::Role;
-use capsaga_host::host::Host;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::serve::auth::digest;
+use capsaga_door::host::Host;
+use capsaga_server::HttpOptions;
+use capsaga_server::auth::digest;
 use capsaga_tests::TestWorkspace;
 use rmcp::model::ClientConfig;
 use rmcp::service::RunningService;
@@ -158,7 +158,7 @@ impl Srv {
     }
 
     /// The pending approvals.
-    pub async fn pending(&self) -> Vec<capsaga_host::store::ApprovalRow> {
+    pub async fn pending(&self) -> Vec<capsaga_store::ApprovalRow> {
         self.host.store.approvals(false).await.unwrap()
     }
 }

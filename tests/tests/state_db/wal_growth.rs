@@ -2,9 +2,7 @@
 
 use capsaga_core::fsm::State;
 use capsaga_core::tool::ToolOutput;
-use capsaga_store::sqlite::checkpoint::{
-    CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES,
-};
+use capsaga_store::sqlite::checkpoint::{CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES};
 use capsaga_store::sqlite::{SqliteStore, wal_bytes};
 use capsaga_store::{NewSaga, NewStep, SagaStore, Scope, StepStore};
 use capsaga_tests::{TestWorkspace, block_on};

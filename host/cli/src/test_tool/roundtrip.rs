@@ -15,16 +15,12 @@
 
 use super::super::render::{Out, error_line};
 use super::super::{Failure, exit};
-use capsaga_door::dispatch::{Act, Args, Call, Dispatcher, Outcome, Scope, Via};
-use capsaga_door::plan::{self, Plan, PlanStep};
-use capsaga_door::registry::LoadedTool;
 use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
 use capsaga_core::error::ErrorKind;
 use capsaga_core::fsm::State;
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::dispatch::{Act, Args, Call, Dispatcher, Outcome, Scope, Via};
 use capsaga_door::plan::{self, Plan, PlanStep};
 use capsaga_door::registry::LoadedTool;
-use capsaga_store::Origin;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -150,7 +146,10 @@ async fn commit(door: &Dispatcher, tool: &str, args: &serde_json::Value) -> Resu
 }
 
 /// Undo a committed call saga; its rollback report.
-async fn undo(door: &Dispatcher, saga_id: &str) -> Result<capsaga_door::saga::RollbackReport, String> {
+async fn undo(
+    door: &Dispatcher,
+    saga_id: &str,
+) -> Result<capsaga_door::saga::RollbackReport, String> {
     let who = capsaga_door::dispatch::decider("cli");
     let (mut saga, _hold) = door
         .reopen(saga_id, Via::Operator, Act::Undo, &who)

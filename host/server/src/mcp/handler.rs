@@ -5,11 +5,11 @@
 use super::elicit::{Elicit, client_name, supports_elicitation};
 use super::stateless;
 use super::{McpSession, Scoped};
-use capsaga_door::dispatch::{Args, Call, Scope};
-use capsaga_door::saga::Saga;
 use crate::{resources, tools};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::principal::{Principal, Role};
+use capsaga_door::dispatch::{Args, Call, Scope};
+use capsaga_door::saga::Saga;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
     ProgressNotificationParam,

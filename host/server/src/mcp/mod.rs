@@ -45,10 +45,10 @@ mod server;
 pub mod stateless;
 pub mod tasks;
 
-use capsaga_door::dispatch::{Dispatcher, Hold};
-use capsaga_door::saga::Saga;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::{Principal, Role};
+use capsaga_door::dispatch::{Dispatcher, Hold};
+use capsaga_door::saga::Saga;
 use std::sync::Arc;
 
 /// What happens to a session's open saga when the session ends.

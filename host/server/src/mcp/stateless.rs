@@ -52,14 +52,14 @@
 use super::McpSession;
 use super::confirm;
 use super::elicit::Elicit;
-use capsaga_door::dispatch::{
-    Act, Args, Call, DispatchError, Hold, Outcome, Scope, ScopeError, Settled, Via,
-};
-use capsaga_door::saga::Saga;
 use crate::tools;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::principal::{Principal, Role};
+use capsaga_door::dispatch::{
+    Act, Args, Call, DispatchError, Hold, Outcome, Scope, ScopeError, Settled, Via,
+};
+use capsaga_door::saga::Saga;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, InputRequiredResult, InputResponses, ProtocolVersion};

@@ -39,9 +39,9 @@
 //!   they end); the saga itself is in the store.
 
 use super::McpShared;
-use capsaga_door::dispatch::{Act, Args, Call, DispatchError, Hold, Scope, Via};
 use crate::tools;
 use capsaga_core::principal::Principal;
+use capsaga_door::dispatch::{Act, Args, Call, DispatchError, Hold, Scope, Via};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CreateTaskResult, DetailedTask, GetTaskResult, InputRequests, InputResponses, JsonObject, Task,
