@@ -7,6 +7,7 @@
 mod attacks;
 mod cli;
 mod components;
+mod undo_links;
 
 use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_host::host::Host;
