@@ -210,6 +210,10 @@ pub fn fingerprint(roots: &mut Roots, at: &At, sum: bool) -> Fingerprint {
 
 /// Refuse `change` when it acts on the object (its bytes or times) and
 /// `st` is a regular file with several names: the host sees one of them.
+#[allow(
+    clippy::unnecessary_cast,
+    reason = "the field types of `struct stat` differ between targets"
+)]
 fn one_name(st: &Stat, shown: &str, change: Change) -> Result<(), Refusal> {
     if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
         && st.st_nlink > 1
