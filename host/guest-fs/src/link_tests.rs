@@ -7,7 +7,7 @@
 use crate::beneath::locate;
 use crate::capture::Change;
 use crate::journal::{JournalError, StepJournal};
-use crate::tests::{guarded, rig};
+use crate::tests::{Rig, guarded, rig};
 
 #[test]
 fn a_name_linked_after_the_first_change_refuses_every_later_write() {
@@ -27,13 +27,10 @@ fn a_name_linked_after_the_first_change_refuses_every_later_write() {
     ];
     for (what, plant) in plants {
         let r = rig();
-        let dir = r.dir();
         let ws = r.ws.clone();
         // The step: its first write of a.txt is journaled (one name).
         let mut j = r.journal(0);
-        guarded(&mut j, &dir, "a.txt", Change::Write, || {
-            std::fs::write(ws.join("a.txt"), b"step").unwrap()
-        });
+        write_a(&r, &mut j, b"step");
         j.seal().unwrap();
         drop(j);
         plant(&ws, r.outside());
@@ -42,7 +39,7 @@ fn a_name_linked_after_the_first_change_refuses_every_later_write() {
             .unwrap()
             .unwrap();
         j.start_call();
-        let loc = locate(j.roots(), &dir, "a.txt", true).unwrap();
+        let loc = locate(j.roots(), &r.dir(), "a.txt", true).unwrap();
         for change in [Change::Write, Change::Truncate, Change::SetTimes] {
             assert!(
                 matches!(j.before(&loc, change), Err(JournalError::Refused(_))),
@@ -57,12 +54,9 @@ fn a_name_linked_after_the_first_change_refuses_every_later_write() {
 #[test]
 fn a_name_linked_during_the_call_refuses_the_next_write() {
     let r = rig();
-    let dir = r.dir();
-    let ws = r.ws.clone();
+    let (dir, ws) = (r.dir(), r.ws.clone());
     let mut j = r.journal(0);
-    guarded(&mut j, &dir, "a.txt", Change::Write, || {
-        std::fs::write(ws.join("a.txt"), b"first").unwrap()
-    });
+    write_a(&r, &mut j, b"first");
     std::fs::hard_link(ws.join("a.txt"), ws.join("alias")).unwrap();
     let loc = locate(j.roots(), &dir, "a.txt", true).unwrap();
     assert!(matches!(
@@ -72,4 +66,12 @@ fn a_name_linked_during_the_call_refuses_the_next_write() {
     // Once the other name is gone, the path is writable again.
     std::fs::remove_file(ws.join("alias")).unwrap();
     assert!(j.before(&loc, Change::Write).is_ok());
+}
+
+/// The step writes `bytes` to `a.txt` of `r`'s grant, journaled in `j`.
+fn write_a(r: &Rig, j: &mut StepJournal, bytes: &'static [u8]) {
+    let a = r.ws.join("a.txt");
+    guarded(j, &r.dir(), "a.txt", Change::Write, || {
+        std::fs::write(&a, bytes).unwrap()
+    });
 }

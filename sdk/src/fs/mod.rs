@@ -452,4 +452,6 @@ fn special_name_error(name: &str) -> ToolError {
 }
 
 #[cfg(test)]
+mod test_dir;
+#[cfg(test)]
 mod tests;

@@ -37,7 +37,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use capsaga_sdk::fs::{Expect, FileError, FileId, Follow, open_file, resolve};
+use capsaga_sdk::fs::{Expect, FileError, FileId, Follow, open_file, resolve, write_file};
 use capsaga_sdk::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -113,7 +113,8 @@ impl Tool for FsEdit {
         let (target, data, new) = prepare(&args, false)?;
         if data.replacements > 0 {
             let expect = Expect::same_or_one_name(data.previous_id.as_ref());
-            atomic_write(&target, new.as_bytes(), ctx, "execute", &expect)
+            scratch(&target, ctx, "execute")
+                .and_then(|tmp| write_file(&target, new.as_bytes(), &tmp, &expect))
                 .map_err(|e| e.tool_error(&target))?;
         }
         let effect = format!(
@@ -196,14 +197,10 @@ impl Tool for FsEdit {
             .hint("pass compensate the output that execute returned, unchanged"));
         }
         let expect = Expect::same_or_one_name(data.previous_id.as_ref());
-        atomic_write(
-            &target,
-            data.previous_content.as_bytes(),
-            ctx,
-            "compensate",
-            &expect,
-        )
-        .map_err(|e| e.unrevertible(&target))?;
+        let previous = data.previous_content.as_bytes();
+        scratch(&target, ctx, "compensate")
+            .and_then(|tmp| write_file(&target, previous, &tmp, &expect))
+            .map_err(|e| e.unrevertible(&target))?;
         remove_scratches(&scratches)
     }
 }
@@ -332,24 +329,11 @@ fn prepare(args: &Args, dry_run: bool) -> Result<(PathBuf, EditData, String), To
     Ok((target, data, new))
 }
 
-/// Writes `bytes` over `path` in place with [`capsaga_sdk::fs::write_file`]
-/// (mode, owner and hard links kept) when it is the file `expect` names,
-/// with a marker named by [`temp_path`] that stays if the write is
-/// interrupted.
-fn atomic_write(
-    path: &Path,
-    bytes: &[u8],
-    ctx: &CallContext,
-    op: &str,
-    expect: &Expect,
-) -> Result<(), FileError> {
-    let tmp = temp_path(path, ctx, op).ok_or_else(|| {
-        FileError::Io(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the path does not name a file",
-        ))
-    })?;
-    capsaga_sdk::fs::write_file(path, bytes, &tmp, expect)
+/// The marker of this step's `op` over `path` for [`write_file`] (which
+/// writes in place, mode, owner and hard links kept, only to the file the
+/// caller expects): [`temp_path`], left behind if the write is interrupted.
+fn scratch(path: &Path, ctx: &CallContext, op: &str) -> Result<PathBuf, FileError> {
+    temp_path(path, ctx, op).ok_or_else(|| FileError::Io(io::ErrorKind::InvalidInput.into()))
 }
 
 /// `<dir>/.<name>.<16 hex>.capsaga-tmp`, from the idempotency key and `op`.

@@ -457,7 +457,12 @@ pub fn apply(
             Op::RemoveFile => fs::remove_file(&path),
             Op::RemoveDir => fs::remove_dir(&path),
             Op::CreateDir => fs::create_dir(&path),
-            Op::Write(data) => atomic_write(&path, data, ctx, "execute", &p.change.before.expect()),
+            Op::Write(data) => temp_path(&path, ctx, "execute")
+                .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))
+                .and_then(|tmp| {
+                    let expect = p.change.before.expect();
+                    Ok(capsaga_sdk::fs::write_file(&path, data, &tmp, &expect)?)
+                }),
         };
         if let Err(e) = r {
             let mut msg = format!("{}: {e}", path.display());
@@ -475,27 +480,14 @@ pub fn apply(
     (done, None)
 }
 
-/// Writes `bytes` to `path` with [`capsaga_sdk::fs::write_file`] when what
-/// is there is what `expect` accepts: an existing file in place (its
-/// permission bits, owner and hard links kept; WASI cannot read or set
-/// modes), a new one through a temporary file and a rename. The scratch
-/// name comes from the step's idempotency key, so a crash leaves a file the
-/// step's compensation finds: it then knows the path may be partly written,
-/// restores it, and removes the scratch.
-fn atomic_write(
-    path: &Path,
-    bytes: &[u8],
-    ctx: &CallContext,
-    op: &str,
-    expect: &Expect,
-) -> io::Result<()> {
-    let tmp = temp_path(path, ctx, op)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
-    Ok(capsaga_sdk::fs::write_file(path, bytes, &tmp, expect)?)
-}
-
 /// The scratch path of a write to `path` by the step of `ctx` in `op`
-/// (`execute` or `compensate`): `<dir>/.<name>.<16 hex>.capsaga-tmp`.
+/// (`execute` or `compensate`): `<dir>/.<name>.<16 hex>.capsaga-tmp`. Given
+/// to [`capsaga_sdk::fs::write_file`], which writes an existing file in
+/// place (permission bits, owner and hard links kept; WASI cannot read or
+/// set modes), only when it is the file expected, and a new one through
+/// this scratch and a rename; a crash leaves the scratch, and the step's
+/// compensation then knows the path may be partly written, restores it,
+/// and removes the scratch.
 pub fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
     let (parent, name) = (path.parent()?, path.file_name()?);
     let key = sha256_hex(format!("{}\0{op}\0{}", ctx.idempotency_key, path.display()).as_bytes());

@@ -118,37 +118,30 @@ fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     f.read(buf)
 }
 
+/// What `m` names when it is not a regular file, for [`FileError::NotAFile`].
 fn kind_name(m: &Metadata) -> &'static str {
     let ft = m.file_type();
-    if ft.is_dir() {
-        "directory"
-    } else if ft.is_symlink() {
-        "symbolic link"
-    } else {
-        special(m)
-    }
-}
-
-#[cfg(unix)]
-fn special(m: &Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let ft = m.file_type();
-    if ft.is_fifo() {
-        "FIFO"
-    } else if ft.is_socket() {
-        "socket"
-    } else if ft.is_char_device() {
-        "character device"
-    } else if ft.is_block_device() {
-        "block device"
-    } else {
-        "special file"
-    }
-}
-
-#[cfg(not(unix))]
-fn special(_: &Metadata) -> &'static str {
-    "special file"
+    #[cfg(unix)]
+    let kinds = {
+        use std::os::unix::fs::FileTypeExt;
+        [
+            (ft.is_dir(), "directory"),
+            (ft.is_symlink(), "symbolic link"),
+            (ft.is_fifo(), "FIFO"),
+            (ft.is_socket(), "socket"),
+            (ft.is_char_device(), "character device"),
+            (ft.is_block_device(), "block device"),
+        ]
+    };
+    #[cfg(not(unix))]
+    let kinds = [
+        (ft.is_dir(), "directory"),
+        (ft.is_symlink(), "symbolic link"),
+    ];
+    kinds
+        .iter()
+        .find(|(is, _)| *is)
+        .map_or("special file", |(_, kind)| kind)
 }
 
 #[cfg(unix)]

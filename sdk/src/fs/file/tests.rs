@@ -2,29 +2,21 @@
 //! between a step and its undo, refused; the file itself, accepted.
 
 use super::*;
+use crate::fs::test_dir::TestDir;
 use crate::fs::{with_granted_roots, write_file};
 use std::fs;
 
-struct Dir(PathBuf);
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
+/// A fresh test directory with `ws/d/a.txt` and `outside/secret`.
+fn dirs(name: &str) -> TestDir {
+    let d = TestDir::new(&format!("file-{name}"));
+    fs::create_dir_all(d.0.join("ws/d")).unwrap();
+    fs::create_dir_all(d.0.join("outside")).unwrap();
+    fs::write(d.0.join("ws/d/a.txt"), "step wrote this").unwrap();
+    fs::write(d.0.join("outside/secret"), "step wrote this").unwrap();
+    d
 }
 
-/// `<tmp>/sdk-file-<pid>-<name>/{ws,outside}` with `ws/d/a.txt` and
-/// `outside/secret`.
-fn dirs(name: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("sdk-file-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(d.join("ws/d")).unwrap();
-    fs::create_dir_all(d.join("outside")).unwrap();
-    fs::write(d.join("ws/d/a.txt"), "step wrote this").unwrap();
-    fs::write(d.join("outside/secret"), "step wrote this").unwrap();
-    Dir(d)
-}
-
-fn in_ws<R>(d: &Dir, f: impl FnOnce(&Path) -> R) -> R {
+fn in_ws<R>(d: &TestDir, f: impl FnOnce(&Path) -> R) -> R {
     let ws = d.0.join("ws");
     with_granted_roots([&ws], || f(&ws))
 }
