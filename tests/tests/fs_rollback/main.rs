@@ -7,6 +7,7 @@
 mod attacks;
 mod cli;
 mod components;
+mod undo_links;
 
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;

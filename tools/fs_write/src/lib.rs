@@ -35,6 +35,17 @@
 //! else → `unrevertible`, naming the conflict, because a third party changed
 //! the file since.
 //!
+//! Links planted since the step: `execute` keeps the identity of the file it
+//! replaces (which object, how many names: `previous.id`), and both writes go
+//! through the SDK's guarded file ([`capsaga_sdk::fs::write_file`] with an
+//! [`Expect`]): each directory reached without following a link, the file
+//! opened without following, and, for the undo, required to be that same
+//! object with no more names than it had. A symbolic link swapped in for the
+//! file or for a directory on the way, a directory or FIFO in its place,
+//! another file, or a hard link added to it (to a file outside the grant or
+//! inside it) is refused with `unrevertible`, and nothing is written through
+//! it. A file the step created is removed only while it has one name.
+//!
 //! Paths: before anything is read or written, the path is checked with
 //! [`capsaga_sdk::fs::resolve`]. A `..` walk or an absolute path outside the
 //! directories granted for writing, or a symbolic link (anywhere in the path,
@@ -57,13 +68,13 @@
 //! the previous content of the file, so it is marked untrusted. Needs
 //! `fs:write:*`.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use capsaga_sdk::fs::{Follow, resolve};
+use capsaga_sdk::fs::{Expect, FileError, FileId, Follow, open_file, resolve};
 use capsaga_sdk::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -104,6 +115,11 @@ pub struct Previous {
     pub encoding: Option<Encoding>,
     /// Lowercase hex SHA-256 of its bytes (`null` when it did not exist).
     pub sha256: Option<String>,
+    /// Which file it was and how many names it had (absent when it did not
+    /// exist, and in outputs of older versions): the undo writes only to
+    /// that file, never through a link put in its place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<FileId>,
 }
 
 /// Output data of `execute` and `dry_run`.
@@ -216,10 +232,17 @@ impl Tool for FsWrite {
             remove_empty_dirs(&created_dirs);
             return Err(ToolError::from_io(&e, parent));
         }
-        if !unchanged && let Err(e) = atomic_write(path, args.content.as_bytes(), ctx, "execute") {
+        let expect = if plan.previous.existed {
+            Expect::same_or_one_name(plan.previous.id.as_ref())
+        } else {
+            Expect::Absent
+        };
+        if !unchanged
+            && let Err(e) = atomic_write(path, args.content.as_bytes(), ctx, "execute", &expect)
+        {
             // A failed step is not compensated: leave no empty directories behind.
             remove_empty_dirs(&created_dirs);
-            return Err(e);
+            return Err(e.tool_error(path));
         }
         let bytes = args.content.len();
         let mut out = Output::new(plan.data(&args, false));
@@ -300,7 +323,7 @@ impl Tool for FsWrite {
             .filter_map(|op| temp_path(path, ctx, op))
             .collect();
         let torn = scratches.iter().any(|t| capsaga_sdk::fs::interrupted(t));
-        let current = observe(path)?;
+        let current = observe(path).map_err(|e| e.unrevertible(path))?;
         let mut plan = decide(&data.previous, &data.written_sha256, &current);
         if torn && plan == Plan::Conflict && data.previous.existed {
             plan = Plan::Restore;
@@ -308,16 +331,20 @@ impl Tool for FsWrite {
         match plan {
             Plan::Nothing => remove_scratches(&scratches)?,
             Plan::Remove => {
-                match fs::remove_file(path) {
-                    Ok(()) => crate_log(&format!("removed {}", path.display())),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(ToolError::from_io(&e, path)),
+                // The step created it: a file with one name, never one
+                // someone linked since.
+                if capsaga_sdk::fs::remove_file(path, &Expect::OneName)
+                    .map_err(|e| e.unrevertible(path))?
+                {
+                    crate_log(&format!("removed {}", path.display()));
                 }
                 remove_scratches(&scratches)?;
             }
             Plan::Restore => {
                 let bytes = decode_previous(&data.previous)?;
-                atomic_write(path, &bytes, ctx, "compensate")?;
+                let expect = Expect::same_or_one_name(data.previous.id.as_ref());
+                atomic_write(path, &bytes, ctx, "compensate", &expect)
+                    .map_err(|e| e.unrevertible(path))?;
                 remove_scratches(&scratches)?;
                 crate_log(&format!(
                     "restored {} ({} bytes)",
@@ -418,6 +445,7 @@ fn prepare(args: &Args) -> Result<Prepared, ToolError> {
             content: None,
             encoding: None,
             sha256: None,
+            id: None,
         }
     };
     Ok(Prepared {
@@ -483,37 +511,39 @@ fn missing_ancestors(dir: &Path) -> Result<Vec<PathBuf>, ToolError> {
     Ok(missing)
 }
 
-/// Reads the file at `path` (if any) as the pre-image.
+/// Reads the file at `path` (if any) as the pre-image, with its identity,
+/// reached through the SDK's guarded file (no link followed).
 fn capture_previous(path: &Path) -> Result<Previous, ToolError> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+    let shown = path.display();
+    let file = match open_file(path, &Expect::Any) {
+        Ok(Some(f)) => f,
+        Ok(None) => {
             return Ok(Previous {
                 existed: false,
                 content: None,
                 encoding: None,
                 sha256: None,
+                id: None,
             });
         }
-        Err(e) => return Err(ToolError::from_io(&e, path)),
+        Err(FileError::Link) => {
+            return Err(
+                ToolError::unsupported(format!("{shown} is a symbolic link")).hint(
+                    "fs_write does not write through symbolic links; write to the link's target path",
+                ),
+            );
+        }
+        Err(FileError::NotAFile { kind: "directory" }) => {
+            return Err(ToolError::invalid_args(format!("{shown} is a directory"))
+                .hint("give the path of a file, e.g. a new name inside this directory"));
+        }
+        Err(FileError::NotAFile { kind }) => {
+            return Err(ToolError::unsupported(format!(
+                "{shown} is not a regular file (a {kind})"
+            )));
+        }
+        Err(e) => return Err(e.tool_error(path)),
     };
-    let shown = path.display();
-    if meta.file_type().is_symlink() {
-        return Err(
-            ToolError::unsupported(format!("{shown} is a symbolic link")).hint(
-                "fs_write does not write through symbolic links; write to the link's target path",
-            ),
-        );
-    }
-    if meta.is_dir() {
-        return Err(ToolError::invalid_args(format!("{shown} is a directory"))
-            .hint("give the path of a file, e.g. a new name inside this directory"));
-    }
-    if !meta.is_file() {
-        return Err(ToolError::unsupported(format!(
-            "{shown} is not a regular file"
-        )));
-    }
     let too_big = |size: u64| {
         ToolError::unsupported(format!(
             "{shown} has {size} bytes; fs_write keeps at most {MAX_PRE_IMAGE_BYTES} bytes of \
@@ -524,10 +554,12 @@ fn capture_previous(path: &Path) -> Result<Previous, ToolError> {
             json!({"path": shown.to_string(), "size_bytes": size, "limit": MAX_PRE_IMAGE_BYTES}),
         )
     };
-    if meta.len() > MAX_PRE_IMAGE_BYTES {
-        return Err(too_big(meta.len()));
+    if file.len() > MAX_PRE_IMAGE_BYTES {
+        return Err(too_big(file.len()));
     }
-    let bytes = fs::read(path).map_err(|e| ToolError::from_io(&e, path))?;
+    let bytes = file
+        .read_at_most(MAX_PRE_IMAGE_BYTES)
+        .map_err(|e| e.tool_error(path))?;
     if bytes.len() as u64 > MAX_PRE_IMAGE_BYTES {
         return Err(too_big(bytes.len() as u64));
     }
@@ -541,24 +573,25 @@ fn capture_previous(path: &Path) -> Result<Previous, ToolError> {
         content: Some(content),
         encoding: Some(encoding),
         sha256: Some(sha256),
+        id: Some(file.id().clone()),
     })
 }
 
-/// What is at `path` now, hashing a file in a streaming way.
-fn observe(path: &Path) -> Result<Current, ToolError> {
-    match fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Current::Absent),
-        Err(e) => Err(ToolError::from_io(&e, path)),
-        Ok(meta) if !meta.is_file() => Ok(Current::Other),
-        Ok(_) => {
-            let mut file = File::open(path).map_err(|e| ToolError::from_io(&e, path))?;
-            let mut hasher = Sha256::new();
-            io::copy(&mut file, &mut hasher).map_err(|e| ToolError::from_io(&e, path))?;
-            Ok(Current::File {
-                sha256: hex(&hasher.finalize()),
-            })
-        }
-    }
+/// What is at `path` now, reached through the SDK's guarded file: a link
+/// or anything but a regular file is [`Current::Other`]; a link or a
+/// non-directory on the way is an error (the path leads elsewhere now).
+fn observe(path: &Path) -> Result<Current, FileError> {
+    let file = match open_file(path, &Expect::Any) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Ok(Current::Absent),
+        Err(FileError::Link | FileError::NotAFile { .. }) => return Ok(Current::Other),
+        Err(e) => return Err(e),
+    };
+    let mut hasher = Sha256::new();
+    io::copy(&mut file.reader(), &mut hasher)?;
+    Ok(Current::File {
+        sha256: hex(&hasher.finalize()),
+    })
 }
 
 /// The previous content as bytes, checked against its hash.
@@ -584,22 +617,29 @@ fn decode_previous(previous: &Previous) -> Result<Vec<u8>, ToolError> {
     Ok(bytes)
 }
 
-/// Writes `bytes` to `path` with [`capsaga_sdk::fs::write_file`]: an
-/// existing file in place (its mode, owner and hard links kept), a new one
-/// through a temporary file and a rename.
+/// Writes `bytes` to `path` with [`capsaga_sdk::fs::write_file`] when what
+/// is there is what `expect` accepts: an existing file in place (its mode,
+/// owner and hard links kept), a new one through a temporary file and a
+/// rename.
 ///
 /// The scratch name is derived from the step's idempotency key and the
 /// operation ([`temp_path`]): a process killed during the write leaves it,
 /// and the step's own compensation (or its next attempt) finds it, knows the
 /// file may be partly written, and removes it.
-fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> Result<(), ToolError> {
+fn atomic_write(
+    path: &Path,
+    bytes: &[u8],
+    ctx: &CallContext,
+    op: &str,
+    expect: &Expect,
+) -> Result<(), FileError> {
     let Some(tmp) = temp_path(path, ctx, op) else {
-        return Err(ToolError::invalid_args(format!(
-            "{} does not name a file",
-            path.display()
+        return Err(FileError::Io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the path does not name a file",
         )));
     };
-    capsaga_sdk::fs::write_file(path, bytes, &tmp).map_err(|e| ToolError::from_io(&e, path))
+    capsaga_sdk::fs::write_file(path, bytes, &tmp, expect)
 }
 
 /// Removes the scratch files of this step once its compensation is done.
