@@ -12,6 +12,9 @@
 //! - [`net_guard`]: whether a guest's outgoing HTTP request may leave the host,
 //!   and to which addresses (URL, grant and address-class checks).
 //! - [`redact`]: streaming redaction of secret values in responses.
+//! - [`scrub`]: text scrubbed of secrets (known values and credential
+//!   shapes) before it leaves through a log, a span, a metric, the audit
+//!   export or the console.
 //! - [`fsm`]: the guardrail finite-state machine of the saga, and the
 //!   operator's `fsm.toml` extra rows.
 //! - [`approval`]: human approvals bound to one exact call, claimed once.
@@ -71,6 +74,7 @@ pub use policy::providers;
 pub mod redact;
 pub mod retry;
 pub mod schema_load;
+pub mod scrub;
 pub mod sealed;
 pub mod session_table;
 pub mod tool;
