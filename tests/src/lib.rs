@@ -11,6 +11,7 @@ pub mod llm_server;
 pub mod mcp_rig;
 pub mod neuron_rig;
 pub mod otlp_receiver;
+pub mod raw_http;
 pub mod webdriver;
 pub mod wire_rig;
 pub mod wire_schema;

@@ -30,6 +30,8 @@
 //!   formats asserted and known, nothing fetched, no same-instance cycle).
 //! - [`json`]: strict JSON parsing (duplicate keys refused) and canonical form.
 //! - [`jsonrpc`]: admission of a raw JSON-RPC message (MCP) under the same rules.
+//! - [`routing_headers`]: the HTTP headers the server routes or authenticates
+//!   on, each sent once and saying what the body says.
 //! - [`idempotency`]: idempotency keys of saga steps.
 //! - [`error`]: the error kinds of the tool world and the tool error record.
 //! - [`tool`]: the call context and tool output records.
@@ -73,6 +75,7 @@ pub mod prompt;
 pub use policy::providers;
 pub mod redact;
 pub mod retry;
+pub mod routing_headers;
 pub mod schema_load;
 pub mod scrub;
 pub mod sealed;

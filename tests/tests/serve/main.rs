@@ -18,6 +18,7 @@ mod reload;
 mod resources;
 mod rest;
 mod sessions;
+mod single_headers;
 mod stateless;
 mod strict;
 mod tasks;

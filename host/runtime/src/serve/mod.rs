@@ -26,6 +26,8 @@
 //!   limit, graceful shutdown).
 //! - [`limits`]: `Host`/`Origin` allowlists, header and body limits,
 //!   timeouts.
+//! - [`wire`]: every routing and authentication header sent once and, on
+//!   `/mcp`, saying what the body says (the outermost layer).
 //! - [`admit`], [`stdio`]: every MCP message (an HTTP body, a stdio line)
 //!   admitted by the dispatch door's rule (`crate::dispatch::admit`:
 //!   strict JSON, size limits, no batch) before rmcp reads it.
@@ -53,6 +55,7 @@ pub mod sessions;
 pub mod stdio;
 pub mod tools;
 pub mod views;
+pub mod wire;
 
 use crate::dispatch::AbandonedEnd;
 use crate::host::Host;
@@ -417,6 +420,8 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .merge(mcp)
         .layer(axum::extract::DefaultBodyLimit::max(o.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(limits, limits::guard))
+        // Outermost: no layer inside reads a header sent twice.
+        .layer(axum::middleware::from_fn(wire::single))
 }
 
 /// `capsaga serve`: the HTTP server until `shutdown` resolves. `on_bound`
