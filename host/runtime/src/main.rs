@@ -3,7 +3,6 @@
 use capsaga_host::cli::{Cli, exit, main_with};
 use clap::Parser;
 use std::process::ExitCode;
-use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -35,13 +34,9 @@ fn main() -> ExitCode {
             None
         }
     };
-    let logs = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CAPSAGA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
-        );
+    // The log output: every event scrubbed of the host's secrets and of
+    // credential shapes (`capsaga_telemetry::logs`).
+    let logs = capsaga_telemetry::logs::layer(filter);
     let _ = tracing_subscriber::registry()
         .with(telemetry.as_ref().map(|t| t.layer()))
         .with(logs)

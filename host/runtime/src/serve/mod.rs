@@ -17,7 +17,8 @@
 //! - [`rest`]: the REST routes; [`operator`]: the operator's routes (the
 //!   kill switch, sealed keys).
 //! - [`console`]: the operator web console at `/console` (the
-//!   `capsaga-console` crate over the store and the door).
+//!   `capsaga-console` crate over the store and the door), its answers
+//!   scrubbed of the host's secrets ([`scrubbed`]).
 //! - [`auth`]: principals from named tokens and `CAPSAGA_TOKEN`
 //!   (constant-time), 403 for clients on operator routes.
 //! - [`sessions`]: MCP sessions bound to their principal, bounded globally
@@ -51,6 +52,7 @@ pub mod operator;
 pub mod resources;
 pub mod rest;
 pub mod rest_memory;
+pub mod scrubbed;
 pub mod sessions;
 pub mod stdio;
 pub mod tools;
