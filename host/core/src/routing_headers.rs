@@ -14,15 +14,18 @@
 //!   headers included), `Last-Event-ID`, `traceparent`, `Sec-Fetch-Site`:
 //!   refused when sent more than once (header names are case-insensitive:
 //!   `mcp-method` and `MCP-METHOD` are two copies), empty, or holding bytes
-//!   outside visible ASCII (a client wraps other text in `=?base64?...?=`).
+//!   outside visible ASCII (a client wraps other text in `=?base64?...?=`);
+//!   and one of their names spelled with `_` for `-` (`Mcp_Method`,
+//!   `Last_Event_ID`) is refused, sent alone or not: gateways
+//!   that map headers to CGI-style variables read it as the real one.
 //!   Those whose value is one token are also refused when it holds a comma
 //!   (the form a proxy folding two copies writes): all of them but
 //!   `Mcp-Name` and `Mcp-Param-*`, whose value is a client's text (a
 //!   resource URI may hold a comma) compared whole with the body.
 //! - **Lists** keep HTTP's folding: `Accept` and `tracestate` may be sent
 //!   several times (every reader reads them all); `Cookie` too, but the
-//!   console's session cookie may appear only once in all of them
-//!   ([`cookie_once`]).
+//!   console's session cookie may appear only once in all of them, under
+//!   any case of its name ([`cookie_once`]).
 //! - **Agreement** ([`agree`]), for a JSON-RPC message whatever its
 //!   revision: `Mcp-Method` is the body's `method` (and is refused on a
 //!   message that has none: a response); `Mcp-Name` is the body's tool or
@@ -59,6 +62,11 @@ pub enum HeaderRefusal {
     /// Empty.
     #[error("the {0} header is empty")]
     Empty(String),
+    /// A name that is a routing or authentication header's with `_` for
+    /// `-` (`Mcp_Method`): a proxy or gateway that maps both to one name
+    /// (CGI's `HTTP_MCP_METHOD`) would read it where capsaga does not.
+    #[error("the {0} header is spelled with `_` for `-`: send the routing header under its own name")]
+    Lookalike(String),
     /// Bytes outside visible ASCII.
     #[error("the {0} header holds bytes outside visible ASCII (wrap other text as =?base64?...?=)")]
     NotText(String),
@@ -82,8 +90,15 @@ pub const CONSOLE_COOKIE: &str = "capsaga_console";
 /// routes or authenticates on (or a list, which may repeat).
 pub fn rule(name: &str) -> Option<Rule> {
     match name {
-        "host" | "origin" | "authorization" | "content-type" | "mcp-session-id"
-        | "mcp-protocol-version" | "mcp-method" | "last-event-id" | "traceparent"
+        "host"
+        | "origin"
+        | "authorization"
+        | "content-type"
+        | "mcp-session-id"
+        | "mcp-protocol-version"
+        | "mcp-method"
+        | "last-event-id"
+        | "traceparent"
         | "sec-fetch-site" => Some(Rule::Token),
         n if n.starts_with("mcp-") => Some(Rule::Text),
         _ => None,
@@ -102,7 +117,9 @@ fn visible(v: &[u8]) -> bool {
 ///
 /// # Errors
 /// The first [`HeaderRefusal`] found.
-pub fn single<'a>(headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Result<(), HeaderRefusal> {
+pub fn single<'a>(
+    headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> Result<(), HeaderRefusal> {
     let mut seen: Vec<&str> = Vec::new();
     let mut cookies: Vec<&[u8]> = Vec::new();
     for (name, value) in headers {
@@ -111,6 +128,9 @@ pub fn single<'a>(headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Res
             continue;
         }
         let Some(rule) = rule(name) else {
+            if name.contains('_') && rule(&name.replace('_', "-")).is_some() {
+                return Err(HeaderRefusal::Lookalike(name.to_string()));
+            }
             continue;
         };
         if seen.contains(&name) {
@@ -131,8 +151,8 @@ pub fn single<'a>(headers: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Res
 }
 
 /// The console's session cookie appears at most once in all the `Cookie`
-/// headers of a request (two copies: which one a reader takes is up to
-/// it).
+/// headers of a request, whatever the case of its name (two copies: which
+/// one a reader takes is up to it).
 ///
 /// # Errors
 /// [`HeaderRefusal::Repeated`].
@@ -142,7 +162,7 @@ pub fn cookie_once<'a>(cookies: impl IntoIterator<Item = &'a [u8]>) -> Result<()
         .flat_map(|c| c.split(|b| *b == b';'))
         .filter(|pair| {
             let name = pair.split(|b| *b == b'=').next().unwrap_or_default();
-            name.trim_ascii() == CONSOLE_COOKIE.as_bytes()
+            name.trim_ascii().eq_ignore_ascii_case(CONSOLE_COOKIE.as_bytes())
         })
         .count();
     if named > 1 {
@@ -202,7 +222,10 @@ fn version_of(message: &Value) -> Option<&str> {
 /// text, anything else is itself; `None` for a bad Base64 wrapping.
 fn decoded(v: &str) -> Option<String> {
     use base64::Engine as _;
-    match v.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
         Some(inner) => base64::engine::general_purpose::STANDARD
             .decode(inner)
             .ok()
@@ -244,8 +267,8 @@ pub fn agree<'a>(
         }
     }
     if let Some(h) = header("mcp-name") {
-        let said = decoded(h)
-            .ok_or_else(|| disagrees("Mcp-Name", "its Base64 does not decode".into()))?;
+        let said =
+            decoded(h).ok_or_else(|| disagrees("Mcp-Name", "its Base64 does not decode".into()))?;
         match name_of(message) {
             Some(n) if n == said => {}
             Some(_) => {

@@ -26,12 +26,24 @@
 //!    variable whose name names a secret (`password=`, `"api_key": "..."`,
 //!    `CAPSAGA_KEK=`, `cookie:`), in plain text, JSON or HTML.
 //!
+//! Between the two, **pieces** ([`fragments`]): a known value cut into
+//! parts (two log fields, two span attributes, two members of a JSON
+//! text, two lines of wrapped Base64) leaves each part: every run of at
+//! least [`MIN_FRAGMENT`] bytes of a known value (of
+//! [`MIN_BASE64_NEEDLE`] characters of one of its Base64 forms) is
+//! redacted wherever it appears, the overlapping runs joined, so a part
+//! of that length or more is redacted whole. Only values that look like
+//! keys (token characters, a letter and a digit, not a path) are cut into
+//! pieces: a secret-named variable holding a path or a sentence would
+//! redact ordinary text.
+//!
 //! What is replaced becomes [`REDACTED`]; the rest of the text stays as it
 //! was, so a log line or a page keeps its meaning. Scrubbing is idempotent.
 //!
 //! Out of scope, said in THREAT_MODEL.md: a secret the host does not know
 //! and whose shape is not one of these, a known one transformed otherwise
-//! (hex, reversed, case-changed, encoded twice) or split over two values.
+//! (hex, reversed, case-changed, encoded twice), or split into parts
+//! shorter than [`MIN_FRAGMENT`] bytes.
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use base64::Engine as _;
@@ -47,12 +59,17 @@ pub const MIN_KNOWN_LEN: usize = 8;
 
 /// Shortest Base64 needle derived from a known value, characters (shorter
 /// ones would match unrelated Base64 text).
-const MIN_BASE64_NEEDLE: usize = 12;
+pub const MIN_BASE64_NEEDLE: usize = 12;
+
+/// Shortest piece of a known value redacted on its own, bytes.
+pub const MIN_FRAGMENT: usize = 8;
 
 /// The known secrets of a process, ready to scrub text with.
 #[derive(Clone, Default)]
 pub struct Scrubber {
     known: Option<AhoCorasick>,
+    /// Every piece of [`fragments`] (overlapping matches).
+    pieces: Option<AhoCorasick>,
     /// One [`REDACTED`] per needle (what `replace_all` takes).
     with: Vec<&'static str>,
     count: usize,
@@ -69,6 +86,7 @@ impl Scrubber {
     /// than [`MIN_KNOWN_LEN`] are left to the shapes) and of every shape.
     pub fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Scrubber {
         let mut needles: Vec<String> = Vec::new();
+        let mut pieces: Vec<String> = Vec::new();
         let mut count = 0;
         for s in secrets {
             if s.len() < MIN_KNOWN_LEN {
@@ -76,9 +94,15 @@ impl Scrubber {
             }
             count += 1;
             needles.extend(variants(s));
+            pieces.extend(fragments(s));
         }
         needles.sort();
         needles.dedup();
+        pieces.sort();
+        pieces.dedup();
+        let pieces = (!pieces.is_empty())
+            .then(|| AhoCorasick::new(&pieces).ok())
+            .flatten();
         // Leftmost-longest: of two needles starting at one byte the longer
         // wins, so a value is never half-replaced by a shorter variant.
         let known = (!needles.is_empty())
@@ -90,7 +114,12 @@ impl Scrubber {
             })
             .flatten();
         let with = vec![REDACTED; needles.len()];
-        Scrubber { known, with, count }
+        Scrubber {
+            known,
+            pieces,
+            with,
+            count,
+        }
     }
 
     /// How many known secrets it matches by value.
@@ -104,6 +133,10 @@ impl Scrubber {
         let known: Cow<'t, str> = match &self.known {
             Some(ac) if ac.is_match(text) => Cow::Owned(ac.replace_all(text, &self.with)),
             _ => Cow::Borrowed(text),
+        };
+        let known = match self.pieces.as_ref().map(|p| joined(p, &known)) {
+            Some(Some(t)) => Cow::Owned(t),
+            _ => known,
         };
         match known {
             Cow::Borrowed(t) => shapes(t),
@@ -132,7 +165,8 @@ impl Scrubber {
 }
 
 /// The forms of `secret` that are matched by value: itself, JSON/`Debug`
-/// escaped, HTML-escaped (`&<>"'`), percent-encoded (upper and lower hex),
+/// escaped, HTML-escaped (`&<>"'`), percent-encoded (upper and lower hex;
+/// the reserved bytes only, or every byte),
 /// and the Base64 runs (standard and URL-safe) that any Base64 encoding of a
 /// text holding it contains, whatever its offset in that text.
 pub fn variants(secret: &str) -> Vec<String> {
@@ -145,6 +179,21 @@ pub fn variants(secret: &str) -> Vec<String> {
     v.push(html(secret));
     v.push(percent(secret, false));
     v.push(percent(secret, true));
+    // Every byte escaped, as some encoders (and evasions) write it.
+    for lower in [false, true] {
+        v.push(
+            secret
+                .bytes()
+                .map(|b| {
+                    if lower {
+                        format!("%{b:02x}")
+                    } else {
+                        format!("%{b:02X}")
+                    }
+                })
+                .collect(),
+        );
+    }
     let b = secret.as_bytes();
     for engine in [
         &base64::engine::general_purpose::STANDARD_NO_PAD,
@@ -168,6 +217,79 @@ pub fn variants(secret: &str) -> Vec<String> {
     v.sort();
     v.dedup();
     v
+}
+
+/// Whether `secret` looks like a key (cut into [`fragments`]): token
+/// characters only, a letter and a digit, not a path.
+fn key_like(secret: &str) -> bool {
+    let b = secret.as_bytes();
+    b.iter()
+        .all(|c| c.is_ascii_alphanumeric() || b"+/=_-.~".contains(c))
+        && b.iter().any(u8::is_ascii_alphabetic)
+        && b.iter().any(u8::is_ascii_digit)
+        && !matches!(b.first(), Some(b'/' | b'.' | b'~'))
+}
+
+/// The pieces of `secret` redacted on their own: every run of
+/// [`MIN_FRAGMENT`] bytes of it, and of [`MIN_BASE64_NEEDLE`] characters
+/// of each of its Base64 forms; none when it does not look like a key.
+pub fn fragments(secret: &str) -> Vec<String> {
+    if !key_like(secret) {
+        return Vec::new();
+    }
+    let mut v: Vec<String> = secret
+        .as_bytes()
+        .windows(MIN_FRAGMENT)
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    for b64 in variants(secret)
+        .into_iter()
+        .filter(|n| n.len() >= MIN_BASE64_NEEDLE && !n.contains(secret))
+    {
+        v.extend(
+            b64.as_bytes()
+                .windows(MIN_BASE64_NEEDLE)
+                .map(|w| String::from_utf8_lossy(w).into_owned()),
+        );
+    }
+    // Never a piece of the replacement itself (scrubbing stays idempotent).
+    v.retain(|p| !REDACTED.contains(p.as_str()));
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// `text` with every span covered by overlapping matches of `pieces`
+/// joined and replaced by one [`REDACTED`]; `None` when nothing matched.
+fn joined(pieces: &AhoCorasick, text: &str) -> Option<String> {
+    // Overlapping matches come by their end: sorted by start to be joined.
+    let mut found: Vec<(usize, usize)> = pieces
+        .try_find_overlapping_iter(text)
+        .ok()?
+        .map(|m| (m.start(), m.end()))
+        .collect();
+    found.sort_unstable();
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for m in found {
+        let (start, end) = m;
+        match spans.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => spans.push((start, end)),
+        }
+    }
+    if spans.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (from, to) in spans {
+        // Pieces are ASCII (a key-like value and its Base64 forms).
+        out.push_str(text.get(at..from)?);
+        out.push_str(REDACTED);
+        at = to;
+    }
+    out.push_str(text.get(at..)?);
+    Some(out)
 }
 
 fn html(s: &str) -> String {

@@ -20,17 +20,30 @@ fn shapes_are_redacted_inside_longer_texts_in_text_json_and_html() {
         (format!("the token {TOKEN} was used"), TOKEN),
         (format!("key={OPENAI}&x=1"), OPENAI),
         (format!("{{\"k\":\"{OPENAI}\"}}"), OPENAI),
-        ("sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123".into(), "abcdefghijklmnop"),
-        ("stripe sk_live_0123456789abcdefABCD ok".into(), "0123456789abcdefABCD"),
-        ("gh ghp_0123456789abcdefghijABCDEFGHIJ0123 x".into(), "0123456789abcdefghij"),
-        ("slack xoxb-1234567890-abcdefghij".into(), "1234567890-abcdefghij"),
+        (
+            "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123".into(),
+            "abcdefghijklmnop",
+        ),
+        (
+            "stripe sk_live_0123456789abcdefABCD ok".into(),
+            "0123456789abcdefABCD",
+        ),
+        (
+            "gh ghp_0123456789abcdefghijABCDEFGHIJ0123 x".into(),
+            "0123456789abcdefghij",
+        ),
+        (
+            "slack xoxb-1234567890-abcdefghij".into(),
+            "1234567890-abcdefghij",
+        ),
         ("aws AKIAIOSFODNN7EXAMPLE!".into(), "IOSFODNN7EXAMPLE"),
         (
             "jwt eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4".into(),
             "SflKxwRJSMeKKF2QT4",
         ),
         (
-            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----".into(),
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"
+                .into(),
             "MIIEowIBAAKCAQEA",
         ),
         (
@@ -41,7 +54,10 @@ fn shapes_are_redacted_inside_longer_texts_in_text_json_and_html() {
             "upstream said: invalid Authorization: Bearer opaque.value.x12 (401)".into(),
             "opaque.value.x12",
         ),
-        ("{\"Authorization\":\"Basic dXNlcjpodW50ZXIy\"}".into(), "dXNlcjpodW50ZXIy"),
+        (
+            "{\"Authorization\":\"Basic dXNlcjpodW50ZXIy\"}".into(),
+            "dXNlcjpodW50ZXIy",
+        ),
         (
             "&quot;authorization&quot;: &quot;Bearer zzzz-9999&quot;".into(),
             "zzzz-9999",
@@ -50,8 +66,14 @@ fn shapes_are_redacted_inside_longer_texts_in_text_json_and_html() {
             "headers: {\\\"proxy-authorization\\\": \\\"Digest abc123\\\"}".into(),
             "abc123",
         ),
-        ("got Bearer a1b2c3d4e5f6g7h8i9 back".into(), "a1b2c3d4e5f6g7h8i9"),
-        ("CAPSAGA_KEK=00ff00ff11ee11ee rest".into(), "00ff00ff11ee11ee"),
+        (
+            "got Bearer a1b2c3d4e5f6g7h8i9 back".into(),
+            "a1b2c3d4e5f6g7h8i9",
+        ),
+        (
+            "CAPSAGA_KEK=00ff00ff11ee11ee rest".into(),
+            "00ff00ff11ee11ee",
+        ),
         ("{\"api_key\": \"opaque-value-1\"}".into(), "opaque-value-1"),
         ("x-api-key: opaque-value-2".into(), "opaque-value-2"),
         ("PGPASSWORD=hunter2hunter2".into(), "hunter2hunter2"),
@@ -122,11 +144,88 @@ fn known_values_are_redacted_in_every_encoding() {
 }
 
 #[test]
+fn a_known_value_cut_into_pieces_is_redacted_piece_by_piece() {
+    let sealed = "orgkey-Zq8Wv3Lm5Np1Rt7Yx2Bc6Df4Gh9Jk0";
+    let grant = "grant+val/Pm4Ns7Kd2=Fq9Lx3Ty6Wr";
+    let s = Scrubber::new([sealed, grant, TOKEN]);
+    let (a, b) = sealed.split_at(17);
+    let (t1, rest) = TOKEN.split_at(12);
+    let (t2, t3) = rest.split_at(16);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("config {sealed} end"));
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        // Two fields of one log line, two attributes, two JSON members.
+        (format!(r#"k1="{a}" k2="{b}""#), vec![a, b]),
+        (format!(r#"{{"head":"{a}","tail":"{b}"}}"#), vec![a, b]),
+        // Three pieces, reversed order, with words glued to them.
+        (format!("x={t3}; y=pre{t2}post; z={t1}"), vec![t1, t2, t3]),
+        // On two lines.
+        (format!("{a}\n{b}"), vec![a, b]),
+        // A piece alone.
+        (format!("only the tail {b} was logged"), vec![b]),
+        // A Base64 text wrapped at 20 columns (a MIME body, a PEM-like
+        // blob): no line holds the whole encoded value.
+        (
+            b64.as_bytes()
+                .chunks(20)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect::<Vec<_>>()
+                .join("\r\n"),
+            b64.as_bytes()
+                .chunks(20)
+                .filter(|c| c.len() >= MIN_BASE64_NEEDLE)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect::<Vec<_>>()
+                .into_iter()
+                .skip(1)
+                .take(2)
+                .collect(),
+        ),
+        // Percent-encoded, every byte.
+        (
+            grant.bytes().map(|c| format!("%{c:02X}")).collect(),
+            vec!["%67%72%61%6E%74%2B%76%61%6C"],
+        ),
+        (
+            grant.bytes().map(|c| format!("%{c:02x}")).collect(),
+            vec!["%67%72%61%6e%74%2b%76%61%6c"],
+        ),
+    ];
+    for (text, pieces) in cases {
+        let out = s.scrub(&text).into_owned();
+        assert!(out.contains(REDACTED), "{text} -> {out}");
+        none_left(&out, &pieces);
+        assert_eq!(s.scrub(&out), out, "idempotent");
+    }
+    // Words around the pieces stay.
+    let out = s.scrub(&format!("before {a} middle {b} after")).into_owned();
+    assert_eq!(out, "before [redacted] middle [redacted] after");
+    // A piece shorter than the minimum is left (it tells little).
+    let out = s.scrub(&format!("tail {}", &b[b.len() - 5..])).into_owned();
+    assert!(!out.contains(REDACTED), "{out}");
+}
+
+#[test]
+fn a_value_that_is_not_key_like_is_not_cut_into_pieces() {
+    // A secret-named variable holding a path or a sentence: matched whole,
+    // never by its parts (they are ordinary text).
+    let s = Scrubber::new([
+        "/run/user/1000/keyring/ssh",
+        "unix:path=/run/user/1000/bus",
+        "my secret sentence 2024",
+    ]);
+    assert!(fragments("/run/user/1000/keyring/ssh").is_empty());
+    let t = "opened /run/user/1000/other and my secret notes";
+    assert_eq!(s.scrub(t), t);
+    assert_eq!(s.scrub("at unix:path=/run/user/1000/bus."), "at [redacted].");
+    assert!(!fragments(TOKEN).is_empty());
+    assert!(fragments(TOKEN).iter().all(|p| !REDACTED.contains(p.as_str())));
+}
+
+#[test]
 fn scrubbing_is_idempotent_and_keeps_what_is_not_secret() {
     let s = Scrubber::new(["correct-horse-battery"]);
-    let t = format!(
-        "visible-part correct-horse-battery Authorization: Bearer {TOKEN}; {OPENAI} end"
-    );
+    let t =
+        format!("visible-part correct-horse-battery Authorization: Bearer {TOKEN}; {OPENAI} end");
     let once = s.scrub(&t).into_owned();
     none_left(&once, &["correct-horse-battery", TOKEN, OPENAI]);
     assert!(once.starts_with("visible-part "), "{once}");

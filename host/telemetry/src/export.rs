@@ -27,7 +27,6 @@ use crate::otlp::{json_protocol, number, resource, signal_number, var};
 use crate::{TARGET, content};
 use opentelemetry::trace::{Status, TracerProvider as _};
 use opentelemetry::{Array, KeyValue, Value};
-use std::borrow::Cow;
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -35,6 +34,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter,
     SpanProcessor,
 };
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

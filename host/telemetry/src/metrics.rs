@@ -510,7 +510,10 @@ mod tests {
         let m = Metrics::new();
         let key = "sk-proj-MetricLabel0123456789abcdef";
         crate::secrets::remember("known-label-secret-42");
-        assert_eq!(m.label("name", &format!("gpt-4o {key}")), "gpt-4o [redacted]");
+        assert_eq!(
+            m.label("name", &format!("gpt-4o {key}")),
+            "gpt-4o [redacted]"
+        );
         assert_eq!(m.label("kind", "x known-label-secret-42"), "x [redacted]");
         assert_eq!(m.label("name", "gpt-4o"), "gpt-4o");
     }

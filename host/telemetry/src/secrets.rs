@@ -77,11 +77,7 @@ pub fn remember_all<'a>(secrets: impl IntoIterator<Item = &'a str>) {
 
 /// The scrubber of everything remembered so far.
 pub fn scrubber() -> Arc<Scrubber> {
-    KNOWN
-        .current
-        .read()
-        .map(|c| c.clone())
-        .unwrap_or_default()
+    KNOWN.current.read().map(|c| c.clone()).unwrap_or_default()
 }
 
 /// `text` without any secret the process knows nor any credential shape.

@@ -32,13 +32,13 @@ fn line(k: &'static str, v: &str) -> (&'static str, Vec<u8>) {
 /// A 2026-07-28 `tools/call` of `fs_write` writing `file` (its JSON text).
 fn call_2026(ws: &TestWorkspace, file: &str) -> String {
     json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-        "params": {"name": "fs_write",
-            "arguments": {"path": ws.ws_path(file), "content": "ran\n"},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": REV,
-                "io.modelcontextprotocol/clientInfo": {"name": "single-headers", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }}})
+    "params": {"name": "fs_write",
+        "arguments": {"path": ws.ws_path(file), "content": "ran\n"},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": REV,
+            "io.modelcontextprotocol/clientInfo": {"name": "single-headers", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }}})
     .to_string()
 }
 
@@ -55,7 +55,10 @@ fn headers(addr: SocketAddr, who: &str, replace: &[(&'static str, Vec<u8>)]) -> 
         line("Mcp-Name", "fs_write"),
         line("Authorization", &format!("Bearer {}", secret(who))),
     ];
-    let replaced: Vec<String> = replace.iter().map(|(k, _)| k.to_ascii_lowercase()).collect();
+    let replaced: Vec<String> = replace
+        .iter()
+        .map(|(k, _)| k.to_ascii_lowercase())
+        .collect();
     base.retain(|(k, _)| !replaced.contains(&k.to_ascii_lowercase()));
     base.extend(replace.iter().cloned());
     base
@@ -81,15 +84,24 @@ async fn stateless_routing_headers_are_single_and_say_what_the_body_says() {
     let cases: Vec<(&str, Lines)> = vec![
         (
             "MCP-Protocol-Version twice, the agreeing copy first",
-            vec![line("MCP-Protocol-Version", REV), line("MCP-Protocol-Version", OLD)],
+            vec![
+                line("MCP-Protocol-Version", REV),
+                line("MCP-Protocol-Version", OLD),
+            ],
         ),
         (
             "MCP-Protocol-Version twice, the agreeing copy last",
-            vec![line("MCP-Protocol-Version", OLD), line("mcp-protocol-version", REV)],
+            vec![
+                line("MCP-Protocol-Version", OLD),
+                line("mcp-protocol-version", REV),
+            ],
         ),
         (
             "MCP-Protocol-Version twice, the same value, two spellings",
-            vec![line("mcp-protocol-version", REV), line("MCP-PROTOCOL-VERSION", REV)],
+            vec![
+                line("mcp-protocol-version", REV),
+                line("MCP-PROTOCOL-VERSION", REV),
+            ],
         ),
         (
             "MCP-Protocol-Version folded",
@@ -97,14 +109,23 @@ async fn stateless_routing_headers_are_single_and_say_what_the_body_says() {
         ),
         (
             "Mcp-Method twice, one agreeing",
-            vec![line("Mcp-Method", "tools/call"), line("mcp-method", "tools/list")],
+            vec![
+                line("Mcp-Method", "tools/call"),
+                line("mcp-method", "tools/list"),
+            ],
         ),
         (
             "Mcp-Method twice, the same value",
-            vec![line("mcp-method", "tools/call"), line("MCP-METHOD", "tools/call")],
+            vec![
+                line("mcp-method", "tools/call"),
+                line("MCP-METHOD", "tools/call"),
+            ],
         ),
         ("Mcp-Method empty", vec![line("Mcp-Method", "")]),
-        ("Mcp-Method naming another method", vec![line("Mcp-Method", "tools/list")]),
+        (
+            "Mcp-Method naming another method",
+            vec![line("Mcp-Method", "tools/list")],
+        ),
         (
             "Mcp-Method outside ASCII",
             vec![("Mcp-Method", b"tools/call\xc2\xa0".to_vec())],
@@ -113,14 +134,20 @@ async fn stateless_routing_headers_are_single_and_say_what_the_body_says() {
             "Mcp-Name twice, one agreeing",
             vec![line("Mcp-Name", "fs_write"), line("mcp-name", "time_now")],
         ),
-        ("Mcp-Name naming another tool", vec![line("Mcp-Name", "time_now")]),
+        (
+            "Mcp-Name naming another tool",
+            vec![line("Mcp-Name", "time_now")],
+        ),
         (
             "Mcp-Name naming another tool in Base64",
             vec![line("Mcp-Name", "=?base64?dGltZV9ub3c=?=")],
         ),
         (
             "Mcp-Param header twice",
-            vec![line("Mcp-Param-Region", "eu"), line("Mcp-Param-Region", "us")],
+            vec![
+                line("Mcp-Param-Region", "eu"),
+                line("Mcp-Param-Region", "us"),
+            ],
         ),
         (
             "Authorization twice: the caller's and another principal's",
@@ -139,7 +166,10 @@ async fn stateless_routing_headers_are_single_and_say_what_the_body_says() {
         ("Authorization empty", vec![line("Authorization", "")]),
         (
             "Host twice, the allowed one first",
-            vec![line("Host", &addr.to_string()), line("host", "evil.example")],
+            vec![
+                line("Host", &addr.to_string()),
+                line("host", "evil.example"),
+            ],
         ),
         (
             "Origin twice, the allowed one first",
@@ -147,19 +177,59 @@ async fn stateless_routing_headers_are_single_and_say_what_the_body_says() {
         ),
         (
             "Content-Type twice",
-            vec![line("Content-Type", "application/json"), line("Content-Type", "text/plain")],
+            vec![
+                line("Content-Type", "application/json"),
+                line("Content-Type", "text/plain"),
+            ],
         ),
         (
             "traceparent twice",
             vec![
-                line("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
-                line("traceparent", "00-11111111111111111111111111111111-2222222222222222-01"),
+                line(
+                    "traceparent",
+                    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                ),
+                line(
+                    "traceparent",
+                    "00-11111111111111111111111111111111-2222222222222222-01",
+                ),
             ],
+        ),
+        // A gateway mapping headers to CGI-style variables reads `Mcp_Method`
+        // as `Mcp-Method`: alone, or beside the real one.
+        (
+            "Mcp_Method alone, naming another method",
+            vec![line("Mcp_Method", "tools/list")],
+        ),
+        (
+            "Mcp_Name beside Mcp-Name, naming another tool",
+            vec![line("Mcp-Name", "fs_write"), line("Mcp_Name", "time_now")],
+        ),
+        (
+            "MCP_PROTOCOL_VERSION beside MCP-Protocol-Version",
+            vec![line("MCP_PROTOCOL_VERSION", OLD)],
+        ),
+        (
+            "Mcp-Name folded: two tools",
+            vec![line("Mcp-Name", "fs_write, time_now")],
+        ),
+        (
+            "Authorization folded: the caller's and another principal's",
+            vec![line(
+                "Authorization",
+                &format!("Bearer {}, Bearer {}", secret("bob"), secret("alice")),
+            )],
         ),
     ];
     for (i, (what, lines)) in cases.into_iter().enumerate() {
         let file = format!("refused-{i}.txt");
-        let a = post(addr, "POST /mcp", &headers(addr, "bob", &lines), &call_2026(&ws, &file)).await;
+        let a = post(
+            addr,
+            "POST /mcp",
+            &headers(addr, "bob", &lines),
+            &call_2026(&ws, &file),
+        )
+        .await;
         refused(&a, what);
         assert_eq!(a.json()["error"]["code"], -32020, "{what}: {}", a.text());
         assert!(!ws.ws().join(&file).exists(), "{what}: the call ran");
@@ -185,17 +255,29 @@ async fn stateless_routing_headers_are_single_and_say_what_the_body_says() {
         line("tracestate", "a=1"),
         line("tracestate", "b=2"),
     ];
-    let a = post(addr, "POST /mcp", &headers(addr, "bob", &ok), &call_2026(&ws, "ran.txt")).await;
+    let a = post(
+        addr,
+        "POST /mcp",
+        &headers(addr, "bob", &ok),
+        &call_2026(&ws, "ran.txt"),
+    )
+    .await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(a.json()["result"]["isError"], false, "{}", a.text());
-    assert_eq!(std::fs::read_to_string(ws.ws().join("ran.txt")).unwrap(), "ran\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.ws().join("ran.txt")).unwrap(),
+        "ran\n"
+    );
 }
 
 /// A server with the client tokens `bob` and `alice`, and `carol` an
 /// operator.
 async fn serve_clients2(
     ws: &TestWorkspace,
-) -> (std::sync::Arc<capsaga_host::host::Host>, capsaga_tests::mcp_rig::Running) {
+) -> (
+    std::sync::Arc<capsaga_host::host::Host>,
+    capsaga_tests::mcp_rig::Running,
+) {
     let (b, a, c) = (secret("bob"), secret("alice"), secret("carol"));
     serve_with_tokens(
         ws,
@@ -223,7 +305,10 @@ async fn session(addr: SocketAddr, who: &str) -> String {
     ];
     let a = post(addr, "POST /mcp", &lines, &init).await;
     assert_eq!(a.status, 200, "{}", a.text());
-    let id = a.header("mcp-session-id").expect("a session id").to_string();
+    let id = a
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string();
     let mut lines = lines;
     lines.push(line("Mcp-Session-Id", &id));
     lines.push(line("MCP-Protocol-Version", OLD));
@@ -256,7 +341,10 @@ async fn a_sessions_routing_headers_say_what_its_body_says() {
             line("Authorization", &format!("Bearer {}", secret("bob"))),
             line("MCP-Protocol-Version", OLD),
         ];
-        if !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id")) {
+        if !extra
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id"))
+        {
             l.push(line("Mcp-Session-Id", &bobs));
         }
         l.extend(extra);
@@ -269,10 +357,32 @@ async fn a_sessions_routing_headers_say_what_its_body_says() {
             "Mcp-Method naming another method",
             vec![line("Mcp-Method", "tools/list")],
         ),
-        ("Mcp-Name naming another tool", vec![line("Mcp-Name", "time_now")]),
+        (
+            "Mcp-Name naming another tool",
+            vec![line("Mcp-Name", "time_now")],
+        ),
         (
             "Mcp-Method agreeing, twice",
-            vec![line("Mcp-Method", "tools/call"), line("mcp-method", "tools/call")],
+            vec![
+                line("Mcp-Method", "tools/call"),
+                line("mcp-method", "tools/call"),
+            ],
+        ),
+        (
+            "Mcp-Name folded: the body's tool and another",
+            vec![line("Mcp-Name", "fs_write,time_now")],
+        ),
+        (
+            "Mcp-Method folded: the body's method and another",
+            vec![line("Mcp-Method", "tools/call, tools/list")],
+        ),
+        (
+            "Mcp_Method naming another method (an underscore for a dash)",
+            vec![line("Mcp-Method", "tools/call"), line("Mcp_Method", "tools/list")],
+        ),
+        (
+            "Mcp_Session_Id naming another principal's session",
+            vec![line("Mcp_Session_Id", &alices)],
         ),
         (
             "MCP-Protocol-Version twice",
@@ -280,7 +390,10 @@ async fn a_sessions_routing_headers_say_what_its_body_says() {
         ),
         (
             "Mcp-Session-Id twice: the caller's and another principal's",
-            vec![line("Mcp-Session-Id", &bobs), line("mcp-session-id", &alices)],
+            vec![
+                line("Mcp-Session-Id", &bobs),
+                line("mcp-session-id", &alices),
+            ],
         ),
         (
             "Mcp-Session-Id folded",
@@ -289,7 +402,13 @@ async fn a_sessions_routing_headers_say_what_its_body_says() {
     ];
     for (i, (what, lines)) in cases.into_iter().enumerate() {
         let file = format!("session-refused-{i}.txt");
-        let a = post(addr, "POST /mcp", &base(lines), &call_2025(&ws, 10 + i as u64, &file)).await;
+        let a = post(
+            addr,
+            "POST /mcp",
+            &base(lines),
+            &call_2025(&ws, 10 + i as u64, &file),
+        )
+        .await;
         refused(&a, what);
         assert_eq!(a.json()["error"]["code"], -32020, "{what}: {}", a.text());
         assert!(!ws.ws().join(&file).exists(), "{what}: the call ran");
@@ -297,7 +416,13 @@ async fn a_sessions_routing_headers_say_what_its_body_says() {
     // A JSON-RPC response (a client's answer to the server) routed as a
     // method call.
     let answer = json!({"jsonrpc": "2.0", "id": 77, "result": {}}).to_string();
-    let a = post(addr, "POST /mcp", &base(vec![line("Mcp-Method", "tools/call")]), &answer).await;
+    let a = post(
+        addr,
+        "POST /mcp",
+        &base(vec![line("Mcp-Method", "tools/call")]),
+        &answer,
+    )
+    .await;
     refused(&a, "Mcp-Method on a response");
 
     // Two `Last-Event-ID` on the session's event stream.
@@ -311,7 +436,10 @@ async fn a_sessions_routing_headers_say_what_its_body_says() {
     let a = post(
         addr,
         "POST /mcp",
-        &base(vec![line("Mcp-Method", "tools/call"), line("Mcp-Name", "fs_write")]),
+        &base(vec![
+            line("Mcp-Method", "tools/call"),
+            line("Mcp-Name", "fs_write"),
+        ]),
         &call_2025(&ws, 99, "session-ran.txt"),
     )
     .await;
@@ -337,15 +465,27 @@ async fn authentication_and_origin_headers_are_single_on_every_route() {
     for (what, lines) in [
         (
             "Authorization twice, operator first",
-            vec![line("Host", &host), line("Authorization", &carol), line("authorization", &bob)],
+            vec![
+                line("Host", &host),
+                line("Authorization", &carol),
+                line("authorization", &bob),
+            ],
         ),
         (
             "Authorization twice, operator last",
-            vec![line("Host", &host), line("Authorization", &bob), line("AUTHORIZATION", &carol)],
+            vec![
+                line("Host", &host),
+                line("Authorization", &bob),
+                line("AUTHORIZATION", &carol),
+            ],
         ),
         (
             "Host twice",
-            vec![line("Host", &host), line("Host", "evil.example"), line("Authorization", &carol)],
+            vec![
+                line("Host", &host),
+                line("Host", "evil.example"),
+                line("Authorization", &carol),
+            ],
         ),
         (
             "Origin twice",
@@ -356,14 +496,26 @@ async fn authentication_and_origin_headers_are_single_on_every_route() {
                 line("Authorization", &carol),
             ],
         ),
-        ("Host empty", vec![line("Host", ""), line("Authorization", &carol)]),
+        (
+            "Host empty",
+            vec![line("Host", ""), line("Authorization", &carol)],
+        ),
     ] {
         let a = get(lines, "/v1/approvals").await;
         refused(&a, what);
-        assert_eq!(a.json()["detail"]["code"], "bad_header", "{what}: {}", a.text());
+        assert_eq!(
+            a.json()["detail"]["code"],
+            "bad_header",
+            "{what}: {}",
+            a.text()
+        );
     }
     // Even the one route without a token.
-    let a = get(vec![line("Host", &host), line("host", "evil.example")], "/healthz").await;
+    let a = get(
+        vec![line("Host", &host), line("host", "evil.example")],
+        "/healthz",
+    )
+    .await;
     refused(&a, "Host twice on /healthz");
     let a = post(
         addr,
@@ -394,16 +546,42 @@ async fn authentication_and_origin_headers_are_single_on_every_route() {
         .expect("a session cookie")
         .to_string();
     let other = format!("capsaga_console={}", "0".repeat(64));
-    let a = get(vec![line("Host", &host), line("Cookie", &cookie)], "/console/approvals").await;
+    let a = get(
+        vec![line("Host", &host), line("Cookie", &cookie)],
+        "/console/approvals",
+    )
+    .await;
     assert_eq!(a.status, 200, "the operator's own session: {}", a.text());
     for (what, lines) in [
         (
             "the session cookie twice in one header",
-            vec![line("Host", &host), line("Cookie", &format!("{cookie}; {other}"))],
+            vec![
+                line("Host", &host),
+                line("Cookie", &format!("{cookie}; {other}")),
+            ],
         ),
         (
             "the session cookie in two headers",
-            vec![line("Host", &host), line("Cookie", &other), line("cookie", &cookie)],
+            vec![
+                line("Host", &host),
+                line("Cookie", &other),
+                line("cookie", &cookie),
+            ],
+        ),
+        (
+            "the session cookie twice, its name in another case",
+            vec![
+                line("Host", &host),
+                line("Cookie", &format!("{cookie}; CAPSAGA_CONSOLE={}", "1".repeat(64))),
+            ],
+        ),
+        (
+            "Sec_Fetch_Site saying cross-site",
+            vec![
+                line("Host", &host),
+                line("Cookie", &cookie),
+                line("Sec_Fetch_Site", "cross-site"),
+            ],
         ),
         (
             "Sec-Fetch-Site twice",

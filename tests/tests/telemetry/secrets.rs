@@ -136,7 +136,15 @@ fn oa(content: Value, tool: Option<(&str, Value)>, model: &str) -> Value {
 /// Every secret, and every encoded form of one, that must not be found.
 fn forbidden(named: &str, pg: Option<&str>) -> Vec<String> {
     let mut v: Vec<String> = [
-        KEK, ENV_TOKEN, SEALED, GRANT, OPAQUE, SPLIT, UNKNOWN_SK, UNKNOWN_CSG, named,
+        KEK,
+        ENV_TOKEN,
+        SEALED,
+        GRANT,
+        OPAQUE,
+        SPLIT,
+        UNKNOWN_SK,
+        UNKNOWN_CSG,
+        named,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -174,6 +182,16 @@ fn leak_text(named: &str, pg: Option<&str>) -> String {
     )
 }
 
+/// The server's process, killed when the test ends, however it ends.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 async fn scenario(capture: bool, pg: Option<&Cluster>) {
     let rx = OtlpReceiver::start().await;
     let store = pg.map(|c| c.fresh_database().expect("a database"));
@@ -201,10 +219,17 @@ prefix = "Bearer "
     // are written (they hold the token's secret).
     let ws = TestWorkspace::new(&["fs_read", "fs_write"], "");
     let token = run_ok(
-        capsaga(&ws, store.as_deref(), &["tokens", "create", "ops", "--role", "operator"]),
+        capsaga(
+            &ws,
+            store.as_deref(),
+            &["tokens", "create", "ops", "--role", "operator"],
+        ),
         "",
     );
-    let named = token["secret"].as_str().expect("a token secret").to_string();
+    let named = token["secret"]
+        .as_str()
+        .expect("a token secret")
+        .to_string();
     assert!(named.starts_with("csg_"), "{named}");
     run_ok(
         capsaga(&ws, store.as_deref(), &["keys", "add", "orgkey"]),
@@ -273,13 +298,17 @@ prefix = "Bearer "
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&stderr_path).unwrap());
-    let mut child = cmd.spawn().expect("capsaga serve starts");
+    let mut child = Server(cmd.spawn().expect("capsaga serve starts"));
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
+    BufReader::new(child.0.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let listening: Value = serde_json::from_str(&line)
-        .unwrap_or_else(|e| panic!("{e}: `{line}`: {}", std::fs::read_to_string(&stderr_path).unwrap_or_default()));
+    let listening: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+        panic!(
+            "{e}: `{line}`: {}",
+            std::fs::read_to_string(&stderr_path).unwrap_or_default()
+        )
+    });
     let base = format!("http://{}", listening["listening"].as_str().unwrap());
     // Redirects are not followed: the console's sign-in answers 303 with
     // its cookie.
@@ -370,7 +399,11 @@ prefix = "Bearer "
         assert_eq!(r.status().as_u16(), 200, "{p}");
         let page = r.text().await.unwrap();
         seen_visible |= page.contains("visible-part");
-        clean(&format!("the console page {p}"), page.as_bytes(), &forbidden);
+        clean(
+            &format!("the console page {p}"),
+            page.as_bytes(),
+            &forbidden,
+        );
     }
     assert!(seen_visible, "the console shows the arguments");
 
@@ -380,9 +413,9 @@ prefix = "Bearer "
         spans_named(&rx.spans(), "invoke_agent").len() >= 2
     });
     let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status();
-    let _ = child.wait();
+    let _ = child.0.wait();
     let spans = rx.spans();
     assert!(!spans_named(&spans, "chat").is_empty());
     if capture {
@@ -418,7 +451,11 @@ prefix = "Bearer "
             ),
             "",
         );
-        clean("the audit export", &std::fs::read(&file).unwrap(), &forbidden);
+        clean(
+            "the audit export",
+            &std::fs::read(&file).unwrap(),
+            &forbidden,
+        );
     }
 }
 
