@@ -9,7 +9,8 @@
 //! model (a real local server speaking the OpenAI format) makes tools
 //! carry them: `fs_write`'s arguments hold each one in the middle of a
 //! longer string, percent-encoded, Base64-encoded, split over two JSON
-//! members (`"h": "Authorization"`, `"v": "Bearer ..."`), beside an
+//! members (`"h": "Authorization"`, `"v": "Bearer ..."`), the sealed key
+//! cut in two members, the KEK percent-encoded byte by byte, beside an
 //! `Authorization: Bearer ...` of a value the host does not know and an
 //! unknown key of a provider's format (`sk-proj-...`), an unknown named
 //! token's shape; `fs_read` returns them (a result) and fails on a path
@@ -23,8 +24,8 @@
 //! pages (sagas, each saga, each trace, approvals, health).
 //!
 //! In scope (each form above): the known values as they are, JSON- and
-//! HTML-escaped, percent-encoded and Base64-encoded; the shapes wherever
-//! they appear. Out of scope (THREAT_MODEL.md): a secret transformed
+//! HTML-escaped, percent-encoded and Base64-encoded, cut into pieces of 8
+//! bytes or more; the shapes wherever they appear. Out of scope (THREAT_MODEL.md): a secret transformed
 //! otherwise, or an unknown one without a credential's shape.
 
 use super::named as spans_named;
@@ -59,6 +60,11 @@ fn pct(s: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Every byte percent-encoded.
+fn pct_all(s: &str) -> String {
+    s.bytes().map(|b| format!("%{b:02x}")).collect()
 }
 
 fn b64(s: &str) -> String {
@@ -152,6 +158,12 @@ fn forbidden(named: &str, pg: Option<&str>) -> Vec<String> {
     v.push(pct(GRANT));
     v.push(b64(ENV_TOKEN));
     v.push(b64(SEALED));
+    // The pieces of a secret cut over two members, and every byte of one
+    // percent-encoded.
+    let (head, tail) = SEALED.split_at(15);
+    v.push(head.to_string());
+    v.push(tail.to_string());
+    v.push(pct_all(KEK)[..48].to_string());
     if let Some(p) = pg {
         v.push(p.to_string());
     }
@@ -171,13 +183,16 @@ fn clean(sink: &str, text: &[u8], forbidden: &[String]) {
 /// The text the model makes `fs_write` carry.
 fn leak_text(named: &str, pg: Option<&str>) -> String {
     let split = json!({"h": "Authorization", "v": format!("Bearer {SPLIT}")}).to_string();
+    let (head, tail) = SEALED.split_at(15);
+    let cut = json!({"first": head, "then": "x", "second": tail}).to_string();
     format!(
         "visible-part named={named} env:{ENV_TOKEN} kek {KEK} key:{SEALED} grant/{GRANT} \
          upstream said Authorization: Bearer {OPAQUE}, and {UNKNOWN_SK}; raw {UNKNOWN_CSG} \
-         pct {} b64 {} sealed64 {} split {split} pg [{}] end-part",
+         pct {} b64 {} sealed64 {} split {split} cut {cut} pctall {} pg [{}] end-part",
         pct(GRANT),
         b64(ENV_TOKEN),
         b64(SEALED),
+        pct_all(KEK),
         pg.unwrap_or("none")
     )
 }
