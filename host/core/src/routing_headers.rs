@@ -65,7 +65,9 @@ pub enum HeaderRefusal {
     /// A name that is a routing or authentication header's with `_` for
     /// `-` (`Mcp_Method`): a proxy or gateway that maps both to one name
     /// (CGI's `HTTP_MCP_METHOD`) would read it where capsaga does not.
-    #[error("the {0} header is spelled with `_` for `-`: send the routing header under its own name")]
+    #[error(
+        "the {0} header is spelled with `_` for `-`: send the routing header under its own name"
+    )]
     Lookalike(String),
     /// Bytes outside visible ASCII.
     #[error("the {0} header holds bytes outside visible ASCII (wrap other text as =?base64?...?=)")]
@@ -162,7 +164,8 @@ pub fn cookie_once<'a>(cookies: impl IntoIterator<Item = &'a [u8]>) -> Result<()
         .flat_map(|c| c.split(|b| *b == b';'))
         .filter(|pair| {
             let name = pair.split(|b| *b == b'=').next().unwrap_or_default();
-            name.trim_ascii().eq_ignore_ascii_case(CONSOLE_COOKIE.as_bytes())
+            name.trim_ascii()
+                .eq_ignore_ascii_case(CONSOLE_COOKIE.as_bytes())
         })
         .count();
     if named > 1 {

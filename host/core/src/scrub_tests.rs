@@ -197,7 +197,9 @@ fn a_known_value_cut_into_pieces_is_redacted_piece_by_piece() {
         assert_eq!(s.scrub(&out), out, "idempotent");
     }
     // Words around the pieces stay.
-    let out = s.scrub(&format!("before {a} middle {b} after")).into_owned();
+    let out = s
+        .scrub(&format!("before {a} middle {b} after"))
+        .into_owned();
     assert_eq!(out, "before [redacted] middle [redacted] after");
     // A piece shorter than the minimum is left (it tells little).
     let out = s.scrub(&format!("tail {}", &b[b.len() - 5..])).into_owned();
@@ -216,9 +218,16 @@ fn a_value_that_is_not_key_like_is_not_cut_into_pieces() {
     assert!(fragments("/run/user/1000/keyring/ssh").is_empty());
     let t = "opened /run/user/1000/other and my secret notes";
     assert_eq!(s.scrub(t), t);
-    assert_eq!(s.scrub("at unix:path=/run/user/1000/bus."), "at [redacted].");
+    assert_eq!(
+        s.scrub("at unix:path=/run/user/1000/bus."),
+        "at [redacted]."
+    );
     assert!(!fragments(TOKEN).is_empty());
-    assert!(fragments(TOKEN).iter().all(|p| !REDACTED.contains(p.as_str())));
+    assert!(
+        fragments(TOKEN)
+            .iter()
+            .all(|p| !REDACTED.contains(p.as_str()))
+    );
 }
 
 #[test]

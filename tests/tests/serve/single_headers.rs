@@ -378,7 +378,10 @@ async fn a_sessions_routing_headers_say_what_its_body_says() {
         ),
         (
             "Mcp_Method naming another method (an underscore for a dash)",
-            vec![line("Mcp-Method", "tools/call"), line("Mcp_Method", "tools/list")],
+            vec![
+                line("Mcp-Method", "tools/call"),
+                line("Mcp_Method", "tools/list"),
+            ],
         ),
         (
             "Mcp_Session_Id naming another principal's session",
@@ -572,7 +575,10 @@ async fn authentication_and_origin_headers_are_single_on_every_route() {
             "the session cookie twice, its name in another case",
             vec![
                 line("Host", &host),
-                line("Cookie", &format!("{cookie}; CAPSAGA_CONSOLE={}", "1".repeat(64))),
+                line(
+                    "Cookie",
+                    &format!("{cookie}; CAPSAGA_CONSOLE={}", "1".repeat(64)),
+                ),
             ],
         ),
         (
