@@ -61,6 +61,26 @@ pub fn component(name: &str) -> PathBuf {
     );
 }
 
+/// Run `c` with `stdin` written to its standard input, stdout and stderr
+/// captured; its output once it exited.
+pub fn output_with_stdin(c: &mut std::process::Command, stdin: &str) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    child
+        .stdin
+        .take()
+        .expect("a piped stdin")
+        .write_all(stdin.as_bytes())
+        .expect("stdin written");
+    child.wait_with_output().expect("the command's output")
+}
+
 /// The `capsaga` binary, built on first use with the command `scripts/test`
 /// uses (`cargo build --workspace --all-targets`): the same feature set as
 /// `cargo test --workspace`, so it is up to date there and nothing is

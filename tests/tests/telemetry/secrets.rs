@@ -35,7 +35,7 @@ use capsaga_tests::llm_server::{LlmServer, Reply};
 use capsaga_tests::otlp_receiver::{OtlpReceiver, attr};
 use capsaga_tests::{TestWorkspace, capsaga_bin, wait_until};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 const KEK: &str = "5a1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1a5";
@@ -98,20 +98,7 @@ fn capsaga(ws: &TestWorkspace, store: Option<&str>, args: &[&str]) -> Command {
 }
 
 fn run_ok(mut c: Command, stdin: &str) -> Value {
-    let mut child = c
-        .arg("--json")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = capsaga_tests::output_with_stdin(c.arg("--json"), stdin);
     assert!(
         out.status.success(),
         "{}{}",
