@@ -11,6 +11,7 @@ pub mod llm_server;
 pub mod mcp_rig;
 pub mod neuron_rig;
 pub mod otlp_receiver;
+pub mod raw_http;
 pub mod webdriver;
 pub mod wire_rig;
 pub mod wire_schema;
@@ -58,6 +59,26 @@ pub fn component(name: &str) -> PathBuf {
         "component `{name}` is not built: run scripts/build-components (looked in {}/tools and test-components)",
         target_dir().display()
     );
+}
+
+/// Run `c` with `stdin` written to its standard input, stdout and stderr
+/// captured; its output once it exited.
+pub fn output_with_stdin(c: &mut std::process::Command, stdin: &str) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    child
+        .stdin
+        .take()
+        .expect("a piped stdin")
+        .write_all(stdin.as_bytes())
+        .expect("stdin written");
+    child.wait_with_output().expect("the command's output")
 }
 
 /// The `capsaga` binary, built on first use with the command `scripts/test`

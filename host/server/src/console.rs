@@ -34,9 +34,11 @@ pub struct ConsoleBackend {
     pub auth: Arc<Auth>,
 }
 
-/// The console's router over `rest` and `auth`, mounted at `/console`.
+/// The console's router over `rest` and `auth`, mounted at `/console`;
+/// every answer scrubbed of the host's secrets (`super::scrubbed`).
 pub fn router(rest: Arc<Rest>, auth: Arc<Auth>) -> axum::Router {
     capsaga_console::router(Arc::new(ConsoleBackend { rest, auth }))
+        .layer(axum::middleware::from_fn(super::scrubbed::responses))
 }
 
 fn internal(e: impl std::fmt::Display) -> BackendError {

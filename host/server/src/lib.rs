@@ -22,7 +22,8 @@
 //! - [`rest`]: the REST routes; [`operator`]: the operator's routes (the
 //!   kill switch, sealed keys).
 //! - [`console`]: the operator web console at `/console` (the
-//!   `capsaga-console` crate over the store and the door).
+//!   `capsaga-console` crate over the store and the door), its answers
+//!   scrubbed of the host's secrets ([`scrubbed`]).
 //! - [`auth`]: principals from named tokens and `CAPSAGA_TOKEN`
 //!   (constant-time), 403 for clients on operator routes.
 //! - [`sessions`]: MCP sessions bound to their principal, bounded globally
@@ -31,6 +32,8 @@
 //!   limit, graceful shutdown).
 //! - [`limits`]: `Host`/`Origin` allowlists, header and body limits,
 //!   timeouts.
+//! - [`wire`]: every routing and authentication header sent once and, on
+//!   `/mcp`, saying what the body says (the outermost layer).
 //! - [`admit`], [`stdio`]: every MCP message (an HTTP body, a stdio line)
 //!   admitted by the dispatch door's rule (`capsaga_door::dispatch::admit`:
 //!   strict JSON, size limits, no batch) before rmcp reads it.
@@ -54,10 +57,12 @@ pub(crate) mod operator;
 pub(crate) mod resources;
 pub mod rest;
 pub(crate) mod rest_memory;
+pub mod scrubbed;
 pub mod sessions;
 pub(crate) mod stdio;
 pub mod tools;
 pub(crate) mod views;
+pub mod wire;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -422,6 +427,8 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .merge(mcp)
         .layer(axum::extract::DefaultBodyLimit::max(o.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(limits, limits::guard))
+        // Outermost: no layer inside reads a header sent twice.
+        .layer(axum::middleware::from_fn(wire::single))
 }
 
 /// `capsaga serve`: the HTTP server until `shutdown` resolves. `on_bound`

@@ -21,6 +21,7 @@ mod rest;
 mod scope;
 mod scoped;
 mod sessions;
+mod single_headers;
 mod stateless;
 mod strict;
 mod tasks;

@@ -196,9 +196,10 @@ impl Asked {
             Some(Value::Number(n)) => n.to_string(),
             _ => String::new(),
         };
+        let joined = headers.and_then(super::observe::tracestate);
         let (parent, state) = match meta("traceparent") {
             Some(p) => (Some(p), meta("tracestate")),
-            None => (header("traceparent"), header("tracestate")),
+            None => (header("traceparent"), joined.as_deref()),
         };
         let own = |v: Option<&str>| v.map(|v| spans::bounded(v).to_string());
         Asked {
