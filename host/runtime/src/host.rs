@@ -7,6 +7,7 @@
 use crate::config::{Config, ConfigError};
 use crate::ownership::OwnerLease;
 use crate::registry::{LoadError, Registry};
+use crate::saga::InDoubt;
 use crate::sandbox::factors::{FactorError, Factors};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use crate::store::postgres::{PgOptions, PgStore};
@@ -93,6 +94,10 @@ pub struct Host {
     /// The operator's kill switch (stored in the state store; shared by
     /// the generations of a reloaded host).
     pub switch: Arc<KillSwitch>,
+    /// The sagas this process let go of in doubt (the store failed while a
+    /// step's outcome was written), rolled back once the store answers
+    /// (shared by the generations of a reloaded host).
+    pub in_doubt: Arc<InDoubt>,
 }
 
 impl std::fmt::Debug for Host {
@@ -233,7 +238,8 @@ impl Host {
                 .map_err(|e| capsaga_memory::MemoryError::Embed(e.to_string()))??
         };
         let switch = KillSwitch::new(store.clone());
-        Host::assemble(config, store, owner, memory, switch).await
+        let in_doubt = Arc::new(InDoubt::default());
+        Host::assemble(config, store, owner, memory, switch, in_doubt).await
     }
 
     /// A new generation of this host from its policy file as it is now
@@ -286,6 +292,7 @@ impl Host {
             self.owner.clone(),
             self.memory.clone(),
             self.switch.clone(),
+            self.in_doubt.clone(),
         )
         .await?;
         self.owner.set_policy_hash(&next.config.policy_sha256);
@@ -309,14 +316,15 @@ impl Host {
         Ok(next)
     }
 
-    /// Everything but the store, the owner lock and the switch, from
-    /// `config`.
+    /// Everything but the store, the owner lock, the switch and the sagas
+    /// left in doubt, from `config`.
     async fn assemble(
         config: Config,
         store: Arc<dyn Store>,
         owner: Arc<dyn OwnerLease>,
         memory: Option<Arc<crate::memory::HostMemory>>,
         switch: Arc<KillSwitch>,
+        in_doubt: Arc<InDoubt>,
     ) -> Result<Arc<Host>, HostError> {
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),
@@ -366,6 +374,7 @@ impl Host {
             retry: RetryPolicy::DEFAULT,
             owner,
             switch,
+            in_doubt,
         }))
     }
 }

@@ -102,6 +102,20 @@ pub enum StoreError {
         /// Why.
         detail: String,
     },
+    /// A saga asked to end Done while one of its steps has no outcome (a
+    /// BEGIN without COMMIT or FAIL: its outcome could not be written, e.g.
+    /// the store failed while the step ran). Refused by the store's state
+    /// transition; nothing was written. Such a saga can only be rolled back
+    /// (the step compensated from its pre-image, as crash recovery does).
+    #[error(
+        "saga `{saga}` cannot end Done: its step {step} has no logged outcome (BEGIN without COMMIT or FAIL: it is in doubt); nothing was written, the saga must be rolled back"
+    )]
+    InDoubt {
+        /// The saga.
+        saga: String,
+        /// The first step in doubt.
+        step: u64,
+    },
     /// A connection string (`store = "..."`, `CAPSAGA_STORE`) that cannot be
     /// used; the message never repeats a password.
     #[error("bad state store `{target}`: {detail}")]

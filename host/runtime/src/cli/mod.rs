@@ -98,6 +98,10 @@ impl From<DispatchError> for Failure {
             DispatchError::Store(s) => store_code(s),
             DispatchError::Transition(_) => exit::INTERNAL,
             DispatchError::Busy { .. } => exit::BUSY,
+            DispatchError::InDoubt { report, .. } => match report.final_state {
+                capsaga_core::fsm::State::FailedRolledBack => exit::ROLLED_BACK,
+                _ => exit::ROLLBACK_PARTIAL,
+            },
         };
         Failure {
             code,

@@ -10,6 +10,7 @@
 
 mod access;
 mod budget;
+mod doubt;
 mod handles;
 mod hosts;
 mod neurons;
