@@ -16,9 +16,10 @@ use std::path::PathBuf;
 /// `released_at` of `saga_state` (sagas released between requests);
 /// version 10 rebuilt `saga_steps` and `wal_log` without `AUTOINCREMENT`
 /// and dropped an index that duplicated a unique constraint (fewer pages
-/// written per record). The PostgreSQL schema has its own numbered
-/// migrations (`postgres::schema`).
-pub const SCHEMA_VERSION: i64 = 10;
+/// written per record); version 11 the `budget_ratios` table (what
+/// providers' reports cost beyond the estimates). The PostgreSQL schema
+/// has its own numbered migrations (`postgres::schema`).
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]

@@ -437,6 +437,46 @@ pub struct NewReservation<'a> {
     pub holder: &'a str,
 }
 
+/// What one settled call taught about its provider's reports
+/// ([`crate::BudgetStore::settle_spend_learnt`]; the ratios are
+/// `capsaga_core::budget::learn::observed`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Learnt<'a> {
+    /// The provider asked.
+    pub provider: &'a str,
+    /// The model asked (what the reservation was estimated for).
+    pub model: &'a str,
+    /// What the call's reservation held, USD.
+    pub reserved_usd: f64,
+    /// Charged over estimated, per side (`0.0`: nothing learnt there).
+    pub ratios: capsaga_core::budget::learn::Ratios,
+}
+
+/// What a provider's reports cost beyond the host's estimates, for one
+/// provider and model asked on one UTC day (`capsaga budget`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GapRow {
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    /// The provider asked.
+    pub provider: String,
+    /// The model asked.
+    pub model: String,
+    /// Settled calls.
+    pub calls: u64,
+    /// What their reservations held, USD.
+    pub reserved_usd: f64,
+    /// What they were charged, USD.
+    pub charged_usd: f64,
+    /// What they were charged beyond their reservations, USD (the spend
+    /// the day's hard cap could not see coming).
+    pub over_usd: f64,
+    /// The largest charged-over-estimated ratio, input side (`0`: none).
+    pub input_ratio: f64,
+    /// The largest charged-over-estimated ratio, output side (`0`: none).
+    pub output_ratio: f64,
+}
+
 /// What a reservation attempt did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Reserved {

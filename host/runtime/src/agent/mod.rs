@@ -30,6 +30,7 @@ mod answer;
 pub mod anthropic;
 pub mod approval;
 pub mod budget;
+pub mod first_report;
 pub mod forced;
 pub mod http;
 pub mod keys;
