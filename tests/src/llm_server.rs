@@ -45,6 +45,20 @@ pub struct Reply {
     pub usage_times: Option<u64>,
 }
 
+/// An OpenAI-compatible final answer from `model` saying "hello" and
+/// reporting `usage` (prompt, completion tokens).
+pub fn chat_completion(model: &str, usage: (u64, u64)) -> Value {
+    serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_760_000_000,
+        "model": model,
+        "choices": [{"index": 0,
+            "message": {"role": "assistant", "content": "hello", "refusal": null},
+            "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1,
+            "total_tokens": usage.0 + usage.1}
+    })
+}
+
 impl Reply {
     /// A 200 with `body`.
     pub fn ok(body: Value) -> Reply {

@@ -16,11 +16,13 @@
 //! estimates either: one call of a provider and model is reserved at a
 //! time until one of its reports is settled.
 
+use capsaga_host::host::Host;
 use capsaga_host::serve::HttpOptions;
-use capsaga_tests::llm_server::{LlmServer, Reply};
-use capsaga_tests::mcp_rig::{http, start};
+use capsaga_tests::llm_server::{LlmServer, Reply, chat_completion};
+use capsaga_tests::mcp_rig::{Running, http, start};
 use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// The local provider's model at gpt-4o's rates.
 const PRICES: &str = r#"{"default":{"input_per_m":0,"output_per_m":0},
@@ -28,14 +30,7 @@ const PRICES: &str = r#"{"default":{"input_per_m":0,"output_per_m":0},
 
 /// An OpenAI-compatible final answer (its usage replaced by the server).
 fn answer() -> Value {
-    json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_760_000_000,
-        "model": "priced-model",
-        "choices": [{"index": 0,
-            "message": {"role": "assistant", "content": "hello", "refusal": null},
-            "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-    })
+    chat_completion("priced-model", (1, 1))
 }
 
 fn policy(ws: &TestWorkspace, llm: &LlmServer, cap: Option<f64>) {
@@ -64,6 +59,33 @@ async fn turn(url: String, task: String) -> Value {
     r.json::<Value>().await.unwrap()
 }
 
+/// A host on `ws` and its HTTP server on 127.0.0.1.
+async fn serve(ws: &TestWorkspace) -> (Arc<Host>, Running) {
+    let host = ws.host().await;
+    let srv = start(
+        host.clone(),
+        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
+    )
+    .await;
+    (host, srv)
+}
+
+/// `n` parallel `POST /v1/turns` on `url`: the answers, and the indexes
+/// of the turns that succeeded (every other one was refused by a cap).
+async fn parallel_turns(url: &str, n: usize) -> (Vec<Value>, Vec<usize>) {
+    let turns = (0..n).map(|i| turn(url.to_string(), format!("say hello {i}")));
+    let results = futures::future::join_all(turns).await;
+    let ok: Vec<usize> = (0..n)
+        .filter(|&i| results[i]["outcome"] == "success")
+        .collect();
+    let hit = results
+        .iter()
+        .filter(|r| r["outcome"] == "budget_hit")
+        .count();
+    assert_eq!(ok.len() + hit, n, "{results:#?}");
+    (results, ok)
+}
+
 /// `capsaga --json budget` on the workspace.
 fn budget_json(ws: &TestWorkspace) -> Value {
     let out = ws.capsaga(&["--json", "budget"]).output().unwrap();
@@ -85,12 +107,7 @@ async fn eight_parallel_turns_against_a_provider_reporting(times: u64) {
     // 1. The first report: no cap yet. It is charged about `times` times
     // its reservation, and that cannot be seen coming.
     policy(&ws, &llm, None);
-    let host = ws.host().await;
-    let srv = start(
-        host.clone(),
-        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
-    )
-    .await;
+    let (host, srv) = serve(&ws).await;
     let first = turn(srv.url("/v1/turns"), "say hello".into()).await;
     assert_eq!(first["outcome"], "success", "{first:#}");
     let c1 = first["cost_usd"].as_f64().unwrap();
@@ -119,23 +136,13 @@ async fn eight_parallel_turns_against_a_provider_reporting(times: u64) {
     // what was learnt.
     let cap = c1 * 4.5;
     policy(&ws, &llm, Some(cap));
-    let host = ws.host().await;
-    let srv = start(
-        host.clone(),
-        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
-    )
-    .await;
-    let turns = (0..N).map(|i| turn(srv.url("/v1/turns"), format!("say hello {i}")));
-    let results = futures::future::join_all(turns).await;
-    let ok: Vec<&Value> = results
-        .iter()
-        .filter(|r| r["outcome"] == "success")
-        .collect();
+    let (host, srv) = serve(&ws).await;
+    let (results, ok) = parallel_turns(&srv.url("/v1/turns"), N).await;
+    let ok: Vec<&Value> = ok.iter().map(|&i| &results[i]).collect();
     let hit: Vec<&Value> = results
         .iter()
         .filter(|r| r["outcome"] == "budget_hit")
         .collect();
-    assert_eq!(ok.len() + hit.len(), N, "{results:#?}");
     for r in &hit {
         let msg = r["final_response"].as_str().unwrap();
         assert!(
@@ -217,23 +224,9 @@ async fn eight_parallel_turns_against_a_provider_never_seen_reporting(times: u64
     // prompt (well under $0.01): eight of them fit under $0.4.
     let cap = 0.4;
     policy_max(&ws, &llm, Some(cap), 4000);
-    let host = ws.host().await;
-    let srv = start(
-        host.clone(),
-        HttpOptions::new("127.0.0.1:0".parse().unwrap()),
-    )
-    .await;
-    let turns = (0..N).map(|i| turn(srv.url("/v1/turns"), format!("say hello {i}")));
-    let results = futures::future::join_all(turns).await;
-    let ok: Vec<&Value> = results
-        .iter()
-        .filter(|r| r["outcome"] == "success")
-        .collect();
-    let hit = results
-        .iter()
-        .filter(|r| r["outcome"] == "budget_hit")
-        .count();
-    assert_eq!(ok.len() + hit, N, "{results:#?}");
+    let (host, srv) = serve(&ws).await;
+    let (results, ok) = parallel_turns(&srv.url("/v1/turns"), N).await;
+    let ok: Vec<&Value> = ok.iter().map(|&i| &results[i]).collect();
     assert_eq!(
         llm.requests().len(),
         ok.len(),

@@ -508,14 +508,17 @@ pub trait BudgetStore: Send + Sync {
         usd: f64,
         input_tokens: u64,
         output_tokens: u64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        self.settle_spend_learnt(id, day, usd, (input_tokens, output_tokens), None)
+            .await
+    }
 
-    /// [`BudgetStore::settle_spend`] of a call that answered (or reported
-    /// usage), recording in the same transaction what it taught about its
-    /// provider's reports (`budget_ratios`: per provider, model asked and
-    /// day, the calls, what they reserved and were charged, what passed
-    /// the reservations, the largest ratios per side). `tokens` are (input,
-    /// output).
+    /// [`BudgetStore::settle_spend`] (`tokens` are input, output), and,
+    /// for a call that was charged, what it taught about its provider's
+    /// reports recorded in the same transaction (`budget_ratios`: per
+    /// provider, model asked and day, the calls, what they reserved and
+    /// were charged, what passed the reservations, the largest ratios per
+    /// side).
     ///
     /// # Errors
     /// [`StoreError`].
@@ -525,7 +528,7 @@ pub trait BudgetStore: Send + Sync {
         day: &str,
         usd: f64,
         tokens: (u64, u64),
-        learnt: &Learnt<'_>,
+        learnt: Option<&Learnt<'_>>,
     ) -> Result<(), StoreError>;
 
     /// The largest ratios `provider`'s reports for `model` showed on the

@@ -452,6 +452,36 @@ pub struct Learnt<'a> {
     pub ratios: capsaga_core::budget::learn::Ratios,
 }
 
+/// A cost as the ledger records it: not a positive finite number, `0.0`.
+pub(crate) fn ledger_usd(usd: f64) -> f64 {
+    if usd.is_finite() && usd > 0.0 {
+        usd
+    } else {
+        0.0
+    }
+}
+
+/// [`Learnt`] as the store records it: names of at most 200 characters,
+/// the reservation through [`ledger_usd`].
+pub(crate) struct StoredLearnt {
+    pub provider: String,
+    pub model: String,
+    pub reserved_usd: f64,
+    pub ratios: capsaga_core::budget::learn::Ratios,
+}
+
+impl Learnt<'_> {
+    /// What the store records of it.
+    pub(crate) fn stored(&self) -> StoredLearnt {
+        StoredLearnt {
+            provider: self.provider.chars().take(200).collect(),
+            model: self.model.chars().take(200).collect(),
+            reserved_usd: ledger_usd(self.reserved_usd),
+            ratios: self.ratios,
+        }
+    }
+}
+
 /// What a provider's reports cost beyond the host's estimates, for one
 /// provider and model asked on one UTC day (`capsaga budget`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

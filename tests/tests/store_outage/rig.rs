@@ -2,8 +2,7 @@
 //! a real `capsaga serve` child process on it (SQLite or a PostgreSQL
 //! database), and the ledgers the tests hold.
 
-use capsaga_tests::{TestWorkspace, capsaga_bin, wait_until};
-use std::io::{BufRead, BufReader};
+use capsaga_tests::{TestWorkspace, capsaga_bin, listening_addr, wait_until};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
@@ -123,14 +122,7 @@ impl Server {
             cmd.env("CAPSAGA_STORE", s);
         }
         let mut child = cmd.spawn().expect("capsaga serve starts");
-        let out = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(out)
-            .read_line(&mut line)
-            .expect("the listening line");
-        let v: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("{e}: `{line}` (the server did not start)"));
-        let addr = v["listening"].as_str().expect("listening").to_string();
+        let addr = listening_addr(&mut child, "server");
         Server { child, addr }
     }
 

@@ -28,9 +28,12 @@ pub struct FirstReport {
     _turn: OwnedSemaphorePermit,
 }
 
+/// The gates of this process, by (provider, model).
+type Gates = Mutex<HashMap<(String, String), Arc<Semaphore>>>;
+
 /// One gate per provider and model, in this process.
 fn gate(provider: &str, model: &str) -> Arc<Semaphore> {
-    static GATES: OnceLock<Mutex<HashMap<(String, String), Arc<Semaphore>>>> = OnceLock::new();
+    static GATES: OnceLock<Gates> = OnceLock::new();
     let gates = GATES.get_or_init(|| Mutex::new(HashMap::new()));
     // A panic elsewhere cannot leave the map half-written (one insert).
     let mut g = gates.lock().unwrap_or_else(|e| e.into_inner());

@@ -219,7 +219,9 @@ impl<'b> Meter<'b> {
             }
         };
         let learnt = read().await?;
-        if learnt.known() || !(estimate.0 + estimate.1 > 0.0) {
+        // A free call (or one whose estimate is not a number) passes no cap.
+        let priced = estimate.0 + estimate.1 > 0.0;
+        if learnt.known() || !priced {
             return Ok((learnt, None));
         }
         let turn = first_report::wait(provider, model).await;
@@ -397,21 +399,16 @@ impl<'b> Meter<'b> {
         // What this report teaches the next reservations of this provider
         // and model (a try that reported nothing teaches nothing).
         let tokens = (store_usage.input_tokens, store_usage.output_tokens);
-        let settled = if charge.usd > 0.0 {
-            let learnt = Learnt {
-                provider: &ticket.provider,
-                model: &ticket.model,
-                reserved_usd: ticket.usd,
-                ratios: observed(ticket.estimate, charged),
-            };
-            b.store
-                .settle_spend_learnt(&ticket.id, &ticket.day, charge.usd, tokens, &learnt)
-                .await
-        } else {
-            b.store
-                .settle_spend(&ticket.id, &ticket.day, charge.usd, tokens.0, tokens.1)
-                .await
-        };
+        let learnt = (charge.usd > 0.0).then(|| Learnt {
+            provider: &ticket.provider,
+            model: &ticket.model,
+            reserved_usd: ticket.usd,
+            ratios: observed(ticket.estimate, charged),
+        });
+        let settled = b
+            .store
+            .settle_spend_learnt(&ticket.id, &ticket.day, charge.usd, tokens, learnt.as_ref())
+            .await;
         let mut st = self.lock();
         st.request_reserved -= ticket.usd;
         st.request_spent += charge.usd;

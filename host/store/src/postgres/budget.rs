@@ -10,7 +10,9 @@
 //! spent plus what is reserved is read after the previous reservation of
 //! the day committed). Expiry is the database's clock, as leases are.
 
-use super::super::{BudgetStore, DayRow, GapRow, Learnt, NewReservation, Reserved, StoreError};
+use super::super::{
+    BudgetStore, DayRow, GapRow, Learnt, NewReservation, Reserved, StoreError, ledger_usd,
+};
 use super::{Conn, PgStore, execute, get, get_u64, i64_of, query, query_opt};
 use crate::clock::now_rfc3339;
 use async_trait::async_trait;
@@ -63,10 +65,9 @@ async fn add(
     Ok(())
 }
 
-impl PgStore {
-    /// Replace reservation `id` by the call's cost, and record what it
-    /// taught, in one transaction under the day's lock.
-    async fn settle(
+#[async_trait]
+impl BudgetStore for PgStore {
+    async fn settle_spend_learnt(
         &self,
         id: &str,
         day: &str,
@@ -76,24 +77,8 @@ impl PgStore {
     ) -> Result<(), StoreError> {
         let now = now_rfc3339();
         let (id, day) = (id.to_owned(), day.to_owned());
-        let usd = if usd.is_finite() && usd > 0.0 {
-            usd
-        } else {
-            0.0
-        };
-        let learnt = learnt.map(|l| {
-            let reserved = if l.reserved_usd.is_finite() && l.reserved_usd > 0.0 {
-                l.reserved_usd
-            } else {
-                0.0
-            };
-            (
-                l.provider.chars().take(200).collect::<String>(),
-                l.model.chars().take(200).collect::<String>(),
-                reserved,
-                l.ratios,
-            )
-        });
+        let usd = ledger_usd(usd);
+        let learnt = learnt.map(Learnt::stored);
         self.write(move |c| {
             Box::pin(async move {
                 // Under the day's lock too: a reservation admitted meanwhile
@@ -109,8 +94,8 @@ impl PgStore {
                 if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
                     add(c, &day, usd, input_tokens, output_tokens, &now).await?;
                 }
-                if let Some((provider, model, reserved, ratios)) = &learnt {
-                    let over = overrun(*reserved, usd);
+                if let Some(l) = &learnt {
+                    let over = overrun(l.reserved_usd, usd);
                     execute(
                         c,
                         "INSERT INTO budget_ratios (provider, model, day, calls, reserved_usd, charged_usd, over_usd, input_ratio, output_ratio, updated_at)
@@ -120,7 +105,7 @@ impl PgStore {
                            over_usd = budget_ratios.over_usd + $6,
                            input_ratio = GREATEST(budget_ratios.input_ratio, $7),
                            output_ratio = GREATEST(budget_ratios.output_ratio, $8), updated_at = $9",
-                        &[provider, model, &day, reserved, &usd, &over, &ratios.input, &ratios.output, &now],
+                        &[&l.provider, &l.model, &day, &l.reserved_usd, &usd, &over, &l.ratios.input, &l.ratios.output, &now],
                     )
                     .await?;
                 }
@@ -129,10 +114,7 @@ impl PgStore {
         })
         .await
     }
-}
 
-#[async_trait]
-impl BudgetStore for PgStore {
     async fn day_spent(&self, day: &str) -> Result<f64, StoreError> {
         let c = self.conn().await?;
         spent(&c, day).await
@@ -187,29 +169,6 @@ impl BudgetStore for PgStore {
             })
         })
         .await
-    }
-
-    async fn settle_spend(
-        &self,
-        id: &str,
-        day: &str,
-        usd: f64,
-        input_tokens: u64,
-        output_tokens: u64,
-    ) -> Result<(), StoreError> {
-        self.settle(id, day, usd, (input_tokens, output_tokens), None)
-            .await
-    }
-
-    async fn settle_spend_learnt(
-        &self,
-        id: &str,
-        day: &str,
-        usd: f64,
-        tokens: (u64, u64),
-        learnt: &Learnt<'_>,
-    ) -> Result<(), StoreError> {
-        self.settle(id, day, usd, tokens, Some(learnt)).await
     }
 
     async fn usage_ratios(

@@ -5,7 +5,9 @@
 //! beyond the estimates, per provider, model and day, recorded with each
 //! settlement (`capsaga_core::budget::learn`).
 
-use super::super::{BudgetStore, DayRow, GapRow, Learnt, NewReservation, Reserved, StoreError};
+use super::super::{
+    BudgetStore, DayRow, GapRow, Learnt, NewReservation, Reserved, StoreError, ledger_usd,
+};
 use super::Cached;
 use super::SqliteStore;
 use crate::clock::{now_rfc3339, rfc3339_after};
@@ -34,6 +36,48 @@ fn reserved(c: &Connection, day: &str, now: &str) -> Result<f64, rusqlite::Error
 
 #[async_trait]
 impl BudgetStore for SqliteStore {
+    async fn settle_spend_learnt(
+        &self,
+        id: &str,
+        day: &str,
+        usd: f64,
+        (input_tokens, output_tokens): (u64, u64),
+        learnt: Option<&Learnt<'_>>,
+    ) -> Result<(), StoreError> {
+        let now = now_rfc3339();
+        let (id, day) = (id.to_owned(), day.to_owned());
+        let usd = ledger_usd(usd);
+        let learnt = learnt.map(Learnt::stored);
+        self.write(move |tx| {
+            tx.exec("DELETE FROM budget_reservations WHERE id = ?1", params![id])?;
+            if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
+                add(tx, &day, usd, input_tokens, output_tokens, &now)?;
+            }
+            if let Some(l) = &learnt {
+                tx.exec(
+                    "INSERT INTO budget_ratios (provider, model, day, calls, reserved_usd, charged_usd, over_usd, input_ratio, output_ratio, updated_at)
+                     VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, ?7, ?8, ?9)
+                     ON CONFLICT(provider, model, day) DO UPDATE SET calls = calls + 1,
+                       reserved_usd = reserved_usd + ?4, charged_usd = charged_usd + ?5, over_usd = over_usd + ?6,
+                       input_ratio = max(input_ratio, ?7), output_ratio = max(output_ratio, ?8), updated_at = ?9",
+                    params![
+                        l.provider,
+                        l.model,
+                        day,
+                        l.reserved_usd,
+                        usd,
+                        overrun(l.reserved_usd, usd),
+                        l.ratios.input,
+                        l.ratios.output,
+                        now
+                    ],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn day_spent(&self, day: &str) -> Result<f64, StoreError> {
         self.read(|c| Ok(spent(c, day)?))
     }
@@ -73,29 +117,6 @@ impl BudgetStore for SqliteStore {
             Ok(Reserved::Made)
         })
         .await
-    }
-
-    async fn settle_spend(
-        &self,
-        id: &str,
-        day: &str,
-        usd: f64,
-        input_tokens: u64,
-        output_tokens: u64,
-    ) -> Result<(), StoreError> {
-        self.settle(id, day, usd, (input_tokens, output_tokens), None)
-            .await
-    }
-
-    async fn settle_spend_learnt(
-        &self,
-        id: &str,
-        day: &str,
-        usd: f64,
-        tokens: (u64, u64),
-        learnt: &Learnt<'_>,
-    ) -> Result<(), StoreError> {
-        self.settle(id, day, usd, tokens, Some(learnt)).await
     }
 
     async fn usage_ratios(
@@ -183,67 +204,6 @@ impl BudgetStore for SqliteStore {
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })
-    }
-}
-
-impl SqliteStore {
-    /// Replace reservation `id` by the call's cost, and record what it
-    /// taught, in one write transaction.
-    async fn settle(
-        &self,
-        id: &str,
-        day: &str,
-        usd: f64,
-        (input_tokens, output_tokens): (u64, u64),
-        learnt: Option<&Learnt<'_>>,
-    ) -> Result<(), StoreError> {
-        let now = now_rfc3339();
-        let (id, day) = (id.to_owned(), day.to_owned());
-        let usd = if usd.is_finite() && usd > 0.0 {
-            usd
-        } else {
-            0.0
-        };
-        let learnt = learnt.map(|l| {
-            (
-                l.provider.chars().take(200).collect::<String>(),
-                l.model.chars().take(200).collect::<String>(),
-                if l.reserved_usd.is_finite() && l.reserved_usd > 0.0 {
-                    l.reserved_usd
-                } else {
-                    0.0
-                },
-                l.ratios,
-            )
-        });
-        self.write(move |tx| {
-            tx.exec("DELETE FROM budget_reservations WHERE id = ?1", params![id])?;
-            if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
-                add(tx, &day, usd, input_tokens, output_tokens, &now)?;
-            }
-            if let Some((provider, model, reserved, ratios)) = &learnt {
-                tx.exec(
-                    "INSERT INTO budget_ratios (provider, model, day, calls, reserved_usd, charged_usd, over_usd, input_ratio, output_ratio, updated_at)
-                     VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, ?7, ?8, ?9)
-                     ON CONFLICT(provider, model, day) DO UPDATE SET calls = calls + 1,
-                       reserved_usd = reserved_usd + ?4, charged_usd = charged_usd + ?5, over_usd = over_usd + ?6,
-                       input_ratio = max(input_ratio, ?7), output_ratio = max(output_ratio, ?8), updated_at = ?9",
-                    params![
-                        provider,
-                        model,
-                        day,
-                        reserved,
-                        usd,
-                        overrun(*reserved, usd),
-                        ratios.input,
-                        ratios.output,
-                        now
-                    ],
-                )?;
-            }
-            Ok(())
-        })
-        .await
     }
 }
 

@@ -195,7 +195,7 @@ async fn settlements_teach_the_largest_ratio_per_provider_and_model(db: &Db) {
             DAY,
             charged,
             (10, 10),
-            &learnt("p", "m", reserved, input, output),
+            Some(&learnt("p", "m", reserved, input, output)),
         )
         .await
         .unwrap();
@@ -250,7 +250,7 @@ async fn settlements_teach_the_largest_ratio_per_provider_and_model(db: &Db) {
         DAY,
         f64::NAN,
         (0, 0),
-        &learnt("p", "m", f64::NAN, 0.0, 0.0),
+        Some(&learnt("p", "m", f64::NAN, 0.0, 0.0)),
     )
     .await
     .unwrap();
