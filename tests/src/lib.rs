@@ -221,6 +221,21 @@ impl TestWorkspace {
     }
 }
 
+/// The address a `capsaga serve` child prints on its first stdout line
+/// (`{"listening": "127.0.0.1:PORT"}`); panics naming `what` when the
+/// child printed something else (it did not start).
+pub fn listening_addr(child: &mut std::process::Child, what: &str) -> String {
+    use std::io::{BufRead, BufReader};
+    let out = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(out)
+        .read_line(&mut line)
+        .expect("the listening line");
+    let v: serde_json::Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("{e}: `{line}` (the {what} did not start)"));
+    v["listening"].as_str().expect("listening").to_string()
+}
+
 /// Run a future to completion on a fresh current-thread runtime (for the
 /// synchronous tests that read the state store).
 ///

@@ -571,7 +571,11 @@ impl<'a> Turn<'a> {
     ) -> Result<ExecutionTrace, AgentError> {
         let final_state = match (self.tr.outcome, self.rollback_state) {
             (_, Some(state)) => state,
-            (Outcome::Success, None) => self.door.finish(&mut self.saga).await?,
+            (Outcome::Success, None) => match self.door.finish(&mut self.saga).await {
+                // Not committed (a step in doubt): rolled back instead.
+                Err(DispatchError::InDoubt { report, .. }) => report.final_state,
+                other => other?,
+            },
             (_, None) => self.door.abort(&mut self.saga).await?.final_state,
         };
         let mut tr = self.tr;

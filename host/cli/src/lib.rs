@@ -110,6 +110,10 @@ impl From<DispatchError> for Failure {
             DispatchError::Busy { .. } | DispatchError::Held { .. } => exit::BUSY,
             // Resuming a saga no plan opened: as a saga without a plan.
             DispatchError::Scope(_) => exit::CONFIG,
+            DispatchError::InDoubt { report, .. } => match report.final_state {
+                capsaga_core::fsm::State::FailedRolledBack => exit::ROLLED_BACK,
+                _ => exit::ROLLBACK_PARTIAL,
+            },
         };
         Failure {
             code,

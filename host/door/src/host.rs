@@ -7,6 +7,7 @@
 use crate::config::{Config, ConfigError};
 use crate::ownership::OwnerLease;
 use crate::registry::{LoadError, Registry};
+use crate::saga::InDoubt;
 use crate::sandbox::factors::{FactorError, Factors};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use crate::store::postgres::{PgOptions, PgStore};
@@ -98,6 +99,10 @@ pub struct Host {
     /// `dispatch::scope` refuses another scope of the process while one
     /// holds a saga. Shared by the generations of a reloaded host.
     pub holds: Arc<crate::saga::Holds>,
+    /// The sagas this process let go of in doubt (the store failed while a
+    /// step's outcome was written), rolled back once the store answers
+    /// (shared by the generations of a reloaded host).
+    pub in_doubt: Arc<InDoubt>,
 }
 
 impl std::fmt::Debug for Host {
@@ -243,6 +248,7 @@ impl Host {
             memory,
             switch,
             holds: Arc::default(),
+            in_doubt: Arc::new(InDoubt::default()),
         };
         Host::assemble(config, store, shared).await
     }
@@ -296,6 +302,7 @@ impl Host {
             memory: self.memory.clone(),
             switch: self.switch.clone(),
             holds: self.holds.clone(),
+            in_doubt: self.in_doubt.clone(),
         };
         let next = Host::assemble(config, self.store.clone(), shared).await?;
         self.owner.set_policy_hash(&next.config.policy_sha256);
@@ -331,6 +338,7 @@ impl Host {
             memory,
             switch,
             holds,
+            in_doubt,
         } = shared;
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),
@@ -381,15 +389,18 @@ impl Host {
             owner,
             switch,
             holds,
+            in_doubt,
         }))
     }
 }
 
 /// What the generations of a reloaded host share besides the store: the
-/// owner lock, the memory, the kill switch, the sagas held.
+/// owner lock, the memory, the kill switch, the sagas held, the sagas left
+/// in doubt.
 struct Shared {
     owner: Arc<dyn OwnerLease>,
     memory: Option<Arc<crate::memory::HostMemory>>,
     switch: Arc<KillSwitch>,
     holds: Arc<crate::saga::Holds>,
+    in_doubt: Arc<InDoubt>,
 }

@@ -265,6 +265,7 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         rt.spawn(catalog::watch(Arc::downgrade(&shared), every));
         rt.spawn(live::on_hangup(Arc::downgrade(live)));
         rt.spawn(cluster::recover_loop(Arc::downgrade(live)));
+        rt.spawn(cluster::doubt_loop(Arc::downgrade(live)));
         if let Some(idle) = o.handle_idle.filter(|d| !d.is_zero()) {
             rt.spawn(cluster::expire_loop(
                 Arc::downgrade(live),

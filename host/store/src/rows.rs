@@ -468,6 +468,76 @@ pub struct NewReservation<'a> {
     pub holder: &'a str,
 }
 
+/// What one settled call taught about its provider's reports
+/// ([`crate::BudgetStore::settle_spend_learnt`]; the ratios are
+/// `capsaga_core::budget::learn::observed`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Learnt<'a> {
+    /// The provider asked.
+    pub provider: &'a str,
+    /// The model asked (what the reservation was estimated for).
+    pub model: &'a str,
+    /// What the call's reservation held, USD.
+    pub reserved_usd: f64,
+    /// Charged over estimated, per side (`0.0`: nothing learnt there).
+    pub ratios: capsaga_core::budget::learn::Ratios,
+}
+
+/// A cost as the ledger records it: not a positive finite number, `0.0`.
+pub(crate) fn ledger_usd(usd: f64) -> f64 {
+    if usd.is_finite() && usd > 0.0 {
+        usd
+    } else {
+        0.0
+    }
+}
+
+/// [`Learnt`] as the store records it: names of at most 200 characters,
+/// the reservation through [`ledger_usd`].
+pub(crate) struct StoredLearnt {
+    pub provider: String,
+    pub model: String,
+    pub reserved_usd: f64,
+    pub ratios: capsaga_core::budget::learn::Ratios,
+}
+
+impl Learnt<'_> {
+    /// What the store records of it.
+    pub(crate) fn stored(&self) -> StoredLearnt {
+        StoredLearnt {
+            provider: self.provider.chars().take(200).collect(),
+            model: self.model.chars().take(200).collect(),
+            reserved_usd: ledger_usd(self.reserved_usd),
+            ratios: self.ratios,
+        }
+    }
+}
+
+/// What a provider's reports cost beyond the host's estimates, for one
+/// provider and model asked on one UTC day (`capsaga budget`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GapRow {
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    /// The provider asked.
+    pub provider: String,
+    /// The model asked.
+    pub model: String,
+    /// Settled calls.
+    pub calls: u64,
+    /// What their reservations held, USD.
+    pub reserved_usd: f64,
+    /// What they were charged, USD.
+    pub charged_usd: f64,
+    /// What they were charged beyond their reservations, USD (the spend
+    /// the day's hard cap could not see coming).
+    pub over_usd: f64,
+    /// The largest charged-over-estimated ratio, input side (`0`: none).
+    pub input_ratio: f64,
+    /// The largest charged-over-estimated ratio, output side (`0`: none).
+    pub output_ratio: f64,
+}
+
 /// What a reservation attempt did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Reserved {

@@ -237,7 +237,11 @@ impl Dispatcher {
             let state_before = saga.state();
             let final_state = match end {
                 AbandonedEnd::Rollback => self.abort(&mut saga).await?.final_state,
-                AbandonedEnd::Commit => self.finish(&mut saga).await?,
+                AbandonedEnd::Commit => match self.finish(&mut saga).await {
+                    // Not committed: a step in doubt, rolled back instead.
+                    Err(DispatchError::InDoubt { report, .. }) => report.final_state,
+                    other => other?,
+                },
             };
             out.push(Expired {
                 saga_id: row.saga_id,

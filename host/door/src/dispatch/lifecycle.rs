@@ -5,7 +5,7 @@
 
 use super::{DispatchError, Dispatcher, compensate, guardrail};
 use crate::saga::{RollbackReport, Saga, SagaParts};
-use crate::store::{NewSaga, Scope};
+use crate::store::{NewSaga, Scope, StoreError};
 use capsaga_core::fsm::{Event, State};
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::Principal;
@@ -102,7 +102,15 @@ impl Dispatcher {
             .ok_or_else(|| DispatchError::NotFound(saga_id.to_string()))?;
         let me = host.owner.id();
         if row.owner.as_deref() == Some(me) {
-            return self.resume_taken(saga_id, row.fence).await;
+            // A saga of this process in doubt (a store failure while a
+            // step's outcome was written) comes back in doubt: its next call
+            // or commit rolls it back (after the host's loop, if that is
+            // rolling it back now).
+            let mut saga = self.resume_taken(saga_id, row.fence).await?;
+            if host.in_doubt.listed(saga_id) {
+                saga.mark_in_doubt(None, &host.in_doubt);
+            }
+            return Ok(saga);
         }
         if row.released_at.is_some() {
             // Released between two requests (a saga handle): whoever serves
@@ -197,10 +205,28 @@ impl Dispatcher {
 
     /// End `saga` normally: Done when every step committed. A saga that
     /// never reached Acting ends with `Finish`. A parked saga stays parked.
+    /// A saga in doubt (the store failed while a step's outcome was
+    /// written), or one the store refuses Done because a step has no
+    /// outcome, is never committed: it is rolled back instead (`doubt.rs`).
     ///
     /// # Errors
+    /// [`DispatchError::InDoubt`] (rolled back instead), or
     /// [`DispatchError`].
     pub async fn finish(&self, saga: &mut Saga) -> Result<State, DispatchError> {
+        if let Some(d) = &saga.doubt {
+            let step = d.step;
+            return self.refuse_commit(saga, step).await;
+        }
+        match self.finish_stages(saga).await {
+            Err(DispatchError::Store(StoreError::InDoubt { step, .. })) => {
+                self.refuse_commit(saga, Some(step)).await
+            }
+            other => other,
+        }
+    }
+
+    /// [`Dispatcher::finish`]'s transitions.
+    async fn finish_stages(&self, saga: &mut Saga) -> Result<State, DispatchError> {
         let host = &self.host;
         match saga.state {
             State::Planning => guardrail::transition(host, saga, Event::Finish).await?,

@@ -46,6 +46,7 @@
 pub mod admit;
 mod approval;
 mod compensate;
+mod doubt;
 mod execute;
 mod files;
 mod guardrail;
@@ -127,6 +128,23 @@ pub enum DispatchError {
     /// scope's, ended: [`scope`]).
     #[error(transparent)]
     Scope(#[from] ScopeError),
+    /// The saga was asked to end Done (commit) while a step's outcome was
+    /// never written (the store failed while it ran): it cannot be
+    /// committed, so it was rolled back instead (the step compensated from
+    /// its pre-image, as crash recovery does). `report` says how.
+    #[error(
+        "saga `{saga}` cannot be committed: {}; it was rolled back instead (now {})",
+        doubt::because(.step),
+        .report.final_state
+    )]
+    InDoubt {
+        /// The saga.
+        saga: String,
+        /// The step in doubt, when known.
+        step: Option<u64>,
+        /// The rollback.
+        report: Box<RollbackReport>,
+    },
 }
 
 /// The arguments of a call: JSON text as a model or a command line wrote
@@ -419,6 +437,11 @@ impl Dispatcher {
         saga: &mut Saga,
         call: Call<'_>,
     ) -> Result<Submitted, DispatchError> {
+        // A saga in doubt runs nothing more: it is rolled back first
+        // (`doubt.rs`), whatever the call.
+        if saga.doubt.is_some() {
+            return self.submitted_in_doubt(saga).await;
+        }
         let (tool, args) = match self.check(call.tool, call.args) {
             Ok(ok) => ok,
             Err(r) => return Ok(Submitted::refused(r.refusal, r.error)),

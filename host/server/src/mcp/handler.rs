@@ -98,7 +98,20 @@ impl McpSession {
     ) -> Result<Value, McpError> {
         let id = saga.id().to_string();
         if name == tools::COMMIT {
-            let state = door.finish(saga).await.map_err(internal)?;
+            let state = match door.finish(saga).await {
+                Ok(state) => state,
+                Err(e) => {
+                    let capsaga_door::dispatch::DispatchError::InDoubt { report, .. } = &e else {
+                        return Err(internal(e));
+                    };
+                    // Not committed: a step's outcome was never written;
+                    // the saga was rolled back instead.
+                    let structured = json!({"saga_id": id, "saga_state": report.final_state.to_string(),
+                        "committed": false,
+                        "undone": serde_json::to_value(&report.undone).unwrap_or(Value::Null)});
+                    return Ok(tools::result(e.to_string(), true, Some(structured)));
+                }
+            };
             if state == capsaga_core::fsm::State::AwaitingApproval {
                 let text = format!(
                     "saga {id} waits for an approval: approve or deny it, call the tool again, or roll back with {}",

@@ -382,8 +382,10 @@ impl McpSession {
         };
         let call = Call::new(name, Args::Value(&args)).with_approver(&approver);
         // A failure of the door itself (the store) leaves the saga this
-        // host's, unreleased: a step may be in doubt, and recovery must
-        // see it once this host is gone.
+        // host's, unreleased: a step may be in doubt. Dropped in doubt, it
+        // is rolled back by this host once the store answers
+        // (`serve::cluster::doubt_loop`), or by recovery if this host goes
+        // first; a request of the handle meanwhile rolls it back itself.
         let submitted = door
             .submit(&mut saga, call)
             .await

@@ -269,6 +269,15 @@ impl SagaStore for PgStore {
                 if n == 0 {
                     return Err(missing_or_fenced(c, &saga_id, fence).await?);
                 }
+                if state == State::Done
+                    && let Some(step) = steps::first_in_doubt(c, &saga_id).await?
+                {
+                    // The write's savepoint is rolled back with the update.
+                    return Err(StoreError::InDoubt {
+                        saga: saga_id.clone(),
+                        step,
+                    });
+                }
                 append(c, &saga_id, None, "STATE", &detail, &at).await
             })
         })

@@ -16,7 +16,7 @@ use capsaga_core::wal_row::GENESIS;
 use std::path::PathBuf;
 
 /// The newest migration this capsaga knows.
-pub const PG_SCHEMA_VERSION: i64 = 5;
+pub const PG_SCHEMA_VERSION: i64 = 6;
 
 /// The advisory lock key of migrations ("CAPS").
 const MIGRATION_LOCK: i64 = 0x4341_5053;
@@ -263,6 +263,27 @@ UPDATE saga_state SET scope = CASE
 END;
 "#;
 
+/// Version 6 (issue 45): what providers' reports cost beyond the hosts'
+/// estimates, per provider, model asked and UTC day, written with each
+/// settlement under the day's advisory lock; the largest ratios of the
+/// last days scale later reservations (`capsaga_core::budget::learn`).
+const V6: &str = r#"
+CREATE TABLE budget_ratios (
+    provider      TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    day           TEXT NOT NULL,
+    calls         BIGINT NOT NULL DEFAULT 0,
+    reserved_usd  DOUBLE PRECISION NOT NULL DEFAULT 0,
+    charged_usd   DOUBLE PRECISION NOT NULL DEFAULT 0,
+    over_usd      DOUBLE PRECISION NOT NULL DEFAULT 0,
+    input_ratio   DOUBLE PRECISION NOT NULL DEFAULT 0,
+    output_ratio  DOUBLE PRECISION NOT NULL DEFAULT 0,
+    updated_at    TEXT NOT NULL,
+    PRIMARY KEY (provider, model, day)
+);
+CREATE INDEX budget_ratios_day ON budget_ratios (day);
+"#;
+
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Forward
 /// only: a released migration is never edited, a change is a new one.
 fn migrations() -> Vec<String> {
@@ -272,6 +293,7 @@ fn migrations() -> Vec<String> {
         V3.to_string(),
         V4.to_string(),
         V5.to_string(),
+        V6.to_string(),
     ]
 }
 

@@ -55,6 +55,18 @@ pub(super) async fn steps_of(c: &Conn, saga_id: &str) -> Result<Vec<StepRow>, St
     rows.iter().map(decode_step).collect()
 }
 
+/// The first step of `saga_id` that has no outcome (BEGIN), if any: a saga
+/// holding one cannot end Done (`SagaStore::set_state`).
+pub(super) async fn first_in_doubt(c: &Conn, saga_id: &str) -> Result<Option<u64>, StoreError> {
+    let row = query_opt(
+        c,
+        "SELECT step_seq FROM saga_steps WHERE saga_id = $1 AND status = 'BEGIN' ORDER BY step_seq LIMIT 1",
+        &[&saga_id],
+    )
+    .await?;
+    row.map(|r| get_u64(&r, 0)).transpose()
+}
+
 /// A write refused by the fencing trigger becomes [`StoreError::Fenced`].
 async fn fenced_exec(
     c: &Conn,

@@ -277,6 +277,15 @@ impl SagaStore for SqliteStore {
             if n == 0 {
                 return Err(missing_or_fenced(tx, saga_id, fence)?);
             }
+            if state == State::Done
+                && let Some(step) = steps::first_in_doubt(tx, saga_id)?
+            {
+                // The write's savepoint is rolled back with the update.
+                return Err(StoreError::InDoubt {
+                    saga: saga_id.to_string(),
+                    step,
+                });
+            }
             append(tx, saga_id, None, "STATE", &detail, &at)
         })
         .await

@@ -329,6 +329,27 @@ fn migrate_v11(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Version 12 (issue 45): what providers' reports cost beyond the host's
+/// estimates, per provider, model asked and UTC day
+/// (`BudgetStore::settle_spend_learnt`): the largest ratios of the last
+/// days scale later reservations (`capsaga_core::budget::learn`).
+const MIGRATE_V12: &str = r#"
+CREATE TABLE IF NOT EXISTS budget_ratios (
+    provider      TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    day           TEXT NOT NULL,
+    calls         INTEGER NOT NULL DEFAULT 0,
+    reserved_usd  REAL NOT NULL DEFAULT 0,
+    charged_usd   REAL NOT NULL DEFAULT 0,
+    over_usd      REAL NOT NULL DEFAULT 0,
+    input_ratio   REAL NOT NULL DEFAULT 0,
+    output_ratio  REAL NOT NULL DEFAULT 0,
+    updated_at    TEXT NOT NULL,
+    PRIMARY KEY (provider, model, day)
+);
+CREATE INDEX IF NOT EXISTS idx_budget_ratios_day ON budget_ratios(day);
+"#;
+
 /// The message of the fencing triggers.
 pub(super) const FENCED: &str = "capsaga: fenced";
 
@@ -489,6 +510,9 @@ pub(super) fn migrate_to(
     }
     if version < 11 && target >= 11 {
         migrate_v11(tx)?;
+    }
+    if version < 12 && target >= 12 {
+        tx.execute_batch(MIGRATE_V12)?;
     }
     Ok(())
 }

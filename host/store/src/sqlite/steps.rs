@@ -88,6 +88,19 @@ pub(super) fn steps_of(c: &Connection, saga_id: &str) -> Result<Vec<StepRow>, St
     rows.map(|r| r?.decode()).collect()
 }
 
+/// The first step of `saga_id` that has no outcome (BEGIN), if any: a saga
+/// holding one cannot end Done (`SagaStore::set_state`).
+pub(super) fn first_in_doubt(c: &Connection, saga_id: &str) -> Result<Option<u64>, StoreError> {
+    let step: Option<i64> = c
+        .row(
+            "SELECT step_seq FROM saga_steps WHERE saga_id = ?1 AND status = 'BEGIN' ORDER BY step_seq LIMIT 1",
+            params![saga_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(step.and_then(|s| u64::try_from(s).ok()))
+}
+
 /// The existing row of this idempotency key, as `begin_step` reports it.
 fn existing(tx: &Transaction<'_>, key: &str) -> Result<Option<BeginOutcome>, StoreError> {
     let row: Option<(String, Option<String>)> = tx

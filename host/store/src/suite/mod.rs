@@ -11,6 +11,7 @@
 mod access;
 mod budget;
 mod claims;
+mod doubt;
 mod handles;
 mod hosts;
 mod neurons;
