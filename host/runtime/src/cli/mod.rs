@@ -13,6 +13,7 @@ mod bench;
 pub mod check;
 pub mod exit;
 mod memory;
+mod memory_transfer;
 mod neurons;
 pub mod new_tool;
 mod ops;
