@@ -94,6 +94,7 @@ fn capsaga_memory_import_is_idempotent_skips_or_refuses_bad_lines_and_exports_ba
     );
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["bad"][0]["line"], 5, "{r}");
+    assert_eq!(r["exit_code"], 2, "{r}");
     assert!(per_session(&ws).is_empty());
     // Skipped: the rest imported, the bad line reported.
     let r = json_of(&import(&bad_file, &[]));

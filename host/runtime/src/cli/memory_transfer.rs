@@ -81,18 +81,28 @@ pub(super) async fn import(
         let checked = joined(tokio::task::spawn_blocking(move || transfer::check(&mut *r)).await)?
             .map_err(failure)?;
         if checked.bad_lines > 0 {
+            let message = format!(
+                "{}: {} bad line(s); nothing was imported (--on-error skip imports the others)",
+                file.display(),
+                checked.bad_lines
+            );
             if out.json {
-                out.json(&checked);
-            } else {
-                print_bad(&checked);
+                // One JSON document: the check's report with the error.
+                let mut v = serde_json::to_value(&checked).map_err(|e| Failure {
+                    code: exit::INTERNAL,
+                    message: e.to_string(),
+                })?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("error".into(), message.into());
+                    o.insert("exit_code".into(), exit::USAGE.into());
+                }
+                out.json(&v);
+                return Ok(exit::USAGE);
             }
+            print_bad(&checked);
             return Err(Failure {
                 code: exit::USAGE,
-                message: format!(
-                    "{}: {} bad line(s); nothing was imported (--on-error skip imports the others)",
-                    file.display(),
-                    checked.bad_lines
-                ),
+                message,
             });
         }
     }
