@@ -114,6 +114,10 @@ impl Evaluation {
     }
 }
 
+/// A session as a bag of words: its id, each word's count, its length
+/// in words.
+type SessionBag = (String, HashMap<String, u32>, u32);
+
 impl RetrievalSet {
     /// The set `name` (`tuned`, `holdout`) in `dir`.
     ///
@@ -190,13 +194,13 @@ impl RetrievalSet {
     }
 
     /// Each sender's sessions as bags of words.
-    fn session_words(&self) -> Result<HashMap<String, Vec<(String, HashMap<String, u32>, u32)>>> {
+    fn session_words(&self) -> Result<HashMap<String, Vec<SessionBag>>> {
         let f = std::fs::File::open(&self.sessions).map_err(|e| MemoryError::File {
             path: self.sessions.clone(),
             reason: e.to_string(),
         })?;
         let mut r = std::io::BufReader::new(f);
-        let mut out: HashMap<String, Vec<(String, HashMap<String, u32>, u32)>> = HashMap::new();
+        let mut out: HashMap<String, Vec<SessionBag>> = HashMap::new();
         let mut bytes = 0;
         while let Some(line) =
             crate::transfer::format::next_line(&mut r, usize::MAX / 4, &mut bytes).map_err(|e| {
@@ -228,7 +232,7 @@ impl RetrievalSet {
 }
 
 /// The sessions of `docs` ranked by BM25 for `terms` (ties by session id).
-fn bm25(docs: &[(String, HashMap<String, u32>, u32)], terms: &[String]) -> Vec<String> {
+fn bm25(docs: &[SessionBag], terms: &[String]) -> Vec<String> {
     let (k1, b) = (1.2_f64, 0.75_f64);
     let n = docs.len() as f64;
     let avg = docs.iter().map(|d| f64::from(d.2)).sum::<f64>() / n.max(1.0);
