@@ -181,22 +181,30 @@ pub fn fetch_answer(facts: &[Fact], episodes: &[Episode], budget: usize) -> serd
 mod tests {
     use super::*;
 
-    fn ep(msg: &str) -> Episode {
+    /// An episode of sender `u` in session `session-{i}`.
+    pub(super) fn episode(i: usize, user: &str, answer: &str) -> Episode {
         Episode {
-            episode_id: "e-1".into(),
+            episode_id: format!("e-{i:032}"),
             trace_id: "t".into(),
-            session_id: "s\"><x".into(),
+            session_id: format!("session-{i}"),
             sender: "u".into(),
             namespace: "default".into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
+            started_at: "2026-01-01T00:00:00.000Z".into(),
             seq: 1,
-            user_message: msg.into(),
-            final_response: Some("ok".into()),
+            user_message: user.into(),
+            final_response: Some(answer.into()),
             outcome: "success".into(),
             summary: None,
             importance: 0.5,
             reflected: false,
             archived: false,
+        }
+    }
+
+    fn ep(msg: &str) -> Episode {
+        Episode {
+            session_id: "s\"><x".into(),
+            ..episode(1, msg, "ok")
         }
     }
 
@@ -227,24 +235,7 @@ mod tests {
 mod fetch_tests {
     use super::*;
 
-    fn ep(i: usize, user: &str, answer: &str) -> Episode {
-        Episode {
-            episode_id: format!("e-{i:032}"),
-            trace_id: "t".into(),
-            session_id: format!("session-{i}"),
-            sender: "u".into(),
-            namespace: "default".into(),
-            started_at: "2026-01-01T00:00:00.000Z".into(),
-            seq: 1,
-            user_message: user.into(),
-            final_response: Some(answer.into()),
-            outcome: "success".into(),
-            summary: None,
-            importance: 0.5,
-            reflected: false,
-            archived: false,
-        }
-    }
+    use super::tests::episode as ep;
 
     #[test]
     fn short_answers_are_whole() {

@@ -24,31 +24,6 @@ pub const EPISODE_SAME_SUBJECT: f32 = 0.6;
 /// Cosine from which two facts are about one subject.
 pub const FACT_SAME_SUBJECT: f32 = 0.7;
 
-const CALENDAR: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "today",
-    "tomorrow",
-    "tonight",
-];
-
 /// Abbreviations whose full stop does not end a sentence.
 const TITLES: &[&str] = &["dr", "mr", "mrs", "ms", "st", "prof", "jr", "sr", "mt"];
 
@@ -66,7 +41,7 @@ pub fn values(text: &str) -> BTreeSet<String> {
         let lower = w.to_lowercase();
         let digits = w.chars().any(|c| c.is_ascii_digit());
         let capital = w.chars().next().is_some_and(char::is_uppercase) && !opening;
-        if digits || capital || CALENDAR.contains(&lower.as_str()) {
+        if digits || capital || crate::when::is_calendar_word(&lower) {
             out.insert(lower);
         }
         w.clear();

@@ -59,6 +59,11 @@ const WEEKDAYS: [(&str, Weekday); 7] = [
     ("sunday", Weekday::Sunday),
 ];
 
+/// Whether `lower` (lower case) names a month or a weekday.
+pub(crate) fn is_calendar_word(lower: &str) -> bool {
+    MONTHS.contains(&lower) || WEEKDAYS.iter().any(|(w, _)| *w == lower)
+}
+
 /// Words that make the next word a month name ("in may", "mid-march").
 const MONTH_CUES: &[&str] = &[
     "in",

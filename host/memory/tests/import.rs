@@ -8,19 +8,7 @@ mod common;
 use capsaga_memory::transfer::{self, Report};
 use capsaga_memory::{Memory, NewEpisode};
 
-fn session(sender: &str, id: &str, start: &str, turns: &[(&str, &str)]) -> String {
-    let turns: Vec<serde_json::Value> = turns
-        .iter()
-        .flat_map(|(u, a)| {
-            [
-                serde_json::json!({"role": "user", "content": u}),
-                serde_json::json!({"role": "assistant", "content": a}),
-            ]
-        })
-        .collect();
-    serde_json::json!({"sender": sender, "session_id": id, "started_at": start, "turns": turns})
-        .to_string()
-}
+use common::session;
 
 fn import(m: &Memory, text: &str) -> Report {
     m.import(&mut text.as_bytes(), "default", &mut |_| {})

@@ -10,19 +10,7 @@ use capsaga_memory::eval::RetrievalSet;
 use capsaga_memory::{Episode, Memory, MemoryConfig, rank};
 use jiff::Timestamp;
 
-fn line(sender: &str, id: &str, start: &str, turns: &[(&str, &str)]) -> String {
-    let turns: Vec<serde_json::Value> = turns
-        .iter()
-        .flat_map(|(u, a)| {
-            [
-                serde_json::json!({"role": "user", "content": u}),
-                serde_json::json!({"role": "assistant", "content": a}),
-            ]
-        })
-        .collect();
-    serde_json::json!({"sender": sender, "session_id": id, "started_at": start, "turns": turns})
-        .to_string()
-}
+use common::session as line;
 
 fn import(m: &Memory, lines: &[String]) {
     let text = lines.join("\n");
