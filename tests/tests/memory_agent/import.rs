@@ -272,9 +272,7 @@ async fn memory_fetch_shortens_excerpts_to_fit_the_agents_cap_instead_of_being_c
         return;
     }
     use capsaga_host::agent::runner::MAX_RESULT_BYTES;
-    use capsaga_host::dispatch::{Args, Call, Dispatcher};
     use capsaga_host::memory::capsaga_memory::render::FETCH_BYTES;
-    use capsaga_host::store::Origin;
     assert_eq!(FETCH_BYTES, MAX_RESULT_BYTES);
     let ws = workspace(&[], TOOLS_POLICY);
     let host = ws.host().await;
@@ -294,27 +292,14 @@ async fn memory_fetch_shortens_excerpts_to_fit_the_agents_cap_instead_of_being_c
     hm.memory
         .import(&mut lines.as_bytes(), "default", &mut |_| {})
         .unwrap();
-    let door = Dispatcher::new(host.clone());
     let who = Principal::token("alice", PrincipalRole::Client);
-    let mut saga = door
-        .start_as(&who, Origin::Mcp, "test", None)
-        .await
-        .unwrap();
     let args = serde_json::json!({"query": "what did I say about the dentist?", "limit": 5});
-    let out = door
-        .submit(&mut saga, Call::new("memory_fetch", Args::Value(&args)))
-        .await
-        .unwrap()
-        .outcome;
-    let _ = door.abort(&mut saga).await;
-    let Step::Committed { output: o, .. } = out else {
-        panic!("{out:?}")
-    };
-    let text = o.data.to_string();
+    let data = crate::tools::memory_fetch_as(&host, &who, &args).await;
+    let text = data.to_string();
     // What the agent loop would send is the whole answer, not a cut one.
     assert!(text.len() <= MAX_RESULT_BYTES, "{}", text.len());
     assert_eq!(capsaga_host::agent::runner::truncate_result(&text), text);
-    let eps = o.data["episodes"].as_array().unwrap();
+    let eps = data["episodes"].as_array().unwrap();
     assert_eq!(eps.len(), 5, "{text}");
     for e in eps {
         let t = e["text"].as_str().unwrap();
