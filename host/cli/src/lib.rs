@@ -22,6 +22,7 @@ mod audit_export;
 mod check;
 pub mod exit;
 mod memory;
+mod memory_transfer;
 mod neurons;
 mod new_tool;
 mod ops;

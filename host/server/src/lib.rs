@@ -385,6 +385,7 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
             "/v1/memory/proposals/{id}/{verb}",
             post(rest_memory::decide),
         )
+        .route("/v1/memory/import", post(rest_memory::import))
         .route("/v1/pause", get(operator::switch).post(operator::pause))
         .route("/v1/resume", post(operator::resume))
         .route("/v1/keys", get(operator::keys))
