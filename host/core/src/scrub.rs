@@ -232,7 +232,8 @@ fn key_like(secret: &str) -> bool {
 
 /// The pieces of `secret` redacted on their own: every run of
 /// [`MIN_FRAGMENT`] bytes of it, and of [`MIN_BASE64_NEEDLE`] characters
-/// of each of its Base64 forms; none when it does not look like a key.
+/// of each of its Base64 forms, that holds a letter and a digit; none when
+/// it does not look like a key.
 pub fn fragments(secret: &str) -> Vec<String> {
     if !key_like(secret) {
         return Vec::new();
@@ -252,8 +253,15 @@ pub fn fragments(secret: &str) -> Vec<String> {
                 .map(|w| String::from_utf8_lossy(w).into_owned()),
         );
     }
-    // Never a piece of the replacement itself (scrubbing stays idempotent).
-    v.retain(|p| !REDACTED.contains(p.as_str()));
+    // Never a piece of the replacement itself (scrubbing stays idempotent),
+    // and never a piece that is plain text on its own: a piece holds a
+    // letter and a digit, so a word inside a known value ("operator" in
+    // `alice-operator-secret-0123`) is not redacted wherever it is written.
+    v.retain(|p| {
+        !REDACTED.contains(p.as_str())
+            && p.bytes().any(|c| c.is_ascii_alphabetic())
+            && p.bytes().any(|c| c.is_ascii_digit())
+    });
     v.sort();
     v.dedup();
     v

@@ -138,7 +138,14 @@ fn remember_password(url: &str) {
     // text between the parts it kept.
     let mut rest = url;
     for part in shown.split("***") {
-        let Some(i) = rest.find(part) else {
+        // An empty part is the end of the string (a password at the very
+        // end): the whole rest is the password.
+        let found = if part.is_empty() {
+            Some(rest.len())
+        } else {
+            rest.find(part)
+        };
+        let Some(i) = found else {
             break;
         };
         let secret = &rest[..i];
