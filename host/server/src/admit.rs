@@ -51,7 +51,12 @@ pub async fn guard(State(limit): State<usize>, req: Request, next: Next) -> Resp
     }
     // The routing headers say what the admitted body says (issue 45 item 3).
     if let Err((r, id)) = super::wire::agree(&parts.headers, &bytes) {
-        super::mcp::refused::record_unread(&parts.headers, 400);
+        super::mcp::refused::record_admitted(
+            &bytes,
+            &parts.headers,
+            400,
+            super::wire::HEADER_MISMATCH,
+        );
         return super::wire::refusal(true, &r, id.as_ref());
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
