@@ -23,8 +23,8 @@
 //! (retrieval time does not depend on what they mean); episode texts are drawn from a vocabulary
 //! so that FTS5's posting lists have realistic lengths.
 
-use capsaga::exit;
 use super::memory_quality;
+use capsaga::exit;
 use capsaga::render::Out;
 use capsaga_memory::embed::Precision;
 use capsaga_memory::{Embedder, Episode, Fact, Memory, MemoryConfig, MiniLm, embed, fact_id};

@@ -370,7 +370,8 @@ async fn reflect(
     script: Option<PathBuf>,
     min_size: usize,
 ) -> Result<u8, Failure> {
-    let store = capsaga_door::host::open_store(config, capsaga_store::sqlite::GroupCommit::On).await?;
+    let store =
+        capsaga_door::host::open_store(config, capsaga_store::sqlite::GroupCommit::On).await?;
     let budget = Budget::open(config, store.clone()).map_err(|e| Failure {
         code: exit::CONFIG,
         message: e.to_string(),

@@ -232,36 +232,40 @@ fn key_like(secret: &str) -> bool {
 
 /// The pieces of `secret` redacted on their own: every run of
 /// [`MIN_FRAGMENT`] bytes of it, and of [`MIN_BASE64_NEEDLE`] characters
-/// of each of its Base64 forms, that holds a letter and a digit; none when
-/// it does not look like a key.
+/// of each of its Base64 forms, each one that is not plain text on its own
+/// (a raw piece holds a letter and a digit; a Base64 one is mixed case or
+/// holds a digit); none when the value does not look like a key.
 pub fn fragments(secret: &str) -> Vec<String> {
     if !key_like(secret) {
         return Vec::new();
     }
+    // A raw piece holds a letter and a digit: a word inside a known value
+    // ("operator" in `alice-operator-secret-0123`) is plain text on its own
+    // and stays readable wherever it is written.
     let mut v: Vec<String> = secret
         .as_bytes()
         .windows(MIN_FRAGMENT)
+        .filter(|w| w.iter().any(u8::is_ascii_alphabetic) && w.iter().any(u8::is_ascii_digit))
         .map(|w| String::from_utf8_lossy(w).into_owned())
         .collect();
     for b64 in variants(secret)
         .into_iter()
         .filter(|n| n.len() >= MIN_BASE64_NEEDLE && !n.contains(secret))
     {
+        // A Base64 piece is mixed case or holds a digit (not a word).
         v.extend(
             b64.as_bytes()
                 .windows(MIN_BASE64_NEEDLE)
+                .filter(|w| {
+                    w.iter().any(u8::is_ascii_digit)
+                        || (w.iter().any(u8::is_ascii_uppercase)
+                            && w.iter().any(u8::is_ascii_lowercase))
+                })
                 .map(|w| String::from_utf8_lossy(w).into_owned()),
         );
     }
-    // Never a piece of the replacement itself (scrubbing stays idempotent),
-    // and never a piece that is plain text on its own: a piece holds a
-    // letter and a digit, so a word inside a known value ("operator" in
-    // `alice-operator-secret-0123`) is not redacted wherever it is written.
-    v.retain(|p| {
-        !REDACTED.contains(p.as_str())
-            && p.bytes().any(|c| c.is_ascii_alphabetic())
-            && p.bytes().any(|c| c.is_ascii_digit())
-    });
+    // Never a piece of the replacement itself (scrubbing stays idempotent).
+    v.retain(|p| !REDACTED.contains(p.as_str()));
     v.sort();
     v.dedup();
     v

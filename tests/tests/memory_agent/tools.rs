@@ -345,7 +345,10 @@ pub(super) async fn memory_fetch_as(
     use capsaga_door::dispatch::{Args, Call, Dispatcher};
     use capsaga_store::Scope;
     let door = Dispatcher::new(host.clone());
-    let mut saga = door.start_as(who, Scope::Session, "test", None).await.unwrap();
+    let mut saga = door
+        .start_as(who, Scope::Session, "test", None)
+        .await
+        .unwrap();
     let out = door
         .submit(&mut saga, Call::new("memory_fetch", Args::Value(args)))
         .await
