@@ -22,7 +22,6 @@ mod audit_export;
 mod check;
 pub mod exit;
 mod memory;
-mod memory_transfer;
 mod neurons;
 mod new_tool;
 mod ops;

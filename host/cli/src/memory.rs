@@ -5,6 +5,8 @@
 //! providers). Decisions are logged in the memory's log with the operator
 //! as the principal.
 
+mod transfer;
+
 use super::render::{Out, clip};
 use super::{Failure, exit};
 use capsaga_agent::budget::Budget;
@@ -217,13 +219,13 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
             on_error,
         } => {
             let ns = namespace.unwrap_or(own_ns);
-            super::memory_transfer::import(hm, out, file, ns, on_error).await
+            transfer::import(hm, out, file, ns, on_error).await
         }
         MemoryCmd::Export {
             namespace,
             sender,
             out: to,
-        } => super::memory_transfer::export(hm, out, namespace.unwrap_or(own_ns), sender, to).await,
+        } => transfer::export(hm, out, namespace.unwrap_or(own_ns), sender, to).await,
     }
 }
 

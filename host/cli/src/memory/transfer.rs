@@ -3,9 +3,9 @@
 //! the import's guarantees are `capsaga_memory::transfer`'s; here only the
 //! file, the progress bar and the report).
 
-use super::memory::{OnError, failure};
-use super::render::Out;
-use super::{Failure, exit};
+use super::{OnError, failure};
+use crate::render::Out;
+use crate::{Failure, exit};
 use capsaga_door::memory::HostMemory;
 use capsaga_memory::transfer::{self, Report};
 use std::io::{BufRead, BufReader, BufWriter, Write};
