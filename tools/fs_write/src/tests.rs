@@ -1,4 +1,5 @@
 use super::*;
+use crate::preimage::hex;
 
 fn prev(existed: bool, sha: Option<&str>) -> Previous {
     Previous {
