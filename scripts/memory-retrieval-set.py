@@ -17,10 +17,15 @@ Six kinds of question:
                 mention falls there;
   multi-session the answer needs two sessions: both are the evidence.
 
-Two sets come out of one run: `tuned` (what the retrieval may be tuned on)
-and `holdout` (never tuned on). Every other family of facts of each kind
-goes to the hold-out, so its facts, wordings and questions are not the
-tuned set's; its senders, dates and haystack come from another seed.
+Three sets come out of one run: `tuned` (what the retrieval may be tuned
+on), `holdout` (never tuned on) and `validation` (what a change to the
+ranking is checked on before the hold-out is looked at). Every other family
+of facts of each kind goes to the hold-out, so its facts, wordings and
+questions are not the tuned set's; its senders, dates and haystack come
+from another seed. The validation set has a third seed, the tuned set's
+families of the other kinds, and update families of its own
+(`VALIDATION_UPDATES`: other subjects, the change said in other ways), so
+that the later-value rule is checked on changes it was not written from.
 
 usage: scripts/memory-retrieval-set.py [OUT_DIR]
   (default host/memory/tests/data/retrieval)
@@ -204,11 +209,13 @@ def plant_multi(s, fam, rng):
     return fam["q"], [s.sessions[i]["id"], s.sessions[j]["id"]], f"{a}; {b}"
 
 
-def build(holdout):
-    rng = random.Random(4949 if holdout else 49)
-    prefix = "ho" if holdout else "tu"
+def build(name):
+    """The set `name`: its seed, the prefix of its ids and its families."""
+    holdout = name == "holdout"
+    rng = random.Random({"tuned": 49, "holdout": 4949, "validation": 94049}[name])
+    prefix = {"tuned": "tu", "holdout": "ho", "validation": "va"}[name]
     facts = split(C.FACTS, holdout)
-    updates = split(C.UPDATES, holdout)
+    updates = C.VALIDATION_UPDATES if name == "validation" else split(C.UPDATES, holdout)
     temporal = split(C.TEMPORAL, holdout)
     multi = split(C.MULTI, holdout)
     senders, questions = [], []
@@ -232,8 +239,8 @@ def build(holdout):
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "host/memory/tests/data/retrieval"
     os.makedirs(out, exist_ok=True)
-    for name, holdout in (("tuned", False), ("holdout", True)):
-        senders, questions = build(holdout)
+    for name in ("tuned", "holdout", "validation"):
+        senders, questions = build(name)
         n_ex = 0
         with open(os.path.join(out, f"{name}.sessions.jsonl"), "w") as f:
             for s in senders:
