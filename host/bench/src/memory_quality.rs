@@ -1,6 +1,7 @@
 //! `capsaga-bench --memory`, quality and import (issue 49): each shipped
-//! retrieval set (`tuned`, the one the ranking's weights were chosen on,
-//! and `holdout`, never tuned on) imported into a fresh memory with the
+//! retrieval set ([`SETS`]: `tuned`, the one the ranking's weights were
+//! chosen on, `holdout`, never tuned on, and `validation`, on which changes
+//! to the ranking are checked before the hold-out is run) imported into a fresh memory with the
 //! real import (the time is the import's throughput on real texts), then
 //! recall@5 of the evidence sessions per kind of question, the memory's
 //! ranking beside BM25 over whole sessions in the same run, and the mean
@@ -14,6 +15,9 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// The shipped retrieval sets, in the order they are reported.
+pub(super) const SETS: [&str; 3] = ["tuned", "holdout", "validation"];
 
 fn fresh(model: &Arc<MiniLm>) -> Result<(tempfile::TempDir, Memory), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -119,7 +123,7 @@ pub(super) fn print(r: &Value) {
         "overall",
         "distinct"
     );
-    for name in ["tuned", "holdout"] {
+    for name in SETS {
         for (who, key) in [("memory", "memory"), ("BM25 ", "bm25_sessions")] {
             let e = r.pointer(&format!("/retrieval_sets/{name}/{key}"));
             let kinds: Vec<String> = KINDS

@@ -110,6 +110,18 @@ impl MemoryConfig {
 /// vectors) gives to the ranking of episodes ([`rank`]).
 pub const FUSION_POOL: usize = 60;
 
+/// The most relevant episodes by cosine whose later neighbours join the
+/// candidates ([`LINK_EXTRA`]).
+pub const LINK_SEEDS: usize = 8;
+
+/// Most episodes that join the candidates of a search as the later
+/// neighbours of its [`LINK_SEEDS`] best (a cosine to one of them at least
+/// the ranking's subject threshold) although neither their words nor their
+/// meaning put them among the best: a change of value said in other words
+/// ("we're in: Via Garibaldi 5") than the question's and the first
+/// statement's, for the later-value rule to compare.
+pub const LINK_EXTRA: usize = 20;
+
 /// Earlier episodes a new one's novelty is measured against: the sender's
 /// most recently indexed that share a word with it (word-set Jaccard; see
 /// [`score::novelty`]).

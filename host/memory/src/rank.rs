@@ -48,6 +48,9 @@ pub struct Candidate {
     pub vector: Option<Vec<f32>>,
     /// Whether it happened in the time the question names.
     pub in_window: bool,
+    /// Whether its user's words say that something changed
+    /// ([`crate::supersede::states_change`]).
+    pub states_change: bool,
 }
 
 /// The ranking's weights (see the module's documentation).
@@ -59,6 +62,10 @@ pub struct Params {
     pub w_window: f64,
     /// Cosine between two exchanges from which they are about one subject.
     pub same_subject: f32,
+    /// The same, when the later exchange says that something changed
+    /// ("I moved the dentist to Thursday" shares few words with "the
+    /// dentist is on Tuesday").
+    pub change_subject: f32,
     /// How many of the most relevant candidates the later-value rule
     /// compares pairwise.
     pub later_pool: usize,
@@ -72,6 +79,7 @@ impl Default for Params {
             w_bm25: 0.1,
             w_window: 0.35,
             same_subject: 0.6,
+            change_subject: 0.5,
             later_pool: 40,
             mmr_lambda: 0.85,
         }
@@ -112,28 +120,53 @@ fn better(cands: &[Candidate], score: &[f64], a: usize, b: usize) -> Ordering {
         .then_with(|| cands[a].key.cmp(&cands[b].key))
 }
 
-/// Step 2: each candidate's score after the later-value rule.
+/// Whether the later candidate `i` is about the subject of the earlier
+/// `j`: their cosine at least [`Params::same_subject`], or at least
+/// [`Params::change_subject`] when `i` says that something changed.
+fn same_subject(cands: &[Candidate], i: usize, j: usize, p: &Params) -> bool {
+    let least = if cands[i].states_change {
+        p.same_subject.min(p.change_subject)
+    } else {
+        p.same_subject
+    };
+    cos(&cands[i], &cands[j]).is_some_and(|c| c >= least)
+}
+
+/// Step 2: each candidate's score after the later-value rule. An earlier
+/// candidate `j` takes part when it is among the [`Params::later_pool`]
+/// most relevant, or has been lifted to their level by a still earlier
+/// one (so a value changed twice ends with the last change first even
+/// when the changes share few words with the question); the later one
+/// may be any candidate.
 pub fn later_wins(cands: &[Candidate], rel: &[f64], p: &Params) -> Vec<f64> {
     let mut score = rel.to_vec();
-    let mut top: Vec<usize> = (0..cands.len()).collect();
-    top.sort_by(|&a, &b| better(cands, rel, a, b));
-    top.truncate(p.later_pool);
+    if p.later_pool == 0 {
+        return score;
+    }
+    let mut by_rel: Vec<usize> = (0..cands.len()).collect();
+    by_rel.sort_by(|&a, &b| better(cands, rel, a, b));
+    let Some(&last) = by_rel.get(p.later_pool.min(by_rel.len()).saturating_sub(1)) else {
+        return score;
+    };
+    let floor = rel[last];
     // Oldest first, so that a later value lifted above an earlier one can
     // lift a still later one above itself.
-    top.sort_by(|&a, &b| {
+    let mut order: Vec<usize> = (0..cands.len()).collect();
+    order.sort_by(|&a, &b| {
         cands[a]
             .at
             .cmp(&cands[b].at)
             .then_with(|| cands[a].key.cmp(&cands[b].key))
     });
-    for (k, &i) in top.iter().enumerate() {
-        for &j in &top[..k] {
+    for (k, &i) in order.iter().enumerate() {
+        for &j in &order[..k] {
             // A time the question names wins over "later": an exchange
             // outside it never passes one inside it.
             if cands[j].at < cands[i].at
+                && score[j] >= floor
                 && score[i] <= score[j]
                 && (cands[i].in_window || !cands[j].in_window)
-                && cos(&cands[i], &cands[j]).is_some_and(|c| c >= p.same_subject)
+                && same_subject(cands, i, j, p)
             {
                 score[i] = score[j] + LATER_MARGIN;
             }
@@ -228,6 +261,7 @@ mod tests {
             bm25: None,
             vector: Some(unit(vector)),
             in_window: false,
+            states_change: false,
         }
     }
 
@@ -316,6 +350,46 @@ mod tests {
             ..p
         };
         assert_eq!(sessions(&c, &rank(&c, &off, 3)), ["jan", "feb", "mar"]);
+    }
+
+    #[test]
+    fn a_stated_change_is_linked_at_a_lower_cosine() {
+        // The change shares less with the first statement than the
+        // subject threshold, more than the change threshold.
+        let mut c = vec![
+            cand("jan", 100, 0.70, &[1.0, 0.0, 0.0]),
+            cand("mar", 300, 0.30, &[0.55, 0.835, 0.0]),
+            cand("feb", 200, 0.50, &[0.0, 0.0, 1.0]),
+        ];
+        let p = Params {
+            mmr_lambda: 1.0,
+            same_subject: 0.6,
+            change_subject: 0.5,
+            ..Params::default()
+        };
+        assert_eq!(sessions(&c, &rank(&c, &p, 3)), ["jan", "feb", "mar"]);
+        c[1].states_change = true;
+        assert_eq!(sessions(&c, &rank(&c, &p, 3)), ["mar", "jan", "feb"]);
+    }
+
+    #[test]
+    fn a_change_outside_the_pool_is_compared_and_a_chain_of_changes_ends_last() {
+        // "jan" is the relevant statement; "may" changed it, "jun" changed
+        // "may" (about it, not about "jan"), both far down by relevance.
+        let mut c = vec![
+            cand("jan", 100, 0.80, &[1.0, 0.0, 0.0]),
+            cand("may", 500, 0.10, &[0.8, 0.6, 0.0]),
+            cand("jun", 600, 0.05, &[0.3, 0.95, 0.0]),
+        ];
+        for i in 0..6 {
+            c.push(cand(&format!("x{i}"), 10 + i, 0.4, &[0.0, 0.0, 1.0]));
+        }
+        let p = Params {
+            mmr_lambda: 1.0,
+            later_pool: 3,
+            ..Params::default()
+        };
+        assert_eq!(&sessions(&c, &rank(&c, &p, 3))[..3], ["jun", "may", "jan"]);
     }
 
     #[test]

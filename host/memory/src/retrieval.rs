@@ -5,7 +5,8 @@
 use crate::error::{MemoryError, Result};
 use crate::types::{Episode, Fact, NewEpisode};
 use crate::{
-    FUSION_POOL, Memory, NOVELTY_POOL, SEMANTIC_SCAN, days_since, embed, rank, rfc3339, score, when,
+    FUSION_POOL, LINK_EXTRA, LINK_SEEDS, Memory, NOVELTY_POOL, SEMANTIC_SCAN, days_since, embed,
+    rank, rfc3339, score, when,
 };
 use jiff::Timestamp;
 
@@ -250,7 +251,9 @@ impl Memory {
                 sims.push((score::dot(q, &v), id, blob));
             }
             sims.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            let extra = self.later_neighbours(&sims, dim)?;
             sims.truncate(FUSION_POOL);
+            sims.extend(extra);
         }
         // By words.
         let words = match score::fts_query(message) {
@@ -308,11 +311,54 @@ impl Memory {
                     (Some(w), Some(t)) => w.contains(t),
                     _ => false,
                 },
+                states_change: crate::supersede::states_change(&e.user_message),
             });
         }
         let order = rank::rank(&cands, &self.cfg.rank, k);
         let mut rows: Vec<Option<Episode>> = rows.into_iter().map(Some).collect();
         Ok(order.into_iter().filter_map(|i| rows[i].take()).collect())
+    }
+
+    /// The episodes past the [`FUSION_POOL`] best of `sims` (sorted best
+    /// first: cosine to the query, id, vector) that are near one of the
+    /// [`LINK_SEEDS`] best (a cosine at least the ranking's lower subject
+    /// threshold), the [`LINK_EXTRA`] nearest (ties by id): the candidates
+    /// a change of value said in other words brings (see [`rank`]).
+    fn later_neighbours(
+        &self,
+        sims: &[(f32, String, Vec<u8>)],
+        dim: usize,
+    ) -> Result<Vec<(f32, String, Vec<u8>)>> {
+        let p = &self.cfg.rank;
+        let least = p.same_subject.min(p.change_subject);
+        if sims.len() <= FUSION_POOL || least > 1.0 {
+            return Ok(Vec::new());
+        }
+        let seeds = sims
+            .iter()
+            .take(LINK_SEEDS)
+            .map(|(_, id, b)| embed::from_blob(&format!("episode {id}"), b, dim))
+            .collect::<Result<Vec<_>>>()?;
+        let mut near: Vec<(f32, usize)> = Vec::new();
+        for (k, (_, id, b)) in sims.iter().enumerate().skip(FUSION_POOL) {
+            let v = embed::from_blob(&format!("episode {id}"), b, dim)?;
+            let best = seeds
+                .iter()
+                .map(|s| score::dot(s, &v))
+                .fold(f32::NEG_INFINITY, f32::max);
+            if best >= least {
+                near.push((best, k));
+            }
+        }
+        near.sort_by(|a, b| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| sims[a.1].1.cmp(&sims[b.1].1))
+        });
+        Ok(near
+            .into_iter()
+            .take(LINK_EXTRA)
+            .map(|(_, k)| sims[k].clone())
+            .collect())
     }
 
     /// Embed up to `limit` episodes that have no vector yet (new ones: the

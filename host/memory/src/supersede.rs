@@ -75,6 +75,99 @@ pub fn disagree(a: &str, b: &str) -> bool {
     !va.is_empty() && !vb.is_empty() && !va.is_subset(&vb) && !vb.is_subset(&va)
 }
 
+/// Words by which people say that something they told before has changed
+/// ("I *moved* the dentist", "*switched* to", "*instead*", "it's Thursday
+/// *now*", "*correction*:", "*scratch* that"), lower-cased: verbs of
+/// change in their usual forms, and the adverbs and markers of a
+/// correction. General English, not the wordings of any retrieval set.
+const CHANGE_WORDS: &[&str] = &[
+    // Verbs of change.
+    "change",
+    "changed",
+    "changes",
+    "changing",
+    "move",
+    "moved",
+    "moving",
+    "switch",
+    "switched",
+    "switching",
+    "swap",
+    "swapped",
+    "replace",
+    "replaced",
+    "update",
+    "updated",
+    "reschedule",
+    "rescheduled",
+    "postpone",
+    "postponed",
+    "pushed",
+    "shifted",
+    "cancel",
+    "cancelled",
+    "canceled",
+    "dropped",
+    "quit",
+    "resigned",
+    "joined",
+    "became",
+    "renamed",
+    "relocated",
+    "transferred",
+    "upgraded",
+    "downgraded",
+    "raised",
+    "lowered",
+    "increased",
+    "decreased",
+    "reduced",
+    "renegotiated",
+    "revised",
+    "amended",
+    "traded",
+    "sold",
+    "stopped",
+    // Markers of a new value or a correction.
+    "now",
+    "new",
+    "instead",
+    "anymore",
+    "correction",
+    "actually",
+    "scratch",
+    "rather",
+    "nowadays",
+    "latest",
+    "different",
+];
+
+/// Pairs of words that say the same ("no longer", "took over").
+const CHANGE_PAIRS: &[(&str, &str)] = &[
+    ("no", "longer"),
+    ("no", "more"),
+    ("any", "more"),
+    ("took", "over"),
+    ("taken", "over"),
+    ("taking", "over"),
+    ("these", "days"),
+    ("from", "now"),
+    ("turns", "out"),
+    ("turned", "out"),
+];
+
+/// Whether `text` says that something changed (see [`CHANGE_WORDS`]): a
+/// hint that a later statement replaces an earlier one even when the two
+/// share few words, so that retrieval links them at a lower cosine
+/// ([`crate::rank::Params::change_subject`]).
+pub fn states_change(text: &str) -> bool {
+    let words: Vec<String> = crate::score::words(text).map(str::to_lowercase).collect();
+    words.iter().any(|w| CHANGE_WORDS.contains(&w.as_str()))
+        || words
+            .windows(2)
+            .any(|p| CHANGE_PAIRS.contains(&(p[0].as_str(), p[1].as_str())))
+}
+
 /// A statement for [`superseded`].
 #[derive(Debug, Clone)]
 pub struct Statement<'a> {
@@ -147,6 +240,31 @@ mod tests {
             "I cancelled the dentist.",
             "Dentist on March 3rd."
         ));
+    }
+
+    #[test]
+    fn a_change_is_read_from_how_people_say_it() {
+        for t in [
+            "I moved the dentist to Thursday.",
+            "Reorg at work, I now report to Irene.",
+            "Correction: my gym is FitLab.",
+            "Scratch that date, it's May 7th.",
+            "We go to Lidl for groceries these days.",
+            "Irene took over my team.",
+            "I no longer work at Acme.",
+            "Going to Lima instead.",
+        ] {
+            assert!(states_change(t), "{t}");
+        }
+        for t in [
+            "I have a dentist appointment with Dr. Rossi on March 3rd.",
+            "My address is Via Po 27, third floor.",
+            "How do I take better photos with my phone?",
+            // A word containing a cue is not the cue.
+            "Nowhere is better than Snowdon.",
+        ] {
+            assert!(!states_change(t), "{t}");
+        }
     }
 
     #[test]
