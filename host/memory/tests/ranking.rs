@@ -73,12 +73,13 @@ fn the_later_value_ranks_first_by_the_exchanges_dates_not_the_import_order() {
     assert_eq!(got[0].session_id, "march", "{got:#?}");
     assert_eq!(got[1].session_id, "january", "{got:#?}");
     // The first statement matches the question better: without the rule
-    // (a threshold no pair reaches) it comes first.
+    // (thresholds no pair reaches, for a stated change too) it comes first.
     drop(m);
     let off = with_rank(
         d.path(),
         rank::Params {
             same_subject: 2.0,
+            change_subject: 2.0,
             ..rank::Params::default()
         },
     );
