@@ -222,6 +222,19 @@ fn eight_concurrent_retries_of_an_approved_handle_call_run_it_once_on_one_host_a
     });
 }
 
+/// A 2025-11-25 JSON-RPC request to MCP endpoint `url`, in `session`.
+async fn post(url: &str, session: Option<&str>, body: &Value) -> reqwest::Response {
+    let mut r = http()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream");
+    if let Some(s) = session {
+        r = r
+            .header("Mcp-Session-Id", s)
+            .header("MCP-Protocol-Version", "2025-11-25");
+    }
+    r.json(body).send().await.unwrap()
+}
+
 #[test]
 fn a_session_asked_of_another_host_is_refused_naming_the_host_that_owns_it() {
     let Some(rig) = Rig::with_policy("multi_host::once::sticky", 2, &policy()) else {
@@ -232,13 +245,7 @@ fn a_session_asked_of_another_host_is_refused_naming_the_host_that_owns_it() {
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
             "clientInfo": {"name": "sticky", "version": "1"}}});
-        let r = http()
-            .post(rig.mcp(0))
-            .header("Accept", "application/json, text/event-stream")
-            .json(&init)
-            .send()
-            .await
-            .unwrap();
+        let r = post(&rig.mcp(0), None, &init).await;
         assert_eq!(r.status().as_u16(), 200);
         let session = r
             .headers()
@@ -247,15 +254,7 @@ fn a_session_asked_of_another_host_is_refused_naming_the_host_that_owns_it() {
             .expect("a session id")
             .to_string();
         let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
-        let r = http()
-            .post(rig.mcp(1))
-            .header("Accept", "application/json, text/event-stream")
-            .header("Mcp-Session-Id", &session)
-            .header("MCP-Protocol-Version", "2025-11-25")
-            .json(&list)
-            .send()
-            .await
-            .unwrap();
+        let r = post(&rig.mcp(1), Some(&session), &list).await;
         assert_eq!(r.status().as_u16(), 404);
         assert_eq!(
             r.headers()
