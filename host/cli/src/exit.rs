@@ -33,6 +33,12 @@ pub const AWAITING_APPROVAL: u8 = 10;
 /// kept the state database busy longer than a write waits its turn (the
 /// database is fine: run the command again).
 pub const BUSY: u8 = 11;
+/// The saga to resume has already ended (Done, or rolled back): nothing is
+/// left to run (said at once, whoever drove it last).
+pub const ENDED: u8 = 12;
+/// The approval was decided already (by another operator, host or process
+/// first): this decision was not recorded.
+pub const ALREADY_DECIDED: u8 = 13;
 
 /// The table printed by `capsaga --help`.
-pub const TABLE: &str = "Exit codes: 0 ok | 1 internal error | 2 usage | 3 configuration | 4 tool error | 5 saga rolled back | 6 rollback partial (operator must act) | 7 turn not successful / audit failed | 8 database damaged or foreign | 9 not found (saga, approval, trace, tool) | 10 awaiting approval | 11 busy (another process drives the saga, or the state database stayed busy)";
+pub const TABLE: &str = "Exit codes: 0 ok | 1 internal error | 2 usage | 3 configuration | 4 tool error | 5 saga rolled back | 6 rollback partial (operator must act) | 7 turn not successful / audit failed | 8 database damaged or foreign | 9 not found (saga, approval, trace, tool) | 10 awaiting approval | 11 busy (another process drives the saga, or the state database stayed busy) | 12 saga already ended (resume) | 13 approval already decided";

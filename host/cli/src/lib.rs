@@ -130,6 +130,10 @@ impl From<RunError> for Failure {
                 code: exit::CONFIG,
                 message: e.to_string(),
             },
+            RunError::Ended { .. } => Failure {
+                code: exit::ENDED,
+                message: e.to_string(),
+            },
         }
     }
 }
@@ -139,6 +143,9 @@ impl From<ApprovalOpError> for Failure {
         let code = match &e {
             ApprovalOpError::Store(s) => store_code(s),
             ApprovalOpError::NotFound(_) | ApprovalOpError::Ambiguous(_) => exit::NOT_FOUND,
+            ApprovalOpError::Refused(capsaga_core::approval::ApprovalError::AlreadyDecided(_)) => {
+                exit::ALREADY_DECIDED
+            }
             ApprovalOpError::Refused(_) => exit::NOT_SUCCESS,
         };
         Failure {
@@ -306,6 +313,19 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     let host = Host::open(config).await?;
     stop_when_lease_lost(&host);
     let door = Dispatcher::new(host);
+    let result = on_host(&door, &out, cli).await;
+    // Before the process exits, however the command ended (a saga parked,
+    // done, refused busy, a `serve` stopped by SIGTERM or SIGINT): this
+    // process is no saga's owner any more, for every process sharing the
+    // store, so its sagas are resumable or recoverable at once anywhere.
+    // Only a process that dies (SIGKILL) keeps them until its lease expires.
+    door.host().owner.retire().await;
+    result
+}
+
+/// The command, on its opened host: crash recovery first for a command
+/// that acts on sagas, then the command.
+async fn on_host(door: &Dispatcher, out: &render::Out, cli: Cli) -> Result<u8, Failure> {
     let recovered = if acts_on_sagas(&cli.command) {
         door.recover_dead().await?
     } else {
@@ -321,7 +341,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             );
         }
     }
-    run_command(&door, &out, cli.command, &recovered).await
+    run_command(door, out, cli.command, &recovered).await
 }
 
 /// A host whose lease on its sagas is lost (a shared store it could not

@@ -282,8 +282,20 @@ fn plan_code(report: &plan::PlanReport) -> u8 {
 }
 
 /// `capsaga resume --saga <id>`.
+/// A saga that has ended is said so, with its final state, and
+/// [`exit::ENDED`].
 pub(crate) async fn resume(door: &Dispatcher, out: &Out, saga_id: &str) -> Result<u8, Failure> {
-    let report = plan::resume(door, saga_id).await?;
+    let report = match plan::resume(door, saga_id).await {
+        Err(plan::RunError::Ended { saga, state }) => {
+            if out.json {
+                out.json(&json!({"saga_id": saga, "final_state": state, "ended": true, "exit_code": exit::ENDED}));
+            } else {
+                outln!("saga {saga} has already ended ({state}): nothing to resume");
+            }
+            return Ok(exit::ENDED);
+        }
+        other => other?,
+    };
     print_plan_report(out, &report, "resumed");
     Ok(plan_code(&report))
 }

@@ -196,6 +196,16 @@ pub enum RunError {
     /// A plan given to resume a saga is not the plan the saga started with.
     #[error("saga `{0}` was started with another plan: resume it with `capsaga resume --saga`")]
     PlanMismatch(String),
+    /// The saga to resume has ended (Done, rolled back, or partially rolled
+    /// back): nothing is left to run. Said before ownership is looked at,
+    /// so whichever process or host last drove it does not matter.
+    #[error("saga `{saga}` has already ended ({state}): nothing to resume")]
+    Ended {
+        /// The saga.
+        saga: String,
+        /// Its final state.
+        state: capsaga_core::fsm::State,
+    },
 }
 
 impl From<StoreError> for RunError {
@@ -209,8 +219,9 @@ impl From<StoreError> for RunError {
 /// its approval is approved).
 ///
 /// # Errors
-/// [`DispatchError::NotFound`], [`RunError::NoPlan`] for a saga without a
-/// stored plan (an agent turn), or any error of [`run`].
+/// [`DispatchError::NotFound`], [`RunError::Ended`] for a saga that has
+/// ended, [`RunError::NoPlan`] for a saga without a stored plan (an agent
+/// turn), or any error of [`run`].
 pub async fn resume(door: &Dispatcher, saga_id: &str) -> Result<PlanReport, RunError> {
     resume_as(door, saga_id, &crate::dispatch::decider("cli")).await
 }
@@ -228,8 +239,14 @@ pub async fn resume_as(
     who: &Principal,
 ) -> Result<PlanReport, RunError> {
     let store = &door.host().store;
-    if store.saga(saga_id).await?.is_none() {
+    let Some(row) = store.saga(saga_id).await? else {
         return Err(DispatchError::NotFound(saga_id.to_string()).into());
+    };
+    if row.state.is_terminal() {
+        return Err(RunError::Ended {
+            saga: saga_id.to_string(),
+            state: row.state,
+        });
     }
     let text = store
         .saga_plan(saga_id)

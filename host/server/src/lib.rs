@@ -350,7 +350,7 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         max_total: o.sessions.max_total.min(catalog::MAX_LISTENERS),
         ..o.sessions
     };
-    let sessions = Arc::new(sessions::Sessions::new(caps));
+    let sessions = Arc::new(sessions::Sessions::new(caps, live.host().owner.id()));
     let service: StreamableHttpService<McpSession, sessions::Sessions> = StreamableHttpService::new(
         move || Ok(McpSession::new(mcp_shared.clone())),
         sessions.clone(),

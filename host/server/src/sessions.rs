@@ -2,7 +2,12 @@
 //! bound (issue 24 item 5).
 //!
 //! - Ids are 256 random bits from the operating system (rmcp's own are
-//!   UUID v4, 122 random bits), hex-encoded.
+//!   UUID v4, 122 random bits), hex-encoded, after the id of the host that
+//!   opened the session and a dot (`<owner id>.<hex>`): a session of the
+//!   2025-11-25 revision lives in its host's memory (sticky), and a host
+//!   asked about another host's session says which host owns it (404, a
+//!   JSON-RPC error naming it, and the `capsaga-session-host` header, see
+//!   [`bind`]) instead of "unknown session".
 //! - Each session is bound to the principal that opened it: a request
 //!   naming it with another principal's token is answered 404, as if the
 //!   id were unknown ([`bind`]).
@@ -87,26 +92,56 @@ pub fn opening_principal() -> Option<Principal> {
     OPENING.try_with(|o| o.principal.clone()).ok()
 }
 
+/// The response header naming the host that owns a session another host
+/// was asked about (its owner id, as `/healthz` lists the live hosts).
+pub const SESSION_HOST_HEADER: &str = "capsaga-session-host";
+
 /// rmcp's local session manager with capsaga's ids, principals and caps.
 #[derive(Debug)]
 pub struct Sessions {
     inner: LocalSessionManager,
     table: Arc<Mutex<SessionTable>>,
+    /// This host's owner id, the prefix of its sessions' ids (empty: none).
+    host: String,
 }
 
 impl Default for Sessions {
     fn default() -> Self {
-        Sessions::new(SessionCaps::DEFAULT)
+        Sessions::new(SessionCaps::DEFAULT, "")
     }
 }
 
 impl Sessions {
-    /// Sessions bounded by `caps`.
-    pub fn new(caps: SessionCaps) -> Sessions {
+    /// Sessions bounded by `caps`, of the host whose owner id is `host`
+    /// (the prefix of their ids; empty: none).
+    pub fn new(caps: SessionCaps, host: &str) -> Sessions {
         Sessions {
             inner: LocalSessionManager::default(),
             table: Arc::new(Mutex::new(SessionTable::new(caps))),
+            host: host.to_string(),
         }
+    }
+
+    /// A fresh id for a session of this host.
+    fn next_id(&self) -> Result<String, getrandom::Error> {
+        let hex = fresh_id()?;
+        Ok(if self.host.is_empty() {
+            hex
+        } else {
+            format!("{}.{hex}", self.host)
+        })
+    }
+
+    /// The host owning session `id` when it is another host's: its owner
+    /// id (a UUID), read from the id's prefix. None for this host's ids,
+    /// ids without a host, and anything that is not one of ours.
+    pub fn other_host_of<'a>(&self, id: &'a str) -> Option<&'a str> {
+        let (host, rest) = id.split_once('.')?;
+        let ours = uuid::Uuid::parse_str(host).is_ok()
+            && host.len() == 36
+            && rest.len() == 2 * SESSION_ID_BYTES
+            && rest.bytes().all(|b| b.is_ascii_hexdigit());
+        (ours && host != self.host).then_some(host)
     }
 
     /// Live sessions, and how many of them have a request in flight.
@@ -198,7 +233,8 @@ impl SessionManager for Sessions {
         let opening = OPENING
             .try_with(Arc::clone)
             .map_err(|_| SessionsError::NoPrincipal)?;
-        let id: SessionId = fresh_id()
+        let id: SessionId = self
+            .next_id()
             .map_err(|e| SessionsError::Random(e.to_string()))?
             .into();
         let admitted = match self.table.lock() {
@@ -300,11 +336,32 @@ fn jsonrpc_error(
         .into_response()
 }
 
+/// The answer to a request naming a session that host `host` owns: MCP
+/// 2025-11-25 sessions are sticky (their saga and stream live in that
+/// host's memory), so this host cannot serve it. 404, as the transport
+/// says for a session the server does not know (the client may open a new
+/// one here), with a JSON-RPC error and the `capsaga-session-host` header
+/// naming the host, for the client or the load balancer's affinity.
+fn on_another_host(host: &str) -> axum::response::Response {
+    let mut r = jsonrpc_error(
+        axum::http::StatusCode::NOT_FOUND,
+        -32001,
+        format!(
+            "this session lives on host {host}, not on this one: MCP 2025-11-25 sessions are sticky (route every request of a session to the host that opened it, or open a new session here); saga handles (MCP 2026-07-28) are served by any host"
+        ),
+    );
+    if let Ok(v) = axum::http::HeaderValue::from_str(host) {
+        r.headers_mut().insert(SESSION_HOST_HEADER, v);
+    }
+    r
+}
+
 /// Middleware for `/mcp`, after `super::auth::require`: a request naming
 /// a session must come from the principal the session is bound to (else
 /// 404, as for an unknown id); a request opening one runs with the
 /// principal in [`OPENING`], and a refusal of the caps becomes 429 or 503
-/// with a JSON-RPC error.
+/// with a JSON-RPC error; a session this host does not hold but another
+/// host's id names is answered 404 naming that host (sessions are sticky).
 pub async fn bind(
     axum::extract::State(sessions): axum::extract::State<Arc<Sessions>>,
     req: axum::extract::Request,
@@ -322,6 +379,11 @@ pub async fn bind(
             && owner != principal.name
         {
             return (axum::http::StatusCode::NOT_FOUND, "no such session").into_response();
+        }
+        if sessions.principal_of(id).is_none()
+            && let Some(host) = sessions.other_host_of(id)
+        {
+            return on_another_host(host);
         }
         sessions.touch(id);
         return next.run(req).await;

@@ -27,7 +27,11 @@ use serde::Serialize;
 use std::time::Duration;
 
 /// A registered owner, alive while held. Dropping it ends the ownership
-/// (the lock file is removed, or the lease row deleted).
+/// (the lock file is removed, or the lease row deleted by the renewal task,
+/// if the process lives long enough to run it); a process that exits calls
+/// [`OwnerLease::retire`] first, so that it is dead at once for every other
+/// process sharing the store.
+#[async_trait]
 pub trait OwnerLease: Send + Sync + std::fmt::Debug {
     /// The owner id (a UUID v4), as stored in `saga_state.owner`.
     fn id(&self) -> &str;
@@ -41,6 +45,20 @@ pub trait OwnerLease: Send + Sync + std::fmt::Debug {
     /// Publish the SHA-256 of the policy this owner runs under (shown by
     /// `/healthz` of every host sharing the store). Nothing for SQLite.
     fn set_policy_hash(&self, sha256: &str);
+
+    /// End this ownership now, before the process exits: from when this
+    /// returns, [`OwnerStore::owner_alive`] is false for this owner in
+    /// every process sharing the store, so its sagas are at once
+    /// resumable (a parked one), taken over (an unfinished one, by
+    /// recovery) or re-opened by an operator, anywhere. The holder must
+    /// not drive a saga afterwards (its writes would be refused once
+    /// another process took the saga over). SQLite: the lock file is
+    /// removed (the kernel releases its lock at exit anyway); PostgreSQL:
+    /// the renewal stops and the lease row is deleted, waiting at most the
+    /// lease for the database (an unreachable one lets the lease expire,
+    /// as for a killed process). Idempotent. Never fails: what it cannot
+    /// do is logged, and the lease then ends by expiry.
+    async fn retire(&self);
 }
 
 /// A live owner, as [`OwnerStore::live_owners`] lists them.

@@ -127,12 +127,14 @@ fn parked_plan_is_approved_resumed_and_runs_once() {
     assert_eq!(r["steps"][1]["status"], "committed");
     assert_eq!(executes(&ws), 1);
 
-    // Resuming again replays; nothing runs a second time.
+    // Resuming again: the saga has ended, said so (exit 12); nothing runs
+    // a second time.
     let again = ws
         .capsaga(&["--json", "resume", "--saga", &saga])
         .output()
         .unwrap();
-    assert_eq!(json_of(&again)["steps"][1]["status"], "replayed");
+    assert_eq!(again.status.code(), Some(12), "{again:?}");
+    assert_eq!(json_of(&again)["final_state"], "Done");
     assert_eq!(executes(&ws), 1);
 
     // The approval was claimed once; a new saga with the same call parks
@@ -148,7 +150,8 @@ fn parked_plan_is_approved_resumed_and_runs_once() {
     assert_eq!(rerun.status.code(), Some(10));
     assert_ne!(json_of(&rerun)["awaiting_approval"]["approval_id"], id);
     let twice = ws.capsaga(&["approve", &id]).output().unwrap();
-    assert_eq!(twice.status.code(), Some(7), "{twice:?}");
+    // Already decided (claimed): its own exit code.
+    assert_eq!(twice.status.code(), Some(13), "{twice:?}");
     assert_eq!(executes(&ws), 1);
 
     let audit = ws.capsaga(&["audit", "verify"]).output().unwrap();
@@ -303,7 +306,7 @@ fn deny_rolls_the_parked_saga_back() {
             .unwrap()
             .status
             .code(),
-        Some(7)
+        Some(13)
     );
     assert_eq!(executes(&ws), 0);
 }

@@ -409,8 +409,16 @@ async fn rebinding_hosts_foreign_origins_and_big_bodies_are_refused_by_default()
         .to_str()
         .unwrap()
         .to_string();
-    assert_eq!(sid.len(), 64, "256-bit session id: {sid}");
-    assert!(sid.bytes().all(|b| b.is_ascii_hexdigit()));
+    // `<the host's owner id>.<256 random bits, hex>` (sessions are sticky).
+    let (host, random) = sid
+        .split_once('.')
+        .expect("the host, a dot, the random part");
+    assert!(
+        host.len() == 36 && host.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'),
+        "{sid}"
+    );
+    assert_eq!(random.len(), 64, "256-bit session id: {sid}");
+    assert!(random.bytes().all(|b| b.is_ascii_hexdigit()));
     let rest = c
         .get(srv.url("/v1/sagas"))
         .header("Host", "evil.example.com")

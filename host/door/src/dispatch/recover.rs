@@ -10,7 +10,8 @@
 //! applied"), then the committed steps in reverse, ending FailedRolledBack or
 //! FailedRollbackPartial. A saga that was already Compensating resumes its
 //! rollback where it stopped. A saga released between two requests (a saga
-//! handle, `dispatch::handles`) has nothing in doubt and is left alone.
+//! handle, `dispatch::handles`) has nothing in doubt and is left alone; so
+//! is any saga without an owner unless a step of it is in doubt.
 //!
 //! Idempotent: every compensation is logged as it completes and compensation
 //! itself is idempotent, so a recovery killed half-way leaves a saga that the
@@ -61,15 +62,25 @@ impl Dispatcher {
                 _ => false,
             };
             let released = row.released_at.is_some();
-            if !ownership::recoverable(
-                me,
-                row.owner.as_deref(),
-                alive,
+            // In doubt matters only for a saga nobody owns (read then only).
+            let in_doubt = row.owner.is_none()
+                && !released
+                && host
+                    .store
+                    .steps(&row.saga_id)
+                    .await?
+                    .iter()
+                    .any(|s| s.status == crate::store::StepStatus::Begin);
+            let found = ownership::Found {
+                owner: row.owner.as_deref(),
+                owner_alive: alive,
                 released,
-                row.state,
-                row.scope,
-                &row.origin,
-            ) {
+                in_doubt,
+                state: row.state,
+                scope: row.scope,
+                origin: &row.origin,
+            };
+            if !ownership::recoverable(me, &found) {
                 continue;
             }
             let why = "recovery: the owner process is gone";

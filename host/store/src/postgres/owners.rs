@@ -12,10 +12,14 @@
 //!   the lease, or a renewal finds it expired, the lease is lost
 //!   ([`OwnerLease::lost`]): the host must stop driving its sagas (others
 //!   may be recovering them; their fencing tokens have moved).
-//! - Dropping the lease deletes the row (a host that exits cleanly is dead
-//!   at once); a killed host's row expires. Rows expired for an hour are
-//!   deleted when a host registers (a missing row is as dead as an expired
-//!   one).
+//! - Retiring the lease ([`OwnerLease::retire`], what a process does
+//!   before it exits) stops the renewal and deletes the row, and returns
+//!   once it is deleted: a host that exits cleanly is dead at once for
+//!   every other host (its parked sagas resumable, its unfinished ones
+//!   recovered). Dropping the lease asks the renewal task for the same
+//!   without waiting (it happens if the runtime lives long enough). A
+//!   killed host's row expires. Rows expired for an hour are deleted when
+//!   a host registers (a missing row is as dead as an expired one).
 
 use super::super::{OwnerLease, OwnerRow, OwnerStore, StoreError};
 use super::{PgStore, get, i64_of, query, query_opt};
@@ -29,9 +33,16 @@ pub struct PgLease {
     id: String,
     lost: tokio::sync::watch::Sender<bool>,
     policy: Arc<Mutex<Option<String>>>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Tells the renewal task to delete the row and stop; it answers on
+    /// the channel sent once the row is deleted.
+    stop: Mutex<Option<tokio::sync::oneshot::Sender<Done>>>,
+    lease: Duration,
 }
 
+/// What the renewal task answers once the lease row is deleted.
+type Done = tokio::sync::oneshot::Sender<()>;
+
+#[async_trait]
 impl OwnerLease for PgLease {
     fn id(&self) -> &str {
         &self.id
@@ -46,12 +57,30 @@ impl OwnerLease for PgLease {
             *p = Some(sha256.to_string());
         }
     }
+
+    async fn retire(&self) {
+        let Some(stop) = self.stop.lock().ok().and_then(|mut s| s.take()) else {
+            return;
+        };
+        let (done, deleted) = tokio::sync::oneshot::channel();
+        if stop.send(done).is_err() {
+            // The renewal task ended: the lease was lost (expired).
+            return;
+        }
+        match tokio::time::timeout(self.lease, deleted).await {
+            Ok(Ok(())) => tracing::info!(owner = %self.id, "this host's lease is released"),
+            _ => {
+                tracing::warn!(owner = %self.id, "could not release this host's lease: it ends when it expires")
+            }
+        }
+    }
 }
 
 impl Drop for PgLease {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        // The sender dropped: the renewal task deletes the row and stops.
+        if let Ok(mut s) = self.stop.lock() {
+            s.take();
         }
     }
 }
@@ -66,7 +95,7 @@ async fn renew(
     lease: Duration,
     policy: Arc<Mutex<Option<String>>>,
     lost: tokio::sync::watch::Sender<bool>,
-    mut stop: tokio::sync::oneshot::Receiver<()>,
+    mut stop: tokio::sync::oneshot::Receiver<Done>,
     registered: Instant,
 ) {
     let every = lease / 5;
@@ -74,9 +103,13 @@ async fn renew(
     let mut held_since = registered;
     loop {
         tokio::select! {
-            _ = &mut stop => {
-                if let Ok(c) = pool.get().await {
-                    let _ = c.execute("DELETE FROM hosts WHERE owner_id = $1", &[&id]).await;
+            done = &mut stop => {
+                let deleted = match pool.get().await {
+                    Ok(c) => c.execute("DELETE FROM hosts WHERE owner_id = $1", &[&id]).await.is_ok(),
+                    Err(_) => false,
+                };
+                if let (Ok(done), true) = (done, deleted) {
+                    let _ = done.send(());
                 }
                 return;
             }
@@ -150,7 +183,8 @@ impl OwnerStore for PgStore {
             id,
             lost,
             policy,
-            stop: Some(stop),
+            stop: Mutex::new(Some(stop)),
+            lease,
         }))
     }
 

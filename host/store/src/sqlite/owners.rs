@@ -60,6 +60,7 @@ impl OwnerLock {
     }
 }
 
+#[async_trait]
 impl OwnerLease for OwnerLock {
     fn id(&self) -> &str {
         &self.id
@@ -70,6 +71,16 @@ impl OwnerLease for OwnerLock {
     }
 
     fn set_policy_hash(&self, _sha256: &str) {}
+
+    async fn retire(&self) {
+        // Unlinked while still locked: whoever looks from now on finds no
+        // file, and a dead owner (the lock goes with the process).
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!("cannot remove {}: {e}", self.path.display()),
+        }
+    }
 }
 
 impl Drop for OwnerLock {

@@ -205,6 +205,40 @@ async fn a_live_owners_saga_is_not_taken_over(db: &Db) {
     ));
 }
 
+/// An owner that retires (a process about to exit, issue 48) is dead for
+/// every other store as soon as `retire` returns, without waiting for its
+/// lease to expire; its lease is not reported lost (it was given up, not
+/// lost), and its saga is taken over at once.
+async fn a_retired_owner_is_dead_at_once(db: &Db) {
+    let a = db.open().await;
+    let b = db.open().await;
+    let lease = a.register_owner().await.unwrap();
+    let id = lease.id().to_string();
+    saga(&*a, "retired", &id).await;
+    assert!(b.owner_alive(&id).await.unwrap(), "{}", db.name());
+    let lost = lease.lost();
+    lease.retire().await;
+    assert!(!b.owner_alive(&id).await.unwrap(), "{}", db.name());
+    assert!(
+        b.live_owners()
+            .await
+            .unwrap()
+            .iter()
+            .all(|o| o.owner_id != id)
+    );
+    assert!(!*lost.borrow(), "{}: given up, not lost", db.name());
+    assert_eq!(
+        b.take_over("retired", Some(&id), "heir", "resume")
+            .await
+            .unwrap(),
+        Some(2),
+        "{}",
+        db.name()
+    );
+    // Idempotent.
+    lease.retire().await;
+}
+
 /// Writes from several hosts interleave into a log that verifies (one
 /// chain on SQLite; on PostgreSQL a chain per host, anchored together).
 async fn the_log_verifies_across_hosts(db: &Db) {
@@ -249,5 +283,6 @@ suite!(
     an_approval_is_decided_and_claimed_once_across_hosts,
     budget_counters_are_shared_by_hosts,
     a_live_owners_saga_is_not_taken_over,
+    a_retired_owner_is_dead_at_once,
     the_log_verifies_across_hosts,
 );
