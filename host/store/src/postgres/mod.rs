@@ -38,6 +38,7 @@ mod sagas;
 pub mod schema;
 mod steps;
 mod switch;
+mod tasks;
 mod target;
 mod tokens;
 mod traces;
