@@ -7,8 +7,8 @@
 //! `confirm_delete` (a task that asks one confirmation through
 //! `tasks/update`, then answers) and `multi_input` (a task that asks two
 //! questions at once, answered one at a time or together).
-//! They run no component and write no saga; their tasks live in the same
-//! table as capsaga's own (`capsaga_server::mcp::tasks`).
+//! They run no component and write no saga; their tasks are recorded in the
+//! state store beside capsaga's own (`capsaga_server::mcp::tasks`).
 
 use crate::to_result;
 use capsaga_server::mcp::extension::ExtensionCall;
@@ -139,7 +139,7 @@ pub(crate) async fn call(
                 text(format!("computed {label} in {secs} s"))
             };
             if tasks {
-                let t = call.spawn_task(|_| async move { complete(work.await) })?;
+                let t = call.spawn_task(|_| async move { complete(work.await) }).await?;
                 return Ok(CallToolResponse::Task(t));
             }
             if secs > 5.0 {
@@ -155,7 +155,7 @@ pub(crate) async fn call(
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 complete(json!({"isError": true,
                         "content": [{"type": "text", "text": "the job failed"}]}))
-            })?;
+            }).await?;
             Ok(CallToolResponse::Task(t))
         }
         "protocol_error_job" => {
@@ -167,7 +167,7 @@ pub(crate) async fn call(
                 error.insert("code".into(), (-32603).into());
                 error.insert("message".into(), "the job failed".into());
                 TaskPayload::Failed { error }
-            })?;
+            }).await?;
             Ok(CallToolResponse::Task(t))
         }
         "confirm_delete" | "multi_input" => {
@@ -202,7 +202,7 @@ pub(crate) async fn call(
                     (true, false) => format!("kept {file}"),
                     (false, _) => format!("got {} answers", answers.len()),
                 }))
-            })?;
+            }).await?;
             Ok(CallToolResponse::Task(t))
         }
         _ => {
@@ -227,7 +227,7 @@ pub(crate) async fn call(
             };
             let t = call.spawn_task(|_| async move {
                 complete(text(format!("Hello, {user}! (from a task)")))
-            })?;
+            }).await?;
             Ok(CallToolResponse::Task(t))
         }
     }

@@ -23,5 +23,6 @@ mod proxy;
 mod restart;
 mod rig;
 mod switch;
+mod tasks;
 mod takeover;
 mod wire;
