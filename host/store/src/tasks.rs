@@ -98,8 +98,7 @@ pub trait TaskStore: Send + Sync {
     ///
     /// # Errors
     /// [`StoreError`].
-    async fn task_of(&self, task_id: &str, principal: &str)
-    -> Result<Option<TaskRow>, StoreError>;
+    async fn task_of(&self, task_id: &str, principal: &str) -> Result<Option<TaskRow>, StoreError>;
 
     /// Write `task`'s status, detail, answers, cancel flag and
     /// `updated_at` if the stored row is still at `task.version` (compare

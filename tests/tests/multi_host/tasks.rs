@@ -123,7 +123,10 @@ fn tasks_are_served_cancelled_and_ended_by_any_host_for_their_principal_only() {
             for (m, extra) in [
                 ("tasks/get", json!({})),
                 ("tasks/cancel", json!({})),
-                ("tasks/update", json!({"inputResponses": {"x": {"action": "accept"}}})),
+                (
+                    "tasks/update",
+                    json!({"inputResponses": {"x": {"action": "accept"}}}),
+                ),
             ] {
                 let mut params = extra;
                 params["taskId"] = json!(done);
@@ -139,7 +142,11 @@ fn tasks_are_served_cancelled_and_ended_by_any_host_for_their_principal_only() {
         let running = created["result"]["taskId"].as_str().unwrap().to_string();
         eventually(Duration::from_secs(60), "the task wrote", || {
             let p = b_path.clone();
-            async move { lines(std::path::Path::new(&p)).iter().any(|l| l.starts_with("spun")) }
+            async move {
+                lines(std::path::Path::new(&p))
+                    .iter()
+                    .any(|l| l.starts_with("spun"))
+            }
         })
         .await;
         let c = post(&urls[1], "bob", "tasks/cancel", json!({"taskId": running})).await;
@@ -150,19 +157,31 @@ fn tasks_are_served_cancelled_and_ended_by_any_host_for_their_principal_only() {
         assert!(c.get("error").is_none(), "{c}");
         eventually(Duration::from_secs(30), "the write compensated", || {
             let p = b_path.clone();
-            async move { !lines(std::path::Path::new(&p)).iter().any(|l| l.starts_with("spun")) }
+            async move {
+                !lines(std::path::Path::new(&p))
+                    .iter()
+                    .any(|l| l.starts_with("spun"))
+            }
         })
         .await;
         let journal = lines(&b_journal);
         let count = |w: &str| journal.iter().filter(|l| l.starts_with(w)).count();
-        assert_eq!((count("execute"), count("compensate")), (1, 1), "{journal:?}");
+        assert_eq!(
+            (count("execute"), count("compensate")),
+            (1, 1),
+            "{journal:?}"
+        );
         for url in &urls {
             let got = get(url, "bob", &running).await;
             assert_eq!(got["result"]["status"], "cancelled", "{url}: {got}");
         }
         let saga = saga_of_task(&store, &running).await;
         let row = store.saga(&saga).await.unwrap().unwrap();
-        assert!(row.state.is_terminal() && row.state.as_str() != "Done", "{}", row.state);
+        assert!(
+            row.state.is_terminal() && row.state.as_str() != "Done",
+            "{}",
+            row.state
+        );
 
         // Host 0 dies while a task runs: host 2 ends it once its saga was
         // recovered (rolled back, the write compensated).
@@ -171,18 +190,27 @@ fn tasks_are_served_cancelled_and_ended_by_any_host_for_their_principal_only() {
         let orphan = created["result"]["taskId"].as_str().unwrap().to_string();
         eventually(Duration::from_secs(60), "the task wrote", || {
             let p = c_path.clone();
-            async move { lines(std::path::Path::new(&p)).iter().any(|l| l.starts_with("lost")) }
+            async move {
+                lines(std::path::Path::new(&p))
+                    .iter()
+                    .any(|l| l.starts_with("lost"))
+            }
         })
         .await;
         rig.kill(0);
         let out = ended(&urls[2], &orphan).await;
         assert_eq!(out["result"]["status"], "failed", "{out}");
         assert!(
-            !lines(std::path::Path::new(&c_path)).iter().any(|l| l.starts_with("lost")),
+            !lines(std::path::Path::new(&c_path))
+                .iter()
+                .any(|l| l.starts_with("lost")),
             "compensated"
         );
         let got = get(&urls[1], "bob", &done).await;
-        assert_eq!(got["result"], first["result"], "the ended task outlives its host");
+        assert_eq!(
+            got["result"], first["result"],
+            "the ended task outlives its host"
+        );
         let report = capsaga_store::audit::verify(&*store, None).await.unwrap();
         assert!(report.ok(), "{report:?}");
     });

@@ -27,7 +27,13 @@ limits = { deadline_ms = 120000, fuel = 10000000000000 }
 async fn until(url: &str, who: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
     let t = Instant::now();
     loop {
-        let got = post(url, who, "tasks/get", json!({"taskId": id, "_meta": meta(true)})).await;
+        let got = post(
+            url,
+            who,
+            "tasks/get",
+            json!({"taskId": id, "_meta": meta(true)}),
+        )
+        .await;
         if done(&got) {
             return got;
         }
@@ -76,7 +82,10 @@ fn tasks_survive_a_restart_of_their_host_and_a_running_one_is_ended() {
         let running_id = created["result"]["taskId"].as_str().unwrap().to_string();
         let t = Instant::now();
         while !std::fs::read_to_string(&ledger).is_ok_and(|s| s.contains("spun")) {
-            assert!(t.elapsed() < Duration::from_secs(120), "the task never wrote");
+            assert!(
+                t.elapsed() < Duration::from_secs(120),
+                "the task never wrote"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         (done_id, done["result"].clone(), running_id)
@@ -87,8 +96,13 @@ fn tasks_survive_a_restart_of_their_host_and_a_running_one_is_ended() {
     let (mut second, url) = serve_with(&ws, &[]);
     rt.block_on(async {
         // The ended task: the same status and result, from the new process.
-        let got = post(&url, "bob", "tasks/get", json!({"taskId": done_id, "_meta": meta(true)}))
-            .await;
+        let got = post(
+            &url,
+            "bob",
+            "tasks/get",
+            json!({"taskId": done_id, "_meta": meta(true)}),
+        )
+        .await;
         assert_eq!(got["result"]["status"], "completed", "{got}");
         assert_eq!(got["result"]["result"], done_before["result"], "{got}");
         assert_eq!(got["result"]["createdAt"], done_before["createdAt"]);
@@ -99,14 +113,21 @@ fn tasks_survive_a_restart_of_their_host_and_a_running_one_is_ended() {
         })
         .await;
         assert_eq!(ended["result"]["status"], "failed", "{ended}");
-        let message = ended["result"]["error"]["message"].as_str().unwrap_or_default();
+        let message = ended["result"]["error"]["message"]
+            .as_str()
+            .unwrap_or_default();
         assert!(message.contains("stopped"), "{ended}");
         let text = std::fs::read_to_string(&ledger).unwrap_or_default();
         assert!(text.contains("paid") && !text.contains("spun"), "{text:?}");
         // Another principal: the same answer as for an id nobody has.
         let guessed = "5f0c2a9e-7d1b-4c3e-9a8f-2b6d4e1c0a7f";
-        let nobody = post(&url, "eve", "tasks/get", json!({"taskId": guessed, "_meta": meta(true)}))
-            .await;
+        let nobody = post(
+            &url,
+            "eve",
+            "tasks/get",
+            json!({"taskId": guessed, "_meta": meta(true)}),
+        )
+        .await;
         assert_eq!(nobody["error"]["code"], -32602, "{nobody}");
         for id in [&done_id, &running_id] {
             for m in ["tasks/get", "tasks/cancel"] {
@@ -115,11 +136,21 @@ fn tasks_survive_a_restart_of_their_host_and_a_running_one_is_ended() {
             }
         }
         // Cancelling an ended task changes nothing.
-        let c = post(&url, "bob", "tasks/cancel", json!({"taskId": done_id, "_meta": meta(true)}))
-            .await;
+        let c = post(
+            &url,
+            "bob",
+            "tasks/cancel",
+            json!({"taskId": done_id, "_meta": meta(true)}),
+        )
+        .await;
         assert!(c.get("error").is_none(), "{c}");
-        let got = post(&url, "bob", "tasks/get", json!({"taskId": done_id, "_meta": meta(true)}))
-            .await;
+        let got = post(
+            &url,
+            "bob",
+            "tasks/get",
+            json!({"taskId": done_id, "_meta": meta(true)}),
+        )
+        .await;
         assert_eq!(got["result"]["status"], "completed", "{got}");
     });
     let _ = second.kill();

@@ -67,11 +67,7 @@ impl TaskStore for PgStore {
             .transpose()
     }
 
-    async fn task_of(
-        &self,
-        task_id: &str,
-        principal: &str,
-    ) -> Result<Option<TaskRow>, StoreError> {
+    async fn task_of(&self, task_id: &str, principal: &str) -> Result<Option<TaskRow>, StoreError> {
         let c = self.conn().await?;
         let sql = format!("SELECT {COLUMNS} FROM mcp_tasks WHERE task_id = $1 AND principal = $2");
         query_opt(&c, &sql, &[&task_id, &principal])

@@ -75,11 +75,7 @@ impl TaskStore for SqliteStore {
         })
     }
 
-    async fn task_of(
-        &self,
-        task_id: &str,
-        principal: &str,
-    ) -> Result<Option<TaskRow>, StoreError> {
+    async fn task_of(&self, task_id: &str, principal: &str) -> Result<Option<TaskRow>, StoreError> {
         self.read(|c| {
             Ok(c.row(
                 &format!("SELECT {COLUMNS} FROM mcp_tasks WHERE task_id = ?1 AND principal = ?2"),

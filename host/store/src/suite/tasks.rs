@@ -32,7 +32,11 @@ async fn tasks_are_shared_scoped_and_written_once(db: &Db) {
     let b = db.open().await;
     let t = task("t1", "token:bob", "host-a");
     a.create_task(&t).await.unwrap();
-    assert!(a.create_task(&t).await.is_err(), "{}: a duplicate id", db.name());
+    assert!(
+        a.create_task(&t).await.is_err(),
+        "{}: a duplicate id",
+        db.name()
+    );
     // Another host reads it; only its principal does.
     let got = b.task_of("t1", "token:bob").await.unwrap();
     assert_eq!(got.as_ref(), Some(&t), "{}", db.name());

@@ -137,10 +137,9 @@ pub fn is_long(shared: &McpShared, tool: &str) -> bool {
 /// The stored status and detail of `payload`.
 fn stored(payload: &TaskPayload) -> (&'static str, Option<String>) {
     match payload {
-        TaskPayload::InputRequired { input_requests } => (
-            "input_required",
-            serde_json::to_string(input_requests).ok(),
-        ),
+        TaskPayload::InputRequired { input_requests } => {
+            ("input_required", serde_json::to_string(input_requests).ok())
+        }
         TaskPayload::Completed { result } => ("completed", serde_json::to_string(result).ok()),
         TaskPayload::Failed { error } => ("failed", serde_json::to_string(error).ok()),
         TaskPayload::Cancelled => ("cancelled", None),
@@ -397,8 +396,7 @@ impl Tasks {
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         door.set_autonomy(&mut saga, shared.autonomy());
         let saga_id = saga.id().to_string();
-        let (row, cancel, answered) = match Tasks::create(shared, &who.name, Some(saga_id)).await
-        {
+        let (row, cancel, answered) = match Tasks::create(shared, &who.name, Some(saga_id)).await {
             Ok(x) => x,
             Err(e) => {
                 // Nothing ran: the saga ends with the task that never was.
