@@ -15,7 +15,9 @@
 //!   others and its late writes fenced), `pg_restart` (PostgreSQL stopped
 //!   as by a crash, `pg_ctl stop -m immediate`, and started again), `cut`
 //!   (host 2's database connections closed and new ones held silent past
-//!   its lease, then healed).
+//!   its lease, then healed), `stall` (host 2's database connections kept
+//!   open and silent past its lease, as packets dropped: it must find its
+//!   lease lost and stop, not hang).
 //!
 //! After every round the invariants are checked (and counted, not
 //! asserted one by one, so the table shows them all): every saga terminal
@@ -331,7 +333,7 @@ fn faults_at_every_step_boundary_and_at_random_points_keep_the_invariants() {
                 }
                 None => {
                     tokio::time::sleep(Duration::from_millis(100 + rng.below(700))).await;
-                    let kind = ["kill", "stop", "pg_restart", "cut"][rng.below(4) as usize];
+                    let kind = ["kill", "stop", "pg_restart", "cut", "stall"][rng.below(5) as usize];
                     *table.injected.entry(kind).or_default() += 1;
                     match kind {
                         "kill" => {
@@ -361,12 +363,20 @@ fn faults_at_every_step_boundary_and_at_random_points_keep_the_invariants() {
                             }
                         }
                         _ => {
-                            proxy.cut();
+                            if kind == "cut" {
+                                proxy.cut();
+                            } else {
+                                proxy.stall();
+                            }
                             tokio::time::sleep(Duration::from_millis(LEASE_MS * 2)).await;
+                            // Its lease could not be renewed for twice its
+                            // length: it stops itself (exit 11), never
+                            // hangs or runs on without a lease.
+                            let code = rig.hosts[2].as_mut().and_then(|h| exited(h, Duration::from_secs(10)));
                             proxy.heal();
-                            // Its lease lost: it stops itself (exit 11), or
-                            // it held no lease long enough to lose; either
-                            // way it is started again.
+                            if code != Some(Some(11)) {
+                                table.violations.push(format!("{round}: host 2 cut off ({kind}) did not exit 11 ({code:?})"));
+                            }
                             respawn(&mut rig, 2, &through);
                         }
                     }

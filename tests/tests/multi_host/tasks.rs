@@ -18,17 +18,27 @@ const POLICY: &str = r#"store_lease_ms = 1500
 grants = ["fs:write:~/ws/**"]
 limits = { deadline_ms = 120000, fuel = 10000000000000 }
 host_rollback = false
+[tools.fs_write]
+grants = ["fs:write:~/ws/**"]
+limits = { deadline_ms = 120000 }
+approval = "always"
+[approvals]
+client_confirm = ["fs_write"]
 "#;
 
 fn secret(who: &str) -> String {
     format!("{who}-secret-0123456789abcdef")
 }
 
-/// A 2026-07-28 request's `_meta`, the tasks extension declared.
+/// A 2026-07-28 request's `_meta`, the tasks extension and elicitation
+/// declared.
 fn meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
+            "elicitation": {"form": {}},
+        },
     })
 }
 
@@ -82,7 +92,9 @@ async fn ended(url: &str, id: &str) -> Value {
 
 #[test]
 fn tasks_are_served_cancelled_and_ended_by_any_host_for_their_principal_only() {
-    let Some(mut rig) = Rig::with_policy("multi_host::tasks", 3, POLICY) else {
+    let Some(mut rig) =
+        Rig::with_tools("multi_host::tasks", 3, &["ledger", "fs_write"], POLICY, &[])
+    else {
         return;
     };
     let rt = runtime();
@@ -182,6 +194,32 @@ fn tasks_are_served_cancelled_and_ended_by_any_host_for_their_principal_only() {
             "{}",
             row.state
         );
+
+        // A task started on host 2 asks its client to confirm; the question
+        // is read on host 0, answered on host 1, and the call runs on host 2.
+        let target = rig.ws.ws().join("confirmed.txt");
+        let created = post(
+            &urls[2],
+            "bob",
+            "tools/call",
+            json!({"name": "fs_write", "arguments": {"path": rig.ws.ws_path("confirmed.txt"), "content": "yes\n"}}),
+        )
+        .await;
+        let asking = created["result"]["taskId"].as_str().unwrap().to_string();
+        let waiting = ended(&urls[0], &asking).await;
+        assert_eq!(waiting["result"]["status"], "input_required", "{waiting}");
+        assert!(!target.exists());
+        let yes = json!({"capsaga_approval": {"action": "accept", "content": {"approve": true}}});
+        let ack = post(&urls[1], "bob", "tasks/update", json!({"taskId": asking, "inputResponses": yes})).await;
+        assert!(ack.get("error").is_none(), "{ack}");
+        let mut out = get(&urls[0], "bob", &asking).await;
+        while out["result"]["status"] != "completed" {
+            assert!(!out["result"]["status"].as_str().is_some_and(|s| s == "failed" || s == "cancelled"), "{out}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            out = get(&urls[0], "bob", &asking).await;
+        }
+        assert_eq!(out["result"]["result"]["isError"], false, "{out}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "yes\n");
 
         // Host 0 dies while a task runs: host 2 ends it once its saga was
         // recovered (rolled back, the write compensated).

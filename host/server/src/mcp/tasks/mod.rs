@@ -539,7 +539,8 @@ impl Tasks {
 
     /// Park task `id` in `input_required` with `requests` until
     /// `tasks/update` (on any host) answered every one; the answers.
-    /// `None` when the task is gone, ended or asked to cancel.
+    /// `None` when the task is gone or ended; never once a cancel was
+    /// asked (the run is stopped instead, [`Tasks::stop`]).
     async fn ask(
         shared: &McpShared,
         id: &str,
@@ -557,8 +558,13 @@ impl Tasks {
                     continue;
                 }
             };
-            if row.is_terminal() || row.cancel_requested {
+            if row.is_terminal() {
                 return None;
+            }
+            if row.cancel_requested {
+                // The run is told to stop (by the canceller or the watch):
+                // no new question meanwhile.
+                std::future::pending::<()>().await;
             }
             let mut next = row;
             next.status = "input_required".into();
@@ -578,8 +584,11 @@ impl Tasks {
                 Ok(None) => return None,
                 Err(_) => continue,
             };
-            if row.is_terminal() || row.cancel_requested {
+            if row.is_terminal() {
                 return None;
+            }
+            if row.cancel_requested {
+                std::future::pending::<()>().await;
             }
             let (true, Some(given)) = (row.status == "working", row.answers.clone()) else {
                 continue;

@@ -31,7 +31,8 @@ impl Asker {
 
     /// Park the task with `requests` until the client answered them all
     /// (`tasks/update`, on any host); the answers, `None` when the task
-    /// ended or a cancel was asked.
+    /// ended. Once a cancel was asked it never answers: the work is
+    /// dropped and the task ends `cancelled`.
     pub async fn ask(&self, requests: InputRequests) -> Option<InputResponses> {
         Tasks::ask(&self.shared, &self.id, &self.answered, requests).await
     }

@@ -28,7 +28,7 @@ pub async fn watch(shared: Weak<McpShared>) {
         let Some(s) = shared.upgrade() else {
             return;
         };
-        if tick % sweep_every == 0 {
+        if tick.is_multiple_of(sweep_every) {
             sweep(&s).await;
         } else {
             stop_cancelled(&s).await;
