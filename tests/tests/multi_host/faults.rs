@@ -35,15 +35,11 @@
 //! `CAPSAGA_FAULT_SEED` (default: from the clock; printed). The long run
 //! is documented in docs/several-hosts.md.
 
-use super::chaos::one_saga;
+use super::chaos::{Rng, env_or, one_saga, session};
 use super::proxy::Proxy;
 use super::rig::{HostProc, Rig, lines, runtime};
 use capsaga_store::{StepStatus, Store, audit};
-use capsaga_tests::mcp_rig::http_builder;
-use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -53,24 +49,6 @@ use std::time::{Duration, Instant};
 const LEASE_MS: u64 = 1500;
 /// Sessions of the load per round.
 const LOAD: u64 = 3;
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// xorshift64*.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
-    }
-}
 
 /// What the harness counts.
 #[derive(Default)]
@@ -134,19 +112,7 @@ async fn until_boundary(
     steps: u64,
     b: u64,
 ) -> Result<rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>, String> {
-    let http = http_builder()
-        .pool_max_idle_per_host(0)
-        .timeout(Duration::from_secs(15))
-        .build()
-        .map_err(|e| e.to_string())?;
-    let transport = StreamableHttpClientTransport::with_client(
-        http,
-        StreamableHttpClientTransportConfig::with_uri(url),
-    );
-    let client = ClientConfig::default()
-        .serve(transport)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
+    let client = session(url).await?;
     for i in 0..b.min(steps) {
         let args = json!({"path": ledger, "entry": format!("saga{saga}-step{i}")});
         let r = client
