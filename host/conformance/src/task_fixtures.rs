@@ -7,8 +7,8 @@
 //! `confirm_delete` (a task that asks one confirmation through
 //! `tasks/update`, then answers) and `multi_input` (a task that asks two
 //! questions at once, answered one at a time or together).
-//! They run no component and write no saga; their tasks live in the same
-//! table as capsaga's own (`capsaga_server::mcp::tasks`).
+//! They run no component and write no saga; their tasks are recorded in the
+//! state store beside capsaga's own (`capsaga_server::mcp::tasks`).
 
 use crate::to_result;
 use capsaga_server::mcp::extension::ExtensionCall;
@@ -139,7 +139,9 @@ pub(crate) async fn call(
                 text(format!("computed {label} in {secs} s"))
             };
             if tasks {
-                let t = call.spawn_task(|_| async move { complete(work.await) })?;
+                let t = call
+                    .spawn_task(|_| async move { complete(work.await) })
+                    .await?;
                 return Ok(CallToolResponse::Task(t));
             }
             if secs > 5.0 {
@@ -151,23 +153,27 @@ pub(crate) async fn call(
             if !tasks {
                 return Err(needs_tasks());
             }
-            let t = call.spawn_task(|_| async {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                complete(json!({"isError": true,
+            let t = call
+                .spawn_task(|_| async {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    complete(json!({"isError": true,
                         "content": [{"type": "text", "text": "the job failed"}]}))
-            })?;
+                })
+                .await?;
             Ok(CallToolResponse::Task(t))
         }
         "protocol_error_job" => {
             if !tasks {
                 return Err(McpError::internal_error("the job failed", None));
             }
-            let t = call.spawn_task(|_| async {
-                let mut error = JsonObject::new();
-                error.insert("code".into(), (-32603).into());
-                error.insert("message".into(), "the job failed".into());
-                TaskPayload::Failed { error }
-            })?;
+            let t = call
+                .spawn_task(|_| async {
+                    let mut error = JsonObject::new();
+                    error.insert("code".into(), (-32603).into());
+                    error.insert("message".into(), "the job failed".into());
+                    TaskPayload::Failed { error }
+                })
+                .await?;
             Ok(CallToolResponse::Task(t))
         }
         "confirm_delete" | "multi_input" => {
@@ -192,17 +198,19 @@ pub(crate) async fn call(
             };
             let requests = serde_json::from_value(questions)
                 .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-            let t = call.spawn_task(move |asker| async move {
-                let Some(answers) = asker.ask(requests).await else {
-                    return TaskPayload::Cancelled;
-                };
-                let yes = answers.values().all(|a| accepted(Some(a)));
-                complete(text(match (name_is_delete(&answers), yes) {
-                    (true, true) => format!("deleted {file} (a fixture: nothing was)"),
-                    (true, false) => format!("kept {file}"),
-                    (false, _) => format!("got {} answers", answers.len()),
-                }))
-            })?;
+            let t = call
+                .spawn_task(move |asker| async move {
+                    let Some(answers) = asker.ask(requests).await else {
+                        return TaskPayload::Cancelled;
+                    };
+                    let yes = answers.values().all(|a| accepted(Some(a)));
+                    complete(text(match (name_is_delete(&answers), yes) {
+                        (true, true) => format!("deleted {file} (a fixture: nothing was)"),
+                        (true, false) => format!("kept {file}"),
+                        (false, _) => format!("got {} answers", answers.len()),
+                    }))
+                })
+                .await?;
             Ok(CallToolResponse::Task(t))
         }
         _ => {
@@ -225,9 +233,11 @@ pub(crate) async fn call(
                     .map_err(|e| McpError::internal_error(e.to_string(), None))?;
                 return Ok(CallToolResponse::InputRequired(ask));
             };
-            let t = call.spawn_task(|_| async move {
-                complete(text(format!("Hello, {user}! (from a task)")))
-            })?;
+            let t = call
+                .spawn_task(
+                    |_| async move { complete(text(format!("Hello, {user}! (from a task)"))) },
+                )
+                .await?;
             Ok(CallToolResponse::Task(t))
         }
     }

@@ -266,6 +266,7 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         rt.spawn(live::on_hangup(Arc::downgrade(live)));
         rt.spawn(cluster::recover_loop(Arc::downgrade(live)));
         rt.spawn(cluster::doubt_loop(Arc::downgrade(live)));
+        rt.spawn(mcp::tasks::watch(Arc::downgrade(&shared)));
         if let Some(idle) = o.handle_idle.filter(|d| !d.is_zero()) {
             rt.spawn(cluster::expire_loop(
                 Arc::downgrade(live),

@@ -23,6 +23,7 @@
 //! | [`TokenStore`] | `tokens` | named tokens and roles (the SHA-256 of each secret) |
 //! | [`KeyStore`] | `provider_keys` | provider keys sealed under `CAPSAGA_KEK` |
 //! | [`SwitchStore`] | `host_switch` | the kill switch: running, read-only, paused |
+//! | [`TaskStore`] | `mcp_tasks` | tasks of the MCP tasks extension: status, result, questions, cancel requests |
 //! | [`AuditStore`] | all of the above | the tables' current values, for `audit verify` ([`audit`]) |
 //! | [`OwnerStore`] | `hosts` (PostgreSQL), lock files (SQLite) | which processes own sagas and whether they are alive |
 //!
@@ -58,12 +59,14 @@ mod rows;
 pub mod sqlite;
 #[cfg(all(test, feature = "postgres"))]
 mod suite;
+pub mod tasks;
 
 pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};
 pub use error::{SCHEMA_VERSION, StoreError};
 pub use neurons::{NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, Transition};
 pub use owners::{OwnerLease, OwnerRow, OwnerStore};
 pub use rows::*;
+pub use tasks::{TaskRow, TaskStore};
 
 use async_trait::async_trait;
 use capsaga_core::approval::Binding;
@@ -598,6 +601,7 @@ pub trait Store:
     + TokenStore
     + KeyStore
     + SwitchStore
+    + TaskStore
     + std::fmt::Debug
 {
 }
@@ -615,6 +619,7 @@ impl<T> Store for T where
         + TokenStore
         + KeyStore
         + SwitchStore
+        + TaskStore
         + std::fmt::Debug
 {
 }

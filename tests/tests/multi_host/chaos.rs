@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-fn env_or(name: &str, default: u64) -> u64 {
+pub fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -30,9 +30,10 @@ fn env_or(name: &str, default: u64) -> u64 {
 }
 
 /// xorshift64*.
-struct Rng(u64);
+pub struct Rng(pub u64);
 impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
+    /// The next number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -40,9 +41,11 @@ impl Rng {
     }
 }
 
-/// One saga: connect to `url`, `steps` ledger entries, commit. Ok when the
-/// commit was acknowledged.
-pub async fn one_saga(url: String, ledger: String, saga: u64, steps: u64) -> Result<(), String> {
+/// A new MCP session at `url` (no idle connection reused, 15 s per
+/// request: a host may die under it).
+pub async fn session(
+    url: String,
+) -> Result<rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>, String> {
     let http = http_builder()
         .pool_max_idle_per_host(0)
         .timeout(Duration::from_secs(15))
@@ -52,10 +55,16 @@ pub async fn one_saga(url: String, ledger: String, saga: u64, steps: u64) -> Res
         http,
         StreamableHttpClientTransportConfig::with_uri(url),
     );
-    let client = ClientConfig::default()
+    ClientConfig::default()
         .serve(transport)
         .await
-        .map_err(|e| format!("connect: {e}"))?;
+        .map_err(|e| format!("connect: {e}"))
+}
+
+/// One saga: connect to `url`, `steps` ledger entries, commit. Ok when the
+/// commit was acknowledged.
+pub async fn one_saga(url: String, ledger: String, saga: u64, steps: u64) -> Result<(), String> {
+    let client = session(url).await?;
     for i in 0..steps {
         let args = json!({"path": ledger, "entry": format!("saga{saga}-step{i}")});
         let r = client

@@ -8,11 +8,11 @@
 //!   back; the host's in-flight statement fails), and connections opened
 //!   during the cut are accepted and left silent (no byte forwarded, as
 //!   packets dropped), until the cut heals; then they are closed.
+//! - [`Proxy::stall`]: a silent partition: every forwarded connection
+//!   stops forwarding but stays open (bytes the host sends are taken and
+//!   never answered, as packets dropped past the proxy), and new ones are
+//!   held silent, until the stall heals; then they are closed.
 //! - [`Proxy::heal`]: new connections are forwarded again.
-//!
-//! A silent partition of an *established* connection (packets dropped,
-//! nothing closed) is the client's `tcp_user_timeout` to notice; it is not
-//! simulated here.
 
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -23,6 +23,7 @@ pub struct Proxy {
     /// Its port on 127.0.0.1.
     pub port: u16,
     cut: watch::Sender<bool>,
+    stall: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -33,13 +34,24 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let (cut, _) = watch::channel(false);
-        let state = cut.clone();
+        let (stall, _) = watch::channel(false);
+        let (state, stalled) = (cut.clone(), stall.clone());
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(forward(client, upstream, state.subscribe()));
+                tokio::spawn(forward(
+                    client,
+                    upstream,
+                    state.subscribe(),
+                    stalled.subscribe(),
+                ));
             }
         });
-        Proxy { port, cut, task }
+        Proxy {
+            port,
+            cut,
+            stall,
+            task,
+        }
     }
 
     /// `url` (a connection string to the server) through the proxy.
@@ -52,8 +64,14 @@ impl Proxy {
         let _ = self.cut.send(true);
     }
 
-    /// Heal: forward new connections again.
+    /// Stall: forward nothing more, close nothing, until healed.
+    pub fn stall(&self) {
+        let _ = self.stall.send(true);
+    }
+
+    /// Heal: forward new connections again (stalled ones are closed).
     pub fn heal(&self) {
+        let _ = self.stall.send(false);
         let _ = self.cut.send(false);
     }
 }
@@ -65,10 +83,19 @@ impl Drop for Proxy {
     }
 }
 
-async fn forward(mut client: TcpStream, upstream: u16, mut cut: watch::Receiver<bool>) {
+async fn forward(
+    mut client: TcpStream,
+    upstream: u16,
+    mut cut: watch::Receiver<bool>,
+    mut stall: watch::Receiver<bool>,
+) {
     if *cut.borrow_and_update() {
         // Opened during the cut: nothing answers; closed once it heals.
         let _ = cut.wait_for(|c| !*c).await;
+        return;
+    }
+    if *stall.borrow_and_update() {
+        let _ = stall.wait_for(|s| !*s).await;
         return;
     }
     let Ok(Ok(mut server)) = tokio::time::timeout(
@@ -79,9 +106,14 @@ async fn forward(mut client: TcpStream, upstream: u16, mut cut: watch::Receiver<
     else {
         return;
     };
-    tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-        _ = cut.wait_for(|c| *c) => {}
+    let stalled = tokio::select! {
+        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => false,
+        _ = cut.wait_for(|c| *c) => false,
+        _ = stall.wait_for(|s| *s) => true,
+    };
+    if stalled {
+        // Both sides stay open and silent until the stall heals.
+        let _ = stall.wait_for(|s| !*s).await;
     }
     // Both sides dropped: closed.
 }

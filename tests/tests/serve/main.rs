@@ -25,6 +25,7 @@ mod single_headers;
 mod stateless;
 mod strict;
 mod tasks;
+mod tasks_restart;
 mod trust;
 mod wire2026;
 

@@ -17,7 +17,7 @@ limits = { deadline_ms = 120000, fuel = 10000000000000 }
 [tools.time_now]
 "#;
 
-fn meta(tasks: bool) -> Value {
+pub(super) fn meta(tasks: bool) -> Value {
     let caps = if tasks {
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
     } else {

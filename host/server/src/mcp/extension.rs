@@ -140,18 +140,18 @@ impl ExtensionCall<'_> {
     }
 
     /// Run `work` as a task of the tasks extension owned by the session's
-    /// principal (in the server's task table, beside capsaga's own tasks;
+    /// principal (recorded in the state store beside capsaga's own tasks;
     /// no saga); it gets the [`Asker`] of its task.
     ///
     /// # Errors
-    /// The table is full of running tasks.
-    pub fn spawn_task<F, Fut>(&self, work: F) -> Result<CreateTaskResult, McpError>
+    /// Too many running tasks; the store.
+    pub async fn spawn_task<F, Fut>(&self, work: F) -> Result<CreateTaskResult, McpError>
     where
         F: FnOnce(Asker) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = TaskPayload> + Send + 'static,
     {
         let state = &self.session.state;
-        Tasks::spawn(&state.shared, &state.principal.name, work)
+        Tasks::spawn(&state.shared, &state.principal.name, work).await
     }
 
     /// Tell every listener (sessions, `subscriptions/listen` streams) that

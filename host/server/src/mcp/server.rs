@@ -236,10 +236,8 @@ impl ServerHandler for McpSession {
         let ctx = &context;
         traced("tasks/get", McpTarget::None, ctx, async {
             self.check_caller(ctx)?;
-            self.state
-                .shared
-                .tasks
-                .get(&request.task_id, &self.state.principal)
+            super::tasks::Tasks::get(&self.state.shared, &request.task_id, &self.state.principal)
+                .await
         })
         .await
     }
@@ -266,11 +264,13 @@ impl ServerHandler for McpSession {
         let ctx = &context;
         traced("tasks/update", McpTarget::None, ctx, async {
             self.check_caller(ctx)?;
-            self.state.shared.tasks.update(
+            super::tasks::Tasks::update(
+                &self.state.shared,
                 &request.task_id,
                 &self.state.principal,
                 request.input_responses,
             )
+            .await
         })
         .await
     }

@@ -39,6 +39,7 @@ pub mod schema;
 mod steps;
 mod switch;
 mod target;
+mod tasks;
 mod tokens;
 mod traces;
 pub mod writer;

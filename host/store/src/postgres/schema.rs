@@ -16,7 +16,7 @@ use capsaga_core::wal_row::GENESIS;
 use std::path::PathBuf;
 
 /// The newest migration this capsaga knows.
-pub const PG_SCHEMA_VERSION: i64 = 6;
+pub const PG_SCHEMA_VERSION: i64 = 8;
 
 /// The advisory lock key of migrations ("CAPS").
 const MIGRATION_LOCK: i64 = 0x4341_5053;
@@ -284,17 +284,51 @@ CREATE TABLE budget_ratios (
 CREATE INDEX budget_ratios_day ON budget_ratios (day);
 "#;
 
-/// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Forward
-/// only: a released migration is never edited, a change is a new one.
-fn migrations() -> Vec<String> {
+/// Migration 8 (issue 48; 7 is issue 47's): the tasks of the MCP tasks
+/// extension (`TaskStore`), shared by every host, so any host answers for
+/// a task and a task outlives the host that ran it.
+const V8: &str = r#"
+CREATE TABLE mcp_tasks (
+    task_id           TEXT PRIMARY KEY,
+    principal         TEXT NOT NULL,
+    saga_id           TEXT,
+    owner             TEXT,
+    status            TEXT NOT NULL CHECK (status IN ('working','input_required','completed','failed','cancelled')),
+    detail            TEXT,
+    answers           TEXT,
+    cancel_requested  BOOLEAN NOT NULL DEFAULT FALSE,
+    created_at        TEXT NOT NULL,
+    updated_at        TEXT NOT NULL,
+    version           BIGINT NOT NULL DEFAULT 1
+);
+CREATE INDEX mcp_tasks_open ON mcp_tasks (status, owner);
+"#;
+
+/// The migrations, by version, in order. Forward only: a released
+/// migration is never edited, a change is a new one. A version's number is
+/// allocated when its work starts, so a branch may lack a lower one (7,
+/// issue 47's, is not in this list yet): a database records each version
+/// applied, and every migration this capsaga knows that is not recorded is
+/// applied, in order.
+fn migrations() -> Vec<(i64, String)> {
     vec![
-        format!("{V1}\nINSERT INTO wal_head (id, seq, hash) VALUES (1, 0, '{GENESIS}');"),
-        V2.to_string(),
-        V3.to_string(),
-        V4.to_string(),
-        V5.to_string(),
-        V6.to_string(),
+        (
+            1,
+            format!("{V1}\nINSERT INTO wal_head (id, seq, hash) VALUES (1, 0, '{GENESIS}');"),
+        ),
+        (2, V2.to_string()),
+        (3, V3.to_string()),
+        (4, V4.to_string()),
+        (5, V5.to_string()),
+        (6, V6.to_string()),
+        (8, V8.to_string()),
     ]
+}
+
+/// The versions of the migrations this capsaga knows, in order.
+#[cfg(test)]
+pub(crate) fn versions() -> Vec<i64> {
+    migrations().into_iter().map(|(v, _)| v).collect()
 }
 
 /// The SQL of migrations 1 to `version`, and the table that records them,
@@ -304,11 +338,13 @@ pub(crate) fn up_to(version: usize) -> String {
     let mut sql = String::from(
         "CREATE TABLE capsaga_schema (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());\n",
     );
-    for (i, m) in migrations().into_iter().take(version).enumerate() {
+    for (v, m) in migrations()
+        .into_iter()
+        .filter(|(v, _)| *v <= version as i64)
+    {
         sql.push_str(&m);
         sql.push_str(&format!(
-            "\nINSERT INTO capsaga_schema (version) VALUES ({});\n",
-            i + 1
+            "\nINSERT INTO capsaga_schema (version) VALUES ({v});\n"
         ));
     }
     sql
@@ -336,6 +372,12 @@ async fn version(c: &Conn) -> Result<Option<i64>, StoreError> {
     Ok(Some(v.get::<_, i64>(0)))
 }
 
+/// The versions recorded in `capsaga_schema` (the table exists).
+async fn applied(c: &Conn) -> Result<std::collections::BTreeSet<i64>, StoreError> {
+    let rows = c.query("SELECT version FROM capsaga_schema", &[]).await?;
+    Ok(rows.iter().map(|r| r.get::<_, i64>(0)).collect())
+}
+
 /// Check the database is ours and migrate it to [`PG_SCHEMA_VERSION`].
 ///
 /// # Errors
@@ -351,7 +393,10 @@ pub(super) async fn bring_up_to_date(c: &Conn, shown: &str) -> Result<(), StoreE
             return Err(too_new(v));
         }
         if v == PG_SCHEMA_VERSION {
-            return Ok(());
+            let applied = applied(c).await?;
+            if migrations().iter().all(|(m, _)| applied.contains(m)) {
+                return Ok(());
+            }
         }
     }
     c.batch_execute("BEGIN").await?;
@@ -398,12 +443,12 @@ async fn migrate_locked(c: &Conn, shown: &str) -> Result<(), StoreError> {
             found: current,
         });
     }
-    for (i, sql) in migrations().iter().enumerate() {
-        let v = i as i64 + 1;
-        if v <= current {
+    let applied = applied(c).await?;
+    for (v, sql) in migrations() {
+        if applied.contains(&v) {
             continue;
         }
-        c.batch_execute(sql).await?;
+        c.batch_execute(&sql).await?;
         c.execute("INSERT INTO capsaga_schema (version) VALUES ($1)", &[&v])
             .await?;
     }

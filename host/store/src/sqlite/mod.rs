@@ -44,6 +44,7 @@ mod sagas;
 mod schema;
 mod steps;
 mod switch;
+mod tasks;
 mod tokens;
 mod traces;
 pub mod turn;

@@ -350,6 +350,26 @@ CREATE TABLE IF NOT EXISTS budget_ratios (
 CREATE INDEX IF NOT EXISTS idx_budget_ratios_day ON budget_ratios(day);
 "#;
 
+/// Version 14 (issue 48; 13 is issue 47's): the tasks of the MCP tasks
+/// extension (`TaskStore`), so a task outlives its host's process and any
+/// process on the state answers for it.
+const MIGRATE_V14: &str = r#"
+CREATE TABLE IF NOT EXISTS mcp_tasks (
+    task_id           TEXT PRIMARY KEY,
+    principal         TEXT NOT NULL,
+    saga_id           TEXT,
+    owner             TEXT,
+    status            TEXT NOT NULL CHECK (status IN ('working','input_required','completed','failed','cancelled')),
+    detail            TEXT,
+    answers           TEXT,
+    cancel_requested  INTEGER NOT NULL DEFAULT 0,
+    created_at        TEXT NOT NULL,
+    updated_at        TEXT NOT NULL,
+    version           INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS idx_mcp_tasks_open ON mcp_tasks(status, owner);
+"#;
+
 /// The message of the fencing triggers.
 pub(super) const FENCED: &str = "capsaga: fenced";
 
@@ -513,6 +533,9 @@ pub(super) fn migrate_to(
     }
     if version < 12 && target >= 12 {
         tx.execute_batch(MIGRATE_V12)?;
+    }
+    if version < 14 && target >= 14 {
+        tx.execute_batch(MIGRATE_V14)?;
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ mod neurons;
 mod pg_chains;
 mod pg_only;
 mod steps;
+mod tasks;
 
 use crate::Store;
 use crate::postgres::{PgOptions, PgStore};

@@ -48,7 +48,8 @@ fn many_hosts_migrate_one_fresh_database_once() {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        assert_eq!(versions, (1..=PG_SCHEMA_VERSION).collect::<Vec<_>>());
+        assert_eq!(versions, crate::postgres::schema::versions());
+        assert_eq!(versions.last(), Some(&PG_SCHEMA_VERSION));
     });
 }
 
