@@ -37,6 +37,13 @@
 //! [`Guardrail::with_extra`] (loaded from an explicit `fsm.toml` by the host,
 //! see [`extra`]), never from a prompt.
 //!
+//! The turn's tool scope (issue 47) rides on the Planning → Acting
+//! transition: [`Guardrail::apply_scoped`] denies `PlanReady` when the
+//! policy requires a scope and the plan declared none, and
+//! [`Guardrail::may_execute_scoped`] refuses a tool outside the declared
+//! scope; the scope only narrows once untrusted data was read (see
+//! [`scope`]).
+//!
 //! One transition is not the agent's: an operator who repairs what a failed
 //! compensation left and retries it (`capsaga rollback --saga`) may move a
 //! FailedRollbackPartial saga to FailedRolledBack once every step is
@@ -47,8 +54,10 @@
 //! extra row can reach, so for the agent terminal states stay terminal.
 
 pub mod extra;
+pub mod scope;
 
 pub use extra::{ExtraTransition, FsmFile};
+pub use scope::{Scope, ScopeError, ToolScope};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

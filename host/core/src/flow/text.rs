@@ -1,0 +1,307 @@
+//! Views of a text as the matcher reads it, each character keeping the byte
+//! range of the original text it came from.
+//!
+//! - the **raw view**: the text itself, each character folded the
+//!   meaning-preserving way ([`exact_char`]): ASCII lower case, NFKC and
+//!   lower case for the rest, invisible characters dropped;
+//! - the **decoded view**: the text after the decoding layers of
+//!   [`crate::untrusted`] (HTML character references, percent-encodings,
+//!   backslash escapes, in layers), folded the same way;
+//! - for untrusted sources only, **derived texts** with no spans: the
+//!   base64 runs of the text decoded ([`base64_texts`]), and the decoded view
+//!   with spelled-out separators rewritten ([`deobfuscated`]:
+//!   `alice [at] evil [dot] example`, `hxxps://`, `evil[.]example`).
+//!
+//! A key built from a view is *exact*: two spellings give one key only when
+//! they name the same thing for the systems that use them (case, NFKC
+//! compatibility forms, invisible characters). The *loose* form
+//! ([`loose`]) adds the confusable skeleton of [`crate::untrusted`] and a few
+//! ASCII lookalikes (`0`/`o`, `1`/`l`/`i`, `rn`/`m`, `vv`/`w`): it names
+//! what a model may read as the same text, and is used only to attribute a
+//! value to untrusted data or to flag a lookalike of a trusted value, never
+//! to trust one.
+
+use crate::untrusted::decode::decoded_units;
+use crate::untrusted::{fold, is_invisible};
+use base64::Engine;
+use unicode_normalization::UnicodeNormalization;
+
+/// The longest text a source or a value is read to, bytes (1 MiB). Past it
+/// nothing is indexed: a value found only there is `nowhere`, which a sink
+/// that needs trusted values refuses like untrusted data.
+pub const MAX_TEXT_BYTES: usize = 1 << 20;
+
+/// Push the meaning-preserving fold of `c`: ASCII lower case; otherwise
+/// NFKC then lower case; invisible characters (format characters, soft
+/// hyphens, variation selectors, ...) read as nothing.
+pub(crate) fn exact_char(c: char, mut push: impl FnMut(char)) {
+    if c.is_ascii() {
+        push(c.to_ascii_lowercase());
+        return;
+    }
+    if is_invisible(c) {
+        return;
+    }
+    for n in std::iter::once(c).nfkc() {
+        for l in n.to_lowercase() {
+            push(l);
+        }
+    }
+}
+
+/// The exact fold of a whole string (see [`exact_char`]).
+pub(crate) fn exact(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        exact_char(c, |x| out.push(x));
+    }
+    out
+}
+
+/// The loose form of an exact key: each character folded as
+/// [`crate::untrusted`] folds it for a model (confusable skeleton, marks
+/// dropped), then ASCII lookalikes mapped (`0`→`o`, `1`/`i`/`|`→`l`,
+/// `rn`→`m`, `vv`→`w`) when `lookalikes` is set (names, not numbers).
+pub(crate) fn loose(s: &str, lookalikes: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    if s.is_ascii() {
+        out.push_str(s);
+    } else {
+        for c in s.chars() {
+            if c.is_ascii() {
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.push_str(&fold(c));
+            }
+        }
+    }
+    if !lookalikes {
+        return out;
+    }
+    let mapped: String = out
+        .chars()
+        .map(|c| match c {
+            '0' => 'o',
+            '1' | 'i' | '|' => 'l',
+            c => c,
+        })
+        .collect();
+    mapped.replace("rn", "m").replace("vv", "w")
+}
+
+/// A view: folded characters and, for each, the byte range of the original
+/// text it came from.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct View {
+    /// The folded characters.
+    pub(crate) chars: Vec<char>,
+    /// `(start, end)` byte offsets in the original text, one per character.
+    pub(crate) spans: Vec<(u32, u32)>,
+}
+
+impl View {
+    fn push_folded(&mut self, c: char, start: usize, end: usize) {
+        let span = (start as u32, end as u32);
+        exact_char(c, |x| {
+            self.chars.push(x);
+            self.spans.push(span);
+        });
+    }
+
+    /// The raw view of `text` (at most [`MAX_TEXT_BYTES`] of it).
+    pub(crate) fn raw(text: &str) -> View {
+        let text = clip(text);
+        let mut v = View {
+            chars: Vec::with_capacity(text.len()),
+            spans: Vec::with_capacity(text.len()),
+        };
+        for (i, c) in text.char_indices() {
+            v.push_folded(c, i, i + c.len_utf8());
+        }
+        v
+    }
+
+    /// The decoded view of `text`, or `None` when decoding changes nothing
+    /// (no character reference, percent-encoding or escape in it).
+    pub(crate) fn decoded(text: &str) -> Option<View> {
+        let text = clip(text);
+        if !text.contains(['&', '%', '\\']) {
+            return None;
+        }
+        let (units, _converged) = decoded_units(text);
+        if units.len() == text.chars().count() {
+            return None;
+        }
+        let mut v = View::default();
+        for u in units {
+            v.push_folded(u.c, u.start, u.end);
+        }
+        Some(v)
+    }
+
+    /// The original byte range of the characters `a..b` of the view.
+    pub(crate) fn span(&self, a: usize, b: usize) -> (u32, u32) {
+        match (
+            self.spans.get(a),
+            b.checked_sub(1).and_then(|e| self.spans.get(e)),
+        ) {
+            (Some(s), Some(e)) => (s.0, e.1),
+            _ => (0, 0),
+        }
+    }
+
+    /// The characters `a..b` as a string.
+    pub(crate) fn string(&self, a: usize, b: usize) -> String {
+        self.chars[a.min(b)..b.min(self.chars.len())]
+            .iter()
+            .collect()
+    }
+}
+
+/// `text` cut to at most [`MAX_TEXT_BYTES`], on a character boundary.
+pub(crate) fn clip(text: &str) -> &str {
+    if text.len() <= MAX_TEXT_BYTES {
+        return text;
+    }
+    let mut end = MAX_TEXT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Shortest run of base64 characters decoded (16 characters: 12 bytes).
+const MIN_BASE64: usize = 16;
+/// Most base64 runs decoded per text.
+const MAX_BASE64_RUNS: usize = 256;
+
+fn is_b64(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_' | '=')
+}
+
+/// The texts hidden in base64 runs of `text` (standard or URL-safe
+/// alphabet, padded or not): each run of at least 16 base64 characters that
+/// decodes to UTF-8 text of printable characters. For untrusted sources: a
+/// page that hands the model an address in base64 for it to decode.
+pub(crate) fn base64_texts(text: &str) -> Vec<String> {
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let mut out = Vec::new();
+    let chars: Vec<(usize, char)> = clip(text).char_indices().collect();
+    let mut i = 0;
+    while i < chars.len() && out.len() < MAX_BASE64_RUNS {
+        if !is_b64(chars[i].1) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && is_b64(chars[i].1) {
+            i += 1;
+        }
+        if i - start < MIN_BASE64 {
+            continue;
+        }
+        let run: String = chars[start..i].iter().map(|x| x.1).collect();
+        let run = run.trim_end_matches('=');
+        // A run of letters alone is a word far more often than base64.
+        if !run
+            .chars()
+            .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+        {
+            continue;
+        }
+        for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
+            let Ok(bytes) = engine.decode(run) else {
+                continue;
+            };
+            let Ok(s) = String::from_utf8(bytes) else {
+                continue;
+            };
+            let printable = s.chars().filter(|c| !c.is_control() || c.is_whitespace());
+            if printable.count() == s.chars().count() && !s.trim().is_empty() {
+                out.push(s);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The exact fold of `text` with spelled-out separators rewritten the way a
+/// model reads them: `[at]`, `(at)`, `{at}`, ` at ` → `@`; `[dot]`,
+/// `(dot)`, ` dot `, `[.]`, `(.)` → `.`; `hxxp` → `http`. `None` when
+/// nothing was rewritten. Used on untrusted sources only (it can add
+/// untrusted keys, never trusted ones).
+pub(crate) fn deobfuscated(text: &str) -> Option<String> {
+    let folded = exact(clip(text));
+    let mut s = folded.clone();
+    for (from, to) in [
+        ("[at]", "@"),
+        ("(at)", "@"),
+        ("{at}", "@"),
+        ("[dot]", "."),
+        ("(dot)", "."),
+        ("{dot}", "."),
+        ("[.]", "."),
+        ("(.)", "."),
+        ("hxxp", "http"),
+    ] {
+        if s.contains(from) {
+            s = s.replace(from, to);
+        }
+    }
+    for (from, to) in [(" at ", "@"), (" dot ", ".")] {
+        if s.contains(from) {
+            s = s.replace(&format!(" {} ", from.trim()), to);
+        }
+    }
+    let s = s.replace(" @ ", "@").replace(" . ", ".");
+    (s != folded).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_fold_is_meaning_preserving() {
+        assert_eq!(exact("Alice@Corp.EXAMPLE"), "alice@corp.example");
+        // Fullwidth letters are the same letters (NFKC); invisible ones vanish.
+        assert_eq!(exact("ｅｖｉｌ.example"), "evil.example");
+        assert_eq!(exact("ev\u{200B}il.exam\u{AD}ple"), "evil.example");
+        // A Cyrillic `а` stays what it is: another letter, another name.
+        assert_ne!(exact("evil.ex\u{0430}mple"), "evil.example");
+        assert_eq!(loose(&exact("evil.ex\u{0430}mple"), true), "evll.example");
+        assert_eq!(loose("paypa1.com", true), loose("paypal.com", true));
+        assert_eq!(loose("rnicrosoft.com", true), loose("microsoft.com", true));
+    }
+
+    #[test]
+    fn views_keep_original_spans() {
+        let v = View::decoded("to: alice%40corp.example").unwrap();
+        let s: String = v.chars.iter().collect();
+        assert_eq!(s, "to: alice@corp.example");
+        let at = s.find('@').unwrap();
+        assert_eq!(v.spans[at], (9, 12));
+        assert!(View::decoded("plain text").is_none());
+    }
+
+    #[test]
+    fn base64_and_spelled_out_separators() {
+        let t = base64_texts("pay here: YXR0YWNrZXJAZXZpbC5leGFtcGxl thanks");
+        assert_eq!(t, vec!["attacker@evil.example".to_string()]);
+        assert!(base64_texts("internationalization incomprehensibilities").is_empty());
+        assert_eq!(
+            deobfuscated("write to Alice [at] evil [dot] example").as_deref(),
+            Some("write to alice@evil.example")
+        );
+        assert_eq!(
+            deobfuscated("alice at evil dot example").as_deref(),
+            Some("alice@evil.example")
+        );
+        assert_eq!(
+            deobfuscated("hxxps://evil[.]example/x").as_deref(),
+            Some("https://evil.example/x")
+        );
+        assert!(deobfuscated("nothing here").is_none());
+    }
+}
