@@ -126,6 +126,17 @@ fn collect(v: &Value, sinks: &ToolSinks, at: &mut Vec<String>, out: &mut Vec<Sca
     match v {
         Value::Object(m) => {
             for (k, x) in m {
+                // A key inside an argument is data too
+                // (`{"attacker@evil.example": 1}`): its identifiers are
+                // judged (a key is a name, never a whole value). The
+                // arguments' own names are the schema's.
+                if !at.is_empty() {
+                    out.push(Scalar {
+                        at: at.clone(),
+                        level: sinks.level_at(at).min(SinkLevel::Identifiers),
+                        text: Some(k.clone()),
+                    });
+                }
                 at.push(k.clone());
                 collect(x, sinks, at, out);
                 at.pop();
@@ -254,6 +265,50 @@ fn describe(o: &Origin) -> String {
             "appears in no message of the user or operator: it was written after untrusted data was read".to_string()
         }
         Origin::Trusted { .. } => "is trusted".to_string(),
+    }
+}
+
+/// The integrity of a tool's output given its call (label propagation, as
+/// FIDES propagates labels through tool calls): `host` is the host's
+/// verdict on the output as a whole
+/// ([`crate::untrusted::output_is_untrusted`]); a trusted output is
+/// trusted only when the call's arguments were: once untrusted data is in
+/// the context, a trusted tool called with a value the page chose (look up
+/// the account of "Evil Corp"; echo this address) returns what the page
+/// chose. Every string (keys included) and number of `args` must pass the
+/// `trusted` level.
+pub fn output_integrity(
+    ledger: &Ledger,
+    host: super::label::Integrity,
+    args: &Value,
+    surface: Surface,
+) -> super::label::Integrity {
+    use super::label::Integrity;
+    if host == Integrity::Untrusted {
+        return Integrity::Untrusted;
+    }
+    if !ledger.has_untrusted() {
+        return Integrity::Trusted;
+    }
+    let all = ToolSinks {
+        sinks: vec![(super::label::FieldPath::everything(), SinkLevel::Trusted)],
+        ..ToolSinks::default()
+    };
+    let mut scalars = Vec::new();
+    collect(args, &all, &mut Vec::new(), &mut scalars);
+    let clean = scalars.iter().all(|s| {
+        let ctx = field_context(&s.at);
+        let p = match (&s.text, value_at(args, &s.at)) {
+            (Some(t), _) => of_str(ledger, t, &ctx),
+            (None, Some(Value::Number(n))) => of_number(ledger, n, &ctx),
+            _ => return true,
+        };
+        passes(SinkLevel::Trusted, &p, surface)
+    });
+    if clean {
+        Integrity::Trusted
+    } else {
+        Integrity::Untrusted
     }
 }
 

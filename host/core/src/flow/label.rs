@@ -95,6 +95,16 @@ pub enum Source {
         /// Whether an operator approved it.
         approved: bool,
     },
+    /// The arguments the model wrote in an earlier call: neither trusted
+    /// nor untrusted data, kept only to tell a value the model copied from
+    /// a source from one it wrote first and read back (see
+    /// `Ledger::add_call`).
+    Model {
+        /// The saga of the call.
+        saga: String,
+        /// The call's step.
+        step: u64,
+    },
     /// A value an operator approved in a call (an endorsement).
     Approval {
         /// Who approved it.
@@ -119,6 +129,7 @@ impl fmt::Display for Source {
                 "memory {item}{}",
                 if *approved { "" } else { " (not approved)" }
             ),
+            Source::Model { step, .. } => write!(f, "the model's own call (step {step})"),
             Source::Approval { by, step, .. } => write!(f, "an approval by {by} (step {step})"),
         }
     }

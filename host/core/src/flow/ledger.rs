@@ -27,7 +27,7 @@
 //! ASCII, see the `flow` bench); a lookup is a few hash probes. Each key
 //! keeps at most [`MAX_HITS`] trusted and untrusted entries.
 
-use super::label::{Integrity, Label, OutputLabels, pointer};
+use super::label::{Integrity, Label, OutputLabels, Source, pointer};
 use super::scan::number::{canon_number, name_words, significant};
 use super::scan::{Atom, Kind, Scan, scan_str, scan_view};
 use super::text::{View, base64_texts, deobfuscated, exact, loose};
@@ -44,13 +44,23 @@ pub const MAX_HITS: usize = 4;
 pub(crate) struct Hits {
     pub(crate) trusted: Vec<EntryId>,
     pub(crate) untrusted: Vec<EntryId>,
+    /// Calls of the model that held the key (see [`Ledger::add_call`]).
+    pub(crate) model: Vec<EntryId>,
+}
+
+/// Which list of [`Hits`] a key goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Data(Integrity),
+    Model,
 }
 
 impl Hits {
-    fn add(&mut self, id: EntryId, integrity: Integrity) {
-        let list = match integrity {
-            Integrity::Trusted => &mut self.trusted,
-            Integrity::Untrusted => &mut self.untrusted,
+    fn add(&mut self, id: EntryId, class: Class) {
+        let list = match class {
+            Class::Data(Integrity::Trusted) => &mut self.trusted,
+            Class::Data(Integrity::Untrusted) => &mut self.untrusted,
+            Class::Model => &mut self.model,
         };
         if list.len() < MAX_HITS && list.last() != Some(&id) && !list.contains(&id) {
             list.push(id);
@@ -66,8 +76,12 @@ pub struct Ledger {
     pub(crate) loose: HashMap<String, Hits>,
     /// Loose words of untrusted sources.
     pub(crate) words: HashMap<String, Vec<EntryId>>,
-    /// The folded text of each trusted source, whitespace collapsed.
+    /// The folded text of each trusted source, whitespace collapsed (the
+    /// user's messages, endorsements, trusted tool results; not the
+    /// operator's files, whose prose would vouch for any word in it).
     pub(crate) trusted_text: Vec<(EntryId, String)>,
+    /// Whole values of trusted fields of untrusted outputs, folded.
+    pub(crate) trusted_values: HashMap<String, Vec<EntryId>>,
     tainted: bool,
 }
 
@@ -121,6 +135,48 @@ impl Ledger {
         id
     }
 
+    /// Record the arguments of a call the model made (`source`: a
+    /// [`Source::Model`]), after the door decided on it. They are neither
+    /// trusted nor untrusted data and do not taint the context; they only
+    /// tell a value the model copied from a source (a link on a page) from
+    /// one it wrote first and read back (a composed link written to a file,
+    /// then read): a value counts as copied only when a source held it
+    /// before any call of the model did.
+    pub fn add_call(&mut self, source: Source, args: &Value) -> EntryId {
+        self.entries.push(Label::untrusted(source));
+        let id = (self.entries.len() - 1) as EntryId;
+        let mut texts = Vec::new();
+        strings(args, &mut texts);
+        for t in texts {
+            let mut s = Scan::default();
+            scan_view(&View::raw(t), false, &mut s);
+            for a in &s.atoms {
+                self.exact
+                    .entry(format!("{}{}", a.kind.prefix(), a.key))
+                    .or_default()
+                    .add(id, Class::Model);
+            }
+        }
+        id
+    }
+
+    /// Whether the exact key (with its prefix) was in a source before any
+    /// call of the model held it.
+    pub(crate) fn copied(&self, key: &str) -> bool {
+        let Some(h) = self.exact.get(key) else {
+            return false;
+        };
+        let first_data = match (h.trusted.first(), h.untrusted.first()) {
+            (Some(a), Some(b)) => Some(*a.min(b)),
+            (a, b) => a.or(b).copied(),
+        };
+        match (first_data, h.model.first()) {
+            (Some(d), Some(m)) => d < *m,
+            (Some(_), None) => true,
+            _ => false,
+        }
+    }
+
     /// Record an operator's endorsement: the approved argument value is
     /// trusted for the rest of the ledger's life (`label`'s integrity is
     /// made trusted).
@@ -172,11 +228,11 @@ impl Ledger {
         self.exact
             .entry(format!("{p}{key}"))
             .or_default()
-            .add(id, integrity);
+            .add(id, Class::Data(integrity));
         self.loose
             .entry(format!("{p}{lkey}"))
             .or_default()
-            .add(id, integrity);
+            .add(id, Class::Data(integrity));
     }
 
     fn add_atom(&mut self, id: EntryId, integrity: Integrity, a: &Atom) {
@@ -229,7 +285,13 @@ impl Ledger {
         match integrity {
             Integrity::Trusted => {
                 scan_view(&View::raw(text), false, &mut s);
-                self.trusted_text.push((id, collapse(&exact(text))));
+                let operator = matches!(
+                    self.entries.get(id as usize).map(|l| &l.source),
+                    Some(Source::Operator { .. })
+                );
+                if !operator {
+                    self.trusted_text.push((id, collapse(&exact(text))));
+                }
             }
             Integrity::Untrusted => {
                 self.tainted = true;
@@ -241,13 +303,13 @@ impl Ledger {
                 let plain: String = decoded
                     .as_ref()
                     .map_or_else(|| text.to_string(), |d| d.chars.iter().collect());
-                for t in base64_texts(text) {
+                for (_, t) in base64_texts(text) {
                     scan_str(&t, true, &mut s);
-                    if let Some(d) = deobfuscated(&t) {
+                    if let Some(d) = deobfuscated(&t, true) {
                         scan_str(&d, true, &mut s);
                     }
                 }
-                if let Some(d) = deobfuscated(&plain) {
+                if let Some(d) = deobfuscated(&plain, true) {
                     scan_str(&d, true, &mut s);
                 }
             }
@@ -269,7 +331,13 @@ impl Ledger {
         if let Some(key) = whole_number(trimmed) {
             self.index_number(id, Integrity::Trusted, &key, ctx);
         }
-        self.trusted_text.push((id, collapse(&exact(trimmed))));
+        let list = self
+            .trusted_values
+            .entry(collapse(&exact(trimmed)))
+            .or_default();
+        if list.len() < MAX_HITS {
+            list.push(id);
+        }
         self.index_text(id, Integrity::Untrusted, text, ctx);
     }
 
@@ -286,6 +354,21 @@ impl Ledger {
             });
         }
         acc.unwrap_or_default()
+    }
+}
+
+/// Every string of a JSON value: object keys and string scalars.
+pub(crate) fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                out.push(k);
+                strings(x, out);
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Value::String(s) => out.push(s),
+        _ => {}
     }
 }
 

@@ -64,7 +64,7 @@ pub mod scan;
 pub mod sink;
 pub mod text;
 
-pub use decide::{Finding, FlowCall, FlowDecision, Surface, decide};
+pub use decide::{Finding, FlowCall, FlowDecision, Surface, decide, output_integrity};
 pub use label::{FieldLabels, FieldPath, FieldPathError, Integrity, Label, OutputLabels, Source};
 pub use ledger::{EntryId, Ledger};
 pub use provenance::{Origin, Provenance, TokenFinding, of_number, of_str};

@@ -37,8 +37,10 @@
 //!    name shares with the source (`file_id` = 13 is vouched for by "file
 //!    13", not by "2024-05-13" nor "room 13"); a phrase (three characters or
 //!    more) is trusted when it occurs in a trusted text between word
-//!    boundaries, untrusted when every word of it occurs in one untrusted
-//!    source, nowhere otherwise.
+//!    boundaries (the user's messages, endorsements, trusted tool results,
+//!    not the operator's files) or is a trusted field's whole value,
+//!    untrusted when every word of it occurs in one untrusted source,
+//!    nowhere otherwise.
 //!
 //! `nowhere` means the model made the value up or composed it. Once
 //! untrusted data is in the context, a composed value may be the attacker's
@@ -50,8 +52,8 @@
 use super::label::Label;
 use super::ledger::{EntryId, Ledger, collapse, number_key, whole_number};
 use super::scan::number::significant;
-use super::scan::{Atom, Kind, Role, Scan, scan_view};
-use super::text::{View, exact};
+use super::scan::{Atom, Kind, Role, Scan, scan_str, scan_view};
+use super::text::{View, base64_texts, deobfuscated, exact};
 use serde::{Deserialize, Serialize};
 
 /// Where a value, or a token in it, was found.
@@ -254,7 +256,7 @@ fn lookup_phrase(ledger: &Ledger, value: &str) -> Found {
     if f.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
         return Found::new(NOWHERE, Vec::new());
     }
-    let mut tr = Vec::new();
+    let mut tr = ledger.trusted_values.get(&f).cloned().unwrap_or_default();
     for (id, text) in &ledger.trusted_text {
         if tr.len() < super::ledger::MAX_HITS && contains_word_bounded(text, &f) {
             union(&mut tr, &[*id]);
@@ -282,12 +284,28 @@ fn lookup_phrase(ledger: &Ledger, value: &str) -> Found {
     }
 }
 
-/// The atoms of a value: its raw view's, then its decoded view's.
+/// The atoms of a value: its raw view's, its decoded view's, then those
+/// of the texts hidden in its base64 runs or behind bracketed separators
+/// (`evil[.]example`), which vouch for nothing and carry the span of what
+/// hid them.
 pub(crate) fn atoms_of(value: &str) -> Vec<Atom> {
     let mut s = Scan::default();
     scan_view(&View::raw(value), false, &mut s);
     if let Some(d) = View::decoded(value) {
         scan_view(&d, false, &mut s);
+    }
+    let mut hidden = base64_texts(value);
+    if let Some(d) = deobfuscated(value, false) {
+        hidden.push(((0, value.len() as u32), d));
+    }
+    for (span, text) in hidden {
+        let mut b = Scan::default();
+        scan_str(&text, false, &mut b);
+        s.atoms.extend(b.atoms.into_iter().map(|mut a| {
+            a.span = span;
+            a.covers = false;
+            a
+        }));
     }
     s.atoms
 }
@@ -370,11 +388,7 @@ pub fn of_str(ledger: &Ledger, value: &str, ctx: &[String]) -> Provenance {
     let lead = (value.len() - value.trim_start().len()) as u32;
     let whole = (lead, lead + trimmed.len() as u32);
     let copied = atoms.iter().any(|a| {
-        a.covers
-            && a.span == whole
-            && ledger
-                .exact
-                .contains_key(&format!("{}{}", a.kind.prefix(), a.key))
+        a.covers && a.span == whole && ledger.copied(&format!("{}{}", a.kind.prefix(), a.key))
     });
     Provenance {
         origin: worst.origin(ledger),
@@ -397,10 +411,9 @@ fn of_number_key(ledger: &Ledger, key: &str, ctx: &[String]) -> Provenance {
     let origin = f.origin(ledger);
     let p = if long { "n:" } else { "s:" };
     let copied = if long {
-        ledger.exact.contains_key(&format!("{p}{key}"))
+        ledger.copied(&format!("{p}{key}"))
     } else {
-        ctx.iter()
-            .any(|w| ledger.exact.contains_key(&format!("s:{key}#{w}")))
+        ctx.iter().any(|w| ledger.copied(&format!("s:{key}#{w}")))
     };
     Provenance {
         tokens: vec![TokenFinding {

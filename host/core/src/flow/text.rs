@@ -32,8 +32,9 @@ use unicode_normalization::UnicodeNormalization;
 pub const MAX_TEXT_BYTES: usize = 1 << 20;
 
 /// Push the meaning-preserving fold of `c`: ASCII lower case; otherwise
-/// NFKC then lower case; invisible characters (format characters, soft
-/// hyphens, variation selectors, ...) read as nothing.
+/// NFKC then lower case, the ideographic full stop as `.` (IDNA reads
+/// `evil。example` as `evil.example`); invisible characters (format
+/// characters, soft hyphens, variation selectors, ...) read as nothing.
 pub(crate) fn exact_char(c: char, mut push: impl FnMut(char)) {
     if c.is_ascii() {
         push(c.to_ascii_lowercase());
@@ -43,6 +44,10 @@ pub(crate) fn exact_char(c: char, mut push: impl FnMut(char)) {
         return;
     }
     for n in std::iter::once(c).nfkc() {
+        if n == '\u{3002}' {
+            push('.');
+            continue;
+        }
         for l in n.to_lowercase() {
             push(l);
         }
@@ -180,10 +185,12 @@ fn is_b64(c: char) -> bool {
 }
 
 /// The texts hidden in base64 runs of `text` (standard or URL-safe
-/// alphabet, padded or not): each run of at least 16 base64 characters that
-/// decodes to UTF-8 text of printable characters. For untrusted sources: a
-/// page that hands the model an address in base64 for it to decode.
-pub(crate) fn base64_texts(text: &str) -> Vec<String> {
+/// alphabet, padded or not), each with the byte range of its run: each run
+/// of at least 16 base64 characters, with a digit or a capital, that
+/// decodes to UTF-8 text of printable characters. A page that hands the
+/// model an address in base64 for it to decode; an argument that carries
+/// one to a server that will.
+pub(crate) fn base64_texts(text: &str) -> Vec<((u32, u32), String)> {
     use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
     let mut out = Vec::new();
     let chars: Vec<(usize, char)> = clip(text).char_indices().collect();
@@ -200,6 +207,10 @@ pub(crate) fn base64_texts(text: &str) -> Vec<String> {
         if i - start < MIN_BASE64 {
             continue;
         }
+        let span = (
+            chars[start].0 as u32,
+            chars.get(i).map_or(text.len(), |x| x.0) as u32,
+        );
         let run: String = chars[start..i].iter().map(|x| x.1).collect();
         let run = run.trim_end_matches('=');
         // A run of letters alone is a word far more often than base64.
@@ -218,7 +229,7 @@ pub(crate) fn base64_texts(text: &str) -> Vec<String> {
             };
             let printable = s.chars().filter(|c| !c.is_control() || c.is_whitespace());
             if printable.count() == s.chars().count() && !s.trim().is_empty() {
-                out.push(s);
+                out.push((span, s));
                 break;
             }
         }
@@ -227,11 +238,12 @@ pub(crate) fn base64_texts(text: &str) -> Vec<String> {
 }
 
 /// The exact fold of `text` with spelled-out separators rewritten the way a
-/// model reads them: `[at]`, `(at)`, `{at}`, ` at ` → `@`; `[dot]`,
-/// `(dot)`, ` dot `, `[.]`, `(.)` → `.`; `hxxp` → `http`. `None` when
-/// nothing was rewritten. Used on untrusted sources only (it can add
-/// untrusted keys, never trusted ones).
-pub(crate) fn deobfuscated(text: &str) -> Option<String> {
+/// model reads them: `[at]`, `(at)`, `{at}` → `@`; `[dot]`, `(dot)`,
+/// `[.]`, `(.)` → `.`; `hxxp` → `http`; and, when `bare`, ` at ` → `@` and
+/// ` dot ` → `.`. `None` when nothing was rewritten. Untrusted sources are
+/// read with `bare` (it can only add untrusted keys); arguments without it
+/// (`look at corp.example` is no address).
+pub(crate) fn deobfuscated(text: &str, bare: bool) -> Option<String> {
     let folded = exact(clip(text));
     let mut s = folded.clone();
     for (from, to) in [
@@ -249,9 +261,11 @@ pub(crate) fn deobfuscated(text: &str) -> Option<String> {
             s = s.replace(from, to);
         }
     }
-    for (from, to) in [(" at ", "@"), (" dot ", ".")] {
-        if s.contains(from) {
-            s = s.replace(&format!(" {} ", from.trim()), to);
+    if bare {
+        for (from, to) in [(" at ", "@"), (" dot ", ".")] {
+            if s.contains(from) {
+                s = s.replace(from, to);
+            }
         }
     }
     let s = s.replace(" @ ", "@").replace(" . ", ".");
@@ -268,6 +282,10 @@ mod tests {
         // Fullwidth letters are the same letters (NFKC); invisible ones vanish.
         assert_eq!(exact("ｅｖｉｌ.example"), "evil.example");
         assert_eq!(exact("ev\u{200B}il.exam\u{AD}ple"), "evil.example");
+        assert_eq!(
+            exact("evil\u{3002}example\u{FF61}org\u{FF0E}"),
+            "evil.example.org."
+        );
         // A Cyrillic `а` stays what it is: another letter, another name.
         assert_ne!(exact("evil.ex\u{0430}mple"), "evil.example");
         assert_eq!(loose(&exact("evil.ex\u{0430}mple"), true), "evll.example");
@@ -288,20 +306,21 @@ mod tests {
     #[test]
     fn base64_and_spelled_out_separators() {
         let t = base64_texts("pay here: YXR0YWNrZXJAZXZpbC5leGFtcGxl thanks");
-        assert_eq!(t, vec!["attacker@evil.example".to_string()]);
+        assert_eq!(t, vec![((10, 38), "attacker@evil.example".to_string())]);
         assert!(base64_texts("internationalization incomprehensibilities").is_empty());
         assert_eq!(
-            deobfuscated("write to Alice [at] evil [dot] example").as_deref(),
+            deobfuscated("write to Alice [at] evil [dot] example", false).as_deref(),
             Some("write to alice@evil.example")
         );
         assert_eq!(
-            deobfuscated("alice at evil dot example").as_deref(),
+            deobfuscated("alice at evil dot example", true).as_deref(),
             Some("alice@evil.example")
         );
         assert_eq!(
-            deobfuscated("hxxps://evil[.]example/x").as_deref(),
+            deobfuscated("hxxps://evil[.]example/x", false).as_deref(),
             Some("https://evil.example/x")
         );
-        assert!(deobfuscated("nothing here").is_none());
+        assert!(deobfuscated("nothing here", true).is_none());
+        assert!(deobfuscated("look at corp.example", false).is_none());
     }
 }

