@@ -11,12 +11,17 @@
 //!   arguments under `trusted` sinks;
 //! - `provenance/*`: one value (an address, a URL, a short number);
 //! - `ledger/*`: indexing one source on entry (per source, not per call).
+//!
+//! Criterion measures wall time, which a machine shared with other builds
+//! inflates; after its report, a summary measures the same cases in CPU
+//! time of this thread (`/proc/thread-self/stat`, Linux), about a second of
+//! CPU each: the figure to compare with a step's cost.
 
 use capsaga_core::flow::{
-    FlowCall, FlowRules, Label, Ledger, OutputLabels, Source, Surface, decide, of_number, of_str,
+    FlowCall, Label, Ledger, OutputLabels, Source, Surface, decide, of_number, of_str,
 };
 use capsaga_core::policy::PolicyFile;
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
 use std::hint::black_box;
 
@@ -176,9 +181,101 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
+/// CPU time of this thread, nanoseconds (utime + stime at 100 ticks/s).
+fn cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks * 10_000_000)
+}
+
+/// CPU nanoseconds per call of `f`, over about a second of CPU.
+fn cpu_per_call(mut f: impl FnMut()) -> Option<f64> {
+    let start = cpu_ns()?;
+    let mut n: u64 = 0;
+    loop {
+        for _ in 0..64 {
+            f();
+        }
+        n += 64;
+        let spent = cpu_ns()? - start;
+        if spent >= 1_000_000_000 {
+            return Some(spent as f64 / n as f64);
+        }
+    }
+}
+
+fn summary() {
+    let l = turn();
+    let rules = PolicyFile::parse(
+        "[tools.send_money]\nsinks = { recipient = \"trusted\", amount = \"trusted\", subject = \"identifiers\", date = \"trusted\" }\n",
+    )
+    .unwrap()
+    .check("/h")
+    .unwrap()
+    .flow;
+    println!("\nCPU time per call (this thread):");
+    let cases: Vec<(&str, &str, Value)> = vec![
+        (
+            "decide fs_write, the user's path",
+            "fs_write",
+            json!({"path": "/ws/notes/summary.md", "content": page(2048)}),
+        ),
+        (
+            "decide http_request, the user's values",
+            "http_request",
+            json!({"method": "POST", "url": "https://api.corp.example/notes", "json": {"title": "Summary", "text": "Revenue grew.", "notify": "bob@corp.example"}}),
+        ),
+        (
+            "decide http_request, the page's values",
+            "http_request",
+            json!({"method": "POST", "url": "https://evil.example/drop?u=attacker", "json": {"to": "attacker@evil.example"}}),
+        ),
+        (
+            "decide send_money, four arguments",
+            "send_money",
+            json!({"recipient": "DE89370400440532013000", "amount": 1000, "subject": "Invoice INV-2024-0042", "date": "2024-05-20"}),
+        ),
+    ];
+    for (name, t, args) in &cases {
+        let call = FlowCall {
+            tool: t,
+            neuron: false,
+            has_side_effects: true,
+            args,
+            surface: Surface::Turn,
+        };
+        if let Some(ns) = cpu_per_call(|| {
+            black_box(decide(black_box(&call), &l, &rules));
+        }) {
+            println!("  {name:<44} {:>9.2} µs", ns / 1000.0);
+        }
+    }
+    for (name, size) in [
+        ("index an untrusted page of 8 KiB", 8 * 1024),
+        ("index an untrusted page of 64 KiB", 64 * 1024),
+    ] {
+        let p = page(size);
+        if let Some(ns) = cpu_per_call(|| {
+            let mut l = Ledger::new();
+            l.add_text(Label::untrusted(tool("web_fetch", 1)), black_box(&p));
+            black_box(l);
+        }) {
+            println!("  {name:<44} {:>9.2} µs", ns / 1000.0);
+        }
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(2)).warm_up_time(std::time::Duration::from_millis(500));
     targets = bench
 }
-criterion_main!(benches);
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    if !std::env::args().any(|a| a == "--list" || a == "--profile-time") {
+        summary();
+    }
+}

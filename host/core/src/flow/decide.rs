@@ -21,7 +21,7 @@
 //! attacker's text).
 
 use super::label::pointer;
-use super::ledger::{Ledger, field_context};
+use super::ledger::{Ledger, field_context, whole_number};
 use super::provenance::{Origin, Provenance, TokenFinding, judge, of_number, of_str};
 use super::scan::{Kind, Scan, scan_str};
 use super::sink::{FlowRules, OnUntrusted, SinkLevel, ToolSinks};
@@ -120,6 +120,8 @@ struct Scalar {
     at: Vec<String>,
     level: SinkLevel,
     text: Option<String>,
+    /// An object key, not a value.
+    key: bool,
 }
 
 fn collect(v: &Value, sinks: &ToolSinks, at: &mut Vec<String>, out: &mut Vec<Scalar>) {
@@ -135,6 +137,7 @@ fn collect(v: &Value, sinks: &ToolSinks, at: &mut Vec<String>, out: &mut Vec<Sca
                         at: at.clone(),
                         level: sinks.level_at(at).min(SinkLevel::Identifiers),
                         text: Some(k.clone()),
+                        key: true,
                     });
                 }
                 at.push(k.clone());
@@ -153,11 +156,13 @@ fn collect(v: &Value, sinks: &ToolSinks, at: &mut Vec<String>, out: &mut Vec<Sca
             at: at.clone(),
             level: sinks.level_at(at),
             text: Some(s.clone()),
+            key: false,
         }),
         Value::Number(_) => out.push(Scalar {
             at: at.clone(),
             level: sinks.level_at(at),
             text: None,
+            key: false,
         }),
         Value::Bool(_) | Value::Null => {}
     }
@@ -171,8 +176,25 @@ fn value_at<'a>(v: &'a Value, at: &[String]) -> Option<&'a Value> {
     })
 }
 
+/// The first `n` characters of `s`.
+fn head(s: &str, n: usize) -> &str {
+    s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
+}
+
+/// The last `n` characters of `s`.
+fn tail(s: &str, n: usize) -> &str {
+    s.char_indices()
+        .rev()
+        .nth(n.saturating_sub(1))
+        .map_or(s, |(i, _)| &s[i..])
+}
+
 /// Identifiers that appear only when the strings under checked sinks are
-/// read together (step 3).
+/// read together (step 3). Only what meets at a seam is read: with a space,
+/// 48 characters on each side (an IBAN or a phone number in groups is
+/// shorter); glued, the token on each side (an address or a URL holds no
+/// space), at most 512 characters; a string longer than both ends is read
+/// as its two ends with a line break between.
 fn joined_findings(
     ledger: &Ledger,
     scalars: &[(&Scalar, &str)],
@@ -184,35 +206,70 @@ fn joined_findings(
     }
     for glue in [" ", ""] {
         let mut text = String::new();
-        let mut bounds = Vec::new();
+        let mut seams = Vec::new();
+        let mut starts = Vec::new();
+        let n = scalars.len();
         for (i, (_, s)) in scalars.iter().enumerate() {
             if i > 0 {
                 text.push_str(glue);
+                // Glued without a space, two strings meet where an address
+                // or a URL is cut (`attacker@` + `evil.example`): only such
+                // a seam counts, not any two words run together.
+                let prev = scalars[i - 1].1;
+                let seam = if glue == " " {
+                    // Groups of an IBAN, a phone or an amount: letters or
+                    // digits meet, a digit near.
+                    prev.ends_with(char::is_alphanumeric)
+                        && s.starts_with(char::is_alphanumeric)
+                        && (tail(prev, 48).contains(|c: char| c.is_ascii_digit())
+                            || head(s, 48).contains(|c: char| c.is_ascii_digit()))
+                } else {
+                    // An address or a URL cut: at its `@`, after its scheme,
+                    // or at a dot of a name (`evil.` + `example`, not the
+                    // full stop of a sentence).
+                    let last = prev.rsplit(char::is_whitespace).next().unwrap_or("");
+                    prev.ends_with(['@', ':', '/'])
+                        || s.starts_with(['@', '.'])
+                        || (last.ends_with('.')
+                            && (last.contains('@')
+                                || last.contains("://")
+                                || last.matches('.').count() > 1))
+                };
+                if seam {
+                    seams.push(text.len() as u32);
+                }
             }
-            bounds.push(text.len() as u32);
-            text.push_str(s);
+            starts.push(text.len() as u32);
+            let (first, last) = if glue == " " {
+                (head(s, 48), tail(s, 48))
+            } else {
+                (
+                    head(s.split(char::is_whitespace).next().unwrap_or(""), 512),
+                    tail(s.rsplit(char::is_whitespace).next().unwrap_or(""), 512),
+                )
+            };
+            if first.len() + last.len() >= s.len() {
+                text.push_str(s);
+            } else {
+                if i > 0 {
+                    text.push_str(first);
+                }
+                text.push('\n');
+                if i + 1 < n {
+                    text.push_str(last);
+                }
+            }
         }
-        bounds.push(text.len() as u32);
-        // Glued without a space, two strings meet where an address or a URL
-        // is cut (`attacker@` + `evil.example`, `https://` + `evil...`):
-        // only such a seam counts, not any two words run together.
-        let seams: Vec<u32> = (1..scalars.len())
-            .filter(|&k| {
-                let cut = |c: char| matches!(c, '@' | '.' | '/' | ':');
-                glue == " " || scalars[k - 1].1.ends_with(cut) || scalars[k].1.starts_with(cut)
-            })
-            .map(|k| bounds[k])
-            .collect();
+        starts.push(text.len() as u32);
+        if seams.is_empty() {
+            continue;
+        }
         let mut scan = Scan::default();
-        scan_str(&text, false, &mut scan);
-        let crossing: Vec<_> = scan
-            .atoms
-            .into_iter()
-            .filter(|a| {
-                (glue == " " || matches!(a.kind, Kind::Email | Kind::Url | Kind::Host))
-                    && seams.iter().any(|b| a.span.0 < *b && *b < a.span.1)
-            })
-            .collect();
+        scan_str(&text, &mut scan);
+        let crossing = scan.atoms.into_iter().filter(|a| {
+            (glue == " " || matches!(a.kind, Kind::Email | Kind::Url | Kind::Host))
+                && seams.iter().any(|b| a.span.0 < *b && *b < a.span.1)
+        });
         for a in crossing {
             let (found, _) = judge(ledger, std::slice::from_ref(&a));
             let p = Provenance {
@@ -225,22 +282,20 @@ fn joined_findings(
                     origin: found.origin(ledger),
                 }],
             };
-            let parts: Vec<&(&Scalar, &str)> = scalars
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| bounds[*i] < a.span.1 && a.span.0 < bounds[*i + 1])
-                .map(|(_, s)| s)
+            let parts: Vec<&Scalar> = (0..n)
+                .filter(|&i| starts[i] < a.span.1 && a.span.0 < starts[i + 1])
+                .map(|i| scalars[i].0)
                 .collect();
             let level = parts
                 .iter()
-                .map(|(s, _)| s.level)
+                .map(|s| s.level)
                 .max()
                 .unwrap_or(SinkLevel::Identifiers);
             if !passes(level, &p, surface) && !out.iter().any(|f| f.value == clip(&a.shown)) {
                 out.push(Finding {
                     argument: parts
                         .iter()
-                        .map(|(s, _)| pointer(&s.at))
+                        .map(|s| pointer(&s.at))
                         .collect::<Vec<_>>()
                         .join("+"),
                     value: clip(&a.shown),
@@ -297,7 +352,10 @@ pub fn output_integrity(
     let mut scalars = Vec::new();
     collect(args, &all, &mut Vec::new(), &mut scalars);
     let clean = scalars.iter().all(|s| {
-        let ctx = field_context(&s.at);
+        let ctx = match &s.text {
+            Some(t) if whole_number(t).is_none() => Vec::new(),
+            _ => field_context(&s.at),
+        };
         let p = match (&s.text, value_at(args, &s.at)) {
             (Some(t), _) => of_str(ledger, t, &ctx),
             (None, Some(Value::Number(n))) => of_number(ledger, n, &ctx),
@@ -344,7 +402,11 @@ pub fn decide(call: &FlowCall, ledger: &Ledger, rules: &FlowRules) -> FlowDecisi
     collect(call.args, &sinks, &mut Vec::new(), &mut scalars);
     let mut findings = Vec::new();
     for s in scalars.iter().filter(|s| s.level > SinkLevel::Any) {
-        let ctx = field_context(&s.at);
+        // Context words matter for numbers only.
+        let ctx = match &s.text {
+            Some(t) if whole_number(t).is_none() => Vec::new(),
+            _ => field_context(&s.at),
+        };
         let (p, shown) = match (&s.text, value_at(call.args, &s.at)) {
             (Some(t), _) => (of_str(ledger, t, &ctx), clip(t)),
             (None, Some(Value::Number(n))) => (of_number(ledger, n, &ctx), n.to_string()),
@@ -361,7 +423,7 @@ pub fn decide(call: &FlowCall, ledger: &Ledger, rules: &FlowRules) -> FlowDecisi
     }
     let joined: Vec<(&Scalar, &str)> = scalars
         .iter()
-        .filter(|s| s.level >= SinkLevel::Identifiers)
+        .filter(|s| s.level >= SinkLevel::Identifiers && !s.key)
         .filter_map(|s| s.text.as_deref().map(|t| (s, t)))
         .collect();
     joined_findings(ledger, &joined, call.surface, &mut findings);

@@ -23,16 +23,20 @@
 //! untrusted output vouches only for its whole value: its identifier if it
 //! is one, its number, or its phrase.
 //!
-//! Costs: indexing is linear in the text (about 1 µs per 100 bytes of
-//! ASCII, see the `flow` bench); a lookup is a few hash probes. Each key
-//! keeps at most [`MAX_HITS`] trusted and untrusted entries.
+//! Keys are 64-bit SipHash values keyed per ledger (a random key from the
+//! standard library's `RandomState`): no string is built per lookup, and
+//! no one outside the process can choose a value whose key collides with
+//! a trusted one. Costs: indexing is linear in the text (see the `flow`
+//! bench); a lookup is a few hash probes. Each key keeps at most
+//! [`MAX_HITS`] trusted and untrusted entries.
 
 use super::label::{Integrity, Label, OutputLabels, Source, pointer};
 use super::scan::number::{canon_number, name_words, significant};
-use super::scan::{Atom, Kind, Scan, scan_str, scan_view};
-use super::text::{View, base64_texts, deobfuscated, exact, loose};
+use super::scan::{Atom, Kind, Scan, for_each_word, scan_net, scan_str, scan_view};
+use super::text::{View, base64_texts, deobfuscated, exact, loose, loose_each};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher, RandomState};
 
 /// An entry's index in its ledger.
 pub type EntryId = u32;
@@ -72,10 +76,11 @@ impl Hits {
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     entries: Vec<Label>,
-    pub(crate) exact: HashMap<String, Hits>,
-    pub(crate) loose: HashMap<String, Hits>,
+    seed: RandomState,
+    exact: HashMap<u64, Hits>,
+    loose: HashMap<u64, Hits>,
     /// Loose words of untrusted sources.
-    pub(crate) words: HashMap<String, Vec<EntryId>>,
+    words: HashMap<u64, Vec<EntryId>>,
     /// The folded text of each trusted source, whitespace collapsed (the
     /// user's messages, endorsements, trusted tool results; not the
     /// operator's files, whose prose would vouch for any word in it).
@@ -106,6 +111,35 @@ impl Ledger {
     /// human for every side effect).
     pub fn has_untrusted(&self) -> bool {
         self.tainted
+    }
+
+    /// The index key of a kind's key given in `parts`.
+    fn key(&self, kind: Kind, parts: &[&str]) -> u64 {
+        let mut h = self.seed.build_hasher();
+        h.write(kind.prefix().as_bytes());
+        for p in parts {
+            h.write(p.as_bytes());
+            h.write_u8(0xff);
+        }
+        h.finish()
+    }
+
+    /// The sources holding the exact key `parts` of `kind`.
+    pub(crate) fn exact_hits(&self, kind: Kind, parts: &[&str]) -> Option<&Hits> {
+        self.exact.get(&self.key(kind, parts))
+    }
+
+    /// The sources holding the loose key `parts` of `kind`.
+    pub(crate) fn loose_hits(&self, kind: Kind, parts: &[&str]) -> Option<&Hits> {
+        self.loose.get(&self.key(kind, parts))
+    }
+
+    /// The key of a word (its loose form, built as it is hashed).
+    fn word_key(&self, w: impl Iterator<Item = char>) -> u64 {
+        let mut h = self.seed.build_hasher();
+        h.write(b"w:");
+        loose_each(w, true, |c| h.write_u32(c as u32));
+        h.finish()
     }
 
     fn push(&mut self, label: Label) -> EntryId {
@@ -149,21 +183,19 @@ impl Ledger {
         strings(args, &mut texts);
         for t in texts {
             let mut s = Scan::default();
-            scan_view(&View::raw(t), false, &mut s);
+            scan_view(&View::raw(t), &mut s);
             for a in &s.atoms {
-                self.exact
-                    .entry(format!("{}{}", a.kind.prefix(), a.key))
-                    .or_default()
-                    .add(id, Class::Model);
+                let k = self.key(a.kind, &[&a.key]);
+                self.exact.entry(k).or_default().add(id, Class::Model);
             }
         }
         id
     }
 
-    /// Whether the exact key (with its prefix) was in a source before any
+    /// Whether the exact key `parts` of `kind` was in a source before any
     /// call of the model held it.
-    pub(crate) fn copied(&self, key: &str) -> bool {
-        let Some(h) = self.exact.get(key) else {
+    pub(crate) fn copied(&self, kind: Kind, parts: &[&str]) -> bool {
+        let Some(h) = self.exact_hits(kind, parts) else {
             return false;
         };
         let first_data = match (h.trusted.first(), h.untrusted.first()) {
@@ -223,20 +255,27 @@ impl Ledger {
         }
     }
 
-    fn add_key(&mut self, id: EntryId, integrity: Integrity, kind: Kind, key: &str, lkey: &str) {
-        let p = kind.prefix();
+    fn add_key(
+        &mut self,
+        id: EntryId,
+        integrity: Integrity,
+        kind: Kind,
+        key: &[&str],
+        lkey: &[&str],
+    ) {
+        let (e, l) = (self.key(kind, key), self.key(kind, lkey));
         self.exact
-            .entry(format!("{p}{key}"))
+            .entry(e)
             .or_default()
             .add(id, Class::Data(integrity));
         self.loose
-            .entry(format!("{p}{lkey}"))
+            .entry(l)
             .or_default()
             .add(id, Class::Data(integrity));
     }
 
     fn add_atom(&mut self, id: EntryId, integrity: Integrity, a: &Atom) {
-        self.add_key(id, integrity, a.kind, &a.key, &a.loose);
+        self.add_key(id, integrity, a.kind, &[&a.key], &[&a.loose]);
         if a.kind == Kind::Path
             && let Some(base) = a
                 .key
@@ -244,17 +283,21 @@ impl Ledger {
                 .next()
                 .filter(|b| *b != a.key && !b.is_empty())
         {
-            self.add_key(id, integrity, Kind::Path, base, &loose(base, true));
+            self.add_key(id, integrity, Kind::Path, &[base], &[&loose(base, true)]);
         }
+    }
+
+    fn add_short(&mut self, id: EntryId, integrity: Integrity, key: &str, word: &str) {
+        let parts = [key, "#", word];
+        self.add_key(id, integrity, Kind::ShortNumber, &parts, &parts);
     }
 
     fn index_number(&mut self, id: EntryId, integrity: Integrity, key: &str, ctx: &[String]) {
         if significant(key) >= 5 {
-            self.add_key(id, integrity, Kind::Number, key, key);
+            self.add_key(id, integrity, Kind::Number, &[key], &[key]);
         } else {
             for w in ctx {
-                let k = format!("{key}#{w}");
-                self.add_key(id, integrity, Kind::ShortNumber, &k, &k);
+                self.add_short(id, integrity, key, w);
             }
         }
     }
@@ -265,13 +308,16 @@ impl Ledger {
         }
         for n in &s.shorts {
             for w in n.context.iter().chain(ctx) {
-                let k = format!("{}#{w}", n.key);
-                self.add_key(id, integrity, Kind::ShortNumber, &k, &k);
+                self.add_short(id, integrity, &n.key, w);
             }
         }
-        for w in &s.words {
-            let l = loose(w, true);
-            let list = self.words.entry(l).or_default();
+    }
+
+    fn index_words(&mut self, id: EntryId, v: &View) {
+        let mut keys = Vec::new();
+        for_each_word(v, |w| keys.push(self.word_key(w.iter().copied())));
+        for k in keys {
+            let list = self.words.entry(k).or_default();
             if list.last() != Some(&id) && list.len() < 64 {
                 list.push(id);
             }
@@ -284,7 +330,7 @@ impl Ledger {
         let mut s = Scan::default();
         match integrity {
             Integrity::Trusted => {
-                scan_view(&View::raw(text), false, &mut s);
+                scan_view(&View::raw(text), &mut s);
                 let operator = matches!(
                     self.entries.get(id as usize).map(|l| &l.source),
                     Some(Source::Operator { .. })
@@ -295,22 +341,22 @@ impl Ledger {
             }
             Integrity::Untrusted => {
                 self.tainted = true;
-                scan_view(&View::raw(text), true, &mut s);
+                let raw = View::raw(text);
+                scan_view(&raw, &mut s);
+                self.index_words(id, &raw);
                 let decoded = View::decoded(text);
                 if let Some(d) = &decoded {
-                    scan_view(d, true, &mut s);
+                    scan_view(d, &mut s);
                 }
-                let plain: String = decoded
-                    .as_ref()
-                    .map_or_else(|| text.to_string(), |d| d.chars.iter().collect());
                 for (_, t) in base64_texts(text) {
-                    scan_str(&t, true, &mut s);
+                    scan_str(&t, &mut s);
                     if let Some(d) = deobfuscated(&t, true) {
-                        scan_str(&d, true, &mut s);
+                        scan_net(&d, &mut s);
                     }
                 }
-                if let Some(d) = deobfuscated(&plain, true) {
-                    scan_str(&d, true, &mut s);
+                let plain: Option<String> = decoded.as_ref().map(|d| d.chars.iter().collect());
+                if let Some(d) = deobfuscated(plain.as_deref().unwrap_or(text), true) {
+                    scan_net(&d, &mut s);
                 }
             }
         }
@@ -323,7 +369,7 @@ impl Ledger {
     fn index_whole_value(&mut self, id: EntryId, text: &str, ctx: &[String]) {
         let trimmed = text.trim();
         let mut s = Scan::default();
-        scan_view(&View::raw(trimmed), false, &mut s);
+        scan_view(&View::raw(trimmed), &mut s);
         let whole = |a: &Atom| a.span == (0, trimmed.len() as u32);
         for a in s.atoms.iter().filter(|a| whole(a)) {
             self.add_atom(id, Integrity::Trusted, a);
@@ -345,7 +391,7 @@ impl Ledger {
     pub(crate) fn entries_with_words(&self, words: &[String]) -> Vec<EntryId> {
         let mut acc: Option<Vec<EntryId>> = None;
         for w in words {
-            let Some(list) = self.words.get(&loose(w, true)) else {
+            let Some(list) = self.words.get(&self.word_key(w.chars())) else {
                 return Vec::new();
             };
             acc = Some(match acc {
@@ -406,7 +452,7 @@ pub(crate) fn whole_number(s: &str) -> Option<String> {
         return None;
     }
     let mut scan = Scan::default();
-    scan_view(&View::raw(t), false, &mut scan);
+    scan_view(&View::raw(t), &mut scan);
     let digits: String = t.chars().filter(char::is_ascii_digit).collect();
     match (scan.atoms.first(), scan.shorts.first()) {
         (Some(a), _) if a.kind == Kind::Number => Some(a.key.clone()),

@@ -160,8 +160,7 @@ fn union(a: &mut Vec<EntryId>, b: &[EntryId]) {
 
 /// Look up one atom (rules 2-4, 6).
 pub(crate) fn lookup(ledger: &Ledger, kind: Kind, key: &str, lkey: &str) -> Found {
-    let p = kind.prefix();
-    let hits = ledger.exact.get(&format!("{p}{key}"));
+    let hits = ledger.exact_hits(kind, &[key]);
     if let Some(h) = hits.filter(|h| !h.trusted.is_empty()) {
         return Found::new(TRUSTED, h.trusted.clone());
     }
@@ -170,7 +169,7 @@ pub(crate) fn lookup(ledger: &Ledger, kind: Kind, key: &str, lkey: &str) -> Foun
     {
         return Found::new(TRUSTED, ids);
     }
-    let lhits = ledger.loose.get(&format!("{p}{lkey}"));
+    let lhits = ledger.loose_hits(kind, &[lkey]);
     let mut un = Vec::new();
     if let Some(h) = hits {
         union(&mut un, &h.untrusted);
@@ -193,8 +192,7 @@ fn path_composite(ledger: &Ledger, key: &str) -> Option<Vec<EntryId>> {
     let (mut dir, base) = key.rsplit_once('/')?;
     let trusted = |k: &str| {
         ledger
-            .exact
-            .get(&format!("p:{k}"))
+            .exact_hits(Kind::Path, &[k])
             .filter(|h| !h.trusted.is_empty())
             .map(|h| h.trusted.clone())
     };
@@ -214,7 +212,7 @@ fn lookup_short(ledger: &Ledger, key: &str, ctx: &[String]) -> Found {
     let mut tr = Vec::new();
     let mut un = Vec::new();
     for w in ctx {
-        if let Some(h) = ledger.exact.get(&format!("s:{key}#{w}")) {
+        if let Some(h) = ledger.exact_hits(Kind::ShortNumber, &[key, "#", w]) {
             union(&mut tr, &h.trusted);
             union(&mut un, &h.untrusted);
         }
@@ -290,9 +288,9 @@ fn lookup_phrase(ledger: &Ledger, value: &str) -> Found {
 /// hid them.
 pub(crate) fn atoms_of(value: &str) -> Vec<Atom> {
     let mut s = Scan::default();
-    scan_view(&View::raw(value), false, &mut s);
+    scan_view(&View::raw(value), &mut s);
     if let Some(d) = View::decoded(value) {
-        scan_view(&d, false, &mut s);
+        scan_view(&d, &mut s);
     }
     let mut hidden = base64_texts(value);
     if let Some(d) = deobfuscated(value, false) {
@@ -300,7 +298,7 @@ pub(crate) fn atoms_of(value: &str) -> Vec<Atom> {
     }
     for (span, text) in hidden {
         let mut b = Scan::default();
-        scan_str(&text, false, &mut b);
+        scan_str(&text, &mut b);
         s.atoms.extend(b.atoms.into_iter().map(|mut a| {
             a.span = span;
             a.covers = false;
@@ -387,9 +385,9 @@ pub fn of_str(ledger: &Ledger, value: &str, ctx: &[String]) -> Provenance {
     let trimmed = value.trim();
     let lead = (value.len() - value.trim_start().len()) as u32;
     let whole = (lead, lead + trimmed.len() as u32);
-    let copied = atoms.iter().any(|a| {
-        a.covers && a.span == whole && ledger.copied(&format!("{}{}", a.kind.prefix(), a.key))
-    });
+    let copied = atoms
+        .iter()
+        .any(|a| a.covers && a.span == whole && ledger.copied(a.kind, &[&a.key]));
     Provenance {
         origin: worst.origin(ledger),
         identifiers: true,
@@ -409,11 +407,11 @@ fn of_number_key(ledger: &Ledger, key: &str, ctx: &[String]) -> Provenance {
     let long = significant(key) >= 5;
     let f = lookup_number(ledger, key, ctx);
     let origin = f.origin(ledger);
-    let p = if long { "n:" } else { "s:" };
     let copied = if long {
-        ledger.copied(&format!("{p}{key}"))
+        ledger.copied(Kind::Number, &[key])
     } else {
-        ctx.iter().any(|w| ledger.copied(&format!("s:{key}#{w}")))
+        ctx.iter()
+            .any(|w| ledger.copied(Kind::ShortNumber, &[key, "#", w]))
     };
     Provenance {
         tokens: vec![TokenFinding {

@@ -69,29 +69,55 @@ pub(crate) fn exact(s: &str) -> String {
 /// `rn`→`m`, `vv`→`w`) when `lookalikes` is set (names, not numbers).
 pub(crate) fn loose(s: &str, lookalikes: bool) -> String {
     let mut out = String::with_capacity(s.len());
-    if s.is_ascii() {
-        out.push_str(s);
-    } else {
-        for c in s.chars() {
-            if c.is_ascii() {
-                out.push(c.to_ascii_lowercase());
-            } else {
-                out.push_str(&fold(c));
-            }
+    loose_each(s.chars(), lookalikes, |c| out.push(c));
+    out
+}
+
+/// [`loose`], one character at a time, without building the string (the
+/// words of a page are hashed this way).
+pub(crate) fn loose_each(
+    chars: impl Iterator<Item = char>,
+    lookalikes: bool,
+    mut f: impl FnMut(char),
+) {
+    let mut pending: Option<char> = None;
+    let mut step = |c: char, f: &mut dyn FnMut(char)| {
+        if !lookalikes {
+            f(c);
+            return;
         }
-    }
-    if !lookalikes {
-        return out;
-    }
-    let mapped: String = out
-        .chars()
-        .map(|c| match c {
+        let c = match c {
             '0' => 'o',
             '1' | 'i' | '|' => 'l',
             c => c,
-        })
-        .collect();
-    mapped.replace("rn", "m").replace("vv", "w")
+        };
+        match (pending.take(), c) {
+            (Some('r'), 'n') => f('m'),
+            (Some('v'), 'v') => f('w'),
+            (p, c) => {
+                if let Some(p) = p {
+                    f(p);
+                }
+                if matches!(c, 'r' | 'v') {
+                    pending = Some(c);
+                } else {
+                    f(c);
+                }
+            }
+        }
+    };
+    for c in chars {
+        if c.is_ascii() {
+            step(c.to_ascii_lowercase(), &mut f);
+        } else {
+            for x in fold(c).chars() {
+                step(x, &mut f);
+            }
+        }
+    }
+    if let Some(p) = pending {
+        f(p);
+    }
 }
 
 /// A view: folded characters and, for each, the byte range of the original
@@ -130,7 +156,7 @@ impl View {
     /// (no character reference, percent-encoding or escape in it).
     pub(crate) fn decoded(text: &str) -> Option<View> {
         let text = clip(text);
-        if !text.contains(['&', '%', '\\']) {
+        if !may_decode(text) {
             return None;
         }
         let (units, _converged) = decoded_units(text);
@@ -163,6 +189,22 @@ impl View {
     }
 }
 
+/// Whether `text` holds something the decoder of [`crate::untrusted`]
+/// may decode: `&` before a letter or `#`, `%` before two hex digits, `\`
+/// before `u`, `x`, `U`, an octal digit or another `\`.
+fn may_decode(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| {
+        let next = b.get(i + 1).copied().unwrap_or(0);
+        match c {
+            b'&' => next.is_ascii_alphabetic() || next == b'#',
+            b'%' => next.is_ascii_hexdigit() && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit),
+            b'\\' => matches!(next, b'u' | b'x' | b'U' | b'0'..=b'7' | b'\\'),
+            _ => false,
+        }
+    })
+}
+
 /// `text` cut to at most [`MAX_TEXT_BYTES`], on a character boundary.
 pub(crate) fn clip(text: &str) -> &str {
     if text.len() <= MAX_TEXT_BYTES {
@@ -192,44 +234,40 @@ fn is_b64(c: char) -> bool {
 /// one to a server that will.
 pub(crate) fn base64_texts(text: &str) -> Vec<((u32, u32), String)> {
     use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let text = clip(text);
+    let bytes = text.as_bytes();
     let mut out = Vec::new();
-    let chars: Vec<(usize, char)> = clip(text).char_indices().collect();
     let mut i = 0;
-    while i < chars.len() && out.len() < MAX_BASE64_RUNS {
-        if !is_b64(chars[i].1) {
+    while i < bytes.len() && out.len() < MAX_BASE64_RUNS {
+        if !is_b64(bytes[i] as char) {
             i += 1;
             continue;
         }
         let start = i;
-        while i < chars.len() && is_b64(chars[i].1) {
+        while i < bytes.len() && is_b64(bytes[i] as char) {
             i += 1;
         }
         if i - start < MIN_BASE64 {
             continue;
         }
-        let span = (
-            chars[start].0 as u32,
-            chars.get(i).map_or(text.len(), |x| x.0) as u32,
-        );
-        let run: String = chars[start..i].iter().map(|x| x.1).collect();
-        let run = run.trim_end_matches('=');
-        // A run of letters alone is a word far more often than base64.
+        // Base64 characters are ASCII: the run is a `str` slice.
+        let run = text[start..i].trim_end_matches('=');
+        // A run of lower-case letters alone is a word far more often.
         if !run
-            .chars()
+            .bytes()
             .any(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
         {
             continue;
         }
         for engine in [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
-            let Ok(bytes) = engine.decode(run) else {
+            let Ok(decoded) = engine.decode(run) else {
                 continue;
             };
-            let Ok(s) = String::from_utf8(bytes) else {
+            let Ok(s) = String::from_utf8(decoded) else {
                 continue;
             };
-            let printable = s.chars().filter(|c| !c.is_control() || c.is_whitespace());
-            if printable.count() == s.chars().count() && !s.trim().is_empty() {
-                out.push((span, s));
+            if !s.trim().is_empty() && s.chars().all(|c| !c.is_control() || c.is_whitespace()) {
+                out.push(((start as u32, i as u32), s));
                 break;
             }
         }
@@ -237,39 +275,95 @@ pub(crate) fn base64_texts(text: &str) -> Vec<((u32, u32), String)> {
     out
 }
 
-/// The exact fold of `text` with spelled-out separators rewritten the way a
-/// model reads them: `[at]`, `(at)`, `{at}` → `@`; `[dot]`, `(dot)`,
-/// `[.]`, `(.)` → `.`; `hxxp` → `http`; and, when `bare`, ` at ` → `@` and
-/// ` dot ` → `.`. `None` when nothing was rewritten. Untrusted sources are
-/// read with `bare` (it can only add untrusted keys); arguments without it
-/// (`look at corp.example` is no address).
+/// Spelled-out separators and what a model reads for them.
+const MARKED: [(&str, &str); 9] = [
+    ("[at]", "@"),
+    ("(at)", "@"),
+    ("{at}", "@"),
+    ("[dot]", "."),
+    ("(dot)", "."),
+    ("{dot}", "."),
+    ("[.]", "."),
+    ("(.)", "."),
+    ("hxxp", "http"),
+];
+const BARE: [(&str, &str); 2] = [(" at ", "@"), (" dot ", ".")];
+/// Bytes kept on each side of a rewritten separator.
+const WINDOW: usize = 160;
+/// Bytes kept on each side of a bare ` at ` or ` dot `.
+const BARE_WINDOW: usize = 64;
+
+/// The exact fold of `text` around its spelled-out separators, rewritten
+/// the way a model reads them: `[at]`, `(at)`, `{at}` → `@`; `[dot]`,
+/// `(dot)`, `[.]`, `(.)` → `.`; `hxxp` → `http`; and, when `bare`, ` at ` →
+/// `@` and ` dot ` → `.`. Each piece is the rewritten text within 160
+/// bytes of a separator (64 of a bare one) (pieces that touch are merged); `None` when
+/// there is none. Untrusted sources are read with `bare` (it can only add
+/// untrusted keys); arguments without it (`look at corp.example` is no
+/// address).
 pub(crate) fn deobfuscated(text: &str, bare: bool) -> Option<String> {
-    let folded = exact(clip(text));
-    let mut s = folded.clone();
-    for (from, to) in [
-        ("[at]", "@"),
-        ("(at)", "@"),
-        ("{at}", "@"),
-        ("[dot]", "."),
-        ("(dot)", "."),
-        ("{dot}", "."),
-        ("[.]", "."),
-        ("(.)", "."),
-        ("hxxp", "http"),
-    ] {
-        if s.contains(from) {
-            s = s.replace(from, to);
+    let text = clip(text);
+    let lower = |pat: &str| {
+        text.as_bytes()
+            .windows(pat.len())
+            .any(|w| w.eq_ignore_ascii_case(pat.as_bytes()))
+    };
+    let marked = text.contains(['[', '(', '{', '［', '（', '｛']) || lower("hxxp");
+    if !marked && !(bare && (lower(" at ") || lower(" dot "))) {
+        return None;
+    }
+    let folded = exact(text);
+    let pats: Vec<&(&str, &str)> = MARKED
+        .iter()
+        .chain(if bare { &BARE[..] } else { &[] })
+        .collect();
+    // Byte ranges of the folded text around each separator, merged.
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for (k, (from, _)) in pats.iter().enumerate() {
+        // A bare ` at ` or ` dot ` only joins the words next to it.
+        let w = if k < MARKED.len() {
+            WINDOW
+        } else {
+            BARE_WINDOW
+        };
+        for (i, _) in folded.match_indices(*from) {
+            let mut a = i.saturating_sub(w);
+            while !folded.is_char_boundary(a) {
+                a -= 1;
+            }
+            let mut b = (i + from.len() + w).min(folded.len());
+            while !folded.is_char_boundary(b) {
+                b += 1;
+            }
+            ranges.push((a, b));
         }
     }
-    if bare {
-        for (from, to) in [(" at ", "@"), (" dot ", ".")] {
-            if s.contains(from) {
-                s = s.replace(from, to);
+    if ranges.is_empty() {
+        return None;
+    }
+    ranges.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (a, b) in ranges {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    let mut out = String::new();
+    for (a, b) in merged {
+        let mut piece = folded[a..b].to_string();
+        for (from, to) in &pats {
+            if piece.contains(*from) {
+                piece = piece.replace(*from, to);
             }
         }
+        if piece.contains(" @ ") || piece.contains(" . ") {
+            piece = piece.replace(" @ ", "@").replace(" . ", ".");
+        }
+        out.push_str(&piece);
+        out.push('\n');
     }
-    let s = s.replace(" @ ", "@").replace(" . ", ".");
-    (s != folded).then_some(s)
+    Some(out)
 }
 
 #[cfg(test)]
@@ -310,15 +404,22 @@ mod tests {
         assert!(base64_texts("internationalization incomprehensibilities").is_empty());
         assert_eq!(
             deobfuscated("write to Alice [at] evil [dot] example", false).as_deref(),
-            Some("write to alice@evil.example")
+            Some("write to alice@evil.example\n")
         );
         assert_eq!(
             deobfuscated("alice at evil dot example", true).as_deref(),
-            Some("alice@evil.example")
+            Some("alice@evil.example\n")
         );
         assert_eq!(
             deobfuscated("hxxps://evil[.]example/x", false).as_deref(),
-            Some("https://evil.example/x")
+            Some("https://evil.example/x\n")
+        );
+        // Far apart: two pieces, only what is near a separator.
+        let long = format!("a [at] b.example {} c [dot] d", "x ".repeat(400));
+        let d = deobfuscated(&long, false).unwrap();
+        assert!(
+            d.contains("a@b.example") && d.contains("c.d") && d.len() < 700,
+            "{d}"
         );
         assert!(deobfuscated("nothing here", true).is_none());
         assert!(deobfuscated("look at corp.example", false).is_none());

@@ -17,9 +17,10 @@ fn json_numbers_take_their_field_names_as_context() {
         &json!({"files": [{"id": 13}], "balance": 12.5, "account": 1234567}),
         &OutputLabels::whole(Integrity::Trusted),
     );
-    assert!(l.exact.contains_key("s:13#file") && l.exact.contains_key("s:13#id"));
-    assert!(l.exact.contains_key("s:12.5#$"));
-    assert!(l.exact.contains_key("n:1234567"));
+    let short = |k: &str, w: &str| l.exact_hits(Kind::ShortNumber, &[k, "#", w]).is_some();
+    assert!(short("13", "file") && short("13", "id") && short("12.5", "$"));
+    assert!(!short("13", "size"));
+    assert!(l.exact_hits(Kind::Number, &["1234567"]).is_some());
     assert!(!l.has_untrusted());
 }
 
@@ -38,8 +39,18 @@ fn an_untrusted_field_of_a_trusted_output_taints_the_context() {
         &OutputLabels::combine(false, &declared, &[]),
     );
     assert!(l.has_untrusted());
-    assert!(!l.exact["t:evt_8f2a9c"].trusted.is_empty());
-    assert!(l.exact["i:gb29nwbk60161331926819"].trusted.is_empty());
+    assert!(
+        !l.exact_hits(Kind::Id, &["evt_8f2a9c"])
+            .unwrap()
+            .trusted
+            .is_empty()
+    );
+    assert!(
+        l.exact_hits(Kind::Iban, &["gb29nwbk60161331926819"])
+            .unwrap()
+            .trusted
+            .is_empty()
+    );
 }
 
 #[test]
@@ -56,7 +67,13 @@ fn hits_are_capped_and_keys_shared() {
             "mail attacker@evil.example",
         );
     }
-    assert_eq!(l.exact["e:attacker@evil.example"].untrusted.len(), MAX_HITS);
+    assert_eq!(
+        l.exact_hits(Kind::Email, &["attacker@evil.example"])
+            .unwrap()
+            .untrusted
+            .len(),
+        MAX_HITS
+    );
     assert_eq!(l.entries().len(), 10);
     assert_eq!(
         l.entries_with_words(&["attacker".into(), "mail".into()])

@@ -6,7 +6,7 @@
 //! 13.
 
 use super::super::text::View;
-use super::number::{digits_at, num, skip, word_at};
+use super::number::{digits_at, num, skip};
 use super::{Atom, Kind, Marks, Role};
 
 const MONTHS: [&str; 12] = [
@@ -30,12 +30,19 @@ fn date_key(y: u32, m: u32, d: u32) -> Option<String> {
 }
 
 fn month_at(c: &[char], i: usize) -> Option<(u32, usize)> {
-    let (w, n) = word_at(c, i);
-    if n < 3 {
+    let n = c[i.min(c.len())..]
+        .iter()
+        .take_while(|x| x.is_alphabetic())
+        .count();
+    if !(3..=9).contains(&n) || !matches!(c[i], 'j' | 'f' | 'm' | 'a' | 's' | 'o' | 'n' | 'd') {
         return None;
     }
+    let w = &c[i..i + n];
+    let is = |m: &str| w.iter().copied().eq(m.chars());
     let m = MONTHS.iter().position(|m| {
-        *m == w || (w.len() == 3 && m.starts_with(&w)) || (w == "sept" && *m == "september")
+        is(m)
+            || (n == 3 && w.iter().copied().eq(m.chars().take(3)))
+            || (n == 4 && *m == "september" && is("sept"))
     })?;
     Some((m as u32 + 1, n))
 }
@@ -47,9 +54,18 @@ fn day_at(c: &[char], i: usize) -> Option<(u32, usize)> {
         return None;
     }
     let mut e = i + n;
-    let (w, k) = word_at(c, e);
-    if matches!(w.as_str(), "st" | "nd" | "rd" | "th") {
-        e += k;
+    let suffix = [c.get(e).copied(), c.get(e + 1).copied()];
+    let after = c.get(e + 2).is_some_and(|x| x.is_alphabetic());
+    if !after
+        && matches!(
+            suffix,
+            [Some('s'), Some('t')]
+                | [Some('n'), Some('d')]
+                | [Some('r'), Some('d')]
+                | [Some('t'), Some('h')]
+        )
+    {
+        e += 2;
     }
     Some((num(c, i, n), e))
 }
@@ -134,7 +150,10 @@ pub(crate) fn dates(v: &View, marks: &mut Marks, out: &mut Vec<Atom>) {
             // `13 May 2024`, `13th of May`, `13th`.
             if let Some((day, e)) = day_at(c, i) {
                 let mut k = skip(c, e, &[' ']);
-                if word_at(c, k).0 == "of" {
+                if c.get(k) == Some(&'o')
+                    && c.get(k + 1) == Some(&'f')
+                    && !c.get(k + 2).is_some_and(|x| x.is_alphabetic())
+                {
                     k = skip(c, k + 2, &[' ']);
                 }
                 if let Some((month, n)) = month_at(c, k) {

@@ -132,12 +132,19 @@ impl Marks {
 pub(crate) struct Scan {
     pub(crate) atoms: Vec<Atom>,
     pub(crate) shorts: Vec<ShortNumber>,
-    /// Words of three characters or more (when asked).
-    pub(crate) words: Vec<String>,
 }
 
-/// Scan one view. `words`: also list its words.
-pub(crate) fn scan_view(v: &View, words: bool, out: &mut Scan) {
+/// Scan one view for every kind.
+pub(crate) fn scan_view(v: &View, out: &mut Scan) {
+    // Every kind holds a digit, `.`, `@`, `/`, `\` or `:`: prose without
+    // them has nothing to find.
+    if !v
+        .chars
+        .iter()
+        .any(|c| c.is_ascii_digit() || matches!(c, '.' | '@' | '/' | '\\' | ':'))
+    {
+        return;
+    }
     let mut marks = Marks::new(v.chars.len());
     net::urls(v, &mut marks, &mut out.atoms);
     net::emails(v, &mut marks, &mut out.atoms);
@@ -147,14 +154,21 @@ pub(crate) fn scan_view(v: &View, words: bool, out: &mut Scan) {
     number::numbers(v, &marks, &mut out.atoms, &mut out.shorts);
     paths(v, &marks, &mut out.atoms);
     ids(v, &marks, &mut out.atoms);
-    if words {
-        word_list(v, &mut out.words);
-    }
 }
 
 /// Scan a text that has no original to point into (a derived text).
-pub(crate) fn scan_str(text: &str, words: bool, out: &mut Scan) {
-    scan_view(&View::raw(text), words, out);
+pub(crate) fn scan_str(text: &str, out: &mut Scan) {
+    scan_view(&View::raw(text), out);
+}
+
+/// Scan a derived text for URLs, addresses and hosts only (what spelled-out
+/// separators hide).
+pub(crate) fn scan_net(text: &str, out: &mut Scan) {
+    let v = View::raw(text);
+    let mut marks = Marks::new(v.chars.len());
+    net::urls(&v, &mut marks, &mut out.atoms);
+    net::emails(&v, &mut marks, &mut out.atoms);
+    net::hosts(&v, &marks, &mut out.atoms);
 }
 
 fn is_path_char(c: char) -> bool {
@@ -255,6 +269,11 @@ fn paths(v: &View, marks: &Marks, out: &mut Vec<Atom>) {
         while end < c.len() && is_path_char(c[end]) && !taken(end) {
             end += 1;
         }
+        if !c[i..end].iter().any(|x| matches!(x, '/' | '\\' | '.')) {
+            // No separator, no extension: nothing here or after a `:`.
+            i = end.max(i + 1);
+            continue;
+        }
         while end > i && matches!(c[end - 1], '.' | ':' | '!') {
             end -= 1;
         }
@@ -336,8 +355,9 @@ fn ids(v: &View, marks: &Marks, out: &mut Vec<Atom>) {
     }
 }
 
-/// Words: runs of letters or digits of three characters or more.
-fn word_list(v: &View, out: &mut Vec<String>) {
+/// Call `f` with each word of the view: a run of letters or digits of
+/// three characters or more.
+pub(crate) fn for_each_word(v: &View, mut f: impl FnMut(&[char])) {
     let c = &v.chars;
     let mut i = 0;
     while i < c.len() {
@@ -350,7 +370,7 @@ fn word_list(v: &View, out: &mut Vec<String>) {
             i += 1;
         }
         if i - s >= 3 {
-            out.push(c[s..i].iter().collect());
+            f(&c[s..i]);
         }
     }
 }

@@ -82,9 +82,22 @@ pub(crate) fn canonical_url(text: &str) -> Option<(String, String)> {
     Some((url.as_str().to_string(), host))
 }
 
+/// The Unicode spelling of an ASCII host (itself unless a label is
+/// punycode).
+fn unicode_of(ascii: &str) -> std::borrow::Cow<'_, str> {
+    if ascii.contains("xn--") {
+        std::borrow::Cow::Owned(idna::domain_to_unicode(ascii).0)
+    } else {
+        std::borrow::Cow::Borrowed(ascii)
+    }
+}
+
 /// The loose form of an ASCII (punycode) host: its Unicode spelling folded.
 pub(crate) fn loose_host(ascii: &str) -> String {
-    let (unicode, _) = idna::domain_to_unicode(ascii);
+    let unicode = unicode_of(ascii);
+    if unicode.is_ascii() {
+        return loose(&unicode, true);
+    }
     loose(&exact(&unicode), true)
 }
 
@@ -103,7 +116,17 @@ pub(crate) fn host_key(name: &str, require_suffix: bool) -> Option<String> {
     {
         return None;
     }
-    let ascii = idna::domain_to_ascii(name).ok()?;
+    // A name of letters, digits and hyphens in lower case is its own ASCII
+    // form (IDNA would only check punycode labels).
+    let ascii = if name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && !name.contains("xn--")
+    {
+        name.to_string()
+    } else {
+        idna::domain_to_ascii(name).ok()?
+    };
     let tld = ascii.rsplit('.').next()?;
     if !(tld.starts_with("xn--")
         || (tld.len() >= 2 && tld.chars().all(|c| c.is_ascii_alphabetic())))
@@ -113,8 +136,7 @@ pub(crate) fn host_key(name: &str, require_suffix: bool) -> Option<String> {
     if require_suffix && !suffix_ok(&ascii) {
         // A top-level name spelled with lookalike letters (`.exаmple`,
         // Cyrillic `а`) reads as the name it imitates.
-        let (unicode, _) = idna::domain_to_unicode(&ascii);
-        if !suffix_ok(&loose(&exact(&unicode), false)) {
+        if !suffix_ok(&loose(&exact(&unicode_of(&ascii)), false)) {
             return None;
         }
     }
@@ -145,9 +167,9 @@ pub(crate) fn urls(v: &View, marks: &mut Marks, out: &mut Vec<Atom>) {
     let c = &v.chars;
     let mut i = 0;
     while i < c.len() {
-        let Some(scheme) = SCHEMES
-            .iter()
-            .find(|s| boundary_before(c, i) && starts_with(c, i, s))
+        let Some(scheme) = (matches!(c[i], 'h' | 'f' | 's' | 'w') && boundary_before(c, i))
+            .then(|| SCHEMES.iter().find(|s| starts_with(c, i, s)))
+            .flatten()
         else {
             i += 1;
             continue;
@@ -166,8 +188,7 @@ pub(crate) fn urls(v: &View, marks: &mut Marks, out: &mut Vec<Atom>) {
         let text = v.string(i, end);
         if let Some((key, host)) = canonical_url(&text) {
             let span = v.span(i, end);
-            let (unicode_host, _) = idna::domain_to_unicode(&host);
-            let loose_url = loose(&exact(&key.replacen(&host, &unicode_host, 1)), true);
+            let loose_url = loose(&exact(&key.replacen(&host, &unicode_of(&host), 1)), true);
             out.push(Atom {
                 kind: Kind::Url,
                 key,
@@ -268,13 +289,11 @@ pub(crate) fn hosts(v: &View, marks: &Marks, out: &mut Vec<Atom>) {
         while b > a && matches!(c[b - 1], '.' | '-') {
             b -= 1;
         }
-        // A trailing dot is part of a fully qualified name.
-        let name = v.string(a, b);
-        if name.contains('.')
-            && !marks.date[a]
-            && let Some(ascii) = host_key(&name, true)
-        {
-            out.push(host_atom(&ascii, v.span(a, b), true, name));
+        if c[a..b].contains(&'.') && !marks.date[a] {
+            let name = v.string(a, b);
+            if let Some(ascii) = host_key(&name, true) {
+                out.push(host_atom(&ascii, v.span(a, b), true, name));
+            }
         }
         i = end;
     }

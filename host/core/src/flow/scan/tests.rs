@@ -2,7 +2,7 @@ use super::*;
 
 fn atoms(text: &str) -> Vec<(Kind, String)> {
     let mut s = Scan::default();
-    scan_str(text, false, &mut s);
+    scan_str(text, &mut s);
     s.atoms.into_iter().map(|a| (a.kind, a.key)).collect()
 }
 

@@ -3,7 +3,7 @@ use super::*;
 
 fn scan(text: &str) -> Scan {
     let mut s = Scan::default();
-    scan_str(text, false, &mut s);
+    scan_str(text, &mut s);
     s
 }
 
