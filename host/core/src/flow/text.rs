@@ -222,8 +222,10 @@ const MIN_BASE64: usize = 16;
 /// Most base64 runs decoded per text.
 const MAX_BASE64_RUNS: usize = 256;
 
+/// A base64 character (padding `=` ends a run: `to=ZXZp...` is a query
+/// parameter's name, then base64).
 fn is_b64(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_' | '=')
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_')
 }
 
 /// The texts hidden in base64 runs of `text` (standard or URL-safe
@@ -251,7 +253,7 @@ pub(crate) fn base64_texts(text: &str) -> Vec<((u32, u32), String)> {
             continue;
         }
         // Base64 characters are ASCII: the run is a `str` slice.
-        let run = text[start..i].trim_end_matches('=');
+        let run = &text[start..i];
         // A run of lower-case letters alone is a word far more often.
         if !run
             .bytes()
@@ -402,6 +404,8 @@ mod tests {
         let t = base64_texts("pay here: YXR0YWNrZXJAZXZpbC5leGFtcGxl thanks");
         assert_eq!(t, vec![((10, 38), "attacker@evil.example".to_string())]);
         assert!(base64_texts("internationalization incomprehensibilities").is_empty());
+        let t = base64_texts("https://a.example/?to=ZXZpbC5leGFtcGxl&x=1");
+        assert_eq!(t, vec![((22, 38), "evil.example".to_string())]);
         assert_eq!(
             deobfuscated("write to Alice [at] evil [dot] example", false).as_deref(),
             Some("write to alice@evil.example\n")

@@ -358,6 +358,8 @@ fn a_trusted_host_does_not_carry_a_hidden_destination() {
         "https://api.corp.example/notes?next=https%3A%2F%2Fevil.example%2Fdrop",
         "https://api.corp.example/notes?next=https%253A%252F%252Fevil.example",
         "https://api.corp.example/notes?next=aHR0cHM6Ly9ldmlsLmV4YW1wbGUvZHJvcA",
+        // base64 of `evil.example`: one digit, so no record id either.
+        "https://api.corp.example/notes?to=ZXZpbC5leGFtcGxl",
         // The attacker's host spelled with an ideographic full stop.
         "https://api.corp.example/notes?cc=attacker@evil\u{3002}example",
     ] {
