@@ -123,6 +123,9 @@ pub(crate) struct Found {
     pub(crate) ids: Vec<EntryId>,
 }
 
+/// Most identifiers judged in one value; a value with more is `nowhere`.
+pub const MAX_ATOMS: usize = 4096;
+
 const TRUSTED: u8 = 0;
 const NOWHERE: u8 = 1;
 const LOOKALIKE: u8 = 2;
@@ -315,17 +318,29 @@ pub(crate) fn judge(ledger: &Ledger, atoms: &[Atom]) -> (Found, Vec<(usize, Foun
         .iter()
         .map(|a| lookup(ledger, a.kind, &a.key, &a.loose))
         .collect();
+    // Spans of the atoms found trusted that vouch for what lies inside them,
+    // sorted, with the furthest end reached so far: an atom is covered when
+    // a trusted span starting at or before it ends at or after it (its own
+    // span included: the same text read two ways).
+    let mut cover: Vec<(u32, u32)> = atoms
+        .iter()
+        .zip(&finds)
+        .filter(|(a, f)| a.covers && f.rank == TRUSTED)
+        .map(|(a, _)| a.span)
+        .collect();
+    cover.sort_unstable();
+    let mut reach = Vec::with_capacity(cover.len());
+    let mut m = 0;
+    for c in &cover {
+        m = m.max(c.1);
+        reach.push(m);
+    }
     let covered = |i: usize| {
         let a = &atoms[i];
-        atoms.iter().enumerate().any(|(j, b)| {
-            j != i
-                && b.covers
-                && finds[j].rank == TRUSTED
-                && b.span.0 <= a.span.0
-                && a.span.1 <= b.span.1
-                && b.span != a.span
-        })
+        let k = cover.partition_point(|c| c.0 <= a.span.0);
+        k > 0 && reach[k - 1] >= a.span.1
     };
+    let mut seen = std::collections::HashSet::new();
     let mut worst: Option<Found> = None;
     let mut trusted_ids = Vec::new();
     let mut decided = Vec::new();
@@ -337,10 +352,7 @@ pub(crate) fn judge(ledger: &Ledger, atoms: &[Atom]) -> (Found, Vec<(usize, Foun
         if covered(i) || (a.role == Role::Container && f.rank < LOOKALIKE) {
             continue;
         }
-        if !decided
-            .iter()
-            .any(|(k, _): &(usize, Found)| atoms[*k].kind == a.kind && atoms[*k].key == a.key)
-        {
+        if seen.insert((a.kind, a.key.as_str())) {
             decided.push((i, f.clone()));
         }
         match &mut worst {
@@ -364,6 +376,16 @@ pub(crate) fn judge(ledger: &Ledger, atoms: &[Atom]) -> (Found, Vec<(usize, Foun
 /// `scan::number::name_words`).
 pub fn of_str(ledger: &Ledger, value: &str, ctx: &[String]) -> Provenance {
     let atoms = atoms_of(value);
+    if atoms.len() > MAX_ATOMS {
+        // More identifiers than any real argument holds: not read one by
+        // one, and not vouched for.
+        return Provenance {
+            origin: Origin::Nowhere,
+            identifiers: true,
+            copied: false,
+            tokens: Vec::new(),
+        };
+    }
     if atoms.is_empty() {
         if let Some(key) = whole_number(value) {
             return of_number_key(ledger, &key, ctx);

@@ -520,3 +520,17 @@ proptest! {
         prop_assert!(got.origin.is_trusted(), "{:?}: {:?}", u, got);
     }
 }
+
+#[test]
+fn a_value_stuffed_with_identifiers_is_judged_in_linear_time_or_refused() {
+    let l = ledger();
+    // Thousands of the user's own addresses: judged, trusted.
+    let many = "bob@corp.example ".repeat(2000);
+    assert!(trusted(&l, &many, "to"));
+    // One of the page's among them.
+    let mixed = format!("{many} attacker@evil.example");
+    assert_eq!(from_step(&prov(&l, &mixed, "to")), Some(3));
+    // Past the cap: not vouched for.
+    let flood = "bob@corp.example ".repeat(5000);
+    assert_eq!(prov(&l, &flood, "to").origin, Origin::Nowhere);
+}
