@@ -6,7 +6,7 @@
 //!
 //! | | trusted source | untrusted source |
 //! |---|---|---|
-//! | views read | the raw text only | raw, decoded (HTML, percent, escapes), base64 runs decoded, spelled-out separators rewritten |
+//! | views read | the raw text only | raw, decoded (HTML, percent, escapes), skeleton (letters imitating Latin folded), base64 runs decoded, spelled-out separators and spaced letters rewritten |
 //! | atoms (see `scan`) | exact and loose keys | exact and loose keys |
 //! | a path's file name | yes | yes |
 //! | short numbers | with their context words | with their context words |
@@ -347,6 +347,9 @@ impl Ledger {
                 let decoded = View::decoded(text);
                 if let Some(d) = &decoded {
                     scan_view(d, &mut s);
+                }
+                if let Some(k) = View::skeleton(text) {
+                    scan_view(&k, &mut s);
                 }
                 for (_, t) in base64_texts(text) {
                     scan_str(&t, &mut s);

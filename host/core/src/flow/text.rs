@@ -31,16 +31,42 @@ use unicode_normalization::UnicodeNormalization;
 /// that needs trusted values refuses like untrusted data.
 pub const MAX_TEXT_BYTES: usize = 1 << 20;
 
-/// Push the meaning-preserving fold of `c`: ASCII lower case; otherwise
-/// NFKC then lower case, the ideographic full stop as `.` (IDNA reads
-/// `evil。example` as `evil.example`); invisible characters (format
-/// characters, soft hyphens, variation selectors, ...) read as nothing.
+/// The zero of every run of ten decimal digits (general category Nd) of
+/// Unicode 14.0 outside ASCII (Arabic-Indic, Devanagari, Thai, fullwidth,
+/// mathematical, ...), sorted: `zero + k` is the digit `k`. Generated with
+/// Python's `unicodedata` (UCD 14.0.0, as `untrusted::tables`).
+const DIGIT_ZEROS: [u32; 65] = [
+    0x660, 0x6F0, 0x7C0, 0x966, 0x9E6, 0xA66, 0xAE6, 0xB66, 0xBE6, 0xC66, 0xCE6, 0xD66, 0xDE6,
+    0xE50, 0xED0, 0xF20, 0x1040, 0x1090, 0x17E0, 0x1810, 0x1946, 0x19D0, 0x1A80, 0x1A90, 0x1B50,
+    0x1BB0, 0x1C40, 0x1C50, 0xA620, 0xA8D0, 0xA900, 0xA9D0, 0xA9F0, 0xAA50, 0xABF0, 0xFF10,
+    0x104A0, 0x10D30, 0x11066, 0x110F0, 0x11136, 0x111D0, 0x112F0, 0x11450, 0x114D0, 0x11650,
+    0x116C0, 0x11730, 0x118E0, 0x11950, 0x11C50, 0x11D50, 0x11DA0, 0x16A60, 0x16AC0, 0x16B50,
+    0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6, 0x1E140, 0x1E2F0, 0x1E950, 0x1FBF0,
+];
+
+/// The ASCII digit a decimal digit of another script stands for.
+fn digit_of(c: char) -> Option<char> {
+    let cp = u32::from(c);
+    let i = DIGIT_ZEROS.partition_point(|z| *z <= cp);
+    let zero = DIGIT_ZEROS.get(i.checked_sub(1)?)?;
+    (cp - zero < 10).then(|| char::from(b'0' + (cp - zero) as u8))
+}
+
+/// Push the meaning-preserving fold of `c`: ASCII lower case; a decimal
+/// digit of any script as its ASCII digit (`٥` is 5); otherwise NFKC then
+/// lower case, the ideographic full stop as `.` (IDNA reads `evil。example`
+/// as `evil.example`); invisible characters (format characters, soft
+/// hyphens, variation selectors, ...) read as nothing.
 pub(crate) fn exact_char(c: char, mut push: impl FnMut(char)) {
     if c.is_ascii() {
         push(c.to_ascii_lowercase());
         return;
     }
     if is_invisible(c) {
+        return;
+    }
+    if let Some(d) = digit_of(c) {
+        push(d);
         return;
     }
     for n in std::iter::once(c).nfkc() {
@@ -168,6 +194,44 @@ impl View {
             v.push_folded(u.c, u.start, u.end);
         }
         Some(v)
+    }
+
+    /// The skeleton view of `text`: letters of the scripts that imitate
+    /// Latin (Greek, Cyrillic, Armenian, Cherokee, letterlike and enclosed
+    /// symbols, mathematical letters, ...) folded to what a model reads
+    /// (`untrusted`'s confusable fold), the rest as in the raw view; `None`
+    /// when that changes nothing. For untrusted sources only: a page's
+    /// `DЕ89...` (Cyrillic `Е`) is the IBAN a model will copy as `DE89...`.
+    pub(crate) fn skeleton(text: &str) -> Option<View> {
+        let text = clip(text);
+        if text.is_ascii() {
+            return None;
+        }
+        let imitates = |c: char| {
+            matches!(u32::from(c),
+                0x80..=0x58F | 0x13A0..=0x13FF | 0x1D00..=0x1DBF | 0x1E00..=0x1FFF
+                | 0x2000..=0x2BFF | 0xA640..=0xA69F | 0xFF00..=0xFFEF
+                | 0x1D400..=0x1D7FF | 0x1F100..=0x1F1FF)
+        };
+        let mut cache: std::collections::HashMap<char, String> = std::collections::HashMap::new();
+        let mut v = View::default();
+        let mut changed = false;
+        for (i, c) in text.char_indices() {
+            let span = (i as u32, (i + c.len_utf8()) as u32);
+            if c.is_ascii() || !imitates(c) || digit_of(c).is_some() {
+                v.push_folded(c, i, i + c.len_utf8());
+                continue;
+            }
+            let f = cache.entry(c).or_insert_with(|| fold(c));
+            let mut plain = String::new();
+            exact_char(c, |x| plain.push(x));
+            changed |= *f != plain;
+            for x in f.chars() {
+                v.chars.push(x);
+                v.spans.push(span);
+            }
+        }
+        changed.then_some(v)
     }
 
     /// The original byte range of the characters `a..b` of the view.
@@ -311,7 +375,12 @@ pub(crate) fn deobfuscated(text: &str, bare: bool) -> Option<String> {
             .any(|w| w.eq_ignore_ascii_case(pat.as_bytes()))
     };
     let marked = text.contains(['[', '(', '{', '［', '（', '｛']) || lower("hxxp");
-    if !marked && !(bare && (lower(" at ") || lower(" dot "))) {
+    let spaced = || {
+        text.as_bytes()
+            .windows(5)
+            .any(|w| w[0] == b' ' && w[1] != b' ' && w[2] == b' ' && w[3] != b' ' && w[4] == b' ')
+    };
+    if !marked && !(bare && (lower(" at ") || lower(" dot ") || spaced())) {
         return None;
     }
     let folded = exact(text);
@@ -340,6 +409,9 @@ pub(crate) fn deobfuscated(text: &str, bare: bool) -> Option<String> {
             ranges.push((a, b));
         }
     }
+    if bare {
+        spaced_runs(&folded, &mut ranges);
+    }
     if ranges.is_empty() {
         return None;
     }
@@ -353,7 +425,11 @@ pub(crate) fn deobfuscated(text: &str, bare: bool) -> Option<String> {
     }
     let mut out = String::new();
     for (a, b) in merged {
-        let mut piece = folded[a..b].to_string();
+        let mut piece = if bare {
+            join_spaced(&folded[a..b])
+        } else {
+            folded[a..b].to_string()
+        };
         for (from, to) in &pats {
             if piece.contains(*from) {
                 piece = piece.replace(*from, to);
@@ -366,6 +442,65 @@ pub(crate) fn deobfuscated(text: &str, bare: bool) -> Option<String> {
         out.push('\n');
     }
     Some(out)
+}
+
+/// Shortest run of single characters between single spaces that is read
+/// as one word (`e v i l . e x a m p l e`).
+const MIN_SPACED: usize = 5;
+
+/// Byte ranges of `s` holding runs of single characters separated by
+/// single spaces (at least [`MIN_SPACED`]).
+fn spaced_runs(s: &str, out: &mut Vec<(usize, usize)>) {
+    let mut run_start = None;
+    let mut count = 0;
+    let mut last_end = 0;
+    let cs: Vec<(usize, char)> = s.char_indices().collect();
+    let mut k = 0;
+    while k < cs.len() {
+        let (i, c) = cs[k];
+        let single = !c.is_whitespace()
+            && (k == 0 || cs[k - 1].1 == ' ')
+            && cs.get(k + 1).is_none_or(|n| !n.1.is_alphanumeric());
+        if single {
+            if run_start.is_none() {
+                run_start = Some(i);
+                count = 0;
+            }
+            count += 1;
+            last_end = i + c.len_utf8();
+            k += 2;
+            continue;
+        }
+        if let Some(a) = run_start.take()
+            && count >= MIN_SPACED
+        {
+            out.push((a, last_end));
+        }
+        k += 1;
+    }
+    if let Some(a) = run_start
+        && count >= MIN_SPACED
+    {
+        out.push((a, last_end));
+    }
+}
+
+/// `piece` with its runs of spaced single characters joined.
+fn join_spaced(piece: &str) -> String {
+    let mut ranges = Vec::new();
+    spaced_runs(piece, &mut ranges);
+    if ranges.is_empty() {
+        return piece.to_string();
+    }
+    let mut out = String::with_capacity(piece.len());
+    let mut pos = 0;
+    for (a, b) in ranges {
+        out.push_str(&piece[pos..a]);
+        out.extend(piece[a..b].chars().filter(|c| *c != ' '));
+        pos = b;
+    }
+    out.push_str(&piece[pos..]);
+    out
 }
 
 #[cfg(test)]
@@ -426,6 +561,13 @@ mod tests {
             "{d}"
         );
         assert!(deobfuscated("nothing here", true).is_none());
+        let d = deobfuscated(
+            "send to a t t a c k e r @ e v i l . e x a m p l e now",
+            true,
+        )
+        .unwrap();
+        assert!(d.contains("attacker@evil.example"), "{d}");
+        assert!(deobfuscated("a b c d", true).is_none());
         assert!(deobfuscated("look at corp.example", false).is_none());
     }
 }

@@ -534,3 +534,22 @@ fn a_value_stuffed_with_identifiers_is_judged_in_linear_time_or_refused() {
     let flood = "bob@corp.example ".repeat(5000);
     assert_eq!(prov(&l, &flood, "to").origin, Origin::Nowhere);
 }
+
+#[test]
+fn a_page_obfuscating_its_value_is_still_its_source() {
+    let mut l = Ledger::new();
+    user(&mut l, "pay the rent");
+    page(
+        &mut l,
+        7,
+        "IBAN D\u{0415}89 3704 0044 0532 0130 00 (Cyrillic E); or write to \
+         m a l l o r y @ e v i l . e x a m p l e; amount \u{665}\u{660}\u{660}\u{660} EUR",
+    );
+    for (v, arg) in [
+        ("DE89370400440532013000", "iban"),
+        ("mallory@evil.example", "to"),
+        ("5000", "amount"),
+    ] {
+        assert_eq!(from_step(&prov(&l, v, arg)), Some(7), "{v}");
+    }
+}
