@@ -366,8 +366,62 @@ mod tests {
         Untrusted,
     }
 
+    fn any_state() -> impl Strategy<Value = State> {
+        prop::sample::select(State::ALL.to_vec())
+    }
+
+    fn any_event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            Just(Event::StartSaga),
+            (0usize..3).prop_map(|steps| Event::PlanReady { steps }),
+            any::<bool>().prop_map(|validate| Event::ToolSucceeded { validate }),
+            Just(Event::ToolFailed),
+            Just(Event::Finish),
+            Just(Event::Abort),
+            Just(Event::ApprovalRequested),
+            Just(Event::ApprovalGranted),
+            Just(Event::ApprovalDenied),
+            Just(Event::CompensationDone),
+        ]
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+        /// The scope changes one guard only: `PlanReady` out of Planning is
+        /// denied when a scope is required and none was declared; every
+        /// other answer is the table's. An allowed execute is in scope.
+        #[test]
+        fn apply_scoped_is_the_table_plus_the_scope_guard(
+            state in any_state(),
+            event in any_event(),
+            required in any::<bool>(),
+            declared in prop::option::of(prop::collection::vec(name(), 0..3)),
+            tool in name(),
+        ) {
+            let g = Guardrail::new();
+            let mut s = Scope::new(required);
+            if let Some(d) = &declared {
+                s.declare(ToolScope::new(d).unwrap()).unwrap();
+            }
+            let blocked = state == State::Planning
+                && matches!(event, Event::PlanReady { .. })
+                && required
+                && declared.is_none();
+            match (g.apply_scoped(state, event, &s), g.apply(state, event)) {
+                (Err(e), _) if blocked => prop_assert!(e.reason.is_some()),
+                (a, b) => prop_assert_eq!(a, b),
+            }
+            for side_effects in [false, true] {
+                let ok = g.may_execute_scoped(state, side_effects, &tool, &s).is_ok();
+                let expected = g.may_execute(state, side_effects).is_ok() && s.check(&tool).is_ok();
+                prop_assert_eq!(ok, expected);
+                if ok {
+                    prop_assert!(declared.as_ref().is_none_or(|d| d.contains(&tool)));
+                }
+            }
+        }
+
         /// Whatever the sequence of declarations and reads: once untrusted
         /// data was read, the set of tools that pass `check` never grows.
         #[test]
