@@ -48,6 +48,8 @@
 //!   case alone passes (a URL path or an id that is case-sensitive at its
 //!   server can be chosen in another case only among values the user
 //!   gave).
+//! - The user's message is trusted whole: an e-mail or a page the user
+//!   **pastes into it** vouches for every value in it, the attacker's too.
 //! - A **link copied verbatim** into a `verbatim` sink passes: an attacker
 //!   who plants many links can leak a few bits by which one is fetched.
 //! - Phone numbers with and without a country code are different keys;

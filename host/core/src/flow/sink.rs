@@ -73,6 +73,18 @@ pub enum SinkLevel {
     Trusted,
 }
 
+impl SinkLevel {
+    /// The policy's name of the level.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SinkLevel::Any => "any",
+            SinkLevel::Verbatim => "verbatim",
+            SinkLevel::Identifiers => "identifiers",
+            SinkLevel::Trusted => "trusted",
+        }
+    }
+}
+
 /// What a call whose argument fails its sink gets.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
@@ -436,7 +448,11 @@ fn compare(section: &str, old: &ToolSinks, new: &ToolSinks, out: &mut Vec<Wideni
     for (p, l) in &old.sinks {
         let now = new.level_over(p);
         if now < *l {
-            w(format!("sink `{p}` lowered from {l:?} to {now:?}").to_lowercase());
+            w(format!(
+                "sink `{p}` lowered from {} to {}",
+                l.as_str(),
+                now.as_str()
+            ));
         }
     }
     if old.checks_anything()
@@ -469,13 +485,11 @@ pub fn widenings(old: &FlowRules, new: &FlowRules) -> Vec<Widening> {
         flow("a declared tool scope is no longer required");
     }
     if new.default_sink < old.default_sink {
-        flow(
-            &format!(
-                "default_sink lowered from {:?} to {:?}",
-                old.default_sink, new.default_sink
-            )
-            .to_lowercase(),
-        );
+        flow(&format!(
+            "default_sink lowered from {} to {}",
+            old.default_sink.as_str(),
+            new.default_sink.as_str()
+        ));
     }
     compare("flow.neurons", &old.neurons, &new.neurons, &mut out);
     let names: BTreeSet<&str> = old
