@@ -64,6 +64,7 @@ pub mod ledger;
 pub mod provenance;
 pub mod scan;
 pub mod sink;
+pub mod state;
 pub mod text;
 
 pub use decide::{Finding, FlowCall, FlowDecision, Surface, decide, output_integrity};
@@ -75,3 +76,4 @@ pub use sink::{
     FlowError, FlowFile, FlowRules, OnUntrusted, ScopeRule, SinkLevel, ToolSinks, Widening,
     first_party, widenings,
 };
+pub use state::{FlowState, Judgement};
