@@ -28,7 +28,10 @@
 //!   bound to the step's tool hash and argument hash has been claimed;
 //!   `AwaitingApproval --ApprovalDenied--> Compensating` when it was refused
 //!   (or the turn that asked ended without an answer): the parked step never
-//!   runs and what committed before it is undone.
+//!   runs and what committed before it is undone; `AwaitingApproval
+//!   --CallDeclined--> Acting` when a human refused a step that needed
+//!   approval only because an argument came from untrusted data (issue 47):
+//!   that step never runs, the agent is told, and the saga goes on.
 //!
 //! Enforcement rules (SPEC §3.5): default deny (an event not in the table is
 //! [`TransitionDenied`]); in Planning and Validating only read-only tools may
@@ -184,6 +187,11 @@ pub enum Event {
     /// The parked step will not run: refused, or nobody could answer
     /// (capsaga's addition).
     ApprovalDenied,
+    /// A human refused the parked step, which needed approval only because
+    /// an argument came from untrusted data (information flow, issue 47):
+    /// nothing of it ran and the agent is told so; the saga goes on
+    /// (capsaga's addition).
+    CallDeclined,
 }
 
 impl Event {
@@ -203,12 +211,13 @@ impl Event {
             Event::ApprovalRequested => "ApprovalRequested",
             Event::ApprovalGranted => "ApprovalGranted",
             Event::ApprovalDenied => "ApprovalDenied",
+            Event::CallDeclined => "CallDeclined",
         }
     }
 }
 
 /// Names of every [`Event`], in declaration order.
-pub const EVENT_NAMES: [&str; 13] = [
+pub const EVENT_NAMES: [&str; 14] = [
     "StartSaga",
     "PlanReady",
     "ToolSucceeded",
@@ -222,6 +231,7 @@ pub const EVENT_NAMES: [&str; 13] = [
     "ApprovalRequested",
     "ApprovalGranted",
     "ApprovalDenied",
+    "CallDeclined",
 ];
 
 /// An operator's action on a saga the agent can no longer touch.
@@ -288,7 +298,7 @@ pub struct Row {
 }
 
 /// The normative rows: (from, event, to, guard, source).
-const TABLE: [(State, &str, State, &str, &str); 17] = [
+const TABLE: [(State, &str, State, &str, &str); 18] = [
     (State::Idle, "StartSaga", State::Planning, "", "spec"),
     (
         State::Planning,
@@ -383,6 +393,13 @@ const TABLE: [(State, &str, State, &str, &str); 17] = [
         "capsaga",
     ),
     (
+        State::AwaitingApproval,
+        "CallDeclined",
+        State::Acting,
+        "a human refused a step parked only for information flow",
+        "capsaga",
+    ),
+    (
         State::Compensating,
         "CompensationDone",
         State::FailedRolledBack,
@@ -467,6 +484,7 @@ impl Guardrail {
             (State::Validating, Event::ValidationFailed) => Ok(State::Compensating),
             (State::AwaitingApproval, Event::ApprovalGranted) => Ok(State::Acting),
             (State::AwaitingApproval, Event::ApprovalDenied) => Ok(State::Compensating),
+            (State::AwaitingApproval, Event::CallDeclined) => Ok(State::Acting),
             (State::Compensating, Event::CompensationDone) => Ok(State::FailedRolledBack),
             (State::Compensating, Event::CompensationFailed) => Ok(State::FailedRollbackPartial),
             _ => Err(deny(None)),

@@ -265,6 +265,7 @@ fn any_event() -> impl Strategy<Value = Event> {
         Just(Event::ApprovalRequested),
         Just(Event::ApprovalGranted),
         Just(Event::ApprovalDenied),
+        Just(Event::CallDeclined),
     ]
 }
 
@@ -349,7 +350,7 @@ proptest! {
                         prop_assert_eq!(e, Event::ApprovalRequested);
                     }
                     if s == State::AwaitingApproval {
-                        prop_assert!(matches!(e, Event::ApprovalGranted | Event::ApprovalDenied));
+                        prop_assert!(matches!(e, Event::ApprovalGranted | Event::ApprovalDenied | Event::CallDeclined));
                     }
                     if s == State::Compensating {
                         prop_assert!(matches!(e, Event::CompensationDone | Event::CompensationFailed));
