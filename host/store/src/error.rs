@@ -18,7 +18,7 @@ use std::path::PathBuf;
 /// and dropped an index that duplicated a unique constraint (fewer pages
 /// written per record). The PostgreSQL schema has its own numbered
 /// migrations (`postgres::schema`).
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]

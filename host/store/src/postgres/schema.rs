@@ -16,7 +16,7 @@ use capsaga_core::wal_row::GENESIS;
 use std::path::PathBuf;
 
 /// The newest migration this capsaga knows.
-pub const PG_SCHEMA_VERSION: i64 = 4;
+pub const PG_SCHEMA_VERSION: i64 = 5;
 
 /// The advisory lock key of migrations ("CAPS").
 const MIGRATION_LOCK: i64 = 0x4341_5053;
@@ -249,6 +249,12 @@ const V4: &str = r#"
 ALTER TABLE saga_state ADD COLUMN released_at TEXT;
 "#;
 
+/// Version 5: what the SQLite store's version 11 added (issue 47): the
+/// label of what each step brought into its saga (information flow).
+const V5: &str = r#"
+ALTER TABLE saga_steps ADD COLUMN label TEXT;
+"#;
+
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`. Forward
 /// only: a released migration is never edited, a change is a new one.
 fn migrations() -> Vec<String> {
@@ -257,6 +263,7 @@ fn migrations() -> Vec<String> {
         V2.to_string(),
         V3.to_string(),
         V4.to_string(),
+        V5.to_string(),
     ]
 }
 

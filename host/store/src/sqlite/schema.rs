@@ -464,5 +464,10 @@ pub(super) fn migrate_to(
     if version < 10 && target >= 10 {
         migrate_v10(tx)?;
     }
+    if version < 11 && target >= 11 && !has_column(tx, "saga_steps", "label")? {
+        // Version 11 (issue 47): the label of what each step brought into
+        // its saga (information flow).
+        tx.execute_batch("ALTER TABLE saga_steps ADD COLUMN label TEXT")?;
+    }
     Ok(())
 }
