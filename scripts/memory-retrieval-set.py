@@ -14,7 +14,7 @@ usage: scripts/memory-retrieval-set.py OUT_JSON [SEED]
 
 Deterministic for a seed; the output is committed as
 host/memory/tests/data/retrieval_set.json and read by the memory's
-retrieval test and by `capsaga bench --memory`.
+retrieval test and by `capsaga-bench --memory`.
 """
 import json
 import random

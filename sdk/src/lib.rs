@@ -1,4 +1,9 @@
-//! # capsaga-sdk: write capsaga tools in plain Rust
+// The crate's documentation is its README (the guide for tool authors),
+// followed by the API in brief below; `cargo test --doc -p capsaga-sdk`
+// compiles and runs the Rust examples of both.
+#![doc = include_str!("../README.md")]
+//!
+//! ## The API in brief
 //!
 //! A capsaga tool is a WebAssembly component (wasm32-wasip2) that exports the
 //! `tool` world of `wit/tool.wit`: `meta`, `execute`, `dry-run` and

@@ -20,9 +20,9 @@
 //! Criterion's groups measure the same per-call paths.
 
 use capsaga_core::policy::Limits;
-use capsaga_host::sandbox::Factors;
-use capsaga_host::sandbox::bindings::ToolPre;
-use capsaga_host::sandbox::{CompiledCache, SandboxConfig};
+use capsaga_sandbox::Factors;
+use capsaga_sandbox::bindings::ToolPre;
+use capsaga_sandbox::{CompiledCache, SandboxConfig};
 use capsaga_tests::neuron_rig::{
     Loaded, NeuronDefinition, Op, Rig, RunnerState, cache_dir, neuron, runner_wasm,
 };
@@ -87,8 +87,7 @@ fn one_time_compile(wasm: &std::path::Path) -> Option<f64> {
     if std::env::var("CAPSAGA_BENCH_COMPILE").as_deref() == Ok("0") {
         return None;
     }
-    let (engine, _) =
-        capsaga_host::sandbox::engine::build(&SandboxConfig::default()).expect("engine");
+    let (engine, _) = capsaga_sandbox::engine::build(&SandboxConfig::default()).expect("engine");
     let bytes = std::fs::read(wasm).expect("runner");
     let t = Instant::now();
     let c = Component::from_binary(&engine, &bytes).expect("compile");
@@ -101,8 +100,7 @@ fn one_time_compile(wasm: &std::path::Path) -> Option<f64> {
 /// (engine, deserialize, link, first call, total to first call).
 fn cold_start(rt: &tokio::runtime::Runtime, wasm: &std::path::Path) -> [f64; 5] {
     let t0 = Instant::now();
-    let (engine, _) =
-        capsaga_host::sandbox::engine::build(&SandboxConfig::default()).expect("engine");
+    let (engine, _) = capsaga_sandbox::engine::build(&SandboxConfig::default()).expect("engine");
     let t_engine = ms(t0.elapsed());
     let bytes = std::fs::read(wasm).expect("runner");
     let hash = capsaga_core::idempotency::sha256_hex(&bytes);

@@ -15,9 +15,9 @@ pub mod webdriver;
 pub mod wire_rig;
 pub mod wire_schema;
 
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_host::host::Host;
-use capsaga_host::store::Origin;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_store::Origin;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -63,7 +63,7 @@ pub fn component(name: &str) -> PathBuf {
 /// The `capsaga` binary, built on first use with the command `scripts/test`
 /// uses (`cargo build --workspace --all-targets`): the same feature set as
 /// `cargo test --workspace`, so it is up to date there and nothing is
-/// compiled twice (`-p capsaga-host --bin capsaga` alone resolves other
+/// compiled twice (`-p capsaga --bin capsaga` alone resolves other
 /// features and would rebuild Wasmtime and its dependants).
 ///
 /// # Panics
@@ -71,7 +71,7 @@ pub fn component(name: &str) -> PathBuf {
 pub fn capsaga_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        // A binary built by hand (`cargo build -p capsaga-host --bin
+        // A binary built by hand (`cargo build -p capsaga --bin
         // capsaga`), to run a few test binaries without building them all.
         if let Some(p) = std::env::var_os("CAPSAGA_TEST_BIN") {
             return PathBuf::from(p);
@@ -217,8 +217,8 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 ///
 /// # Panics
 /// When it cannot be opened.
-pub fn open_store(ws: &TestWorkspace) -> capsaga_host::store::sqlite::SqliteStore {
-    capsaga_host::store::sqlite::SqliteStore::open(&ws.root.join(".capsaga/state.db"))
+pub fn open_store(ws: &TestWorkspace) -> capsaga_store::sqlite::SqliteStore {
+    capsaga_store::sqlite::SqliteStore::open(&ws.root.join(".capsaga/state.db"))
         .expect("the state store opens")
 }
 

@@ -3,8 +3,8 @@
 //! tests (`tests/tests/serve/`) and the neuron tests that watch a running
 //! server.
 
-use capsaga_host::host::Host;
-use capsaga_host::serve::{HttpOptions, serve_http};
+use capsaga_door::host::Host;
+use capsaga_server::{HttpOptions, serve_http};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;

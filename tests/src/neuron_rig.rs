@@ -17,14 +17,14 @@
 use capsaga_core::capability::Capability;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::policy::Limits;
-use capsaga_host::sandbox::bindings::{
+use capsaga_sandbox::bindings::{
     LogLevel, Tool, ToolPre, WitCallContext, WitErrorKind, WitRisk, WitToolError, WitToolMeta,
     WitToolOutput, capsaga as tool_world,
 };
-use capsaga_host::sandbox::net::NetHooks;
-use capsaga_host::sandbox::state::{CallLimiter, InstanceCaps};
-use capsaga_host::sandbox::stdio::CapturePipe;
-use capsaga_host::sandbox::{CompiledCache, EPOCH_TICK_MS, Factors, SandboxConfig};
+use capsaga_sandbox::net::NetHooks;
+use capsaga_sandbox::state::{CallLimiter, InstanceCaps};
+use capsaga_sandbox::stdio::CapturePipe;
+use capsaga_sandbox::{CompiledCache, EPOCH_TICK_MS, Factors, SandboxConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,8 +43,8 @@ pub mod bindings {
         world: "neuron",
         exports: { default: async },
         with: {
-            "capsaga:tool/types": capsaga_host::sandbox::bindings::capsaga::tool::types,
-            "capsaga:tool/log": capsaga_host::sandbox::bindings::capsaga::tool::log,
+            "capsaga:tool/types": capsaga_sandbox::bindings::capsaga::tool::types,
+            "capsaga:tool/log": capsaga_sandbox::bindings::capsaga::tool::log,
         },
     });
 }
@@ -246,7 +246,7 @@ impl Rig {
     /// When the engine cannot be built or the runner does not load.
     pub fn load(wasm: &Path, cache: &Path) -> Rig {
         let (engine, _alloc) =
-            capsaga_host::sandbox::engine::build(&SandboxConfig::default()).expect("engine");
+            capsaga_sandbox::engine::build(&SandboxConfig::default()).expect("engine");
         let bytes = std::fs::read(wasm).expect("read the runner");
         let hash = capsaga_core::idempotency::sha256_hex(&bytes);
         let cache_store = CompiledCache::open(cache, &engine).expect("open the compiled cache");

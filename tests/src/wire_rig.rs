@@ -7,9 +7,9 @@
 use crate::llm_server::{LlmServer, Recorded, Reply};
 use crate::wire_schema::{Api, assert_valid};
 use crate::{FS_POLICY, TestWorkspace};
-use capsaga_host::agent::runner::{TurnOptions, run_turn};
-use capsaga_host::agent::select::{Env, Selection, select};
-use capsaga_host::agent::trace::{ExecutionTrace, TraceStep};
+use capsaga_agent::runner::{TurnOptions, run_turn};
+use capsaga_agent::select::{Env, Selection, select};
+use capsaga_agent::trace::{ExecutionTrace, TraceStep};
 use serde_json::{Value, json};
 
 /// The wire format of a test server.

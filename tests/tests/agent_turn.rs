@@ -3,13 +3,13 @@
 //! row end the turn as tool_hallucination, a failing side-effecting step rolls
 //! the turn's saga back, and the trace is stored in SQLite.
 
+use capsaga_agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, Role};
+use capsaga_agent::runner::{TurnOptions, run_turn};
+use capsaga_agent::scripted::ScriptedProvider;
+use capsaga_agent::trace::{self, Outcome, PolicyDecision, TraceStep, Validation};
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::untrusted;
-use capsaga_host::agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, Role};
-use capsaga_host::agent::runner::{TurnOptions, run_turn};
-use capsaga_host::agent::scripted::ScriptedProvider;
-use capsaga_host::agent::trace::{self, Outcome, PolicyDecision, TraceStep, Validation};
 use capsaga_tests::{FS_POLICY, TestWorkspace, snapshot};
 use std::sync::Mutex;
 

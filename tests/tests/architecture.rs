@@ -2,15 +2,20 @@
 //!
 //! 1. every SQL statement, and every use of a database crate, is in a
 //!    storage layer: the `capsaga-store` crate (`host/store/`, the state
-//!    database) or the memory's store module (`host/memory/src/store/`, the
-//!    memory database: one named place per crate);
-//! 2. only the dispatch door (`host/runtime/src/dispatch/`) runs a tool: it
+//!    database, with its test cluster `host/pg-harness/`) or the memory's
+//!    store module (`host/memory/src/store/`, the memory database: one
+//!    named place per crate);
+//! 2. only the dispatch door (`host/door/src/dispatch/`) runs a tool: it
 //!    alone builds a sandbox call request or names an export to run (the
-//!    sandbox itself and `capsaga bench`, which measures the sandbox layer
+//!    sandbox itself and `capsaga-bench`, which measures the sandbox layer
 //!    below the door, are the named exceptions);
 //! 3. only the door writes the write-ahead log or the approvals table (it
 //!    alone calls the store's writing methods, besides the store itself);
-//! 4. the top-level modules of each crate import each other without cycles.
+//! 4. the top-level modules of each crate import each other without cycles
+//!    (`crate::x` and, in a top-level module, `super::x`), but for the
+//!    circles listed in [`KNOWN_CIRCLES`], which a newer one cannot join;
+//! 5. only the door depends on the sandbox crate (besides the benchmarks
+//!    and the tests, which measure and test it below the door).
 //!
 //! Each rule is also run against a planted violation, so that a scanner that
 //! finds nothing cannot pass.
@@ -108,7 +113,7 @@ const WRITES_THE_LOG: &[&str] = &[
     ".decide_approval(",
 ];
 
-/// Library sources of every crate of the host and the guest side.
+/// Sources of every crate of the host and the guest side.
 fn crates() -> Vec<(&'static str, PathBuf)> {
     let r = root();
     vec![
@@ -116,9 +121,16 @@ fn crates() -> Vec<(&'static str, PathBuf)> {
         ("sdk", r.join("sdk/src")),
         ("core", r.join("host/core/src")),
         ("store", r.join("host/store/src")),
+        ("pg-harness", r.join("host/pg-harness/src")),
         ("memory", r.join("host/memory/src")),
         ("guest-fs", r.join("host/guest-fs/src")),
-        ("runtime", r.join("host/runtime/src")),
+        ("sandbox", r.join("host/sandbox/src")),
+        ("door", r.join("host/door/src")),
+        ("agent", r.join("host/agent/src")),
+        ("server", r.join("host/server/src")),
+        ("conformance", r.join("host/conformance/src")),
+        ("cli", r.join("host/cli/src")),
+        ("bench", r.join("host/bench/src")),
     ]
 }
 
@@ -134,18 +146,18 @@ fn violations(needles: &[&str], allowed: impl Fn(&str, &str) -> bool) -> Vec<Str
     out
 }
 
-fn in_runtime(krate: &str, file: &str, prefix: &str) -> bool {
-    krate == "runtime" && file.starts_with(prefix)
+fn in_the_door(krate: &str, file: &str) -> bool {
+    krate == "door" && file.starts_with("dispatch/")
 }
 
 #[test]
 fn sql_only_in_the_storage_layer() {
     let bad = violations(SQL, |k, f| {
-        k == "store" || (k == "memory" && f.starts_with("store/"))
+        k == "store" || k == "pg-harness" || (k == "memory" && f.starts_with("store/"))
     });
     assert!(
         bad.is_empty(),
-        "SQL outside host/store/ (the capsaga-store crate) and host/memory/src/store/:\n{}",
+        "SQL outside host/store/ (the capsaga-store crate), host/pg-harness/ and host/memory/src/store/:\n{}",
         bad.join("\n")
     );
     // The scanner sees the storage layer's own SQL, and a planted statement.
@@ -175,19 +187,18 @@ fn sql_only_in_the_storage_layer() {
 #[test]
 fn only_the_door_runs_a_tool() {
     let bad = violations(RUNS_A_TOOL, |k, f| {
-        in_runtime(k, f, "dispatch/")
-            || in_runtime(k, f, "sandbox/")
+        in_the_door(k, f)
+            || k == "sandbox"
             // Measures the sandbox layer alone against bare Wasmtime: no
             // saga, no log, never a tool call of an agent or an operator.
-            || (k == "runtime"
-                && ["cli/bench/mod.rs", "cli/bench/floor.rs", "cli/bench/shell.rs"].contains(&f))
+            || (k == "bench" && ["lib.rs", "floor.rs", "shell.rs"].contains(&f))
     });
     assert!(
         bad.is_empty(),
-        "a tool run outside host/runtime/src/dispatch/:\n{}",
+        "a tool run outside host/door/src/dispatch/:\n{}",
         bad.join("\n")
     );
-    let door = root().join("host/runtime/src/dispatch");
+    let door = root().join("host/door/src/dispatch");
     let found: usize = sources(&door)
         .iter()
         .map(|(f, t)| hits(f, t, RUNS_A_TOOL).len())
@@ -199,15 +210,13 @@ fn only_the_door_runs_a_tool() {
 
 #[test]
 fn only_the_door_writes_the_log_and_the_approvals() {
-    let bad = violations(WRITES_THE_LOG, |k, f| {
-        in_runtime(k, f, "dispatch/") || k == "store"
-    });
+    let bad = violations(WRITES_THE_LOG, |k, f| in_the_door(k, f) || k == "store");
     assert!(
         bad.is_empty(),
         "the write-ahead log or the approvals written outside the door:\n{}",
         bad.join("\n")
     );
-    let door = root().join("host/runtime/src/dispatch");
+    let door = root().join("host/door/src/dispatch");
     let found: usize = sources(&door)
         .iter()
         .map(|(f, t)| hits(f, t, WRITES_THE_LOG).len())
@@ -215,23 +224,43 @@ fn only_the_door_writes_the_log_and_the_approvals() {
     assert!(found >= 10, "the scanner found {found} writes in the door");
 }
 
-/// The top-level module a `crate::x` path names.
-fn crate_refs(text: &str) -> BTreeSet<String> {
+/// The names the paths of `text` give after `prefix` (`crate::x` → `x`).
+fn names_after(text: &str, prefix: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for (_, line) in code_lines(text) {
-        let mut rest = line;
-        while let Some(i) = rest.find("crate::") {
-            let tail = &rest[i + "crate::".len()..];
+        let mut at = 0;
+        while let Some(i) = line[at..].find(prefix).map(|i| at + i) {
+            // `super::super::x` is not `super::x` preceded by `super::`.
+            let whole = !line[..i].ends_with("super::");
+            let tail = &line[i + prefix.len()..];
             let name: String = tail
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
                 .collect();
-            if !name.is_empty() {
+            if whole && !name.is_empty() && name != "super" {
                 out.insert(name);
             }
-            rest = tail;
+            at = i + prefix.len();
         }
     }
+    out
+}
+
+/// The top-level module a `crate::x` path names.
+fn crate_refs(text: &str) -> BTreeSet<String> {
+    names_after(text, "crate::")
+}
+
+/// The top-level modules the file `file` (a path under a crate's `src/`)
+/// refers to: every `crate::x`, and every `super::x` (`super::super::x`
+/// one level down, ...) that climbs to the crate's root, up to the file's
+/// first `#[cfg(test)]` (an inline test module's `super` is its file).
+fn module_refs(file: &str, text: &str) -> BTreeSet<String> {
+    let mut out = crate_refs(text);
+    let parts: Vec<&str> = file.split('/').collect();
+    let depth = parts.len() - usize::from(parts.last() == Some(&"mod.rs"));
+    let before_tests = text.split("#[cfg(test)]").next().unwrap_or_default();
+    out.extend(names_after(before_tests, &"super::".repeat(depth)));
     out
 }
 
@@ -248,64 +277,177 @@ fn module_graph(dir: &Path) -> BTreeMap<String, BTreeSet<String>> {
         if module == "lib" || module == "main" {
             continue;
         }
-        let refs = crate_refs(&text);
+        let refs = module_refs(&file, &text);
         let entry = graph.entry(module.clone()).or_default();
         entry.extend(refs.into_iter().filter(|r| *r != module));
+    }
+    // Only the crate's own modules (`crate::x` may name an item of lib.rs).
+    let modules: BTreeSet<String> = graph.keys().cloned().collect();
+    for refs in graph.values_mut() {
+        refs.retain(|r| modules.contains(r));
     }
     graph
 }
 
-/// A cycle in `graph`, if there is one.
-fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    fn visit(
-        n: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(i) = path.iter().position(|p| p == n) {
-            let mut c = path[i..].to_vec();
-            c.push(n.to_string());
-            return Some(c);
-        }
-        if done.contains(n) {
-            return None;
-        }
-        path.push(n.to_string());
-        for m in graph.get(n).into_iter().flatten() {
-            if let Some(c) = visit(m, graph, path, done) {
-                return Some(c);
+/// The circles of `graph`: its strongly connected sets of two modules or
+/// more (every module of one reaches every other).
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(n) = todo.pop() {
+            for m in graph.get(&n).into_iter().flatten() {
+                if seen.insert(m.clone()) {
+                    todo.push(m.clone());
+                }
             }
         }
-        path.pop();
-        done.insert(n.to_string());
-        None
-    }
-    let mut done = BTreeSet::new();
-    for n in graph.keys() {
-        if let Some(c) = visit(n, graph, &mut Vec::new(), &mut done) {
-            return Some(c);
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> =
+        graph.keys().map(|n| (n, reach(n))).collect();
+    let mut out: Vec<BTreeSet<String>> = Vec::new();
+    for (n, r) in &reached {
+        let circle: BTreeSet<String> = r
+            .iter()
+            .filter(|m| reached.get(m).is_some_and(|back| back.contains(*n)))
+            .cloned()
+            .collect();
+        if circle.len() > 1 && !out.contains(&circle) {
+            out.push(circle);
         }
     }
-    None
+    out
 }
+
+/// The circles of imports between top-level modules that were files of one
+/// folder of the runtime before it became crates (issue 46: `sandbox/`,
+/// `agent/`, `serve/`), by crate: left to undo, never to join. A new
+/// circle, or one of these grown by a module, fails the test below; one
+/// undone must leave this list.
+const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
+    ("sandbox", &["factors", "net", "neuron", "outcome", "state"]),
+    ("agent", &["anthropic", "openai", "wire"]),
+    ("agent", &["meter", "provider"]),
+    ("agent", &["remember", "runner"]),
+    ("server", &["catalog", "mcp"]),
+];
 
 #[test]
 fn top_level_modules_have_no_import_cycles() {
+    let mut unexpected = Vec::new();
     for (krate, dir) in crates() {
         let graph = module_graph(&dir);
-        if let Some(c) = cycle(&graph) {
-            panic!("{krate}: import cycle {}", c.join(" -> "));
+        let known: Vec<BTreeSet<String>> = KNOWN_CIRCLES
+            .iter()
+            .filter(|(k, _)| *k == krate)
+            .map(|(_, c)| c.iter().map(|m| m.to_string()).collect())
+            .collect();
+        let found = circles(&graph);
+        for c in &found {
+            if !known.contains(c) {
+                unexpected.push(format!("{krate}: import circle {c:?}"));
+            }
+        }
+        for c in &known {
+            if !found.contains(c) {
+                unexpected.push(format!(
+                    "{krate}: the circle {c:?} is gone or changed: update KNOWN_CIRCLES"
+                ));
+            }
         }
     }
-    // The detector finds a planted cycle.
+    assert!(unexpected.is_empty(), "{}", unexpected.join("\n"));
+    // The detector finds a planted cycle, and nothing in a line.
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     g.insert("host".into(), ["ownership".to_string()].into());
     g.insert("ownership".into(), ["saga".to_string()].into());
     g.insert("saga".into(), ["host".to_string()].into());
-    assert!(cycle(&g).is_some());
+    g.insert("plan".into(), ["host".to_string()].into());
+    assert_eq!(
+        circles(&g),
+        vec![BTreeSet::from(
+            ["host", "ownership", "saga"].map(String::from)
+        )]
+    );
+    g.remove("saga");
+    assert!(circles(&g).is_empty());
     assert_eq!(
         crate_refs("use crate::host::Host;\n// crate::saga\nlet x = crate::store::Origin::Plan;"),
         ["host".to_string(), "store".to_string()].into()
     );
+    // `super::` climbs to the root from a top-level module's file only.
+    let text = "use super::net::Hooks;\nuse super::super::cache;\n#[cfg(test)]\nmod tests { use super::helper; }";
+    assert_eq!(module_refs("factors.rs", text), ["net".to_string()].into());
+    assert_eq!(
+        module_refs("factors/mod.rs", text),
+        ["net".to_string()].into()
+    );
+    assert_eq!(
+        module_refs("factors/fs.rs", text),
+        ["cache".to_string()].into()
+    );
+}
+
+/// The package named by the manifest `text` when it lists `dependency` in
+/// any of its dependency tables (normal, dev, build, per target).
+fn depends_on(text: &str, dependency: &str) -> Option<String> {
+    let doc: toml::Table = text.parse().unwrap();
+    let name = doc.get("package")?.get("name")?.as_str()?.to_string();
+    let tables = ["dependencies", "dev-dependencies", "build-dependencies"];
+    let mut found = tables
+        .iter()
+        .any(|t| doc.get(*t).and_then(|d| d.get(dependency)).is_some());
+    if let Some(targets) = doc.get("target").and_then(toml::Value::as_table) {
+        found |= targets.values().any(|t| {
+            tables
+                .iter()
+                .any(|k| t.get(*k).and_then(|d| d.get(dependency)).is_some())
+        });
+    }
+    found.then_some(name)
+}
+
+#[test]
+fn only_the_door_depends_on_the_sandbox() {
+    let r = root();
+    let workspace: toml::Table = std::fs::read_to_string(r.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let members = workspace["workspace"]["members"].as_array().unwrap();
+    let mut dependents = BTreeSet::new();
+    let manifests = members
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .chain(["fuzz".to_string()]);
+    for m in manifests {
+        let text = std::fs::read_to_string(r.join(&m).join("Cargo.toml")).unwrap();
+        dependents.extend(depends_on(&text, "capsaga-sandbox"));
+    }
+    // The benchmarks measure it below the door, the tests test it there.
+    let allowed = ["capsaga-door", "capsaga-bench", "capsaga-tests"];
+    let bad: Vec<&String> = dependents
+        .iter()
+        .filter(|d| !allowed.contains(&d.as_str()))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "only the door may depend on capsaga-sandbox: {bad:?}"
+    );
+    assert!(dependents.contains("capsaga-door"), "{dependents:?}");
+    // A planted dependency is seen, in every kind of table.
+    for table in [
+        "dependencies",
+        "dev-dependencies",
+        "target.'cfg(unix)'.dependencies",
+    ] {
+        let planted = format!(
+            "[package]\nname = \"capsaga-agent\"\n[{table}]\ncapsaga-sandbox.workspace = true\n"
+        );
+        assert_eq!(
+            depends_on(&planted, "capsaga-sandbox").as_deref(),
+            Some("capsaga-agent")
+        );
+    }
 }

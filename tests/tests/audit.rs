@@ -4,11 +4,11 @@
 //! edited behind the log's back (a forged approval, a hidden failed
 //! compensation). Each is caught, with the first bad row named.
 
-use capsaga_host::dispatch::Dispatcher;
-use capsaga_host::plan::{self, Plan, PlanStep};
-use capsaga_host::store::LogStore;
-use capsaga_host::store::audit::{self, AuditReport};
-use capsaga_host::store::sqlite::SqliteStore;
+use capsaga_door::dispatch::Dispatcher;
+use capsaga_door::plan::{self, Plan, PlanStep};
+use capsaga_store::LogStore;
+use capsaga_store::audit::{self, AuditReport};
+use capsaga_store::sqlite::SqliteStore;
 use capsaga_tests::{FS_POLICY, TestWorkspace};
 use rusqlite::Connection;
 use serde_json::json;

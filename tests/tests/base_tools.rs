@@ -5,9 +5,9 @@
 //! operator through `[env]`, results wrapped as untrusted).
 
 use capsaga_core::error::ErrorKind;
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_host::host::Host;
-use capsaga_host::store::Origin;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_store::Origin;
 use capsaga_tests::http_server::TestServer;
 use capsaga_tests::{TestWorkspace, snapshot};
 use serde_json::{Value, json};

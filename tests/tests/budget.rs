@@ -208,7 +208,7 @@ fn answer(usage: (u64, u64)) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_turns_never_spend_past_the_cap_by_more_than_one_estimate() {
-    use capsaga_host::serve::HttpOptions;
+    use capsaga_server::HttpOptions;
     use capsaga_tests::llm_server::{LlmServer, Reply};
     use capsaga_tests::mcp_rig::{http, start};
 
@@ -320,8 +320,8 @@ async fn parallel_turns_never_spend_past_the_cap_by_more_than_one_estimate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_reporting_no_usage_is_charged_the_hosts_recomputation() {
-    use capsaga_host::agent::runner::{TurnOptions, run_turn};
-    use capsaga_host::agent::select::{Selection, process_env, select};
+    use capsaga_agent::runner::{TurnOptions, run_turn};
+    use capsaga_agent::select::{Selection, process_env, select};
     use capsaga_tests::llm_server::{LlmServer, Reply};
 
     // A server that omits `usage` (some proxies and local servers do): the
@@ -367,9 +367,9 @@ async fn an_answer_reporting_no_usage_is_charged_the_hosts_recomputation() {
 /// sent could spend past the day's cap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_abandoned_in_flight_is_charged_its_reservation() {
-    use capsaga_host::agent::runner::{TurnOptions, run_turn};
-    use capsaga_host::agent::select::{Selection, process_env, select};
-    use capsaga_host::store::clock::today;
+    use capsaga_agent::runner::{TurnOptions, run_turn};
+    use capsaga_agent::select::{Selection, process_env, select};
+    use capsaga_store::clock::today;
     use capsaga_tests::llm_server::{LlmServer, Reply};
     use std::time::{Duration, Instant};
 
@@ -390,7 +390,7 @@ async fn a_turn_abandoned_in_flight_is_charged_its_reservation() {
     ));
     let host = ws.host().await;
     let sel = select(&host.config, &process_env(), &Selection::default()).unwrap();
-    let provider: std::sync::Arc<dyn capsaga_host::agent::provider::Provider> = sel.provider.into();
+    let provider: std::sync::Arc<dyn capsaga_agent::provider::Provider> = sel.provider.into();
     let mut abandoned = 0;
     let mut spent = 0.0;
     for i in 0..4 {

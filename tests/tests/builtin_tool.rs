@@ -9,11 +9,11 @@ use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::meta::{RawToolMeta, Risk};
 use capsaga_core::tool::{CallContext, ToolOutput};
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome, Refusal};
-use capsaga_host::plan::{self, Plan, PlanStep};
-use capsaga_host::registry::BuiltinTool;
-use capsaga_host::sandbox::Op;
-use capsaga_host::store::{Origin, StepStatus};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Refusal};
+use capsaga_door::plan::{self, Plan, PlanStep};
+use capsaga_door::registry::BuiltinTool;
+use capsaga_sandbox::Op;
+use capsaga_store::{Origin, StepStatus};
 use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -46,7 +46,7 @@ impl BuiltinTool for Memo {
         op: &Op,
         ctx: &CallContext,
         args: &Value,
-        _bindings: &capsaga_host::sandbox::Bindings,
+        _bindings: &capsaga_sandbox::Bindings,
     ) -> Result<Option<ToolOutput>, ToolError> {
         let text = args["text"].as_str().unwrap_or_default().to_string();
         self.calls

@@ -4,8 +4,8 @@
 //! another component's code under this one's name, a raw Wasmtime `.cwasm`
 //! planted by someone, a directory others can write to) is never loaded.
 
-use capsaga_host::host::Host;
-use capsaga_host::sandbox::CacheOutcome;
+use capsaga_door::host::Host;
+use capsaga_sandbox::CacheOutcome;
 use capsaga_tests::TestWorkspace;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -39,7 +39,7 @@ fn cache_file(ws: &TestWorkspace, host: &Host, tool: &str) -> PathBuf {
 
 async fn time_now_works(host: &std::sync::Arc<Host>) {
     match capsaga_tests::call_once(host, "time_now", serde_json::json!({})).await {
-        capsaga_host::dispatch::Outcome::Committed { output, .. } => {
+        capsaga_door::dispatch::Outcome::Committed { output, .. } => {
             assert!(output.data["unix_ms"].as_u64().is_some())
         }
         other => panic!("{other:?}"),

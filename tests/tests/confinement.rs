@@ -5,8 +5,8 @@
 //! at its deadline and the host carries on.
 
 use capsaga_core::error::ErrorKind;
-use capsaga_host::dispatch::Outcome;
-use capsaga_host::host::Host;
+use capsaga_door::dispatch::Outcome;
+use capsaga_door::host::Host;
 use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::{Value, json};
 use std::sync::Arc;

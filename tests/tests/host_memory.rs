@@ -6,7 +6,7 @@
 //! One test per binary: the counter is process-wide.
 
 use capsaga_core::tool::CallContext;
-use capsaga_host::sandbox::{CallRequest, Op};
+use capsaga_sandbox::{CallRequest, Op};
 use capsaga_tests::TestWorkspace;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};

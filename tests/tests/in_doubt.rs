@@ -10,9 +10,9 @@
 //! told), a real SQLite file, real files in a temp dir.
 
 use capsaga_core::fsm::State;
-use capsaga_host::dispatch::Dispatcher;
-use capsaga_host::plan::{self, Plan, PlanStep};
-use capsaga_host::store::StepStatus;
+use capsaga_door::dispatch::Dispatcher;
+use capsaga_door::plan::{self, Plan, PlanStep};
+use capsaga_store::StepStatus;
 use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::json;
 

@@ -7,15 +7,13 @@
 //! sub-question reaches the model; a forged `</untrusted>` in an answer is
 //! neutralised; `capsaga call` (no model) gets a clear `unsupported`.
 
+use capsaga_agent::budget::Budget;
+use capsaga_agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, Role, Tier};
+use capsaga_agent::runner::{TurnOptions, run_turn};
+use capsaga_agent::scripted::ScriptedProvider;
+use capsaga_agent::subcall::DEFAULT_SUB_SYSTEM;
+use capsaga_agent::trace::{ExecutionTrace, Outcome, TraceStep};
 use capsaga_core::untrusted;
-use capsaga_host::agent::budget::Budget;
-use capsaga_host::agent::provider::{
-    ChatRequest, ChatResponse, Provider, ProviderError, Role, Tier,
-};
-use capsaga_host::agent::runner::{TurnOptions, run_turn};
-use capsaga_host::agent::scripted::ScriptedProvider;
-use capsaga_host::agent::subcall::DEFAULT_SUB_SYSTEM;
-use capsaga_host::agent::trace::{ExecutionTrace, Outcome, TraceStep};
 use capsaga_tests::TestWorkspace;
 use serde_json::Value;
 use std::sync::Mutex;
@@ -388,7 +386,7 @@ async fn an_llm_grant_the_tool_does_not_declare_stops_the_host_at_start() {
         "",
     );
     let p = provider(&ws, &format!(r#"{SNEAK}, {{"text":"Refused."}}"#));
-    let Err(e) = capsaga_host::host::Host::open(&ws.config()).await else {
+    let Err(e) = capsaga_door::host::Host::open(&ws.config()).await else {
         panic!("a policy granting llm:cheap to a tool that does not declare llm opened");
     };
     let e = e.to_string();

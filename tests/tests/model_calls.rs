@@ -6,12 +6,12 @@
 //! checked against the providers' published API shapes, also for histories
 //! no single provider would produce (a failover between formats mid-turn).
 
-use capsaga_host::agent::anthropic;
-use capsaga_host::agent::openai;
-use capsaga_host::agent::provider::{ChatRequest, FailureKind, Message, ToolCall, ToolSpec};
-use capsaga_host::agent::runner::{TurnOptions, run_turn};
-use capsaga_host::agent::select::{Env, Selection, select};
-use capsaga_host::agent::trace::{Outcome, TraceStep};
+use capsaga_agent::anthropic;
+use capsaga_agent::openai;
+use capsaga_agent::provider::{ChatRequest, FailureKind, Message, ToolCall, ToolSpec};
+use capsaga_agent::runner::{TurnOptions, run_turn};
+use capsaga_agent::select::{Env, Selection, select};
+use capsaga_agent::trace::{Outcome, TraceStep};
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::llm_server::{LlmServer, Reply};
 use capsaga_tests::wire_rig::{FORMATS, Format, KEY_ENV, policy, thoughts, turn, turn_with};

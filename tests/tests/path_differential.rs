@@ -2,7 +2,7 @@
 //! corpus, on the real planted tree, three resolutions must agree.
 //!
 //! 1. The probe: `capsaga check path`'s verdict (`capsaga_core::check`,
-//!    through `capsaga_host::sandbox::factors::fs::resolve::confirm`, which also asks
+//!    through `capsaga_sandbox::factors::fs::resolve::confirm`, which also asks
 //!    cap-std and reports `sandbox_disagrees` when it differs).
 //! 2. The tools: `capsaga_sdk::fs::resolve_in`, what fs_read, fs_write and
 //!    fs_list call before touching a file.
@@ -19,8 +19,8 @@ use capsaga_core::check::{Decision, Guard, PathProbe};
 use capsaga_core::error::ErrorKind;
 use capsaga_core::path_guard::{Follow, RealFs};
 use capsaga_core::tool::CallContext;
-use capsaga_host::sandbox::factors::fs::resolve::{Beneath, beneath, confirm};
-use capsaga_host::sandbox::{CallRequest, Op};
+use capsaga_sandbox::factors::fs::resolve::{Beneath, beneath, confirm};
+use capsaga_sandbox::{CallRequest, Op};
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::hostile::{self, tree};
 use std::collections::BTreeMap;

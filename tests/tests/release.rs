@@ -2,7 +2,7 @@
 //! plugin manifest, the changelog.
 //!
 //! - `capsaga --version` prints the crate version and the commit it was
-//!   built from (`host/runtime/build.rs`).
+//!   built from (`host/cli/build.rs`).
 //! - `.claude-plugin/marketplace.json` is valid JSON with the keys a
 //!   marketplace needs; every plugin's version is the crate's; the MCP
 //!   configuration it points to parses and names a command the binary has.
@@ -182,14 +182,14 @@ fn resolved_features(
     map
 }
 
-/// A developer's `cargo build -p capsaga-host --bin capsaga` builds the
+/// A developer's `cargo build -p capsaga --bin capsaga` builds the
 /// binary alone, `scripts/test` every target: every package the binary alone builds must be built with
 /// the same features by the test build, or the second build compiles it and
-/// all above it again (host/runtime/Cargo.toml says which features are
+/// all above it again (host/cli/Cargo.toml says which features are
 /// turned on only for this).
 #[test]
 fn the_binary_alone_resolves_the_test_builds_features() {
-    let bin = resolved_features(&["-p", "capsaga-host"]);
+    let bin = resolved_features(&["-p", "capsaga"]);
     let all = resolved_features(&["--workspace", "-e", "dev"]);
     let differ: Vec<String> = bin
         .iter()
@@ -200,7 +200,7 @@ fn the_binary_alone_resolves_the_test_builds_features() {
         .collect();
     assert!(
         differ.is_empty(),
-        "turn these features on in host/runtime/Cargo.toml:\n{}",
+        "turn these features on in host/cli/Cargo.toml:\n{}",
         differ.join("\n")
     );
 }

@@ -9,8 +9,8 @@
 
 use async_trait::async_trait;
 use capsaga_core::principal::{Principal, Role};
-use capsaga_host::dispatch::{Approver, Args, Call, Dispatcher, Outcome};
-use capsaga_host::store::{ApprovalRow, Origin};
+use capsaga_door::dispatch::{Approver, Args, Call, Dispatcher, Outcome};
+use capsaga_store::{ApprovalRow, Origin};
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::http_server::TestServer;
 use serde_json::json;

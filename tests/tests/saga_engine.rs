@@ -6,10 +6,10 @@
 
 use capsaga_core::fsm::State;
 use capsaga_core::retry::RetryPolicy;
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_host::plan::{self, Plan, PlanStep};
-use capsaga_host::store::sqlite::SqliteStore;
-use capsaga_host::store::{LogStore, StepStatus};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::plan::{self, Plan, PlanStep};
+use capsaga_store::sqlite::SqliteStore;
+use capsaga_store::{LogStore, StepStatus};
 use capsaga_tests::{TestWorkspace, block_on};
 use serde_json::{Value, json};
 use std::process::Stdio;

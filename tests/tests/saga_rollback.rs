@@ -6,10 +6,10 @@
 use capsaga_core::error::ErrorKind;
 use capsaga_core::fsm::State;
 use capsaga_core::tool::CallContext;
-use capsaga_host::dispatch::Dispatcher;
-use capsaga_host::plan::{self, Plan, PlanStep};
-use capsaga_host::sandbox::{CallRequest, Op};
-use capsaga_host::store::StepStatus;
+use capsaga_door::dispatch::Dispatcher;
+use capsaga_door::plan::{self, Plan, PlanStep};
+use capsaga_sandbox::{CallRequest, Op};
+use capsaga_store::StepStatus;
 use capsaga_tests::{FS_POLICY, TestWorkspace, snapshot};
 use serde_json::json;
 

@@ -2,11 +2,11 @@
 //! files with a pipeline, `fs_edit` changes one of them, a later step fails,
 //! and the whole turn is rolled back: the workspace is byte-identical.
 
+use capsaga_agent::runner::{TurnOptions, run_turn};
+use capsaga_agent::scripted::ScriptedProvider;
+use capsaga_agent::trace::Outcome;
 use capsaga_core::fsm::State;
-use capsaga_host::agent::runner::{TurnOptions, run_turn};
-use capsaga_host::agent::scripted::ScriptedProvider;
-use capsaga_host::agent::trace::Outcome;
-use capsaga_host::store::StepStatus;
+use capsaga_store::StepStatus;
 use capsaga_tests::{TestWorkspace, snapshot};
 
 const POLICY: &str = r#"

@@ -1,6 +1,6 @@
 //! Issue 13 item 4: FIFOs, Unix sockets, device nodes and links to them in a
 //! granted directory must not hang the host. The host's `open-at`
-//! (`capsaga_host::sandbox::factors::fs::open_at`) opens without blocking and refuses
+//! (`capsaga_sandbox::factors::fs::open_at`) opens without blocking and refuses
 //! anything that is neither a regular file nor a directory, so:
 //!
 //! - the hostile `special_files` component, opening each special file in
@@ -13,8 +13,8 @@
 
 use capsaga_core::error::ErrorKind;
 use capsaga_core::tool::CallContext;
-use capsaga_host::host::Host;
-use capsaga_host::sandbox::{CallRequest, Op};
+use capsaga_door::host::Host;
+use capsaga_sandbox::{CallRequest, Op};
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 use std::os::unix::fs::OpenOptionsExt;

@@ -5,8 +5,8 @@
 //! against the provider's published API shape (`tests/schemas/`), so a
 //! quirk absorbed in an answer never comes back as a malformed request.
 
-use capsaga_host::agent::provider::FailureKind;
-use capsaga_host::agent::trace::{Outcome, TraceStep, Validation};
+use capsaga_agent::provider::FailureKind;
+use capsaga_agent::trace::{Outcome, TraceStep, Validation};
 use capsaga_tests::llm_server::Reply;
 use capsaga_tests::wire_rig::{
     FORMATS, Format, actions, history_calls, thoughts, tool_results, turn,
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 const TOOLS: [&str; 4] = ["fs_read", "fs_write", "fs_list", "time_now"];
 
-fn repairs(tr: &capsaga_host::agent::trace::ExecutionTrace) -> Vec<String> {
+fn repairs(tr: &capsaga_agent::trace::ExecutionTrace) -> Vec<String> {
     thoughts(tr)
         .iter()
         .flat_map(|t| match t {

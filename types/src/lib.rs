@@ -1,8 +1,8 @@
 //! # capsaga-types
 //!
-//! What the guest side (`capsaga-sdk`, compiled into every tool component) and
-//! the host (`capsaga-core`, `capsaga-host`) both speak, defined once so that
-//! the two cannot drift:
+//! What the guest side (`capsaga-sdk`, compiled into every tool component)
+//! and the host (`capsaga-core`, `capsaga-sandbox`, `capsaga-door`) both
+//! speak, defined once so that the two cannot drift:
 //!
 //! - [`error`]: the error kinds of the tool world (WIT `error-kind`) and the
 //!   tool error record (WIT `tool-error`);

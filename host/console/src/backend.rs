@@ -1,6 +1,6 @@
 //! What the console needs of the runtime ([`Backend`]), and the plain view
 //! types it renders. The runtime implements the trait over its store and
-//! its dispatch door (`capsaga_host::serve::console`); the console never
+//! its dispatch door (`capsaga_server::console`); the console never
 //! reads the state or decides anything itself, so a decision made here is
 //! the same decision `POST /v1/approvals/{id}/approve` or `capsaga approve`
 //! makes, recorded under the signed-in operator.

@@ -25,7 +25,7 @@
 //! confirmation (`capsaga_core::approval::client_may_confirm`).
 //!
 //! Pure: no I/O. The HTTP layer maps a credential to a principal
-//! (`capsaga_host::serve::auth`); the store keeps the names.
+//! (`capsaga_server::auth`); the store keeps the names.
 
 use serde::{Deserialize, Serialize};
 

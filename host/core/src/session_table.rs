@@ -22,8 +22,8 @@
 //! wall clock. Every operation is `O(log n)`; nothing is ever cleared
 //! wholesale.
 //!
-//! Pure: the server closes the evicted sessions (`capsaga_host::serve::
-//! sessions`).
+//! Pure: the server closes the evicted sessions
+//! (`capsaga_server::sessions`).
 
 use std::collections::{BTreeSet, HashMap};
 

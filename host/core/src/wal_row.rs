@@ -4,7 +4,7 @@
 //! Each row's hash is
 //! `SHA-256(prev_hash ‖ canonical JSON of {seq, saga_id, step_seq, record, detail, at})`,
 //! so editing, deleting or reordering any row breaks every hash after it.
-//! The host (`capsaga-host`, `wal/`) reads and writes the SQLite table; the
+//! The host (`capsaga-store`) reads and writes the SQLite table; the
 //! decoding of a stored row and the chain check are here, free of I/O, so
 //! that they can be fuzzed alone (`fuzz/fuzz_targets/wal_row.rs`).
 

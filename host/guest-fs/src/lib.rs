@@ -15,7 +15,7 @@
 //! The runtime lends a [`journal::StepJournal`] to every call of a step
 //! with an `fs:write` grant; its shadows of the `wasi:filesystem` functions
 //! that change files call [`journal::StepJournal::before`] first (see
-//! `capsaga_host::sandbox::factors::fs`). No Wasmtime here: this crate
+//! `capsaga_sandbox::factors::fs`). No Wasmtime here: this crate
 //! builds and tests in seconds.
 
 #![cfg(unix)]

@@ -1,5 +1,6 @@
 //! Wall-clock helpers: the timestamp format of stored rows and traces, the
-//! UTC day of the budget counters, call deadlines.
+//! UTC day of the budget counters (a call's deadline is the sandbox's:
+//! `capsaga_sandbox::deadline_from_now`).
 
 /// The current time as RFC 3339 UTC with milliseconds, e.g.
 /// `2026-11-30T04:05:06.789Z`.
@@ -36,15 +37,6 @@ pub fn today() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%d").to_string()
 }
 
-/// `now + ms` in milliseconds since the Unix epoch (saturating).
-pub fn deadline_from_now(ms: u64) -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    now.saturating_add(ms)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,7 +47,6 @@ mod tests {
         assert_eq!(t.len(), 24, "{t}");
         assert!(t.ends_with('Z'));
         assert_eq!(today().len(), 10);
-        assert!(deadline_from_now(1000) > 1000);
         let later = rfc3339_after(60_000);
         assert_eq!(later.len(), 24, "{later}");
         assert!(later > now_rfc3339(), "text order is time order");

@@ -2,8 +2,8 @@
 //!
 //! The state store: every SQL statement of capsaga lives in this crate, in
 //! [`sqlite`], behind the traits here (DESIGN §8d). Nothing else in the
-//! host names a table or a backend type; the runtime (`capsaga-host`)
-//! re-exports this crate as `capsaga_host::store`.
+//! host names a table or a backend type; the door (`capsaga-door`) and the
+//! layers above use this crate as it is.
 //!
 //! The traits are the seam a second store (PostgreSQL shared by several
 //! hosts) implements: no backend types in their signatures, `Send + Sync`,
@@ -55,7 +55,7 @@ mod owners;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
-#[cfg(all(test, feature = "pg-harness"))]
+#[cfg(all(test, feature = "postgres"))]
 mod suite;
 
 pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};

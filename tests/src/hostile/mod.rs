@@ -34,8 +34,8 @@
 //! The corpus is deterministic (no randomness, no network): it is replayed by
 //! `tests/tests/hostile_corpus.rs` in the normal test command, directly and
 //! through `capsaga check --corpus`. To extend it, add a case to a family or
-//! a new family to its module's `families()`; see the README's "Security
-//! testing" section.
+//! a new family to its module's `families()`; see `docs/security-testing.md`
+//! ("The hostile corpus").
 
 pub mod args;
 pub mod capabilities;

@@ -155,7 +155,7 @@ fn an_approval_goes_stale_when_the_file_is_created_changed_or_deleted() {
 /// store writes them, which sort as text).
 fn past(at: &str) {
     capsaga_tests::wait_until(&format!("the clock past {at}"), || {
-        capsaga_host::clock::now_rfc3339().as_str() > at
+        capsaga_store::clock::now_rfc3339().as_str() > at
     });
 }
 

@@ -9,13 +9,13 @@
 mod agent;
 mod binding;
 
+use capsaga_agent::runner::{TurnOptions, run_turn};
+use capsaga_agent::scripted::ScriptedProvider;
+use capsaga_agent::trace::{Outcome, PolicyDecision, TraceStep};
 use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::fsm::State;
-use capsaga_host::agent::runner::{TurnOptions, run_turn};
-use capsaga_host::agent::scripted::ScriptedProvider;
-use capsaga_host::agent::trace::{Outcome, PolicyDecision, TraceStep};
-use capsaga_host::store::sqlite::SqliteStore;
-use capsaga_host::store::{ApprovalStore, StepStatus, StepStore};
+use capsaga_store::sqlite::SqliteStore;
+use capsaga_store::{ApprovalStore, StepStatus, StepStore};
 use capsaga_tests::block_on;
 use capsaga_tests::{TestWorkspace, capsaga_bin};
 use serde_json::{Value, json};
@@ -199,7 +199,7 @@ fn approved_step_then_sigkill_then_restart_ran_exactly_once() {
             child.try_wait().unwrap().is_none(),
             "resume ended before spin ran"
         );
-        let steps = block_on(capsaga_host::store::StepStore::steps(&d, &saga)).unwrap();
+        let steps = block_on(capsaga_store::StepStore::steps(&d, &saga)).unwrap();
         executes(&ws) == 1 && steps.iter().any(|s| s.tool_id == "spin")
     });
     drop(d);

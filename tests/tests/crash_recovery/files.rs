@@ -12,8 +12,8 @@
 //! seed (printed).
 
 use super::harness::{KillAt, Rng, report, run_and_kill};
-use capsaga_host::store::SagaStore;
-use capsaga_host::store::sqlite::SqliteStore as Db;
+use capsaga_store::SagaStore;
+use capsaga_store::sqlite::SqliteStore as Db;
 use capsaga_tests::{TestWorkspace, block_on, snapshot};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

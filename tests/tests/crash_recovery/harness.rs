@@ -1,8 +1,8 @@
 //! The crash harness: a real `capsaga` child killed with SIGKILL at a
 //! chosen point, a seeded random source, the test's report line.
 
-use capsaga_host::store::LogStore;
-use capsaga_host::store::sqlite::SqliteStore as Db;
+use capsaga_store::LogStore;
+use capsaga_store::sqlite::SqliteStore as Db;
 use capsaga_tests::block_on;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

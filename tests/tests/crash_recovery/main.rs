@@ -13,8 +13,8 @@
 mod files;
 mod harness;
 
-use capsaga_host::store::sqlite::SqliteStore as Db;
-use capsaga_host::store::{LogStore, SagaStore, StepRow, StepStatus, StepStore};
+use capsaga_store::sqlite::SqliteStore as Db;
+use capsaga_store::{LogStore, SagaStore, StepRow, StepStatus, StepStore};
 use capsaga_tests::{TestWorkspace, block_on};
 use harness::{KillAt, Rng, report, run_and_kill};
 use serde_json::{Value, json};

@@ -8,10 +8,10 @@ mod attacks;
 mod cli;
 mod components;
 
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_host::host::Host;
-use capsaga_host::saga::Saga;
-use capsaga_host::store::{Origin, StepStatus};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_door::saga::Saga;
+use capsaga_store::{Origin, StepStatus};
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 use std::sync::Arc;

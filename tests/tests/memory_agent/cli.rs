@@ -112,7 +112,7 @@ async fn reflection_distils_groups_into_proposals_and_a_failed_run_queues_nothin
     {
         return;
     }
-    use capsaga_host::memory::capsaga_memory::NewEpisode;
+    use capsaga_door::memory::capsaga_memory::NewEpisode;
     let ws = workspace(&[], "");
     let host = ws.host().await;
     let hm = host.memory.clone().unwrap();
@@ -148,10 +148,9 @@ async fn reflection_distils_groups_into_proposals_and_a_failed_run_queues_nothin
         "r1.json",
         &[text("Alice flies Turin to Berlin for conferences.")],
     );
-    let budget =
-        capsaga_host::agent::budget::Budget::open(&host.config, host.store.clone()).unwrap();
-    let meter = capsaga_host::agent::meter::Meter::new(&budget);
-    let e = capsaga_host::agent::reflect::reflect(&hm, &p, &meter, "default", 2)
+    let budget = capsaga_agent::budget::Budget::open(&host.config, host.store.clone()).unwrap();
+    let meter = capsaga_agent::meter::Meter::new(&budget);
+    let e = capsaga_agent::reflect::reflect(&hm, &p, &meter, "default", 2)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("nothing was queued"), "{e}");
@@ -179,7 +178,7 @@ async fn reflection_distils_groups_into_proposals_and_a_failed_run_queues_nothin
             text("Alice's team eats vegetarian lunch boxes at meetings."),
         ],
     );
-    let r = capsaga_host::agent::reflect::reflect(&hm, &p, &meter, "default", 2)
+    let r = capsaga_agent::reflect::reflect(&hm, &p, &meter, "default", 2)
         .await
         .unwrap();
     assert_eq!((r.clusters, r.proposals.len()), (2, 2), "{r:?}");

@@ -11,15 +11,15 @@ mod cli;
 mod rest;
 mod tools;
 
+use capsaga_agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, Role};
+use capsaga_agent::runner::{AgentError, TurnOptions, run_turn};
+use capsaga_agent::scripted::ScriptedProvider;
+use capsaga_agent::trace::Outcome;
 use capsaga_core::principal::{Principal, Role as PrincipalRole};
 use capsaga_core::untrusted;
-use capsaga_host::agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, Role};
-use capsaga_host::agent::runner::{AgentError, TurnOptions, run_turn};
-use capsaga_host::agent::scripted::ScriptedProvider;
-use capsaga_host::agent::trace::Outcome;
-use capsaga_host::dispatch::Outcome as Step;
-use capsaga_host::host::{Host, HostError};
-use capsaga_host::memory::capsaga_memory::MemoryError;
+use capsaga_door::dispatch::Outcome as Step;
+use capsaga_door::host::{Host, HostError};
+use capsaga_door::memory::capsaga_memory::MemoryError;
 use capsaga_tests::{FS_POLICY, TestWorkspace, call_once};
 use std::sync::Mutex;
 

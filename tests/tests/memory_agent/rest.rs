@@ -13,8 +13,8 @@ async fn memory_server(
     ws: &TestWorkspace,
     answers: &str,
 ) -> (std::sync::Arc<Host>, capsaga_tests::mcp_rig::Running) {
-    use capsaga_host::serve::HttpOptions;
-    use capsaga_host::serve::auth::digest;
+    use capsaga_server::HttpOptions;
+    use capsaga_server::auth::digest;
     let script = ws.root.join("rest.json");
     std::fs::write(&script, answers).unwrap();
     let host = ws.host().await;
@@ -99,7 +99,7 @@ async fn rest_sessions_and_episodes_belong_to_the_authenticated_principal() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
-    let q = capsaga_host::memory::capsaga_memory::EpisodeQuery {
+    let q = capsaga_door::memory::capsaga_memory::EpisodeQuery {
         limit: 10,
         ..Default::default()
     };

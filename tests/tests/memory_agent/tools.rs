@@ -94,9 +94,9 @@ async fn memory_fetch_outside_a_turn_reads_only_the_calling_principals_episodes(
     if !model_installed("memory_fetch_outside_a_turn_reads_only_the_calling_principals_episodes") {
         return;
     }
-    use capsaga_host::dispatch::{Args, Call, Dispatcher};
-    use capsaga_host::memory::capsaga_memory::NewEpisode;
-    use capsaga_host::store::Origin;
+    use capsaga_door::dispatch::{Args, Call, Dispatcher};
+    use capsaga_door::memory::capsaga_memory::NewEpisode;
+    use capsaga_store::Origin;
     let ws = workspace(&[], TOOLS_POLICY);
     let host = ws.host().await;
     let hm = host.memory.clone().unwrap();

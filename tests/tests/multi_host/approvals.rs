@@ -68,9 +68,7 @@ fn two_hosts_deciding_one_approval_at_once_decide_it_once() {
                 .call_tool(CallToolRequestParams::new("capsaga_rollback"))
                 .await;
         }
-        let report = capsaga_host::store::audit::verify(&*store, None)
-            .await
-            .unwrap();
+        let report = capsaga_store::audit::verify(&*store, None).await.unwrap();
         assert!(report.ok(), "{report:?}");
     });
 }

@@ -11,7 +11,7 @@
 //! random seed (default: from the clock; printed).
 
 use super::rig::{Rig, eventually, lines, runtime};
-use capsaga_host::store::{StepStatus, audit};
+use capsaga_store::{StepStatus, audit};
 use capsaga_tests::mcp_rig::http_builder;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};

@@ -7,7 +7,7 @@
 
 use super::rig::{HostProc, LEASE_MS, Rig, runtime};
 use super::wire::{call_with, handle_of, saga_of};
-use capsaga_host::store::StepStatus;
+use capsaga_store::StepStatus;
 use serde_json::{Value, json};
 
 const KEK: &str = "5f1c8e0a3b7d2e4f6a8c0e1f3a5b7c9d0e2f4a6b8c0d1e3f5a7b9c1d3e5f7a9b";

@@ -6,7 +6,7 @@
 //! token: the files are as before the saga, the steps COMPENSATED.
 
 use super::rig::{LEASE_MS, Rig, eventually, runtime};
-use capsaga_host::store::{StepStatus, audit};
+use capsaga_store::{StepStatus, audit};
 use capsaga_tests::mcp_rig::{call_ok, connect};
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use serde_json::json;

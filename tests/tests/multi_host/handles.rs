@@ -10,7 +10,7 @@
 use super::rig::{LEASE_MS, Rig, eventually, runtime};
 use super::wire::{call, call_ok, handle_of, saga_of};
 use capsaga_core::fsm::State;
-use capsaga_host::store::{RELEASED_WHY, StepStatus, Store, audit};
+use capsaga_store::{RELEASED_WHY, StepStatus, Store, audit};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;

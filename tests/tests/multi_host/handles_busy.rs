@@ -10,7 +10,7 @@ use super::handles::owner_of;
 use super::rig::{Rig, lines, runtime};
 use super::wire::{call, call_ok, handle_of, is_busy, saga_of};
 use capsaga_core::fsm::State;
-use capsaga_host::store::{StepStatus, audit};
+use capsaga_store::{StepStatus, audit};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

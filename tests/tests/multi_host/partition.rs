@@ -10,9 +10,9 @@ use super::proxy::Proxy;
 use super::rig::{LEASE_MS, Rig, eventually, lines, runtime};
 use capsaga_core::fsm::State;
 use capsaga_core::tool::ToolOutput;
-use capsaga_host::store::postgres::harness::Cluster;
-use capsaga_host::store::postgres::{PgOptions, PgStore};
-use capsaga_host::store::{
+use capsaga_pg_harness::Cluster;
+use capsaga_store::postgres::{PgOptions, PgStore};
+use capsaga_store::{
     NewSaga, NewStep, Origin, OwnerStore, SagaStore, StepKey, StepStatus, StepStore, StoreError,
     audit,
 };

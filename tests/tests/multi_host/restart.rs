@@ -6,7 +6,7 @@
 
 use super::chaos::one_saga;
 use super::rig::{Rig, eventually, lines, runtime};
-use capsaga_host::store::audit;
+use capsaga_store::audit;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,9 +2,9 @@
 //! it (each its own process, `CAPSAGA_STORE` pointing at the database), and
 //! what the tests read back (the store, the ledger's journal).
 
-use capsaga_host::store::Store;
-use capsaga_host::store::postgres::harness::Cluster;
-use capsaga_host::store::postgres::{PgOptions, PgStore};
+use capsaga_pg_harness::Cluster;
+use capsaga_store::Store;
+use capsaga_store::postgres::{PgOptions, PgStore};
 use capsaga_tests::{TestWorkspace, capsaga_bin};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -129,9 +129,7 @@ fn a_pause_on_one_host_stops_every_host_and_a_resume_on_another_restarts_them() 
         call_ok(&on2, "ledger", &json!({"path": ledger, "entry": "y"})).await;
         let log = store.log(Some("host:switch")).await.unwrap();
         assert_eq!(log.len(), 4, "{log:?}");
-        let report = capsaga_host::store::audit::verify(&*store, None)
-            .await
-            .unwrap();
+        let report = capsaga_store::audit::verify(&*store, None).await.unwrap();
         assert!(report.ok(), "{report:?}");
     });
 }

@@ -4,7 +4,7 @@
 //! one are compensated, as local recovery does, and no step runs twice.
 
 use super::rig::{LEASE_MS, Rig, eventually, lines, runtime};
-use capsaga_host::store::{StepStatus, audit};
+use capsaga_store::{StepStatus, audit};
 use capsaga_tests::mcp_rig::{call_ok, connect};
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use serde_json::json;

@@ -10,9 +10,9 @@
 
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::tool::{CallContext, ToolOutput};
-use capsaga_host::dispatch::Outcome;
-use capsaga_host::host::Host;
-use capsaga_host::sandbox::{CallDiagnostics, CallRequest, Op};
+use capsaga_door::dispatch::Outcome;
+use capsaga_door::host::Host;
+use capsaga_sandbox::{CallDiagnostics, CallRequest, Op};
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::http_server::{BIG_BYTES, TestServer};
 use serde_json::{Value, json};

@@ -89,16 +89,11 @@ ca_files = ["ca.pem"]
         .to_string(),
     )
     .unwrap();
-    let provider =
-        capsaga_host::agent::scripted::ScriptedProvider::from_file(&script, &ws.root).unwrap();
-    let tr = capsaga_host::agent::runner::run_turn(
-        &host,
-        &provider,
-        "probe the API",
-        &Default::default(),
-    )
-    .await
-    .unwrap();
+    let provider = capsaga_agent::scripted::ScriptedProvider::from_file(&script, &ws.root).unwrap();
+    let tr =
+        capsaga_agent::runner::run_turn(&host, &provider, "probe the API", &Default::default())
+            .await
+            .unwrap();
     assert!(!format!("{tr:?}").contains(SECRET));
     assert_eq!(srv.count(), 3);
     drop(host);

@@ -18,8 +18,8 @@
 use capsaga_core::capability::Capability;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::policy::{Limits, PolicyFile};
-use capsaga_host::sandbox::Factors;
-use capsaga_host::sandbox::bindings::WitToolOutput;
+use capsaga_sandbox::Factors;
+use capsaga_sandbox::bindings::WitToolOutput;
 use capsaga_tests::http_server::TestServer;
 use capsaga_tests::neuron_rig::{
     Called, NamedFile, NeuronDefinition, Op, Rig, SourceKind, cache_dir, neuron, runner_wasm,

@@ -3,11 +3,11 @@
 use super::*;
 use capsaga_core::neuron::Status;
 use capsaga_core::policy::Autonomy;
-use capsaga_host::dispatch::Refusal;
-use capsaga_host::neurons::operator;
-use capsaga_host::plan::{self, Plan, PlanStep};
-use capsaga_host::registry::ToolSource;
-use capsaga_host::store::StepStatus;
+use capsaga_door::dispatch::Refusal;
+use capsaga_door::neurons::operator;
+use capsaga_door::plan::{self, Plan, PlanStep};
+use capsaga_door::registry::ToolSource;
+use capsaga_store::StepStatus;
 use capsaga_tests::FS_POLICY;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -108,7 +108,7 @@ async fn a_neuron_is_born_tested_approved_and_called_through_the_door() {
         "{:?}",
         out.outcome
     );
-    let f = capsaga_host::neurons::fitness::of(&*host.store, &active)
+    let f = capsaga_door::neurons::fitness::of(&*host.store, &active)
         .await
         .unwrap();
     assert_eq!((f.calls, f.ok), (2, 1));

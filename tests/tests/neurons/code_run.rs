@@ -10,8 +10,8 @@ use super::*;
 use async_trait::async_trait;
 use capsaga_core::error::ErrorKind;
 use capsaga_core::principal::{Principal, Role};
-use capsaga_host::dispatch::Approver;
-use capsaga_host::store::ApprovalRow;
+use capsaga_door::dispatch::Approver;
+use capsaga_store::ApprovalRow;
 use capsaga_tests::snapshot;
 use std::sync::Mutex;
 
@@ -71,7 +71,7 @@ fn args(ws: &TestWorkspace, code: &str) -> Value {
         "output_dir": ws.ws_path("out")})
 }
 
-async fn run(door: &Dispatcher, args: &Value, yes: &Yes) -> (Outcome, capsaga_host::saga::Saga) {
+async fn run(door: &Dispatcher, args: &Value, yes: &Yes) -> (Outcome, capsaga_door::saga::Saga) {
     let mut saga = door
         .start(Origin::Call, "code_run test", None)
         .await
@@ -360,8 +360,8 @@ async fn code_filling_its_scratch_directory_is_stopped_at_the_bound() {
 /// pre-image, the step's idempotency key, the execute grants).
 #[tokio::test(flavor = "multi_thread")]
 async fn an_in_doubt_run_is_compensated_from_the_outputs_journal() {
-    use capsaga_host::registry::ToolSource;
-    use capsaga_host::sandbox::Op;
+    use capsaga_door::registry::ToolSource;
+    use capsaga_sandbox::Op;
     let Some(ws) = code_ws() else { return };
     let before = snapshot(&ws.ws());
     let (host, door) = door(&ws).await;

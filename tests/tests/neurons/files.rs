@@ -5,7 +5,7 @@
 
 use super::*;
 use capsaga_core::fsm::State;
-use capsaga_host::neurons::operator;
+use capsaga_door::neurons::operator;
 use capsaga_tests::snapshot;
 
 /// A neuron that changes files in a directory and cannot undo anything.
@@ -131,7 +131,7 @@ result = "done"
         .unwrap();
     struct Yes;
     #[async_trait::async_trait]
-    impl capsaga_host::dispatch::Approver for Yes {
+    impl capsaga_door::dispatch::Approver for Yes {
         fn who(&self) -> Option<capsaga_core::principal::Principal> {
             Some(capsaga_core::principal::Principal::new(
                 "test:yes",
@@ -139,7 +139,7 @@ result = "done"
             ))
         }
 
-        async fn ask(&self, _: &capsaga_host::store::ApprovalRow) -> Option<bool> {
+        async fn ask(&self, _: &capsaga_store::ApprovalRow) -> Option<bool> {
             Some(true)
         }
     }

@@ -3,7 +3,7 @@
 //! sandbox, and nothing beyond the request can be granted.
 
 use super::*;
-use capsaga_host::neurons::operator;
+use capsaga_door::neurons::operator;
 
 /// Reads `src`, and copies it to `dst` when given.
 const COPY: &str = r#"def execute(args):
@@ -105,7 +105,7 @@ async fn a_neuron_approved_with_a_subset_runs_without_what_was_withheld() {
 
     // The console's fitness chart of this version: both calls, one day,
     // half of them successful.
-    let days = capsaga_host::serve::console_data::fitness(&*host.store, &active.identity)
+    let days = capsaga_server::console_data::fitness(&*host.store, &active.identity)
         .await
         .unwrap();
     assert_eq!(days.len(), 1, "{days:?}");

@@ -6,10 +6,10 @@
 
 use super::*;
 use capsaga_core::neuron::Status;
-use capsaga_host::neurons::operator;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::store::NeuronStore;
-use capsaga_host::store::sqlite::SqliteStore;
+use capsaga_door::neurons::operator;
+use capsaga_server::HttpOptions;
+use capsaga_store::NeuronStore;
+use capsaga_store::sqlite::SqliteStore;
 use capsaga_tests::mcp_rig::{ListChanged, call_ok, connect, start, stat_after};
 use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;

@@ -20,10 +20,10 @@ mod paused;
 mod pinning;
 mod untrusted;
 
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome, Submitted};
-use capsaga_host::host::Host;
-use capsaga_host::neurons::operator::Coverage::{All, Subset};
-use capsaga_host::store::Origin;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Submitted};
+use capsaga_door::host::Host;
+use capsaga_door::neurons::operator::Coverage::{All, Subset};
+use capsaga_store::Origin;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::neuron_rig::{cache_dir, runner_wasm};
 use serde_json::{Value, json};

@@ -7,8 +7,8 @@
 use super::*;
 use capsaga_core::meta::{RawToolMeta, Risk};
 use capsaga_core::neuron::Status;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::store::{NewNeuron, Transition};
+use capsaga_server::HttpOptions;
+use capsaga_store::{NewNeuron, Transition};
 use capsaga_tests::mcp_rig::{ListChanged, connect, start};
 use rmcp::model::CallToolRequestParams;
 

@@ -10,8 +10,8 @@ use super::*;
 use async_trait::async_trait;
 use capsaga_core::fsm::State;
 use capsaga_core::principal::{Principal, Role};
-use capsaga_host::dispatch::Approver;
-use capsaga_host::store::{ApprovalRow, StepStatus};
+use capsaga_door::dispatch::Approver;
+use capsaga_store::{ApprovalRow, StepStatus};
 use std::time::{Duration, Instant};
 
 struct Yes;
@@ -129,7 +129,7 @@ async fn capsaga_pause_in_another_process_stops_a_running_code_run() {
         matches!(
             refused.outcome,
             Outcome::Refused {
-                refusal: capsaga_host::dispatch::Refusal::Paused,
+                refusal: capsaga_door::dispatch::Refusal::Paused,
                 ..
             }
         ),

@@ -5,7 +5,7 @@
 
 use super::*;
 use capsaga_core::neuron::Status;
-use capsaga_host::neurons::operator;
+use capsaga_door::neurons::operator;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_changed_description_schema_or_source_is_a_new_version_needing_activation() {

@@ -7,11 +7,11 @@
 //! 127.0.0.1.
 
 use super::*;
-use capsaga_host::agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, Role};
-use capsaga_host::agent::runner::{TurnOptions, run_turn};
-use capsaga_host::agent::scripted::ScriptedProvider;
-use capsaga_host::neurons::operator;
-use capsaga_host::serve::HttpOptions;
+use capsaga_agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, Role};
+use capsaga_agent::runner::{TurnOptions, run_turn};
+use capsaga_agent::scripted::ScriptedProvider;
+use capsaga_door::neurons::operator;
+use capsaga_server::HttpOptions;
 use capsaga_tests::http_server::TestServer;
 use capsaga_tests::mcp_rig::{ListChanged, call_ok, connect, start};
 use std::sync::Mutex;
@@ -84,7 +84,7 @@ async fn outside_data_is_wrapped_whatever_the_tool_declares() {
         let t = host.registry.get(tool).expect(tool);
         assert_eq!(t.meta.returns_untrusted, declared, "{tool}");
         assert_eq!(
-            capsaga_host::dispatch::untrusted_output(&t),
+            capsaga_door::dispatch::untrusted_output(&t),
             wrapped,
             "{tool}"
         );

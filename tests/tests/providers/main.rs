@@ -7,12 +7,12 @@
 //! `Retry-After`, allowlists (nothing sent when nothing is allowed) and the
 //! scripted default are shown on real agent turns over real components.
 
-use capsaga_host::agent::provider::Tier;
-use capsaga_host::agent::router::RequestRoute;
-use capsaga_host::agent::runner::{TurnOptions, run_turn};
-use capsaga_host::agent::select::{Env, Selection, select};
-use capsaga_host::agent::trace::{ExecutionTrace, Outcome, TraceStep};
-use capsaga_host::host::Host;
+use capsaga_agent::provider::Tier;
+use capsaga_agent::router::RequestRoute;
+use capsaga_agent::runner::{TurnOptions, run_turn};
+use capsaga_agent::select::{Env, Selection, select};
+use capsaga_agent::trace::{ExecutionTrace, Outcome, TraceStep};
+use capsaga_door::host::Host;
 use capsaga_tests::llm_server::{LlmServer, Reply};
 use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::{Value, json};
@@ -421,10 +421,7 @@ async fn anthropic_duplicate_keys_in_tool_input_are_refused() {
         _ => None,
     });
     let (validation, error) = invalid.unwrap();
-    assert_eq!(
-        validation,
-        capsaga_host::agent::trace::Validation::SchemaError
-    );
+    assert_eq!(validation, capsaga_agent::trace::Validation::SchemaError);
     assert!(
         error.unwrap().llm_hint.contains("duplicate key `path`"),
         "{tr:#?}"

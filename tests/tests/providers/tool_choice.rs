@@ -4,8 +4,8 @@
 //! refused before anything is sent.
 
 use super::*;
-use capsaga_host::agent::provider::ToolChoice;
-use capsaga_host::agent::runner::AgentError;
+use capsaga_agent::provider::ToolChoice;
+use capsaga_agent::runner::AgentError;
 
 fn choice_of(t: &TraceStep) -> Option<String> {
     match t {

@@ -10,9 +10,9 @@
 use super::tasks::post;
 use super::wire2026::serve_clients;
 use capsaga_core::fsm::State;
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Settled};
-use capsaga_host::host::Host;
-use capsaga_host::store::{Origin, StepStatus};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Settled};
+use capsaga_door::host::Host;
+use capsaga_store::{Origin, StepStatus};
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 use std::sync::Arc;

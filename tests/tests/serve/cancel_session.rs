@@ -8,7 +8,7 @@
 //! began (the `ledger` component spinning after its write) rolls the saga
 //! back, as a failed step does.
 
-use capsaga_host::store::{ApprovalStore, SagaStore, StepStatus, StepStore};
+use capsaga_store::{ApprovalStore, SagaStore, StepStatus, StepStore};
 use capsaga_tests::{TestWorkspace, block_on, open_store};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Lines, Write};

@@ -5,7 +5,7 @@
 //! Each test skips, saying so, when its client is not installed.
 
 use super::start;
-use capsaga_host::serve::HttpOptions;
+use capsaga_server::HttpOptions;
 use capsaga_tests::{TestWorkspace, capsaga_bin, target_dir};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -118,8 +118,7 @@ fn check(seen: &Value, ws: &TestWorkspace) {
     );
     let store = capsaga_tests::open_store(ws);
     let pending =
-        capsaga_tests::block_on(capsaga_host::store::ApprovalStore::approvals(&store, false))
-            .unwrap();
+        capsaga_tests::block_on(capsaga_store::ApprovalStore::approvals(&store, false)).unwrap();
     assert!(
         pending.iter().any(|a| a.approval_id == id),
         "the approval is pending in the store"

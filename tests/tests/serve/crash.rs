@@ -4,7 +4,7 @@
 //! and no step ran twice.
 
 use super::load::{CALLS, POLICY, call_of, one_session};
-use capsaga_host::store::{LogStore, SagaStore};
+use capsaga_store::{LogStore, SagaStore};
 use capsaga_tests::{TestWorkspace, block_on, capsaga_bin, open_store, wait_until_async};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -137,7 +137,7 @@ fn sigkill_under_load_then_restart_leaves_every_saga_consistent() {
             "saga {} left {state}",
             s.saga_id
         );
-        let steps = block_on(capsaga_host::store::StepStore::steps(&store, &s.saga_id)).unwrap();
+        let steps = block_on(capsaga_store::StepStore::steps(&store, &s.saga_id)).unwrap();
         for st in &steps {
             let status = st.status.as_str().to_string();
             if state == "Done" {

@@ -7,7 +7,7 @@
 //! `scripts/mcp-clients`; each test says SKIPPED without its SDK.
 
 use super::start;
-use capsaga_host::serve::HttpOptions;
+use capsaga_server::HttpOptions;
 use capsaga_tests::TestWorkspace;
 use serde_json::Value;
 use std::path::PathBuf;

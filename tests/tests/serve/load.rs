@@ -6,9 +6,9 @@
 //! figures: calls/s, p50 and p99, printed.
 
 use super::start;
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::store::Origin;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_server::HttpOptions;
+use capsaga_store::Origin;
 use capsaga_tests::TestWorkspace;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
@@ -139,7 +139,7 @@ async fn two_hundred_concurrent_mcp_calls_all_complete_once() {
             format!("file {i}\n")
         );
     }
-    let log = capsaga_host::store::LogStore::log(&*host.store, None)
+    let log = capsaga_store::LogStore::log(&*host.store, None)
         .await
         .unwrap();
     let mut per_step: BTreeMap<(String, u64), Vec<String>> = BTreeMap::new();
@@ -157,7 +157,7 @@ async fn two_hundred_concurrent_mcp_calls_all_complete_once() {
     for (k, v) in &per_step {
         assert_eq!(v, &["BEGIN", "COMMIT"], "{k:?}");
     }
-    let sagas = capsaga_host::store::SagaStore::sagas(&*host.store, 10_000)
+    let sagas = capsaga_store::SagaStore::sagas(&*host.store, 10_000)
         .await
         .unwrap();
     let mcp: Vec<_> = sagas.iter().filter(|s| s.origin == "mcp").collect();

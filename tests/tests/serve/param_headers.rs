@@ -6,13 +6,13 @@
 //! badly encoded header is refused with HTTP 400 and `-32020`
 //! (HeaderMismatch), so a proxy routing on the header can never see
 //! another value than the one the call uses. The annotated tool is the
-//! conformance fixture `test_param_headers` (`--conformance-fixtures`); the
+//! conformance fixture `test_param_headers` (`capsaga-conformance`); the
 //! server finds any listed tool's schema the same way (`get_tool`).
 
 use super::wire2026::{answer, secret};
 use capsaga_core::principal::Role;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::serve::auth::digest;
+use capsaga_server::HttpOptions;
+use capsaga_server::auth::digest;
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 
@@ -63,7 +63,7 @@ async fn mcp_param_headers_must_say_what_the_body_says() {
         .await
         .unwrap();
     let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
-    o.mcp.fixtures = true;
+    o.mcp.extension = Some(capsaga_conformance::extension());
     let srv = super::start(host, o).await;
     let url = srv.url("/mcp");
     let region = json!({"region": "eu-west", "query": "q"});

@@ -11,7 +11,7 @@ use super::wire2026::serve_with_tokens;
 use super::{http, start};
 use capsaga_core::fsm::State;
 use capsaga_core::principal::Role;
-use capsaga_host::serve::HttpOptions;
+use capsaga_server::HttpOptions;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::mcp_rig::{YesMan, call, connect_as};
 use serde_json::{Value, json};

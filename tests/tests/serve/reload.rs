@@ -10,8 +10,8 @@
 //! with the component it ran with, whatever the directory holds now.
 
 use super::start;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::store::{SagaStore, StepStore};
+use capsaga_server::HttpOptions;
+use capsaga_store::{SagaStore, StepStore};
 use capsaga_tests::mcp_rig::{ListChanged, call_ok, connect, reload_stats, stat_after};
 use capsaga_tests::{TestWorkspace, component, open_store, wait_until_async};
 use rmcp::RoleClient;
@@ -53,7 +53,7 @@ async fn names(client: &Client) -> Vec<String> {
 /// `host` served in-process, looking for changes every 100 ms, and a
 /// client counting `tools/list_changed`.
 async fn watched(
-    host: Arc<capsaga_host::host::Host>,
+    host: Arc<capsaga_door::host::Host>,
 ) -> (capsaga_tests::mcp_rig::Running, Counter, Client) {
     let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
     o.mcp.catalog_poll = Some(Duration::from_millis(100));

@@ -5,7 +5,7 @@
 //! URIs and unknown ids get an error, never another file or row.
 
 use super::start;
-use capsaga_host::serve::HttpOptions;
+use capsaga_server::HttpOptions;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::mcp_rig::{call_ok, connect};
 use rmcp::model::{

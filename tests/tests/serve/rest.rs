@@ -3,7 +3,7 @@
 //! `no_allowed_provider` detail, and the limits on by default.
 
 use super::{http, start};
-use capsaga_host::serve::{HttpOptions, ServeError, serve_http};
+use capsaga_server::{HttpOptions, ServeError, serve_http};
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::llm_server::LlmServer;
 use serde_json::{Value, json};
@@ -108,7 +108,7 @@ async fn a_token_guards_every_route_but_healthz() {
 
 #[test]
 fn the_token_comparison_hashes_both_sides_and_compares_in_constant_time() {
-    use capsaga_host::serve::auth;
+    use capsaga_server::auth;
     use sha2::Digest;
     let expected: [u8; 32] = sha2::Sha256::digest(TOKEN.as_bytes()).into();
     assert!(auth::matches(&expected, TOKEN.as_bytes()));
@@ -117,9 +117,8 @@ fn the_token_comparison_hashes_both_sides_and_compares_in_constant_time() {
     assert!(!auth::matches(&expected, format!("{TOKEN}x").as_bytes()));
     // By construction: `matches` compares two SHA-256 digests (always 32
     // bytes) with subtle's ConstantTimeEq; the source says so and has no `==`.
-    let src =
-        std::fs::read_to_string(capsaga_tests::repo_root().join("host/runtime/src/serve/auth.rs"))
-            .unwrap();
+    let src = std::fs::read_to_string(capsaga_tests::repo_root().join("host/server/src/auth.rs"))
+        .unwrap();
     assert!(src.contains("ct_eq"));
 }
 
@@ -514,7 +513,7 @@ async fn a_client_trickling_its_headers_is_disconnected() {
         .await
         .unwrap();
     let t = std::time::Instant::now();
-    let limit = capsaga_host::serve::conn::HEADER_READ_TIMEOUT;
+    let limit = capsaga_server::conn::HEADER_READ_TIMEOUT;
     let mut buf = Vec::new();
     let read = tokio::time::timeout(limit * 3, slow.read_to_end(&mut buf)).await;
     assert!(

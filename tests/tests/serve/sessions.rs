@@ -8,8 +8,8 @@
 use super::{http, start};
 use capsaga_core::principal::Role;
 use capsaga_core::session_table::SessionCaps;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::serve::auth::digest;
+use capsaga_server::HttpOptions;
+use capsaga_server::auth::digest;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::mcp_rig::{YesMan, call, connect_as};
 use serde_json::{Value, json};

@@ -97,7 +97,7 @@ fn handle_of(v: &Value) -> Option<String> {
 
 async fn server() -> (
     TestWorkspace,
-    std::sync::Arc<capsaga_host::host::Host>,
+    std::sync::Arc<capsaga_door::host::Host>,
     super::Running,
 ) {
     let ws = TestWorkspace::new(&["time_now", "fs_write"], POLICY);

@@ -9,7 +9,7 @@
 //! arguments. Real servers on 127.0.0.1, the real binary over stdio.
 
 use super::{http, start};
-use capsaga_host::serve::HttpOptions;
+use capsaga_server::HttpOptions;
 use capsaga_tests::{TestWorkspace, capsaga_bin};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};

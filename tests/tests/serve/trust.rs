@@ -9,8 +9,8 @@
 
 use super::{http, start};
 use capsaga_core::principal::Role;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::serve::auth::digest;
+use capsaga_server::HttpOptions;
+use capsaga_server::auth::digest;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::mcp_rig::{YesMan, call, connect_as};
 use serde_json::{Value, json};
@@ -39,7 +39,7 @@ fn ws(extra: &str) -> TestWorkspace {
 
 /// Named tokens created in the workspace's store: alice (operator), bob
 /// and eve (clients).
-async fn tokens(host: &capsaga_host::host::Host) {
+async fn tokens(host: &capsaga_door::host::Host) {
     for (name, role, secret) in [
         ("alice", Role::Operator, ALICE),
         ("bob", Role::Client, BOB),
@@ -224,7 +224,7 @@ async fn client_confirmation_of_code_run_irreversible_or_high_risk_tools_is_refu
         ),
     ] {
         let ws = ws(extra);
-        let e = capsaga_host::host::Host::open(&ws.config())
+        let e = capsaga_door::host::Host::open(&ws.config())
             .await
             .err()
             .unwrap_or_else(|| panic!("{extra} loaded"));
@@ -236,7 +236,7 @@ async fn client_confirmation_of_code_run_irreversible_or_high_risk_tools_is_refu
         &["http_request"],
         "[tools.http_request]\ngrants = [\"net:https:example.com\"]\n[approvals]\nclient_confirm = [\"http_request\"]\n",
     );
-    let e = capsaga_host::host::Host::open(&ws.config())
+    let e = capsaga_door::host::Host::open(&ws.config())
         .await
         .expect_err("a high-risk tool listed for client confirmation is refused");
     assert!(e.to_string().contains("high risk"), "{e}");

@@ -3,9 +3,9 @@
 
 use super::{Running, start};
 use capsaga_core::principal::Role;
-use capsaga_host::host::Host;
-use capsaga_host::serve::HttpOptions;
-use capsaga_host::serve::auth::digest;
+use capsaga_door::host::Host;
+use capsaga_server::HttpOptions;
+use capsaga_server::auth::digest;
 use capsaga_tests::TestWorkspace;
 use serde_json::Value;
 use std::sync::Arc;

@@ -4,9 +4,9 @@
 //! script's changes are applied when it ends, recorded with their
 //! pre-images, and put back byte for byte by the saga's rollback.
 
-use capsaga_host::dispatch::{Args, Call, Dispatcher, Outcome};
-use capsaga_host::host::Host;
-use capsaga_host::store::Origin;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::host::Host;
+use capsaga_store::Origin;
 use capsaga_tests::{TestWorkspace, snapshot};
 use serde_json::{Value, json};
 use std::sync::Arc;

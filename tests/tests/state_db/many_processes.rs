@@ -1,7 +1,7 @@
 //! Issue 13, item 11: many processes, one state database.
 
-use capsaga_host::store::SCHEMA_VERSION;
-use capsaga_host::store::sqlite::APPLICATION_ID;
+use capsaga_store::SCHEMA_VERSION;
+use capsaga_store::sqlite::APPLICATION_ID;
 use capsaga_tests::TestWorkspace;
 use rusqlite::Connection;
 use serde_json::json;

@@ -2,11 +2,9 @@
 
 use capsaga_core::fsm::State;
 use capsaga_core::tool::ToolOutput;
-use capsaga_host::store::sqlite::checkpoint::{
-    CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES,
-};
-use capsaga_host::store::sqlite::{SqliteStore, wal_bytes};
-use capsaga_host::store::{NewSaga, NewStep, Origin, SagaStore, StepStore};
+use capsaga_store::sqlite::checkpoint::{CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES};
+use capsaga_store::sqlite::{SqliteStore, wal_bytes};
+use capsaga_store::{NewSaga, NewStep, Origin, SagaStore, StepStore};
 use capsaga_tests::{TestWorkspace, block_on};
 use rusqlite::Connection;
 use serde_json::json;
@@ -69,7 +67,7 @@ fn commit_steps(db: &SqliteStore, saga: &str, n: u64) {
                 args: &args,
                 preimage: None,
                 approval: None,
-                fence: capsaga_host::store::FIRST_FENCE,
+                fence: capsaga_store::FIRST_FENCE,
             })
             .await
             .unwrap();
@@ -80,9 +78,9 @@ fn commit_steps(db: &SqliteStore, saga: &str, n: u64) {
                 summary: String::new(),
             };
             db.commit_step(
-                capsaga_host::store::StepKey {
+                capsaga_store::StepKey {
                     saga_id: saga,
-                    fence: capsaga_host::store::FIRST_FENCE,
+                    fence: capsaga_store::FIRST_FENCE,
                     step_seq: i,
                 },
                 &out,

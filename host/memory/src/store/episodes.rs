@@ -473,7 +473,7 @@ impl Store {
 /// Its own statement, not one with `(?2 IS NULL OR sender = ?2)`: with that
 /// OR, SQLite's planner uses the index for the namespace only and walks every
 /// episode of the namespace (100k rows instead of the sender's 1k in
-/// `capsaga bench --memory`).
+/// `capsaga-bench --memory`).
 const VECTORS_OF_SENDER: &str = "SELECT episode_id, embedding FROM episodes
      WHERE namespace = ?1 AND sender = ?2 AND archived = 0 AND embedding IS NOT NULL
      ORDER BY started_at DESC, id DESC LIMIT ?3";

@@ -30,8 +30,6 @@
 mod approvals;
 mod audit;
 mod budget;
-#[cfg(feature = "pg-harness")]
-pub mod harness;
 mod keys;
 mod log;
 mod neurons;
@@ -72,7 +70,7 @@ pub struct PgOptions {
     /// default) for a fresh one (`w-` and a UUID), the design; a name (ASCII
     /// letters, digits, `-`, `_`; at most 64) to share one with other
     /// stores, whose batches then take turns on its head row: the
-    /// one-chain baseline of `capsaga bench --pg`.
+    /// one-chain baseline of `capsaga-bench --pg`.
     pub chain: Option<String>,
 }
 

@@ -108,7 +108,7 @@ impl SqliteStore {
 
 /// A reader holding a snapshot of the database: a read transaction left
 /// open, as a monitoring script, a backup or an `sqlite3` shell does. Used
-/// by `capsaga bench --wal` to make the `-wal` file grow; capsaga never does
+/// by `capsaga-bench --wal` to make the `-wal` file grow; capsaga never does
 /// this itself.
 pub struct SnapshotReader {
     conn: Connection,

@@ -21,7 +21,7 @@
 //! committed, hence only durable records.
 //!
 //! With [`GroupCommit::Off`] each job is its own transaction (one sync per
-//! record): the baseline `capsaga bench --group-commit` compares against.
+//! record): the baseline `capsaga-bench --group-commit` compares against.
 //!
 //! A caller that finds the connection free (no batch running) does not
 //! wait for the writer thread: it runs the batch itself, its own job first

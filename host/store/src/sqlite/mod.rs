@@ -130,7 +130,7 @@ impl SqliteStore {
     }
 
     /// [`SqliteStore::open_waiting`], with group commit on or off (off: one
-    /// sync per write, the baseline of `capsaga bench --group-commit`).
+    /// sync per write, the baseline of `capsaga-bench --group-commit`).
     ///
     /// # Errors
     /// As [`SqliteStore::open`].
@@ -261,7 +261,7 @@ const STATEMENT_CACHE: usize = 128;
 /// rusqlite's one-shot `execute` and `query_row`, through the connection's
 /// prepared-statement cache. rusqlite's own compile the SQL text at every
 /// call: a saga step runs about a dozen statements, and compiling them was
-/// about a sixth of the writer thread's time (`perf` over `capsaga bench
+/// about a sixth of the writer thread's time (`perf` over `capsaga-bench
 /// --mcp`, release build, 2026-12-04). rusqlite resets a statement when
 /// its `execute` returns or its rows are dropped, before it goes back to
 /// the cache, so a cached statement holds no transaction or snapshot.

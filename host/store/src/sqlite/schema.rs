@@ -252,7 +252,7 @@ fn migrate_v9(tx: &Transaction<'_>) -> Result<(), StoreError> {
 /// only orders the rows of one table, whose rows are never deleted) and
 /// `idx_saga`, the same key as the `UNIQUE (saga_id, step_seq)`
 /// constraint's own index: three pages of the WAL frame a step wrote
-/// (`capsaga bench` saga step). SQLite cannot drop `AUTOINCREMENT` in place:
+/// (`capsaga-bench` saga step). SQLite cannot drop `AUTOINCREMENT` in place:
 /// both tables are rebuilt with their rows, keys, constraints, indexes and
 /// the fencing triggers, in the migration's transaction.
 const MIGRATE_V10: &str = r#"

@@ -1,7 +1,7 @@
 //! The store test suite, run against both back ends: every test here is
 //! written once, against the [`Store`] traits, and instantiated for SQLite
 //! (a real file in a temp dir) and for PostgreSQL (a real server started by
-//! [`crate::postgres::harness`], a fresh database per test) by [`suite!`],
+//! [`capsaga_pg_harness`], a fresh database per test) by [`suite!`],
 //! so the two implementations cannot drift apart. "Two hosts" are two
 //! stores opened on the same file or database, as two processes would.
 //!
@@ -18,9 +18,9 @@ mod pg_only;
 mod steps;
 
 use crate::Store;
-use crate::postgres::harness::Cluster;
 use crate::postgres::{PgOptions, PgStore};
 use crate::sqlite::SqliteStore;
+use capsaga_pg_harness::Cluster;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 

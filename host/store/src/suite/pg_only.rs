@@ -1,6 +1,6 @@
 //! What only the PostgreSQL store has: its migrations and their refusals,
 //! its connection errors, the batching writer, the lease. Against a real
-//! server ([`crate::postgres::harness`]); SKIPPED without PostgreSQL.
+//! server ([`capsaga_pg_harness`]); SKIPPED without PostgreSQL.
 
 use super::{cluster, eventually, runtime};
 use crate::postgres::schema::PG_SCHEMA_VERSION;
@@ -9,7 +9,7 @@ use crate::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn skip(test: &str) -> Option<&'static crate::postgres::harness::Cluster> {
+fn skip(test: &str) -> Option<&'static capsaga_pg_harness::Cluster> {
     let c = cluster();
     if c.is_none() {
         eprintln!(

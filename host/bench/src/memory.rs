@@ -1,0 +1,457 @@
+//! `capsaga-bench --memory`: the memory's figures in one run (issue 27).
+//!
+//! - embedding one query (p50, p95) next to the model's raw forward pass
+//!   measured in the same run (the ratio is the tokenizer, pooling and
+//!   normalisation overhead); goal ≤ 10 ms p50 on 2 cores;
+//! - retrieval over 100k episodes and 10k facts: the turn's whole bundle
+//!   (query embedding, the sender's latest episodes, FTS5 matches, fact
+//!   scores) and the same without the embedding; goal p95 ≤ 20 ms;
+//! - indexing a trace as an episode (importance, FTS5 entry); goal ≤ 5 ms;
+//!   and with its vector (embedded after the index, off the 5 ms);
+//! - resident memory after loading the model and after the 100k index;
+//! - recall@5 of the evidence session on the shipped retrieval set
+//!   (`scripts/memory-retrieval-set.py`); goal ≥ 0.95;
+//! - the model as loaded by default (`Precision::auto`: 8-bit dense layers
+//!   where the CPU has candle's fast kernels for them, else f32) against
+//!   the same model with its stored f32 weights, in the same run: embedding
+//!   time, the least cosine between the two vectors of a query, and the f32
+//!   model's recall@5.
+//!
+//! Fact and episode vectors of the 100k/10k set are random unit vectors
+//! (retrieval time does not depend on what they mean); episode texts are drawn from a vocabulary
+//! so that FTS5's posting lists have realistic lengths.
+
+use super::exit;
+use super::render::Out;
+use capsaga_memory::embed::Precision;
+use capsaga_memory::eval::RetrievalSet;
+use capsaga_memory::{Embedder, Episode, Fact, Memory, MemoryConfig, MiniLm, embed, fact_id};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Episodes and facts of the retrieval benchmark.
+const EPISODES: usize = 100_000;
+const FACTS: usize = 10_000;
+const SENDERS: usize = 100;
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return 0.0;
+    }
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+fn mb(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    }
+}
+
+/// Size of the synthetic vocabulary; words are drawn by a Zipf law
+/// (exponent 1.1), as words of real text are, so that FTS5's posting lists
+/// have realistic lengths (a few very common words, a long tail).
+const VOCABULARY: usize = 20_000;
+
+/// The synthetic vocabulary and its cumulative Zipf weights.
+struct Words {
+    words: Vec<String>,
+    cumulative: Vec<f64>,
+}
+
+impl Words {
+    fn new() -> Words {
+        let words = (0..VOCABULARY)
+            .map(|mut i| {
+                let mut w = String::new();
+                loop {
+                    w.push((b'a' + (i % 26) as u8) as char);
+                    i /= 26;
+                    if i == 0 {
+                        break;
+                    }
+                }
+                format!("{w}x")
+            })
+            .collect();
+        let mut acc = 0.0;
+        let cumulative = (1..=VOCABULARY)
+            .map(|r| {
+                acc += 1.0 / (r as f64).powf(1.1);
+                acc
+            })
+            .collect();
+        Words { words, cumulative }
+    }
+
+    fn sentence(&self, r: &mut Rng, n: usize) -> String {
+        let total = self.cumulative[VOCABULARY - 1];
+        (0..n)
+            .map(|_| {
+                let x = (r.next() >> 11) as f64 / (1u64 << 53) as f64 * total;
+                let i = self
+                    .cumulative
+                    .partition_point(|&c| c < x)
+                    .min(VOCABULARY - 1);
+                self.words[i].as_str()
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Run it and print the report.
+pub(crate) async fn run(out: &Out, model_dir: &Path) -> u8 {
+    match tokio::task::spawn_blocking({
+        let d = model_dir.to_path_buf();
+        move || measure(&d)
+    })
+    .await
+    {
+        Ok(Ok(report)) => {
+            if out.json {
+                out.json(&report);
+            } else {
+                print(&report);
+            }
+            exit::OK
+        }
+        Ok(Err(e)) => {
+            errln!("capsaga-bench --memory: {e}");
+            exit::CONFIG
+        }
+        Err(e) => {
+            errln!("capsaga-bench --memory: {e}");
+            exit::INTERNAL
+        }
+    }
+}
+
+fn measure(model_dir: &Path) -> Result<serde_json::Value, String> {
+    let rss0 = super::rss().map(|r| r.0).unwrap_or(0);
+    let t = Instant::now();
+    let model = Arc::new(MiniLm::load(model_dir).map_err(|e| e.to_string())?);
+    let load_ms = ms(t);
+    let rss_model = super::rss().map(|r| r.0).unwrap_or(0);
+
+    // Embedding one query, beside the raw forward pass.
+    let queries = [
+        "what is the codename of my project?",
+        "when is my dentist appointment",
+        "which city did my sister move to",
+        "remind me of the quarterly report deadline",
+        "what did I name the puppy",
+    ];
+    for q in queries {
+        model.embed_one(q).map_err(|e| e.to_string())?;
+    }
+    let (mut emb, mut fwd) = (Vec::new(), Vec::new());
+    for i in 0..200 {
+        let q = queries[i % queries.len()];
+        let t = Instant::now();
+        model.forward(&[q]).map_err(|e| e.to_string())?;
+        fwd.push(ms(t));
+        let t = Instant::now();
+        model.embed_one(q).map_err(|e| e.to_string())?;
+        emb.push(ms(t));
+    }
+    let (emb50, emb95, fwd50) = (pct(&mut emb, 0.5), pct(&mut emb, 0.95), pct(&mut fwd, 0.5));
+
+    // The 100k / 10k memory.
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).map_err(|e| e.to_string())?;
+    let cfg = MemoryConfig::new(dir.path().join("episodes.db"), ws);
+    let m = Memory::open(cfg.clone(), model.clone()).map_err(|e| e.to_string())?;
+    let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+    let words = Words::new();
+    let sentence = |r: &mut Rng, n: usize| words.sentence(r, n);
+    let t = Instant::now();
+    let mut batch = Vec::with_capacity(10_000);
+    for i in 0..EPISODES {
+        let n = 6 + r.below(20);
+        let v: Vec<f32> = embed::normalise((0..model.dim()).map(|_| r.unit()).collect());
+        batch.push((
+            Episode {
+                episode_id: format!("e-bench-{i}"),
+                trace_id: format!("t-bench-{i}"),
+                session_id: format!("s-{}", i / 10),
+                sender: format!("user-{}", i % SENDERS),
+                namespace: "default".into(),
+                started_at: format!(
+                    "2025-{:02}-{:02}T{:02}:{:02}:00Z",
+                    1 + (i / 10_000) % 12,
+                    1 + (i / 400) % 28,
+                    (i / 60) % 24,
+                    i % 60
+                ),
+                user_message: sentence(&mut r, n),
+                final_response: Some(sentence(&mut r, 8)),
+                outcome: "success".into(),
+                summary: None,
+                importance: r.below(100) as f64 / 100.0,
+                reflected: false,
+                archived: false,
+            },
+            Some(embed::to_blob(&v)),
+        ));
+        if batch.len() == 10_000 {
+            m.store()
+                .insert_episodes(&batch)
+                .map_err(|e| e.to_string())?;
+            batch.clear();
+        }
+    }
+    let episodes_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for i in 0..FACTS {
+        let v: Vec<f32> = embed::normalise((0..model.dim()).map(|_| r.unit()).collect());
+        let text = format!("bench fact {i}: {}", sentence(&mut r, 8));
+        let f = Fact {
+            fact_id: fact_id("default", &text),
+            namespace: "default".into(),
+            text,
+            source: "manual".into(),
+            created_at: "2025-06-01T00:00:00Z".into(),
+            importance: 0.5,
+            access_count: 0,
+            last_access: None,
+            score: None,
+        };
+        m.store()
+            .insert_fact(&f, &embed::to_blob(&v))
+            .map_err(|e| e.to_string())?;
+    }
+    let facts_s = t.elapsed().as_secs_f64();
+    drop(m);
+    // Reopened: the fact vectors are loaded into the index.
+    let t = Instant::now();
+    let m = Memory::open(cfg, model.clone()).map_err(|e| e.to_string())?;
+    let reopen_ms = ms(t);
+    let rss_index = super::rss().map(|r| r.0).unwrap_or(0);
+
+    let now = jiff::Timestamp::now();
+    let (mut bundle, mut no_embed) = (Vec::new(), Vec::new());
+    let qv: Vec<Vec<f32>> = queries
+        .iter()
+        .map(|q| model.embed_one(q))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    for i in 0..300 {
+        let sender = format!("user-{}", i % SENDERS);
+        let q = format!("{} {}", queries[i % queries.len()], sentence(&mut r, 2));
+        let t = Instant::now();
+        m.bundle_for_turn(&sender, &q).map_err(|e| e.to_string())?;
+        bundle.push(ms(t));
+        let t = Instant::now();
+        m.search_episodes_vec(
+            "default",
+            Some(&sender),
+            &q,
+            Some(&qv[i % qv.len()]),
+            5,
+            3,
+            now,
+        )
+        .map_err(|e| e.to_string())?;
+        m.search_facts_vec(&["default"], &qv[i % qv.len()], 5, 0.7, now)
+            .map_err(|e| e.to_string())?;
+        no_embed.push(ms(t));
+    }
+    let (b50, b95) = (pct(&mut bundle, 0.5), pct(&mut bundle, 0.95));
+    let (n50, n95) = (pct(&mut no_embed, 0.5), pct(&mut no_embed, 0.95));
+
+    // Indexing a trace (FTS5 entry), then its vector.
+    let mut idx = Vec::new();
+    let mut idx_embed = Vec::new();
+    for i in 0..500 {
+        let n = capsaga_memory::NewEpisode {
+            trace_id: format!("t-new-{i}"),
+            session_id: "s-new".into(),
+            sender: format!("user-{}", i % SENDERS),
+            namespace: "default".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            user_message: sentence(&mut r, 12),
+            final_response: Some(sentence(&mut r, 10)),
+            outcome: "success".into(),
+            summary: None,
+            steps: 4,
+            turn_in_session: 1 + i % 7,
+        };
+        let t = Instant::now();
+        m.index_episode(&n).map_err(|e| e.to_string())?;
+        idx.push(ms(t));
+        m.embed_pending(1).map_err(|e| e.to_string())?;
+        idx_embed.push(ms(t));
+    }
+    let (i50, i95) = (pct(&mut idx, 0.5), pct(&mut idx, 0.95));
+    let ie50 = pct(&mut idx_embed, 0.5);
+    drop(m);
+
+    // Quality: recall@5 on the shipped set.
+    let set =
+        RetrievalSet::parse(capsaga_memory::eval::RETRIEVAL_SET).map_err(|e| e.to_string())?;
+    let recall = recall_at_5(&set, model.clone())?;
+    let reference = against_f32(model_dir, &model, &queries, &set)?;
+
+    Ok(json!({
+        "model_load_ms": load_ms,
+        "embed_query_ms": {"p50": emb50, "p95": emb95, "goal_p50": 10.0},
+        "forward_pass_ms": {"p50": fwd50},
+        "embed_over_forward": emb50 / fwd50.max(1e-9),
+        "fill": {"episodes": EPISODES, "facts": FACTS, "episodes_s": episodes_s, "facts_s": facts_s, "reopen_ms": reopen_ms},
+        "bundle_ms": {"p50": b50, "p95": b95},
+        "retrieval_without_embedding_ms": {"p50": n50, "p95": n95, "goal_p95": 20.0},
+        "bundle_over_retrieval": b50 / n50.max(1e-9),
+        "index_trace_ms": {"p50": i50, "p95": i95, "goal": 5.0, "with_vector_p50": ie50},
+        "rss_mb": {"start": mb(rss0), "model": mb(rss_model), "with_index": mb(rss_index)},
+        "recall_at_5": {"value": recall, "questions": set.questions.len(), "goal": 0.95},
+        "precision": format!("{:?}", model.precision()).to_lowercase(),
+        "f32_reference": reference,
+    }))
+}
+
+/// recall@5 of the evidence session on `set`, indexed with `model` into a
+/// fresh memory in a temporary directory.
+fn recall_at_5(set: &RetrievalSet, model: Arc<MiniLm>) -> Result<f64, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).map_err(|e| e.to_string())?;
+    let m = Memory::open(MemoryConfig::new(dir.path().join("episodes.db"), ws), model)
+        .map_err(|e| e.to_string())?;
+    set.index(&m, "default").map_err(|e| e.to_string())?;
+    let (recall, _) = set.recall_at(&m, "default", 5).map_err(|e| e.to_string())?;
+    Ok(recall)
+}
+
+/// The same model with its stored f32 weights, against `model` (loaded as
+/// configured by default): embedding times interleaved, the least cosine
+/// between the two vectors of each query (the bench's and every question of
+/// `set`), and recall@5 on `set`.
+fn against_f32(
+    model_dir: &Path,
+    model: &Arc<MiniLm>,
+    queries: &[&str],
+    set: &RetrievalSet,
+) -> Result<serde_json::Value, String> {
+    let exact = Arc::new(MiniLm::load_with(model_dir, Precision::F32).map_err(|e| e.to_string())?);
+    let mut least = 1.0f32;
+    let texts = queries
+        .iter()
+        .copied()
+        .chain(set.questions.iter().map(|x| x.question.as_str()));
+    for q in texts {
+        let a = model.embed_one(q).map_err(|e| e.to_string())?;
+        let b = exact.embed_one(q).map_err(|e| e.to_string())?;
+        least = least.min(capsaga_memory::score::cosine(&a, &b));
+    }
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for i in 0..200 {
+        let q = queries[i % queries.len()];
+        let t = Instant::now();
+        exact.embed_one(q).map_err(|e| e.to_string())?;
+        theirs.push(ms(t));
+        let t = Instant::now();
+        model.embed_one(q).map_err(|e| e.to_string())?;
+        ours.push(ms(t));
+    }
+    let (o50, e50) = (pct(&mut ours, 0.5), pct(&mut theirs, 0.5));
+    let recall = recall_at_5(set, exact)?;
+    Ok(json!({
+        "embed_query_ms_p50": e50,
+        "default_embed_query_ms_p50": o50,
+        "default_over_f32": o50 / e50.max(1e-9),
+        "least_cosine": least,
+        "recall_at_5": recall,
+    }))
+}
+
+fn print(r: &serde_json::Value) {
+    let f = |p: &str| r.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+    outln!(
+        "memory benchmark (all-MiniLM-L6-v2 on the CPU, {} dense weights; SQLite FTS5)",
+        r.pointer("/precision")
+            .and_then(|v| v.as_str())
+            .unwrap_or("?")
+    );
+    outln!(
+        "  model load                     {:>8.1} ms",
+        f("/model_load_ms")
+    );
+    outln!(
+        "  embed one query                p50 {:.2} ms  p95 {:.2} ms   (goal p50 <= 10 ms)",
+        f("/embed_query_ms/p50"),
+        f("/embed_query_ms/p95")
+    );
+    outln!(
+        "  raw forward pass               p50 {:.2} ms   embed / forward = {:.2}x",
+        f("/forward_pass_ms/p50"),
+        f("/embed_over_forward")
+    );
+    outln!(
+        "  fill: {} episodes in {:.1} s, {} facts in {:.1} s, reopen {:.0} ms",
+        EPISODES,
+        f("/fill/episodes_s"),
+        FACTS,
+        f("/fill/facts_s"),
+        f("/fill/reopen_ms")
+    );
+    outln!(
+        "  retrieval, no embedding        p50 {:.2} ms  p95 {:.2} ms   (goal p95 <= 20 ms)",
+        f("/retrieval_without_embedding_ms/p50"),
+        f("/retrieval_without_embedding_ms/p95")
+    );
+    outln!(
+        "  turn bundle (with embedding)   p50 {:.2} ms  p95 {:.2} ms   bundle / retrieval = {:.2}x",
+        f("/bundle_ms/p50"),
+        f("/bundle_ms/p95"),
+        f("/bundle_over_retrieval")
+    );
+    outln!(
+        "  index a trace                  p50 {:.2} ms  p95 {:.2} ms   (goal <= 5 ms); with its vector p50 {:.2} ms",
+        f("/index_trace_ms/p50"),
+        f("/index_trace_ms/p95"),
+        f("/index_trace_ms/with_vector_p50")
+    );
+    outln!(
+        "  RSS                            start {:.0} MB, model loaded {:.0} MB, 100k/10k memory open {:.0} MB",
+        f("/rss_mb/start"),
+        f("/rss_mb/model"),
+        f("/rss_mb/with_index")
+    );
+    outln!(
+        "  recall@5 (evidence session)    {:.3} over {} questions   (goal >= 0.95)",
+        f("/recall_at_5/value"),
+        r.pointer("/recall_at_5/questions")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+    );
+    outln!(
+        "  f32 weights, same run          embed p50 {:.2} ms; default / f32 = {:.2}x; least cosine {:.4}; recall@5 {:.3}",
+        f("/f32_reference/embed_query_ms_p50"),
+        f("/f32_reference/default_over_f32"),
+        f("/f32_reference/least_cosine"),
+        f("/f32_reference/recall_at_5")
+    );
+}

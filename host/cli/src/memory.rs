@@ -1,0 +1,378 @@
+//! `capsaga memory search|episodes|facts|proposals|reflect|approve|discard|
+//! forget`: the operator's view of the agent's memory (seed 004). These
+//! commands need only the policy and the memory (no engine); `reflect`
+//! also a model (the scripted provider with `--script`, else the configured
+//! providers). Decisions are logged in the memory's log with the operator
+//! as the principal.
+
+use super::render::{Out, clip};
+use super::{Failure, exit};
+use capsaga_agent::budget::Budget;
+use capsaga_agent::meter::Meter;
+use capsaga_agent::select::{Selection, process_env, select};
+use capsaga_door::config::Config;
+use capsaga_door::memory::{self, HostMemory};
+use capsaga_memory::{EpisodeQuery, MemoryError};
+use clap::Subcommand;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Who the CLI records as the principal of a decision: the local operator,
+/// `cli:<user> (operator)`, as `capsaga approve` records it.
+fn operator() -> String {
+    capsaga_door::dispatch::decider("cli").to_string()
+}
+
+/// `capsaga memory ...`
+#[derive(Debug, Subcommand)]
+pub enum MemoryCmd {
+    /// Search facts and episodes for a query (as `memory_fetch` does).
+    Search {
+        /// The query (plain words; never FTS syntax).
+        query: String,
+        /// Namespace (default: `[memory] namespace`).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Only this sender's episodes.
+        #[arg(long)]
+        sender: Option<String>,
+        /// Most results of each kind.
+        #[arg(long, default_value_t = 5)]
+        limit: usize,
+    },
+    /// List episodes, newest first.
+    Episodes {
+        /// Only this sender's.
+        #[arg(long)]
+        sender: Option<String>,
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Also archived ones.
+        #[arg(long)]
+        all: bool,
+    },
+    /// List facts.
+    Facts {
+        /// Only this namespace.
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+    /// List fact proposals waiting for the operator (all with --all).
+    Proposals {
+        /// Also decided and withdrawn ones.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Reflect: group important unreflected episodes and have the model
+    /// propose one fact per group (queued for `approve`); also archives old
+    /// unimportant episodes (retention).
+    Reflect {
+        /// The script of model turns (JSON): use the scripted provider.
+        #[arg(long)]
+        script: Option<PathBuf>,
+        /// Smallest group that becomes a proposal.
+        #[arg(long, default_value_t = 2)]
+        min_size: usize,
+    },
+    /// Approve proposals: each becomes a fact (indexed, appended to
+    /// MEMORY.md under today's heading).
+    Approve {
+        /// Proposal ids.
+        ids: Vec<String>,
+        /// Every pending proposal.
+        #[arg(long, conflicts_with = "ids")]
+        all: bool,
+    },
+    /// Discard proposals.
+    Discard {
+        /// Proposal ids.
+        ids: Vec<String>,
+        /// Every pending proposal.
+        #[arg(long, conflicts_with = "ids")]
+        all: bool,
+    },
+    /// Remove a fact (`f-...`) or an episode (`e-...`) everywhere: database,
+    /// index, embeddings, MEMORY.md; logged.
+    Forget {
+        /// The id.
+        id: String,
+    },
+}
+
+fn failure(e: MemoryError) -> Failure {
+    let code = match &e {
+        MemoryError::Database { .. } | MemoryError::Dimension { .. } | MemoryError::Sql(_) => {
+            exit::DATABASE
+        }
+        MemoryError::NotFound { .. } => exit::NOT_FOUND,
+        MemoryError::Invalid(_) => exit::USAGE,
+        _ => exit::CONFIG,
+    };
+    Failure {
+        code,
+        message: e.to_string(),
+    }
+}
+
+/// Open the memory of the policy at `config_path`.
+fn open(config_path: &Path) -> Result<(Config, Arc<HostMemory>), Failure> {
+    let config = Config::load(config_path).map_err(|e| Failure {
+        code: exit::CONFIG,
+        message: e.to_string(),
+    })?;
+    match memory::open(&config).map_err(failure)? {
+        Some(m) => Ok((config, m)),
+        None => Err(Failure {
+            code: exit::CONFIG,
+            message: format!(
+                "{}: memory is off (set `[memory] enabled = true`)",
+                config.path.display()
+            ),
+        }),
+    }
+}
+
+/// Run one `capsaga memory` command.
+///
+/// # Errors
+/// [`Failure`].
+pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result<u8, Failure> {
+    let (config, hm) = open(config_path)?;
+    let m = &hm.memory;
+    let own_ns = m.config().namespace.clone();
+    match cmd {
+        MemoryCmd::Search {
+            query,
+            namespace,
+            sender,
+            limit,
+        } => {
+            let ns = namespace.unwrap_or(own_ns);
+            let facts = m
+                .search_facts(&[&ns], &query, limit, 0.0)
+                .map_err(failure)?;
+            let eps = m
+                .search_episodes(
+                    &ns,
+                    sender.as_deref(),
+                    &query,
+                    0,
+                    limit,
+                    jiff::Timestamp::now(),
+                )
+                .map_err(failure)?;
+            if out.json {
+                out.json(&json!({"facts": facts, "episodes": eps}));
+            } else {
+                for f in &facts {
+                    outln!(
+                        "fact {}  score {:.3}  {}",
+                        f.fact_id,
+                        f.score.unwrap_or(0.0),
+                        clip(&f.text, 120)
+                    );
+                }
+                for e in &eps {
+                    outln!(
+                        "episode {}  {}  {}  {}",
+                        e.episode_id,
+                        e.started_at,
+                        e.sender,
+                        clip(&e.user_message, 100)
+                    );
+                }
+            }
+            Ok(exit::OK)
+        }
+        MemoryCmd::Episodes { sender, limit, all } => {
+            let eps = m
+                .store()
+                .list_episodes(&EpisodeQuery {
+                    namespace: None,
+                    sender,
+                    include_archived: all,
+                    limit,
+                })
+                .map_err(failure)?;
+            if out.json {
+                out.json(&eps);
+            } else {
+                for e in &eps {
+                    outln!(
+                        "{}  {}  {}  {}  importance {:.2}{}{}  {}",
+                        e.episode_id,
+                        e.started_at,
+                        e.sender,
+                        e.outcome,
+                        e.importance,
+                        if e.reflected { "  reflected" } else { "" },
+                        if e.archived { "  archived" } else { "" },
+                        clip(&e.user_message, 80)
+                    );
+                }
+            }
+            Ok(exit::OK)
+        }
+        MemoryCmd::Facts { namespace } => {
+            let facts = m.store().facts(namespace.as_deref()).map_err(failure)?;
+            if out.json {
+                out.json(&facts);
+            } else {
+                for f in &facts {
+                    outln!(
+                        "{}  [{}]  {}  accessed {}  {}",
+                        f.fact_id,
+                        f.namespace,
+                        f.source,
+                        f.access_count,
+                        clip(&f.text, 120)
+                    );
+                }
+            }
+            Ok(exit::OK)
+        }
+        MemoryCmd::Proposals { all } => {
+            let ps = m
+                .store()
+                .proposals(if all { None } else { Some("pending") })
+                .map_err(failure)?;
+            if out.json {
+                out.json(&ps);
+            } else {
+                for p in &ps {
+                    // Untrusted until approved: shown clipped, control
+                    // characters already flattened when it was queued.
+                    outln!(
+                        "{}  {}  [{}]  {}  {}",
+                        p.proposal_id,
+                        p.status,
+                        p.namespace,
+                        p.origin,
+                        clip(&p.text, 160)
+                    );
+                }
+                if ps.is_empty() {
+                    outln!("no proposals");
+                }
+            }
+            Ok(exit::OK)
+        }
+        MemoryCmd::Reflect { script, min_size } => {
+            // The model calls are metered against the state store's
+            // budget ledger like every model call.
+            // The configured store (SQLite or the shared PostgreSQL one):
+            // the day's cap is the one every host shares.
+            let store =
+                capsaga_door::host::open_store(&config, capsaga_store::sqlite::GroupCommit::On)
+                    .await?;
+            let budget = Budget::open(&config, store.clone()).map_err(|e| Failure {
+                code: exit::CONFIG,
+                message: e.to_string(),
+            })?;
+            let meter = Meter::new(&budget);
+            let sel = Selection {
+                script,
+                ..Selection::default()
+            };
+            let sel = capsaga_agent::keys::with_sealed_store(&config, &*store, sel).await?;
+            let selected = select(&config, &process_env(), &sel).map_err(|e| Failure {
+                code: exit::CONFIG,
+                message: e.to_string(),
+            })?;
+            let archived = m.retention(jiff::Timestamp::now()).map_err(failure)?;
+            let r = capsaga_agent::reflect::reflect(
+                &hm,
+                selected.provider.as_ref(),
+                &meter,
+                &own_ns,
+                min_size.max(1),
+            )
+            .await
+            .map_err(|e| Failure {
+                code: exit::NOT_SUCCESS,
+                message: e.to_string(),
+            })?;
+            if out.json {
+                out.json(&json!({"clusters": r.clusters, "proposals": r.proposals, "archived": archived}));
+            } else {
+                outln!(
+                    "{} group(s), {} proposal(s) queued, {} episode(s) archived",
+                    r.clusters,
+                    r.proposals.len(),
+                    archived.len()
+                );
+                for p in &r.proposals {
+                    outln!("  {}  {}", p.proposal_id, clip(&p.text, 160));
+                }
+            }
+            Ok(exit::OK)
+        }
+        MemoryCmd::Approve { ids, all } | MemoryCmd::Discard { ids, all }
+            if ids.is_empty() && !all =>
+        {
+            let _ = ids;
+            Err(Failure {
+                code: exit::USAGE,
+                message: "name proposal ids, or --all".into(),
+            })
+        }
+        MemoryCmd::Approve { ids, all } => {
+            let ids = if all { pending(&hm)? } else { ids };
+            for id in &ids {
+                m.store().proposal(id).map_err(failure)?;
+            }
+            let facts = m.approve(&ids, &operator()).map_err(failure)?;
+            if out.json {
+                out.json(&facts);
+            } else {
+                outln!("{} fact(s) added", facts.len());
+                for f in &facts {
+                    outln!("  {}  {}", f.fact_id, clip(&f.text, 120));
+                }
+            }
+            Ok(exit::OK)
+        }
+        MemoryCmd::Discard { ids, all } => {
+            let ids = if all { pending(&hm)? } else { ids };
+            let n = m.discard(&ids, &operator()).map_err(failure)?;
+            if out.json {
+                out.json(&json!({"discarded": n}));
+            } else {
+                outln!("{n} proposal(s) discarded");
+            }
+            Ok(exit::OK)
+        }
+        MemoryCmd::Forget { id } => {
+            let f = m.forget(&id, &operator()).map_err(failure)?;
+            if out.json {
+                out.json(&f);
+            } else {
+                outln!(
+                    "forgot {} {}{}: {}",
+                    f.what,
+                    f.id,
+                    if f.memory_md_line {
+                        " (and its MEMORY.md line)"
+                    } else {
+                        ""
+                    },
+                    clip(&f.text, 120)
+                );
+            }
+            Ok(exit::OK)
+        }
+    }
+}
+
+fn pending(hm: &HostMemory) -> Result<Vec<String>, Failure> {
+    Ok(hm
+        .memory
+        .store()
+        .proposals(Some("pending"))
+        .map_err(failure)?
+        .into_iter()
+        .map(|p| p.proposal_id)
+        .collect())
+}

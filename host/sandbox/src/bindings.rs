@@ -1,0 +1,27 @@
+//! Host bindings of the `capsaga:tool` package, generated from `wit/`: the
+//! `llm-tool` world, which is the `tool` world (the four exports and the
+//! `log` import) plus the `llm` import (`wit/llm.wit`). A component of the
+//! plain `tool` world links against it unchanged.
+
+// What `bindgen!` generates has no documentation of its own (the WIT's is
+// in `wit/`).
+#![allow(missing_docs)]
+
+wasmtime::component::bindgen!({
+    path: "../../wit",
+    world: "llm-tool",
+    imports: { "capsaga:tool/llm.ask": async },
+    exports: { default: async },
+});
+
+/// The generated world, under the name the sandbox uses.
+pub type Tool = LlmTool;
+/// The pre-instantiated world.
+pub type ToolPre<T> = LlmToolPre<T>;
+
+pub use capsaga::tool::llm::{LlmAnswer as WitLlmAnswer, LlmRequest as WitLlmRequest};
+pub use capsaga::tool::log::Level as LogLevel;
+pub use capsaga::tool::types::{
+    CallContext as WitCallContext, ErrorKind as WitErrorKind, Risk as WitRisk,
+    ToolError as WitToolError, ToolMeta as WitToolMeta, ToolOutput as WitToolOutput,
+};

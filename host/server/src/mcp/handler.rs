@@ -1,0 +1,393 @@
+//! What the session's `ServerHandler` ([`super::server`]) answers with:
+//! tools listed and called (each call a step through the door), resources
+//! read, the session's saga ended.
+
+use super::McpSession;
+use super::elicit::{Elicit, client_name, supports_elicitation};
+use super::stateless;
+use crate::{resources, tools};
+use capsaga_core::error::{ErrorKind, ToolError};
+use capsaga_core::principal::{Principal, Role};
+use capsaga_door::dispatch::{Args, Call};
+use capsaga_door::saga::Saga;
+use capsaga_store::Origin;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+    ProgressNotificationParam,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+pub(super) fn internal(e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(e.to_string(), None)
+}
+
+pub(super) fn to_result(v: Value) -> Result<CallToolResponse, McpError> {
+    let r: CallToolResult = parse(v)?;
+    Ok(r.into())
+}
+
+/// A result of ours as rmcp's type, marked complete (`resultType`, MCP
+/// 2026-07-28 §Results; rmcp strips the mark for a peer of an older
+/// revision).
+pub(super) fn parse<T: serde::de::DeserializeOwned>(mut v: Value) -> Result<T, McpError> {
+    if let Value::Object(m) = &mut v {
+        m.entry("resultType").or_insert_with(|| json!("complete"));
+    }
+    serde_json::from_value(v).map_err(internal)
+}
+
+pub(super) fn no_resource(uri: &str) -> McpError {
+    let uri: String = uri.chars().take(200).collect();
+    McpError::resource_not_found(format!("no resource {uri}"), Some(json!({ "uri": uri })))
+}
+
+impl McpSession {
+    /// The request's principal (from the HTTP layer, when there is one)
+    /// must be the session's: the HTTP layer already answers 404 to
+    /// another principal naming the session; this is the handler's own
+    /// check.
+    pub(super) fn check_caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let from_http = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Principal>());
+        match from_http {
+            Some(p) if p.name != self.state.principal.name => Err(McpError::invalid_request(
+                "this session belongs to another principal",
+                None,
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    async fn session_tool(&self, name: &str) -> Result<CallToolResponse, McpError> {
+        let door = &self.state.shared.door();
+        let taken = {
+            let mut slot = self.state.saga.lock().await;
+            self.forget_if_ended(&mut slot).await;
+            slot.take()
+        };
+        let Some(mut saga) = taken else {
+            return to_result(tools::result(
+                "no saga is open in this session: nothing to do".into(),
+                false,
+                Some(json!({"saga_id": null})),
+            ));
+        };
+        let out = self.end_saga_tool(name, &mut saga, door).await?;
+        if saga.state() == capsaga_core::fsm::State::AwaitingApproval {
+            // A parked saga stays the session's: it waits for its human.
+            *self.state.saga.lock().await = Some(saga);
+        }
+        to_result(out)
+    }
+
+    /// `capsaga_commit` (`name` is [`tools::COMMIT`]) or `capsaga_rollback`
+    /// of `saga`: the tool result as JSON. A commit of a saga parked for an
+    /// approval leaves it parked (the result says so).
+    pub(super) async fn end_saga_tool(
+        &self,
+        name: &str,
+        saga: &mut Saga,
+        door: &capsaga_door::dispatch::Dispatcher,
+    ) -> Result<Value, McpError> {
+        let id = saga.id().to_string();
+        if name == tools::COMMIT {
+            let state = door.finish(saga).await.map_err(internal)?;
+            if state == capsaga_core::fsm::State::AwaitingApproval {
+                let text = format!(
+                    "saga {id} waits for an approval: approve or deny it, call the tool again, or roll back with {}",
+                    tools::ROLLBACK
+                );
+                return Ok(tools::result(
+                    text,
+                    true,
+                    Some(json!({"saga_id": id, "saga_state": state.to_string()})),
+                ));
+            }
+            Ok(tools::result(
+                format!("saga {id} committed ({state})"),
+                false,
+                Some(json!({"saga_id": id, "saga_state": state.to_string()})),
+            ))
+        } else {
+            let report = door.abort(saga).await.map_err(internal)?;
+            let ok = report.all_compensated();
+            Ok(tools::result(
+                format!(
+                    "saga {id} rolled back: {} step(s) compensated, state {}",
+                    report.undone.len(),
+                    report.final_state
+                ),
+                !ok,
+                Some(
+                    json!({"saga_id": id, "saga_state": report.final_state.to_string(),
+                    "undone": serde_json::to_value(&report.undone).unwrap_or(Value::Null)}),
+                ),
+            ))
+        }
+    }
+
+    /// Forget the session's saga when it ended elsewhere (an operator's
+    /// denial over REST or the CLI rolled it back): the next call starts a
+    /// new one.
+    async fn forget_if_ended(&self, slot: &mut Option<Saga>) {
+        let Some(saga) = slot.as_ref() else {
+            return;
+        };
+        let host = self.state.shared.live.host();
+        let store = &host.store;
+        if let Ok(Some(row)) = store.saga(saga.id()).await
+            && row.state != saga.state()
+            && row.state.is_terminal()
+        {
+            *slot = None;
+        }
+    }
+
+    /// The contents of the resource `uri` as `resources/read` returns them,
+    /// or `resource_not_found`: the one lookup of a URI, for `read` and
+    /// `subscribe` alike.
+    pub(super) async fn resource(&self, uri: &str) -> Result<Value, McpError> {
+        let extension = self.state.shared.extension.as_ref();
+        let found = if let Some(x) = extension.filter(|x| x.owns_resource(uri)) {
+            x.read_resource(uri)
+        } else {
+            let host = self.state.shared.live.host();
+            let store = &*host.store;
+            resources::read(store, uri, &self.state.principal)
+                .await
+                .map_err(internal)?
+        };
+        found.ok_or_else(|| no_resource(uri))
+    }
+
+    /// The session's saga is gone from memory mid-call (the call was
+    /// cancelled): settled from its log (`Dispatcher::settle_interrupted_held`).
+    /// A call that logged a step is a call the client aborted: the saga is
+    /// recovered as after a crash (`None`). A call that logged nothing
+    /// leaves the session's saga as it was: re-opened, and given back.
+    async fn settle_cancelled(&self, saga_id: &str, first_seq: u64) -> Option<Saga> {
+        let door = &self.state.shared.door();
+        match door.settle_interrupted_held(saga_id, first_seq).await {
+            Ok(Some(mut saga)) => {
+                door.set_autonomy(&mut saga, self.state.shared.autonomy());
+                Some(saga)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("cancelled call: settling saga {saga_id}: {e}");
+                None
+            }
+        }
+    }
+}
+
+fn progress(
+    token: &rmcp::model::ProgressToken,
+    n: f64,
+    message: &str,
+) -> Option<ProgressNotificationParam> {
+    serde_json::from_value(json!({
+        "progressToken": token,
+        "progress": n,
+        "message": message,
+    }))
+    .ok()
+}
+
+impl McpSession {
+    /// Whether `name` is a tool this session can call (the host's, the
+    /// session tools, the extension's when there is one): a span names only
+    /// those (issue 30: the span's name stays of bounded cardinality).
+    pub(super) fn known_tool(&self, name: &str) -> bool {
+        let shared = &self.state.shared;
+        shared.live.host().registry.get(name).is_some()
+            || name == tools::COMMIT
+            || name == tools::ROLLBACK
+            || shared.extension.as_ref().is_some_and(|x| x.has_tool(name))
+    }
+
+    /// The definition `tools/list` gives of tool `name` (a catalog tool,
+    /// a session tool or the extension's), as JSON; `None` for a
+    /// name it does not list. rmcp checks a 2026-07-28 `tools/call`'s
+    /// `Mcp-Param-*` headers against the properties its input schema
+    /// annotates with `x-mcp-header` (SEP-2243), before any handler.
+    pub(super) fn tool_definition(&self, name: &str) -> Option<Value> {
+        let shared = &self.state.shared;
+        let by_name = |list: Vec<Value>| list.into_iter().find(|t| t["name"] == name);
+        if let Some(t) = shared
+            .door()
+            .catalog(shared.autonomy())
+            .iter()
+            .find(|t| t.meta.name == name)
+        {
+            return Some(tools::definition(t));
+        }
+        by_name(tools::session_tools().into())
+            .or_else(|| shared.extension.as_ref().and_then(|x| by_name(x.tools())))
+    }
+
+    /// `tools/list`.
+    pub(super) async fn tools_list(&self) -> Result<ListToolsResult, McpError> {
+        let shared = &self.state.shared;
+        let mut list: Vec<Value> = shared
+            .door()
+            .catalog(shared.autonomy())
+            .iter()
+            .map(|t| tools::definition(t))
+            .collect();
+        list.extend(tools::session_tools());
+        if let Some(x) = &shared.extension {
+            list.extend(x.tools());
+        }
+        parse(json!({ "tools": list }))
+    }
+
+    /// `tools/call`.
+    pub(super) async fn tools_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.check_caller(&context)?;
+        let name = request.name.to_string();
+        let shared = &self.state.shared;
+        if let Some(x) = shared.extension.as_ref().filter(|x| x.has_tool(&name)) {
+            let call = self.extension_call(&context);
+            return x.call_tool(&name, &request, &call).await;
+        }
+        if stateless::is_stateless(&context)
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
+            && context.meta.get(stateless::SAGA_META).is_none()
+            && super::tasks::is_long(shared, &name)
+        {
+            let args = Value::Object(request.arguments.unwrap_or_default());
+            let who = Principal::new(&self.state.principal.name, Role::Client);
+            let elicits = context
+                .client_capabilities()
+                .is_some_and(|c| c.elicitation.is_some());
+            let created = super::tasks::Tasks::start(shared, &who, &name, args, elicits).await?;
+            return Ok(CallToolResponse::Task(created));
+        }
+        if stateless::is_stateless(&context) {
+            let args = Value::Object(request.arguments.unwrap_or_default());
+            let input = (
+                request.input_responses.as_ref(),
+                request.request_state.as_deref(),
+            );
+            return self.call_stateless(&name, args, input, &context).await;
+        }
+        if name == tools::COMMIT || name == tools::ROLLBACK {
+            return self.session_tool(&name).await;
+        }
+        let door = &shared.door();
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let mut slot = self.state.saga.lock().await;
+        self.forget_if_ended(&mut slot).await;
+        if slot.is_none() {
+            let label = format!("mcp session ({})", client_name(&context.peer));
+            let mut saga = door
+                .start_as(&self.state.principal, Origin::Mcp, &label, None)
+                .await
+                .map_err(internal)?;
+            door.set_autonomy(&mut saga, shared.autonomy());
+            *slot = Some(saga);
+        }
+        let Some(saga) = slot.as_mut() else {
+            return Err(internal("no saga"));
+        };
+        let saga_id = saga.id().to_string();
+        let first_seq = saga.next_seq();
+        let elicit = Elicit {
+            peer: context.peer.clone(),
+            who: Principal::new(&self.state.principal.name, Role::Client),
+            can_ask: shared.elicit_approvals && supports_elicitation(&context.peer),
+        };
+        let call = Call::new(&name, Args::Value(&args)).with_approver(&elicit);
+        let token = context.meta.get_progress_token();
+        let mut n = 0.0;
+        let submitted = {
+            let fut = door.submit(saga, call);
+            tokio::pin!(fut);
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    r = &mut fut => break Some(r),
+                    () = context.ct.cancelled() => break None,
+                    _ = tick.tick(), if token.is_some() => {
+                        if let Some(p) = token.as_ref().and_then(|t| progress(t, n, &format!("{name}: running (saga {saga_id})"))) {
+                            let _ = context.peer.notify_progress(p).await;
+                        }
+                        n += 1.0;
+                    }
+                }
+            }
+        };
+        let Some(submitted) = submitted else {
+            // Cancelled: the call's future (the tool's instance with it) is
+            // dropped; the saga is settled from its log (the session's lock
+            // held meanwhile: no other call of the session runs behind it).
+            *slot = None;
+            let kept = self.settle_cancelled(&saga_id, first_seq).await;
+            let what = if kept.is_some() {
+                "the call had not begun; the session's saga goes on as it was"
+            } else {
+                "saga recovered from its log (whatever it had begun was compensated)"
+            };
+            *slot = kept;
+            drop(slot);
+            let e = ToolError::with_hint(
+                ErrorKind::Timeout,
+                format!("the call was cancelled; {what} (saga {saga_id})"),
+                "The client cancelled this call.",
+            );
+            return to_result(tools::error_result(
+                &e,
+                json!({"saga_id": saga_id, "cancelled": true}),
+            ));
+        };
+        let submitted = submitted.map_err(internal)?;
+        if let Some(p) = token
+            .as_ref()
+            .and_then(|t| progress(t, n + 1.0, &format!("{name}: done")))
+        {
+            let _ = context.peer.notify_progress(p).await;
+        }
+        let ended = matches!(
+            submitted.outcome,
+            capsaga_door::dispatch::Outcome::Failed { .. }
+        ) || matches!(
+            &submitted.outcome,
+            capsaga_door::dispatch::Outcome::AwaitingApproval {
+                denied_by: Some(_),
+                ..
+            }
+        );
+        let out = tools::outcome(&name, &saga_id, &submitted);
+        let uri = resources::saga_uri(&saga_id);
+        let watched = self.state.subscribed.lock().is_ok_and(|s| s.contains(&uri));
+        if watched && let Ok(p) = serde_json::from_value(json!({ "uri": uri })) {
+            let _ = context.peer.notify_resource_updated(p).await;
+        }
+        if ended {
+            // Rolled back (a failed side effect), or denied by the human:
+            // the saga is over; a denied one is rolled back now.
+            if let Some(mut saga) = slot.take()
+                && saga.state() == capsaga_core::fsm::State::AwaitingApproval
+                && let Err(e) = door.abort(&mut saga).await
+            {
+                tracing::warn!("saga {saga_id}: rollback after a denial: {e}");
+            }
+        }
+        to_result(out)
+    }
+}
