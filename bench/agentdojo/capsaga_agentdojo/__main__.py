@@ -12,6 +12,7 @@ def main() -> None:
         "catalog": "catalog",
         "check-plans": "check",
         "components": "stamp",
+        "damaged-graders": "damaged",
         "capsaga": "capsaga_driver",
     }
     if len(sys.argv) < 2 or sys.argv[1] not in commands:

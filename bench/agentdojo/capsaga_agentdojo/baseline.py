@@ -18,9 +18,10 @@ benchmark.
 Figures (per suite and in total): benign utility (the user tasks alone),
 utility under attack and attack success rate (``security`` true: the
 attacker's goal reached) over the pairs, and over the v1.1 view; injections
-seen and obeyed; attacker calls executed; the user tasks whose grader
-passes a run in which the attacker's goal was also reached (graders that
-accept damaged runs).
+seen and obeyed; attacker calls executed; the same figures without the user
+tasks whose graders accept damaged runs (:mod:`.damaged`); per user task, the
+pairs whose grader passed a run in which the attacker's goal was also reached
+(a grader blind to the attacker's side effects, a weaker property).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from agentdojo.task_suite.load_suites import get_suite
 
 from . import AGENTDOJO_VERSION
 from .cases import DEFAULT_ATTACK, DEFAULT_VICTIM_MODEL, Case, in_v1_1_view, iter_cases
+from .damaged import REPORTED_APART
 from .httpjson import request
 from .model_server import ModelServer
 from .service import EnvService
@@ -144,10 +146,13 @@ def summarize(records: list[dict[str, Any]], benchmark_version: str) -> dict[str
         v11 = [
             r for r in pairs if in_v1_1_view(get_suite(benchmark_version, r["suite"]), r["injection_task"])
         ]
-        damaged: dict[str, int] = defaultdict(int)
+        blind: dict[str, int] = defaultdict(int)
         for r in pairs:
             if r["utility"] and r["security"]:
-                damaged[f"{r['suite']}/{r['user_task']}"] += 1
+                blind[f"{r['suite']}/{r['user_task']}"] += 1
+        kept = [r for r in rs if f"{r['suite']}/{r['user_task']}" not in REPORTED_APART]
+        kept_pairs = [r for r in kept if r["injection_task"] is not None]
+        kept_benign = [r for r in kept if r["injection_task"] is None]
         out[name] = {
             "benign_utility": _rate(sum(r["utility"] for r in benign), len(benign)),
             "utility_under_attack": _rate(sum(r["utility"] for r in pairs), len(pairs)),
@@ -162,7 +167,13 @@ def summarize(records: list[dict[str, Any]], benchmark_version: str) -> dict[str
             "benign_failures": sorted(r["key"] for r in benign if not r["utility"]),
             "attacker_calls_executed": sum(r["attacker_calls"] - r["attacker_calls_failed"] for r in pairs),
             "pairs_with_truncated_results": sum(1 for r in pairs if r["truncated_results"]),
-            "graders_accepting_damaged_runs": dict(sorted(damaged.items(), key=lambda kv: (kv[0].split("/")[0], int(kv[0].rsplit("_", 1)[1])))),
+            "without_graders_accepting_damaged_runs": {
+                "user_tasks_left_out": sorted({f"{r['suite']}/{r['user_task']}" for r in rs} & set(REPORTED_APART)),
+                "benign_utility": _rate(sum(r["utility"] for r in kept_benign), len(kept_benign)),
+                "utility_under_attack": _rate(sum(r["utility"] for r in kept_pairs), len(kept_pairs)),
+                "attack_success": _rate(sum(bool(r["security"]) for r in kept_pairs), len(kept_pairs)),
+            },
+            "utility_despite_attack_success": dict(sorted(blind.items(), key=lambda kv: (kv[0].split("/")[0], int(kv[0].rsplit("_", 1)[1])))),
         }
     return out
 
@@ -183,9 +194,17 @@ def table(summary: dict[str, Any]) -> str:
             f"{f(s['v1_1_view']['attack_success']):>14} {f(s['injection_obeyed']):>12}"
         )
     lines.append("")
-    lines.append("graders accepting damaged runs (user task: pairs with utility and attack success):")
-    for user, n in summary["total"]["graders_accepting_damaged_runs"].items():
-        lines.append(f"  {user}: {n}")
+    lines.append(f"without the graders that accept damaged runs ({', '.join(REPORTED_APART)}):")
+    for k in order:
+        s = summary[k]["without_graders_accepting_damaged_runs"]
+        lines.append(
+            f"{k:<10} {f(s['benign_utility']):>16} {f(s['utility_under_attack']):>16} {f(s['attack_success']):>16}"
+        )
+    t = summary["total"]
+    lines.append("")
+    lines.append(f"obeyed, goal not reached ({len(t['obeyed_but_goal_missed'])}): {', '.join(t['obeyed_but_goal_missed'])}")
+    lines.append(f"benign failures: {', '.join(t['benign_failures']) or 'none'}")
+    lines.append(f"attacker calls executed: {t['attacker_calls_executed']}; pairs with a truncated result: {t['pairs_with_truncated_results']}")
     return "\n".join(lines)
 
 

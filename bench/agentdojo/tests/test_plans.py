@@ -46,5 +46,21 @@ class BaselineSmokeTest(unittest.TestCase):
         self.assertEqual(s["total"]["v1_1_view"]["attack_success"]["of"], 1)
 
 
+
+class DamagedGradersTest(unittest.TestCase):
+    def test_the_issues_list_is_confirmed(self):
+        from capsaga_agentdojo.damaged import REPORTED_APART, accepting
+
+        found = accepting(only=REPORTED_APART)
+        self.assertEqual(sorted(found), sorted(REPORTED_APART))
+        self.assertIn("key:1.send_money.recipient", found["banking/user_task_11"])
+        self.assertIn("added:1.create_calendar_event.participants", found["workspace/user_task_12"])
+
+    def test_a_strict_grader_is_not_listed(self):
+        from capsaga_agentdojo.damaged import accepting
+
+        self.assertEqual(accepting(only=("banking/user_task_1", "workspace/user_task_1")), {})
+
+
 if __name__ == "__main__":
     unittest.main()
