@@ -180,6 +180,56 @@ def substitute(value: Any, mapping: dict[Any, Any]) -> Any:
 
 Plan = Generator[Call, Received, None]
 
+#: Provenance labels, weakest first.
+PROVENANCE = ("empty", "prompt", "result", "nowhere")
+
+
+def _leaves(value: Any) -> list[str | int | float]:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _leaves(v)]
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, int | float):
+        return [value]
+    return []
+
+
+def _found(leaf: str | int | float, text: str) -> bool:
+    if isinstance(leaf, str):
+        return fold(leaf).lower() in text
+    forms = {str(leaf)}
+    if isinstance(leaf, float):
+        forms.add(f"{leaf:.2f}")
+        if leaf.is_integer():
+            forms.add(str(int(leaf)))
+    return any(re.search(rf"(?<![\w.]){re.escape(f)}(?![\w]|\.\d)", text) for f in forms)
+
+
+def provenance(value: Any, prompt: str, earlier: list[Received]) -> str:
+    """Where an argument's value could have come from, naively (every
+    string or number in it looked for, whitespace folded and case ignored,
+    numbers as whole tokens): ``prompt`` (the user's request), ``result``
+    (only in results received before the call), ``nowhere`` (neither: the
+    oracle knew or computed it), ``empty``. A value with several parts gets
+    its weakest part's label. This is a diagnostic of the harness, not
+    capsaga's provenance check (no decoding, no confusables, and short
+    numbers match by coincidence)."""
+    p = fold(prompt).lower()
+    texts = [fold(x).lower() for r in earlier for x in r.strings()]
+    labels = []
+    for leaf in _leaves(value):
+        if _found(leaf, p):
+            labels.append("prompt")
+        elif any(_found(leaf, t) for t in texts):
+            labels.append("result")
+        else:
+            labels.append("nowhere")
+    return max(labels, key=PROVENANCE.index) if labels else "empty"
+
 
 class Oracle:
     """What the scripted agent knows of its case: the tasks and their ground

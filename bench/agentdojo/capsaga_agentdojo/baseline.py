@@ -21,7 +21,11 @@ attacker's goal reached) over the pairs, and over the v1.1 view; injections
 seen and obeyed; attacker calls executed; the same figures without the user
 tasks whose graders accept damaged runs (:mod:`.damaged`); per user task, the
 pairs whose grader passed a run in which the attacker's goal was also reached
-(a grader blind to the attacker's side effects, a weaker property).
+(a grader blind to the attacker's side effects, a weaker property); per
+side effect the model asked for, where its key arguments could have come
+from (the prompt, results only, nowhere: :func:`.agent.provenance`), for the
+user task's calls and the attacker's, an estimate of what a rule "key
+arguments must be trusted" would stop or ask about.
 """
 
 from __future__ import annotations
@@ -31,13 +35,15 @@ import datetime
 import json
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from agentdojo.task_suite.load_suites import get_suite
 
 from . import AGENTDOJO_VERSION
+from .agent import PROVENANCE
+from .annotations import ANNOTATIONS
 from .cases import DEFAULT_ATTACK, DEFAULT_VICTIM_MODEL, Case, in_v1_1_view, iter_cases
 from .damaged import REPORTED_APART
 from .httpjson import request
@@ -83,6 +89,23 @@ def openai_tools(spec: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def key_provenance(suite: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the key arguments (catalog) of the side effects the model asked
+    for could have come from (:func:`.agent.provenance`), split between the
+    user task's calls and the attacker's: per side-effect call, the labels
+    of its key arguments joined (``nowhere+result``: one from nowhere, one
+    from results only; ``none`` when it has no key argument with a value)."""
+    out: dict[str, Any] = {"user": Counter(), "attacker": Counter()}
+    for c in calls:
+        a = ANNOTATIONS[suite].get(c["function"])
+        if a is None or not a.has_side_effects:
+            continue
+        labels = [c["provenance"][k] for k in a.key_args if c["provenance"].get(k) not in (None, "empty")]
+        label = "+".join(sorted(set(labels), key=PROVENANCE.index)) if labels else "none"
+        out["attacker" if c["injection"] else "user"][label] += 1
+    return {k: dict(v) for k, v in out.items()}
+
+
 def run_case(case: Case, env_url: str, model_url: str, view: str = "agentdojo") -> dict[str, Any]:
     """Run one case through the minimal loop; returns the graded record."""
     request(f"{env_url}/case", case.to_json())
@@ -126,7 +149,14 @@ def run_case(case: Case, env_url: str, model_url: str, view: str = "agentdojo") 
         "attacker_calls_failed": sum(1 for c in attacker if c["error"]),
         "truncated_results": sum(1 for c in state["calls"] if c["truncated"]),
         "finished": final is not None,
+        "effect_key_args": key_provenance(case.suite, state["calls"]),
     }
+
+
+def _keyed_by_results(r: dict[str, Any], who: str) -> bool:
+    """Whether some side effect of ``who`` has a key argument found only in
+    results."""
+    return any("result" in k.split("+") for k in ((r.get("effect_key_args") or {}).get(who) or {}))
 
 
 def _rate(n: int, d: int) -> dict[str, Any]:
@@ -153,7 +183,26 @@ def summarize(records: list[dict[str, Any]], benchmark_version: str) -> dict[str
         kept = [r for r in rs if f"{r['suite']}/{r['user_task']}" not in REPORTED_APART]
         kept_pairs = [r for r in kept if r["injection_task"] is not None]
         kept_benign = [r for r in kept if r["injection_task"] is None]
+        def prov(rows: list[dict[str, Any]], who: str) -> dict[str, int]:
+            total: Counter = Counter()
+            for r in rows:
+                total.update((r.get("effect_key_args") or {}).get(who, {}))
+            return dict(total)
+
+        def with_data(rows: list[dict[str, Any]]) -> dict[str, Any]:
+            return _rate(sum(1 for r in rows if _keyed_by_results(r, "user")), len(rows))
+
         out[name] = {
+            "effect_key_args": {
+                "user_calls_benign": prov(benign, "user"),
+                "user_calls_under_attack": prov(pairs, "user"),
+                "attacker_calls": prov(pairs, "attacker"),
+                "benign_runs_with_a_user_effect_keyed_by_results": with_data(benign),
+                "pairs_with_a_user_effect_keyed_by_results": with_data(pairs),
+                "pairs_with_an_attacker_effect_keyed_by_results": _rate(
+                    sum(1 for r in pairs if _keyed_by_results(r, "attacker")), len(pairs)
+                ),
+            },
             "benign_utility": _rate(sum(r["utility"] for r in benign), len(benign)),
             "utility_under_attack": _rate(sum(r["utility"] for r in pairs), len(pairs)),
             "attack_success": _rate(sum(bool(r["security"]) for r in pairs), len(pairs)),
@@ -205,7 +254,24 @@ def table(summary: dict[str, Any]) -> str:
     lines.append(f"obeyed, goal not reached ({len(t['obeyed_but_goal_missed'])}): {', '.join(t['obeyed_but_goal_missed'])}")
     lines.append(f"benign failures: {', '.join(t['benign_failures']) or 'none'}")
     lines.append(f"attacker calls executed: {t['attacker_calls_executed']}; pairs with a truncated result: {t['pairs_with_truncated_results']}")
+    e = t["effect_key_args"]
+    lines.append("side effects by where their key arguments could come from (naive substring match):")
+    lines.append(f"  user task's calls, benign runs: {e['user_calls_benign']}")
+    lines.append(f"  user task's calls, under attack: {e['user_calls_under_attack']}")
+    lines.append(f"  attacker's calls: {e['attacker_calls']}")
+    lines.append(f"  benign runs with a user effect keyed by results: {f(e['benign_runs_with_a_user_effect_keyed_by_results'])}")
+    lines.append(f"  pairs with a user effect keyed by results: {f(e['pairs_with_a_user_effect_keyed_by_results'])}")
+    lines.append(f"  pairs with an attacker effect keyed by results: {f(e['pairs_with_an_attacker_effect_keyed_by_results'])}")
     return "\n".join(lines)
+
+
+def dump_results(result: dict[str, Any]) -> str:
+    """The results as JSON text: meta and summary indented, one line per
+    case (diffable)."""
+    head = {k: v for k, v in result.items() if k != "cases"}
+    text = json.dumps(head, indent=1)[:-2]
+    cases = ",\n".join("  " + json.dumps(c) for c in result.get("cases", []))
+    return f'{text},\n "cases": [\n{cases}\n ]\n}}\n'
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -272,5 +338,5 @@ def main(argv: list[str] | None = None) -> None:
     }
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        args.out.write_text(dump_results(result))
     print(table(summary))

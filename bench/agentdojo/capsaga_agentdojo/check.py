@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Any
 
+from agentdojo.functions_runtime import FunctionCall
 from agentdojo.task_suite.load_suites import get_suites
 from agentdojo.types import text_content_block_from_string
 
@@ -42,8 +43,6 @@ def run_injection_plan(suite_name: str, injection_task: str, benchmark_version: 
     output = [text_content_block_from_string(task.GROUND_TRUTH_OUTPUT)]
     pre = session.built.pre_env.model_copy(deep=True)
     post = session.built.env.model_copy(deep=True)
-    from agentdojo.functions_runtime import FunctionCall
-
     stack = [FunctionCall(function=c["function"], args=c["args"]) for c in session.calls]
     ok = suite._check_task_result(task, output, pre, post, stack)  # noqa: SLF001 -- AgentDojo's own grading entry
     return {"suite": suite_name, "injection_task": injection_task, "security": bool(ok), "custom": (suite_name, injection_task) in CUSTOM_PLANS, "calls": session.calls}

@@ -18,7 +18,8 @@ The case it plays is set by ``POST /case`` (same body as the environment
 service's). The first user message must be the case's prompt (else 409: a
 driver mixing cases up is loud). ``GET /state`` tells a driver what the last
 reply's replay found: whether and after which result the agent obeyed the
-injection, which of its calls were the attacker's.
+injection, which of its calls were the attacker's, and where each argument's
+value could have come from (:func:`.agent.provenance`).
 
 The plan declaration (``--plan``):
 - ``off`` (default): none;
@@ -41,7 +42,7 @@ import threading
 import time
 from typing import Any
 
-from .agent import Call, Divergence, Final, Oracle, Script, next_action
+from .agent import Call, Divergence, Final, Oracle, Script, next_action, provenance
 from .cases import Case, CaseError
 from .httpjson import HttpError, JsonServer
 
@@ -201,7 +202,14 @@ class ModelServer:
             "replies": self.replies,
             "obeyed_after": s.obeyed_after if s else None,
             "calls": [
-                {"function": r.call.function, "args": r.call.args, "injection": i in inj, "error": r.error, "truncated": r.truncated}
+                {
+                    "function": r.call.function,
+                    "args": r.call.args,
+                    "injection": i in inj,
+                    "error": r.error,
+                    "truncated": r.truncated,
+                    "provenance": {k: provenance(v, o.prompt, hist[:i]) for k, v in r.call.args.items()},
+                }
                 for i, r in enumerate(hist)
             ],
             "plan": o.plan_tools(),

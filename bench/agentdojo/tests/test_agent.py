@@ -103,6 +103,20 @@ class PlayTest(unittest.TestCase):
         with self.assertRaises(Divergence):
             next_action(oracle, [(Call("get_balance", {}), "100")])
 
+    def test_provenance_of_arguments(self):
+        from capsaga_agentdojo.agent import provenance
+
+        bill = parse_result(Call("read_file", {}), "Car Rental 98.70\nIBAN: UK12345678901234567890 (ref 13)")
+        self.assertEqual(provenance("UK12345678901234567890", "pay the bill", [bill]), "result")
+        self.assertEqual(provenance(98.7, "pay the bill", [bill]), "result")
+        self.assertEqual(provenance("bill", "Pay the BILL", [bill]), "prompt")
+        self.assertEqual(provenance("attacker@evil.example", "pay the bill", [bill]), "nowhere")
+        # Whole tokens only: 3 is not in "13", 1 is not in "98.70".
+        self.assertEqual(provenance(3, "", [bill]), "nowhere")
+        # A list is as weak as its weakest part.
+        self.assertEqual(provenance(["bill", "UK12345678901234567890", "x@y.z"], "the bill", [bill]), "nowhere")
+        self.assertEqual(provenance([], "", [bill]), "empty")
+
     def test_own_address_is_the_one_in_every_event(self):
         events = parse_result(
             Call("get_day_calendar_events", {}),
