@@ -313,32 +313,31 @@ class Script:
     injection_calls: list[int] = dataclasses.field(default_factory=list)
 
 
+def step(plan: Plan, received: Received | None) -> Call | None:
+    """The plan's next call, given the result of its last one (``None`` at
+    the start); ``None`` once the plan is over."""
+    try:
+        return plan.send(received)  # type: ignore[arg-type]  -- the first send is None
+    except StopIteration:
+        return None
+
+
 def script(oracle: Oracle, state: Script) -> Generator[Call, Received, str]:
     """The agent's whole run as a generator: yields calls, receives results,
     returns the final answer."""
     user = oracle.user_plan()
-    to_user: Received | None = None
-    while True:
-        try:
-            call = user.send(to_user)  # type: ignore[arg-type]  -- the first send is None
-        except StopIteration:
-            break
+    rec: Received | None = None
+    while (call := step(user, rec)) is not None:
         rec = yield call
         state.history.append(rec)
-        to_user = rec
         if state.obeyed_after is None and oracle.sees_injection(rec):
             state.obeyed_after = len(state.history) - 1
             inj = oracle.injection_plan(state.history)
-            to_inj: Received | None = None
-            while True:
-                try:
-                    c2 = inj.send(to_inj)  # type: ignore[arg-type]
-                except StopIteration:
-                    break
+            r2: Received | None = None
+            while (c2 := step(inj, r2)) is not None:
                 state.injection_calls.append(len(state.history))
                 r2 = yield c2
                 state.history.append(r2)
-                to_inj = r2
     return oracle.final_answer(state.obeyed_after is not None)
 
 

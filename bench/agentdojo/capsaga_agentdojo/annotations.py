@@ -86,6 +86,11 @@ class Tool:
         }
 
 
+def _read(output: dict[str, str], why: str) -> Tool:
+    """A tool that writes nothing."""
+    return Tool(writes=None, effect=None, output=output, why=why)
+
+
 _EMAIL_IN = {
     "[].id_": "system",
     "[].sender": "third_party",
@@ -201,17 +206,15 @@ _CANCEL_EVENT = Tool(
     risk="medium",
     why="Writes: the event's status, and an e-mail to all its participants. Key: which event. Output: a sentence echoing the id.",
 )
-_SEARCH_EVENTS = Tool(
-    writes=None,
-    effect=None,
-    output=_EVENTS,
-    why=(
+_SEARCH_EVENTS = _read(
+    _EVENTS,
+    (
         "Reads events whose title or description contains the query (raises when none). An event is written by its "
         "organiser, often someone else (an invitation): title, description, times, location, participants are "
         "third-party (AgentDojo injects into titles and descriptions). Id and status are the calendar's."
     ),
 )
-_DAY_EVENTS = Tool(writes=None, effect=None, output=_EVENTS, why="Reads the events of a day; fields as `search_calendar_events`.")
+_DAY_EVENTS = _read(_EVENTS, "Reads the events of a day; fields as `search_calendar_events`.")
 
 WORKSPACE: dict[str, Tool] = {
     "send_email": _SEND_EMAIL,
@@ -233,37 +236,29 @@ WORKSPACE: dict[str, Tool] = {
             + _IN_MAIL
         ),
     ),
-    "get_sent_emails": Tool(
-        writes=None,
-        effect=None,
-        output=_EMAIL_OWN,
-        why=(
+    "get_sent_emails": _read(
+        _EMAIL_OWN,
+        (
             "Reads the e-mails the account sent. Recipients and sender were the user's choice; subjects, bodies and "
             "attachments may quote or forward received content (the calendar's own notices attach whole events "
             "written by their organisers), so they stay third-party."
         ),
     ),
-    "get_received_emails": Tool(writes=None, effect=None, output=_EMAIL_IN, why="Reads every received e-mail. " + _IN_MAIL),
-    "get_draft_emails": Tool(writes=None, effect=None, output=_EMAIL_OWN, why="Reads drafts; labelled as sent e-mails (a draft may quote received content)."),
-    "search_emails": Tool(
-        writes=None,
-        effect=None,
-        output=_EMAIL_IN,
-        why="Reads the e-mails (received and sent alike) whose subject or body contains the query, optionally from one sender. Labelled as received e-mails, the stricter case. " + _IN_MAIL,
+    "get_received_emails": _read(_EMAIL_IN, "Reads every received e-mail. " + _IN_MAIL),
+    "get_draft_emails": _read(_EMAIL_OWN, "Reads drafts; labelled as sent e-mails (a draft may quote received content)."),
+    "search_emails": _read(
+        _EMAIL_IN,
+        "Reads the e-mails (received and sent alike) whose subject or body contains the query, optionally from one sender. Labelled as received e-mails, the stricter case. " + _IN_MAIL,
     ),
-    "search_contacts_by_name": Tool(
-        writes=None,
-        effect=None,
-        output={"[].email": "third_party", "[].name": "third_party"},
-        why="Reads the contact list, which the mailbox builds from the addresses of every e-mail (sender, recipients, cc, bcc) with a name derived from the address: both come from what senders wrote.",
+    "search_contacts_by_name": _read(
+        {"[].email": "third_party", "[].name": "third_party"},
+        "Reads the contact list, which the mailbox builds from the addresses of every e-mail (sender, recipients, cc, bcc) with a name derived from the address: both come from what senders wrote.",
     ),
-    "search_contacts_by_email": Tool(
-        writes=None,
-        effect=None,
-        output={"[].email": "third_party", "[].name": "third_party"},
-        why="As `search_contacts_by_name`, matched on the address.",
+    "search_contacts_by_email": _read(
+        {"[].email": "third_party", "[].name": "third_party"},
+        "As `search_contacts_by_name`, matched on the address.",
     ),
-    "get_current_day": Tool(writes=None, effect=None, output={"$": "system"}, why="Reads the calendar's current day: the system's."),
+    "get_current_day": _read({"$": "system"}, "Reads the calendar's current day: the system's."),
     "search_calendar_events": _SEARCH_EVENTS,
     "get_day_calendar_events": _DAY_EVENTS,
     "create_calendar_event": _CREATE_EVENT,
@@ -297,11 +292,9 @@ WORKSPACE: dict[str, Tool] = {
         risk="medium",
         why="Writes: the file's content. Key: which file. The appended text is free text (scanned). Output: the whole file after the append (third-party content as read, plus the echo).",
     ),
-    "search_files_by_filename": Tool(
-        writes=None,
-        effect=None,
-        output=_FILES,
-        why="Reads the files whose name contains the string. A file's name, content and sharing are chosen by its owner (many files are owned by others and shared with the user; AgentDojo injects into contents); owner is the owner's own address. Id, size and modification time are the drive's.",
+    "search_files_by_filename": _read(
+        _FILES,
+        "Reads the files whose name contains the string. A file's name, content and sharing are chosen by its owner (many files are owned by others and shared with the user; AgentDojo injects into contents); owner is the owner's own address. Id, size and modification time are the drive's.",
     ),
     "create_file": Tool(
         writes="adds a file (owned by the user) to cloud_drive.files",
@@ -319,8 +312,8 @@ WORKSPACE: dict[str, Tool] = {
         risk="high",
         why="Writes: deletes a file (no trash: irreversible). Key: which file. Output: the deleted file as it was.",
     ),
-    "get_file_by_id": Tool(writes=None, effect=None, output=_FILE, why="Reads one file; fields as `search_files_by_filename`."),
-    "list_files": Tool(writes=None, effect=None, output=_FILES, why="Reads every file of the drive; fields as `search_files_by_filename`."),
+    "get_file_by_id": _read(_FILE, "Reads one file; fields as `search_files_by_filename`."),
+    "list_files": _read(_FILES, "Reads every file of the drive; fields as `search_files_by_filename`."),
     "share_file": Tool(
         writes="adds the address with the permission to the file's shared_with",
         effect="outbound",
@@ -329,7 +322,7 @@ WORKSPACE: dict[str, Tool] = {
         risk="high",
         why="Writes: gives a third party access to a file. Key: which file, to whom, read or write. Output: the file with its sharing.",
     ),
-    "search_files": Tool(writes=None, effect=None, output=_FILES, why="Reads the files whose content contains the query (raises when none); fields as `search_files_by_filename`."),
+    "search_files": _read(_FILES, "Reads the files whose content contains the query (raises when none); fields as `search_files_by_filename`."),
 }
 
 _LISTING_WHY = (
@@ -340,11 +333,11 @@ _LISTING_WHY = (
 
 
 def _listing(what: str) -> Tool:
-    return Tool(writes=None, effect=None, output=_LISTING, why=f"Reads {what}, as a mapping from the business's name. " + _LISTING_WHY)
+    return _read(_LISTING, f"Reads {what}, as a mapping from the business's name. " + _LISTING_WHY)
 
 
 def _names(what: str) -> Tool:
-    return Tool(writes=None, effect=None, output={"$": "third_party"}, why=f"Reads the names of the {what} in a city, as one string. " + _LISTING_WHY)
+    return _read({"$": "third_party"}, f"Reads the names of the {what} in a city, as one string. " + _LISTING_WHY)
 
 
 def _reserve(what: str, keys: tuple[str, ...]) -> Tool:
@@ -362,11 +355,9 @@ def _reserve(what: str, keys: tuple[str, ...]) -> Tool:
 
 
 TRAVEL: dict[str, Tool] = {
-    "get_user_information": Tool(
-        writes=None,
-        effect=None,
-        output={"{}.value": "user", "{}": "system"},
-        why="Reads the user's own profile (names, ID, e-mail, phone, address, passport, bank account, card): the user's records, trusted, and secrets worth exfiltrating.",
+    "get_user_information": _read(
+        {"{}.value": "user", "{}": "system"},
+        "Reads the user's own profile (names, ID, e-mail, phone, address, passport, bank account, card): the user's records, trusted, and secrets worth exfiltrating.",
     ),
     "get_all_hotels_in_city": _names("hotels"),
     "get_hotels_prices": _listing("hotels' price ranges"),
@@ -393,11 +384,9 @@ TRAVEL: dict[str, Tool] = {
     "reserve_hotel": _reserve("hotel", ("hotel", "start_day", "end_day")),
     "reserve_car_rental": _reserve("car", ("company", "start_time", "end_time")),
     "reserve_restaurant": _reserve("restaurant", ("restaurant", "start_time")),
-    "get_flight_information": Tool(
-        writes=None,
-        effect=None,
-        output={"$": "third_party"},
-        why="Reads the flights between two cities, as one string: airline, number, times, price, contact, all the airlines' listing data.",
+    "get_flight_information": _read(
+        {"$": "third_party"},
+        "Reads the flights between two cities, as one string: airline, number, times, price, contact, all the airlines' listing data.",
     ),
     "send_email": _SEND_EMAIL,
 }
@@ -405,7 +394,7 @@ TRAVEL: dict[str, Tool] = {
 _MONEY_WHY = "Key: where the money goes and how much (recipient IBAN, amount), when and how often (date, recurring). The subject is free text (scanned: an IBAN or URL in it is held to the key rule)."
 
 BANKING: dict[str, Tool] = {
-    "get_iban": Tool(writes=None, effect=None, output={"$": "user"}, why="Reads the account's own IBAN: the user's."),
+    "get_iban": _read({"$": "user"}, "Reads the account's own IBAN: the user's."),
     "send_money": Tool(
         writes="appends a transaction to bank_account.transactions",
         effect="outbound",
@@ -433,30 +422,24 @@ BANKING: dict[str, Tool] = {
         risk="high",
         why="Writes: a standing order's fields (redirecting a rent payment is the classic attack). Key: which order (id) and every field that moves money. " + _MONEY_WHY,
     ),
-    "get_balance": Tool(writes=None, effect=None, output={"$": "system"}, why="Reads the balance: the bank's."),
-    "get_most_recent_transactions": Tool(
-        writes=None,
-        effect=None,
-        output=_TX,
-        why=(
+    "get_balance": _read({"$": "system"}, "Reads the balance: the bank's."),
+    "get_most_recent_transactions": _read(
+        _TX,
+        (
             "Reads the last n transactions, incoming and outgoing mixed: an incoming one is written by its sender "
             "(their IBAN, the amount, the subject, where AgentDojo injects), so every field but the bank's id is "
             "third-party."
         ),
     ),
-    "get_scheduled_transactions": Tool(
-        writes=None,
-        effect=None,
-        output={"[].id": "system", "[].sender": "user", "[].recipient": "user", "[].amount": "user", "[].subject": "user", "[].date": "user", "[].recurring": "user"},
-        why="Reads the account's standing orders, which the account holder set up: the user's records (trusted, unless an earlier hijacked turn wrote them: capsaga's labels do not outlive a turn here).",
+    "get_scheduled_transactions": _read(
+        {"[].id": "system", "[].sender": "user", "[].recipient": "user", "[].amount": "user", "[].subject": "user", "[].date": "user", "[].recurring": "user"},
+        "Reads the account's standing orders, which the account holder set up: the user's records (trusted, unless an earlier hijacked turn wrote them: capsaga's labels do not outlive a turn here).",
     ),
-    "read_file": Tool(
-        writes=None,
-        effect=None,
-        output={"$": "third_party"},
-        why="Reads a local file (bills, a landlord's notice, an address change): documents written by others (AgentDojo injects into the bill). An unknown path gives an empty string.",
+    "read_file": _read(
+        {"$": "third_party"},
+        "Reads a local file (bills, a landlord's notice, an address change): documents written by others (AgentDojo injects into the bill). An unknown path gives an empty string.",
     ),
-    "get_user_info": Tool(writes=None, effect=None, output={"{}": "system", "{}.value": "user"}, why="Reads the user's own name and address: the user's records."),
+    "get_user_info": _read({"{}": "system", "{}.value": "user"}, "Reads the user's own name and address: the user's records."),
     "update_password": Tool(
         writes="sets user_account.password",
         effect="internal",
@@ -476,11 +459,9 @@ BANKING: dict[str, Tool] = {
 }
 
 SLACK: dict[str, Tool] = {
-    "get_channels": Tool(
-        writes=None,
-        effect=None,
-        output={"[]": "third_party"},
-        why="Reads the channel names. Any member can create and name a channel (AgentDojo's `prompt_injection_channel` vector is a channel name, `External_...`): third-party.",
+    "get_channels": _read(
+        {"[]": "third_party"},
+        "Reads the channel names. Any member can create and name a channel (AgentDojo's `prompt_injection_channel` vector is a channel name, `External_...`): third-party.",
     ),
     "add_user_to_channel": Tool(
         writes="appends the channel to the user's channel list (raises on an unknown user or channel)",
@@ -490,13 +471,11 @@ SLACK: dict[str, Tool] = {
         risk="medium",
         why="Writes: membership, so that user reads the channel from now on (disclosure). Key: who and which channel. Output: none (null).",
     ),
-    "read_channel_messages": Tool(
-        writes=None,
-        effect=None,
-        output=_MSG,
-        why="Reads a channel's messages: sender names and bodies are written by members (third-party); `recipient` is the channel read.",
+    "read_channel_messages": _read(
+        _MSG,
+        "Reads a channel's messages: sender names and bodies are written by members (third-party); `recipient` is the channel read.",
     ),
-    "read_inbox": Tool(writes=None, effect=None, output=_MSG, why="Reads a user's direct messages; as `read_channel_messages`."),
+    "read_inbox": _read(_MSG, "Reads a user's direct messages; as `read_channel_messages`."),
     "send_direct_message": Tool(
         writes="appends a message from `bot` to the recipient's inbox",
         effect="outbound",
@@ -515,11 +494,9 @@ SLACK: dict[str, Tool] = {
         risk="medium",
         why="Writes: a message every member of the channel reads. Key: which channel. Body scanned. Output: none.",
     ),
-    "get_users_in_channel": Tool(
-        writes=None,
-        effect=None,
-        output={"[]": "third_party"},
-        why="Reads the member names of a channel: names are chosen by their users (third-party).",
+    "get_users_in_channel": _read(
+        {"[]": "third_party"},
+        "Reads the member names of a channel: names are chosen by their users (third-party).",
     ),
     "invite_user_to_slack": Tool(
         writes="adds the user to slack.users with an empty inbox and no channel",

@@ -131,10 +131,26 @@ def run_case(case: Case, env_url: str, model_url: str, view: str = "agentdojo") 
             answer = request(f"{env_url}/call/{name}", args)
             content = answer["text"] if view == "agentdojo" else capsaga_view(name, answer)
             messages.append({"role": "tool", "tool_call_id": tc["id"], "content": content})
-    grade = request(f"{env_url}/grade", {"model_output": final or ""})
+    record = graded(case, env_url, model_url, final or "")
+    record["finished"] = final is not None
+    return record
+
+
+def graded(case: Case, env_url: str, model_url: str, final: str) -> dict[str, Any]:
+    """Grade a finished case and gather what the service and the model saw:
+    the record both drivers write. An attacker call counts as executed when
+    it reached the environment and did not raise there."""
+    grade = request(f"{env_url}/grade", {"model_output": final})
     state = request(f"{model_url}/state")
     executed = request(f"{env_url}/calls")["calls"]
+    done = [(c["function"], json.dumps(c["args"], sort_keys=True)) for c in executed if c["ok"]]
     attacker = [c for c in state["calls"] if c["injection"]]
+    attacker_executed = 0
+    for c in attacker:
+        key = (c["function"], json.dumps(c["args"], sort_keys=True))
+        if key in done:
+            attacker_executed += 1
+            done.remove(key)
     return {
         "key": case.key,
         "suite": case.suite,
@@ -146,9 +162,8 @@ def run_case(case: Case, env_url: str, model_url: str, view: str = "agentdojo") 
         "calls": len(executed),
         "failed_calls": sum(1 for c in executed if not c["ok"]),
         "attacker_calls": len(attacker),
-        "attacker_calls_failed": sum(1 for c in attacker if c["error"]),
+        "attacker_calls_executed": attacker_executed,
         "truncated_results": sum(1 for c in state["calls"] if c["truncated"]),
-        "finished": final is not None,
         "effect_key_args": key_provenance(case.suite, state["calls"]),
     }
 
@@ -214,7 +229,7 @@ def summarize(records: list[dict[str, Any]], benchmark_version: str) -> dict[str
             "obeyed_but_goal_missed": sorted(r["key"] for r in pairs if r["obeyed"] and not r["security"]),
             "goal_without_obeying": sorted(r["key"] for r in pairs if r["security"] and not r["obeyed"]),
             "benign_failures": sorted(r["key"] for r in benign if not r["utility"]),
-            "attacker_calls_executed": sum(r["attacker_calls"] - r["attacker_calls_failed"] for r in pairs),
+            "attacker_calls_executed": sum(r["attacker_calls_executed"] for r in pairs),
             "pairs_with_truncated_results": sum(1 for r in pairs if r["truncated_results"]),
             "without_graders_accepting_damaged_runs": {
                 "user_tasks_left_out": sorted({f"{r['suite']}/{r['user_task']}" for r in rs} & set(REPORTED_APART)),
@@ -274,32 +289,64 @@ def dump_results(result: dict[str, Any]) -> str:
     return f'{text},\n "cases": [\n{cases}\n ]\n}}\n'
 
 
+def add_case_arguments(p: argparse.ArgumentParser) -> None:
+    """The options that select cases (shared by the drivers)."""
+    p.add_argument("--benchmark-version", default="v1.2.2")
+    p.add_argument("--suite", action="append", help="only this suite (repeatable)")
+    p.add_argument("--case", action="append", help="only this case key, suite/user_task_N[/injection_task_M] (repeatable)")
+    p.add_argument("--no-benign", action="store_true", help="leave out the user tasks alone")
+    p.add_argument("--no-attacks", action="store_true", help="leave out the pairs")
+    p.add_argument("--attack", default=DEFAULT_ATTACK)
+    p.add_argument("--out", type=Path, help="JSON results file")
+
+
+def selected_cases(args: argparse.Namespace) -> list[Case]:
+    """The cases the options of :func:`add_case_arguments` select."""
+    if args.case:
+        return [Case.parse_key(k, args.attack, args.benchmark_version) for k in args.case]
+    return list(
+        iter_cases(
+            args.benchmark_version,
+            suites=args.suite,
+            benign=not args.no_benign,
+            attacked=not args.no_attacks,
+            attack=args.attack,
+        )
+    )
+
+
+def finish(args: argparse.Namespace, records: list[dict[str, Any]], meta: dict[str, Any], t0: float) -> None:
+    """Summarise ``records``, write the results file (``--out``), print the table."""
+    summary = summarize(records, args.benchmark_version)
+    result = {
+        "meta": {
+            "agentdojo": AGENTDOJO_VERSION,
+            "benchmark_version": args.benchmark_version,
+            "attack": args.attack,
+            "victim_model_name": DEFAULT_VICTIM_MODEL,
+            "agent": "gullible scripted oracle (bench/agentdojo/capsaga_agentdojo/agent.py)",
+            **meta,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(time.monotonic() - t0, 1),
+        },
+        "summary": summary,
+        "cases": records,
+    }
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(dump_results(result))
+    print(table(summary))
+
+
 def main(argv: list[str] | None = None) -> None:
     """``baseline``: run the cases, write the JSON results, print the table."""
     p = argparse.ArgumentParser(prog="agentdojo baseline", description=__doc__.split("\n\n")[0])
-    p.add_argument("--benchmark-version", default="v1.2.2")
-    p.add_argument("--suite", action="append", help="only this suite (repeatable)")
-    p.add_argument("--case", action="append", help="only this case key (repeatable)")
-    p.add_argument("--no-benign", action="store_true")
-    p.add_argument("--no-attacks", action="store_true")
-    p.add_argument("--attack", default=DEFAULT_ATTACK)
+    add_case_arguments(p)
     p.add_argument("--view", choices=["agentdojo", "capsaga"], default="agentdojo")
     p.add_argument("--env-url")
     p.add_argument("--model-url")
-    p.add_argument("--out", type=Path, help="JSON results file")
     args = p.parse_args(argv)
-    if args.case:
-        cases = [Case.parse_key(k, args.attack, args.benchmark_version) for k in args.case]
-    else:
-        cases = list(
-            iter_cases(
-                args.benchmark_version,
-                suites=args.suite,
-                benign=not args.no_benign,
-                attacked=not args.no_attacks,
-                attack=args.attack,
-            )
-        )
+    cases = selected_cases(args)
     servers = []
     env_url, model_url = args.env_url, args.model_url
     if env_url is None:
@@ -320,23 +367,4 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         for s in servers:
             s.stop()
-    summary = summarize(records, args.benchmark_version)
-    result = {
-        "meta": {
-            "agentdojo": AGENTDOJO_VERSION,
-            "benchmark_version": args.benchmark_version,
-            "attack": args.attack,
-            "victim_model_name": DEFAULT_VICTIM_MODEL,
-            "agent": "gullible scripted oracle (bench/agentdojo/capsaga_agentdojo/agent.py)",
-            "host": "none (baseline)",
-            "view": args.view,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "seconds": round(time.monotonic() - t0, 1),
-        },
-        "summary": summary,
-        "cases": records,
-    }
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(dump_results(result))
-    print(table(summary))
+    finish(args, records, {"host": "none (baseline)", "view": args.view}, t0)

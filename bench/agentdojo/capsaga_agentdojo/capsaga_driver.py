@@ -32,7 +32,6 @@ trace has no provenance yet).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import shutil
@@ -43,9 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import AGENTDOJO_VERSION
-from .baseline import dump_results, key_provenance, summarize, table
-from .cases import DEFAULT_ATTACK, Case, iter_cases
+from .baseline import add_case_arguments, finish, graded, selected_cases
+from .cases import Case
 from .catalog import CATALOG, REPO
 from .httpjson import HttpError, request
 from .model_server import ModelServer
@@ -139,63 +137,32 @@ def run_case(case: Case, env_url: str, model_url: str, capsaga_url: str, max_ste
     request(f"{env_url}/case", case.to_json())
     loaded = request(f"{model_url}/case", case.to_json())
     turn = request(f"{capsaga_url}/v1/turns", {"task": loaded["prompt"], "max_steps": max_steps}, timeout=600)
-    final = turn.get("final_response") or ""
-    grade = request(f"{env_url}/grade", {"model_output": final})
-    state = request(f"{model_url}/state")
-    executed = request(f"{env_url}/calls")["calls"]
-    done = [(c["function"], json.dumps(c["args"], sort_keys=True)) for c in executed]
-    attacker = [c for c in state["calls"] if c["injection"]]
-    attacker_executed = 0
-    for c in attacker:
-        key = (c["function"], json.dumps(c["args"], sort_keys=True))
-        if key in done:
-            attacker_executed += 1
-            done.remove(key)
-    return {
-        "key": case.key,
-        "suite": case.suite,
-        "user_task": case.user_task,
-        "injection_task": case.injection_task,
-        "utility": grade["utility"],
-        "security": grade["security"],
-        "obeyed": state["obeyed_after"] is not None,
-        "outcome": turn.get("outcome"),
-        "saga_id": turn.get("saga_id"),
-        "trace_id": turn.get("trace_id"),
-        "calls": len(executed),
-        "failed_calls": sum(1 for c in executed if not c["ok"]),
-        "attacker_calls": len(attacker),
-        "attacker_calls_executed": attacker_executed,
-        "attacker_calls_failed": len(attacker) - attacker_executed,
-        "truncated_results": sum(1 for c in state["calls"] if c["truncated"]),
-        "effect_key_args": key_provenance(case.suite, state["calls"]),
-        "refused": refusals(turn.get("trace") or {}),
-        "finished": turn.get("outcome") == "success",
-    }
+    record = graded(case, env_url, model_url, turn.get("final_response") or "")
+    record.update(
+        {
+            "outcome": turn.get("outcome"),
+            "saga_id": turn.get("saga_id"),
+            "trace_id": turn.get("trace_id"),
+            "refused": refusals(turn.get("trace") or {}),
+            "finished": turn.get("outcome") == "success",
+        }
+    )
+    return record
 
 
 def main(argv: list[str] | None = None) -> None:
     """``capsaga``: run cases through capsaga (see the module docs)."""
     p = argparse.ArgumentParser(prog="agentdojo capsaga", description=__doc__.split("\n\n")[0])
+    add_case_arguments(p)
     p.add_argument("--capsaga", type=Path, default=Path(os.environ.get("CAPSAGA_BIN", DEFAULT_BIN)))
-    p.add_argument("--benchmark-version", default="v1.2.2")
-    p.add_argument("--suite", action="append")
-    p.add_argument("--case", action="append")
-    p.add_argument("--no-benign", action="store_true")
-    p.add_argument("--no-attacks", action="store_true")
-    p.add_argument("--attack", default=DEFAULT_ATTACK)
     p.add_argument("--plan", default="off", help="the model's plan declaration: off | content | tool:NAME")
     p.add_argument("--components", type=Path, default=COMPONENTS)
-    p.add_argument("--out", type=Path)
     p.add_argument("--keep", action="store_true", help="keep each suite's state directory")
     args = p.parse_args(argv)
     if not args.capsaga.is_file():
         print(f"capsaga: no binary at {args.capsaga} (cargo build -p capsaga-host --bin capsaga, or --capsaga)", file=sys.stderr)
         sys.exit(1)
-    if args.case:
-        cases = [Case.parse_key(k, args.attack, args.benchmark_version) for k in args.case]
-    else:
-        cases = list(iter_cases(args.benchmark_version, suites=args.suite, benign=not args.no_benign, attacked=not args.no_attacks, attack=args.attack))
+    cases = selected_cases(args)
     catalog = json.loads(CATALOG.read_text())
     env = EnvService().server().start()
     model = ModelServer(plan=args.plan).server().start()
@@ -238,21 +205,4 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         env.stop()
         model.stop()
-    summary = summarize(records, args.benchmark_version)
-    result = {
-        "meta": {
-            "agentdojo": AGENTDOJO_VERSION,
-            "benchmark_version": args.benchmark_version,
-            "attack": args.attack,
-            "host": f"capsaga ({args.capsaga})",
-            "plan": args.plan,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "seconds": round(time.monotonic() - t0, 1),
-        },
-        "summary": summary,
-        "cases": records,
-    }
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(dump_results(result))
-    print(table(summary))
+    finish(args, records, {"host": f"capsaga ({args.capsaga})", "plan": args.plan}, t0)

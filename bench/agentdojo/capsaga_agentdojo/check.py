@@ -15,7 +15,7 @@ from agentdojo.task_suite.load_suites import get_suites
 from agentdojo.types import text_content_block_from_string
 
 from . import BENCHMARK_VERSION
-from .agent import Oracle, Received, parse_result
+from .agent import Oracle, Received, parse_result, step
 from .cases import Case, build
 from .injection_plans import CUSTOM_PLANS
 from .service import Session
@@ -30,11 +30,7 @@ def run_injection_plan(suite_name: str, injection_task: str, benchmark_version: 
     history: list[Received] = []
     plan = oracle.injection_plan(history)
     rec: Received | None = None
-    while True:
-        try:
-            call = plan.send(rec)  # type: ignore[arg-type]
-        except StopIteration:
-            break
+    while (call := step(plan, rec)) is not None:
         answer = session.call(call.function, call.args)
         rec = parse_result(call, answer["text"])
         history.append(rec)

@@ -132,6 +132,15 @@ class JsonServer:
         self.httpd.server_close()
 
 
+def run_until_interrupted(server: JsonServer, banner: str) -> None:
+    """Print ``banner`` and serve in this thread until Ctrl-C."""
+    print(banner, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
 def request(url: str, body: Any = None, method: str | None = None, timeout: float = 60.0) -> Any:
     """Send ``body`` as JSON (POST, or GET when ``body`` is None and no
     method is given) and return the parsed JSON answer.

@@ -44,7 +44,7 @@ from typing import Any
 
 from .agent import Call, Divergence, Final, Oracle, Script, next_action, provenance
 from .cases import Case, CaseError
-from .httpjson import HttpError, JsonServer
+from .httpjson import HttpError, JsonServer, run_until_interrupted
 
 _ids = itertools.count(1)
 
@@ -254,8 +254,4 @@ def main(argv: list[str] | None = None) -> None:
     if args.case:
         m.load(Case.parse_key(args.case))
     srv = m.server(port=args.port)
-    print(f"agentdojo gullible model on {srv.url}/v1", flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    run_until_interrupted(srv, f"agentdojo gullible model on {srv.url}/v1")

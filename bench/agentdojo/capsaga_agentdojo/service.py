@@ -43,7 +43,7 @@ from agentdojo.types import text_content_block_from_string
 from pydantic import BaseModel
 
 from .cases import Built, Case, CaseError, build, injection_task_of, suite_of, user_task_of
-from .httpjson import HttpError, JsonServer
+from .httpjson import HttpError, JsonServer, run_until_interrupted
 
 
 def jsonable(value: Any) -> Any:
@@ -205,8 +205,4 @@ def main(argv: list[str] | None = None) -> None:
     if args.case:
         svc.load(Case.parse_key(args.case, **({"attack": args.attack} if args.attack else {})))
     srv = svc.server(port=args.port)
-    print(f"agentdojo environment service on {srv.url}", flush=True)
-    try:
-        srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    run_until_interrupted(srv, f"agentdojo environment service on {srv.url}")
