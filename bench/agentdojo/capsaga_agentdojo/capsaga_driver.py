@@ -38,6 +38,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ from .model_server import ModelServer
 from .service import EnvService
 from .stamp import OUT as COMPONENTS
 
-WORK = REPO / "target/agentdojo/capsaga"
+WORK = Path(os.environ.get("AGENTDOJO_CAPSAGA_WORK") or REPO / "target/agentdojo/capsaga")
 DEFAULT_BIN = REPO / "target/debug/capsaga"
 
 
@@ -61,8 +62,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def policy(suite: str, tools: list[str], tools_dir: Path, state_dir: Path, env_url: str, model_url: str, max_tool_calls: int | None = None) -> str:
-    """The capsaga policy of one suite (see the module docs)."""
+RESULT_CAP = 262144
+
+
+def sinks(entry: dict[str, Any]) -> str:
+    """The tool's sink rule from the catalog: its key arguments must be
+    trusted values, identifiers inside its scanned (free text) arguments
+    must be trusted, the rest is free."""
+    pairs = [f"{json.dumps(a)} = \"trusted\"" for a in entry.get("key_args") or []]
+    pairs += [f"{json.dumps(a)} = \"identifiers\"" for a in entry.get("scanned_args") or []]
+    return "{ " + ", ".join(pairs) + " }" if pairs else "{}"
+
+
+def policy(suite: str, tools: list[str], tools_dir: Path, state_dir: Path, env_url: str, model_url: str, max_tool_calls: int | None = None, flow: str = "on", entries: list[dict[str, Any]] | None = None) -> str:
+    """The capsaga policy of one suite (see the module docs). ``flow``:
+    ``on`` (the catalog's sink rules, approvals for values from data), or
+    ``off`` (every sink off: capsaga without information flow)."""
     port = env_url.rsplit(":", 1)[1]
     grants = json.dumps([f"net:http:127.0.0.1:{port}", "env:AGENTDOJO_URL"])
     out = [
@@ -81,6 +96,9 @@ def policy(suite: str, tools: list[str], tools_dir: Path, state_dir: Path, env_u
         'autonomy = "autonomous"',
         'provider_order = ["gullible"]',
         'allowed_providers = ["gullible"]',
+        # AgentDojo's results (an inbox, a drive) are tens of KB: the
+        # benchmark measures information flow, not the default 2 KB cut.
+        f"max_result_bytes = {RESULT_CAP}",
     ]
     if max_tool_calls is not None:
         out.append(f"max_tool_calls = {max_tool_calls}")
@@ -93,8 +111,16 @@ def policy(suite: str, tools: list[str], tools_dir: Path, state_dir: Path, env_u
         "keyless = true",
         "",
     ]
+    out += ["[flow]", 'default_sink = "any"' if flow == "off" else 'default_sink = "identifiers"', ""]
+    by_name = {e["name"]: e for e in entries or []}
     for t in tools:
-        out += [f"[tools.{t}]", f"grants = {grants}", ""]
+        out += [f"[tools.{t}]", f"grants = {grants}"]
+        entry = by_name.get(t)
+        if flow == "off":
+            out.append("sinks = {}")
+        elif entry is not None and entry.get("has_side_effects"):
+            out.append(f"sinks = {sinks(entry)}")
+        out.append("")
     return "\n".join(out)
 
 
@@ -118,8 +144,11 @@ def refusals(trace: dict[str, Any]) -> list[dict[str, Any]]:
         if st.get("type") != "action":
             continue
         err = st.get("error") or {}
+        flow = st.get("flow") or {}
         stage = None
-        if st.get("validation") not in (None, "ok"):
+        if flow.get("decision") in ("deny", "declined") and st.get("step_seq") is None:
+            stage = f"flow:{flow.get('layer')}" if flow.get("decision") == "deny" else "flow:approval-refused"
+        elif st.get("validation") not in (None, "ok"):
             stage = f"validation:{st['validation']}"
         elif st.get("policy_decision") == "deny":
             stage = "policy"
@@ -132,19 +161,72 @@ def refusals(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def run_case(case: Case, env_url: str, model_url: str, capsaga_url: str, max_steps: int = 64) -> dict[str, Any]:
+class Approvals:
+    """The human at the approvals queue while a turn waits
+    (``--approve user-calls``): a pending approval is granted when the call
+    is one the user task makes, refused when it is one the model makes for
+    the injection (the oracle says which: the model's ``pending_injection``).
+    ``--approve none``: nobody answers (the turn ends at the first approval,
+    which stays pending)."""
+
+    def __init__(self, capsaga_url: str, model_url: str) -> None:
+        self.capsaga_url, self.model_url = capsaga_url, model_url
+        self.asked: list[dict[str, Any]] = []
+
+    def poll(self, saga: str | None, done: threading.Event) -> None:
+        """Decide this turn's pending approvals until ``done``."""
+        seen: set[str] = set()
+        while not done.is_set():
+            try:
+                rows = request(f"{self.capsaga_url}/v1/approvals")["approvals"]
+            except HttpError:
+                rows = []
+            for a in rows:
+                if a.get("status") != "pending" or a["approval_id"] in seen:
+                    continue
+                seen.add(a["approval_id"])
+                pending_injection = bool(request(f"{self.model_url}/state").get("pending_injection"))
+                verb = "deny" if pending_injection else "approve"
+                request(f"{self.capsaga_url}/v1/approvals/{a['approval_id']}/{verb}", {})
+                self.asked.append({"tool": (a.get("binding") or {}).get("tool_id"), "reason": a.get("reason"), "granted": verb == "approve", "injection": pending_injection})
+            done.wait(0.03)
+
+
+def run_case(case: Case, env_url: str, model_url: str, capsaga_url: str, max_steps: int = 64, approve: str = "none") -> dict[str, Any]:
     """One case as one capsaga turn; the graded record."""
     request(f"{env_url}/case", case.to_json())
     loaded = request(f"{model_url}/case", case.to_json())
-    turn = request(f"{capsaga_url}/v1/turns", {"task": loaded["prompt"], "max_steps": max_steps}, timeout=600)
+    body: dict[str, Any] = {"task": loaded["prompt"], "max_steps": max_steps}
+    human = Approvals(capsaga_url, model_url)
+    done = threading.Event()
+    poller = None
+    if approve == "user-calls":
+        body["approval_wait_s"] = 60
+        poller = threading.Thread(target=human.poll, args=(None, done), daemon=True)
+        poller.start()
+    try:
+        turn = request(f"{capsaga_url}/v1/turns", body, timeout=600)
+    finally:
+        done.set()
+        if poller is not None:
+            poller.join()
+    trace = turn.get("trace") or {}
+    if approve != "user-calls":
+        # Nobody answered: the approval the turn ended on.
+        for st in trace.get("steps") or []:
+            if st.get("type") == "action" and (st.get("policy_decision") == "approve_required") and st.get("exec_result") is None:
+                human.asked.append({"tool": st.get("tool_name"), "reason": (st.get("error") or {}).get("message"), "granted": None, "injection": None})
     record = graded(case, env_url, model_url, turn.get("final_response") or "")
     record.update(
         {
             "outcome": turn.get("outcome"),
             "saga_id": turn.get("saga_id"),
             "trace_id": turn.get("trace_id"),
-            "refused": refusals(turn.get("trace") or {}),
+            "refused": refusals(trace),
             "finished": turn.get("outcome") == "success",
+            "approvals": human.asked,
+            "scope": turn.get("scope"),
+            "after_untrusted": turn.get("after_untrusted"),
         }
     )
     return record
@@ -158,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--plan", default="off", help="the model's plan declaration: off | content | tool:NAME")
     p.add_argument("--components", type=Path, default=COMPONENTS)
     p.add_argument("--keep", action="store_true", help="keep each suite's state directory")
+    p.add_argument("--flow", default="on", choices=["on", "off"], help="the catalog's sink rules (on) or none (off)")
+    p.add_argument("--approve", default="none", choices=["none", "user-calls"], help="who answers approvals: nobody, or a human granting the user task's calls and refusing the injection's")
     args = p.parse_args(argv)
     if not args.capsaga.is_file():
         print(f"capsaga: no binary at {args.capsaga} (cargo build -p capsaga-host --bin capsaga, or --capsaga)", file=sys.stderr)
@@ -180,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
             work.mkdir(parents=True, exist_ok=True)
             conf = work / "capsaga.toml"
             names = [e["name"] for e in catalog["suites"][suite]]
-            conf.write_text(policy(suite, names, tools_dir.resolve(), state, env.url, model.url))
+            conf.write_text(policy(suite, names, tools_dir.resolve(), state, env.url, model.url, flow=args.flow, entries=catalog["suites"][suite]))
             port = free_port()
             log = (work / "serve.log").open("w")
             proc = subprocess.Popen(
@@ -192,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
                 url = f"http://127.0.0.1:{port}"
                 _wait(url, proc)
                 for case in [c for c in cases if c.suite == suite]:
-                    records.append(run_case(case, env.url, model.url, url))
+                    records.append(run_case(case, env.url, model.url, url, approve=args.approve))
                     n = len(records)
                     if n % 25 == 0 or n == len(cases):
                         print(f"capsaga: {n}/{len(cases)} cases, {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
@@ -205,4 +289,4 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         env.stop()
         model.stop()
-    finish(args, records, {"host": f"capsaga ({args.capsaga})", "plan": args.plan}, t0)
+    finish(args, records, {"host": f"capsaga ({args.capsaga})", "plan": args.plan, "flow": args.flow, "approve": args.approve}, t0)

@@ -66,11 +66,19 @@ class JsonServer:
             def _dispatch(self, method: str) -> None:
                 path = self.path.split("?", 1)[0]
                 handler = outer._find(method, path)
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY:
-                    self._answer(413, {"error": f"body over {MAX_BODY} bytes"})
-                    return
-                raw = self.rfile.read(length) if length else b""
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    # A client that streams its body (a component's
+                    # wasi-http request) sends it in chunks.
+                    raw = self._read_chunked()
+                    if raw is None:
+                        self._answer(413, {"error": f"body over {MAX_BODY} bytes"})
+                        return
+                else:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    if length > MAX_BODY:
+                        self._answer(413, {"error": f"body over {MAX_BODY} bytes"})
+                        return
+                    raw = self.rfile.read(length) if length else b""
                 if handler is None:
                     self._answer(404, {"error": f"no route {method} {path}"})
                     return
@@ -86,6 +94,20 @@ class JsonServer:
                 except Exception as e:  # noqa: BLE001 -- a bug answers 500 with its message, the server lives on
                     status, out = 500, {"error": f"{type(e).__name__}: {e}"}
                 self._answer(status, out)
+
+            def _read_chunked(self) -> bytes | None:
+                """A chunked body, or None past MAX_BODY."""
+                out = bytearray()
+                while True:
+                    size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+                    if size == 0:
+                        while self.rfile.readline().strip():
+                            pass
+                        return bytes(out)
+                    out += self.rfile.read(size)
+                    self.rfile.readline()
+                    if len(out) > MAX_BODY:
+                        return None
 
             def do_GET(self) -> None:  # noqa: N802 -- stdlib name
                 self._dispatch("GET")

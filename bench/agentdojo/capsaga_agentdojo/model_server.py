@@ -213,6 +213,9 @@ class ModelServer:
                 for i, r in enumerate(hist)
             ],
             "plan": o.plan_tools(),
+            # Whether the call of the last reply (not answered yet) is one
+            # the model makes for the injection task.
+            "pending_injection": len(hist) in inj,
         }
 
     def server(self, host: str = "127.0.0.1", port: int = 0) -> JsonServer:

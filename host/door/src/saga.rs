@@ -11,6 +11,7 @@
 
 use crate::store::StepStatus;
 use capsaga_core::error::ToolError;
+use capsaga_core::flow::{FlowState, Surface};
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
 use serde::Serialize;
@@ -36,6 +37,11 @@ pub struct Saga {
     /// The autonomy level the policy decides at (default: the operator's;
     /// a request lowers it, never raises it).
     pub(crate) autonomy: Autonomy,
+    /// Information flow (issue 47): what entered the saga, with labels,
+    /// and the plan's tool scope (`crate::dispatch::flow`).
+    pub(crate) flow: FlowState,
+    /// What the flow stage said about the last call submitted.
+    pub(crate) flow_note: Option<crate::dispatch::FlowNote>,
 }
 
 impl Saga {
@@ -48,7 +54,21 @@ impl Saga {
             pending_success: false,
             side_effects: 0,
             autonomy,
+            flow: FlowState::new(Surface::Turn, false),
+            flow_note: None,
         }
+    }
+
+    /// The saga's information flow: its ledger and plan scope.
+    pub fn flow(&self) -> &FlowState {
+        &self.flow
+    }
+
+    /// The saga's information flow, for its driver to add what the door
+    /// cannot see: the user's message (trusted), the plan's tool scope.
+    /// Tool outputs are recorded by the door only.
+    pub fn flow_mut(&mut self) -> &mut FlowState {
+        &mut self.flow
     }
 
     /// The saga id (UUID v4).

@@ -56,7 +56,9 @@ impl Dispatcher {
                 principal: Some(&principal.name),
             })
             .await?;
-        Ok(Saga::new(id, fence, state, host.config.policy.autonomy))
+        let mut saga = Saga::new(id, fence, state, host.config.policy.autonomy);
+        saga.flow = super::flow::fresh(host, origin);
+        Ok(saga)
     }
 
     /// Re-open an existing saga and take it over (it must not be driven by
@@ -160,18 +162,22 @@ impl Dispatcher {
         fence: u64,
     ) -> Result<Saga, DispatchError> {
         let host = &self.host;
-        let state = host
+        let row = host
             .store
             .saga(saga_id)
             .await?
-            .map(|r| r.state)
             .ok_or_else(|| DispatchError::NotFound(saga_id.to_string()))?;
-        Ok(Saga::new(
+        let mut saga = Saga::new(
             saga_id.to_string(),
             fence,
-            state,
+            row.state,
             host.config.policy.autonomy,
-        ))
+        );
+        // What entered the saga before, read back from its log: a resumed
+        // saga (a saga handle's next request, `capsaga resume`) keeps its
+        // labels.
+        super::flow::rebuild(host, &mut saga, &row).await?;
+        Ok(saga)
     }
 
     /// Decide `saga`'s next calls at `requested`, never above the operator's

@@ -14,6 +14,7 @@
 //! | 2 | validate the arguments against its schema | [`validate`] | [`Refusal::InvalidArgs`] |
 //! | 3 | replay: a committed step returns its logged output | [`replay`] | [`Refusal::Logged`] |
 //! | 4 | policy: allow, deny or needs a human (before it, the operator's kill switch) | [`policy`] | [`Refusal::Denied`], [`Refusal::Paused`] |
+//! | 4b | information flow: the plan's tool scope, the provenance of the arguments under the sink rules (allow, needs a human, deny) | [`flow`] | [`Refusal::Flow`] |
 //! | 5 | approval: claim one, or park the saga and ask the caller's [`Approver`] | [`approval`] | [`Refusal::Approval`] |
 //! | 6 | guardrail: the transition into a state where the call may run | [`guardrail`] | [`Refusal::Guardrail`] |
 //! | 7 | WAL BEGIN, durable, with the approval claim, pinning the tool's identity | [`wal`] | [`Refusal::Logged`], [`Refusal::Approval`] |
@@ -45,6 +46,7 @@ mod approval;
 mod compensate;
 mod execute;
 mod files;
+mod flow;
 mod guardrail;
 mod handles;
 mod lifecycle;
@@ -60,6 +62,7 @@ mod validate;
 mod wal;
 
 pub use approval::{Approver, NoApprover, decider};
+pub use flow::FlowNote;
 pub use handles::{AbandonedEnd, Expired, Settled};
 pub use operator::{Decided, OperatorError};
 pub use recover::Recovered;
@@ -223,6 +226,16 @@ pub enum Refusal {
     /// The operator's kill switch: capsaga is paused, or in read-only mode
     /// and the tool has side effects (`capsaga_core::pause`).
     Paused,
+    /// Information flow (stage 4b): the tool is outside the plan's scope,
+    /// or an argument comes from untrusted data and the policy's sink rule
+    /// says `deny` (or strict mode does). Nothing ran; the model is told
+    /// why and may go on.
+    Flow {
+        /// Why, for the operator's log.
+        reason: String,
+        /// The layer: `scope`, `strict` or `provenance`.
+        layer: &'static str,
+    },
 }
 
 /// What happened to one call.
@@ -301,6 +314,8 @@ pub struct Submitted {
     pub tool: Option<Arc<LoadedTool>>,
     /// The arguments as validated, when they were.
     pub args: Option<Value>,
+    /// What the information-flow stage said, when the call got that far.
+    pub flow: Option<FlowNote>,
 }
 
 impl Submitted {
@@ -317,6 +332,7 @@ impl Submitted {
             verdict: None,
             tool: None,
             args: None,
+            flow: None,
         }
     }
 }
@@ -416,16 +432,20 @@ impl Dispatcher {
                 verdict: None,
                 tool: Some(tool),
                 args: Some(args),
+                flow: None,
             });
         }
+        saga.flow_note = None;
         let (outcome, verdict) = self
             .step(saga, &tool, &args, call.approver, call.sub_model)
             .await?;
+        flow::record(&self.host, saga, &tool, &args, &outcome).await?;
         Ok(Submitted {
             outcome,
             verdict,
             tool: Some(tool),
             args: Some(args),
+            flow: saga.flow_note.take(),
         })
     }
 
@@ -465,6 +485,7 @@ impl Dispatcher {
             verdict: None,
             tool: Some(tool),
             args: Some(args),
+            flow: None,
         }
     }
 }

@@ -514,7 +514,11 @@ async fn a_steps_label_is_kept_with_it_and_in_the_log(db: &Db) {
     let last = log.last().unwrap();
     assert_eq!(last.record, "LABEL");
     assert_eq!(last.detail["label"], label);
-    assert!(s.label_step(key("sl", FIRST_FENCE, 7), &label).await.is_err());
+    assert!(
+        s.label_step(key("sl", FIRST_FENCE, 7), &label)
+            .await
+            .is_err()
+    );
     // A step never labelled has none.
     s.begin_step(&step("sl", 1, "kl1", &args, FIRST_FENCE))
         .await
