@@ -180,30 +180,30 @@ async fn an_approval_names_the_value_and_its_source_and_a_refusal_lets_the_turn_
     let srv = start(ws.host().await, o).await;
     // The operator refuses the first approval and grants the second.
     let url = srv.url("/v1/approvals");
+    let decided = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, String)>::new()));
+    let seen = decided.clone();
     let operator = tokio::spawn(async move {
         let c = http();
-        let mut decided: Vec<(String, String)> = Vec::new();
-        while decided.len() < 2 {
+        loop {
             let list: Value = c.get(&url).send().await.unwrap().json().await.unwrap();
             for a in list["approvals"].as_array().unwrap() {
                 let id = a["approval_id"].as_str().unwrap().to_string();
-                if a["status"] != "pending" || decided.iter().any(|(d, _)| *d == id) {
+                let n = seen.lock().unwrap().len();
+                if a["status"] != "pending" || seen.lock().unwrap().iter().any(|(d, _)| *d == id) {
                     continue;
                 }
-                let verb = if decided.is_empty() {
-                    "deny"
-                } else {
-                    "approve"
-                };
+                let verb = if n == 0 { "deny" } else { "approve" };
                 c.post(format!("{url}/{id}/{verb}")).send().await.unwrap();
-                decided.push((id, a["reason"].as_str().unwrap().to_string()));
+                let reason = a["reason"].as_str().unwrap().to_string();
+                seen.lock().unwrap().push((id, reason));
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        decided
     });
     let t = turn(&srv, "Summarise page.txt", 30).await;
-    let decided = operator.await.unwrap();
+    operator.abort();
+    let decided = decided.lock().unwrap().clone();
+    assert_eq!(decided.len(), 2, "two approvals asked: {t}");
     let reason = &decided[0].1;
     assert!(reason.contains("/path"), "{reason}");
     assert!(reason.contains("first.txt"), "{reason}");
