@@ -41,7 +41,7 @@ pub struct Saga {
     /// and the plan's tool scope (`crate::dispatch::flow`).
     pub(crate) flow: FlowState,
     /// What the flow stage said about the last call submitted.
-    pub(crate) flow_note: Option<crate::dispatch::FlowNote>,
+    pub(crate) flow_note: Option<capsaga_core::flow::FlowNote>,
 }
 
 impl Saga {

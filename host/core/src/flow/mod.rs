@@ -67,6 +67,9 @@ pub mod sink;
 pub mod state;
 pub mod text;
 
+#[cfg(test)]
+mod test_rules;
+
 pub use decide::{Finding, FlowCall, FlowDecision, Surface, decide, output_integrity};
 pub use label::{FieldLabels, FieldPath, FieldPathError, Integrity, Label, OutputLabels, Source};
 pub use ledger::{EntryId, Ledger};
@@ -76,4 +79,4 @@ pub use sink::{
     FlowError, FlowFile, FlowRules, OnUntrusted, ScopeRule, SinkLevel, ToolSinks, Widening,
     first_party, widenings,
 };
-pub use state::{FlowState, Judgement};
+pub use state::{FlowNote, FlowState, Judgement};

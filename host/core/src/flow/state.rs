@@ -15,6 +15,29 @@ use super::sink::{FlowRules, OnUntrusted};
 use crate::fsm::scope::{Scope, ScopeError, ToolScope};
 use serde_json::Value;
 
+/// What the door's information-flow stage said about one call, for the
+/// trace and the operator (`capsaga trace`, the REST answer).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FlowNote {
+    /// `allow`, `approve` or `deny`.
+    pub decision: &'static str,
+    /// Which layer decided when it was not `allow`: `scope`, `strict` or
+    /// `provenance`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer: Option<&'static str>,
+    /// Why, when it was not `allow`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The argument values that failed their sinks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+    /// The label of the call's output, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<Label>,
+    /// Whether untrusted data had entered the saga before this call.
+    pub tainted: bool,
+}
+
 /// A saga's flow state (see the module documentation).
 #[derive(Debug, Clone)]
 pub struct FlowState {

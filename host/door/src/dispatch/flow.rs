@@ -24,33 +24,9 @@ use crate::saga::Saga;
 use crate::store::{Origin, SagaRow};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::flow::{
-    FieldLabels, Finding, FlowCall, FlowState, Judgement, Label, Source, Surface,
+    FieldLabels, Finding, FlowCall, FlowNote, FlowState, Judgement, Source, Surface,
 };
-use serde::Serialize;
 use serde_json::Value;
-
-/// What the door's information-flow stage said about one call, for the
-/// trace and the operator (`capsaga trace`, the REST answer).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FlowNote {
-    /// `allow`, `approve` or `deny`.
-    pub decision: &'static str,
-    /// Which layer decided when it was not `allow`: `scope`, `strict` or
-    /// `provenance`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub layer: Option<&'static str>,
-    /// Why, when it was not `allow`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// The argument values that failed their sinks.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub findings: Vec<Finding>,
-    /// The label of the call's output, when it ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub label: Option<Label>,
-    /// Whether untrusted data had entered the saga before this call.
-    pub tainted: bool,
-}
 
 /// A call the stage did not refuse.
 pub(super) enum Flowed {
@@ -224,9 +200,12 @@ pub(super) async fn rebuild(
         _ => Origin::Agent,
     };
     saga.flow = fresh(host, origin);
+    let who = row.principal.clone().unwrap_or_default();
     if origin == Origin::Agent {
-        let who = row.principal.clone().unwrap_or_default();
         saga.flow.user_message(&who, &row.label);
+    }
+    if let Some(plan) = host.store.saga_plan(&row.saga_id).await? {
+        saga.flow.user_message(&who, &plan);
     }
     let mut steps = host.store.steps(&row.saga_id).await?;
     steps.sort_by_key(|s| s.step_seq);

@@ -58,6 +58,11 @@ impl Dispatcher {
             .await?;
         let mut saga = Saga::new(id, fence, state, host.config.policy.autonomy);
         saga.flow = super::flow::fresh(host, origin);
+        // A plan is written before anything runs: its values are its
+        // author's, not data read along the way.
+        if let Some(plan) = plan {
+            saga.flow.user_message(&principal.name, plan);
+        }
         Ok(saga)
     }
 

@@ -62,7 +62,7 @@ mod validate;
 mod wal;
 
 pub use approval::{Approver, NoApprover, decider};
-pub use flow::FlowNote;
+pub use capsaga_core::flow::FlowNote;
 pub use handles::{AbandonedEnd, Expired, Settled};
 pub use operator::{Decided, OperatorError};
 pub use recover::Recovered;

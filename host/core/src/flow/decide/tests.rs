@@ -46,11 +46,7 @@ fn call<'a>(tool: &'a str, args: &'a serde_json::Value) -> FlowCall<'a> {
 }
 
 fn rules(text: &str) -> FlowRules {
-    crate::policy::PolicyFile::parse(text)
-        .unwrap()
-        .check("/h")
-        .unwrap()
-        .flow
+    super::super::test_rules::rules(text).unwrap()
 }
 
 fn approve_step(d: &FlowDecision) -> Option<(String, u64)> {

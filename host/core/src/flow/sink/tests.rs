@@ -1,10 +1,6 @@
+use super::super::test_rules::{RulesError, rules};
 use super::*;
-use crate::policy::{PolicyError, PolicyFile};
 use proptest::prelude::*;
-
-fn rules(text: &str) -> Result<FlowRules, PolicyError> {
-    PolicyFile::parse(text)?.check("/h").map(|p| p.flow)
-}
 
 fn level(t: &ToolSinks, path: &str) -> SinkLevel {
     let at: Vec<String> = path.split('/').skip(1).map(str::to_string).collect();
@@ -105,7 +101,7 @@ fn bad_sections_are_refused_with_typed_errors() {
         ),
     ] {
         let e = rules(text).unwrap_err();
-        assert!(matches!(e, PolicyError::Flow(_)), "{text}: {e:?}");
+        assert!(matches!(e, RulesError::Flow(_)), "{text}: {e:?}");
         assert!(e.to_string().contains(want), "{text}: {e}");
     }
     for text in [
@@ -115,7 +111,7 @@ fn bad_sections_are_refused_with_typed_errors() {
         "[tools.a]\non_untrusted = \"ignore\"\n",
         "[flow]\nneurons = { sink = {} }\n",
     ] {
-        assert!(matches!(rules(text), Err(PolicyError::Toml(_))), "{text}");
+        assert!(matches!(rules(text), Err(RulesError::Toml(_))), "{text}");
     }
 }
 
