@@ -366,24 +366,7 @@ mod tests {
         Untrusted,
     }
 
-    fn any_state() -> impl Strategy<Value = State> {
-        prop::sample::select(State::ALL.to_vec())
-    }
-
-    fn any_event() -> impl Strategy<Value = Event> {
-        prop_oneof![
-            Just(Event::StartSaga),
-            (0usize..3).prop_map(|steps| Event::PlanReady { steps }),
-            any::<bool>().prop_map(|validate| Event::ToolSucceeded { validate }),
-            Just(Event::ToolFailed),
-            Just(Event::Finish),
-            Just(Event::Abort),
-            Just(Event::ApprovalRequested),
-            Just(Event::ApprovalGranted),
-            Just(Event::ApprovalDenied),
-            Just(Event::CompensationDone),
-        ]
-    }
+    use super::super::tests::{any_event, any_state};
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
