@@ -174,7 +174,10 @@ async fn outside_data_is_wrapped_whatever_the_tool_declares() {
     };
     // The user names the file (a neuron's arguments must be the user's once
     // untrusted data was read: information flow).
-    let task = format!("use the tools on {}/ws/sales.csv", ws.root.display());
+    let task = format!(
+        "use the tools on the amount column of {}/ws/sales.csv",
+        ws.root.display()
+    );
     let tr = run_turn(&host, &p, &task, &TurnOptions::default())
         .await
         .unwrap();
