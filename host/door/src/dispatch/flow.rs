@@ -171,12 +171,15 @@ pub(super) async fn record(
 }
 
 /// The flow state of a new saga started from `origin`: an MCP session's
-/// saga is a [`Surface::Session`] (its client is the agent), every other
-/// one a [`Surface::Turn`]; the scope is required when the policy says so.
+/// saga and a caller's own calls (`capsaga call`, a library driving the
+/// door) are [`Surface::Session`]s (the caller holds inputs the host never
+/// sees: a value found nowhere passes, one copied from untrusted data does
+/// not); an agent turn and a plan are [`Surface::Turn`]s; the scope is
+/// required when the policy says so.
 pub(super) fn fresh(host: &Host, origin: Origin) -> FlowState {
     let surface = match origin {
-        Origin::Mcp => Surface::Session,
-        Origin::Plan | Origin::Agent | Origin::Call => Surface::Turn,
+        Origin::Mcp | Origin::Call => Surface::Session,
+        Origin::Plan | Origin::Agent => Surface::Turn,
     };
     FlowState::new(surface, host.config.policy.flow.scope_required)
 }
