@@ -136,10 +136,16 @@ pub(super) async fn record(
     args: &Value,
     outcome: &Outcome,
 ) -> Result<(), DispatchError> {
-    let (seq, data) = match outcome {
-        Outcome::Committed { seq, output, .. } => (*seq, output.data.clone()),
+    // A replayed step's label is in the store already.
+    let (seq, data, store) = match outcome {
+        Outcome::Committed {
+            seq,
+            output,
+            replayed,
+            ..
+        } => (*seq, output.data.clone(), !replayed),
         Outcome::ReadFailed { seq, error, .. } | Outcome::Failed { seq, error, .. } => {
-            (*seq, Value::String(error.message.clone()))
+            (*seq, Value::String(error.message.clone()), true)
         }
         _ => return Ok(()),
     };
@@ -163,7 +169,9 @@ pub(super) async fn record(
         &confirmed,
     );
     let stored = serde_json::to_value(&label).unwrap_or(Value::Null);
-    host.store.label_step(saga.step(seq), &stored).await?;
+    if store {
+        host.store.label_step(saga.step(seq), &stored).await?;
+    }
     if let Some(n) = &mut saga.flow_note {
         n.label = Some(label);
     }
