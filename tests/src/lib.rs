@@ -11,13 +11,14 @@ pub mod llm_server;
 pub mod mcp_rig;
 pub mod neuron_rig;
 pub mod otlp_receiver;
+pub mod raw_http;
 pub mod webdriver;
 pub mod wire_rig;
 pub mod wire_schema;
 
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;
-use capsaga_store::Origin;
+use capsaga_store::Scope;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -58,6 +59,26 @@ pub fn component(name: &str) -> PathBuf {
         "component `{name}` is not built: run scripts/build-components (looked in {}/tools and test-components)",
         target_dir().display()
     );
+}
+
+/// Run `c` with `stdin` written to its standard input, stdout and stderr
+/// captured; its output once it exited.
+pub fn output_with_stdin(c: &mut std::process::Command, stdin: &str) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command starts");
+    child
+        .stdin
+        .take()
+        .expect("a piped stdin")
+        .write_all(stdin.as_bytes())
+        .expect("stdin written");
+    child.wait_with_output().expect("the command's output")
 }
 
 /// The `capsaga` binary, built on first use with the command `scripts/test`
@@ -200,6 +221,21 @@ impl TestWorkspace {
     }
 }
 
+/// The address a `capsaga serve` child prints on its first stdout line
+/// (`{"listening": "127.0.0.1:PORT"}`); panics naming `what` when the
+/// child printed something else (it did not start).
+pub fn listening_addr(child: &mut std::process::Child, what: &str) -> String {
+    use std::io::{BufRead, BufReader};
+    let out = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(out)
+        .read_line(&mut line)
+        .expect("the listening line");
+    let v: serde_json::Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("{e}: `{line}` (the {what} did not start)"));
+    v["listening"].as_str().expect("listening").to_string()
+}
+
 /// Run a future to completion on a fresh current-thread runtime (for the
 /// synchronous tests that read the state store).
 ///
@@ -230,7 +266,7 @@ pub fn open_store(ws: &TestWorkspace) -> capsaga_store::sqlite::SqliteStore {
 pub async fn call_once(host: &Arc<Host>, tool: &str, args: serde_json::Value) -> Outcome {
     let door = Dispatcher::new(host.clone());
     let mut saga = door
-        .start(Origin::Call, "test", None)
+        .start(Scope::Call, "test", None)
         .await
         .expect("saga starts");
     let out = door

@@ -3,7 +3,9 @@
 //! with scripted replies in order, written in the provider's documented wire
 //! format by the test (or as raw text, for bodies `serde_json` cannot build:
 //! duplicate keys, a byte-order mark, a stream, HTML), optionally after a
-//! delay (to pass a client's deadline). After the last reply it answers 500.
+//! delay (to pass a client's deadline), optionally reporting a usage
+//! computed from the request (an over-reporting provider). After the last
+//! reply it answers 500.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -38,6 +40,23 @@ pub struct Reply {
     pub raw: Option<String>,
     /// Wait this long before answering, milliseconds.
     pub delay_ms: u64,
+    /// Report `usage` as this many times what the request could be
+    /// estimated at (see [`Reply::over_reporting`]).
+    pub usage_times: Option<u64>,
+}
+
+/// An OpenAI-compatible final answer from `model` saying "hello" and
+/// reporting `usage` (prompt, completion tokens).
+pub fn chat_completion(model: &str, usage: (u64, u64)) -> Value {
+    serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_760_000_000,
+        "model": model,
+        "choices": [{"index": 0,
+            "message": {"role": "assistant", "content": "hello", "refusal": null},
+            "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1,
+            "total_tokens": usage.0 + usage.1}
+    })
 }
 
 impl Reply {
@@ -54,7 +73,20 @@ impl Reply {
             body,
             raw: None,
             delay_ms: 0,
+            usage_times: None,
         }
+    }
+
+    /// The same reply, its `usage` replaced by `times` times what the
+    /// request it answers could be estimated at from its own bytes: prompt
+    /// tokens `times` × (the JSON body's bytes / 3, rounded up, + 4 per
+    /// message; the body holds at least what a host estimates a prompt
+    /// from), completion tokens `times` × the request's `max_tokens` (or
+    /// `max_completion_tokens`). A provider, or a proxy in front of one,
+    /// reporting much more than was sent.
+    pub fn over_reporting(mut self, times: u64) -> Reply {
+        self.usage_times = Some(times);
+        self
     }
 
     /// A 200 whose body is `text` as it is.
@@ -141,6 +173,15 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let request_estimate = || -> (u64, u64) {
+        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let messages = v["messages"].as_array().map_or(0, Vec::len) as u64;
+        let max = v["max_tokens"]
+            .as_u64()
+            .or_else(|| v["max_completion_tokens"].as_u64())
+            .unwrap_or(0);
+        ((body.len() as u64).div_ceil(3) + 4 * messages, max)
+    };
     let reply = {
         let Ok(mut i) = inner.lock() else {
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
@@ -160,12 +201,19 @@ async fn handle(
         });
         i.replies.pop_front()
     };
-    let reply = reply.unwrap_or_else(|| {
+    let mut reply = reply.unwrap_or_else(|| {
         Reply::status(
             500,
             serde_json::json!({"error": {"message": "the test server has no more replies", "type": "server_error"}}),
         )
     });
+    if let Some(k) = reply.usage_times {
+        let (prompt, max) = request_estimate();
+        let (p, c) = (k * prompt, k * max);
+        reply.body["usage"] = serde_json::json!({
+            "prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c
+        });
+    }
     if reply.delay_ms > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(reply.delay_ms)).await;
     }

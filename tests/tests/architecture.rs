@@ -16,6 +16,10 @@
 //!    circles listed in [`KNOWN_CIRCLES`], which a newer one cannot join;
 //! 5. only the door depends on the sandbox crate (besides the benchmarks
 //!    and the tests, which measure and test it below the door).
+//! 6. every sink through which the host's text leaves the process (the log
+//!    output, the span and metric exporters, the console, the command
+//!    line's stderr) is built in one named place that scrubs it with
+//!    `capsaga_telemetry::secrets` (issue 45 item 5).
 //!
 //! Each rule is also run against a planted violation, so that a scanner that
 //! finds nothing cannot pass.
@@ -224,6 +228,111 @@ fn only_the_door_writes_the_log_and_the_approvals() {
     assert!(found >= 10, "the scanner found {found} writes in the door");
 }
 
+/// Building a sink through which text leaves the process: a log layer, an
+/// exporter, the console's router.
+const SINKS: &[&str] = &[
+    "tracing_subscriber::fmt",
+    "fmt::layer(",
+    "SpanExporter::builder",
+    "MetricExporter::builder",
+    "impl SpanExporter",
+    "impl<E: SpanExporter> SpanExporter",
+    "capsaga_console::router(",
+];
+
+/// Writing to stderr directly.
+const STDERR: &[&str] = &["eprintln!", "eprint!(", "io::stderr()"];
+
+#[test]
+fn every_sink_leaves_through_the_scrubber() {
+    let r = root();
+    let dirs = [
+        ("sandbox", r.join("host/sandbox/src")),
+        ("door", r.join("host/door/src")),
+        ("agent", r.join("host/agent/src")),
+        ("server", r.join("host/server/src")),
+        ("cli", r.join("host/cli/src")),
+        ("bench", r.join("host/bench/src")),
+        ("conformance", r.join("host/conformance/src")),
+        ("telemetry", r.join("host/telemetry/src")),
+        ("console", r.join("host/console/src")),
+        ("core", r.join("host/core/src")),
+        ("memory", r.join("host/memory/src")),
+        ("guest-fs", r.join("host/guest-fs/src")),
+    ];
+    // Each place a sink is built, and why its text is scrubbed.
+    let builds = |k: &str, f: &str| {
+        matches!(
+            (k, f),
+            // The log layer, every event scrubbed.
+            ("telemetry", "logs.rs")
+            // The span exporter (every span scrubbed) and the metrics'
+            // (labels scrubbed when made).
+            | ("telemetry", "export.rs")
+            | ("telemetry", "otlp_metrics.rs")
+            // The conformance server's own log output: a test fixture
+            // beside the product, holding none of the host's secrets.
+            | ("conformance", "main.rs")
+            // The console's router, behind `serve::scrubbed`.
+            | ("server", "console.rs")
+        )
+    };
+    // Each place that writes to stderr itself, and why.
+    let writes = |k: &str, f: &str| {
+        matches!(
+            (k, f),
+            // The log layer's writer.
+            ("telemetry", "logs.rs")
+            // The command line's stderr (`errln!`), scrubbed.
+            | ("cli", "pipe.rs")
+            // Before any log exists: the runtime could not start, a
+            // telemetry variable is wrong.
+            | ("cli", "main.rs")
+            | ("cli", "process.rs")
+            // The other binaries' own start-up failures, before any log.
+            | ("bench", "main.rs")
+            | ("conformance", "main.rs")
+            // The operator's own terminal, asked to approve a call (it
+            // must show the call as it is).
+            | ("agent", "approval.rs")
+            // Compile progress (tool names, seconds) and benchmarks.
+            | ("sandbox", "cache/mod.rs")
+            | ("bench", "console.rs")
+            | ("bench", "neurons.rs")
+        )
+    };
+    let mut bad = Vec::new();
+    for (k, dir) in &dirs {
+        for (file, text) in sources(dir) {
+            if file.ends_with("tests.rs") || file.contains("/tests/") {
+                continue;
+            }
+            // A unit test module's own test doubles are not sinks.
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let name = format!("{k}/{file}");
+            if !builds(k, &file) {
+                bad.extend(hits(&name, code, SINKS));
+            }
+            if !writes(k, &file) {
+                bad.extend(hits(&name, code, STDERR));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "a sink built, or stderr written, outside its scrubbed place (see capsaga_telemetry::secrets):\n{}",
+        bad.join("\n")
+    );
+    let console = std::fs::read_to_string(r.join("host/server/src/console.rs")).unwrap();
+    assert!(
+        console.contains("scrubbed::responses"),
+        "the console's router is not behind the server's scrubbed"
+    );
+    let planted = "let l = tracing_subscriber::fmt::layer().with_writer(|| std::io::stderr());";
+    assert_eq!(hits("planted.rs", planted, SINKS).len(), 1);
+    assert_eq!(hits("planted.rs", planted, STDERR).len(), 1);
+}
+
 /// The names the paths of `text` give after `prefix` (`crate::x` → `x`).
 fn names_after(text: &str, prefix: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
@@ -373,7 +482,7 @@ fn top_level_modules_have_no_import_cycles() {
     g.remove("saga");
     assert!(circles(&g).is_empty());
     assert_eq!(
-        crate_refs("use crate::host::Host;\n// crate::saga\nlet x = crate::store::Origin::Plan;"),
+        crate_refs("use crate::host::Host;\n// crate::saga\nlet x = crate::store::Scope::Plan;"),
         ["host".to_string(), "store".to_string()].into()
     );
     // `super::` climbs to the root from a top-level module's file only.

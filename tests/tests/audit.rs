@@ -280,3 +280,65 @@ async fn a_witnessed_head_catches_a_consistent_rewrite_of_the_end() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// A saga the log ends Done while one of its steps has no outcome (BEGIN
+/// only: what an older capsaga left when the store failed while a step's
+/// outcome was written, and the saga was committed anyway) fails `audit
+/// verify`, naming the saga and the step; the chain itself is intact.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_done_saga_holding_a_begin_only_step_fails_audit_verify() {
+    use capsaga_core::fsm::State;
+    use capsaga_store::{FIRST_FENCE, NewSaga, NewStep, Scope};
+    let (ws, _) = populated().await;
+    let db = SqliteStore::open(&state_db(&ws)).unwrap();
+    use capsaga_store::{SagaStore, StepStore};
+    db.create_saga(&NewSaga {
+        saga_id: "committed-in-doubt",
+        scope: Scope::Session,
+        label: "an older capsaga's commit",
+        state: State::Planning,
+        owner: "gone",
+        plan: None,
+        principal: None,
+    })
+    .await
+    .unwrap();
+    db.set_state(
+        "committed-in-doubt",
+        FIRST_FENCE,
+        State::Done,
+        "ValidationPassed",
+        None,
+    )
+    .await
+    .unwrap();
+    let args = json!({"path": ws.ws_path("l.txt"), "entry": "x"});
+    db.begin_step(&NewStep {
+        saga_id: "committed-in-doubt",
+        step_seq: 0,
+        tool_id: "ledger",
+        tool_hash: "h",
+        grants: &[],
+        has_side_effects: true,
+        idempotency_key: "committed-in-doubt-0",
+        args: &args,
+        preimage: None,
+        approval: None,
+        fence: FIRST_FENCE,
+    })
+    .await
+    .unwrap();
+    drop(db);
+    let out = ws.capsaga(&["--json", "audit", "verify"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{v:#}");
+    assert_eq!(findings[0]["check"], "outcome");
+    let reason = findings[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("saga committed-in-doubt is Done")
+            && reason.contains("step 0 has no outcome"),
+        "{reason}"
+    );
+}

@@ -7,7 +7,7 @@
 use capsaga_core::error::ErrorKind;
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;
-use capsaga_store::Origin;
+use capsaga_store::Scope;
 use capsaga_tests::http_server::TestServer;
 use capsaga_tests::{TestWorkspace, snapshot};
 use serde_json::{Value, json};
@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// One call through the dispatch door as a one-step saga, kept (finished).
 async fn step(host: &Arc<Host>, tool: &str, args: Value) -> Outcome {
     let door = Dispatcher::new(host.clone());
-    let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
+    let mut saga = door.start(Scope::Call, "test", None).await.unwrap();
     let out = door
         .submit(&mut saga, Call::new(tool, Args::Value(&args)))
         .await
@@ -78,7 +78,7 @@ async fn fs_edit_replaces_once_and_is_rolled_back() {
     );
 
     let door = Dispatcher::new(host.clone());
-    let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
+    let mut saga = door.start(Scope::Call, "test", None).await.unwrap();
     let args = edit(&f, "fn a() {}", "fn alpha() {}");
     let out = door
         .submit(&mut saga, Call::new("fs_edit", Args::Value(&args)))

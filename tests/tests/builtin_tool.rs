@@ -13,7 +13,7 @@ use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Refusal};
 use capsaga_door::plan::{self, Plan, PlanStep};
 use capsaga_door::registry::BuiltinTool;
 use capsaga_sandbox::Op;
-use capsaga_store::{Origin, StepStatus};
+use capsaga_store::{Scope, StepStatus};
 use capsaga_tests::{FS_POLICY, TestWorkspace};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -91,7 +91,7 @@ async fn a_builtin_tool_goes_through_every_stage_of_the_door() {
     let door = Dispatcher::new(host.clone());
 
     // Validation applies: a schema error is refused before anything runs.
-    let mut saga = door.start(Origin::Call, "t", None).await.unwrap();
+    let mut saga = door.start(Scope::Call, "t", None).await.unwrap();
     let bad = json!({"text": "x".repeat(30)});
     let out = door
         .submit(&mut saga, Call::new("memo", Args::Value(&bad)))

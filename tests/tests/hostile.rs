@@ -13,7 +13,7 @@ use capsaga_core::tool::{CallContext, ToolOutput};
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;
 use capsaga_sandbox::{CallDiagnostics, CallRequest, Op};
-use capsaga_store::{Origin, StepStatus};
+use capsaga_store::{Scope, StepStatus};
 use capsaga_tests::{TestWorkspace, snapshot};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -313,7 +313,7 @@ async fn trap_inside_compensate_is_a_failed_compensation() {
     let host = ws.host().await;
     let door = Dispatcher::new(host.clone());
     let mut saga = door
-        .start(Origin::Call, "compensate trap", None)
+        .start(Scope::Call, "compensate trap", None)
         .await
         .unwrap();
     let args = json!({});

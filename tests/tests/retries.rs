@@ -10,7 +10,7 @@
 use async_trait::async_trait;
 use capsaga_core::principal::{Principal, Role};
 use capsaga_door::dispatch::{Approver, Args, Call, Dispatcher, Outcome};
-use capsaga_store::{ApprovalRow, Origin};
+use capsaga_store::{ApprovalRow, Scope};
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::http_server::TestServer;
 use serde_json::json;
@@ -44,7 +44,7 @@ fn workspace(srv: &TestServer, extra_port: u16) -> TestWorkspace {
 /// Submit one approved call as the only step of a new saga; the outcome
 /// and the number of RETRY records logged for it.
 async fn approved_call(door: &Dispatcher, args: serde_json::Value) -> (Outcome, usize) {
-    let mut saga = door.start(Origin::Call, "retry test", None).await.unwrap();
+    let mut saga = door.start(Scope::Call, "retry test", None).await.unwrap();
     let out = door
         .submit(
             &mut saga,

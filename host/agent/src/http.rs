@@ -19,8 +19,12 @@ pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 pub struct ApiKey(String);
 
 impl ApiKey {
-    /// Wrap a key read from the operator's environment.
+    /// Wrap a key read from the operator's environment or opened from the
+    /// store; from now on it is one of the host's secrets
+    /// (`capsaga_telemetry::secrets`: scrubbed from every log, span, metric
+    /// and console page).
     pub fn new(key: String) -> ApiKey {
+        capsaga_telemetry::secrets::remember(&key);
         ApiKey(key)
     }
 
@@ -270,8 +274,13 @@ async fn read_limited(
 
 /// The message of a provider error body: OpenAI `{"error":{"message"}}`,
 /// Anthropic `{"type":"error","error":{"type","message"}}`, else the text
-/// clipped.
+/// clipped. Scrubbed of the host's secrets first
+/// (`capsaga_telemetry::secrets::scrub`): a provider or a proxy that echoes
+/// the request's `Authorization` header in its error body does not put the
+/// key into the turn's trace, its answer or a log line, even cut short.
 pub fn error_message(body: &str) -> String {
+    let body = capsaga_telemetry::secrets::scrub(body);
+    let body = body.as_ref();
     let clipped = |s: &str| s.chars().take(300).collect::<String>();
     let Ok(v) = serde_json::from_str::<serde_json::Value>(body) else {
         return clipped(body.trim());

@@ -78,6 +78,7 @@ pub async fn seal_and_store(
     secret: &str,
     by: &Principal,
 ) -> Result<KeyRow, KeyError> {
+    capsaga_telemetry::secrets::remember(secret);
     let s = sealed::seal(kek, name, secret, &fresh()?)?;
     Ok(store.put_key(name, &s, &by.to_string()).await?)
 }

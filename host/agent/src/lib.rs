@@ -38,6 +38,7 @@ mod answer;
 pub mod anthropic;
 pub mod approval;
 pub mod budget;
+pub mod first_report;
 pub(crate) mod forced;
 pub(crate) mod http;
 pub mod keys;

@@ -8,7 +8,12 @@
 //! try, [`super::provider::Provider::complete_metered`]):
 //! 1. the estimate: the request's prompt tokens estimated from its bytes
 //!    plus its `max_tokens`, at the price of the model asked (a local
-//!    provider's model is free unless the policy's own table prices it);
+//!    provider's model is free unless the policy's own table prices it),
+//!    each side scaled by the largest ratio of charge to estimate this
+//!    provider's reports for this model showed in the last
+//!    `capsaga_core::budget::learn::LEARN_DAYS` days (read from the store;
+//!    while nothing is learnt, one priced call of a provider and model at
+//!    a time in this process, [`super::first_report`]);
 //! 2. the per-request hard cap: this request's charges plus its
 //!    reservations in flight plus the estimate (in memory: a request lives
 //!    in one process);
@@ -19,8 +24,10 @@
 //! A refusal is [`ProviderError::Budget`]: nothing is sent. After the call
 //! ([`Meter::settle`]) the reservation is replaced by the larger of the
 //! cost of the usage the provider reported and the host's recomputation
-//! (see [`Meter::settle`]); each settled try becomes a [`Charge`], which
-//! the turn takes ([`Meter::take`]) to write its trace.
+//! (see [`Meter::settle`]), and what the charge showed of each side's
+//! ratio to its estimate is recorded with it (the next reservations
+//! learn it); each settled try becomes a [`Charge`], which the turn takes
+//! ([`Meter::take`]) to write its trace.
 //!
 //! A try abandoned in flight (the turn's future dropped: a REST client
 //! gone, a session closed, a task aborted by the kill switch) is charged
@@ -31,12 +38,14 @@
 //! whose process dies expires after the try's deadline plus a minute.
 
 use super::budget::Budget;
+use super::first_report::{self, FirstReport};
 use super::provider::{ChatRequest, ChatResponse, ProviderError, Usage};
+use capsaga_core::budget::learn::{LEARN_DAYS, Ratios, observed, scaled};
 use capsaga_core::budget::reserve::{
     admits, estimate_prompt_tokens, floor_tokens, refusal, reservation_ttl_ms, settled_usd,
 };
 use capsaga_store::clock::today;
-use capsaga_store::{NewReservation, Reserved, Store, StoreError};
+use capsaga_store::{Learnt, NewReservation, Reserved, Store, StoreError};
 use std::sync::{Arc, Mutex};
 
 /// One settled try of a model call.
@@ -60,12 +69,18 @@ pub struct Charge {
 pub struct Ticket {
     id: String,
     day: String,
+    /// What is reserved (the estimate, scaled by what was learnt), USD.
     usd: f64,
+    /// The estimate of each side before scaling (input, output), USD.
+    estimate: (f64, f64),
     provider: String,
     model: String,
     prompt_bytes: u64,
     /// The ledger, while the ticket is unsettled; `None` once settled.
     ledger: Option<Arc<dyn Store>>,
+    /// The first-report turn of its provider and model, when nothing was
+    /// learnt of them (released with the ticket, after its settlement).
+    _first: Option<FirstReport>,
 }
 
 impl std::fmt::Debug for Ticket {
@@ -176,6 +191,47 @@ impl<'b> Meter<'b> {
         self.lock().request_spent
     }
 
+    /// What `provider`'s reports for `model` taught (the largest ratios of
+    /// the learning window), and, when nothing was learnt yet and the call
+    /// is priced, the first-report turn this call then holds
+    /// ([`super::first_report`]: it waits while another call of the same
+    /// provider and model holds it, then reads the store again).
+    async fn learnt(
+        &self,
+        provider: &str,
+        model: &str,
+        estimate: (f64, f64),
+    ) -> Result<(Ratios, Option<FirstReport>), ProviderError> {
+        let since = capsaga_store::clock::days_ago(LEARN_DAYS - 1);
+        let read = || async {
+            match self
+                .budget
+                .store
+                .usage_ratios(provider, model, &since)
+                .await
+            {
+                Ok(r) => Ok(r),
+                Err(e) => {
+                    let why = format!("the budget ledger cannot be read: {e}");
+                    self.lock().error.get_or_insert(e);
+                    Err(ProviderError::Budget(why))
+                }
+            }
+        };
+        let learnt = read().await?;
+        // A free call (or one whose estimate is not a number) passes no cap.
+        let priced = estimate.0 + estimate.1 > 0.0;
+        if learnt.known() || !priced {
+            return Ok((learnt, None));
+        }
+        let turn = first_report::wait(provider, model).await;
+        let learnt = read().await?;
+        if learnt.known() {
+            return Ok((learnt, None));
+        }
+        Ok((learnt, Some(turn)))
+    }
+
     /// Reserve the maximum estimate of `request` sent to `model` of
     /// `provider` (see the module documentation).
     ///
@@ -191,10 +247,14 @@ impl<'b> Meter<'b> {
     ) -> Result<Ticket, ProviderError> {
         let (bytes, messages) = request_bytes(request);
         let prompt = estimate_prompt_tokens(bytes, messages);
-        let usd = self
-            .budget
-            .cost_for(provider, model, prompt, u64::from(request.max_tokens))
-            .usd;
+        let b = self.budget;
+        let estimate = (
+            b.cost_for(provider, model, prompt, 0).usd,
+            b.cost_for(provider, model, 0, u64::from(request.max_tokens))
+                .usd,
+        );
+        let (learnt, first) = self.learnt(provider, model, estimate).await?;
+        let usd = scaled(estimate, learnt);
         let caps = self.budget.caps;
         {
             let mut st = self.lock();
@@ -218,10 +278,12 @@ impl<'b> Meter<'b> {
             id: uuid::Uuid::new_v4().to_string(),
             day: today(),
             usd,
+            estimate,
             provider: provider.to_string(),
             model: model.to_string(),
             prompt_bytes: bytes,
             ledger: None,
+            _first: first,
         };
         let holder = format!("{provider}/{model} pid {}", std::process::id());
         let made = self
@@ -265,7 +327,10 @@ impl<'b> Meter<'b> {
     }
 
     /// Settle `ticket` with the outcome of its try: an answer, or a failure
-    /// whose response reported `billed` tokens.
+    /// whose response reported `billed` tokens. A try that was charged
+    /// something also records, per side, what it was charged over what its
+    /// reservation estimated (`capsaga_core::budget::learn`): the next
+    /// reservations of the same provider and model are scaled by it.
     ///
     /// An answer is charged the larger of the cost of the usage it
     /// reported (at the rate of the model it names) and the host's
@@ -280,7 +345,9 @@ impl<'b> Meter<'b> {
         // Settled here, not by the drop guard (if this future is dropped
         // before the write below, the reservation expires).
         ticket.ledger = None;
-        let (charge, store_usage) = match answer {
+        // Per side, what was charged (input, output), USD: the counts the
+        // charge believes at the higher of the rates it uses.
+        let (charge, store_usage, charged) = match answer {
             Some(a) => {
                 let u = a.usage;
                 let reported = b
@@ -297,6 +364,11 @@ impl<'b> Meter<'b> {
                     .cost_for(&a.provider, asked, input, output)
                     .usd
                     .max(b.cost_for(&a.provider, &a.model, input, output).usd);
+                let side = |i: u64, o: u64| {
+                    b.cost_for(&a.provider, asked, i, o)
+                        .usd
+                        .max(b.cost_for(&a.provider, &a.model, i, o).usd)
+                };
                 (
                     Charge {
                         provider: a.provider.clone(),
@@ -306,38 +378,36 @@ impl<'b> Meter<'b> {
                         answered: true,
                     },
                     u,
+                    (side(input, 0), side(0, output)),
                 )
             }
             None => {
-                let usd = b
-                    .cost_for(
-                        &ticket.provider,
-                        &ticket.model,
-                        billed.input_tokens,
-                        billed.output_tokens,
-                    )
-                    .usd;
+                let cost = |i: u64, o: u64| b.cost_for(&ticket.provider, &ticket.model, i, o).usd;
                 (
                     Charge {
                         provider: ticket.provider.clone(),
                         model: ticket.model.clone(),
                         usage: billed,
-                        usd: settled_usd(usd, 0.0),
+                        usd: settled_usd(cost(billed.input_tokens, billed.output_tokens), 0.0),
                         answered: false,
                     },
                     billed,
+                    (cost(billed.input_tokens, 0), cost(0, billed.output_tokens)),
                 )
             }
         };
+        // What this report teaches the next reservations of this provider
+        // and model (a try that reported nothing teaches nothing).
+        let tokens = (store_usage.input_tokens, store_usage.output_tokens);
+        let learnt = (charge.usd > 0.0).then(|| Learnt {
+            provider: &ticket.provider,
+            model: &ticket.model,
+            reserved_usd: ticket.usd,
+            ratios: observed(ticket.estimate, charged),
+        });
         let settled = b
             .store
-            .settle_spend(
-                &ticket.id,
-                &ticket.day,
-                charge.usd,
-                store_usage.input_tokens,
-                store_usage.output_tokens,
-            )
+            .settle_spend_learnt(&ticket.id, &ticket.day, charge.usd, tokens, learnt.as_ref())
             .await;
         let mut st = self.lock();
         st.request_reserved -= ticket.usd;

@@ -1,6 +1,8 @@
 //! Reflection (seed 004 §6): unreflected episodes with importance over 0.5
 //! grouped by embedding similarity (0.75), each group distilled by the
-//! model into one proposed fact, queued for the operator. The source
+//! model into one proposed fact, queued for the operator. The model sees
+//! only a group's current episodes: one a later episode of its sender
+//! superseded (same subject, another value: issue 49) is never distilled. The source
 //! episodes are marked reflected when the operator approves the proposal
 //! (`Memory::approve`), so a discarded proposal leaves them for a later
 //! reflection.
@@ -103,7 +105,14 @@ pub async fn reflect(
                 return Err(ReflectError::Model(e.to_string()));
             }
         };
-        let ids = c.episodes.iter().map(|e| e.episode_id.clone()).collect();
+        // The superseded episodes go with the proposal (marked reflected
+        // with the others when it is approved), never into the prompt.
+        let ids = c
+            .episodes
+            .iter()
+            .map(|e| e.episode_id.clone())
+            .chain(c.superseded.iter().cloned())
+            .collect();
         match hm.memory.propose(&c.namespace, &answer, "reflection", ids) {
             Ok(p) => out.proposals.push(p),
             Err(e) => {

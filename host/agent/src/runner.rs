@@ -34,11 +34,13 @@ use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::Principal;
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
-use capsaga_door::dispatch::{Approver, Args, Call, DispatchError, Dispatcher, NoApprover};
+use capsaga_door::dispatch::{
+    Approver, Args, Call, DispatchError, Dispatcher, Hold, NoApprover, Scope,
+};
 use capsaga_door::host::Host;
 use capsaga_door::saga::Saga;
+use capsaga_store::StoreError;
 use capsaga_store::clock::now_rfc3339;
-use capsaga_store::{Origin, StoreError};
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
@@ -90,6 +92,10 @@ pub struct TurnOptions {
     /// it makes anyway is refused without running, with a message saying
     /// why; with 0, from the first model call on.
     pub max_tool_calls: Option<u32>,
+    /// The scope that opens the turn's saga (`Scope::AgentTurn` by default,
+    /// `Scope::RestTurn` for `POST /v1/turns`): recorded with the saga,
+    /// which only the turn drives (`dispatch::scope`).
+    pub scope: Scope,
 }
 
 impl TurnOptions {
@@ -111,6 +117,7 @@ impl std::fmt::Debug for TurnOptions {
             .field("autonomy", &self.autonomy)
             .field("role", &self.role)
             .field("provider_mode", &self.provider_mode)
+            .field("scope", &self.scope)
             .finish_non_exhaustive()
     }
 }
@@ -128,6 +135,7 @@ impl Default for TurnOptions {
             principal: capsaga_door::dispatch::decider("cli"),
             tool_choice: None,
             max_tool_calls: None,
+            scope: Scope::AgentTurn,
         }
     }
 }
@@ -290,6 +298,9 @@ async fn turn(
 pub(super) struct Turn<'a> {
     door: &'a Dispatcher,
     pub(super) saga: Saga,
+    /// The turn's hold on its saga (`dispatch::scope`): while the turn
+    /// runs, no other scope of this process drives the saga.
+    _hold: Hold,
     pub(super) tr: ExecutionTrace,
     pub(super) request: ChatRequest,
     /// The names of the catalog, for unknown-tool messages.
@@ -314,9 +325,7 @@ impl<'a> Turn<'a> {
         opts: &TurnOptions,
     ) -> Result<Turn<'a>, AgentError> {
         let host = door.host();
-        let mut saga = door
-            .start_as(&opts.principal, Origin::Agent, task, None)
-            .await?;
+        let (mut saga, hold) = door.open(&opts.principal, opts.scope, task, None).await?;
         door.set_autonomy(&mut saga, opts.autonomy.unwrap_or(Autonomy::Autonomous));
         // The user's message is the turn's trusted source (issue 47).
         saga.flow_mut().user_message(&opts.principal.name, task);
@@ -396,6 +405,7 @@ impl<'a> Turn<'a> {
         Ok(Turn {
             door,
             saga,
+            _hold: hold,
             tr,
             request,
             callable: tools.into_iter().map(|t| t.name).collect(),
@@ -584,7 +594,11 @@ impl<'a> Turn<'a> {
     ) -> Result<ExecutionTrace, AgentError> {
         let final_state = match (self.tr.outcome, self.rollback_state) {
             (_, Some(state)) => state,
-            (Outcome::Success, None) => self.door.finish(&mut self.saga).await?,
+            (Outcome::Success, None) => match self.door.finish(&mut self.saga).await {
+                // Not committed (a step in doubt): rolled back instead.
+                Err(DispatchError::InDoubt { report, .. }) => report.final_state,
+                other => other?,
+            },
             (_, None) => self.door.abort(&mut self.saga).await?.final_state,
         };
         let mut tr = self.tr;

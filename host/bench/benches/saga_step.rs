@@ -26,7 +26,7 @@ use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;
 use capsaga_door::saga::Saga;
 use capsaga_sandbox::{CallRequest, Op};
-use capsaga_store::{NewSaga, NewStep, Origin, Store};
+use capsaga_store::{NewSaga, NewStep, Scope, Store};
 use criterion::Criterion;
 use serde_json::json;
 use std::hint::black_box;
@@ -210,7 +210,7 @@ fn main() {
     rig.rt
         .block_on(store.create_saga(&NewSaga {
             saga_id: "bench",
-            origin: Origin::Plan,
+            scope: Scope::Plan,
             label: "bench",
             state: capsaga_core::fsm::State::Acting,
             owner: "bench",
@@ -246,7 +246,7 @@ fn main() {
     let door = Dispatcher::new(rig.host.clone());
     let mut saga = rig
         .rt
-        .block_on(door.start(Origin::Plan, "bench", None))
+        .block_on(door.start(Scope::Plan, "bench", None))
         .expect("saga");
     g.bench_function("saga_step", |b| {
         b.iter(|| saga_step(&rig.rt, &door, &mut saga))

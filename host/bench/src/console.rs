@@ -21,14 +21,13 @@
 //! watching, with one operator's `/console/events` stream open, and once
 //! the server stopped (the baseline).
 
-use super::exit;
-use super::render::Out;
+use capsaga::exit;
+use capsaga::render::Out;
 use capsaga_core::principal::{Principal, Role};
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
 use capsaga_door::registry::BuiltinTool;
 use capsaga_server::{HttpOptions, serve_http};
-use capsaga_store::Origin;
 use serde::Serialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -140,7 +139,7 @@ async fn seed(host: &Arc<Host>, n: usize) -> Result<(), String> {
         let who = if i % 2 == 0 { &alice } else { &bob };
         let label = format!("bench saga {i}");
         let mut saga = door
-            .start_as(who, Origin::Plan, &label, None)
+            .start_as(who, Scope::Plan, &label, None)
             .await
             .map_err(|e| e.to_string())?;
         if i < PENDING {

@@ -20,13 +20,12 @@
 //! 4. A step rewriting one 64 MiB file, journaled against not, and its
 //!    restore.
 
-use super::exit;
-use super::render::Out;
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga::exit;
+use capsaga::render::Out;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
 use capsaga_guest_fs::journal::{JournalConfig, SyncMode};
 use capsaga_guest_fs::{Expected, Roots, StepJournal};
-use capsaga_store::Origin;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -175,7 +174,7 @@ async fn hosts(dir: &Path, churn: &Path) -> Result<[Arc<Host>; 3], String> {
 async fn step(host: &Arc<Host>, ops: Value) -> Result<(Duration, String), String> {
     let door = Dispatcher::new(Arc::clone(host));
     let mut saga = door
-        .start(Origin::Call, "bench --fs-rollback", None)
+        .start(Scope::Call, "bench --fs-rollback", None)
         .await
         .map_err(|e| e.to_string())?;
     let args = json!({ "ops": ops });

@@ -9,13 +9,12 @@
 //! pre-image, COMMIT, the chained log rows) and the figure is the log's,
 //! not a tool's.
 
-use super::exit;
-use super::render::Out;
 use super::wal::{Nop, workspace};
+use capsaga::exit;
+use capsaga::render::Out;
 use capsaga_door::config::Config;
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
-use capsaga_store::Origin;
 use capsaga_store::sqlite::GroupCommit;
 use serde::Serialize;
 use serde_json::json;
@@ -118,7 +117,7 @@ async fn measure_in(
             let door = door.clone();
             tokio::spawn(async move {
                 let mut saga = door
-                    .start(Origin::Call, "bench --group-commit", None)
+                    .start(Scope::Call, "bench --group-commit", None)
                     .await
                     .map_err(|e| e.to_string())?;
                 for i in 0..per {

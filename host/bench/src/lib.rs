@@ -46,6 +46,7 @@ mod fs;
 mod group;
 mod mcp;
 mod memory;
+mod memory_quality;
 pub mod neurons;
 mod otel;
 mod pg;
@@ -113,9 +114,18 @@ pub struct BenchArgs {
     pub pg_url: Option<String>,
     /// Instead: the memory (embedding a query beside the model's raw
     /// forward pass, retrieval over 100k episodes and 10k facts, indexing a
-    /// trace, RSS, recall@5 on the shipped retrieval set), in one run.
+    /// trace, RSS, recall@5 per kind of question on the shipped retrieval
+    /// sets next to BM25, import throughput), in one run.
     #[arg(long)]
     pub memory: bool,
+    /// The retrieval sets of `--memory` (default: the repository's
+    /// `host/memory/tests/data/retrieval`).
+    #[arg(long, value_name = "DIR")]
+    pub retrieval_sets: Option<PathBuf>,
+    /// With `--memory`: also import this many generated exchanges (e.g.
+    /// 100000) and report the time (0: only the sets' imports).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub import_exchanges: usize,
     /// The embedding model's directory for `--memory` (default
     /// `target/models/all-MiniLM-L6-v2`).
     #[arg(
@@ -448,7 +458,11 @@ pub async fn run(out: &Out, args: &BenchArgs) -> u8 {
         return group::run(out, args.group_commit_steps).await;
     }
     if args.memory {
-        return memory::run(out, &args.model_dir).await;
+        let sets = args
+            .retrieval_sets
+            .clone()
+            .unwrap_or_else(capsaga_memory::eval::shipped_dir);
+        return memory::run(out, &args.model_dir, &sets, args.import_exchanges).await;
     }
     if args.fs_rollback {
         return fs::run(out, &args.fs_churn).await;

@@ -11,12 +11,11 @@
 //! path alike; latencies are p50/p99 over every call of a path. Nothing is
 //! asserted.
 
-use super::exit;
-use super::render::Out;
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga::exit;
+use capsaga::render::Out;
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
 use capsaga_server::{HttpOptions, app, conn};
-use capsaga_store::Origin;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -192,7 +191,7 @@ async fn library_step(
 
 async fn library_saga(door: &Dispatcher) -> Result<(), String> {
     let mut saga = door
-        .start(Origin::Call, "bench --mcp", None)
+        .start(Scope::Call, "bench --mcp", None)
         .await
         .map_err(|e| e.to_string())?;
     library_step(door, &mut saga).await?;
@@ -299,7 +298,7 @@ async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
             .map_err(joined)??
     };
     let mut open = door
-        .start(Origin::Call, "bench --mcp (library steps)", None)
+        .start(Scope::Call, "bench --mcp (library steps)", None)
         .await
         .map_err(|e| e.to_string())?;
     let (mut lib_step, mut lib_saga, mut stateful, mut stateless) =

@@ -17,13 +17,12 @@
 //!   active neurons (with the `[neurons] catalog_tokens` cap, and what it
 //!   would be without).
 
-use super::exit;
-use super::render::Out;
+use capsaga::exit;
+use capsaga::render::Out;
 use capsaga_core::policy::Autonomy;
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
 use capsaga_door::neurons::catalog::entry_tokens;
-use capsaga_store::Origin;
 use serde::Serialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -119,7 +118,7 @@ fn neuron(name: &str) -> serde_json::Value {
 async fn create(door: &Dispatcher, name: &str) -> Result<f64, String> {
     let started = Instant::now();
     let mut saga = door
-        .start(Origin::Call, "bench-neurons", None)
+        .start(Scope::Call, "bench-neurons", None)
         .await
         .map_err(|e| e.to_string())?;
     let args = neuron(name);

@@ -27,15 +27,14 @@
 //! effect of a chain per host, in the same run); the batching writer's
 //! effect (batches of 1 at 100 sagas, 1 host). Nothing is asserted.
 
-use super::exit;
-use super::render::Out;
 use super::wal::{Nop, workspace};
+use capsaga::exit;
+use capsaga::render::Out;
 use capsaga_door::config::Config;
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
 use capsaga_door::store_choice::StoreChoice;
 use capsaga_pg_harness::Cluster;
-use capsaga_store::Origin;
 use capsaga_store::postgres::{PgOptions, PgStore};
 use capsaga_store::sqlite::GroupCommit;
 use serde::Serialize;
@@ -425,7 +424,7 @@ async fn drive(doors: &[Dispatcher], sagas: usize, steps: u32) -> Result<(f64, u
             let door = doors[k % doors.len()].clone();
             tokio::spawn(async move {
                 let mut saga = door
-                    .start(Origin::Call, "bench --pg", None)
+                    .start(Scope::Call, "bench --pg", None)
                     .await
                     .map_err(|e| e.to_string())?;
                 for i in 0..per {

@@ -15,17 +15,16 @@
 //! reader's connection is still open (what "when the command returns"
 //! leaves for the next command), each as a ratio to the peak.
 
-use super::exit;
-use super::render::Out;
 use async_trait::async_trait;
+use capsaga::exit;
+use capsaga::render::Out;
 use capsaga_core::error::ToolError;
 use capsaga_core::meta::{RawToolMeta, Risk};
 use capsaga_core::tool::{CallContext, ToolOutput};
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
 use capsaga_door::registry::BuiltinTool;
 use capsaga_sandbox::Op;
-use capsaga_store::Origin;
 use capsaga_store::sqlite::checkpoint::{CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES};
 use capsaga_store::sqlite::{SnapshotReader, wal_bytes};
 use serde::Serialize;
@@ -158,7 +157,7 @@ pub(super) fn workspace(dir: &Path) -> Result<PathBuf, String> {
 /// name, args `{"n": first..}`) through the door, each committed.
 pub(super) async fn saga(door: &Dispatcher, tool: &str, first: u32, n: u32) -> Result<(), String> {
     let mut saga = door
-        .start(Origin::Call, &format!("bench {tool}"), None)
+        .start(Scope::Call, &format!("bench {tool}"), None)
         .await
         .map_err(|e| e.to_string())?;
     for i in first..first + n {

@@ -144,6 +144,8 @@ pub(crate) async fn tokens(config: &Path, out: &Out, cmd: TokensCmd) -> Result<u
             }
             let role: Role = role.parse().map_err(usage)?;
             let secret = new_secret()?;
+            // Printed once on stdout, and never on stderr or in a log.
+            capsaga_telemetry::secrets::remember(secret.as_str());
             let digest = capsaga_server::auth::digest(secret.as_bytes());
             let row = store.create_token(&name, role, &digest, &me).await?;
             if out.json {

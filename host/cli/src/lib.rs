@@ -107,7 +107,13 @@ impl From<DispatchError> for Failure {
             DispatchError::NotFound(_) => exit::NOT_FOUND,
             DispatchError::Store(s) => store_code(s),
             DispatchError::Transition(_) => exit::INTERNAL,
-            DispatchError::Busy { .. } => exit::BUSY,
+            DispatchError::Busy { .. } | DispatchError::Held { .. } => exit::BUSY,
+            // Resuming a saga no plan opened: as a saga without a plan.
+            DispatchError::Scope(_) => exit::CONFIG,
+            DispatchError::InDoubt { report, .. } => match report.final_state {
+                capsaga_core::fsm::State::FailedRolledBack => exit::ROLLED_BACK,
+                _ => exit::ROLLBACK_PARTIAL,
+            },
         };
         Failure {
             code,

@@ -5,6 +5,8 @@
 //! providers). Decisions are logged in the memory's log with the operator
 //! as the principal.
 
+mod transfer;
+
 use super::render::{Out, clip};
 use super::{Failure, exit};
 use capsaga_agent::budget::Budget;
@@ -99,9 +101,47 @@ pub enum MemoryCmd {
         /// The id.
         id: String,
     },
+    /// Import past conversations (JSON Lines, one session a line: sender,
+    /// session_id, started_at, turns with role and content; see
+    /// docs/memory.md): each exchange becomes an episode of its sender with
+    /// its own date and session. Importing a file again adds nothing; an
+    /// interrupted import run again completes it.
+    Import {
+        /// The file (`-`: standard input, read once: `--on-error refuse`
+        /// needs a file).
+        file: PathBuf,
+        /// Namespace (default: `[memory] namespace`).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// A bad line: `skip` it (reported with its number) or `refuse` the
+        /// whole file (nothing imported).
+        #[arg(long, value_enum, default_value_t = OnError::Skip)]
+        on_error: OnError,
+    },
+    /// Export episodes as sessions in the format `import` reads.
+    Export {
+        /// Namespace (default: `[memory] namespace`).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Only this sender's sessions.
+        #[arg(long)]
+        sender: Option<String>,
+        /// Write here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
-fn failure(e: MemoryError) -> Failure {
+/// What `memory import` does with a bad line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnError {
+    /// Import the other lines; list the bad ones.
+    Skip,
+    /// Import nothing when any line is bad.
+    Refuse,
+}
+
+pub(super) fn failure(e: MemoryError) -> Failure {
     let code = match &e {
         MemoryError::Database { .. } | MemoryError::Dimension { .. } | MemoryError::Sql(_) => {
             exit::DATABASE
@@ -140,174 +180,26 @@ fn open(config_path: &Path) -> Result<(Config, Arc<HostMemory>), Failure> {
 /// [`Failure`].
 pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result<u8, Failure> {
     let (config, hm) = open(config_path)?;
-    let m = &hm.memory;
-    let own_ns = m.config().namespace.clone();
+    let own_ns = hm.memory.config().namespace.clone();
     match cmd {
         MemoryCmd::Search {
             query,
             namespace,
             sender,
             limit,
-        } => {
-            let ns = namespace.unwrap_or(own_ns);
-            let facts = m
-                .search_facts(&[&ns], &query, limit, 0.0)
-                .map_err(failure)?;
-            let eps = m
-                .search_episodes(
-                    &ns,
-                    sender.as_deref(),
-                    &query,
-                    0,
-                    limit,
-                    jiff::Timestamp::now(),
-                )
-                .map_err(failure)?;
-            if out.json {
-                out.json(&json!({"facts": facts, "episodes": eps}));
-            } else {
-                for f in &facts {
-                    outln!(
-                        "fact {}  score {:.3}  {}",
-                        f.fact_id,
-                        f.score.unwrap_or(0.0),
-                        clip(&f.text, 120)
-                    );
-                }
-                for e in &eps {
-                    outln!(
-                        "episode {}  {}  {}  {}",
-                        e.episode_id,
-                        e.started_at,
-                        e.sender,
-                        clip(&e.user_message, 100)
-                    );
-                }
-            }
-            Ok(exit::OK)
-        }
-        MemoryCmd::Episodes { sender, limit, all } => {
-            let eps = m
-                .store()
-                .list_episodes(&EpisodeQuery {
-                    namespace: None,
-                    sender,
-                    include_archived: all,
-                    limit,
-                })
-                .map_err(failure)?;
-            if out.json {
-                out.json(&eps);
-            } else {
-                for e in &eps {
-                    outln!(
-                        "{}  {}  {}  {}  importance {:.2}{}{}  {}",
-                        e.episode_id,
-                        e.started_at,
-                        e.sender,
-                        e.outcome,
-                        e.importance,
-                        if e.reflected { "  reflected" } else { "" },
-                        if e.archived { "  archived" } else { "" },
-                        clip(&e.user_message, 80)
-                    );
-                }
-            }
-            Ok(exit::OK)
-        }
-        MemoryCmd::Facts { namespace } => {
-            let facts = m.store().facts(namespace.as_deref()).map_err(failure)?;
-            if out.json {
-                out.json(&facts);
-            } else {
-                for f in &facts {
-                    outln!(
-                        "{}  [{}]  {}  accessed {}  {}",
-                        f.fact_id,
-                        f.namespace,
-                        f.source,
-                        f.access_count,
-                        clip(&f.text, 120)
-                    );
-                }
-            }
-            Ok(exit::OK)
-        }
-        MemoryCmd::Proposals { all } => {
-            let ps = m
-                .store()
-                .proposals(if all { None } else { Some("pending") })
-                .map_err(failure)?;
-            if out.json {
-                out.json(&ps);
-            } else {
-                for p in &ps {
-                    // Untrusted until approved: shown clipped, control
-                    // characters already flattened when it was queued.
-                    outln!(
-                        "{}  {}  [{}]  {}  {}",
-                        p.proposal_id,
-                        p.status,
-                        p.namespace,
-                        p.origin,
-                        clip(&p.text, 160)
-                    );
-                }
-                if ps.is_empty() {
-                    outln!("no proposals");
-                }
-            }
-            Ok(exit::OK)
-        }
+        } => search(
+            &hm,
+            out,
+            &namespace.unwrap_or(own_ns),
+            sender.as_deref(),
+            &query,
+            limit,
+        ),
+        MemoryCmd::Episodes { sender, limit, all } => episodes(&hm, out, sender, limit, all),
+        MemoryCmd::Facts { namespace } => facts(&hm, out, namespace.as_deref()),
+        MemoryCmd::Proposals { all } => proposals(&hm, out, all),
         MemoryCmd::Reflect { script, min_size } => {
-            // The model calls are metered against the state store's
-            // budget ledger like every model call.
-            // The configured store (SQLite or the shared PostgreSQL one):
-            // the day's cap is the one every host shares.
-            let store =
-                capsaga_door::host::open_store(&config, capsaga_store::sqlite::GroupCommit::On)
-                    .await?;
-            let budget = Budget::open(&config, store.clone()).map_err(|e| Failure {
-                code: exit::CONFIG,
-                message: e.to_string(),
-            })?;
-            let meter = Meter::new(&budget);
-            let sel = Selection {
-                script,
-                ..Selection::default()
-            };
-            let sel = capsaga_agent::keys::with_sealed_store(&config, &*store, sel).await?;
-            let selected = select(&config, &process_env(), &sel).map_err(|e| Failure {
-                code: exit::CONFIG,
-                message: e.to_string(),
-            })?;
-            let archived = m.retention(jiff::Timestamp::now()).map_err(failure)?;
-            let r = capsaga_agent::reflect::reflect(
-                &hm,
-                selected.provider.as_ref(),
-                &meter,
-                &own_ns,
-                min_size.max(1),
-            )
-            .await
-            .map_err(|e| Failure {
-                code: exit::NOT_SUCCESS,
-                message: e.to_string(),
-            })?;
-            if out.json {
-                out.json(&json!({"clusters": r.clusters, "proposals": r.proposals, "archived": archived}));
-            } else {
-                outln!(
-                    "{} group(s), {} proposal(s) queued, {} episode(s) archived",
-                    r.clusters,
-                    r.proposals.len(),
-                    archived.len()
-                );
-                for p in &r.proposals {
-                    outln!("  {}  {}", p.proposal_id, clip(&p.text, 160));
-                }
-            }
-            Ok(exit::OK)
+            reflect(&config, &hm, out, &own_ns, script, min_size).await
         }
         MemoryCmd::Approve { ids, all } | MemoryCmd::Discard { ids, all }
             if ids.is_empty() && !all =>
@@ -318,52 +210,277 @@ pub(crate) async fn run(config_path: &Path, out: &Out, cmd: MemoryCmd) -> Result
                 message: "name proposal ids, or --all".into(),
             })
         }
-        MemoryCmd::Approve { ids, all } => {
-            let ids = if all { pending(&hm)? } else { ids };
-            for id in &ids {
-                m.store().proposal(id).map_err(failure)?;
-            }
-            let facts = m.approve(&ids, &operator()).map_err(failure)?;
-            if out.json {
-                out.json(&facts);
-            } else {
-                outln!("{} fact(s) added", facts.len());
-                for f in &facts {
-                    outln!("  {}  {}", f.fact_id, clip(&f.text, 120));
-                }
-            }
-            Ok(exit::OK)
+        MemoryCmd::Approve { ids, all } => decide(&hm, out, ids, all, true),
+        MemoryCmd::Discard { ids, all } => decide(&hm, out, ids, all, false),
+        MemoryCmd::Forget { id } => forget(&hm, out, &id),
+        MemoryCmd::Import {
+            file,
+            namespace,
+            on_error,
+        } => {
+            let ns = namespace.unwrap_or(own_ns);
+            transfer::import(hm, out, file, ns, on_error).await
         }
-        MemoryCmd::Discard { ids, all } => {
-            let ids = if all { pending(&hm)? } else { ids };
-            let n = m.discard(&ids, &operator()).map_err(failure)?;
-            if out.json {
-                out.json(&json!({"discarded": n}));
-            } else {
-                outln!("{n} proposal(s) discarded");
-            }
-            Ok(exit::OK)
-        }
-        MemoryCmd::Forget { id } => {
-            let f = m.forget(&id, &operator()).map_err(failure)?;
-            if out.json {
-                out.json(&f);
-            } else {
-                outln!(
-                    "forgot {} {}{}: {}",
-                    f.what,
-                    f.id,
-                    if f.memory_md_line {
-                        " (and its MEMORY.md line)"
-                    } else {
-                        ""
-                    },
-                    clip(&f.text, 120)
-                );
-            }
-            Ok(exit::OK)
-        }
+        MemoryCmd::Export {
+            namespace,
+            sender,
+            out: to,
+        } => transfer::export(hm, out, namespace.unwrap_or(own_ns), sender, to).await,
     }
+}
+
+/// `memory search`: facts, then episodes in ranking order.
+fn search(
+    hm: &HostMemory,
+    out: &Out,
+    ns: &str,
+    sender: Option<&str>,
+    query: &str,
+    limit: usize,
+) -> Result<u8, Failure> {
+    let m = &hm.memory;
+    let facts = m.search_facts(&[ns], query, limit, 0.0).map_err(failure)?;
+    let eps = m
+        .search_episodes(ns, sender, query, 0, limit, jiff::Timestamp::now())
+        .map_err(failure)?;
+    if out.json {
+        out.json(&json!({"facts": facts, "episodes": eps}));
+        return Ok(exit::OK);
+    }
+    for f in &facts {
+        outln!(
+            "fact {}  score {:.3}  {}",
+            f.fact_id,
+            f.score.unwrap_or(0.0),
+            clip(&f.text, 120)
+        );
+    }
+    for (i, e) in eps.iter().enumerate() {
+        outln!(
+            "{:>3}. episode {}  {}  {}  session {}  {}",
+            i + 1,
+            e.episode_id,
+            e.started_at,
+            e.sender,
+            e.session_id,
+            clip(&e.user_message, 100)
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// `memory episodes`.
+fn episodes(
+    hm: &HostMemory,
+    out: &Out,
+    sender: Option<String>,
+    limit: usize,
+    all: bool,
+) -> Result<u8, Failure> {
+    let eps = hm
+        .memory
+        .store()
+        .list_episodes(&EpisodeQuery {
+            namespace: None,
+            sender,
+            include_archived: all,
+            limit,
+        })
+        .map_err(failure)?;
+    if out.json {
+        out.json(&eps);
+        return Ok(exit::OK);
+    }
+    for e in &eps {
+        outln!(
+            "{}  {}  {}  {}  importance {:.2}{}{}  {}",
+            e.episode_id,
+            e.started_at,
+            e.sender,
+            e.outcome,
+            e.importance,
+            if e.reflected { "  reflected" } else { "" },
+            if e.archived { "  archived" } else { "" },
+            clip(&e.user_message, 80)
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// `memory facts`: each with the fact that superseded it, if any.
+fn facts(hm: &HostMemory, out: &Out, namespace: Option<&str>) -> Result<u8, Failure> {
+    let facts = hm.memory.store().facts(namespace).map_err(failure)?;
+    if out.json {
+        out.json(&facts);
+        return Ok(exit::OK);
+    }
+    for f in &facts {
+        outln!(
+            "{}  [{}]  {}  valid from {}  accessed {}{}  {}",
+            f.fact_id,
+            f.namespace,
+            f.source,
+            f.valid_at,
+            f.access_count,
+            f.superseded_by
+                .as_ref()
+                .map(|b| format!("  superseded by {b}"))
+                .unwrap_or_default(),
+            clip(&f.text, 120)
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// `memory proposals`.
+fn proposals(hm: &HostMemory, out: &Out, all: bool) -> Result<u8, Failure> {
+    let ps = hm
+        .memory
+        .store()
+        .proposals(if all { None } else { Some("pending") })
+        .map_err(failure)?;
+    if out.json {
+        out.json(&ps);
+        return Ok(exit::OK);
+    }
+    for p in &ps {
+        // Untrusted until approved: shown clipped, control characters
+        // already flattened when it was queued.
+        outln!(
+            "{}  {}  [{}]  {}  {}",
+            p.proposal_id,
+            p.status,
+            p.namespace,
+            p.origin,
+            clip(&p.text, 160)
+        );
+    }
+    if ps.is_empty() {
+        outln!("no proposals");
+    }
+    Ok(exit::OK)
+}
+
+/// `memory reflect`: retention, then reflection with the model, each call
+/// metered against the state store's budget ledger like every model call
+/// (the configured store: the day's cap is the one every host shares).
+async fn reflect(
+    config: &Config,
+    hm: &Arc<HostMemory>,
+    out: &Out,
+    own_ns: &str,
+    script: Option<PathBuf>,
+    min_size: usize,
+) -> Result<u8, Failure> {
+    let store =
+        capsaga_door::host::open_store(config, capsaga_store::sqlite::GroupCommit::On).await?;
+    let budget = Budget::open(config, store.clone()).map_err(|e| Failure {
+        code: exit::CONFIG,
+        message: e.to_string(),
+    })?;
+    let meter = Meter::new(&budget);
+    let sel = Selection {
+        script,
+        ..Selection::default()
+    };
+    let sel = capsaga_agent::keys::with_sealed_store(config, &*store, sel).await?;
+    let selected = select(config, &process_env(), &sel).map_err(|e| Failure {
+        code: exit::CONFIG,
+        message: e.to_string(),
+    })?;
+    let archived = hm
+        .memory
+        .retention(jiff::Timestamp::now())
+        .map_err(failure)?;
+    let r = capsaga_agent::reflect::reflect(
+        hm,
+        selected.provider.as_ref(),
+        &meter,
+        own_ns,
+        min_size.max(1),
+    )
+    .await
+    .map_err(|e| Failure {
+        code: exit::NOT_SUCCESS,
+        message: e.to_string(),
+    })?;
+    if out.json {
+        out.json(&json!({"clusters": r.clusters, "proposals": r.proposals, "archived": archived}));
+        return Ok(exit::OK);
+    }
+    outln!(
+        "{} group(s), {} proposal(s) queued, {} episode(s) archived",
+        r.clusters,
+        r.proposals.len(),
+        archived.len()
+    );
+    for p in &r.proposals {
+        outln!("  {}  {}", p.proposal_id, clip(&p.text, 160));
+    }
+    Ok(exit::OK)
+}
+
+/// `memory approve|discard`.
+fn decide(
+    hm: &HostMemory,
+    out: &Out,
+    ids: Vec<String>,
+    all: bool,
+    approve: bool,
+) -> Result<u8, Failure> {
+    let m = &hm.memory;
+    let ids = if all { pending(hm)? } else { ids };
+    if !approve {
+        let n = m.discard(&ids, &operator()).map_err(failure)?;
+        if out.json {
+            out.json(&json!({"discarded": n}));
+        } else {
+            outln!("{n} proposal(s) discarded");
+        }
+        return Ok(exit::OK);
+    }
+    for id in &ids {
+        m.store().proposal(id).map_err(failure)?;
+    }
+    let facts = m.approve(&ids, &operator()).map_err(failure)?;
+    if out.json {
+        out.json(&facts);
+        return Ok(exit::OK);
+    }
+    outln!("{} fact(s) added", facts.len());
+    for f in &facts {
+        outln!(
+            "  {}  {}{}",
+            f.fact_id,
+            clip(&f.text, 120),
+            f.superseded_by
+                .as_ref()
+                .map(|b| format!("  (superseded at once by the later {b})"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// `memory forget`.
+fn forget(hm: &HostMemory, out: &Out, id: &str) -> Result<u8, Failure> {
+    let f = hm.memory.forget(id, &operator()).map_err(failure)?;
+    if out.json {
+        out.json(&f);
+    } else {
+        outln!(
+            "forgot {} {}{}: {}",
+            f.what,
+            f.id,
+            if f.memory_md_line {
+                " (and its MEMORY.md line)"
+            } else {
+                ""
+            },
+            clip(&f.text, 120)
+        );
+    }
+    Ok(exit::OK)
 }
 
 fn pending(hm: &HostMemory) -> Result<Vec<String>, Failure> {

@@ -206,7 +206,7 @@ fn decided(out: &Out, row: &NeuronRow, what: &str) -> Result<u8, Failure> {
 async fn list(store: &dyn Store, config: &Config, out: &Out) -> Result<u8, Failure> {
     let retired = fitness::retire_unfit(store, &config.policy).await?;
     for r in &retired {
-        eprintln!(
+        errln!(
             "capsaga: neuron {} version {} retired: {}",
             r.name,
             r.version,

@@ -179,12 +179,45 @@ pub(crate) async fn trace(host: &Host, out: &Out, id: &str) -> Result<u8, Failur
     Ok(exit::OK)
 }
 
-/// `capsaga budget`.
+/// `capsaga budget`: the caps, the spend per day, and the gap between
+/// what providers reported and what the host estimated (per day, provider
+/// and model asked: what was reserved, charged and charged beyond the
+/// reservations, the largest ratios per side), with the ratios that scale
+/// the next reservations (`capsaga_core::budget::learn`).
 pub(crate) async fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Failure> {
+    use capsaga_core::budget::learn::LEARN_DAYS;
     let rows = host.store.budget_days(days).await?;
     let caps = host.config.policy.budget.caps();
+    let shown_days = u64::try_from(days.max(1)).unwrap_or(u64::MAX);
+    let gaps = host
+        .store
+        .budget_gaps(&capsaga_store::clock::days_ago(
+            shown_days.max(LEARN_DAYS) - 1,
+        ))
+        .await?;
+    // The ratios in use: the largest of the learning window, per provider
+    // and model.
+    let window = capsaga_store::clock::days_ago(LEARN_DAYS - 1);
+    let mut learnt: std::collections::BTreeMap<(String, String), (f64, f64)> =
+        std::collections::BTreeMap::new();
+    for g in gaps.iter().filter(|g| g.day >= window) {
+        let e = learnt
+            .entry((g.provider.clone(), g.model.clone()))
+            .or_insert((0.0, 0.0));
+        e.0 = e.0.max(g.input_ratio);
+        e.1 = e.1.max(g.output_ratio);
+    }
+    let shown = capsaga_store::clock::days_ago(shown_days - 1);
+    let gaps: Vec<_> = gaps.into_iter().filter(|g| g.day >= shown).collect();
     if out.json {
-        out.json(&json!({"caps": caps, "days": rows}));
+        let learnt: Vec<_> = learnt
+            .iter()
+            .map(|((p, m), (i, o))| {
+                json!({"provider": p, "model": m, "input_ratio": i, "output_ratio": o,
+                    "window_days": LEARN_DAYS})
+            })
+            .collect();
+        out.json(&json!({"caps": caps, "days": rows, "gaps": gaps, "learnt": learnt}));
         return Ok(exit::OK);
     }
     let cap = |c: Option<f64>| {
@@ -215,6 +248,35 @@ pub(crate) async fn budget(host: &Host, out: &Out, days: usize) -> Result<u8, Fa
             r.input_tokens,
             r.output_tokens
         );
+        for g in gaps.iter().filter(|g| g.day == r.day) {
+            outln!(
+                "      {}/{}: {} call(s) reserved ${:.6}, charged ${:.6}, ${:.6} beyond the reservations; charged/estimated up to x{:.2} in, x{:.2} out",
+                g.provider,
+                g.model,
+                g.calls,
+                g.reserved_usd,
+                g.charged_usd,
+                g.over_usd,
+                g.input_ratio,
+                g.output_ratio
+            );
+        }
+    }
+    let over: Vec<_> = learnt
+        .iter()
+        .filter(|(_, (i, o))| *i > 1.0 || *o > 1.0)
+        .collect();
+    if !over.is_empty() {
+        outln!(
+            "reservations scaled by what providers reported beyond the estimates (largest of the last {LEARN_DAYS} days):"
+        );
+        for ((p, m), (i, o)) in over {
+            outln!(
+                "  {p}/{m}: input x{:.2}, output x{:.2}",
+                i.max(1.0),
+                o.max(1.0)
+            );
+        }
     }
     Ok(exit::OK)
 }

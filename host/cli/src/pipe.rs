@@ -31,8 +31,13 @@ pub fn write_out(args: std::fmt::Arguments<'_>) {
     let _ = out.write_fmt(args);
 }
 
-/// Write to stderr; errors are dropped.
+/// Write to stderr, scrubbed of the host's secrets like the log output
+/// (`capsaga_telemetry::secrets::scrub`: a provider's error body echoing a
+/// key, a store error); errors are dropped. Stdout is the command's answer
+/// (`tokens create` prints the new secret there) and is not scrubbed.
 pub fn write_err(args: std::fmt::Arguments<'_>) {
     use std::io::Write;
-    let _ = std::io::stderr().lock().write_fmt(args);
+    let text = args.to_string();
+    let text = capsaga_telemetry::secrets::scrub(&text);
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }

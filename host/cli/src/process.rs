@@ -2,7 +2,6 @@
 //! binary's `main`, and `capsaga-bench`'s): the embedding model's threads
 //! and the tracing subscriber (telemetry and log lines).
 
-use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -41,13 +40,9 @@ pub fn subscribe(
             None
         }
     };
-    let logs = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CAPSAGA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
-        );
+    // The log output: every event scrubbed of the host's secrets and of
+    // credential shapes (`capsaga_telemetry::logs`).
+    let logs = capsaga_telemetry::logs::layer(filter);
     let _ = tracing_subscriber::registry()
         .with(telemetry.as_ref().map(|t| t.layer()))
         .with(logs)

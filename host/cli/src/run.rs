@@ -10,11 +10,13 @@ use capsaga_agent::trace::Outcome;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::providers::parse_list;
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome as Step, Recovered, Refusal};
+use capsaga_door::dispatch::{
+    Act, Args, Call, Dispatcher, Outcome as Step, Recovered, Refusal, Scope, Via,
+};
 use capsaga_door::host::Host;
 use capsaga_door::plan::{self, Plan, PlanStep};
 use capsaga_door::saga::RollbackReport;
-use capsaga_store::{ApprovalRow, Origin};
+use capsaga_store::ApprovalRow;
 use serde_json::json;
 use std::path::Path;
 use std::sync::Arc;
@@ -101,7 +103,7 @@ pub(crate) async fn call(
             args,
         }],
     };
-    let report = plan::run_as(door, &one, None, Origin::Call).await?;
+    let report = plan::run_as(door, &one, None, Scope::Call).await?;
     Ok(print_call_report(out, tool, &report))
 }
 
@@ -535,7 +537,10 @@ pub(crate) async fn agent(host: &Arc<Host>, out: &Out, req: &AgentRequest) -> Re
 
 /// `capsaga rollback --saga <id>`.
 pub(crate) async fn rollback(door: &Dispatcher, out: &Out, saga_id: &str) -> Result<u8, Failure> {
-    let mut saga = door.resume(saga_id).await?;
+    let who = capsaga_door::dispatch::decider("cli");
+    let (mut saga, _hold) = door
+        .reopen(saga_id, Via::Operator, Act::Rollback, &who)
+        .await?;
     let before = saga.state();
     let report = door.recover(&mut saga).await?;
     if out.json {
@@ -563,7 +568,8 @@ pub(crate) async fn rollback(door: &Dispatcher, out: &Out, saga_id: &str) -> Res
 
 /// `capsaga undo --saga <id>`: compensate a Done saga's committed steps.
 pub(crate) async fn undo(door: &Dispatcher, out: &Out, saga_id: &str) -> Result<u8, Failure> {
-    let mut saga = door.resume(saga_id).await?;
+    let who = capsaga_door::dispatch::decider("cli");
+    let (mut saga, _hold) = door.reopen(saga_id, Via::Operator, Act::Undo, &who).await?;
     let before = saga.state();
     let report = door.undo(&mut saga).await.map_err(|e| match e {
         capsaga_door::dispatch::DispatchError::Transition(t) => Failure {

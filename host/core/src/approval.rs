@@ -21,9 +21,13 @@
 //! `claimed`, `stale` and `expired` are final for everything.
 //!
 //! Three more rules make an approval mean what the human read:
-//! - it binds to the saga that asked: while that saga is not ended, only it
-//!   may claim the approval ([`may_claim`]); a byte-identical call from
-//!   another saga asks for its own;
+//! - it belongs to the saga that asked and to its principal: while that saga
+//!   is not ended, only it may claim the approval; once it ended (an agent
+//!   turn that stopped for the human, a saga rolled back), another saga may
+//!   claim it only if it runs for the same principal (the name recorded with
+//!   both sagas, exactly; none recorded: nobody else) ([`may_claim`]). A
+//!   byte-identical call of another principal (another client token, an
+//!   operator, the command line) asks for its own approval;
 //! - it describes what will run: at claim time the tool's dry-run runs again
 //!   and its effect ([`Effect`]: summary, effects, SHA-256 of the data,
 //!   which holds the pre-image) is compared with the approved one; a change
@@ -181,14 +185,32 @@ impl Binding {
     }
 }
 
+/// A saga on either side of a claim: the one that requested an approval,
+/// or the one whose step would claim it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Party<'a> {
+    /// The saga id.
+    pub saga: &'a str,
+    /// The principal recorded with the saga (`None` for a saga recorded
+    /// before principals existed).
+    pub principal: Option<&'a str>,
+    /// Whether the saga has ended (a terminal state).
+    pub ended: bool,
+}
+
 /// Whether a step of saga `claimant` may claim an approval requested by
-/// saga `requester`, whose state is `requester_ended` (terminal) or not:
-/// the requesting saga itself always; another saga only once the requesting
-/// one has ended (an operator approved what an ended agent turn asked for).
-/// While the requesting saga is parked and can still be resumed, its
-/// approval is its own.
-pub fn may_claim(requester: &str, requester_ended: bool, claimant: &str) -> bool {
-    requester == claimant || requester_ended
+/// saga `requester`: the requesting saga itself always; another saga only
+/// once the requesting one has ended (an operator approved what an ended
+/// agent turn asked for) **and** when both run for the same principal
+/// (equal names, none missing). While the requesting saga is parked and can
+/// still be resumed, its approval is its own; an approval never passes to
+/// another principal, whatever the call. The store checks the same rule
+/// again in the transaction that claims.
+pub fn may_claim(requester: Party<'_>, claimant: Party<'_>) -> bool {
+    requester.saga == claimant.saga
+        || (requester.ended
+            && requester.principal.is_some()
+            && requester.principal == claimant.principal)
 }
 
 /// What a dry-run says a call will do, as compared at claim time with what
@@ -385,11 +407,38 @@ mod tests {
     }
 
     #[test]
-    fn only_the_requesting_saga_claims_until_it_ends() {
-        assert!(may_claim("s1", false, "s1"));
-        assert!(may_claim("s1", true, "s1"));
-        assert!(!may_claim("s1", false, "s2"));
-        assert!(may_claim("s1", true, "s2"));
+    fn only_the_requesting_saga_claims_until_it_ends_then_only_its_principal() {
+        let p = |saga, principal, ended| Party {
+            saga,
+            principal,
+            ended,
+        };
+        let bob = Some("token:bob");
+        // The requesting saga itself, ended or not.
+        assert!(may_claim(p("s1", bob, false), p("s1", bob, false)));
+        assert!(may_claim(p("s1", bob, true), p("s1", bob, true)));
+        // Another saga of the same principal: only once it ended.
+        assert!(!may_claim(p("s1", bob, false), p("s2", bob, false)));
+        assert!(may_claim(p("s1", bob, true), p("s2", bob, false)));
+        // Another principal never, whatever its role or kind.
+        for other in [
+            Some("token:mallory"),
+            Some("token:Bob"),
+            Some("token:bob "),
+            Some("cli:bob"),
+            Some("env:CAPSAGA_TOKEN"),
+            Some("loopback"),
+            Some(""),
+            None,
+        ] {
+            assert!(
+                !may_claim(p("s1", bob, true), p("s2", other, false)),
+                "{other:?}"
+            );
+        }
+        // A requester with no principal recorded: nobody else.
+        assert!(!may_claim(p("s1", None, true), p("s2", None, false)));
+        assert!(!may_claim(p("s1", None, true), p("s2", bob, false)));
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! - [`net_guard`]: whether a guest's outgoing HTTP request may leave the host,
 //!   and to which addresses (URL, grant and address-class checks).
 //! - [`redact`]: streaming redaction of secret values in responses.
+//! - [`scrub`]: text scrubbed of secrets (known values and credential
+//!   shapes) before it leaves through a log, a span, a metric, the audit
+//!   export or the console.
 //! - [`fsm`]: the guardrail finite-state machine of the saga, and the
 //!   operator's `fsm.toml` extra rows.
 //! - [`approval`]: human approvals bound to one exact call, claimed once.
@@ -27,6 +30,8 @@
 //!   formats asserted and known, nothing fetched, no same-instance cycle).
 //! - [`json`]: strict JSON parsing (duplicate keys refused) and canonical form.
 //! - [`jsonrpc`]: admission of a raw JSON-RPC message (MCP) under the same rules.
+//! - [`routing_headers`]: the HTTP headers the server routes or authenticates
+//!   on, each sent once and saying what the body says.
 //! - [`idempotency`]: idempotency keys of saga steps.
 //! - [`error`]: the error kinds of the tool world and the tool error record.
 //! - [`tool`]: the call context and tool output records.
@@ -41,6 +46,8 @@
 //! - [`prompt`]: the system prompt in its fixed block order.
 //! - [`principal`]: principals (who made a request) and roles (client,
 //!   operator), and what each may do.
+//! - [`scope`]: which scope opened a saga (a session, a saga handle, a task,
+//!   a turn, a plan) and which surface may continue, commit or roll it back.
 //! - [`session_table`]: live server sessions bounded globally and per
 //!   principal, idle ones evicted least recently used first.
 //! - [`pause`]: the operator's kill switch (running, read-only, paused).
@@ -73,7 +80,10 @@ pub mod prompt;
 pub use policy::providers;
 pub mod redact;
 pub mod retry;
+pub mod routing_headers;
 pub mod schema_load;
+pub mod scope;
+pub mod scrub;
 pub mod sealed;
 pub mod session_table;
 pub mod tool;

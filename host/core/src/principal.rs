@@ -19,6 +19,7 @@
 //! | read every saga, trace and approval | no | yes |
 //! | decide approvals, neurons; reload the policy | no | yes |
 //! | pause / resume the host, manage sealed keys and tokens | no | yes |
+//! | resume a stored plan, roll back or undo any saga | no | yes |
 //!
 //! An MCP client is a `client`: the agent's side, not the operator's. It
 //! confirms a call only where the policy names the tool for client
@@ -65,7 +66,8 @@ impl Role {
             | Action::ReloadPolicy
             | Action::Pause
             | Action::ManageKeys
-            | Action::ManageTokens => self == Role::Operator,
+            | Action::ManageTokens
+            | Action::OperateSagas => self == Role::Operator,
         }
     }
 }
@@ -119,6 +121,10 @@ pub enum Action {
     ManageKeys,
     /// Create, list, revoke tokens.
     ManageTokens,
+    /// Resume a saga from its stored plan, roll back or undo any saga
+    /// (`capsaga resume|rollback|undo`, the console): whichever scope
+    /// opened it (`crate::scope`).
+    OperateSagas,
 }
 
 /// An authenticated caller: its name (as recorded) and role.
@@ -228,6 +234,7 @@ mod tests {
             Action::Pause,
             Action::ManageKeys,
             Action::ManageTokens,
+            Action::OperateSagas,
         ] {
             assert!(!Role::Client.may(a), "{a:?}");
             assert!(Role::Operator.may(a), "{a:?}");

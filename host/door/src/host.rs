@@ -7,6 +7,7 @@
 use crate::config::{Config, ConfigError};
 use crate::ownership::OwnerLease;
 use crate::registry::{LoadError, Registry};
+use crate::saga::InDoubt;
 use crate::sandbox::factors::{FactorError, Factors};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxError};
 use crate::store::postgres::{PgOptions, PgStore};
@@ -93,6 +94,15 @@ pub struct Host {
     /// The operator's kill switch (stored in the state store; shared by
     /// the generations of a reloaded host).
     pub switch: Arc<KillSwitch>,
+    /// The sagas a live scope of this process holds now (an MCP session's,
+    /// a request's, a task's, a turn's, a plan's): the door's
+    /// `dispatch::scope` refuses another scope of the process while one
+    /// holds a saga. Shared by the generations of a reloaded host.
+    pub holds: Arc<crate::saga::Holds>,
+    /// The sagas this process let go of in doubt (the store failed while a
+    /// step's outcome was written), rolled back once the store answers
+    /// (shared by the generations of a reloaded host).
+    pub in_doubt: Arc<InDoubt>,
 }
 
 impl std::fmt::Debug for Host {
@@ -233,7 +243,14 @@ impl Host {
                 .map_err(|e| capsaga_memory::MemoryError::Embed(e.to_string()))??
         };
         let switch = KillSwitch::new(store.clone());
-        Host::assemble(config, store, owner, memory, switch).await
+        let shared = Shared {
+            owner,
+            memory,
+            switch,
+            holds: Arc::default(),
+            in_doubt: Arc::new(InDoubt::default()),
+        };
+        Host::assemble(config, store, shared).await
     }
 
     /// A new generation of this host from its policy file as it is now
@@ -280,14 +297,14 @@ impl Host {
         }
         // The memory (its model and database) is kept, like the store; a
         // changed `[memory]` section takes effect at the next start.
-        let next = Host::assemble(
-            config,
-            self.store.clone(),
-            self.owner.clone(),
-            self.memory.clone(),
-            self.switch.clone(),
-        )
-        .await?;
+        let shared = Shared {
+            owner: self.owner.clone(),
+            memory: self.memory.clone(),
+            switch: self.switch.clone(),
+            holds: self.holds.clone(),
+            in_doubt: self.in_doubt.clone(),
+        };
+        let next = Host::assemble(config, self.store.clone(), shared).await?;
         self.owner.set_policy_hash(&next.config.policy_sha256);
         for t in self.registry.tools() {
             if let crate::registry::ToolSource::Builtin(b) = &t.source
@@ -309,15 +326,20 @@ impl Host {
         Ok(next)
     }
 
-    /// Everything but the store, the owner lock and the switch, from
-    /// `config`.
+    /// Everything but the store and what the generations share
+    /// ([`Shared`]), from `config`.
     async fn assemble(
         config: Config,
         store: Arc<dyn Store>,
-        owner: Arc<dyn OwnerLease>,
-        memory: Option<Arc<crate::memory::HostMemory>>,
-        switch: Arc<KillSwitch>,
+        shared: Shared,
     ) -> Result<Arc<Host>, HostError> {
+        let Shared {
+            owner,
+            memory,
+            switch,
+            holds,
+            in_doubt,
+        } = shared;
         let mut sandbox = Sandbox::with_config(&SandboxConfig {
             max_memory_bytes: config.policy.max_memory_bytes(),
             compiled_cache: Some(config.compiled_cache.clone()),
@@ -366,6 +388,19 @@ impl Host {
             retry: RetryPolicy::DEFAULT,
             owner,
             switch,
+            holds,
+            in_doubt,
         }))
     }
+}
+
+/// What the generations of a reloaded host share besides the store: the
+/// owner lock, the memory, the kill switch, the sagas held, the sagas left
+/// in doubt.
+struct Shared {
+    owner: Arc<dyn OwnerLease>,
+    memory: Option<Arc<crate::memory::HostMemory>>,
+    switch: Arc<KillSwitch>,
+    holds: Arc<crate::saga::Holds>,
+    in_doubt: Arc<InDoubt>,
 }

@@ -17,12 +17,13 @@
 //!
 //! A plan is a driver of the dispatch door: every step is submitted there.
 
-use crate::dispatch::{Args, Call, DispatchError, Dispatcher, Outcome, Refusal};
+use crate::dispatch::{Act, Args, Call, DispatchError, Dispatcher, Outcome, Refusal, Scope, Via};
 use crate::saga::{RollbackReport, Saga};
-use crate::store::{ApprovalRow, Origin, StoreError};
+use crate::store::{ApprovalRow, StoreError};
 use capsaga_core::error::ToolError;
 use capsaga_core::fsm::State;
 use capsaga_core::json::parse_strict;
+use capsaga_core::principal::Principal;
 use capsaga_core::tool::ToolOutput;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -211,6 +212,21 @@ impl From<StoreError> for RunError {
 /// [`DispatchError::NotFound`], [`RunError::NoPlan`] for a saga without a
 /// stored plan (an agent turn), or any error of [`run`].
 pub async fn resume(door: &Dispatcher, saga_id: &str) -> Result<PlanReport, RunError> {
+    resume_as(door, saga_id, &crate::dispatch::decider("cli")).await
+}
+
+/// [`resume`] by the operator `who` (the console's signed-in operator;
+/// `capsaga resume` is `cli:<user>`): only an operator resumes, and only a
+/// saga a plan or a call opened (`dispatch::scope`, `Via::PlanResume`).
+///
+/// # Errors
+/// As [`resume`]; [`DispatchError::Scope`] when `who` is not an operator or
+/// the saga was opened by another scope.
+pub async fn resume_as(
+    door: &Dispatcher,
+    saga_id: &str,
+    who: &Principal,
+) -> Result<PlanReport, RunError> {
     let store = &door.host().store;
     if store.saga(saga_id).await?.is_none() {
         return Err(DispatchError::NotFound(saga_id.to_string()).into());
@@ -221,7 +237,7 @@ pub async fn resume(door: &Dispatcher, saga_id: &str) -> Result<PlanReport, RunE
         .ok_or_else(|| RunError::NoPlan(saga_id.to_string()))?;
     let plan: Plan = serde_json::from_str(&text)
         .map_err(|e| StoreError::Decode(format!("stored plan of saga {saga_id}: {e}")))?;
-    run(door, &plan, Some(saga_id)).await
+    run_by(door, &plan, Some(saga_id), Scope::Plan, who).await
 }
 
 /// Run a validated plan as a new saga, or replay it in saga `resume`.
@@ -233,10 +249,11 @@ pub async fn run(
     plan: &Plan,
     resume: Option<&str>,
 ) -> Result<PlanReport, RunError> {
-    run_as(door, plan, resume, Origin::Plan).await
+    run_as(door, plan, resume, Scope::Plan).await
 }
 
-/// [`run`] for a saga of `origin` (`capsaga call` runs a one-step plan).
+/// [`run`] for a saga opened by `scope` (`capsaga call` runs a one-step
+/// plan: `Scope::Call`), by the local operator at the command line.
 ///
 /// # Errors
 /// [`RunError`] when the door fails; [`RunError::PlanMismatch`] when
@@ -245,19 +262,35 @@ pub async fn run_as(
     door: &Dispatcher,
     plan: &Plan,
     resume: Option<&str>,
-    origin: Origin,
+    scope: Scope,
+) -> Result<PlanReport, RunError> {
+    run_by(door, plan, resume, scope, &crate::dispatch::decider("cli")).await
+}
+
+/// [`run_as`] by `who`: a new saga opened by `scope` for `who`, or saga
+/// `resume` re-opened through `Via::PlanResume` (an operator, a saga a
+/// plan or a call opened), held while the plan runs.
+async fn run_by(
+    door: &Dispatcher,
+    plan: &Plan,
+    resume: Option<&str>,
+    scope: Scope,
+    who: &Principal,
 ) -> Result<PlanReport, RunError> {
     let text = plan.canonical();
-    let mut saga = match resume {
+    let (mut saga, _hold) = match resume {
         Some(id) => {
             if let Some(stored) = door.host().store.saga_plan(id).await?
                 && stored != text
             {
                 return Err(RunError::PlanMismatch(id.to_string()));
             }
-            door.resume(id).await?
+            door.reopen(id, Via::PlanResume, Act::Continue, who).await?
         }
-        None => door.start(origin, &plan.description, Some(&text)).await?,
+        None => {
+            door.open(who, scope, &plan.description, Some(&text))
+                .await?
+        }
     };
     let mut run = Running::default();
     for (index, s) in plan.steps.iter().enumerate() {

@@ -117,11 +117,69 @@ impl StoreChoice {
                 redact(v)
             ));
         }
+        remember_password(v);
         Ok(StoreChoice::Postgres {
             url: v.to_string(),
             lease_ms,
         })
     }
+}
+
+/// Remember the password of the connection string `url` (the userinfo's,
+/// and a `password=` parameter's, as written and percent-decoded) as one of
+/// the host's secrets (`capsaga_telemetry::secrets`): a driver's message or
+/// a tool's output repeating it is scrubbed from every sink.
+fn remember_password(url: &str) {
+    let shown = redact(url);
+    if shown == url {
+        return;
+    }
+    // `redact` replaced each password by `***`: what it replaced is the
+    // text between the parts it kept.
+    let mut rest = url;
+    for part in shown.split("***") {
+        // An empty part is the end of the string (a password at the very
+        // end): the whole rest is the password.
+        let found = if part.is_empty() {
+            Some(rest.len())
+        } else {
+            rest.find(part)
+        };
+        let Some(i) = found else {
+            break;
+        };
+        let secret = &rest[..i];
+        if !secret.is_empty() {
+            capsaga_telemetry::secrets::remember(secret);
+            capsaga_telemetry::secrets::remember(&percent_decoded(secret));
+        }
+        rest = &rest[i + part.len()..];
+    }
+}
+
+/// `s` with its `%XX` escapes decoded (an invalid escape kept as it is).
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| char::from(c).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(u8::try_from(h * 16 + l).unwrap_or(b'%'));
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -161,5 +219,17 @@ mod tests {
         );
         assert!(StoreChoice::from_settings(Some("mysql://x"), None, s.clone(), None).is_err());
         assert!(StoreChoice::from_settings(Some("sqlite"), None, s, Some(10)).is_err());
+    }
+
+    #[test]
+    fn the_stores_password_is_one_of_the_hosts_secrets() {
+        let s = PathBuf::from("s.db");
+        let url = "postgres://capsaga:pg%40pass-0f9e8d@127.0.0.1:5432/db?password=second-pw-77a1";
+        StoreChoice::from_settings(None, Some(url), s, None).unwrap();
+        let said = "connect failed for pg@pass-0f9e8d / pg%40pass-0f9e8d / second-pw-77a1";
+        let out = capsaga_telemetry::secrets::scrub(said);
+        for pw in ["pg@pass-0f9e8d", "pg%40pass-0f9e8d", "second-pw-77a1"] {
+            assert!(!out.contains(pw), "{out}");
+        }
     }
 }

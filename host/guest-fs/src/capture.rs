@@ -208,6 +208,46 @@ pub fn fingerprint(roots: &mut Roots, at: &At, sum: bool) -> Fingerprint {
     }
 }
 
+/// Refuse `change` when it acts on the object (its bytes or times) and
+/// `st` is a regular file with several names: the host sees one of them.
+#[allow(
+    clippy::unnecessary_cast,
+    reason = "the field types of `struct stat` differ between targets"
+)]
+fn one_name(st: &Stat, shown: &str, change: Change) -> Result<(), Refusal> {
+    if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+        && st.st_nlink > 1
+        && change.acts_on_object()
+    {
+        return Err(Refusal::HardLinked(shown.to_string(), st.st_nlink as u64));
+    }
+    Ok(())
+}
+
+/// The hard-link rule for a path journaled already: a later change of the
+/// same step (a next write of the call, or the tool's own compensation)
+/// to what is now a file with several names is refused as the first one
+/// would have been, since someone may have linked it meanwhile (to a file
+/// outside the grant).
+///
+/// # Errors
+/// [`Refusal::HardLinked`].
+pub fn still_one_name(
+    parent: &File,
+    name: &str,
+    shown: &str,
+    change: Change,
+) -> Result<(), Refusal> {
+    if !change.acts_on_object() {
+        return Ok(());
+    }
+    match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => one_name(&st, shown, change),
+        // Absent or unreadable: the change itself will fail or create.
+        Err(_) => Ok(()),
+    }
+}
+
 /// A pre-image: what is at the path, and for a regular file the file
 /// itself, opened, to copy its bytes from.
 pub struct Captured {
@@ -246,12 +286,7 @@ pub fn capture(
     let id = Some((st.st_dev, st.st_ino));
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => {
-            if st.st_nlink > 1 && change.acts_on_object() {
-                return Err(CaptureError::Refused(Refusal::HardLinked(
-                    shown.to_string(),
-                    st.st_nlink as u64,
-                )));
-            }
+            one_name(&st, shown, change).map_err(CaptureError::Refused)?;
             let fd = rustix::fs::openat(
                 parent,
                 name,

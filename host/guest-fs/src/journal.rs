@@ -28,7 +28,7 @@
 //!   later in the history needs it back first).
 
 use crate::beneath::{Located, Roots};
-use crate::capture::{CaptureError, Captured, Change, Refusal, capture};
+use crate::capture::{CaptureError, Captured, Change, Refusal, capture, still_one_name};
 use crate::record::{At, FRAME_OVERHEAD, Frame, Header, Prior, frame_head, read_frames};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -317,7 +317,9 @@ impl StepJournal {
         // inside it (a compensation writing there) needs it back first in
         // the reverse order, even when an earlier record names it.
         if change != Change::RemoveDir && self.seen.contains(&at) {
-            return Ok(());
+            // Journaled already, but not a file linked to since.
+            return still_one_name(&loc.parent, loc.name(), &at.display(), change)
+                .map_err(JournalError::Refused);
         }
         let shown = at.display();
         let Captured { prior, id, content } = capture(&loc.parent, loc.name(), &shown, change)

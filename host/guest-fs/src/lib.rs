@@ -38,4 +38,6 @@ pub use restore::{Expected, Plan, RestoreReport, Restored, fold};
 #[cfg(test)]
 mod kill_tests;
 #[cfg(test)]
+mod link_tests;
+#[cfg(test)]
 mod tests;

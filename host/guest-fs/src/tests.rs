@@ -57,6 +57,9 @@ impl Rig {
     pub(crate) fn allowed(&self) -> Vec<String> {
         vec![self.ws.to_string_lossy().into_owned()]
     }
+    pub(crate) fn outside(&self) -> &Path {
+        &self.outside
+    }
 }
 
 /// Every entry under `dir`: path → (kind, mode, bytes or link target).

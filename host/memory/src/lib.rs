@@ -27,12 +27,17 @@ pub mod embed;
 pub mod error;
 pub mod eval;
 pub mod memory_md;
+pub mod rank;
 pub mod reflect;
 pub mod render;
 pub mod score;
 pub mod store;
+pub mod supersede;
+pub mod transfer;
 pub mod types;
+pub mod when;
 
+mod reflection;
 mod retrieval;
 mod semantic;
 
@@ -67,6 +72,8 @@ pub struct MemoryConfig {
     pub archive_below: f64,
     /// Retention: age in days past which (60).
     pub archive_after_days: i64,
+    /// The weights of the episodes' ranking.
+    pub rank: rank::Params,
 }
 
 impl MemoryConfig {
@@ -89,6 +96,7 @@ impl MemoryConfig {
             fact_threshold: 0.7,
             archive_below: 0.3,
             archive_after_days: 60,
+            rank: rank::Params::default(),
         }
     }
 
@@ -98,15 +106,14 @@ impl MemoryConfig {
     }
 }
 
-/// Candidates each ranking gives to the fusion of episode retrieval.
-pub const FUSION_POOL: usize = 20;
+/// Candidates each ranking (the FTS5 match of the words, the cosine of the
+/// vectors) gives to the ranking of episodes ([`rank`]).
+pub const FUSION_POOL: usize = 60;
 
 /// Earlier episodes a new one's novelty is measured against: the sender's
 /// most recently indexed that share a word with it (word-set Jaccard; see
 /// [`score::novelty`]).
 pub const NOVELTY_POOL: usize = 20;
-/// The constant of reciprocal rank fusion (Cormack, Clarke, Büttcher 2009).
-pub const RRF_K: f64 = 60.0;
 /// Most episode vectors scanned per search (newest first).
 pub const SEMANTIC_SCAN: usize = 5000;
 
@@ -118,8 +125,8 @@ pub const MAX_FACT_CHARS: usize = 500;
 pub struct Bundle {
     /// Facts above the threshold, best first.
     pub facts: Vec<Fact>,
-    /// The sender's latest episodes and the best matches, without
-    /// duplicates, ordered by importance × recency.
+    /// The best matches in ranking order (one per session first), then
+    /// the sender's latest episodes not among them, newest first.
     pub episodes: Vec<Episode>,
 }
 
@@ -148,8 +155,13 @@ pub struct Forgotten {
 pub struct Cluster {
     /// The namespace.
     pub namespace: String,
-    /// Its episodes, most important first.
+    /// Its current episodes, most important first: what the model
+    /// distils.
     pub episodes: Vec<Episode>,
+    /// The ids of its episodes a later value superseded (never shown to
+    /// the model; marked reflected with the others when the proposal is
+    /// approved).
+    pub superseded: Vec<String>,
 }
 
 /// The memory: the store, the embedder and the in-memory vector index of
@@ -176,6 +188,61 @@ pub fn rfc3339(t: Timestamp) -> String {
     t.round(jiff::Unit::Second)
         .map(|t| t.to_string())
         .unwrap_or_else(|_| t.to_string())
+}
+
+/// The stored form of an episode's date: RFC 3339 in UTC with
+/// milliseconds (`2025-03-01T09:12:00.000Z`), whatever offset or precision
+/// it was given in, so that dates compare as text in time order.
+///
+/// # Errors
+/// [`MemoryError::Invalid`] when `at` is not an RFC 3339 date-time.
+pub fn canonical_time(at: &str) -> Result<String> {
+    let t: Timestamp = at
+        .parse()
+        .map_err(|e| MemoryError::Invalid(format!("`{at}` is not an RFC 3339 date-time: {e}")))?;
+    Ok(t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+}
+
+/// An episode's id: `e-` and the first 32 hex digits of SHA-256 of what
+/// the exchange is: namespace, sender, session, date (as
+/// [`canonical_time`] writes it), user message, answer, and `occurrence`:
+/// how many identical exchanges (same date and texts) come before it in
+/// its session (0 but for repeats within one instant). The same exchange
+/// imported or indexed twice has one id (the import's idempotency,
+/// ranking's tie-breaker); its position in the session is not part of it,
+/// so that an export of live turns imported again adds nothing.
+pub fn episode_id(
+    namespace: &str,
+    sender: &str,
+    session_id: &str,
+    started_at: &str,
+    user_message: &str,
+    final_response: Option<&str>,
+    occurrence: u64,
+) -> String {
+    let mut h = Sha256::new();
+    let occurrence = occurrence.to_string();
+    for part in [
+        namespace,
+        sender,
+        session_id,
+        started_at,
+        user_message,
+        &occurrence,
+    ] {
+        // Length-prefixed: no two tuples of parts hash the same bytes.
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    match final_response {
+        Some(a) => {
+            h.update([1]);
+            h.update((a.len() as u64).to_le_bytes());
+            h.update(a.as_bytes());
+        }
+        None => h.update([0]),
+    }
+    format!("e-{}", &hex::encode(h.finalize())[..32])
 }
 
 /// Days from `at` (RFC 3339; unparsable counts as very old) to `now`.

@@ -5,22 +5,26 @@
 use crate::error::{MemoryError, Result};
 use crate::types::{Episode, Fact, NewEpisode};
 use crate::{
-    Cluster, FUSION_POOL, Memory, NOVELTY_POOL, RRF_K, SEMANTIC_SCAN, days_since, embed, reflect,
-    rfc3339, score,
+    FUSION_POOL, Memory, NOVELTY_POOL, SEMANTIC_SCAN, days_since, embed, rank, rfc3339, score, when,
 };
 use jiff::Timestamp;
 
 impl Memory {
-    /// Index a closed trace as an episode (idempotent per trace): importance
-    /// from novelty against the sender's [`NOVELTY_POOL`] latest episodes
-    /// sharing a word with the message, engagement and the outcome.
+    /// Index a closed trace as an episode (idempotent per trace, and per
+    /// exchange: see [`crate::episode_id`]), dated by the turn's start:
+    /// importance from novelty against the sender's [`NOVELTY_POOL`] latest
+    /// episodes sharing a word with the message, engagement and the
+    /// outcome.
     ///
     /// # Errors
-    /// [`MemoryError::Sql`].
+    /// [`MemoryError::Invalid`] when `started_at` is not an RFC 3339
+    /// date-time, [`MemoryError::Sql`].
     pub fn index_episode(&self, n: &NewEpisode) -> Result<Episode> {
         if let Some(e) = self.store.episode_of_trace(&n.trace_id)? {
             return Ok(e);
         }
+        let started_at = crate::canonical_time(&n.started_at)?;
+        let seq = n.turn_in_session as u64;
         let earlier = match score::fts_query(&n.user_message) {
             Some(q) => self
                 .store
@@ -38,12 +42,21 @@ impl Memory {
             score::outcome_quality(&n.outcome),
         );
         let e = Episode {
-            episode_id: format!("e-{}", uuid::Uuid::new_v4()),
+            episode_id: crate::episode_id(
+                &n.namespace,
+                &n.sender,
+                &n.session_id,
+                &started_at,
+                &n.user_message,
+                n.final_response.as_deref(),
+                0,
+            ),
             trace_id: n.trace_id.clone(),
             session_id: n.session_id.clone(),
             sender: n.sender.clone(),
             namespace: n.namespace.clone(),
-            started_at: n.started_at.clone(),
+            started_at,
+            seq,
             user_message: n.user_message.clone(),
             final_response: n.final_response.clone(),
             outcome: n.outcome.clone(),
@@ -52,7 +65,10 @@ impl Memory {
             reflected: false,
             archived: false,
         };
-        self.store.insert_episode(&e)?;
+        if !self.store.insert_episode(&e, &rfc3339(Timestamp::now()))? {
+            // The same exchange was indexed already (an import of it).
+            return self.store.episode(&e.episode_id);
+        }
         Ok(e)
     }
 
@@ -157,12 +173,16 @@ impl Memory {
         self.search_episodes_vec(namespace, sender, message, Some(&q), n, k, now)
     }
 
-    /// Episodes for a message: the sender's latest `n`, plus the best `k`
-    /// others by relevance, ordered by importance × recency (seed 004 §7).
-    /// Relevance fuses two rankings by reciprocal rank fusion (Cormack et
-    /// al. 2009, `1/(60 + rank)`): the FTS5 match of the message's words
-    /// (BM25) and, when `query` is given, the cosine of the episodes'
-    /// stored vectors (episodes not embedded yet take part by words only).
+    /// Episodes for a message: the best `k` by [`rank`] (relevance; the
+    /// first ones from different sessions; the later value of a subject
+    /// first; a time the message names preferred), then the sender's
+    /// latest `n` not among them, newest first. Relevance is the cosine of
+    /// the episodes' stored vectors to `query` (when given: episodes not
+    /// embedded yet, and every episode without `query`, count by their
+    /// words) and the BM25 score of the message's words; the candidates are
+    /// the [`FUSION_POOL`] best of each among the sender's unarchived
+    /// episodes (the namespace's when `sender` is `None`). `now` is when
+    /// the question is asked (for "last week").
     ///
     /// # Errors
     /// [`MemoryError::Dimension`], [`MemoryError::Sql`].
@@ -177,58 +197,122 @@ impl Memory {
         k: usize,
         now: Timestamp,
     ) -> Result<Vec<Episode>> {
-        let mut out = match sender {
-            Some(s) if n > 0 => self.store.recent_episodes(namespace, s, n)?,
-            _ => Vec::new(),
-        };
-        let mut fused: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
-        let mut fetched: std::collections::HashMap<String, Episode> =
-            std::collections::HashMap::new();
-        if let Some(q) = score::fts_query(message) {
-            for (rank, e) in self
-                .store
-                .match_episodes(namespace, sender, &q, FUSION_POOL)?
-                .into_iter()
-                .enumerate()
-            {
-                *fused.entry(e.episode_id.clone()).or_default() +=
-                    1.0 / (RRF_K + rank as f64 + 1.0);
-                fetched.insert(e.episode_id.clone(), e);
+        let mut out = self.rank_episodes(namespace, sender, message, query, k, now)?;
+        if let Some(s) = sender.filter(|_| n > 0) {
+            for e in self.store.recent_episodes(namespace, s, n)? {
+                if !out.iter().any(|o| o.episode_id == e.episode_id) {
+                    out.push(e);
+                }
             }
         }
+        Ok(out)
+    }
+
+    /// The best `k` episodes for a message by [`rank::rank`] with the
+    /// configured [`crate::MemoryConfig::rank`] (see
+    /// [`Memory::search_episodes_vec`]).
+    ///
+    /// # Errors
+    /// [`MemoryError::Dimension`], [`MemoryError::Sql`].
+    pub fn rank_episodes(
+        &self,
+        namespace: &str,
+        sender: Option<&str>,
+        message: &str,
+        query: Option<&[f32]>,
+        k: usize,
+        now: Timestamp,
+    ) -> Result<Vec<Episode>> {
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let dim = self.embedder.dim();
+        // By meaning: the cosine of every scanned vector, the best kept.
+        let mut sims: Vec<(f32, String, Vec<u8>)> = Vec::new();
+        let query = match query {
+            Some(q) if q.len() != dim => {
+                return Err(MemoryError::Dimension {
+                    what: "the query's vector".into(),
+                    expected: dim,
+                    found: q.len(),
+                });
+            }
+            Some(q) => Some(embed::normalise(q.to_vec())),
+            None => None,
+        };
+        let query = query.as_deref();
         if let Some(q) = query {
-            let mut sims: Vec<(f32, String)> = Vec::new();
             for (id, blob) in self
                 .store
                 .episode_vectors(namespace, sender, SEMANTIC_SCAN)?
             {
-                let v = embed::from_blob(&format!("episode {id}"), &blob, self.embedder.dim())?;
-                sims.push((score::cosine(q, &v), id));
+                let v = embed::from_blob(&format!("episode {id}"), &blob, dim)?;
+                sims.push((score::dot(q, &v), id, blob));
             }
-            sims.sort_by(|a, b| b.0.total_cmp(&a.0));
-            for (rank, (_, id)) in sims.into_iter().take(FUSION_POOL).enumerate() {
-                *fused.entry(id).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+            sims.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            sims.truncate(FUSION_POOL);
+        }
+        // By words.
+        let words = match score::fts_query(message) {
+            Some(f) => self
+                .store
+                .match_scores(namespace, sender, &f, FUSION_POOL)?,
+            None => Vec::new(),
+        };
+        let mut ids: Vec<&str> = sims.iter().map(|(_, id, _)| id.as_str()).collect();
+        for (id, _) in &words {
+            if !ids.contains(&id.as_str()) {
+                ids.push(id);
             }
         }
-        let mut ranked: Vec<(f64, String)> = fused
-            .into_iter()
-            .filter(|(id, _)| !out.iter().any(|o| &o.episode_id == id))
-            .map(|(id, s)| (s, id))
-            .collect();
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-        ranked.truncate(k);
-        let missing: Vec<&str> = ranked
+        let rows = self.store.episodes_by_id(&ids)?;
+        // The vectors of word matches outside the best cosines.
+        let mut vectors: std::collections::HashMap<String, Vec<u8>> = sims
             .iter()
-            .filter(|(_, id)| !fetched.contains_key(id))
-            .map(|(_, id)| id.as_str())
+            .map(|(_, id, b)| (id.clone(), b.clone()))
             .collect();
-        for e in self.store.episodes_by_id(&missing)? {
-            fetched.insert(e.episode_id.clone(), e);
+        let missing: Vec<&str> = rows
+            .iter()
+            .map(|e| e.episode_id.as_str())
+            .filter(|id| !vectors.contains_key(*id))
+            .collect();
+        if query.is_some() && !missing.is_empty() {
+            vectors.extend(self.store.vectors_by_id(&missing)?);
         }
-        out.extend(ranked.iter().filter_map(|(_, id)| fetched.remove(id)));
-        let key = |e: &Episode| e.importance * score::recency(days_since(&e.started_at, now));
-        out.sort_by(|a, b| key(b).total_cmp(&key(a)));
-        Ok(out)
+        let window = when::window(message, now);
+        let mut cands = Vec::with_capacity(rows.len());
+        for e in &rows {
+            let vector = match vectors.get(&e.episode_id) {
+                Some(b) => Some(embed::from_blob(
+                    &format!("episode {}", e.episode_id),
+                    b,
+                    dim,
+                )?),
+                None => None,
+            };
+            let at = e.started_at.parse::<Timestamp>().ok();
+            cands.push(rank::Candidate {
+                session: e.session_id.clone(),
+                at: at.map_or(0, |t| t.as_second()),
+                key: e.episode_id.clone(),
+                cosine: match (query, &vector) {
+                    (Some(q), Some(v)) => Some(score::dot(q, v)),
+                    _ => None,
+                },
+                bm25: words
+                    .iter()
+                    .find(|(id, _)| *id == e.episode_id)
+                    .map(|(_, s)| *s),
+                vector,
+                in_window: match (window, at) {
+                    (Some(w), Some(t)) => w.contains(t),
+                    _ => false,
+                },
+            });
+        }
+        let order = rank::rank(&cands, &self.cfg.rank, k);
+        let mut rows: Vec<Option<Episode>> = rows.into_iter().map(Some).collect();
+        Ok(order.into_iter().filter_map(|i| rows[i].take()).collect())
     }
 
     /// Embed up to `limit` episodes that have no vector yet (new ones: the
@@ -259,74 +343,5 @@ impl Memory {
         }
         let ids: Vec<&str> = facts.iter().map(|f| f.fact_id.as_str()).collect();
         self.store.access_facts(&ids, &rfc3339(Timestamp::now()))
-    }
-
-    /// Reflection's selection (seed 004 §6.1): unreflected episodes of
-    /// `namespace` with importance over 0.5, embedded (once, stored),
-    /// grouped at cosine 0.75; groups of at least `min_size`.
-    ///
-    /// # Errors
-    /// [`MemoryError::Embed`], [`MemoryError::Dimension`], [`MemoryError::Sql`].
-    pub fn reflection_clusters(&self, namespace: &str, min_size: usize) -> Result<Vec<Cluster>> {
-        let cands = self.store.reflection_candidates(namespace, 0.5, 500)?;
-        let mut eps = Vec::with_capacity(cands.len());
-        let mut vecs = Vec::with_capacity(cands.len());
-        for (e, blob) in cands {
-            let v = match blob {
-                Some(b) => embed::from_blob(
-                    &format!("episode {}", e.episode_id),
-                    &b,
-                    self.embedder.dim(),
-                )?,
-                None => {
-                    let text = format!(
-                        "{}\n{}",
-                        e.user_message,
-                        e.final_response.as_deref().unwrap_or("")
-                    );
-                    let v = self.embedder.embed_one(&text)?;
-                    self.store
-                        .set_episode_embedding(&e.episode_id, &embed::to_blob(&v))?;
-                    v
-                }
-            };
-            eps.push(e);
-            vecs.push(v);
-        }
-        Ok(
-            reflect::cluster(&vecs, reflect::CLUSTER_THRESHOLD, min_size)
-                .into_iter()
-                .map(|g| Cluster {
-                    namespace: namespace.to_string(),
-                    episodes: g.into_iter().map(|i| eps[i].clone()).collect(),
-                })
-                .collect(),
-        )
-    }
-
-    /// Retention (seed 004 §4.4): archive out of the index the episodes
-    /// under the importance floor older than the age limit, as of `now`;
-    /// logged. Returns their ids.
-    ///
-    /// # Errors
-    /// [`MemoryError::Sql`].
-    pub fn retention(&self, now: Timestamp) -> Result<Vec<String>> {
-        let before = now
-            .checked_sub(jiff::SignedDuration::from_hours(
-                24 * self.cfg.archive_after_days,
-            ))
-            .unwrap_or(now);
-        let ids = self
-            .store
-            .archive_old(self.cfg.archive_below, &rfc3339(before))?;
-        if !ids.is_empty() {
-            self.store.log(
-                &rfc3339(now),
-                "archive",
-                &format!("{} episode(s)", ids.len()),
-                &ids.join(" "),
-            )?;
-        }
-        Ok(ids)
     }
 }

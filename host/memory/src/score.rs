@@ -153,6 +153,17 @@ const STOPWORDS: &[&str] = &[
     "why", "will", "with", "you", "your",
 ];
 
+/// The searchable words of a message: lower-cased, stop words and
+/// duplicates dropped, in order.
+pub fn query_terms(message: &str) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    words(message)
+        .map(str::to_lowercase)
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .filter(|w| seen.insert(w.clone()))
+        .collect()
+}
+
 /// An FTS5 MATCH expression for a user message: every word of the message
 /// (lower-cased, stop words and duplicates dropped, at most
 /// [`MAX_QUERY_TERMS`]) as a double-quoted string, joined by `OR`. A user
@@ -161,11 +172,8 @@ const STOPWORDS: &[&str] = &[
 /// never operators (FTS5 query syntax, sqlite.org/fts5.html §3). `None`
 /// when nothing searchable is left.
 pub fn fts_query(message: &str) -> Option<String> {
-    let mut seen = std::collections::BTreeSet::new();
-    let terms: Vec<String> = words(message)
-        .map(str::to_lowercase)
-        .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .filter(|w| seen.insert(w.clone()))
+    let terms: Vec<String> = query_terms(message)
+        .into_iter()
         .take(MAX_QUERY_TERMS)
         // A word holds only letters and digits, so it holds no quote; the
         // doubling is the FTS5 string rule, kept in case `words` changes.

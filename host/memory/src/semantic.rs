@@ -20,13 +20,15 @@ impl Memory {
         for b in memory_md::bullets(&text) {
             let t = memory_md::one_line(&b.text, MAX_FACT_CHARS);
             let id = b.fact_id.clone().unwrap_or_else(|| fact_id(&ns, &t));
-            if !known.contains(&id) {
-                self.insert_fact(&ns, &t, &id, "manual", 0.5)?;
+            if !known.contains(&id) && !self.store.fact_exists(&id)? {
+                self.insert_fact(&ns, &t, &id, "manual", 0.5, None)?;
             }
         }
         Ok(())
     }
 
+    /// Insert a fact valid from `valid_at` (now when `None`), embedded and
+    /// indexed; a fact with this id is left as it is.
     pub(crate) fn insert_fact(
         &self,
         ns: &str,
@@ -34,15 +36,21 @@ impl Memory {
         id: &str,
         source: &str,
         importance: f64,
+        valid_at: Option<&str>,
     ) -> Result<Fact> {
         let v = self.embedder.embed_one(text)?;
-        let now = rfc3339(Timestamp::now());
+        let now = Timestamp::now();
         let f = Fact {
             fact_id: id.to_string(),
             namespace: ns.to_string(),
             text: text.to_string(),
             source: source.to_string(),
-            created_at: now,
+            created_at: rfc3339(now),
+            valid_at: match valid_at {
+                Some(v) => crate::canonical_time(v)?,
+                None => crate::canonical_time(&now.to_string())?,
+            },
+            superseded_by: None,
             importance,
             access_count: 0,
             last_access: None,
@@ -75,6 +83,15 @@ impl Memory {
                 "a proposed fact must have some text".into(),
             ));
         }
+        // Valid from the latest of its episodes (none: from approval).
+        let valid_at = {
+            let ids: Vec<&str> = episode_ids.iter().map(String::as_str).collect();
+            self.store
+                .episodes_by_id(&ids)?
+                .into_iter()
+                .map(|e| e.started_at)
+                .max()
+        };
         let p = Proposal {
             proposal_id: format!("p-{}", uuid::Uuid::new_v4()),
             namespace: namespace.to_string(),
@@ -82,6 +99,7 @@ impl Memory {
             origin: origin.to_string(),
             episode_ids,
             created_at: rfc3339(Timestamp::now()),
+            valid_at,
             status: "pending".into(),
             decided_by: None,
             fact_id: None,
@@ -109,7 +127,11 @@ impl Memory {
     /// The operator approves proposals: each becomes a fact (embedded,
     /// indexed, appended to MEMORY.md under today's heading), its source
     /// episodes are marked reflected, and the decision is logged with `by`
-    /// (the principal). A proposal already decided is skipped.
+    /// (the principal). A proposal already decided is skipped. The later
+    /// value wins: a fact on the same subject with another value (see
+    /// [`crate::supersede`]) valid earlier is marked superseded by the new
+    /// one; valid later, it supersedes the new one at once (logged both
+    /// ways).
     ///
     /// # Errors
     /// [`MemoryError::NotFound`], [`MemoryError::File`],
@@ -130,7 +152,14 @@ impl Memory {
             } else {
                 format!("agent:{id}")
             };
-            let f = self.insert_fact(&p.namespace, &p.text, &fid, &source, 0.6)?;
+            let mut f = self.insert_fact(
+                &p.namespace,
+                &p.text,
+                &fid,
+                &source,
+                0.6,
+                p.valid_at.as_deref(),
+            )?;
             memory_md::append(
                 &self.cfg.memory_md(),
                 &date,
@@ -143,10 +172,65 @@ impl Memory {
                 self.store.mark_reflected(&p.episode_ids, true)?;
                 self.store
                     .log(&at, "approve", id, &format!("by {by}: fact {fid}"))?;
+                f.superseded_by = self.supersede(&f, &at)?;
             }
             out.push(f);
         }
         Ok(out)
+    }
+
+    /// The later value wins among `f` and the live facts of its namespace
+    /// (see [`Memory::approve`]). Returns the fact that supersedes `f`, if
+    /// one does.
+    fn supersede(&self, f: &Fact, at: &str) -> Result<Option<String>> {
+        let near: Vec<String> = {
+            let idx = self
+                .index
+                .read()
+                .map_err(|_| MemoryError::Sql("fact index lock poisoned".into()))?;
+            let Some(v) = idx
+                .iter()
+                .find(|(id, _, _)| *id == f.fact_id)
+                .map(|x| x.2.clone())
+            else {
+                return Ok(None);
+            };
+            idx.iter()
+                .filter(|(id, ns, g)| {
+                    *id != f.fact_id
+                        && *ns == f.namespace
+                        && crate::score::dot(&v, g) >= crate::supersede::FACT_SAME_SUBJECT
+                })
+                .map(|(id, _, _)| id.clone())
+                .collect()
+        };
+        let when = |t: &str| t.parse::<Timestamp>().ok();
+        let mut winner = None;
+        for g in self
+            .store
+            .facts_by_id(&near.iter().map(String::as_str).collect::<Vec<_>>())?
+        {
+            if !crate::supersede::disagree(&g.text, &f.text) {
+                continue;
+            }
+            let (old, new) = if when(&g.valid_at) <= when(&f.valid_at) {
+                (&g.fact_id, &f.fact_id)
+            } else {
+                winner = Some(g.fact_id.clone());
+                (&f.fact_id, &g.fact_id)
+            };
+            if self.store.supersede_fact(old, new)? {
+                if let Ok(mut i) = self.index.write() {
+                    i.retain(|(id, _, _)| id != old);
+                }
+                self.store
+                    .log(at, "supersede", old, &format!("by the later fact {new}"))?;
+            }
+            if winner.is_some() {
+                break;
+            }
+        }
+        Ok(winner)
     }
 
     /// The operator discards proposals (logged with `by`). Returns how many

@@ -6,7 +6,9 @@ use serde::Serialize;
 /// One closed turn, remembered (episodic memory).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Episode {
-    /// `e-<uuid>`.
+    /// `e-` and 32 hex digits of SHA-256 of what the exchange is (see
+    /// [`crate::episode_id`]): the same conversation indexed twice has the
+    /// same ids (older databases hold `e-<uuid>` ids).
     pub episode_id: String,
     /// The trace it was made from.
     pub trace_id: String,
@@ -16,13 +18,19 @@ pub struct Episode {
     pub sender: String,
     /// The memory namespace (`mem:<namespace>`).
     pub namespace: String,
-    /// When the turn started, RFC 3339.
+    /// When the exchange happened (the turn's start, or the imported
+    /// exchange's own time), RFC 3339 UTC with milliseconds
+    /// ([`crate::canonical_time`]): recency and "the later value wins" use
+    /// this date, never the time the episode was indexed.
     pub started_at: String,
+    /// The exchange's position in its session, from 1 (0: unknown).
+    pub seq: u64,
     /// What the user wrote.
     pub user_message: String,
     /// The agent's answer, if any.
     pub final_response: Option<String>,
-    /// The trace's outcome (`success`, `policy_denied`, ...).
+    /// The trace's outcome (`success`, `policy_denied`, ...; an imported
+    /// exchange with an answer is a `success`).
     pub outcome: String,
     /// A summary of a long turn, written by the model.
     pub summary: Option<String>,
@@ -74,6 +82,12 @@ pub struct Fact {
     pub source: String,
     /// When it was added.
     pub created_at: String,
+    /// Since when it holds: the latest date of the episodes it was
+    /// distilled from, else when it was added. Of two facts on one
+    /// subject, the one valid later wins.
+    pub valid_at: String,
+    /// The later fact that replaced it (then it is no longer retrieved).
+    pub superseded_by: Option<String>,
     /// Importance in [0, 1].
     pub importance: f64,
     /// Times retrieved into a prompt or fetched.
@@ -99,6 +113,9 @@ pub struct Proposal {
     pub episode_ids: Vec<String>,
     /// When it was proposed.
     pub created_at: String,
+    /// The latest date of the episodes it was distilled from (`None` for
+    /// an agent's proposal: it holds from its approval).
+    pub valid_at: Option<String>,
     /// `pending`, `approved`, `discarded` or `withdrawn` (compensated).
     pub status: String,
     /// Who decided (the principal), when decided.

@@ -80,6 +80,28 @@ fn paraphrases_are_closer_than_unrelated_sentences() {
     assert!(cosine(&a, &c) < 0.1);
 }
 
+/// A text's vector is the same alone and in any batch (bit for bit: a
+/// padded batch moved it by about 4e-8, enough to order equal scores by
+/// chance), in the model's default precision and in f32.
+#[test]
+fn a_texts_vector_does_not_depend_on_the_rest_of_its_batch() {
+    require_model!("a_texts_vector_does_not_depend_on_the_rest_of_its_batch");
+    let a = "Remind me to buy milk.\nWill do.";
+    let long = "How do I descale a kettle? I tried many things and nothing works, give me many steps.\nUse vinegar.";
+    for m in [
+        MiniLm::load(&common::model_dir()).unwrap(),
+        MiniLm::load_with(&common::model_dir(), Precision::F32).unwrap(),
+    ] {
+        let alone = m.embed_one(a).unwrap();
+        let batch = m
+            .embed(&[long, a, "x", long, "Remind me to buy eggs.\nWill do."])
+            .unwrap();
+        assert_eq!(batch[1], alone, "{:?}", m.precision());
+        assert_eq!(batch[0], batch[3]);
+        assert_eq!(batch[0], m.embed_one(long).unwrap());
+    }
+}
+
 #[test]
 fn long_input_is_truncated_not_refused() {
     require_model!("long_input_is_truncated_not_refused");

@@ -83,22 +83,13 @@ fn episodes_are_indexed_by_sender_and_retrieved_recent_plus_matches() {
             now,
         )
         .unwrap();
-    assert!(
-        got.iter().any(|e| e.user_message.contains("BLUEBIRD")),
-        "{got:#?}"
-    );
+    // The best match first (relevance order), then the latest ones.
+    assert!(got[0].user_message.contains("BLUEBIRD"), "{got:#?}");
     // Keyed by sender: bob's episode never reaches alice.
     assert!(got.iter().all(|e| e.sender == "alice"));
     assert!(got.len() <= 8);
-    // Ordered by importance × recency.
-    let key = |e: &capsaga_memory::Episode| {
-        e.importance
-            * capsaga_memory::score::recency(
-                ((now.as_second() - e.started_at.parse::<Timestamp>().unwrap().as_second()) as f64)
-                    / 86400.0,
-            )
-    };
-    assert!(got.windows(2).all(|w| key(&w[0]) >= key(&w[1])));
+    let recent: Vec<&str> = got[3..].iter().map(|e| e.started_at.as_str()).collect();
+    assert!(recent.windows(2).all(|w| w[0] >= w[1]), "{recent:?}");
 }
 
 #[test]
@@ -644,25 +635,5 @@ fn a_fact_query_vector_is_scored_as_a_cosine_and_checked_for_its_dimension() {
             }
         ),
         "{err}"
-    );
-}
-
-#[test]
-fn recall_at_5_of_the_evidence_session_on_the_shipped_retrieval_set() {
-    require_model!("recall_at_5_of_the_evidence_session_on_the_shipped_retrieval_set");
-    let set =
-        capsaga_memory::eval::RetrievalSet::parse(capsaga_memory::eval::RETRIEVAL_SET).unwrap();
-    let d = tempfile::tempdir().unwrap();
-    let m = common::memory(d.path());
-    let n = set.index(&m, "default").unwrap();
-    assert!(n > 1000, "{n}");
-    let (recall, missed) = set.recall_at(&m, "default", 5).unwrap();
-    eprintln!(
-        "recall@5 = {recall:.3} over {} questions; missed: {missed:#?}",
-        set.questions.len()
-    );
-    assert!(
-        recall >= 0.95,
-        "recall@5 {recall:.3} under the goal 0.95; missed: {missed:#?}"
     );
 }

@@ -3,7 +3,8 @@
 //! item 8c). A refused body gets HTTP 400 (413 when over the body limit)
 //! with a JSON-RPC error response naming the request's `id` when it could
 //! be read; a JSON array (a batch) is refused the same way. Nothing of a
-//! refused body is parsed further or logged.
+//! refused body is parsed further or logged. An admitted body's routing
+//! headers must then say what it says (`super::wire::agree`).
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -47,6 +48,16 @@ pub async fn guard(State(limit): State<usize>, req: Request, next: Next) -> Resp
         };
         super::mcp::refused::record_unread(&parts.headers, status.as_u16());
         return refuse(status, &r, id.as_ref());
+    }
+    // The routing headers say what the admitted body says (issue 45 item 3).
+    if let Err((r, id)) = super::wire::agree(&parts.headers, &bytes) {
+        super::mcp::refused::record_admitted(
+            &bytes,
+            &parts.headers,
+            400,
+            super::wire::HEADER_MISMATCH,
+        );
+        return super::wire::refusal(true, &r, id.as_ref());
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

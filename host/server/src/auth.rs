@@ -120,6 +120,9 @@ impl Auth {
     /// `token` is `CAPSAGA_TOKEN`; `always` requires a token even when none
     /// exists yet (a server listening beyond loopback).
     pub fn new(token: Option<&str>, store: Arc<dyn Store>, always: bool) -> Auth {
+        if let Some(t) = token {
+            capsaga_telemetry::secrets::remember(t);
+        }
         Auth {
             env: token.map(|t| digest(t.as_bytes())),
             required: AtomicBool::new(always || token.is_some()),
@@ -170,6 +173,12 @@ impl Auth {
             }
         }
         if let Some(p) = found {
+            // A token that authenticated is one of the host's secrets from
+            // now on (never in a log, a span or the console), whatever its
+            // shape.
+            if let Some(b) = bearer(headers).and_then(|b| std::str::from_utf8(b).ok()) {
+                capsaga_telemetry::secrets::remember(b);
+            }
             return Ok(p);
         }
         match self.required().await {

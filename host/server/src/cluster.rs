@@ -1,6 +1,7 @@
 //! A server among several hosts sharing one store: it recovers the sagas
-//! of hosts that died ([`recover_loop`]), ends the sagas of abandoned
-//! handles ([`expire_loop`], with any store) and reports, in `/healthz`, its
+//! of hosts that died ([`recover_loop`]), rolls back its own sagas left in
+//! doubt by a store failure ([`doubt_loop`], with any store), ends the
+//! sagas of abandoned handles ([`expire_loop`], with any store) and reports, in `/healthz`, its
 //! policy hash next to the other live hosts' ([`health`]), so that a policy
 //! reloaded on one host and not the others is seen, not silently divergent.
 
@@ -43,6 +44,42 @@ pub async fn recover_loop(live: Weak<Live>) {
                 }
             }
             Err(e) => tracing::warn!("recovery of dead hosts' sagas failed (retried): {e}"),
+        }
+    }
+}
+
+/// Roll back the sagas this process let go of in doubt (a store failure
+/// while a step's outcome was written; `capsaga_door::saga::InDoubt`), through the
+/// door of the current generation
+/// ([`capsaga_door::dispatch::Dispatcher::settle_left_in_doubt`]): woken when one
+/// is left, then tried again after 100 ms, doubling to at most 5 s, until
+/// the store answers and none is left. Ends with the server.
+pub async fn doubt_loop(live: Weak<Live>) {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MOST: Duration = Duration::from_secs(5);
+    let list = match live.upgrade() {
+        Some(l) => l.host().in_doubt.clone(),
+        None => return,
+    };
+    loop {
+        // Woken by a saga left, or every 30 s to notice the server ended.
+        let _ = tokio::time::timeout(Duration::from_secs(30), list.wait()).await;
+        let mut pause = FIRST;
+        while !list.is_empty() {
+            let Some(l) = live.upgrade() else {
+                return;
+            };
+            let door = l.door();
+            drop(l);
+            door.settle_left_in_doubt().await;
+            if list.is_empty() {
+                break;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MOST);
+        }
+        if live.strong_count() == 0 {
+            return;
         }
     }
 }

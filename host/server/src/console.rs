@@ -20,7 +20,7 @@ use capsaga_console::{
 use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::neuron::Status;
 use capsaga_core::principal::{Principal, Role};
-use capsaga_door::dispatch::{DispatchError, OperatorError};
+use capsaga_door::dispatch::{Act, DispatchError, OperatorError, Via};
 use capsaga_door::registry::Registry;
 use capsaga_store::{ApprovalOpError, ApprovalRow, SagaQuery, SagaRow, StepRow};
 use serde_json::Value;
@@ -34,9 +34,11 @@ pub struct ConsoleBackend {
     pub auth: Arc<Auth>,
 }
 
-/// The console's router over `rest` and `auth`, mounted at `/console`.
+/// The console's router over `rest` and `auth`, mounted at `/console`;
+/// every answer scrubbed of the host's secrets (`super::scrubbed`).
 pub fn router(rest: Arc<Rest>, auth: Arc<Auth>) -> axum::Router {
     capsaga_console::router(Arc::new(ConsoleBackend { rest, auth }))
+        .layer(axum::middleware::from_fn(super::scrubbed::responses))
 }
 
 fn internal(e: impl std::fmt::Display) -> BackendError {
@@ -282,7 +284,7 @@ impl Backend for ConsoleBackend {
         };
         let saga = d.approval.saga_id.clone();
         let message = if approve && d.resumable {
-            match capsaga_door::plan::resume(&door, &saga).await {
+            match capsaga_door::plan::resume_as(&door, &saga, &who).await {
                 Ok(r) => format!(
                     "Approved by {operator}; saga {saga} resumed: {}",
                     r.final_state
@@ -363,25 +365,34 @@ impl Backend for ConsoleBackend {
         id: &str,
         action: SagaAction,
     ) -> Result<Decided, BackendError> {
-        self.acting(operator).await?;
+        let who = self.acting(operator).await?;
         if !super::views::valid_id(id) {
             return Err(BackendError::NotFound(format!("saga {id}")));
         }
         let door = self.rest.live.door();
+        // Through the door's one check (`dispatch::scope`): a saga a live
+        // scope of this host holds (a session's, a request's, a task's, a
+        // turn's) is refused as in use, as another host's is as busy.
         let message = match action {
             SagaAction::Resume => {
-                let r = capsaga_door::plan::resume(&door, id)
+                let r = capsaga_door::plan::resume_as(&door, id, &who)
                     .await
                     .map_err(|e| BackendError::Conflict(e.to_string()))?;
                 format!("Resumed by {operator}: {}", r.final_state)
             }
             SagaAction::Rollback => {
-                let mut s = door.resume(id).await.map_err(dispatch_error)?;
+                let (mut s, _hold) = door
+                    .reopen(id, Via::Operator, Act::Rollback, &who)
+                    .await
+                    .map_err(dispatch_error)?;
                 let r = door.recover(&mut s).await.map_err(dispatch_error)?;
                 format!("Rolled back by {operator}: {}", r.final_state)
             }
             SagaAction::Undo => {
-                let mut s = door.resume(id).await.map_err(dispatch_error)?;
+                let (mut s, _hold) = door
+                    .reopen(id, Via::Operator, Act::Undo, &who)
+                    .await
+                    .map_err(dispatch_error)?;
                 let r = door.undo(&mut s).await.map_err(dispatch_error)?;
                 format!("Undone by {operator}: {}", r.final_state)
             }

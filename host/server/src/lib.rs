@@ -22,7 +22,8 @@
 //! - [`rest`]: the REST routes; [`operator`]: the operator's routes (the
 //!   kill switch, sealed keys).
 //! - [`console`]: the operator web console at `/console` (the
-//!   `capsaga-console` crate over the store and the door).
+//!   `capsaga-console` crate over the store and the door), its answers
+//!   scrubbed of the host's secrets ([`scrubbed`]).
 //! - [`auth`]: principals from named tokens and `CAPSAGA_TOKEN`
 //!   (constant-time), 403 for clients on operator routes.
 //! - [`sessions`]: MCP sessions bound to their principal, bounded globally
@@ -31,6 +32,8 @@
 //!   limit, graceful shutdown).
 //! - [`limits`]: `Host`/`Origin` allowlists, header and body limits,
 //!   timeouts.
+//! - [`wire`]: every routing and authentication header sent once and, on
+//!   `/mcp`, saying what the body says (the outermost layer).
 //! - [`admit`], [`stdio`]: every MCP message (an HTTP body, a stdio line)
 //!   admitted by the dispatch door's rule (`capsaga_door::dispatch::admit`:
 //!   strict JSON, size limits, no batch) before rmcp reads it.
@@ -54,10 +57,12 @@ pub(crate) mod operator;
 pub(crate) mod resources;
 pub mod rest;
 pub(crate) mod rest_memory;
+pub mod scrubbed;
 pub mod sessions;
 pub(crate) mod stdio;
 pub mod tools;
 pub(crate) mod views;
+pub mod wire;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -253,7 +258,6 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         extension: o.extension.clone(),
         listeners: catalog::Listeners::default(),
         request_states: request_state_codec(),
-        driving: std::sync::Mutex::new(std::collections::HashSet::new()),
         tasks: mcp::tasks::Tasks::default(),
     });
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -261,6 +265,7 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         rt.spawn(catalog::watch(Arc::downgrade(&shared), every));
         rt.spawn(live::on_hangup(Arc::downgrade(live)));
         rt.spawn(cluster::recover_loop(Arc::downgrade(live)));
+        rt.spawn(cluster::doubt_loop(Arc::downgrade(live)));
         if let Some(idle) = o.handle_idle.filter(|d| !d.is_zero()) {
             rt.spawn(cluster::expire_loop(
                 Arc::downgrade(live),
@@ -380,6 +385,7 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
             "/v1/memory/proposals/{id}/{verb}",
             post(rest_memory::decide),
         )
+        .route("/v1/memory/import", post(rest_memory::import))
         .route("/v1/pause", get(operator::switch).post(operator::pause))
         .route("/v1/resume", post(operator::resume))
         .route("/v1/keys", get(operator::keys))
@@ -423,6 +429,8 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         .merge(mcp)
         .layer(axum::extract::DefaultBodyLimit::max(o.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(limits, limits::guard))
+        // Outermost: no layer inside reads a header sent twice.
+        .layer(axum::middleware::from_fn(wire::single))
 }
 
 /// `capsaga serve`: the HTTP server until `shutdown` resolves. `on_bound`

@@ -287,6 +287,7 @@ pub async fn turns(
             None => Arc::new(capsaga_door::dispatch::NoApprover),
         },
         principal: who,
+        scope: capsaga_door::dispatch::Scope::RestTurn,
         ..TurnOptions::default()
     };
     match run_turn(host, selected.provider.as_ref(), &req.task, &opts).await {

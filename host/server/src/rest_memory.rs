@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `GET /v1/memory/proposals` | fact proposals waiting for the operator (`?all=true`: every one) |
 //! | `POST /v1/memory/proposals/{id}/approve`, `/discard` | the operator's decision |
+//! | `POST /v1/memory/import` | past conversations imported (`capsaga memory import`'s sessions as a JSON array) |
 //!
 //! Both are operator routes (`serve/mod.rs` mounts them behind
 //! `auth::require_operator`: a client token gets 403): a proposal's text
@@ -159,6 +160,83 @@ pub async fn decide(
             "already_decided",
             format!("the proposal is {status}: decided once"),
         ),
+        Ok(Err(e)) => memory_error(e),
+        Err(e) => detail(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    }
+}
+
+/// The body of `POST /v1/memory/import`: the sessions (each what one line
+/// of `capsaga memory import`'s file holds), the namespace (default: the
+/// memory's) and what a bad session does: `skip` (default; reported with
+/// its position, from 1) or `refuse` (nothing imported).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportBody {
+    /// The sessions.
+    pub sessions: Vec<serde_json::Value>,
+    /// The namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// `skip` or `refuse`.
+    #[serde(default)]
+    pub on_error: Option<String>,
+}
+
+/// `POST /v1/memory/import` (operator): the sessions of the body imported
+/// as `capsaga memory import` does (idempotent; each session at its
+/// position as its line number). 200 with the report; 422 with the bad
+/// sessions when `on_error` is `refuse` and one is bad (nothing imported).
+pub async fn import(
+    State(r): State<Arc<Rest>>,
+    Extension(who): Extension<Principal>,
+    super::admit::StrictJson(body): super::admit::StrictJson<ImportBody>,
+) -> Response {
+    // The router refused a client already; checked again where it acts.
+    if !who.may(capsaga_core::principal::Action::DecideApproval) {
+        return detail(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "importing memory needs an operator token",
+        );
+    }
+    let refuse = match body.on_error.as_deref() {
+        None | Some("skip") => false,
+        Some("refuse") => true,
+        Some(o) => {
+            return detail(
+                StatusCode::BAD_REQUEST,
+                "invalid",
+                format!("on_error `{o}`: skip or refuse"),
+            );
+        }
+    };
+    let Some(hm) = r.live.host().memory.clone() else {
+        return off();
+    };
+    let ns = body
+        .namespace
+        .unwrap_or_else(|| hm.memory.config().namespace.clone());
+    let lines: String = body.sessions.iter().map(|v| format!("{v}\n")).collect();
+    let done = tokio::task::spawn_blocking(move || {
+        use capsaga_memory::transfer;
+        if refuse {
+            let checked = transfer::check(&mut lines.as_bytes())?;
+            if checked.bad_lines > 0 {
+                return Ok(Err(checked));
+            }
+        }
+        hm.memory
+            .import(&mut lines.as_bytes(), &ns, &mut |_| {})
+            .map(Ok)
+    })
+    .await;
+    match done {
+        Ok(Ok(Ok(report))) => Json(json!({ "report": report })).into_response(),
+        Ok(Ok(Err(checked))) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"detail": {"code": "bad_sessions", "message": format!("{} bad session(s): nothing was imported", checked.bad_lines)}, "bad": checked.bad})),
+        )
+            .into_response(),
         Ok(Err(e)) => memory_error(e),
         Err(e) => detail(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
     }

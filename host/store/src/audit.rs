@@ -21,6 +21,11 @@
 //! behind an anchor is found even with its own head moved back. The replay
 //! (3) runs over all chains' rows in `seq` order.
 //!
+//! A fifth check reads the replay's result: a saga the log ends Done
+//! while one of its steps has no outcome (BEGIN only) is reported
+//! (`outcome`): the store refuses that state (`SagaStore::set_state`), so it
+//! comes from an older capsaga or from someone writing the log.
+//!
 //! All three live in the same file as what they protect: someone who can
 //! rewrite the whole database consistently (re-hashing every row after an
 //! edit and moving the head) is not detected. `capsaga audit verify`
@@ -38,7 +43,8 @@ pub struct Finding {
     /// The first bad row of the log, when the problem is in the log (or the
     /// last log row about the thing that disagrees).
     pub seq: Option<i64>,
-    /// `chain`, `head`, `anchor` or `replay`.
+    /// `chain`, `head`, `anchor`, `replay` or `outcome` (a Done saga
+    /// holding a step without an outcome).
     pub check: &'static str,
     /// What is wrong.
     pub reason: String,
@@ -67,12 +73,13 @@ impl AuditReport {
         self.findings.is_empty()
     }
 
-    /// The first bad row of the log: the lowest `seq` among the chain and
-    /// head findings, else the first replay finding's.
+    /// The first bad row of the log: the lowest `seq` among the chain,
+    /// head and anchor findings, else the first other finding's (replay,
+    /// outcome).
     pub fn first_bad_row(&self) -> Option<i64> {
         self.findings
             .iter()
-            .filter(|f| f.check != "replay")
+            .filter(|f| !matches!(f.check, "replay" | "outcome"))
             .filter_map(|f| f.seq)
             .min()
             .or_else(|| self.findings.iter().find_map(|f| f.seq))
@@ -215,6 +222,28 @@ fn compare(
     }
 }
 
+/// Every saga the log ends Done while one of its steps has no outcome (its
+/// last record is BEGIN: no COMMIT, FAIL or compensation): a step whose
+/// outcome was never written (the store failed while it ran) in a saga
+/// that was committed anyway. Its effect may stand, unrecorded. The
+/// finding names the saga's Done record.
+fn done_with_a_step_in_doubt(r: &Replayed) -> Vec<Finding> {
+    r.steps
+        .iter()
+        .filter(|(_, (status, _))| status == "BEGIN")
+        .filter_map(|((saga, step), (_, begin))| {
+            let (state, done) = r.sagas.get(saga)?;
+            (state == "Done").then(|| Finding {
+                seq: Some(*done),
+                check: "outcome",
+                reason: format!(
+                    "saga {saga} is Done (row {done}) but its step {step} has no outcome (BEGIN at row {begin}, no COMMIT or FAIL): its effect may stand unrecorded; undo the saga (`capsaga undo`) or check the step by hand"
+                ),
+            })
+        })
+        .collect()
+}
+
 /// What a chain's head is called in findings.
 fn anchor_name(chain: &str) -> String {
     if chain == chain::SHARED_CHAIN {
@@ -352,6 +381,7 @@ pub async fn verify(
     }
 
     let replayed = replay(&rows);
+    findings.extend(done_with_a_step_in_doubt(&replayed));
     let TableStates {
         sagas,
         steps,

@@ -37,6 +37,13 @@ pub fn today() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%d").to_string()
 }
 
+/// The UTC date `days` days before today, `YYYY-MM-DD` (the earliest
+/// representable day when it underflows).
+pub fn days_ago(days: u64) -> String {
+    let ms = days.saturating_mul(86_400_000);
+    rfc3339_before(ms).chars().take(10).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,9 +16,13 @@ use std::path::PathBuf;
 /// `released_at` of `saga_state` (sagas released between requests);
 /// version 10 rebuilt `saga_steps` and `wal_log` without `AUTOINCREMENT`
 /// and dropped an index that duplicated a unique constraint (fewer pages
-/// written per record). The PostgreSQL schema has its own numbered
-/// migrations (`postgres::schema`).
-pub const SCHEMA_VERSION: i64 = 11;
+/// written per record); version 11 the `scope` of `saga_state` (the scope
+/// that opened each saga); version 12 the `budget_ratios` table (what
+/// providers' reports cost beyond the estimates); version 13 the `label`
+/// of `saga_steps` (information flow: what each step brought into its
+/// saga). The PostgreSQL schema has its own numbered migrations
+/// (`postgres::schema`).
+pub const SCHEMA_VERSION: i64 = 13;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +105,20 @@ pub enum StoreError {
         target: String,
         /// Why.
         detail: String,
+    },
+    /// A saga asked to end Done while one of its steps has no outcome (a
+    /// BEGIN without COMMIT or FAIL: its outcome could not be written, e.g.
+    /// the store failed while the step ran). Refused by the store's state
+    /// transition; nothing was written. Such a saga can only be rolled back
+    /// (the step compensated from its pre-image, as crash recovery does).
+    #[error(
+        "saga `{saga}` cannot end Done: its step {step} has no logged outcome (BEGIN without COMMIT or FAIL: it is in doubt); nothing was written, the saga must be rolled back"
+    )]
+    InDoubt {
+        /// The saga.
+        saga: String,
+        /// The first step in doubt.
+        step: u64,
     },
     /// A connection string (`store = "..."`, `CAPSAGA_STORE`) that cannot be
     /// used; the message never repeats a password.

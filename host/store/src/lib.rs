@@ -18,7 +18,7 @@
 //! | [`LogStore`] | `wal_log`, `wal_head` | the hash-chained log every write appends to, and its anchored head |
 //! | [`ApprovalStore`] | `approvals` | human approvals: request (parks the saga), decide |
 //! | [`TraceStore`] | `traces` | execution traces of agent turns |
-//! | [`BudgetStore`] | `budget_days`, `budget_reservations` | model spend per UTC day, reservations of calls in flight |
+//! | [`BudgetStore`] | `budget_days`, `budget_reservations`, `budget_ratios` | model spend per UTC day, reservations of calls in flight, what providers' reports cost beyond the estimates |
 //! | [`NeuronStore`] | `neurons` | agent-written tools: versions, life, provenance |
 //! | [`TokenStore`] | `tokens` | named tokens and roles (the SHA-256 of each secret) |
 //! | [`KeyStore`] | `provider_keys` | provider keys sealed under `CAPSAGA_KEK` |
@@ -46,6 +46,7 @@
 
 pub mod access;
 pub mod audit;
+mod claim;
 pub mod clock;
 mod error;
 mod neurons;
@@ -427,9 +428,12 @@ pub trait ApprovalStore: Send + Sync {
     ) -> Result<Option<ApprovalRow>, StoreError>;
 
     /// The approved, unclaimed approvals with exactly this binding that are
-    /// not expired at `now` (RFC 3339), oldest first, each with whether the
-    /// saga that requested it has ended (which saga may claim one is
-    /// `capsaga_core::approval::may_claim`).
+    /// not expired at `now` (RFC 3339) and that saga `claimant` may claim
+    /// (`capsaga_core::approval::may_claim`: requested by `claimant`
+    /// itself, or by a saga that has ended and was recorded with the same
+    /// principal as `claimant`), oldest first, each with what that rule
+    /// read of the saga that requested it. The claim in
+    /// [`StepStore::begin_step`] checks the same rule again.
     ///
     /// # Errors
     /// [`StoreError`].
@@ -437,7 +441,8 @@ pub trait ApprovalStore: Send + Sync {
         &self,
         binding: &Binding,
         now: &str,
-    ) -> Result<Vec<(ApprovalRow, bool)>, StoreError>;
+        claimant: &str,
+    ) -> Result<Vec<Approved>, StoreError>;
 
     /// Approvals, oldest first: only pending ones, or all when `all`.
     ///
@@ -521,7 +526,47 @@ pub trait BudgetStore: Send + Sync {
         usd: f64,
         input_tokens: u64,
         output_tokens: u64,
+    ) -> Result<(), StoreError> {
+        self.settle_spend_learnt(id, day, usd, (input_tokens, output_tokens), None)
+            .await
+    }
+
+    /// [`BudgetStore::settle_spend`] (`tokens` are input, output), and,
+    /// for a call that was charged, what it taught about its provider's
+    /// reports recorded in the same transaction (`budget_ratios`: per
+    /// provider, model asked and day, the calls, what they reserved and
+    /// were charged, what passed the reservations, the largest ratios per
+    /// side).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn settle_spend_learnt(
+        &self,
+        id: &str,
+        day: &str,
+        usd: f64,
+        tokens: (u64, u64),
+        learnt: Option<&Learnt<'_>>,
     ) -> Result<(), StoreError>;
+
+    /// The largest ratios `provider`'s reports for `model` showed on the
+    /// days from `since_day` (`YYYY-MM-DD`) on; zero per side when none.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn usage_ratios(
+        &self,
+        provider: &str,
+        model: &str,
+        since_day: &str,
+    ) -> Result<capsaga_core::budget::learn::Ratios, StoreError>;
+
+    /// What providers' reports cost beyond the estimates, per day,
+    /// provider and model, from `since_day` on, newest day first.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    async fn budget_gaps(&self, since_day: &str) -> Result<Vec<GapRow>, StoreError>;
 
     /// Add one model call's cost (USD) and tokens to `day`'s counters.
     ///

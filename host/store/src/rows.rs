@@ -67,28 +67,38 @@ impl std::fmt::Display for StepStatus {
     }
 }
 
-/// Where a saga came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// `capsaga run --plan`.
-    Plan,
-    /// `capsaga agent`.
-    Agent,
-    /// `capsaga call`.
-    Call,
-    /// An MCP session (`capsaga mcp`, `capsaga serve`): one saga per session.
-    Mcp,
-}
+/// The scope that opened a saga (`capsaga_core::scope`): a session, a
+/// saga handle, a task, a turn, a plan, a call. Its coarser origin
+/// ([`Scope::origin`]: `mcp`, `agent`, `plan`, `call`) is stored beside it.
+pub use capsaga_core::scope::Scope;
 
-impl Origin {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::Plan => "plan",
-            Origin::Agent => "agent",
-            Origin::Call => "call",
-            Origin::Mcp => "mcp",
+/// Sagas as a store without scopes recorded them, and the scope each one
+/// gets from the migration that adds them (SQLite 11, PostgreSQL 5): the
+/// tests of both back ends' migrations.
+#[cfg(test)]
+pub(crate) mod scopeless {
+    use super::Scope;
+    use crate::SagaStore;
+
+    /// The rows, as SQL both back ends take.
+    pub const ROWS: &str = "INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, released_at) VALUES
+        ('p', 'AwaitingApproval', 'plan', 't', 't', NULL),
+        ('c', 'Done', 'call', 't', 't', NULL),
+        ('h', 'Acting', 'mcp', 't', 't', 't'),
+        ('s', 'Acting', 'mcp', 't', 't', NULL),
+        ('a', 'Done', 'agent', 't', 't', NULL);";
+
+    /// Check the scopes `store` reads back for [`ROWS`].
+    pub async fn check(store: &dyn SagaStore) {
+        for (id, scope) in [
+            ("p", Some(Scope::Plan)),
+            ("c", Some(Scope::Call)),
+            ("h", Some(Scope::Handle)),
+            ("s", None),
+            ("a", None),
+        ] {
+            let row = store.saga(id).await.expect("the saga reads back");
+            assert_eq!(row.expect("the saga").scope, scope, "{id}");
         }
     }
 }
@@ -98,8 +108,9 @@ impl Origin {
 pub struct NewSaga<'a> {
     /// Its id (UUID v4).
     pub saga_id: &'a str,
-    /// Where it came from.
-    pub origin: Origin,
+    /// The scope that opens it (stored with its origin, `Scope::origin`):
+    /// only that scope continues, commits or rolls it back.
+    pub scope: Scope,
     /// The task or plan description.
     pub label: &'a str,
     /// Its first state (Planning, after StartSaga).
@@ -145,6 +156,10 @@ pub struct SagaRow {
     /// whichever host claims it ([`crate::SagaStore::claim_released`]).
     /// None while a process owns it.
     pub released_at: Option<String>,
+    /// The scope that opened it (`None` for a saga recorded before scopes
+    /// existed, or that the migration could not tell: only the operator
+    /// acts on those).
+    pub scope: Option<Scope>,
 }
 
 /// The filters of [`crate::SagaStore::saga_page`]; each one set must match.
@@ -256,7 +271,9 @@ pub enum BeginOutcome {
     /// The key exists in another status (the caller decides).
     Exists(StepStatus),
     /// The approval to claim is not approved any more (claimed by another
-    /// step, or its binding does not match): nothing was written.
+    /// step, expired), its binding does not match, or it is not this
+    /// saga's to claim (another saga's still open, or another principal's:
+    /// `capsaga_core::approval::may_claim`): nothing was written.
     ApprovalUnavailable,
 }
 
@@ -335,6 +352,20 @@ impl ApprovalRow {
     pub fn is_expired(&self, now: &str) -> bool {
         self.expires_at.as_deref().is_some_and(|e| e <= now)
     }
+}
+
+/// An approved, unexpired, unclaimed approval with the binding a step asks
+/// for ([`crate::ApprovalStore::find_approved`]), with what the claim rule
+/// (`capsaga_core::approval::may_claim`) needs of the saga that requested
+/// it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approved {
+    /// The approval.
+    pub approval: ApprovalRow,
+    /// Whether the saga that requested it has ended.
+    pub requester_ended: bool,
+    /// The principal recorded with the saga that requested it.
+    pub requester_principal: Option<String>,
 }
 
 /// An approval to request.
@@ -439,6 +470,76 @@ pub struct NewReservation<'a> {
     pub ttl_ms: u64,
     /// Who holds it, for the operator (`<provider>/<model>`, the process).
     pub holder: &'a str,
+}
+
+/// What one settled call taught about its provider's reports
+/// ([`crate::BudgetStore::settle_spend_learnt`]; the ratios are
+/// `capsaga_core::budget::learn::observed`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Learnt<'a> {
+    /// The provider asked.
+    pub provider: &'a str,
+    /// The model asked (what the reservation was estimated for).
+    pub model: &'a str,
+    /// What the call's reservation held, USD.
+    pub reserved_usd: f64,
+    /// Charged over estimated, per side (`0.0`: nothing learnt there).
+    pub ratios: capsaga_core::budget::learn::Ratios,
+}
+
+/// A cost as the ledger records it: not a positive finite number, `0.0`.
+pub(crate) fn ledger_usd(usd: f64) -> f64 {
+    if usd.is_finite() && usd > 0.0 {
+        usd
+    } else {
+        0.0
+    }
+}
+
+/// [`Learnt`] as the store records it: names of at most 200 characters,
+/// the reservation through [`ledger_usd`].
+pub(crate) struct StoredLearnt {
+    pub provider: String,
+    pub model: String,
+    pub reserved_usd: f64,
+    pub ratios: capsaga_core::budget::learn::Ratios,
+}
+
+impl Learnt<'_> {
+    /// What the store records of it.
+    pub(crate) fn stored(&self) -> StoredLearnt {
+        StoredLearnt {
+            provider: self.provider.chars().take(200).collect(),
+            model: self.model.chars().take(200).collect(),
+            reserved_usd: ledger_usd(self.reserved_usd),
+            ratios: self.ratios,
+        }
+    }
+}
+
+/// What a provider's reports cost beyond the host's estimates, for one
+/// provider and model asked on one UTC day (`capsaga budget`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GapRow {
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    /// The provider asked.
+    pub provider: String,
+    /// The model asked.
+    pub model: String,
+    /// Settled calls.
+    pub calls: u64,
+    /// What their reservations held, USD.
+    pub reserved_usd: f64,
+    /// What they were charged, USD.
+    pub charged_usd: f64,
+    /// What they were charged beyond their reservations, USD (the spend
+    /// the day's hard cap could not see coming).
+    pub over_usd: f64,
+    /// The largest charged-over-estimated ratio, input side (`0`: none).
+    pub input_ratio: f64,
+    /// The largest charged-over-estimated ratio, output side (`0`: none).
+    pub output_ratio: f64,
 }
 
 /// What a reservation attempt did.

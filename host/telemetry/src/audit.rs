@@ -19,7 +19,8 @@
 //! SHA-256(trace id + `step ` + position): exporting twice gives the same
 //! document. What is exported is the host's bookkeeping only: record names,
 //! times, tool names, error kinds. Arguments, outputs, pre-images, error
-//! messages and the saga's task text are not.
+//! messages and the saga's task text are not; and every text of the
+//! document is scrubbed of secrets ([`crate::secrets::scrub`]).
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
@@ -72,8 +73,14 @@ fn kv(key: &str, value: Any) -> KeyValue {
     }
 }
 
+/// A string attribute, scrubbed of secrets ([`crate::secrets::scrub`]):
+/// every text of the document passes here or through [`text`].
 fn s(v: &str) -> Any {
-    Any::StringValue(v.to_string())
+    Any::StringValue(text(v))
+}
+
+fn text(v: &str) -> String {
+    crate::secrets::scrub(v).into_owned()
 }
 
 fn id(bytes: &[u8], len: usize) -> Vec<u8> {
@@ -90,7 +97,7 @@ fn event(r: &AuditRecord) -> Event {
     }
     Event {
         time_unix_nano: r.at_unix_nano,
-        name: r.record.clone(),
+        name: text(&r.record),
         attributes,
         dropped_attributes_count: 0,
     }
@@ -144,7 +151,7 @@ pub fn request(saga: &AuditSaga) -> ExportTraceServiceRequest {
                 8,
             ),
             parent_span_id: root_id.clone(),
-            name: format!("saga.step {tool}"),
+            name: text(&format!("saga.step {tool}")),
             kind: SpanKind::Internal as i32,
             start_time_unix_nano: records.first().map_or(first, |r| r.at_unix_nano),
             end_time_unix_nano: records.last().map_or(last, |r| r.at_unix_nano),
@@ -278,5 +285,25 @@ mod tests {
         assert_eq!(spans[2]["status"]["code"], 2);
         // Deterministic.
         assert_eq!(text, otlp_json(&saga).unwrap());
+    }
+
+    #[test]
+    fn every_text_of_the_document_is_scrubbed() {
+        let key = "sk-proj-AuditExport0123456789abcdef";
+        crate::secrets::remember("known-audit-secret-9");
+        let mut r = rec(2, Some(0), "BEGIN", 20);
+        r.tool = Some(format!("tool {key}"));
+        let mut f = rec(3, Some(0), "FAIL", 30);
+        f.error_kind = Some("kind known-audit-secret-9".into());
+        let saga = AuditSaga {
+            saga_id: "s-2".into(),
+            state: format!("Done {key}"),
+            origin: "agent".into(),
+            records: vec![r, f],
+        };
+        let text = otlp_json(&saga).unwrap();
+        assert!(!text.contains(key), "{text}");
+        assert!(!text.contains("known-audit-secret-9"), "{text}");
+        assert!(text.contains("[redacted]"), "{text}");
     }
 }

@@ -10,16 +10,21 @@
 //! 2. every string that looks like a credential ([`looks_secret`]: a
 //!    bearer/basic authorization value, a JWT, a known key prefix such as
 //!    `sk-`, `ghp_`, `xoxb-`, `AKIA`, a PEM private key);
-//! 3. every exact occurrence of a secret value the process knows (the values
-//!    of its environment variables whose names name a secret: CAPSAGA_KEK,
-//!    CAPSAGA_TOKEN, OPENAI_API_KEY, ...), anywhere in the text
-//!    ([`capsaga_core::redact::Redactor`]).
+//! 3. everything [`crate::secrets::scrub`] replaces in the text: every
+//!    secret value the process knows (its secret-named environment
+//!    variables, `secret:` grant values, opened provider keys, the store's
+//!    password, named tokens), in its usual encodings, and every credential
+//!    shape anywhere inside a longer string.
 //!
-//! What it cannot catch: a secret the host does not know, transformed
-//! (base64, reversed) or split over two values; that is why the capture is
-//! off by default (THREAT_MODEL.md, telemetry rows).
+//! The exporter scrubs every attribute again ([`crate::export`]): this
+//! module's own rules are the JSON-aware part.
+//!
+//! What it cannot catch: a secret the host does not know and whose shape
+//! is not a credential's, or one transformed otherwise (reversed, hex) or
+//! split over two values; that is why the capture is off by default
+//! (THREAT_MODEL.md, telemetry rows).
 
-use capsaga_core::redact::Redactor;
+use capsaga_core::scrub::Scrubber;
 use serde_json::Value;
 use std::sync::OnceLock;
 
@@ -30,48 +35,32 @@ pub const MAX_CONTENT_BYTES: usize = 1024;
 /// What replaces a redacted value.
 pub const REDACTED: &str = "[redacted]";
 
-/// Shortest environment value treated as a known secret, bytes (shorter
-/// values, like `1` or `true`, would redact everything).
-const MIN_SECRET_LEN: usize = 8;
-
 /// The operator's choice and the process's known secrets.
 #[derive(Debug, Clone)]
 pub struct Capture {
-    known: Redactor,
+    known: Scrubber,
 }
 
 static CAPTURE: OnceLock<Option<Capture>> = OnceLock::new();
 
 impl Capture {
-    /// A capture that redacts the exact values of `secrets` (and everything
-    /// [`redact`] redacts by shape).
+    /// A capture that redacts the exact values of `secrets` too (besides
+    /// everything [`redact`] and [`crate::secrets::scrub`] redact).
     pub fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Capture {
         Capture {
-            known: Redactor::new(
-                secrets
-                    .into_iter()
-                    .filter(|s| s.len() >= MIN_SECRET_LEN)
-                    .map(str::as_bytes),
-            ),
+            known: Scrubber::new(secrets),
         }
     }
 
     /// From the environment: `Some` when `CAPSAGA_OTEL_CAPTURE_CONTENT` is
-    /// `true` or `1`; the known secrets are the values of the environment
-    /// variables whose names name a secret ([`secret_key`]).
+    /// `true` or `1`. The known secrets are the process's
+    /// ([`crate::secrets`]: its secret-named environment variables and what
+    /// the runtime remembered).
     pub fn from_env() -> Option<Capture> {
         let on = std::env::var("CAPSAGA_OTEL_CAPTURE_CONTENT")
             .map(|v| matches!(v.trim(), "1" | "true" | "TRUE" | "True"))
             .unwrap_or(false);
-        if !on {
-            return None;
-        }
-        let values: Vec<String> = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .filter(|(k, _)| secret_key(k))
-            .map(|(_, v)| v)
-            .collect();
-        Some(Capture::new(values.iter().map(String::as_str)))
+        on.then(|| Capture::new([]))
     }
 
     /// `value` as the attribute text: secrets redacted, then capped.
@@ -79,12 +68,8 @@ impl Capture {
         let mut v = value.clone();
         redact(&mut v);
         let text = v.to_string();
-        let text = if self.known.is_empty() {
-            text
-        } else {
-            String::from_utf8_lossy(&self.known.redact_all(text.as_bytes())).into_owned()
-        };
-        cap(&text)
+        let text = self.known.scrub(&text);
+        cap(&crate::secrets::scrub(&text))
     }
 }
 

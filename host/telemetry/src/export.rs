@@ -25,7 +25,8 @@ use crate::metrics::{Metrics, MetricsLayer};
 pub use crate::otlp::{DEFAULT_TIMEOUT_MS, TelemetryError};
 use crate::otlp::{json_protocol, number, resource, signal_number, var};
 use crate::{TARGET, content};
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::trace::{Status, TracerProvider as _};
+use opentelemetry::{Array, KeyValue, Value};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -33,6 +34,7 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter,
     SpanProcessor,
 };
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -277,6 +279,8 @@ struct Counted<E> {
 impl<E: SpanExporter> SpanExporter for Counted<E> {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let n = batch.len();
+        // Every span leaves scrubbed, whatever recorded what on it.
+        let batch = batch.into_iter().map(scrubbed).collect();
         let r = self.inner.export(batch).await;
         self.pending.fetch_sub(n, Ordering::SeqCst);
         if r.is_err() {
@@ -296,6 +300,61 @@ impl<E: SpanExporter> SpanExporter for Counted<E> {
     fn set_resource(&mut self, resource: &Resource) {
         self.inner.set_resource(resource);
     }
+}
+
+/// `text` scrubbed ([`crate::secrets::scrub`]), as a span string.
+fn clean(text: Cow<'static, str>) -> Cow<'static, str> {
+    match crate::secrets::scrub(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(o) => Cow::Owned(o),
+    }
+}
+
+/// An attribute value scrubbed (strings and arrays of strings).
+fn clean_value(v: Value) -> Value {
+    match v {
+        Value::String(s) => match crate::secrets::scrub(s.as_str()) {
+            Cow::Borrowed(_) => Value::String(s),
+            Cow::Owned(o) => Value::String(o.into()),
+        },
+        Value::Array(Array::String(items)) => Value::Array(Array::String(
+            items
+                .into_iter()
+                .map(|s| match crate::secrets::scrub(s.as_str()) {
+                    Cow::Borrowed(_) => s,
+                    Cow::Owned(o) => o.into(),
+                })
+                .collect(),
+        )),
+        other => other,
+    }
+}
+
+fn clean_attributes(attributes: Vec<KeyValue>) -> Vec<KeyValue> {
+    attributes
+        .into_iter()
+        .map(|kv| KeyValue::new(kv.key, clean_value(kv.value)))
+        .collect()
+}
+
+/// `span` with every text it carries scrubbed: its name, its attributes,
+/// its events' names and attributes, its links' attributes, its status.
+pub(crate) fn scrubbed(mut span: SpanData) -> SpanData {
+    span.name = clean(span.name);
+    span.attributes = clean_attributes(span.attributes);
+    for e in &mut span.events.events {
+        e.name = clean(std::mem::take(&mut e.name));
+        e.attributes = clean_attributes(std::mem::take(&mut e.attributes));
+    }
+    for l in &mut span.links.links {
+        l.attributes = clean_attributes(std::mem::take(&mut l.attributes));
+    }
+    if let Status::Error { description } = span.status {
+        span.status = Status::Error {
+            description: clean(description),
+        };
+    }
+    span
 }
 
 /// The bounded queue: a span is handed to the batch processor only while
@@ -333,5 +392,60 @@ impl SpanProcessor for Bounded {
 
     fn set_resource(&mut self, resource: &Resource) {
         self.inner.set_resource(resource);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::InstrumentationScope;
+    use opentelemetry::trace::{Event, Link, SpanContext, SpanId, SpanKind};
+    use std::time::SystemTime;
+
+    #[test]
+    fn a_span_leaves_with_every_text_scrubbed() {
+        let key = "sk-proj-SpanExport0123456789abcdefgh";
+        crate::secrets::remember("known-span-secret-77");
+        let mut events = opentelemetry_sdk::trace::SpanEvents::default();
+        events.events.push(Event::new(
+            format!("event {key}"),
+            SystemTime::UNIX_EPOCH,
+            vec![KeyValue::new("m", "Authorization: Bearer xyz-opaque-1")],
+            0,
+        ));
+        let mut links = opentelemetry_sdk::trace::SpanLinks::default();
+        links.links.push(Link::new(
+            SpanContext::empty_context(),
+            vec![KeyValue::new("l", "known-span-secret-77")],
+            0,
+        ));
+        let span = SpanData {
+            span_context: SpanContext::empty_context(),
+            parent_span_id: SpanId::INVALID,
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Client,
+            name: format!("chat {key}").into(),
+            start_time: SystemTime::UNIX_EPOCH,
+            end_time: SystemTime::UNIX_EPOCH,
+            attributes: vec![
+                KeyValue::new("gen_ai.response.model", key),
+                KeyValue::new(
+                    "list",
+                    Value::Array(Array::String(vec!["ok".into(), format!("x {key}").into()])),
+                ),
+                KeyValue::new("n", 7),
+            ],
+            dropped_attributes_count: 0,
+            events,
+            links,
+            status: Status::error(format!("HTTP 401: known-span-secret-77 {key}")),
+            instrumentation_scope: InstrumentationScope::builder("t").build(),
+        };
+        let out = format!("{:?}", scrubbed(span));
+        for leaked in [key, "known-span-secret-77", "xyz-opaque-1"] {
+            assert!(!out.contains(leaked), "{leaked} in {out}");
+        }
+        assert!(out.contains("chat [redacted]"), "{out}");
+        assert!(out.contains("I64(7)"), "{out}");
     }
 }

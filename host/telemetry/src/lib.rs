@@ -28,6 +28,12 @@
 //! - [`content`]: the operator's opt-in to tool arguments and results as
 //!   attributes (`CAPSAGA_OTEL_CAPTURE_CONTENT`), redacted and capped.
 //! - [`audit`]: `capsaga audit export --otel`: audit rows as OTLP JSON.
+//! - [`secrets`]: the host's own secrets and [`secrets::scrub`], the one
+//!   function every sink passes its text through: the log output
+//!   ([`logs`]), the exported spans, their events and links, the metric
+//!   labels, the audit export, the captured content (and, in the runtime,
+//!   the console's pages and the command line's messages).
+//! - [`logs`]: the process's log layer (stderr), every event scrubbed.
 //!
 //! Names and attributes follow the OpenTelemetry semantic conventions for
 //! generative AI and for MCP (semantic conventions v1.39.0, `gen-ai/` and
@@ -43,10 +49,12 @@ pub mod audit;
 pub mod content;
 pub mod export;
 mod instruments;
+pub mod logs;
 pub mod metrics;
 mod otlp;
 pub mod otlp_metrics;
 pub mod propagation;
+pub mod secrets;
 pub mod spans;
 
 /// The `tracing` target of every span this crate exports or measures.

@@ -24,7 +24,9 @@
 //! Label values come from names a client may choose (an MCP client names
 //! the tool it calls): each label keeps at most [`MAX_LABEL_VALUES`]
 //! distinct values, later ones are counted as `(other)`, so a client cannot
-//! grow the exposition without bound.
+//! grow the exposition without bound. Every value is scrubbed of secrets
+//! first ([`crate::secrets::scrub`]), for `/metrics` and the OTLP push
+//! alike.
 
 use crate::TARGET;
 use crate::instruments::{Instruments, duration_bounds, kv};
@@ -221,10 +223,12 @@ impl Metrics {
         self.export_failures.get()
     }
 
-    /// `value` as the value of label `key`, or [`OTHER`] once the label
-    /// has [`MAX_LABEL_VALUES`] others.
+    /// `value` as the value of label `key` (scrubbed of secrets:
+    /// [`crate::secrets::scrub`]), or [`OTHER`] once the label has
+    /// [`MAX_LABEL_VALUES`] others.
     fn label(&self, key: &'static str, value: &str) -> String {
-        let value = bounded(value);
+        let value = crate::secrets::scrub(value);
+        let value = bounded(&value);
         let Ok(mut seen) = self.seen.lock() else {
             return OTHER.to_string();
         };
@@ -499,5 +503,18 @@ mod tests {
         }
         assert_eq!(m.label("name", "fresh"), OTHER);
         assert_eq!(m.label("name", "t0"), "t0");
+    }
+
+    #[test]
+    fn label_values_are_scrubbed_of_secrets() {
+        let m = Metrics::new();
+        let key = "sk-proj-MetricLabel0123456789abcdef";
+        crate::secrets::remember("known-label-secret-42");
+        assert_eq!(
+            m.label("name", &format!("gpt-4o {key}")),
+            "gpt-4o [redacted]"
+        );
+        assert_eq!(m.label("kind", "x known-label-secret-42"), "x [redacted]");
+        assert_eq!(m.label("name", "gpt-4o"), "gpt-4o");
     }
 }

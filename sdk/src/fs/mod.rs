@@ -66,7 +66,9 @@ use serde_json::json;
 
 use crate::ToolError;
 
+mod file;
 mod write;
+pub use file::{Expect, FileError, FileId, GuardedFile, open_file, remove_file};
 pub use write::{interrupted, write_file};
 
 pub use capsaga_path_guard::{Follow, MAX_PATH_LEN, MAX_SYMLINK_EXPANSIONS};
@@ -449,5 +451,7 @@ fn special_name_error(name: &str) -> ToolError {
     )
 }
 
+#[cfg(test)]
+mod test_dir;
 #[cfg(test)]
 mod tests;

@@ -23,6 +23,14 @@
 //! A file that does not exist yet is written to `scratch` and renamed into
 //! place (atomic; it gets the default mode like any new file).
 //!
+//! The path is reached through [`open_file`](super::open_file), for the
+//! write of `execute` and the one of `compensate` alike: no link on the
+//! way or at the end, a regular file, and the file the caller [`Expect`]s
+//! (`compensate`: the object `execute` wrote, with no more names than it
+//! had), opened again for writing from the same parent and checked once
+//! more, so a link or another file put there meanwhile is never written
+//! through.
+//!
 //! Directories: a directory an undo recreates gets the default mode too,
 //! since WASI cannot read or set modes; the guest cannot do better.
 
@@ -30,27 +38,30 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
+use super::file::{Expect, FileError, GuardedFile, open_file};
+
 /// Replaces the content of the regular file `path` with `bytes` (in place,
-/// keeping its inode), or creates it (through `scratch` and a rename).
-/// `scratch` must be a path in the same directory that names nothing of
-/// the user's (a stale one is removed first).
+/// keeping its inode), or creates it (through `scratch` and a rename), when
+/// what is there is what `expect` accepts (see [`open_file`]). `scratch`
+/// must be a path in the same directory that names nothing of the user's
+/// (a stale one is removed first).
 ///
 /// After an error, `scratch` exists only when `path` may have been partly
 /// written (see [`interrupted`]).
 ///
 /// # Errors
-/// The I/O error; `InvalidInput` when `path` is not a regular file (a
-/// directory, a symbolic link, a device).
-pub fn write_file(path: &Path, bytes: &[u8], scratch: &Path) -> io::Result<()> {
+/// [`FileError`]: a link on the way or at the end, not a regular file,
+/// another file than expected or one with more names, or the I/O error.
+pub fn write_file(
+    path: &Path,
+    bytes: &[u8],
+    scratch: &Path,
+    expect: &Expect,
+) -> Result<(), FileError> {
     remove_if_present(scratch)?;
-    match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_file() => in_place(path, bytes, scratch),
-        Ok(_) => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{}: not a regular file", path.display()),
-        )),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => create(path, bytes, scratch),
-        Err(e) => Err(e),
+    match open_file(path, expect)? {
+        Some(file) => in_place(&file, bytes, scratch, expect),
+        None => create(path, bytes, scratch).map_err(FileError::Io),
     }
 }
 
@@ -61,24 +72,28 @@ pub fn interrupted(scratch: &Path) -> bool {
     fs::symlink_metadata(scratch).is_ok()
 }
 
-fn in_place(path: &Path, bytes: &[u8], marker: &Path) -> io::Result<()> {
+fn in_place(
+    file: &GuardedFile,
+    bytes: &[u8],
+    marker: &Path,
+    expect: &Expect,
+) -> Result<(), FileError> {
     fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(marker)?
         .sync_all()?;
-    let mut file = match fs::OpenOptions::new().write(true).open(path) {
-        Ok(f) => f,
+    let writer = match file.writer(expect) {
+        Ok(w) => w,
         Err(e) => {
             // Nothing was written.
             let _ = fs::remove_file(marker);
             return Err(e);
         }
     };
-    file.write_all(bytes)?;
-    file.set_len(bytes.len() as u64)?;
-    file.sync_all()?;
-    fs::remove_file(marker)
+    writer.replace(bytes)?;
+    fs::remove_file(marker)?;
+    Ok(())
 }
 
 fn create(path: &Path, bytes: &[u8], scratch: &Path) -> io::Result<()> {
@@ -107,20 +122,11 @@ fn remove_if_present(p: &Path) -> io::Result<()> {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use crate::fs::test_dir::TestDir;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    use std::path::PathBuf;
 
-    struct Dir(PathBuf);
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-    fn dir(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("sdk-write-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        Dir(d)
+    fn dir(name: &str) -> TestDir {
+        TestDir::new(&format!("write-{name}"))
     }
     fn mode(p: &Path) -> u32 {
         fs::metadata(p).unwrap().permissions().mode() & 0o7777
@@ -137,7 +143,7 @@ mod tests {
                 fs::metadata(&p).unwrap().ino(),
                 fs::metadata(&p).unwrap().uid(),
             );
-            write_file(&p, b"new", &d.0.join(".scratch")).unwrap();
+            write_file(&p, b"new", &d.0.join(".scratch"), &Expect::Any).unwrap();
             assert_eq!(fs::read(&p).unwrap(), b"new");
             assert_eq!(mode(&p), m, "{m:o}");
             assert_eq!(fs::metadata(&p).unwrap().ino(), ino);
@@ -148,7 +154,7 @@ mod tests {
         let a = d.0.join("a");
         fs::write(&a, "one").unwrap();
         fs::hard_link(&a, d.0.join("b")).unwrap();
-        write_file(&a, b"two, longer", &d.0.join(".scratch")).unwrap();
+        write_file(&a, b"two, longer", &d.0.join(".scratch"), &Expect::Any).unwrap();
         assert_eq!(fs::read(d.0.join("b")).unwrap(), b"two, longer");
         assert_eq!(fs::metadata(&a).unwrap().nlink(), 2);
     }
@@ -162,21 +168,24 @@ mod tests {
         let scratch = d.0.join(".scratch");
         // Root may write anything: only check the refusal when not root.
         if fs::OpenOptions::new().write(true).open(&p).is_err() {
-            assert!(write_file(&p, b"x", &scratch).is_err());
+            assert!(write_file(&p, b"x", &scratch, &Expect::Any).is_err());
             assert_eq!(fs::read(&p).unwrap(), b"keep");
             assert_eq!(mode(&p), 0o444);
             assert!(!interrupted(&scratch), "nothing was written");
         }
         let n = d.0.join("new");
-        write_file(&n, b"fresh", &scratch).unwrap();
+        write_file(&n, b"fresh", &scratch, &Expect::Any).unwrap();
         assert_eq!(fs::read(&n).unwrap(), b"fresh");
         assert!(!interrupted(&scratch));
         // Not a regular file: refused.
         fs::create_dir(d.0.join("sub")).unwrap();
-        let e = write_file(&d.0.join("sub"), b"x", &scratch).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = write_file(&d.0.join("sub"), b"x", &scratch, &Expect::Any).unwrap_err();
+        assert!(
+            matches!(e, FileError::NotAFile { kind: "directory" }),
+            "{e}"
+        );
         std::os::unix::fs::symlink(&n, d.0.join("link")).unwrap();
-        assert!(write_file(&d.0.join("link"), b"x", &scratch).is_err());
+        assert!(write_file(&d.0.join("link"), b"x", &scratch, &Expect::Any).is_err());
         assert_eq!(fs::read(&n).unwrap(), b"fresh");
     }
 
@@ -187,7 +196,7 @@ mod tests {
         let scratch = d.0.join(".scratch");
         fs::write(&p, "old").unwrap();
         fs::write(&scratch, "stale").unwrap();
-        write_file(&p, b"new", &scratch).unwrap();
+        write_file(&p, b"new", &scratch, &Expect::Any).unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"new");
         assert!(!interrupted(&scratch));
         fs::write(&scratch, "").unwrap();

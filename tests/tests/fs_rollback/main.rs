@@ -7,11 +7,12 @@
 mod attacks;
 mod cli;
 mod components;
+mod undo_links;
 
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;
 use capsaga_door::saga::Saga;
-use capsaga_store::{Origin, StepStatus};
+use capsaga_store::{Scope, StepStatus};
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -49,7 +50,7 @@ pub fn p(ws: &TestWorkspace, rel: &str) -> String {
 /// A saga on `host`.
 pub async fn saga(host: &Arc<Host>) -> (Dispatcher, Saga) {
     let door = Dispatcher::new(host.clone());
-    let saga = door.start(Origin::Call, "fs rollback", None).await.unwrap();
+    let saga = door.start(Scope::Call, "fs rollback", None).await.unwrap();
     (door, saga)
 }
 

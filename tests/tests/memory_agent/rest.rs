@@ -5,11 +5,11 @@ use super::*;
 use crate::tools::TOOLS_POLICY;
 
 /// Named tokens for the REST tests: an operator and two clients.
-const OPERATOR_TOKEN: &str = "memory-operator-0123456789abcdef";
-const ALICE_TOKEN: &str = "memory-alice-client-0123456789ab";
+pub(super) const OPERATOR_TOKEN: &str = "memory-operator-0123456789abcdef";
+pub(super) const ALICE_TOKEN: &str = "memory-alice-client-0123456789ab";
 const BOB_TOKEN: &str = "memory-bob-client-0123456789abcd";
 
-async fn memory_server(
+pub(super) async fn memory_server(
     ws: &TestWorkspace,
     answers: &str,
 ) -> (std::sync::Arc<Host>, capsaga_tests::mcp_rig::Running) {

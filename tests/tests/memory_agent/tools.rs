@@ -94,9 +94,7 @@ async fn memory_fetch_outside_a_turn_reads_only_the_calling_principals_episodes(
     if !model_installed("memory_fetch_outside_a_turn_reads_only_the_calling_principals_episodes") {
         return;
     }
-    use capsaga_door::dispatch::{Args, Call, Dispatcher};
     use capsaga_door::memory::capsaga_memory::NewEpisode;
-    use capsaga_store::Origin;
     let ws = workspace(&[], TOOLS_POLICY);
     let host = ws.host().await;
     let hm = host.memory.clone().unwrap();
@@ -124,25 +122,11 @@ async fn memory_fetch_outside_a_turn_reads_only_the_calling_principals_episodes(
             .unwrap();
     }
     hm.memory.embed_pending(8).unwrap();
-    let door = Dispatcher::new(host.clone());
     let fetch = |who: Principal| {
-        let door = &door;
+        let host = host.clone();
         async move {
-            let mut saga = door
-                .start_as(&who, Origin::Mcp, "test", None)
-                .await
-                .unwrap();
             let args = serde_json::json!({"query": "what is my locker code?"});
-            let out = door
-                .submit(&mut saga, Call::new("memory_fetch", Args::Value(&args)))
-                .await
-                .unwrap()
-                .outcome;
-            let _ = door.abort(&mut saga).await;
-            let Step::Committed { output: o, .. } = out else {
-                panic!("{out:?}")
-            };
-            o.data["episodes"].to_string()
+            memory_fetch_as(&host, &who, &args).await["episodes"].to_string()
         }
     };
     let bob = fetch(Principal::token("bob", PrincipalRole::Client)).await;
@@ -349,4 +333,30 @@ async fn a_mem_grant_with_memory_off_is_refused_at_policy_load() {
         e.contains("mem:default") && e.contains("[memory] enabled"),
         "{e}"
     );
+}
+
+/// `memory_fetch` called through the door in a saga of `who` (aborted
+/// after): the tool's output data.
+pub(super) async fn memory_fetch_as(
+    host: &std::sync::Arc<Host>,
+    who: &Principal,
+    args: &serde_json::Value,
+) -> serde_json::Value {
+    use capsaga_door::dispatch::{Args, Call, Dispatcher};
+    use capsaga_store::Scope;
+    let door = Dispatcher::new(host.clone());
+    let mut saga = door
+        .start_as(who, Scope::Session, "test", None)
+        .await
+        .unwrap();
+    let out = door
+        .submit(&mut saga, Call::new("memory_fetch", Args::Value(args)))
+        .await
+        .unwrap()
+        .outcome;
+    let _ = door.abort(&mut saga).await;
+    let Step::Committed { output: o, .. } = out else {
+        panic!("{out:?}")
+    };
+    o.data
 }

@@ -5,7 +5,7 @@
 //! and every reservation is settled.
 
 use super::rig::{Rig, runtime};
-use capsaga_tests::llm_server::{LlmServer, Reply};
+use capsaga_tests::llm_server::{LlmServer, Reply, chat_completion};
 use capsaga_tests::mcp_rig::http;
 use serde_json::{Value, json};
 
@@ -15,15 +15,7 @@ const PRICES: &str = r#"{"default":{"input_per_m":0,"output_per_m":0},
 
 /// An OpenAI-compatible final answer reporting `usage`.
 fn answer(usage: (u64, u64)) -> Value {
-    json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_760_000_000,
-        "model": "priced-model",
-        "choices": [{"index": 0,
-            "message": {"role": "assistant", "content": "hello", "refusal": null},
-            "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1,
-            "total_tokens": usage.0 + usage.1}
-    })
+    chat_completion("priced-model", usage)
 }
 
 #[test]

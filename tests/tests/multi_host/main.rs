@@ -17,6 +17,7 @@ mod confirm;
 mod files;
 mod handles;
 mod handles_busy;
+mod owners;
 mod partition;
 mod proxy;
 mod restart;

@@ -13,7 +13,7 @@ use capsaga_core::tool::ToolOutput;
 use capsaga_pg_harness::Cluster;
 use capsaga_store::postgres::{PgOptions, PgStore};
 use capsaga_store::{
-    NewSaga, NewStep, Origin, OwnerStore, SagaStore, StepKey, StepStatus, StepStore, StoreError,
+    NewSaga, NewStep, OwnerStore, SagaStore, Scope, StepKey, StepStatus, StepStore, StoreError,
     audit,
 };
 use capsaga_tests::mcp_rig::{call_ok, connect};
@@ -84,7 +84,7 @@ fn a_partitioned_hosts_lease_is_lost_and_its_late_writes_are_fenced() {
         let saga = "partitioned";
         a.create_saga(&NewSaga {
             saga_id: saga,
-            origin: Origin::Call,
+            scope: Scope::Call,
             label: "",
             state: State::Acting,
             owner: lease_a.id(),

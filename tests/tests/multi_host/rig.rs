@@ -5,8 +5,7 @@
 use capsaga_pg_harness::Cluster;
 use capsaga_store::Store;
 use capsaga_store::postgres::{PgOptions, PgStore};
-use capsaga_tests::{TestWorkspace, capsaga_bin};
-use std::io::{BufRead, BufReader};
+use capsaga_tests::{TestWorkspace, capsaga_bin, listening_addr};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -142,14 +141,7 @@ impl Rig {
             .stderr(Stdio::null())
             .spawn()
             .expect("capsaga serve starts");
-        let out = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(out)
-            .read_line(&mut line)
-            .expect("the listening line");
-        let v: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("{e}: `{line}` (the host did not start)"));
-        let addr = v["listening"].as_str().expect("listening").to_string();
+        let addr = listening_addr(&mut child, "host");
         HostProc { child, addr }
     }
 

@@ -73,7 +73,7 @@ fn args(ws: &TestWorkspace, code: &str) -> Value {
 
 async fn run(door: &Dispatcher, args: &Value, yes: &Yes) -> (Outcome, capsaga_door::saga::Saga) {
     let mut saga = door
-        .start(Origin::Call, "code_run test", None)
+        .start(Scope::Call, "code_run test", None)
         .await
         .unwrap();
     let out = door
@@ -140,7 +140,7 @@ async fn the_approval_is_bound_to_the_code_and_every_input_hash() {
     );
     // Nobody to ask: the saga parks with an approval naming the hashes.
     let mut saga = door
-        .start(Origin::Call, "code_run test", None)
+        .start(Scope::Call, "code_run test", None)
         .await
         .unwrap();
     let out = door

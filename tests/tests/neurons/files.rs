@@ -73,10 +73,7 @@ async fn a_neuron_writing_renaming_and_deleting_is_rolled_back_by_the_host() {
     }
     let before = snapshot(&ws.ws());
     let (host, door) = super::door(&ws).await;
-    let mut saga = door
-        .start(Origin::Call, "neuron files", None)
-        .await
-        .unwrap();
+    let mut saga = door.start(Scope::Call, "neuron files", None).await.unwrap();
     let args = json!({"dir": ws.ws_path("")});
     let out = door
         .submit(&mut saga, Call::new("file_churn", Args::Value(&args)))
@@ -126,7 +123,7 @@ result = "done"
     let args = json!({"code": code, "purpose": "two outputs",
         "inputs": {"in.csv": ws.ws_path("in.csv")}, "output_dir": ws.ws_path("out")});
     let mut saga = door
-        .start(Origin::Call, "code_run files", None)
+        .start(Scope::Call, "code_run files", None)
         .await
         .unwrap();
     struct Yes;

@@ -23,7 +23,7 @@ mod untrusted;
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Submitted};
 use capsaga_door::host::Host;
 use capsaga_door::neurons::operator::Coverage::{All, Subset};
-use capsaga_store::Origin;
+use capsaga_store::Scope;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::neuron_rig::{cache_dir, runner_wasm};
 use serde_json::{Value, json};
@@ -86,10 +86,7 @@ pub async fn door(ws: &TestWorkspace) -> (Arc<Host>, Dispatcher) {
 /// One call as the only step of a new saga, which is then finished (or
 /// aborted when it did not commit).
 pub async fn call_one(door: &Dispatcher, tool: &str, args: &Value) -> Submitted {
-    let mut saga = door
-        .start(Origin::Call, "neurons test", None)
-        .await
-        .unwrap();
+    let mut saga = door.start(Scope::Call, "neurons test", None).await.unwrap();
     let out = door
         .submit(&mut saga, Call::new(tool, Args::Value(args)))
         .await

@@ -41,7 +41,7 @@ async fn capsaga_pause_in_another_process_stops_a_running_code_run() {
     std::fs::create_dir(ws.ws().join("out")).unwrap();
     let (host, door) = door(&ws).await;
     let mut saga = door
-        .start(Origin::Call, "code_run under pause", None)
+        .start(Scope::Call, "code_run under pause", None)
         .await
         .unwrap();
     let saga_id = saga.id().to_string();
@@ -113,7 +113,7 @@ async fn capsaga_pause_in_another_process_stops_a_running_code_run() {
         "nothing copied out"
     );
     // Paused: the next call is refused before anything runs.
-    let mut next = door.start(Origin::Call, "after pause", None).await.unwrap();
+    let mut next = door.start(Scope::Call, "after pause", None).await.unwrap();
     let refused = door
         .submit(
             &mut next,

@@ -10,7 +10,6 @@ use super::oa_text;
 use capsaga_tests::TestWorkspace;
 use capsaga_tests::llm_server::{LlmServer, Reply};
 use serde_json::Value;
-use std::io::Write;
 use std::process::{Output, Stdio};
 
 const KEK: &str = "6b65792d656e6372797074696f6e2d6b65792d666f722d746573747321212121";
@@ -33,19 +32,7 @@ fn run(ws: &TestWorkspace, args: &[&str], kek: Option<&str>, stdin: &str) -> Out
     if let Some(k) = kek {
         c.env("CAPSAGA_KEK", k);
     }
-    let mut child = c
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    capsaga_tests::output_with_stdin(&mut c, stdin)
 }
 
 fn text(o: &Output) -> String {

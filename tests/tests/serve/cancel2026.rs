@@ -12,7 +12,7 @@ use super::wire2026::serve_clients;
 use capsaga_core::fsm::State;
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Settled};
 use capsaga_door::host::Host;
-use capsaga_store::{Origin, StepStatus};
+use capsaga_store::{Scope, StepStatus};
 use capsaga_tests::TestWorkspace;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -159,7 +159,7 @@ async fn settling_decides_by_what_the_interrupted_request_logged() {
     let path = ws.ws_path("ledger.txt");
     let mut ids = Vec::new();
     for entry in ["kept", "undone"] {
-        let mut saga = door.start(Origin::Mcp, "settle", None).await.unwrap();
+        let mut saga = door.start(Scope::Handle, "settle", None).await.unwrap();
         let args = json!({"path": path, "entry": entry});
         door.submit(&mut saga, Call::new("ledger", Args::Value(&args)))
             .await

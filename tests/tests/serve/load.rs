@@ -8,7 +8,7 @@
 use super::start;
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_server::HttpOptions;
-use capsaga_store::Origin;
+use capsaga_store::Scope;
 use capsaga_tests::TestWorkspace;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
@@ -177,7 +177,7 @@ async fn two_hundred_concurrent_mcp_calls_all_complete_once() {
             let door = door.clone();
             let (tool, args) = call_of(&format!("{base}/lib"), i);
             tokio::spawn(async move {
-                let mut saga = door.start(Origin::Call, "lib", None).await.unwrap();
+                let mut saga = door.start(Scope::Call, "lib", None).await.unwrap();
                 let args = Value::Object(args);
                 let t = Instant::now();
                 let s = door

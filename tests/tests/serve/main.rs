@@ -4,6 +4,7 @@
 //! server under that load. Every server here is a real one on 127.0.0.1
 //! over a real workspace (components, SQLite file).
 
+mod approval_owner;
 mod cancel2026;
 mod cancel_session;
 mod clients;
@@ -18,7 +19,10 @@ mod pause;
 mod reload;
 mod resources;
 mod rest;
+mod scope;
+mod scoped;
 mod sessions;
+mod single_headers;
 mod stateless;
 mod strict;
 mod tasks;

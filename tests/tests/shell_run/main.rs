@@ -6,7 +6,7 @@
 
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
 use capsaga_door::host::Host;
-use capsaga_store::Origin;
+use capsaga_store::Scope;
 use capsaga_tests::{TestWorkspace, snapshot};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -32,7 +32,7 @@ fn setup() -> TestWorkspace {
 /// Runs `script` as a one-step saga and keeps the step (no rollback).
 async fn run(host: &Arc<Host>, script: &str) -> Value {
     let door = Dispatcher::new(host.clone());
-    let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
+    let mut saga = door.start(Scope::Call, "test", None).await.unwrap();
     let args = json!({"script": script});
     let out = door
         .submit(&mut saga, Call::new("shell_run", Args::Value(&args)))
@@ -181,7 +181,7 @@ async fn changes_are_recorded_then_rolled_back_byte_for_byte() {
     let before = snapshot(&ws.ws());
     let host = ws.host().await;
     let door = Dispatcher::new(host.clone());
-    let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
+    let mut saga = door.start(Scope::Call, "test", None).await.unwrap();
     let script = "set -e\n\
         mkdir -p out/deep\n\
         grep -v beta notes.txt | sort -r | tr a-z A-Z > out/deep/summary.txt\n\

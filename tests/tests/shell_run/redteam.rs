@@ -28,7 +28,7 @@ async fn preview(host: &Arc<Host>, args: &Value) -> Value {
 /// rolled back when the step failed); returns the outcome.
 async fn submit(host: &Arc<Host>, tool: &str, args: &Value) -> Outcome {
     let door = Dispatcher::new(host.clone());
-    let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
+    let mut saga = door.start(Scope::Call, "test", None).await.unwrap();
     let out = door
         .submit(&mut saga, Call::new(tool, Args::Value(args)))
         .await
@@ -278,7 +278,7 @@ async fn writes_and_their_undo_keep_permission_bits_and_hard_links() {
         let before = snapshot(&ws.ws());
         let ino = std::fs::metadata(p(".env")).unwrap().ino();
         let door = Dispatcher::new(host.clone());
-        let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
+        let mut saga = door.start(Scope::Call, "test", None).await.unwrap();
         let out = door
             .submit(&mut saga, Call::new(tool, Args::Value(&args)))
             .await
@@ -322,7 +322,7 @@ async fn writing_stops_before_the_deadline_with_an_exact_record_that_rolls_back(
     let before = snapshot(&ws.ws());
     let host = ws.host().await;
     let door = Dispatcher::new(host.clone());
-    let mut saga = door.start(Origin::Call, "test", None).await.unwrap();
+    let mut saga = door.start(Scope::Call, "test", None).await.unwrap();
     let script = "rm keep.txt; seq 1 1500 | sed s/^/f/ | xargs touch";
     let args = json!({ "script": script });
     let out = door

@@ -218,22 +218,32 @@ fn a_busy_database_is_busy_and_a_damaged_one_is_damaged() {
     assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
     // Held for less than the wait: the step waits its turn and runs. The
     // lock is let go once the call is seen queued behind it (its blocked
-    // request in /proc/locks), not after a guessed delay.
+    // request in /proc/locks), not after a guessed delay; and the call
+    // waits as long as the test itself would (the test's wait bound), so
+    // however late a loaded machine schedules this thread, the call is
+    // still queued when it looks (with 700 ms it had given up first, and
+    // the look waited for a request that was gone).
+    ws.write_policy(&format!(
+        "busy_timeout_ms = {}\n{FS_WRITE}",
+        capsaga_tests::wait_bound().as_millis().clamp(1, 3_600_000)
+    ));
     let args = json!({"path": ws.ws_path("d.txt"), "content": "x"}).to_string();
-    let child = ws
+    let mut child = ws
         .capsaga(&["call", "fs_write", &args])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
+    let pid = child.id().to_string();
     if std::path::Path::new("/proc/locks").exists() {
-        capsaga_tests::wait_until("the call queued for the write turn", || {
-            std::fs::read_to_string("/proc/locks").is_ok_and(|l| {
-                l.lines().any(|line| {
-                    line.contains("->") && line.split_whitespace().any(|w| w == pid.to_string())
-                })
-            })
+        // Queued, or already ended (then its exit status below says why,
+        // at once, instead of a wait for a request that is gone).
+        capsaga_tests::wait_until("the call queued for the write turn or ended", || {
+            let queued = std::fs::read_to_string("/proc/locks").is_ok_and(|l| {
+                l.lines()
+                    .any(|line| line.contains("->") && line.split_whitespace().any(|w| w == pid))
+            });
+            queued || child.try_wait().is_ok_and(|s| s.is_some())
         });
     }
     turn.unlock().unwrap();

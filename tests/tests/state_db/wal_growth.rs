@@ -4,7 +4,7 @@ use capsaga_core::fsm::State;
 use capsaga_core::tool::ToolOutput;
 use capsaga_store::sqlite::checkpoint::{CHECKPOINT_THRESHOLD_BYTES, JOURNAL_SIZE_LIMIT_BYTES};
 use capsaga_store::sqlite::{SqliteStore, wal_bytes};
-use capsaga_store::{NewSaga, NewStep, Origin, SagaStore, StepStore};
+use capsaga_store::{NewSaga, NewStep, SagaStore, Scope, StepStore};
 use capsaga_tests::{TestWorkspace, block_on};
 use rusqlite::Connection;
 use serde_json::json;
@@ -43,7 +43,7 @@ fn commit_steps(db: &SqliteStore, saga: &str, n: u64) {
     block_on(async {
         db.create_saga(&NewSaga {
             saga_id: saga,
-            origin: Origin::Plan,
+            scope: Scope::Plan,
             label: "wal growth",
             state: State::Acting,
             owner: "test",

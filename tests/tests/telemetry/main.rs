@@ -12,10 +12,14 @@
 //! - every MCP request is a server span, joining the client's trace when
 //!   its `_meta` carries one ([`mcp`]);
 //! - the metrics are pushed over OTLP too, a neuron's call counted
-//!   ([`pushed`]).
+//!   ([`pushed`]);
+//! - the host's own secrets (tokens, keys, grant values, the store's
+//!   password) reach no sink, known or by their shape, capture on or off
+//!   ([`secrets`]).
 
 mod mcp;
 mod pushed;
+mod secrets;
 
 use capsaga_tests::otlp_receiver::{OtlpReceiver, attr};
 use capsaga_tests::{FS_POLICY, TestWorkspace, wait_until};

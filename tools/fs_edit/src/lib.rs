@@ -21,6 +21,14 @@
 //! Paths are checked with the SDK's path guard; a final symbolic link is
 //! refused (edit its target). Files over 4 MiB are refused.
 //!
+//! The file is read and written through the SDK's guarded file
+//! ([`capsaga_sdk::fs::open_file`]): no link followed on the way or at the
+//! end. `execute` keeps its identity (`previous_id`: which object, how many
+//! names), and `compensate` writes only to that object while it has no more
+//! names than then: a link, a directory or a FIFO swapped in, another file,
+//! or a hard link added since (to a file outside the grant or inside it) is
+//! `unrevertible`, and nothing is written through it.
+//!
 //! Side effects, risk medium, dry-run, not idempotent (a second identical
 //! call finds nothing to replace). The output holds file content: untrusted.
 //! Needs `fs:write:*`.
@@ -29,7 +37,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use capsaga_sdk::fs::{Follow, resolve};
+use capsaga_sdk::fs::{Expect, FileError, FileId, Follow, open_file, resolve, write_file};
 use capsaga_sdk::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -68,6 +76,10 @@ pub struct EditData {
     pub previous_content: String,
     /// Lowercase hex SHA-256 of the previous content.
     pub previous_sha256: String,
+    /// Which file was edited and how many names it had (absent in outputs
+    /// of older versions): the undo writes only to that file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_id: Option<FileId>,
     /// Lowercase hex SHA-256 of the new content.
     pub written_sha256: String,
     /// Unified diff of the change (cut at 64 KiB).
@@ -100,7 +112,10 @@ impl Tool for FsEdit {
     fn execute(ctx: &CallContext, args: Args) -> Result<Output, ToolError> {
         let (target, data, new) = prepare(&args, false)?;
         if data.replacements > 0 {
-            atomic_write(&target, new.as_bytes(), ctx, "execute")?;
+            let expect = Expect::same_or_one_name(data.previous_id.as_ref());
+            scratch(&target, ctx, "execute")
+                .and_then(|tmp| write_file(&target, new.as_bytes(), &tmp, &expect))
+                .map_err(|e| e.tool_error(&target))?;
         }
         let effect = format!(
             "edited {} ({} replacement{})",
@@ -141,22 +156,34 @@ impl Tool for FsEdit {
             .filter_map(|op| temp_path(&target, ctx, op))
             .collect();
         let torn = scratches.iter().any(|t| capsaga_sdk::fs::interrupted(t));
-        let now = match fs::read(&target) {
-            Ok(b) => sha256_hex(&b),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(ToolError::from_io(&e, &target)),
+        // What is there now, reached without following a link: a link, a
+        // directory or a special file is someone else's ("other").
+        let now = match open_file(&target, &Expect::Any) {
+            Ok(Some(f)) => {
+                let mut hasher = Sha256::new();
+                io::copy(&mut f.reader(), &mut hasher)
+                    .map_err(|e| ToolError::from_io(&e, &target))?;
+                hasher
+                    .finalize()
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect()
+            }
+            Ok(None) => String::new(),
+            Err(FileError::Link | FileError::NotAFile { .. }) => "other".to_owned(),
+            Err(e) => return Err(e.unrevertible(&target)),
         };
         if now == data.previous_sha256 {
             return remove_scratches(&scratches);
         }
-        if now != data.written_sha256 && (!torn || now.is_empty()) {
+        if now != data.written_sha256 && (!torn || now.is_empty() || now == "other") {
             return Err(ToolError::unrevertible(format!(
                 "{} was changed by someone else since the edit (sha256 {}, expected {} or {})",
                 args.path,
-                if now.is_empty() {
-                    "none: the file is gone"
-                } else {
-                    &now
+                match now.as_str() {
+                    "" => "none: the file is gone",
+                    "other" => "none: not a regular file",
+                    sha => sha,
                 },
                 data.written_sha256,
                 data.previous_sha256
@@ -169,7 +196,11 @@ impl Tool for FsEdit {
             )
             .hint("pass compensate the output that execute returned, unchanged"));
         }
-        atomic_write(&target, data.previous_content.as_bytes(), ctx, "compensate")?;
+        let expect = Expect::same_or_one_name(data.previous_id.as_ref());
+        let previous = data.previous_content.as_bytes();
+        scratch(&target, ctx, "compensate")
+            .and_then(|tmp| write_file(&target, previous, &tmp, &expect))
+            .map_err(|e| e.unrevertible(&target))?;
         remove_scratches(&scratches)
     }
 }
@@ -214,21 +245,35 @@ fn prepare(args: &Args, dry_run: bool) -> Result<(PathBuf, EditData, String), To
             followed.display()
         )));
     }
-    let meta = fs::metadata(&target).map_err(|e| ToolError::from_io(&e, &args.path))?;
-    if !meta.is_file() {
-        return Err(
-            ToolError::invalid_args(format!("{} is not a regular file", args.path))
-                .hint("give the path of a text file"),
-        );
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(ToolError::unsupported(format!(
-            "{} has {} bytes; fs_edit edits files of at most {MAX_FILE_BYTES} bytes",
+    let file = match open_file(&target, &Expect::Any) {
+        Ok(Some(f)) => f,
+        Ok(None) => {
+            let e = io::Error::from(io::ErrorKind::NotFound);
+            return Err(ToolError::from_io(&e, &args.path));
+        }
+        Err(FileError::NotAFile { .. }) => {
+            return Err(
+                ToolError::invalid_args(format!("{} is not a regular file", args.path))
+                    .hint("give the path of a text file"),
+            );
+        }
+        Err(e) => return Err(e.tool_error(&target)),
+    };
+    let too_big = |len: u64| {
+        ToolError::unsupported(format!(
+            "{} has {len} bytes; fs_edit edits files of at most {MAX_FILE_BYTES} bytes",
             args.path,
-            meta.len()
-        )));
+        ))
+    };
+    if file.len() > MAX_FILE_BYTES {
+        return Err(too_big(file.len()));
     }
-    let bytes = fs::read(&target).map_err(|e| ToolError::from_io(&e, &args.path))?;
+    let bytes = file
+        .read_at_most(MAX_FILE_BYTES)
+        .map_err(|e| e.tool_error(&target))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
     let Ok(text) = String::from_utf8(bytes) else {
         return Err(
             ToolError::unsupported(format!("{} is not UTF-8 text", args.path))
@@ -275,6 +320,7 @@ fn prepare(args: &Args, dry_run: bool) -> Result<(PathBuf, EditData, String), To
         resolved_path: shown,
         replacements: if args.replace_all { count } else { 1 },
         previous_sha256: sha256_hex(text.as_bytes()),
+        previous_id: Some(file.id().clone()),
         written_sha256: sha256_hex(new.as_bytes()),
         previous_content: text,
         diff,
@@ -283,14 +329,11 @@ fn prepare(args: &Args, dry_run: bool) -> Result<(PathBuf, EditData, String), To
     Ok((target, data, new))
 }
 
-/// Writes `bytes` over `path` in place with [`capsaga_sdk::fs::write_file`]
-/// (mode, owner and hard links kept), with a marker named by [`temp_path`]
-/// that stays if the write is interrupted.
-fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> Result<(), ToolError> {
-    let tmp = temp_path(path, ctx, op).ok_or_else(|| {
-        ToolError::invalid_args(format!("{} does not name a file", path.display()))
-    })?;
-    capsaga_sdk::fs::write_file(path, bytes, &tmp).map_err(|e| ToolError::from_io(&e, path))
+/// The marker of this step's `op` over `path` for [`write_file`] (which
+/// writes in place, mode, owner and hard links kept, only to the file the
+/// caller expects): [`temp_path`], left behind if the write is interrupted.
+fn scratch(path: &Path, ctx: &CallContext, op: &str) -> Result<PathBuf, FileError> {
+    temp_path(path, ctx, op).ok_or_else(|| FileError::Io(io::ErrorKind::InvalidInput.into()))
 }
 
 /// `<dir>/.<name>.<16 hex>.capsaga-tmp`, from the idempotency key and `op`.

@@ -219,9 +219,8 @@ mod tests {
             Some(ErrorKind::NotFound)
         );
         // Relative with several granted directories: ambiguous.
-        let relative = capsaga_sdk::fs::with_granted_roots(["/srv/a", "/srv/b"], || {
-            list("relative", 10)
-        });
+        let relative =
+            capsaga_sdk::fs::with_granted_roots(["/srv/a", "/srv/b"], || list("relative", 10));
         assert_eq!(kind(relative), Some(ErrorKind::InvalidArgs));
         assert_eq!(kind(list(&p, 0)), Some(ErrorKind::InvalidArgs));
         let _ = fs::remove_dir_all(&dir);

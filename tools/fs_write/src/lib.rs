@@ -35,6 +35,17 @@
 //! else → `unrevertible`, naming the conflict, because a third party changed
 //! the file since.
 //!
+//! Links planted since the step: `execute` keeps the identity of the file it
+//! replaces (which object, how many names: `previous.id`), and both writes go
+//! through the SDK's guarded file ([`capsaga_sdk::fs::write_file`] with an
+//! [`Expect`]): each directory reached without following a link, the file
+//! opened without following, and, for the undo, required to be that same
+//! object with no more names than it had. A symbolic link swapped in for the
+//! file or for a directory on the way, a directory or FIFO in its place,
+//! another file, or a hard link added to it (to a file outside the grant or
+//! inside it) is refused with `unrevertible`, and nothing is written through
+//! it. A file the step created is removed only while it has one name.
+//!
 //! Paths: before anything is read or written, the path is checked with
 //! [`capsaga_sdk::fs::resolve`]. A `..` walk or an absolute path outside the
 //! directories granted for writing, or a symbolic link (anywhere in the path,
@@ -57,15 +68,24 @@
 //! the previous content of the file, so it is marked untrusted. Needs
 //! `fs:write:*`.
 
-use std::fs::{self, File};
-use std::io;
+use std::fs;
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use capsaga_sdk::fs::{Follow, resolve};
+use capsaga_sdk::fs::{Expect, Follow, resolve};
 use capsaga_sdk::prelude::*;
-use sha2::{Digest, Sha256};
+
+mod files;
+mod preimage;
+mod prepare;
+mod undo;
+
+pub use preimage::{Encoding, Previous, sha256_hex};
+pub use undo::{Current, Plan, decide};
+
+use files::{atomic_write, remove_empty_dirs, remove_scratches, temp_path};
+use preimage::decode_previous;
+use prepare::prepare;
+use undo::observe;
 
 /// Largest pre-image (existing file) that `fs_write` captures: 4 MiB.
 pub const MAX_PRE_IMAGE_BYTES: u64 = 4 * 1024 * 1024;
@@ -81,29 +101,6 @@ pub struct Args {
     /// Create missing parent directories (default false).
     #[serde(default)]
     pub create_dirs: bool,
-}
-
-/// How [`Previous::content`] is encoded.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Encoding {
-    /// The content is the file's text as is.
-    Utf8,
-    /// The file was not UTF-8: standard base64 of its bytes.
-    Base64,
-}
-
-/// The file before the write: what `compensate` restores.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Previous {
-    /// Whether the file existed.
-    pub existed: bool,
-    /// Its content (`null` when it did not exist).
-    pub content: Option<String>,
-    /// Encoding of `content` (`null` when it did not exist).
-    pub encoding: Option<Encoding>,
-    /// Lowercase hex SHA-256 of its bytes (`null` when it did not exist).
-    pub sha256: Option<String>,
 }
 
 /// Output data of `execute` and `dry_run`.
@@ -127,55 +124,6 @@ pub struct WriteData {
     pub written_sha256: String,
     /// True when this came from `dry_run` and nothing was written.
     pub dry_run: bool,
-}
-
-/// The file as `compensate` finds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Current {
-    /// Nothing at the path.
-    Absent,
-    /// A regular file with this lowercase hex SHA-256.
-    File {
-        /// Hash of its bytes.
-        sha256: String,
-    },
-    /// Something that is not a regular file (directory, symbolic link...).
-    Other,
-}
-
-/// What `compensate` must do, decided by [`decide`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Plan {
-    /// The file is as before the write (or the write never happened).
-    Nothing,
-    /// The file holds what we wrote and did not exist before: remove it.
-    Remove,
-    /// The file holds what we wrote: put the previous content back.
-    Restore,
-    /// The file holds something else: a third party changed it; refuse.
-    Conflict,
-}
-
-/// The compensation decision (pure): compare the file as it is now with the
-/// pre-image and with what was written.
-pub fn decide(previous: &Previous, written_sha256: &str, current: &Current) -> Plan {
-    match current {
-        Current::Absent if !previous.existed => Plan::Nothing,
-        Current::Absent | Current::Other => Plan::Conflict,
-        Current::File { sha256 } => {
-            if previous.existed && previous.sha256.as_deref() == Some(sha256.as_str()) {
-                Plan::Nothing
-            } else if sha256 == written_sha256 {
-                if previous.existed {
-                    Plan::Restore
-                } else {
-                    Plan::Remove
-                }
-            } else {
-                Plan::Conflict
-            }
-        }
-    }
 }
 
 /// The tool.
@@ -216,10 +164,17 @@ impl Tool for FsWrite {
             remove_empty_dirs(&created_dirs);
             return Err(ToolError::from_io(&e, parent));
         }
-        if !unchanged && let Err(e) = atomic_write(path, args.content.as_bytes(), ctx, "execute") {
+        let expect = if plan.previous.existed {
+            Expect::same_or_one_name(plan.previous.id.as_ref())
+        } else {
+            Expect::Absent
+        };
+        if !unchanged
+            && let Err(e) = atomic_write(path, args.content.as_bytes(), ctx, "execute", &expect)
+        {
             // A failed step is not compensated: leave no empty directories behind.
             remove_empty_dirs(&created_dirs);
-            return Err(e);
+            return Err(e.tool_error(path));
         }
         let bytes = args.content.len();
         let mut out = Output::new(plan.data(&args, false));
@@ -300,7 +255,7 @@ impl Tool for FsWrite {
             .filter_map(|op| temp_path(path, ctx, op))
             .collect();
         let torn = scratches.iter().any(|t| capsaga_sdk::fs::interrupted(t));
-        let current = observe(path)?;
+        let current = observe(path).map_err(|e| e.unrevertible(path))?;
         let mut plan = decide(&data.previous, &data.written_sha256, &current);
         if torn && plan == Plan::Conflict && data.previous.existed {
             plan = Plan::Restore;
@@ -308,16 +263,20 @@ impl Tool for FsWrite {
         match plan {
             Plan::Nothing => remove_scratches(&scratches)?,
             Plan::Remove => {
-                match fs::remove_file(path) {
-                    Ok(()) => crate_log(&format!("removed {}", path.display())),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(ToolError::from_io(&e, path)),
+                // The step created it: a file with one name, never one
+                // someone linked since.
+                if capsaga_sdk::fs::remove_file(path, &Expect::OneName)
+                    .map_err(|e| e.unrevertible(path))?
+                {
+                    crate_log(&format!("removed {}", path.display()));
                 }
                 remove_scratches(&scratches)?;
             }
             Plan::Restore => {
                 let bytes = decode_previous(&data.previous)?;
-                atomic_write(path, &bytes, ctx, "compensate")?;
+                let expect = Expect::same_or_one_name(data.previous.id.as_ref());
+                atomic_write(path, &bytes, ctx, "compensate", &expect)
+                    .map_err(|e| e.unrevertible(path))?;
                 remove_scratches(&scratches)?;
                 crate_log(&format!(
                     "restored {} ({} bytes)",
@@ -361,309 +320,8 @@ impl Tool for FsWrite {
 
 capsaga_sdk::export_tool!(FsWrite);
 
-fn crate_log(message: &str) {
+pub(crate) fn crate_log(message: &str) {
     capsaga_sdk::log::info(message);
-}
-
-/// Everything `execute` and `dry_run` learn before writing.
-struct Prepared {
-    /// The path to write: resolved, inside the grants, not a symbolic link.
-    target: PathBuf,
-    previous: Previous,
-    written_sha256: String,
-    missing_dirs: Vec<PathBuf>,
-}
-
-impl Prepared {
-    fn data(&self, args: &Args, dry_run: bool) -> WriteData {
-        WriteData {
-            path: args.path.clone(),
-            resolved_path: Some(self.target.display().to_string()),
-            bytes_written: args.content.len() as u64,
-            created: !self.previous.existed,
-            created_dirs: self
-                .missing_dirs
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect(),
-            previous: self.previous.clone(),
-            written_sha256: self.written_sha256.clone(),
-            dry_run,
-        }
-    }
-}
-
-/// Validates the path, captures the pre-image and finds missing parents.
-fn prepare(args: &Args) -> Result<Prepared, ToolError> {
-    let target = locate(&args.path)?;
-    let Some(parent) = target.parent() else {
-        return Err(
-            ToolError::invalid_args(format!("path {:?} does not name a file", args.path))
-                .hint("end the path with a file name, e.g. /dir/notes.txt"),
-        );
-    };
-    let missing_dirs = missing_ancestors(parent)?;
-    if !missing_dirs.is_empty() && !args.create_dirs {
-        return Err(ToolError::not_found(format!(
-            "the directory {} does not exist",
-            parent.display()
-        ))
-        .hint("set create_dirs to true to create it, or write into an existing directory"));
-    }
-    let previous = if missing_dirs.is_empty() {
-        capture_previous(&target)?
-    } else {
-        Previous {
-            existed: false,
-            content: None,
-            encoding: None,
-            sha256: None,
-        }
-    };
-    Ok(Prepared {
-        target,
-        previous,
-        written_sha256: sha256_hex(args.content.as_bytes()),
-        missing_dirs,
-    })
-}
-
-/// The file to write for `raw`: checked against the grants and resolved
-/// ([`resolve`]), not a symbolic link.
-///
-/// # Errors
-/// `invalid-args` for a path that is relative while several directories are
-/// granted, or does not end with a file
-/// name; `permission-denied` when the path, or a symbolic link on the way or
-/// at its end, leads outside the granted directories; `unsupported` when the
-/// final component is a symbolic link inside them (see the crate docs).
-fn locate(raw: &str) -> Result<PathBuf, ToolError> {
-    // Follow the final link too, so that a link leading out is refused as
-    // such (permission-denied), whatever its target.
-    let followed = resolve(raw, Follow::Final)?;
-    let target = resolve(raw, Follow::NoFinal)?;
-    if matches!(raw.rsplit('/').next(), Some("" | "." | "..")) {
-        return Err(
-            ToolError::invalid_args(format!("path {raw:?} does not name a file"))
-                .hint("end the path with a file name, e.g. /dir/notes.txt"),
-        );
-    }
-    if followed != target {
-        return Err(ToolError::unsupported(format!(
-            "{raw} is a symbolic link (to {})",
-            followed.display()
-        ))
-        .hint(format!(
-            "fs_write does not write through symbolic links; write to the link's target path {}",
-            followed.display()
-        ))
-        .details(json!({"path": raw, "link_target": followed.display().to_string()})));
-    }
-    Ok(target)
-}
-
-/// Ancestors of `dir` (itself included) that do not exist, outermost first.
-fn missing_ancestors(dir: &Path) -> Result<Vec<PathBuf>, ToolError> {
-    let mut missing = Vec::new();
-    for ancestor in dir.ancestors() {
-        match fs::metadata(ancestor) {
-            Ok(meta) if meta.is_dir() => break,
-            Ok(_) => {
-                return Err(ToolError::invalid_args(format!(
-                    "{} is not a directory",
-                    ancestor.display()
-                ))
-                .hint("a component of the path is a file; choose another path"));
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => missing.push(ancestor.to_path_buf()),
-            Err(e) => return Err(ToolError::from_io(&e, ancestor)),
-        }
-    }
-    missing.reverse();
-    Ok(missing)
-}
-
-/// Reads the file at `path` (if any) as the pre-image.
-fn capture_previous(path: &Path) -> Result<Previous, ToolError> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Ok(Previous {
-                existed: false,
-                content: None,
-                encoding: None,
-                sha256: None,
-            });
-        }
-        Err(e) => return Err(ToolError::from_io(&e, path)),
-    };
-    let shown = path.display();
-    if meta.file_type().is_symlink() {
-        return Err(
-            ToolError::unsupported(format!("{shown} is a symbolic link")).hint(
-                "fs_write does not write through symbolic links; write to the link's target path",
-            ),
-        );
-    }
-    if meta.is_dir() {
-        return Err(ToolError::invalid_args(format!("{shown} is a directory"))
-            .hint("give the path of a file, e.g. a new name inside this directory"));
-    }
-    if !meta.is_file() {
-        return Err(ToolError::unsupported(format!(
-            "{shown} is not a regular file"
-        )));
-    }
-    let too_big = |size: u64| {
-        ToolError::unsupported(format!(
-            "{shown} has {size} bytes; fs_write keeps at most {MAX_PRE_IMAGE_BYTES} bytes of \
-             previous content to be able to undo the write"
-        ))
-        .hint("fs_write cannot replace files over 4 MiB; write a new file instead")
-        .details(
-            json!({"path": shown.to_string(), "size_bytes": size, "limit": MAX_PRE_IMAGE_BYTES}),
-        )
-    };
-    if meta.len() > MAX_PRE_IMAGE_BYTES {
-        return Err(too_big(meta.len()));
-    }
-    let bytes = fs::read(path).map_err(|e| ToolError::from_io(&e, path))?;
-    if bytes.len() as u64 > MAX_PRE_IMAGE_BYTES {
-        return Err(too_big(bytes.len() as u64));
-    }
-    let sha256 = sha256_hex(&bytes);
-    let (content, encoding) = match String::from_utf8(bytes) {
-        Ok(text) => (text, Encoding::Utf8),
-        Err(e) => (BASE64.encode(e.into_bytes()), Encoding::Base64),
-    };
-    Ok(Previous {
-        existed: true,
-        content: Some(content),
-        encoding: Some(encoding),
-        sha256: Some(sha256),
-    })
-}
-
-/// What is at `path` now, hashing a file in a streaming way.
-fn observe(path: &Path) -> Result<Current, ToolError> {
-    match fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Current::Absent),
-        Err(e) => Err(ToolError::from_io(&e, path)),
-        Ok(meta) if !meta.is_file() => Ok(Current::Other),
-        Ok(_) => {
-            let mut file = File::open(path).map_err(|e| ToolError::from_io(&e, path))?;
-            let mut hasher = Sha256::new();
-            io::copy(&mut file, &mut hasher).map_err(|e| ToolError::from_io(&e, path))?;
-            Ok(Current::File {
-                sha256: hex(&hasher.finalize()),
-            })
-        }
-    }
-}
-
-/// The previous content as bytes, checked against its hash.
-fn decode_previous(previous: &Previous) -> Result<Vec<u8>, ToolError> {
-    let bad = |why: &str| {
-        ToolError::invalid_args(format!("the pre-image in the output is unusable: {why}"))
-            .hint("pass compensate the output that execute or dry-run returned, unchanged")
-    };
-    let content = previous
-        .content
-        .as_deref()
-        .ok_or_else(|| bad("no content"))?;
-    let bytes = match previous.encoding {
-        Some(Encoding::Utf8) => content.as_bytes().to_vec(),
-        Some(Encoding::Base64) => BASE64
-            .decode(content)
-            .map_err(|e| bad(&format!("bad base64: {e}")))?,
-        None => return Err(bad("no encoding")),
-    };
-    if previous.sha256.as_deref() != Some(sha256_hex(&bytes).as_str()) {
-        return Err(bad("content does not match its sha256"));
-    }
-    Ok(bytes)
-}
-
-/// Writes `bytes` to `path` with [`capsaga_sdk::fs::write_file`]: an
-/// existing file in place (its mode, owner and hard links kept), a new one
-/// through a temporary file and a rename.
-///
-/// The scratch name is derived from the step's idempotency key and the
-/// operation ([`temp_path`]): a process killed during the write leaves it,
-/// and the step's own compensation (or its next attempt) finds it, knows the
-/// file may be partly written, and removes it.
-fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> Result<(), ToolError> {
-    let Some(tmp) = temp_path(path, ctx, op) else {
-        return Err(ToolError::invalid_args(format!(
-            "{} does not name a file",
-            path.display()
-        )));
-    };
-    capsaga_sdk::fs::write_file(path, bytes, &tmp).map_err(|e| ToolError::from_io(&e, path))
-}
-
-/// Removes the scratch files of this step once its compensation is done.
-fn remove_scratches(scratches: &[PathBuf]) -> Result<(), ToolError> {
-    scratches.iter().try_for_each(|t| remove_if_present(t))
-}
-
-/// `<dir>/.<name>.<16 hex digits>.capsaga-tmp`, the digits from the SHA-256
-/// of the idempotency key and `op` (`execute` or `compensate`): stable for
-/// one step, different between steps.
-fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
-    let (parent, name) = (path.parent()?, path.file_name()?);
-    let mut hasher = Sha256::new();
-    hasher.update(ctx.idempotency_key.as_bytes());
-    hasher.update([0u8]);
-    hasher.update(op.as_bytes());
-    Some(parent.join(format!(
-        ".{}.{}.capsaga-tmp",
-        name.to_string_lossy(),
-        hex(&hasher.finalize()[..8])
-    )))
-}
-
-/// Remove `path` if it exists (a symlink is removed, not followed).
-fn remove_if_present(path: &Path) -> Result<(), ToolError> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(ToolError::from_io(&e, path)),
-    }
-}
-
-/// Removes the directories this step created, innermost first, if empty.
-/// Failures (not empty, already gone) are ignored: never remove others' files.
-/// Each path is checked again first and skipped unless it still resolves,
-/// inside the grants, to itself (no symbolic link on the way any more).
-fn remove_empty_dirs(dirs: &[String]) {
-    for dir in dirs.iter().rev() {
-        match resolve(dir, Follow::NoFinal) {
-            Ok(resolved) if resolved == Path::new(dir) => {
-                if fs::remove_dir(&resolved).is_ok() {
-                    crate_log(&format!("removed empty directory {dir}"));
-                }
-            }
-            _ => capsaga_sdk::log::warn(&format!(
-                "left {dir} alone: it no longer resolves to itself inside the granted directories"
-            )),
-        }
-    }
-}
-
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    s
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::preimage::hex;
 
 fn prev(existed: bool, sha: Option<&str>) -> Previous {
     Previous {
@@ -6,6 +7,7 @@ fn prev(existed: bool, sha: Option<&str>) -> Previous {
         content: sha.map(|_| "x".into()),
         encoding: sha.map(|_| Encoding::Utf8),
         sha256: sha.map(str::to_owned),
+        id: None,
     }
 }
 
@@ -178,7 +180,10 @@ fn compensate_removes_a_temp_file_left_by_a_crash() {
         idempotency_key: "saga:1:fs_write:abc".into(),
         ..CallContext::default()
     };
-    assert_ne!(temp_path(Path::new(&p), &other, "execute"), Some(tmp.clone()));
+    assert_ne!(
+        temp_path(Path::new(&p), &other, "execute"),
+        Some(tmp.clone())
+    );
     assert_eq!(temp_path(Path::new(&p), &ctx, "execute"), Some(tmp));
 }
 

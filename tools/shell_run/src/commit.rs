@@ -13,6 +13,16 @@
 //! idempotent and accepts a dry run's plan for a step that never ran), and a
 //! path in any other state was changed by someone else: it is left alone and
 //! reported, and the compensation ends `unrevertible`.
+//!
+//! Files are read, written and removed through the SDK's guarded file
+//! ([`capsaga_sdk::fs::open_file`]): no link followed on the way or at the
+//! end. A file's pre-image keeps its identity ([`FileId`]: which object, how
+//! many names); `apply` writes only to that object, and [`undo`] writes back
+//! only to it while it has no more names than then, and removes a file the
+//! script created only while it has one name. A link, a directory or a FIFO
+//! swapped in, another file, or a hard link added since (to a file outside
+//! the grant or inside it) is left alone and reported, never written
+//! through.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -21,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use capsaga_sdk::fs::{Follow, resolve};
+use capsaga_sdk::fs::{Expect, FileError, FileId, Follow, open_file, resolve};
 use capsaga_sdk::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -60,7 +70,22 @@ pub enum Before {
         encoding: Encoding,
         /// Lowercase hex SHA-256 of the bytes.
         sha256: String,
+        /// Which file it was and how many names it had (absent in outputs
+        /// of older versions): writes and undo go only to that file.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<FileId>,
     },
+}
+
+impl Before {
+    /// What a write over this path accepts there: the file it was, or
+    /// nothing.
+    fn expect(&self) -> Expect {
+        match self {
+            Before::File { id, .. } => Expect::same_or_one_name(id.as_ref()),
+            _ => Expect::Absent,
+        }
+    }
 }
 
 /// A path after the call.
@@ -143,32 +168,53 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     s
 }
 
-fn file_before(bytes: Vec<u8>) -> Before {
+fn file_before((bytes, id): (Vec<u8>, FileId)) -> Before {
     let sha256 = sha256_hex(&bytes);
+    let id = Some(id);
     match String::from_utf8(bytes) {
         Ok(content) => Before::File {
             content,
             encoding: Encoding::Utf8,
             sha256,
+            id,
         },
         Err(e) => Before::File {
             content: BASE64.encode(e.into_bytes()),
             encoding: Encoding::Base64,
             sha256,
+            id,
         },
     }
 }
 
-fn read_real(p: &Path) -> Result<Vec<u8>, FsError> {
-    let st = real_stat(p)?
-        .ok_or_else(|| FsError::new(FsErrorKind::NotFound, p.display().to_string()))?;
-    if st.len > MAX_FILE_BYTES {
-        return Err(FsError::new(
-            FsErrorKind::TooBig,
-            format!("{}: {} bytes", p.display(), st.len),
-        ));
+/// The bytes and identity of the regular file `p`, reached without
+/// following a link.
+fn read_real(p: &Path) -> Result<(Vec<u8>, FileId), FsError> {
+    let shown = p.display();
+    let file = match open_file(p, &Expect::Any) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Err(FsError::new(FsErrorKind::NotFound, shown.to_string())),
+        Err(FileError::Io(e)) => {
+            return Err(FsError::new(FsErrorKind::Io, format!("{shown}: {e}")));
+        }
+        Err(e) => {
+            return Err(FsError::new(
+                FsErrorKind::Unsupported,
+                format!("{shown}: {e}"),
+            ));
+        }
+    };
+    let too_big = |len: u64| FsError::new(FsErrorKind::TooBig, format!("{shown}: {len} bytes"));
+    if file.len() > MAX_FILE_BYTES {
+        return Err(too_big(file.len()));
     }
-    fs::read(p).map_err(|e| FsError::new(FsErrorKind::Io, format!("{}: {e}", p.display())))
+    let bytes = file
+        .read_at_most(MAX_FILE_BYTES)
+        .map_err(|e| FsError::new(FsErrorKind::Io, format!("{shown}: {e}")))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok((bytes, file.id().clone()))
 }
 
 fn real_kind(p: &Path) -> Result<Option<Kind>, FsError> {
@@ -411,7 +457,12 @@ pub fn apply(
             Op::RemoveFile => fs::remove_file(&path),
             Op::RemoveDir => fs::remove_dir(&path),
             Op::CreateDir => fs::create_dir(&path),
-            Op::Write(data) => atomic_write(&path, data, ctx, "execute"),
+            Op::Write(data) => temp_path(&path, ctx, "execute")
+                .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))
+                .and_then(|tmp| {
+                    let expect = p.change.before.expect();
+                    Ok(capsaga_sdk::fs::write_file(&path, data, &tmp, &expect)?)
+                }),
         };
         if let Err(e) = r {
             let mut msg = format!("{}: {e}", path.display());
@@ -429,20 +480,14 @@ pub fn apply(
     (done, None)
 }
 
-/// Writes `bytes` to `path` with [`capsaga_sdk::fs::write_file`]: an
-/// existing file in place (its permission bits, owner and hard links kept;
-/// WASI cannot read or set modes), a new one through a temporary file and a
-/// rename. The scratch name comes from the step's idempotency key, so a
-/// crash leaves a file the step's compensation finds: it then knows the
-/// path may be partly written, restores it, and removes the scratch.
-fn atomic_write(path: &Path, bytes: &[u8], ctx: &CallContext, op: &str) -> io::Result<()> {
-    let tmp = temp_path(path, ctx, op)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
-    capsaga_sdk::fs::write_file(path, bytes, &tmp)
-}
-
 /// The scratch path of a write to `path` by the step of `ctx` in `op`
-/// (`execute` or `compensate`): `<dir>/.<name>.<16 hex>.capsaga-tmp`.
+/// (`execute` or `compensate`): `<dir>/.<name>.<16 hex>.capsaga-tmp`. Given
+/// to [`capsaga_sdk::fs::write_file`], which writes an existing file in
+/// place (permission bits, owner and hard links kept; WASI cannot read or
+/// set modes), only when it is the file expected, and a new one through
+/// this scratch and a rename; a crash leaves the scratch, and the step's
+/// compensation then knows the path may be partly written, restores it,
+/// and removes the scratch.
 pub fn temp_path(path: &Path, ctx: &CallContext, op: &str) -> Option<PathBuf> {
     let (parent, name) = (path.parent()?, path.file_name()?);
     let key = sha256_hex(format!("{}\0{op}\0{}", ctx.idempotency_key, path.display()).as_bytes());
@@ -473,9 +518,16 @@ fn observe(p: &Path) -> Result<Now, String> {
         None => Ok(Now::Absent),
         Some(s) if s.kind == Kind::Dir => Ok(Now::Dir),
         Some(s) if s.kind == Kind::File => {
-            let mut f = fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            // Read without following: a link swapped in meanwhile is not
+            // read through (and is someone else's).
+            let file = match open_file(p, &Expect::Any) {
+                Ok(Some(f)) => f,
+                Ok(None) => return Ok(Now::Absent),
+                Err(FileError::Link | FileError::NotAFile { .. }) => return Ok(Now::Other),
+                Err(e) => return Err(format!("{}: {e}", p.display())),
+            };
             let mut h = Sha256::new();
-            io::copy(&mut f, &mut h).map_err(|e| format!("{}: {e}", p.display()))?;
+            io::copy(&mut file.reader(), &mut h).map_err(|e| format!("{}: {e}", p.display()))?;
             let mut s = String::with_capacity(64);
             for b in h.finalize() {
                 s.push_str(&format!("{b:02x}"));
@@ -507,6 +559,7 @@ fn decode(b: &Before) -> Result<Vec<u8>, String> {
         content,
         encoding,
         sha256,
+        ..
     } = b
     else {
         return Err("not a file".into());
@@ -572,7 +625,15 @@ pub fn undo(changes: &[Change], ctx: &CallContext) -> Result<Vec<String>, ToolEr
         let r = match &c.before {
             Before::Absent => match now {
                 Now::Dir => fs::remove_dir(p),
-                _ => fs::remove_file(p),
+                // The script created it: one name, never one linked since.
+                _ => match capsaga_sdk::fs::remove_file(p, &Expect::OneName) {
+                    Ok(_) => Ok(()),
+                    Err(FileError::Io(e)) => Err(e),
+                    Err(e) => {
+                        conflicts.push(format!("{}: {e}; not removed", c.path));
+                        continue;
+                    }
+                },
             },
             Before::Dir => fs::create_dir(p),
             Before::File { .. } => {
@@ -580,7 +641,24 @@ pub fn undo(changes: &[Change], ctx: &CallContext) -> Result<Vec<String>, ToolEr
                     ToolError::invalid_args(format!("the pre-image of {} is unusable: {m}", c.path))
                         .hint("pass compensate the output that execute or dry-run returned, unchanged")
                 })?;
-                atomic_write(p, &bytes, ctx, "compensate")
+                let expect = match now {
+                    Now::Absent => Expect::Absent,
+                    _ => c.before.expect(),
+                };
+                let tmp = temp_path(p, ctx, "compensate").ok_or_else(|| {
+                    ToolError::invalid_args(format!("{} does not name a file", c.path))
+                })?;
+                match capsaga_sdk::fs::write_file(p, &bytes, &tmp, &expect) {
+                    Ok(()) => Ok(()),
+                    Err(FileError::Io(e)) => Err(e),
+                    Err(e) => {
+                        conflicts.push(format!(
+                            "{}: {e}; the undo did not write through it",
+                            c.path
+                        ));
+                        continue;
+                    }
+                }
             }
         };
         match r {

@@ -109,7 +109,7 @@ fn describe(out: &Out, tool: &LoadedTool) {
         return;
     }
     let m = &tool.meta;
-    eprintln!(
+    errln!(
         "tool {} {} (sha256 {}): side effects {}, dry-run {}, idempotent {}, risk {}, returns untrusted {}",
         m.name,
         m.version,
@@ -121,10 +121,10 @@ fn describe(out: &Out, tool: &LoadedTool) {
         m.returns_untrusted
     );
     let declared: Vec<String> = m.capabilities.iter().map(ToString::to_string).collect();
-    eprintln!("  declares: {}", declared.join(", "));
+    errln!("  declares: {}", declared.join(", "));
     if let Ok(g) = &tool.grants {
         let g: Vec<String> = g.iter().map(ToString::to_string).collect();
-        eprintln!("  granted:  {}", g.join(", "));
+        errln!("  granted:  {}", g.join(", "));
     }
 }
 

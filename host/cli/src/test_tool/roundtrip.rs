@@ -18,10 +18,9 @@ use super::super::{Failure, exit};
 use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
 use capsaga_core::error::ErrorKind;
 use capsaga_core::fsm::State;
-use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome};
+use capsaga_door::dispatch::{Act, Args, Call, Dispatcher, Outcome, Scope, Via};
 use capsaga_door::plan::{self, Plan, PlanStep};
 use capsaga_door::registry::LoadedTool;
-use capsaga_store::Origin;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -133,7 +132,7 @@ async fn commit(door: &Dispatcher, tool: &str, args: &serde_json::Value) -> Resu
             args: args.clone(),
         }],
     };
-    let report = plan::run_as(door, &one, None, Origin::Call)
+    let report = plan::run_as(door, &one, None, Scope::Call)
         .await
         .map_err(|e| e.to_string())?;
     match report.steps.first() {
@@ -151,7 +150,11 @@ async fn undo(
     door: &Dispatcher,
     saga_id: &str,
 ) -> Result<capsaga_door::saga::RollbackReport, String> {
-    let mut saga = door.resume(saga_id).await.map_err(|e| e.to_string())?;
+    let who = capsaga_door::dispatch::decider("cli");
+    let (mut saga, _hold) = door
+        .reopen(saga_id, Via::Operator, Act::Undo, &who)
+        .await
+        .map_err(|e| e.to_string())?;
     door.undo(&mut saga).await.map_err(|e| e.to_string())
 }
 

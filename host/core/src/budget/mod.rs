@@ -30,8 +30,11 @@
 //! pass a hard cap counting the spend and every reservation in flight), and
 //! after it the reservation is settled to the larger of the reported cost
 //! and the host's recomputation. Soft caps choose the tier from the spend
-//! (and what is reserved) before the call ([`check`]).
+//! (and what is reserved) before the call ([`check`]). A provider that
+//! reports more than the host estimated makes later reservations of that
+//! provider and model larger ([`learn`]).
 
+pub mod learn;
 pub mod reserve;
 
 use serde::{Deserialize, Serialize};

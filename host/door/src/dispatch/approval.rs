@@ -5,10 +5,13 @@
 //!    argument hash; approved → claim it, pending → still waiting, denied or
 //!    already claimed → refused; past its time to live → expired, ask again;
 //! 2. else the oldest approved, unexpired, unclaimed approval with exactly
-//!    this binding requested by a saga that has ended (an operator approved
-//!    with `capsaga approve` what an earlier, ended turn asked for). An
-//!    approval of a saga still parked is that saga's alone
-//!    ([`capsaga_core::approval::may_claim`]);
+//!    this binding requested by a saga that has ended and ran for the same
+//!    principal as this one (an operator approved with `capsaga approve`
+//!    what an earlier, ended turn of this principal asked for). An approval
+//!    of a saga still parked is that saga's alone, and an approval never
+//!    passes to another principal's call, however identical
+//!    ([`capsaga_core::approval::may_claim`], checked again by the store
+//!    in the claim);
 //! 3. else the saga is parked: the tool's dry-run runs with the dry-run
 //!    bindings for the summary the human will read, and a pending approval
 //!    is written in the same transaction as the move to AwaitingApproval;
@@ -31,7 +34,8 @@
 //! The claim itself is written by the BEGIN record (stage 7), so an approval
 //! is consumed exactly when its step starts, at most once, whatever crashes
 //! in between; the store checks there again that the approval is approved,
-//! unexpired and claimable by this saga.
+//! unexpired and claimable by this saga (the same rule, in SQL, in the
+//! BEGIN's transaction: a claim racing from another host cannot pass it).
 
 use super::{DispatchError, execute, guardrail};
 use crate::clock::{deadline_from_now, now_rfc3339};
@@ -40,7 +44,7 @@ use crate::registry::LoadedTool;
 use crate::saga::Saga;
 use crate::store::{ApprovalRow, NewApproval};
 use async_trait::async_trait;
-use capsaga_core::approval::{ApprovalStatus, Binding, Effect, may_claim};
+use capsaga_core::approval::{ApprovalStatus, Binding, Effect, Party, may_claim};
 use capsaga_core::confirm::client_may_confirm;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
@@ -316,8 +320,19 @@ async fn find(
             ))),
         }));
     }
-    for (row, requester_ended) in host.store.find_approved(binding, &now).await? {
-        if may_claim(&row.saga_id, requester_ended, &saga.id) && claimable(&row, binding).is_ok() {
+    let claimant = Party {
+        saga: &saga.id,
+        principal: saga.principal.as_deref(),
+        ended: saga.state.is_terminal(),
+    };
+    for found in host.store.find_approved(binding, &now, &saga.id).await? {
+        let row = found.approval;
+        let requester = Party {
+            saga: &row.saga_id,
+            principal: found.requester_principal.as_deref(),
+            ended: found.requester_ended,
+        };
+        if may_claim(requester, claimant) && claimable(&row, binding).is_ok() {
             return Ok(Some(Lookup::Claimable(row)));
         }
     }

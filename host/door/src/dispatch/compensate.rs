@@ -41,19 +41,43 @@ pub(super) async fn rollback(
     event: Event,
 ) -> Result<RollbackReport, DispatchError> {
     saga.pending_success = false;
-    guardrail::transition(host, saga, event).await?;
+    let moved = guardrail::transition(host, saga, event).await;
+    if let Err(e) = moved {
+        return Err(left_in_doubt(host, saga, e));
+    }
     finish_rollback(host, saga).await
 }
 
+/// `e` from a rollback of `saga`: a store failure (but a refusal by
+/// fencing: another process drives it now) leaves it in doubt, to be
+/// rolled back again once the store answers (`doubt.rs`).
+fn left_in_doubt(host: &Host, saga: &mut Saga, e: DispatchError) -> DispatchError {
+    if let DispatchError::Store(s) = &e {
+        saga.store_failed(s, &host.in_doubt);
+    }
+    e
+}
+
 /// Compensate what a Compensating saga still holds, then end it
-/// FailedRolledBack (all compensated) or FailedRollbackPartial.
+/// FailedRolledBack (all compensated) or FailedRollbackPartial (no longer
+/// in doubt either way).
 ///
 /// # Errors
-/// [`DispatchError`].
+/// [`DispatchError`]; a store failure leaves the saga in doubt.
 pub(super) async fn finish_rollback(
     host: &Host,
     saga: &mut Saga,
 ) -> Result<RollbackReport, DispatchError> {
+    match compensate_and_end(host, saga).await {
+        Ok(report) => {
+            saga.doubt = None;
+            Ok(report)
+        }
+        Err(e) => Err(left_in_doubt(host, saga, e)),
+    }
+}
+
+async fn compensate_and_end(host: &Host, saga: &mut Saga) -> Result<RollbackReport, DispatchError> {
     let report = compensate_all(host, saga).await?;
     let end = if report.all_compensated() {
         Event::CompensationDone

@@ -21,7 +21,7 @@ use super::{DispatchError, Outcome, Refusal, Rejection};
 use crate::host::Host;
 use crate::registry::{LoadedTool, ToolSource};
 use crate::saga::Saga;
-use crate::store::{Origin, SagaRow};
+use crate::store::{SagaRow, Scope};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::flow::{
     FieldLabels, Finding, FlowCall, FlowNote, FlowState, Judgement, Source, Surface,
@@ -128,7 +128,7 @@ pub(super) fn endorse(
 /// the store with the step (and the log, as a `LABEL` record).
 ///
 /// # Errors
-/// The store.
+/// The store (the saga is then in doubt).
 pub(super) async fn record(
     host: &Host,
     saga: &mut Saga,
@@ -169,8 +169,17 @@ pub(super) async fn record(
         &confirmed,
     );
     let stored = serde_json::to_value(&label).unwrap_or(Value::Null);
-    if store {
-        host.store.label_step(saga.step(seq), &stored).await?;
+    // A saga already in doubt (its rollback could not be written) is
+    // rolled back before anything else: its label would not be written
+    // either.
+    if store
+        && saga.doubt.is_none()
+        && let Err(e) = host.store.label_step(saga.step(seq), &stored).await {
+        // The step's outcome is logged but its label is not: the saga's
+        // log is incomplete, so the saga is in doubt like any saga whose
+        // store failed after a BEGIN (rolled back, never Done).
+        saga.store_failed(&e, &host.in_doubt);
+        return Err(e.into());
     }
     if let Some(n) = &mut saga.flow_note {
         n.label = Some(label);
@@ -178,24 +187,38 @@ pub(super) async fn record(
     Ok(())
 }
 
-/// The flow state of a new saga started from `origin`: an MCP session's
-/// saga and a caller's own calls (`capsaga call`, a library driving the
-/// door) are [`Surface::Session`]s (the caller holds inputs the host never
-/// sees: a value found nowhere passes, one copied from untrusted data does
-/// not); an agent turn and a plan are [`Surface::Turn`]s; the scope is
-/// required when the policy says so.
-pub(super) fn fresh(host: &Host, origin: Origin) -> FlowState {
-    let surface = match origin {
-        Origin::Mcp | Origin::Call => Surface::Session,
-        Origin::Plan | Origin::Agent => Surface::Turn,
+/// The flow state of a new saga opened by `scope`: an MCP session's,
+/// handle's or task's saga and a caller's own calls (`capsaga call`, a
+/// library driving the door) are [`Surface::Session`]s (the caller holds
+/// inputs the host never sees: a value found nowhere passes, one copied
+/// from untrusted data does not); an agent turn (CLI, REST) and a plan are
+/// [`Surface::Turn`]s; the scope is required when the policy says so.
+pub(super) fn fresh(host: &Host, scope: Scope) -> FlowState {
+    let surface = match scope {
+        Scope::Session | Scope::Handle | Scope::Task | Scope::Call => Surface::Session,
+        Scope::Plan | Scope::RestTurn | Scope::AgentTurn => Surface::Turn,
     };
     FlowState::new(surface, host.config.policy.flow.scope_required)
+}
+
+/// The scope a stored saga was opened by: the one recorded, else (a saga
+/// recorded before scopes, or one the migration could not tell) the one
+/// its coarser origin implies for the flow's surface.
+fn scope_of(row: &SagaRow) -> Scope {
+    row.scope.unwrap_or(match row.origin.as_str() {
+        "mcp" => Scope::Session,
+        "plan" => Scope::Plan,
+        "call" => Scope::Call,
+        _ => Scope::AgentTurn,
+    })
 }
 
 /// Rebuild a resumed saga's flow state from its log: its label as the
 /// user's message when it is an agent turn's task, then every step that
 /// committed (or failed with a message), in order, labelled as when it ran
-/// (a tool no longer loaded is untrusted).
+/// (a tool no longer loaded is untrusted). Whatever its scope: every saga
+/// reopened (`Dispatcher::reopen`, `capsaga resume`, a take-over) goes
+/// through it.
 ///
 /// # Errors
 /// The store.
@@ -204,15 +227,10 @@ pub(super) async fn rebuild(
     saga: &mut Saga,
     row: &SagaRow,
 ) -> Result<(), DispatchError> {
-    let origin = match row.origin.as_str() {
-        "mcp" => Origin::Mcp,
-        "plan" => Origin::Plan,
-        "call" => Origin::Call,
-        _ => Origin::Agent,
-    };
-    saga.flow = fresh(host, origin);
+    let scope = scope_of(row);
+    saga.flow = fresh(host, scope);
     let who = row.principal.clone().unwrap_or_default();
-    if origin == Origin::Agent {
+    if matches!(scope, Scope::AgentTurn | Scope::RestTurn) {
         saga.flow.user_message(&who, &row.label);
     }
     if let Some(plan) = host.store.saga_plan(&row.saga_id).await? {

@@ -8,9 +8,12 @@
 //!   `released_at` time, the fencing token moved, an `OWNER` record).
 //!   Nothing is in doubt then: every step of the request has its outcome.
 //! - The next request with the handle, on any host sharing the store,
-//!   claims it ([`Dispatcher::resume`]: compare and set from "released" to
-//!   itself, a new token); of two hosts claiming it at once, one does and
-//!   the other gets [`super::DispatchError::Busy`].
+//!   claims it ([`Dispatcher::reopen`] with `Via::Handle`: only a saga
+//!   opened as a handle, of the request's principal; then compare and set
+//!   from "released" to itself, a new token); of two hosts claiming it at
+//!   once, one does and the other gets [`super::DispatchError::Busy`]; of
+//!   two requests on one host, the second finds it held
+//!   ([`super::DispatchError::Held`]).
 //! - Crash recovery leaves a released saga alone
 //!   (`ownership::recoverable`): its host may die while idle between
 //!   requests without its client's work being rolled back. A saga whose
@@ -218,6 +221,10 @@ impl Dispatcher {
             if row.state == State::AwaitingApproval || *at > cutoff {
                 continue;
             }
+            // A request of this process that claims it now holds it first.
+            let Ok(_hold) = self.hold(&row.saga_id, "the sweep of abandoned handles") else {
+                continue;
+            };
             let Some(fence) = host
                 .store
                 .claim_released(&row.saga_id, me, &why, Some(idle_ms))
@@ -230,7 +237,11 @@ impl Dispatcher {
             let state_before = saga.state();
             let final_state = match end {
                 AbandonedEnd::Rollback => self.abort(&mut saga).await?.final_state,
-                AbandonedEnd::Commit => self.finish(&mut saga).await?,
+                AbandonedEnd::Commit => match self.finish(&mut saga).await {
+                    // Not committed: a step in doubt, rolled back instead.
+                    Err(DispatchError::InDoubt { report, .. }) => report.final_state,
+                    other => other?,
+                },
             };
             out.push(Expired {
                 saga_id: row.saga_id,

@@ -4,8 +4,8 @@
 //! saga, and the operator's retry of failed compensations.
 
 use super::{DispatchError, Dispatcher, compensate, guardrail};
-use crate::saga::{RollbackReport, Saga};
-use crate::store::{NewSaga, Origin};
+use crate::saga::{RollbackReport, Saga, SagaParts};
+use crate::store::{NewSaga, Scope, StoreError};
 use capsaga_core::fsm::{Event, State};
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::Principal;
@@ -18,26 +18,29 @@ impl Dispatcher {
     /// [`DispatchError`].
     pub async fn start(
         &self,
-        origin: Origin,
+        scope: Scope,
         label: &str,
         plan: Option<&str>,
     ) -> Result<Saga, DispatchError> {
-        self.start_as(&super::decider("cli"), origin, label, plan)
+        self.start_as(&super::decider("cli"), scope, label, plan)
             .await
     }
 
     /// Start a new saga (Idle → Planning) for `principal` (recorded with
-    /// it: a client sees only its own sagas), logged, owned by this
-    /// process, deciding at the operator's autonomy level. `plan`: the
-    /// plan it runs (canonical JSON), stored so that the saga can be
-    /// resumed with `capsaga resume`.
+    /// it: a client sees only its own sagas), opened by `scope` (recorded
+    /// with it: only that scope drives it, see `dispatch::scope`), logged,
+    /// owned by this process, deciding at the operator's autonomy level.
+    /// `plan`: the plan it runs (canonical JSON), stored so that the saga
+    /// can be resumed with `capsaga resume`. A surface that serves several
+    /// scopes in one process opens its sagas with [`Dispatcher::open`]
+    /// instead, which also holds them.
     ///
     /// # Errors
     /// [`DispatchError`].
     pub async fn start_as(
         &self,
         principal: &Principal,
-        origin: Origin,
+        scope: Scope,
         label: &str,
         plan: Option<&str>,
     ) -> Result<Saga, DispatchError> {
@@ -48,7 +51,7 @@ impl Dispatcher {
         host.store
             .create_saga(&NewSaga {
                 saga_id: &id,
-                origin,
+                scope,
                 label,
                 state,
                 owner: host.owner.id(),
@@ -56,8 +59,15 @@ impl Dispatcher {
                 principal: Some(&principal.name),
             })
             .await?;
-        let mut saga = Saga::new(id, fence, state, host.config.policy.autonomy);
-        saga.flow = super::flow::fresh(host, origin);
+        let mut saga = Saga::new(SagaParts {
+            id,
+            fence,
+            state,
+            autonomy: host.config.policy.autonomy,
+            principal: Some(principal.name.clone()),
+            scope: Some(scope),
+        });
+        saga.flow = super::flow::fresh(host, scope);
         // A plan is written before anything runs: its values are its
         // author's, not data read along the way.
         if let Some(plan) = plan {
@@ -67,14 +77,30 @@ impl Dispatcher {
     }
 
     /// Re-open an existing saga and take it over (it must not be driven by
-    /// another live process; a saga released between two requests is
-    /// claimed). Steps are numbered from 0 again, so a step
-    /// with the same tool and arguments at the same position has the same
-    /// idempotency key, and a committed one is not executed again.
+    /// another live process, nor held by a live scope of this one; a saga
+    /// released between two requests is claimed). Steps are numbered from
+    /// 0 again, so a step with the same tool and arguments at the same
+    /// position has the same idempotency key, and a committed one is not
+    /// executed again. Which scope may do this, for whom, is
+    /// [`Dispatcher::reopen`]'s check: every server surface goes through
+    /// it.
     ///
     /// # Errors
-    /// [`DispatchError::NotFound`], [`DispatchError::Busy`] or the store.
+    /// [`DispatchError::NotFound`], [`DispatchError::Busy`],
+    /// [`DispatchError::Held`] or the store.
     pub async fn resume(&self, saga_id: &str) -> Result<Saga, DispatchError> {
+        if let Some(by) = self.host.holds.holder(saga_id) {
+            return Err(DispatchError::Held {
+                saga: saga_id.to_string(),
+                by,
+            });
+        }
+        self.take(saga_id).await
+    }
+
+    /// [`Dispatcher::resume`] without looking at this process's holds (the
+    /// caller holds the saga, or it is the door's own recovery).
+    pub(super) async fn take(&self, saga_id: &str) -> Result<Saga, DispatchError> {
         let host = &self.host;
         let row = host
             .store
@@ -83,7 +109,15 @@ impl Dispatcher {
             .ok_or_else(|| DispatchError::NotFound(saga_id.to_string()))?;
         let me = host.owner.id();
         if row.owner.as_deref() == Some(me) {
-            return self.resume_taken(saga_id, row.fence).await;
+            // A saga of this process in doubt (a store failure while a
+            // step's outcome was written) comes back in doubt: its next call
+            // or commit rolls it back (after the host's loop, if that is
+            // rolling it back now).
+            let mut saga = self.resume_taken(saga_id, row.fence).await?;
+            if host.in_doubt.listed(saga_id) {
+                saga.mark_in_doubt(None, &host.in_doubt);
+            }
+            return Ok(saga);
         }
         if row.released_at.is_some() {
             // Released between two requests (a saga handle): whoever serves
@@ -121,24 +155,12 @@ impl Dispatcher {
         self.resume_taken(saga_id, fence).await
     }
 
-    /// Re-open an existing saga (as [`Dispatcher::resume`]) to add steps
-    /// after the ones it logged: the next step is numbered after the last
-    /// logged one, committed side effects are counted, and a last step
-    /// that committed a side effect leaves its success to be settled by
-    /// the next step (as if the saga had never left memory). For a saga
-    /// continued across requests (MCP 2026-07-28 saga handles), where a
-    /// new call must never be taken for the replay of a logged one.
-    ///
-    /// # Errors
-    /// As [`Dispatcher::resume`].
-    pub async fn resume_continuing(&self, saga_id: &str) -> Result<Saga, DispatchError> {
-        let mut saga = self.resume(saga_id).await?;
-        self.continue_after_logged(&mut saga).await?;
-        Ok(saga)
-    }
-
     /// Number `saga`'s next step after its logged ones and count what they
-    /// committed (see [`Dispatcher::resume_continuing`]).
+    /// committed, and leave the success of a last step that committed a
+    /// side effect to be settled by the next step (as if the saga had never
+    /// left memory): for a saga continued across requests (MCP 2026-07-28
+    /// saga handles), where a new call must never be taken for the replay
+    /// of a logged one.
     ///
     /// # Errors
     /// The store.
@@ -172,15 +194,17 @@ impl Dispatcher {
             .saga(saga_id)
             .await?
             .ok_or_else(|| DispatchError::NotFound(saga_id.to_string()))?;
-        let mut saga = Saga::new(
-            saga_id.to_string(),
+        let mut saga = Saga::new(SagaParts {
+            id: saga_id.to_string(),
             fence,
-            row.state,
-            host.config.policy.autonomy,
-        );
+            state: row.state,
+            autonomy: host.config.policy.autonomy,
+            principal: row.principal.clone(),
+            scope: row.scope,
+        });
         // What entered the saga before, read back from its log: a resumed
-        // saga (a saga handle's next request, `capsaga resume`) keeps its
-        // labels.
+        // saga (a saga handle's next request, `capsaga resume`, a saga
+        // reopened through its scope) keeps its labels.
         super::flow::rebuild(host, &mut saga, &row).await?;
         Ok(saga)
     }
@@ -193,10 +217,28 @@ impl Dispatcher {
 
     /// End `saga` normally: Done when every step committed. A saga that
     /// never reached Acting ends with `Finish`. A parked saga stays parked.
+    /// A saga in doubt (the store failed while a step's outcome was
+    /// written), or one the store refuses Done because a step has no
+    /// outcome, is never committed: it is rolled back instead (`doubt.rs`).
     ///
     /// # Errors
+    /// [`DispatchError::InDoubt`] (rolled back instead), or
     /// [`DispatchError`].
     pub async fn finish(&self, saga: &mut Saga) -> Result<State, DispatchError> {
+        if let Some(d) = &saga.doubt {
+            let step = d.step;
+            return self.refuse_commit(saga, step).await;
+        }
+        match self.finish_stages(saga).await {
+            Err(DispatchError::Store(StoreError::InDoubt { step, .. })) => {
+                self.refuse_commit(saga, Some(step)).await
+            }
+            other => other,
+        }
+    }
+
+    /// [`Dispatcher::finish`]'s transitions.
+    async fn finish_stages(&self, saga: &mut Saga) -> Result<State, DispatchError> {
         let host = &self.host;
         match saga.state {
             State::Planning => guardrail::transition(host, saga, Event::Finish).await?,

@@ -35,7 +35,10 @@
 //!
 //! The saga's life (start, resume, finish, abort, recovery, the operator's
 //! retry of failed compensations) is in [`lifecycle`] and [`recover`]; the
-//! operator's decisions on approvals in [`operator`].
+//! operator's decisions on approvals in [`operator`]; which scope opened a
+//! saga and which surface may continue, commit or roll it back (one saga,
+//! one scope) in [`scope`], which every surface calls to open or re-open a
+//! saga.
 //!
 //! The door is `Clone + Send + Sync` (the host is shared by `Arc`); a
 //! [`Saga`] is owned by its driver and passed in by `&mut`, so calls of
@@ -44,6 +47,7 @@
 pub mod admit;
 mod approval;
 mod compensate;
+mod doubt;
 mod execute;
 mod files;
 mod flow;
@@ -57,6 +61,7 @@ mod policy;
 mod recover;
 mod replay;
 mod resolve;
+pub mod scope;
 mod undo;
 mod validate;
 mod wal;
@@ -66,6 +71,7 @@ pub use capsaga_core::flow::FlowNote;
 pub use handles::{AbandonedEnd, Expired, Settled};
 pub use operator::{Decided, OperatorError};
 pub use recover::Recovered;
+pub use scope::{Act, Hold, Scope, ScopeError, Via};
 
 use crate::host::Host;
 use crate::registry::LoadedTool;
@@ -110,6 +116,37 @@ pub enum DispatchError {
         saga: String,
         /// Its owner id.
         owner: String,
+    },
+    /// Another live scope of this process holds the saga (an MCP session,
+    /// a request of its handle, a task, a turn, a plan run: see
+    /// [`scope`]).
+    #[error("saga `{saga}` is in use by {by} in this process; wait for it to finish")]
+    Held {
+        /// The saga.
+        saga: String,
+        /// What holds it.
+        by: &'static str,
+    },
+    /// The surface may not act on this saga (another principal's, another
+    /// scope's, ended: [`scope`]).
+    #[error(transparent)]
+    Scope(#[from] ScopeError),
+    /// The saga was asked to end Done (commit) while a step's outcome was
+    /// never written (the store failed while it ran): it cannot be
+    /// committed, so it was rolled back instead (the step compensated from
+    /// its pre-image, as crash recovery does). `report` says how.
+    #[error(
+        "saga `{saga}` cannot be committed: {}; it was rolled back instead (now {})",
+        doubt::because(.step),
+        .report.final_state
+    )]
+    InDoubt {
+        /// The saga.
+        saga: String,
+        /// The step in doubt, when known.
+        step: Option<u64>,
+        /// The rollback.
+        report: Box<RollbackReport>,
     },
 }
 
@@ -416,6 +453,11 @@ impl Dispatcher {
         saga: &mut Saga,
         call: Call<'_>,
     ) -> Result<Submitted, DispatchError> {
+        // A saga in doubt runs nothing more: it is rolled back first
+        // (`doubt.rs`), whatever the call.
+        if saga.doubt.is_some() {
+            return self.submitted_in_doubt(saga).await;
+        }
         let (tool, args) = match self.check(call.tool, call.args) {
             Ok(ok) => ok,
             Err(r) => return Ok(Submitted::refused(r.refusal, r.error)),

@@ -1,12 +1,14 @@
 //! The operator's decisions on approvals (`capsaga approve|deny`, later the
 //! HTTP API's `/v1/approvals/{id}/approve|deny`), through the door: the
-//! decision is recorded (with its log record) and a plan or call saga
-//! parked on a denied approval is rolled back, unless a live process drives
-//! it (that process sees the denial itself).
+//! decision is recorded (with its log record) and a saga parked on a
+//! denied approval is rolled back (`Via::Operator`), unless a live process
+//! drives it or a live scope of this process holds it (an MCP session, a
+//! request: it sees the denial itself).
 
 use super::{DispatchError, Dispatcher};
-use crate::saga::RollbackReport;
+use crate::saga::{RollbackReport, Saga};
 use crate::store::{ApprovalOpError, ApprovalRow, SagaRow};
+use capsaga_core::approval::ApprovalStatus;
 use capsaga_core::fsm::State;
 use capsaga_core::principal::{Action, Principal};
 
@@ -70,11 +72,20 @@ impl Dispatcher {
                     .owner_alive(o)
                     .await
                     .map_err(DispatchError::from)?,
-                _ => false,
+                _ => self.held_by(&approval.saga_id).is_some(),
             };
             if !live {
-                let mut s = self.resume(&approval.saga_id).await?;
-                rollback = Some(self.abort(&mut s).await?);
+                let via = super::Via::Operator;
+                match self
+                    .reopen(&approval.saga_id, via, super::Act::Rollback, by)
+                    .await
+                {
+                    Ok((mut s, _hold)) => rollback = Some(self.abort(&mut s).await?),
+                    // Taken meanwhile by its scope or another host: it sees
+                    // the denial itself.
+                    Err(DispatchError::Held { .. } | DispatchError::Busy { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
         let resumable = approve
@@ -134,6 +145,29 @@ impl Dispatcher {
         Ok(store
             .decide_approval(&row.approval_id, approve, &who.to_string(), None)
             .await?)
+    }
+
+    /// Roll back `saga`, held by its caller's scope, when it is parked on
+    /// an approval an operator denied meanwhile (the denial could not roll
+    /// it back: the scope held it, see [`Dispatcher::decide`]); whether it
+    /// did. A session applies this before its next call and at its end.
+    ///
+    /// # Errors
+    /// [`DispatchError`].
+    pub async fn end_if_denied(&self, saga: &mut Saga) -> Result<bool, DispatchError> {
+        if saga.state != State::AwaitingApproval {
+            return Ok(false);
+        }
+        let parked = self
+            .host
+            .store
+            .approval_for_step(&saga.id, saga.next_seq)
+            .await?;
+        if !parked.is_some_and(|a| a.status == ApprovalStatus::Denied) {
+            return Ok(false);
+        }
+        self.abort(saga).await?;
+        Ok(true)
     }
 
     /// The saga parked on `a`, if it still is: AwaitingApproval, and no step

@@ -182,44 +182,62 @@ impl Dispatcher {
             preimage.as_ref(),
             approval,
         );
-        if let Some(outcome) = wal::begin(host, saga, tool, &step).await? {
-            return Ok(outcome);
+        match wal::begin(host, saga, tool, &step).await {
+            Ok(None) => {}
+            Ok(Some(outcome)) => return Ok(outcome),
+            Err(e) => {
+                // A BEGIN the store refused wrote nothing; any other failure
+                // (a connection lost during the commit) may have written it.
+                if !wal::nothing_written(&e) {
+                    saga.mark_in_doubt(Some(seq), &host.in_doubt);
+                }
+                return Err(e);
+            }
         }
         saga.next_seq += 1;
-        // 8b. Execute.
-        let (result, diagnostics) = match dry_run_error {
-            Some(mut e) => {
-                e.message = format!("before execute: {}; nothing executed", e.message);
-                (Err(e), CallDiagnostics::default())
-            }
-            None => {
-                // The kill switch stops the call while it runs: its future
-                // (the tool's instance with it) is dropped, and the step is
-                // settled as one the host stopped (in doubt: compensated
-                // from its pre-image, and its host file journal, when it
-                // has side effects).
-                let mut switch = host.switch.watch();
-                let side_effects = tool.meta.has_side_effects;
-                let run = execute::Attempts {
-                    ctx: &ctx,
-                    args_text: &args_text,
-                    args,
-                    sub_model,
-                    journal: journal.as_ref(),
-                };
-                tokio::select! {
-                    r = execute::with_retries(host, saga, tool, run) => r?,
-                    mode = crate::switch::stopped(&mut switch, side_effects) => (
-                        Err(capsaga_core::pause::aborted(mode, &tool.meta.name)),
-                        CallDiagnostics {
-                            interrupted: true,
-                            ..CallDiagnostics::default()
-                        },
-                    ),
+        // 8b-10. From here the step is BEGIN in the log: if its outcome (or
+        // the rollback a failure starts) cannot be written, the step stays
+        // in doubt and the saga can only be rolled back (never Done).
+        let settled = async {
+            let (result, diagnostics) = match dry_run_error {
+                Some(mut e) => {
+                    e.message = format!("before execute: {}; nothing executed", e.message);
+                    (Err(e), CallDiagnostics::default())
                 }
-            }
-        };
-        // 9-10. COMMIT or FAIL (and roll back).
-        wal::settle(host, saga, tool, seq, result, diagnostics).await
+                None => {
+                    // The kill switch stops the call while it runs: its future
+                    // (the tool's instance with it) is dropped, and the step is
+                    // settled as one the host stopped (in doubt: compensated
+                    // from its pre-image, and its host file journal, when it
+                    // has side effects).
+                    let mut switch = host.switch.watch();
+                    let side_effects = tool.meta.has_side_effects;
+                    let run = execute::Attempts {
+                        ctx: &ctx,
+                        args_text: &args_text,
+                        args,
+                        sub_model,
+                        journal: journal.as_ref(),
+                    };
+                    tokio::select! {
+                        r = execute::with_retries(host, saga, tool, run) => r?,
+                        mode = crate::switch::stopped(&mut switch, side_effects) => (
+                            Err(capsaga_core::pause::aborted(mode, &tool.meta.name)),
+                            CallDiagnostics {
+                                interrupted: true,
+                                ..CallDiagnostics::default()
+                            },
+                        ),
+                    }
+                }
+            };
+            // 9-10. COMMIT or FAIL (and roll back).
+            wal::settle(host, saga, tool, seq, result, diagnostics).await
+        }
+        .await;
+        if settled.is_err() {
+            saga.mark_in_doubt(Some(seq), &host.in_doubt);
+        }
+        settled
     }
 }

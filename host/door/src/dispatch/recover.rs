@@ -67,6 +67,7 @@ impl Dispatcher {
                 alive,
                 released,
                 row.state,
+                row.scope,
                 &row.origin,
             ) {
                 continue;

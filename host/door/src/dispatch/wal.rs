@@ -13,7 +13,7 @@ use crate::host::Host;
 use crate::registry::LoadedTool;
 use crate::saga::Saga;
 use crate::sandbox::CallDiagnostics;
-use crate::store::{BeginOutcome, NewStep};
+use crate::store::{BeginOutcome, NewStep, StoreError};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::Event;
 use capsaga_core::tool::ToolOutput;
@@ -27,6 +27,17 @@ pub(super) fn refused(refusal: Refusal, message: String, hint: &str) -> Outcome 
 }
 
 pub(super) const NOT_AGAIN: &str = "This step cannot be run again in this saga.";
+
+/// Whether a write that failed with `e` certainly wrote nothing: the store
+/// refused it (busy: the transaction never ran or was rolled back; fenced:
+/// refused by the database). Any other failure (a connection lost during
+/// the commit) may have written it.
+pub(super) fn nothing_written(e: &DispatchError) -> bool {
+    matches!(
+        e,
+        DispatchError::Store(StoreError::Busy(_) | StoreError::Fenced { .. })
+    )
+}
 
 /// Stage 7: write the BEGIN record of step `seq` (claiming `approval`).
 /// `None`: go on and execute; `Some(outcome)`: the key committed meanwhile

@@ -182,10 +182,9 @@ impl BuiltinTool for MemoryFetch {
         .map_err(tool_error)?;
         let summary = format!("{} fact(s), {} episode(s)", facts.len(), episodes.len());
         Ok(Some(ToolOutput {
-            data: json!({
-                "facts": facts.iter().map(|f| json!({"id": f.fact_id, "text": f.text, "score": f.score})).collect::<Vec<_>>(),
-                "episodes": episodes.iter().map(|e| json!({"id": e.episode_id, "session": e.session_id, "started_at": e.started_at, "text": render::episode(e)})).collect::<Vec<_>>(),
-            }),
+            // Fitted to the agent's cap on a tool result: excerpts
+            // shortened, never an episode cut off by the host.
+            data: render::fetch_answer(&facts, &episodes, render::FETCH_BYTES),
             effects: Vec::new(),
             next_hint: None,
             summary,

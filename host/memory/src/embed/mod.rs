@@ -28,6 +28,9 @@ pub use encoder::Precision;
 /// all-MiniLM-L6-v2); longer texts are truncated.
 pub const MAX_TOKENS: usize = 256;
 
+/// Most texts run through the encoder at once.
+pub const MAX_GROUP: usize = 64;
+
 /// The dimension of all-MiniLM-L6-v2's vectors.
 pub const MINILM_DIM: usize = 384;
 
@@ -57,7 +60,10 @@ pub trait Embedder: Send + Sync {
     /// The length of every vector.
     fn dim(&self) -> usize;
 
-    /// One L2-normalised vector of [`Embedder::dim`] floats per text, in order.
+    /// One L2-normalised vector of [`Embedder::dim`] floats per text, in
+    /// order. A text's vector does not depend on the other texts of the
+    /// call (so that the same conversation indexed alone, in a batch of an
+    /// import or in another batch ranks the same way).
     ///
     /// # Errors
     /// [`MemoryError::Embed`] when the model fails.
@@ -205,12 +211,17 @@ impl MiniLm {
             tok.encode_batch(texts.to_vec(), true)
                 .map_err(|e| MemoryError::Embed(e.to_string()))?
         };
+        self.run(&enc.iter().collect::<Vec<_>>())
+    }
+
+    /// The encoder over tokenised texts (padded to one length).
+    fn run(&self, enc: &[&tokenizers::Encoding]) -> Result<(Tensor, Tensor)> {
         let e = |e: candle_core::Error| MemoryError::Embed(e.to_string());
         let rows = enc.len();
         let len = enc.first().map(|x| x.get_ids().len()).unwrap_or(0);
         let mut ids = Vec::with_capacity(rows * len);
         let mut mask = Vec::with_capacity(rows * len);
-        for x in &enc {
+        for x in enc {
             ids.extend(x.get_ids().iter().map(|&v| v as i64));
             mask.extend(x.get_attention_mask().iter().map(|&v| v as i64));
         }
@@ -218,6 +229,23 @@ impl MiniLm {
         let mask = Tensor::from_vec(mask, (rows, len), &self.device).map_err(e)?;
         let hidden = self.model.forward(&ids, &mask).map_err(e)?;
         Ok((hidden, mask))
+    }
+
+    /// The pooled, normalised vectors of texts tokenised to one length.
+    fn pool(&self, enc: &[&tokenizers::Encoding]) -> Result<Vec<Vec<f32>>> {
+        let e = |e: candle_core::Error| MemoryError::Embed(e.to_string());
+        let (hidden, mask) = self.run(enc)?;
+        // Mean over the tokens the mask keeps.
+        let mask = mask
+            .to_dtype(DType::F32)
+            .map_err(e)?
+            .unsqueeze(2)
+            .map_err(e)?;
+        let summed = hidden.broadcast_mul(&mask).map_err(e)?.sum(1).map_err(e)?;
+        let counts = mask.sum(1).map_err(e)?.clamp(1e-9, f32::MAX).map_err(e)?;
+        let mean = summed.broadcast_div(&counts).map_err(e)?;
+        let rows: Vec<Vec<f32>> = mean.to_vec2().map_err(e)?;
+        Ok(rows.into_iter().map(normalise).collect())
     }
 
     /// How the dense layers' weights are held.
@@ -311,22 +339,33 @@ impl Embedder for MiniLm {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
+        // Each text tokenised alone (no padding), then run in groups of
+        // texts of one length: padding changes a vector's last bits (about
+        // 4e-8 here), so a padded batch would make a text's vector depend
+        // on its neighbours, and equal scores unequal.
+        let enc = {
+            let tok = self
+                .tokenizer
+                .lock()
+                .map_err(|_| MemoryError::Embed("tokenizer lock poisoned".into()))?;
+            texts
+                .iter()
+                .map(|t| tok.encode(*t, true))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| MemoryError::Embed(e.to_string()))?
+        };
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| enc[i].get_ids().len());
+        let mut out = vec![Vec::new(); texts.len()];
+        for same in order.chunk_by(|&a, &b| enc[a].get_ids().len() == enc[b].get_ids().len()) {
+            for group in same.chunks(MAX_GROUP) {
+                let batch: Vec<&tokenizers::Encoding> = group.iter().map(|&i| &enc[i]).collect();
+                for (&i, v) in group.iter().zip(self.pool(&batch)?) {
+                    out[i] = v;
+                }
+            }
         }
-        let e = |e: candle_core::Error| MemoryError::Embed(e.to_string());
-        let (hidden, mask) = self.forward(texts)?;
-        // Mean over the tokens the mask keeps.
-        let mask = mask
-            .to_dtype(DType::F32)
-            .map_err(e)?
-            .unsqueeze(2)
-            .map_err(e)?;
-        let summed = hidden.broadcast_mul(&mask).map_err(e)?.sum(1).map_err(e)?;
-        let counts = mask.sum(1).map_err(e)?.clamp(1e-9, f32::MAX).map_err(e)?;
-        let mean = summed.broadcast_div(&counts).map_err(e)?;
-        let rows: Vec<Vec<f32>> = mean.to_vec2().map_err(e)?;
-        Ok(rows.into_iter().map(normalise).collect())
+        Ok(out)
     }
 }
 

@@ -6,14 +6,14 @@ use crate::error::{MemoryError, Result};
 use crate::types::Episode;
 use rusqlite::{OptionalExtension, Row, params};
 
-const COLS: &str = "episode_id, trace_id, session_id, sender, namespace, started_at, user_message, final_response, outcome, summary, importance, reflected, archived";
+pub(super) const COLS: &str = "episode_id, trace_id, session_id, sender, namespace, started_at, user_message, final_response, outcome, summary, importance, reflected, archived, seq";
 
 /// The scope tokens of an episode, indexed in the FTS5 table's `scope`
 /// column: one for its namespace and one for its namespace and sender
 /// (`n` or `k` and 16 hex digits of SHA-256), so that a search is
 /// restricted to them inside FTS5 (an AND with the scope's short posting
 /// list) instead of ranking every match of the whole database.
-fn scope_tokens(namespace: &str, sender: &str) -> String {
+pub(super) fn scope_tokens(namespace: &str, sender: &str) -> String {
     format!(
         "{} {}",
         ns_token(namespace),
@@ -34,7 +34,7 @@ fn sender_token(namespace: &str, sender: &str) -> String {
     format!("k{}", hash16(&format!("{namespace}\n{sender}")))
 }
 
-fn row(r: &Row<'_>) -> rusqlite::Result<Episode> {
+pub(super) fn row(r: &Row<'_>) -> rusqlite::Result<Episode> {
     Ok(Episode {
         episode_id: r.get(0)?,
         trace_id: r.get(1)?,
@@ -49,6 +49,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<Episode> {
         importance: r.get(10)?,
         reflected: r.get::<_, i64>(11)? != 0,
         archived: r.get::<_, i64>(12)? != 0,
+        seq: r.get::<_, i64>(13)?.max(0) as u64,
     })
 }
 
@@ -66,32 +67,17 @@ pub struct EpisodeQuery {
 }
 
 impl Store {
-    /// Insert an episode (its FTS5 entry follows by trigger).
+    /// Insert an episode (its FTS5 entry follows by trigger), indexed at
+    /// `indexed_at`; an episode with the same id is left as it is. True
+    /// when inserted.
     ///
     /// # Errors
     /// [`MemoryError::Sql`].
-    pub fn insert_episode(&self, e: &Episode) -> Result<()> {
+    pub fn insert_episode(&self, e: &Episode, indexed_at: &str) -> Result<bool> {
         self.with(|c| {
-            c.execute(
-                &format!("INSERT INTO episodes ({COLS}, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"),
-                params![
-                    e.episode_id,
-                    e.trace_id,
-                    e.session_id,
-                    e.sender,
-                    e.namespace,
-                    e.started_at,
-                    e.user_message,
-                    e.final_response,
-                    e.outcome,
-                    e.summary,
-                    e.importance,
-                    e.reflected as i64,
-                    e.archived as i64,
-                    scope_tokens(&e.namespace, &e.sender)
-                ],
-            )?;
-            Ok(())
+            let mut st = c.prepare_cached(INSERT)?;
+            let n = insert_one(&mut st, e, None, indexed_at)?;
+            Ok(n == 1)
         })
     }
 
@@ -146,20 +132,43 @@ impl Store {
         })
     }
 
-    /// The best `k` FTS5 matches (BM25 rank) of `fts_query` among the
-    /// unarchived episodes of `sender` in `namespace`. `fts_query` must come
-    /// from [`crate::score::fts_query`] (quoted words only).
+    /// The best `k` FTS5 matches of `fts_query` among the unarchived
+    /// episodes of `sender` (of the whole namespace when `None`) in
+    /// `namespace`, best first (equal scores by id, so that the same
+    /// conversations give the same candidates): `(episode id, BM25
+    /// score)`, the score positive (FTS5's `bm25()` negated: larger is
+    /// better). `fts_query`
+    /// must come from [`crate::score::fts_query`] (quoted words only).
     ///
     /// # Errors
     /// [`MemoryError::Sql`].
-    pub fn match_episodes(
+    pub fn match_scores(
         &self,
         namespace: &str,
         sender: Option<&str>,
         fts_query: &str,
         k: usize,
-    ) -> Result<Vec<Episode>> {
-        self.fts_episodes(namespace, sender, fts_query, k, "episodes_fts.rank")
+    ) -> Result<Vec<(String, f64)>> {
+        self.with(|c| {
+            let scope = match sender {
+                Some(s) => sender_token(namespace, s),
+                None => ns_token(namespace),
+            };
+            let expr = format!(
+                "scope:\"{scope}\" AND {{user_message final_response summary}}: ({fts_query})"
+            );
+            let mut st = c.prepare_cached(
+                "SELECT e.episode_id, episodes_fts.rank FROM episodes_fts JOIN episodes e ON e.id = episodes_fts.rowid
+                 WHERE episodes_fts MATCH ?1 AND e.namespace = ?2 AND (?3 IS NULL OR e.sender = ?3) AND e.archived = 0
+                 ORDER BY episodes_fts.rank, e.episode_id LIMIT ?4",
+            )?;
+            let v = st
+                .query_map(params![expr, namespace, sender, k as i64], |r| {
+                    Ok((r.get::<_, String>(0)?, -r.get::<_, f64>(1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(v)
+        })
     }
 
     /// The `k` most recently indexed episodes of `sender` in `namespace`
@@ -179,23 +188,6 @@ impl Store {
         fts_query: &str,
         k: usize,
     ) -> Result<Vec<Episode>> {
-        self.fts_episodes(
-            namespace,
-            Some(sender),
-            fts_query,
-            k,
-            "episodes_fts.rowid DESC",
-        )
-    }
-
-    fn fts_episodes(
-        &self,
-        namespace: &str,
-        sender: Option<&str>,
-        fts_query: &str,
-        k: usize,
-        order: &str,
-    ) -> Result<Vec<Episode>> {
         self.with(|c| {
             let cols = COLS
                 .split(", ")
@@ -203,18 +195,15 @@ impl Store {
                 .collect::<Vec<_>>()
                 .join(", ");
             // The scope first: FTS5 intersects its short posting list with
-            // the words' instead of ranking every match in the database.
-            let scope = match sender {
-                Some(s) => sender_token(namespace, s),
-                None => ns_token(namespace),
-            };
+            // the words' instead of visiting every match in the database.
             let expr = format!(
-                "scope:\"{scope}\" AND {{user_message final_response summary}}: ({fts_query})"
+                "scope:\"{}\" AND {{user_message final_response summary}}: ({fts_query})",
+                sender_token(namespace, sender)
             );
             let mut st = c.prepare_cached(&format!(
                 "SELECT {cols} FROM episodes_fts JOIN episodes e ON e.id = episodes_fts.rowid
-                 WHERE episodes_fts MATCH ?1 AND e.namespace = ?2 AND (?3 IS NULL OR e.sender = ?3) AND e.archived = 0
-                 ORDER BY {order} LIMIT ?4"
+                 WHERE episodes_fts MATCH ?1 AND e.namespace = ?2 AND e.sender = ?3 AND e.archived = 0
+                 ORDER BY episodes_fts.rowid DESC LIMIT ?4"
             ))?;
             let v = st
                 .query_map(params![expr, namespace, sender, k as i64], row)?
@@ -261,7 +250,7 @@ impl Store {
             ))?;
             let v = st
                 .query_map(params![namespace, min_importance, limit as i64], |r| {
-                    Ok((row(r)?, r.get::<_, Option<Vec<u8>>>(13)?))
+                    Ok((row(r)?, r.get::<_, Option<Vec<u8>>>(14)?))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(v)
@@ -412,6 +401,25 @@ impl Store {
         })
     }
 
+    /// The stored vectors of episodes by id (ids without one are skipped).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn vectors_by_id(&self, ids: &[&str]) -> Result<Vec<(String, Vec<u8>)>> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT embedding FROM episodes WHERE episode_id = ?1 AND embedding IS NOT NULL",
+            )?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(b) = st.query_row([id], |r| r.get::<_, Vec<u8>>(0)).optional()? {
+                    out.push(((*id).to_string(), b));
+                }
+            }
+            Ok(out)
+        })
+    }
+
     /// Unarchived episodes without a vector yet, oldest first: `(id, text)`.
     ///
     /// # Errors
@@ -431,42 +439,40 @@ impl Store {
             Ok(v)
         })
     }
+}
 
-    /// Insert many episodes in one transaction (benchmarks, imports).
-    ///
-    /// # Errors
-    /// [`MemoryError::Sql`].
-    pub fn insert_episodes(&self, es: &[(Episode, Option<Vec<u8>>)]) -> Result<()> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            {
-                let mut st = tx.prepare(&format!(
-                    "INSERT INTO episodes ({COLS}, embedding, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-                ))?;
-                for (e, v) in es {
-                    st.execute(params![
-                        e.episode_id,
-                        e.trace_id,
-                        e.session_id,
-                        e.sender,
-                        e.namespace,
-                        e.started_at,
-                        e.user_message,
-                        e.final_response,
-                        e.outcome,
-                        e.summary,
-                        e.importance,
-                        e.reflected as i64,
-                        e.archived as i64,
-                        v,
-                        scope_tokens(&e.namespace, &e.sender)
-                    ])?;
-                }
-            }
-            tx.commit()?;
-            Ok(())
-        })
-    }
+/// The insert of one episode (`INSERT OR IGNORE`: an episode id is what
+/// the exchange is, so the same exchange is stored once).
+pub(super) const INSERT: &str = "INSERT OR IGNORE INTO episodes (episode_id, trace_id, session_id, sender, namespace, started_at, user_message, final_response, outcome, summary, importance, reflected, archived, seq, embedding, scope, indexed_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+
+/// Run [`INSERT`] (prepared as `st`) for `e`; 1 when inserted, 0 when
+/// the episode was there.
+pub(super) fn insert_one(
+    st: &mut rusqlite::Statement<'_>,
+    e: &Episode,
+    vector: Option<&[u8]>,
+    indexed_at: &str,
+) -> rusqlite::Result<usize> {
+    st.execute(params![
+        e.episode_id,
+        e.trace_id,
+        e.session_id,
+        e.sender,
+        e.namespace,
+        e.started_at,
+        e.user_message,
+        e.final_response,
+        e.outcome,
+        e.summary,
+        e.importance,
+        e.reflected as i64,
+        e.archived as i64,
+        e.seq as i64,
+        vector,
+        scope_tokens(&e.namespace, &e.sender),
+        indexed_at
+    ])
 }
 
 /// The stored vectors of one sender's unarchived episodes, newest first.

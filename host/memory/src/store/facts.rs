@@ -5,8 +5,7 @@ use crate::error::{MemoryError, Result};
 use crate::types::{Fact, Proposal};
 use rusqlite::{OptionalExtension, Row, params};
 
-const FACT_COLS: &str =
-    "fact_id, namespace, text, source, created_at, importance, access_count, last_access";
+const FACT_COLS: &str = "fact_id, namespace, text, source, created_at, importance, access_count, last_access, valid_at, superseded_by";
 
 fn fact_row(r: &Row<'_>) -> rusqlite::Result<Fact> {
     Ok(Fact {
@@ -18,12 +17,17 @@ fn fact_row(r: &Row<'_>) -> rusqlite::Result<Fact> {
         importance: r.get(5)?,
         access_count: r.get::<_, i64>(6)?.max(0) as u64,
         last_access: r.get(7)?,
+        // Written by every insert since schema 2, and set by its migration.
+        valid_at: match r.get::<_, Option<String>>(8)? {
+            Some(v) => v,
+            None => r.get(4)?,
+        },
+        superseded_by: r.get(9)?,
         score: None,
     })
 }
 
-const PROP_COLS: &str =
-    "proposal_id, namespace, text, origin, episode_ids, created_at, status, decided_by, fact_id";
+const PROP_COLS: &str = "proposal_id, namespace, text, origin, episode_ids, created_at, status, decided_by, fact_id, valid_at";
 
 fn prop_row(r: &Row<'_>) -> rusqlite::Result<Proposal> {
     let ids: String = r.get(4)?;
@@ -39,6 +43,7 @@ fn prop_row(r: &Row<'_>) -> rusqlite::Result<Proposal> {
         status: r.get(6)?,
         decided_by: r.get(7)?,
         fact_id: r.get(8)?,
+        valid_at: r.get(9)?,
     })
 }
 
@@ -51,7 +56,7 @@ impl Store {
     pub fn insert_fact(&self, f: &Fact, embedding: &[u8]) -> Result<bool> {
         self.with(|c| {
             let n = c.execute(
-                &format!("INSERT OR IGNORE INTO semantic_facts ({FACT_COLS}, embedding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+                &format!("INSERT OR IGNORE INTO semantic_facts ({FACT_COLS}, embedding) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
                 params![
                     f.fact_id,
                     f.namespace,
@@ -61,6 +66,8 @@ impl Store {
                     f.importance,
                     f.access_count as i64,
                     f.last_access,
+                    f.valid_at,
+                    f.superseded_by,
                     embedding
                 ],
             )?;
@@ -87,6 +94,19 @@ impl Store {
         })
     }
 
+    /// Whether a fact with this id is stored (superseded or not).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn fact_exists(&self, id: &str) -> Result<bool> {
+        self.with(|c| {
+            Ok(
+                c.prepare_cached("SELECT 1 FROM semantic_facts WHERE fact_id = ?1")?
+                    .exists([id])?,
+            )
+        })
+    }
+
     /// Every fact (of `namespace`, when given), oldest first.
     ///
     /// # Errors
@@ -103,15 +123,16 @@ impl Store {
         })
     }
 
-    /// Every fact's id, namespace and embedding blob (to build the
-    /// in-memory vector index).
+    /// The id, namespace and embedding blob of every fact not superseded
+    /// (to build the in-memory vector index: a superseded fact is no longer
+    /// retrieved).
     ///
     /// # Errors
     /// [`MemoryError::Sql`].
     pub fn fact_vectors(&self) -> Result<Vec<(String, String, Vec<u8>)>> {
         self.with(|c| {
             let mut st = c.prepare(
-                "SELECT fact_id, namespace, embedding FROM semantic_facts ORDER BY rowid",
+                "SELECT fact_id, namespace, embedding FROM semantic_facts WHERE superseded_by IS NULL ORDER BY rowid",
             )?;
             let v = st
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
@@ -158,6 +179,21 @@ impl Store {
         })
     }
 
+    /// Mark fact `id` superseded by the later fact `by` (kept, listed, no
+    /// longer retrieved). False when it was already superseded.
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn supersede_fact(&self, id: &str, by: &str) -> Result<bool> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE semantic_facts SET superseded_by = ?2 WHERE fact_id = ?1 AND superseded_by IS NULL",
+                params![id, by],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
     /// Remove a fact. Returns it.
     ///
     /// # Errors
@@ -179,7 +215,7 @@ impl Store {
         let ids = serde_json::to_string(&p.episode_ids).unwrap_or_else(|_| "[]".into());
         self.with(|c| {
             c.execute(
-                &format!("INSERT INTO fact_proposals ({PROP_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+                &format!("INSERT INTO fact_proposals ({PROP_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
                 params![
                     p.proposal_id,
                     p.namespace,
@@ -189,7 +225,8 @@ impl Store {
                     p.created_at,
                     p.status,
                     p.decided_by,
-                    p.fact_id
+                    p.fact_id,
+                    p.valid_at
                 ],
             )?;
             Ok(())

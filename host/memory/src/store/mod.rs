@@ -19,6 +19,7 @@ mod episodes;
 mod facts;
 mod schema;
 mod sessions;
+mod transfer;
 
 pub use episodes::EpisodeQuery;
 

@@ -7,8 +7,19 @@ use rusqlite::Connection;
 pub const APPLICATION_ID: i64 = 0x4353_4d4d;
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+///
+/// - 1: episodes, their FTS5 index, facts, proposals, sessions, the log.
+/// - 2 (issue 49): an episode's position in its session (`seq`) and when
+///   it was indexed (`indexed_at`, never used to rank: its date is
+///   `started_at`, the exchange's own time); a fact's date of validity
+///   (`valid_at`, the latest date of what it was distilled from) and the
+///   later fact that superseded it (`superseded_by`); a proposal's
+///   `valid_at`. A version 1 file is upgraded in place at open.
+pub const SCHEMA_VERSION: i64 = 2;
 
+/// Version 1, as the first memory databases were created (kept verbatim:
+/// a new database is created as version 1 and upgraded, so that every
+/// file, old or new, goes through the same migrations).
 const SCHEMA_V1: &str = "
 CREATE TABLE memory_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE episodes (
@@ -97,6 +108,22 @@ CREATE TABLE memory_log (
 );
 ";
 
+/// Version 1 → 2 (see [`SCHEMA_VERSION`]). Existing episodes are
+/// numbered in their session by date (then insertion); existing facts are
+/// valid from their creation.
+const MIGRATE_V2: &str = "
+ALTER TABLE episodes ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE episodes ADD COLUMN indexed_at TEXT;
+UPDATE episodes SET seq = r.n FROM (
+    SELECT id, row_number() OVER (PARTITION BY namespace, sender, session_id ORDER BY started_at, id) AS n
+    FROM episodes) AS r WHERE episodes.id = r.id;
+CREATE INDEX idx_episodes_session ON episodes(namespace, sender, session_id, seq);
+ALTER TABLE semantic_facts ADD COLUMN valid_at TEXT;
+ALTER TABLE semantic_facts ADD COLUMN superseded_by TEXT;
+UPDATE semantic_facts SET valid_at = created_at;
+ALTER TABLE fact_proposals ADD COLUMN valid_at TEXT;
+";
+
 fn bad(reason: impl Into<String>) -> MemoryError {
     MemoryError::Database {
         path: Default::default(),
@@ -123,7 +150,8 @@ pub(super) fn prepare(conn: &Connection, model_id: &str, dim: usize) -> Result<(
             (model_id, dim.to_string()),
         )?;
         tx.pragma_update(None, "application_id", APPLICATION_ID)?;
-        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        tx.pragma_update(None, "user_version", 1)?;
+        migrate(&tx, 1)?;
         tx.commit()?;
         return Ok(());
     }
@@ -168,5 +196,105 @@ pub(super) fn prepare(conn: &Connection, model_id: &str, dim: usize) -> Result<(
             "its vectors were made by `{stored_model}`, this memory embeds with `{model_id}`"
         )));
     }
+    // Upgraded only once every check passed (a refused file is left as it
+    // was), in one transaction: a crash leaves it at its old version.
+    if version < SCHEMA_VERSION {
+        let tx = conn.unchecked_transaction()?;
+        migrate(&tx, version)?;
+        tx.commit()?;
+    }
     Ok(())
+}
+
+/// Upgrade a database of version `from` to [`SCHEMA_VERSION`] inside the
+/// caller's transaction.
+fn migrate(conn: &Connection, from: i64) -> Result<()> {
+    if from < 2 {
+        conn.execute_batch(MIGRATE_V2)?;
+    }
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    /// A memory database as a version 1 build wrote it, with two episodes
+    /// of one session (the later one inserted first) and a fact.
+    fn plant_v1(path: &std::path::Path, model: &str) {
+        let c = Connection::open(path).unwrap();
+        c.pragma_update(None, "journal_mode", "WAL").unwrap();
+        c.execute_batch(SCHEMA_V1).unwrap();
+        c.execute(
+            "INSERT INTO memory_meta (key, value) VALUES ('embedding_model', ?1), ('embedding_dim', '4')",
+            [model],
+        )
+        .unwrap();
+        for (id, at) in [
+            ("e-b", "2025-01-02T00:00:00Z"),
+            ("e-a", "2025-01-01T00:00:00Z"),
+        ] {
+            c.execute(
+                "INSERT INTO episodes (episode_id, trace_id, session_id, sender, namespace, started_at, user_message, outcome, scope)
+                 VALUES (?1, ?1, 's', 'u', 'default', ?2, 'hello', 'success', 'x')",
+                (id, at),
+            )
+            .unwrap();
+        }
+        c.execute(
+            "INSERT INTO semantic_facts (fact_id, namespace, text, embedding, source, created_at)
+             VALUES ('f-1', 'default', 'a fact', x'00000000', 'manual', '2024-12-01T00:00:00Z')",
+            [],
+        )
+        .unwrap();
+        c.pragma_update(None, "application_id", APPLICATION_ID)
+            .unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+    }
+
+    fn version(path: &std::path::Path) -> i64 {
+        Connection::open(path)
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_version_1_file_is_upgraded_in_place_and_keeps_its_rows() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("episodes.db");
+        plant_v1(&path, "m");
+        let store = Store::open(&path, "m", 4).unwrap();
+        // Numbered in their session by date, whatever the insertion order.
+        let a = store.episode("e-a").unwrap();
+        let b = store.episode("e-b").unwrap();
+        assert_eq!((a.seq, b.seq), (1, 2));
+        let f = store.fact("f-1").unwrap();
+        assert_eq!(f.valid_at, "2024-12-01T00:00:00Z");
+        assert_eq!(f.superseded_by, None);
+        drop(store);
+        assert_eq!(version(&path), SCHEMA_VERSION);
+        let idx: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'idx_episodes_session'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(idx, 1);
+        // Opened again: nothing to do.
+        Store::open(&path, "m", 4).unwrap();
+    }
+
+    #[test]
+    fn a_refused_version_1_file_is_left_at_version_1() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("episodes.db");
+        plant_v1(&path, "another-model");
+        assert!(Store::open(&path, "m", 4).is_err());
+        assert_eq!(version(&path), 1);
+    }
 }

@@ -68,3 +68,19 @@ pub fn memory(dir: &std::path::Path) -> Memory {
     let cfg = MemoryConfig::new(dir.join("memory/episodes.db"), ws);
     Memory::open(cfg, model()).unwrap()
 }
+
+/// One line of the import format: a session of `sender` started at
+/// `start`, each pair a user turn and the assistant's answer.
+pub fn session(sender: &str, id: &str, start: &str, turns: &[(&str, &str)]) -> String {
+    let turns: Vec<serde_json::Value> = turns
+        .iter()
+        .flat_map(|(u, a)| {
+            [
+                serde_json::json!({"role": "user", "content": u}),
+                serde_json::json!({"role": "assistant", "content": a}),
+            ]
+        })
+        .collect();
+    serde_json::json!({"sender": sender, "session_id": id, "started_at": start, "turns": turns})
+        .to_string()
+}

@@ -34,8 +34,18 @@ pub fn validate(policy: &Policy, grant: &Capability) -> Result<(), String> {
 }
 
 impl EnvFactor {
-    /// Phase 1 at host start: keep the `[env]` values.
+    /// Phase 1 at host start: keep the `[env]` values; those whose names
+    /// name a secret (`API_TOKEN`, `DB_PASSWORD`, ...) are remembered as the
+    /// host's secrets (`capsaga_telemetry::secrets`: never in a log, a span
+    /// or the console).
     pub fn load(policy: &Policy) -> EnvFactor {
+        capsaga_telemetry::secrets::remember_all(
+            policy
+                .env
+                .iter()
+                .filter(|(k, _)| capsaga_telemetry::content::secret_key(k))
+                .map(|(_, v)| v.as_str()),
+        );
         EnvFactor {
             values: policy.env.clone(),
         }

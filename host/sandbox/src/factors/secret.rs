@@ -67,6 +67,8 @@ impl SecretFactor {
                     })?
                 }
             };
+            // Never in a log, a span, a metric or the console.
+            capsaga_telemetry::secrets::remember(raw.expose());
             let bad = || FactorError::SecretValue { name: name.clone() };
             if raw.expose().is_empty() || !capsaga_core::policy::is_header_value(raw.expose()) {
                 return Err(bad());

@@ -2,15 +2,14 @@
 //! tools listed and called (each call a step through the door), resources
 //! read, the session's saga ended.
 
-use super::McpSession;
 use super::elicit::{Elicit, client_name, supports_elicitation};
 use super::stateless;
+use super::{McpSession, Scoped};
 use crate::{resources, tools};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::principal::{Principal, Role};
-use capsaga_door::dispatch::{Args, Call};
+use capsaga_door::dispatch::{Args, Call, Scope};
 use capsaga_door::saga::Saga;
-use capsaga_store::Origin;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
     ProgressNotificationParam,
@@ -73,17 +72,17 @@ impl McpSession {
             self.forget_if_ended(&mut slot).await;
             slot.take()
         };
-        let Some(mut saga) = taken else {
+        let Some(mut held) = taken else {
             return to_result(tools::result(
                 "no saga is open in this session: nothing to do".into(),
                 false,
                 Some(json!({"saga_id": null})),
             ));
         };
-        let out = self.end_saga_tool(name, &mut saga, door).await?;
-        if saga.state() == capsaga_core::fsm::State::AwaitingApproval {
+        let out = self.end_saga_tool(name, &mut held.saga, door).await?;
+        if held.saga.state() == capsaga_core::fsm::State::AwaitingApproval {
             // A parked saga stays the session's: it waits for its human.
-            *self.state.saga.lock().await = Some(saga);
+            *self.state.saga.lock().await = Some(held);
         }
         to_result(out)
     }
@@ -99,7 +98,20 @@ impl McpSession {
     ) -> Result<Value, McpError> {
         let id = saga.id().to_string();
         if name == tools::COMMIT {
-            let state = door.finish(saga).await.map_err(internal)?;
+            let state = match door.finish(saga).await {
+                Ok(state) => state,
+                Err(e) => {
+                    let capsaga_door::dispatch::DispatchError::InDoubt { report, .. } = &e else {
+                        return Err(internal(e));
+                    };
+                    // Not committed: a step's outcome was never written;
+                    // the saga was rolled back instead.
+                    let structured = json!({"saga_id": id, "saga_state": report.final_state.to_string(),
+                        "committed": false,
+                        "undone": serde_json::to_value(&report.undone).unwrap_or(Value::Null)});
+                    return Ok(tools::result(e.to_string(), true, Some(structured)));
+                }
+            };
             if state == capsaga_core::fsm::State::AwaitingApproval {
                 let text = format!(
                     "saga {id} waits for an approval: approve or deny it, call the tool again, or roll back with {}",
@@ -134,13 +146,24 @@ impl McpSession {
         }
     }
 
-    /// Forget the session's saga when it ended elsewhere (an operator's
-    /// denial over REST or the CLI rolled it back): the next call starts a
-    /// new one.
-    async fn forget_if_ended(&self, slot: &mut Option<Saga>) {
-        let Some(saga) = slot.as_ref() else {
+    /// Forget the session's saga when it ended elsewhere (the operator
+    /// rolled it back once the session no longer held it), or roll it back
+    /// here when it is parked on an approval an operator denied (the denial
+    /// leaves a saga the session holds to the session,
+    /// `Dispatcher::end_if_denied`): the next call starts a new one.
+    async fn forget_if_ended(&self, slot: &mut Option<Scoped>) {
+        let Some(saga) = slot.as_mut().map(|s| &mut s.saga) else {
             return;
         };
+        let door = self.state.shared.door();
+        match door.end_if_denied(saga).await {
+            Ok(true) => {
+                *slot = None;
+                return;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!("saga {}: rollback after a denial: {e}", saga.id()),
+        }
         let host = self.state.shared.live.host();
         let store = &host.store;
         if let Ok(Some(row)) = store.saga(saga.id()).await
@@ -295,14 +318,14 @@ impl McpSession {
         self.forget_if_ended(&mut slot).await;
         if slot.is_none() {
             let label = format!("mcp session ({})", client_name(&context.peer));
-            let mut saga = door
-                .start_as(&self.state.principal, Origin::Mcp, &label, None)
+            let (mut saga, hold) = door
+                .open(&self.state.principal, Scope::Session, &label, None)
                 .await
                 .map_err(internal)?;
             door.set_autonomy(&mut saga, shared.autonomy());
-            *slot = Some(saga);
+            *slot = Some(Scoped { saga, hold });
         }
-        let Some(saga) = slot.as_mut() else {
+        let Some(saga) = slot.as_mut().map(|s| &mut s.saga) else {
             return Err(internal("no saga"));
         };
         let saga_id = saga.id().to_string();
@@ -335,15 +358,16 @@ impl McpSession {
         let Some(submitted) = submitted else {
             // Cancelled: the call's future (the tool's instance with it) is
             // dropped; the saga is settled from its log (the session's lock
-            // held meanwhile: no other call of the session runs behind it).
-            *slot = None;
+            // and its hold on the saga kept meanwhile: no other call of the
+            // session, and no other scope, runs behind it).
+            let hold = slot.take().map(|s| s.hold);
             let kept = self.settle_cancelled(&saga_id, first_seq).await;
             let what = if kept.is_some() {
                 "the call had not begun; the session's saga goes on as it was"
             } else {
                 "saga recovered from its log (whatever it had begun was compensated)"
             };
-            *slot = kept;
+            *slot = kept.zip(hold).map(|(saga, hold)| Scoped { saga, hold });
             drop(slot);
             let e = ToolError::with_hint(
                 ErrorKind::Timeout,
@@ -381,9 +405,9 @@ impl McpSession {
         if ended {
             // Rolled back (a failed side effect), or denied by the human:
             // the saga is over; a denied one is rolled back now.
-            if let Some(mut saga) = slot.take()
-                && saga.state() == capsaga_core::fsm::State::AwaitingApproval
-                && let Err(e) = door.abort(&mut saga).await
+            if let Some(mut held) = slot.take()
+                && held.saga.state() == capsaga_core::fsm::State::AwaitingApproval
+                && let Err(e) = door.abort(&mut held.saga).await
             {
                 tracing::warn!("saga {saga_id}: rollback after a denial: {e}");
             }

@@ -47,7 +47,7 @@ pub mod tasks;
 
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::{Principal, Role};
-use capsaga_door::dispatch::Dispatcher;
+use capsaga_door::dispatch::{Dispatcher, Hold};
 use capsaga_door::saga::Saga;
 use std::sync::Arc;
 
@@ -98,9 +98,6 @@ pub struct McpShared {
     /// when the operating system gave no random key, and then no state is
     /// issued or accepted ([`McpShared::states`]).
     pub request_states: Option<rmcp::model::RequestStateCodec>,
-    /// Sagas a stateless request drives on this host now, by id
-    /// ([`stateless`]).
-    pub driving: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The tasks of stateless clients ([`tasks`]).
     pub tasks: tasks::Tasks,
 }
@@ -132,6 +129,13 @@ impl McpShared {
     }
 }
 
+/// A saga and this process's hold on it (`dispatch::scope`): the saga of a
+/// session, a request or a task while it drives it.
+pub(super) struct Scoped {
+    pub saga: Saga,
+    pub hold: Hold,
+}
+
 /// One MCP session: its saga.
 #[derive(Clone)]
 pub struct McpSession {
@@ -143,7 +147,9 @@ struct SessionState {
     /// The principal that opened the session (every later request must be
     /// its own).
     principal: Principal,
-    saga: tokio::sync::Mutex<Option<Saga>>,
+    /// The session's saga, held by the session (`dispatch::scope`): no
+    /// other scope of this process continues, commits or rolls it back.
+    saga: tokio::sync::Mutex<Option<Scoped>>,
     /// Resource URIs this session subscribed to.
     subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
@@ -182,26 +188,36 @@ impl McpSession {
     /// dropped).
     pub async fn end(&self) {
         let saga = self.state.saga.lock().await.take();
-        if let Some(saga) = saga {
-            end_saga(&self.state.shared, saga).await;
+        if let Some(s) = saga {
+            end_saga(&self.state.shared, s.saga, Some(s.hold)).await;
         }
     }
 }
 
 impl Drop for SessionState {
     fn drop(&mut self) {
-        let Some(saga) = self.saga.get_mut().take() else {
+        let Some(s) = self.saga.get_mut().take() else {
             return;
         };
         let shared = self.shared.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { end_saga(&shared, saga).await });
+            rt.spawn(async move { end_saga(&shared, s.saga, Some(s.hold)).await });
         }
     }
 }
 
-async fn end_saga(shared: &McpShared, mut saga: Saga) {
+/// End `saga` by the server's session-end rule, then let go of this
+/// process's `hold` on it.
+async fn end_saga(shared: &McpShared, mut saga: Saga, hold: Option<Hold>) {
+    let _hold = hold;
     let door = &shared.door();
+    // Parked on an approval an operator denied: rolled back, whatever the
+    // rule (nothing can continue it).
+    match door.end_if_denied(&mut saga).await {
+        Ok(true) => return,
+        Ok(false) => {}
+        Err(e) => tracing::warn!("mcp session end: saga {}: {e}", saga.id()),
+    }
     let r = match shared.session_end {
         SessionEnd::Commit => door.finish(&mut saga).await.map(|_| ()),
         SessionEnd::Rollback => door.abort(&mut saga).await.map(|_| ()),

@@ -60,9 +60,10 @@ pub(super) fn span(
     }
     // The request's own context first; the HTTP request's otherwise (a
     // `tracestate` only goes with the `traceparent` it came with).
+    let joined = http.and_then(|p| tracestate(&p.headers));
     let (parent, state) = match meta(context, "traceparent") {
         Some(p) => (Some(p), meta(context, "tracestate")),
-        None => (header(http, "traceparent"), header(http, "tracestate")),
+        None => (header(http, "traceparent"), joined.as_deref()),
     };
     capsaga_telemetry::propagation::remote_parent(&span, parent, state);
     span
@@ -73,7 +74,19 @@ fn meta<'a>(context: &'a RequestContext<RoleServer>, key: &str) -> Option<&'a st
     context.meta.get(key).and_then(|v| v.as_str())
 }
 
-/// The HTTP request's header `name`, as text.
+/// The `tracestate` headers of a request, joined (W3C Trace Context: a
+/// list that may come in several headers, read whole).
+pub(super) fn tracestate(headers: &http::HeaderMap) -> Option<String> {
+    let parts: Vec<&str> = headers
+        .get_all("tracestate")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
+/// The HTTP request's header `name`, as text (the routing headers it is
+/// asked for are single: `serve::wire`).
 fn header<'a>(http: Option<&'a http::request::Parts>, name: &str) -> Option<&'a str> {
     http.and_then(|p| p.headers.get(name))
         .and_then(|v| v.to_str().ok())

@@ -156,6 +156,14 @@ pub fn record_unread(headers: &HeaderMap, status: u16) {
     record(b"", headers, status, None);
 }
 
+/// Emit the span of a request whose body was admitted but refused before
+/// any handler (its routing headers say another request than the body:
+/// `wire::agree`): named and parented from the body, as rmcp's own
+/// refusals are, failed with the JSON-RPC `code` of the answer.
+pub fn record_admitted(body: &[u8], headers: &HeaderMap, status: u16, code: i64) {
+    record(body, headers, status, Some(code));
+}
+
 /// Emit the span of one refused HTTP request.
 fn record(body: &[u8], headers: &HeaderMap, status: u16, code: Option<i64>) {
     let request = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
@@ -196,9 +204,10 @@ impl Asked {
             Some(Value::Number(n)) => n.to_string(),
             _ => String::new(),
         };
+        let joined = headers.and_then(super::observe::tracestate);
         let (parent, state) = match meta("traceparent") {
             Some(p) => (Some(p), meta("tracestate")),
-            None => (header("traceparent"), header("tracestate")),
+            None => (header("traceparent"), joined.as_deref()),
         };
         let own = |v: Option<&str>| v.map(|v| spans::bounded(v).to_string());
         Asked {

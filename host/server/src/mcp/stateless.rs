@@ -18,7 +18,12 @@
 //!   up in the store: any host sharing the store finds it. It is bound to
 //!   its principal: a handle of another principal's saga, a handle naming
 //!   no saga, and a malformed one get the same refusal (nothing tells them
-//!   apart); a handle of a saga that ended is refused as ended.
+//!   apart); a handle of a saga that ended is refused as ended. It names
+//!   only a saga opened by a stateless request (one saga, one scope:
+//!   `dispatch::scope`): the saga of a live 2025-11-25 session, of a task,
+//!   of a REST or agent turn or of a plan, the principal's own included,
+//!   is refused, naming the scope that opened it; nothing of it is
+//!   continued, committed or rolled back.
 //! - Any host sharing the store serves the next request of a handle: at
 //!   the end of a request that leaves its saga open (handle kept, or
 //!   parked for an approval) the serving host releases the saga
@@ -30,8 +35,9 @@
 //!   saga, which is recovered (rolled back) as before. See
 //!   `dispatch::handles`.
 //! - Two requests of one handle never run at once: on one host the second
-//!   is refused as busy; on two hosts one claims the saga and the other
-//!   gets the same "busy, retry" refusal (`DispatchError::Busy`).
+//!   finds the saga held by the first (`DispatchError::Held`) and is
+//!   refused as busy; on two hosts one claims the saga and the other gets
+//!   the same "busy, retry" refusal (`DispatchError::Busy`).
 //! - A handle not used for `--handle-idle-ms` (30 minutes by default) is
 //!   abandoned: whichever host's sweep finds it first ends its saga by
 //!   `--on-abandoned-handle` (rollback by default), logged. A saga parked
@@ -50,15 +56,15 @@ use crate::tools;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::principal::{Principal, Role};
-use capsaga_door::dispatch::{Args, Call, DispatchError, Outcome, Settled};
+use capsaga_door::dispatch::{
+    Act, Args, Call, DispatchError, Hold, Outcome, Scope, ScopeError, Settled, Via,
+};
 use capsaga_door::saga::Saga;
-use capsaga_store::Origin;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, InputRequiredResult, InputResponses, ProtocolVersion};
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 /// The `_meta` key of a saga handle, in requests and results.
 pub const SAGA_META: &str = "dev.capsaga/saga";
@@ -115,21 +121,6 @@ fn well_formed(handle: &str) -> bool {
             .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c) || c == '-')
 }
 
-/// Marks a saga busy on this host while a request drives it (and, after a
-/// request stopped mid-way, until its saga is settled).
-struct Driving {
-    shared: Arc<super::McpShared>,
-    id: String,
-}
-
-impl Drop for Driving {
-    fn drop(&mut self) {
-        if let Ok(mut b) = self.shared.driving.lock() {
-            b.remove(&self.id);
-        }
-    }
-}
-
 /// What a request holds of its saga, for settling it if the request stops
 /// mid-way (`Dispatcher::settle_interrupted`): filled in by the request as
 /// it opens the saga, read by [`McpSession::call_stateless`] when the
@@ -144,16 +135,17 @@ struct Flight {
     first_seq: u64,
     /// Whether the saga outlives the request (a handle's).
     keep: bool,
-    /// This host's busy mark of a handle's saga.
-    _busy: Option<Driving>,
+    /// This host's hold on the saga (`dispatch::scope`), kept until the
+    /// saga is settled.
+    _hold: Option<Hold>,
 }
 
 impl Flight {
-    fn open(&mut self, saga: &Saga, keep: bool, driving: Option<Driving>) {
+    fn open(&mut self, saga: &Saga, keep: bool, hold: Hold) {
         self.saga = Some(saga.id().to_string());
         self.first_seq = saga.next_seq();
         self.keep = keep;
-        self._busy = driving;
+        self._hold = Some(hold);
     }
 }
 
@@ -179,51 +171,38 @@ impl McpSession {
         }
     }
 
-    /// Re-open the saga `handle` names for this request's principal.
-    async fn open_handle(&self, handle: &str) -> Result<(Saga, Driving), McpError> {
+    /// Re-open the saga `handle` names for this request's principal, to
+    /// `act` on it: the door's one check of principal, scope and ownership
+    /// (`Dispatcher::reopen` through `Via::Handle`).
+    async fn open_handle(&self, handle: &str, act: Act) -> Result<(Saga, Hold), McpError> {
         let shared = &self.state.shared;
         if !well_formed(handle) {
             return Err(unknown_handle());
         }
-        let host = shared.live.host();
-        let row = host
-            .store
-            .saga(handle)
-            .await
-            .map_err(super::handler::internal)?
-            .filter(|r| r.principal.as_deref() == Some(self.state.principal.name.as_str()))
-            .filter(|r| r.origin == Origin::Mcp.as_str())
-            .ok_or_else(unknown_handle)?;
-        if row.state.is_terminal() {
-            return Err(McpError::invalid_params(
-                format!("saga {handle} has ended ({}): start a new one", row.state),
-                None,
-            ));
-        }
-        let fresh = shared
-            .driving
-            .lock()
-            .map(|mut b| b.insert(handle.to_string()))
-            .unwrap_or(false);
-        if !fresh {
-            return Err(busy(handle));
-        }
-        let guard = Driving {
-            shared: shared.clone(),
-            id: handle.to_string(),
-        };
-        let mut saga = shared
-            .door()
-            .resume_continuing(handle)
+        let door = shared.door();
+        let (mut saga, hold) = door
+            .reopen(handle, Via::Handle, act, &self.state.principal)
             .await
             .map_err(|e| match e {
-                // Another host serves a request of this handle now (it owns
-                // the saga, or claimed it first): the same refusal as here.
-                DispatchError::Busy { .. } => busy(handle),
+                DispatchError::NotFound(_) | DispatchError::Scope(ScopeError::NotYours) => {
+                    unknown_handle()
+                }
+                DispatchError::Scope(ScopeError::Ended(state)) => McpError::invalid_params(
+                    format!("saga {handle} has ended ({state}): start a new one"),
+                    None,
+                ),
+                DispatchError::Scope(e) => {
+                    McpError::invalid_params(format!("saga {handle}: {e}"), None)
+                }
+                // Another request of this handle runs now, here (it holds
+                // the saga) or on another host (it owns the saga, or
+                // claimed it first): the same refusal.
+                DispatchError::Busy { .. } | DispatchError::Held { .. } => busy(handle),
+                e @ DispatchError::Store(_) => super::handler::internal(e),
                 e => McpError::invalid_request(e.to_string(), None),
             })?;
-        shared.door().set_autonomy(&mut saga, shared.autonomy());
-        Ok((saga, guard))
+        door.set_autonomy(&mut saga, shared.autonomy());
+        Ok((saga, hold))
     }
 
     /// `tools/call` of a capsaga tool (or a session tool) on a request
@@ -328,8 +307,13 @@ impl McpSession {
                     Some(json!({"saga_id": null})),
                 ));
             };
-            let (mut saga, driving) = self.open_handle(&h).await?;
-            flight.open(&saga, true, Some(driving));
+            let act = if name == tools::COMMIT {
+                Act::Commit
+            } else {
+                Act::Rollback
+            };
+            let (mut saga, hold) = self.open_handle(&h, act).await?;
+            flight.open(&saga, true, hold);
             // Still open after a commit that parked it: released. After a
             // failure of the door itself it stays this host's (recovery
             // finishes it if this host goes).
@@ -341,8 +325,8 @@ impl McpSession {
         }
         let (mut saga, keep) = match handle.as_deref() {
             Some(h) if h != NEW_SAGA => {
-                let (s, d) = self.open_handle(h).await?;
-                flight.open(&s, true, Some(d));
+                let (s, hold) = self.open_handle(h, Act::Continue).await?;
+                flight.open(&s, true, hold);
                 (s, true)
             }
             other => {
@@ -350,13 +334,13 @@ impl McpSession {
                     "mcp request ({})",
                     super::elicit::client_label(context.client_info().as_ref())
                 );
-                let mut s = door
-                    .start_as(&self.state.principal, Origin::Mcp, &label, None)
+                let (mut s, hold) = door
+                    .open(&self.state.principal, Scope::Handle, &label, None)
                     .await
                     .map_err(super::handler::internal)?;
                 door.set_autonomy(&mut s, shared.autonomy());
                 let keep = other == Some(NEW_SAGA);
-                flight.open(&s, keep, None);
+                flight.open(&s, keep, hold);
                 (s, keep)
             }
         };
@@ -398,8 +382,10 @@ impl McpSession {
         };
         let call = Call::new(name, Args::Value(&args)).with_approver(&approver);
         // A failure of the door itself (the store) leaves the saga this
-        // host's, unreleased: a step may be in doubt, and recovery must
-        // see it once this host is gone.
+        // host's, unreleased: a step may be in doubt. Dropped in doubt, it
+        // is rolled back by this host once the store answers
+        // (`serve::cluster::doubt_loop`), or by recovery if this host goes
+        // first; a request of the handle meanwhile rolls it back itself.
         let submitted = door
             .submit(&mut saga, call)
             .await
@@ -438,13 +424,13 @@ impl McpSession {
             return super::handler::to_result(out);
         }
         if keep || parked {
-            // Released before this host's busy mark goes (`flight` holds
-            // it): the next request of the handle, here or on another host,
+            // Released before this host's hold goes (`flight` keeps it):
+            // the next request of the handle, here or on another host,
             // claims it.
             self.release(saga).await;
             return super::handler::to_result(with_handle(out, Some(&saga_id)));
         }
-        super::end_saga(shared, saga).await;
+        super::end_saga(shared, saga, flight._hold.take()).await;
         super::handler::to_result(out)
     }
 

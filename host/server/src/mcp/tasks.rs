@@ -15,7 +15,14 @@
 //!   `tasks/update`, its decision is recorded as the stateless revision's
 //!   is, and the call runs (accepted) or the saga rolls back (declined).
 //!   Any other approval ends the task `completed` with the
-//!   pending-approval result (an operator decides).
+//!   pending-approval result (an operator decides), and the task's saga
+//!   ends with its task (rolled back: nothing ran; one saga, one scope,
+//!   and the task is gone): once an operator approved, the same
+//!   principal's identical call (a new task, or any other of its calls)
+//!   claims the approval and runs once.
+//! - The task's saga is the task's (`dispatch::scope`, `Scope::Task`): held
+//!   by its run while it runs, never continued, committed or rolled back
+//!   through a saga handle or any other scope.
 //! - `tasks/cancel` aborts the call (its future, the tool's instance with
 //!   it, is dropped), then the saga is recovered from its log as after a
 //!   crash: the step FAILs and what the saga committed is compensated; the
@@ -34,8 +41,7 @@
 use super::McpShared;
 use crate::tools;
 use capsaga_core::principal::Principal;
-use capsaga_door::dispatch::{Args, Call, DispatchError};
-use capsaga_store::Origin;
+use capsaga_door::dispatch::{Act, Args, Call, DispatchError, Hold, Scope, Via};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     CreateTaskResult, DetailedTask, GetTaskResult, InputRequests, InputResponses, JsonObject, Task,
@@ -313,8 +319,8 @@ impl Tasks {
     ) -> Result<CreateTaskResult, McpError> {
         let door = shared.door();
         let label = format!("mcp task ({tool})");
-        let mut saga = door
-            .start_as(who, Origin::Mcp, &label, None)
+        let (mut saga, hold) = door
+            .open(who, Scope::Task, &label, None)
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         door.set_autonomy(&mut saga, shared.autonomy());
@@ -330,7 +336,7 @@ impl Tasks {
                 shared: s.clone(),
                 id: task_id.clone(),
             };
-            let payload = run_call(&asker, saga, &name, &args, &who, elicits).await;
+            let payload = run_call(&asker, (saga, hold), &name, &args, &who, elicits).await;
             s.tasks.set(&task_id, payload);
         });
         if let Ok(mut t) = shared.tasks.table.lock()
@@ -391,12 +397,14 @@ impl Tasks {
             return Ok(());
         };
         let door = shared.door();
-        match door.resume(&saga_id).await {
-            Ok(mut saga) => {
+        match door.reopen(&saga_id, Via::Task, Act::Rollback, who).await {
+            Ok((mut saga, _hold)) => {
                 if let Err(e) = door.recover(&mut saga).await {
                     tracing::warn!("cancelled task: recovering saga {saga_id}: {e}");
                 }
             }
+            // Ended with its run (nothing to undo).
+            Err(DispatchError::Scope(capsaga_door::dispatch::ScopeError::Ended(_))) => {}
             Err(e) => tracing::warn!("cancelled task: re-opening saga {saga_id}: {e}"),
         }
         Ok(())
@@ -417,18 +425,21 @@ impl Asker {
     }
 }
 
-/// The work of a capsaga task: the call through the door in `saga`; a
-/// confirmation the client may give asked through the task (see the
-/// module doc); the saga ended unless it waits for an operator.
+/// The work of a capsaga task: the call through the door in `saga` (held
+/// by the task while it runs); a confirmation the client may give asked
+/// through the task (see the module doc); the saga ended with the task
+/// (rolled back when it waits for an operator: nothing ran, and nothing
+/// but the task could continue it).
 async fn run_call(
     asker: &Asker,
-    mut saga: capsaga_door::saga::Saga,
+    held: (capsaga_door::saga::Saga, Hold),
     name: &str,
     args: &Value,
     who: &Principal,
     elicits: bool,
 ) -> TaskPayload {
     use capsaga_door::dispatch::Outcome;
+    let (mut saga, hold) = held;
     let s = &asker.shared;
     let door = s.door();
     let saga_id = saga.id().to_string();
@@ -490,8 +501,12 @@ async fn run_call(
         };
     }
     let out = tools::outcome(name, &saga_id, &submitted);
-    if !saga.state().is_terminal() && saga.state() != capsaga_core::fsm::State::AwaitingApproval {
-        super::end_saga(s, saga).await;
+    if saga.state() == capsaga_core::fsm::State::AwaitingApproval {
+        if let Err(e) = door.abort(&mut saga).await {
+            tracing::warn!("task: ending saga {saga_id} parked for an operator: {e}");
+        }
+    } else if !saga.state().is_terminal() {
+        super::end_saga(s, saga, Some(hold)).await;
     }
     complete(out)
 }

@@ -5,11 +5,12 @@
 //! ([`super::steps`]), at most once.
 
 use super::super::{
-    ApprovalOpError, ApprovalRow, ApprovalStore, MIN_ID_PREFIX, NewApproval, StoreError,
+    ApprovalOpError, ApprovalRow, ApprovalStore, Approved, MIN_ID_PREFIX, NewApproval, StoreError,
 };
 use super::log::append;
-use super::sagas::{ENDED_STATES, missing_or_fenced};
+use super::sagas::missing_or_fenced;
 use super::{Conn, PgStore, execute, get, i64_of, query, query_opt, to_json};
+use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
 use async_trait::async_trait;
 use capsaga_core::approval::{ApprovalError, ApprovalStatus, Binding};
@@ -321,26 +322,34 @@ impl ApprovalStore for PgStore {
         &self,
         binding: &Binding,
         now: &str,
-    ) -> Result<Vec<(ApprovalRow, bool)>, StoreError> {
+        claimant: &str,
+    ) -> Result<Vec<Approved>, StoreError> {
         let cols: String = COLUMNS
             .split(", ")
             .map(|c| format!("a.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
+        let rule = crate::claim::may_claim("a", "$5");
         let c = self.conn().await?;
         let rows = query(
             &c,
             &format!(
-                "SELECT {cols}, s.state IN {ENDED_STATES} FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
+                "SELECT {cols}, s.state IN {ENDED_STATES}, s.principal FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
                  WHERE a.tool_id = $1 AND a.tool_hash = $2 AND a.args_hash = $3 AND a.status = 'approved'
-                   AND (a.expires_at IS NULL OR a.expires_at > $4)
+                   AND (a.expires_at IS NULL OR a.expires_at > $4) AND {rule}
                  ORDER BY a.created_at, a.ord LIMIT 64"
             ),
-            &[&binding.tool_id, &binding.tool_hash, &binding.args_hash, &now],
+            &[&binding.tool_id, &binding.tool_hash, &binding.args_hash, &now, &claimant],
         )
         .await?;
         rows.iter()
-            .map(|r| Ok((decode(r)?, get::<bool>(r, 20)?)))
+            .map(|r| {
+                Ok(Approved {
+                    approval: decode(r)?,
+                    requester_ended: get::<bool>(r, 20)?,
+                    requester_principal: get::<Option<String>>(r, 21)?,
+                })
+            })
             .collect()
     }
 

@@ -10,10 +10,13 @@
 //! spent plus what is reserved is read after the previous reservation of
 //! the day committed). Expiry is the database's clock, as leases are.
 
-use super::super::{BudgetStore, DayRow, NewReservation, Reserved, StoreError};
+use super::super::{
+    BudgetStore, DayRow, GapRow, Learnt, NewReservation, Reserved, StoreError, ledger_usd,
+};
 use super::{Conn, PgStore, execute, get, get_u64, i64_of, query, query_opt};
 use crate::clock::now_rfc3339;
 use async_trait::async_trait;
+use capsaga_core::budget::learn::{Ratios, overrun};
 use capsaga_core::budget::reserve::admits;
 
 /// The advisory lock of a day's reservations: one key per day, in a key
@@ -64,6 +67,54 @@ async fn add(
 
 #[async_trait]
 impl BudgetStore for PgStore {
+    async fn settle_spend_learnt(
+        &self,
+        id: &str,
+        day: &str,
+        usd: f64,
+        (input_tokens, output_tokens): (u64, u64),
+        learnt: Option<&Learnt<'_>>,
+    ) -> Result<(), StoreError> {
+        let now = now_rfc3339();
+        let (id, day) = (id.to_owned(), day.to_owned());
+        let usd = ledger_usd(usd);
+        let learnt = learnt.map(Learnt::stored);
+        self.write(move |c| {
+            Box::pin(async move {
+                // Under the day's lock too: a reservation admitted meanwhile
+                // sees either the reservation or the spend (and what it
+                // taught), never neither.
+                execute(
+                    c,
+                    "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+                    &[&BUDGET_LOCK_SPACE, &day],
+                )
+                .await?;
+                execute(c, "DELETE FROM budget_reservations WHERE id = $1", &[&id]).await?;
+                if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
+                    add(c, &day, usd, input_tokens, output_tokens, &now).await?;
+                }
+                if let Some(l) = &learnt {
+                    let over = overrun(l.reserved_usd, usd);
+                    execute(
+                        c,
+                        "INSERT INTO budget_ratios (provider, model, day, calls, reserved_usd, charged_usd, over_usd, input_ratio, output_ratio, updated_at)
+                         VALUES ($1, $2, $3, 1, $4, $5, $6, $7, $8, $9)
+                         ON CONFLICT (provider, model, day) DO UPDATE SET calls = budget_ratios.calls + 1,
+                           reserved_usd = budget_ratios.reserved_usd + $4, charged_usd = budget_ratios.charged_usd + $5,
+                           over_usd = budget_ratios.over_usd + $6,
+                           input_ratio = GREATEST(budget_ratios.input_ratio, $7),
+                           output_ratio = GREATEST(budget_ratios.output_ratio, $8), updated_at = $9",
+                        &[&l.provider, &l.model, &day, &l.reserved_usd, &usd, &over, &l.ratios.input, &l.ratios.output, &now],
+                    )
+                    .await?;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
     async fn day_spent(&self, day: &str) -> Result<f64, StoreError> {
         let c = self.conn().await?;
         spent(&c, day).await
@@ -120,39 +171,52 @@ impl BudgetStore for PgStore {
         .await
     }
 
-    async fn settle_spend(
+    async fn usage_ratios(
         &self,
-        id: &str,
-        day: &str,
-        usd: f64,
-        input_tokens: u64,
-        output_tokens: u64,
-    ) -> Result<(), StoreError> {
-        let now = now_rfc3339();
-        let (id, day) = (id.to_owned(), day.to_owned());
-        let usd = if usd.is_finite() && usd > 0.0 {
-            usd
-        } else {
-            0.0
-        };
-        self.write(move |c| {
-            Box::pin(async move {
-                // Under the day's lock too: a reservation admitted meanwhile
-                // sees either the reservation or the spend, never neither.
-                execute(
-                    c,
-                    "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-                    &[&BUDGET_LOCK_SPACE, &day],
-                )
-                .await?;
-                execute(c, "DELETE FROM budget_reservations WHERE id = $1", &[&id]).await?;
-                if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
-                    add(c, &day, usd, input_tokens, output_tokens, &now).await?;
-                }
-                Ok(())
+        provider: &str,
+        model: &str,
+        since_day: &str,
+    ) -> Result<Ratios, StoreError> {
+        let c = self.conn().await?;
+        let rows = query(
+            &c,
+            "SELECT COALESCE(MAX(input_ratio), 0)::float8, COALESCE(MAX(output_ratio), 0)::float8
+             FROM budget_ratios WHERE provider = $1 AND model = $2 AND day >= $3",
+            &[&provider, &model, &since_day],
+        )
+        .await?;
+        rows.first().map_or(Ok(Ratios::default()), |r| {
+            Ok(Ratios {
+                input: get(r, 0)?,
+                output: get(r, 1)?,
             })
         })
-        .await
+    }
+
+    async fn budget_gaps(&self, since_day: &str) -> Result<Vec<GapRow>, StoreError> {
+        let c = self.conn().await?;
+        let rows = query(
+            &c,
+            "SELECT day, provider, model, calls, reserved_usd, charged_usd, over_usd, input_ratio, output_ratio
+             FROM budget_ratios WHERE day >= $1 ORDER BY day DESC, provider, model",
+            &[&since_day],
+        )
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(GapRow {
+                    day: get(r, 0)?,
+                    provider: get(r, 1)?,
+                    model: get(r, 2)?,
+                    calls: get_u64(r, 3)?,
+                    reserved_usd: get(r, 4)?,
+                    charged_usd: get(r, 5)?,
+                    over_usd: get(r, 6)?,
+                    input_ratio: get(r, 7)?,
+                    output_ratio: get(r, 8)?,
+                })
+            })
+            .collect()
     }
 
     async fn record_spend(

@@ -7,13 +7,14 @@ use super::super::{
 };
 use super::log::append;
 use super::{Conn, PgStore, execute, get, get_u64, i64_of, query, query_opt, steps};
+use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
 use async_trait::async_trait;
 use capsaga_core::fsm::State;
+use capsaga_core::scope::Scope;
 use serde_json::{Value, json};
 
-const SAGA_COLUMNS: &str =
-    "saga_id, state, origin, label, created_at, updated_at, owner, fence, principal, released_at";
+const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner, fence, principal, released_at, scope";
 
 /// The database's clock now, as `clock::now_rfc3339` writes a time (text
 /// order is time order).
@@ -22,9 +23,6 @@ const DB_NOW: &str =
 
 /// The database's clock `$3` milliseconds ago, written as [`DB_NOW`].
 const DB_AGO: &str = r#"to_char((clock_timestamp() - $3::bigint * interval '1 millisecond') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#;
-
-/// The terminal states, as SQL.
-pub(super) const ENDED_STATES: &str = "('Done', 'FailedRolledBack', 'FailedRollbackPartial')";
 
 fn decode_saga(r: &tokio_postgres::Row) -> Result<SagaRow, StoreError> {
     let state: String = get(r, 1)?;
@@ -39,6 +37,9 @@ fn decode_saga(r: &tokio_postgres::Row) -> Result<SagaRow, StoreError> {
         fence: get_u64(r, 7)?,
         principal: get(r, 8)?,
         released_at: get(r, 9)?,
+        scope: get::<Option<String>>(r, 10)?
+            .as_deref()
+            .and_then(Scope::parse),
     })
 }
 
@@ -84,7 +85,7 @@ impl SagaStore for PgStore {
         let plan_hash = s
             .plan
             .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
-        let origin = s.origin.as_str();
+        let (origin, scope) = (s.scope.origin(), s.scope.as_str());
         let (saga_id, label, owner, plan, state, principal) = (
             s.saga_id.to_owned(),
             s.label.to_owned(),
@@ -97,11 +98,11 @@ impl SagaStore for PgStore {
             Box::pin(async move {
                 execute(
                     c,
-                    "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, fence, principal) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9)",
-                    &[&saga_id, &state.as_str(), &origin, &label, &at, &owner, &plan, &i64_of(FIRST_FENCE), &principal],
+                    "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, fence, principal, scope) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $10)",
+                    &[&saga_id, &state.as_str(), &origin, &label, &at, &owner, &plan, &i64_of(FIRST_FENCE), &principal, &scope],
                 )
                 .await?;
-                let mut detail = json!({"state": state.as_str(), "origin": origin, "label": label, "plan_sha256": plan_hash});
+                let mut detail = json!({"state": state.as_str(), "origin": origin, "scope": scope, "label": label, "plan_sha256": plan_hash});
                 if let (Some(p), Some(d)) = (&principal, detail.as_object_mut()) {
                     d.insert("principal".into(), json!(p));
                 }
@@ -267,6 +268,15 @@ impl SagaStore for PgStore {
                 .await?;
                 if n == 0 {
                     return Err(missing_or_fenced(c, &saga_id, fence).await?);
+                }
+                if state == State::Done
+                    && let Some(step) = steps::first_in_doubt(c, &saga_id).await?
+                {
+                    // The write's savepoint is rolled back with the update.
+                    return Err(StoreError::InDoubt {
+                        saga: saga_id.clone(),
+                        step,
+                    });
                 }
                 append(c, &saga_id, None, "STATE", &detail, &at).await
             })

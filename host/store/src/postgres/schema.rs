@@ -16,7 +16,7 @@ use capsaga_core::wal_row::GENESIS;
 use std::path::PathBuf;
 
 /// The newest migration this capsaga knows.
-pub const PG_SCHEMA_VERSION: i64 = 5;
+pub const PG_SCHEMA_VERSION: i64 = 7;
 
 /// The advisory lock key of migrations ("CAPS").
 const MIGRATION_LOCK: i64 = 0x4341_5053;
@@ -249,9 +249,44 @@ const V4: &str = r#"
 ALTER TABLE saga_state ADD COLUMN released_at TEXT;
 "#;
 
-/// Version 5: what the SQLite store's version 11 added (issue 47): the
-/// label of what each step brought into its saga (information flow).
+/// Version 5 (issue 45): `scope` of `saga_state`, the scope that opened
+/// each saga (`capsaga_core::scope::Scope`); only that scope continues,
+/// commits or rolls it back. Older sagas get the scope their origin tells
+/// for sure (a plan, a call, an MCP saga released between requests: a
+/// handle's), the others none (then only the operator acts on them).
 const V5: &str = r#"
+ALTER TABLE saga_state ADD COLUMN scope TEXT;
+UPDATE saga_state SET scope = CASE
+    WHEN origin = 'plan' THEN 'plan'
+    WHEN origin = 'call' THEN 'call'
+    WHEN origin = 'mcp' AND released_at IS NOT NULL THEN 'handle'
+END;
+"#;
+
+/// Version 6 (issue 45): what providers' reports cost beyond the hosts'
+/// estimates, per provider, model asked and UTC day, written with each
+/// settlement under the day's advisory lock; the largest ratios of the
+/// last days scale later reservations (`capsaga_core::budget::learn`).
+const V6: &str = r#"
+CREATE TABLE budget_ratios (
+    provider      TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    day           TEXT NOT NULL,
+    calls         BIGINT NOT NULL DEFAULT 0,
+    reserved_usd  DOUBLE PRECISION NOT NULL DEFAULT 0,
+    charged_usd   DOUBLE PRECISION NOT NULL DEFAULT 0,
+    over_usd      DOUBLE PRECISION NOT NULL DEFAULT 0,
+    input_ratio   DOUBLE PRECISION NOT NULL DEFAULT 0,
+    output_ratio  DOUBLE PRECISION NOT NULL DEFAULT 0,
+    updated_at    TEXT NOT NULL,
+    PRIMARY KEY (provider, model, day)
+);
+CREATE INDEX budget_ratios_day ON budget_ratios (day);
+"#;
+
+/// Version 7: what the SQLite store's version 13 added (issue 47): the
+/// label of what each step brought into its saga (information flow).
+const V7: &str = r#"
 ALTER TABLE saga_steps ADD COLUMN label TEXT;
 "#;
 
@@ -264,6 +299,8 @@ fn migrations() -> Vec<String> {
         V3.to_string(),
         V4.to_string(),
         V5.to_string(),
+        V6.to_string(),
+        V7.to_string(),
     ]
 }
 

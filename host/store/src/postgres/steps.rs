@@ -5,7 +5,6 @@
 
 use super::super::{BeginOutcome, NewStep, StepKey, StepRow, StepStatus, StepStore, StoreError};
 use super::log::append;
-use super::sagas::ENDED_STATES;
 use super::schema::FENCED_SQLSTATE;
 use super::{Conn, PgStore, decode_json, get, get_u64, i64_of, query, query_opt, to_json};
 use crate::clock::now_rfc3339;
@@ -55,6 +54,18 @@ pub(super) async fn steps_of(c: &Conn, saga_id: &str) -> Result<Vec<StepRow>, St
     )
     .await?;
     rows.iter().map(decode_step).collect()
+}
+
+/// The first step of `saga_id` that has no outcome (BEGIN), if any: a saga
+/// holding one cannot end Done (`SagaStore::set_state`).
+pub(super) async fn first_in_doubt(c: &Conn, saga_id: &str) -> Result<Option<u64>, StoreError> {
+    let row = query_opt(
+        c,
+        "SELECT step_seq FROM saga_steps WHERE saga_id = $1 AND status = 'BEGIN' ORDER BY step_seq LIMIT 1",
+        &[&saga_id],
+    )
+    .await?;
+    row.map(|r| get_u64(&r, 0)).transpose()
 }
 
 /// A write refused by the fencing trigger becomes [`StoreError::Fenced`].
@@ -107,7 +118,7 @@ async fn claim(c: &Conn, s: &NewStep<'_>, approval_id: &str, at: &str) -> Result
         &format!("UPDATE approvals SET status = 'claimed', claimed_saga = $2, claimed_step = $3, claimed_at = $4
          WHERE approval_id = $1 AND status = 'approved' AND tool_id = $5 AND tool_hash = $6 AND args_hash = $7
            AND (expires_at IS NULL OR expires_at > $4)
-           AND (saga_id = $2 OR EXISTS (SELECT 1 FROM saga_state s WHERE s.saga_id = approvals.saga_id AND s.state IN {ENDED_STATES}))"),
+           AND {}", crate::claim::may_claim("approvals", "$2")),
         &[&approval_id, &s.saga_id, &i64_of(s.step_seq), &at, &s.tool_id, &s.tool_hash, &args_hash],
     )
     .await?;

@@ -10,11 +10,12 @@
 //! saga or the reverse.
 
 use super::super::{
-    ApprovalOpError, ApprovalRow, ApprovalStore, MIN_ID_PREFIX, NewApproval, StoreError,
+    ApprovalOpError, ApprovalRow, ApprovalStore, Approved, MIN_ID_PREFIX, NewApproval, StoreError,
 };
 use super::Cached;
 use super::log::append;
 use super::{SqliteStore, to_json};
+use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
 use async_trait::async_trait;
 use capsaga_core::approval::{ApprovalError, ApprovalStatus, Binding};
@@ -23,10 +24,6 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
 const COLUMNS: &str = "approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at, expires_at, replaces, note";
-
-/// Saga states after which another saga may claim its approvals (the
-/// terminal states of `capsaga_core::fsm::State`).
-pub(super) const ENDED_STATES: &str = "('Done', 'FailedRolledBack', 'FailedRollbackPartial')";
 
 type Raw = (
     (String, String, i64, String, String, String, String),
@@ -362,26 +359,38 @@ impl ApprovalStore for SqliteStore {
         &self,
         binding: &Binding,
         now: &str,
-    ) -> Result<Vec<(ApprovalRow, bool)>, StoreError> {
+        claimant: &str,
+    ) -> Result<Vec<Approved>, StoreError> {
         let cols: String = COLUMNS
             .split(", ")
             .map(|c| format!("a.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
+        let rule = crate::claim::may_claim("a", "?5");
         self.read(|c| {
             let mut st = c.prepare_cached(&format!(
-                "SELECT {cols}, s.state IN {ENDED_STATES} FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
+                "SELECT {cols}, s.state IN {ENDED_STATES}, s.principal FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
                  WHERE a.tool_id = ?1 AND a.tool_hash = ?2 AND a.args_hash = ?3 AND a.status = 'approved'
-                   AND (a.expires_at IS NULL OR a.expires_at > ?4)
+                   AND (a.expires_at IS NULL OR a.expires_at > ?4) AND {rule}
                  ORDER BY a.created_at, a.rowid LIMIT 64"
             ))?;
             let rows = st.query_map(
-                params![binding.tool_id, binding.tool_hash, binding.args_hash, now],
-                |r| Ok((from_row(r)?, r.get::<_, bool>(20)?)),
+                params![binding.tool_id, binding.tool_hash, binding.args_hash, now, claimant],
+                |r| {
+                    Ok((
+                        from_row(r)?,
+                        r.get::<_, bool>(20)?,
+                        r.get::<_, Option<String>>(21)?,
+                    ))
+                },
             )?;
             rows.map(|r| {
-                let (raw, ended) = r?;
-                Ok((decode(raw)?, ended))
+                let (raw, requester_ended, requester_principal) = r?;
+                Ok(Approved {
+                    approval: decode(raw)?,
+                    requester_ended,
+                    requester_principal,
+                })
             })
             .collect()
         })

@@ -1,12 +1,18 @@
 //! `budget_days`: model spend per UTC day; `budget_reservations`: the
 //! maximum estimates of calls in flight (schema version 6), checked against
-//! the day's hard cap and recorded in one write transaction.
+//! the day's hard cap and recorded in one write transaction;
+//! `budget_ratios` (schema version 12): what providers' reports cost
+//! beyond the estimates, per provider, model and day, recorded with each
+//! settlement (`capsaga_core::budget::learn`).
 
-use super::super::{BudgetStore, DayRow, NewReservation, Reserved, StoreError};
+use super::super::{
+    BudgetStore, DayRow, GapRow, Learnt, NewReservation, Reserved, StoreError, ledger_usd,
+};
 use super::Cached;
 use super::SqliteStore;
 use crate::clock::{now_rfc3339, rfc3339_after};
 use async_trait::async_trait;
+use capsaga_core::budget::learn::{Ratios, overrun};
 use capsaga_core::budget::reserve::admits;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -30,6 +36,48 @@ fn reserved(c: &Connection, day: &str, now: &str) -> Result<f64, rusqlite::Error
 
 #[async_trait]
 impl BudgetStore for SqliteStore {
+    async fn settle_spend_learnt(
+        &self,
+        id: &str,
+        day: &str,
+        usd: f64,
+        (input_tokens, output_tokens): (u64, u64),
+        learnt: Option<&Learnt<'_>>,
+    ) -> Result<(), StoreError> {
+        let now = now_rfc3339();
+        let (id, day) = (id.to_owned(), day.to_owned());
+        let usd = ledger_usd(usd);
+        let learnt = learnt.map(Learnt::stored);
+        self.write(move |tx| {
+            tx.exec("DELETE FROM budget_reservations WHERE id = ?1", params![id])?;
+            if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
+                add(tx, &day, usd, input_tokens, output_tokens, &now)?;
+            }
+            if let Some(l) = &learnt {
+                tx.exec(
+                    "INSERT INTO budget_ratios (provider, model, day, calls, reserved_usd, charged_usd, over_usd, input_ratio, output_ratio, updated_at)
+                     VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, ?7, ?8, ?9)
+                     ON CONFLICT(provider, model, day) DO UPDATE SET calls = calls + 1,
+                       reserved_usd = reserved_usd + ?4, charged_usd = charged_usd + ?5, over_usd = over_usd + ?6,
+                       input_ratio = max(input_ratio, ?7), output_ratio = max(output_ratio, ?8), updated_at = ?9",
+                    params![
+                        l.provider,
+                        l.model,
+                        day,
+                        l.reserved_usd,
+                        usd,
+                        overrun(l.reserved_usd, usd),
+                        l.ratios.input,
+                        l.ratios.output,
+                        now
+                    ],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     async fn day_spent(&self, day: &str) -> Result<f64, StoreError> {
         self.read(|c| Ok(spent(c, day)?))
     }
@@ -71,29 +119,50 @@ impl BudgetStore for SqliteStore {
         .await
     }
 
-    async fn settle_spend(
+    async fn usage_ratios(
         &self,
-        id: &str,
-        day: &str,
-        usd: f64,
-        input_tokens: u64,
-        output_tokens: u64,
-    ) -> Result<(), StoreError> {
-        let now = now_rfc3339();
-        let (id, day) = (id.to_owned(), day.to_owned());
-        let usd = if usd.is_finite() && usd > 0.0 {
-            usd
-        } else {
-            0.0
-        };
-        self.write(move |tx| {
-            tx.exec("DELETE FROM budget_reservations WHERE id = ?1", params![id])?;
-            if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
-                add(tx, &day, usd, input_tokens, output_tokens, &now)?;
-            }
-            Ok(())
+        provider: &str,
+        model: &str,
+        since_day: &str,
+    ) -> Result<Ratios, StoreError> {
+        self.read(|c| {
+            Ok(c.row(
+                "SELECT COALESCE(MAX(input_ratio), 0), COALESCE(MAX(output_ratio), 0)
+                 FROM budget_ratios WHERE provider = ?1 AND model = ?2 AND day >= ?3",
+                params![provider, model, since_day],
+                |r| {
+                    Ok(Ratios {
+                        input: r.get(0)?,
+                        output: r.get(1)?,
+                    })
+                },
+            )?)
         })
-        .await
+    }
+
+    async fn budget_gaps(&self, since_day: &str) -> Result<Vec<GapRow>, StoreError> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT day, provider, model, calls, reserved_usd, charged_usd, over_usd, input_ratio, output_ratio
+                 FROM budget_ratios WHERE day >= ?1 ORDER BY day DESC, provider, model",
+            )?;
+            let rows = st
+                .query_map(params![since_day], |r| {
+                    Ok(GapRow {
+                        day: r.get(0)?,
+                        provider: r.get(1)?,
+                        model: r.get(2)?,
+                        calls: u64::try_from(r.get::<_, i64>(3)?).unwrap_or(0),
+                        reserved_usd: r.get(4)?,
+                        charged_usd: r.get(5)?,
+                        over_usd: r.get(6)?,
+                        input_ratio: r.get(7)?,
+                        output_ratio: r.get(8)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
     }
 
     async fn record_spend(

@@ -235,6 +235,14 @@ impl Writer {
         self.shared.queued.load(Ordering::SeqCst)
     }
 
+    /// Block until no batch holds the write connection (the writer thread
+    /// answers a batch's callers before its checkpoint attempt, so a caller
+    /// that saw its write return may still find the connection held).
+    #[cfg(test)]
+    pub(super) fn wait_idle(&self) {
+        drop(self.shared.owned.lock());
+    }
+
     /// Run `f` in a write transaction (shared with other callers' when
     /// group commit is on) and return its value once the transaction is
     /// durable: on this thread when the connection is free (see the module

@@ -151,7 +151,10 @@ fn a_lone_write_runs_on_its_callers_thread_when_it_may_block() {
         .build()
         .unwrap();
     assert_eq!(writing_thread(&db, &one), "capsaga-store-writer");
-    // Inside a task on a worker thread too.
+    // Inside a task on a worker thread too, once the writer thread has let
+    // the connection go (it may still be checkpointing after the write
+    // above answered: the write would then, rightly, go through it).
+    db.writer.wait_idle();
     let db = Arc::new(db);
     let theirs = Arc::clone(&db);
     let task = multi.spawn(async move {

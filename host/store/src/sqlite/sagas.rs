@@ -10,11 +10,11 @@ use super::{SqliteStore, steps};
 use crate::clock::now_rfc3339;
 use async_trait::async_trait;
 use capsaga_core::fsm::State;
+use capsaga_core::scope::Scope;
 use rusqlite::{OptionalExtension, Row, params};
 use serde_json::{Value, json};
 
-const SAGA_COLUMNS: &str =
-    "saga_id, state, origin, label, created_at, updated_at, owner, principal, fence, released_at";
+const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner, principal, fence, released_at, scope";
 
 type SagaRaw = (
     String,
@@ -26,6 +26,7 @@ type SagaRaw = (
     Option<String>,
     Option<String>,
     i64,
+    Option<String>,
     Option<String>,
 );
 
@@ -41,6 +42,7 @@ fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
         r.get(7)?,
         r.get(8)?,
         r.get(9)?,
+        r.get(10)?,
     ))
 }
 
@@ -57,6 +59,7 @@ fn decode_saga(t: SagaRaw) -> Result<SagaRow, StoreError> {
         fence: u64::try_from(t.8)
             .map_err(|_| StoreError::Decode(format!("negative fence {}", t.8)))?,
         released_at: t.9,
+        scope: t.10.as_deref().and_then(Scope::parse),
     })
 }
 
@@ -100,7 +103,7 @@ impl SagaStore for SqliteStore {
         let plan_hash = s
             .plan
             .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
-        let origin = s.origin.as_str();
+        let (origin, scope) = (s.scope.origin(), s.scope.as_str());
         let (saga_id, label, owner, plan, state, principal) = (
             s.saga_id.to_owned(),
             s.label.to_owned(),
@@ -111,10 +114,10 @@ impl SagaStore for SqliteStore {
         );
         self.write(move |tx| {
             tx.exec(
-                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, principal, fence) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9)",
-                params![saga_id, state.as_str(), origin, label, at, owner, plan, principal, FIRST_FENCE as i64],
+                "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, principal, fence, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![saga_id, state.as_str(), origin, label, at, owner, plan, principal, FIRST_FENCE as i64, scope],
             )?;
-            let mut detail = json!({"state": state.as_str(), "origin": origin, "label": label, "plan_sha256": plan_hash});
+            let mut detail = json!({"state": state.as_str(), "origin": origin, "scope": scope, "label": label, "plan_sha256": plan_hash});
             if let (Some(p), Some(d)) = (&principal, detail.as_object_mut()) {
                 d.insert("principal".into(), json!(p));
             }
@@ -273,6 +276,15 @@ impl SagaStore for SqliteStore {
             )?;
             if n == 0 {
                 return Err(missing_or_fenced(tx, saga_id, fence)?);
+            }
+            if state == State::Done
+                && let Some(step) = steps::first_in_doubt(tx, saga_id)?
+            {
+                // The write's savepoint is rolled back with the update.
+                return Err(StoreError::InDoubt {
+                    saga: saga_id.to_string(),
+                    step,
+                });
             }
             append(tx, saga_id, None, "STATE", &detail, &at)
         })

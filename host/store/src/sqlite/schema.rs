@@ -306,6 +306,50 @@ fn migrate_v10(tx: &Transaction<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Version 11 (issue 45): `scope` of `saga_state`, the scope that opened
+/// each saga (`capsaga_core::scope::Scope`: a session, a saga handle, a
+/// task, a turn, a plan, a call); only that scope continues, commits or
+/// rolls it back. Older sagas get the scope their origin tells for sure (a
+/// plan, a call, an MCP saga released between requests: a handle's), the
+/// others none (then only the operator acts on them).
+const MIGRATE_V11: &str = r#"
+UPDATE saga_state SET scope = CASE
+    WHEN origin = 'plan' THEN 'plan'
+    WHEN origin = 'call' THEN 'call'
+    WHEN origin = 'mcp' AND released_at IS NOT NULL THEN 'handle'
+END;
+"#;
+
+/// Version 11, in a function of its own (see [`MIGRATE_V11`]).
+fn migrate_v11(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    if !has_column(tx, "saga_state", "scope")? {
+        tx.execute_batch("ALTER TABLE saga_state ADD COLUMN scope TEXT")?;
+    }
+    tx.execute_batch(MIGRATE_V11)?;
+    Ok(())
+}
+
+/// Version 12 (issue 45): what providers' reports cost beyond the host's
+/// estimates, per provider, model asked and UTC day
+/// (`BudgetStore::settle_spend_learnt`): the largest ratios of the last
+/// days scale later reservations (`capsaga_core::budget::learn`).
+const MIGRATE_V12: &str = r#"
+CREATE TABLE IF NOT EXISTS budget_ratios (
+    provider      TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    day           TEXT NOT NULL,
+    calls         INTEGER NOT NULL DEFAULT 0,
+    reserved_usd  REAL NOT NULL DEFAULT 0,
+    charged_usd   REAL NOT NULL DEFAULT 0,
+    over_usd      REAL NOT NULL DEFAULT 0,
+    input_ratio   REAL NOT NULL DEFAULT 0,
+    output_ratio  REAL NOT NULL DEFAULT 0,
+    updated_at    TEXT NOT NULL,
+    PRIMARY KEY (provider, model, day)
+);
+CREATE INDEX IF NOT EXISTS idx_budget_ratios_day ON budget_ratios(day);
+"#;
+
 /// The message of the fencing triggers.
 pub(super) const FENCED: &str = "capsaga: fenced";
 
@@ -464,8 +508,14 @@ pub(super) fn migrate_to(
     if version < 10 && target >= 10 {
         migrate_v10(tx)?;
     }
-    if version < 11 && target >= 11 && !has_column(tx, "saga_steps", "label")? {
-        // Version 11 (issue 47): the label of what each step brought into
+    if version < 11 && target >= 11 {
+        migrate_v11(tx)?;
+    }
+    if version < 12 && target >= 12 {
+        tx.execute_batch(MIGRATE_V12)?;
+    }
+    if version < 13 && target >= 13 && !has_column(tx, "saga_steps", "label")? {
+        // Version 13 (issue 47): the label of what each step brought into
         // its saga (information flow).
         tx.execute_batch("ALTER TABLE saga_steps ADD COLUMN label TEXT")?;
     }

@@ -3,7 +3,6 @@
 
 use super::super::{BeginOutcome, NewStep, StepKey, StepRow, StepStatus, StepStore, StoreError};
 use super::Cached;
-use super::approvals::ENDED_STATES;
 use super::log::append;
 use super::{SqliteStore, decode_json, fenced_or, to_json};
 use crate::clock::now_rfc3339;
@@ -92,6 +91,19 @@ pub(super) fn steps_of(c: &Connection, saga_id: &str) -> Result<Vec<StepRow>, St
     rows.map(|r| r?.decode()).collect()
 }
 
+/// The first step of `saga_id` that has no outcome (BEGIN), if any: a saga
+/// holding one cannot end Done (`SagaStore::set_state`).
+pub(super) fn first_in_doubt(c: &Connection, saga_id: &str) -> Result<Option<u64>, StoreError> {
+    let step: Option<i64> = c
+        .row(
+            "SELECT step_seq FROM saga_steps WHERE saga_id = ?1 AND status = 'BEGIN' ORDER BY step_seq LIMIT 1",
+            params![saga_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(step.and_then(|s| u64::try_from(s).ok()))
+}
+
 /// The existing row of this idempotency key, as `begin_step` reports it.
 fn existing(tx: &Transaction<'_>, key: &str) -> Result<Option<BeginOutcome>, StoreError> {
     let row: Option<(String, Option<String>)> = tx
@@ -116,7 +128,8 @@ fn existing(tx: &Transaction<'_>, key: &str) -> Result<Option<BeginOutcome>, Sto
 
 /// Claim `approval_id` for this step; false when it is not approved (any
 /// more), bound to another call, expired, or requested by another saga that
-/// has not ended (`capsaga_core::approval::may_claim`).
+/// has not ended or was not recorded with this saga's principal
+/// (`capsaga_core::approval::may_claim`, [`crate::claim::may_claim`]).
 fn claim(
     tx: &Transaction<'_>,
     s: &NewStep<'_>,
@@ -127,7 +140,7 @@ fn claim(
         &format!("UPDATE approvals SET status = 'claimed', claimed_saga = ?2, claimed_step = ?3, claimed_at = ?4
          WHERE approval_id = ?1 AND status = 'approved' AND tool_id = ?5 AND tool_hash = ?6 AND args_hash = ?7
            AND (expires_at IS NULL OR expires_at > ?4)
-           AND (saga_id = ?2 OR EXISTS (SELECT 1 FROM saga_state s WHERE s.saga_id = approvals.saga_id AND s.state IN {ENDED_STATES}))"),
+           AND {}", crate::claim::may_claim("approvals", "?2")),
         params![
             approval_id,
             s.saga_id,

@@ -263,6 +263,17 @@ fn version_9_file_is_rebuilt_for_fewer_pages() {
     assert_eq!(ids, vec![7, 8], "ids kept, the next one after them");
 }
 
+/// A database of version 10 migrates to version 11 (issue 45): each saga
+/// gets the scope its origin tells for sure, the others none.
+#[test]
+fn version_10_sagas_get_the_scope_their_origin_tells() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("state.db");
+    drop(older_file(&p, 10, crate::rows::scopeless::ROWS));
+    let db = SqliteStore::open(&p).unwrap();
+    block(crate::rows::scopeless::check(&db));
+}
+
 #[test]
 fn newer_schema_refused() {
     let dir = tempfile::tempdir().unwrap();

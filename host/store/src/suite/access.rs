@@ -171,7 +171,7 @@ async fn the_switch_and_saga_principals(db: &Db) {
     ] {
         a.create_saga(&NewSaga {
             saga_id: id,
-            origin: Origin::Mcp,
+            scope: Scope::Session,
             label: "t",
             state: capsaga_core::fsm::State::Planning,
             owner: "o",

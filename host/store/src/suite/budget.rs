@@ -166,7 +166,100 @@ async fn concurrent_reservations_on_several_hosts_never_commit_past_the_cap(db: 
     assert_eq!(late, 0, "{}", db.name());
 }
 
+async fn settlements_teach_the_largest_ratio_per_provider_and_model(db: &Db) {
+    use capsaga_core::budget::learn::Ratios;
+    let s = db.open().await;
+    let learnt = |provider: &'static str, model: &'static str, reserved, input, output| Learnt {
+        provider,
+        model,
+        reserved_usd: reserved,
+        ratios: Ratios { input, output },
+    };
+    let none = s.usage_ratios("p", "m", "2026-11-01").await.unwrap();
+    assert_eq!(none, Ratios::default(), "nothing learnt yet");
+    // Three settlements of p/m on DAY: the largest ratio per side is kept,
+    // and what each was charged beyond its reservation adds up.
+    for (id, reserved, charged, input, output) in [
+        ("r1", 0.1, 0.3, 3.0, 1.0),
+        ("r2", 0.1, 0.05, 0.5, 0.5),
+        ("r3", 0.2, 0.4, 1.5, 2.0),
+    ] {
+        assert_eq!(
+            s.reserve_spend(&res(id, reserved, Some(100.0)))
+                .await
+                .unwrap(),
+            Reserved::Made
+        );
+        s.settle_spend_learnt(
+            id,
+            DAY,
+            charged,
+            (10, 10),
+            Some(&learnt("p", "m", reserved, input, output)),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(s.day_reserved(DAY).await.unwrap(), 0.0, "settled");
+    assert!((s.day_spent(DAY).await.unwrap() - 0.75).abs() < 1e-12);
+    let r = s.usage_ratios("p", "m", "2026-11-01").await.unwrap();
+    assert_eq!((r.input, r.output), (3.0, 2.0), "{}", db.name());
+    // Per provider and model: another model, another provider learn
+    // nothing from p/m.
+    assert_eq!(
+        s.usage_ratios("p", "other", "2026-11-01").await.unwrap(),
+        Ratios::default()
+    );
+    assert_eq!(
+        s.usage_ratios("q", "m", "2026-11-01").await.unwrap(),
+        Ratios::default()
+    );
+    // Days before the window are forgotten.
+    assert_eq!(
+        s.usage_ratios("p", "m", "2026-12-02").await.unwrap(),
+        Ratios::default()
+    );
+    // Another host (store handle) reads what this one learnt.
+    let other = db.open().await;
+    assert_eq!(
+        other.usage_ratios("p", "m", DAY).await.unwrap(),
+        Ratios {
+            input: 3.0,
+            output: 2.0
+        }
+    );
+    let gaps = other.budget_gaps("2026-11-01").await.unwrap();
+    assert_eq!(gaps.len(), 1, "{gaps:?}");
+    let g = &gaps[0];
+    assert_eq!(
+        (
+            g.day.as_str(),
+            g.provider.as_str(),
+            g.model.as_str(),
+            g.calls
+        ),
+        (DAY, "p", "m", 3)
+    );
+    assert!((g.reserved_usd - 0.4).abs() < 1e-12, "{g:?}");
+    assert!((g.charged_usd - 0.75).abs() < 1e-12, "{g:?}");
+    // Beyond the reservations: 0.2 (r1) + 0.2 (r3); r2 stayed within.
+    assert!((g.over_usd - 0.4).abs() < 1e-12, "{g:?}");
+    // Nonsense is recorded as nothing.
+    s.settle_spend_learnt(
+        "gone",
+        DAY,
+        f64::NAN,
+        (0, 0),
+        Some(&learnt("p", "m", f64::NAN, 0.0, 0.0)),
+    )
+    .await
+    .unwrap();
+    let g = &s.budget_gaps(DAY).await.unwrap()[0];
+    assert!((g.charged_usd - 0.75).abs() < 1e-12 && (g.over_usd - 0.4).abs() < 1e-12);
+}
+
 suite!(
+    settlements_teach_the_largest_ratio_per_provider_and_model,
     reserve_refuse_settle_and_survive_a_reopen,
     an_expired_reservation_stops_counting_and_is_swept,
     concurrent_reservations_on_several_hosts_never_commit_past_the_cap,

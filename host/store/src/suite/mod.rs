@@ -10,6 +10,8 @@
 
 mod access;
 mod budget;
+mod claims;
+mod doubt;
 mod handles;
 mod hosts;
 mod neurons;

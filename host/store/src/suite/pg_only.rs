@@ -52,6 +52,30 @@ fn many_hosts_migrate_one_fresh_database_once() {
     });
 }
 
+/// A database of migration 4 is brought to migration 5 (issue 45): each
+/// saga gets the scope its origin tells for sure, the others none.
+#[test]
+fn migration_4_sagas_get_the_scope_their_origin_tells() {
+    let Some(c) = skip("migration_4_sagas_get_the_scope_their_origin_tells") else {
+        return;
+    };
+    let url = c.fresh_database().unwrap();
+    let mut sql = crate::postgres::schema::up_to(4);
+    sql.push_str(crate::rows::scopeless::ROWS);
+    runtime().block_on(async {
+        // As the store's own role (it must own the tables it migrates).
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let driver = tokio::spawn(connection);
+        client.batch_execute(&sql).await.unwrap();
+        drop(client);
+        let _ = driver.await;
+        let s = PgStore::open(&url, &PgOptions::default()).await.unwrap();
+        crate::rows::scopeless::check(&s).await;
+    });
+}
+
 #[test]
 fn a_newer_or_foreign_database_is_refused_and_left_untouched() {
     let Some(c) = skip("a_newer_or_foreign_database_is_refused_and_left_untouched") else {
@@ -160,7 +184,7 @@ fn concurrent_writes_share_commits_and_a_failed_one_is_rolled_back_alone() {
                     let saga = format!("g{i}");
                     s.create_saga(&NewSaga {
                         saga_id: &saga,
-                        origin: Origin::Call,
+                        scope: Scope::Call,
                         label: "",
                         state: capsaga_core::fsm::State::Planning,
                         owner: "o",
@@ -181,7 +205,7 @@ fn concurrent_writes_share_commits_and_a_failed_one_is_rolled_back_alone() {
         let (a, b) = tokio::join!(
             dup.create_saga(&NewSaga {
                 saga_id: "g0",
-                origin: Origin::Call,
+                scope: Scope::Call,
                 label: "",
                 state: capsaga_core::fsm::State::Planning,
                 owner: "o",

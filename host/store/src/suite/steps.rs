@@ -19,7 +19,7 @@ pub(crate) fn out(v: Value) -> ToolOutput {
 pub(crate) async fn saga(db: &dyn Store, id: &str, owner: &str) {
     db.create_saga(&NewSaga {
         saga_id: id,
-        origin: Origin::Plan,
+        scope: Scope::Plan,
         label: "test",
         state: State::Planning,
         owner,
@@ -408,7 +408,7 @@ async fn saga_page_filters_and_pages(db: &Db) {
         let principal = format!("token:{who}");
         s.create_saga(&NewSaga {
             saga_id: &id,
-            origin: Origin::Plan,
+            scope: Scope::Plan,
             label: "test",
             state: State::Planning,
             owner: "me",

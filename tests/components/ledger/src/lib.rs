@@ -20,7 +20,10 @@
 //!   written, for the host's in-doubt tests: `"trap"` panics, `"spin"` loops
 //!   until the host's deadline stops it, `"big_output"` returns more output
 //!   than the host accepts. The host must then compensate the step from its
-//!   pre-image, since what it wrote stays written.
+//!   pre-image, since what it wrote stays written. `"wait"` creates
+//!   `<path>.waiting` and returns only once `<path>.go` exists (polled every
+//!   10 ms), so a test can act between the step's effect and its outcome.
+//!   Give the step a deadline longer than the test holds it.
 //!
 //! Side effects, risk medium, supports dry-run. Needs `fs:write:*`.
 
@@ -53,6 +56,10 @@ pub enum After {
     Spin,
     /// Return 8 MiB of output.
     BigOutput,
+    /// Create `<path>.waiting`, then wait until `<path>.go` exists before
+    /// returning normally: the test holds the step between its effect and
+    /// its outcome (e.g. to stop the state store meanwhile).
+    Wait,
 }
 
 /// The component.
@@ -112,6 +119,15 @@ impl Tool for Ledger {
             },
             Some(After::BigOutput) => {
                 return Ok(Output::new(json!({"filler": "x".repeat(8 << 20)})));
+            }
+            Some(After::Wait) => {
+                let waiting = format!("{}.waiting", args.path);
+                fs::write(&waiting, ctx.idempotency_key.as_bytes())
+                    .map_err(|e| ToolError::from_io(&e, Path::new(&waiting)))?;
+                let go = format!("{}.go", args.path);
+                while !Path::new(&go).exists() {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
             }
             None => {}
         }

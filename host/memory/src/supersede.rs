@@ -1,0 +1,177 @@
+//! The later value wins (issue 49): when two statements of one sender are
+//! about the same subject and give different values, the later one holds.
+//! Pure: texts, vectors and dates in, decisions out. Used by reflection
+//! (a superseded value is never distilled into a proposal) and by the
+//! operator's approval (an older fact on the subject is marked superseded).
+//! Retrieval applies the same rule by ranking ([`crate::rank`]).
+//!
+//! "The same subject" is the cosine of the two embeddings, at least a
+//! threshold. "Different values" is read from the words that carry values
+//! in such statements: numbers and words with digits ("3rd", "88213"),
+//! month and weekday names, and capitalised words that do not open a
+//! sentence (names, places): two statements disagree when neither's set of
+//! value words holds the other's. A change stated without any such word
+//! ("I cancelled it") is not seen as a new value.
+
+use crate::score::dot;
+use std::collections::BTreeSet;
+
+/// Cosine from which two episodes are about one subject, for reflection
+/// (the grouping threshold of seed 004 §6 is 0.75; a change is often
+/// stated in fewer words, so it is compared lower).
+pub const EPISODE_SAME_SUBJECT: f32 = 0.6;
+
+/// Cosine from which two facts are about one subject.
+pub const FACT_SAME_SUBJECT: f32 = 0.7;
+
+/// Abbreviations whose full stop does not end a sentence.
+const TITLES: &[&str] = &["dr", "mr", "mrs", "ms", "st", "prof", "jr", "sr", "mt"];
+
+/// The words of `text` that carry a value (see the module's
+/// documentation), lower-cased.
+pub fn values(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    // Whether the next word opens a sentence.
+    let mut opening = true;
+    let mut word = String::new();
+    let mut flush = |w: &mut String, opening: bool| {
+        if w.is_empty() {
+            return;
+        }
+        let lower = w.to_lowercase();
+        let digits = w.chars().any(|c| c.is_ascii_digit());
+        let capital = w.chars().next().is_some_and(char::is_uppercase) && !opening;
+        if digits || capital || crate::when::is_calendar_word(&lower) {
+            out.insert(lower);
+        }
+        w.clear();
+    };
+    // The word just ended, lower-cased (a title's full stop, "Dr.", does
+    // not end a sentence).
+    let mut last = String::new();
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            word.push(c);
+            continue;
+        }
+        if !word.is_empty() {
+            last = word.to_lowercase();
+            flush(&mut word, opening);
+            opening = false;
+        }
+        let title = c == '.' && TITLES.contains(&last.as_str());
+        if matches!(c, '.' | '!' | '?' | '\n' | ':' | ';') && !title {
+            opening = true;
+        }
+    }
+    flush(&mut word, opening);
+    out
+}
+
+/// Whether two statements give different values: neither's value words
+/// hold the other's (and both have some).
+pub fn disagree(a: &str, b: &str) -> bool {
+    let (va, vb) = (values(a), values(b));
+    !va.is_empty() && !vb.is_empty() && !va.is_subset(&vb) && !vb.is_subset(&va)
+}
+
+/// A statement for [`superseded`].
+#[derive(Debug, Clone)]
+pub struct Statement<'a> {
+    /// Who said it (statements of two senders never supersede each other).
+    pub sender: &'a str,
+    /// When, as text that sorts in time order ([`crate::canonical_time`]).
+    pub at: &'a str,
+    /// What was said.
+    pub text: &'a str,
+    /// Its unit vector.
+    pub vector: &'a [f32],
+}
+
+/// For each statement, the index of a later one of the same sender that
+/// supersedes it (same subject at cosine `threshold`, different values),
+/// the latest such; `None` when it still holds.
+pub fn superseded(statements: &[Statement<'_>], threshold: f32) -> Vec<Option<usize>> {
+    statements
+        .iter()
+        .map(|s| {
+            statements
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| {
+                    t.sender == s.sender
+                        && t.at > s.at
+                        && dot(t.vector, s.vector) >= threshold
+                        && disagree(s.text, t.text)
+                })
+                .max_by(|(i, a), (j, b)| a.at.cmp(b.at).then(j.cmp(i)))
+                .map(|(i, _)| i)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_words() {
+        let v = values("I have a dentist appointment with Dr. Rossi on March 3rd.");
+        assert_eq!(
+            v.into_iter().collect::<Vec<_>>(),
+            ["3rd", "dr", "march", "rossi"]
+        );
+        // A capital that opens a sentence is not a value; a weekday is.
+        let v = values("Moved it. Now it is on thursday");
+        assert_eq!(v.into_iter().collect::<Vec<_>>(), ["thursday"]);
+        assert!(values("i like tea").is_empty());
+    }
+
+    #[test]
+    fn a_changed_value_disagrees_a_repeated_one_does_not() {
+        assert!(disagree(
+            "I have a dentist appointment with Dr. Rossi on March 3rd.",
+            "I moved the dentist to June 2nd."
+        ));
+        assert!(!disagree(
+            "Please book my usual flight from Turin to Berlin for the conference.",
+            "Book the Turin to Berlin flight again, same as usual."
+        ));
+        // More detail is not a change.
+        assert!(!disagree(
+            "The dentist is on March 3rd.",
+            "The dentist is on March 3rd at 9 with Dr. Rossi."
+        ));
+        // No value words on one side: nothing to compare.
+        assert!(!disagree(
+            "I cancelled the dentist.",
+            "Dentist on March 3rd."
+        ));
+    }
+
+    #[test]
+    fn the_latest_disagreeing_statement_of_the_same_sender_supersedes() {
+        let a = crate::embed::normalise(vec![1.0, 0.1]);
+        let b = crate::embed::normalise(vec![1.0, 0.2]);
+        let far = crate::embed::normalise(vec![0.0, 1.0]);
+        let st = |sender, at, text, vector| Statement {
+            sender,
+            at,
+            text,
+            vector,
+        };
+        let s = [
+            st("u", "2025-01-01", "Dentist on March 3rd.", &a),
+            st("u", "2025-02-01", "Moved the dentist to June 2nd.", &b),
+            st(
+                "u",
+                "2025-03-01",
+                "Moved the dentist again, to July 9th.",
+                &b,
+            ),
+            st("v", "2025-04-01", "Dentist on August 1st.", &a),
+            st("u", "2025-05-01", "Lunch on May 5th.", &far),
+        ];
+        assert_eq!(superseded(&s, 0.6), [Some(2), Some(2), None, None, None]);
+    }
+}
