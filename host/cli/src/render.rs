@@ -202,6 +202,20 @@ pub(crate) fn log_line(r: &LogRow) -> String {
             }
             text
         }
+        // Information flow (issue 47): what the step brought into its saga.
+        "LABEL" => match serde_json::from_value::<capsaga_core::flow::Label>(
+            r.detail.get("label").cloned().unwrap_or_default(),
+        ) {
+            Ok(l) => format!(
+                "{}: {}",
+                match l.integrity {
+                    capsaga_core::flow::Integrity::Trusted => "trusted",
+                    capsaga_core::flow::Integrity::Untrusted => "untrusted",
+                },
+                l.source
+            ),
+            Err(_) => "unreadable label".into(),
+        },
         "APPROVAL_CLAIMED" => r
             .detail
             .get("approval_id")

@@ -29,7 +29,10 @@ use std::process::Output;
 const KEK: &str = "8f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 const PROVIDER_KEY: &str = "sk-telemetry-test-provider-key-0123456789";
 const TOKEN: &str = "tok-telemetry-test-bearer-abcdef123456";
-const TASK: &str = "TASK-MARKER edit the notes";
+/// The user's task names the files the agent writes: a path chosen after a
+/// tool's output was read (fs_write's holds the file's previous content,
+/// untrusted) would need a human (information flow).
+const TASK: &str = "TASK-MARKER edit the notes: notes.txt and new.md, a copy in elsewhere.txt";
 const ARG_MARKER: &str = "ARG-MARKER-edited";
 
 /// Make `cmd` export to `endpoint` (spans and metrics), with the
@@ -282,7 +285,7 @@ async fn a_silent_collector_never_fails_a_tool_call() {
 /// `capsaga audit export --otel`: the document is OTLP JSON that a
 /// collector's OTLP/HTTP receiver accepts (the test receiver decodes it
 /// with the OpenTelemetry proto definitions), one span per step with its
-/// outcome under the saga's, and it holds no argument.
+/// outcome and its label under the saga's, and it holds no argument.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_exported_saga_is_otlp_json_a_receiver_ingests() {
     let ws = TestWorkspace::new(&["fs_write"], FS_POLICY);
@@ -349,8 +352,14 @@ async fn an_exported_saga_is_otlp_json_a_receiver_ingests() {
     assert_eq!(step.parent_span_id, root.span_id);
     assert_eq!(step.trace_id, root.trace_id);
     assert_eq!(attr(step, "capsaga.outcome").as_deref(), Some("COMMIT"));
+    // The step's label (information flow, issue 47): fs_write's output
+    // holds the file's previous content, untrusted.
+    assert_eq!(
+        attr(step, "capsaga.flow.integrity").as_deref(),
+        Some("untrusted")
+    );
     let events: Vec<&str> = step.events.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(events, ["BEGIN", "COMMIT"]);
+    assert_eq!(events, ["BEGIN", "COMMIT", "LABEL"]);
     assert!(step.end_time_unix_nano >= step.start_time_unix_nano);
     assert!(step.start_time_unix_nano > 0);
 }

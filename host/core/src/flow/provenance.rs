@@ -173,13 +173,20 @@ pub(crate) fn lookup(ledger: &Ledger, kind: Kind, key: &str, lkey: &str) -> Foun
         return Found::new(TRUSTED, ids);
     }
     let lhits = ledger.loose_hits(kind, &[lkey]);
+    // A source that holds the value only after the model wrote it in one
+    // of its calls echoes the model's own value (a tool returning the path
+    // it was given, a page quoting the query): it is not where the value
+    // came from. Only untrusted sources that held it before the model's
+    // first call holding it count (as for `Ledger::copied`).
+    let first_call = hits.and_then(|h| h.model.first().copied());
+    let before: Vec<EntryId> = hits
+        .into_iter()
+        .chain(lhits)
+        .flat_map(|h| h.untrusted.iter().copied())
+        .filter(|id| first_call.is_none_or(|m| *id < m))
+        .collect();
     let mut un = Vec::new();
-    if let Some(h) = hits {
-        union(&mut un, &h.untrusted);
-    }
-    if let Some(h) = lhits {
-        union(&mut un, &h.untrusted);
-    }
+    union(&mut un, &before);
     if !un.is_empty() {
         return Found::new(UNTRUSTED, un);
     }
