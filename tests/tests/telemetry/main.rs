@@ -29,10 +29,7 @@ use std::process::Output;
 const KEK: &str = "8f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 const PROVIDER_KEY: &str = "sk-telemetry-test-provider-key-0123456789";
 const TOKEN: &str = "tok-telemetry-test-bearer-abcdef123456";
-/// The user's task names the files the agent writes: a path chosen after a
-/// tool's output was read (fs_write's holds the file's previous content,
-/// untrusted) would need a human (information flow).
-const TASK: &str = "TASK-MARKER edit the notes: notes.txt and new.md, a copy in elsewhere.txt";
+const TASK: &str = "TASK-MARKER edit the notes";
 const ARG_MARKER: &str = "ARG-MARKER-edited";
 
 /// Make `cmd` export to `endpoint` (spans and metrics), with the
@@ -98,7 +95,14 @@ async fn a_rolled_back_turn_exports_linked_spans_and_no_secret() {
         ]}"#
         .replace("MARK", ARG_MARKER),
     );
-    let out = run(&ws, &["agent", "--script", &s, TASK], &rx.endpoint(), &[]).await;
+    // The user's task names the files the agent writes: a path chosen after
+    // a tool's output was read (fs_write's holds the file's previous
+    // content, untrusted) would need a human (information flow).
+    let task = format!(
+        "{TASK}: {0}/ws/notes.txt and {0}/ws/new.md, a copy in {0}/elsewhere.txt",
+        ws.root.display()
+    );
+    let out = run(&ws, &["agent", "--script", &s, &task], &rx.endpoint(), &[]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("telemetry export off"), "{stderr}");
     wait_until("the turn's spans", || {
