@@ -334,7 +334,10 @@ mod tests {
                 .and_then(|a| a.value.clone())
                 .and_then(|v| v.value)
         };
-        assert_eq!(attr("capsaga.outcome"), Some(Any::StringValue("COMMIT".into())));
+        assert_eq!(
+            attr("capsaga.outcome"),
+            Some(Any::StringValue("COMMIT".into()))
+        );
         assert_eq!(
             attr("capsaga.flow.integrity"),
             Some(Any::StringValue("untrusted".into()))

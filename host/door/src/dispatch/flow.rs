@@ -174,7 +174,8 @@ pub(super) async fn record(
     // either.
     if store
         && saga.doubt.is_none()
-        && let Err(e) = host.store.label_step(saga.step(seq), &stored).await {
+        && let Err(e) = host.store.label_step(saga.step(seq), &stored).await
+    {
         // The step's outcome is logged but its label is not: the saga's
         // log is incomplete, so the saga is in doubt like any saga whose
         // store failed after a BEGIN (rolled back, never Done).

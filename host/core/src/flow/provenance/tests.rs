@@ -362,7 +362,11 @@ fn a_value_echoed_after_the_models_call_is_not_the_echos() {
         },
         &json!({"path": own}),
     );
-    page(&mut l, 0, &format!("{{\"path\": \"{own}\", \"entry\": \"one\"}}"));
+    page(
+        &mut l,
+        0,
+        &format!("{{\"path\": \"{own}\", \"entry\": \"one\"}}"),
+    );
     assert_eq!(prov(&l, own, "path").origin, Origin::Nowhere);
     // The attacker's path, read first, then used by the model: untrusted.
     let mut l = Ledger::new();
