@@ -182,7 +182,13 @@ async fn failing_write_rolls_the_turn_back() {
         ]}"#,
     );
     let host = ws.host().await;
-    let tr = run_turn(&host, &p, "edit", &TurnOptions::default())
+    // The user names every path (a path the model chose after reading a
+    // tool's output would need a human's approval: information flow).
+    let task = format!(
+        "edit {0}/ws/notes.txt, write {0}/ws/new.md and {0}/elsewhere.txt",
+        ws.root.display()
+    );
+    let tr = run_turn(&host, &p, &task, &TurnOptions::default())
         .await
         .unwrap();
     assert_eq!(tr.outcome, Outcome::RolledBack, "{tr:#?}");

@@ -81,8 +81,11 @@ async fn write_write_fail_rolls_back_exactly() {
     let expect: Vec<(Option<u64>, String)> = [
         (0, "BEGIN"),
         (0, "COMMIT"),
+        // The label of what the step brought into the saga (issue 47).
+        (0, "LABEL"),
         (1, "BEGIN"),
         (1, "COMMIT"),
+        (1, "LABEL"),
         (2, "BEGIN"),
         (2, "FAIL"),
         // fs_write's own compensate, then the host's restore of the files
@@ -91,6 +94,8 @@ async fn write_write_fail_rolls_back_exactly() {
         (1, "COMPENSATED"),
         (0, "FS_RESTORE"),
         (0, "COMPENSATED"),
+        // The failed step's message, labelled once its rollback is done.
+        (2, "LABEL"),
     ]
     .into_iter()
     .map(|(s, r)| (Some(s), r.to_string()))

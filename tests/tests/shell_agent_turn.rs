@@ -44,14 +44,15 @@ async fn a_failed_turn_undoes_the_shells_writes() {
     std::fs::write(&path, script).unwrap();
     let provider = ScriptedProvider::from_file(&path, &ws.root).unwrap();
     let host = ws.host().await;
-    let tr = run_turn(
-        &host,
-        &provider,
-        "summarise the log",
-        &TurnOptions::default(),
-    )
-    .await
-    .unwrap();
+    // The user names the files the agent writes (a path it chose after
+    // reading a tool's output would need a human: information flow).
+    let task = format!(
+        "summarise the log into {0}/ws/notes.md, keep a copy in {0}/elsewhere.txt",
+        ws.root.display()
+    );
+    let tr = run_turn(&host, &provider, &task, &TurnOptions::default())
+        .await
+        .unwrap();
     assert_eq!(tr.outcome, Outcome::RolledBack, "{tr:#?}");
     assert_eq!(tr.saga_state, Some(State::FailedRolledBack));
     assert!(!ws.root.join("elsewhere.txt").exists());

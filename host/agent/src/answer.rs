@@ -9,7 +9,7 @@
 //! turn.
 
 use super::provider::{Message, ToolCall};
-use super::runner::{MAX_CONSECUTIVE_INVALID, Turn, truncate_result};
+use super::runner::{MAX_CONSECUTIVE_INVALID, Turn, truncate_result_at};
 use super::trace::{ExecutionTrace, Outcome, PolicyDecision, TraceStep, Validation};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::untrusted;
@@ -116,6 +116,7 @@ impl Turn<'_> {
             exec_result: None,
             error: Some(error),
             untrusted: false,
+            flow: None,
             wall_ms: t1.elapsed().as_millis() as u64,
         });
     }
@@ -145,7 +146,7 @@ impl Turn<'_> {
         let mut safety = None;
         let (content, is_error, step_seq, exec_result, error) = match &submitted.outcome {
             Step::Committed { seq, output, .. } => {
-                let text = truncate_result(&output.data.to_string());
+                let text = truncate_result_at(&output.data.to_string(), self.result_cap);
                 let (text, critic) = if returns_untrusted {
                     wrap_untrusted(&call.name, &text)
                 } else {
@@ -165,7 +166,7 @@ impl Turn<'_> {
                     &source,
                     &now_rfc3339(),
                     &error.kind.to_string(),
-                    &truncate_result(&error.message),
+                    &truncate_result_at(&error.message, self.result_cap),
                     &error.llm_hint,
                 );
                 safety = critic(source, n);
@@ -201,6 +202,10 @@ impl Turn<'_> {
             untrusted: returns_untrusted && exec_result.is_some(),
             exec_result,
             error,
+            flow: submitted
+                .flow
+                .as_ref()
+                .and_then(|n| serde_json::to_value(n).ok()),
             wall_ms: t1.elapsed().as_millis() as u64,
         });
         self.tr.steps.extend(safety);
@@ -276,6 +281,7 @@ fn record_invalid(
             err.to_model_message(),
         )),
         untrusted: false,
+        flow: None,
         wall_ms: t1.elapsed().as_millis() as u64,
     });
 }

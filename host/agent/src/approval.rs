@@ -63,6 +63,62 @@ impl Approver for TerminalApprover {
     }
 }
 
+/// Waits while an operator decides elsewhere (`capsaga approve|deny`, `POST
+/// /v1/approvals/{id}/approve|deny`, the console), for a turn whose caller
+/// asked to wait (`POST /v1/turns` with `approval_wait_s`). It decides
+/// nothing itself: it reads the approval's status from the store until an
+/// operator decided it or the wait is over (the approval then stays
+/// pending and the turn ends as with [`NoApprover`]). Only a caller that is
+/// an operator may wait ([`Approver::who`] is `None` otherwise).
+pub struct WaitForOperator {
+    /// The store the decision is read from.
+    pub store: Arc<dyn capsaga_store::Store>,
+    /// The turn's caller.
+    pub caller: Principal,
+    /// How long to wait for a decision.
+    pub wait: std::time::Duration,
+}
+
+impl std::fmt::Debug for WaitForOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitForOperator")
+            .field("caller", &self.caller)
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Approver for WaitForOperator {
+    fn who(&self) -> Option<Principal> {
+        self.caller
+            .may(capsaga_core::principal::Action::DecideApproval)
+            .then(|| self.caller.clone())
+    }
+
+    async fn ask(&self, a: &ApprovalRow) -> Option<bool> {
+        use capsaga_core::approval::ApprovalStatus;
+        let until = tokio::time::Instant::now() + self.wait;
+        loop {
+            match self.store.approval(&a.approval_id).await {
+                Ok(row) => match row.status {
+                    ApprovalStatus::Pending => {}
+                    ApprovalStatus::Approved => return Some(true),
+                    _ => return Some(false),
+                },
+                Err(e) => {
+                    tracing::warn!("approval {}: {e}", a.approval_id);
+                    return None;
+                }
+            }
+            if tokio::time::Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+}
+
 /// [`TerminalApprover`] when stdin and stderr are terminals, else
 /// [`NoApprover`].
 pub fn detect() -> Arc<dyn Approver> {

@@ -51,6 +51,7 @@ pub mod remember;
 pub(crate) mod reply;
 pub mod router;
 pub mod runner;
+mod scope;
 pub mod scripted;
 pub mod select;
 pub mod subcall;

@@ -169,10 +169,17 @@ pub enum AgentError {
 /// Truncate `text` to [`MAX_RESULT_BYTES`] on a character boundary, with a
 /// note giving the full size.
 pub fn truncate_result(text: &str) -> String {
-    if text.len() <= MAX_RESULT_BYTES {
+    truncate_result_at(text, MAX_RESULT_BYTES)
+}
+
+/// Truncate `text` to `limit` bytes (the policy's `[agent]
+/// max_result_bytes`) on a character boundary, with a note giving the
+/// full size.
+pub fn truncate_result_at(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
         return text.to_string();
     }
-    let mut cut = MAX_RESULT_BYTES;
+    let mut cut = limit;
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
@@ -305,6 +312,8 @@ pub(super) struct Turn<'a> {
     max_tool_calls: Option<u32>,
     /// The saga's state after a failed step rolled it back.
     pub(super) rollback_state: Option<State>,
+    /// Most bytes of a tool result shown to the model.
+    pub(super) result_cap: usize,
 }
 
 impl<'a> Turn<'a> {
@@ -318,6 +327,8 @@ impl<'a> Turn<'a> {
         let host = door.host();
         let (mut saga, hold) = door.open(&opts.principal, opts.scope, task, None).await?;
         door.set_autonomy(&mut saga, opts.autonomy.unwrap_or(Autonomy::Autonomous));
+        // The user's message is the turn's trusted source (issue 47).
+        saga.flow_mut().user_message(&opts.principal.name, task);
         let autonomy = saga.autonomy();
         let tr = ExecutionTrace {
             trace_id: uuid::Uuid::new_v4().to_string(),
@@ -341,6 +352,8 @@ impl<'a> Turn<'a> {
                 opts.provider_mode.clone()
             },
             autonomy: Some(autonomy),
+            after_untrusted: false,
+            scope: None,
         };
         let tools = catalog_at(host, autonomy);
         let entries: Vec<CatalogEntry<'_>> = tools
@@ -400,6 +413,14 @@ impl<'a> Turn<'a> {
             max_tool_calls,
             invalid_in_a_row: 0,
             rollback_state: None,
+            result_cap: host
+                .config
+                .policy
+                .agent
+                .max_result_bytes
+                .map_or(MAX_RESULT_BYTES, |b| {
+                    b.min(capsaga_core::providers::MAX_RESULT_BYTES_CEILING) as usize
+                }),
         })
     }
 
@@ -483,6 +504,8 @@ impl<'a> Turn<'a> {
             resp.text.clone(),
             resp.tool_calls.clone(),
         ));
+        // A plan declared in the answer's text fixes the turn's tool scope.
+        super::scope::declare(&mut self.saga, tr, &resp.text);
         match next {
             Next::Calls => Ok(Some(resp.tool_calls)),
             // Paused by the provider: the model goes on with no call made.
@@ -580,6 +603,7 @@ impl<'a> Turn<'a> {
         };
         let mut tr = self.tr;
         tr.saga_state = Some(final_state);
+        tr.after_untrusted = tr.final_response.is_some() && self.saga.flow().tainted();
         tr.steps
             .push(fitness(&tr, final_state, self.saga.side_effects()));
         let host = self.door.host();

@@ -162,6 +162,11 @@ pub enum TraceStep {
         /// or a grant reaches outside data).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         untrusted: bool,
+        /// What the door's information-flow stage said (issue 47): the
+        /// decision, the layer, the failing values and where they came
+        /// from, the label of the output.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flow: Option<serde_json::Value>,
         /// Wall time, milliseconds.
         wall_ms: u64,
     },
@@ -248,6 +253,13 @@ pub struct ExecutionTrace {
     /// The autonomy level the turn ran at.
     #[serde(default)]
     pub autonomy: Option<Autonomy>,
+    /// Whether untrusted data had entered the turn when its final answer
+    /// was written (the answer may repeat what that data said).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_untrusted: bool,
+    /// The tool scope the plan declared, if it declared one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Vec<String>>,
 }
 
 /// Store `trace` (insert or replace).

@@ -2,7 +2,8 @@
 //! saga's write-ahead log records as an OTLP JSON `resourceSpans` document
 //! (`capsaga_telemetry::audit`): one span per step with its outcome, under
 //! one span for the saga. Only the host's bookkeeping leaves: record
-//! names, times, tool names, error kinds, chain hashes; never arguments,
+//! names, times, tool names, error kinds, chain hashes, the integrity of
+//! each step's label (information flow); never arguments,
 //! outputs, pre-images, error messages or the task.
 
 use super::render::{Out, clip};
@@ -33,6 +34,9 @@ fn record(r: &LogRow) -> AuditRecord {
             .then(|| text(&r.detail["tool"]))
             .flatten(),
         error_kind: text(&r.detail["error"]["kind"]),
+        integrity: (r.record == "LABEL")
+            .then(|| text(&r.detail["label"]["integrity"]))
+            .flatten(),
         hash: r.hash.clone(),
     }
 }

@@ -202,6 +202,20 @@ pub(crate) fn log_line(r: &LogRow) -> String {
             }
             text
         }
+        // Information flow (issue 47): what the step brought into its saga.
+        "LABEL" => match serde_json::from_value::<capsaga_core::flow::Label>(
+            r.detail.get("label").cloned().unwrap_or_default(),
+        ) {
+            Ok(l) => format!(
+                "{}: {}",
+                match l.integrity {
+                    capsaga_core::flow::Integrity::Trusted => "trusted",
+                    capsaga_core::flow::Integrity::Untrusted => "untrusted",
+                },
+                l.source
+            ),
+            Err(_) => "unreadable label".into(),
+        },
         "APPROVAL_CLAIMED" => r
             .detail
             .get("approval_id")
@@ -310,6 +324,7 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
             error,
             wall_ms,
             untrusted,
+            flow,
             ..
         } => {
             let seq = step_seq
@@ -355,6 +370,9 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
                 )),
                 (None, None) => {}
             }
+            if let Some(f) = flow {
+                out.push_str(&flow_lines(f));
+            }
             out
         }
         TraceStep::SubCall {
@@ -392,4 +410,44 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
             clip(input, 160)
         ),
     }
+}
+
+/// The information-flow lines of an action (issue 47): the door's decision
+/// when it was not `allow`, each failing value and where it came from, and
+/// the label of the output.
+fn flow_lines(f: &serde_json::Value) -> String {
+    let mut out = String::new();
+    let decision = f.get("decision").and_then(|d| d.as_str()).unwrap_or("?");
+    if decision != "allow" {
+        out.push_str(&format!(
+            "\n           flow: {} by {}: {}",
+            decision.to_uppercase(),
+            f.get("layer").and_then(|l| l.as_str()).unwrap_or("?"),
+            clip(f.get("reason").and_then(|r| r.as_str()).unwrap_or(""), 300)
+        ));
+    }
+    for x in f
+        .get("findings")
+        .and_then(|x| x.as_array())
+        .into_iter()
+        .flatten()
+    {
+        out.push_str(&format!(
+            "\n           value {} = {} ({}): {}",
+            x.get("argument").and_then(|a| a.as_str()).unwrap_or("?"),
+            clip(x.get("value").and_then(|a| a.as_str()).unwrap_or("?"), 80),
+            x.get("level").and_then(|a| a.as_str()).unwrap_or("?"),
+            clip(
+                &x.get("provenance")
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
+                200
+            )
+        ));
+    }
+    if let Some(l) = f.get("label") {
+        let integrity = l.get("integrity").and_then(|i| i.as_str()).unwrap_or("?");
+        out.push_str(&format!("\n           output label: {integrity}"));
+    }
+    out
 }

@@ -36,6 +36,8 @@
 //! - [`error`]: the error kinds of the tool world and the tool error record.
 //! - [`tool`]: the call context and tool output records.
 //! - [`untrusted`]: the `<untrusted>` markers around content from outside.
+//! - [`flow`]: information flow (issue 47): labels of what entered a turn,
+//!   the provenance of a call's arguments, sink rules and the decision.
 //! - [`check`]: one probe of one guard with its decision and reason (what
 //!   `capsaga check` prints), and corpus files of probes replayed at once.
 //! - [`providers`] (= `policy::providers`): model provider configuration and
@@ -59,6 +61,7 @@ pub mod capability;
 pub mod check;
 pub mod confirm;
 pub mod error;
+pub mod flow;
 pub mod fsm;
 pub mod grant;
 pub mod idempotency;

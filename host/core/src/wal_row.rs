@@ -47,8 +47,9 @@ pub struct LogRow {
     /// The step, for step records.
     pub step_seq: Option<u64>,
     /// BEGIN, COMMIT, FAIL, RETRY, COMPENSATED, COMPENSATION_FAILED, STATE,
-    /// OWNER, APPROVAL_REQUESTED, APPROVAL_APPROVED, APPROVAL_DENIED or
-    /// APPROVAL_CLAIMED.
+    /// OWNER, APPROVAL_REQUESTED, APPROVAL_APPROVED, APPROVAL_DENIED,
+    /// APPROVAL_CLAIMED or LABEL (the label of what a step brought into its
+    /// saga: information flow).
     pub record: String,
     /// Record details (JSON).
     pub detail: serde_json::Value,

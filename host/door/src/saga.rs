@@ -17,6 +17,7 @@
 
 use crate::store::{StepStatus, StoreError};
 use capsaga_core::error::ToolError;
+use capsaga_core::flow::{FlowState, Surface};
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::scope::Scope;
@@ -45,6 +46,11 @@ pub struct Saga {
     /// The autonomy level the policy decides at (default: the operator's;
     /// a request lowers it, never raises it).
     pub(crate) autonomy: Autonomy,
+    /// Information flow (issue 47): what entered the saga, with labels,
+    /// and the plan's tool scope (`crate::dispatch::flow`).
+    pub(crate) flow: FlowState,
+    /// What the flow stage said about the last call submitted.
+    pub(crate) flow_note: Option<capsaga_core::flow::FlowNote>,
     /// The principal recorded with the saga (the claim of an approval
     /// another saga asked for compares it).
     pub(crate) principal: Option<String>,
@@ -226,7 +232,21 @@ impl Saga {
             principal: p.principal,
             scope: p.scope,
             doubt: None,
+            flow: FlowState::new(Surface::Turn, false),
+            flow_note: None,
         }
+    }
+
+    /// The saga's information flow: its ledger and plan scope.
+    pub fn flow(&self) -> &FlowState {
+        &self.flow
+    }
+
+    /// The saga's information flow, for its driver to add what the door
+    /// cannot see: the user's message (trusted), the plan's tool scope.
+    /// Tool outputs are recorded by the door only.
+    pub fn flow_mut(&mut self) -> &mut FlowState {
+        &mut self.flow
     }
 
     /// The principal recorded with the saga.

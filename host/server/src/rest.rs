@@ -4,7 +4,7 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /healthz` | `status` ok/degraded, `mode` live/simulation, `provider`, `configured_providers`, `default_provider`, `reload` (`checks` of the policy and tools directory, `generation` now serving, reloads `refused`), `sessions` (live, busy, caps), `switch` (the kill switch's mode) (no token needed) |
-//! | `POST /v1/turns` | one agent turn (`task`, `role`, `autonomy`, `allowed_providers`, `preferred_providers`, `max_steps`): its outcome and trace |
+//! | `POST /v1/turns` | one agent turn (`task`, `role`, `autonomy`, `allowed_providers`, `preferred_providers`, `max_steps`, `approval_wait_s`): its outcome, trace, whether its answer was written after untrusted data (`after_untrusted`) and its plan's tool scope |
 //! | `GET /v1/sagas` | the newest sagas (`?limit=`) |
 //! | `GET /v1/sagas/{id}` | one saga, its steps and its log records |
 //! | `GET /v1/traces/{id}` | one execution trace |
@@ -167,6 +167,12 @@ pub struct TurnRequest {
     /// `none` or `tool:NAME` (default: the policy's).
     #[serde(default)]
     pub tool_choice: Option<capsaga_core::policy::tool_choice::ToolChoice>,
+    /// Seconds the turn waits, when a call needs a human, for an operator
+    /// to decide it (`POST /v1/approvals/{id}/approve|deny`), at most 600;
+    /// only a caller that is an operator may wait (default 0: the turn ends
+    /// and the approval stays pending).
+    #[serde(default)]
+    pub approval_wait_s: Option<u64>,
 }
 
 fn lower(v: &[String]) -> Vec<String> {
@@ -271,8 +277,16 @@ pub async fn turns(
         autonomy,
         role: req.role.clone(),
         provider_mode: selected.mode.clone(),
-        principal: who,
         tool_choice: req.tool_choice.clone(),
+        approver: match req.approval_wait_s.filter(|s| *s > 0) {
+            Some(s) => Arc::new(capsaga_agent::approval::WaitForOperator {
+                store: host.store.clone(),
+                caller: who.clone(),
+                wait: std::time::Duration::from_secs(s.min(600)),
+            }),
+            None => Arc::new(capsaga_door::dispatch::NoApprover),
+        },
+        principal: who,
         scope: capsaga_door::dispatch::Scope::RestTurn,
         ..TurnOptions::default()
     };
@@ -287,6 +301,8 @@ pub async fn turns(
             "prompt_tokens": tr.prompt_tokens,
             "response_tokens": tr.response_tokens,
             "wall_time_ms": tr.wall_time_ms,
+            "after_untrusted": tr.after_untrusted,
+            "scope": tr.scope,
             "mode": if selected.scripted { "simulation" } else { "live" },
             "trace": tr,
         }))

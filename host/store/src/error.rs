@@ -18,10 +18,11 @@ use std::path::PathBuf;
 /// and dropped an index that duplicated a unique constraint (fewer pages
 /// written per record); version 11 the `scope` of `saga_state` (the scope
 /// that opened each saga); version 12 the `budget_ratios` table (what
-/// providers' reports cost beyond the estimates); version 14 the `mcp_tasks`
-/// table (tasks of the MCP tasks extension; 13 is reserved for issue 47's
-/// step labels). The PostgreSQL schema
-/// has its own numbered migrations (`postgres::schema`).
+/// providers' reports cost beyond the estimates); version 13 the `label`
+/// of `saga_steps` (information flow: what each step brought into its
+/// saga); version 14 the `mcp_tasks` table (tasks of the MCP tasks
+/// extension). The PostgreSQL schema has its own numbered migrations
+/// (`postgres::schema`).
 pub const SCHEMA_VERSION: i64 = 14;
 
 /// Why the state store could not be used.

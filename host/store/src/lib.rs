@@ -249,6 +249,19 @@ pub trait StepStore: Send + Sync {
     /// [`StoreError`], including a step not in BEGIN.
     async fn fail_step(&self, key: StepKey<'_>, error: &ToolError) -> Result<(), StoreError>;
 
+    /// Record the label of what a settled step brought into its saga
+    /// (information flow, issue 47): kept with the step and appended to the
+    /// log as a `LABEL` record (in its hash chain), fenced like every write
+    /// about the saga.
+    ///
+    /// # Errors
+    /// [`StoreError`]; a stale fence; no such step.
+    async fn label_step(
+        &self,
+        key: StepKey<'_>,
+        label: &serde_json::Value,
+    ) -> Result<(), StoreError>;
+
     /// Log that step `step_seq` failed in a way that does not prove it did
     /// nothing (the host stopped it or refused its output after it ran): an
     /// `IN_DOUBT` record with the error; the step stays BEGIN, with the

@@ -6,13 +6,16 @@
 //!
 //! The document is one trace per saga: a root span `saga` from its first to
 //! its last record, and one child span `saga.step {tool}` per step, from
-//! its BEGIN to its last record, whose `capsaga.outcome` is that last
-//! record (`COMMIT`, `FAIL`, `COMPENSATED`, `COMPENSATION_FAILED`, ...), with
-//! status ERROR when the step failed or its compensation did. Every record
-//! is an event of its span (`BEGIN`, `RETRY`, `COMMIT`, ...; the saga's
-//! `STATE`, `OWNER` and approval records on the root) carrying its position
-//! and chain hash in the log (`capsaga.wal.seq`, `capsaga.wal.hash`), so
-//! the export can be checked against `capsaga audit verify`.
+//! its BEGIN to its last record, whose `capsaga.outcome` is its last
+//! record but `LABEL` (`COMMIT`, `FAIL`, `COMPENSATED`,
+//! `COMPENSATION_FAILED`, ...), with status ERROR when the step failed or
+//! its compensation did. Every record is an event of its span (`BEGIN`,
+//! `RETRY`, `COMMIT`, `LABEL`, ...; the saga's `STATE`, `OWNER` and approval
+//! records on the root) carrying its position and chain hash in the log
+//! (`capsaga.wal.seq`, `capsaga.wal.hash`), so the export can be checked
+//! against `capsaga audit verify`. A step's `LABEL` record (information
+//! flow: whether what the step brought into its saga is trusted) gives its
+//! event and its span `capsaga.flow.integrity` (`trusted`, `untrusted`).
 //!
 //! Ids are derived, not random: the trace id is the first 16 bytes of
 //! SHA-256(`capsaga saga ` + saga id), a span id the first 8 of
@@ -48,6 +51,8 @@ pub struct AuditRecord {
     pub tool: Option<String>,
     /// The error's kind (FAIL, RETRY, COMPENSATION_FAILED records).
     pub error_kind: Option<String>,
+    /// The label's integrity (`trusted`, `untrusted`: LABEL records).
+    pub integrity: Option<String>,
     /// The record's hash in the chain.
     pub hash: String,
 }
@@ -95,6 +100,9 @@ fn event(r: &AuditRecord) -> Event {
     if let Some(k) = &r.error_kind {
         attributes.push(kv("error.type", s(k)));
     }
+    if let Some(i) = &r.integrity {
+        attributes.push(kv(INTEGRITY, s(i)));
+    }
     Event {
         time_unix_nano: r.at_unix_nano,
         name: text(&r.record),
@@ -102,6 +110,12 @@ fn event(r: &AuditRecord) -> Event {
         dropped_attributes_count: 0,
     }
 }
+
+/// The attribute naming a label's integrity.
+const INTEGRITY: &str = "capsaga.flow.integrity";
+
+/// A step's label: an annotation of the step, not its outcome.
+const LABEL: &str = "LABEL";
 
 fn failed(record: &str) -> bool {
     matches!(record, "FAIL" | "COMPENSATION_FAILED" | "IN_DOUBT")
@@ -128,7 +142,12 @@ pub fn request(saga: &AuditSaga) -> ExportTraceServiceRequest {
             .iter()
             .find_map(|r| r.tool.as_deref())
             .unwrap_or("unknown");
-        let outcome = records.last().map_or("", |r| r.record.as_str());
+        let outcome = records
+            .iter()
+            .rev()
+            .find(|r| r.record != LABEL)
+            .map_or("", |r| r.record.as_str());
+        let integrity = records.iter().rev().find_map(|r| r.integrity.as_deref());
         let error_kind = records.iter().rev().find_map(|r| r.error_kind.as_deref());
         let is_error = records.iter().any(|r| failed(&r.record));
         saga_failed |= is_error;
@@ -143,6 +162,9 @@ pub fn request(saga: &AuditSaga) -> ExportTraceServiceRequest {
         ];
         if let Some(k) = error_kind.filter(|_| is_error) {
             attributes.push(kv("error.type", s(k)));
+        }
+        if let Some(i) = integrity {
+            attributes.push(kv(INTEGRITY, s(i)));
         }
         spans.push(Span {
             trace_id: trace_id.clone(),
@@ -238,6 +260,7 @@ mod tests {
             at_unix_nano: t,
             tool: (record == "BEGIN").then(|| "fs_write".to_string()),
             error_kind: (record == "FAIL").then(|| "io".to_string()),
+            integrity: (record == "LABEL").then(|| "untrusted".to_string()),
             hash: format!("h{log_seq}"),
         }
     }
@@ -285,6 +308,49 @@ mod tests {
         assert_eq!(spans[2]["status"]["code"], 2);
         // Deterministic.
         assert_eq!(text, otlp_json(&saga).unwrap());
+    }
+
+    /// Information flow (issue 47): a step's LABEL record, written after
+    /// its outcome, is one of its events and gives the span its integrity;
+    /// the step's outcome stays the record before it.
+    #[test]
+    fn a_steps_label_is_shown_and_is_not_its_outcome() {
+        let saga = AuditSaga {
+            saga_id: "s-3".into(),
+            state: "Done".into(),
+            origin: "call".into(),
+            records: vec![
+                rec(1, Some(0), "BEGIN", 10),
+                rec(2, Some(0), "COMMIT", 20),
+                rec(3, Some(0), "LABEL", 30),
+            ],
+        };
+        let req = request(&saga);
+        let step = &req.resource_spans[0].scope_spans[0].spans[1];
+        let attr = |k: &str| {
+            step.attributes
+                .iter()
+                .find(|a| a.key == k)
+                .and_then(|a| a.value.clone())
+                .and_then(|v| v.value)
+        };
+        assert_eq!(
+            attr("capsaga.outcome"),
+            Some(Any::StringValue("COMMIT".into()))
+        );
+        assert_eq!(
+            attr("capsaga.flow.integrity"),
+            Some(Any::StringValue("untrusted".into()))
+        );
+        let events: Vec<&str> = step.events.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(events, ["BEGIN", "COMMIT", "LABEL"]);
+        assert!(
+            step.events[2]
+                .attributes
+                .iter()
+                .any(|a| a.key == "capsaga.flow.integrity"),
+            "the LABEL event names its integrity"
+        );
     }
 
     #[test]

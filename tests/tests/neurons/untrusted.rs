@@ -172,7 +172,13 @@ async fn outside_data_is_wrapped_whatever_the_tool_declares() {
         inner: ScriptedProvider::from_file(&script, &ws.root).unwrap(),
         seen: Mutex::new(Vec::new()),
     };
-    let tr = run_turn(&host, &p, "use the tools", &TurnOptions::default())
+    // The user names the file (a neuron's arguments must be the user's once
+    // untrusted data was read: information flow).
+    let task = format!(
+        "use the tools on the amount column of {}/ws/sales.csv",
+        ws.root.display()
+    );
+    let tr = run_turn(&host, &p, &task, &TurnOptions::default())
         .await
         .unwrap();
     assert_eq!(tr.outcome.as_str(), "success", "{tr:#?}");

@@ -95,7 +95,14 @@ async fn a_rolled_back_turn_exports_linked_spans_and_no_secret() {
         ]}"#
         .replace("MARK", ARG_MARKER),
     );
-    let out = run(&ws, &["agent", "--script", &s, TASK], &rx.endpoint(), &[]).await;
+    // The user's task names the files the agent writes: a path chosen after
+    // a tool's output was read (fs_write's holds the file's previous
+    // content, untrusted) would need a human (information flow).
+    let task = format!(
+        "{TASK}: {0}/ws/notes.txt and {0}/ws/new.md, a copy in {0}/elsewhere.txt",
+        ws.root.display()
+    );
+    let out = run(&ws, &["agent", "--script", &s, &task], &rx.endpoint(), &[]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("telemetry export off"), "{stderr}");
     wait_until("the turn's spans", || {
@@ -282,7 +289,7 @@ async fn a_silent_collector_never_fails_a_tool_call() {
 /// `capsaga audit export --otel`: the document is OTLP JSON that a
 /// collector's OTLP/HTTP receiver accepts (the test receiver decodes it
 /// with the OpenTelemetry proto definitions), one span per step with its
-/// outcome under the saga's, and it holds no argument.
+/// outcome and its label under the saga's, and it holds no argument.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_exported_saga_is_otlp_json_a_receiver_ingests() {
     let ws = TestWorkspace::new(&["fs_write"], FS_POLICY);
@@ -349,8 +356,14 @@ async fn an_exported_saga_is_otlp_json_a_receiver_ingests() {
     assert_eq!(step.parent_span_id, root.span_id);
     assert_eq!(step.trace_id, root.trace_id);
     assert_eq!(attr(step, "capsaga.outcome").as_deref(), Some("COMMIT"));
+    // The step's label (information flow, issue 47): fs_write's output
+    // holds the file's previous content, untrusted.
+    assert_eq!(
+        attr(step, "capsaga.flow.integrity").as_deref(),
+        Some("untrusted")
+    );
     let events: Vec<&str> = step.events.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(events, ["BEGIN", "COMMIT"]);
+    assert_eq!(events, ["BEGIN", "COMMIT", "LABEL"]);
     assert!(step.end_time_unix_nano >= step.start_time_unix_nano);
     assert!(step.start_time_unix_nano > 0);
 }

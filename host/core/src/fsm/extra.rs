@@ -60,7 +60,12 @@ impl FsmFile {
     }
 }
 
-const APPROVAL_EVENTS: [&str; 3] = ["ApprovalRequested", "ApprovalGranted", "ApprovalDenied"];
+const APPROVAL_EVENTS: [&str; 4] = [
+    "ApprovalRequested",
+    "ApprovalGranted",
+    "ApprovalDenied",
+    "CallDeclined",
+];
 
 /// Check one extra row.
 ///

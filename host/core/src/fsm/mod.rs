@@ -28,7 +28,10 @@
 //!   bound to the step's tool hash and argument hash has been claimed;
 //!   `AwaitingApproval --ApprovalDenied--> Compensating` when it was refused
 //!   (or the turn that asked ended without an answer): the parked step never
-//!   runs and what committed before it is undone.
+//!   runs and what committed before it is undone; `AwaitingApproval
+//!   --CallDeclined--> Acting` when a human refused a step that needed
+//!   approval only because an argument came from untrusted data (issue 47):
+//!   that step never runs, the agent is told, and the saga goes on.
 //!
 //! Enforcement rules (SPEC §3.5): default deny (an event not in the table is
 //! [`TransitionDenied`]); in Planning and Validating only read-only tools may
@@ -36,6 +39,13 @@
 //! state; terminal states are terminal. Extra rows can be added only through
 //! [`Guardrail::with_extra`] (loaded from an explicit `fsm.toml` by the host,
 //! see [`extra`]), never from a prompt.
+//!
+//! The turn's tool scope (issue 47) rides on the Planning → Acting
+//! transition: [`Guardrail::apply_scoped`] denies `PlanReady` when the
+//! policy requires a scope and the plan declared none, and
+//! [`Guardrail::may_execute_scoped`] refuses a tool outside the declared
+//! scope; the scope only narrows once untrusted data was read (see
+//! [`scope`]).
 //!
 //! One transition is not the agent's: an operator who repairs what a failed
 //! compensation left and retries it (`capsaga rollback --saga`) may move a
@@ -47,8 +57,10 @@
 //! extra row can reach, so for the agent terminal states stay terminal.
 
 pub mod extra;
+pub mod scope;
 
 pub use extra::{ExtraTransition, FsmFile};
+pub use scope::{Scope, ScopeError, ToolScope};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -175,6 +187,11 @@ pub enum Event {
     /// The parked step will not run: refused, or nobody could answer
     /// (capsaga's addition).
     ApprovalDenied,
+    /// A human refused the parked step, which needed approval only because
+    /// an argument came from untrusted data (information flow, issue 47):
+    /// nothing of it ran and the agent is told so; the saga goes on
+    /// (capsaga's addition).
+    CallDeclined,
 }
 
 impl Event {
@@ -194,12 +211,13 @@ impl Event {
             Event::ApprovalRequested => "ApprovalRequested",
             Event::ApprovalGranted => "ApprovalGranted",
             Event::ApprovalDenied => "ApprovalDenied",
+            Event::CallDeclined => "CallDeclined",
         }
     }
 }
 
 /// Names of every [`Event`], in declaration order.
-pub const EVENT_NAMES: [&str; 13] = [
+pub const EVENT_NAMES: [&str; 14] = [
     "StartSaga",
     "PlanReady",
     "ToolSucceeded",
@@ -213,6 +231,7 @@ pub const EVENT_NAMES: [&str; 13] = [
     "ApprovalRequested",
     "ApprovalGranted",
     "ApprovalDenied",
+    "CallDeclined",
 ];
 
 /// An operator's action on a saga the agent can no longer touch.
@@ -279,7 +298,7 @@ pub struct Row {
 }
 
 /// The normative rows: (from, event, to, guard, source).
-const TABLE: [(State, &str, State, &str, &str); 17] = [
+const TABLE: [(State, &str, State, &str, &str); 18] = [
     (State::Idle, "StartSaga", State::Planning, "", "spec"),
     (
         State::Planning,
@@ -374,6 +393,13 @@ const TABLE: [(State, &str, State, &str, &str); 17] = [
         "capsaga",
     ),
     (
+        State::AwaitingApproval,
+        "CallDeclined",
+        State::Acting,
+        "a human refused a step parked only for information flow",
+        "capsaga",
+    ),
+    (
         State::Compensating,
         "CompensationDone",
         State::FailedRolledBack,
@@ -458,6 +484,7 @@ impl Guardrail {
             (State::Validating, Event::ValidationFailed) => Ok(State::Compensating),
             (State::AwaitingApproval, Event::ApprovalGranted) => Ok(State::Acting),
             (State::AwaitingApproval, Event::ApprovalDenied) => Ok(State::Compensating),
+            (State::AwaitingApproval, Event::CallDeclined) => Ok(State::Acting),
             (State::Compensating, Event::CompensationDone) => Ok(State::FailedRolledBack),
             (State::Compensating, Event::CompensationFailed) => Ok(State::FailedRollbackPartial),
             _ => Err(deny(None)),

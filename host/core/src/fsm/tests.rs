@@ -246,11 +246,11 @@ fn mermaid_lists_every_row() {
     assert_eq!(m.matches(" --> ").count(), g.rows().len() + 1 + 3);
 }
 
-fn any_state() -> impl Strategy<Value = State> {
+pub(super) fn any_state() -> impl Strategy<Value = State> {
     prop::sample::select(State::ALL.to_vec())
 }
 
-fn any_event() -> impl Strategy<Value = Event> {
+pub(super) fn any_event() -> impl Strategy<Value = Event> {
     prop_oneof![
         Just(Event::StartSaga),
         (0usize..3).prop_map(|steps| Event::PlanReady { steps }),
@@ -265,6 +265,7 @@ fn any_event() -> impl Strategy<Value = Event> {
         Just(Event::ApprovalRequested),
         Just(Event::ApprovalGranted),
         Just(Event::ApprovalDenied),
+        Just(Event::CallDeclined),
     ]
 }
 
@@ -349,7 +350,7 @@ proptest! {
                         prop_assert_eq!(e, Event::ApprovalRequested);
                     }
                     if s == State::AwaitingApproval {
-                        prop_assert!(matches!(e, Event::ApprovalGranted | Event::ApprovalDenied));
+                        prop_assert!(matches!(e, Event::ApprovalGranted | Event::ApprovalDenied | Event::CallDeclined));
                     }
                     if s == State::Compensating {
                         prop_assert!(matches!(e, Event::CompensationDone | Event::CompensationFailed));

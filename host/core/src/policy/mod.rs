@@ -29,6 +29,9 @@
 //! header = "authorization"          # default
 //! prefix = "Bearer "
 //!
+//! [flow]                            # information flow (see `crate::flow::sink`)
+//! strict = false
+//!
 //! [net]                             # outgoing HTTP of all tools
 //! max_response_bytes = 4194304
 //! request_timeout_ms = 30000
@@ -159,6 +162,17 @@ pub struct ToolPolicyFile {
     /// `[fs] host_rollback`); off for a tool that manages huge files.
     #[serde(default)]
     pub host_rollback: Option<bool>,
+    /// What may flow into each argument (`crate::flow::sink`); absent: the
+    /// defaults.
+    #[serde(default)]
+    pub sinks: Option<BTreeMap<String, crate::flow::SinkLevel>>,
+    /// What a call whose argument fails its sink gets (default `approve`).
+    #[serde(default)]
+    pub on_untrusted: Option<crate::flow::OnUntrusted>,
+    /// Output fields the tool labels trusted that the operator confirms
+    /// (`crate::flow::label`).
+    #[serde(default)]
+    pub trusted_fields: Vec<String>,
 }
 
 mod decide;
@@ -244,6 +258,10 @@ pub struct PolicyFile {
     /// The host's file journal (issue 28).
     #[serde(default)]
     pub fs: fs::FsFile,
+    /// Information flow (issue 47): strict mode, the plan's scope, default
+    /// sinks.
+    #[serde(default)]
+    pub flow: crate::flow::FlowFile,
 }
 
 /// Why a policy was refused.
@@ -303,6 +321,9 @@ pub enum PolicyError {
     /// A bad `[fs]` section.
     #[error("policy [fs]: {0}")]
     Fs(String),
+    /// A bad `[flow]` section or flow key of a tool.
+    #[error("policy {0}")]
+    Flow(#[from] crate::flow::FlowError),
 }
 
 /// The checked policy: grants parsed with `~` expanded.
@@ -337,6 +358,8 @@ pub struct Policy {
     pub memory: crate::memory::MemoryPolicy,
     /// The `[fs]` section, checked (the host's file journal).
     pub fs: fs::FsPolicy,
+    /// The `[flow]` section and the tools' flow keys, checked.
+    pub flow: crate::flow::FlowRules,
 }
 
 /// One tool's checked grants and limits.
@@ -435,6 +458,16 @@ impl PolicyFile {
                 .fs
                 .check(self.tools.iter().map(|(n, t)| (n, t.host_rollback)))
                 .map_err(PolicyError::Fs)?,
+            flow: self.flow.check(self.tools.iter().map(|(n, t)| {
+                (
+                    n,
+                    crate::flow::sink::ToolFlowKeys {
+                        sinks: t.sinks.as_ref(),
+                        on_untrusted: t.on_untrusted,
+                        trusted_fields: &t.trusted_fields,
+                    },
+                )
+            }))?,
         })
     }
 }

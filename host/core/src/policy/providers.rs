@@ -16,6 +16,7 @@
 //! timeout_ms = 120000                     # one HTTP request
 //! tool_choice = "auto"                    # auto | required | none | tool:NAME (super::tool_choice)
 //! max_tool_calls = 1                      # then the model is asked for its answer (default: no limit)
+//! max_result_bytes = 2048                 # of one tool result shown to the model (default 2048, at most 1 MiB)
 //!
 //! [agent.provider_order_by_role]          # per role or call kind, tried first
 //! plan = ["anthropic"]
@@ -93,7 +94,14 @@ pub struct AgentSection {
     /// model calls). Once reached, the model is asked for its answer
     /// (`tool_choice` `none`) and a further call is refused unrun.
     pub max_tool_calls: Option<u32>,
+    /// Most bytes of one tool result shown to the model (default 2048; at
+    /// most 1 MiB): a longer result is cut with a note giving its size.
+    pub max_result_bytes: Option<u32>,
 }
+
+/// Most bytes of one tool result the operator may show the model
+/// (`[agent] max_result_bytes`).
+pub const MAX_RESULT_BYTES_CEILING: u32 = 1024 * 1024;
 
 /// Default output tokens per model call.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;

@@ -31,7 +31,7 @@
 //! fullwidth), bracket or entity can end the attribute or the tag.
 
 mod decision;
-mod decode;
+pub(crate) mod decode;
 mod tables;
 
 pub use decision::{output_is_untrusted, reaches_outside_data};
@@ -79,7 +79,7 @@ pub const UNTRUSTED_INSTRUCTION: &str = "Content between <untrusted ...> and </u
 /// Invisible characters a model skips over when reading: format characters
 /// (general category Cf), line and paragraph separators, and characters
 /// drawn as nothing (see [`tables::INVISIBLE`]), plus the fillers below.
-fn is_invisible(c: char) -> bool {
+pub(crate) fn is_invisible(c: char) -> bool {
     let cp = u32::from(c);
     let in_table = tables::INVISIBLE
         .binary_search_by(|&(lo, hi)| {
@@ -109,8 +109,9 @@ const SMALL_CAPITALS: [char; 26] = [
 
 /// How a model reads one character: NFKC, lower case, confusable skeleton,
 /// without combining marks and invisible characters. Empty for characters
-/// that read as nothing.
-fn fold(c: char) -> String {
+/// that read as nothing. Shared with [`crate::flow`], which matches values
+/// the way a model reads them.
+pub(crate) fn fold(c: char) -> String {
     if is_invisible(c) || is_combining_mark(c) {
         return String::new();
     }

@@ -126,6 +126,7 @@ impl Dispatcher {
             verdict: None,
             tool: None,
             args: None,
+            flow: None,
         })
     }
 

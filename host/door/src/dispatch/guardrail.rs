@@ -21,7 +21,10 @@ pub(super) async fn transition(
     saga: &mut Saga,
     event: Event,
 ) -> Result<(), DispatchError> {
-    let next = host.guardrail.apply(saga.state, event)?;
+    // The plan's tool scope rides on Planning → Acting (issue 47).
+    let next = host
+        .guardrail
+        .apply_scoped(saga.state, event, saga.flow.scope())?;
     host.store
         .set_state(&saga.id, saga.fence, next, event.name(), None)
         .await?;

@@ -59,14 +59,21 @@ impl Dispatcher {
                 principal: Some(&principal.name),
             })
             .await?;
-        Ok(Saga::new(SagaParts {
+        let mut saga = Saga::new(SagaParts {
             id,
             fence,
             state,
             autonomy: host.config.policy.autonomy,
             principal: Some(principal.name.clone()),
             scope: Some(scope),
-        }))
+        });
+        saga.flow = super::flow::fresh(host, scope);
+        // A plan is written before anything runs: its values are its
+        // author's, not data read along the way.
+        if let Some(plan) = plan {
+            saga.flow.user_message(&principal.name, plan);
+        }
+        Ok(saga)
     }
 
     /// Re-open an existing saga and take it over (it must not be driven by
@@ -187,14 +194,19 @@ impl Dispatcher {
             .saga(saga_id)
             .await?
             .ok_or_else(|| DispatchError::NotFound(saga_id.to_string()))?;
-        Ok(Saga::new(SagaParts {
+        let mut saga = Saga::new(SagaParts {
             id: saga_id.to_string(),
             fence,
             state: row.state,
             autonomy: host.config.policy.autonomy,
-            principal: row.principal,
+            principal: row.principal.clone(),
             scope: row.scope,
-        }))
+        });
+        // What entered the saga before, read back from its log: a resumed
+        // saga (a saga handle's next request, `capsaga resume`, a saga
+        // reopened through its scope) keeps its labels.
+        super::flow::rebuild(host, &mut saga, &row).await?;
+        Ok(saga)
     }
 
     /// Decide `saga`'s next calls at `requested`, never above the operator's

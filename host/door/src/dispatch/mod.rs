@@ -14,6 +14,7 @@
 //! | 2 | validate the arguments against its schema | [`validate`] | [`Refusal::InvalidArgs`] |
 //! | 3 | replay: a committed step returns its logged output | [`replay`] | [`Refusal::Logged`] |
 //! | 4 | policy: allow, deny or needs a human (before it, the operator's kill switch) | [`policy`] | [`Refusal::Denied`], [`Refusal::Paused`] |
+//! | 4b | information flow: the plan's tool scope, the provenance of the arguments under the sink rules (allow, needs a human, deny) | [`flow`] | [`Refusal::Flow`] |
 //! | 5 | approval: claim one, or park the saga and ask the caller's [`Approver`] | [`approval`] | [`Refusal::Approval`] |
 //! | 6 | guardrail: the transition into a state where the call may run | [`guardrail`] | [`Refusal::Guardrail`] |
 //! | 7 | WAL BEGIN, durable, with the approval claim, pinning the tool's identity | [`wal`] | [`Refusal::Logged`], [`Refusal::Approval`] |
@@ -49,6 +50,7 @@ mod compensate;
 mod doubt;
 mod execute;
 mod files;
+mod flow;
 mod guardrail;
 mod handles;
 mod lifecycle;
@@ -65,6 +67,7 @@ mod validate;
 mod wal;
 
 pub use approval::{Approver, NoApprover, decider};
+pub use capsaga_core::flow::FlowNote;
 pub use handles::{AbandonedEnd, Expired, Settled};
 pub use operator::{Decided, OperatorError};
 pub use recover::Recovered;
@@ -260,6 +263,16 @@ pub enum Refusal {
     /// The operator's kill switch: capsaga is paused, or in read-only mode
     /// and the tool has side effects (`capsaga_core::pause`).
     Paused,
+    /// Information flow (stage 4b): the tool is outside the plan's scope,
+    /// or an argument comes from untrusted data and the policy's sink rule
+    /// says `deny` (or strict mode does). Nothing ran; the model is told
+    /// why and may go on.
+    Flow {
+        /// Why, for the operator's log.
+        reason: String,
+        /// The layer: `scope`, `strict` or `provenance`.
+        layer: &'static str,
+    },
 }
 
 /// What happened to one call.
@@ -338,6 +351,8 @@ pub struct Submitted {
     pub tool: Option<Arc<LoadedTool>>,
     /// The arguments as validated, when they were.
     pub args: Option<Value>,
+    /// What the information-flow stage said, when the call got that far.
+    pub flow: Option<FlowNote>,
 }
 
 impl Submitted {
@@ -354,6 +369,7 @@ impl Submitted {
             verdict: None,
             tool: None,
             args: None,
+            flow: None,
         }
     }
 }
@@ -458,16 +474,20 @@ impl Dispatcher {
                 verdict: None,
                 tool: Some(tool),
                 args: Some(args),
+                flow: None,
             });
         }
+        saga.flow_note = None;
         let (outcome, verdict) = self
             .step(saga, &tool, &args, call.approver, call.sub_model)
             .await?;
+        flow::record(&self.host, saga, &tool, &args, &outcome).await?;
         Ok(Submitted {
             outcome,
             verdict,
             tool: Some(tool),
             args: Some(args),
+            flow: saga.flow_note.take(),
         })
     }
 
@@ -507,6 +527,7 @@ impl Dispatcher {
             verdict: None,
             tool: Some(tool),
             args: Some(args),
+            flow: None,
         }
     }
 }

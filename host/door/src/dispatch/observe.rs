@@ -36,6 +36,7 @@ fn refusal_kind(r: &Refusal) -> &'static str {
         Refusal::Guardrail => "guardrail",
         Refusal::Logged => "logged",
         Refusal::Paused => "paused",
+        Refusal::Flow { .. } => "information_flow",
     }
 }
 

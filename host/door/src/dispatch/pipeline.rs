@@ -3,6 +3,7 @@
 //! this file only chains them.
 
 use super::approval::{self, Approver, Found, Pending};
+use super::flow::{self, Flowed};
 use super::policy::{self, Allowed};
 use super::{
     DispatchError, Dispatcher, Outcome, Refusal, Rejection, Verdict, execute, files, guardrail,
@@ -45,6 +46,29 @@ impl Dispatcher {
                 return Ok((Outcome::Refused { refusal, error }, None));
             }
         };
+        // 4b. Information flow: the plan's scope, the arguments' provenance.
+        let flowed = match flow::judge(host, saga, tool, args) {
+            Ok(f) => f,
+            Err(r) => {
+                let Rejection { refusal, error } = *r;
+                return Ok((Outcome::Refused { refusal, error }, None));
+            }
+        };
+        // Parked only for information flow: a human's no refuses this call
+        // and the saga goes on (CallDeclined), as a sink's `deny` would.
+        let flow_only = matches!(
+            (&allowed, &flowed),
+            (Allowed::Freely, Flowed::Approve { .. })
+        );
+        let (allowed, findings) = match (allowed, flowed) {
+            (a, Flowed::Free) => (a, Vec::new()),
+            (Allowed::Freely, Flowed::Approve { reason, findings }) => {
+                (Allowed::WithApproval(reason), findings)
+            }
+            (Allowed::WithApproval(p), Flowed::Approve { reason, findings }) => {
+                (Allowed::WithApproval(format!("{p}; {reason}")), findings)
+            }
+        };
         // 5. Approval.
         let (verdict, approval) = match allowed {
             Allowed::Freely => (Verdict::Allow, None),
@@ -58,7 +82,18 @@ impl Dispatcher {
                     reason: &reason,
                 };
                 match approval::stage(host, pending, approver).await? {
-                    Found::Claim(id) => (Verdict::ApproveRequired, Some(id)),
+                    Found::Claim(id) => {
+                        // A human approved the values that needed it.
+                        flow::endorse(saga, &id, seq, &findings, args);
+                        (Verdict::ApproveRequired, Some(id))
+                    }
+                    Found::Wait {
+                        row,
+                        denied_by: Some(by),
+                    } if flow_only => {
+                        let declined = flow::declined(host, saga, &row, &by).await?;
+                        return Ok((declined, Some(Verdict::ApproveRequired)));
+                    }
                     Found::Wait { row, denied_by } => {
                         let parked = Outcome::AwaitingApproval {
                             seq,

@@ -284,7 +284,13 @@ CREATE TABLE budget_ratios (
 CREATE INDEX budget_ratios_day ON budget_ratios (day);
 "#;
 
-/// Migration 8 (issue 48; 7 is issue 47's): the tasks of the MCP tasks
+/// Version 7: what the SQLite store's version 13 added (issue 47): the
+/// label of what each step brought into its saga (information flow).
+const V7: &str = r#"
+ALTER TABLE saga_steps ADD COLUMN label TEXT;
+"#;
+
+/// Migration 8 (issue 48): the tasks of the MCP tasks
 /// extension (`TaskStore`), shared by every host, so any host answers for
 /// a task and a task outlives the host that ran it.
 const V8: &str = r#"
@@ -305,11 +311,10 @@ CREATE INDEX mcp_tasks_open ON mcp_tasks (status, owner);
 "#;
 
 /// The migrations, by version, in order. Forward only: a released
-/// migration is never edited, a change is a new one. A version's number is
-/// allocated when its work starts, so a branch may lack a lower one (7,
-/// issue 47's, is not in this list yet): a database records each version
-/// applied, and every migration this capsaga knows that is not recorded is
-/// applied, in order.
+/// migration is never edited, a change is a new one. A database records each
+/// version applied, and every migration this capsaga knows that is not
+/// recorded is applied, in order (a database made by a build that lacked a
+/// lower number gets it later).
 fn migrations() -> Vec<(i64, String)> {
     vec![
         (
@@ -321,6 +326,7 @@ fn migrations() -> Vec<(i64, String)> {
         (4, V4.to_string()),
         (5, V5.to_string()),
         (6, V6.to_string()),
+        (7, V7.to_string()),
         (8, V8.to_string()),
     ]
 }

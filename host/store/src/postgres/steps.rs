@@ -15,7 +15,7 @@ use capsaga_core::tool::ToolOutput;
 use serde_json::json;
 use tokio_postgres::types::ToSql;
 
-const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at";
+const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at, label";
 
 fn parse_status(s: &str) -> Result<StepStatus, StoreError> {
     StepStatus::parse(s).ok_or_else(|| StoreError::Decode(format!("unknown step status `{s}`")))
@@ -41,6 +41,7 @@ fn decode_step(r: &tokio_postgres::Row) -> Result<StepRow, StoreError> {
         error: decode_json(get(r, 11)?, "error")?,
         created_at: get(r, 12)?,
         updated_at: get(r, 13)?,
+        label: decode_json(get(r, 14)?, "label")?,
     })
 }
 
@@ -374,6 +375,36 @@ impl StepStore for PgStore {
             &[StepStatus::Begin],
             Change::Output(output.clone()),
         )
+        .await
+    }
+
+    async fn label_step(
+        &self,
+        key: StepKey<'_>,
+        label: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        let (saga_id, fence, step_seq) = (key.saga_id.to_owned(), key.fence, key.step_seq);
+        let label = label.clone();
+        self.write(move |c| {
+            Box::pin(async move {
+                let text = to_json(&label);
+                let n = fenced_exec(
+                    c,
+                    "UPDATE saga_steps SET label = $3, fence = $4 WHERE saga_id = $1 AND step_seq = $2",
+                    &[&saga_id, &i64_of(step_seq), &text, &i64_of(fence)],
+                    &saga_id,
+                    fence,
+                )
+                .await?;
+                if n == 0 {
+                    return Err(StoreError::Decode(format!(
+                        "no step {step_seq} in saga `{saga_id}`"
+                    )));
+                }
+                append(c, &saga_id, Some(step_seq), "LABEL", &json!({"label": label}), &at).await
+            })
+        })
         .await
     }
 

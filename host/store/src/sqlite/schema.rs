@@ -350,7 +350,7 @@ CREATE TABLE IF NOT EXISTS budget_ratios (
 CREATE INDEX IF NOT EXISTS idx_budget_ratios_day ON budget_ratios(day);
 "#;
 
-/// Version 14 (issue 48; 13 is issue 47's): the tasks of the MCP tasks
+/// Version 14 (issue 48): the tasks of the MCP tasks
 /// extension (`TaskStore`), so a task outlives its host's process and any
 /// process on the state answers for it.
 const MIGRATE_V14: &str = r#"
@@ -533,6 +533,11 @@ pub(super) fn migrate_to(
     }
     if version < 12 && target >= 12 {
         tx.execute_batch(MIGRATE_V12)?;
+    }
+    if version < 13 && target >= 13 && !has_column(tx, "saga_steps", "label")? {
+        // Version 13 (issue 47): the label of what each step brought into
+        // its saga (information flow).
+        tx.execute_batch("ALTER TABLE saga_steps ADD COLUMN label TEXT")?;
     }
     if version < 14 && target >= 14 {
         tx.execute_batch(MIGRATE_V14)?;

@@ -13,7 +13,7 @@ use capsaga_core::tool::ToolOutput;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde_json::json;
 
-const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at";
+const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at, label";
 
 struct StepRowRaw {
     saga_id: String,
@@ -30,6 +30,7 @@ struct StepRowRaw {
     error: Option<String>,
     created_at: String,
     updated_at: String,
+    label: Option<String>,
 }
 
 fn step_from_row(r: &Row<'_>) -> rusqlite::Result<StepRowRaw> {
@@ -48,6 +49,7 @@ fn step_from_row(r: &Row<'_>) -> rusqlite::Result<StepRowRaw> {
         error: r.get(11)?,
         created_at: r.get(12)?,
         updated_at: r.get(13)?,
+        label: r.get(14)?,
     })
 }
 
@@ -68,6 +70,7 @@ impl StepRowRaw {
             preimage: decode_json(self.preimage, "preimage")?,
             output: decode_json(self.output, "output")?,
             error: decode_json(self.error, "error")?,
+            label: decode_json(self.label, "label")?,
             saga_id: self.saga_id,
             tool_id: self.tool_id,
             tool_hash: self.tool_hash,
@@ -312,6 +315,32 @@ impl StepStore for SqliteStore {
             Some(output),
             None,
         )
+        .await
+    }
+
+    async fn label_step(
+        &self,
+        key: StepKey<'_>,
+        label: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let at = now_rfc3339();
+        let (saga_id, fence, step_seq) = (key.saga_id.to_owned(), key.fence, key.step_seq);
+        let label = label.clone();
+        self.write(move |tx| {
+            let saga_id = saga_id.as_str();
+            let n = tx
+                .exec(
+                    "UPDATE saga_steps SET label = ?3, fence = ?4 WHERE saga_id = ?1 AND step_seq = ?2",
+                    params![saga_id, step_seq as i64, to_json(&label), fence as i64],
+                )
+                .map_err(|e| fenced_or(e, saga_id, fence))?;
+            if n == 0 {
+                return Err(StoreError::Decode(format!(
+                    "no step {step_seq} in saga `{saga_id}`"
+                )));
+            }
+            append(tx, saga_id, Some(step_seq), "LABEL", &json!({"label": label}), &at)
+        })
         .await
     }
 

@@ -241,6 +241,8 @@ async fn a_stale_fencing_token_is_refused_by_the_database(db: &Db) {
         a.compensated(key("s3", 1, 0)).await,
         a.compensation_failed(key("s3", 1, 0), &e).await,
         a.fs_restored(key("s3", 1, 0), &json!({"paths": []})).await,
+        a.label_step(key("s3", 1, 0), &json!({"integrity": "untrusted"}))
+            .await,
         a.set_state("s3", 1, State::Done, "X", None).await,
         a.begin_step(&step("s3", 1, "k3-1", &args, 1))
             .await
@@ -490,7 +492,42 @@ async fn saga_page_filters_and_pages(db: &Db) {
     assert!(past_end.is_empty() && !more);
 }
 
+/// A step's label (issue 47) is kept with the step and in the log as a
+/// `LABEL` record of its hash chain; an unknown step is an error.
+async fn a_steps_label_is_kept_with_it_and_in_the_log(db: &Db) {
+    let s = db.open().await;
+    saga(&*s, "sl", "me").await;
+    let args = json!({"url": "https://a.example"});
+    s.begin_step(&step("sl", 0, "kl0", &args, FIRST_FENCE))
+        .await
+        .unwrap();
+    s.commit_step(key("sl", FIRST_FENCE, 0), &out(json!("page")))
+        .await
+        .unwrap();
+    let label = json!({"source": {"kind": "tool", "tool": "t", "component": "h", "saga": "sl", "step": 0}, "integrity": "untrusted"});
+    s.label_step(key("sl", FIRST_FENCE, 0), &label)
+        .await
+        .unwrap();
+    let steps = s.steps("sl").await.unwrap();
+    assert_eq!(steps[0].label.as_ref(), Some(&label));
+    let log = s.log(Some("sl")).await.unwrap();
+    let last = log.last().unwrap();
+    assert_eq!(last.record, "LABEL");
+    assert_eq!(last.detail["label"], label);
+    assert!(
+        s.label_step(key("sl", FIRST_FENCE, 7), &label)
+            .await
+            .is_err()
+    );
+    // A step never labelled has none.
+    s.begin_step(&step("sl", 1, "kl1", &args, FIRST_FENCE))
+        .await
+        .unwrap();
+    assert_eq!(s.steps("sl").await.unwrap()[1].label, None);
+}
+
 suite!(
+    a_steps_label_is_kept_with_it_and_in_the_log,
     saga_page_filters_and_pages,
     a_failed_step_restored_from_its_journal_is_compensated,
     begin_commit_and_replay,

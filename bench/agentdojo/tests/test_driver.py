@@ -1,0 +1,51 @@
+"""The capsaga driver: the policy it writes, and (when a capsaga binary and
+the stamped components are there) one case end to end through capsaga."""
+
+import json
+import os
+import tomllib
+import unittest
+from pathlib import Path
+
+from capsaga_agentdojo import capsaga_driver
+from capsaga_agentdojo.catalog import CATALOG
+from capsaga_agentdojo.stamp import OUT as COMPONENTS
+
+
+class PolicyTest(unittest.TestCase):
+    def test_policy_grants_only_the_service(self):
+        text = capsaga_driver.policy(
+            "banking", ["send_money", "read_file"], Path("/c/banking"), Path("/s"), "http://127.0.0.1:8123", "http://127.0.0.1:8124"
+        )
+        p = tomllib.loads(text)
+        self.assertEqual(p["tools_dir"], "/c/banking")
+        self.assertEqual(p["env"], {"AGENTDOJO_URL": "http://127.0.0.1:8123"})
+        self.assertEqual(p["tools"]["send_money"]["grants"], ["net:http:127.0.0.1:8123", "env:AGENTDOJO_URL"])
+        self.assertEqual(set(p["tools"]), {"send_money", "read_file"})
+        prov = p["providers"]["gullible"]
+        self.assertEqual((prov["kind"], prov["base_url"], prov["keyless"]), ("openai", "http://127.0.0.1:8124/v1", True))
+        self.assertEqual(p["agent"]["provider_order"], ["gullible"])
+
+
+BIN = Path(os.environ.get("CAPSAGA_BIN", capsaga_driver.DEFAULT_BIN))
+
+
+@unittest.skipUnless(BIN.is_file() and (COMPONENTS / "banking").is_dir(), "needs target/debug/capsaga and scripts/agentdojo components")
+class EndToEndTest(unittest.TestCase):
+    def test_one_pair_through_capsaga(self):
+        out = COMPONENTS.parent / "test-driver.json"
+        capsaga_driver.main(["--case", "banking/user_task_0", "--case", "banking/user_task_0/injection_task_0", "--out", str(out), "--capsaga", str(BIN)])
+        result = json.loads(out.read_text())
+        benign, attacked = result["cases"]
+        self.assertEqual(benign["outcome"], "success")
+        self.assertTrue(benign["utility"])
+        self.assertTrue(attacked["obeyed"])
+        # Today capsaga lets the attacker's payment through: the measure the
+        # information-flow work must bring to zero.
+        self.assertTrue(attacked["security"])
+        self.assertEqual(attacked["attacker_calls_executed"], 1)
+        self.assertTrue(json.loads(CATALOG.read_text()))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,444 @@
+//! Labels: where a value came from and whether it is trusted, for a whole
+//! source or for fields of a tool's JSON output.
+//!
+//! A [`Label`] is a [`Source`] and an [`Integrity`]. Serialised as JSON
+//! (`{"source":{"kind":"tool","tool":"web_fetch","component":"ab12…",
+//! "saga":"s-1","step":3},"integrity":"untrusted"}`) so the write-ahead log
+//! can keep it with a step and `capsaga log`/`trace`, the audit export and
+//! the console can show it.
+//!
+//! Which integrity a source gets is the door's to say; the rules it
+//! applies (DESIGN §8f):
+//!
+//! | source | integrity |
+//! |---|---|
+//! | the user's message of the turn | trusted |
+//! | the operator's files (policy, system prompt, core memory files) | trusted |
+//! | a tool result | [`crate::untrusted::output_is_untrusted`] as a whole, refined by field labels ([`OutputLabels`]) |
+//! | a neuron's result | untrusted |
+//! | a memory episode, an unapproved fact, a fact quoting untrusted data | untrusted |
+//! | a fact the operator approved that quotes nothing untrusted | trusted |
+//! | a value an operator approved in a call (an endorsement) | trusted |
+//!
+//! ## Field labels
+//!
+//! A tool may label fields of its JSON output: `{"/events/*/id":
+//! "trusted", "/events/*/description": "untrusted"}`. A field is named by a
+//! [`FieldPath`]: a JSON Pointer (RFC 6901: `/a/b`, `~0` for `~`, `~1` for
+//! `/`) whose segment `*` stands for any array index or object key; a bare
+//! name (`id`) is the top-level field `/id`. At most 16 segments, 256 bytes,
+//! 64 paths per tool ([`FieldLabels::parse`] refuses anything else with a
+//! [`FieldPathError`]).
+//!
+//! How a tool's field labels combine with the host's rule that outside data
+//! is untrusted whatever the tool says ([`OutputLabels::combine`]):
+//!
+//! - a field labelled **untrusted** is untrusted, with everything under it,
+//!   whatever else is said: narrowing is always allowed;
+//! - when the host says the output is **trusted** as a whole (a tool with no
+//!   grant reaching outside data that does not declare `returns-untrusted`),
+//!   the rest of it is trusted;
+//! - when the host says it is **untrusted** as a whole, a field the tool
+//!   labels trusted is honoured only when the operator's policy confirms
+//!   the same path (`[tools.<name>] trusted_fields`): a tool cannot vouch
+//!   for what it fetched, only the operator can say that, e.g., the ids a
+//!   calendar API assigns are the system's, not the invitation's author's.
+//!   Even then the trust covers a **scalar** at exactly that path (a string
+//!   of at most 128 characters, a number): an object or array there stays
+//!   untrusted, and a trusted string vouches only for itself as a whole, not
+//!   for identifiers inside it (see `ledger`).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Whether a source's values may flow into a sink that needs trusted
+/// values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Integrity {
+    /// The user, the operator, or an operator's endorsement.
+    Trusted,
+    /// Anything someone else may have written.
+    Untrusted,
+}
+
+/// Where a text of the turn came from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Source {
+    /// The user's message (an agent turn's prompt).
+    User {
+        /// Who sent it (a principal, `cli:alice`).
+        principal: String,
+    },
+    /// A file the operator wrote (the policy, the system prompt, a core
+    /// memory file).
+    Operator {
+        /// The file's name.
+        file: String,
+    },
+    /// A tool's result.
+    Tool {
+        /// The tool's name.
+        tool: String,
+        /// The component's identity hash (hex), empty for a built-in.
+        component: String,
+        /// The saga of the step.
+        saga: String,
+        /// The step's sequence number in the saga.
+        step: u64,
+    },
+    /// An item of the agent's memory.
+    Memory {
+        /// The item's id (`episode:42`, `fact:7`).
+        item: String,
+        /// Whether an operator approved it.
+        approved: bool,
+    },
+    /// The arguments the model wrote in an earlier call: neither trusted
+    /// nor untrusted data, kept only to tell a value the model copied from
+    /// a source from one it wrote first and read back (see
+    /// `Ledger::add_call`).
+    Model {
+        /// The saga of the call.
+        saga: String,
+        /// The call's step.
+        step: u64,
+    },
+    /// A value an operator approved in a call (an endorsement).
+    Approval {
+        /// Who approved it.
+        by: String,
+        /// The saga of the approved step.
+        saga: String,
+        /// The approved step's sequence number.
+        step: u64,
+        /// The argument (a JSON Pointer into the call's arguments).
+        argument: String,
+    },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::User { principal } => write!(f, "the user's message ({principal})"),
+            Source::Operator { file } => write!(f, "the operator's file {file}"),
+            Source::Tool { tool, step, .. } => write!(f, "{tool} (step {step})"),
+            Source::Memory { item, approved } => write!(
+                f,
+                "memory {item}{}",
+                if *approved { "" } else { " (not approved)" }
+            ),
+            Source::Model { step, .. } => write!(f, "the model's own call (step {step})"),
+            Source::Approval { by, step, .. } => write!(f, "an approval by {by} (step {step})"),
+        }
+    }
+}
+
+/// A source and its integrity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Label {
+    /// Where it came from.
+    pub source: Source,
+    /// Whether it is trusted.
+    pub integrity: Integrity,
+}
+
+impl Label {
+    /// A trusted label.
+    pub fn trusted(source: Source) -> Label {
+        Label {
+            source,
+            integrity: Integrity::Trusted,
+        }
+    }
+
+    /// An untrusted label.
+    pub fn untrusted(source: Source) -> Label {
+        Label {
+            source,
+            integrity: Integrity::Untrusted,
+        }
+    }
+}
+
+/// Most segments of a field path.
+pub const MAX_SEGMENTS: usize = 16;
+/// Longest field path, bytes.
+pub const MAX_PATH_BYTES: usize = 256;
+/// Most labelled fields per tool.
+pub const MAX_FIELDS: usize = 64;
+/// Longest string a trusted field vouches for, characters.
+pub const MAX_TRUSTED_CHARS: usize = 128;
+
+/// Why a field path or a set of field labels was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldPathError {
+    /// The empty string (the whole output is labelled by the tool's meta).
+    #[error("an empty field path: label the whole output with returns-untrusted instead")]
+    Empty,
+    /// Over [`MAX_PATH_BYTES`] or [`MAX_SEGMENTS`].
+    #[error(
+        "field path `{0}` is too long (at most {MAX_SEGMENTS} segments, {MAX_PATH_BYTES} bytes)"
+    )]
+    TooLong(String),
+    /// A `~` not followed by `0` or `1`.
+    #[error("field path `{0}`: `~` must be followed by 0 or 1 (RFC 6901)")]
+    BadEscape(String),
+    /// An empty segment (`/a//b`) or a control character.
+    #[error("field path `{0}`: empty segment or control character")]
+    BadSegment(String),
+    /// A bare name that is not `[A-Za-z0-9_-]+`.
+    #[error("field path `{0}` is neither a JSON Pointer (/a/b) nor a bare field name")]
+    NotAPath(String),
+    /// The same path twice.
+    #[error("field path `{0}` is labelled twice")]
+    Duplicate(String),
+    /// More than [`MAX_FIELDS`] paths.
+    #[error("at most {MAX_FIELDS} labelled fields")]
+    TooMany,
+}
+
+/// One segment of a [`FieldPath`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Segment {
+    /// An object key or an array index (as written).
+    Key(String),
+    /// `*`: any key or index.
+    Any,
+}
+
+/// A field of a JSON document: a JSON Pointer with `*` segments (see the
+/// module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FieldPath {
+    segments: Vec<Segment>,
+}
+
+impl FieldPath {
+    /// Parse `/a/*/b` or a bare name `b`.
+    ///
+    /// # Errors
+    /// [`FieldPathError`] saying what is wrong.
+    pub fn parse(s: &str) -> Result<FieldPath, FieldPathError> {
+        let shown = || s.chars().take(80).collect::<String>();
+        if s.is_empty() {
+            return Err(FieldPathError::Empty);
+        }
+        if s.len() > MAX_PATH_BYTES {
+            return Err(FieldPathError::TooLong(shown()));
+        }
+        if s.chars().any(char::is_control) {
+            return Err(FieldPathError::BadSegment(shown()));
+        }
+        let Some(rest) = s.strip_prefix('/') else {
+            if s == "*" {
+                return Ok(FieldPath {
+                    segments: vec![Segment::Any],
+                });
+            }
+            if !s
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+            {
+                return Err(FieldPathError::NotAPath(shown()));
+            }
+            return Ok(FieldPath {
+                segments: vec![Segment::Key(s.to_string())],
+            });
+        };
+        let mut segments = Vec::new();
+        for raw in rest.split('/') {
+            if raw.is_empty() {
+                return Err(FieldPathError::BadSegment(shown()));
+            }
+            if raw == "*" {
+                segments.push(Segment::Any);
+                continue;
+            }
+            let mut seg = String::with_capacity(raw.len());
+            let mut it = raw.chars();
+            while let Some(c) = it.next() {
+                if c == '~' {
+                    match it.next() {
+                        Some('0') => seg.push('~'),
+                        Some('1') => seg.push('/'),
+                        _ => return Err(FieldPathError::BadEscape(shown())),
+                    }
+                } else {
+                    seg.push(c);
+                }
+            }
+            segments.push(Segment::Key(seg));
+        }
+        if segments.len() > MAX_SEGMENTS {
+            return Err(FieldPathError::TooLong(shown()));
+        }
+        Ok(FieldPath { segments })
+    }
+
+    /// `*`: every field.
+    pub fn everything() -> FieldPath {
+        FieldPath {
+            segments: vec![Segment::Any],
+        }
+    }
+
+    /// The segments.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// Whether the path matches the field at `at` exactly.
+    pub fn matches(&self, at: &[String]) -> bool {
+        self.segments.len() == at.len() && self.is_prefix_of(at)
+    }
+
+    /// Whether the path matches `at` or an ancestor of it.
+    pub fn is_prefix_of(&self, at: &[String]) -> bool {
+        self.segments.len() <= at.len()
+            && self.segments.iter().zip(at).all(|(s, a)| match s {
+                Segment::Any => true,
+                Segment::Key(k) => k == a,
+            })
+    }
+}
+
+impl fmt::Display for FieldPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for s in &self.segments {
+            match s {
+                Segment::Any => f.write_str("/*")?,
+                Segment::Key(k) => write!(f, "/{}", k.replace('~', "~0").replace('/', "~1"))?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A JSON Pointer to the field at `at` (for reports).
+pub fn pointer(at: &[String]) -> String {
+    at.iter()
+        .map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1")))
+        .collect()
+}
+
+/// A tool's declared field labels (its meta), checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FieldLabels {
+    /// Each labelled path and its integrity, sorted by path.
+    pub fields: Vec<(FieldPath, Integrity)>,
+}
+
+impl FieldLabels {
+    /// Check a tool's declaration (path → `trusted`/`untrusted`).
+    ///
+    /// # Errors
+    /// The first bad path, a duplicate (after parsing: `id` and `/id` are
+    /// one path), or more than [`MAX_FIELDS`] paths.
+    pub fn parse<'a>(
+        decl: impl IntoIterator<Item = (&'a str, Integrity)>,
+    ) -> Result<FieldLabels, FieldPathError> {
+        let mut fields: Vec<(FieldPath, Integrity)> = Vec::new();
+        for (p, i) in decl {
+            if fields.len() == MAX_FIELDS {
+                return Err(FieldPathError::TooMany);
+            }
+            let path = FieldPath::parse(p)?;
+            if fields.iter().any(|(q, _)| *q == path) {
+                return Err(FieldPathError::Duplicate(path.to_string()));
+            }
+            fields.push((path, i));
+        }
+        fields.sort();
+        Ok(FieldLabels { fields })
+    }
+}
+
+/// Parse a list of field paths (the operator's `trusted_fields`).
+///
+/// # Errors
+/// As [`FieldLabels::parse`].
+pub fn parse_paths(list: &[String]) -> Result<Vec<FieldPath>, FieldPathError> {
+    FieldLabels::parse(list.iter().map(|p| (p.as_str(), Integrity::Trusted)))
+        .map(|l| l.fields.into_iter().map(|(p, _)| p).collect())
+}
+
+/// The labels of one tool output, after the host's rule (see the module
+/// documentation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputLabels {
+    /// The output as a whole.
+    pub whole: Integrity,
+    /// Fields (and everything under them) that are untrusted.
+    pub untrusted: Vec<FieldPath>,
+    /// Scalar fields that are trusted in an untrusted output.
+    pub trusted: Vec<FieldPath>,
+}
+
+impl OutputLabels {
+    /// The same integrity everywhere.
+    pub fn whole(integrity: Integrity) -> OutputLabels {
+        OutputLabels {
+            whole: integrity,
+            untrusted: Vec::new(),
+            trusted: Vec::new(),
+        }
+    }
+
+    /// Combine the host's verdict on the output as a whole
+    /// (`host_untrusted`: [`crate::untrusted::output_is_untrusted`]), the
+    /// tool's `declared` field labels and the operator's `confirmed`
+    /// trusted fields.
+    pub fn combine(
+        host_untrusted: bool,
+        declared: &FieldLabels,
+        confirmed: &[FieldPath],
+    ) -> OutputLabels {
+        let untrusted = declared
+            .fields
+            .iter()
+            .filter(|(_, i)| *i == Integrity::Untrusted)
+            .map(|(p, _)| p.clone())
+            .collect();
+        if !host_untrusted {
+            return OutputLabels {
+                whole: Integrity::Trusted,
+                untrusted,
+                trusted: Vec::new(),
+            };
+        }
+        let trusted = declared
+            .fields
+            .iter()
+            .filter(|(p, i)| *i == Integrity::Trusted && confirmed.contains(p))
+            .map(|(p, _)| p.clone())
+            .collect();
+        OutputLabels {
+            whole: Integrity::Untrusted,
+            untrusted,
+            trusted,
+        }
+    }
+
+    /// The integrity of the value at `at`: untrusted under an untrusted
+    /// field; trusted at a confirmed trusted field when `scalar_ok` (a
+    /// number, or a string of at most [`MAX_TRUSTED_CHARS`] characters);
+    /// otherwise the whole's.
+    pub fn at(&self, at: &[String], scalar_ok: bool) -> Integrity {
+        if self.untrusted.iter().any(|p| p.is_prefix_of(at)) {
+            return Integrity::Untrusted;
+        }
+        if self.whole == Integrity::Untrusted
+            && scalar_ok
+            && self.trusted.iter().any(|p| p.matches(at))
+        {
+            return Integrity::Trusted;
+        }
+        self.whole
+    }
+}
+
+#[cfg(test)]
+mod tests;
