@@ -43,10 +43,18 @@
 //!   the same path (`[tools.<name>] trusted_fields`): a tool cannot vouch
 //!   for what it fetched, only the operator can say that, e.g., the ids a
 //!   calendar API assigns are the system's, not the invitation's author's.
-//!   Even then the trust covers a **scalar** at exactly that path (a string
-//!   of at most 128 characters, a number): an object or array there stays
-//!   untrusted, and a trusted string vouches only for itself as a whole, not
-//!   for identifiers inside it (see `ledger`).
+//!   Even then the trust covers a **scalar** at exactly that path (a number,
+//!   or a string that is one token: at most 128 characters, no whitespace,
+//!   [`is_token`]): an object, an array, prose there stays untrusted; a
+//!   trusted string vouches only for itself as a whole, not for identifiers
+//!   inside it; and it vouches **weakly**: a value that untrusted data also
+//!   mentions elsewhere is untrusted (an injected "delete file 13" picks
+//!   among real ids: see `ledger`).
+//!
+//! Outputs that are not JSON never get here (the door refuses a tool
+//! output that is not strict JSON: duplicate keys, depth over 64); a JSON
+//! string or a scalar at the root has no field to label and takes the
+//! whole's integrity.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -171,6 +179,18 @@ pub const MAX_PATH_BYTES: usize = 256;
 pub const MAX_FIELDS: usize = 64;
 /// Longest string a trusted field vouches for, characters.
 pub const MAX_TRUSTED_CHARS: usize = 128;
+
+/// Whether a string can be vouched for by a trusted field: one token of 1
+/// to [`MAX_TRUSTED_CHARS`] characters (surrounding whitespace aside), no
+/// whitespace or control character inside: an id, a number, a word. Prose
+/// in a field labelled trusted stays untrusted (a sentence is someone's
+/// writing, not a value a system assigned).
+pub fn is_token(s: &str) -> bool {
+    let t = s.trim();
+    !t.is_empty()
+        && t.chars().count() <= MAX_TRUSTED_CHARS
+        && !t.chars().any(|c| c.is_whitespace() || c.is_control())
+}
 
 /// Why a field path or a set of field labels was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -356,6 +376,27 @@ impl FieldLabels {
     }
 }
 
+/// Shown as the tool declared it (`capsaga tools --json`, the console):
+/// `[{"path": "/events/*/id", "integrity": "trusted"}]`.
+impl Serialize for FieldLabels {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        #[derive(Serialize)]
+        struct Field {
+            path: String,
+            integrity: Integrity,
+        }
+        let mut seq = s.serialize_seq(Some(self.fields.len()))?;
+        for (path, integrity) in &self.fields {
+            seq.serialize_element(&Field {
+                path: path.to_string(),
+                integrity: *integrity,
+            })?;
+        }
+        seq.end()
+    }
+}
+
 /// Parse a list of field paths (the operator's `trusted_fields`).
 ///
 /// # Errors
@@ -424,8 +465,7 @@ impl OutputLabels {
 
     /// The integrity of the value at `at`: untrusted under an untrusted
     /// field; trusted at a confirmed trusted field when `scalar_ok` (a
-    /// number, or a string of at most [`MAX_TRUSTED_CHARS`] characters);
-    /// otherwise the whole's.
+    /// number, or a string that [`is_token`]); otherwise the whole's.
     pub fn at(&self, at: &[String], scalar_ok: bool) -> Integrity {
         if self.untrusted.iter().any(|p| p.is_prefix_of(at)) {
             return Integrity::Untrusted;
