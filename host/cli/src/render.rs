@@ -434,6 +434,18 @@ fn flow_lines(f: &serde_json::Value) -> String {
     if let Some(l) = f.get("label") {
         let integrity = l.get("integrity").and_then(|i| i.as_str()).unwrap_or("?");
         out.push_str(&format!("\n           output label: {integrity}"));
+        for kind in ["trusted", "untrusted"] {
+            let paths: Vec<&str> = l
+                .pointer(&format!("/fields/{kind}"))
+                .and_then(|x| x.as_array())
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.as_str())
+                .collect();
+            if !paths.is_empty() {
+                out.push_str(&format!("; {kind} fields {}", paths.join(", ")));
+            }
+        }
     }
     out
 }

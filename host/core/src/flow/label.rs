@@ -149,8 +149,34 @@ impl fmt::Display for Source {
 pub struct Label {
     /// Where it came from.
     pub source: Source,
-    /// Whether it is trusted.
+    /// Whether it is trusted (as a whole).
     pub integrity: Integrity,
+    /// The field labels that refined it (a tool's output only; absent
+    /// when none applied): `{"trusted": ["/events/*/id"], "untrusted":
+    /// [...]}`, as stored with the step and shown by `capsaga trace`.
+    #[serde(default, skip_serializing_if = "LabelFields::is_empty")]
+    pub fields: LabelFields,
+}
+
+/// The fields of an output labelled otherwise than the whole
+/// ([`OutputLabels`]), as paths (JSON Pointers with `*`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelFields {
+    /// Trusted fields of an untrusted output (declared by the tool,
+    /// confirmed by the operator).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted: Vec<String>,
+    /// Untrusted fields (declared by the tool).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untrusted: Vec<String>,
+}
+
+impl LabelFields {
+    /// No field labelled.
+    pub fn is_empty(&self) -> bool {
+        self.trusted.is_empty() && self.untrusted.is_empty()
+    }
 }
 
 impl Label {
@@ -159,6 +185,7 @@ impl Label {
         Label {
             source,
             integrity: Integrity::Trusted,
+            fields: LabelFields::default(),
         }
     }
 
@@ -167,6 +194,7 @@ impl Label {
         Label {
             source,
             integrity: Integrity::Untrusted,
+            fields: LabelFields::default(),
         }
     }
 }
@@ -460,6 +488,16 @@ impl OutputLabels {
             whole: Integrity::Untrusted,
             untrusted,
             trusted,
+        }
+    }
+
+    /// The fields labelled otherwise than the whole, for the output's
+    /// [`Label`].
+    pub fn fields(&self) -> LabelFields {
+        let shown = |v: &[FieldPath]| v.iter().map(ToString::to_string).collect();
+        LabelFields {
+            trusted: shown(&self.trusted),
+            untrusted: shown(&self.untrusted),
         }
     }
 
