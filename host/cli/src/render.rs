@@ -107,6 +107,11 @@ pub(crate) fn log_line(r: &LogRow) -> String {
                 .unwrap_or_default()
                 .as_str()
         }
+        "LABEL" => r
+            .detail
+            .get("label")
+            .map(|l| format!("output label: {}", label_text(l)))
+            .unwrap_or_default(),
         "IN_DOUBT" => format!(
             "stopped by the host after it ran, in doubt (compensated from its pre-image): {}",
             r.detail
@@ -241,6 +246,29 @@ pub(crate) fn step_line(s: &StepRow) -> String {
         s.status.as_str(),
         clip(&s.args.to_string(), 100)
     )
+}
+
+/// A step's label (information flow) as one line: its integrity, and the
+/// fields labelled otherwise (`untrusted; trusted fields /events/*/id`).
+pub(crate) fn label_text(l: &serde_json::Value) -> String {
+    let mut out = l
+        .get("integrity")
+        .and_then(|i| i.as_str())
+        .unwrap_or("?")
+        .to_string();
+    for kind in ["trusted", "untrusted"] {
+        let paths: Vec<&str> = l
+            .pointer(&format!("/fields/{kind}"))
+            .and_then(|x| x.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.as_str())
+            .collect();
+        if !paths.is_empty() {
+            out.push_str(&format!("; {kind} fields {}", paths.join(", ")));
+        }
+    }
+    out
 }
 
 /// One trace step as readable lines (`capsaga agent`, `capsaga trace`).
@@ -432,20 +460,7 @@ fn flow_lines(f: &serde_json::Value) -> String {
         ));
     }
     if let Some(l) = f.get("label") {
-        let integrity = l.get("integrity").and_then(|i| i.as_str()).unwrap_or("?");
-        out.push_str(&format!("\n           output label: {integrity}"));
-        for kind in ["trusted", "untrusted"] {
-            let paths: Vec<&str> = l
-                .pointer(&format!("/fields/{kind}"))
-                .and_then(|x| x.as_array())
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p.as_str())
-                .collect();
-            if !paths.is_empty() {
-                out.push_str(&format!("; {kind} fields {}", paths.join(", ")));
-            }
-        }
+        out.push_str(&format!("\n           output label: {}", label_text(l)));
     }
     out
 }

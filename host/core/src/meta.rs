@@ -46,6 +46,7 @@ pub struct ToolMeta {
     pub version: String,
     /// Labels of fields of the output (the optional WIT export
     /// `output-fields`), checked; empty: the output is labelled whole.
+    #[serde(skip_serializing_if = "FieldLabels::is_empty")]
     pub field_labels: FieldLabels,
 }
 

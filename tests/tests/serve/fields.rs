@@ -105,16 +105,19 @@ async fn an_id_from_a_trusted_field_reaches_a_side_effect_and_an_id_a_note_names
     assert!(!written.contains("rec_5c6d7e8f"), "{written:?}");
     assert_eq!(t["outcome"], "success", "{t}");
     // The records step's label names its trusted field.
-    let records = t["trace"]["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["type"] == "action" && s["tool_name"] == "records")
-        .unwrap();
     assert_eq!(
-        records["flow"]["label"]["fields"]["trusted"],
+        records_label(&t)["fields"]["trusted"],
         json!(["/records/*/id"]),
-        "{records}"
+        "{t}"
+    );
+    // Stored with the step, and shown by `capsaga log`.
+    let saga = t["saga_id"].as_str().unwrap();
+    let out = ws.capsaga(&["log", "--saga", saga]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("output label: untrusted; trusted fields /records/*/id; untrusted fields /records/*/note"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -126,4 +129,21 @@ async fn a_tool_cannot_vouch_for_its_fields_without_the_operator() {
     assert_eq!(a.len(), 1, "{t}");
     assert_eq!(a[0]["error"]["kind"], "permission_denied", "{}", a[0]);
     assert!(ledger(&ws).is_empty(), "{}", ledger(&ws));
+    // The tool's labels were read: the untrusted one applies, the trusted
+    // one waits for the operator.
+    assert_eq!(
+        records_label(&t)["fields"],
+        json!({"untrusted": ["/records/*/note"]}),
+        "{t}"
+    );
+}
+
+/// The flow label of the `records` step.
+fn records_label(turn: &Value) -> &Value {
+    &turn["trace"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["type"] == "action" && s["tool_name"] == "records")
+        .unwrap()["flow"]["label"]
 }

@@ -380,6 +380,11 @@ pub struct FieldLabels {
 }
 
 impl FieldLabels {
+    /// No field labelled.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
     /// Check a tool's declaration (path → `trusted`/`untrusted`).
     ///
     /// # Errors
