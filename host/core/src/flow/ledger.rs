@@ -415,10 +415,11 @@ impl Ledger {
             list.push(id);
         }
         let mut rest = self.scan_text(id, Integrity::Untrusted, text, false);
-        rest.atoms.retain(|a| {
-            !keys.iter().any(|(k, key)| *k == a.kind && *key == a.key)
-                && !(a.kind == Kind::Number && number.as_deref() == Some(a.key.as_str()))
-        });
+        let is_whole = |a: &Atom| {
+            keys.iter().any(|(k, key)| *k == a.kind && *key == a.key)
+                || (a.kind == Kind::Number && number.as_deref() == Some(a.key.as_str()))
+        };
+        rest.atoms.retain(|a| !is_whole(a));
         rest.shorts
             .retain(|n| number.as_deref() != Some(n.key.as_str()));
         self.index_scan(id, Integrity::Untrusted, &rest, ctx);
