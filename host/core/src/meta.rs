@@ -3,7 +3,7 @@
 //! [`MetaError`]; it never reaches the model's catalog.
 
 use crate::capability::{Capability, CapabilityError};
-use crate::flow::label::{FieldLabels, FieldPathError, Integrity};
+use crate::field::{FieldLabels, FieldPathError, Integrity};
 use crate::json::{JsonError, parse_strict};
 use serde::Serialize;
 use serde_json::Value;
