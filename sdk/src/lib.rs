@@ -232,14 +232,15 @@ pub fn parse_args<A: DeserializeOwned>(args_json: &str) -> Result<A, ToolError> 
 /// [`export_tool!`]. Not part of the API.
 #[doc(hidden)]
 pub mod __private {
-    /// Bindings of `wit/`, world `llm-tool`: the `tool` world plus the `llm`
-    /// import. A component imports only what it calls, so a tool that never
-    /// asks a model does not import `llm`.
+    /// Bindings of `wit/`, world `labelled-tool`: the `tool` world plus the
+    /// `llm` import and the `output-fields` export. A component imports only
+    /// what it calls, so a tool that never asks a model does not import
+    /// `llm`.
     #[allow(missing_docs, clippy::all, clippy::pedantic)]
     pub mod bindings {
         wit_bindgen::generate!({
             path: "../wit",
-            world: "llm-tool",
+            world: "labelled-tool",
             pub_export_macro: true,
             export_macro_name: "export_tool_world",
         });
@@ -250,8 +251,8 @@ pub mod __private {
 
     pub use bindings::Guest;
     pub use wit::{
-        CallContext as WitCallContext, ToolError as WitToolError, ToolMeta as WitToolMeta,
-        ToolOutput as WitToolOutput,
+        CallContext as WitCallContext, OutputField as WitOutputField, ToolError as WitToolError,
+        ToolMeta as WitToolMeta, ToolOutput as WitToolOutput,
     };
 
     /// `meta` export: [`describe`] checked and converted. An invalid meta is a
@@ -278,6 +279,22 @@ pub mod __private {
             capabilities: r.capabilities,
             version: r.version,
         }
+    }
+
+    /// `output-fields` export: the field labels of [`describe`]'s meta
+    /// (checked by `meta`, which the host calls first).
+    pub fn output_fields<T: Tool>(default_version: &str) -> Vec<WitOutputField> {
+        describe::<T>(default_version)
+            .output_fields
+            .into_iter()
+            .map(|f| WitOutputField {
+                path: f.path,
+                integrity: match f.integrity {
+                    capsaga_types::FieldIntegrity::Trusted => wit::FieldIntegrity::Trusted,
+                    capsaga_types::FieldIntegrity::Untrusted => wit::FieldIntegrity::Untrusted,
+                },
+            })
+            .collect()
     }
 
     /// `execute` export.
@@ -410,6 +427,9 @@ macro_rules! export_tool {
             impl $crate::__private::Guest for __CapsagaToolExport {
                 fn meta() -> $crate::__private::WitToolMeta {
                     $crate::__private::meta::<$tool>(::core::env!("CARGO_PKG_VERSION"))
+                }
+                fn output_fields() -> ::std::vec::Vec<$crate::__private::WitOutputField> {
+                    $crate::__private::output_fields::<$tool>(::core::env!("CARGO_PKG_VERSION"))
                 }
                 fn execute(
                     ctx: $crate::__private::WitCallContext,

@@ -1,7 +1,7 @@
 //! [`Meta`]: what a tool says about itself (WIT `tool-meta`).
 
 use capsaga_types::meta::{MAX_DESCRIPTION_LEN, is_valid_tool_name};
-use capsaga_types::{Risk, ToolMetaRecord};
+use capsaga_types::{FieldIntegrity, OutputField, Risk, ToolMetaRecord};
 use std::fmt;
 
 /// What a tool says about itself, built with [`Meta::new`] and the chained
@@ -46,6 +46,10 @@ pub struct Meta {
     /// Semantic version, e.g. `1.2.0`. `None` means "the tool crate's
     /// `CARGO_PKG_VERSION`", filled in by [`crate::describe`].
     pub version: Option<String>,
+    /// Labels of fields of the output ([`Meta::trusted_field`],
+    /// [`Meta::untrusted_field`]); empty: the output is labelled whole, as
+    /// [`Meta::returns_untrusted`] says.
+    pub output_fields: Vec<OutputField>,
 }
 
 /// A [`Meta`] that the host would refuse; returned by [`Meta::check`].
@@ -80,6 +84,7 @@ impl Meta {
             supports_dry_run: false,
             capabilities: Vec::new(),
             version: None,
+            output_fields: Vec::new(),
         }
     }
 
@@ -140,6 +145,38 @@ impl Meta {
         self
     }
 
+    /// Labels a field of the output trusted: a value the system the tool
+    /// talks to assigned or computed (an event id, a file id, a size), that
+    /// nobody outside the operator's trust chose. `path` is a JSON Pointer
+    /// (RFC 6901) into the output's JSON, with `*` for any array index or
+    /// key: `/events/*/id`; a bare name (`id`) is the top-level field `/id`.
+    ///
+    /// In an output the host holds untrusted (the tool declares
+    /// [`Meta::returns_untrusted`], or it reaches files or the network), the
+    /// label counts only when the operator confirms the same path in the
+    /// policy (`[tools.<name>] trusted_fields = ["/events/*/id"]`), and only
+    /// for a number or a string of at most 128 characters there, as a whole
+    /// value: an id the agent copies from that field into a side-effecting
+    /// call is then not asked about. See `docs/writing-a-tool.md`.
+    #[must_use]
+    pub fn trusted_field(self, path: impl Into<String>) -> Meta {
+        self.field(path.into(), FieldIntegrity::Trusted)
+    }
+
+    /// Labels a field of the output (and everything under it) untrusted:
+    /// text someone else may have written (a title, a description, a
+    /// sender's address), even in an output that is otherwise trusted.
+    /// Paths as for [`Meta::trusted_field`].
+    #[must_use]
+    pub fn untrusted_field(self, path: impl Into<String>) -> Meta {
+        self.field(path.into(), FieldIntegrity::Untrusted)
+    }
+
+    fn field(mut self, path: String, integrity: FieldIntegrity) -> Meta {
+        self.output_fields.push(OutputField { path, integrity });
+        self
+    }
+
     /// Overrides the version (default: the tool crate's `CARGO_PKG_VERSION`).
     #[must_use]
     pub fn version(mut self, version: impl Into<String>) -> Meta {
@@ -190,6 +227,23 @@ impl Meta {
                 );
             }
         }
+        if self.output_fields.len() > MAX_OUTPUT_FIELDS {
+            return err(
+                "output_fields",
+                format!("at most {MAX_OUTPUT_FIELDS} labelled fields"),
+            );
+        }
+        for (i, f) in self.output_fields.iter().enumerate() {
+            if let Some(problem) = field_path_problem(&f.path) {
+                return err("output_fields", format!("{:?}: {problem}", f.path));
+            }
+            if self.output_fields[..i]
+                .iter()
+                .any(|g| same_path(&g.path, &f.path))
+            {
+                return err("output_fields", format!("{:?} is labelled twice", f.path));
+            }
+        }
         if self.has_side_effects && self.risk == Risk::Low {
             return err(
                 "risk",
@@ -219,8 +273,57 @@ impl Meta {
             idempotent: self.idempotent,
             supports_dry_run: self.supports_dry_run,
             capabilities: self.capabilities,
+            output_fields: self.output_fields,
         }
     }
+}
+
+/// Most labelled output fields (the host's limit).
+const MAX_OUTPUT_FIELDS: usize = 64;
+
+/// What is wrong with a field path, as the host would say it at load
+/// (`capsaga_core::flow::FieldPath::parse`): `None` when it is fine.
+fn field_path_problem(path: &str) -> Option<&'static str> {
+    if path.is_empty() {
+        return Some("empty (label the whole output with returns_untrusted)");
+    }
+    if path.len() > 256 || path.split('/').count() > 17 {
+        return Some("longer than 16 segments or 256 bytes");
+    }
+    if path.chars().any(char::is_control) {
+        return Some("a control character");
+    }
+    let Some(rest) = path.strip_prefix('/') else {
+        let bare = path == "*"
+            || path
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+        return (!bare).then_some("neither a JSON Pointer (/a/b) nor a bare field name");
+    };
+    for seg in rest.split('/') {
+        if seg.is_empty() {
+            return Some("an empty segment");
+        }
+        let mut it = seg.chars();
+        while let Some(c) = it.next() {
+            if c == '~' && !matches!(it.next(), Some('0' | '1')) {
+                return Some("`~` must be followed by 0 or 1 (RFC 6901)");
+            }
+        }
+    }
+    None
+}
+
+/// Whether two paths name the same fields (`id` is `/id`).
+fn same_path(a: &str, b: &str) -> bool {
+    let norm = |p: &str| {
+        if p.starts_with('/') {
+            p.to_owned()
+        } else {
+            format!("/{p}")
+        }
+    };
+    norm(a) == norm(b)
 }
 
 /// `MAJOR.MINOR.PATCH` with optional `-pre` and `+build` suffixes.
@@ -257,6 +360,37 @@ mod tests {
         assert_eq!(m.capabilities, ["fs:write:*", "net:https:*"]);
         assert_eq!(m.version.as_deref(), Some("1.2.3"));
         assert_eq!(m.check(), Ok(()));
+    }
+
+    #[test]
+    fn field_labels_are_declared_and_checked() {
+        let m = Meta::new("calendar_search", "Searches the calendar.")
+            .returns_untrusted(true)
+            .trusted_field("/events/*/id")
+            .untrusted_field("/events/*/description");
+        assert_eq!(m.check(), Ok(()));
+        let r = m.clone().into_record("0.1.0");
+        assert_eq!(r.output_fields.len(), 2);
+        assert_eq!(r.output_fields[0].path, "/events/*/id");
+        assert_eq!(r.output_fields[0].integrity, FieldIntegrity::Trusted);
+        for bad in [
+            "",
+            "/a//b",
+            "/a/~2",
+            "a b",
+            &format!("/{}", "x".repeat(300)),
+        ] {
+            let e = m.clone().trusted_field(bad).check().unwrap_err();
+            assert_eq!(e.field, "output_fields", "{bad}");
+        }
+        let e = m.clone().trusted_field("/events/*/id").check().unwrap_err();
+        assert!(e.problem.contains("twice"), "{e}");
+        let e = Meta::new("a", "b")
+            .trusted_field("id")
+            .untrusted_field("/id")
+            .check()
+            .unwrap_err();
+        assert!(e.problem.contains("twice"), "{e}");
     }
 
     #[test]

@@ -38,6 +38,7 @@ impl BuiltinTool for Memo {
             supports_dry_run: true,
             capabilities: vec![],
             version: "1.0.0".into(),
+            output_fields: Vec::new(),
         }
     }
 

@@ -23,5 +23,5 @@ pub mod names;
 
 pub use context::CallContext;
 pub use error::{ErrorKind, ToolError};
-pub use meta::{Risk, ToolMetaRecord, is_valid_tool_name};
+pub use meta::{FieldIntegrity, OutputField, Risk, ToolMetaRecord, is_valid_tool_name};
 pub use names::is_special_name;

@@ -72,6 +72,45 @@ pub struct ToolMetaRecord {
     pub capabilities: Vec<String>,
     /// WIT `version`: 1 to [`MAX_VERSION_LEN`] printable characters.
     pub version: String,
+    /// Labels of fields of the output: the optional WIT export
+    /// `output-fields` of the `labelled-tool` world (empty when the
+    /// component does not have it: the output is labelled whole, as
+    /// `returns_untrusted` says).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_fields: Vec<OutputField>,
+}
+
+/// Integrity of a field of a tool's output (WIT `field-integrity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldIntegrity {
+    /// Assigned or computed by the system the tool talks to (an id, a size).
+    Trusted,
+    /// Someone else may have written it (a title, a description).
+    Untrusted,
+}
+
+impl FieldIntegrity {
+    /// The WIT name: `trusted` or `untrusted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FieldIntegrity::Trusted => "trusted",
+            FieldIntegrity::Untrusted => "untrusted",
+        }
+    }
+}
+
+/// A label on fields of a tool's JSON output (WIT `output-field`): `path` is
+/// an RFC 6901 JSON Pointer whose segment `*` stands for any array index or
+/// object key (`/events/*/id`), or a bare top-level name (`id`). The host
+/// checks the paths at load (`capsaga_core::flow::FieldLabels`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputField {
+    /// The fields' path.
+    pub path: String,
+    /// Their integrity.
+    pub integrity: FieldIntegrity,
 }
 
 /// Whether `name` is a valid tool name: `[a-z][a-z0-9_]*`, 1 to

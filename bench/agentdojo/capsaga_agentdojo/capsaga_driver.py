@@ -50,6 +50,7 @@ from .httpjson import HttpError, request
 from .model_server import ModelServer
 from .service import EnvService
 from .stamp import OUT as COMPONENTS
+from .stamp import trusted_fields
 
 WORK = Path(os.environ.get("AGENTDOJO_CAPSAGA_WORK") or REPO / "target/agentdojo/capsaga")
 DEFAULT_BIN = REPO / "target/debug/capsaga"
@@ -74,10 +75,13 @@ def sinks(entry: dict[str, Any]) -> str:
     return "{ " + ", ".join(pairs) + " }" if pairs else "{}"
 
 
-def policy(suite: str, tools: list[str], tools_dir: Path, state_dir: Path, env_url: str, model_url: str, max_tool_calls: int | None = None, flow: str = "on", entries: list[dict[str, Any]] | None = None) -> str:
+def policy(suite: str, tools: list[str], tools_dir: Path, state_dir: Path, env_url: str, model_url: str, max_tool_calls: int | None = None, flow: str = "on", entries: list[dict[str, Any]] | None = None, fields: str = "on") -> str:
     """The capsaga policy of one suite (see the module docs). ``flow``:
     ``on`` (the catalog's sink rules, approvals for values from data), or
-    ``off`` (every sink off: capsaga without information flow)."""
+    ``off`` (every sink off: capsaga without information flow). ``fields``:
+    ``on``, the operator confirms each tool's trusted output fields (the
+    catalog's ``system`` fields, which the stamped components declare):
+    ``trusted_fields``; ``off``, none (outputs labelled whole)."""
     port = env_url.rsplit(":", 1)[1]
     grants = json.dumps([f"net:http:127.0.0.1:{port}", "env:AGENTDOJO_URL"])
     out = [
@@ -120,6 +124,8 @@ def policy(suite: str, tools: list[str], tools_dir: Path, state_dir: Path, env_u
             out.append("sinks = {}")
         elif entry is not None and entry.get("has_side_effects"):
             out.append(f"sinks = {sinks(entry)}")
+        if flow == "on" and fields == "on" and entry is not None and trusted_fields(entry):
+            out.append(f"trusted_fields = {json.dumps(trusted_fields(entry))}")
         out.append("")
     return "\n".join(out)
 
@@ -241,6 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--components", type=Path, default=COMPONENTS)
     p.add_argument("--keep", action="store_true", help="keep each suite's state directory")
     p.add_argument("--flow", default="on", choices=["on", "off"], help="the catalog's sink rules (on) or none (off)")
+    p.add_argument("--fields", default="on", choices=["on", "off"], help="the operator confirms the tools' trusted output fields (on) or not (off)")
     p.add_argument("--approve", default="none", choices=["none", "user-calls"], help="who answers approvals: nobody, or a human granting the user task's calls and refusing the injection's")
     args = p.parse_args(argv)
     if not args.capsaga.is_file():
@@ -264,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
             work.mkdir(parents=True, exist_ok=True)
             conf = work / "capsaga.toml"
             names = [e["name"] for e in catalog["suites"][suite]]
-            conf.write_text(policy(suite, names, tools_dir.resolve(), state, env.url, model.url, flow=args.flow, entries=catalog["suites"][suite]))
+            conf.write_text(policy(suite, names, tools_dir.resolve(), state, env.url, model.url, flow=args.flow, entries=catalog["suites"][suite], fields=args.fields))
             port = free_port()
             log = (work / "serve.log").open("w")
             proc = subprocess.Popen(
@@ -289,4 +296,4 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         env.stop()
         model.stop()
-    finish(args, records, {"host": f"capsaga ({args.capsaga})", "plan": args.plan, "flow": args.flow, "approve": args.approve}, t0)
+    finish(args, records, {"host": f"capsaga ({args.capsaga})", "plan": args.plan, "flow": args.flow, "fields": args.fields, "approve": args.approve}, t0)

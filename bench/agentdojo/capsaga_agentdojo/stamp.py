@@ -33,9 +33,51 @@ class StampError(Exception):
     """The generic component or a meta cannot be stamped."""
 
 
+#: Catalog field kinds and the label a component declares for them: what a
+#: system assigned is trusted; what a third party wrote, or an echo of the
+#: call's arguments, untrusted; the user's own records keep the output's
+#: label (no field label).
+FIELD_LABEL = {"system": "trusted", "third_party": "untrusted", "echo": "untrusted"}
+
+
+def pointer(path: str) -> str | None:
+    """The JSON Pointer (with ``*``) of a catalog output path (``$`` the
+    whole, ``[]`` every item, ``{}`` keys, ``{}.value`` values), or None
+    for the whole output and for object keys (no field of their own)."""
+    if path == "$" or path == "{}":
+        return None
+    segs = []
+    for part in path.split("."):
+        if part == "[]" or part == "{}":
+            segs.append("*")
+        elif part.startswith("[]"):
+            segs += ["*", part[2:]]
+        elif part.startswith("{}"):
+            segs += ["*", part[2:]]
+        else:
+            segs.append(part.replace("~", "~0").replace("/", "~1"))
+    return "/" + "/".join(s for s in segs if s)
+
+
+def field_labels(entry: dict[str, Any]) -> list[dict[str, str]]:
+    """The field labels a component declares for a catalog entry."""
+    out = []
+    for path, kind in sorted(entry.get("output_fields", {}).items()):
+        ptr = pointer(path)
+        if ptr is not None and kind in FIELD_LABEL:
+            out.append({"path": ptr, "integrity": FIELD_LABEL[kind]})
+    return out
+
+
+def trusted_fields(entry: dict[str, Any]) -> list[str]:
+    """The paths an operator confirms trusted for a catalog entry (its
+    ``system`` fields): ``[tools.X] trusted_fields``."""
+    return [f["path"] for f in field_labels(entry) if f["integrity"] == "trusted"]
+
+
 def meta_of(entry: dict[str, Any], output: str = "text", errors: str | None = None) -> dict[str, Any]:
     """The stamped meta of a catalog entry (risk: the bench's, see the
-    catalog's ``bench_risk``)."""
+    catalog's ``bench_risk``; field labels from its ``output_fields``)."""
     meta = {
         "name": entry["name"],
         "description": entry["description"],
@@ -45,6 +87,7 @@ def meta_of(entry: dict[str, Any], output: str = "text", errors: str | None = No
         "returns_untrusted": entry["returns_untrusted"],
         "function": entry["agentdojo_function"],
         "output": output,
+        "fields": field_labels(entry),
     }
     if errors is not None:
         meta["errors"] = errors

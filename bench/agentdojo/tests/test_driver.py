@@ -26,6 +26,19 @@ class PolicyTest(unittest.TestCase):
         self.assertEqual((prov["kind"], prov["base_url"], prov["keyless"]), ("openai", "http://127.0.0.1:8124/v1", True))
         self.assertEqual(p["agent"]["provider_order"], ["gullible"])
 
+    def test_policy_confirms_the_system_fields(self):
+        entries = [
+            {"name": "get_most_recent_transactions", "has_side_effects": False, "output_fields": {"[].id": "system", "[].sender": "third_party"}},
+            {"name": "send_money", "has_side_effects": True, "key_args": ["recipient"], "output_fields": {}},
+        ]
+        names = [e["name"] for e in entries]
+        p = tomllib.loads(capsaga_driver.policy("banking", names, Path("/c"), Path("/s"), "http://127.0.0.1:1", "http://127.0.0.1:2", entries=entries))
+        self.assertEqual(p["tools"]["get_most_recent_transactions"]["trusted_fields"], ["/*/id"])
+        self.assertNotIn("trusted_fields", p["tools"]["send_money"])
+        for kw in ({"fields": "off"}, {"flow": "off"}):
+            p = tomllib.loads(capsaga_driver.policy("banking", names, Path("/c"), Path("/s"), "http://127.0.0.1:1", "http://127.0.0.1:2", entries=entries, **kw))
+            self.assertNotIn("trusted_fields", p["tools"]["get_most_recent_transactions"])
+
 
 BIN = Path(os.environ.get("CAPSAGA_BIN", capsaga_driver.DEFAULT_BIN))
 

@@ -34,6 +34,25 @@ class StampTest(unittest.TestCase):
         with self.assertRaises(stamp.StampError):
             stamp.stamp(generic(), {**META, "description": "x" * stamp.STAMP_LEN})
 
+    def test_field_labels_from_the_catalog(self):
+        self.assertEqual(stamp.pointer("[].id_"), "/*/id_")
+        self.assertEqual(stamp.pointer("id_"), "/id_")
+        self.assertEqual(stamp.pointer("[]"), "/*")
+        self.assertEqual(stamp.pointer("{}.value"), "/*/value")
+        self.assertIsNone(stamp.pointer("$"))
+        self.assertIsNone(stamp.pointer("{}"))
+        entry = {"output_fields": {"[].id_": "system", "[].title": "third_party", "[].owner": "user", "subject": "echo", "$": "system"}}
+        self.assertEqual(
+            stamp.field_labels(entry),
+            [
+                {"path": "/*/id_", "integrity": "trusted"},
+                {"path": "/*/title", "integrity": "untrusted"},
+                {"path": "/subject", "integrity": "untrusted"},
+            ],
+        )
+        self.assertEqual(stamp.trusted_fields(entry), ["/*/id_"])
+        self.assertEqual(stamp.meta_of({**entry, "name": "n", "description": "d", "args_schema": {}, "has_side_effects": False, "bench_risk": "low", "returns_untrusted": True, "agentdojo_function": "n"})["fields"], stamp.field_labels(entry))
+
     def test_the_built_component_holds_one_placeholder(self):
         if not stamp.GENERIC.is_file():
             self.skipTest("generic component not built (scripts/agentdojo component)")

@@ -59,6 +59,7 @@ impl BuiltinTool for Nop {
             supports_dry_run: true,
             capabilities: vec![],
             version: "1.0.0".into(),
+            output_fields: Vec::new(),
         }
     }
 

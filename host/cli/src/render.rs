@@ -107,6 +107,15 @@ pub(crate) fn log_line(r: &LogRow) -> String {
                 .unwrap_or_default()
                 .as_str()
         }
+        // Information flow (issue 47): what the step brought into its saga,
+        // its fields' labels, then where it came from.
+        "LABEL" => match r.detail.get("label") {
+            Some(l) => match serde_json::from_value::<capsaga_core::flow::Label>(l.clone()) {
+                Ok(parsed) => format!("output label: {} (from {})", label_text(l), parsed.source),
+                Err(_) => "unreadable label".into(),
+            },
+            None => "unreadable label".into(),
+        },
         "IN_DOUBT" => format!(
             "stopped by the host after it ran, in doubt (compensated from its pre-image): {}",
             r.detail
@@ -202,20 +211,6 @@ pub(crate) fn log_line(r: &LogRow) -> String {
             }
             text
         }
-        // Information flow (issue 47): what the step brought into its saga.
-        "LABEL" => match serde_json::from_value::<capsaga_core::flow::Label>(
-            r.detail.get("label").cloned().unwrap_or_default(),
-        ) {
-            Ok(l) => format!(
-                "{}: {}",
-                match l.integrity {
-                    capsaga_core::flow::Integrity::Trusted => "trusted",
-                    capsaga_core::flow::Integrity::Untrusted => "untrusted",
-                },
-                l.source
-            ),
-            Err(_) => "unreadable label".into(),
-        },
         "APPROVAL_CLAIMED" => r
             .detail
             .get("approval_id")
@@ -255,6 +250,29 @@ pub(crate) fn step_line(s: &StepRow) -> String {
         s.status.as_str(),
         clip(&s.args.to_string(), 100)
     )
+}
+
+/// A step's label (information flow) as one line: its integrity, and the
+/// fields labelled otherwise (`untrusted; trusted fields /events/*/id`).
+pub(crate) fn label_text(l: &serde_json::Value) -> String {
+    let mut out = l
+        .get("integrity")
+        .and_then(|i| i.as_str())
+        .unwrap_or("?")
+        .to_string();
+    for kind in ["trusted", "untrusted"] {
+        let paths: Vec<&str> = l
+            .pointer(&format!("/fields/{kind}"))
+            .and_then(|x| x.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.as_str())
+            .collect();
+        if !paths.is_empty() {
+            out.push_str(&format!("; {kind} fields {}", paths.join(", ")));
+        }
+    }
+    out
 }
 
 /// One trace step as readable lines (`capsaga agent`, `capsaga trace`).
@@ -446,8 +464,7 @@ fn flow_lines(f: &serde_json::Value) -> String {
         ));
     }
     if let Some(l) = f.get("label") {
-        let integrity = l.get("integrity").and_then(|i| i.as_str()).unwrap_or("?");
-        out.push_str(&format!("\n           output label: {integrity}"));
+        out.push_str(&format!("\n           output label: {}", label_text(l)));
     }
     out
 }

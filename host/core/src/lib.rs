@@ -36,6 +36,8 @@
 //! - [`error`]: the error kinds of the tool world and the tool error record.
 //! - [`tool`]: the call context and tool output records.
 //! - [`untrusted`]: the `<untrusted>` markers around content from outside.
+//! - [`field`]: field labels of a tool's output (paths, checks), held by
+//!   its meta and read by `flow`.
 //! - [`flow`]: information flow (issue 47): labels of what entered a turn,
 //!   the provenance of a call's arguments, sink rules and the decision.
 //! - [`check`]: one probe of one guard with its decision and reason (what
@@ -61,6 +63,7 @@ pub mod capability;
 pub mod check;
 pub mod confirm;
 pub mod error;
+pub mod field;
 pub mod flow;
 pub mod fsm;
 pub mod grant;

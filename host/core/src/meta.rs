@@ -3,6 +3,7 @@
 //! [`MetaError`]; it never reaches the model's catalog.
 
 use crate::capability::{Capability, CapabilityError};
+use crate::field::{FieldLabels, FieldPathError, Integrity};
 use crate::json::{JsonError, parse_strict};
 use serde::Serialize;
 use serde_json::Value;
@@ -16,6 +17,9 @@ pub use capsaga_types::ToolMetaRecord as RawToolMeta;
 pub use capsaga_types::is_valid_tool_name;
 pub use capsaga_types::meta::{MAX_DESCRIPTION_LEN, MAX_SCHEMA_LEN};
 use capsaga_types::meta::{is_valid_description, is_valid_version};
+/// A field label of the output as the component returned it (WIT
+/// `output-field`), shared with the SDK.
+pub use capsaga_types::{FieldIntegrity, OutputField};
 
 /// A checked tool meta.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,6 +44,10 @@ pub struct ToolMeta {
     pub capabilities: Vec<Capability>,
     /// The tool's version string.
     pub version: String,
+    /// Labels of fields of the output (the optional WIT export
+    /// `output-fields`), checked; empty: the output is labelled whole.
+    #[serde(skip_serializing_if = "FieldLabels::is_empty")]
+    pub field_labels: FieldLabels,
 }
 
 /// Why a tool meta was refused.
@@ -78,6 +86,14 @@ pub enum MetaError {
     /// Empty or oversized version.
     #[error("tool `{0}`: version must be 1 to 64 printable characters")]
     BadVersion(String),
+    /// A field label of the output (`output-fields`) is malformed.
+    #[error("tool `{tool}`: output field labels: {error}")]
+    FieldLabels {
+        /// Tool name.
+        tool: String,
+        /// The first bad path.
+        error: FieldPathError,
+    },
 }
 
 impl ToolMeta {
@@ -117,6 +133,17 @@ impl ToolMeta {
         }
         capabilities.sort();
         capabilities.dedup();
+        let field_labels = FieldLabels::parse(raw.output_fields.iter().map(|f| {
+            let integrity = match f.integrity {
+                FieldIntegrity::Trusted => Integrity::Trusted,
+                FieldIntegrity::Untrusted => Integrity::Untrusted,
+            };
+            (f.path.as_str(), integrity)
+        }))
+        .map_err(|error| MetaError::FieldLabels {
+            tool: tool.clone(),
+            error,
+        })?;
         Ok(ToolMeta {
             name: raw.name,
             description: raw.description,
@@ -128,6 +155,7 @@ impl ToolMeta {
             supports_dry_run: raw.supports_dry_run,
             capabilities,
             version: raw.version,
+            field_labels,
         })
     }
 }
@@ -150,6 +178,48 @@ mod tests {
             supports_dry_run: true,
             capabilities: vec!["fs:read:*".into()],
             version: "0.1.0".into(),
+            output_fields: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn field_labels_are_checked_at_load_and_none_means_whole() {
+        use capsaga_types::{FieldIntegrity, OutputField};
+        let m = ToolMeta::from_raw(raw()).unwrap();
+        assert!(m.field_labels.fields.is_empty());
+        let field = |path: &str, integrity| OutputField {
+            path: path.into(),
+            integrity,
+        };
+        let mut r = raw();
+        r.output_fields = vec![
+            field("/events/*/id", FieldIntegrity::Trusted),
+            field("/events/*/description", FieldIntegrity::Untrusted),
+        ];
+        let m = ToolMeta::from_raw(r).unwrap();
+        assert_eq!(m.field_labels.fields.len(), 2);
+        assert_eq!(
+            serde_json::to_value(&m.field_labels).unwrap()[1],
+            serde_json::json!({"path": "/events/*/id", "integrity": "trusted"})
+        );
+        for bad in [
+            vec![field("", FieldIntegrity::Trusted)],
+            vec![field("/a//b", FieldIntegrity::Trusted)],
+            vec![field("/a/~2", FieldIntegrity::Trusted)],
+            vec![
+                field("id", FieldIntegrity::Trusted),
+                field("/id", FieldIntegrity::Untrusted),
+            ],
+            (0..65)
+                .map(|i| field(&format!("/f{i}"), FieldIntegrity::Trusted))
+                .collect(),
+        ] {
+            let mut r = raw();
+            r.output_fields = bad;
+            assert!(
+                matches!(ToolMeta::from_raw(r), Err(MetaError::FieldLabels { .. })),
+                "accepted"
+            );
         }
     }
 

@@ -22,6 +22,12 @@ pub type ToolPre<T> = LlmToolPre<T>;
 pub use capsaga::tool::llm::{LlmAnswer as WitLlmAnswer, LlmRequest as WitLlmRequest};
 pub use capsaga::tool::log::Level as LogLevel;
 pub use capsaga::tool::types::{
-    CallContext as WitCallContext, ErrorKind as WitErrorKind, Risk as WitRisk,
-    ToolError as WitToolError, ToolMeta as WitToolMeta, ToolOutput as WitToolOutput,
+    CallContext as WitCallContext, ErrorKind as WitErrorKind, FieldIntegrity as WitFieldIntegrity,
+    OutputField as WitOutputField, Risk as WitRisk, ToolError as WitToolError,
+    ToolMeta as WitToolMeta, ToolOutput as WitToolOutput,
 };
+
+/// The optional export of the `labelled-tool` world (`wit/tool.wit`): the
+/// field labels of the output. Not in the bindings' world, so that a
+/// component without it links as before; looked up by name at load.
+pub const OUTPUT_FIELDS_EXPORT: &str = "output-fields";

@@ -19,7 +19,7 @@
 //! holds the meta entry's lock, the others wait and load what it stored
 //! (`CompiledCache::lock_meta`).
 
-use super::bindings::ToolPre;
+use super::bindings::{OUTPUT_FIELDS_EXPORT, Tool, ToolPre, WitOutputField};
 use super::cache::COMPILE_WAIT;
 use super::state::CallState;
 use super::{
@@ -159,11 +159,15 @@ impl Sandbox {
             )
             .map_err(SandboxError::Meta)?;
         let fut = async {
-            let inst = pre
+            let instance = pre
+                .instance_pre()
                 .instantiate_async(&mut store)
                 .await
                 .map_err(|e| e.context(outcome::Instantiating))?;
-            inst.call_meta(&mut store).await
+            let tool = Tool::new(&mut store, &instance)?;
+            let meta = tool.call_meta(&mut store).await?;
+            let fields = output_fields(&mut store, &instance).await?;
+            Ok::<_, wasmtime::Error>((meta, fields))
         };
         let res = tokio::time::timeout(
             Duration::from_millis(META_LIMITS.deadline_ms + HOST_GRACE_MS),
@@ -171,7 +175,7 @@ impl Sandbox {
         )
         .await;
         match res {
-            Ok(Ok(m)) => Ok(outcome::raw_meta(m)),
+            Ok(Ok((m, fields))) => Ok(outcome::raw_meta(m, fields)),
             Ok(Err(e)) => Err(SandboxError::Meta(outcome::trap_to_error(
                 tool_label,
                 "meta",
@@ -187,4 +191,28 @@ impl Sandbox {
             ))),
         }
     }
+}
+
+/// The field labels a component declares (its optional `output-fields`
+/// export, `wit/tool.wit`'s `labelled-tool` world), called in the meta's
+/// instance; empty when it has no such export.
+///
+/// # Errors
+/// An export of that name with another type (the component is refused, as
+/// for a trapping `meta`), or a trap in it.
+async fn output_fields(
+    store: &mut wasmtime::Store<CallState>,
+    instance: &wasmtime::component::Instance,
+) -> wasmtime::Result<Vec<WitOutputField>> {
+    if instance
+        .get_export_index(&mut *store, None, OUTPUT_FIELDS_EXPORT)
+        .is_none()
+    {
+        return Ok(Vec::new());
+    }
+    let func = instance
+        .get_typed_func::<(), (Vec<WitOutputField>,)>(&mut *store, OUTPUT_FIELDS_EXPORT)
+        .map_err(|e| e.context(format!("the `{OUTPUT_FIELDS_EXPORT}` export")))?;
+    let (fields,) = func.call_async(&mut *store, ()).await?;
+    Ok(fields)
 }

@@ -123,6 +123,7 @@ impl bindings::capsaga::tool::neuron_host::Host for CallState {
                     supports_dry_run: false,
                     capabilities: Vec::new(),
                     version: "0".into(),
+                    output_fields: Vec::new(),
                 },
                 "",
                 0,

@@ -1,10 +1,13 @@
 //! Conversions between the generated WIT records and the host's types, and the
 //! mapping of traps and limits to typed tool errors.
 
-use super::bindings::{WitErrorKind, WitRisk, WitToolError, WitToolMeta, WitToolOutput};
+use super::bindings::{
+    WitErrorKind, WitFieldIntegrity, WitOutputField, WitRisk, WitToolError, WitToolMeta,
+    WitToolOutput,
+};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::json::parse_strict;
-use capsaga_core::meta::{RawToolMeta, Risk};
+use capsaga_core::meta::{FieldIntegrity, OutputField, RawToolMeta, Risk};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::ToolOutput;
 use wasmtime::Trap;
@@ -14,7 +17,9 @@ const MAX_DETAILS_BYTES: usize = 64 * 1024;
 /// Largest message or hint kept from a guest error, bytes.
 const MAX_TEXT_BYTES: usize = 8 * 1024;
 
-pub(super) fn raw_meta(m: WitToolMeta) -> RawToolMeta {
+/// The meta and the field labels a component returned, as the host's raw
+/// meta (checked later by `ToolMeta::from_raw`).
+pub(super) fn raw_meta(m: WitToolMeta, fields: Vec<WitOutputField>) -> RawToolMeta {
     RawToolMeta {
         name: m.name,
         description: m.description,
@@ -30,6 +35,16 @@ pub(super) fn raw_meta(m: WitToolMeta) -> RawToolMeta {
         supports_dry_run: m.supports_dry_run,
         capabilities: m.capabilities,
         version: m.version,
+        output_fields: fields
+            .into_iter()
+            .map(|f| OutputField {
+                path: f.path,
+                integrity: match f.integrity {
+                    WitFieldIntegrity::Trusted => FieldIntegrity::Trusted,
+                    WitFieldIntegrity::Untrusted => FieldIntegrity::Untrusted,
+                },
+            })
+            .collect(),
     }
 }
 

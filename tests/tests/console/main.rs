@@ -149,6 +149,7 @@ async fn propose_neuron(host: &Host, name: &str, grants: &[String]) {
         supports_dry_run: false,
         capabilities: grants.to_vec(),
         version: String::new(),
+        output_fields: Vec::new(),
     };
     host.store
         .propose_neuron(&NewNeuron {

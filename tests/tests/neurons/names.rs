@@ -36,6 +36,7 @@ async fn store_active(host: &Host, name: &str) {
         supports_dry_run: false,
         capabilities: Vec::new(),
         version: String::new(),
+        output_fields: Vec::new(),
     };
     let identity = format!("by-hand-{name}");
     let (row, _) = host

@@ -9,6 +9,7 @@ mod cancel2026;
 mod cancel_session;
 mod clients;
 mod crash;
+mod fields;
 mod flow;
 mod interop_2026;
 mod keys;

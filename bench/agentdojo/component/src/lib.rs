@@ -21,6 +21,12 @@
 //! side-effecting tool ends a capsaga turn and rolls it back, which AgentDojo
 //! never does. The component decides nothing: capsaga's door decides whether
 //! the call runs.
+//!
+//! Field labels (issue 47): the stamped `fields` (from the catalog's
+//! `output_fields`: `system` fields trusted, `third_party` and `echo` ones
+//! untrusted) are declared in the meta; they label the JSON output of a
+//! component stamped `--output json` (AgentDojo's text output is one
+//! string, labelled whole).
 
 use capsaga_sdk::http::Request;
 use capsaga_sdk::prelude::*;
@@ -68,6 +74,18 @@ struct Stamped {
     /// effects, `tool-error` otherwise).
     #[serde(default)]
     errors: Option<String>,
+    /// Field labels of the JSON output (`"output": "json"`), from the
+    /// catalog's `output_fields`: JSON Pointers with `*`, each `trusted`
+    /// (the system's: ids, statuses, sizes) or `untrusted`.
+    #[serde(default)]
+    fields: Vec<StampedField>,
+}
+
+/// One stamped field label.
+#[derive(Deserialize, Clone, Debug)]
+struct StampedField {
+    path: String,
+    integrity: String,
 }
 
 /// The stamped meta, or why it cannot be read.
@@ -150,12 +168,19 @@ impl Tool for AgentDojoTool {
             "medium" => Risk::Medium,
             _ => Risk::Low,
         };
-        Meta::new(s.name, s.description)
+        let mut meta = Meta::new(s.name, s.description)
             .side_effects(s.has_side_effects)
             .risk(risk)
             .returns_untrusted(s.returns_untrusted)
             .capability("net:http:*")
-            .capability("env:AGENTDOJO_URL")
+            .capability("env:AGENTDOJO_URL");
+        for f in s.fields {
+            meta = match f.integrity.as_str() {
+                "trusted" => meta.trusted_field(f.path),
+                _ => meta.untrusted_field(f.path),
+            };
+        }
+        meta
     }
 
     fn execute(_ctx: &CallContext, args: Args) -> Result<Output, ToolError> {

@@ -43,24 +43,25 @@
 //!   the same path (`[tools.<name>] trusted_fields`): a tool cannot vouch
 //!   for what it fetched, only the operator can say that, e.g., the ids a
 //!   calendar API assigns are the system's, not the invitation's author's.
-//!   Even then the trust covers a **scalar** at exactly that path (a string
-//!   of at most 128 characters, a number): an object or array there stays
-//!   untrusted, and a trusted string vouches only for itself as a whole, not
-//!   for identifiers inside it (see `ledger`).
+//!   Even then the trust covers a **scalar** at exactly that path (a number,
+//!   or a string that is one token: at most 128 characters, no whitespace,
+//!   [`is_token`]): an object, an array, prose there stays untrusted; a
+//!   trusted string vouches only for itself as a whole, not for identifiers
+//!   inside it; and it vouches **weakly**: a value that untrusted data also
+//!   mentions elsewhere is untrusted (an injected "delete file 13" picks
+//!   among real ids: see `ledger`).
+//!
+//! Outputs that are not JSON never get here (the door refuses a tool
+//! output that is not strict JSON: duplicate keys, depth over 64); a JSON
+//! string or a scalar at the root has no field to label and takes the
+//! whole's integrity.
 
+pub use crate::field::{
+    FieldLabels, FieldPath, FieldPathError, Integrity, MAX_FIELDS, MAX_PATH_BYTES, MAX_SEGMENTS,
+    MAX_TRUSTED_CHARS, Segment, is_token, parse_paths, pointer,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-
-/// Whether a source's values may flow into a sink that needs trusted
-/// values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Integrity {
-    /// The user, the operator, or an operator's endorsement.
-    Trusted,
-    /// Anything someone else may have written.
-    Untrusted,
-}
 
 /// Where a text of the turn came from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -141,8 +142,34 @@ impl fmt::Display for Source {
 pub struct Label {
     /// Where it came from.
     pub source: Source,
-    /// Whether it is trusted.
+    /// Whether it is trusted (as a whole).
     pub integrity: Integrity,
+    /// The field labels that refined it (a tool's output only; absent
+    /// when none applied): `{"trusted": ["/events/*/id"], "untrusted":
+    /// [...]}`, as stored with the step and shown by `capsaga trace`.
+    #[serde(default, skip_serializing_if = "LabelFields::is_empty")]
+    pub fields: LabelFields,
+}
+
+/// The fields of an output labelled otherwise than the whole
+/// ([`OutputLabels`]), as paths (JSON Pointers with `*`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelFields {
+    /// Trusted fields of an untrusted output (declared by the tool,
+    /// confirmed by the operator).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted: Vec<String>,
+    /// Untrusted fields (declared by the tool).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untrusted: Vec<String>,
+}
+
+impl LabelFields {
+    /// No field labelled.
+    pub fn is_empty(&self) -> bool {
+        self.trusted.is_empty() && self.untrusted.is_empty()
+    }
 }
 
 impl Label {
@@ -151,6 +178,7 @@ impl Label {
         Label {
             source,
             integrity: Integrity::Trusted,
+            fields: LabelFields::default(),
         }
     }
 
@@ -159,210 +187,9 @@ impl Label {
         Label {
             source,
             integrity: Integrity::Untrusted,
+            fields: LabelFields::default(),
         }
     }
-}
-
-/// Most segments of a field path.
-pub const MAX_SEGMENTS: usize = 16;
-/// Longest field path, bytes.
-pub const MAX_PATH_BYTES: usize = 256;
-/// Most labelled fields per tool.
-pub const MAX_FIELDS: usize = 64;
-/// Longest string a trusted field vouches for, characters.
-pub const MAX_TRUSTED_CHARS: usize = 128;
-
-/// Why a field path or a set of field labels was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FieldPathError {
-    /// The empty string (the whole output is labelled by the tool's meta).
-    #[error("an empty field path: label the whole output with returns-untrusted instead")]
-    Empty,
-    /// Over [`MAX_PATH_BYTES`] or [`MAX_SEGMENTS`].
-    #[error(
-        "field path `{0}` is too long (at most {MAX_SEGMENTS} segments, {MAX_PATH_BYTES} bytes)"
-    )]
-    TooLong(String),
-    /// A `~` not followed by `0` or `1`.
-    #[error("field path `{0}`: `~` must be followed by 0 or 1 (RFC 6901)")]
-    BadEscape(String),
-    /// An empty segment (`/a//b`) or a control character.
-    #[error("field path `{0}`: empty segment or control character")]
-    BadSegment(String),
-    /// A bare name that is not `[A-Za-z0-9_-]+`.
-    #[error("field path `{0}` is neither a JSON Pointer (/a/b) nor a bare field name")]
-    NotAPath(String),
-    /// The same path twice.
-    #[error("field path `{0}` is labelled twice")]
-    Duplicate(String),
-    /// More than [`MAX_FIELDS`] paths.
-    #[error("at most {MAX_FIELDS} labelled fields")]
-    TooMany,
-}
-
-/// One segment of a [`FieldPath`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Segment {
-    /// An object key or an array index (as written).
-    Key(String),
-    /// `*`: any key or index.
-    Any,
-}
-
-/// A field of a JSON document: a JSON Pointer with `*` segments (see the
-/// module documentation).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FieldPath {
-    segments: Vec<Segment>,
-}
-
-impl FieldPath {
-    /// Parse `/a/*/b` or a bare name `b`.
-    ///
-    /// # Errors
-    /// [`FieldPathError`] saying what is wrong.
-    pub fn parse(s: &str) -> Result<FieldPath, FieldPathError> {
-        let shown = || s.chars().take(80).collect::<String>();
-        if s.is_empty() {
-            return Err(FieldPathError::Empty);
-        }
-        if s.len() > MAX_PATH_BYTES {
-            return Err(FieldPathError::TooLong(shown()));
-        }
-        if s.chars().any(char::is_control) {
-            return Err(FieldPathError::BadSegment(shown()));
-        }
-        let Some(rest) = s.strip_prefix('/') else {
-            if s == "*" {
-                return Ok(FieldPath {
-                    segments: vec![Segment::Any],
-                });
-            }
-            if !s
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
-            {
-                return Err(FieldPathError::NotAPath(shown()));
-            }
-            return Ok(FieldPath {
-                segments: vec![Segment::Key(s.to_string())],
-            });
-        };
-        let mut segments = Vec::new();
-        for raw in rest.split('/') {
-            if raw.is_empty() {
-                return Err(FieldPathError::BadSegment(shown()));
-            }
-            if raw == "*" {
-                segments.push(Segment::Any);
-                continue;
-            }
-            let mut seg = String::with_capacity(raw.len());
-            let mut it = raw.chars();
-            while let Some(c) = it.next() {
-                if c == '~' {
-                    match it.next() {
-                        Some('0') => seg.push('~'),
-                        Some('1') => seg.push('/'),
-                        _ => return Err(FieldPathError::BadEscape(shown())),
-                    }
-                } else {
-                    seg.push(c);
-                }
-            }
-            segments.push(Segment::Key(seg));
-        }
-        if segments.len() > MAX_SEGMENTS {
-            return Err(FieldPathError::TooLong(shown()));
-        }
-        Ok(FieldPath { segments })
-    }
-
-    /// `*`: every field.
-    pub fn everything() -> FieldPath {
-        FieldPath {
-            segments: vec![Segment::Any],
-        }
-    }
-
-    /// The segments.
-    pub fn segments(&self) -> &[Segment] {
-        &self.segments
-    }
-
-    /// Whether the path matches the field at `at` exactly.
-    pub fn matches(&self, at: &[String]) -> bool {
-        self.segments.len() == at.len() && self.is_prefix_of(at)
-    }
-
-    /// Whether the path matches `at` or an ancestor of it.
-    pub fn is_prefix_of(&self, at: &[String]) -> bool {
-        self.segments.len() <= at.len()
-            && self.segments.iter().zip(at).all(|(s, a)| match s {
-                Segment::Any => true,
-                Segment::Key(k) => k == a,
-            })
-    }
-}
-
-impl fmt::Display for FieldPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for s in &self.segments {
-            match s {
-                Segment::Any => f.write_str("/*")?,
-                Segment::Key(k) => write!(f, "/{}", k.replace('~', "~0").replace('/', "~1"))?,
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A JSON Pointer to the field at `at` (for reports).
-pub fn pointer(at: &[String]) -> String {
-    at.iter()
-        .map(|k| format!("/{}", k.replace('~', "~0").replace('/', "~1")))
-        .collect()
-}
-
-/// A tool's declared field labels (its meta), checked.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FieldLabels {
-    /// Each labelled path and its integrity, sorted by path.
-    pub fields: Vec<(FieldPath, Integrity)>,
-}
-
-impl FieldLabels {
-    /// Check a tool's declaration (path → `trusted`/`untrusted`).
-    ///
-    /// # Errors
-    /// The first bad path, a duplicate (after parsing: `id` and `/id` are
-    /// one path), or more than [`MAX_FIELDS`] paths.
-    pub fn parse<'a>(
-        decl: impl IntoIterator<Item = (&'a str, Integrity)>,
-    ) -> Result<FieldLabels, FieldPathError> {
-        let mut fields: Vec<(FieldPath, Integrity)> = Vec::new();
-        for (p, i) in decl {
-            if fields.len() == MAX_FIELDS {
-                return Err(FieldPathError::TooMany);
-            }
-            let path = FieldPath::parse(p)?;
-            if fields.iter().any(|(q, _)| *q == path) {
-                return Err(FieldPathError::Duplicate(path.to_string()));
-            }
-            fields.push((path, i));
-        }
-        fields.sort();
-        Ok(FieldLabels { fields })
-    }
-}
-
-/// Parse a list of field paths (the operator's `trusted_fields`).
-///
-/// # Errors
-/// As [`FieldLabels::parse`].
-pub fn parse_paths(list: &[String]) -> Result<Vec<FieldPath>, FieldPathError> {
-    FieldLabels::parse(list.iter().map(|p| (p.as_str(), Integrity::Trusted)))
-        .map(|l| l.fields.into_iter().map(|(p, _)| p).collect())
 }
 
 /// The labels of one tool output, after the host's rule (see the module
@@ -422,10 +249,19 @@ impl OutputLabels {
         }
     }
 
+    /// The fields labelled otherwise than the whole, for the output's
+    /// [`Label`].
+    pub fn fields(&self) -> LabelFields {
+        let shown = |v: &[FieldPath]| v.iter().map(ToString::to_string).collect();
+        LabelFields {
+            trusted: shown(&self.trusted),
+            untrusted: shown(&self.untrusted),
+        }
+    }
+
     /// The integrity of the value at `at`: untrusted under an untrusted
     /// field; trusted at a confirmed trusted field when `scalar_ok` (a
-    /// number, or a string of at most [`MAX_TRUSTED_CHARS`] characters);
-    /// otherwise the whole's.
+    /// number, or a string that [`is_token`]); otherwise the whole's.
     pub fn at(&self, at: &[String], scalar_ok: bool) -> Integrity {
         if self.untrusted.iter().any(|p| p.is_prefix_of(at)) {
             return Integrity::Untrusted;

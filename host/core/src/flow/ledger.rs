@@ -19,9 +19,18 @@
 //! a value whose context words are the names of its field and of the
 //! field's parent (`{"files":[{"id":13}]}`: `13` with `id` and `file`),
 //! object keys are text of the object's integrity, and field labels
-//! ([`OutputLabels`]) decide each scalar's integrity. A trusted field in an
-//! untrusted output vouches only for its whole value: its identifier if it
-//! is one, its number, or its phrase.
+//! ([`OutputLabels`]) decide each scalar's integrity.
+//!
+//! A trusted field in an untrusted output (a system-assigned id in a
+//! search result) vouches only for its whole value, one token (its
+//! identifier, its number, its word), and only **weakly**: its keys go to
+//! a list of their own ([`Hits`]'s `field`), and a value that untrusted
+//! data also mentions anywhere else (an e-mail saying "delete file 13")
+//! is untrusted (see `provenance`): the field proves the id is real, not
+//! that the user chose it; a text someone else wrote that names it is the
+//! attacker choosing among real ids. The user's message, the operator's
+//! files, a trusted output and an approval vouch strongly (found in both
+//! is trusted).
 //!
 //! Keys are 64-bit SipHash values keyed per ledger (a random key from the
 //! standard library's `RandomState`): no string is built per lookup, and
@@ -50,6 +59,9 @@ pub(crate) struct Hits {
     pub(crate) untrusted: Vec<EntryId>,
     /// Calls of the model that held the key (see [`Ledger::add_call`]).
     pub(crate) model: Vec<EntryId>,
+    /// Trusted fields of untrusted outputs holding the key as their whole
+    /// value (weak trust: see the module documentation).
+    pub(crate) field: Vec<EntryId>,
 }
 
 /// Which list of [`Hits`] a key goes to.
@@ -57,6 +69,7 @@ pub(crate) struct Hits {
 enum Class {
     Data(Integrity),
     Model,
+    Field,
 }
 
 impl Hits {
@@ -65,6 +78,7 @@ impl Hits {
             Class::Data(Integrity::Trusted) => &mut self.trusted,
             Class::Data(Integrity::Untrusted) => &mut self.untrusted,
             Class::Model => &mut self.model,
+            Class::Field => &mut self.field,
         };
         if list.len() < MAX_HITS && list.last() != Some(&id) && !list.contains(&id) {
             list.push(id);
@@ -198,10 +212,11 @@ impl Ledger {
         let Some(h) = self.exact_hits(kind, parts) else {
             return false;
         };
-        let first_data = match (h.trusted.first(), h.untrusted.first()) {
-            (Some(a), Some(b)) => Some(*a.min(b)),
-            (a, b) => a.or(b).copied(),
-        };
+        let first_data = [h.trusted.first(), h.untrusted.first(), h.field.first()]
+            .into_iter()
+            .flatten()
+            .min()
+            .copied();
         match (first_data, h.model.first()) {
             (Some(d), Some(m)) => d < *m,
             (Some(_), None) => true,
@@ -236,8 +251,7 @@ impl Ledger {
                 }
             }
             Value::String(s) => {
-                let scalar_ok = s.chars().count() <= super::label::MAX_TRUSTED_CHARS;
-                let integrity = labels.at(at, scalar_ok);
+                let integrity = labels.at(at, super::label::is_token(s));
                 let ctx = field_context(at);
                 if integrity == Integrity::Trusted && labels.whole == Integrity::Untrusted {
                     self.index_whole_value(id, s, &ctx);
@@ -249,33 +263,29 @@ impl Ledger {
                 let integrity = labels.at(at, true);
                 let key = number_key(n);
                 let ctx = field_context(at);
-                self.index_number(id, integrity, &key, &ctx);
+                let class =
+                    if integrity == Integrity::Trusted && labels.whole == Integrity::Untrusted {
+                        Class::Field
+                    } else {
+                        if integrity == Integrity::Untrusted {
+                            self.tainted = true;
+                        }
+                        Class::Data(integrity)
+                    };
+                self.index_number(id, class, &key, &ctx);
             }
             Value::Bool(_) | Value::Null => {}
         }
     }
 
-    fn add_key(
-        &mut self,
-        id: EntryId,
-        integrity: Integrity,
-        kind: Kind,
-        key: &[&str],
-        lkey: &[&str],
-    ) {
+    fn add_key(&mut self, id: EntryId, class: Class, kind: Kind, key: &[&str], lkey: &[&str]) {
         let (e, l) = (self.key(kind, key), self.key(kind, lkey));
-        self.exact
-            .entry(e)
-            .or_default()
-            .add(id, Class::Data(integrity));
-        self.loose
-            .entry(l)
-            .or_default()
-            .add(id, Class::Data(integrity));
+        self.exact.entry(e).or_default().add(id, class);
+        self.loose.entry(l).or_default().add(id, class);
     }
 
-    fn add_atom(&mut self, id: EntryId, integrity: Integrity, a: &Atom) {
-        self.add_key(id, integrity, a.kind, &[&a.key], &[&a.loose]);
+    fn add_atom(&mut self, id: EntryId, class: Class, a: &Atom) {
+        self.add_key(id, class, a.kind, &[&a.key], &[&a.loose]);
         if a.kind == Kind::Path
             && let Some(base) = a
                 .key
@@ -283,32 +293,33 @@ impl Ledger {
                 .next()
                 .filter(|b| *b != a.key && !b.is_empty())
         {
-            self.add_key(id, integrity, Kind::Path, &[base], &[&loose(base, true)]);
+            self.add_key(id, class, Kind::Path, &[base], &[&loose(base, true)]);
         }
     }
 
-    fn add_short(&mut self, id: EntryId, integrity: Integrity, key: &str, word: &str) {
+    fn add_short(&mut self, id: EntryId, class: Class, key: &str, word: &str) {
         let parts = [key, "#", word];
-        self.add_key(id, integrity, Kind::ShortNumber, &parts, &parts);
+        self.add_key(id, class, Kind::ShortNumber, &parts, &parts);
     }
 
-    fn index_number(&mut self, id: EntryId, integrity: Integrity, key: &str, ctx: &[String]) {
+    fn index_number(&mut self, id: EntryId, class: Class, key: &str, ctx: &[String]) {
         if significant(key) >= 5 {
-            self.add_key(id, integrity, Kind::Number, &[key], &[key]);
+            self.add_key(id, class, Kind::Number, &[key], &[key]);
         } else {
             for w in ctx {
-                self.add_short(id, integrity, key, w);
+                self.add_short(id, class, key, w);
             }
         }
     }
 
     fn index_scan(&mut self, id: EntryId, integrity: Integrity, s: &Scan, ctx: &[String]) {
+        let class = Class::Data(integrity);
         for a in &s.atoms {
-            self.add_atom(id, integrity, a);
+            self.add_atom(id, class, a);
         }
         for n in &s.shorts {
             for w in n.context.iter().chain(ctx) {
-                self.add_short(id, integrity, &n.key, w);
+                self.add_short(id, class, &n.key, w);
             }
         }
     }
@@ -327,6 +338,14 @@ impl Ledger {
     /// Index a text: see the module documentation. `ctx`: context words
     /// of the field holding it (JSON), added to its short numbers.
     fn index_text(&mut self, id: EntryId, integrity: Integrity, text: &str, ctx: &[String]) {
+        let s = self.scan_text(id, integrity, text, true);
+        self.index_scan(id, integrity, &s, ctx);
+    }
+
+    /// Read a text as its integrity says (see the module documentation):
+    /// its atoms and short numbers; a trusted text's folded form is kept
+    /// for phrases, an untrusted one's words when `words`.
+    fn scan_text(&mut self, id: EntryId, integrity: Integrity, text: &str, words: bool) -> Scan {
         let mut s = Scan::default();
         match integrity {
             Integrity::Trusted => {
@@ -343,7 +362,9 @@ impl Ledger {
                 self.tainted = true;
                 let raw = View::raw(text);
                 scan_view(&raw, &mut s);
-                self.index_words(id, &raw);
+                if words {
+                    self.index_words(id, &raw);
+                }
                 let decoded = View::decoded(text);
                 if let Some(d) = &decoded {
                     scan_view(d, &mut s);
@@ -363,22 +384,28 @@ impl Ledger {
                 }
             }
         }
-        self.index_scan(id, integrity, &s, ctx);
+        s
     }
 
-    /// A trusted field of an untrusted output: only the value as a whole
-    /// (an atom spanning all of it, a number, or the phrase) is trusted;
-    /// everything else in it is indexed as untrusted.
+    /// A trusted field of an untrusted output (one token, see
+    /// [`super::label::is_token`]): only the value as a whole (an atom
+    /// spanning all of it, a number, or the word) is vouched for, weakly
+    /// ([`Class::Field`]); what else a reader finds in it (a base64 run
+    /// decoded, a token inside) is indexed as untrusted, its words are not
+    /// (the word is the value).
     fn index_whole_value(&mut self, id: EntryId, text: &str, ctx: &[String]) {
         let trimmed = text.trim();
         let mut s = Scan::default();
         scan_view(&View::raw(trimmed), &mut s);
         let whole = |a: &Atom| a.span == (0, trimmed.len() as u32);
+        let mut keys: Vec<(Kind, String)> = Vec::new();
         for a in s.atoms.iter().filter(|a| whole(a)) {
-            self.add_atom(id, Integrity::Trusted, a);
+            self.add_atom(id, Class::Field, a);
+            keys.push((a.kind, a.key.clone()));
         }
-        if let Some(key) = whole_number(trimmed) {
-            self.index_number(id, Integrity::Trusted, &key, ctx);
+        let number = whole_number(trimmed);
+        if let Some(key) = &number {
+            self.index_number(id, Class::Field, key, ctx);
         }
         let list = self
             .trusted_values
@@ -387,7 +414,15 @@ impl Ledger {
         if list.len() < MAX_HITS {
             list.push(id);
         }
-        self.index_text(id, Integrity::Untrusted, text, ctx);
+        let mut rest = self.scan_text(id, Integrity::Untrusted, text, false);
+        let is_whole = |a: &Atom| {
+            keys.iter().any(|(k, key)| *k == a.kind && *key == a.key)
+                || (a.kind == Kind::Number && number.as_deref() == Some(a.key.as_str()))
+        };
+        rest.atoms.retain(|a| !is_whole(a));
+        rest.shorts
+            .retain(|n| number.as_deref() != Some(n.key.as_str()));
+        self.index_scan(id, Integrity::Untrusted, &rest, ctx);
     }
 
     /// Entries holding every word of `words` (loose), in order.

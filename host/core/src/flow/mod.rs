@@ -71,7 +71,9 @@ pub mod text;
 mod test_rules;
 
 pub use decide::{Finding, FlowCall, FlowDecision, Surface, decide, output_integrity};
-pub use label::{FieldLabels, FieldPath, FieldPathError, Integrity, Label, OutputLabels, Source};
+pub use label::{
+    FieldLabels, FieldPath, FieldPathError, Integrity, Label, LabelFields, OutputLabels, Source,
+};
 pub use ledger::{EntryId, Ledger};
 pub use provenance::{Origin, Provenance, TokenFinding, of_number, of_str};
 pub use scan::Kind;

@@ -18,7 +18,10 @@
 //!    host, a host's trailing dot, an IBAN's or a phone's separators, an
 //!    amount's grouping): a homoglyph of a trusted value is *not* that value.
 //! 3. **Found in both → trusted.** Trust is checked first: a value the user
-//!    gave is the user's even if a page repeats it.
+//!    gave is the user's even if a page repeats it. A value vouched for
+//!    only by a **trusted field** of an untrusted output (a system's id) is
+//!    weaker: found in untrusted data too (anywhere else: an e-mail naming
+//!    that id), it is untrusted; otherwise trusted.
 //! 4. **Loose match attributes.** An atom not trusted whose exact or loose
 //!    key is in untrusted data is `untrusted`, naming the sources; one whose
 //!    loose key is only in trusted sources is a `lookalike` of a trusted
@@ -190,8 +193,13 @@ pub(crate) fn lookup(ledger: &Ledger, kind: Kind, key: &str, lkey: &str) -> Foun
     if !un.is_empty() {
         return Found::new(UNTRUSTED, un);
     }
-    if let Some(h) = lhits.filter(|h| !h.trusted.is_empty()) {
-        return Found::new(LOOKALIKE, h.trusted.clone());
+    if let Some(h) = hits.filter(|h| !h.field.is_empty()) {
+        return Found::new(TRUSTED, h.field.clone());
+    }
+    if let Some(h) = lhits.filter(|h| !h.trusted.is_empty() || !h.field.is_empty()) {
+        let mut of = h.trusted.clone();
+        union(&mut of, &h.field);
+        return Found::new(LOOKALIKE, of);
     }
     Found::new(NOWHERE, Vec::new())
 }
@@ -221,16 +229,20 @@ fn path_composite(ledger: &Ledger, key: &str) -> Option<Vec<EntryId>> {
 fn lookup_short(ledger: &Ledger, key: &str, ctx: &[String]) -> Found {
     let mut tr = Vec::new();
     let mut un = Vec::new();
+    let mut field = Vec::new();
     for w in ctx {
         if let Some(h) = ledger.exact_hits(Kind::ShortNumber, &[key, "#", w]) {
             union(&mut tr, &h.trusted);
             union(&mut un, &h.untrusted);
+            union(&mut field, &h.field);
         }
     }
     if !tr.is_empty() {
         Found::new(TRUSTED, tr)
     } else if !un.is_empty() {
         Found::new(UNTRUSTED, un)
+    } else if !field.is_empty() {
+        Found::new(TRUSTED, field)
     } else {
         Found::new(NOWHERE, Vec::new())
     }
@@ -264,7 +276,7 @@ fn lookup_phrase(ledger: &Ledger, value: &str) -> Found {
     if f.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
         return Found::new(NOWHERE, Vec::new());
     }
-    let mut tr = ledger.trusted_values.get(&f).cloned().unwrap_or_default();
+    let mut tr = Vec::new();
     for (id, text) in &ledger.trusted_text {
         if tr.len() < super::ledger::MAX_HITS && contains_word_bounded(text, &f) {
             union(&mut tr, &[*id]);
@@ -273,16 +285,25 @@ fn lookup_phrase(ledger: &Ledger, value: &str) -> Found {
     if !tr.is_empty() {
         return Found::new(TRUSTED, tr);
     }
+    // A trusted field's whole value vouches weakly: unless untrusted data
+    // holds its words too.
+    let field = ledger.trusted_values.get(&f).cloned().unwrap_or_default();
     let words: Vec<String> = f
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() >= 3)
         .map(str::to_string)
         .collect();
     if words.is_empty() {
-        return Found::new(NOWHERE, Vec::new());
+        return if field.is_empty() {
+            Found::new(NOWHERE, Vec::new())
+        } else {
+            Found::new(TRUSTED, field)
+        };
     }
     let un = ledger.entries_with_words(&words);
-    if un.is_empty() {
+    if un.is_empty() && !field.is_empty() {
+        Found::new(TRUSTED, field)
+    } else if un.is_empty() {
         Found::new(NOWHERE, Vec::new())
     } else {
         Found::new(
@@ -463,5 +484,7 @@ pub fn of_number(ledger: &Ledger, n: &serde_json::Number, ctx: &[String]) -> Pro
     of_number_key(ledger, &number_key(n), ctx)
 }
 
+#[cfg(test)]
+mod field_tests;
 #[cfg(test)]
 mod tests;

@@ -239,6 +239,7 @@ impl FlowState {
         let label = Label {
             source,
             integrity: labels.whole,
+            fields: labels.fields(),
         };
         if label.integrity == Integrity::Untrusted || has_untrusted_field {
             self.scope.note_untrusted();

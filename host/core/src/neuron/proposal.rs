@@ -128,6 +128,7 @@ impl Proposal {
             supports_dry_run: self.supports_dry_run,
             capabilities: self.capabilities.clone(),
             version: version.into(),
+            output_fields: Vec::new(),
         }
     }
 

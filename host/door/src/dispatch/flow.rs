@@ -23,9 +23,7 @@ use crate::registry::{LoadedTool, ToolSource};
 use crate::saga::Saga;
 use crate::store::{SagaRow, Scope};
 use capsaga_core::error::{ErrorKind, ToolError};
-use capsaga_core::flow::{
-    FieldLabels, Finding, FlowCall, FlowNote, FlowState, Judgement, Source, Surface,
-};
+use capsaga_core::flow::{Finding, FlowCall, FlowNote, FlowState, Judgement, Source, Surface};
 use serde_json::Value;
 
 /// A call the stage did not refuse.
@@ -165,7 +163,7 @@ pub(super) async fn record(
         super::untrusted_output(tool) || is_neuron(tool),
         args,
         &data,
-        &FieldLabels::default(),
+        &tool.meta.field_labels,
         &confirmed,
     );
     let stored = serde_json::to_value(&label).unwrap_or(Value::Null);
@@ -245,10 +243,17 @@ pub(super) async fn rebuild(
             (None, Some(err)) => err.get("message").cloned().unwrap_or(Value::Null),
             (None, None) => continue,
         };
-        let untrusted = host
-            .registry
-            .get(&st.tool_id)
-            .is_none_or(|t| super::untrusted_output(&t));
+        let loaded = host.registry.get(&st.tool_id);
+        let untrusted = loaded
+            .as_ref()
+            .is_none_or(|t| super::untrusted_output(t) || is_neuron(t));
+        // The field labels of the version that ran (a tool reloaded since,
+        // with another hash, labels nothing: its output is labelled whole).
+        let declared = loaded
+            .as_ref()
+            .filter(|t| t.hash == st.tool_hash)
+            .map(|t| t.meta.field_labels.clone())
+            .unwrap_or_default();
         saga.flow.record_call(&row.saga_id, st.step_seq, &st.args);
         saga.flow.record_output(
             Source::Tool {
@@ -260,7 +265,7 @@ pub(super) async fn rebuild(
             untrusted,
             &st.args,
             &data,
-            &FieldLabels::default(),
+            &declared,
             &confirmed(host, &st.tool_id),
         );
     }

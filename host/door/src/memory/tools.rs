@@ -126,6 +126,7 @@ impl BuiltinTool for MemoryFetch {
             supports_dry_run: true,
             capabilities: vec!["mem:*:read".into()],
             version: "0.1.0".into(),
+            output_fields: Vec::new(),
         }
     }
 
@@ -214,6 +215,7 @@ impl BuiltinTool for MemoryPropose {
             supports_dry_run: true,
             capabilities: vec!["mem:*:write".into()],
             version: "0.1.0".into(),
+            output_fields: Vec::new(),
         }
     }
 

@@ -317,6 +317,7 @@ impl BuiltinTool for NeuronCreate {
             supports_dry_run: true,
             capabilities: Vec::new(),
             version: "0.1.0".into(),
+            output_fields: Vec::new(),
         }
     }
 

@@ -11,8 +11,9 @@ use capsaga_core::meta::RawToolMeta;
 
 /// Largest meta file read, bytes.
 const MAX_META_BYTES: u64 = 1024 * 1024;
-/// Format of a meta file.
-const FORMAT: &str = "capsaga-meta-1";
+/// Format of a meta file (2: with the output's field labels; a file of
+/// format 1 never read them and is read again).
+const FORMAT: &str = "capsaga-meta-2";
 
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]

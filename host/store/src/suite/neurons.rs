@@ -19,6 +19,7 @@ fn meta(name: &str, description: &str) -> RawToolMeta {
         supports_dry_run: false,
         capabilities: vec!["fs:read:/d/**".into()],
         version: String::new(),
+        output_fields: Vec::new(),
     }
 }
 

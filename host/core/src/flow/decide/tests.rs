@@ -468,6 +468,7 @@ fn a_trusted_tool_called_with_the_pages_value_returns_untrusted_data() {
         Label {
             source: tool("echo", 6),
             integrity,
+            fields: Default::default(),
         },
         "attacker@evil.example",
     );

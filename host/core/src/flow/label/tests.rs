@@ -122,3 +122,35 @@ fn labels_serialise_for_the_log() {
     );
     assert_eq!(l.source.to_string(), "web_fetch (step 3)");
 }
+
+#[test]
+fn an_output_label_names_its_field_labels_and_a_stored_label_without_them_reads() {
+    let declared = FieldLabels::parse([
+        ("/events/*/id", Integrity::Trusted),
+        ("/events/*/title", Integrity::Untrusted),
+    ])
+    .unwrap();
+    let confirmed = vec![FieldPath::parse("/events/*/id").unwrap()];
+    let labels = OutputLabels::combine(true, &declared, &confirmed);
+    let label = Label {
+        source: Source::Operator { file: "x".into() },
+        integrity: labels.whole,
+        fields: labels.fields(),
+    };
+    let v = serde_json::to_value(&label).unwrap();
+    assert_eq!(v["fields"]["trusted"], serde_json::json!(["/events/*/id"]));
+    assert_eq!(
+        v["fields"]["untrusted"],
+        serde_json::json!(["/events/*/title"])
+    );
+    assert_eq!(serde_json::from_value::<Label>(v).unwrap(), label);
+    // Unconfirmed: no trusted field to name.
+    let none = OutputLabels::combine(true, &declared, &[]).fields();
+    assert!(none.trusted.is_empty() && none.untrusted.len() == 1);
+    // A label stored before field labels existed.
+    let old =
+        serde_json::json!({"source": {"kind": "operator", "file": "x"}, "integrity": "untrusted"});
+    let l: Label = serde_json::from_value(old.clone()).unwrap();
+    assert!(l.fields.is_empty());
+    assert_eq!(serde_json::to_value(&l).unwrap(), old);
+}

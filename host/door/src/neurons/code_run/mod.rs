@@ -281,6 +281,7 @@ impl CodeRun {
         let meta = RawToolMeta {
             name: NAME.into(),
             version: plan.code_sha256[..12].to_string(),
+            output_fields: Vec::new(),
             ..self.meta()
         };
         let mut def = definition(&meta, &a.code, self.limits.output_bytes);
@@ -443,6 +444,7 @@ impl BuiltinTool for CodeRun {
             supports_dry_run: true,
             capabilities: vec!["fs:read:*".into(), "fs:write:*".into()],
             version: "0.1.0".into(),
+            output_fields: Vec::new(),
         }
     }
 
