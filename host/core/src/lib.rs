@@ -59,6 +59,7 @@
 
 pub mod approval;
 pub mod budget;
+pub mod calendar;
 pub mod capability;
 pub mod check;
 pub mod confirm;

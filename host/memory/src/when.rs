@@ -9,6 +9,7 @@
 //! ("may", "march") count only beside a time word ("in", "early", "mid",
 //! "late", "of", "on", "since", "during", "last", "this") or a day number.
 
+use capsaga_core::calendar::MONTH_NAMES as MONTHS;
 use jiff::Timestamp;
 use jiff::civil::{Date, Weekday};
 use jiff::tz::TimeZone;
@@ -33,21 +34,6 @@ impl Window {
         self.from <= d && d <= self.to
     }
 }
-
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
 
 const WEEKDAYS: [(&str, Weekday); 7] = [
     ("monday", Weekday::Monday),
