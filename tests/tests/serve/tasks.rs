@@ -164,24 +164,36 @@ fn meta_eliciting() -> Value {
     })
 }
 
-/// `tasks/get` of `id` for `who` until `done` holds of its result (two
-/// minutes at most).
-async fn poll(url: &str, who: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+/// `tasks/get` of `id` for `who` at `url`, with `meta`, until `done` holds
+/// of the whole answer (two minutes at most); the answer.
+pub(super) async fn poll_task(
+    url: &str,
+    who: &str,
+    id: &str,
+    meta: Value,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let t = Instant::now();
     loop {
         let got = post(
             url,
             who,
             "tasks/get",
-            json!({"taskId": id, "_meta": meta_eliciting()}),
+            json!({"taskId": id, "_meta": meta.clone()}),
         )
         .await;
-        if done(&got["result"]) {
-            return got["result"].clone();
+        if done(&got) {
+            return got;
         }
         assert!(t.elapsed() < Duration::from_secs(120), "{got}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// `tasks/get` of `id` for `who` until `done` holds of its result; the
+/// result.
+async fn poll(url: &str, who: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+    poll_task(url, who, id, meta_eliciting(), |g| done(&g["result"])).await["result"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

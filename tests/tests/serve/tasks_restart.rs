@@ -7,13 +7,13 @@
 //! read either, and an id it guesses is answered as an unknown one.
 
 use super::crash::serve_with;
-use super::tasks::{meta, post};
+use super::tasks::{meta, poll_task, post};
 use super::wire2026::secret;
 use capsaga_core::principal::Role;
 use capsaga_server::auth::digest;
 use capsaga_store::TokenStore;
 use capsaga_tests::{TestWorkspace, block_on, open_store};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 const POLICY: &str = r#"
@@ -21,26 +21,6 @@ const POLICY: &str = r#"
 grants = ["fs:write:~/ws/**"]
 limits = { deadline_ms = 120000, fuel = 10000000000000 }
 "#;
-
-/// `tasks/get` of `id` for `who` at `url` until `done` holds of it (two
-/// minutes at most).
-async fn until(url: &str, who: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let t = Instant::now();
-    loop {
-        let got = post(
-            url,
-            who,
-            "tasks/get",
-            json!({"taskId": id, "_meta": meta(true)}),
-        )
-        .await;
-        if done(&got) {
-            return got;
-        }
-        assert!(t.elapsed() < Duration::from_secs(120), "{got}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 #[test]
 fn tasks_survive_a_restart_of_their_host_and_a_running_one_is_ended() {
@@ -73,7 +53,7 @@ fn tasks_survive_a_restart_of_their_host_and_a_running_one_is_ended() {
         let created = post(&url, "bob", "tools/call", call("paid", None)).await;
         assert_eq!(created["result"]["resultType"], "task", "{created}");
         let done_id = created["result"]["taskId"].as_str().unwrap().to_string();
-        let done = until(&url, "bob", &done_id, |g| {
+        let done = poll_task(&url, "bob", &done_id, meta(true), |g| {
             g["result"]["status"] == "completed"
         })
         .await;
@@ -108,7 +88,7 @@ fn tasks_survive_a_restart_of_their_host_and_a_running_one_is_ended() {
         assert_eq!(got["result"]["createdAt"], done_before["createdAt"]);
         // The running one is ended, not left working: its saga was rolled
         // back by the restart's recovery and its write compensated.
-        let ended = until(&url, "bob", &running_id, |g| {
+        let ended = poll_task(&url, "bob", &running_id, meta(true), |g| {
             g["result"]["status"] != "working"
         })
         .await;
