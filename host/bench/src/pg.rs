@@ -89,13 +89,13 @@ fn machine_ticks() -> (f64, f64, f64) {
 }
 
 /// CPU use over a run.
-struct CpuSpan {
+pub(crate) struct CpuSpan {
     process: f64,
     machine: (f64, f64, f64),
 }
 
 impl CpuSpan {
-    fn start() -> CpuSpan {
+    pub(crate) fn start() -> CpuSpan {
         CpuSpan {
             process: process_cpu_s(),
             machine: machine_ticks(),
@@ -103,7 +103,7 @@ impl CpuSpan {
     }
 
     /// (this process's CPU seconds, busy cores of the machine).
-    fn end(&self) -> (f64, f64) {
+    pub(crate) fn end(&self) -> (f64, f64) {
         let (busy, total, cores) = machine_ticks();
         let d_total = (total - self.machine.1).max(1.0);
         (
@@ -159,25 +159,9 @@ struct Report {
 /// Run the benchmark (`steps` per run) against `url`, or a cluster of its
 /// own; print the report.
 pub(crate) async fn run(out: &Out, url: Option<&str>, steps: u32) -> u8 {
-    let cluster;
-    let base = match url {
-        Some(u) => Base::Given(u.to_string()),
-        None => match Cluster::start() {
-            Ok(Some(c)) => {
-                cluster = c;
-                Base::Cluster(&cluster)
-            }
-            Ok(None) => {
-                errln!(
-                    "capsaga-bench --pg: PostgreSQL is not installed (apt-get install postgresql), and no --pg-url was given"
-                );
-                return exit::CONFIG;
-            }
-            Err(e) => {
-                errln!("capsaga-bench --pg: PostgreSQL did not start: {e}");
-                return exit::INTERNAL;
-            }
-        },
+    let base = match Base::open(url, "--pg") {
+        Ok(b) => b,
+        Err(code) => return code,
     };
     match measure_all(&base, steps.max(100)).await {
         Ok(r) if out.json => {
@@ -236,14 +220,37 @@ pub(crate) async fn run(out: &Out, url: Option<&str>, steps: u32) -> u8 {
     }
 }
 
-enum Base<'a> {
+/// Where the runs' databases come from: the one given, or a throw-away
+/// cluster of the run's own (stopped when dropped).
+pub(crate) enum Base {
     Given(String),
-    Cluster(&'a Cluster),
+    Cluster(Cluster),
 }
 
-impl Base<'_> {
+impl Base {
+    /// `url`, or a cluster started now; the exit code when none starts
+    /// (said on stderr, naming the benchmark `mode`).
+    pub(crate) fn open(url: Option<&str>, mode: &str) -> Result<Base, u8> {
+        match url {
+            Some(u) => Ok(Base::Given(u.to_string())),
+            None => match Cluster::start() {
+                Ok(Some(c)) => Ok(Base::Cluster(c)),
+                Ok(None) => {
+                    errln!(
+                        "capsaga-bench {mode}: PostgreSQL is not installed (apt-get install postgresql), and no --pg-url was given"
+                    );
+                    Err(exit::CONFIG)
+                }
+                Err(e) => {
+                    errln!("capsaga-bench {mode}: PostgreSQL did not start: {e}");
+                    Err(exit::INTERNAL)
+                }
+            },
+        }
+    }
+
     /// A fresh database (for a cluster of our own), or the given one.
-    fn database(&self) -> Result<String, String> {
+    pub(crate) fn database(&self) -> Result<String, String> {
         match self {
             Base::Given(u) => Ok(u.clone()),
             Base::Cluster(c) => c.fresh_database(),
@@ -251,7 +258,7 @@ impl Base<'_> {
     }
 }
 
-async fn measure_all(base: &Base<'_>, steps: u32) -> Result<Report, String> {
+async fn measure_all(base: &Base, steps: u32) -> Result<Report, String> {
     let floor_db = base.database()?;
     let floor = PgStore::open(&floor_db, &PgOptions::default())
         .await
@@ -305,7 +312,7 @@ async fn measure_all(base: &Base<'_>, steps: u32) -> Result<Report, String> {
 
 /// `sagas` concurrent sagas over `hosts` hosts on a fresh database.
 /// The median of `v` (0 when empty).
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut sorted = v.to_vec();
     sorted.sort_by(f64::total_cmp);
     sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
@@ -323,7 +330,7 @@ enum Chains {
 
 /// `sagas` concurrent sagas over `hosts` hosts on a fresh database.
 async fn measure(
-    base: &Base<'_>,
+    base: &Base,
     hosts: usize,
     sagas: usize,
     mode: GroupCommit,
@@ -333,11 +340,7 @@ async fn measure(
     let url = base.database()?;
     let dir = std::env::temp_dir().join(format!("capsaga-bench-pg-{}", uuid::Uuid::new_v4()));
     let r = async {
-        let mut config = Config::load(&workspace(&dir)?).map_err(|e| e.to_string())?;
-        config.store = StoreChoice::Postgres {
-            url: url.clone(),
-            lease_ms: capsaga_door::store_choice::DEFAULT_LEASE_MS,
-        };
+        let config = pg_config(&dir, &url)?;
         // As `host::open_store` opens it, the chain aside.
         let options = PgOptions {
             lease: std::time::Duration::from_millis(capsaga_door::store_choice::DEFAULT_LEASE_MS),
@@ -348,19 +351,7 @@ async fn measure(
             chain: (chains == Chains::One).then(|| "bench-one-chain".to_string()),
             ..PgOptions::default()
         };
-        let mut doors = Vec::new();
-        for _ in 0..hosts {
-            let store = PgStore::open(&url, &options)
-                .await
-                .map_err(|e| e.to_string())?;
-            let host = Host::with_store(config.clone(), Arc::new(store))
-                .await
-                .map_err(|e| e.to_string())?;
-            host.registry
-                .register_builtin(&host.sandbox, &host.config.policy, Arc::new(Nop))
-                .map_err(|e| e.to_string())?;
-            doors.push(Dispatcher::new(host));
-        }
+        let doors = open_hosts(&config, &url, hosts, &options).await?;
         let cpu = CpuSpan::start();
         let (wall_s, done) = drive(&doors, sagas, steps).await?;
         let (cpu_s, busy_cores) = cpu.end();
@@ -380,6 +371,41 @@ async fn measure(
     .await;
     let _ = std::fs::remove_dir_all(&dir);
     r
+}
+
+/// The configuration of the no-op step's workspace in `dir` on the
+/// database `url` (the product's lease).
+pub(crate) fn pg_config(dir: &std::path::Path, url: &str) -> Result<Config, String> {
+    let mut config = Config::load(&workspace(dir)?).map_err(|e| e.to_string())?;
+    config.store = StoreChoice::Postgres {
+        url: url.to_string(),
+        lease_ms: capsaga_door::store_choice::DEFAULT_LEASE_MS,
+    };
+    Ok(config)
+}
+
+/// `hosts` hosts of `config` on the database `url`, each with a store of
+/// its own opened with `options` and the no-op step registered.
+pub(crate) async fn open_hosts(
+    config: &Config,
+    url: &str,
+    hosts: usize,
+    options: &PgOptions,
+) -> Result<Vec<Dispatcher>, String> {
+    let mut doors = Vec::new();
+    for _ in 0..hosts {
+        let store = PgStore::open(url, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let host = Host::with_store(config.clone(), Arc::new(store))
+            .await
+            .map_err(|e| e.to_string())?;
+        host.registry
+            .register_builtin(&host.sandbox, &host.config.policy, Arc::new(Nop))
+            .map_err(|e| e.to_string())?;
+        doors.push(Dispatcher::new(host));
+    }
+    Ok(doors)
 }
 
 /// SQLite with group commit, the same steps, in the same run.

@@ -161,7 +161,7 @@ fn workspace(dir: &Path, tools_dir: &Path, extra: &str) -> Result<(PathBuf, usiz
 }
 
 /// The `capsaga` binary: `given`, or the one beside this binary.
-fn capsaga_exe(given: Option<&Path>) -> Result<PathBuf, String> {
+pub(crate) fn capsaga_exe(given: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(p) = given {
         return Ok(p.to_path_buf());
     }

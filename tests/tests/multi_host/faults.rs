@@ -67,7 +67,7 @@ const LEASE_MS: u64 = 1500;
 /// MCP sessions of the load per round.
 const LOAD: u64 = 3;
 /// Budgeted turns of the load per round.
-const BUDGETED: u64 = 2;
+const BUDGETED: u64 = 4;
 
 /// A kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -10,7 +10,8 @@
 //! parked on an approval of their own). The effect is the `ledger`
 //! component's: every execute leaves a line in its journal.
 
-use super::rig::{Rig, lines, runtime};
+use super::once::executes;
+use super::rig::{Rig, approve, lines, runtime};
 use capsaga_core::fsm::State;
 use capsaga_tests::mcp_rig::http;
 use serde_json::{Value, json};
@@ -42,13 +43,6 @@ async fn turn(rig: &Rig, i: usize) -> Value {
         .expect("the host answers");
     assert_eq!(r.status().as_u16(), 200);
     r.json().await.expect("a JSON answer")
-}
-
-fn executes(journal: &std::path::Path) -> usize {
-    lines(journal)
-        .iter()
-        .filter(|l| l.starts_with("execute "))
-        .count()
 }
 
 #[test]
@@ -87,13 +81,7 @@ fn a_rest_turn_resumed_eight_times_at_once_runs_its_approved_call_once_on_one_ho
                 .collect();
             assert_eq!(pending.len(), 1, "{round}: {pending:?}");
             let id = pending[0].approval_id.clone();
-            let r = http()
-                .post(format!("{}/v1/approvals/{id}/approve", rig.base(2)))
-                .json(&json!({}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+            approve(&rig, 2, &id).await;
             // K resumes of the turn at once.
             let resumes = (0..K).map(|k| turn(&rig, k % spread));
             let answers = futures::future::join_all(resumes).await;
