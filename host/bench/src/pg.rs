@@ -89,13 +89,13 @@ fn machine_ticks() -> (f64, f64, f64) {
 }
 
 /// CPU use over a run.
-pub(crate) struct CpuSpan {
+struct CpuSpan {
     process: f64,
     machine: (f64, f64, f64),
 }
 
 impl CpuSpan {
-    pub(crate) fn start() -> CpuSpan {
+    fn start() -> CpuSpan {
         CpuSpan {
             process: process_cpu_s(),
             machine: machine_ticks(),
@@ -103,13 +103,48 @@ impl CpuSpan {
     }
 
     /// (this process's CPU seconds, busy cores of the machine).
-    pub(crate) fn end(&self) -> (f64, f64) {
+    fn end(&self) -> (f64, f64) {
         let (busy, total, cores) = machine_ticks();
         let d_total = (total - self.machine.1).max(1.0);
         (
             process_cpu_s() - self.process,
             (busy - self.machine.0) / d_total * cores,
         )
+    }
+}
+
+/// What a run of concurrent sagas did, and in how long.
+#[derive(Debug, Serialize)]
+pub(crate) struct Timing {
+    pub(crate) steps: u32,
+    pub(crate) wall_s: f64,
+    pub(crate) steps_per_s: f64,
+    /// CPU seconds this process (the hosts) used during the run.
+    pub(crate) cpu_s: f64,
+    /// Cores of the machine busy on average during the run (of
+    /// `machine_cores`).
+    pub(crate) busy_cores: f64,
+}
+
+impl Timing {
+    /// Time `run` (its wall time in seconds and the steps it did), with the
+    /// CPU it and the machine used meanwhile.
+    ///
+    /// # Errors
+    /// `run`'s.
+    pub(crate) async fn of(
+        run: impl std::future::Future<Output = Result<(f64, u32), String>>,
+    ) -> Result<Timing, String> {
+        let cpu = CpuSpan::start();
+        let (wall_s, steps) = run.await?;
+        let (cpu_s, busy_cores) = cpu.end();
+        Ok(Timing {
+            steps,
+            wall_s,
+            steps_per_s: f64::from(steps) / wall_s.max(1e-9),
+            cpu_s,
+            busy_cores,
+        })
     }
 }
 
@@ -122,14 +157,8 @@ struct Run {
     hosts: usize,
     sagas: usize,
     batching: bool,
-    steps: u32,
-    wall_s: f64,
-    steps_per_s: f64,
-    /// CPU seconds this process (the hosts) used during the run.
-    cpu_s: f64,
-    /// Cores of the machine busy on average during the run (of
-    /// `machine_cores`).
-    busy_cores: f64,
+    #[serde(flatten)]
+    timing: Timing,
 }
 
 /// The figures.
@@ -181,11 +210,11 @@ pub(crate) async fn run(out: &Out, url: Option<&str>, steps: u32) -> u8 {
                     if run.hosts == 1 { " " } else { "s" },
                     run.sagas,
                     if run.batching { "on" } else { "off" },
-                    run.steps,
-                    run.wall_s,
-                    run.steps_per_s,
-                    run.cpu_s,
-                    run.busy_cores,
+                    run.timing.steps,
+                    run.timing.wall_s,
+                    run.timing.steps_per_s,
+                    run.timing.cpu_s,
+                    run.timing.busy_cores,
                     r.machine_cores
                 );
             }
@@ -282,7 +311,7 @@ async fn measure_all(base: &Base, steps: u32) -> Result<Report, String> {
         ] {
             let one = measure(base, 1, 100, GroupCommit::On, chains, steps).await?;
             let three = measure(base, 3, 100, GroupCommit::On, chains, steps).await?;
-            into.push(three.steps_per_s / one.steps_per_s.max(1e-9));
+            into.push(three.timing.steps_per_s / one.timing.steps_per_s.max(1e-9));
         }
     }
     for sagas in CONCURRENCY {
@@ -293,7 +322,7 @@ async fn measure_all(base: &Base, steps: u32) -> Result<Report, String> {
             .find(|r| {
                 r.store == store && r.hosts == hosts && r.sagas == sagas && r.batching == batching
             })
-            .map_or(0.0, |r| r.steps_per_s)
+            .map_or(0.0, |r| r.timing.steps_per_s)
     };
     let one = rate("postgres", 1, 1, true);
     Ok(Report {
@@ -352,20 +381,14 @@ async fn measure(
             ..PgOptions::default()
         };
         let doors = open_hosts(&config, &url, hosts, &options).await?;
-        let cpu = CpuSpan::start();
-        let (wall_s, done) = drive(&doors, sagas, steps).await?;
-        let (cpu_s, busy_cores) = cpu.end();
+        let timing = Timing::of(drive(&doors, sagas, steps)).await?;
         Ok(Run {
             store: "postgres",
             chains,
             hosts,
             sagas,
             batching: mode == GroupCommit::On,
-            steps: done,
-            wall_s,
-            steps_per_s: f64::from(done) / wall_s.max(1e-9),
-            cpu_s,
-            busy_cores,
+            timing,
         })
     }
     .await;
@@ -419,20 +442,14 @@ async fn sqlite(sagas: usize, steps: u32) -> Result<Run, String> {
         host.registry
             .register_builtin(&host.sandbox, &host.config.policy, Arc::new(Nop))
             .map_err(|e| e.to_string())?;
-        let cpu = CpuSpan::start();
-        let (wall_s, done) = drive(&[Dispatcher::new(host)], sagas, steps).await?;
-        let (cpu_s, busy_cores) = cpu.end();
+        let timing = Timing::of(drive(&[Dispatcher::new(host)], sagas, steps)).await?;
         Ok(Run {
             store: "sqlite",
             chains: Chains::One,
             hosts: 1,
             sagas,
             batching: true,
-            steps: done,
-            wall_s,
-            steps_per_s: f64::from(done) / wall_s.max(1e-9),
-            cpu_s,
-            busy_cores,
+            timing,
         })
     }
     .await;

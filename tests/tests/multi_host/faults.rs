@@ -117,6 +117,9 @@ struct Table {
     broken: BTreeMap<String, u64>,
     rounds: u64,
     violations: Vec<String>,
+    /// Violations found already (checks are cumulative: one found again
+    /// after a later round is not counted again).
+    seen: BTreeSet<String>,
 }
 
 impl Table {
@@ -129,6 +132,14 @@ impl Table {
     fn violation(&mut self, fault: &str, v: String) {
         *self.broken.entry(fault.to_string()).or_default() += 1;
         self.violations.push(v);
+    }
+
+    /// A violation `v` found by the checks after round `round` (of
+    /// `fault`), unless an earlier round's checks found it.
+    fn found(&mut self, fault: &str, round: &str, v: String) {
+        if self.seen.insert(v.clone()) {
+            self.violation(fault, format!("{round}: {v}"));
+        }
     }
 
     fn print(&self, sagas: u64, done: u64, seed: u64, extra: &str) {
@@ -245,7 +256,7 @@ async fn check(
     table: &mut Table,
 ) -> u64 {
     let mut found: Vec<String> = Vec::new();
-    let mut v = |s: String| found.push(format!("{round}: {s}"));
+    let mut v = |s: String| found.push(s);
     let t0 = Instant::now();
     loop {
         match store.unfinished_sagas().await {
@@ -292,12 +303,16 @@ async fn check(
         }
     }
     let mut done = 0;
+    // The saga of each entry, and its state (to say what became of a lost
+    // one).
+    let mut saga_of: BTreeMap<String, (String, String)> = BTreeMap::new();
     for s in store.sagas(100_000).await.unwrap_or_default() {
         let is_done = s.state.as_str() == "Done";
         done += u64::from(is_done);
         for step in store.steps(&s.saga_id).await.unwrap_or_default() {
             let key = &step.idempotency_key;
             let entry = step.args["entry"].as_str().unwrap_or_default();
+            saga_of.insert(entry.to_string(), (s.saga_id.clone(), s.state.to_string()));
             let present = entries.contains(&format!("{entry} {key}"));
             if is_done && (step.status != StepStatus::Commit || !present) {
                 v(format!(
@@ -315,9 +330,12 @@ async fn check(
     }
     for n in acked {
         for i in 0..steps {
-            let entry = format!("saga{n}-step{i} ");
-            if !entries.iter().any(|e| e.starts_with(&entry)) {
-                v(format!("acknowledged {entry}lost"));
+            let entry = format!("saga{n}-step{i}");
+            if !entries.iter().any(|e| e.starts_with(&format!("{entry} "))) {
+                v(format!(
+                    "acknowledged {entry} lost: {}",
+                    what_became(store, saga_of.get(&entry)).await
+                ));
             }
         }
     }
@@ -329,9 +347,28 @@ async fn check(
         Err(e) => v(format!("audit verify: {e}")),
     }
     for f in found {
-        table.violation(fault, f);
+        table.found(fault, round, f);
     }
     done
+}
+
+/// What became of a saga (its id and state): the records of its log.
+async fn what_became(store: &Arc<dyn Store>, saga: Option<&(String, String)>) -> String {
+    let Some((id, state)) = saga else {
+        return "no step of it in the store".to_string();
+    };
+    let log = store.log(Some(id)).await.unwrap_or_default();
+    let records: Vec<String> = log
+        .iter()
+        .map(|r| match r.record.as_str() {
+            "OWNER" | "STATE" => {
+                let d: String = r.detail.to_string().chars().take(160).collect();
+                format!("{}({d})", r.record)
+            }
+            other => other.to_string(),
+        })
+        .collect();
+    format!("saga {id} is {state}; its log: {}", records.join(" "))
 }
 
 /// Pause or cut off host `i` past its lease (`kind`: stop, cut, stall),

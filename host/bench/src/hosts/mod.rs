@@ -27,7 +27,7 @@
 //!   pause, then SIGCONT and how long the woken host took to stop itself
 //!   and its exit code (11: its lease lost). Nothing is asserted.
 
-use super::pg::{Base, CpuSpan, median, open_hosts, pg_config};
+use super::pg::{Base, Timing, median, open_hosts, pg_config};
 use capsaga::render::Out;
 use capsaga_core::principal::{Principal, Role};
 use capsaga_door::dispatch::{Act, Args, Call, Dispatcher, Outcome, Scope, Via};
@@ -61,13 +61,8 @@ struct Run {
     mode: Mode,
     hosts: usize,
     sagas: usize,
-    steps: u32,
-    wall_s: f64,
-    steps_per_s: f64,
-    /// CPU seconds this process (the hosts) used.
-    cpu_s: f64,
-    /// Cores of the machine busy on average during the run.
-    busy_cores: f64,
+    #[serde(flatten)]
+    timing: Timing,
 }
 
 /// One takeover.
@@ -133,11 +128,11 @@ fn print(r: &Report) {
             },
             run.hosts,
             if run.hosts == 1 { " " } else { "s" },
-            run.steps,
-            run.wall_s,
-            run.steps_per_s,
-            run.cpu_s,
-            run.busy_cores
+            run.timing.steps,
+            run.timing.wall_s,
+            run.timing.steps_per_s,
+            run.timing.cpu_s,
+            run.timing.busy_cores
         );
     }
     let ratios: Vec<String> = r
@@ -182,7 +177,7 @@ async fn measure_all(base: &Base, a: &HostsArgs<'_>) -> Result<Report, String> {
     for hosts in HOSTS {
         let handed = measure(base, hosts, Mode::HandedOver, steps).await?;
         let sticky = measure(base, hosts, Mode::Sticky, steps).await?;
-        handed_vs_sticky.push(handed.steps_per_s / sticky.steps_per_s.max(1e-9));
+        handed_vs_sticky.push(handed.timing.steps_per_s / sticky.timing.steps_per_s.max(1e-9));
         runs.push(handed);
         runs.push(sticky);
     }
@@ -227,18 +222,12 @@ async fn measure(base: &Base, hosts: usize, mode: Mode, steps: u32) -> Result<Ru
             ..PgOptions::default()
         };
         let doors = open_hosts(&config, &url, hosts, &options).await?;
-        let cpu = CpuSpan::start();
-        let (wall_s, done) = drive(&doors, mode, steps).await?;
-        let (cpu_s, busy_cores) = cpu.end();
+        let timing = Timing::of(drive(&doors, mode, steps)).await?;
         Ok(Run {
             mode,
             hosts,
             sagas: SAGAS,
-            steps: done,
-            wall_s,
-            steps_per_s: f64::from(done) / wall_s.max(1e-9),
-            cpu_s,
-            busy_cores,
+            timing,
         })
     }
     .await;
