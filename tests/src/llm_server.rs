@@ -5,7 +5,9 @@
 //! duplicate keys, a byte-order mark, a stream, HTML), optionally after a
 //! delay (to pass a client's deadline), optionally reporting a usage
 //! computed from the request (an over-reporting provider). After the last
-//! reply it answers 500.
+//! reply it answers 500, or, for a server started with
+//! [`LlmServer::answering`], what its function makes of each request (many
+//! concurrent callers, each answered from its own request).
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -110,10 +112,14 @@ impl Reply {
     }
 }
 
+/// A function answering a request from its JSON body.
+pub type Answer = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct Inner {
     replies: VecDeque<Reply>,
     seen: Vec<Recorded>,
+    answer: Option<Answer>,
 }
 
 /// The running server.
@@ -130,10 +136,28 @@ impl LlmServer {
     /// # Panics
     /// When it cannot bind 127.0.0.1.
     pub async fn start(replies: Vec<Reply>) -> LlmServer {
-        let inner = Arc::new(Mutex::new(Inner {
+        LlmServer::serve(Inner {
             replies: replies.into(),
-            seen: Vec::new(),
-        }));
+            ..Inner::default()
+        })
+        .await
+    }
+
+    /// Start a server answering each request with `answer(body)` (the
+    /// request's JSON body, `Value::Null` when it is not JSON).
+    ///
+    /// # Panics
+    /// When it cannot bind 127.0.0.1.
+    pub async fn answering(answer: Answer) -> LlmServer {
+        LlmServer::serve(Inner {
+            answer: Some(answer),
+            ..Inner::default()
+        })
+        .await
+    }
+
+    async fn serve(inner: Inner) -> LlmServer {
+        let inner = Arc::new(Mutex::new(inner));
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(inner.clone());
@@ -199,7 +223,12 @@ async fn handle(
                 .collect(),
             body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         });
-        i.replies.pop_front()
+        let next = i.replies.pop_front();
+        let answer = i.answer.clone();
+        next.or_else(|| {
+            let body = i.seen.last().map_or(Value::Null, |r| r.body.clone());
+            answer.map(|a| a(&body))
+        })
     };
     let mut reply = reply.unwrap_or_else(|| {
         Reply::status(

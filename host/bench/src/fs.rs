@@ -20,7 +20,6 @@
 //! 4. A step rewriting one 64 MiB file, journaled against not, and its
 //!    restore.
 
-use capsaga::exit;
 use capsaga::render::Out;
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope};
 use capsaga_door::host::Host;
@@ -84,20 +83,7 @@ pub(crate) async fn run(out: &Out, churn: &Path) -> u8 {
     let dir = std::env::temp_dir().join(format!("capsaga-bench-fs-{}", uuid::Uuid::new_v4()));
     let r = measure(&dir, churn).await;
     let _ = std::fs::remove_dir_all(&dir);
-    match r {
-        Ok(r) if out.json => {
-            out.json(&r);
-            exit::OK
-        }
-        Ok(r) => {
-            print(&r);
-            exit::OK
-        }
-        Err(e) => {
-            errln!("capsaga-bench --fs-rollback: {e}");
-            exit::INTERNAL
-        }
-    }
+    crate::report(out, "--fs-rollback", r, print)
 }
 
 fn print(r: &FsReport) {

@@ -9,7 +9,7 @@
 //! store's PostgreSQL test harness (`capsaga-pg-harness`), and the
 //! `capsaga` library, whose output and exit codes it shares. Nothing
 //! depends on it. Each mode is a module: `--wal` (`wal.rs`), `--group-commit`,
-//! `--pg`, `--memory`, `--fs-rollback`, `--first-start`, `--otel`, `--mcp`,
+//! `--pg`, `--hosts`, `--memory`, `--fs-rollback`, `--first-start`, `--otel`, `--mcp`,
 //! `--console`, and `capsaga-bench neurons` ([`neurons`]).
 //!
 //! Without a mode: what a tool call costs, measured in one process and one
@@ -44,6 +44,7 @@ mod console;
 mod floor;
 mod fs;
 mod group;
+mod hosts;
 mod mcp;
 mod memory;
 mod memory_quality;
@@ -108,6 +109,18 @@ pub struct BenchArgs {
     /// (on a throw-away cluster unless `--pg-url`).
     #[arg(long)]
     pub pg: bool,
+    /// Instead: several hosts on a shared PostgreSQL store (issue 48):
+    /// steps/s at 100 concurrent sagas on 1, 2 and 3 hosts with the saga
+    /// handed over to the next host at every request, next to sticky
+    /// sagas, in one run; then the takeover time after a host dies
+    /// (SIGKILL) and after one is paused (SIGSTOP), with real `capsaga
+    /// serve` processes (`--capsaga-bin`) calling `--component`.
+    #[arg(long)]
+    pub hosts: bool,
+    /// The lease of `--hosts`'s takeover, milliseconds (the product's
+    /// default).
+    #[arg(long, default_value_t = 10_000)]
+    pub hosts_lease_ms: u64,
     /// The database of `--pg` (its password from PGPASSWORD); default: a
     /// throw-away cluster started for the run (Debian's postgresql).
     #[arg(long, env = "CAPSAGA_BENCH_PG_URL", hide_env_values = true)]
@@ -153,7 +166,7 @@ pub struct BenchArgs {
     /// Processes started together by `--first-start`.
     #[arg(long, default_value_t = 40)]
     pub processes: usize,
-    /// The `capsaga` binary `--first-start` starts (default: the one beside
+    /// The `capsaga` binary `--first-start` and `--hosts` start (default: the one beside
     /// this binary, as cargo builds them).
     #[arg(long, value_name = "PATH")]
     pub capsaga_bin: Option<PathBuf>,
@@ -446,6 +459,30 @@ pub(crate) fn machine() -> String {
     format!("{cpus} x {cpu}, Linux {kernel}, {build}")
 }
 
+/// A benchmark's report `r` on `out` (JSON, or text by `print`), or its
+/// error said on stderr naming the benchmark `mode`: the exit code.
+pub(crate) fn report<R: Serialize>(
+    out: &Out,
+    mode: &str,
+    r: Result<R, String>,
+    print: fn(&R),
+) -> u8 {
+    match r {
+        Ok(r) if out.json => {
+            out.json(&r);
+            exit::OK
+        }
+        Ok(r) => {
+            print(&r);
+            exit::OK
+        }
+        Err(e) => {
+            errln!("capsaga-bench {mode}: {e}");
+            exit::INTERNAL
+        }
+    }
+}
+
 /// Run the benchmark and print the report.
 pub async fn run(out: &Out, args: &BenchArgs) -> u8 {
     if args.wal {
@@ -453,6 +490,16 @@ pub async fn run(out: &Out, args: &BenchArgs) -> u8 {
     }
     if args.pg {
         return pg::run(out, args.pg_url.as_deref(), args.group_commit_steps).await;
+    }
+    if args.hosts {
+        let a = hosts::HostsArgs {
+            url: args.pg_url.as_deref(),
+            steps: args.group_commit_steps,
+            lease_ms: args.hosts_lease_ms,
+            component: &args.component,
+            capsaga_bin: args.capsaga_bin.as_deref(),
+        };
+        return hosts::run(out, &a).await;
     }
     if args.group_commit {
         return group::run(out, args.group_commit_steps).await;

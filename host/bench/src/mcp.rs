@@ -81,7 +81,7 @@ fn ms(d: Duration) -> f64 {
 
 /// A plain-HTTP client (reqwest is built without a default TLS provider:
 /// ring is installed once for the process, as `agent::http` does).
-fn client() -> Result<reqwest::Client, String> {
+pub(crate) fn client() -> Result<reqwest::Client, String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .no_proxy()
@@ -110,7 +110,11 @@ fn answer(body: &str) -> Option<Value> {
 
 /// One `tools/call` of `time_now`; `session`: the stateful wire's session
 /// id, else the stateless wire. Errs on anything but a successful result.
-async fn call(c: &reqwest::Client, url: &str, session: Option<&str>) -> Result<(), String> {
+pub(crate) async fn call(
+    c: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+) -> Result<(), String> {
     let mut req = c
         .post(url)
         .header("Accept", "application/json, text/event-stream");
@@ -145,7 +149,7 @@ async fn call(c: &reqwest::Client, url: &str, session: Option<&str>) -> Result<(
 }
 
 /// `initialize` + `notifications/initialized`: the session id.
-async fn open_session(c: &reqwest::Client, url: &str) -> Result<String, String> {
+pub(crate) async fn open_session(c: &reqwest::Client, url: &str) -> Result<String, String> {
     let r = c
         .post(url)
         .header("Accept", "application/json, text/event-stream")

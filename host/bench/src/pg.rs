@@ -113,6 +113,41 @@ impl CpuSpan {
     }
 }
 
+/// What a run of concurrent sagas did, and in how long.
+#[derive(Debug, Serialize)]
+pub(crate) struct Timing {
+    pub(crate) steps: u32,
+    pub(crate) wall_s: f64,
+    pub(crate) steps_per_s: f64,
+    /// CPU seconds this process (the hosts) used during the run.
+    pub(crate) cpu_s: f64,
+    /// Cores of the machine busy on average during the run (of
+    /// `machine_cores`).
+    pub(crate) busy_cores: f64,
+}
+
+impl Timing {
+    /// Time `run` (its wall time in seconds and the steps it did), with the
+    /// CPU it and the machine used meanwhile.
+    ///
+    /// # Errors
+    /// `run`'s.
+    pub(crate) async fn of(
+        run: impl std::future::Future<Output = Result<(f64, u32), String>>,
+    ) -> Result<Timing, String> {
+        let cpu = CpuSpan::start();
+        let (wall_s, steps) = run.await?;
+        let (cpu_s, busy_cores) = cpu.end();
+        Ok(Timing {
+            steps,
+            wall_s,
+            steps_per_s: f64::from(steps) / wall_s.max(1e-9),
+            cpu_s,
+            busy_cores,
+        })
+    }
+}
+
 /// One run.
 #[derive(Debug, Serialize)]
 struct Run {
@@ -122,14 +157,8 @@ struct Run {
     hosts: usize,
     sagas: usize,
     batching: bool,
-    steps: u32,
-    wall_s: f64,
-    steps_per_s: f64,
-    /// CPU seconds this process (the hosts) used during the run.
-    cpu_s: f64,
-    /// Cores of the machine busy on average during the run (of
-    /// `machine_cores`).
-    busy_cores: f64,
+    #[serde(flatten)]
+    timing: Timing,
 }
 
 /// The figures.
@@ -159,25 +188,9 @@ struct Report {
 /// Run the benchmark (`steps` per run) against `url`, or a cluster of its
 /// own; print the report.
 pub(crate) async fn run(out: &Out, url: Option<&str>, steps: u32) -> u8 {
-    let cluster;
-    let base = match url {
-        Some(u) => Base::Given(u.to_string()),
-        None => match Cluster::start() {
-            Ok(Some(c)) => {
-                cluster = c;
-                Base::Cluster(&cluster)
-            }
-            Ok(None) => {
-                errln!(
-                    "capsaga-bench --pg: PostgreSQL is not installed (apt-get install postgresql), and no --pg-url was given"
-                );
-                return exit::CONFIG;
-            }
-            Err(e) => {
-                errln!("capsaga-bench --pg: PostgreSQL did not start: {e}");
-                return exit::INTERNAL;
-            }
-        },
+    let base = match Base::open(url, "--pg") {
+        Ok(b) => b,
+        Err(code) => return code,
     };
     match measure_all(&base, steps.max(100)).await {
         Ok(r) if out.json => {
@@ -197,11 +210,11 @@ pub(crate) async fn run(out: &Out, url: Option<&str>, steps: u32) -> u8 {
                     if run.hosts == 1 { " " } else { "s" },
                     run.sagas,
                     if run.batching { "on" } else { "off" },
-                    run.steps,
-                    run.wall_s,
-                    run.steps_per_s,
-                    run.cpu_s,
-                    run.busy_cores,
+                    run.timing.steps,
+                    run.timing.wall_s,
+                    run.timing.steps_per_s,
+                    run.timing.cpu_s,
+                    run.timing.busy_cores,
                     r.machine_cores
                 );
             }
@@ -236,14 +249,37 @@ pub(crate) async fn run(out: &Out, url: Option<&str>, steps: u32) -> u8 {
     }
 }
 
-enum Base<'a> {
+/// Where the runs' databases come from: the one given, or a throw-away
+/// cluster of the run's own (stopped when dropped).
+pub(crate) enum Base {
     Given(String),
-    Cluster(&'a Cluster),
+    Cluster(Cluster),
 }
 
-impl Base<'_> {
+impl Base {
+    /// `url`, or a cluster started now; the exit code when none starts
+    /// (said on stderr, naming the benchmark `mode`).
+    pub(crate) fn open(url: Option<&str>, mode: &str) -> Result<Base, u8> {
+        match url {
+            Some(u) => Ok(Base::Given(u.to_string())),
+            None => match Cluster::start() {
+                Ok(Some(c)) => Ok(Base::Cluster(c)),
+                Ok(None) => {
+                    errln!(
+                        "capsaga-bench {mode}: PostgreSQL is not installed (apt-get install postgresql), and no --pg-url was given"
+                    );
+                    Err(exit::CONFIG)
+                }
+                Err(e) => {
+                    errln!("capsaga-bench {mode}: PostgreSQL did not start: {e}");
+                    Err(exit::INTERNAL)
+                }
+            },
+        }
+    }
+
     /// A fresh database (for a cluster of our own), or the given one.
-    fn database(&self) -> Result<String, String> {
+    pub(crate) fn database(&self) -> Result<String, String> {
         match self {
             Base::Given(u) => Ok(u.clone()),
             Base::Cluster(c) => c.fresh_database(),
@@ -251,7 +287,7 @@ impl Base<'_> {
     }
 }
 
-async fn measure_all(base: &Base<'_>, steps: u32) -> Result<Report, String> {
+async fn measure_all(base: &Base, steps: u32) -> Result<Report, String> {
     let floor_db = base.database()?;
     let floor = PgStore::open(&floor_db, &PgOptions::default())
         .await
@@ -275,7 +311,7 @@ async fn measure_all(base: &Base<'_>, steps: u32) -> Result<Report, String> {
         ] {
             let one = measure(base, 1, 100, GroupCommit::On, chains, steps).await?;
             let three = measure(base, 3, 100, GroupCommit::On, chains, steps).await?;
-            into.push(three.steps_per_s / one.steps_per_s.max(1e-9));
+            into.push(three.timing.steps_per_s / one.timing.steps_per_s.max(1e-9));
         }
     }
     for sagas in CONCURRENCY {
@@ -286,7 +322,7 @@ async fn measure_all(base: &Base<'_>, steps: u32) -> Result<Report, String> {
             .find(|r| {
                 r.store == store && r.hosts == hosts && r.sagas == sagas && r.batching == batching
             })
-            .map_or(0.0, |r| r.steps_per_s)
+            .map_or(0.0, |r| r.timing.steps_per_s)
     };
     let one = rate("postgres", 1, 1, true);
     Ok(Report {
@@ -305,7 +341,7 @@ async fn measure_all(base: &Base<'_>, steps: u32) -> Result<Report, String> {
 
 /// `sagas` concurrent sagas over `hosts` hosts on a fresh database.
 /// The median of `v` (0 when empty).
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut sorted = v.to_vec();
     sorted.sort_by(f64::total_cmp);
     sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)
@@ -323,7 +359,7 @@ enum Chains {
 
 /// `sagas` concurrent sagas over `hosts` hosts on a fresh database.
 async fn measure(
-    base: &Base<'_>,
+    base: &Base,
     hosts: usize,
     sagas: usize,
     mode: GroupCommit,
@@ -333,11 +369,7 @@ async fn measure(
     let url = base.database()?;
     let dir = std::env::temp_dir().join(format!("capsaga-bench-pg-{}", uuid::Uuid::new_v4()));
     let r = async {
-        let mut config = Config::load(&workspace(&dir)?).map_err(|e| e.to_string())?;
-        config.store = StoreChoice::Postgres {
-            url: url.clone(),
-            lease_ms: capsaga_door::store_choice::DEFAULT_LEASE_MS,
-        };
+        let config = pg_config(&dir, &url)?;
         // As `host::open_store` opens it, the chain aside.
         let options = PgOptions {
             lease: std::time::Duration::from_millis(capsaga_door::store_choice::DEFAULT_LEASE_MS),
@@ -348,38 +380,55 @@ async fn measure(
             chain: (chains == Chains::One).then(|| "bench-one-chain".to_string()),
             ..PgOptions::default()
         };
-        let mut doors = Vec::new();
-        for _ in 0..hosts {
-            let store = PgStore::open(&url, &options)
-                .await
-                .map_err(|e| e.to_string())?;
-            let host = Host::with_store(config.clone(), Arc::new(store))
-                .await
-                .map_err(|e| e.to_string())?;
-            host.registry
-                .register_builtin(&host.sandbox, &host.config.policy, Arc::new(Nop))
-                .map_err(|e| e.to_string())?;
-            doors.push(Dispatcher::new(host));
-        }
-        let cpu = CpuSpan::start();
-        let (wall_s, done) = drive(&doors, sagas, steps).await?;
-        let (cpu_s, busy_cores) = cpu.end();
+        let doors = open_hosts(&config, &url, hosts, &options).await?;
+        let timing = Timing::of(drive(&doors, sagas, steps)).await?;
         Ok(Run {
             store: "postgres",
             chains,
             hosts,
             sagas,
             batching: mode == GroupCommit::On,
-            steps: done,
-            wall_s,
-            steps_per_s: f64::from(done) / wall_s.max(1e-9),
-            cpu_s,
-            busy_cores,
+            timing,
         })
     }
     .await;
     let _ = std::fs::remove_dir_all(&dir);
     r
+}
+
+/// The configuration of the no-op step's workspace in `dir` on the
+/// database `url` (the product's lease).
+pub(crate) fn pg_config(dir: &std::path::Path, url: &str) -> Result<Config, String> {
+    let mut config = Config::load(&workspace(dir)?).map_err(|e| e.to_string())?;
+    config.store = StoreChoice::Postgres {
+        url: url.to_string(),
+        lease_ms: capsaga_door::store_choice::DEFAULT_LEASE_MS,
+    };
+    Ok(config)
+}
+
+/// `hosts` hosts of `config` on the database `url`, each with a store of
+/// its own opened with `options` and the no-op step registered.
+pub(crate) async fn open_hosts(
+    config: &Config,
+    url: &str,
+    hosts: usize,
+    options: &PgOptions,
+) -> Result<Vec<Dispatcher>, String> {
+    let mut doors = Vec::new();
+    for _ in 0..hosts {
+        let store = PgStore::open(url, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let host = Host::with_store(config.clone(), Arc::new(store))
+            .await
+            .map_err(|e| e.to_string())?;
+        host.registry
+            .register_builtin(&host.sandbox, &host.config.policy, Arc::new(Nop))
+            .map_err(|e| e.to_string())?;
+        doors.push(Dispatcher::new(host));
+    }
+    Ok(doors)
 }
 
 /// SQLite with group commit, the same steps, in the same run.
@@ -393,20 +442,14 @@ async fn sqlite(sagas: usize, steps: u32) -> Result<Run, String> {
         host.registry
             .register_builtin(&host.sandbox, &host.config.policy, Arc::new(Nop))
             .map_err(|e| e.to_string())?;
-        let cpu = CpuSpan::start();
-        let (wall_s, done) = drive(&[Dispatcher::new(host)], sagas, steps).await?;
-        let (cpu_s, busy_cores) = cpu.end();
+        let timing = Timing::of(drive(&[Dispatcher::new(host)], sagas, steps)).await?;
         Ok(Run {
             store: "sqlite",
             chains: Chains::One,
             hosts: 1,
             sagas,
             batching: true,
-            steps: done,
-            wall_s,
-            steps_per_s: f64::from(done) / wall_s.max(1e-9),
-            cpu_s,
-            busy_cores,
+            timing,
         })
     }
     .await;

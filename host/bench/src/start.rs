@@ -19,7 +19,6 @@
 //!    and how many meta reads and compilations the processes announced in
 //!    all (one per component is the goal).
 
-use super::exit;
 use super::render::Out;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -71,20 +70,7 @@ pub(crate) async fn run(
     let r = capsaga_exe(capsaga_bin)
         .and_then(|exe| measure(&exe, &dir, tools_dir, processes.clamp(1, 256)));
     let _ = std::fs::remove_dir_all(&dir);
-    match r {
-        Ok(r) if out.json => {
-            out.json(&r);
-            exit::OK
-        }
-        Ok(r) => {
-            print(&r);
-            exit::OK
-        }
-        Err(e) => {
-            errln!("capsaga-bench --first-start: {e}");
-            exit::INTERNAL
-        }
-    }
+    crate::report(out, "--first-start", r, print)
 }
 
 fn print(r: &StartReport) {
@@ -161,7 +147,7 @@ fn workspace(dir: &Path, tools_dir: &Path, extra: &str) -> Result<(PathBuf, usiz
 }
 
 /// The `capsaga` binary: `given`, or the one beside this binary.
-fn capsaga_exe(given: Option<&Path>) -> Result<PathBuf, String> {
+pub(crate) fn capsaga_exe(given: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(p) = given {
         return Ok(p.to_path_buf());
     }

@@ -1,75 +1,169 @@
 //! Fault injection across hosts (issue 48), in the spirit of Jepsen: three
 //! real `capsaga serve` hosts on a real PostgreSQL started by the test
-//! (host 2 reaches it through a TCP proxy the test cuts), a mixed load of
-//! MCP sessions (each a saga of ledger steps, committed) spread over the
-//! hosts, and faults:
+//! (host 2 reaches it through a TCP proxy the test cuts), a mixed load
+//! spread over the hosts, and faults.
+//!
+//! The load of every round: MCP sessions (each a saga of ledger steps,
+//! committed), an approval group (a REST turn parks a ledger call for a
+//! human, an operator approves it on a random host, then several turns of
+//! the same task resume it at once on random hosts) and budgeted turns (a
+//! priced model under a day's hard cap, more turns than it admits); the
+//! turns' model is a real local provider ([`super::faults_load`]).
+//!
+//! The faults ([`Kind`]): `kill` (SIGKILL a host, start another in its
+//! place), `stop` (SIGSTOP a host past its lease, then SIGCONT: it must
+//! find its lease lost and exit 11 without writing, its sagas recovered by
+//! the others and its late writes fenced), `pg_restart` (PostgreSQL
+//! stopped as by a crash, `pg_ctl stop -m immediate`, and started again),
+//! `cut` (host 2's database connections closed and new ones held silent
+//! past its lease, then healed), `stall` (host 2's database connections
+//! kept open and silent past its lease, as packets dropped: it must find
+//! its lease lost and stop, not hang). They come in two kinds of rounds:
 //!
 //! - **boundary rounds**: one chosen saga is driven step by step on one
-//!   host and that host is SIGKILLed at each step boundary once (after
-//!   step 1, after step 2, ..., after the commit was acknowledged), while
-//!   the load runs on the others;
+//!   host (host 0, or host 2 for a cut or a stall) and that host gets the
+//!   fault at a step boundary (after step 1, after step 2, ..., after the
+//!   commit was acknowledged), while the load runs. Kills are injected at
+//!   every boundary; a stop, a cut and a stall at one boundary each, chosen
+//!   by the seed, or at every boundary with `CAPSAGA_FAULT_EXHAUSTIVE=1`;
 //! - **random rounds**: at a random moment of the load, one fault of a
-//!   random kind: `kill` (SIGKILL a host, start another in its place),
-//!   `stop` (SIGSTOP a host past its lease, then SIGCONT: it must find its
-//!   lease lost and exit 11 without writing, its sagas recovered by the
-//!   others and its late writes fenced), `pg_restart` (PostgreSQL stopped
-//!   as by a crash, `pg_ctl stop -m immediate`, and started again), `cut`
-//!   (host 2's database connections closed and new ones held silent past
-//!   its lease, then healed), `stall` (host 2's database connections kept
-//!   open and silent past its lease, as packets dropped: it must find its
-//!   lease lost and stop, not hang).
+//!   random kind.
 //!
 //! After every round the invariants are checked (and counted, not
 //! asserted one by one, so the table shows them all): every saga terminal
-//! (Done or rolled back; none of this load parks), no step executed twice
-//! (the ledger's journal, which the harness owns, has one `execute` line
-//! per idempotency key at most), no effect lost (every step of a Done
-//! saga is in its ledger, every saga whose commit was acknowledged is
-//! Done with all its steps) and none left over (no entry of a rolled-back
-//! saga remains), the paused host stopped itself, and `audit verify`
-//! passes. The table of faults injected per kind, rounds and violations
-//! is printed; the test fails on any violation.
+//! (Done or rolled back; a turn's parked saga is rolled back by its turn),
+//! no step executed twice (the ledger's journal, which the harness owns,
+//! has one `execute` line per idempotency key at most), no effect lost
+//! (every step of a Done saga is in its ledger, every saga whose commit
+//! was acknowledged is Done with all its steps) and none left over (no
+//! entry of a rolled-back saga remains), approvals claimed at most once
+//! and no approved call executed twice or without its claim, the day's
+//! spend (counted by the store, and answered by the provider) never past
+//! the cap by more than one reservation, the paused or cut-off host
+//! stopped itself (exit 11), and `audit verify` passes. The table of
+//! faults injected per kind (with the boundaries), rounds and violations
+//! per kind is printed; the test fails on any violation.
 //!
 //! Sized by `CAPSAGA_FAULT_ROUNDS` (random rounds, default 4),
-//! `CAPSAGA_FAULT_STEPS` (steps of each saga, default 3) and
-//! `CAPSAGA_FAULT_SEED` (default: from the clock; printed). The long run
-//! is documented in docs/several-hosts.md.
+//! `CAPSAGA_FAULT_STEPS` (steps of each saga, default 3),
+//! `CAPSAGA_FAULT_EXHAUSTIVE` (1: every non-kill fault at every boundary
+//! too) and `CAPSAGA_FAULT_SEED` (default: from the clock; printed). The
+//! long run is documented in docs/several-hosts.md.
 
 use super::chaos::{Rng, env_or, one_saga, session};
+use super::faults_load::{self as turns, Group, Model, Picks};
 use super::proxy::Proxy;
 use super::rig::{HostProc, Rig, lines, runtime};
 use capsaga_store::{StepStatus, Store, audit};
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The hosts' lease (short, so rounds are short).
 const LEASE_MS: u64 = 1500;
-/// Sessions of the load per round.
+/// MCP sessions of the load per round.
 const LOAD: u64 = 3;
+/// Budgeted turns of the load per round.
+const BUDGETED: u64 = 4;
 
-/// What the harness counts.
+/// A kind of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Kill,
+    Stop,
+    PgRestart,
+    Cut,
+    Stall,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Kill => "kill",
+            Kind::Stop => "stop",
+            Kind::PgRestart => "pg_restart",
+            Kind::Cut => "cut",
+            Kind::Stall => "stall",
+        }
+    }
+
+    /// The host a boundary round drives its chosen saga on.
+    fn boundary_host(self) -> usize {
+        if matches!(self, Kind::Cut | Kind::Stall) {
+            2
+        } else {
+            0
+        }
+    }
+}
+
+/// One round: a fault at a boundary of the chosen saga, or at random.
+#[derive(Debug, Clone, Copy)]
+enum Round {
+    Boundary(Kind, u64),
+    Random,
+}
+
+/// What the harness counts: per fault (`kill at a step boundary`, `stop`,
+/// ...), how many were injected, at which boundaries, and the violations
+/// found after its rounds.
 #[derive(Default)]
 struct Table {
-    injected: BTreeMap<&'static str, u64>,
+    injected: BTreeMap<String, u64>,
+    boundaries: BTreeMap<String, BTreeSet<u64>>,
+    broken: BTreeMap<String, u64>,
     rounds: u64,
     violations: Vec<String>,
+    /// Violations found already (checks are cumulative: one found again
+    /// after a later round is not counted again).
+    seen: BTreeSet<String>,
 }
 
 impl Table {
-    fn print(&self, sagas: u64, done: u64, seed: u64) {
+    fn inject(&mut self, fault: &str, boundary: Option<u64>) {
+        *self.injected.entry(fault.to_string()).or_default() += 1;
+        let b = self.boundaries.entry(fault.to_string()).or_default();
+        b.extend(boundary);
+    }
+
+    fn violation(&mut self, fault: &str, v: String) {
+        *self.broken.entry(fault.to_string()).or_default() += 1;
+        self.violations.push(v);
+    }
+
+    /// A violation `v` found by the checks after round `round` (of
+    /// `fault`), unless an earlier round's checks found it.
+    fn found(&mut self, fault: &str, round: &str, v: String) {
+        if self.seen.insert(v.clone()) {
+            self.violation(fault, format!("{round}: {v}"));
+        }
+    }
+
+    fn print(&self, sagas: u64, done: u64, seed: u64, extra: &str) {
         eprintln!(
-            "fault injection (seed {seed}): {} rounds, {sagas} sagas, {done} Done",
+            "fault injection (seed {seed}): {} rounds, {sagas} MCP sagas, {done} sagas Done in all; {extra}",
             self.rounds
         );
-        eprintln!("| fault | injected |");
-        eprintln!("|---|---|");
+        eprintln!("| fault | injected | at step boundaries | violations |");
+        eprintln!("|---|---|---|---|");
         for (k, n) in &self.injected {
-            eprintln!("| {k} | {n} |");
+            let at: Vec<String> = self.boundaries[k].iter().map(u64::to_string).collect();
+            let at = if at.is_empty() {
+                "random moments".to_string()
+            } else {
+                at.join(", ")
+            };
+            let broken = self.broken.get(k).copied().unwrap_or(0);
+            eprintln!("| {k} | {n} | {at} | {broken} |");
         }
-        eprintln!("| violations | {} |", self.violations.len());
+        eprintln!(
+            "| **all** | {} rounds | | {} |",
+            self.rounds,
+            self.violations.len()
+        );
         for v in &self.violations {
             eprintln!("violation: {v}");
         }
@@ -138,17 +232,31 @@ async fn until_boundary(
     Ok(client)
 }
 
-/// The invariants over every saga so far; each broken one is a violation.
+/// What the rounds so far have made, for the checks.
+#[derive(Default)]
+struct Made {
+    /// MCP sagas (`ledger-{n}.txt`).
+    sagas: u64,
+    /// Approval groups, with their ledger's journal.
+    groups: Vec<(Group, PathBuf)>,
+}
+
+/// The invariants over everything so far; each broken one is a violation
+/// of `fault`.
+#[allow(clippy::too_many_arguments)]
 async fn check(
     rig: &Rig,
     store: &Arc<dyn Store>,
+    model: &Model,
     acked: &BTreeSet<u64>,
-    sagas: u64,
+    made: &Made,
     steps: u64,
     round: &str,
+    fault: &str,
     table: &mut Table,
 ) -> u64 {
-    let mut v = |s: String| table.violations.push(format!("{round}: {s}"));
+    let mut found: Vec<String> = Vec::new();
+    let mut v = |s: String| found.push(s);
     let t0 = Instant::now();
     loop {
         match store.unfinished_sagas().await {
@@ -172,8 +280,14 @@ async fn check(
     }
     let mut entries: BTreeSet<String> = BTreeSet::new();
     let mut journal: Vec<String> = Vec::new();
-    for n in 0..sagas {
-        let (ledger, j) = rig.ledger(&format!("ledger-{n}.txt"));
+    let ledgers = (0..made.sagas)
+        .map(|n| rig.ledger(&format!("ledger-{n}.txt")))
+        .chain(
+            made.groups
+                .iter()
+                .map(|(g, j)| (g.ledger.clone(), j.clone())),
+        );
+    for (ledger, j) in ledgers {
         entries.extend(lines(std::path::Path::new(&ledger)));
         journal.extend(lines(&j));
     }
@@ -189,12 +303,16 @@ async fn check(
         }
     }
     let mut done = 0;
+    // The saga of each entry, and its state (to say what became of a lost
+    // one).
+    let mut saga_of: BTreeMap<String, (String, String)> = BTreeMap::new();
     for s in store.sagas(100_000).await.unwrap_or_default() {
         let is_done = s.state.as_str() == "Done";
         done += u64::from(is_done);
         for step in store.steps(&s.saga_id).await.unwrap_or_default() {
             let key = &step.idempotency_key;
             let entry = step.args["entry"].as_str().unwrap_or_default();
+            saga_of.insert(entry.to_string(), (s.saga_id.clone(), s.state.to_string()));
             let present = entries.contains(&format!("{entry} {key}"));
             if is_done && (step.status != StepStatus::Commit || !present) {
                 v(format!(
@@ -212,28 +330,117 @@ async fn check(
     }
     for n in acked {
         for i in 0..steps {
-            let entry = format!("saga{n}-step{i} ");
-            if !entries.iter().any(|e| e.starts_with(&entry)) {
-                v(format!("acknowledged {entry}lost"));
+            let entry = format!("saga{n}-step{i}");
+            if !entries.iter().any(|e| e.starts_with(&format!("{entry} "))) {
+                v(format!(
+                    "acknowledged {entry} lost: {}",
+                    what_became(store, saga_of.get(&entry)).await
+                ));
             }
         }
     }
+    turns::check_approvals(store, &made.groups, &mut v).await;
+    turns::check_budget(store, model, &mut v).await;
     match audit::verify(&**store, None).await {
         Ok(r) if r.ok() => {}
         Ok(r) => v(format!("audit verify: {r:?}")),
         Err(e) => v(format!("audit verify: {e}")),
     }
+    for f in found {
+        table.found(fault, round, f);
+    }
     done
+}
+
+/// What became of a saga (its id and state): the records of its log.
+async fn what_became(store: &Arc<dyn Store>, saga: Option<&(String, String)>) -> String {
+    let Some((id, state)) = saga else {
+        return "no step of it in the store".to_string();
+    };
+    let log = store.log(Some(id)).await.unwrap_or_default();
+    let records: Vec<String> = log
+        .iter()
+        .map(|r| match r.record.as_str() {
+            "OWNER" | "STATE" => {
+                let d: String = r.detail.to_string().chars().take(160).collect();
+                format!("{}({d})", r.record)
+            }
+            other => other.to_string(),
+        })
+        .collect();
+    format!("saga {id} is {state}; its log: {}", records.join(" "))
+}
+
+/// Pause or cut off host `i` past its lease (`kind`: stop, cut, stall),
+/// then let it run or heal: it must have stopped itself with exit 11.
+async fn past_the_lease(rig: &mut Rig, proxy: &Proxy, kind: Kind, i: usize) -> Result<(), String> {
+    let code = if kind == Kind::Stop {
+        let pid = rig.hosts[i]
+            .as_ref()
+            .map(|h| h.child.id() as i32)
+            .unwrap_or(0);
+        signal(pid, "STOP");
+        tokio::time::sleep(Duration::from_millis(LEASE_MS * 2)).await;
+        signal(pid, "CONT");
+        rig.hosts[i]
+            .as_mut()
+            .and_then(|h| exited(h, Duration::from_secs(10)))
+    } else {
+        if kind == Kind::Cut {
+            proxy.cut();
+        } else {
+            proxy.stall();
+        }
+        tokio::time::sleep(Duration::from_millis(LEASE_MS * 2)).await;
+        // Its lease could not be renewed for twice its length: it stops
+        // itself (exit 11), never hangs or runs on without a lease.
+        let code = rig.hosts[i]
+            .as_mut()
+            .and_then(|h| exited(h, Duration::from_secs(10)));
+        proxy.heal();
+        code
+    };
+    if code == Some(Some(11)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "host {i} ({}) past its lease did not exit 11 ({code:?})",
+            kind.name()
+        ))
+    }
+}
+
+/// The rounds: kills at every boundary `1..=steps + 1`, the other faults
+/// of a boundary round at every boundary (`exhaustive`) or at one drawn
+/// from `rng`, then `random` random rounds.
+fn plan(steps: u64, random: u64, exhaustive: bool, rng: &mut Rng) -> Vec<Round> {
+    let every: Vec<u64> = (1..=steps + 1).collect();
+    let mut plan: Vec<Round> = every
+        .iter()
+        .map(|b| Round::Boundary(Kind::Kill, *b))
+        .collect();
+    for kind in [Kind::Stop, Kind::Cut, Kind::Stall] {
+        if exhaustive {
+            plan.extend(every.iter().map(|b| Round::Boundary(kind, *b)));
+        } else {
+            plan.push(Round::Boundary(kind, 1 + rng.below(steps + 1)));
+        }
+    }
+    plan.extend((0..random).map(|_| Round::Random));
+    plan
 }
 
 #[test]
 fn faults_at_every_step_boundary_and_at_random_points_keep_the_invariants() {
-    let policy = super::rig::policy(LEASE_MS);
+    let rt = runtime();
+    let model = rt.block_on(Model::start());
+    let policy = format!("{}{}", super::rig::policy(LEASE_MS), model.policy());
     let Some(mut rig) = Rig::with_policy("multi_host::faults", 2, &policy) else {
         return;
     };
     let rounds = env_or("CAPSAGA_FAULT_ROUNDS", 4);
     let steps = env_or("CAPSAGA_FAULT_STEPS", 3);
+    let exhaustive = env_or("CAPSAGA_FAULT_EXHAUSTIVE", 0) == 1;
     let seed = env_or(
         "CAPSAGA_FAULT_SEED",
         std::time::SystemTime::now()
@@ -245,109 +452,131 @@ fn faults_at_every_step_boundary_and_at_random_points_keep_the_invariants() {
     let mut rng = Rng(seed);
     let mut table = Table::default();
     let acked: Arc<Mutex<BTreeSet<u64>>> = Arc::default();
-    let rt = runtime();
     let proxy = rt.block_on(Proxy::start(rig.cluster.port()));
     let through = proxy.url(&rig.url, rig.cluster.port());
     rig.hosts.push(Some(rig.spawn_with_store(&through)));
-    let mut next: u64 = 0;
+    let mut made = Made::default();
     let mut done = 0;
-    // Boundaries 1..=steps (after each step) and steps + 1 (after the
-    // commit), then the random rounds.
-    let plan: Vec<Option<u64>> = (1..=steps + 1)
-        .map(Some)
-        .chain((0..rounds).map(|_| None))
-        .collect();
-    for (r, boundary) in plan.into_iter().enumerate() {
+    let started = Instant::now();
+    for (r, round) in plan(steps, rounds, exhaustive, &mut rng)
+        .into_iter()
+        .enumerate()
+    {
         table.rounds += 1;
-        let round = format!(
-            "round {r} ({})",
-            boundary.map_or("random".to_string(), |b| format!("boundary {b}"))
-        );
+        let name = match round {
+            Round::Boundary(k, b) => format!("round {r} ({} at boundary {b})", k.name()),
+            Round::Random => format!("round {r} (random)"),
+        };
         rt.block_on(async {
+            let store = rig.store().await;
             // The load, on random hosts.
             let mut load = tokio::task::JoinSet::new();
             for _ in 0..LOAD {
-                let n = next;
-                next += 1;
+                let n = made.sagas;
+                made.sagas += 1;
                 let url = rig.mcp(rng.below(3) as usize);
                 let (ledger, acked) = (rig.ledger(&format!("ledger-{n}.txt")).0, acked.clone());
                 load.spawn(async move {
-                    let r = tokio::time::timeout(Duration::from_secs(30), one_saga(url, ledger, n, steps)).await;
+                    let r = tokio::time::timeout(
+                        Duration::from_secs(30),
+                        one_saga(url, ledger, n, steps),
+                    )
+                    .await;
                     if matches!(r, Ok(Ok(()))) {
                         acked.lock().unwrap().insert(n);
                     }
                 });
             }
-            match boundary {
-                Some(b) => {
-                    // The chosen saga, on host 0, to boundary b; then host 0
-                    // is killed.
-                    let n = next;
-                    next += 1;
+            let bases: Vec<String> = (0..3).map(|i| rig.base(i)).collect();
+            let (ledger, journal) = rig.ledger(&format!("approved-{r}.txt"));
+            let group = Group {
+                ledger,
+                entry: format!("approved{r}"),
+            };
+            made.groups.push((group.clone(), journal));
+            let picks = Picks::new(&mut rng, &bases);
+            let s = store.clone();
+            load.spawn(async move {
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(60),
+                    turns::approval_group(group, picks, s),
+                )
+                .await;
+            });
+            for _ in 0..BUDGETED {
+                let base = bases[rng.below(3) as usize].clone();
+                load.spawn(turns::budget_turn(base));
+            }
+            let fault = match round {
+                Round::Boundary(kind, b) => {
+                    // The chosen saga, on its host, to boundary b; then that
+                    // host gets the fault.
+                    let i = kind.boundary_host();
+                    let n = made.sagas;
+                    made.sagas += 1;
                     let ledger = rig.ledger(&format!("ledger-{n}.txt")).0;
-                    let client = until_boundary(rig.mcp(0), &ledger, n, steps, b).await;
+                    let client = until_boundary(rig.mcp(i), &ledger, n, steps, b).await;
                     if b > steps && client.is_ok() {
                         acked.lock().unwrap().insert(n);
                     }
+                    let fault = format!("{} at a step boundary", kind.name());
+                    table.inject(&fault, Some(b));
                     if let Err(e) = &client {
-                        table.violations.push(format!("{round}: the chosen saga failed before its boundary: {e}"));
+                        table.violation(
+                            &fault,
+                            format!("{name}: the chosen saga failed before its boundary: {e}"),
+                        );
                     }
-                    rig.kill(0);
-                    *table.injected.entry("kill at a step boundary").or_default() += 1;
+                    if kind == Kind::Kill {
+                        rig.kill(i);
+                    } else if let Err(e) = past_the_lease(&mut rig, &proxy, kind, i).await {
+                        table.violation(&fault, format!("{name}: {e}"));
+                    }
                     drop(client);
-                    respawn(&mut rig, 0, &through);
+                    respawn(&mut rig, i, &through);
+                    fault
                 }
-                None => {
+                Round::Random => {
                     tokio::time::sleep(Duration::from_millis(100 + rng.below(700))).await;
-                    let kind = ["kill", "stop", "pg_restart", "cut", "stall"][rng.below(5) as usize];
-                    *table.injected.entry(kind).or_default() += 1;
+                    let kind = [
+                        Kind::Kill,
+                        Kind::Stop,
+                        Kind::PgRestart,
+                        Kind::Cut,
+                        Kind::Stall,
+                    ][rng.below(5) as usize];
+                    let fault = kind.name().to_string();
+                    table.inject(&fault, None);
                     match kind {
-                        "kill" => {
+                        Kind::Kill => {
                             let i = rng.below(3) as usize;
                             rig.kill(i);
                             respawn(&mut rig, i, &through);
                         }
-                        "stop" => {
-                            let i = rng.below(2) as usize;
-                            let pid = rig.hosts[i].as_ref().map(|h| h.child.id() as i32).unwrap_or(0);
-                            signal(pid, "STOP");
-                            tokio::time::sleep(Duration::from_millis(LEASE_MS * 2)).await;
-                            signal(pid, "CONT");
-                            let code = rig.hosts[i].as_mut().and_then(|h| exited(h, Duration::from_secs(10)));
-                            if code != Some(Some(11)) {
-                                table.violations.push(format!("{round}: host {i} woke past its lease and did not exit 11 ({code:?})"));
-                            }
-                            respawn(&mut rig, i, &through);
-                        }
-                        "pg_restart" => {
+                        Kind::PgRestart => {
                             if let Err(e) = rig.cluster.stop() {
-                                table.violations.push(format!("{round}: pg_ctl stop: {e}"));
+                                table.violation(&fault, format!("{name}: pg_ctl stop: {e}"));
                             }
                             tokio::time::sleep(Duration::from_millis(300)).await;
                             if let Err(e) = rig.cluster.start_again() {
-                                table.violations.push(format!("{round}: pg_ctl start: {e}"));
+                                table.violation(&fault, format!("{name}: pg_ctl start: {e}"));
                             }
                         }
-                        _ => {
-                            if kind == "cut" {
-                                proxy.cut();
+                        Kind::Stop | Kind::Cut | Kind::Stall => {
+                            let i = if kind == Kind::Stop {
+                                rng.below(2) as usize
                             } else {
-                                proxy.stall();
+                                2
+                            };
+                            if let Err(e) = past_the_lease(&mut rig, &proxy, kind, i).await {
+                                table.violation(&fault, format!("{name}: {e}"));
                             }
-                            tokio::time::sleep(Duration::from_millis(LEASE_MS * 2)).await;
-                            // Its lease could not be renewed for twice its
-                            // length: it stops itself (exit 11), never
-                            // hangs or runs on without a lease.
-                            let code = rig.hosts[2].as_mut().and_then(|h| exited(h, Duration::from_secs(10)));
-                            proxy.heal();
-                            if code != Some(Some(11)) {
-                                table.violations.push(format!("{round}: host 2 cut off ({kind}) did not exit 11 ({code:?})"));
-                            }
-                            respawn(&mut rig, 2, &through);
+                            respawn(&mut rig, i, &through);
                         }
                     }
+                    fault
                 }
-            }
+            };
             while load.join_next().await.is_some() {}
             // A host that stopped itself (its lease lost during a database
             // restart) is started again.
@@ -358,10 +587,38 @@ fn faults_at_every_step_boundary_and_at_random_points_keep_the_invariants() {
             }
             let store = rig.store().await;
             let acked = acked.lock().unwrap().clone();
-            done = check(&rig, &store, &acked, next, steps, &round, &mut table).await;
+            done = check(
+                &rig, &store, &model, &acked, &made, steps, &name, &fault, &mut table,
+            )
+            .await;
         });
     }
-    table.print(next, done, seed);
+    let (claimed, spent) = rt.block_on(async {
+        let store = rig.store().await;
+        let claimed = store
+            .approvals(true)
+            .await
+            .unwrap_or_default()
+            .iter()
+            .filter(|a| a.claimed_saga.is_some())
+            .count();
+        let spent = store
+            .budget_days(1)
+            .await
+            .ok()
+            .and_then(|d| d.first().map(|d| d.spent_usd))
+            .unwrap_or(0.0);
+        (claimed, spent)
+    });
+    let extra = format!(
+        "{} approval groups ({claimed} approvals claimed), {} budgeted turns ({} answered by the provider, ${spent:.2} spent under a ${} cap); {:.0} s",
+        made.groups.len(),
+        table.rounds * BUDGETED,
+        model.priced_answered(),
+        turns::CAP_USD,
+        started.elapsed().as_secs_f64()
+    );
+    table.print(made.sagas, done, seed, &extra);
     assert!(
         table.violations.is_empty(),
         "{} violations (seed {seed})",

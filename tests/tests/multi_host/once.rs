@@ -18,7 +18,7 @@
 //! its journal, so an effect run twice shows.
 
 use super::handles::owner_of;
-use super::rig::{Rig, lines, runtime};
+use super::rig::{Rig, approve, lines, runtime};
 use super::wire::call;
 use capsaga_core::fsm::State;
 use capsaga_tests::mcp_rig::http;
@@ -35,7 +35,8 @@ fn policy() -> String {
     )
 }
 
-fn executes(journal: &std::path::Path) -> usize {
+/// The `execute` lines of a ledger's journal.
+pub fn executes(journal: &std::path::Path) -> usize {
     lines(journal)
         .iter()
         .filter(|l| l.starts_with("execute "))
@@ -193,13 +194,7 @@ fn eight_concurrent_retries_of_an_approved_handle_call_run_it_once_on_one_host_a
             assert_eq!(err["approval_status"], "pending", "{first}");
             let saga = err["saga_id"].as_str().unwrap().to_string();
             let id = err["approval_id"].as_str().unwrap().to_string();
-            let r = http()
-                .post(format!("{}/v1/approvals/{id}/approve", rig.base(2)))
-                .json(&json!({}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+            approve(&rig, 2, &id).await;
             let mut retries = tokio::task::JoinSet::new();
             for k in 0..8 {
                 let (url, args, saga) = (rig.mcp(k % spread), args.clone(), saga.clone());

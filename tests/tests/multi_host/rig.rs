@@ -197,6 +197,19 @@ impl Drop for Rig {
     }
 }
 
+/// Approve approval `id` over the REST API of host `i` (loopback: the
+/// operator); panics unless it is approved.
+pub async fn approve(rig: &Rig, i: usize, id: &str) {
+    let r = capsaga_tests::mcp_rig::http()
+        .post(format!("{}/v1/approvals/{id}/approve", rig.base(i)))
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .expect("the host answers");
+    let status = r.status().as_u16();
+    assert_eq!(status, 200, "{}", r.text().await.unwrap_or_default());
+}
+
 /// Poll `cond` every 50 ms until it holds, at most `within`.
 pub async fn eventually<F, Fut>(within: Duration, what: &str, mut cond: F) -> Duration
 where
