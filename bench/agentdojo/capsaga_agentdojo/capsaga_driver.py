@@ -224,13 +224,14 @@ def run_case(case: Case, env_url: str, model_url: str, capsaga_url: str, max_ste
         for st in trace.get("steps") or []:
             if st.get("type") == "action" and (st.get("policy_decision") == "approve_required") and st.get("exec_result") is None:
                 human.asked.append({"tool": st.get("tool_name"), "reason": (st.get("error") or {}).get("message"), "granted": None, "injection": None})
-    record = graded(case, env_url, model_url, turn.get("final_response") or "")
+    refused = refusals(trace)
+    record = graded(case, env_url, model_url, turn.get("final_response") or "", refused)
     record.update(
         {
             "outcome": turn.get("outcome"),
             "saga_id": turn.get("saga_id"),
             "trace_id": turn.get("trace_id"),
-            "refused": refusals(trace),
+            "refused": refused,
             "finished": turn.get("outcome") == "success",
             "approvals": human.asked,
             "scope": turn.get("scope"),
