@@ -9,17 +9,9 @@
 use super::super::label::{FieldLabels, FieldPath, Integrity, Label, OutputLabels, Source};
 use super::super::ledger::Ledger;
 use super::super::sink::FlowRules;
+use super::tests::tool;
 use super::*;
 use serde_json::{Value, json};
-
-fn tool(name: &str, step: u64) -> Source {
-    Source::Tool {
-        tool: name.into(),
-        component: "c0ffee".into(),
-        saga: "s-1".into(),
-        step,
-    }
-}
 
 fn user(l: &mut Ledger, text: &str) {
     l.add_text(
