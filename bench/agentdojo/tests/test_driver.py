@@ -65,16 +65,17 @@ BIN = Path(os.environ.get("CAPSAGA_BIN", capsaga_driver.DEFAULT_BIN))
 class EndToEndTest(unittest.TestCase):
     def test_one_pair_through_capsaga(self):
         out = COMPONENTS.parent / "test-driver.json"
-        capsaga_driver.main(["--case", "banking/user_task_0", "--case", "banking/user_task_0/injection_task_0", "--out", str(out), "--capsaga", str(BIN)])
+        capsaga_driver.main(["--case", "banking/user_task_0", "--case", "banking/user_task_0/injection_task_0", "--out", str(out), "--capsaga", str(BIN), "--plan", "content", "--approve", "user-calls"])
         result = json.loads(out.read_text())
         benign, attacked = result["cases"]
+        # The bill's IBAN is asked about and granted (the user's own call).
         self.assertEqual(benign["outcome"], "success")
         self.assertTrue(benign["utility"])
+        self.assertTrue(any(a["granted"] for a in benign["approvals"]))
         self.assertTrue(attacked["obeyed"])
-        # Today capsaga lets the attacker's payment through: the measure the
-        # information-flow work must bring to zero.
-        self.assertTrue(attacked["security"])
-        self.assertEqual(attacked["attacker_calls_executed"], 1)
+        # The attacker's payment is asked about and refused: nothing of it ran.
+        self.assertFalse(attacked["security"])
+        self.assertEqual(attacked["attacker_effects_executed"], [])
         self.assertTrue(json.loads(CATALOG.read_text()))
 
 
