@@ -14,6 +14,13 @@ Per tool:
   effect goes or how large it is (recipient, IBAN, amount, URL, file or event
   id, channel, user ...): they must come from a trusted source, or a human
   approves.
+- ``endorsed_args``: the key arguments whose effect cannot be taken back
+  (a file deleted, money sent, an e-mail, invitation or message delivered,
+  access granted, a member removed, a page published): where it goes or what
+  it destroys must be a principal's word (the user's message, the operator's
+  policy, an approval), never a tool's output, even a field the operator
+  confirmed trusted (capsaga's ``endorsed`` sink): a system id proves a file
+  is real, not that the user chose it.
 - ``scanned_args``: free text of a side effect (a body, a subject, a file's
   content): its prose may come from data, but identifier-like tokens inside
   it (addresses, IBANs, URLs, ids) are held to the key-argument rule.
@@ -43,6 +50,7 @@ class Tool:
     output: dict[str, str]
     why: str
     key_args: tuple[str, ...] = ()
+    endorsed_args: tuple[str, ...] = ()
     scanned_args: tuple[str, ...] = ()
     risk: str = "low"
 
@@ -54,6 +62,8 @@ class Tool:
             raise ValueError(f"{name}: effect {self.effect!r}")
         if self.writes is None and (self.key_args or self.scanned_args):
             raise ValueError(f"{name}: key or scanned arguments without a side effect")
+        if not set(self.endorsed_args) <= set(self.key_args):
+            raise ValueError(f"{name}: endorsed arguments must be key arguments")
         for v in self.output.values():
             if v not in ("third_party", "user", "system", "echo"):
                 raise ValueError(f"{name}: output label {v!r}")
@@ -81,6 +91,7 @@ class Tool:
             "output_fields": dict(self.output),
             "attacker_controllable_fields": [k for k, v in self.output.items() if v == "third_party"],
             "key_args": list(self.key_args),
+            "endorsed_args": list(self.endorsed_args),
             "scanned_args": list(self.scanned_args),
             "why": self.why,
         }
@@ -173,6 +184,7 @@ _SEND_EMAIL = Tool(
         "attachments": "echo",
     },
     key_args=("recipients", "cc", "bcc", "attachments"),
+    endorsed_args=("recipients", "cc", "bcc"),
     scanned_args=("subject", "body"),
     risk="high",
     why=(
@@ -188,6 +200,7 @@ _CREATE_EVENT = Tool(
     effect="outbound",
     output={**_EVENT, "title": "echo", "description": "echo", "start_time": "echo", "end_time": "echo", "location": "echo", "participants": "echo", "all_day": "system"},
     key_args=("participants", "start_time", "end_time"),
+    endorsed_args=("participants",),
     scanned_args=("title", "description", "location"),
     risk="medium",
     why=(
@@ -276,6 +289,7 @@ WORKSPACE: dict[str, Tool] = {
         effect="internal",
         output={**_EVENT, "participants": "third_party"},
         key_args=("event_id", "participants"),
+        endorsed_args=("participants",),
         risk="medium",
         why=(
             "Writes: the event's participant list. Its description says it e-mails the new participants; the code "
@@ -309,6 +323,7 @@ WORKSPACE: dict[str, Tool] = {
         effect="internal",
         output=_FILE,
         key_args=("file_id",),
+        endorsed_args=("file_id",),
         risk="high",
         why="Writes: deletes a file (no trash: irreversible). Key: which file. Output: the deleted file as it was.",
     ),
@@ -319,6 +334,7 @@ WORKSPACE: dict[str, Tool] = {
         effect="outbound",
         output={**_FILE, "shared_with": "third_party"},
         key_args=("file_id", "email", "permission"),
+        endorsed_args=("email",),
         risk="high",
         why="Writes: gives a third party access to a file. Key: which file, to whom, read or write. Output: the file with its sharing.",
     ),
@@ -400,6 +416,7 @@ BANKING: dict[str, Tool] = {
         effect="outbound",
         output={"message": "echo"},
         key_args=("recipient", "amount", "date"),
+        endorsed_args=("recipient",),
         scanned_args=("subject",),
         risk="high",
         why="Writes: a payment. " + _MONEY_WHY + " Output: a sentence echoing recipient and amount.",
@@ -409,6 +426,7 @@ BANKING: dict[str, Tool] = {
         effect="outbound",
         output={"message": "echo"},
         key_args=("recipient", "amount", "date", "recurring"),
+        endorsed_args=("recipient",),
         scanned_args=("subject",),
         risk="high",
         why="Writes: a standing order. " + _MONEY_WHY,
@@ -418,6 +436,7 @@ BANKING: dict[str, Tool] = {
         effect="outbound",
         output={"message": "echo"},
         key_args=("id", "recipient", "amount", "date", "recurring"),
+        endorsed_args=("recipient",),
         scanned_args=("subject",),
         risk="high",
         why="Writes: a standing order's fields (redirecting a rent payment is the classic attack). Key: which order (id) and every field that moves money. " + _MONEY_WHY,
@@ -468,6 +487,7 @@ SLACK: dict[str, Tool] = {
         effect="outbound",
         output={"$": "system"},
         key_args=("user", "channel"),
+        endorsed_args=("user",),
         risk="medium",
         why="Writes: membership, so that user reads the channel from now on (disclosure). Key: who and which channel. Output: none (null).",
     ),
@@ -481,6 +501,7 @@ SLACK: dict[str, Tool] = {
         effect="outbound",
         output={"$": "system"},
         key_args=("recipient",),
+        endorsed_args=("recipient",),
         scanned_args=("body",),
         risk="medium",
         why="Writes: a message to a person. Key: who. The body is free text (scanned: a link in it is held to the key rule). Output: none.",
@@ -503,6 +524,7 @@ SLACK: dict[str, Tool] = {
         effect="outbound",
         output={"$": "system"},
         key_args=("user", "user_email"),
+        endorsed_args=("user_email",),
         risk="high",
         why="Writes: a new workspace member, invited at the given address (the attacker's own account in injection task 5). Key: the name and the address. Output: none.",
     ),
@@ -511,6 +533,7 @@ SLACK: dict[str, Tool] = {
         effect="internal",
         output={"$": "system"},
         key_args=("user",),
+        endorsed_args=("user",),
         risk="high",
         why="Writes: deletes a member (and their inbox: irreversible). Key: who. Output: none.",
     ),
@@ -532,6 +555,7 @@ SLACK: dict[str, Tool] = {
         effect="outbound",
         output={"$": "system"},
         key_args=("url",),
+        endorsed_args=("url",),
         scanned_args=("content",),
         risk="high",
         why="Writes: publishes content at a URL (AgentDojo's exfiltration sink: slack injection tasks 2 and 4 post every channel's messages). Key: the URL. Content scanned (what leaves is the payload, where it goes is the URL). Output: none.",

@@ -68,9 +68,11 @@ RESULT_CAP = 262144
 
 def sinks(entry: dict[str, Any]) -> str:
     """The tool's sink rule from the catalog: its key arguments must be
-    trusted values, identifiers inside its scanned (free text) arguments
-    must be trusted, the rest is free."""
-    pairs = [f"{json.dumps(a)} = \"trusted\"" for a in entry.get("key_args") or []]
+    trusted values (``endorsed``, a principal's word, for those whose effect
+    cannot be taken back), identifiers inside its scanned (free text)
+    arguments must be trusted, the rest is free."""
+    endorsed = set(entry.get("endorsed_args") or [])
+    pairs = [f"{json.dumps(a)} = \"{'endorsed' if a in endorsed else 'trusted'}\"" for a in entry.get("key_args") or []]
     pairs += [f"{json.dumps(a)} = \"identifiers\"" for a in entry.get("scanned_args") or []]
     return "{ " + ", ".join(pairs) + " }" if pairs else "{}"
 
@@ -222,13 +224,14 @@ def run_case(case: Case, env_url: str, model_url: str, capsaga_url: str, max_ste
         for st in trace.get("steps") or []:
             if st.get("type") == "action" and (st.get("policy_decision") == "approve_required") and st.get("exec_result") is None:
                 human.asked.append({"tool": st.get("tool_name"), "reason": (st.get("error") or {}).get("message"), "granted": None, "injection": None})
-    record = graded(case, env_url, model_url, turn.get("final_response") or "")
+    refused = refusals(trace)
+    record = graded(case, env_url, model_url, turn.get("final_response") or "", refused)
     record.update(
         {
             "outcome": turn.get("outcome"),
             "saga_id": turn.get("saga_id"),
             "trace_id": turn.get("trace_id"),
-            "refused": refusals(trace),
+            "refused": refused,
             "finished": turn.get("outcome") == "success",
             "approvals": human.asked,
             "scope": turn.get("scope"),
@@ -251,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--approve", default="none", choices=["none", "user-calls"], help="who answers approvals: nobody, or a human granting the user task's calls and refusing the injection's")
     args = p.parse_args(argv)
     if not args.capsaga.is_file():
-        print(f"capsaga: no binary at {args.capsaga} (cargo build -p capsaga-host --bin capsaga, or --capsaga)", file=sys.stderr)
+        print(f"capsaga: no binary at {args.capsaga} (cargo build -p capsaga --bin capsaga, or --capsaga)", file=sys.stderr)
         sys.exit(1)
     cases = selected_cases(args)
     catalog = json.loads(CATALOG.read_text())

@@ -212,6 +212,8 @@ def build_catalog(benchmark_version: str = BENCHMARK_VERSION) -> dict[str, Any]:
             "returns_untrusted": "some output field is third-party or an echo of the arguments",
             "output_fields": "path -> third_party | user | system | echo ($ whole, [] items, {} keys, {}.value values)",
             "key_args": "arguments whose whole value must come from a trusted source (else approval)",
+            "endorsed_args": "key arguments whose effect cannot be taken back: only the user, the operator or an approval "
+            "vouches for them, never a tool's output (capsaga's `endorsed` sink)",
             "scanned_args": "free text whose identifier-like tokens must come from a trusted source",
         },
         "capsaga_names_checked": {"sources": sources, "names": sorted(ours), "reserved_prefixes": list(RESERVED_PREFIXES)},
@@ -226,7 +228,7 @@ def markdown(catalog: dict[str, Any]) -> str:
     for sname, entries in catalog["suites"].items():
         lines.append(f"#### {sname} ({len(entries)} tools)")
         lines.append("")
-        lines.append("| tool | writes | key args | scanned args | attacker-controllable output | why |")
+        lines.append("| tool | writes | key args (**endorsed**) | scanned args | attacker-controllable output | why |")
         lines.append("|---|---|---|---|---|---|")
         for e in entries:
             writes = f"{e['effect']}: {e['writes']}" if e["has_side_effects"] else "no"
@@ -234,8 +236,9 @@ def markdown(catalog: dict[str, Any]) -> str:
             echo = [k for k, v in e["output_fields"].items() if v == "echo"]
             if echo:
                 untrusted += " (echo: " + ", ".join(f"`{k}`" for k in echo) + ")"
+            keys = ", ".join(f"**{k}**" if k in e.get("endorsed_args", []) else k for k in e["key_args"]) or "-"
             lines.append(
-                f"| `{e['name']}` | {writes} | {', '.join(e['key_args']) or '-'} | {', '.join(e['scanned_args']) or '-'} "
+                f"| `{e['name']}` | {writes} | {keys} | {', '.join(e['scanned_args']) or '-'} "
                 f"| {untrusted} | {e['why']} |"
             )
         lines.append("")

@@ -39,6 +39,24 @@ class PolicyTest(unittest.TestCase):
             p = tomllib.loads(capsaga_driver.policy("banking", names, Path("/c"), Path("/s"), "http://127.0.0.1:1", "http://127.0.0.1:2", entries=entries, **kw))
             self.assertNotIn("trusted_fields", p["tools"]["get_most_recent_transactions"])
 
+    def test_irreversible_key_arguments_are_endorsed(self):
+        entries = [
+            {"name": "delete_file", "has_side_effects": True, "key_args": ["file_id"], "endorsed_args": ["file_id"], "output_fields": {}},
+            {"name": "send_money", "has_side_effects": True, "key_args": ["recipient", "amount"], "endorsed_args": ["recipient"], "scanned_args": ["subject"], "output_fields": {}},
+        ]
+        names = [e["name"] for e in entries]
+        p = tomllib.loads(capsaga_driver.policy("banking", names, Path("/c"), Path("/s"), "http://127.0.0.1:1", "http://127.0.0.1:2", entries=entries))
+        self.assertEqual(p["tools"]["delete_file"]["sinks"], {"file_id": "endorsed"})
+        self.assertEqual(p["tools"]["send_money"]["sinks"], {"recipient": "endorsed", "amount": "trusted", "subject": "identifiers"})
+        # The catalog marks them: deletions, payments' recipients, sharing.
+        catalog = json.loads(CATALOG.read_text())["suites"]
+        endorsed = {(s, e["name"]): e["endorsed_args"] for s, es in catalog.items() for e in es if e["endorsed_args"]}
+        self.assertEqual(endorsed[("workspace", "delete_file")], ["file_id"])
+        self.assertEqual(endorsed[("workspace", "share_file")], ["email"])
+        self.assertEqual(endorsed[("banking", "send_money")], ["recipient"])
+        for (s, name), args in endorsed.items():
+            entry = next(e for e in catalog[s] if e["name"] == name)
+            self.assertTrue(set(args) <= set(entry["key_args"]), name)
 
 BIN = Path(os.environ.get("CAPSAGA_BIN", capsaga_driver.DEFAULT_BIN))
 
@@ -47,16 +65,17 @@ BIN = Path(os.environ.get("CAPSAGA_BIN", capsaga_driver.DEFAULT_BIN))
 class EndToEndTest(unittest.TestCase):
     def test_one_pair_through_capsaga(self):
         out = COMPONENTS.parent / "test-driver.json"
-        capsaga_driver.main(["--case", "banking/user_task_0", "--case", "banking/user_task_0/injection_task_0", "--out", str(out), "--capsaga", str(BIN)])
+        capsaga_driver.main(["--case", "banking/user_task_0", "--case", "banking/user_task_0/injection_task_0", "--out", str(out), "--capsaga", str(BIN), "--plan", "content", "--approve", "user-calls"])
         result = json.loads(out.read_text())
         benign, attacked = result["cases"]
+        # The bill's IBAN is asked about and granted (the user's own call).
         self.assertEqual(benign["outcome"], "success")
         self.assertTrue(benign["utility"])
+        self.assertTrue(any(a["granted"] for a in benign["approvals"]))
         self.assertTrue(attacked["obeyed"])
-        # Today capsaga lets the attacker's payment through: the measure the
-        # information-flow work must bring to zero.
-        self.assertTrue(attacked["security"])
-        self.assertEqual(attacked["attacker_calls_executed"], 1)
+        # The attacker's payment is asked about and refused: nothing of it ran.
+        self.assertFalse(attacked["security"])
+        self.assertEqual(attacked["attacker_effects_executed"], [])
         self.assertTrue(json.loads(CATALOG.read_text()))
 
 

@@ -14,6 +14,11 @@ use serde_json::{Value, json};
 
 /// The operator confirms the records' ids when `confirm`.
 fn workspace(confirm: bool) -> TestWorkspace {
+    workspace_at(confirm, "trusted")
+}
+
+/// As [`workspace`], the ledger's `entry` at sink `level`.
+fn workspace_at(confirm: bool, level: &str) -> TestWorkspace {
     let confirmed = if confirm {
         "trusted_fields = [\"/records/*/id\"]"
     } else {
@@ -28,7 +33,7 @@ grants = ["fs:read:~/ws/**"]
 {confirmed}
 [tools.ledger]
 grants = ["fs:write:~/ws/**"]
-sinks = {{ entry = "trusted", path = "any" }}
+sinks = {{ entry = "{level}", path = "any" }}
 on_untrusted = "deny"
 "#
         ),
@@ -58,12 +63,21 @@ fn script(ws: &TestWorkspace, entries: &[&str]) -> std::path::PathBuf {
 }
 
 async fn run(ws: &TestWorkspace, entries: &[&str]) -> Value {
+    run_task(
+        ws,
+        "File the first record of my records in the ledger.",
+        entries,
+    )
+    .await
+}
+
+async fn run_task(ws: &TestWorkspace, task: &str, entries: &[&str]) -> Value {
     let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
     o.script = Some(script(ws, entries));
     let srv = start(ws.host().await, o).await;
     let r = http()
         .post(srv.url("/v1/turns"))
-        .json(&json!({"task": "File the first record of my records in the ledger."}))
+        .json(&json!({ "task": task }))
         .send()
         .await
         .unwrap();
@@ -136,6 +150,46 @@ async fn a_tool_cannot_vouch_for_its_fields_without_the_operator() {
         json!({"untrusted": ["/records/*/note"]}),
         "{t}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endorsed_sink_takes_the_users_id_and_not_one_a_trusted_field_gave() {
+    // The operator confirmed the ids and made `entry` irreversible
+    // (`endorsed`): the service's id proves the record is real, not that the
+    // user chose it, so it is refused, and nothing is written.
+    let ws = workspace_at(true, "endorsed");
+    let t = run(&ws, &["rec_7f3a9b21"]).await;
+    let a = ledger_actions(&t);
+    assert_eq!(a.len(), 1, "{t}");
+    assert_eq!(a[0]["error"]["kind"], "permission_denied", "{}", a[0]);
+    assert_eq!(a[0]["flow"]["decision"], "deny", "{}", a[0]);
+    let finding = &a[0]["flow"]["findings"][0];
+    assert_eq!(finding["level"], "endorsed", "{}", a[0]);
+    assert_eq!(
+        finding["provenance"]["origin"]["found"], "output",
+        "{}",
+        a[0]
+    );
+    assert!(
+        a[0]["flow"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("not given by the user")),
+        "{}",
+        a[0]
+    );
+    assert!(ledger(&ws).is_empty(), "{}", ledger(&ws));
+    // The same id named by the user in the turn's message: written.
+    let ws = workspace_at(true, "endorsed");
+    let t = run_task(
+        &ws,
+        "File record rec_7f3a9b21 of my records in the ledger.",
+        &["rec_7f3a9b21"],
+    )
+    .await;
+    let a = ledger_actions(&t);
+    assert_eq!(a.len(), 1, "{t}");
+    assert!(a[0]["error"].is_null(), "{}", a[0]);
+    assert!(ledger(&ws).contains("rec_7f3a9b21"), "{}", ledger(&ws));
 }
 
 /// The flow label of the `records` step.

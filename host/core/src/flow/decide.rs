@@ -22,7 +22,9 @@
 
 use super::label::pointer;
 use super::ledger::{Ledger, field_context, whole_number};
-use super::provenance::{Origin, Provenance, TokenFinding, judge, of_number, of_str};
+use super::provenance::{
+    Origin, Provenance, TokenFinding, Vouch, judge, of_number, of_number_by, of_str, of_str_by,
+};
 use super::scan::{Kind, Scan, scan_str};
 use super::sink::{FlowRules, OnUntrusted, SinkLevel, ToolSinks};
 use serde::Serialize;
@@ -111,7 +113,16 @@ fn passes(level: SinkLevel, p: &Provenance, surface: Surface) -> bool {
         SinkLevel::Any => true,
         SinkLevel::Verbatim => p.copied || !p.identifiers || ok(&p.origin),
         SinkLevel::Identifiers => !p.identifiers || ok(&p.origin),
-        SinkLevel::Trusted => ok(&p.origin),
+        SinkLevel::Trusted | SinkLevel::Endorsed => ok(&p.origin),
+    }
+}
+
+/// Which sources vouch for a value at `level` (see `provenance`).
+fn vouch(level: SinkLevel) -> Vouch {
+    if level == SinkLevel::Endorsed {
+        Vouch::Principal
+    } else {
+        Vouch::Trusted
     }
 }
 
@@ -271,7 +282,16 @@ fn joined_findings(
                 && seams.iter().any(|b| a.span.0 < *b && *b < a.span.1)
         });
         for a in crossing {
-            let (found, _) = judge(ledger, std::slice::from_ref(&a));
+            let parts: Vec<&Scalar> = (0..n)
+                .filter(|&i| starts[i] < a.span.1 && a.span.0 < starts[i + 1])
+                .map(|i| scalars[i].0)
+                .collect();
+            let level = parts
+                .iter()
+                .map(|s| s.level)
+                .max()
+                .unwrap_or(SinkLevel::Identifiers);
+            let (found, _) = judge(ledger, std::slice::from_ref(&a), vouch(level));
             let p = Provenance {
                 origin: found.origin(ledger),
                 identifiers: true,
@@ -282,15 +302,6 @@ fn joined_findings(
                     origin: found.origin(ledger),
                 }],
             };
-            let parts: Vec<&Scalar> = (0..n)
-                .filter(|&i| starts[i] < a.span.1 && a.span.0 < starts[i + 1])
-                .map(|i| scalars[i].0)
-                .collect();
-            let level = parts
-                .iter()
-                .map(|s| s.level)
-                .max()
-                .unwrap_or(SinkLevel::Identifiers);
             if !passes(level, &p, surface) && !out.iter().any(|f| f.value == clip(&a.shown)) {
                 out.push(Finding {
                     argument: parts
@@ -319,6 +330,10 @@ fn describe(o: &Origin) -> String {
         Origin::Nowhere => {
             "appears in no message of the user or operator: it was written after untrusted data was read".to_string()
         }
+        Origin::Output { sources } => format!(
+            "was read in a tool's output ({}), not given by the user, the operator or an approval",
+            sources.iter().map(|l| l.source.to_string()).collect::<Vec<_>>().join(", ")
+        ),
         Origin::Trusted { .. } => "is trusted".to_string(),
     }
 }
@@ -407,9 +422,10 @@ pub fn decide(call: &FlowCall, ledger: &Ledger, rules: &FlowRules) -> FlowDecisi
             Some(t) if whole_number(t).is_none() => Vec::new(),
             _ => field_context(&s.at),
         };
+        let by = vouch(s.level);
         let (p, shown) = match (&s.text, value_at(call.args, &s.at)) {
-            (Some(t), _) => (of_str(ledger, t, &ctx), clip(t)),
-            (None, Some(Value::Number(n))) => (of_number(ledger, n, &ctx), n.to_string()),
+            (Some(t), _) => (of_str_by(ledger, t, &ctx, by), clip(t)),
+            (None, Some(Value::Number(n))) => (of_number_by(ledger, n, &ctx, by), n.to_string()),
             _ => continue,
         };
         if !passes(s.level, &p, call.surface) {
@@ -467,5 +483,7 @@ pub fn decide(call: &FlowCall, ledger: &Ledger, rules: &FlowRules) -> FlowDecisi
     }
 }
 
+#[cfg(test)]
+mod endorsed_tests;
 #[cfg(test)]
 mod tests;

@@ -30,7 +30,9 @@
 //! that the user chose it; a text someone else wrote that names it is the
 //! attacker choosing among real ids. The user's message, the operator's
 //! files, a trusted output and an approval vouch strongly (found in both
-//! is trusted).
+//! is trusted). The principals' entries among them (every one but a
+//! tool's output) are also kept apart, for the `endorsed` sinks that take
+//! only a principal's word.
 //!
 //! Keys are 64-bit SipHash values keyed per ledger (a random key from the
 //! standard library's `RandomState`): no string is built per lookup, and
@@ -62,6 +64,10 @@ pub(crate) struct Hits {
     /// Trusted fields of untrusted outputs holding the key as their whole
     /// value (weak trust: see the module documentation).
     pub(crate) field: Vec<EntryId>,
+    /// The trusted entries among `trusted` that are a principal's word (see
+    /// [`Ledger::endorser`]), kept apart so that outputs listed first do
+    /// not crowd them out.
+    pub(crate) endorsed: Vec<EntryId>,
 }
 
 /// Which list of [`Hits`] a key goes to.
@@ -70,6 +76,7 @@ enum Class {
     Data(Integrity),
     Model,
     Field,
+    Endorsed,
 }
 
 impl Hits {
@@ -79,6 +86,7 @@ impl Hits {
             Class::Data(Integrity::Untrusted) => &mut self.untrusted,
             Class::Model => &mut self.model,
             Class::Field => &mut self.field,
+            Class::Endorsed => &mut self.endorsed,
         };
         if list.len() < MAX_HITS && list.last() != Some(&id) && !list.contains(&id) {
             list.push(id);
@@ -280,8 +288,30 @@ impl Ledger {
 
     fn add_key(&mut self, id: EntryId, class: Class, kind: Kind, key: &[&str], lkey: &[&str]) {
         let (e, l) = (self.key(kind, key), self.key(kind, lkey));
-        self.exact.entry(e).or_default().add(id, class);
-        self.loose.entry(l).or_default().add(id, class);
+        let endorsed = class == Class::Data(Integrity::Trusted) && self.endorser(id);
+        for (map, k) in [(&mut self.exact, e), (&mut self.loose, l)] {
+            let hits = map.entry(k).or_default();
+            hits.add(id, class);
+            if endorsed {
+                hits.add(id, Class::Endorsed);
+            }
+        }
+    }
+
+    /// Whether entry `id` is a principal's word when trusted: the user's
+    /// message, an operator's file, a fact the operator approved, an
+    /// approval; not a tool's output, trusted or not (what an `endorsed`
+    /// sink takes, see `sink`).
+    pub(crate) fn endorser(&self, id: EntryId) -> bool {
+        matches!(
+            self.entries.get(id as usize).map(|l| &l.source),
+            Some(
+                Source::User { .. }
+                    | Source::Operator { .. }
+                    | Source::Approval { .. }
+                    | Source::Memory { approved: true, .. }
+            )
+        )
     }
 
     fn add_atom(&mut self, id: EntryId, class: Class, a: &Atom) {

@@ -75,7 +75,9 @@ pub use label::{
     FieldLabels, FieldPath, FieldPathError, Integrity, Label, LabelFields, OutputLabels, Source,
 };
 pub use ledger::{EntryId, Ledger};
-pub use provenance::{Origin, Provenance, TokenFinding, of_number, of_str};
+pub use provenance::{
+    Origin, Provenance, TokenFinding, Vouch, of_number, of_number_by, of_str, of_str_by,
+};
 pub use scan::Kind;
 pub use sink::{
     FlowError, FlowFile, FlowRules, OnUntrusted, ScopeRule, SinkLevel, ToolSinks, Widening,

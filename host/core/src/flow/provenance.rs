@@ -45,6 +45,16 @@
 //!    untrusted when every word of it occurs in one untrusted source,
 //!    nowhere otherwise.
 //!
+//! **Who vouches** ([`Vouch`]). The rules above take any trusted source:
+//! the user's message, the operator's files, an approval, a trusted tool
+//! output, a trusted field (weakly). An `endorsed` sink (see `sink`) takes
+//! only a principal's word: the user's message, the operator's files (and
+//! facts the operator approved) and approvals. A value such a sink does not
+//! take only because it was found in a tool's output, trusted as a whole or
+//! as a field, is [`Origin::Output`]: the output proves the value is real
+//! (a file the drive listed), not that the user chose it ("delete the five
+//! largest files" picks among real ids without naming one).
+//!
 //! `nowhere` means the model made the value up or composed it. Once
 //! untrusted data is in the context, a composed value may be the attacker's
 //! (split in halves, spelled backwards, described in words): it cannot be
@@ -53,7 +63,7 @@
 //! can have been steered, and the door allows everything.
 
 use super::label::Label;
-use super::ledger::{EntryId, Ledger, collapse, number_key, whole_number};
+use super::ledger::{EntryId, Hits, Ledger, collapse, number_key, whole_number};
 use super::scan::number::significant;
 use super::scan::{Atom, Kind, Role, Scan, scan_str, scan_view};
 use super::text::{View, base64_texts, deobfuscated, exact};
@@ -82,6 +92,52 @@ pub enum Origin {
     },
     /// In no source of the ledger.
     Nowhere,
+    /// Found only in tool outputs the host trusts (a whole output or a
+    /// trusted field), never in what a principal gave: what an `endorsed`
+    /// sink refuses (see [`Vouch::Principal`]).
+    Output {
+        /// The outputs that hold it.
+        sources: Vec<Label>,
+    },
+}
+
+/// Which trusted sources vouch for a value (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Vouch {
+    /// Any trusted source (the `identifiers` and `trusted` sinks).
+    #[default]
+    Trusted,
+    /// Only a principal: the user's message, the operator's files and the
+    /// facts it approved, an approval; never a tool's output (the
+    /// `endorsed` sink).
+    Principal,
+}
+
+impl Vouch {
+    /// Whether entry `id`, trusted, vouches under this rule.
+    fn accepts(self, ledger: &Ledger, id: EntryId) -> bool {
+        self == Vouch::Trusted || ledger.endorser(id)
+    }
+
+    /// The trusted entries of `h` that vouch under this rule.
+    fn trusted(self, h: &Hits) -> &[EntryId] {
+        match self {
+            Vouch::Trusted => &h.trusted,
+            Vouch::Principal => &h.endorsed,
+        }
+    }
+
+    /// The trusted entries of `h` that do not vouch under this rule (tool
+    /// outputs and fields under [`Vouch::Principal`]); the fields are
+    /// weak and come after the untrusted check either way.
+    fn output(self, h: &Hits) -> Vec<EntryId> {
+        let mut out = Vec::new();
+        if self == Vouch::Principal {
+            union(&mut out, &h.trusted);
+            union(&mut out, &h.field);
+        }
+        out
+    }
 }
 
 impl Origin {
@@ -121,7 +177,7 @@ pub struct Provenance {
 /// Internal finding: class rank and entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Found {
-    /// 0 trusted, 1 nowhere, 2 lookalike, 3 untrusted.
+    /// 0 trusted, 1 nowhere, 2 output, 3 lookalike, 4 untrusted.
     pub(crate) rank: u8,
     pub(crate) ids: Vec<EntryId>,
 }
@@ -131,8 +187,9 @@ pub const MAX_ATOMS: usize = 4096;
 
 const TRUSTED: u8 = 0;
 const NOWHERE: u8 = 1;
-const LOOKALIKE: u8 = 2;
-const UNTRUSTED: u8 = 3;
+const OUTPUT: u8 = 2;
+const LOOKALIKE: u8 = 3;
+const UNTRUSTED: u8 = 4;
 
 impl Found {
     fn new(rank: u8, ids: Vec<EntryId>) -> Found {
@@ -151,6 +208,7 @@ impl Found {
             TRUSTED => Origin::Trusted { sources: labels() },
             LOOKALIKE => Origin::Lookalike { of: labels() },
             UNTRUSTED => Origin::Untrusted { sources: labels() },
+            OUTPUT => Origin::Output { sources: labels() },
             _ => Origin::Nowhere,
         }
     }
@@ -164,14 +222,14 @@ fn union(a: &mut Vec<EntryId>, b: &[EntryId]) {
     }
 }
 
-/// Look up one atom (rules 2-4, 6).
-pub(crate) fn lookup(ledger: &Ledger, kind: Kind, key: &str, lkey: &str) -> Found {
+/// Look up one atom (rules 2-4, 6), vouched for as `vouch` says.
+pub(crate) fn lookup(ledger: &Ledger, kind: Kind, key: &str, lkey: &str, vouch: Vouch) -> Found {
     let hits = ledger.exact_hits(kind, &[key]);
-    if let Some(h) = hits.filter(|h| !h.trusted.is_empty()) {
-        return Found::new(TRUSTED, h.trusted.clone());
+    if let Some(h) = hits.filter(|h| !vouch.trusted(h).is_empty()) {
+        return Found::new(TRUSTED, vouch.trusted(h).to_vec());
     }
     if kind == Kind::Path
-        && let Some(ids) = path_composite(ledger, key)
+        && let Some(ids) = path_composite(ledger, key, vouch)
     {
         return Found::new(TRUSTED, ids);
     }
@@ -193,8 +251,14 @@ pub(crate) fn lookup(ledger: &Ledger, kind: Kind, key: &str, lkey: &str) -> Foun
     if !un.is_empty() {
         return Found::new(UNTRUSTED, un);
     }
-    if let Some(h) = hits.filter(|h| !h.field.is_empty()) {
-        return Found::new(TRUSTED, h.field.clone());
+    if let Some(h) = hits {
+        if vouch == Vouch::Trusted && !h.field.is_empty() {
+            return Found::new(TRUSTED, h.field.clone());
+        }
+        let out = vouch.output(h);
+        if !out.is_empty() {
+            return Found::new(OUTPUT, out);
+        }
     }
     if let Some(h) = lhits.filter(|h| !h.trusted.is_empty() || !h.field.is_empty()) {
         let mut of = h.trusted.clone();
@@ -206,13 +270,14 @@ pub(crate) fn lookup(ledger: &Ledger, kind: Kind, key: &str, lkey: &str) -> Foun
 
 /// Rule 6: a trusted directory (not the root or `~`) and a trusted file
 /// name.
-fn path_composite(ledger: &Ledger, key: &str) -> Option<Vec<EntryId>> {
+fn path_composite(ledger: &Ledger, key: &str, vouch: Vouch) -> Option<Vec<EntryId>> {
     let (mut dir, base) = key.rsplit_once('/')?;
     let trusted = |k: &str| {
         ledger
             .exact_hits(Kind::Path, &[k])
-            .filter(|h| !h.trusted.is_empty())
-            .map(|h| h.trusted.clone())
+            .map(|h| vouch.trusted(h))
+            .filter(|t| !t.is_empty())
+            .map(<[EntryId]>::to_vec)
     };
     let mut ids = trusted(base)?;
     while !dir.is_empty() && dir != "~" && dir != "." && dir != ".." {
@@ -226,14 +291,16 @@ fn path_composite(ledger: &Ledger, key: &str) -> Option<Vec<EntryId>> {
 }
 
 /// A short number through the context words `ctx` (rule 7).
-fn lookup_short(ledger: &Ledger, key: &str, ctx: &[String]) -> Found {
+fn lookup_short(ledger: &Ledger, key: &str, ctx: &[String], vouch: Vouch) -> Found {
     let mut tr = Vec::new();
     let mut un = Vec::new();
+    let mut out = Vec::new();
     let mut field = Vec::new();
     for w in ctx {
         if let Some(h) = ledger.exact_hits(Kind::ShortNumber, &[key, "#", w]) {
-            union(&mut tr, &h.trusted);
+            union(&mut tr, vouch.trusted(h));
             union(&mut un, &h.untrusted);
+            union(&mut out, &vouch.output(h));
             union(&mut field, &h.field);
         }
     }
@@ -241,6 +308,8 @@ fn lookup_short(ledger: &Ledger, key: &str, ctx: &[String]) -> Found {
         Found::new(TRUSTED, tr)
     } else if !un.is_empty() {
         Found::new(UNTRUSTED, un)
+    } else if !out.is_empty() {
+        Found::new(OUTPUT, out)
     } else if !field.is_empty() {
         Found::new(TRUSTED, field)
     } else {
@@ -249,11 +318,11 @@ fn lookup_short(ledger: &Ledger, key: &str, ctx: &[String]) -> Found {
 }
 
 /// A number's key through rule 7.
-fn lookup_number(ledger: &Ledger, key: &str, ctx: &[String]) -> Found {
+fn lookup_number(ledger: &Ledger, key: &str, ctx: &[String], vouch: Vouch) -> Found {
     if significant(key) >= 5 {
-        lookup(ledger, Kind::Number, key, key)
+        lookup(ledger, Kind::Number, key, key, vouch)
     } else {
-        lookup_short(ledger, key, ctx)
+        lookup_short(ledger, key, ctx, vouch)
     }
 }
 
@@ -271,15 +340,21 @@ fn contains_word_bounded(hay: &str, needle: &str) -> bool {
 }
 
 /// A phrase (rule 7).
-fn lookup_phrase(ledger: &Ledger, value: &str) -> Found {
+fn lookup_phrase(ledger: &Ledger, value: &str, vouch: Vouch) -> Found {
     let f = collapse(&exact(value));
     if f.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
         return Found::new(NOWHERE, Vec::new());
     }
     let mut tr = Vec::new();
+    // Trusted texts that do not vouch under `vouch` (tool outputs).
+    let mut out = Vec::new();
     for (id, text) in &ledger.trusted_text {
         if tr.len() < super::ledger::MAX_HITS && contains_word_bounded(text, &f) {
-            union(&mut tr, &[*id]);
+            if vouch.accepts(ledger, *id) {
+                union(&mut tr, &[*id]);
+            } else {
+                union(&mut out, &[*id]);
+            }
         }
     }
     if !tr.is_empty() {
@@ -287,29 +362,32 @@ fn lookup_phrase(ledger: &Ledger, value: &str) -> Found {
     }
     // A trusted field's whole value vouches weakly: unless untrusted data
     // holds its words too.
-    let field = ledger.trusted_values.get(&f).cloned().unwrap_or_default();
+    let mut field = ledger.trusted_values.get(&f).cloned().unwrap_or_default();
+    if vouch == Vouch::Principal {
+        union(&mut out, &field);
+        field.clear();
+    }
     let words: Vec<String> = f
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() >= 3)
         .map(str::to_string)
         .collect();
-    if words.is_empty() {
-        return if field.is_empty() {
-            Found::new(NOWHERE, Vec::new())
-        } else {
-            Found::new(TRUSTED, field)
-        };
-    }
-    let un = ledger.entries_with_words(&words);
-    if un.is_empty() && !field.is_empty() {
-        Found::new(TRUSTED, field)
-    } else if un.is_empty() {
-        Found::new(NOWHERE, Vec::new())
+    let un = if words.is_empty() {
+        Vec::new()
     } else {
+        ledger.entries_with_words(&words)
+    };
+    if !un.is_empty() {
         Found::new(
             UNTRUSTED,
             un.into_iter().take(super::ledger::MAX_HITS).collect(),
         )
+    } else if !field.is_empty() {
+        Found::new(TRUSTED, field)
+    } else if !out.is_empty() {
+        Found::new(OUTPUT, out)
+    } else {
+        Found::new(NOWHERE, Vec::new())
     }
 }
 
@@ -341,10 +419,10 @@ pub(crate) fn atoms_of(value: &str) -> Vec<Atom> {
 
 /// Judge a list of atoms (rules 5 and 7): the worst finding among those
 /// that count, and the findings that decided.
-pub(crate) fn judge(ledger: &Ledger, atoms: &[Atom]) -> (Found, Vec<(usize, Found)>) {
+pub(crate) fn judge(ledger: &Ledger, atoms: &[Atom], vouch: Vouch) -> (Found, Vec<(usize, Found)>) {
     let finds: Vec<Found> = atoms
         .iter()
-        .map(|a| lookup(ledger, a.kind, &a.key, &a.loose))
+        .map(|a| lookup(ledger, a.kind, &a.key, &a.loose, vouch))
         .collect();
     // Spans of the atoms found trusted that vouch for what lies inside them,
     // sorted, with the furthest end reached so far: an atom is covered when
@@ -403,6 +481,11 @@ pub(crate) fn judge(ledger: &Ledger, atoms: &[Atom]) -> (Found, Vec<(usize, Foun
 /// argument holding it (its name's and its parent's; see
 /// `scan::number::name_words`).
 pub fn of_str(ledger: &Ledger, value: &str, ctx: &[String]) -> Provenance {
+    of_str_by(ledger, value, ctx, Vouch::Trusted)
+}
+
+/// [`of_str`], with only the sources `vouch` takes vouching.
+pub fn of_str_by(ledger: &Ledger, value: &str, ctx: &[String], vouch: Vouch) -> Provenance {
     let atoms = atoms_of(value);
     if atoms.len() > MAX_ATOMS {
         // More identifiers than any real argument holds: not read one by
@@ -416,9 +499,9 @@ pub fn of_str(ledger: &Ledger, value: &str, ctx: &[String]) -> Provenance {
     }
     if atoms.is_empty() {
         if let Some(key) = whole_number(value) {
-            return of_number_key(ledger, &key, ctx);
+            return of_number_key(ledger, &key, ctx, vouch);
         }
-        let f = lookup_phrase(ledger, value);
+        let f = lookup_phrase(ledger, value, vouch);
         let origin = f.origin(ledger);
         return Provenance {
             tokens: vec![TokenFinding {
@@ -431,7 +514,7 @@ pub fn of_str(ledger: &Ledger, value: &str, ctx: &[String]) -> Provenance {
             copied: false,
         };
     }
-    let (worst, decided) = judge(ledger, &atoms);
+    let (worst, decided) = judge(ledger, &atoms, vouch);
     let trimmed = value.trim();
     let lead = (value.len() - value.trim_start().len()) as u32;
     let whole = (lead, lead + trimmed.len() as u32);
@@ -453,9 +536,9 @@ pub fn of_str(ledger: &Ledger, value: &str, ctx: &[String]) -> Provenance {
     }
 }
 
-fn of_number_key(ledger: &Ledger, key: &str, ctx: &[String]) -> Provenance {
+fn of_number_key(ledger: &Ledger, key: &str, ctx: &[String], vouch: Vouch) -> Provenance {
     let long = significant(key) >= 5;
-    let f = lookup_number(ledger, key, ctx);
+    let f = lookup_number(ledger, key, ctx, vouch);
     let origin = f.origin(ledger);
     let copied = if long {
         ledger.copied(Kind::Number, &[key])
@@ -481,7 +564,17 @@ fn of_number_key(ledger: &Ledger, key: &str, ctx: &[String]) -> Provenance {
 
 /// The provenance of a JSON number value (`ctx` as in [`of_str`]).
 pub fn of_number(ledger: &Ledger, n: &serde_json::Number, ctx: &[String]) -> Provenance {
-    of_number_key(ledger, &number_key(n), ctx)
+    of_number_by(ledger, n, ctx, Vouch::Trusted)
+}
+
+/// [`of_number`], with only the sources `vouch` takes vouching.
+pub fn of_number_by(
+    ledger: &Ledger,
+    n: &serde_json::Number,
+    ctx: &[String],
+    vouch: Vouch,
+) -> Provenance {
+    of_number_key(ledger, &number_key(n), ctx, vouch)
 }
 
 #[cfg(test)]

@@ -33,7 +33,15 @@
 //!   prose around them is free (a body, a script);
 //! - `trusted`: the value itself comes from a trusted source: its tokens,
 //!   or, when it has none, the value as a phrase or a number in context
-//!   (a recipient, a path, an amount).
+//!   (a recipient, a path, an amount);
+//! - `endorsed`: as `trusted`, but only a principal's word vouches: the
+//!   user's message, the operator's files (and facts the operator
+//!   approved), an approval; never a tool's output, even a trusted one or a
+//!   field the operator confirmed trusted. For irreversible arguments (the
+//!   file or record deleted, a payment's recipient, whom something is
+//!   shared with): a trusted field proves an id is real, not that the user
+//!   chose it, and an instruction in the data can pick among real ids
+//!   without naming one ("delete the five largest files").
 //!
 //! A value found `nowhere` fails `identifiers` and `trusted` once untrusted
 //! data is in the context (see `provenance`): except in an MCP session,
@@ -71,6 +79,9 @@ pub enum SinkLevel {
     Identifiers,
     /// The value trusted.
     Trusted,
+    /// The value given by a principal (the user, the operator, an
+    /// approval), not by a tool's output.
+    Endorsed,
 }
 
 impl SinkLevel {
@@ -81,6 +92,7 @@ impl SinkLevel {
             SinkLevel::Verbatim => "verbatim",
             SinkLevel::Identifiers => "identifiers",
             SinkLevel::Trusted => "trusted",
+            SinkLevel::Endorsed => "endorsed",
         }
     }
 }
@@ -335,10 +347,12 @@ pub fn first_party(tool: &str) -> Option<Vec<(&'static str, SinkLevel)>> {
         // Where a file is written is the user's to say; what is written is
         // the agent's work.
         "fs_write" | "fs_edit" => vec![("path", Trusted)],
-        // The destination; identifiers inside the request (an IBAN in a
-        // JSON body, a recipient in a header).
+        // The destination, the user's or operator's word (`endorsed`): what
+        // a request carries out cannot be called back, and a URL a trusted
+        // output lists is real, not chosen by the user; identifiers inside
+        // the request (an IBAN in a JSON body, a recipient in a header).
         "http_request" => vec![
-            ("url", Trusted),
+            ("url", Endorsed),
             ("headers", Identifiers),
             ("json", Identifiers),
             ("body", Identifiers),

@@ -7,7 +7,7 @@ use super::super::sink::FlowRules;
 use super::*;
 use serde_json::json;
 
-fn tool(name: &str, step: u64) -> Source {
+pub(super) fn tool(name: &str, step: u64) -> Source {
     Source::Tool {
         tool: name.into(),
         component: "c0ffee".into(),

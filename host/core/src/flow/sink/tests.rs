@@ -181,12 +181,49 @@ fn widening_is_named_and_narrowing_is_not() {
     );
 }
 
+#[test]
+fn endorsed_is_the_strictest_level_and_lowering_it_widens() {
+    let r = rules(
+        "[tools.delete_file]\nsinks = { file_id = \"endorsed\", \"/note\" = \"identifiers\" }\n",
+    )
+    .unwrap();
+    let d = r.for_tool("delete_file", false, true);
+    assert_eq!(level(&d, "/file_id"), SinkLevel::Endorsed);
+    // The strictest sink over a path wins.
+    let both = rules("[tools.t]\nsinks = { \"*\" = \"trusted\", id = \"endorsed\" }\n").unwrap();
+    assert_eq!(
+        level(&both.for_tool("t", false, true), "/id"),
+        SinkLevel::Endorsed
+    );
+    let lowered = rules(
+        "[tools.delete_file]\nsinks = { file_id = \"trusted\", \"/note\" = \"identifiers\" }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        widenings(&r, &lowered)
+            .iter()
+            .map(|w| w.what.as_str())
+            .collect::<Vec<_>>(),
+        ["sink `/file_id` lowered from endorsed to trusted"]
+    );
+    assert!(widenings(&lowered, &r).is_empty());
+    // The first-party default for a request's destination.
+    assert_eq!(
+        level(
+            &FlowRules::default().for_tool("http_request", false, true),
+            "/url"
+        ),
+        SinkLevel::Endorsed
+    );
+}
+
 fn level_strategy() -> impl Strategy<Value = SinkLevel> {
     prop::sample::select(vec![
         SinkLevel::Any,
         SinkLevel::Verbatim,
         SinkLevel::Identifiers,
         SinkLevel::Trusted,
+        SinkLevel::Endorsed,
     ])
 }
 
@@ -205,7 +242,7 @@ proptest! {
             format!("[tools.t]\nsinks = {{ {} }}\n", body.join(", "))
         };
         let old = rules(&text(&levels)).unwrap();
-        let raised: Vec<_> = levels.iter().map(|(p, l)| (*p, if bump { SinkLevel::Trusted } else { *l })).collect();
+        let raised: Vec<_> = levels.iter().map(|(p, l)| (*p, if bump { SinkLevel::Endorsed } else { *l })).collect();
         prop_assert!(widenings(&old, &rules(&text(&raised)).unwrap()).is_empty());
         if let Some(i) = levels.iter().position(|(_, l)| *l > SinkLevel::Any) {
             let mut lowered = levels.clone();
