@@ -207,43 +207,9 @@ fn stop_reason(raw: &str) -> FinishReason {
     }
 }
 
-/// Parse a Messages response body. Call ids are left as sent (an absent one
-/// empty): [`wire::settle_ids`] makes them unique in the conversation.
-///
-/// # Errors
-/// [`ProviderError::Failed`], carrying the tokens the body reports: an error
-/// object ([`super::provider::FailureKind::ErrorInBody`]), a body that is not
-/// a message (malformed), `stop_reason: "tool_use"` without a `tool_use`
-/// block (malformed, retriable).
-pub fn parse_response(
-    provider: &str,
-    requested_model: &str,
-    body: &str,
-) -> Result<ChatResponse, ProviderError> {
-    let (_, usage) = wire::preflight(provider, body)?;
-    let body = body.trim_start_matches('\u{feff}');
-    let bad =
-        |what: String, retriable: bool| malformed(provider, what, retriable).with_usage(usage);
-    let m: MessageResponse<'_> =
-        serde_json::from_str(body).map_err(|e| bad(format!("not a message ({e})"), false))?;
-    let Some(content) = m.content.filter(|c| c.get() != "null") else {
-        return Err(bad("the message has no `content`".into(), true));
-    };
-    let mut repairs = Vec::new();
-    let blocks: Vec<Block<'_>> = if content.get().starts_with('"') {
-        repairs.push("`content` was a string, not blocks".into());
-        let text: String = serde_json::from_str(content.get()).unwrap_or_default();
-        vec![Block {
-            kind: "text".into(),
-            text: Some(text),
-            id: None,
-            name: None,
-            input: None,
-        }]
-    } else {
-        serde_json::from_str(content.get())
-            .map_err(|e| bad(format!("`content` is not a list of blocks ({e})"), false))?
-    };
+/// The answer's text and tool calls from its content blocks, each repair
+/// noted in `repairs`.
+fn read_blocks(blocks: Vec<Block<'_>>, repairs: &mut Vec<String>) -> (String, Vec<ToolCall>) {
     let mut text = String::new();
     let mut tool_calls = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
@@ -287,6 +253,47 @@ pub fn parse_response(
             skipped.join(", ")
         ));
     }
+    (text, tool_calls)
+}
+
+/// Parse a Messages response body. Call ids are left as sent (an absent one
+/// empty): [`wire::settle_ids`] makes them unique in the conversation.
+///
+/// # Errors
+/// [`ProviderError::Failed`], carrying the tokens the body reports: an error
+/// object ([`super::provider::FailureKind::ErrorInBody`]), a body that is not
+/// a message (malformed), `stop_reason: "tool_use"` without a `tool_use`
+/// block (malformed, retriable).
+pub fn parse_response(
+    provider: &str,
+    requested_model: &str,
+    body: &str,
+) -> Result<ChatResponse, ProviderError> {
+    let (_, usage) = wire::preflight(provider, body)?;
+    let body = body.trim_start_matches('\u{feff}');
+    let bad =
+        |what: String, retriable: bool| malformed(provider, what, retriable).with_usage(usage);
+    let m: MessageResponse<'_> =
+        serde_json::from_str(body).map_err(|e| bad(format!("not a message ({e})"), false))?;
+    let Some(content) = m.content.filter(|c| c.get() != "null") else {
+        return Err(bad("the message has no `content`".into(), true));
+    };
+    let mut repairs = Vec::new();
+    let blocks: Vec<Block<'_>> = if content.get().starts_with('"') {
+        repairs.push("`content` was a string, not blocks".into());
+        let text: String = serde_json::from_str(content.get()).unwrap_or_default();
+        vec![Block {
+            kind: "text".into(),
+            text: Some(text),
+            id: None,
+            name: None,
+            input: None,
+        }]
+    } else {
+        serde_json::from_str(content.get())
+            .map_err(|e| bad(format!("`content` is not a list of blocks ({e})"), false))?
+    };
+    let (text, tool_calls) = read_blocks(blocks, &mut repairs);
     let finish_raw = m.stop_reason.unwrap_or_default();
     let mut finish = stop_reason(&finish_raw);
     if finish == FinishReason::ToolCalls && tool_calls.is_empty() {
