@@ -231,13 +231,8 @@ fn read_blocks(blocks: Vec<Block<'_>>, repairs: &mut Vec<String>) -> (String, Ve
                 if let Some(note) = note {
                     repairs.push(format!("call {n} ({name}): {note}"));
                 }
-                let id = match b.id {
-                    Some(Value::String(s)) => s,
-                    Some(Value::Null) | None => String::new(),
-                    Some(other) => other.to_string(),
-                };
                 tool_calls.push(ToolCall {
-                    id,
+                    id: wire::call_id(b.id),
                     name,
                     arguments,
                 });

@@ -240,13 +240,8 @@ fn read_tool_calls(wire_calls: Vec<WireToolCall>, repairs: &mut Vec<String>) -> 
         if name.is_empty() {
             repairs.push(format!("call {}: no function name", i + 1));
         }
-        let id = match t.id {
-            Some(Value::String(s)) => s,
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
-        };
         tool_calls.push(ToolCall {
-            id,
+            id: wire::call_id(t.id),
             name,
             arguments,
         });

@@ -181,13 +181,13 @@ fn lower(v: &[String]) -> Vec<String> {
 
 /// The turn request's task, autonomy and role checked: the autonomy
 /// asked, or the 400 answer.
-fn checked(req: &TurnRequest) -> Result<Option<Autonomy>, Response> {
+fn checked(req: &TurnRequest) -> Result<Option<Autonomy>, Box<Response>> {
     if req.task.trim().is_empty() || req.task.len() > 64 * 1024 {
-        return Err(detail(
+        return Err(Box::new(detail(
             StatusCode::BAD_REQUEST,
             "invalid_task",
             "task must be 1 to 65536 bytes",
-        ));
+        )));
     }
     let autonomy = match req
         .autonomy
@@ -196,16 +196,22 @@ fn checked(req: &TurnRequest) -> Result<Option<Autonomy>, Response> {
         .transpose()
     {
         Ok(a) => a,
-        Err(e) => return Err(detail(StatusCode::BAD_REQUEST, "invalid_autonomy", e)),
+        Err(e) => {
+            return Err(Box::new(detail(
+                StatusCode::BAD_REQUEST,
+                "invalid_autonomy",
+                e,
+            )));
+        }
     };
     if let Some(role) = &req.role
         && !capsaga_core::providers::is_role_name(role)
     {
-        return Err(detail(
+        return Err(Box::new(detail(
             StatusCode::BAD_REQUEST,
             "invalid_role",
             "role: lower-case letters, digits and `_` only",
-        ));
+        )));
     }
     Ok(autonomy)
 }
@@ -257,7 +263,7 @@ pub async fn turns(
 ) -> Response {
     let autonomy = match checked(&req) {
         Ok(a) => a,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let allowed = req.allowed_providers.as_ref().map(|a| {
         let a = lower(a);

@@ -343,10 +343,10 @@ impl McpSession {
             format!("the call was cancelled; {what} (saga {saga_id})"),
             "The client cancelled this call.",
         );
-        return to_result(tools::error_result(
+        to_result(tools::error_result(
             &e,
             json!({"saga_id": saga_id, "cancelled": true}),
-        ));
+        ))
     }
 
     /// `tools/call`.

@@ -300,7 +300,7 @@ impl McpSession {
         if !saga.state().is_terminal() {
             self.release(saga).await;
         }
-        return super::handler::to_result(ended);
+        super::handler::to_result(ended)
     }
 
     /// The saga of a call: the one `handle` names (`NEW_SAGA`: a new one
