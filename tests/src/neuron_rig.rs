@@ -21,7 +21,7 @@ use capsaga_sandbox::bindings::{
     LogLevel, Tool, ToolPre, WitCallContext, WitErrorKind, WitRisk, WitToolError, WitToolMeta,
     WitToolOutput, capsaga as tool_world,
 };
-use capsaga_sandbox::net::NetHooks;
+use capsaga_sandbox::factors::net::NetHooks;
 use capsaga_sandbox::state::{CallLimiter, InstanceCaps};
 use capsaga_sandbox::stdio::CapturePipe;
 use capsaga_sandbox::{CompiledCache, EPOCH_TICK_MS, Factors, SandboxConfig};

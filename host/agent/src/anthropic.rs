@@ -207,6 +207,50 @@ fn stop_reason(raw: &str) -> FinishReason {
     }
 }
 
+/// The answer's text and tool calls from its content blocks, each repair
+/// noted in `repairs`.
+fn read_blocks(blocks: Vec<Block<'_>>, repairs: &mut Vec<String>) -> (String, Vec<ToolCall>) {
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    let mut skipped: Vec<String> = Vec::new();
+    for b in blocks {
+        match b.kind.as_str() {
+            "text" => {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(b.text.as_deref().unwrap_or_default());
+            }
+            "tool_use" => {
+                let n = tool_calls.len() + 1;
+                let name = b.name.unwrap_or_default();
+                if name.is_empty() {
+                    repairs.push(format!("call {n}: no tool name"));
+                }
+                let (arguments, note) = wire::arguments_text(b.input, ArgsShape::Object);
+                if let Some(note) = note {
+                    repairs.push(format!("call {n} ({name}): {note}"));
+                }
+                tool_calls.push(ToolCall {
+                    id: wire::call_id(b.id),
+                    name,
+                    arguments,
+                });
+            }
+            // thinking, redacted_thinking, server tool blocks: not the
+            // answer, and not ours to run.
+            other => skipped.push(other.chars().take(40).collect()),
+        }
+    }
+    if !skipped.is_empty() {
+        repairs.push(format!(
+            "blocks left out of the answer: {}",
+            skipped.join(", ")
+        ));
+    }
+    (text, tool_calls)
+}
+
 /// Parse a Messages response body. Call ids are left as sent (an absent one
 /// empty): [`wire::settle_ids`] makes them unique in the conversation.
 ///
@@ -244,49 +288,7 @@ pub fn parse_response(
         serde_json::from_str(content.get())
             .map_err(|e| bad(format!("`content` is not a list of blocks ({e})"), false))?
     };
-    let mut text = String::new();
-    let mut tool_calls = Vec::new();
-    let mut skipped: Vec<String> = Vec::new();
-    for b in blocks {
-        match b.kind.as_str() {
-            "text" => {
-                if !text.is_empty() {
-                    text.push('\n');
-                }
-                text.push_str(b.text.as_deref().unwrap_or_default());
-            }
-            "tool_use" => {
-                let n = tool_calls.len() + 1;
-                let name = b.name.unwrap_or_default();
-                if name.is_empty() {
-                    repairs.push(format!("call {n}: no tool name"));
-                }
-                let (arguments, note) = wire::arguments_text(b.input, ArgsShape::Object);
-                if let Some(note) = note {
-                    repairs.push(format!("call {n} ({name}): {note}"));
-                }
-                let id = match b.id {
-                    Some(Value::String(s)) => s,
-                    Some(Value::Null) | None => String::new(),
-                    Some(other) => other.to_string(),
-                };
-                tool_calls.push(ToolCall {
-                    id,
-                    name,
-                    arguments,
-                });
-            }
-            // thinking, redacted_thinking, server tool blocks: not the
-            // answer, and not ours to run.
-            other => skipped.push(other.chars().take(40).collect()),
-        }
-    }
-    if !skipped.is_empty() {
-        repairs.push(format!(
-            "blocks left out of the answer: {}",
-            skipped.join(", ")
-        ));
-    }
+    let (text, tool_calls) = read_blocks(blocks, &mut repairs);
     let finish_raw = m.stop_reason.unwrap_or_default();
     let mut finish = stop_reason(&finish_raw);
     if finish == FinishReason::ToolCalls && tool_calls.is_empty() {

@@ -7,7 +7,8 @@
 //! sandbox (the model it lends to a tool's `llm` calls is the door's
 //! [`capsaga_door::SubModel`]) nor on the servers or the binary above it.
 //!
-//! - [`provider`]: the provider trait and the provider-neutral chat records.
+//! - [`chat`]: the provider-neutral chat records.
+//! - [`provider`]: the provider trait (the records re-exported).
 //! - [`scripted`]: the scripted provider (the embedded default).
 //! - [`openai`], [`anthropic`]: the HTTP providers, over their wire formats
 //!   ([`http`] holds what they share).
@@ -16,6 +17,7 @@
 //! - [`budget`]: price table, spend counters in SQLite.
 //! - [`meter`]: every model call's maximum estimate reserved before it is
 //!   sent and settled after (per-request and per-day hard caps).
+//! - [`options`]: what a turn is given, and why it could not run.
 //! - [`runner`]: the loop itself (the model exchange); `answer` records
 //!   each call's outcome and answers the model.
 //! - [`subcall`]: the turn's model lent to the `llm` import: a tool's
@@ -38,6 +40,7 @@ mod answer;
 pub mod anthropic;
 pub mod approval;
 pub mod budget;
+pub mod chat;
 pub mod first_report;
 pub(crate) mod forced;
 pub(crate) mod http;
@@ -45,6 +48,9 @@ pub mod keys;
 pub mod meter;
 mod observe;
 pub mod openai;
+pub mod options;
+#[cfg(test)]
+mod parse_damage_tests;
 pub mod provider;
 pub mod reflect;
 pub mod remember;

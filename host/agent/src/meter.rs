@@ -5,7 +5,7 @@
 //! `BudgetStore`).
 //!
 //! Before each call ([`Meter::reserve`], called by the provider for each
-//! try, [`super::provider::Provider::complete_metered`]):
+//! try, `Provider::complete_metered` in `super::provider`):
 //! 1. the estimate: the request's prompt tokens estimated from its bytes
 //!    plus its `max_tokens`, at the price of the model asked (a local
 //!    provider's model is free unless the policy's own table prices it),
@@ -38,8 +38,8 @@
 //! whose process dies expires after the try's deadline plus a minute.
 
 use super::budget::Budget;
+use super::chat::{ChatRequest, ChatResponse, ProviderError, Usage};
 use super::first_report::{self, FirstReport};
-use super::provider::{ChatRequest, ChatResponse, ProviderError, Usage};
 use capsaga_core::budget::learn::{LEARN_DAYS, Ratios, observed, scaled};
 use capsaga_core::budget::reserve::{
     admits, estimate_prompt_tokens, floor_tokens, refusal, reservation_ttl_ms, settled_usd,

@@ -224,6 +224,31 @@ fn finish_reason(raw: Option<&str>) -> FinishReason {
     }
 }
 
+/// The answer's tool calls, each repair noted in `repairs`.
+fn read_tool_calls(wire_calls: Vec<WireToolCall>, repairs: &mut Vec<String>) -> Vec<ToolCall> {
+    let mut tool_calls = Vec::new();
+    for (i, t) in wire_calls.into_iter().enumerate() {
+        let f = t.function.unwrap_or(WireFunction {
+            name: None,
+            arguments: None,
+        });
+        let name = f.name.unwrap_or_default();
+        let (arguments, note) = wire::arguments_text(f.arguments, ArgsShape::String);
+        if let Some(n) = note {
+            repairs.push(format!("call {} ({name}): {n}", i + 1));
+        }
+        if name.is_empty() {
+            repairs.push(format!("call {}: no function name", i + 1));
+        }
+        tool_calls.push(ToolCall {
+            id: wire::call_id(t.id),
+            name,
+            arguments,
+        });
+    }
+    tool_calls
+}
+
 /// Parse a chat completion body. Call ids are left as sent (an absent one
 /// empty): [`wire::settle_ids`] makes them unique in the conversation.
 ///
@@ -258,31 +283,7 @@ pub fn parse_response(
             function: Some(f),
         });
     }
-    let mut tool_calls = Vec::new();
-    for (i, t) in wire_calls.into_iter().enumerate() {
-        let f = t.function.unwrap_or(WireFunction {
-            name: None,
-            arguments: None,
-        });
-        let name = f.name.unwrap_or_default();
-        let (arguments, note) = wire::arguments_text(f.arguments, ArgsShape::String);
-        if let Some(n) = note {
-            repairs.push(format!("call {} ({name}): {n}", i + 1));
-        }
-        if name.is_empty() {
-            repairs.push(format!("call {}: no function name", i + 1));
-        }
-        let id = match t.id {
-            Some(Value::String(s)) => s,
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
-        };
-        tool_calls.push(ToolCall {
-            id,
-            name,
-            arguments,
-        });
-    }
+    let tool_calls = read_tool_calls(wire_calls, &mut repairs);
     let content = wire::content_text(message.content.as_ref()).map_err(|e| bad(e, false))?;
     if !content.skipped.is_empty() {
         repairs.push(format!(

@@ -17,8 +17,8 @@
 
 use super::budget::Budget;
 use super::meter::Meter;
+use super::options::{AgentError, TurnOptions};
 use super::provider::{ChatRequest, Message, Provider, Role, Tier};
-use super::runner::{AgentError, Turn, TurnOptions};
 use super::trace::{ExecutionTrace, TraceStep};
 use capsaga_core::budget::BudgetState;
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
@@ -148,7 +148,8 @@ pub fn identity(hm: &HostMemory) -> Result<String, AgentError> {
 /// put the core memory, the retrieved block and the history into the
 /// request.
 pub(super) async fn prepare(
-    turn: &mut Turn<'_>,
+    tr: &mut ExecutionTrace,
+    request: &mut ChatRequest,
     hm: &Arc<HostMemory>,
     identity: &str,
     model: Summariser<'_>,
@@ -156,7 +157,7 @@ pub(super) async fn prepare(
     opts: &TurnOptions,
 ) -> Result<(), AgentError> {
     let mem = |e| AgentError::Memory(e);
-    if let Some(saga) = &turn.tr.saga_id {
+    if let Some(saga) = &tr.saga_id {
         hm.begin_saga(saga, opts.sender());
     }
     let mut h = hm.memory.history(&opts.session_id).map_err(mem)?;
@@ -176,14 +177,8 @@ pub(super) async fn prepare(
         let upto = h.turns.len() - VERBATIM;
         let last = h.turns[upto - 1].seq;
         let text = transcript(&h, upto);
-        if let Some(sum) = summarise(
-            &mut turn.tr,
-            model,
-            SESSION_SUMMARY_PROMPT,
-            "session history",
-            &text,
-        )
-        .await?
+        if let Some(sum) =
+            summarise(tr, model, SESSION_SUMMARY_PROMPT, "session history", &text).await?
         {
             hm.memory
                 .set_summary(&opts.session_id, &sum, last)
@@ -205,8 +200,7 @@ pub(super) async fn prepare(
         ));
     }
     block.push_str(&bundle.render());
-    let entries: Vec<CatalogEntry<'_>> = turn
-        .request
+    let entries: Vec<CatalogEntry<'_>> = request
         .tools
         .iter()
         .map(|t| CatalogEntry {
@@ -215,7 +209,7 @@ pub(super) async fn prepare(
             grants: &t.grants,
         })
         .collect();
-    turn.request.system = system_prompt(identity, &entries, &block);
+    request.system = system_prompt(identity, &entries, &block);
     let mut messages = Vec::with_capacity(h.turns.len() * 2 + 1);
     for t in &h.turns {
         messages.push(Message::user(t.user_message.clone()));
@@ -227,9 +221,9 @@ pub(super) async fn prepare(
             .unwrap_or_else(|| "(no answer)".into());
         messages.push(Message::assistant(answer, Vec::new()));
     }
-    messages.append(&mut turn.request.messages);
-    turn.request.messages = messages;
-    turn.tr.steps.push(TraceStep::Critic {
+    messages.append(&mut request.messages);
+    request.messages = messages;
+    tr.steps.push(TraceStep::Critic {
         purpose: "memory".into(),
         input: format!(
             "session `{}`: {} turn(s) before, {} verbatim, summary {}; retrieved {} fact(s), {} episode(s)",

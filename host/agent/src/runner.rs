@@ -23,8 +23,9 @@
 //! and budget while the call runs, and traced as a SubCall
 //! ([`super::subcall`]).
 
-use super::budget::{Budget, BudgetLoadError};
+use super::budget::Budget;
 use super::meter::Meter;
+pub use super::options::{AgentError, TurnOptions};
 use super::provider::{ChatRequest, Message, Provider, Tier, ToolCall, ToolChoice, ToolSpec};
 use super::reply::Next;
 use super::subcall::TurnModel;
@@ -32,14 +33,10 @@ use super::trace::{self, ExecutionTrace, Outcome, TraceStep, Validation};
 use capsaga_core::budget::BudgetState;
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
-use capsaga_core::principal::Principal;
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
-use capsaga_door::dispatch::{
-    Approver, Args, Call, DispatchError, Dispatcher, Hold, NoApprover, Scope,
-};
+use capsaga_door::dispatch::{Approver, Args, Call, DispatchError, Dispatcher, Hold};
 use capsaga_door::host::Host;
 use capsaga_door::saga::Saga;
-use capsaga_store::StoreError;
 use capsaga_store::clock::now_rfc3339;
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,122 +46,6 @@ use tracing::Instrument;
 pub const MAX_RESULT_BYTES: usize = 2048;
 /// Invalid calls in a row that end the turn as `tool_hallucination`.
 pub const MAX_CONSECUTIVE_INVALID: u32 = 2;
-
-/// Options of one turn.
-#[derive(Clone)]
-pub struct TurnOptions {
-    /// Most model calls in the turn (then `timeout_steps`).
-    pub max_steps: usize,
-    /// Session id (stable across a conversation): with memory on, the
-    /// session's earlier turns are in the prompt (`capsaga agent --session`).
-    pub session_id: String,
-    /// Channel label, e.g. `cli`.
-    pub channel: String,
-    /// The autonomy level the request asks for; the operator's level is the
-    /// ceiling (`None`: the operator's).
-    pub autonomy: Option<Autonomy>,
-    /// The role or call kind, selecting a provider order.
-    pub role: Option<String>,
-    /// How the provider was chosen (`scripted (...)`, `live (...)`), for the
-    /// trace.
-    pub provider_mode: String,
-    /// Who is asked when a call needs a human (see [`super::approval`]); the
-    /// default asks nobody.
-    pub approver: Arc<dyn Approver>,
-    /// Who started the turn: its saga is recorded under this principal
-    /// (default: the local operator at the command line, `cli:<user>`),
-    /// and its name is the turn's sender, the key of its session and of
-    /// episodic memory (seed 004 §4: episodes are retrieved by sender, not
-    /// session): [`TurnOptions::sender`]. No surface names a sender apart
-    /// from the principal it authenticated.
-    pub principal: Principal,
-    /// Whether the turn's first model call must call a tool (`None`: the
-    /// policy's `[agent] tool_choice`, else `auto`). A forced choice holds
-    /// until the model has made a call the door admitted (an invalid call
-    /// leaves it forced), then the model decides
-    /// ([`capsaga_core::policy::tool_choice`]).
-    pub tool_choice: Option<ToolChoice>,
-    /// Most tool calls the turn makes (`None`: the policy's `[agent]
-    /// max_tool_calls`, else no limit but `max_steps`); a call the door
-    /// refuses as invalid does not count, so the model may still correct
-    /// it. Once that many calls were made, every later model call goes with
-    /// `tool_choice` `none` (the model is asked for its answer) and a call
-    /// it makes anyway is refused without running, with a message saying
-    /// why; with 0, from the first model call on.
-    pub max_tool_calls: Option<u32>,
-    /// The scope that opens the turn's saga (`Scope::AgentTurn` by default,
-    /// `Scope::RestTurn` for `POST /v1/turns`): recorded with the saga,
-    /// which only the turn drives (`dispatch::scope`).
-    pub scope: Scope,
-}
-
-impl TurnOptions {
-    /// The turn's sender: the principal's name (`token:alice`,
-    /// `cli:<user>`, ...), so a caller reads and writes only its own
-    /// sessions and episodes.
-    pub fn sender(&self) -> &str {
-        &self.principal.name
-    }
-}
-
-impl std::fmt::Debug for TurnOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TurnOptions")
-            .field("max_steps", &self.max_steps)
-            .field("session_id", &self.session_id)
-            .field("principal", &self.principal)
-            .field("channel", &self.channel)
-            .field("autonomy", &self.autonomy)
-            .field("role", &self.role)
-            .field("provider_mode", &self.provider_mode)
-            .field("scope", &self.scope)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for TurnOptions {
-    fn default() -> Self {
-        TurnOptions {
-            max_steps: 16,
-            session_id: uuid::Uuid::new_v4().to_string(),
-            channel: "cli".into(),
-            autonomy: None,
-            role: None,
-            provider_mode: String::new(),
-            approver: Arc::new(NoApprover),
-            principal: capsaga_door::dispatch::decider("cli"),
-            tool_choice: None,
-            max_tool_calls: None,
-            scope: Scope::AgentTurn,
-        }
-    }
-}
-
-/// Why a turn could not run at all.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// The dispatch door failed.
-    #[error(transparent)]
-    Dispatch(#[from] DispatchError),
-    /// The trace could not be stored.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The price table or the budget counters are unusable.
-    #[error(transparent)]
-    Budget(#[from] BudgetLoadError),
-    /// Memory refused the session (a required core file missing) or failed.
-    #[error(transparent)]
-    Memory(capsaga_memory::MemoryError),
-    /// `tool_choice` names a tool the turn's catalog does not offer (at the
-    /// turn's autonomy level); nothing was sent and the turn's saga ended.
-    #[error("tool_choice names {tool:?}, which this turn does not offer (offered: {offered})")]
-    ToolChoiceNotOffered {
-        /// The tool named.
-        tool: String,
-        /// The catalog's names, comma separated.
-        offered: String,
-    },
-}
 
 /// Truncate `text` to [`MAX_RESULT_BYTES`] on a character boundary, with a
 /// note giving the full size.
@@ -257,7 +138,16 @@ async fn turn(
     };
     let mut turn = Turn::begin(&door, provider, task, opts).await?;
     if let (Some(hm), Some(identity)) = (&host.memory, &identity)
-        && let Err(e) = super::remember::prepare(&mut turn, hm, identity, model, task, opts).await
+        && let Err(e) = super::remember::prepare(
+            &mut turn.tr,
+            &mut turn.request,
+            hm,
+            identity,
+            model,
+            task,
+            opts,
+        )
+        .await
     {
         if let Some(saga) = &turn.tr.saga_id {
             hm.end_saga(saga);
@@ -292,6 +182,41 @@ async fn turn(
         }
     }
     turn.end(started, model, opts).await
+}
+
+/// The trace of a turn just begun on `saga`.
+fn new_trace(
+    saga: &Saga,
+    provider: &dyn Provider,
+    task: &str,
+    opts: &TurnOptions,
+) -> ExecutionTrace {
+    let autonomy = saga.autonomy();
+    ExecutionTrace {
+        trace_id: uuid::Uuid::new_v4().to_string(),
+        session_id: opts.session_id.clone(),
+        channel: opts.channel.clone(),
+        saga_id: Some(saga.id().to_string()),
+        saga_state: None,
+        started_at: now_rfc3339(),
+        finished_at: None,
+        user_message: task.to_string(),
+        steps: Vec::new(),
+        final_response: None,
+        cost_usd: 0.0,
+        prompt_tokens: 0,
+        response_tokens: 0,
+        wall_time_ms: 0,
+        outcome: Outcome::TimeoutSteps,
+        provider_mode: if opts.provider_mode.is_empty() {
+            provider.name().to_string()
+        } else {
+            opts.provider_mode.clone()
+        },
+        autonomy: Some(autonomy),
+        after_untrusted: false,
+        scope: None,
+    }
 }
 
 /// One turn in progress.
@@ -330,31 +255,7 @@ impl<'a> Turn<'a> {
         // The user's message is the turn's trusted source (issue 47).
         saga.flow_mut().user_message(&opts.principal.name, task);
         let autonomy = saga.autonomy();
-        let tr = ExecutionTrace {
-            trace_id: uuid::Uuid::new_v4().to_string(),
-            session_id: opts.session_id.clone(),
-            channel: opts.channel.clone(),
-            saga_id: Some(saga.id().to_string()),
-            saga_state: None,
-            started_at: now_rfc3339(),
-            finished_at: None,
-            user_message: task.to_string(),
-            steps: Vec::new(),
-            final_response: None,
-            cost_usd: 0.0,
-            prompt_tokens: 0,
-            response_tokens: 0,
-            wall_time_ms: 0,
-            outcome: Outcome::TimeoutSteps,
-            provider_mode: if opts.provider_mode.is_empty() {
-                provider.name().to_string()
-            } else {
-                opts.provider_mode.clone()
-            },
-            autonomy: Some(autonomy),
-            after_untrusted: false,
-            scope: None,
-        };
+        let tr = new_trace(&saga, provider, task, opts);
         let tools = catalog_at(host, autonomy);
         let entries: Vec<CatalogEntry<'_>> = tools
             .iter()

@@ -330,6 +330,17 @@ pub struct Content {
     pub skipped: Vec<String>,
 }
 
+/// A tool call's id as sent: a string as it is, a number or another
+/// value as its JSON text, an absent or `null` one empty ([`settle_ids`]
+/// gives it one).
+pub fn call_id(id: Option<Value>) -> String {
+    match id {
+        Some(Value::String(s)) => s,
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
 /// Read `content` (see [`Content`]). Text parts are `text`, `output_text`
 /// and `input_text` (field `text`), or bare strings; `refusal` parts carry
 /// `refusal`; `thinking`, `reasoning` and `redacted_thinking` parts are the

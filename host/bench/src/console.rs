@@ -189,10 +189,11 @@ async fn measure(
     Ok((v, bytes))
 }
 
-async fn run_inner(sagas: usize) -> Result<Report, String> {
-    // The state in memory when /dev/shm exists: seeding 100,000 sagas one
-    // durable transaction each would take minutes of fsync, and the figures
-    // are render times, not commit times.
+/// The bench's host: its state in memory when /dev/shm exists (seeding
+/// 100,000 sagas one durable transaction each would take minutes of fsync,
+/// and the figures are render times, not commit times), with the bench's
+/// built-in tools. The directory lives as long as the host is used.
+async fn bench_host() -> Result<(tempfile::TempDir, Arc<Host>), String> {
     let shm = std::path::Path::new("/dev/shm");
     let dir = if shm.is_dir() {
         tempfile::tempdir_in(shm)
@@ -219,6 +220,54 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
     host.registry
         .register_builtin(&host.sandbox, &host.config.policy, Arc::new(Free))
         .map_err(|e| e.to_string())?;
+    Ok((dir, host))
+}
+
+/// Sign in to the console as the loopback operator: the session cookie.
+async fn sign_in(c: &reqwest::Client, base: &str) -> Result<String, String> {
+    // The loopback operator (no token exists): an empty token.
+    let r = c
+        .post(format!("{base}/console/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("token=")
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let cookie = r
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .ok_or("no session cookie from the sign-in")?
+        .to_string();
+    Ok(cookie)
+}
+
+/// The figures of each page of `paths`, against the baseline's p95.
+async fn page_figures(
+    c: &reqwest::Client,
+    base: &str,
+    cookie: &str,
+    paths: &[&str],
+    base_p95: f64,
+) -> Result<Vec<PageFigure>, String> {
+    let mut pages = Vec::new();
+    for path in paths {
+        let (mut v, bytes) = measure(c, base, path, cookie).await?;
+        let p95 = pct(&mut v, 0.95);
+        pages.push(PageFigure {
+            page: path.to_string(),
+            p50_ms: pct(&mut v, 0.5),
+            p95_ms: p95,
+            x_baseline_p95: if base_p95 > 0.0 { p95 / base_p95 } else { 0.0 },
+            bytes,
+        });
+    }
+    Ok(pages)
+}
+
+async fn run_inner(sagas: usize) -> Result<Report, String> {
+    let (_dir, host) = bench_host().await?;
     let t = Instant::now();
     seed(&host, sagas).await?;
     let seed_s = t.elapsed().as_secs_f64();
@@ -251,21 +300,7 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
         .timeout(Duration::from_secs(120))
         .build()
         .map_err(|e| e.to_string())?;
-    // The loopback operator (no token exists): an empty token.
-    let r = c
-        .post(format!("{base}/console/login"))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("token=")
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let cookie = r
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .ok_or("no session cookie from the sign-in")?
-        .to_string();
+    let cookie = sign_in(&c, &base).await?;
     let one = host
         .store
         .sagas(1)
@@ -286,26 +321,22 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
     };
     let deep = format!("/console/sagas?offset={}", sagas / 2);
     let timeline = format!("/console/sagas/{one}");
-    let mut pages = Vec::new();
-    for path in [
-        "/console/approvals",
-        "/console/sagas",
-        deep.as_str(),
-        "/console/sagas?state=AwaitingApproval",
-        "/console/sagas?principal=token%3Abob",
-        "/console/sagas?tool=fs_write",
-        timeline.as_str(),
-    ] {
-        let (mut v, bytes) = measure(&c, &base, path, &cookie).await?;
-        let p95 = pct(&mut v, 0.95);
-        pages.push(PageFigure {
-            page: path.to_string(),
-            p50_ms: pct(&mut v, 0.5),
-            p95_ms: p95,
-            x_baseline_p95: if base_p95 > 0.0 { p95 / base_p95 } else { 0.0 },
-            bytes,
-        });
-    }
+    let pages = page_figures(
+        &c,
+        &base,
+        &cookie,
+        &[
+            "/console/approvals",
+            "/console/sagas",
+            deep.as_str(),
+            "/console/sagas?state=AwaitingApproval",
+            "/console/sagas?principal=token%3Abob",
+            "/console/sagas?tool=fs_write",
+            timeline.as_str(),
+        ],
+        base_p95,
+    )
+    .await?;
     // The tool calls after the pages (their sagas would add to the
     // state the pages read). A warm-up, then the console up and nobody
     // watching (signed in, no page or stream open).

@@ -255,7 +255,9 @@ async fn load(url: String) -> (Vec<f64>, usize, f64) {
     (all, errors, started.elapsed().as_secs_f64())
 }
 
-async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
+/// The bench's host in `dir`, with `component` as its one tool
+/// (`time_now`).
+async fn bench_host(dir: &Path, component: &Path) -> Result<Arc<Host>, String> {
     std::fs::create_dir_all(dir.join("tools")).map_err(|e| e.to_string())?;
     std::fs::copy(component, dir.join("tools/time_now.wasm")).map_err(|e| {
         format!(
@@ -269,7 +271,11 @@ async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
         "home = \".\"\ntools_dir = \"tools\"\nstate_dir = \".capsaga\"\n[tools.time_now]\n",
     )
     .map_err(|e| e.to_string())?;
-    let host: Arc<Host> = Host::open(&config).await.map_err(|e| e.to_string())?;
+    Host::open(&config).await.map_err(|e| e.to_string())
+}
+
+async fn measure(dir: &Path, component: &Path) -> Result<McpReport, String> {
+    let host = bench_host(dir, component).await?;
     let door = Dispatcher::new(Arc::clone(&host));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -151,21 +151,9 @@ pub(crate) async fn run(out: &Out, model_dir: &Path, sets: &Path, import_n: usiz
     }
 }
 
-fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json::Value, String> {
-    let rss0 = super::rss().map(|r| r.0).unwrap_or(0);
-    let t = Instant::now();
-    let model = Arc::new(MiniLm::load(model_dir).map_err(|e| e.to_string())?);
-    let load_ms = ms(t);
-    let rss_model = super::rss().map(|r| r.0).unwrap_or(0);
-
-    // Embedding one query, beside the raw forward pass.
-    let queries = [
-        "what is the codename of my project?",
-        "when is my dentist appointment",
-        "which city did my sister move to",
-        "remind me of the quarterly report deadline",
-        "what did I name the puppy",
-    ];
+/// Embedding each query, beside the raw forward pass (after a warm-up):
+/// 200 times each, milliseconds.
+fn embed_and_forward(model: &MiniLm, queries: &[&str]) -> Result<(Vec<f64>, Vec<f64>), String> {
     for q in queries {
         model.embed_one(q).map_err(|e| e.to_string())?;
     }
@@ -179,17 +167,12 @@ fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json:
         model.embed_one(q).map_err(|e| e.to_string())?;
         emb.push(ms(t));
     }
-    let (emb50, emb95, fwd50) = (pct(&mut emb, 0.5), pct(&mut emb, 0.95), pct(&mut fwd, 0.5));
+    Ok((emb, fwd))
+}
 
-    // The 100k / 10k memory.
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).map_err(|e| e.to_string())?;
-    let cfg = MemoryConfig::new(dir.path().join("episodes.db"), ws);
-    let m = Memory::open(cfg.clone(), model.clone()).map_err(|e| e.to_string())?;
-    let mut r = Rng(0x9E37_79B9_7F4A_7C15);
-    let words = Words::new();
-    let sentence = |r: &mut Rng, n: usize| words.sentence(r, n);
+/// Fill `m` with the bench's episodes and facts (random vectors): the
+/// seconds each took.
+fn fill(m: &Memory, model: &MiniLm, r: &mut Rng, words: &Words) -> Result<(f64, f64), String> {
     let t = Instant::now();
     let mut batch = Vec::with_capacity(10_000);
     for i in 0..EPISODES {
@@ -211,8 +194,8 @@ fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json:
                     i % 60
                 ),
                 seq: (1 + (i / SENDERS) % 8) as u64,
-                user_message: sentence(&mut r, n),
-                final_response: Some(sentence(&mut r, 8)),
+                user_message: words.sentence(r, n),
+                final_response: Some(words.sentence(r, 8)),
                 outcome: "success".into(),
                 summary: None,
                 importance: r.below(100) as f64 / 100.0,
@@ -232,7 +215,7 @@ fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json:
     let t = Instant::now();
     for i in 0..FACTS {
         let v: Vec<f32> = embed::normalise((0..model.dim()).map(|_| r.unit()).collect());
-        let text = format!("bench fact {i}: {}", sentence(&mut r, 8));
+        let text = format!("bench fact {i}: {}", words.sentence(r, 8));
         let f = Fact {
             fact_id: fact_id("default", &text),
             namespace: "default".into(),
@@ -251,13 +234,46 @@ fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json:
             .map_err(|e| e.to_string())?;
     }
     let facts_s = t.elapsed().as_secs_f64();
-    drop(m);
-    // Reopened: the fact vectors are loaded into the index.
-    let t = Instant::now();
-    let m = Memory::open(cfg, model.clone()).map_err(|e| e.to_string())?;
-    let reopen_ms = ms(t);
-    let rss_index = super::rss().map(|r| r.0).unwrap_or(0);
+    Ok((episodes_s, facts_s))
+}
 
+/// Index 500 traces (the FTS5 entry, then with its vector): milliseconds
+/// of each.
+fn index_traces(m: &Memory, r: &mut Rng, words: &Words) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let mut idx = Vec::new();
+    let mut idx_embed = Vec::new();
+    for i in 0..500 {
+        let n = capsaga_memory::NewEpisode {
+            trace_id: format!("t-new-{i}"),
+            session_id: "s-new".into(),
+            sender: format!("user-{}", i % SENDERS),
+            namespace: "default".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            user_message: words.sentence(r, 12),
+            final_response: Some(words.sentence(r, 10)),
+            outcome: "success".into(),
+            summary: None,
+            steps: 4,
+            turn_in_session: 1 + i % 7,
+        };
+        let t = Instant::now();
+        m.index_episode(&n).map_err(|e| e.to_string())?;
+        idx.push(ms(t));
+        m.embed_pending(1).map_err(|e| e.to_string())?;
+        idx_embed.push(ms(t));
+    }
+    Ok((idx, idx_embed))
+}
+
+/// 300 retrievals: the turn's bundle (embedding its query), then the same
+/// searches with the query's vector given: milliseconds of each.
+fn retrieve(
+    m: &Memory,
+    model: &MiniLm,
+    queries: &[&str],
+    r: &mut Rng,
+    words: &Words,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
     let now = jiff::Timestamp::now();
     let (mut bundle, mut no_embed) = (Vec::new(), Vec::new());
     let qv: Vec<Vec<f32>> = queries
@@ -267,7 +283,7 @@ fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json:
         .map_err(|e| e.to_string())?;
     for i in 0..300 {
         let sender = format!("user-{}", i % SENDERS);
-        let q = format!("{} {}", queries[i % queries.len()], sentence(&mut r, 2));
+        let q = format!("{} {}", queries[i % queries.len()], words.sentence(r, 2));
         let t = Instant::now();
         m.bundle_for_turn(&sender, &q).map_err(|e| e.to_string())?;
         bundle.push(ms(t));
@@ -286,32 +302,49 @@ fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json:
             .map_err(|e| e.to_string())?;
         no_embed.push(ms(t));
     }
+    Ok((bundle, no_embed))
+}
+
+fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json::Value, String> {
+    let rss0 = super::rss().map(|r| r.0).unwrap_or(0);
+    let t = Instant::now();
+    let model = Arc::new(MiniLm::load(model_dir).map_err(|e| e.to_string())?);
+    let load_ms = ms(t);
+    let rss_model = super::rss().map(|r| r.0).unwrap_or(0);
+
+    // Embedding one query, beside the raw forward pass.
+    let queries = [
+        "what is the codename of my project?",
+        "when is my dentist appointment",
+        "which city did my sister move to",
+        "remind me of the quarterly report deadline",
+        "what did I name the puppy",
+    ];
+    let (mut emb, mut fwd) = embed_and_forward(&model, &queries)?;
+    let (emb50, emb95, fwd50) = (pct(&mut emb, 0.5), pct(&mut emb, 0.95), pct(&mut fwd, 0.5));
+
+    // The 100k / 10k memory.
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).map_err(|e| e.to_string())?;
+    let cfg = MemoryConfig::new(dir.path().join("episodes.db"), ws);
+    let m = Memory::open(cfg.clone(), model.clone()).map_err(|e| e.to_string())?;
+    let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+    let words = Words::new();
+    let (episodes_s, facts_s) = fill(&m, &model, &mut r, &words)?;
+    drop(m);
+    // Reopened: the fact vectors are loaded into the index.
+    let t = Instant::now();
+    let m = Memory::open(cfg, model.clone()).map_err(|e| e.to_string())?;
+    let reopen_ms = ms(t);
+    let rss_index = super::rss().map(|r| r.0).unwrap_or(0);
+
+    let (mut bundle, mut no_embed) = retrieve(&m, &model, &queries, &mut r, &words)?;
     let (b50, b95) = (pct(&mut bundle, 0.5), pct(&mut bundle, 0.95));
     let (n50, n95) = (pct(&mut no_embed, 0.5), pct(&mut no_embed, 0.95));
 
     // Indexing a trace (FTS5 entry), then its vector.
-    let mut idx = Vec::new();
-    let mut idx_embed = Vec::new();
-    for i in 0..500 {
-        let n = capsaga_memory::NewEpisode {
-            trace_id: format!("t-new-{i}"),
-            session_id: "s-new".into(),
-            sender: format!("user-{}", i % SENDERS),
-            namespace: "default".into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            user_message: sentence(&mut r, 12),
-            final_response: Some(sentence(&mut r, 10)),
-            outcome: "success".into(),
-            summary: None,
-            steps: 4,
-            turn_in_session: 1 + i % 7,
-        };
-        let t = Instant::now();
-        m.index_episode(&n).map_err(|e| e.to_string())?;
-        idx.push(ms(t));
-        m.embed_pending(1).map_err(|e| e.to_string())?;
-        idx_embed.push(ms(t));
-    }
+    let (mut idx, mut idx_embed) = index_traces(&m, &mut r, &words)?;
     let (i50, i95) = (pct(&mut idx, 0.5), pct(&mut idx, 0.95));
     let ie50 = pct(&mut idx_embed, 0.5);
     drop(m);

@@ -90,6 +90,23 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// The silent collector: accepts and never answers (the thread ends with
+/// the process; it holds nothing but the sockets). Its traces URL.
+fn silent_collector() -> Result<String, String> {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let dead_url = format!(
+        "http://{}/v1/traces",
+        dead.local_addr().map_err(|e| e.to_string())?
+    );
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in dead.incoming() {
+            held.push(c);
+        }
+    });
+    Ok(dead_url)
+}
+
 fn measure(calls: u32) -> Result<OtelReport, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -124,19 +141,7 @@ fn measure(calls: u32) -> Result<OtelReport, String> {
     let server = rt.spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    // The silent collector: accepts and never answers (the thread ends
-    // with the process; it holds nothing but the sockets).
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    let dead_url = format!(
-        "http://{}/v1/traces",
-        dead.local_addr().map_err(|e| e.to_string())?
-    );
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for c in dead.incoming() {
-            held.push(c);
-        }
-    });
+    let dead_url = silent_collector()?;
     let modes: [(&'static str, Option<String>); 3] = [
         ("export off (metrics only)", None),
         ("export on, local receiver", Some(local)),

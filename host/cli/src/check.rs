@@ -312,32 +312,42 @@ pub(crate) async fn run(config_path: &Path, out: &Out, args: CheckArgs) -> Resul
             ))
         }
         CheckWhat::Args { args, schema, tool } => {
-            let (name, schema) = match (schema, tool) {
-                (Some(s), _) => {
-                    let text = if Path::new(&s).is_file() {
-                        std::fs::read_to_string(&s)
-                            .map_err(|e| config_failure(format!("--schema {s}: {e}")))?
-                    } else {
-                        s
-                    };
-                    let schema = parse_strict(&text, capsaga_core::meta::MAX_SCHEMA_LEN)
-                        .map_err(|e| config_failure(format!("--schema: not JSON: {e}")))?;
-                    ("check".to_string(), schema)
-                }
-                (None, Some(t)) => {
-                    let host = Host::open(config_path).await?;
-                    let tool = host.registry.get(&t).ok_or_else(|| Failure {
-                        code: exit::NOT_FOUND,
-                        message: format!("no loaded tool `{}`", clip(&t, 64)),
-                    })?;
-                    (tool.meta.name.clone(), tool.meta.args_schema.clone())
-                }
-                (None, None) => return Err(config_failure("--schema or --tool is required")),
-            };
+            let (name, schema) = schema_of(config_path, schema, tool).await?;
             Ok(print(out, &args, &check_args_of(&name, &schema, &args)))
         }
         CheckWhat::Untrusted { content } => Ok(print(out, &content, &check_untrusted(&content))),
     }
+}
+
+/// The schema `capsaga check args` checks against, and the tool's name:
+/// `--schema` (a file or the JSON itself), or the loaded tool's.
+async fn schema_of(
+    config_path: &Path,
+    schema: Option<String>,
+    tool: Option<String>,
+) -> Result<(String, serde_json::Value), Failure> {
+    Ok(match (schema, tool) {
+        (Some(s), _) => {
+            let text = if Path::new(&s).is_file() {
+                std::fs::read_to_string(&s)
+                    .map_err(|e| config_failure(format!("--schema {s}: {e}")))?
+            } else {
+                s
+            };
+            let schema = parse_strict(&text, capsaga_core::meta::MAX_SCHEMA_LEN)
+                .map_err(|e| config_failure(format!("--schema: not JSON: {e}")))?;
+            ("check".to_string(), schema)
+        }
+        (None, Some(t)) => {
+            let host = Host::open(config_path).await?;
+            let tool = host.registry.get(&t).ok_or_else(|| Failure {
+                code: exit::NOT_FOUND,
+                message: format!("no loaded tool `{}`", clip(&t, 64)),
+            })?;
+            (tool.meta.name.clone(), tool.meta.args_schema.clone())
+        }
+        (None, None) => return Err(config_failure("--schema or --tool is required")),
+    })
 }
 
 fn corpus(out: &Out, file: &Path, home: &str) -> Result<u8, Failure> {

@@ -148,6 +148,20 @@ pub(crate) fn log_line(r: &LogRow) -> String {
                 .unwrap_or("none"),
             r.detail.get("why").and_then(|v| v.as_str()).unwrap_or("")
         ),
+        "APPROVAL_REQUESTED" | "APPROVAL_APPROVED" | "APPROVAL_DENIED" | "APPROVAL_STALE"
+        | "APPROVAL_EXPIRED" | "APPROVAL_CLAIMED" => approval_detail(r),
+        "FS_RESTORE" => restore_detail(r),
+        _ => String::new(),
+    };
+    format!(
+        "{:>5}  {}  {:<8} {:<20} {}",
+        r.seq, r.at, step, r.record, detail
+    )
+}
+
+/// The detail of an approval's record (`APPROVAL_*`).
+fn approval_detail(r: &LogRow) -> String {
+    match r.record.as_str() {
         "APPROVAL_REQUESTED" => format!(
             "{} {}: {}",
             r.detail
@@ -188,29 +202,6 @@ pub(crate) fn log_line(r: &LogRow) -> String {
                 .map(|n| format!(", asked again as {n}"))
                 .unwrap_or_default()
         ),
-        "FS_RESTORE" => {
-            let report: Option<capsaga_guest_fs::RestoreReport> =
-                serde_json::from_value(r.detail.clone()).ok();
-            let mut text = match &report {
-                Some(rep) => format!(
-                    "the host restored {} of {} path(s){}{}",
-                    rep.paths.iter().filter(|p| p.ok).count(),
-                    rep.paths.len(),
-                    if rep.resumed { " (resumed)" } else { "" },
-                    r.detail
-                        .get("tool_compensate")
-                        .and_then(|v| v.as_str())
-                        .map(|t| format!("; the tool's compensate: {t}"))
-                        .unwrap_or_default()
-                ),
-                None => "the host restored files (unreadable report)".into(),
-            };
-            for line in report.iter().flat_map(restore_lines) {
-                text.push_str("\n         ");
-                text.push_str(&line);
-            }
-            text
-        }
         "APPROVAL_CLAIMED" => r
             .detail
             .get("approval_id")
@@ -218,11 +209,33 @@ pub(crate) fn log_line(r: &LogRow) -> String {
             .unwrap_or("?")
             .to_string(),
         _ => String::new(),
+    }
+}
+
+/// The detail of an `FS_RESTORE` record: what the host restored, path by
+/// path.
+fn restore_detail(r: &LogRow) -> String {
+    let report: Option<capsaga_guest_fs::RestoreReport> =
+        serde_json::from_value(r.detail.clone()).ok();
+    let mut text = match &report {
+        Some(rep) => format!(
+            "the host restored {} of {} path(s){}{}",
+            rep.paths.iter().filter(|p| p.ok).count(),
+            rep.paths.len(),
+            if rep.resumed { " (resumed)" } else { "" },
+            r.detail
+                .get("tool_compensate")
+                .and_then(|v| v.as_str())
+                .map(|t| format!("; the tool's compensate: {t}"))
+                .unwrap_or_default()
+        ),
+        None => "the host restored files (unreadable report)".into(),
     };
-    format!(
-        "{:>5}  {}  {:<8} {:<20} {}",
-        r.seq, r.at, step, r.record, detail
-    )
+    for line in report.iter().flat_map(restore_lines) {
+        text.push_str("\n         ");
+        text.push_str(&line);
+    }
+    text
 }
 
 /// What the host did to each path of a step's files (issue 28), one line
@@ -278,121 +291,8 @@ pub(crate) fn label_text(l: &serde_json::Value) -> String {
 /// One trace step as readable lines (`capsaga agent`, `capsaga trace`).
 pub(crate) fn trace_step_line(s: &TraceStep) -> String {
     match s {
-        TraceStep::Thought {
-            provider,
-            model,
-            prompt_tokens,
-            response_tokens,
-            finish_reason,
-            text,
-            tool_calls,
-            cost_usd,
-            wall_ms,
-            tier,
-            attempts,
-            finish_raw,
-            problem,
-            repairs,
-            tool_choice,
-        } => {
-            let raw = if finish_raw.is_empty() {
-                String::new()
-            } else {
-                format!(" ({finish_raw})")
-            };
-            let mut out = format!(
-                "  thought  {provider}/{model} [{}] {prompt_tokens} in, {response_tokens} out, ${cost_usd:.6}, {wall_ms} ms, {finish_reason}{raw}",
-                serde_json::to_value(tier)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default()
-            );
-            if let Some(c) = tool_choice {
-                out.push_str(&format!("\n           tool_choice: {c}"));
-            }
-            if let Some(p) = problem {
-                out.push_str(&format!("\n           problem: {}", clip(p, 300)));
-            }
-            for r in repairs {
-                out.push_str(&format!("\n           read leniently: {}", clip(r, 160)));
-            }
-            for a in attempts.iter().filter(|a| a.error.is_some()) {
-                out.push_str(&format!(
-                    "\n           failed try: {} ({}): {}",
-                    a.provider,
-                    a.model,
-                    clip(a.error.as_deref().unwrap_or_default(), 160)
-                ));
-            }
-            if !text.is_empty() {
-                out.push_str(&format!("\n           {}", clip(text, 200)));
-            }
-            if !tool_calls.is_empty() {
-                out.push_str(&format!("\n           calls: {}", tool_calls.join(", ")));
-            }
-            out
-        }
-        TraceStep::Action {
-            tool_name,
-            args,
-            validation,
-            policy_decision,
-            step_seq,
-            exec_result,
-            error,
-            wall_ms,
-            untrusted,
-            flow,
-            ..
-        } => {
-            let seq = step_seq
-                .map(|q| format!("step {q}"))
-                .unwrap_or_else(|| "no step".into());
-            let validation = match validation {
-                Validation::Ok => "valid",
-                Validation::SchemaError => "INVALID ARGS",
-                Validation::UnknownTool => "UNKNOWN TOOL",
-            };
-            let policy = match policy_decision {
-                PolicyDecision::Allow => "allow",
-                PolicyDecision::Deny => "DENY",
-                PolicyDecision::ApproveRequired => "approve_required",
-                PolicyDecision::NotEvaluated => "-",
-            };
-            let mut out = format!(
-                "  action   {tool_name} {} ({seq}; {validation}; policy {policy}; {wall_ms} ms{})",
-                clip(&args.to_string(), 120),
-                if *untrusted {
-                    "; result wrapped untrusted"
-                } else {
-                    ""
-                }
-            );
-            match (exec_result, error) {
-                (_, Some(e)) => {
-                    out.push_str(&format!(
-                        "\n           error: {}",
-                        clip(&error_line(e), 200)
-                    ));
-                    // What the model was told to try next.
-                    if !e.llm_hint.is_empty() {
-                        out.push_str(&format!(
-                            "\n           hint to the model: {}",
-                            clip(&e.llm_hint, 300)
-                        ));
-                    }
-                }
-                (Some(r), None) => out.push_str(&format!(
-                    "\n           result: {}",
-                    clip(&r.to_string(), 160)
-                )),
-                (None, None) => {}
-            }
-            if let Some(f) = flow {
-                out.push_str(&flow_lines(f));
-            }
-            out
-        }
+        TraceStep::Thought { .. } => thought_line(s),
+        TraceStep::Action { .. } => action_line(s),
         TraceStep::SubCall {
             tool_name,
             provider,
@@ -428,6 +328,133 @@ pub(crate) fn trace_step_line(s: &TraceStep) -> String {
             clip(input, 160)
         ),
     }
+}
+
+/// A Thought step: the model's answer, its cost and what it asked.
+fn thought_line(s: &TraceStep) -> String {
+    let TraceStep::Thought {
+        provider,
+        model,
+        prompt_tokens,
+        response_tokens,
+        finish_reason,
+        text,
+        tool_calls,
+        cost_usd,
+        wall_ms,
+        tier,
+        attempts,
+        finish_raw,
+        problem,
+        repairs,
+        tool_choice,
+    } = s
+    else {
+        return String::new();
+    };
+    let raw = if finish_raw.is_empty() {
+        String::new()
+    } else {
+        format!(" ({finish_raw})")
+    };
+    let mut out = format!(
+        "  thought  {provider}/{model} [{}] {prompt_tokens} in, {response_tokens} out, ${cost_usd:.6}, {wall_ms} ms, {finish_reason}{raw}",
+        serde_json::to_value(tier)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    );
+    if let Some(c) = tool_choice {
+        out.push_str(&format!("\n           tool_choice: {c}"));
+    }
+    if let Some(p) = problem {
+        out.push_str(&format!("\n           problem: {}", clip(p, 300)));
+    }
+    for r in repairs {
+        out.push_str(&format!("\n           read leniently: {}", clip(r, 160)));
+    }
+    for a in attempts.iter().filter(|a| a.error.is_some()) {
+        out.push_str(&format!(
+            "\n           failed try: {} ({}): {}",
+            a.provider,
+            a.model,
+            clip(a.error.as_deref().unwrap_or_default(), 160)
+        ));
+    }
+    if !text.is_empty() {
+        out.push_str(&format!("\n           {}", clip(text, 200)));
+    }
+    if !tool_calls.is_empty() {
+        out.push_str(&format!("\n           calls: {}", tool_calls.join(", ")));
+    }
+    out
+}
+
+/// An Action step: the call, the door's checks and its result.
+fn action_line(s: &TraceStep) -> String {
+    let TraceStep::Action {
+        tool_name,
+        args,
+        validation,
+        policy_decision,
+        step_seq,
+        exec_result,
+        error,
+        wall_ms,
+        untrusted,
+        flow,
+        ..
+    } = s
+    else {
+        return String::new();
+    };
+    let seq = step_seq
+        .map(|q| format!("step {q}"))
+        .unwrap_or_else(|| "no step".into());
+    let validation = match validation {
+        Validation::Ok => "valid",
+        Validation::SchemaError => "INVALID ARGS",
+        Validation::UnknownTool => "UNKNOWN TOOL",
+    };
+    let policy = match policy_decision {
+        PolicyDecision::Allow => "allow",
+        PolicyDecision::Deny => "DENY",
+        PolicyDecision::ApproveRequired => "approve_required",
+        PolicyDecision::NotEvaluated => "-",
+    };
+    let mut out = format!(
+        "  action   {tool_name} {} ({seq}; {validation}; policy {policy}; {wall_ms} ms{})",
+        clip(&args.to_string(), 120),
+        if *untrusted {
+            "; result wrapped untrusted"
+        } else {
+            ""
+        }
+    );
+    match (exec_result, error) {
+        (_, Some(e)) => {
+            out.push_str(&format!(
+                "\n           error: {}",
+                clip(&error_line(e), 200)
+            ));
+            // What the model was told to try next.
+            if !e.llm_hint.is_empty() {
+                out.push_str(&format!(
+                    "\n           hint to the model: {}",
+                    clip(&e.llm_hint, 300)
+                ));
+            }
+        }
+        (Some(r), None) => out.push_str(&format!(
+            "\n           result: {}",
+            clip(&r.to_string(), 160)
+        )),
+        (None, None) => {}
+    }
+    if let Some(f) = flow {
+        out.push_str(&flow_lines(f));
+    }
+    out
 }
 
 /// The information-flow lines of an action (issue 47): the door's decision

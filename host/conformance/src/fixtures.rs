@@ -155,6 +155,7 @@ fn failure(message: impl Into<String>) -> Value {
 /// Call the fixture tool `name` with `args`; `peer` is the client,
 /// `progress` the request's progress token. The answer is a
 /// `CallToolResult` as JSON.
+// Over 100 lines: the fixture table, an arm per conformance tool.
 pub async fn call(
     name: &str,
     args: &Value,

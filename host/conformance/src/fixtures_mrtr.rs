@@ -208,6 +208,7 @@ impl States<'_> {
 /// # Errors
 /// `-32602` for a tampered `requestState`; `-32021` when the tool needs a
 /// capability the client did not declare.
+// Over 100 lines: the fixture table, an arm per conformance tool.
 pub fn call(name: &str, round: &Round<'_>, states: &States<'_>) -> Result<Answer, McpError> {
     let r = round.responses;
     let who = round.principal;

@@ -103,6 +103,51 @@ fn needs_tasks() -> McpError {
     )
 }
 
+/// `confirm_delete` and `multi_input` (`name`): a task that asks its
+/// questions (one, or two in a row) and answers from the answers.
+async fn questions_task(
+    name: &str,
+    args: &JsonObject,
+    call: &ExtensionCall<'_>,
+    tasks: bool,
+) -> Result<CallToolResponse, McpError> {
+    if !tasks {
+        return Err(needs_tasks());
+    }
+    let file = args
+        .get("filename")
+        .and_then(Value::as_str)
+        .unwrap_or("the file")
+        .chars()
+        .take(200)
+        .collect::<String>();
+    let questions = if name == "confirm_delete" {
+        json!({"confirm": elicit(&format!("Delete {file}?"),
+                json!({"confirm": {"type": "boolean"}}))})
+    } else {
+        json!({
+            "first": elicit("First: your name?", json!({"name": {"type": "string"}})),
+            "second": elicit("Second: confirm?", json!({"confirm": {"type": "boolean"}})),
+        })
+    };
+    let requests = serde_json::from_value(questions)
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    let t = call
+        .spawn_task(move |asker| async move {
+            let Some(answers) = asker.ask(requests).await else {
+                return TaskPayload::Cancelled;
+            };
+            let yes = answers.values().all(|a| accepted(Some(a)));
+            complete(text(match (name_is_delete(&answers), yes) {
+                (true, true) => format!("deleted {file} (a fixture: nothing was)"),
+                (true, false) => format!("kept {file}"),
+                (false, _) => format!("got {} answers", answers.len()),
+            }))
+        })
+        .await?;
+    Ok(CallToolResponse::Task(t))
+}
+
 /// Call the task fixture `name`.
 ///
 /// # Errors
@@ -176,43 +221,7 @@ pub(crate) async fn call(
                 .await?;
             Ok(CallToolResponse::Task(t))
         }
-        "confirm_delete" | "multi_input" => {
-            if !tasks {
-                return Err(needs_tasks());
-            }
-            let file = args
-                .get("filename")
-                .and_then(Value::as_str)
-                .unwrap_or("the file")
-                .chars()
-                .take(200)
-                .collect::<String>();
-            let questions = if name == "confirm_delete" {
-                json!({"confirm": elicit(&format!("Delete {file}?"),
-                        json!({"confirm": {"type": "boolean"}}))})
-            } else {
-                json!({
-                    "first": elicit("First: your name?", json!({"name": {"type": "string"}})),
-                    "second": elicit("Second: confirm?", json!({"confirm": {"type": "boolean"}})),
-                })
-            };
-            let requests = serde_json::from_value(questions)
-                .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-            let t = call
-                .spawn_task(move |asker| async move {
-                    let Some(answers) = asker.ask(requests).await else {
-                        return TaskPayload::Cancelled;
-                    };
-                    let yes = answers.values().all(|a| accepted(Some(a)));
-                    complete(text(match (name_is_delete(&answers), yes) {
-                        (true, true) => format!("deleted {file} (a fixture: nothing was)"),
-                        (true, false) => format!("kept {file}"),
-                        (false, _) => format!("got {} answers", answers.len()),
-                    }))
-                })
-                .await?;
-            Ok(CallToolResponse::Task(t))
-        }
+        "confirm_delete" | "multi_input" => questions_task(name, &args, call, tasks).await,
         _ => {
             if !tasks {
                 return Err(needs_tasks());

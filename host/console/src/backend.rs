@@ -286,7 +286,7 @@ pub struct NeuronView {
     /// RFC 3339.
     pub created_at: String,
     /// Its fitness per UTC day with calls, oldest first (the chart).
-    pub fitness: Vec<crate::charts::FitnessDay>,
+    pub fitness: Vec<FitnessDay>,
 }
 
 /// What an operator can do to a neuron version.
@@ -334,7 +334,7 @@ pub struct HealthView {
     pub hosts: Vec<HostView>,
     /// Spend per UTC day over the chart's days, oldest first, one entry
     /// per day (days without spend at 0).
-    pub history: Vec<crate::charts::SpendDay>,
+    pub history: Vec<SpendDay>,
 }
 
 /// A host sharing the store (a live owner of sagas).
@@ -525,4 +525,32 @@ pub trait Backend: Send + Sync + 'static {
         ids: &[String],
         approve: bool,
     ) -> Result<Decided, BackendError>;
+}
+
+/// One UTC day of model spend (the store's budget counters).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpendDay {
+    /// `YYYY-MM-DD`.
+    pub day: String,
+    /// Spent that day, USD.
+    pub spent_usd: f64,
+    /// Model calls that day.
+    pub calls: u64,
+}
+
+/// One UTC day of a neuron version's fitness (its logged calls).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FitnessDay {
+    /// `YYYY-MM-DD`.
+    pub day: String,
+    /// Finished calls that day.
+    pub calls: u64,
+    /// Of which succeeded.
+    pub ok: u64,
+    /// `ok / calls` (0.0-1.0), when there were calls.
+    pub success_rate: Option<f64>,
+    /// Median latency, ms.
+    pub p50_ms: Option<u64>,
+    /// 95th percentile latency, ms.
+    pub p95_ms: Option<u64>,
 }

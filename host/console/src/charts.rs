@@ -7,37 +7,11 @@
 //! Used by the budget page (spend per day against the day's soft and hard
 //! caps) and the neurons page (calls, success rate and latency per day).
 
-use crate::backend::{HealthView, NeuronView};
+use crate::backend::{FitnessDay, HealthView, NeuronView};
 use maud::{Markup, html};
-use serde::Serialize;
 
-/// One UTC day of model spend (the store's budget counters).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SpendDay {
-    /// `YYYY-MM-DD`.
-    pub day: String,
-    /// Spent that day, USD.
-    pub spent_usd: f64,
-    /// Model calls that day.
-    pub calls: u64,
-}
-
-/// One UTC day of a neuron version's fitness (its logged calls).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FitnessDay {
-    /// `YYYY-MM-DD`.
-    pub day: String,
-    /// Finished calls that day.
-    pub calls: u64,
-    /// Of which succeeded.
-    pub ok: u64,
-    /// `ok / calls` (0.0-1.0), when there were calls.
-    pub success_rate: Option<f64>,
-    /// Median latency, ms.
-    pub p50_ms: Option<u64>,
-    /// 95th percentile latency, ms.
-    pub p95_ms: Option<u64>,
-}
+/// Most days of the spend chart.
+pub const MAX_CHART_DAYS: u32 = 366;
 
 /// A horizontal reference line across a chart (a cap).
 #[derive(Debug, Clone, Copy)]
@@ -188,10 +162,9 @@ pub fn fitness(n: &NeuronView) -> Markup {
     if n.fitness.is_empty() {
         return html! { p .empty { "No logged call yet: no fitness to chart." } };
     }
-    let series =
-        |f: &dyn Fn(&crate::charts::FitnessDay) -> Option<f64>| -> Vec<(String, Option<f64>)> {
-            n.fitness.iter().map(|d| (d.day.clone(), f(d))).collect()
-        };
+    let series = |f: &dyn Fn(&FitnessDay) -> Option<f64>| -> Vec<(String, Option<f64>)> {
+        n.fitness.iter().map(|d| (d.day.clone(), f(d))).collect()
+    };
     let calls = series(&|d| Some(d.calls as f64));
     let rate = series(&|d| d.success_rate.map(|r| r * 100.0));
     let p50 = series(&|d| d.p50_ms.map(|m| m as f64));
@@ -208,6 +181,7 @@ pub fn fitness(n: &NeuronView) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::SpendDay;
 
     #[test]
     fn a_chart_is_svg_without_script_and_escapes_labels() {

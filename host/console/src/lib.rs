@@ -33,6 +33,6 @@ pub use backend::{
     NeuronAction, NeuronView, PageReq, Paged, ProposalView, SagaAction, SagaDetail, SagaFilter,
     SagaView, SignIn, StepView, TraceStepView, TraceView,
 };
-pub use charts::{FitnessDay, SpendDay};
+pub use backend::{FitnessDay, SpendDay};
 pub use pages::PAGE_SIZE;
 pub use routes::{CSP, router};

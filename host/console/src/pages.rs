@@ -377,7 +377,7 @@ pub fn health(operator: &str, csrf: &str, h: &HealthView) -> Markup {
         }
         (crate::charts::spend(h))
         form method="get" action="/console/health" .filters {
-            label { "Days " input name="days" type="number" min="1" max=(crate::routes::MAX_CHART_DAYS) value=(h.history.len().max(1)); }
+            label { "Days " input name="days" type="number" min="1" max=(crate::charts::MAX_CHART_DAYS) value=(h.history.len().max(1)); }
             button type="submit" { "Show" }
         }
         p { "Kill switch: " strong { (h.switch) } }

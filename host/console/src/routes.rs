@@ -47,8 +47,7 @@ pub const MAX_STREAMS: usize = 16;
 pub const EVENT_TICK: Duration = Duration::from_secs(1);
 /// Days of the budget page's spend chart unless `?days=` says.
 pub const CHART_DAYS: u32 = 14;
-/// Most days of the spend chart.
-pub const MAX_CHART_DAYS: u32 = 366;
+pub use crate::charts::MAX_CHART_DAYS;
 
 /// Most bytes of a console form body.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;

@@ -16,7 +16,7 @@
 //!   `net:https:api.example.com` becomes the latter.
 //! - Operator grants are always concrete; a `*` in a grant is refused.
 
-use crate::capability::{Capability, FsAccess, FsDir, NetTarget, Place};
+use crate::capability::{Capability, FsAccess, FsDir, NetTarget, Place, Scheme};
 use std::collections::BTreeSet;
 
 /// Why a tool cannot be given its grants.
@@ -170,24 +170,10 @@ pub fn intersect(required: &Capability, granted: &Capability) -> Option<Capabili
                 scheme: gs,
                 target: Place::Concrete(gt),
             },
-        ) if rs == gs => {
-            let target = match rt {
-                Place::Any => gt.clone(),
-                Place::Concrete(r) => {
-                    if r.effective_port(*rs) != gt.effective_port(*gs) || !gt.host.covers(&r.host) {
-                        return None;
-                    }
-                    NetTarget {
-                        host: r.host.clone(),
-                        port: r.port.or(gt.port),
-                    }
-                }
-            };
-            Some(Capability::Net {
-                scheme: *rs,
-                target: Place::Concrete(target),
-            })
-        }
+        ) if rs == gs => Some(Capability::Net {
+            scheme: *rs,
+            target: Place::Concrete(net_target(*rs, rt, gt)?),
+        }),
         (Capability::Secret { name: rn, host: rh }, Capability::Secret { name: gn, host: gh })
             if rn == gn && gh.covers(rh) =>
         {
@@ -234,6 +220,30 @@ pub fn intersect(required: &Capability, granted: &Capability) -> Option<Capabili
         }
         (a, b) if a == b && a.is_concrete() => Some(a.clone()),
         _ => None,
+    }
+}
+
+/// The target a net grant `granted` (over `scheme`) serves for a tool's
+/// `required` one: the required host on the same port, when the grant's
+/// host covers it.
+fn net_target(
+    scheme: Scheme,
+    required: &Place<NetTarget>,
+    granted: &NetTarget,
+) -> Option<NetTarget> {
+    match required {
+        Place::Any => Some(granted.clone()),
+        Place::Concrete(r) => {
+            if r.effective_port(scheme) != granted.effective_port(scheme)
+                || !granted.host.covers(&r.host)
+            {
+                return None;
+            }
+            Some(NetTarget {
+                host: r.host.clone(),
+                port: r.port.or(granted.port),
+            })
+        }
     }
 }
 

@@ -236,15 +236,16 @@ impl StepJournal {
             }
             None => true,
         };
-        let mut paths = Vec::new();
         let mut clean = plan.conflicts.is_empty();
-        for (at, why) in &plan.conflicts {
-            paths.push(Restored {
+        let mut paths: Vec<Restored> = plan
+            .conflicts
+            .iter()
+            .map(|(at, why)| Restored {
                 path: at.display(),
                 action: format!("left alone: {why}"),
                 ok: false,
-            });
-        }
+            })
+            .collect();
         let done = self.done_records();
         self.forget_parents();
         let mut dir_times: Vec<(At, Time)> = Vec::new();
@@ -261,20 +262,7 @@ impl StepJournal {
                 Header::Moved { from, to, .. } => vec![to, from],
                 _ => continue,
             };
-            let source_found = match &header {
-                Header::Moved { from, .. } => next_found.get(from).copied().flatten(),
-                _ => None,
-            };
-            match &header {
-                Header::Pre { at, id, .. } => {
-                    next_found.insert(at.clone(), *id);
-                }
-                Header::Moved { from, to, .. } => {
-                    next_found.insert(from.clone(), None);
-                    next_found.insert(to.clone(), None);
-                }
-                _ => {}
-            }
+            let source_found = track_found(&mut next_found, &header);
             let shown = ats[0].display();
             if let Some((pass, action)) = done.get(&(i as u32)) {
                 // Done before an interruption of this pass (reported), or
@@ -308,54 +296,103 @@ impl StepJournal {
             if !tick() {
                 return None;
             }
-            let res = match &header {
-                Header::Pre { at, prior, .. } => {
-                    if let Prior::Dir { mtime, .. } = prior {
-                        dir_times.push((at.clone(), *mtime));
-                    }
-                    self.restore_pre(i, at, prior)
-                }
-                Header::Moved { from, to, what } => {
-                    let stayed = what.is_some() && source_found == *what;
-                    let r = self.undo_move(from, to, *what, stayed);
-                    self.forget_parents();
-                    r
-                }
-                _ => continue,
+            let Some(res) = self.undo_record(i, &header, source_found, &mut dir_times) else {
+                continue;
             };
             if !tick() {
                 return None;
             }
-            match res {
-                Ok(action) => {
-                    let note = Header::Done {
-                        pass: plan.pass,
-                        i: i as u32,
-                        action: action.clone(),
-                    };
-                    if let Err(e) = self.note(&note, false) {
-                        tracing::warn!("restore progress not recorded: {e}");
-                    }
-                    paths.push(Restored {
-                        path: shown,
-                        action,
-                        ok: true,
-                    });
+            clean &= self.record_outcome(plan.pass, i, shown, res, &mut paths);
+        }
+        clean &= self.finish(plan, dir_times, &used_roots, clean);
+        Some(RestoreReport {
+            pass: plan.pass,
+            resumed: plan.resumed,
+            paths,
+            clean,
+        })
+    }
+
+    /// Undo record `i` (`header`): a path's prior state put back (a
+    /// directory's time noted in `dir_times`, put back at the end), or a
+    /// rename reversed (`source_found`: what the next record of its source
+    /// found there). `None` for a record that is neither.
+    fn undo_record(
+        &mut self,
+        i: usize,
+        header: &Header,
+        source_found: Option<(u64, u64)>,
+        dir_times: &mut Vec<(At, Time)>,
+    ) -> Option<Result<String, String>> {
+        Some(match header {
+            Header::Pre { at, prior, .. } => {
+                if let Prior::Dir { mtime, .. } = prior {
+                    dir_times.push((at.clone(), *mtime));
                 }
-                Err(why) => {
-                    clean = false;
-                    paths.push(Restored {
-                        path: shown,
-                        action: format!("not restored: {why}"),
-                        ok: false,
-                    });
+                self.restore_pre(i, at, prior)
+            }
+            Header::Moved { from, to, what } => {
+                let stayed = what.is_some() && source_found == *what;
+                let r = self.undo_move(from, to, *what, stayed);
+                self.forget_parents();
+                r
+            }
+            _ => return None,
+        })
+    }
+
+    /// Note that record `i` was undone in this pass, and report what
+    /// happened to its path in `paths`. False when it was not restored.
+    fn record_outcome(
+        &mut self,
+        pass: u32,
+        i: usize,
+        shown: String,
+        res: Result<String, String>,
+        paths: &mut Vec<Restored>,
+    ) -> bool {
+        match res {
+            Ok(action) => {
+                let note = Header::Done {
+                    pass,
+                    i: i as u32,
+                    action: action.clone(),
+                };
+                if let Err(e) = self.note(&note, false) {
+                    tracing::warn!("restore progress not recorded: {e}");
                 }
+                paths.push(Restored {
+                    path: shown,
+                    action,
+                    ok: true,
+                });
+                true
+            }
+            Err(why) => {
+                paths.push(Restored {
+                    path: shown,
+                    action: format!("not restored: {why}"),
+                    ok: false,
+                });
+                false
             }
         }
+    }
+
+    /// The end of a restore: the directories' times put back, the roots
+    /// synced, what is left of each path and the pass's end recorded.
+    /// Whether the restore is still `clean`.
+    fn finish(
+        &mut self,
+        plan: &Plan,
+        dir_times: Vec<(At, Time)>,
+        used_roots: &BTreeSet<String>,
+        mut clean: bool,
+    ) -> bool {
         for (at, mtime) in dir_times {
             let _ = self.set_dir_mtime(&at, mtime);
         }
-        for name in &used_roots {
+        for name in used_roots {
             if let Ok(i) = self.roots.get_or_open(name)
                 && let Some(r) = self.roots.at(i)
                 && let Err(e) = rustix::fs::syncfs(&r.dir)
@@ -383,12 +420,7 @@ impl StepJournal {
             tracing::warn!("the end of the restore was not recorded: {e}");
             clean = false;
         }
-        Some(RestoreReport {
-            pass: plan.pass,
-            resumed: plan.resumed,
-            paths,
-            clean,
-        })
+        clean
     }
 
     /// Records undone by any pass: index → (pass, what was done).
@@ -401,4 +433,28 @@ impl StepJournal {
             })
             .collect()
     }
+}
+
+/// What the nearest later record found at the source of a rename
+/// (`header`, read before it is noted), and `header` noted in `next_found`
+/// (see `StepJournal::restore_until`).
+fn track_found(
+    next_found: &mut BTreeMap<At, Option<(u64, u64)>>,
+    header: &Header,
+) -> Option<(u64, u64)> {
+    let source_found = match header {
+        Header::Moved { from, .. } => next_found.get(from).copied().flatten(),
+        _ => None,
+    };
+    match header {
+        Header::Pre { at, id, .. } => {
+            next_found.insert(at.clone(), *id);
+        }
+        Header::Moved { from, to, .. } => {
+            next_found.insert(from.clone(), None);
+            next_found.insert(to.clone(), None);
+        }
+        _ => {}
+    }
+    source_found
 }

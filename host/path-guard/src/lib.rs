@@ -338,28 +338,7 @@ pub fn resolve(
     check_root(root)?;
     check_input(path)?;
     let root_str = root.to_string_lossy().into_owned();
-    let rel: &str = if path.starts_with('/') {
-        let under = if root_str == "/" {
-            Some(path)
-        } else if literally_under(&root_str, path) {
-            path.strip_prefix(root_str.as_str())
-        } else {
-            None
-        };
-        match under {
-            Some(t) => t,
-            None => {
-                // `/root/../root/x` is lexically outside until normalised; only
-                // accept paths that literally start with the root.
-                return Err(PathError::OutsideRoot {
-                    path: path.chars().take(200).collect(),
-                    root: root_str,
-                });
-            }
-        }
-    } else {
-        path
-    };
+    let rel = relative_to_root(&root_str, path)?;
 
     // Pending components, processed from the end of the vector (a stack).
     let mut pending: Vec<String> = Vec::new();
@@ -432,6 +411,33 @@ pub fn resolve(
     let mut out = root.to_path_buf();
     out.extend(resolved.iter());
     Ok(out)
+}
+
+/// `path` relative to the root `root_str`: an absolute path must literally
+/// start with the root.
+fn relative_to_root<'p>(root_str: &str, path: &'p str) -> Result<&'p str, PathError> {
+    Ok(if path.starts_with('/') {
+        let under = if root_str == "/" {
+            Some(path)
+        } else if literally_under(root_str, path) {
+            path.strip_prefix(root_str)
+        } else {
+            None
+        };
+        match under {
+            Some(t) => t,
+            None => {
+                // `/root/../root/x` is lexically outside until normalised; only
+                // accept paths that literally start with the root.
+                return Err(PathError::OutsideRoot {
+                    path: path.chars().take(200).collect(),
+                    root: root_str.to_string(),
+                });
+            }
+        }
+    } else {
+        path
+    })
 }
 
 /// Push the components of `rel` so that the first is popped first.

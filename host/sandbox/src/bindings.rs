@@ -31,3 +31,31 @@ pub use capsaga::tool::types::{
 /// field labels of the output. Not in the bindings' world, so that a
 /// component without it links as before; looked up by name at load.
 pub const OUTPUT_FIELDS_EXPORT: &str = "output-fields";
+
+use capsaga_core::error::{ErrorKind as CoreErrorKind, ToolError as CoreToolError};
+
+fn kind_to_wit(k: CoreErrorKind) -> WitErrorKind {
+    match k {
+        CoreErrorKind::InvalidArgs => WitErrorKind::InvalidArgs,
+        CoreErrorKind::NotFound => WitErrorKind::NotFound,
+        CoreErrorKind::PermissionDenied => WitErrorKind::PermissionDenied,
+        CoreErrorKind::NetworkError => WitErrorKind::NetworkError,
+        CoreErrorKind::ExternalError => WitErrorKind::ExternalError,
+        CoreErrorKind::QuotaExceeded => WitErrorKind::QuotaExceeded,
+        CoreErrorKind::Unsupported => WitErrorKind::Unsupported,
+        CoreErrorKind::Timeout => WitErrorKind::Timeout,
+        CoreErrorKind::Unrevertible => WitErrorKind::Unrevertible,
+        CoreErrorKind::Unknown => WitErrorKind::Unknown,
+    }
+}
+
+/// A host error handed to a guest (the answer of a host import).
+pub(crate) fn error_to_wit(e: &CoreToolError) -> WitToolError {
+    WitToolError {
+        kind: kind_to_wit(e.kind),
+        message: e.message.clone(),
+        llm_hint: e.llm_hint.clone(),
+        details: e.details.as_ref().map(|d| d.to_string()),
+        retriable: e.retriable,
+    }
+}

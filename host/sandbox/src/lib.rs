@@ -16,7 +16,7 @@
 //! What a call may reach is bound into its store by the capability factors
 //! ([`factors`]: fs, env, net, secret), loaded from the policy once and set
 //! with [`Sandbox::set_factors`]. Outgoing HTTP goes through `wasi:http` and
-//! the net guard ([`net`]).
+//! the net guard ([`factors::net`]).
 //!
 //! Limits per call: a wall-clock deadline (epoch interruption, plus a host-side
 //! timeout for time spent in host calls), fuel, a cap on the sum of all linear
@@ -40,8 +40,8 @@ pub mod bindings;
 pub mod cache;
 pub mod engine;
 pub mod factors;
+pub mod log;
 mod meta;
-pub mod net;
 pub mod neuron;
 mod outcome;
 mod prepared;
@@ -64,8 +64,9 @@ use bindings::{Tool, ToolPre, WitCallContext};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::{CallContext, ToolOutput};
-use net::NetRecord;
-use state::{CallLimiter, CallState, InstanceCaps, LogBuffer, LogRecord};
+use factors::net::{self, NetRecord};
+use log::{LogBuffer, LogRecord};
+use state::{CallLimiter, CallState, InstanceCaps};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -226,7 +227,7 @@ impl Sandbox {
         });
         let linker = tool_linker(&engine)?;
         let mut runner_linker = tool_linker(&engine)?;
-        neuron::add_neuron_host(&mut runner_linker)?;
+        neuron::add_to_linker(&mut runner_linker)?;
         let stop = Arc::new(AtomicBool::new(false));
         let ticker_engine = engine.clone();
         let ticker_stop = stop.clone();
@@ -388,13 +389,15 @@ impl Sandbox {
             wasi: bound.wasi,
             table: ResourceTable::new(),
             limiter: CallLimiter::new(InstanceCaps::for_memory(limits.memory_bytes)),
-            log: LogBuffer::new(usize::try_from(limits.log_bytes).unwrap_or(usize::MAX)),
-            tool: tool_label.to_string(),
+            log: LogBuffer::new(
+                tool_label,
+                usize::try_from(limits.log_bytes).unwrap_or(usize::MAX),
+            ),
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             net: bound.net,
+            deadline: bound.llm.deadline,
             llm: bound.llm,
-            deadline: Instant::now() + Duration::from_millis(limits.deadline_ms),
-            neuron: None,
+            neuron: neuron::NeuronSlot::default(),
             #[cfg(unix)]
             fs_journal: bound.fs_journal,
         };
@@ -482,7 +485,7 @@ impl Sandbox {
                 Ok(s) => s,
                 Err(e) => return (Err(e), CallDiagnostics::default()),
             };
-        store.data_mut().neuron = prepared.neuron.clone();
+        store.data_mut().neuron = neuron::NeuronSlot(prepared.neuron.clone());
         let wit_ctx = WitCallContext {
             saga_id: ctx.saga_id.clone(),
             step_seq: ctx.step_seq,
@@ -530,7 +533,11 @@ fn tool_linker(engine: &Engine) -> Result<Linker<CallState>, SandboxError> {
         .map_err(|e| SandboxError::Engine(e.to_string()))?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
         .map_err(|e| SandboxError::Engine(e.to_string()))?;
-    Tool::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+    // Each import of the tool world on its own context, with its own
+    // accessor (`types` has no functions).
+    bindings::capsaga::tool::types::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+        .and_then(|()| log::add_to_linker(&mut linker))
+        .and_then(|()| factors::llm::add_to_linker(&mut linker))
         .map_err(|e| SandboxError::Engine(e.to_string()))?;
     Ok(linker)
 }

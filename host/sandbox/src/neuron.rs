@@ -19,7 +19,6 @@
 //! no bytecode: each call compiles it and reports the error.
 
 use super::bindings::{WitRisk, WitToolMeta};
-use super::state::CallState;
 use super::{
     CacheOutcome, CallDiagnostics, CallRequest, CallResult, CompiledCache, Op, Prepared, Sandbox,
     SandboxError,
@@ -105,11 +104,25 @@ impl NeuronSource {
     }
 }
 
-impl bindings::capsaga::tool::neuron_host::Host for CallState {
+/// The `neuron-host` import's own context: the neuron a runner instance
+/// runs in this call (none in a tool's call). The import is implemented on
+/// it and linked with the accessor of [`NeuronView`] ([`add_to_linker`]),
+/// as wasmtime-wasi links each of its interfaces.
+#[derive(Debug, Default)]
+pub struct NeuronSlot(pub Option<Arc<NeuronSource>>);
+
+/// A store's data that holds a [`NeuronSlot`] (the accessor the
+/// `neuron-host` import is linked with).
+pub trait NeuronView {
+    /// The call's slot.
+    fn neuron(&mut self) -> &mut NeuronSlot;
+}
+
+impl bindings::capsaga::tool::neuron_host::Host for NeuronSlot {
     /// The call's definition; a runner instance without one (never made by
     /// the host) gets an empty source, which fails every export.
     fn definition(&mut self) -> NeuronDefinition {
-        match &self.neuron {
+        match &self.0 {
             Some(n) => n.for_call(),
             None => definition(
                 &RawToolMeta {
@@ -187,9 +200,12 @@ impl Runner {
 }
 
 /// The linker of the runner: the tool world's (see `Sandbox::with_config`)
-/// plus `neuron-host`.
-pub(super) fn add_neuron_host(linker: &mut Linker<CallState>) -> Result<(), SandboxError> {
-    bindings::capsaga::tool::neuron_host::add_to_linker::<_, HasSelf<_>>(linker, |s| s)
+/// plus `neuron-host`, implemented on [`NeuronSlot`].
+///
+/// # Errors
+/// [`SandboxError::Engine`] when the linker refuses the definition.
+pub fn add_to_linker<T: NeuronView + 'static>(linker: &mut Linker<T>) -> Result<(), SandboxError> {
+    bindings::capsaga::tool::neuron_host::add_to_linker::<T, HasSelf<NeuronSlot>>(linker, T::neuron)
         .map_err(|e| SandboxError::Engine(e.to_string()))
 }
 

@@ -63,32 +63,6 @@ fn kind_from_wit(k: WitErrorKind) -> ErrorKind {
     }
 }
 
-fn kind_to_wit(k: ErrorKind) -> WitErrorKind {
-    match k {
-        ErrorKind::InvalidArgs => WitErrorKind::InvalidArgs,
-        ErrorKind::NotFound => WitErrorKind::NotFound,
-        ErrorKind::PermissionDenied => WitErrorKind::PermissionDenied,
-        ErrorKind::NetworkError => WitErrorKind::NetworkError,
-        ErrorKind::ExternalError => WitErrorKind::ExternalError,
-        ErrorKind::QuotaExceeded => WitErrorKind::QuotaExceeded,
-        ErrorKind::Unsupported => WitErrorKind::Unsupported,
-        ErrorKind::Timeout => WitErrorKind::Timeout,
-        ErrorKind::Unrevertible => WitErrorKind::Unrevertible,
-        ErrorKind::Unknown => WitErrorKind::Unknown,
-    }
-}
-
-/// A host error handed to a guest (the answer of a host import).
-pub(super) fn error_to_wit(e: &ToolError) -> WitToolError {
-    WitToolError {
-        kind: kind_to_wit(e.kind),
-        message: e.message.clone(),
-        llm_hint: e.llm_hint.clone(),
-        details: e.details.as_ref().map(|d| d.to_string()),
-        retriable: e.retriable,
-    }
-}
-
 fn clip(s: String, max: usize) -> String {
     if s.len() <= max { s } else { clip_str(&s, max) }
 }
@@ -195,6 +169,32 @@ pub(super) fn deadline_error(tool: &str, op: &str, limits: &Limits) -> ToolError
     .retriable(false)
 }
 
+/// A call the file journal stopped (issue 28): over its quota, or unable
+/// to record.
+#[cfg(unix)]
+fn journal_error(
+    tool: &str,
+    op: &str,
+    stop: &super::factors::fs::journal::JournalStop,
+) -> ToolError {
+    if stop.quota {
+        ToolError::with_hint(
+            ErrorKind::QuotaExceeded,
+            format!(
+                "tool `{tool}` {op} was stopped before changing more files: {}",
+                stop.message
+            ),
+            "The call changes more file bytes than the host may journal for one call or saga. Change fewer or smaller files, or ask the operator.",
+        )
+    } else {
+        ToolError::with_hint(
+            ErrorKind::Unknown,
+            format!("tool `{tool}` {op} was stopped: {}", stop.message),
+            "The host could not record the files this call changes; retry later.",
+        )
+    }
+}
+
 /// Classify a trap or host error from a call.
 pub(super) fn trap_to_error(
     tool: &str,
@@ -244,20 +244,7 @@ pub(super) fn trap_to_error(
     }
     #[cfg(unix)]
     if let Some(stop) = err.downcast_ref::<super::factors::fs::journal::JournalStop>() {
-        return if stop.quota {
-            ToolError::with_hint(
-                ErrorKind::QuotaExceeded,
-                format!("tool `{tool}` {op} was stopped before changing more files: {}", stop.message),
-                "The call changes more file bytes than the host may journal for one call or saga. Change fewer or smaller files, or ask the operator.",
-            )
-        } else {
-            ToolError::with_hint(
-                ErrorKind::Unknown,
-                format!("tool `{tool}` {op} was stopped: {}", stop.message),
-                "The host could not record the files this call changes; retry later.",
-            )
-        }
-        .with_details(details());
+        return journal_error(tool, op, stop).with_details(details());
     }
     if let Some(hit) = limiter_hit {
         return ToolError::with_hint(

@@ -1,17 +1,18 @@
 //! Per-call store data: the WASI context built from the grants, the
 //! `wasi:http` context with the net guard's hooks, the resource limiter, the
-//! wall-clock deadline, and the capped log buffer behind the `log` import.
+//! wall-clock deadline, and the slot of each host import (the capped log
+//! buffer behind `log`, the `llm` slot, the neuron of `neuron-host`), each
+//! reached through its own accessor.
 
-use super::bindings::{LogLevel, capsaga};
+use super::bindings::capsaga;
+use super::factors::llm::{LlmSlot, LlmView};
+use super::log::{LogBuffer, LogView};
+use super::neuron::{NeuronSlot, NeuronView};
 use std::time::Instant;
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
-
-/// What each log record costs against the log cap besides its message,
-/// bytes, so that a flood of empty messages is capped too.
-pub const LOG_RECORD_OVERHEAD: usize = 32;
 
 /// Caps enforced by [`CallLimiter`], per call.
 #[derive(Debug, Clone, Copy)]
@@ -113,71 +114,21 @@ impl ResourceLimiter for CallLimiter {
     }
 }
 
-/// One log record written by the guest.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct LogRecord {
-    /// `trace`, `debug`, `info`, `warn` or `error`.
-    pub level: &'static str,
-    /// The message (clipped to the remaining budget).
-    pub message: String,
-}
-
-/// Guest log records, capped in bytes per call.
-#[derive(Debug, Default)]
-pub struct LogBuffer {
-    cap_bytes: usize,
-    used_bytes: usize,
-    /// Records kept.
-    pub records: Vec<LogRecord>,
-    /// Records dropped past the cap.
-    pub dropped: usize,
-}
-
-impl LogBuffer {
-    /// An empty buffer keeping at most `cap_bytes` of messages.
-    pub fn new(cap_bytes: usize) -> Self {
-        LogBuffer {
-            cap_bytes,
-            ..Default::default()
-        }
-    }
-
-    /// Record `message`, clipped to what is left of the cap (each record
-    /// also costs [`LOG_RECORD_OVERHEAD`]); dropped when nothing is left.
-    fn push(&mut self, level: &'static str, message: &str) {
-        let left = self.cap_bytes.saturating_sub(self.used_bytes);
-        if left <= LOG_RECORD_OVERHEAD {
-            self.dropped += 1;
-            self.used_bytes = self.cap_bytes;
-            return;
-        }
-        let room = left - LOG_RECORD_OVERHEAD;
-        let mut cut = message.len().min(room);
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let message = message[..cut].to_string();
-        self.used_bytes += message.len() + LOG_RECORD_OVERHEAD;
-        self.records.push(LogRecord { level, message });
-    }
-}
-
 /// The data of one call's `Store`.
 pub struct CallState {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
     pub(crate) limiter: CallLimiter,
     pub(crate) log: LogBuffer,
-    pub(crate) tool: String,
     pub(crate) http: WasiHttpCtx,
-    pub(crate) net: super::net::NetHooks,
+    pub(crate) net: super::factors::net::NetHooks,
     /// What the `llm` import may ask in this call (`factors::llm`).
-    pub(crate) llm: super::factors::llm::LlmSlot,
+    pub(crate) llm: LlmSlot,
     /// When the call's wall-clock deadline passes (checked at every epoch
     /// tick, see `Sandbox`'s epoch callback).
     pub(crate) deadline: Instant,
     /// The neuron a runner instance runs in this call (`neuron-host`).
-    pub(crate) neuron: Option<std::sync::Arc<super::neuron::NeuronSource>>,
+    pub(crate) neuron: NeuronSlot,
     /// The journal of the call's files (issue 28), if they are journaled.
     #[cfg(unix)]
     pub(crate) fs_journal: Option<super::factors::fs::journal::CallJournal>,
@@ -209,22 +160,25 @@ impl WasiView for CallState {
     }
 }
 
-impl capsaga::tool::log::Host for CallState {
-    /// The message arrives already copied (at most the call's transfer cap,
-    /// see `outcome::transfer_cap_bytes`); only what fits the log cap is kept.
-    fn log(&mut self, level: LogLevel, message: String) {
-        let level = match level {
-            LogLevel::Trace => "trace",
-            LogLevel::Debug => "debug",
-            LogLevel::Info => "info",
-            LogLevel::Warn => "warn",
-            LogLevel::Error => "error",
-        };
-        tracing::debug!(tool = %self.tool, level, "guest log: {}", message.chars().take(200).collect::<String>());
-        self.log.push(level, &message);
+impl LogView for CallState {
+    fn log(&mut self) -> &mut LogBuffer {
+        &mut self.log
     }
 }
 
+impl LlmView for CallState {
+    fn llm(&mut self) -> &mut LlmSlot {
+        &mut self.llm
+    }
+}
+
+impl NeuronView for CallState {
+    fn neuron(&mut self) -> &mut NeuronSlot {
+        &mut self.neuron
+    }
+}
+
+/// The tool world's `types` interface has no functions: nothing to hold.
 impl capsaga::tool::types::Host for CallState {}
 
 #[cfg(test)]
@@ -239,27 +193,5 @@ mod tests {
         assert!(!l.memory_growing(0, 50, None).unwrap());
         assert!(l.hit.is_some());
         assert!(l.memory_growing(0, 40, None).unwrap());
-    }
-
-    #[test]
-    fn log_buffer_caps_bytes() {
-        let o = LOG_RECORD_OVERHEAD;
-        let mut b = LogBuffer::new(2 * o + 10);
-        b.push("info", "hello");
-        b.push("info", "wörld!!");
-        b.push("info", "more");
-        assert_eq!(b.records.len(), 2);
-        assert_eq!(b.records[1].message, "wörl");
-        assert_eq!(b.dropped, 1);
-    }
-
-    #[test]
-    fn log_buffer_caps_empty_records_too() {
-        let mut b = LogBuffer::new(10 * LOG_RECORD_OVERHEAD);
-        for _ in 0..1_000_000 {
-            b.push("info", "");
-        }
-        assert!(b.records.len() < 10, "{}", b.records.len());
-        assert!(b.dropped > 999_000);
     }
 }

@@ -256,7 +256,7 @@ fn shared(live: &Arc<live::Live>, o: &McpOptions) -> Arc<McpShared> {
         elicit_approvals: !o.no_elicitation,
         session_end: o.session_end,
         extension: o.extension.clone(),
-        listeners: catalog::Listeners::default(),
+        listeners: mcp::listeners::Listeners::default(),
         request_states: request_state_codec(),
         tasks: mcp::tasks::Tasks::default(),
     });
@@ -306,6 +306,48 @@ pub async fn serve_stdio(host: Arc<Host>, o: &McpOptions) -> Result<(), ServeErr
     r.map(|_| ()).map_err(|e| ServeError::Io(e.to_string()))
 }
 
+/// The operator's routes (clients get 403), not yet given their state.
+fn operator_routes() -> Router<Arc<rest::Rest>> {
+    Router::new()
+        .route("/v1/approvals", get(rest::approvals))
+        .route("/v1/approvals/{id}/{verb}", post(rest::decide))
+        .route("/v1/memory/proposals", get(rest_memory::proposals))
+        .route(
+            "/v1/memory/proposals/{id}/{verb}",
+            post(rest_memory::decide),
+        )
+        .route("/v1/memory/import", post(rest_memory::import))
+        .route("/v1/pause", get(operator::switch).post(operator::pause))
+        .route("/v1/resume", post(operator::resume))
+        .route("/v1/keys", get(operator::keys))
+        .route("/metrics", get(operator::metrics))
+        .route(
+            "/v1/keys/{name}",
+            axum::routing::put(operator::put_key).delete(operator::remove_key),
+        )
+        .layer(axum::middleware::from_fn(auth::require_operator))
+}
+
+/// The server's background work, when a runtime is running: reflection
+/// every `every` seconds (`[memory] reflect_every_s`), and the gauges
+/// pushed every 15 s when metrics are pushed.
+fn spawn_background(rest: &Arc<rest::Rest>, every: Option<u64>) {
+    if let (Some(s), Ok(rt)) = (every, tokio::runtime::Handle::try_current()) {
+        rt.spawn(rest_memory::reflect_every(
+            Arc::downgrade(rest),
+            std::time::Duration::from_secs(s),
+        ));
+    }
+    if capsaga_telemetry::metrics::global().pushed()
+        && let Ok(rt) = tokio::runtime::Handle::try_current()
+    {
+        rt.spawn(operator::gauges_every(
+            Arc::downgrade(rest),
+            std::time::Duration::from_secs(15),
+        ));
+    }
+}
+
 /// The HTTP application: `/mcp` and the REST routes, behind the limits and
 /// the authentication (every route but `GET /healthz`; operator routes
 /// answer 403 to clients). `bound` is the address clients use (for the
@@ -348,7 +390,7 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
     let mcp_shared = shared(&live, &o.mcp);
     let caps = SessionCaps {
         // Every live session must fit the list_changed listeners.
-        max_total: o.sessions.max_total.min(catalog::MAX_LISTENERS),
+        max_total: o.sessions.max_total.min(mcp::listeners::MAX_LISTENERS),
         ..o.sessions
     };
     let sessions = Arc::new(sessions::Sessions::new(caps, live.host().owner.id()));
@@ -363,39 +405,9 @@ pub fn app(host: Arc<Host>, o: &HttpOptions, bound: SocketAddr) -> Router {
         script: o.script.clone(),
         sessions: sessions.clone(),
     });
-    if let (Some(s), Ok(rt)) = (every, tokio::runtime::Handle::try_current()) {
-        rt.spawn(rest_memory::reflect_every(
-            Arc::downgrade(&rest),
-            std::time::Duration::from_secs(s),
-        ));
-    }
-    if capsaga_telemetry::metrics::global().pushed()
-        && let Ok(rt) = tokio::runtime::Handle::try_current()
-    {
-        rt.spawn(operator::gauges_every(
-            Arc::downgrade(&rest),
-            std::time::Duration::from_secs(15),
-        ));
-    }
+    spawn_background(&rest, every);
     let authenticated = axum::middleware::from_fn_with_state(auth.clone(), auth::require);
-    let operator_only = Router::new()
-        .route("/v1/approvals", get(rest::approvals))
-        .route("/v1/approvals/{id}/{verb}", post(rest::decide))
-        .route("/v1/memory/proposals", get(rest_memory::proposals))
-        .route(
-            "/v1/memory/proposals/{id}/{verb}",
-            post(rest_memory::decide),
-        )
-        .route("/v1/memory/import", post(rest_memory::import))
-        .route("/v1/pause", get(operator::switch).post(operator::pause))
-        .route("/v1/resume", post(operator::resume))
-        .route("/v1/keys", get(operator::keys))
-        .route("/metrics", get(operator::metrics))
-        .route(
-            "/v1/keys/{name}",
-            axum::routing::put(operator::put_key).delete(operator::remove_key),
-        )
-        .layer(axum::middleware::from_fn(auth::require_operator));
+    let operator_only = operator_routes();
     let api = Router::new()
         .route("/v1/turns", post(rest::turns))
         .route("/v1/sagas", get(rest::sagas))

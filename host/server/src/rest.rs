@@ -179,19 +179,15 @@ fn lower(v: &[String]) -> Vec<String> {
     v.iter().map(|p| p.trim().to_ascii_lowercase()).collect()
 }
 
-/// `POST /v1/turns`: a turn of the caller's principal (its saga is
-/// recorded under it); 503 `paused` while the kill switch is on.
-pub async fn turns(
-    State(r): State<Arc<Rest>>,
-    Extension(who): Extension<Principal>,
-    super::admit::StrictJson(req): super::admit::StrictJson<TurnRequest>,
-) -> Response {
+/// The turn request's task, autonomy and role checked: the autonomy
+/// asked, or the 400 answer.
+fn checked(req: &TurnRequest) -> Result<Option<Autonomy>, Box<Response>> {
     if req.task.trim().is_empty() || req.task.len() > 64 * 1024 {
-        return detail(
+        return Err(Box::new(detail(
             StatusCode::BAD_REQUEST,
             "invalid_task",
             "task must be 1 to 65536 bytes",
-        );
+        )));
     }
     let autonomy = match req
         .autonomy
@@ -200,17 +196,75 @@ pub async fn turns(
         .transpose()
     {
         Ok(a) => a,
-        Err(e) => return detail(StatusCode::BAD_REQUEST, "invalid_autonomy", e),
+        Err(e) => {
+            return Err(Box::new(detail(
+                StatusCode::BAD_REQUEST,
+                "invalid_autonomy",
+                e,
+            )));
+        }
     };
     if let Some(role) = &req.role
         && !capsaga_core::providers::is_role_name(role)
     {
-        return detail(
+        return Err(Box::new(detail(
             StatusCode::BAD_REQUEST,
             "invalid_role",
             "role: lower-case letters, digits and `_` only",
-        );
+        )));
     }
+    Ok(autonomy)
+}
+
+/// The answer to `POST /v1/turns` for a turn's result (`scripted`: the
+/// provider was the scripted one).
+fn turn_response(
+    res: Result<capsaga_agent::trace::ExecutionTrace, capsaga_agent::runner::AgentError>,
+    scripted: bool,
+) -> Response {
+    match res {
+        Ok(tr) => Json(json!({
+            "trace_id": tr.trace_id,
+            "saga_id": tr.saga_id,
+            "outcome": tr.outcome.as_str(),
+            "saga_state": tr.saga_state.map(|s| s.to_string()),
+            "final_response": tr.final_response,
+            "cost_usd": tr.cost_usd,
+            "prompt_tokens": tr.prompt_tokens,
+            "response_tokens": tr.response_tokens,
+            "wall_time_ms": tr.wall_time_ms,
+            "after_untrusted": tr.after_untrusted,
+            "scope": tr.scope,
+            "mode": if scripted { "simulation" } else { "live" },
+            "trace": tr,
+        }))
+        .into_response(),
+        Err(
+            e @ capsaga_agent::runner::AgentError::Memory(capsaga_memory::MemoryError::Invalid(_)),
+        ) => detail(StatusCode::CONFLICT, "session", e.to_string()),
+        Err(e @ capsaga_agent::runner::AgentError::Memory(_)) => {
+            detail(StatusCode::SERVICE_UNAVAILABLE, "memory", e.to_string())
+        }
+        Err(e @ capsaga_agent::runner::AgentError::ToolChoiceNotOffered { .. }) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"detail": {"code": "tool_choice_not_offered", "message": e.to_string()}})),
+        )
+            .into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+/// `POST /v1/turns`: a turn of the caller's principal (its saga is
+/// recorded under it); 503 `paused` while the kill switch is on.
+pub async fn turns(
+    State(r): State<Arc<Rest>>,
+    Extension(who): Extension<Principal>,
+    super::admit::StrictJson(req): super::admit::StrictJson<TurnRequest>,
+) -> Response {
+    let autonomy = match checked(&req) {
+        Ok(a) => a,
+        Err(refused) => return *refused,
+    };
     let allowed = req.allowed_providers.as_ref().map(|a| {
         let a = lower(a);
         if a.iter().any(|p| p == "none") {
@@ -290,36 +344,10 @@ pub async fn turns(
         scope: capsaga_door::dispatch::Scope::RestTurn,
         ..TurnOptions::default()
     };
-    match run_turn(host, selected.provider.as_ref(), &req.task, &opts).await {
-        Ok(tr) => Json(json!({
-            "trace_id": tr.trace_id,
-            "saga_id": tr.saga_id,
-            "outcome": tr.outcome.as_str(),
-            "saga_state": tr.saga_state.map(|s| s.to_string()),
-            "final_response": tr.final_response,
-            "cost_usd": tr.cost_usd,
-            "prompt_tokens": tr.prompt_tokens,
-            "response_tokens": tr.response_tokens,
-            "wall_time_ms": tr.wall_time_ms,
-            "after_untrusted": tr.after_untrusted,
-            "scope": tr.scope,
-            "mode": if selected.scripted { "simulation" } else { "live" },
-            "trace": tr,
-        }))
-        .into_response(),
-        Err(
-            e @ capsaga_agent::runner::AgentError::Memory(capsaga_memory::MemoryError::Invalid(_)),
-        ) => detail(StatusCode::CONFLICT, "session", e.to_string()),
-        Err(e @ capsaga_agent::runner::AgentError::Memory(_)) => {
-            detail(StatusCode::SERVICE_UNAVAILABLE, "memory", e.to_string())
-        }
-        Err(e @ capsaga_agent::runner::AgentError::ToolChoiceNotOffered { .. }) => (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Json(json!({"detail": {"code": "tool_choice_not_offered", "message": e.to_string()}})),
-        )
-            .into_response(),
-        Err(e) => internal(e),
-    }
+    turn_response(
+        run_turn(host, selected.provider.as_ref(), &req.task, &opts).await,
+        selected.scripted,
+    )
 }
 
 /// `?limit=`.

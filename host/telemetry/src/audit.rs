@@ -121,6 +121,66 @@ fn failed(record: &str) -> bool {
     matches!(record, "FAIL" | "COMPENSATION_FAILED" | "IN_DOUBT")
 }
 
+/// The span of step `seq` of `saga` (its `records`, `first` and `last`
+/// the saga's times), and whether the step failed.
+fn step_span(
+    saga: &AuditSaga,
+    trace_id: &[u8],
+    root_id: &[u8],
+    seq: u64,
+    records: &[&AuditRecord],
+    (first, last): (u64, u64),
+) -> (Span, bool) {
+    let tool = records
+        .iter()
+        .find_map(|r| r.tool.as_deref())
+        .unwrap_or("unknown");
+    let outcome = records
+        .iter()
+        .rev()
+        .find(|r| r.record != LABEL)
+        .map_or("", |r| r.record.as_str());
+    let integrity = records.iter().rev().find_map(|r| r.integrity.as_deref());
+    let error_kind = records.iter().rev().find_map(|r| r.error_kind.as_deref());
+    let is_error = records.iter().any(|r| failed(&r.record));
+    let mut attributes = vec![
+        kv("capsaga.saga.id", s(&saga.saga_id)),
+        kv(
+            "capsaga.step.seq",
+            Any::IntValue(i64::try_from(seq).unwrap_or(i64::MAX)),
+        ),
+        kv("gen_ai.tool.name", s(tool)),
+        kv("capsaga.outcome", s(outcome)),
+    ];
+    if let Some(k) = error_kind.filter(|_| is_error) {
+        attributes.push(kv("error.type", s(k)));
+    }
+    if let Some(i) = integrity {
+        attributes.push(kv(INTEGRITY, s(i)));
+    }
+    let span = Span {
+        trace_id: trace_id.to_vec(),
+        span_id: id(&[trace_id, format!("step {seq}").as_bytes()].concat(), 8),
+        parent_span_id: root_id.to_vec(),
+        name: text(&format!("saga.step {tool}")),
+        kind: SpanKind::Internal as i32,
+        start_time_unix_nano: records.first().map_or(first, |r| r.at_unix_nano),
+        end_time_unix_nano: records.last().map_or(last, |r| r.at_unix_nano),
+        attributes,
+        events: records.iter().map(|r| event(r)).collect(),
+        status: Some(Status {
+            message: String::new(),
+            code: if is_error {
+                StatusCode::Error
+            } else {
+                StatusCode::Unset
+            } as i32,
+        }),
+        ..Span::default()
+    };
+    (span, is_error)
+}
+
 /// The saga as an OTLP `ExportTraceServiceRequest`.
 pub fn request(saga: &AuditSaga) -> ExportTraceServiceRequest {
     let trace_id = id(format!("capsaga saga {}", saga.saga_id).as_bytes(), 16);
@@ -138,57 +198,9 @@ pub fn request(saga: &AuditSaga) -> ExportTraceServiceRequest {
     let mut spans = Vec::with_capacity(steps.len() + 1);
     let mut saga_failed = false;
     for (seq, records) in &steps {
-        let tool = records
-            .iter()
-            .find_map(|r| r.tool.as_deref())
-            .unwrap_or("unknown");
-        let outcome = records
-            .iter()
-            .rev()
-            .find(|r| r.record != LABEL)
-            .map_or("", |r| r.record.as_str());
-        let integrity = records.iter().rev().find_map(|r| r.integrity.as_deref());
-        let error_kind = records.iter().rev().find_map(|r| r.error_kind.as_deref());
-        let is_error = records.iter().any(|r| failed(&r.record));
+        let (span, is_error) = step_span(saga, &trace_id, &root_id, *seq, records, (first, last));
         saga_failed |= is_error;
-        let mut attributes = vec![
-            kv("capsaga.saga.id", s(&saga.saga_id)),
-            kv(
-                "capsaga.step.seq",
-                Any::IntValue(i64::try_from(*seq).unwrap_or(i64::MAX)),
-            ),
-            kv("gen_ai.tool.name", s(tool)),
-            kv("capsaga.outcome", s(outcome)),
-        ];
-        if let Some(k) = error_kind.filter(|_| is_error) {
-            attributes.push(kv("error.type", s(k)));
-        }
-        if let Some(i) = integrity {
-            attributes.push(kv(INTEGRITY, s(i)));
-        }
-        spans.push(Span {
-            trace_id: trace_id.clone(),
-            span_id: id(
-                &[trace_id.as_slice(), format!("step {seq}").as_bytes()].concat(),
-                8,
-            ),
-            parent_span_id: root_id.clone(),
-            name: text(&format!("saga.step {tool}")),
-            kind: SpanKind::Internal as i32,
-            start_time_unix_nano: records.first().map_or(first, |r| r.at_unix_nano),
-            end_time_unix_nano: records.last().map_or(last, |r| r.at_unix_nano),
-            attributes,
-            events: records.iter().map(|r| event(r)).collect(),
-            status: Some(Status {
-                message: String::new(),
-                code: if is_error {
-                    StatusCode::Error
-                } else {
-                    StatusCode::Unset
-                } as i32,
-            }),
-            ..Span::default()
-        });
+        spans.push(span);
     }
     spans.insert(
         0,

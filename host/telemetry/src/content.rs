@@ -84,33 +84,7 @@ pub fn capture() -> Option<&'static Capture> {
     CAPTURE.get().and_then(Option::as_ref)
 }
 
-/// Whether a JSON key or an environment variable name names a secret
-/// (case-insensitive, `-` and `_` ignored): contains `password`, `passwd`,
-/// `secret`, `token`, `apikey`, `authorization`, `auth`, `cookie`,
-/// `credential`, `privatekey`, `kek`, `session`, `bearer`, or ends in `key`.
-pub fn secret_key(key: &str) -> bool {
-    let k: String = key
-        .chars()
-        .filter(|c| *c != '_' && *c != '-')
-        .flat_map(char::to_lowercase)
-        .collect();
-    const PARTS: [&str; 13] = [
-        "password",
-        "passwd",
-        "secret",
-        "token",
-        "apikey",
-        "authorization",
-        "auth",
-        "cookie",
-        "credential",
-        "privatekey",
-        "kek",
-        "session",
-        "bearer",
-    ];
-    PARTS.iter().any(|p| k.contains(p)) || k.ends_with("key")
-}
+pub use crate::secrets::secret_key;
 
 /// Whether a string looks like a credential by its shape.
 pub fn looks_secret(s: &str) -> bool {

@@ -37,7 +37,7 @@ static KNOWN: LazyLock<Known> = LazyLock::new(|| {
     };
     let env: Vec<String> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, _)| crate::content::secret_key(k))
+        .filter(|(k, _)| secret_key(k))
         .map(|(_, v)| v)
         .collect();
     add(&k, env.iter().map(String::as_str));
@@ -97,6 +97,34 @@ pub fn scrub_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
         Cow::Borrowed(_) => Cow::Borrowed(bytes),
         Cow::Owned(o) => Cow::Owned(o),
     }
+}
+
+/// Whether a JSON key or an environment variable name names a secret
+/// (case-insensitive, `-` and `_` ignored): contains `password`, `passwd`,
+/// `secret`, `token`, `apikey`, `authorization`, `auth`, `cookie`,
+/// `credential`, `privatekey`, `kek`, `session`, `bearer`, or ends in `key`.
+pub fn secret_key(key: &str) -> bool {
+    let k: String = key
+        .chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect();
+    const PARTS: [&str; 13] = [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "apikey",
+        "authorization",
+        "auth",
+        "cookie",
+        "credential",
+        "privatekey",
+        "kek",
+        "session",
+        "bearer",
+    ];
+    PARTS.iter().any(|p| k.contains(p)) || k.ends_with("key")
 }
 
 #[cfg(test)]

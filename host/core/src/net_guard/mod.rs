@@ -262,18 +262,9 @@ pub fn host_matches(pattern: &HostPattern, host: &DestHost) -> bool {
 
 const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
-/// Step 1: check the request against the call's grants.
-///
-/// # Errors
-/// [`NetDenied`]: no net grant, bad URL, scheme, userinfo, method, header,
-/// or no grant matching scheme, host and port.
-pub fn check_request(
-    req: &NetRequest<'_>,
-    grants: &[Capability],
-) -> Result<Destination, NetDenied> {
-    if net_grants(grants).next().is_none() {
-        return Err(NetDenied::NoGrant);
-    }
+/// Step 1's first part: the method (GET or HEAD in a dry run) and the
+/// headers the guest may set.
+fn check_method_and_headers(req: &NetRequest<'_>) -> Result<(), NetDenied> {
     if !METHODS.contains(&req.method) {
         return Err(NetDenied::Method {
             method: clip(req.method),
@@ -294,6 +285,22 @@ pub fn check_request(
             });
         }
     }
+    Ok(())
+}
+
+/// Step 1: check the request against the call's grants.
+///
+/// # Errors
+/// [`NetDenied`]: no net grant, bad URL, scheme, userinfo, method, header,
+/// or no grant matching scheme, host and port.
+pub fn check_request(
+    req: &NetRequest<'_>,
+    grants: &[Capability],
+) -> Result<Destination, NetDenied> {
+    if net_grants(grants).next().is_none() {
+        return Err(NetDenied::NoGrant);
+    }
+    check_method_and_headers(req)?;
     let bad = |reason: &str| NetDenied::BadUrl {
         url: clip(req.url),
         reason: reason.to_string(),

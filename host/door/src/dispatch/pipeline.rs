@@ -13,6 +13,7 @@ use crate::clock::deadline_from_now;
 use crate::registry::LoadedTool;
 use crate::saga::Saga;
 use crate::sandbox::{CallDiagnostics, SubModel};
+use capsaga_core::flow::Finding;
 use capsaga_core::idempotency::step_key;
 use capsaga_core::json::canonical;
 use capsaga_core::tool::CallContext;
@@ -38,35 +39,12 @@ impl Dispatcher {
         if let Some(outcome) = replay::replay(host, saga, tool, seq, &key).await? {
             return Ok((outcome, None));
         }
-        // 4. Policy.
-        let allowed = match policy::decide(host, tool, saga.autonomy) {
+        // 4, 4b.
+        let (allowed, findings, flow_only) = match admit(host, saga, tool, args) {
             Ok(a) => a,
             Err(r) => {
                 let Rejection { refusal, error } = *r;
                 return Ok((Outcome::Refused { refusal, error }, None));
-            }
-        };
-        // 4b. Information flow: the plan's scope, the arguments' provenance.
-        let flowed = match flow::judge(host, saga, tool, args) {
-            Ok(f) => f,
-            Err(r) => {
-                let Rejection { refusal, error } = *r;
-                return Ok((Outcome::Refused { refusal, error }, None));
-            }
-        };
-        // Parked only for information flow: a human's no refuses this call
-        // and the saga goes on (CallDeclined), as a sink's `deny` would.
-        let flow_only = matches!(
-            (&allowed, &flowed),
-            (Allowed::Freely, Flowed::Approve { .. })
-        );
-        let (allowed, findings) = match (allowed, flowed) {
-            (a, Flowed::Free) => (a, Vec::new()),
-            (Allowed::Freely, Flowed::Approve { reason, findings }) => {
-                (Allowed::WithApproval(reason), findings)
-            }
-            (Allowed::WithApproval(p), Flowed::Approve { reason, findings }) => {
-                (Allowed::WithApproval(format!("{p}; {reason}")), findings)
             }
         };
         // 5. Approval.
@@ -240,4 +218,38 @@ impl Dispatcher {
         }
         settled
     }
+}
+
+/// Stages 4 and 4b: the policy, then information flow (the plan's scope,
+/// the arguments' provenance). Whether the call may run freely or with an
+/// approval, the values a human's approval endorses, and whether it is
+/// parked only for information flow (then a human's no refuses this call
+/// and the saga goes on, as a sink's `deny` would).
+fn admit(
+    host: &crate::host::Host,
+    saga: &mut Saga,
+    tool: &LoadedTool,
+    args: &Value,
+) -> Result<(Allowed, Vec<Finding>, bool), Box<Rejection>> {
+    // 4. Policy.
+    let allowed = policy::decide(host, tool, saga.autonomy)?;
+    // 4b. Information flow: the plan's scope, the arguments' provenance.
+    let flowed = flow::judge(host, saga, tool, args)?;
+    // Parked only for information flow: a human's no refuses this call
+    // and the saga goes on (CallDeclined), as a sink's `deny` would.
+    let flow_only = matches!(
+        (&allowed, &flowed),
+        (Allowed::Freely, Flowed::Approve { .. })
+    );
+    Ok(match (allowed, flowed) {
+        (a, Flowed::Free) => (a, Vec::new(), flow_only),
+        (Allowed::Freely, Flowed::Approve { reason, findings }) => {
+            (Allowed::WithApproval(reason), findings, flow_only)
+        }
+        (Allowed::WithApproval(p), Flowed::Approve { reason, findings }) => (
+            Allowed::WithApproval(format!("{p}; {reason}")),
+            findings,
+            flow_only,
+        ),
+    })
 }

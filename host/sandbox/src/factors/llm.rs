@@ -18,9 +18,7 @@
 //! it must send the question without any tool, so a sub-question can never
 //! call a tool.
 
-use super::super::bindings::{WitLlmAnswer, WitLlmRequest, WitToolError, capsaga};
-use super::super::outcome::error_to_wit;
-use super::super::state::CallState;
+use super::super::bindings::{WitLlmAnswer, WitLlmRequest, WitToolError, capsaga, error_to_wit};
 use capsaga_core::capability::{Capability, Place};
 use capsaga_core::error::{ErrorKind, ToolError};
 use std::sync::Arc;
@@ -128,8 +126,11 @@ pub fn configure(grants: &[Capability]) -> LlmBinding {
     b
 }
 
-/// Phase 3's result: what one call may ask.
-#[derive(Clone, Default)]
+/// Phase 3's result: what one call may ask. It is the `llm` import's own
+/// context: the import is implemented on it and linked with the accessor
+/// of [`LlmView`] ([`add_to_linker`]), as wasmtime-wasi links each of its
+/// interfaces.
+#[derive(Clone)]
 pub struct LlmSlot {
     /// The tool.
     pub tool: String,
@@ -139,6 +140,9 @@ pub struct LlmSlot {
     pub model: Option<Arc<dyn SubModel>>,
     /// True in a dry run (no model call).
     pub dry_run: bool,
+    /// When the call's wall-clock deadline passes: the model's answer is
+    /// waited for until then.
+    pub deadline: Instant,
 }
 
 impl std::fmt::Debug for LlmSlot {
@@ -148,23 +152,44 @@ impl std::fmt::Debug for LlmSlot {
             .field("binding", &self.binding)
             .field("model", &self.model.is_some())
             .field("dry_run", &self.dry_run)
+            .field("deadline", &self.deadline)
             .finish()
     }
 }
 
-/// Phase 3: the slot of one call.
+/// Phase 3: the slot of one call ending at `deadline`.
 pub fn bind(
     tool: &str,
     binding: &LlmBinding,
     model: Option<Arc<dyn SubModel>>,
     dry_run: bool,
+    deadline: Instant,
 ) -> LlmSlot {
     LlmSlot {
         tool: tool.to_string(),
         binding: binding.clone(),
         model,
         dry_run,
+        deadline,
     }
+}
+
+/// A store's data that holds an [`LlmSlot`] (the accessor the `llm`
+/// import is linked with).
+pub trait LlmView: Send {
+    /// The call's slot.
+    fn llm(&mut self) -> &mut LlmSlot;
+}
+
+/// Link the `capsaga:tool/llm` import, implemented on [`LlmSlot`], into
+/// `linker`.
+///
+/// # Errors
+/// When the linker refuses the definition.
+pub fn add_to_linker<T: LlmView + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
+) -> wasmtime::Result<()> {
+    capsaga::tool::llm::add_to_linker::<T, wasmtime::component::HasSelf<LlmSlot>>(linker, T::llm)
 }
 
 impl LlmSlot {
@@ -275,11 +300,11 @@ impl LlmSlot {
     }
 }
 
-impl capsaga::tool::llm::Host for CallState {
+impl capsaga::tool::llm::Host for LlmSlot {
     /// Admit the request ([`LlmSlot::admit`]), then wait for the entry
     /// point's model until the call's deadline.
     async fn ask(&mut self, request: WitLlmRequest) -> Result<WitLlmAnswer, WitToolError> {
-        let admitted = self.llm.admit(
+        let admitted = self.admit(
             request.prompt,
             request.system,
             request.max_tokens,
@@ -388,7 +413,13 @@ mod tests {
     #[test]
     fn admit_checks_grant_tier_dry_run_model_and_caps() {
         let model: Arc<dyn SubModel> = Arc::new(Echo);
-        let none = bind("t", &LlmBinding::default(), Some(model.clone()), false);
+        let none = bind(
+            "t",
+            &LlmBinding::default(),
+            Some(model.clone()),
+            false,
+            Instant::now(),
+        );
         let e = none
             .admit("q".into(), None, None, None)
             .err()
@@ -396,7 +427,7 @@ mod tests {
         assert_eq!(e, Some(ErrorKind::PermissionDenied));
 
         let b = configure(&[cap("llm:cheap:200"), cap("llm:normal")]);
-        let slot = bind("t", &b, Some(model.clone()), false);
+        let slot = bind("t", &b, Some(model.clone()), false, Instant::now());
         let e = slot.admit("q".into(), None, None, Some("frontier")).err();
         let e = e.map(|e| (e.kind, e.message));
         assert!(
@@ -420,13 +451,13 @@ mod tests {
         let e = slot.admit(big, None, None, None).err().map(|e| e.kind);
         assert_eq!(e, Some(ErrorKind::QuotaExceeded));
 
-        let dry = bind("t", &b, Some(model), true);
+        let dry = bind("t", &b, Some(model), true, Instant::now());
         let e = dry
             .admit("q".into(), None, None, None)
             .err()
             .map(|e| e.kind);
         assert_eq!(e, Some(ErrorKind::Unsupported));
-        let nomodel = bind("t", &b, None, false);
+        let nomodel = bind("t", &b, None, false, Instant::now());
         let e = nomodel
             .admit("q".into(), None, None, None)
             .err()

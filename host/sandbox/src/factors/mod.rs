@@ -36,10 +36,10 @@ pub mod mem;
 pub mod net;
 pub mod secret;
 
-use super::net::NetHooks;
 use super::stdio::CapturePipe;
 use capsaga_core::capability::Capability;
 use capsaga_core::policy::Policy;
+use net::NetHooks;
 use std::path::Path;
 use std::sync::Arc;
 use wasmtime_wasi::WasiCtx;
@@ -277,6 +277,9 @@ impl Factors {
         dry_run: bool,
         deadline_ms: u64,
     ) -> Result<Bound, super::wasi::WasiSetupError> {
+        // The call's wall-clock deadline, the one the `llm` slot waits
+        // until and the store's epoch callback checks.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(deadline_ms);
         let mut builder = super::wasi::builder();
         env::bind(&bindings.env, &mut builder);
         fs::bind(&bindings.fs, &mut builder)?;
@@ -293,7 +296,7 @@ impl Factors {
             wasi: builder.build(),
             stdio,
             net,
-            llm: llm::bind("", &bindings.llm, None, dry_run),
+            llm: llm::bind("", &bindings.llm, None, dry_run, deadline),
             #[cfg(unix)]
             fs_journal: bindings.fs.journal.clone().filter(|_| !dry_run),
         })

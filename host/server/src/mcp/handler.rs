@@ -212,6 +212,33 @@ impl McpSession {
     }
 }
 
+/// Run `fut` until it ends, or until the client cancels the request
+/// (`None`), telling the client `message` every second when it gave a
+/// progress `token`. Also the number of progress notes sent.
+async fn with_progress<T>(
+    fut: impl Future<Output = T>,
+    context: &RequestContext<RoleServer>,
+    token: Option<&rmcp::model::ProgressToken>,
+    message: &str,
+) -> (Option<T>, f64) {
+    let mut n = 0.0;
+    tokio::pin!(fut);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let r = loop {
+        tokio::select! {
+            r = &mut fut => break Some(r),
+            () = context.ct.cancelled() => break None,
+            _ = tick.tick(), if token.is_some() => {
+                if let Some(p) = token.and_then(|t| progress(t, n, message)) {
+                    let _ = context.peer.notify_progress(p).await;
+                }
+                n += 1.0;
+            }
+        }
+    };
+    (r, n)
+}
+
 fn progress(
     token: &rmcp::model::ProgressToken,
     n: f64,
@@ -273,6 +300,55 @@ impl McpSession {
         parse(json!({ "tools": list }))
     }
 
+    /// A long call of a stateless client that supports tasks, started as
+    /// a task.
+    async fn start_task(
+        &self,
+        name: &str,
+        args: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let who = Principal::new(&self.state.principal.name, Role::Client);
+        let elicits = context
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
+        let created =
+            super::tasks::Tasks::start(&self.state.shared, &who, name, args, elicits).await?;
+        Ok(CallToolResponse::Task(created))
+    }
+
+    /// The answer to a call the client cancelled (its future dropped): the
+    /// session's saga (`slot`, still locked) settled from its log.
+    async fn cancelled(
+        &self,
+        mut slot: tokio::sync::MutexGuard<'_, Option<Scoped>>,
+        saga_id: &str,
+        first_seq: u64,
+    ) -> Result<CallToolResponse, McpError> {
+        // Cancelled: the call's future (the tool's instance with it) is
+        // dropped; the saga is settled from its log (the session's lock
+        // and its hold on the saga kept meanwhile: no other call of the
+        // session, and no other scope, runs behind it).
+        let hold = slot.take().map(|s| s.hold);
+        let kept = self.settle_cancelled(saga_id, first_seq).await;
+        let what = if kept.is_some() {
+            "the call had not begun; the session's saga goes on as it was"
+        } else {
+            "saga recovered from its log (whatever it had begun was compensated)"
+        };
+        *slot = kept.zip(hold).map(|(saga, hold)| Scoped { saga, hold });
+        drop(slot);
+        let e = ToolError::with_hint(
+            ErrorKind::Timeout,
+            format!("the call was cancelled; {what} (saga {saga_id})"),
+            "The client cancelled this call.",
+        );
+        to_result(tools::error_result(
+            &e,
+            json!({"saga_id": saga_id, "cancelled": true}),
+        ))
+    }
+
     /// `tools/call`.
     pub(super) async fn tools_call(
         &self,
@@ -294,12 +370,7 @@ impl McpSession {
             && super::tasks::is_long(shared, &name)
         {
             let args = Value::Object(request.arguments.unwrap_or_default());
-            let who = Principal::new(&self.state.principal.name, Role::Client);
-            let elicits = context
-                .client_capabilities()
-                .is_some_and(|c| c.elicitation.is_some());
-            let created = super::tasks::Tasks::start(shared, &who, &name, args, elicits).await?;
-            return Ok(CallToolResponse::Task(created));
+            return self.start_task(&name, args, &context).await;
         }
         if stateless::is_stateless(&context) {
             let args = Value::Object(request.arguments.unwrap_or_default());
@@ -337,47 +408,11 @@ impl McpSession {
         };
         let call = Call::new(&name, Args::Value(&args)).with_approver(&elicit);
         let token = context.meta.get_progress_token();
-        let mut n = 0.0;
-        let submitted = {
-            let fut = door.submit(saga, call);
-            tokio::pin!(fut);
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tokio::select! {
-                    r = &mut fut => break Some(r),
-                    () = context.ct.cancelled() => break None,
-                    _ = tick.tick(), if token.is_some() => {
-                        if let Some(p) = token.as_ref().and_then(|t| progress(t, n, &format!("{name}: running (saga {saga_id})"))) {
-                            let _ = context.peer.notify_progress(p).await;
-                        }
-                        n += 1.0;
-                    }
-                }
-            }
-        };
+        let running = format!("{name}: running (saga {saga_id})");
+        let (submitted, n) =
+            with_progress(door.submit(saga, call), &context, token.as_ref(), &running).await;
         let Some(submitted) = submitted else {
-            // Cancelled: the call's future (the tool's instance with it) is
-            // dropped; the saga is settled from its log (the session's lock
-            // and its hold on the saga kept meanwhile: no other call of the
-            // session, and no other scope, runs behind it).
-            let hold = slot.take().map(|s| s.hold);
-            let kept = self.settle_cancelled(&saga_id, first_seq).await;
-            let what = if kept.is_some() {
-                "the call had not begun; the session's saga goes on as it was"
-            } else {
-                "saga recovered from its log (whatever it had begun was compensated)"
-            };
-            *slot = kept.zip(hold).map(|(saga, hold)| Scoped { saga, hold });
-            drop(slot);
-            let e = ToolError::with_hint(
-                ErrorKind::Timeout,
-                format!("the call was cancelled; {what} (saga {saga_id})"),
-                "The client cancelled this call.",
-            );
-            return to_result(tools::error_result(
-                &e,
-                json!({"saga_id": saga_id, "cancelled": true}),
-            ));
+            return self.cancelled(slot, &saga_id, first_seq).await;
         };
         let submitted = submitted.map_err(internal)?;
         if let Some(p) = token

@@ -39,6 +39,7 @@ mod confirm;
 mod elicit;
 pub mod extension;
 mod handler;
+pub mod listeners;
 mod observe;
 pub mod refused;
 mod server;
@@ -92,7 +93,7 @@ pub struct McpShared {
     /// conformance fixtures; none in the `capsaga` binary).
     pub extension: Option<Arc<dyn extension::McpExtension>>,
     /// Sessions told when the tool list changes.
-    pub listeners: super::catalog::Listeners,
+    pub listeners: listeners::Listeners,
     /// Seals the `requestState` of multi round-trip results (a key drawn
     /// at start: a state outlives neither the server nor its TTL); `None`
     /// when the operating system gave no random key, and then no state is

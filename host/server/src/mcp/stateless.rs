@@ -57,7 +57,7 @@ use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::principal::{Principal, Role};
 use capsaga_door::dispatch::{
-    Act, Args, Call, DispatchError, Hold, Outcome, Scope, ScopeError, Settled, Via,
+    Act, Args, Call, DispatchError, Dispatcher, Hold, Outcome, Scope, ScopeError, Settled, Via,
 };
 use capsaga_door::saga::Saga;
 use rmcp::ErrorData as McpError;
@@ -270,6 +270,114 @@ impl McpSession {
         ))
     }
 
+    /// `capsaga_commit` or `capsaga_rollback` (`name`) of the saga
+    /// `handle` names.
+    async fn end_by_handle(
+        &self,
+        name: &str,
+        handle: Option<String>,
+        flight: &mut Flight,
+        door: &Dispatcher,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(h) = handle.filter(|h| h != NEW_SAGA) else {
+            return super::handler::to_result(tools::result(
+                "no saga handle: pass the handle of the saga to end (_meta \"dev.capsaga/saga\" or the argument `saga`)".into(),
+                true,
+                Some(json!({"saga_id": null})),
+            ));
+        };
+        let act = if name == tools::COMMIT {
+            Act::Commit
+        } else {
+            Act::Rollback
+        };
+        let (mut saga, hold) = self.open_handle(&h, act).await?;
+        flight.open(&saga, true, hold);
+        // Still open after a commit that parked it: released. After a
+        // failure of the door itself it stays this host's (recovery
+        // finishes it if this host goes).
+        let ended = self.end_saga_tool(name, &mut saga, door).await?;
+        if !saga.state().is_terminal() {
+            self.release(saga).await;
+        }
+        super::handler::to_result(ended)
+    }
+
+    /// The saga of a call: the one `handle` names (`NEW_SAGA`: a new one
+    /// the handle keeps), else a new one for this request alone; and
+    /// whether it outlives the request.
+    async fn open_for_call(
+        &self,
+        handle: Option<&str>,
+        context: &RequestContext<RoleServer>,
+        flight: &mut Flight,
+        door: &Dispatcher,
+    ) -> Result<(Saga, bool), McpError> {
+        let shared = &self.state.shared;
+        Ok(match handle {
+            Some(h) if h != NEW_SAGA => {
+                let (s, hold) = self.open_handle(h, Act::Continue).await?;
+                flight.open(&s, true, hold);
+                (s, true)
+            }
+            other => {
+                let label = format!(
+                    "mcp request ({})",
+                    super::elicit::client_label(context.client_info().as_ref())
+                );
+                let (mut s, hold) = door
+                    .open(&self.state.principal, Scope::Handle, &label, None)
+                    .await
+                    .map_err(super::handler::internal)?;
+                door.set_autonomy(&mut s, shared.autonomy());
+                let keep = other == Some(NEW_SAGA);
+                flight.open(&s, keep, hold);
+                (s, keep)
+            }
+        })
+    }
+
+    /// A retry answering the confirmation `p` (its `responses`): not
+    /// answered, asked again; declined, the saga rolled back; confirmed,
+    /// the saga back to run the call. `Err`: the request's answer.
+    async fn answered(
+        &self,
+        p: &confirm::Pending,
+        responses: Option<&InputResponses>,
+        name: &str,
+        mut saga: Saga,
+        (door, who): (&Dispatcher, &Principal),
+    ) -> Result<Saga, Result<CallToolResponse, McpError>> {
+        let saga_id = saga.id().to_string();
+        let Some(yes) = confirm::answer(responses) else {
+            // Not answered: ask again, with the same state.
+            let asked = self.ask_again(p, name, &saga_id).await;
+            self.release(saga).await;
+            return Err(asked.map(CallToolResponse::InputRequired));
+        };
+        if let Err(e) = door.confirm(&p.approval, yes, who).await {
+            // E.g. a state replayed after its approval was claimed: the
+            // saga stays as it was, released for its next request.
+            self.release(saga).await;
+            return Err(Err(McpError::invalid_request(e.to_string(), None)));
+        }
+        if !yes {
+            let report = match door.abort(&mut saga).await {
+                Ok(r) => r,
+                Err(e) => return Err(Err(super::handler::internal(e))),
+            };
+            return Err(super::handler::to_result(tools::result(
+                format!(
+                    "you declined the call: approval {} denied, saga {saga_id} rolled back (state {})",
+                    p.approval, report.final_state
+                ),
+                true,
+                Some(json!({"saga_id": saga_id, "approval_status": "denied"})),
+            )));
+        }
+        Ok(saga)
+    }
+
     /// The body of [`McpSession::call_stateless`]; `flight` learns the
     /// saga as soon as it is opened.
     async fn drive(
@@ -300,78 +408,17 @@ impl McpSession {
             handle = Some(p.saga.clone());
         }
         if name == tools::COMMIT || name == tools::ROLLBACK {
-            let Some(h) = handle.filter(|h| h != NEW_SAGA) else {
-                return super::handler::to_result(tools::result(
-                    "no saga handle: pass the handle of the saga to end (_meta \"dev.capsaga/saga\" or the argument `saga`)".into(),
-                    true,
-                    Some(json!({"saga_id": null})),
-                ));
-            };
-            let act = if name == tools::COMMIT {
-                Act::Commit
-            } else {
-                Act::Rollback
-            };
-            let (mut saga, hold) = self.open_handle(&h, act).await?;
-            flight.open(&saga, true, hold);
-            // Still open after a commit that parked it: released. After a
-            // failure of the door itself it stays this host's (recovery
-            // finishes it if this host goes).
-            let ended = self.end_saga_tool(name, &mut saga, &door).await?;
-            if !saga.state().is_terminal() {
-                self.release(saga).await;
-            }
-            return super::handler::to_result(ended);
+            return self.end_by_handle(name, handle, flight, &door).await;
         }
-        let (mut saga, keep) = match handle.as_deref() {
-            Some(h) if h != NEW_SAGA => {
-                let (s, hold) = self.open_handle(h, Act::Continue).await?;
-                flight.open(&s, true, hold);
-                (s, true)
-            }
-            other => {
-                let label = format!(
-                    "mcp request ({})",
-                    super::elicit::client_label(context.client_info().as_ref())
-                );
-                let (mut s, hold) = door
-                    .open(&self.state.principal, Scope::Handle, &label, None)
-                    .await
-                    .map_err(super::handler::internal)?;
-                door.set_autonomy(&mut s, shared.autonomy());
-                let keep = other == Some(NEW_SAGA);
-                flight.open(&s, keep, hold);
-                (s, keep)
-            }
-        };
+        let (mut saga, keep) = self
+            .open_for_call(handle.as_deref(), context, flight, &door)
+            .await?;
         let saga_id = saga.id().to_string();
         if let Some(p) = &confirming {
-            let Some(yes) = confirm::answer(responses) else {
-                // Not answered: ask again, with the same state.
-                let asked = self.ask_again(p, name, &saga_id).await;
-                self.release(saga).await;
-                return asked.map(CallToolResponse::InputRequired);
+            saga = match self.answered(p, responses, name, saga, (&door, &who)).await {
+                Ok(saga) => saga,
+                Err(answer) => return answer,
             };
-            if let Err(e) = door.confirm(&p.approval, yes, &who).await {
-                // E.g. a state replayed after its approval was claimed: the
-                // saga stays as it was, released for its next request.
-                self.release(saga).await;
-                return Err(McpError::invalid_request(e.to_string(), None));
-            }
-            if !yes {
-                let report = door
-                    .abort(&mut saga)
-                    .await
-                    .map_err(super::handler::internal)?;
-                return super::handler::to_result(tools::result(
-                    format!(
-                        "you declined the call: approval {} denied, saga {saga_id} rolled back (state {})",
-                        p.approval, report.final_state
-                    ),
-                    true,
-                    Some(json!({"saga_id": saga_id, "approval_status": "denied"})),
-                ));
-            }
         }
         let approver = Elicit {
             peer: context.peer.clone(),

@@ -80,6 +80,38 @@ fn emit_date(
     }
 }
 
+/// A numeric date at `c[i]` (its first number `n1` digits long):
+/// `2024-05-13`, `13/05/2024` (also read `05/13/2024` when both could be
+/// the month, but not with dots). Where it ends, and its date keys.
+fn numeric_date(c: &[char], i: usize, n1: usize) -> Option<(usize, Vec<String>)> {
+    let s1 = c.get(i + n1).copied()?;
+    if !matches!(s1, '-' | '/' | '.') {
+        return None;
+    }
+    let j = i + n1 + 1;
+    let n2 = digits_at(c, j);
+    if n2 == 0 || c.get(j + n2) != Some(&s1) {
+        return None;
+    }
+    let k = j + n2 + 1;
+    let n3 = digits_at(c, k);
+    let end = k + n3;
+    if n3 == 0 || c.get(end).is_some_and(|x| x.is_ascii_digit()) {
+        return None;
+    }
+    let (a, b, d) = (num(c, i, n1), num(c, j, n2), num(c, k, n3));
+    let mut keys = Vec::new();
+    if n1 == 4 && n2 <= 2 && n3 <= 2 {
+        keys.extend(date_key(a, b, d));
+    } else if n1 <= 2 && n2 <= 2 && n3 == 4 {
+        keys.extend(date_key(d, b, a));
+        if s1 != '.' && a != b {
+            keys.extend(date_key(d, a, b));
+        }
+    }
+    (!keys.is_empty()).then_some((end, keys))
+}
+
 /// Dates (atoms), and times, ordinals and dates without a year (marked
 /// only, so their digits are not read as numbers).
 pub(crate) fn dates(v: &View, marks: &mut Marks, out: &mut Vec<Atom>) {
@@ -94,32 +126,10 @@ pub(crate) fn dates(v: &View, marks: &mut Marks, out: &mut Vec<Atom>) {
         let n1 = digits_at(c, i);
         if n1 > 0 {
             // Numeric dates.
-            let s1 = c.get(i + n1).copied();
-            if let Some(s1) = s1.filter(|s| matches!(s, '-' | '/' | '.')) {
-                let j = i + n1 + 1;
-                let n2 = digits_at(c, j);
-                if n2 > 0 && c.get(j + n2) == Some(&s1) {
-                    let k = j + n2 + 1;
-                    let n3 = digits_at(c, k);
-                    let end = k + n3;
-                    if n3 > 0 && !c.get(end).is_some_and(|x| x.is_ascii_digit()) {
-                        let (a, b, d) = (num(c, i, n1), num(c, j, n2), num(c, k, n3));
-                        let mut keys = Vec::new();
-                        if n1 == 4 && n2 <= 2 && n3 <= 2 {
-                            keys.extend(date_key(a, b, d));
-                        } else if n1 <= 2 && n2 <= 2 && n3 == 4 {
-                            keys.extend(date_key(d, b, a));
-                            if s1 != '.' && a != b {
-                                keys.extend(date_key(d, a, b));
-                            }
-                        }
-                        if !keys.is_empty() {
-                            emit_date(v, i, end, &keys, marks, out);
-                            i = end;
-                            continue;
-                        }
-                    }
-                }
+            if let Some((end, keys)) = numeric_date(c, i, n1) {
+                emit_date(v, i, end, &keys, marks, out);
+                i = end;
+                continue;
             }
             // Times `10:30`, `10:30:00`.
             if n1 <= 2 && c.get(i + n1) == Some(&':') && digits_at(c, i + n1 + 1) == 2 {

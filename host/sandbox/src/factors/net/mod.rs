@@ -1,11 +1,16 @@
-//! The `net` factor: `net:http[s]:<host>[:<port>]` grants let the guest send
-//! HTTP requests through `wasi:http`, each one checked by the net guard
-//! (`sandbox::net`); the operator's `[net]` settings (limits, static hosts)
-//! and TLS roots are loaded once.
+//! The `net` capability, in one folder: `net:http[s]:<host>[:<port>]`
+//! grants let the guest send HTTP requests through `wasi:http`, each one
+//! checked by the net guard ([`hooks`]: the per-call slot, the `wasi:http`
+//! hooks linked through `WasiHttpView`); this module is its factor: the
+//! operator's `[net]` settings (limits, static hosts) and TLS roots, loaded
+//! once, and the per-call binding.
+
+pub mod hooks;
+
+pub use hooks::{NetHooks, NetRecord, annotate_error};
 
 use super::FactorError;
 use super::secret::SecretFactor;
-use crate::net::NetHooks;
 use capsaga_core::capability::Capability;
 use capsaga_core::policy::{NetSettings, Policy};
 use std::path::Path;

@@ -22,14 +22,14 @@
 //! Guests have no sockets and no name lookup (`wasi:sockets` stays denied in
 //! the WASI context). Every request leaves a [`NetRecord`] in the call's
 //! diagnostics. The operator's settings, TLS roots and secrets come from the
-//! `net` and `secret` factors (`sandbox::factors`), which build these hooks
-//! for each call.
+//! `net` and `secret` factors (`sandbox::factors`): the net factor
+//! (the parent module) builds these hooks for each call.
 
 mod body;
 mod send;
 
-use super::factors::net::NetFactor;
-use super::factors::secret::SecretFactor;
+use super::NetFactor;
+use crate::factors::secret::SecretFactor;
 use capsaga_core::capability::Capability;
 use capsaga_core::error::ToolError;
 use capsaga_core::net_guard::forbidden_header;
