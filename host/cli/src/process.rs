@@ -39,27 +39,6 @@ fn is_import(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
         .any(|w| w[0] == "memory" && w[1] == "import")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::is_import;
-
-    fn line(s: &str) -> impl Iterator<Item = std::ffi::OsString> {
-        s.split(' ')
-            .map(std::ffi::OsString::from)
-            .collect::<Vec<_>>()
-            .into_iter()
-    }
-
-    #[test]
-    fn only_memory_import_embeds_on_its_own_threads() {
-        assert!(is_import(line("capsaga memory import talks.jsonl")));
-        assert!(is_import(line("capsaga -v memory import -")));
-        assert!(!is_import(line("capsaga memory export")));
-        assert!(!is_import(line("capsaga serve")));
-        assert!(!is_import(line("import memory")));
-    }
-}
-
 /// Install the process's tracing subscriber: telemetry (issue 30: metrics
 /// always, OTLP export when an `OTEL_EXPORTER_OTLP_*` endpoint is set) and
 /// log lines on stderr at `filter` (`warn`, `info`, `debug`; `CAPSAGA_LOG`
@@ -85,4 +64,25 @@ pub fn subscribe(
         .with(logs)
         .try_init();
     telemetry
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_import;
+
+    fn line(s: &str) -> impl Iterator<Item = std::ffi::OsString> {
+        s.split(' ')
+            .map(std::ffi::OsString::from)
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    #[test]
+    fn only_memory_import_embeds_on_its_own_threads() {
+        assert!(is_import(line("capsaga memory import talks.jsonl")));
+        assert!(is_import(line("capsaga -v memory import -")));
+        assert!(!is_import(line("capsaga memory export")));
+        assert!(!is_import(line("capsaga serve")));
+        assert!(!is_import(line("import memory")));
+    }
 }

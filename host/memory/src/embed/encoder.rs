@@ -159,6 +159,20 @@ struct Layer {
     output_norm: LayerNorm,
 }
 
+impl Layer {
+    /// The rest of the layer after self-attention, row by row: the
+    /// attention's output projection, residual and norm, then the
+    /// feed-forward block (GELU, erf form), residual and norm.
+    fn after_attention(&self, context: &Tensor, x: &Tensor) -> Result<Tensor> {
+        let attended = self
+            .attention_norm
+            .forward(&(self.attention_out.forward(context)? + x)?)?;
+        let inner = self.intermediate.forward(&attended)?.gelu_erf()?;
+        self.output_norm
+            .forward(&(self.output.forward(&inner)? + &attended)?)
+    }
+}
+
 /// The encoder: embeddings, then [`Shape::layers`] transformer layers.
 pub(crate) struct Encoder {
     words: Embedding,
@@ -261,13 +275,7 @@ impl Encoder {
                 .matmul(&v)?
                 .transpose(1, 2)?
                 .reshape((batch * len, h))?;
-            let attended = l
-                .attention_norm
-                .forward(&(l.attention_out.forward(&context)? + &x)?)?;
-            let inner = l.intermediate.forward(&attended)?.gelu_erf()?;
-            x = l
-                .output_norm
-                .forward(&(l.output.forward(&inner)? + &attended)?)?;
+            x = l.after_attention(&context, &x)?;
         }
         x.reshape((batch, len, h))
     }
@@ -320,13 +328,7 @@ impl Encoder {
                 parts.push(probs.matmul(&v)?.transpose(1, 2)?.reshape((len, h))?);
             }
             let context = Tensor::cat(&parts, 0)?;
-            let attended = l
-                .attention_norm
-                .forward(&(l.attention_out.forward(&context)? + &x)?)?;
-            let inner = l.intermediate.forward(&attended)?.gelu_erf()?;
-            x = l
-                .output_norm
-                .forward(&(l.output.forward(&inner)? + &attended)?)?;
+            x = l.after_attention(&context, &x)?;
         }
         Ok(x)
     }
