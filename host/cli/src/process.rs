@@ -14,6 +14,11 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 /// # Safety
 /// It writes the process's environment: call it as the first statement of
 /// `main`, before any other thread exists.
+///
+/// For `capsaga memory import` it also sets `CANDLE_NUM_THREADS=1` (when
+/// unset): candle's pool off, the import embeds on one thread per CPU
+/// itself ([`capsaga_memory::embed::import_workers`]) instead of having
+/// each matrix product split over threads that spin between products.
 pub unsafe fn fix_model_threads() {
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
         let n = capsaga_memory::embed::model_threads();
@@ -21,6 +26,17 @@ pub unsafe fn fix_model_threads() {
         // could read the environment at the same time.
         unsafe { std::env::set_var("RAYON_NUM_THREADS", n.to_string()) };
     }
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() && is_import(std::env::args_os()) {
+        // SAFETY: as above.
+        unsafe { std::env::set_var("CANDLE_NUM_THREADS", "1") };
+    }
+}
+
+/// Whether a command line (program name first) runs `memory import`.
+fn is_import(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    let args: Vec<std::ffi::OsString> = args.skip(1).collect();
+    args.windows(2)
+        .any(|w| w[0] == "memory" && w[1] == "import")
 }
 
 /// Install the process's tracing subscriber: telemetry (issue 30: metrics
@@ -48,4 +64,25 @@ pub fn subscribe(
         .with(logs)
         .try_init();
     telemetry
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_import;
+
+    fn line(s: &str) -> impl Iterator<Item = std::ffi::OsString> {
+        s.split(' ')
+            .map(std::ffi::OsString::from)
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    #[test]
+    fn only_memory_import_embeds_on_its_own_threads() {
+        assert!(is_import(line("capsaga memory import talks.jsonl")));
+        assert!(is_import(line("capsaga -v memory import -")));
+        assert!(!is_import(line("capsaga memory export")));
+        assert!(!is_import(line("capsaga serve")));
+        assert!(!is_import(line("import memory")));
+    }
 }

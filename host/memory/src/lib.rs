@@ -74,6 +74,9 @@ pub struct MemoryConfig {
     pub archive_after_days: i64,
     /// The weights of the episodes' ranking.
     pub rank: rank::Params,
+    /// Threads an import embeds with at once (default
+    /// [`embed::import_workers`]).
+    pub import_workers: usize,
 }
 
 impl MemoryConfig {
@@ -97,6 +100,7 @@ impl MemoryConfig {
             archive_below: 0.3,
             archive_after_days: 60,
             rank: rank::Params::default(),
+            import_workers: embed::import_workers(),
         }
     }
 

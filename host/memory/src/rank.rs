@@ -8,8 +8,11 @@
 //!    retrieval; an exchange not embedded yet counts by words only), plus
 //!    [`Params::w_window`] when the question names a time and the exchange
 //!    happened then.
-//! 2. **The later value wins**: of two candidates about the same subject
-//!    (the cosine of their vectors at least [`Params::same_subject`]), the
+//! 2. **The later value wins**: of two candidates of one sender where the
+//!    later gives a new value of the earlier's subject (the cosine of
+//!    their vectors at least [`Params::same_subject`] and their value
+//!    words differ, or at least [`Params::change_subject`] when the later
+//!    says that something changed), the
 //!    later one (by the exchanges' own dates) is placed just above the
 //!    earlier one when it ranked below it. Dates are walked in order, so a
 //!    value changed twice ends with the last change first. When the
@@ -30,6 +33,7 @@
 
 use crate::score::dot;
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 /// One candidate exchange.
 #[derive(Debug, Clone)]
@@ -51,6 +55,12 @@ pub struct Candidate {
     /// Whether its user's words say that something changed
     /// ([`crate::supersede::states_change`]).
     pub states_change: bool,
+    /// Who said it: the later-value rule links exchanges of one sender
+    /// only (a search over a namespace mixes senders).
+    pub sender: String,
+    /// The words of its user message that carry a value
+    /// ([`crate::supersede::values`]).
+    pub values: BTreeSet<String>,
 }
 
 /// The ranking's weights (see the module's documentation).
@@ -120,16 +130,26 @@ fn better(cands: &[Candidate], score: &[f64], a: usize, b: usize) -> Ordering {
         .then_with(|| cands[a].key.cmp(&cands[b].key))
 }
 
-/// Whether the later candidate `i` is about the subject of the earlier
-/// `j`: their cosine at least [`Params::same_subject`], or at least
-/// [`Params::change_subject`] when `i` says that something changed.
+/// Whether the later candidate `i` gives a new value of the subject of
+/// the earlier `j`: both of one sender, and either `i` says that
+/// something changed and their cosine is at least
+/// [`Params::change_subject`], or their cosine is at least
+/// [`Params::same_subject`] and their values differ
+/// ([`crate::supersede::values_disagree`]). The cosine alone is not
+/// enough: two exchanges on one topic that neither state a change nor
+/// give different values (a question asked again, an answer in other
+/// words) are not a change, and linking them lifted later exchanges
+/// above the evidence of paraphrased questions.
 fn same_subject(cands: &[Candidate], i: usize, j: usize, p: &Params) -> bool {
-    let least = if cands[i].states_change {
-        p.same_subject.min(p.change_subject)
-    } else {
-        p.same_subject
+    let (a, b) = (&cands[i], &cands[j]);
+    if a.sender != b.sender {
+        return false;
+    }
+    let Some(c) = cos(a, b) else {
+        return false;
     };
-    cos(&cands[i], &cands[j]).is_some_and(|c| c >= least)
+    (a.states_change && c >= p.change_subject)
+        || (c >= p.same_subject && crate::supersede::values_disagree(&b.values, &a.values))
 }
 
 /// Step 2: each candidate's score after the later-value rule. An earlier
@@ -262,6 +282,10 @@ mod tests {
             vector: Some(unit(vector)),
             in_window: false,
             states_change: false,
+            sender: "u".into(),
+            // Each statement its own value (so that two of one subject
+            // disagree), unless a test says otherwise.
+            values: BTreeSet::from([format!("v-{session}")]),
         }
     }
 
@@ -390,6 +414,45 @@ mod tests {
             ..Params::default()
         };
         assert_eq!(&sessions(&c, &rank(&c, &p, 3))[..3], ["jun", "may", "jan"]);
+    }
+
+    #[test]
+    fn a_later_exchange_on_the_subject_without_a_new_value_or_a_change_stays_below() {
+        // Near in meaning (cosine 0.99), later, less relevant: a question
+        // asked again, an answer in other words. Without a value that
+        // differs or words of change it is not a later value.
+        let mut c = vec![
+            cand("jan", 100, 0.70, &[1.0, 0.1, 0.0]),
+            cand("mar", 300, 0.45, &[1.0, 0.2, 0.0]),
+        ];
+        let p = Params {
+            mmr_lambda: 1.0,
+            ..Params::default()
+        };
+        assert_eq!(sessions(&c, &rank(&c, &p, 2)), ["mar", "jan"]);
+        // The same value, or no value on one side: no change.
+        c[1].values = c[0].values.clone();
+        assert_eq!(sessions(&c, &rank(&c, &p, 2)), ["jan", "mar"]);
+        c[1].values.clear();
+        assert_eq!(sessions(&c, &rank(&c, &p, 2)), ["jan", "mar"]);
+        // Saying that something changed links it again.
+        c[1].states_change = true;
+        assert_eq!(sessions(&c, &rank(&c, &p, 2)), ["mar", "jan"]);
+    }
+
+    #[test]
+    fn another_senders_later_value_does_not_win() {
+        let mut c = vec![
+            cand("jan", 100, 0.70, &[1.0, 0.1, 0.0]),
+            cand("mar", 300, 0.45, &[1.0, 0.2, 0.0]),
+        ];
+        c[1].states_change = true;
+        c[1].sender = "v".into();
+        let p = Params {
+            mmr_lambda: 1.0,
+            ..Params::default()
+        };
+        assert_eq!(sessions(&c, &rank(&c, &p, 2)), ["jan", "mar"]);
     }
 
     #[test]

@@ -228,8 +228,6 @@ impl Memory {
             return Ok(Vec::new());
         }
         let dim = self.embedder.dim();
-        // By meaning: the cosine of every scanned vector, the best kept.
-        let mut sims: Vec<(f32, String, Vec<u8>)> = Vec::new();
         let query = match query {
             Some(q) if q.len() != dim => {
                 return Err(MemoryError::Dimension {
@@ -242,18 +240,14 @@ impl Memory {
             None => None,
         };
         let query = query.as_deref();
-        if let Some(q) = query {
-            for (id, blob) in self
-                .store
-                .episode_vectors(namespace, sender, SEMANTIC_SCAN)?
-            {
-                let v = embed::from_blob(&format!("episode {id}"), &blob, dim)?;
-                sims.push((score::dot(q, &v), id, blob));
-            }
-            sims.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-            let extra = self.later_neighbours(&sims, dim)?;
-            sims.truncate(FUSION_POOL);
-            sims.extend(extra);
+        // By meaning: the scope's vectors, read once into one matrix.
+        let scan = match query {
+            Some(q) => Scan::new(&self.store, namespace, sender, q, dim)?,
+            None => Scan::default(),
+        };
+        let mut ids: Vec<&str> = scan.pool().map(|r| scan.ids[r].as_str()).collect();
+        for r in scan.later_neighbours(&self.cfg.rank) {
+            ids.push(scan.ids[r].as_str());
         }
         // By words.
         let words = match score::fts_query(message) {
@@ -262,36 +256,23 @@ impl Memory {
                 .match_scores(namespace, sender, &f, FUSION_POOL)?,
             None => Vec::new(),
         };
-        let mut ids: Vec<&str> = sims.iter().map(|(_, id, _)| id.as_str()).collect();
         for (id, _) in &words {
             if !ids.contains(&id.as_str()) {
                 ids.push(id);
             }
         }
-        let rows = self.store.episodes_by_id(&ids)?;
-        // The vectors of word matches outside the best cosines.
-        let mut vectors: std::collections::HashMap<String, Vec<u8>> = sims
-            .iter()
-            .map(|(_, id, b)| (id.clone(), b.clone()))
-            .collect();
-        let missing: Vec<&str> = rows
-            .iter()
-            .map(|e| e.episode_id.as_str())
-            .filter(|id| !vectors.contains_key(*id))
-            .collect();
-        if query.is_some() && !missing.is_empty() {
-            vectors.extend(self.store.vectors_by_id(&missing)?);
-        }
+        let rows = self.store.episodes_with_vectors(&ids)?;
         let window = when::window(message, now);
         let mut cands = Vec::with_capacity(rows.len());
-        for e in &rows {
-            let vector = match vectors.get(&e.episode_id) {
-                Some(b) => Some(embed::from_blob(
+        let mut episodes = Vec::with_capacity(rows.len());
+        for (e, blob) in rows {
+            let vector = match (&blob, query) {
+                (Some(b), Some(_)) => Some(embed::from_blob(
                     &format!("episode {}", e.episode_id),
                     b,
                     dim,
                 )?),
-                None => None,
+                _ => None,
             };
             let at = e.started_at.parse::<Timestamp>().ok();
             cands.push(rank::Candidate {
@@ -312,53 +293,14 @@ impl Memory {
                     _ => false,
                 },
                 states_change: crate::supersede::states_change(&e.user_message),
+                sender: e.sender.clone(),
+                values: crate::supersede::values(&e.user_message),
             });
+            episodes.push(e);
         }
         let order = rank::rank(&cands, &self.cfg.rank, k);
-        let mut rows: Vec<Option<Episode>> = rows.into_iter().map(Some).collect();
+        let mut rows: Vec<Option<Episode>> = episodes.into_iter().map(Some).collect();
         Ok(order.into_iter().filter_map(|i| rows[i].take()).collect())
-    }
-
-    /// The episodes past the [`FUSION_POOL`] best of `sims` (sorted best
-    /// first: cosine to the query, id, vector) that are near one of the
-    /// [`LINK_SEEDS`] best (a cosine at least the ranking's lower subject
-    /// threshold), the [`LINK_EXTRA`] nearest (ties by id): the candidates
-    /// a change of value said in other words brings (see [`rank`]).
-    fn later_neighbours(
-        &self,
-        sims: &[(f32, String, Vec<u8>)],
-        dim: usize,
-    ) -> Result<Vec<(f32, String, Vec<u8>)>> {
-        let p = &self.cfg.rank;
-        let least = p.same_subject.min(p.change_subject);
-        if sims.len() <= FUSION_POOL || least > 1.0 {
-            return Ok(Vec::new());
-        }
-        let seeds = sims
-            .iter()
-            .take(LINK_SEEDS)
-            .map(|(_, id, b)| embed::from_blob(&format!("episode {id}"), b, dim))
-            .collect::<Result<Vec<_>>>()?;
-        let mut near: Vec<(f32, usize)> = Vec::new();
-        for (k, (_, id, b)) in sims.iter().enumerate().skip(FUSION_POOL) {
-            let v = embed::from_blob(&format!("episode {id}"), b, dim)?;
-            let best = seeds
-                .iter()
-                .map(|s| score::dot(s, &v))
-                .fold(f32::NEG_INFINITY, f32::max);
-            if best >= least {
-                near.push((best, k));
-            }
-        }
-        near.sort_by(|a, b| {
-            b.0.total_cmp(&a.0)
-                .then_with(|| sims[a.1].1.cmp(&sims[b.1].1))
-        });
-        Ok(near
-            .into_iter()
-            .take(LINK_EXTRA)
-            .map(|(_, k)| sims[k].clone())
-            .collect())
     }
 
     /// Embed up to `limit` episodes that have no vector yet (new ones: the
@@ -389,5 +331,107 @@ impl Memory {
         }
         let ids: Vec<&str> = facts.iter().map(|f| f.fact_id.as_str()).collect();
         self.store.access_facts(&ids, &rfc3339(Timestamp::now()))
+    }
+}
+
+/// The vectors of a search's scope (at most [`SEMANTIC_SCAN`], newest
+/// first) in one contiguous matrix of unit rows, their ids, and their
+/// cosines to the query, read once per search.
+#[derive(Default)]
+struct Scan {
+    dim: usize,
+    ids: Vec<String>,
+    matrix: Vec<f32>,
+    /// Rows by cosine to the query, best first (ties by id).
+    order: Vec<usize>,
+}
+
+impl Scan {
+    fn new(
+        store: &crate::Store,
+        namespace: &str,
+        sender: Option<&str>,
+        q: &[f32],
+        dim: usize,
+    ) -> Result<Scan> {
+        let mut ids = Vec::new();
+        let mut matrix = Vec::new();
+        store.each_episode_vector(namespace, sender, SEMANTIC_SCAN, |id, blob| {
+            if blob.len() != dim * 4 {
+                return Err(MemoryError::Dimension {
+                    what: format!("episode {id}"),
+                    expected: dim,
+                    found: blob.len() / 4,
+                });
+            }
+            matrix.extend(
+                blob.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            );
+            ids.push(id.to_string());
+            Ok(())
+        })?;
+        let sims: Vec<f32> = matrix.chunks_exact(dim).map(|v| score::dot(q, v)).collect();
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        let by = |a: &usize, b: &usize| {
+            sims[*b]
+                .total_cmp(&sims[*a])
+                .then_with(|| ids[*a].cmp(&ids[*b]))
+        };
+        // Only the pool's order matters (and the rest's membership).
+        if order.len() > FUSION_POOL {
+            order.select_nth_unstable_by(FUSION_POOL, by);
+            order[..FUSION_POOL].sort_unstable_by(by);
+        } else {
+            order.sort_unstable_by(by);
+        }
+        Ok(Scan {
+            dim,
+            ids,
+            matrix,
+            order,
+        })
+    }
+
+    fn row(&self, r: usize) -> &[f32] {
+        &self.matrix[r * self.dim..(r + 1) * self.dim]
+    }
+
+    /// The [`FUSION_POOL`] rows nearest the query, best first.
+    fn pool(&self) -> impl Iterator<Item = usize> + '_ {
+        self.order.iter().take(FUSION_POOL).copied()
+    }
+
+    /// The rows past the pool that are near one of the [`LINK_SEEDS`]
+    /// best (a cosine at least the ranking's lower subject threshold), the
+    /// [`LINK_EXTRA`] nearest (ties by id): the candidates a change of
+    /// value said in other words brings (see [`rank`]).
+    fn later_neighbours(&self, p: &rank::Params) -> Vec<usize> {
+        let least = p.same_subject.min(p.change_subject);
+        if self.order.len() <= FUSION_POOL || least > 1.0 {
+            return Vec::new();
+        }
+        let seeds: Vec<&[f32]> = self
+            .order
+            .iter()
+            .take(LINK_SEEDS)
+            .map(|&r| self.row(r))
+            .collect();
+        let mut near: Vec<(f32, usize)> = self.order[FUSION_POOL..]
+            .iter()
+            .filter_map(|&r| {
+                let v = self.row(r);
+                let best = seeds
+                    .iter()
+                    .map(|s| score::dot(s, v))
+                    .fold(f32::NEG_INFINITY, f32::max);
+                (best >= least).then_some((best, r))
+            })
+            .collect();
+        near.sort_by(|a, b| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| self.ids[a.1].cmp(&self.ids[b.1]))
+        });
+        near.into_iter().take(LINK_EXTRA).map(|(_, r)| r).collect()
     }
 }

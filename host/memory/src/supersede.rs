@@ -71,8 +71,12 @@ pub fn values(text: &str) -> BTreeSet<String> {
 /// Whether two statements give different values: neither's value words
 /// hold the other's (and both have some).
 pub fn disagree(a: &str, b: &str) -> bool {
-    let (va, vb) = (values(a), values(b));
-    !va.is_empty() && !vb.is_empty() && !va.is_subset(&vb) && !vb.is_subset(&va)
+    values_disagree(&values(a), &values(b))
+}
+
+/// [`disagree`] over the value words of two statements.
+pub fn values_disagree(a: &BTreeSet<String>, b: &BTreeSet<String>) -> bool {
+    !a.is_empty() && !b.is_empty() && !a.is_subset(b) && !b.is_subset(a)
 }
 
 /// Words by which people say that something they told before has changed

@@ -145,3 +145,47 @@ fn an_export_imported_again_adds_nothing_and_reads_back_into_a_fresh_memory() {
     m.export("default", Some("token:bob"), &mut bob).unwrap();
     assert_eq!(String::from_utf8(bob).unwrap().lines().count(), 1);
 }
+
+#[test]
+fn an_import_on_several_threads_stores_the_vectors_of_one_thread() {
+    require_model!("an_import_on_several_threads_stores_the_vectors_of_one_thread");
+    // Enough exchanges for several groups of the embedder, of many lengths.
+    let lines: Vec<String> = (0..12)
+        .map(|s| {
+            let xs: Vec<(String, String)> = (0..10)
+                .map(|i| {
+                    (
+                        format!(
+                            "Question {s}-{i}: {}",
+                            "tell me more ".repeat(1 + (s * i) % 7)
+                        ),
+                        format!("Answer {i}."),
+                    )
+                })
+                .collect();
+            let xs: Vec<(&str, &str)> = xs.iter().map(|(u, a)| (u.as_str(), a.as_str())).collect();
+            session("u", &format!("s{s}"), "2025-02-03T09:00:00Z", &xs)
+        })
+        .collect();
+    let text = lines.join("\n");
+    let vectors = |workers: usize| {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().join("workspace");
+        let mut cfg = capsaga_memory::MemoryConfig::new(d.path().join("memory/episodes.db"), ws);
+        cfg.import_workers = workers;
+        let m = Memory::open(cfg, common::model()).unwrap();
+        assert_eq!(import(&m, &text).added, 120);
+        let mut ids: Vec<String> = all(&m).into_iter().map(|e| e.episode_id).collect();
+        ids.sort();
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        m.store().episodes_with_vectors(&refs).unwrap()
+    };
+    let one = vectors(1);
+    let three = vectors(3);
+    assert_eq!(one.len(), 120);
+    for ((a, va), (b, vb)) in one.iter().zip(&three) {
+        assert_eq!(a.episode_id, b.episode_id);
+        assert!(va.is_some());
+        assert_eq!(va, vb, "{}", a.user_message);
+    }
+}

@@ -159,6 +159,20 @@ struct Layer {
     output_norm: LayerNorm,
 }
 
+impl Layer {
+    /// The rest of the layer after self-attention, row by row: the
+    /// attention's output projection, residual and norm, then the
+    /// feed-forward block (GELU, erf form), residual and norm.
+    fn after_attention(&self, context: &Tensor, x: &Tensor) -> Result<Tensor> {
+        let attended = self
+            .attention_norm
+            .forward(&(self.attention_out.forward(context)? + x)?)?;
+        let inner = self.intermediate.forward(&attended)?.gelu_erf()?;
+        self.output_norm
+            .forward(&(self.output.forward(&inner)? + &attended)?)
+    }
+}
+
 /// The encoder: embeddings, then [`Shape::layers`] transformer layers.
 pub(crate) struct Encoder {
     words: Embedding,
@@ -261,14 +275,61 @@ impl Encoder {
                 .matmul(&v)?
                 .transpose(1, 2)?
                 .reshape((batch * len, h))?;
-            let attended = l
-                .attention_norm
-                .forward(&(l.attention_out.forward(&context)? + &x)?)?;
-            let inner = l.intermediate.forward(&attended)?.gelu_erf()?;
-            x = l
-                .output_norm
-                .forward(&(l.output.forward(&inner)? + &attended)?)?;
+            x = l.after_attention(&context, &x)?;
         }
         x.reshape((batch, len, h))
+    }
+
+    /// The last hidden states of several token sequences run together,
+    /// without padding: their rows concatenated, `(Σ lens, hidden)`. The
+    /// dense layers, norms and activations work row by row over all the
+    /// sequences' tokens at once (one product per layer for the whole
+    /// group); attention is computed within each sequence. A sequence's
+    /// states are those it has alone (no padding enters its attention, and
+    /// a row's product does not depend on the other rows).
+    ///
+    /// # Errors
+    /// candle's error; a sequence longer than the position table.
+    pub(crate) fn forward_packed(&self, seqs: &[&[u32]]) -> Result<Tensor> {
+        let h = self.shape.hidden;
+        let heads = self.shape.heads;
+        let head_dim = h / heads;
+        let total: usize = seqs.iter().map(|s| s.len()).sum();
+        let device = self.positions.device();
+        let ids: Vec<u32> = seqs.iter().flat_map(|s| s.iter().copied()).collect();
+        let positions: Vec<u32> = seqs.iter().flat_map(|s| 0..s.len() as u32).collect();
+        let ids = Tensor::from_vec(ids, total, device)?;
+        let positions = Tensor::from_vec(positions, total, device)?;
+        let x = self
+            .words
+            .forward(&ids)?
+            .add(&self.positions.index_select(&positions, 0)?)?
+            .broadcast_add(&self.token_type)?;
+        let mut x = self.embeddings_norm.forward(&x)?;
+        let scale = 1.0 / (head_dim as f64).sqrt();
+        for l in &self.layers {
+            let qkv = l.qkv.forward(&x)?;
+            let mut parts = Vec::with_capacity(seqs.len());
+            let mut start = 0;
+            for s in seqs {
+                let len = s.len();
+                let one = qkv.narrow(0, start, len)?;
+                start += len;
+                let split = |t: Tensor| -> Result<Tensor> {
+                    t.reshape((1, len, heads, head_dim))?
+                        .transpose(1, 2)?
+                        .contiguous()
+                };
+                let q = split(one.narrow(1, 0, h)?)?;
+                let k = split(one.narrow(1, h, h)?)?;
+                let v = split(one.narrow(1, 2 * h, h)?)?;
+                let scores = (q.matmul(&k.t()?)? * scale)?;
+                let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+                parts.push(probs.matmul(&v)?.transpose(1, 2)?.reshape((len, h))?);
+            }
+            let context = Tensor::cat(&parts, 0)?;
+            x = l.after_attention(&context, &x)?;
+        }
+        Ok(x)
     }
 }

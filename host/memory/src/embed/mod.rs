@@ -31,6 +31,12 @@ pub const MAX_TOKENS: usize = 256;
 /// Most texts run through the encoder at once.
 pub const MAX_GROUP: usize = 64;
 
+/// Most tokens run through the encoder at once (a packed group of texts,
+/// [`MAX_GROUP`] at most): large enough that the dense layers' products
+/// see many rows, small enough that the group's activations stay a few
+/// megabytes (1024 tokens × 1536 floats is 6 MB).
+pub const PACK_TOKENS: usize = 1024;
+
 /// The dimension of all-MiniLM-L6-v2's vectors.
 pub const MINILM_DIM: usize = 384;
 
@@ -49,6 +55,20 @@ pub const MAX_MODEL_BYTES: u64 = 512 * 1024 * 1024;
 /// `capsaga` binary does.
 pub fn model_threads() -> usize {
     candle_core::utils::get_num_threads()
+}
+
+/// How many threads an import embeds with at once: [`model_threads`]
+/// when candle's own pool is off (`CANDLE_NUM_THREADS=1`: each product
+/// then runs on the thread that asks for it, so the import's threads
+/// share the CPUs and none spins waiting for another), else one (candle's
+/// pool splits each product over the CPUs; its threads spin between
+/// products, which on a busy machine was a quarter of an import's CPU
+/// time, `perf`).
+pub fn import_workers() -> usize {
+    match std::env::var("CANDLE_NUM_THREADS").as_deref() {
+        Ok("1") => model_threads(),
+        _ => 1,
+    }
 }
 
 /// Turns texts into unit vectors of a fixed dimension.
@@ -231,21 +251,26 @@ impl MiniLm {
         Ok((hidden, mask))
     }
 
-    /// The pooled, normalised vectors of texts tokenised to one length.
-    fn pool(&self, enc: &[&tokenizers::Encoding]) -> Result<Vec<Vec<f32>>> {
+    /// The mean-pooled, normalised vectors of token sequences run as one
+    /// packed group ([`encoder::Encoder::forward_packed`]).
+    fn pool_packed(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>> {
         let e = |e: candle_core::Error| MemoryError::Embed(e.to_string());
-        let (hidden, mask) = self.run(enc)?;
-        // Mean over the tokens the mask keeps.
-        let mask = mask
-            .to_dtype(DType::F32)
-            .map_err(e)?
-            .unsqueeze(2)
-            .map_err(e)?;
-        let summed = hidden.broadcast_mul(&mask).map_err(e)?.sum(1).map_err(e)?;
-        let counts = mask.sum(1).map_err(e)?.clamp(1e-9, f32::MAX).map_err(e)?;
-        let mean = summed.broadcast_div(&counts).map_err(e)?;
-        let rows: Vec<Vec<f32>> = mean.to_vec2().map_err(e)?;
-        Ok(rows.into_iter().map(normalise).collect())
+        let hidden = self.model.forward_packed(seqs).map_err(e)?;
+        let mut out = Vec::with_capacity(seqs.len());
+        let mut start = 0;
+        for s in seqs {
+            let len = s.len().max(1);
+            let mean = (hidden
+                .narrow(0, start, s.len())
+                .map_err(e)?
+                .sum(0)
+                .map_err(e)?
+                / len as f64)
+                .map_err(e)?;
+            start += s.len();
+            out.push(normalise(mean.to_vec1().map_err(e)?));
+        }
+        Ok(out)
     }
 
     /// How the dense layers' weights are held.
@@ -339,10 +364,12 @@ impl Embedder for MiniLm {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        // Each text tokenised alone (no padding), then run in groups of
-        // texts of one length: padding changes a vector's last bits (about
-        // 4e-8 here), so a padded batch would make a text's vector depend
-        // on its neighbours, and equal scores unequal.
+        // Each text tokenised alone, then run in packed groups of about
+        // PACK_TOKENS tokens (longest first): no padding, so a text's
+        // vector does not depend on the other texts of its group (padding
+        // changes a vector's last bits, about 4e-8 here, and would make
+        // equal scores unequal), and one product per layer serves the
+        // whole group.
         let enc = {
             let tok = self
                 .tokenizer
@@ -355,15 +382,29 @@ impl Embedder for MiniLm {
                 .map_err(|e| MemoryError::Embed(e.to_string()))?
         };
         let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| enc[i].get_ids().len());
+        order.sort_by_key(|&i| std::cmp::Reverse(enc[i].get_ids().len()));
         let mut out = vec![Vec::new(); texts.len()];
-        for same in order.chunk_by(|&a, &b| enc[a].get_ids().len() == enc[b].get_ids().len()) {
-            for group in same.chunks(MAX_GROUP) {
-                let batch: Vec<&tokenizers::Encoding> = group.iter().map(|&i| &enc[i]).collect();
-                for (&i, v) in group.iter().zip(self.pool(&batch)?) {
-                    out[i] = v;
-                }
+        let mut group: Vec<usize> = Vec::new();
+        let mut tokens = 0;
+        let mut run = |group: &mut Vec<usize>| -> Result<()> {
+            let seqs: Vec<&[u32]> = group.iter().map(|&i| enc[i].get_ids()).collect();
+            for (&i, v) in group.iter().zip(self.pool_packed(&seqs)?) {
+                out[i] = v;
             }
+            group.clear();
+            Ok(())
+        };
+        for i in order {
+            let n = enc[i].get_ids().len();
+            if !group.is_empty() && (tokens + n > PACK_TOKENS || group.len() >= MAX_GROUP) {
+                run(&mut group)?;
+                tokens = 0;
+            }
+            group.push(i);
+            tokens += n;
+        }
+        if !group.is_empty() {
+            run(&mut group)?;
         }
         Ok(out)
     }

@@ -361,24 +361,66 @@ impl Store {
         sender: Option<&str>,
         limit: usize,
     ) -> Result<Vec<(String, Vec<u8>)>> {
-        // Two statements (see VECTORS_OF_SENDER).
-        let pair = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?));
+        let mut v = Vec::new();
+        self.each_episode_vector(namespace, sender, limit, |id, b| {
+            v.push((id.to_string(), b.to_vec()));
+            Ok(())
+        })?;
+        Ok(v)
+    }
+
+    /// Visit the stored vectors of the unarchived episodes of `namespace`
+    /// (of `sender` when given), newest first, at most `limit`:
+    /// `f(episode id, vector bytes)`, both borrowed from SQLite's row (no
+    /// copy per episode: a search scans a sender's whole history).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`], or `f`'s error.
+    pub fn each_episode_vector(
+        &self,
+        namespace: &str,
+        sender: Option<&str>,
+        limit: usize,
+        mut f: impl FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<()> {
         self.with(|c| {
-            let v = match sender {
-                Some(s) => c
-                    .prepare_cached(VECTORS_OF_SENDER)?
-                    .query_map(params![namespace, s, limit as i64], pair)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?,
-                None => c
-                    .prepare_cached(
-                        "SELECT episode_id, embedding FROM episodes
-                         WHERE namespace = ?1 AND archived = 0 AND embedding IS NOT NULL
-                         ORDER BY started_at DESC, id DESC LIMIT ?2",
-                    )?
-                    .query_map(params![namespace, limit as i64], pair)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?,
+            let mut st = match sender {
+                Some(_) => c.prepare_cached(VECTORS_OF_SENDER)?,
+                None => c.prepare_cached(VECTORS_OF_NAMESPACE)?,
             };
-            Ok(v)
+            let mut rows = match sender {
+                Some(s) => st.query(params![namespace, s, limit as i64])?,
+                None => st.query(params![namespace, limit as i64])?,
+            };
+            while let Some(r) = rows.next()? {
+                let id = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+                let blob = r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+                f(id, blob)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Episodes by id with their stored vectors when they have one, in
+    /// the order given (ids not found are skipped).
+    ///
+    /// # Errors
+    /// [`MemoryError::Sql`].
+    pub fn episodes_with_vectors(&self, ids: &[&str]) -> Result<Vec<(Episode, Option<Vec<u8>>)>> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {COLS}, embedding FROM episodes WHERE episode_id = ?1"
+            ))?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(e) = st
+                    .query_row([id], |r| Ok((row(r)?, r.get::<_, Option<Vec<u8>>>(14)?)))
+                    .optional()?
+                {
+                    out.push(e);
+                }
+            }
+            Ok(out)
         })
     }
 
@@ -483,6 +525,11 @@ pub(super) fn insert_one(
 const VECTORS_OF_SENDER: &str = "SELECT episode_id, embedding FROM episodes
      WHERE namespace = ?1 AND sender = ?2 AND archived = 0 AND embedding IS NOT NULL
      ORDER BY started_at DESC, id DESC LIMIT ?3";
+
+/// The stored vectors of a namespace's unarchived episodes, newest first.
+const VECTORS_OF_NAMESPACE: &str = "SELECT episode_id, embedding FROM episodes
+     WHERE namespace = ?1 AND archived = 0 AND embedding IS NOT NULL
+     ORDER BY started_at DESC, id DESC LIMIT ?2";
 
 #[cfg(test)]
 mod tests {

@@ -34,6 +34,14 @@ impl From<rusqlite::Error> for MemoryError {
     }
 }
 
+/// How much of the memory database is read through a memory map
+/// (`PRAGMA mmap_size`): 1 GiB, about 600k episodes with their vectors.
+pub const MMAP_BYTES: i64 = 1 << 30;
+
+/// SQLite's page cache of the memory database, KiB (`PRAGMA cache_size`;
+/// SQLite's default is 2000).
+pub const CACHE_KIB: i64 = 32 * 1024;
+
 /// The memory database.
 pub struct Store {
     conn: Mutex<Connection>,
@@ -78,6 +86,13 @@ impl Store {
             MemoryError::Database { reason, .. } => db_err(reason),
             other => other,
         })?;
+        // A search reads a sender's whole history (vectors, FTS5 posting
+        // lists): mapped pages instead of a read() copy of each page into
+        // a 2 MB cache (a third of a search at 100k episodes was the
+        // kernel copying pages, `perf`).
+        conn.pragma_update(None, "mmap_size", MMAP_BYTES)
+            .and_then(|_| conn.pragma_update(None, "cache_size", -CACHE_KIB))
+            .map_err(|e| db_err(e.to_string()))?;
         Ok(Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
@@ -134,5 +149,25 @@ impl Store {
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_is_read_through_a_memory_map_and_a_larger_cache() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("episodes.db"), "m", 4).unwrap();
+        let (mmap, cache): (i64, i64) = store
+            .with(|c| {
+                Ok((
+                    c.query_row("PRAGMA mmap_size", [], |r| r.get(0))?,
+                    c.query_row("PRAGMA cache_size", [], |r| r.get(0))?,
+                ))
+            })
+            .unwrap();
+        assert_eq!((mmap, cache), (MMAP_BYTES, -CACHE_KIB));
     }
 }

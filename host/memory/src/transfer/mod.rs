@@ -6,7 +6,8 @@
 //! An import streams: one line at a time (each at most
 //! [`format::MAX_LINE_BYTES`]), whole sessions gathered into batches of
 //! about [`BATCH_EXCHANGES`] exchanges, each batch embedded (in groups of
-//! [`EMBED_GROUP`], shortest texts together) and inserted in **one
+//! [`EMBED_GROUP`], on [`crate::MemoryConfig::import_workers`] threads)
+//! and inserted in **one
 //! transaction**, so memory stays bounded and a crash leaves only whole
 //! batches of whole sessions. Every exchange's id is what it is
 //! ([`crate::episode_id`]), so importing a file again adds nothing, and
@@ -193,16 +194,12 @@ impl Memory {
             .filter(|x| !known.contains(&x.episode.episode_id))
             .collect();
         self.importance(&mut todo)?;
-        // Shortest texts together: less padding in each group.
-        todo.sort_by_key(|x| x.text.len());
-        let mut rows = Vec::with_capacity(todo.len());
-        for group in todo.chunks(EMBED_GROUP) {
-            let texts: Vec<&str> = group.iter().map(|x| x.text.as_str()).collect();
-            let vs = self.embedder.embed(&texts)?;
-            for (x, v) in group.iter().zip(vs) {
-                rows.push((x.episode.clone(), Some(embed::to_blob(&v))));
-            }
-        }
+        let vectors = self.embed_groups(&todo)?;
+        let rows: Vec<_> = todo
+            .iter()
+            .zip(vectors)
+            .map(|(x, v)| (x.episode.clone(), Some(embed::to_blob(&v))))
+            .collect();
         let added = self
             .store
             .insert_episodes(&rows, &rfc3339(Timestamp::now()))? as u64;
@@ -210,6 +207,40 @@ impl Memory {
         r.already += n - added;
         p.exchanges += n;
         Ok(())
+    }
+
+    /// The vectors of `todo`'s texts, in order: groups of [`EMBED_GROUP`]
+    /// embedded by [`crate::MemoryConfig::import_workers`] threads at once (group `g` by
+    /// thread `g mod workers`; a text's vector does not depend on its
+    /// group, so neither does the result).
+    fn embed_groups(&self, todo: &[Pending]) -> Result<Vec<Vec<f32>>> {
+        let groups: Vec<&[Pending]> = todo.chunks(EMBED_GROUP).collect();
+        let workers = self.cfg.import_workers.clamp(1, groups.len().max(1));
+        let run = |w: usize| -> Result<Vec<(usize, Vec<Vec<f32>>)>> {
+            let mut out = Vec::new();
+            for (g, group) in groups.iter().enumerate().skip(w).step_by(workers) {
+                let texts: Vec<&str> = group.iter().map(|x| x.text.as_str()).collect();
+                out.push((g, self.embedder.embed(&texts)?));
+            }
+            Ok(out)
+        };
+        let mut done: Vec<(usize, Vec<Vec<f32>>)> = if workers == 1 {
+            run(0)?
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..workers).map(|w| s.spawn(move || run(w))).collect();
+                let mut all = Vec::new();
+                for h in handles {
+                    let part = h
+                        .join()
+                        .map_err(|_| MemoryError::Embed("an embedding thread panicked".into()))??;
+                    all.extend(part);
+                }
+                Ok::<_, MemoryError>(all)
+            })?
+        };
+        done.sort_by_key(|(g, _)| *g);
+        Ok(done.into_iter().flat_map(|(_, vs)| vs).collect())
     }
 
     /// Importance of imported exchanges (as of a live turn's: novelty
