@@ -49,6 +49,7 @@ pub mod access;
 pub mod audit;
 mod claim;
 pub mod clock;
+mod decode;
 mod error;
 mod neurons;
 mod owned;

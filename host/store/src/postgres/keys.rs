@@ -8,8 +8,9 @@
 use super::super::StoreError;
 use super::super::access::{KeyRow, KeyStore};
 use super::log::append;
-use super::{PgStore, execute, get, query, query_opt};
+use super::{PgStore, execute, query, query_opt};
 use crate::clock::now_rfc3339;
+use crate::decode::{self, KEY_COLUMNS, SEALED_COLUMNS};
 use async_trait::async_trait;
 use capsaga_core::sealed::Sealed;
 use serde_json::json;
@@ -53,41 +54,22 @@ impl KeyStore for PgStore {
         let c = self.conn().await?;
         let row = query_opt(
             &c,
-            "SELECT format, kek_id, wrapped_dek, ciphertext, last4 FROM provider_keys WHERE name = $1",
+            &format!("SELECT {SEALED_COLUMNS} FROM provider_keys WHERE name = $1"),
             &[&name],
         )
         .await?;
-        row.map(|r| {
-            Ok(Sealed {
-                format: get(&r, 0)?,
-                kek_id: get(&r, 1)?,
-                wrapped_dek: get(&r, 2)?,
-                ciphertext: get(&r, 3)?,
-                last4: get(&r, 4)?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(decode::sealed).transpose()
     }
 
     async fn keys(&self) -> Result<Vec<KeyRow>, StoreError> {
         let c = self.conn().await?;
         let rows = query(
             &c,
-            "SELECT name, last4, kek_id, created_at, created_by FROM provider_keys ORDER BY name",
+            &format!("SELECT {KEY_COLUMNS} FROM provider_keys ORDER BY name"),
             &[],
         )
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(KeyRow {
-                    name: get(r, 0)?,
-                    last4: get(r, 1)?,
-                    kek_id: get(r, 2)?,
-                    created_at: get(r, 3)?,
-                    created_by: get(r, 4)?,
-                })
-            })
-            .collect()
+        rows.iter().map(decode::key).collect()
     }
 
     async fn remove_key(&self, name: &str, by: &str) -> Result<bool, StoreError> {

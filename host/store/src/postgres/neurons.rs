@@ -22,44 +22,13 @@ const SELECT: &str = "SELECT n.name, n.version, n.identity, n.runner_hash, n.sta
        WHERE t.saga_id = n.saga_id AND s.value ->> 'type' = 'thought' LIMIT 1)
     FROM neurons n";
 
-fn decode(r: &tokio_postgres::Row) -> Result<NeuronRow, StoreError> {
-    let status: String = get(r, 4)?;
-    let bad = |what: &str| StoreError::Decode(format!("neuron row: {what} (status `{status}`)"));
-    let version: i64 = get(r, 1)?;
-    let meta: String = get(r, 5)?;
-    let examples: String = get(r, 7)?;
-    let report: Option<String> = get(r, 8)?;
-    let granted: String = get(r, 9)?;
-    let step_seq: Option<i64> = get(r, 11)?;
-    Ok(NeuronRow {
-        name: get(r, 0)?,
-        version: u32::try_from(version).map_err(|_| bad("version"))?,
-        identity: get(r, 2)?,
-        runner_hash: get(r, 3)?,
-        status: Status::parse(&status).ok_or_else(|| bad("status"))?,
-        meta: serde_json::from_str(&meta).map_err(|_| bad("meta"))?,
-        source: get(r, 6)?,
-        examples: serde_json::from_str(&examples).map_err(|_| bad("examples"))?,
-        report: report.and_then(|t| serde_json::from_str(&t).ok()),
-        granted: serde_json::from_str(&granted).map_err(|_| bad("granted"))?,
-        saga_id: get(r, 10)?,
-        step_seq: step_seq.map(|s| s as u64),
-        decided_by: get(r, 12)?,
-        note: get(r, 13)?,
-        created_at: get(r, 14)?,
-        updated_at: get(r, 15)?,
-        trace_id: get(r, 16)?,
-        model: get(r, 17)?,
-    })
-}
-
 async fn many(
     c: &Conn,
     filter: &str,
     p: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<NeuronRow>, StoreError> {
     let rows = query(c, &format!("{SELECT} {filter}"), p).await?;
-    rows.iter().map(decode).collect()
+    rows.iter().map(crate::decode::neuron).collect()
 }
 
 async fn one(

@@ -9,12 +9,10 @@ use super::log::append;
 use super::{Conn, PgStore, execute, get, get_u64, i64_of, query, query_opt, steps};
 use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
+use crate::decode::{self, SAGA_COLUMNS};
 use async_trait::async_trait;
 use capsaga_core::fsm::State;
-use capsaga_core::scope::Scope;
 use serde_json::{Value, json};
-
-const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner, fence, principal, released_at, scope";
 
 /// The database's clock now, as `clock::now_rfc3339` writes a time (text
 /// order is time order).
@@ -23,25 +21,6 @@ const DB_NOW: &str =
 
 /// The database's clock `$3` milliseconds ago, written as [`DB_NOW`].
 const DB_AGO: &str = r#"to_char((clock_timestamp() - $3::bigint * interval '1 millisecond') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#;
-
-fn decode_saga(r: &tokio_postgres::Row) -> Result<SagaRow, StoreError> {
-    let state: String = get(r, 1)?;
-    Ok(SagaRow {
-        saga_id: get(r, 0)?,
-        state: state.parse::<State>().map_err(StoreError::Decode)?,
-        origin: get(r, 2)?,
-        label: get(r, 3)?,
-        created_at: get(r, 4)?,
-        updated_at: get(r, 5)?,
-        owner: get(r, 6)?,
-        fence: get_u64(r, 7)?,
-        principal: get(r, 8)?,
-        released_at: get(r, 9)?,
-        scope: get::<Option<String>>(r, 10)?
-            .as_deref()
-            .and_then(Scope::parse),
-    })
-}
 
 /// Why a fenced update of `saga_state` changed nothing: the saga does not
 /// exist ([`StoreError::Decode`]) or `fence` is not its token
@@ -74,7 +53,7 @@ impl PgStore {
             &[],
         )
         .await?;
-        rows.iter().map(decode_saga).collect()
+        rows.iter().map(decode::saga).collect()
     }
 }
 
@@ -293,7 +272,7 @@ impl SagaStore for PgStore {
         )
         .await?
         .as_ref()
-        .map(decode_saga)
+        .map(decode::saga)
         .transpose()
     }
 
@@ -338,7 +317,7 @@ impl SagaStore for PgStore {
             &[&limit],
         )
         .await?;
-        rows.iter().map(decode_saga).collect()
+        rows.iter().map(decode::saga).collect()
     }
 
     async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
@@ -352,7 +331,7 @@ impl SagaStore for PgStore {
             &[&principal, &limit],
         )
         .await?;
-        rows.iter().map(decode_saga).collect()
+        rows.iter().map(decode::saga).collect()
     }
 
     async fn saga_page(
@@ -362,11 +341,7 @@ impl SagaStore for PgStore {
         limit: usize,
     ) -> Result<(Vec<SagaRow>, bool), StoreError> {
         let c = self.conn().await?;
-        let columns = SAGA_COLUMNS
-            .split(',')
-            .map(|c| format!("s.{}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let columns = decode::qualified(SAGA_COLUMNS, "s");
         let take = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let skip = i64::try_from(offset).unwrap_or(i64::MAX);
         let rows = query(
@@ -384,7 +359,7 @@ impl SagaStore for PgStore {
         .await?;
         let mut out = rows
             .iter()
-            .map(decode_saga)
+            .map(decode::saga)
             .collect::<Result<Vec<_>, _>>()?;
         let more = out.len() > limit;
         out.truncate(limit);
@@ -392,7 +367,7 @@ impl SagaStore for PgStore {
     }
 
     async fn unfinished_sagas(&self) -> Result<Vec<SagaRow>, StoreError> {
-        self.sagas_where(&format!("state NOT IN {ENDED_STATES}"))
+        self.sagas_where(&format!("state NOT IN {}", *ENDED_STATES))
             .await
     }
 

@@ -6,44 +6,15 @@
 use super::super::{BeginOutcome, NewStep, StepKey, StepRow, StepStatus, StepStore, StoreError};
 use super::log::append;
 use super::schema::FENCED_SQLSTATE;
-use super::{Conn, PgStore, decode_json, get, get_u64, i64_of, query, query_opt, to_json};
+use super::{Conn, PgStore, get, get_u64, i64_of, query, query_opt, to_json};
 use crate::clock::now_rfc3339;
+use crate::decode::{self, STEP_COLUMNS};
 use crate::owned::OwnedStep;
 use async_trait::async_trait;
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
 use serde_json::json;
 use tokio_postgres::types::ToSql;
-
-const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at, label";
-
-fn parse_status(s: &str) -> Result<StepStatus, StoreError> {
-    StepStatus::parse(s).ok_or_else(|| StoreError::Decode(format!("unknown step status `{s}`")))
-}
-
-fn decode_step(r: &tokio_postgres::Row) -> Result<StepRow, StoreError> {
-    let grants: String = get(r, 4)?;
-    let args: String = get(r, 7)?;
-    let status: String = get(r, 10)?;
-    Ok(StepRow {
-        saga_id: get(r, 0)?,
-        step_seq: get_u64(r, 1)?,
-        tool_id: get(r, 2)?,
-        tool_hash: get(r, 3)?,
-        grants: serde_json::from_str(&grants)
-            .map_err(|e| StoreError::Decode(format!("grants: {e}")))?,
-        has_side_effects: get(r, 5)?,
-        idempotency_key: get(r, 6)?,
-        args: serde_json::from_str(&args).map_err(|e| StoreError::Decode(format!("args: {e}")))?,
-        preimage: decode_json(get(r, 8)?, "preimage")?,
-        output: decode_json(get(r, 9)?, "output")?,
-        status: parse_status(&status)?,
-        error: decode_json(get(r, 11)?, "error")?,
-        created_at: get(r, 12)?,
-        updated_at: get(r, 13)?,
-        label: decode_json(get(r, 14)?, "label")?,
-    })
-}
 
 /// The steps of a saga, by position (shared with `needs_operator`).
 pub(super) async fn steps_of(c: &Conn, saga_id: &str) -> Result<Vec<StepRow>, StoreError> {
@@ -53,7 +24,7 @@ pub(super) async fn steps_of(c: &Conn, saga_id: &str) -> Result<Vec<StepRow>, St
         &[&saga_id],
     )
     .await?;
-    rows.iter().map(decode_step).collect()
+    rows.iter().map(decode::step).collect()
 }
 
 /// The first step of `saga_id` that has no outcome (BEGIN), if any: a saga
@@ -97,7 +68,7 @@ async fn existing(c: &Conn, key: &str) -> Result<Option<BeginOutcome>, StoreErro
     else {
         return Ok(None);
     };
-    let status = parse_status(&get::<String>(&row, 0)?)?;
+    let status = decode::step_status(&get::<String>(&row, 0)?)?;
     if status != StepStatus::Commit {
         return Ok(Some(BeginOutcome::Exists(status)));
     }
@@ -263,7 +234,7 @@ impl PgStore {
                     return Err(match row {
                         None => StoreError::Decode(format!("no step {step_seq} in saga `{saga_id}`")),
                         Some(r) => {
-                            let from = parse_status(&get::<String>(&r, 0)?)?;
+                            let from = decode::step_status(&get::<String>(&r, 0)?)?;
                             StoreError::Decode(format!(
                                 "step {step_seq} of saga `{saga_id}` is {from}, cannot become {to}"
                             ))
@@ -323,7 +294,7 @@ impl PgStore {
         )
         .await?
         .as_ref()
-        .map(decode_step)
+        .map(decode::step)
         .transpose()
     }
 }

@@ -7,30 +7,16 @@
 use super::super::StoreError;
 use super::super::access::SwitchStore;
 use super::log::append;
-use super::{Conn, PgStore, execute, get, query_opt};
+use super::{Conn, PgStore, execute, query_opt};
 use crate::clock::now_rfc3339;
+use crate::decode;
 use async_trait::async_trait;
 use capsaga_core::pause::{Mode, Switch};
 use serde_json::json;
 
 async fn read(c: &Conn) -> Result<Switch, StoreError> {
-    let row = query_opt(
-        c,
-        "SELECT mode, set_by, set_at, note FROM host_switch WHERE id = 1",
-        &[],
-    )
-    .await?;
-    let Some(r) = row else {
-        return Ok(Switch::default());
-    };
-    Ok(Switch {
-        mode: get::<String>(&r, 0)?
-            .parse::<Mode>()
-            .map_err(|e| StoreError::Decode(format!("host_switch: {e}")))?,
-        by: get(&r, 1)?,
-        at: get(&r, 2)?,
-        note: get(&r, 3)?,
-    })
+    let row = query_opt(c, decode::SWITCH_SELECT, &[]).await?;
+    decode::switch(row.as_ref())
 }
 
 #[async_trait]

@@ -5,27 +5,9 @@
 
 use super::super::StoreError;
 use super::super::tasks::{TaskRow, TaskStore};
-use super::{PgStore, execute, get, get_u64, i64_of, query, query_opt};
+use super::{PgStore, execute, i64_of, query, query_opt};
+use crate::decode::{self, TASK_COLUMNS as COLUMNS};
 use async_trait::async_trait;
-
-/// The columns every read selects, in [`row`]'s order.
-const COLUMNS: &str = "task_id, principal, saga_id, owner, status, detail, answers, cancel_requested, created_at, updated_at, version";
-
-fn row(r: &tokio_postgres::Row) -> Result<TaskRow, StoreError> {
-    Ok(TaskRow {
-        task_id: get(r, 0)?,
-        principal: get(r, 1)?,
-        saga_id: get(r, 2)?,
-        owner: get(r, 3)?,
-        status: get(r, 4)?,
-        detail: get(r, 5)?,
-        answers: get(r, 6)?,
-        cancel_requested: get(r, 7)?,
-        created_at: get(r, 8)?,
-        updated_at: get(r, 9)?,
-        version: get_u64(r, 10)?,
-    })
-}
 
 #[async_trait]
 impl TaskStore for PgStore {
@@ -63,7 +45,7 @@ impl TaskStore for PgStore {
         query_opt(&c, &sql, &[&task_id])
             .await?
             .as_ref()
-            .map(row)
+            .map(decode::task)
             .transpose()
     }
 
@@ -73,7 +55,7 @@ impl TaskStore for PgStore {
         query_opt(&c, &sql, &[&task_id, &principal])
             .await?
             .as_ref()
-            .map(row)
+            .map(decode::task)
             .transpose()
     }
 
@@ -117,7 +99,7 @@ impl TaskStore for PgStore {
                 query(&c, &sql, &[]).await?
             }
         };
-        found.iter().map(row).collect()
+        found.iter().map(decode::task).collect()
     }
 
     async fn forget_tasks(&self, before: &str) -> Result<u64, StoreError> {

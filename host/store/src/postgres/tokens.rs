@@ -10,27 +10,10 @@ use super::super::access::{ActiveToken, TokenOpError, TokenRow, TokenStore};
 use super::log::append;
 use super::{Conn, PgStore, execute, get, query, query_opt};
 use crate::clock::now_rfc3339;
+use crate::decode::{self, TOKEN_COLUMNS as COLUMNS};
 use async_trait::async_trait;
 use capsaga_core::principal::Role;
 use serde_json::json;
-
-const COLUMNS: &str = "name, role, created_at, created_by, revoked_at, revoked_by";
-
-fn role(s: &str) -> Result<Role, StoreError> {
-    s.parse::<Role>()
-        .map_err(|_| StoreError::Decode(format!("tokens: unknown role `{s}`")))
-}
-
-fn decode(r: &tokio_postgres::Row) -> Result<TokenRow, StoreError> {
-    Ok(TokenRow {
-        name: get(r, 0)?,
-        role: role(&get::<String>(r, 1)?)?,
-        created_at: get(r, 2)?,
-        created_by: get(r, 3)?,
-        revoked_at: get(r, 4)?,
-        revoked_by: get(r, 5)?,
-    })
-}
 
 async fn one(c: &Conn, name: &str) -> Result<Option<TokenRow>, StoreError> {
     query_opt(
@@ -40,7 +23,7 @@ async fn one(c: &Conn, name: &str) -> Result<Option<TokenRow>, StoreError> {
     )
     .await?
     .as_ref()
-    .map(decode)
+    .map(decode::token)
     .transpose()
 }
 
@@ -128,32 +111,13 @@ impl TokenStore for PgStore {
             &[],
         )
         .await?;
-        rows.iter().map(decode).collect()
+        rows.iter().map(decode::token).collect()
     }
 
     async fn active_tokens(&self) -> Result<Vec<ActiveToken>, StoreError> {
         let c = self.conn().await?;
-        let rows = query(
-            &c,
-            "SELECT name, role, secret_sha256 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
-            &[],
-        )
-        .await?;
-        rows.iter()
-            .map(|r| {
-                let name: String = get(r, 0)?;
-                let role = role(&get::<String>(r, 1)?)?;
-                let hash: String = get(r, 2)?;
-                let mut secret_sha256 = [0u8; 32];
-                hex::decode_to_slice(&hash, &mut secret_sha256)
-                    .map_err(|_| StoreError::Decode(format!("token `{name}`: stored hash")))?;
-                Ok(ActiveToken {
-                    name,
-                    role,
-                    secret_sha256,
-                })
-            })
-            .collect()
+        let rows = query(&c, decode::ACTIVE_TOKENS, &[]).await?;
+        rows.iter().map(decode::active_token).collect()
     }
 
     async fn any_token_ever(&self) -> Result<bool, StoreError> {

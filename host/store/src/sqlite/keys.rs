@@ -7,12 +7,13 @@
 use super::super::StoreError;
 use super::super::access::{KeyRow, KeyStore};
 use super::Cached;
-use super::SqliteStore;
 use super::log::append;
+use super::{SqliteStore, all, first};
 use crate::clock::now_rfc3339;
+use crate::decode::{self, KEY_COLUMNS, SEALED_COLUMNS};
 use async_trait::async_trait;
 use capsaga_core::sealed::Sealed;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 use serde_json::json;
 
 #[async_trait]
@@ -47,38 +48,23 @@ impl KeyStore for SqliteStore {
 
     async fn sealed_key(&self, name: &str) -> Result<Option<Sealed>, StoreError> {
         self.read(|c| {
-            Ok(c.row(
-                "SELECT format, kek_id, wrapped_dek, ciphertext, last4 FROM provider_keys WHERE name = ?1",
+            first(
+                c,
+                &format!("SELECT {SEALED_COLUMNS} FROM provider_keys WHERE name = ?1"),
                 params![name],
-                |r| {
-                    Ok(Sealed {
-                        format: r.get(0)?,
-                        kek_id: r.get(1)?,
-                        wrapped_dek: r.get(2)?,
-                        ciphertext: r.get(3)?,
-                        last4: r.get(4)?,
-                    })
-                },
+                |r| decode::sealed(r),
             )
-            .optional()?)
         })
     }
 
     async fn keys(&self) -> Result<Vec<KeyRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT name, last4, kek_id, created_at, created_by FROM provider_keys ORDER BY name",
-            )?;
-            let rows = st.query_map([], |r| {
-                Ok(KeyRow {
-                    name: r.get(0)?,
-                    last4: r.get(1)?,
-                    kek_id: r.get(2)?,
-                    created_at: r.get(3)?,
-                    created_by: r.get(4)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            all(
+                c,
+                &format!("SELECT {KEY_COLUMNS} FROM provider_keys ORDER BY name"),
+                [],
+                |r| decode::key(r),
+            )
         })
     }
 

@@ -12,7 +12,7 @@ use crate::clock::now_rfc3339;
 use async_trait::async_trait;
 use capsaga_core::neuron::Status;
 use capsaga_core::neuron::fitness::CallRecord;
-use rusqlite::{Connection, Row, params};
+use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 
 /// The columns read, with the provenance found through the turn's trace.
@@ -22,47 +22,14 @@ const SELECT: &str = "SELECT n.name, n.version, n.identity, n.runner_hash, n.sta
        WHERE t.saga_id = n.saga_id AND json_extract(s.value, '$.type') = 'thought' LIMIT 1)
     FROM neurons n";
 
-fn decode(r: &Row<'_>) -> rusqlite::Result<Result<NeuronRow, StoreError>> {
-    let status: String = r.get(4)?;
-    let meta: String = r.get(5)?;
-    let examples: String = r.get(7)?;
-    let report: Option<String> = r.get(8)?;
-    let granted: String = r.get(9)?;
-    let row = (|| {
-        Ok(NeuronRow {
-            name: r.get(0)?,
-            version: r.get(1)?,
-            identity: r.get(2)?,
-            runner_hash: r.get(3)?,
-            status: Status::parse(&status).ok_or(rusqlite::Error::InvalidQuery)?,
-            meta: serde_json::from_str(&meta).map_err(|_| rusqlite::Error::InvalidQuery)?,
-            source: r.get(6)?,
-            examples: serde_json::from_str(&examples).map_err(|_| rusqlite::Error::InvalidQuery)?,
-            report: report.and_then(|t| serde_json::from_str(&t).ok()),
-            granted: serde_json::from_str(&granted).map_err(|_| rusqlite::Error::InvalidQuery)?,
-            saga_id: r.get(10)?,
-            step_seq: r.get::<_, Option<i64>>(11)?.map(|s| s as u64),
-            decided_by: r.get(12)?,
-            note: r.get(13)?,
-            created_at: r.get(14)?,
-            updated_at: r.get(15)?,
-            trace_id: r.get(16)?,
-            model: r.get(17)?,
-        })
-    })();
-    Ok(row.map_err(|e: rusqlite::Error| {
-        StoreError::Decode(format!("neuron row: {e} (status `{status}`)"))
-    }))
-}
-
 fn query(
     c: &Connection,
     filter: &str,
     p: &[&dyn rusqlite::ToSql],
 ) -> Result<Vec<NeuronRow>, StoreError> {
-    let mut st = c.prepare_cached(&format!("{SELECT} {filter}"))?;
-    let rows = st.query_map(p, decode)?;
-    rows.map(|r| r?).collect()
+    super::all(c, &format!("{SELECT} {filter}"), p, |r| {
+        crate::decode::neuron(r)
+    })
 }
 
 fn one(

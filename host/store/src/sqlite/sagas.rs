@@ -6,62 +6,14 @@ use super::super::{
 };
 use super::Cached;
 use super::log::append;
-use super::{SqliteStore, steps};
+use super::{SqliteStore, all, first, steps};
+use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
+use crate::decode::{self, SAGA_COLUMNS};
 use async_trait::async_trait;
 use capsaga_core::fsm::State;
-use capsaga_core::scope::Scope;
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
-
-const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner, principal, fence, released_at, scope";
-
-type SagaRaw = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    i64,
-    Option<String>,
-    Option<String>,
-);
-
-fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-        r.get(8)?,
-        r.get(9)?,
-        r.get(10)?,
-    ))
-}
-
-fn decode_saga(t: SagaRaw) -> Result<SagaRow, StoreError> {
-    Ok(SagaRow {
-        state: t.1.parse::<State>().map_err(StoreError::Decode)?,
-        saga_id: t.0,
-        origin: t.2,
-        label: t.3,
-        created_at: t.4,
-        updated_at: t.5,
-        owner: t.6,
-        principal: t.7,
-        fence: u64::try_from(t.8)
-            .map_err(|_| StoreError::Decode(format!("negative fence {}", t.8)))?,
-        released_at: t.9,
-        scope: t.10.as_deref().and_then(Scope::parse),
-    })
-}
 
 /// Why a fenced update of `saga_state` changed nothing: the saga does not
 /// exist ([`StoreError::Decode`]) or `fence` is not its token
@@ -87,11 +39,12 @@ pub(super) fn missing_or_fenced(
 impl SqliteStore {
     fn sagas_where(&self, condition: &str) -> Result<Vec<SagaRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {SAGA_COLUMNS} FROM saga_state WHERE {condition} ORDER BY created_at, rowid"
-            ))?;
-            let rows = st.query_map([], saga_from_row)?;
-            rows.map(|r| decode_saga(r?)).collect()
+            all(
+                c,
+                &format!("SELECT {SAGA_COLUMNS} FROM saga_state WHERE {condition} ORDER BY created_at, rowid"),
+                [],
+                |r| decode::saga(r),
+            )
         })
     }
 }
@@ -293,14 +246,12 @@ impl SagaStore for SqliteStore {
 
     async fn saga(&self, saga_id: &str) -> Result<Option<SagaRow>, StoreError> {
         self.read(|c| {
-            c.row(
+            first(
+                c,
                 &format!("SELECT {SAGA_COLUMNS} FROM saga_state WHERE saga_id = ?1"),
                 params![saga_id],
-                saga_from_row,
+                |r| decode::saga(r),
             )
-            .optional()?
-            .map(decode_saga)
-            .transpose()
         })
     }
 
@@ -335,24 +286,23 @@ impl SagaStore for SqliteStore {
 
     async fn sagas(&self, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {SAGA_COLUMNS} FROM saga_state ORDER BY created_at DESC, rowid DESC LIMIT ?1"
-            ))?;
-            let rows = st.query_map(params![limit as i64], saga_from_row)?;
-            rows.map(|r| decode_saga(r?)).collect()
+            all(
+                c,
+                &format!("SELECT {SAGA_COLUMNS} FROM saga_state ORDER BY created_at DESC, rowid DESC LIMIT ?1"),
+                params![limit as i64],
+                |r| decode::saga(r),
+            )
         })
     }
 
     async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {SAGA_COLUMNS} FROM saga_state WHERE principal = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
-            ))?;
-            let rows = st.query_map(
+            all(
+                c,
+                &format!("SELECT {SAGA_COLUMNS} FROM saga_state WHERE principal = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"),
                 params![principal, i64::try_from(limit).unwrap_or(i64::MAX)],
-                saga_from_row,
-            )?;
-            rows.map(|r| decode_saga(r?)).collect()
+                |r| decode::saga(r),
+            )
         })
     }
 
@@ -389,11 +339,7 @@ impl SagaStore for SqliteStore {
         } else {
             format!("WHERE {}", conds.join(" AND "))
         };
-        let columns = SAGA_COLUMNS
-            .split(',')
-            .map(|c| format!("s.{}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let columns = decode::qualified(SAGA_COLUMNS, "s");
         args.push(rusqlite::types::Value::Integer(
             i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX),
         ));
@@ -401,13 +347,12 @@ impl SagaStore for SqliteStore {
             i64::try_from(offset).unwrap_or(i64::MAX),
         ));
         self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {columns} FROM saga_state s {filter} ORDER BY s.created_at DESC, s.rowid DESC LIMIT ? OFFSET ?"
-            ))?;
-            let rows = st.query_map(rusqlite::params_from_iter(args), saga_from_row)?;
-            let mut out = rows
-                .map(|r| decode_saga(r?))
-                .collect::<Result<Vec<_>, StoreError>>()?;
+            let mut out = all(
+                c,
+                &format!("SELECT {columns} FROM saga_state s {filter} ORDER BY s.created_at DESC, s.rowid DESC LIMIT ? OFFSET ?"),
+                rusqlite::params_from_iter(args),
+                |r| decode::saga(r),
+            )?;
             let more = out.len() > limit;
             out.truncate(limit);
             Ok((out, more))
@@ -415,7 +360,7 @@ impl SagaStore for SqliteStore {
     }
 
     async fn unfinished_sagas(&self) -> Result<Vec<SagaRow>, StoreError> {
-        self.sagas_where("state NOT IN ('Done','FailedRolledBack','FailedRollbackPartial')")
+        self.sagas_where(&format!("state NOT IN {}", *ENDED_STATES))
     }
 
     async fn needs_operator(&self) -> Result<Vec<NeedsOperator>, StoreError> {

@@ -4,91 +4,24 @@
 use super::super::{BeginOutcome, NewStep, StepKey, StepRow, StepStatus, StepStore, StoreError};
 use super::Cached;
 use super::log::append;
-use super::{SqliteStore, decode_json, fenced_or, to_json};
+use super::{SqliteStore, all, fenced_or, first, to_json};
 use crate::clock::now_rfc3339;
+use crate::decode::{self, STEP_COLUMNS};
 use crate::owned::OwnedStep;
 use async_trait::async_trait;
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::json;
-
-const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at, label";
-
-struct StepRowRaw {
-    saga_id: String,
-    step_seq: i64,
-    tool_id: String,
-    tool_hash: String,
-    grants: String,
-    has_side_effects: bool,
-    idempotency_key: String,
-    args: String,
-    preimage: Option<String>,
-    output: Option<String>,
-    status: String,
-    error: Option<String>,
-    created_at: String,
-    updated_at: String,
-    label: Option<String>,
-}
-
-fn step_from_row(r: &Row<'_>) -> rusqlite::Result<StepRowRaw> {
-    Ok(StepRowRaw {
-        saga_id: r.get(0)?,
-        step_seq: r.get(1)?,
-        tool_id: r.get(2)?,
-        tool_hash: r.get(3)?,
-        grants: r.get(4)?,
-        has_side_effects: r.get(5)?,
-        idempotency_key: r.get(6)?,
-        args: r.get(7)?,
-        preimage: r.get(8)?,
-        output: r.get(9)?,
-        status: r.get(10)?,
-        error: r.get(11)?,
-        created_at: r.get(12)?,
-        updated_at: r.get(13)?,
-        label: r.get(14)?,
-    })
-}
-
-fn parse_status(s: &str) -> Result<StepStatus, StoreError> {
-    StepStatus::parse(s).ok_or_else(|| StoreError::Decode(format!("unknown step status `{s}`")))
-}
-
-impl StepRowRaw {
-    fn decode(self) -> Result<StepRow, StoreError> {
-        Ok(StepRow {
-            status: parse_status(&self.status)?,
-            step_seq: u64::try_from(self.step_seq)
-                .map_err(|_| StoreError::Decode(format!("negative step_seq {}", self.step_seq)))?,
-            grants: serde_json::from_str(&self.grants)
-                .map_err(|e| StoreError::Decode(format!("grants: {e}")))?,
-            args: serde_json::from_str(&self.args)
-                .map_err(|e| StoreError::Decode(format!("args: {e}")))?,
-            preimage: decode_json(self.preimage, "preimage")?,
-            output: decode_json(self.output, "output")?,
-            error: decode_json(self.error, "error")?,
-            label: decode_json(self.label, "label")?,
-            saga_id: self.saga_id,
-            tool_id: self.tool_id,
-            tool_hash: self.tool_hash,
-            has_side_effects: self.has_side_effects,
-            idempotency_key: self.idempotency_key,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-        })
-    }
-}
 
 /// The steps of a saga, by position (shared with `needs_operator`).
 pub(super) fn steps_of(c: &Connection, saga_id: &str) -> Result<Vec<StepRow>, StoreError> {
-    let mut st = c.prepare_cached(&format!(
-        "SELECT {STEP_COLUMNS} FROM saga_steps WHERE saga_id = ?1 ORDER BY step_seq"
-    ))?;
-    let rows = st.query_map(params![saga_id], step_from_row)?;
-    rows.map(|r| r?.decode()).collect()
+    all(
+        c,
+        &format!("SELECT {STEP_COLUMNS} FROM saga_steps WHERE saga_id = ?1 ORDER BY step_seq"),
+        params![saga_id],
+        |r| decode::step(r),
+    )
 }
 
 /// The first step of `saga_id` that has no outcome (BEGIN), if any: a saga
@@ -116,7 +49,7 @@ fn existing(tx: &Transaction<'_>, key: &str) -> Result<Option<BeginOutcome>, Sto
     let Some((status, output)) = row else {
         return Ok(None);
     };
-    let status = parse_status(&status)?;
+    let status = decode::step_status(&status)?;
     if status != StepStatus::Commit {
         return Ok(Some(BeginOutcome::Exists(status)));
     }
@@ -230,7 +163,7 @@ impl SqliteStore {
                 .ok_or_else(|| {
                     StoreError::Decode(format!("no step {step_seq} in saga `{saga_id}`"))
                 })?;
-            let from = parse_status(&status)?;
+            let from = decode::step_status(&status)?;
             if !allowed_from.contains(&from) {
                 return Err(StoreError::Decode(format!(
                     "step {step_seq} of saga `{saga_id}` is {from}, cannot become {to}"
@@ -265,14 +198,12 @@ impl SqliteStore {
         params: impl rusqlite::Params,
     ) -> Result<Option<StepRow>, StoreError> {
         self.read(|c| {
-            c.row(
+            first(
+                c,
                 &format!("SELECT {STEP_COLUMNS} FROM saga_steps WHERE {condition}"),
                 params,
-                step_from_row,
+                |r| decode::step(r),
             )
-            .optional()?
-            .map(StepRowRaw::decode)
-            .transpose()
         })
     }
 }

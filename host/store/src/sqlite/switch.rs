@@ -5,36 +5,18 @@
 use super::super::StoreError;
 use super::super::access::SwitchStore;
 use super::Cached;
-use super::SqliteStore;
 use super::log::append;
+use super::{SqliteStore, first};
 use crate::clock::now_rfc3339;
+use crate::decode;
 use async_trait::async_trait;
 use capsaga_core::pause::{Mode, Switch};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 use serde_json::json;
 
-/// A stored row: mode, set by, set at, note.
-type Row = (String, Option<String>, Option<String>, Option<String>);
-
 fn read(c: &Connection) -> Result<Switch, StoreError> {
-    let row: Option<Row> = c
-        .row(
-            "SELECT mode, set_by, set_at, note FROM host_switch WHERE id = 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()?;
-    let Some((mode, by, at, note)) = row else {
-        return Ok(Switch::default());
-    };
-    Ok(Switch {
-        mode: mode
-            .parse::<Mode>()
-            .map_err(|e| StoreError::Decode(format!("host_switch: {e}")))?,
-        by,
-        at,
-        note,
-    })
+    let row = first(c, decode::SWITCH_SELECT, [], |r| decode::switch(Some(r)))?;
+    Ok(row.unwrap_or_default())
 }
 
 #[async_trait]

@@ -6,36 +6,17 @@ use super::super::StoreError;
 use super::super::tasks::{TaskRow, TaskStore};
 use super::Cached;
 use super::SqliteStore;
+use super::{all, first};
+use crate::decode::{self, TASK_COLUMNS as COLUMNS};
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, Row, params};
-
-/// The columns every read selects, in [`row`]'s order.
-const COLUMNS: &str = "task_id, principal, saga_id, owner, status, detail, answers, cancel_requested, created_at, updated_at, version";
-
-fn row(r: &Row<'_>) -> rusqlite::Result<TaskRow> {
-    Ok(TaskRow {
-        task_id: r.get(0)?,
-        principal: r.get(1)?,
-        saga_id: r.get(2)?,
-        owner: r.get(3)?,
-        status: r.get(4)?,
-        detail: r.get(5)?,
-        answers: r.get(6)?,
-        cancel_requested: r.get::<_, i64>(7)? != 0,
-        created_at: r.get(8)?,
-        updated_at: r.get(9)?,
-        version: u64::try_from(r.get::<_, i64>(10)?).unwrap_or(0),
-    })
-}
+use rusqlite::params;
 
 fn rows(
     c: &rusqlite::Connection,
     sql: &str,
     p: impl rusqlite::Params,
 ) -> Result<Vec<TaskRow>, StoreError> {
-    let mut st = c.prepare_cached(sql)?;
-    let out = st.query_map(p, row)?.collect::<Result<Vec<_>, _>>()?;
-    Ok(out)
+    all(c, sql, p, |r| decode::task(r))
 }
 
 #[async_trait]
@@ -66,23 +47,23 @@ impl TaskStore for SqliteStore {
 
     async fn task(&self, task_id: &str) -> Result<Option<TaskRow>, StoreError> {
         self.read(|c| {
-            Ok(c.row(
+            first(
+                c,
                 &format!("SELECT {COLUMNS} FROM mcp_tasks WHERE task_id = ?1"),
                 params![task_id],
-                row,
+                |r| decode::task(r),
             )
-            .optional()?)
         })
     }
 
     async fn task_of(&self, task_id: &str, principal: &str) -> Result<Option<TaskRow>, StoreError> {
         self.read(|c| {
-            Ok(c.row(
+            first(
+                c,
                 &format!("SELECT {COLUMNS} FROM mcp_tasks WHERE task_id = ?1 AND principal = ?2"),
                 params![task_id, principal],
-                row,
+                |r| decode::task(r),
             )
-            .optional()?)
         })
     }
 

@@ -7,38 +7,21 @@ use super::super::access::{ActiveToken, TokenOpError, TokenRow, TokenStore};
 use super::Cached;
 use super::SqliteStore;
 use super::log::append;
+use super::{all, first};
 use crate::clock::now_rfc3339;
+use crate::decode::{self, TOKEN_COLUMNS as COLUMNS};
 use async_trait::async_trait;
 use capsaga_core::principal::Role;
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::params;
 use serde_json::json;
 
-const COLUMNS: &str = "name, role, created_at, created_by, revoked_at, revoked_by";
-
-fn role(s: &str) -> rusqlite::Result<Role> {
-    s.parse::<Role>().map_err(|_| {
-        rusqlite::Error::InvalidColumnType(1, "role".into(), rusqlite::types::Type::Text)
-    })
-}
-
-fn decode(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
-    Ok(TokenRow {
-        name: r.get(0)?,
-        role: role(&r.get::<_, String>(1)?)?,
-        created_at: r.get(2)?,
-        created_by: r.get(3)?,
-        revoked_at: r.get(4)?,
-        revoked_by: r.get(5)?,
-    })
-}
-
 fn one(c: &rusqlite::Connection, name: &str) -> Result<Option<TokenRow>, StoreError> {
-    Ok(c.row(
+    first(
+        c,
         &format!("SELECT {COLUMNS} FROM tokens WHERE name = ?1"),
         params![name],
-        decode,
+        |r| decode::token(r),
     )
-    .optional()?)
 }
 
 #[async_trait]
@@ -115,39 +98,17 @@ impl TokenStore for SqliteStore {
 
     async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
         self.read(|c| {
-            let mut st =
-                c.prepare_cached(&format!("SELECT {COLUMNS} FROM tokens ORDER BY name"))?;
-            let rows = st.query_map([], decode)?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            all(
+                c,
+                &format!("SELECT {COLUMNS} FROM tokens ORDER BY name"),
+                [],
+                |r| decode::token(r),
+            )
         })
     }
 
     async fn active_tokens(&self) -> Result<Vec<ActiveToken>, StoreError> {
-        self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT name, role, secret_sha256 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
-            )?;
-            let rows = st.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    role(&r.get::<_, String>(1)?)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (name, role, hash) = row?;
-                let mut secret_sha256 = [0u8; 32];
-                hex::decode_to_slice(&hash, &mut secret_sha256)
-                    .map_err(|_| StoreError::Decode(format!("token `{name}`: stored hash")))?;
-                out.push(ActiveToken {
-                    name,
-                    role,
-                    secret_sha256,
-                });
-            }
-            Ok(out)
-        })
+        self.read(|c| all(c, decode::ACTIVE_TOKENS, [], |r| decode::active_token(r)))
     }
 
     async fn any_token_ever(&self) -> Result<bool, StoreError> {
