@@ -56,11 +56,13 @@ mod owned;
 mod owners;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod records;
 mod rows;
 pub mod sqlite;
 #[cfg(all(test, feature = "postgres"))]
 mod suite;
 pub mod tasks;
+mod transitions;
 
 pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};
 pub use error::{SCHEMA_VERSION, StoreError};

@@ -7,16 +7,16 @@
 use super::super::{
     ApprovalOpError, ApprovalRow, ApprovalStore, Approved, MIN_ID_PREFIX, NewApproval, StoreError,
 };
-use super::log::append;
+use super::log::log_record;
 use super::sagas::missing_or_fenced;
 use super::{Conn, PgStore, execute, get, i64_of, query, query_opt, to_json};
 use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
 use crate::decode::{self, APPROVAL_COLUMNS as COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::approval::{ApprovalError, ApprovalStatus, Binding};
 use capsaga_core::fsm::State;
-use serde_json::json;
 
 /// `now` plus `ttl_s` seconds, in the format of `clock::now_rfc3339`.
 fn expiry(ttl_s: u64) -> String {
@@ -67,15 +67,8 @@ async fn retire(
         return Ok(());
     };
     let (saga, step): (String, i64) = (get(&found, 0)?, get(&found, 1)?);
-    append(
-        c,
-        &saga,
-        u64::try_from(step).ok(),
-        record,
-        &json!({"approval_id": old, "replaced_by": new}),
-        at,
-    )
-    .await
+    let replaced = records::approval_replaced(&saga, u64::try_from(step).ok(), record, old, new);
+    log_record(c, &replaced, at).await
 }
 
 #[async_trait]
@@ -84,6 +77,11 @@ impl ApprovalStore for PgStore {
         let id = uuid::Uuid::new_v4().to_string();
         let at = now_rfc3339();
         let expires_at = expiry(a.ttl_s);
+        let requested = records::approval_requested(&records::Requested {
+            id: &id,
+            a,
+            expires_at: &expires_at,
+        });
         let (saga_id, binding, args, reason, summary, preview, replaces) = (
             a.saga_id.to_owned(),
             a.binding.clone(),
@@ -130,33 +128,8 @@ impl ApprovalStore for PgStore {
                     ],
                 )
                 .await?;
-                append(
-                    c,
-                    &saga_id,
-                    Some(step_seq),
-                    "APPROVAL_REQUESTED",
-                    &json!({
-                        "approval_id": id,
-                        "tool": binding.tool_id,
-                        "tool_hash": binding.tool_hash,
-                        "args_hash": binding.args_hash,
-                        "reason": reason,
-                        "summary": summary,
-                        "expires_at": expires_at,
-                        "replaces": replaced,
-                    }),
-                    &at,
-                )
-                .await?;
-                append(
-                    c,
-                    &saga_id,
-                    None,
-                    "STATE",
-                    &json!({"state": State::AwaitingApproval.as_str(), "event": "ApprovalRequested"}),
-                    &at,
-                )
-                .await?;
+                log_record(c, &requested, &at).await?;
+                log_record(c, &records::awaiting_approval(&saga_id), &at).await?;
                 one(c, &id).await
             })
         })
@@ -196,15 +169,8 @@ impl ApprovalStore for PgStore {
                             &[&current.approval_id],
                         )
                         .await?;
-                        append(
-                            c,
-                            &current.saga_id,
-                            Some(current.step_seq),
-                            "APPROVAL_EXPIRED",
-                            &json!({"approval_id": current.approval_id}),
-                            &at,
-                        )
-                        .await?;
+                        let expired = records::approval_expired(&current.saga_id, current.step_seq, &current.approval_id);
+                log_record(c, &expired, &at).await?;
                         let when = current.expires_at.clone().unwrap_or_default();
                         return Ok(Err(ApprovalError::Expired(when)));
                     }
@@ -223,15 +189,15 @@ impl ApprovalStore for PgStore {
                     } else {
                         "APPROVAL_DENIED"
                     };
-                    append(
-                        c,
-                        &current.saga_id,
-                        Some(current.step_seq),
-                        record,
-                        &json!({"approval_id": current.approval_id, "by": by, "note": note}),
-                        &at,
-                    )
-                    .await?;
+                    let decided = records::approval_decided(
+                &current.saga_id,
+                current.step_seq,
+                record,
+                &current.approval_id,
+                &by,
+                note.as_deref(),
+            );
+            log_record(c, &decided, &at).await?;
                     Ok(Ok(one(c, &current.approval_id).await?))
                 })
             })

@@ -7,13 +7,13 @@
 
 use super::super::StoreError;
 use super::super::access::{KeyRow, KeyStore};
-use super::log::append;
+use super::log::log_record;
 use super::{PgStore, execute, query, query_opt};
 use crate::clock::now_rfc3339;
 use crate::decode::{self, KEY_COLUMNS, SEALED_COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::sealed::Sealed;
-use serde_json::json;
 
 #[async_trait]
 impl KeyStore for PgStore {
@@ -29,15 +29,7 @@ impl KeyStore for PgStore {
                     &[&name, &s.format, &s.kek_id, &s.wrapped_dek, &s.ciphertext, &s.last4, &at, &by],
                 )
                 .await?;
-                append(
-                    c,
-                    &format!("key:{name}"),
-                    None,
-                    "KEY",
-                    &json!({"event": "sealed", "name": name, "last4": s.last4, "kek_id": s.kek_id, "by": by}),
-                    &at,
-                )
-                .await?;
+                log_record(c, &records::key_sealed(&name, &s, &by), &at).await?;
                 Ok(KeyRow {
                     name,
                     last4: s.last4,
@@ -79,15 +71,7 @@ impl KeyStore for PgStore {
             Box::pin(async move {
                 let n = execute(c, "DELETE FROM provider_keys WHERE name = $1", &[&name]).await?;
                 if n > 0 {
-                    append(
-                        c,
-                        &format!("key:{name}"),
-                        None,
-                        "KEY",
-                        &json!({"event": "removed", "name": name, "by": by}),
-                        &at,
-                    )
-                    .await?;
+                    log_record(c, &records::key_removed(&name, &by), &at).await?;
                 }
                 Ok(n > 0)
             })

@@ -5,13 +5,13 @@
 use super::super::{
     NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, StoreError, Transition,
 };
-use super::log::append;
+use super::log::log_record;
 use super::{Conn, PgStore, execute, get, i64_of, query, query_opt, to_json};
 use crate::clock::now_rfc3339;
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::neuron::Status;
 use capsaga_core::neuron::fitness::CallRecord;
-use serde_json::{Value, json};
 use tokio_postgres::types::ToSql;
 
 /// The columns read, with the provenance found through the turn's trace.
@@ -37,10 +37,6 @@ async fn one(
     p: &[&(dyn ToSql + Sync)],
 ) -> Result<Option<NeuronRow>, StoreError> {
     Ok(many(c, filter, p).await?.into_iter().next())
-}
-
-async fn record(c: &Conn, name: &str, detail: &Value, at: &str) -> Result<(), StoreError> {
-    append(c, &format!("neuron:{name}"), None, "NEURON", detail, at).await
 }
 
 #[async_trait]
@@ -101,9 +97,14 @@ impl NeuronStore for PgStore {
                     ],
                 )
                 .await?;
-                let detail = json!({"name": name, "version": version, "identity": identity,
-                    "status": "proposed", "saga_id": saga_id, "step_seq": step_seq});
-                record(c, &name, &detail, &now).await?;
+                let proposed = records::neuron_proposed(
+                    &name,
+                    i64::from(version),
+                    &identity,
+                    saga_id.as_deref(),
+                    step_seq,
+                );
+                log_record(c, &proposed, &now).await?;
                 let row = one(c, "WHERE n.identity = $1", &[&identity])
                     .await?
                     .ok_or_else(|| StoreError::Decode("inserted neuron not found".into()))?;
@@ -160,9 +161,7 @@ impl NeuronStore for PgStore {
                             &[&by, &note, &now, &o.name, &i64::from(o.version)],
                         )
                         .await?;
-                        let detail = json!({"name": o.name, "version": o.version, "identity": o.identity,
-                            "status": "retired", "by": by, "note": note});
-                        record(c, &o.name, &detail, &now).await?;
+                        log_record(c, &records::neuron_superseded(&o, &by, &note), &now).await?;
                     }
                 }
                 let granted_json = granted.as_ref().map(to_json);
@@ -173,9 +172,16 @@ impl NeuronStore for PgStore {
                     &[&to.as_str(), &by, &note, &granted_json, &report_json, &now, &name, &version],
                 )
                 .await?;
-                let detail = json!({"name": name, "version": version, "identity": cur.identity,
-                    "status": to.as_str(), "by": by, "note": note, "granted": granted});
-                record(c, &name, &detail, &now).await?;
+                let moved = records::neuron_moved(&records::NeuronMove {
+                    name: &name,
+                    version,
+                    identity: &cur.identity,
+                    to,
+                    by: &by,
+                    note: note.as_deref(),
+                    granted: granted.as_deref(),
+                });
+                log_record(c, &moved, &now).await?;
                 let row = one(c, "WHERE n.name = $1 AND n.version = $2", &[&name, &version])
                     .await?
                     .ok_or_else(|| StoreError::Decode("updated neuron not found".into()))?;
@@ -197,9 +203,7 @@ impl NeuronStore for PgStore {
                 }
                 execute(c, "DELETE FROM neurons WHERE identity = $1", &[&identity]).await?;
                 let now = now_rfc3339();
-                let detail = json!({"name": cur.name, "version": cur.version, "identity": identity,
-                    "status": "removed", "by": by});
-                record(c, &cur.name, &detail, &now).await?;
+                log_record(c, &records::neuron_removed(&cur, &identity, &by), &now).await?;
                 Ok(Removed::Removed)
             })
         })

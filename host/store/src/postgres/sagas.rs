@@ -2,17 +2,18 @@
 //! plan.
 
 use super::super::{
-    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, RELEASED_WHY, SagaQuery, SagaRow,
-    SagaStore, StepStatus, StoreError,
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaQuery, SagaRow, SagaStore,
+    StepStatus, StoreError,
 };
-use super::log::append;
+use super::log::log_record;
 use super::{Conn, PgStore, execute, get, get_u64, i64_of, query, query_opt, steps};
 use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
 use crate::decode::{self, SAGA_COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::fsm::State;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The database's clock now, as `clock::now_rfc3339` writes a time (text
 /// order is time order).
@@ -61,9 +62,7 @@ impl PgStore {
 impl SagaStore for PgStore {
     async fn create_saga(&self, s: &NewSaga<'_>) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let plan_hash = s
-            .plan
-            .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
+        let record = records::saga_created(s);
         let (origin, scope) = (s.scope.origin(), s.scope.as_str());
         let (saga_id, label, owner, plan, state, principal) = (
             s.saga_id.to_owned(),
@@ -81,11 +80,7 @@ impl SagaStore for PgStore {
                     &[&saga_id, &state.as_str(), &origin, &label, &at, &owner, &plan, &i64_of(FIRST_FENCE), &principal, &scope],
                 )
                 .await?;
-                let mut detail = json!({"state": state.as_str(), "origin": origin, "scope": scope, "label": label, "plan_sha256": plan_hash});
-                if let (Some(p), Some(d)) = (&principal, detail.as_object_mut()) {
-                    d.insert("principal".into(), json!(p));
-                }
-                append(c, &saga_id, None, "STATE", &detail, &at).await
+                log_record(c, &record, &at).await
             })
         })
         .await
@@ -123,15 +118,8 @@ impl SagaStore for PgStore {
                     return Ok(None);
                 };
                 let fence = get_u64(&row, 0)?;
-                append(
-                    c,
-                    &saga_id,
-                    None,
-                    "OWNER",
-                    &json!({"owner": owner, "previous": expected, "why": why, "fence": fence}),
-                    &at,
-                )
-                .await?;
+                let taken = records::owner_taken(&saga_id, &owner, expected.as_deref(), &why, fence);
+                log_record(c, &taken, &at).await?;
                 Ok(Some(fence))
             })
         })
@@ -164,15 +152,7 @@ impl SagaStore for PgStore {
                     return Ok(None);
                 };
                 let next = get_u64(&row, 0)?;
-                append(
-                    c,
-                    &saga_id,
-                    None,
-                    "OWNER",
-                    &json!({"owner": null, "previous": owner, "why": RELEASED_WHY, "released": true, "fence": next}),
-                    &at,
-                )
-                .await?;
+                log_record(c, &records::released(&saga_id, &owner, next), &at).await?;
                 Ok(Some(next))
             })
         })
@@ -206,15 +186,8 @@ impl SagaStore for PgStore {
                     return Ok(None);
                 };
                 let fence = get_u64(&row, 0)?;
-                append(
-                    c,
-                    &saga_id,
-                    None,
-                    "OWNER",
-                    &json!({"owner": owner, "previous": null, "why": why, "fence": fence}),
-                    &at,
-                )
-                .await?;
+                let taken = records::owner_taken(&saga_id, &owner, None, &why, fence);
+                log_record(c, &taken, &at).await?;
                 Ok(Some(fence))
             })
         })
@@ -230,12 +203,7 @@ impl SagaStore for PgStore {
         extra: Option<&Value>,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let mut detail = json!({"state": state.as_str(), "event": event});
-        if let (Some(Value::Object(m)), Some(d)) = (extra, detail.as_object_mut()) {
-            for (k, v) in m {
-                d.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
+        let record = records::state_set(saga_id, state, event, extra);
         let saga_id = saga_id.to_owned();
         self.write(move |c| {
             Box::pin(async move {
@@ -257,7 +225,7 @@ impl SagaStore for PgStore {
                         step,
                     });
                 }
-                append(c, &saga_id, None, "STATE", &detail, &at).await
+                log_record(c, &record, &at).await
             })
         })
         .await

@@ -6,13 +6,13 @@
 
 use super::super::StoreError;
 use super::super::access::SwitchStore;
-use super::log::append;
+use super::log::log_record;
 use super::{Conn, PgStore, execute, query_opt};
 use crate::clock::now_rfc3339;
 use crate::decode;
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::pause::{Mode, Switch};
-use serde_json::json;
 
 async fn read(c: &Conn) -> Result<Switch, StoreError> {
     let row = query_opt(c, decode::SWITCH_SELECT, &[]).await?;
@@ -43,15 +43,7 @@ impl SwitchStore for PgStore {
                     &[&mode.as_str(), &by, &at, &note],
                 )
                 .await?;
-                append(
-                    c,
-                    "host:switch",
-                    None,
-                    "SWITCH",
-                    &json!({"mode": mode.as_str(), "by": by, "note": note}),
-                    &at,
-                )
-                .await?;
+                log_record(c, &records::switch_set(mode, &by, note.as_deref()), &at).await?;
                 read(c).await
             })
         })

@@ -7,13 +7,13 @@
 
 use super::super::StoreError;
 use super::super::access::{ActiveToken, TokenOpError, TokenRow, TokenStore};
-use super::log::append;
+use super::log::log_record;
 use super::{Conn, PgStore, execute, get, query, query_opt};
 use crate::clock::now_rfc3339;
 use crate::decode::{self, TOKEN_COLUMNS as COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::principal::Role;
-use serde_json::json;
 
 async fn one(c: &Conn, name: &str) -> Result<Option<TokenRow>, StoreError> {
     query_opt(
@@ -53,15 +53,7 @@ impl TokenStore for PgStore {
                     if n == 0 {
                         return Ok(None);
                     }
-                    append(
-                        c,
-                        &format!("token:{name}"),
-                        None,
-                        "TOKEN",
-                        &json!({"event": "created", "name": name, "role": role.as_str(), "by": by}),
-                        &at,
-                    )
-                    .await?;
+                    log_record(c, &records::token_created(&name, role, &by), &at).await?;
                     one(c, &name).await
                 })
             })
@@ -84,15 +76,7 @@ impl TokenStore for PgStore {
                     if moved == 0 {
                         return Ok(Err(one(c, &n).await?));
                     }
-                    append(
-                        c,
-                        &format!("token:{n}"),
-                        None,
-                        "TOKEN",
-                        &json!({"event": "revoked", "name": n, "by": by}),
-                        &at,
-                    )
-                    .await?;
+                    log_record(c, &records::token_revoked(&n, &by), &at).await?;
                     Ok(one(c, &n).await?.ok_or(None))
                 })
             })

@@ -13,16 +13,16 @@ use super::super::{
     ApprovalOpError, ApprovalRow, ApprovalStore, Approved, MIN_ID_PREFIX, NewApproval, StoreError,
 };
 use super::Cached;
-use super::log::append;
+use super::log::log_record;
 use super::{SqliteStore, all, first, one, to_json};
 use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
 use crate::decode::{self, APPROVAL_COLUMNS as COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::approval::{ApprovalError, ApprovalStatus, Binding};
 use capsaga_core::fsm::State;
 use rusqlite::{OptionalExtension, params};
-use serde_json::json;
 
 /// `now` plus `ttl_s` seconds, RFC 3339 UTC with milliseconds (the format
 /// of `clock::now_rfc3339`, so that text order is time order).
@@ -67,14 +67,8 @@ fn retire(
         "UPDATE approvals SET status = ?2 WHERE approval_id = ?1",
         params![old, status.as_str()],
     )?;
-    append(
-        tx,
-        &saga,
-        u64::try_from(step).ok(),
-        record,
-        &json!({"approval_id": old, "replaced_by": new}),
-        at,
-    )
+    let replaced = records::approval_replaced(&saga, u64::try_from(step).ok(), record, old, new);
+    log_record(tx, &replaced, at)
 }
 
 #[async_trait]
@@ -83,6 +77,11 @@ impl ApprovalStore for SqliteStore {
         let id = uuid::Uuid::new_v4().to_string();
         let at = now_rfc3339();
         let expires_at = expiry(a.ttl_s);
+        let requested = records::approval_requested(&records::Requested {
+            id: &id,
+            a,
+            expires_at: &expires_at,
+        });
         let (saga_id, binding, args, reason, summary, preview, replaces) = (
             a.saga_id.to_owned(),
             a.binding.clone(),
@@ -127,23 +126,7 @@ impl ApprovalStore for SqliteStore {
                     a.replaces.map(|(old, _)| old)
                 ],
             )?;
-            append(
-                tx,
-                a.saga_id,
-                Some(a.step_seq),
-                "APPROVAL_REQUESTED",
-                &json!({
-                    "approval_id": id,
-                    "tool": a.binding.tool_id,
-                    "tool_hash": a.binding.tool_hash,
-                    "args_hash": a.binding.args_hash,
-                    "reason": a.reason,
-                    "summary": a.summary,
-                    "expires_at": expires_at,
-                    "replaces": a.replaces.map(|(old, _)| old),
-                }),
-                &at,
-            )?;
+            log_record(tx, &requested, &at)?;
             let n = tx.exec(
                 "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1 AND fence = ?4",
                 params![a.saga_id, State::AwaitingApproval.as_str(), at, a.fence as i64],
@@ -151,14 +134,7 @@ impl ApprovalStore for SqliteStore {
             if n == 0 {
                 return Err(super::sagas::missing_or_fenced(tx, a.saga_id, a.fence)?);
             }
-            append(
-                tx,
-                a.saga_id,
-                None,
-                "STATE",
-                &json!({"state": State::AwaitingApproval.as_str(), "event": "ApprovalRequested"}),
-                &at,
-            )?;
+            log_record(tx, &records::awaiting_approval(&saga_id), &at)?;
             one(
                 tx,
                 &format!("SELECT {COLUMNS} FROM approvals WHERE approval_id = ?1"),
@@ -196,14 +172,8 @@ impl ApprovalStore for SqliteStore {
                     "UPDATE approvals SET status = 'expired' WHERE approval_id = ?1",
                     params![current.approval_id],
                 )?;
-                append(
-                    tx,
-                    &current.saga_id,
-                    Some(current.step_seq),
-                    "APPROVAL_EXPIRED",
-                    &json!({"approval_id": current.approval_id}),
-                    &at,
-                )?;
+                let expired = records::approval_expired(&current.saga_id, current.step_seq, &current.approval_id);
+                log_record(tx, &expired, &at)?;
                 let when = current.expires_at.clone().unwrap_or_default();
                 return Ok(Err(ApprovalError::Expired(when)));
             }
@@ -220,14 +190,15 @@ impl ApprovalStore for SqliteStore {
             } else {
                 "APPROVAL_DENIED"
             };
-            append(
-                tx,
+            let decided = records::approval_decided(
                 &current.saga_id,
-                Some(current.step_seq),
+                current.step_seq,
                 record,
-                &json!({"approval_id": current.approval_id, "by": by, "note": note}),
-                &at,
-            )?;
+                &current.approval_id,
+                by,
+                note,
+            );
+            log_record(tx, &decided, &at)?;
             Ok(Ok(one(
                 tx,
                 &format!("SELECT {COLUMNS} FROM approvals WHERE approval_id = ?1"),

@@ -7,14 +7,14 @@
 use super::super::StoreError;
 use super::super::access::{KeyRow, KeyStore};
 use super::Cached;
-use super::log::append;
+use super::log::log_record;
 use super::{SqliteStore, all, first};
 use crate::clock::now_rfc3339;
 use crate::decode::{self, KEY_COLUMNS, SEALED_COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::sealed::Sealed;
 use rusqlite::params;
-use serde_json::json;
 
 #[async_trait]
 impl KeyStore for SqliteStore {
@@ -27,14 +27,7 @@ impl KeyStore for SqliteStore {
                  ON CONFLICT(name) DO UPDATE SET format = excluded.format, kek_id = excluded.kek_id, wrapped_dek = excluded.wrapped_dek, ciphertext = excluded.ciphertext, last4 = excluded.last4, created_at = excluded.created_at, created_by = excluded.created_by",
                 params![name, s.format, s.kek_id, s.wrapped_dek, s.ciphertext, s.last4, at, by],
             )?;
-            append(
-                tx,
-                &format!("key:{name}"),
-                None,
-                "KEY",
-                &json!({"event": "sealed", "name": name, "last4": s.last4, "kek_id": s.kek_id, "by": by}),
-                &at,
-            )?;
+            log_record(tx, &records::key_sealed(&name, &s, &by), &at)?;
             Ok(KeyRow {
                 name,
                 last4: s.last4,
@@ -74,14 +67,7 @@ impl KeyStore for SqliteStore {
         self.write(move |tx| {
             let n = tx.exec("DELETE FROM provider_keys WHERE name = ?1", params![name])?;
             if n > 0 {
-                append(
-                    tx,
-                    &format!("key:{name}"),
-                    None,
-                    "KEY",
-                    &json!({"event": "removed", "name": name, "by": by}),
-                    &at,
-                )?;
+                log_record(tx, &records::key_removed(&name, &by), &at)?;
             }
             Ok(n > 0)
         })

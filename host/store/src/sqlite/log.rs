@@ -4,6 +4,7 @@
 use super::super::{LogRow, LogStore, StoreError};
 use super::Cached;
 use super::{SqliteStore, to_json};
+use crate::records::Record;
 use async_trait::async_trait;
 use capsaga_core::wal_row::{GENESIS, StoredLogRow, row_hash};
 use rusqlite::{OptionalExtension, Transaction, params};
@@ -50,6 +51,11 @@ pub(super) fn append(
         params![seq, hash],
     )?;
     Ok(())
+}
+
+/// Append `r` ([`crate::records`]) in the caller's transaction ([`append`]).
+pub(super) fn log_record(tx: &Transaction<'_>, r: &Record, at: &str) -> Result<(), StoreError> {
+    append(tx, &r.saga_id, r.step_seq, r.kind, &r.detail, at)
 }
 
 #[async_trait]

@@ -1,19 +1,20 @@
 //! `saga_state`: sagas, their guardrail state, owner and plan.
 
 use super::super::{
-    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, RELEASED_WHY, SagaQuery, SagaRow,
-    SagaStore, StepStatus, StoreError,
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaQuery, SagaRow, SagaStore,
+    StepStatus, StoreError,
 };
 use super::Cached;
-use super::log::append;
+use super::log::log_record;
 use super::{SqliteStore, all, first, steps};
 use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
 use crate::decode::{self, SAGA_COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::fsm::State;
 use rusqlite::{OptionalExtension, params};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Why a fenced update of `saga_state` changed nothing: the saga does not
 /// exist ([`StoreError::Decode`]) or `fence` is not its token
@@ -53,9 +54,7 @@ impl SqliteStore {
 impl SagaStore for SqliteStore {
     async fn create_saga(&self, s: &NewSaga<'_>) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let plan_hash = s
-            .plan
-            .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
+        let record = records::saga_created(s);
         let (origin, scope) = (s.scope.origin(), s.scope.as_str());
         let (saga_id, label, owner, plan, state, principal) = (
             s.saga_id.to_owned(),
@@ -70,11 +69,7 @@ impl SagaStore for SqliteStore {
                 "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, principal, fence, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![saga_id, state.as_str(), origin, label, at, owner, plan, principal, FIRST_FENCE as i64, scope],
             )?;
-            let mut detail = json!({"state": state.as_str(), "origin": origin, "scope": scope, "label": label, "plan_sha256": plan_hash});
-            if let (Some(p), Some(d)) = (&principal, detail.as_object_mut()) {
-                d.insert("principal".into(), json!(p));
-            }
-            append(tx, &saga_id, None, "STATE", &detail, &at)
+            log_record(tx, &record, &at)
         })
         .await
     }
@@ -119,15 +114,10 @@ impl SagaStore for SqliteStore {
                 params![saga_id],
                 |r| r.get(0),
             )?;
-            append(
-                tx,
-                saga_id,
-                None,
-                "OWNER",
-                &json!({"owner": owner, "previous": expected, "why": why, "fence": fence}),
-                &at,
-            )?;
-            Ok(u64::try_from(fence).ok())
+            let fence = u64::try_from(fence).ok();
+            let taken = records::owner_taken(saga_id, owner, expected, why, fence.unwrap_or(0));
+            log_record(tx, &taken, &at)?;
+            Ok(fence)
         })
         .await
     }
@@ -151,16 +141,10 @@ impl SagaStore for SqliteStore {
             if n == 0 {
                 return Ok(None);
             }
-            let next = fence + 1;
-            append(
-                tx,
-                &saga_id,
-                None,
-                "OWNER",
-                &json!({"owner": null, "previous": owner, "why": RELEASED_WHY, "released": true, "fence": next}),
-                &at,
-            )?;
-            Ok(u64::try_from(next).ok())
+            let next = u64::try_from(fence + 1).ok();
+            let released = records::released(&saga_id, &owner, next.unwrap_or(0));
+            log_record(tx, &released, &at)?;
+            Ok(next)
         })
         .await
     }
@@ -192,15 +176,10 @@ impl SagaStore for SqliteStore {
                 params![saga_id],
                 |r| r.get(0),
             )?;
-            append(
-                tx,
-                &saga_id,
-                None,
-                "OWNER",
-                &json!({"owner": owner, "previous": null, "why": why, "fence": fence}),
-                &at,
-            )?;
-            Ok(u64::try_from(fence).ok())
+            let fence = u64::try_from(fence).ok();
+            let taken = records::owner_taken(&saga_id, &owner, None, &why, fence.unwrap_or(0));
+            log_record(tx, &taken, &at)?;
+            Ok(fence)
         })
         .await
     }
@@ -214,12 +193,7 @@ impl SagaStore for SqliteStore {
         extra: Option<&Value>,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let mut detail = json!({"state": state.as_str(), "event": event});
-        if let (Some(Value::Object(m)), Some(d)) = (extra, detail.as_object_mut()) {
-            for (k, v) in m {
-                d.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
+        let record = records::state_set(saga_id, state, event, extra);
         let saga_id = saga_id.to_owned();
         self.write(move |tx| {
             let saga_id = saga_id.as_str();
@@ -239,7 +213,7 @@ impl SagaStore for SqliteStore {
                     step,
                 });
             }
-            append(tx, saga_id, None, "STATE", &detail, &at)
+            log_record(tx, &record, &at)
         })
         .await
     }

@@ -3,16 +3,17 @@
 
 use super::super::{BeginOutcome, NewStep, StepKey, StepRow, StepStatus, StepStore, StoreError};
 use super::Cached;
-use super::log::append;
+use super::log::log_record;
 use super::{SqliteStore, all, fenced_or, first, to_json};
 use crate::clock::now_rfc3339;
 use crate::decode::{self, STEP_COLUMNS};
 use crate::owned::OwnedStep;
+use crate::records;
+use crate::transitions::{self, HOLDING_AN_EFFECT};
 use async_trait::async_trait;
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use serde_json::json;
 
 /// The steps of a saga, by position (shared with `needs_operator`).
 pub(super) fn steps_of(c: &Connection, saga_id: &str) -> Result<Vec<StepRow>, StoreError> {
@@ -87,12 +88,9 @@ fn claim(
     if claimed != 1 {
         return Ok(false);
     }
-    append(
+    log_record(
         tx,
-        s.saga_id,
-        Some(s.step_seq),
-        "APPROVAL_CLAIMED",
-        &json!({"approval_id": approval_id}),
+        &records::approval_claimed(s.saga_id, s.step_seq, approval_id),
         at,
     )?;
     Ok(true)
@@ -117,22 +115,7 @@ fn insert_begin(tx: &Transaction<'_>, s: &NewStep<'_>, at: &str) -> Result<(), S
         ],
     )
     .map_err(|e| fenced_or(e, s.saga_id, s.fence))?;
-    append(
-        tx,
-        s.saga_id,
-        Some(s.step_seq),
-        "BEGIN",
-        &json!({
-            "tool": s.tool_id,
-            "tool_hash": s.tool_hash,
-            "grants": s.grants,
-            "idempotency_key": s.idempotency_key,
-            "args": s.args,
-            "preimage": s.preimage,
-            "approval_id": s.approval,
-        }),
-        at,
-    )
+    log_record(tx, &records::begin(s), at)
 }
 
 impl SqliteStore {
@@ -161,13 +144,11 @@ impl SqliteStore {
                 )
                 .optional()?
                 .ok_or_else(|| {
-                    StoreError::Decode(format!("no step {step_seq} in saga `{saga_id}`"))
+                    transitions::no_step(saga_id, step_seq)
                 })?;
             let from = decode::step_status(&status)?;
             if !allowed_from.contains(&from) {
-                return Err(StoreError::Decode(format!(
-                    "step {step_seq} of saga `{saga_id}` is {from}, cannot become {to}"
-                )));
+                return Err(transitions::cannot_become(saga_id, step_seq, from, to));
             }
             if let Some(o) = output {
                 tx.exec(
@@ -182,12 +163,8 @@ impl SqliteStore {
                 )
                 .map_err(fenced)?;
             }
-            let detail = match (output, error) {
-                (Some(o), _) => json!({"output": o}),
-                (None, Some(e)) => json!({"error": e}),
-                (None, None) => json!({}),
-            };
-            append(tx, saga_id, Some(step_seq), to.as_str(), &detail, &at)
+            let moved = records::step_moved(saga_id, step_seq, to.as_str(), output, error);
+            log_record(tx, &moved, &at)
         })
         .await
     }
@@ -207,15 +184,6 @@ impl SqliteStore {
         })
     }
 }
-
-const HOLDING_AN_EFFECT: [StepStatus; 4] = [
-    StepStatus::Commit,
-    StepStatus::Begin,
-    StepStatus::CompensationFailed,
-    // A failed step may have changed files before failing: the host's
-    // journal restores them (issue 28).
-    StepStatus::Fail,
-];
 
 #[async_trait]
 impl StepStore for SqliteStore {
@@ -266,11 +234,9 @@ impl StepStore for SqliteStore {
                 )
                 .map_err(|e| fenced_or(e, saga_id, fence))?;
             if n == 0 {
-                return Err(StoreError::Decode(format!(
-                    "no step {step_seq} in saga `{saga_id}`"
-                )));
+                return Err(transitions::no_step(saga_id, step_seq));
             }
-            append(tx, saga_id, Some(step_seq), "LABEL", &json!({"label": label}), &at)
+            log_record(tx, &records::label(saga_id, step_seq, &label), &at)
         })
         .await
     }
@@ -304,18 +270,10 @@ impl StepStore for SqliteStore {
             )
             .map_err(|e| fenced_or(e, saga_id, fence))?;
             if n == 0 {
-                return Err(StoreError::Decode(format!(
-                    "step {step_seq} of saga `{saga_id}` is not in BEGIN: cannot retry it"
-                )));
+                return Err(transitions::not_in_begin(saga_id, step_seq, "retry it"));
             }
-            append(
-                tx,
-                saga_id,
-                Some(step_seq),
-                "RETRY",
-                &json!({"attempt": attempt, "delay_ms": delay_ms, "error": error}),
-                &at,
-            )
+            let retry = records::retry(saga_id, step_seq, attempt, delay_ms, error);
+            log_record(tx, &retry, &at)
         })
         .await
     }
@@ -332,18 +290,9 @@ impl StepStore for SqliteStore {
             )
             .map_err(|e| fenced_or(e, saga_id, fence))?;
             if n == 0 {
-                return Err(StoreError::Decode(format!(
-                    "step {step_seq} of saga `{saga_id}` is not in BEGIN: cannot mark it in doubt"
-                )));
+                return Err(transitions::not_in_begin(saga_id, step_seq, "mark it in doubt"));
             }
-            append(
-                tx,
-                saga_id,
-                Some(step_seq),
-                "IN_DOUBT",
-                &json!({"error": error}),
-                &at,
-            )
+            log_record(tx, &records::in_doubt(saga_id, step_seq, error), &at)
         })
         .await
     }
@@ -385,11 +334,9 @@ impl StepStore for SqliteStore {
                 |r| r.get(0),
             )?;
             if n == 0 {
-                return Err(StoreError::Decode(format!(
-                    "no step {step_seq} in saga `{saga_id}`"
-                )));
+                return Err(transitions::no_step(saga_id, step_seq));
             }
-            append(tx, saga_id, Some(step_seq), "FS_RESTORE", &report, &at)
+            log_record(tx, &records::fs_restore(saga_id, step_seq, report), &at)
         })
         .await
     }

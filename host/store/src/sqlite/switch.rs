@@ -5,14 +5,14 @@
 use super::super::StoreError;
 use super::super::access::SwitchStore;
 use super::Cached;
-use super::log::append;
+use super::log::log_record;
 use super::{SqliteStore, first};
 use crate::clock::now_rfc3339;
 use crate::decode;
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::pause::{Mode, Switch};
 use rusqlite::{Connection, params};
-use serde_json::json;
 
 fn read(c: &Connection) -> Result<Switch, StoreError> {
     let row = first(c, decode::SWITCH_SELECT, [], |r| decode::switch(Some(r)))?;
@@ -39,14 +39,7 @@ impl SwitchStore for SqliteStore {
                  ON CONFLICT(id) DO UPDATE SET mode = excluded.mode, set_by = excluded.set_by, set_at = excluded.set_at, note = excluded.note",
                 params![mode.as_str(), by, at, note],
             )?;
-            append(
-                tx,
-                "host:switch",
-                None,
-                "SWITCH",
-                &json!({"mode": mode.as_str(), "by": by, "note": note}),
-                &at,
-            )?;
+            log_record(tx, &records::switch_set(mode, &by, note.as_deref()), &at)?;
             read(tx)
         })
         .await

@@ -6,14 +6,14 @@ use super::super::StoreError;
 use super::super::access::{ActiveToken, TokenOpError, TokenRow, TokenStore};
 use super::Cached;
 use super::SqliteStore;
-use super::log::append;
+use super::log::log_record;
 use super::{all, first};
 use crate::clock::now_rfc3339;
 use crate::decode::{self, TOKEN_COLUMNS as COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::principal::Role;
 use rusqlite::params;
-use serde_json::json;
 
 fn one(c: &rusqlite::Connection, name: &str) -> Result<Option<TokenRow>, StoreError> {
     first(
@@ -50,14 +50,7 @@ impl TokenStore for SqliteStore {
                     "INSERT INTO tokens (name, role, secret_sha256, created_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5)",
                     params![name, role.as_str(), hash, at, by],
                 )?;
-                append(
-                    tx,
-                    &format!("token:{name}"),
-                    None,
-                    "TOKEN",
-                    &json!({"event": "created", "name": name, "role": role.as_str(), "by": by}),
-                    &at,
-                )?;
+                log_record(tx, &records::token_created(&name, role, &by), &at)?;
                 one(tx, &name)
             })
             .await?;
@@ -79,14 +72,7 @@ impl TokenStore for SqliteStore {
                     "UPDATE tokens SET revoked_at = ?2, revoked_by = ?3 WHERE name = ?1 AND revoked_at IS NULL",
                     params![n, at, by],
                 )?;
-                append(
-                    tx,
-                    &format!("token:{n}"),
-                    None,
-                    "TOKEN",
-                    &json!({"event": "revoked", "name": n, "by": by}),
-                    &at,
-                )?;
+                log_record(tx, &records::token_revoked(&n, &by), &at)?;
                 Ok(one(tx, &n)?.ok_or(None))
             })
             .await?;
