@@ -178,91 +178,43 @@ struct Migration {
     sql: &'static [&'static str],
 }
 
+/// A version that adds no column.
+const fn sql(version: i64, sql: &'static [&'static str]) -> Migration {
+    Migration {
+        version,
+        columns: &[],
+        sql,
+    }
+}
+
+/// Columns (SQLite's type declaration) added by several versions.
+const TEXT: &str = "TEXT";
+const FENCE: &str = "INTEGER NOT NULL DEFAULT 1";
+
 /// Every version, in order. Forward only: a released version is never
 /// edited, a change is a new one (its file `migrations/NNNN.sql`).
+#[rustfmt::skip]
 const MIGRATIONS: [Migration; 14] = [
-    Migration {
-        version: 1,
-        columns: &[],
-        sql: &[SCHEMA],
-    },
-    Migration {
-        version: 2,
-        columns: &[
-            ("saga_state", "owner", "TEXT"),
-            ("saga_state", "plan", "TEXT"),
-        ],
-        sql: &[MIGRATE_V2],
-    },
-    Migration {
-        version: 3,
-        columns: &[],
-        sql: &[MIGRATE_V3],
-    },
-    Migration {
-        version: 4,
-        columns: &[],
-        sql: &[MIGRATE_V4],
-    },
-    Migration {
-        version: 5,
-        columns: &[("saga_state", "principal", "TEXT")],
-        sql: &[MIGRATE_V5],
-    },
-    Migration {
-        version: 6,
-        columns: &[],
-        sql: &[MIGRATE_V6],
-    },
-    Migration {
-        version: 7,
-        columns: &[
-            ("saga_state", "fence", "INTEGER NOT NULL DEFAULT 1"),
-            ("saga_steps", "fence", "INTEGER NOT NULL DEFAULT 1"),
-        ],
-        sql: &[MIGRATE_V7],
-    },
-    Migration {
-        version: 8,
-        columns: &[],
-        sql: &[MIGRATE_V8],
-    },
+    sql(1, &[SCHEMA]),
+    Migration { version: 2, columns: &[("saga_state", "owner", TEXT), ("saga_state", "plan", TEXT)], sql: &[MIGRATE_V2] },
+    sql(3, &[MIGRATE_V3]),
+    sql(4, &[MIGRATE_V4]),
+    Migration { version: 5, columns: &[("saga_state", "principal", TEXT)], sql: &[MIGRATE_V5] },
+    sql(6, &[MIGRATE_V6]),
+    Migration { version: 7, columns: &[("saga_state", "fence", FENCE), ("saga_steps", "fence", FENCE)], sql: &[MIGRATE_V7] },
+    sql(8, &[MIGRATE_V8]),
     // Version 9 (issue 26): `released_at` of `saga_state`, set while a
     // saga continued across requests (an MCP 2026-07-28 saga handle) is
     // released by its owner between two requests (`SagaStore::release_saga`).
-    Migration {
-        version: 9,
-        columns: &[("saga_state", "released_at", "TEXT")],
-        sql: &[],
-    },
+    Migration { version: 9, columns: &[("saga_state", "released_at", TEXT)], sql: &[] },
     // The fencing triggers went with the old `saga_steps`: created again.
-    Migration {
-        version: 10,
-        columns: &[],
-        sql: &[MIGRATE_V10, MIGRATE_V7],
-    },
-    Migration {
-        version: 11,
-        columns: &[("saga_state", "scope", "TEXT")],
-        sql: &[MIGRATE_V11],
-    },
-    Migration {
-        version: 12,
-        columns: &[],
-        sql: &[MIGRATE_V12],
-    },
+    sql(10, &[MIGRATE_V10, MIGRATE_V7]),
+    Migration { version: 11, columns: &[("saga_state", "scope", TEXT)], sql: &[MIGRATE_V11] },
+    sql(12, &[MIGRATE_V12]),
     // Version 13 (issue 47): the label of what each step brought into its
     // saga (information flow).
-    Migration {
-        version: 13,
-        columns: &[("saga_steps", "label", "TEXT")],
-        sql: &[],
-    },
-    Migration {
-        version: 14,
-        columns: &[],
-        sql: &[MIGRATE_V14],
-    },
+    Migration { version: 13, columns: &[("saga_steps", "label", TEXT)], sql: &[] },
+    sql(14, &[MIGRATE_V14]),
 ];
 
 /// Bring the schema from `version` to `target` (at most
