@@ -4,9 +4,9 @@
 //! write's own transaction (`sqlite/log.rs`, `postgres/log.rs`). A
 //! record's detail is hashed into the chain: its shape never changes.
 
-use crate::{NeuronRow, NewSaga, NewStep, RELEASED_WHY};
+use crate::{NeuronRow, NewSaga, NewStep, RELEASED_WHY, Transition};
 use capsaga_core::fsm::State;
-use capsaga_core::neuron::Status;
+
 use capsaga_core::pause::Mode;
 use capsaga_core::principal::Role;
 use capsaga_core::sealed::Sealed;
@@ -324,30 +324,12 @@ pub(crate) fn neuron_superseded(old: &NeuronRow, by: &str, note: &str) -> Record
     )
 }
 
-/// What an operator's decision on a neuron's version records.
-pub(crate) struct NeuronMove<'a> {
-    /// The neuron.
-    pub name: &'a str,
-    /// Its version.
-    pub version: i64,
-    /// The version's identity.
-    pub identity: &'a str,
-    /// Its new status.
-    pub to: Status,
-    /// Who decided.
-    pub by: &'a str,
-    /// Their note.
-    pub note: Option<&'a str>,
-    /// The capabilities granted, if the decision grants.
-    pub granted: Option<&'a [String]>,
-}
-
 /// A neuron's version moved to another status by the operator (`NEURON`).
-pub(crate) fn neuron_moved(m: &NeuronMove<'_>) -> Record {
+pub(crate) fn neuron_moved(t: &Transition<'_>, identity: &str) -> Record {
     neuron(
-        m.name,
-        json!({"name": m.name, "version": m.version, "identity": m.identity,
-            "status": m.to.as_str(), "by": m.by, "note": m.note, "granted": m.granted}),
+        t.name,
+        json!({"name": t.name, "version": t.version, "identity": identity,
+            "status": t.to.as_str(), "by": t.by, "note": t.note, "granted": t.granted}),
     )
 }
 

@@ -115,6 +115,7 @@ impl NeuronStore for PgStore {
     }
 
     async fn transition_neuron(&self, t: &Transition<'_>) -> Result<NeuronRow, NeuronOpError> {
+        let version32 = t.version;
         let (name, version, to, by, note, granted, report) = (
             t.name.to_owned(),
             i64::from(t.version),
@@ -172,15 +173,16 @@ impl NeuronStore for PgStore {
                     &[&to.as_str(), &by, &note, &granted_json, &report_json, &now, &name, &version],
                 )
                 .await?;
-                let moved = records::neuron_moved(&records::NeuronMove {
+                let moved = Transition {
                     name: &name,
-                    version,
-                    identity: &cur.identity,
+                    version: version32,
                     to,
                     by: &by,
                     note: note.as_deref(),
                     granted: granted.as_deref(),
-                });
+                    report: None,
+                };
+                let moved = records::neuron_moved(&moved, &cur.identity);
                 log_record(c, &moved, &now).await?;
                 let row = one(c, "WHERE n.name = $1 AND n.version = $2", &[&name, &version])
                     .await?

@@ -162,16 +162,7 @@ impl NeuronStore for SqliteStore {
                 "UPDATE neurons SET status = ?1, decided_by = ?2, note = COALESCE(?3, note), granted = COALESCE(?4, granted), report = COALESCE(?5, report), updated_at = ?6 WHERE name = ?7 AND version = ?8",
                 params![t.to.as_str(), t.by, t.note, granted, report, now, t.name, t.version],
             )?;
-            let moved = records::neuron_moved(&records::NeuronMove {
-                name: t.name,
-                version: i64::from(t.version),
-                identity: &cur.identity,
-                to: t.to,
-                by: t.by,
-                note: t.note,
-                granted: t.granted,
-            });
-            log_record(tx, &moved, &now)?;
+            log_record(tx, &records::neuron_moved(&t, &cur.identity), &now)?;
             let row = one(tx, "WHERE n.name = ?1 AND n.version = ?2", &[&t.name, &t.version])?
                 .ok_or_else(|| StoreError::Decode("updated neuron not found".into()))?;
             Ok(Ok(row))

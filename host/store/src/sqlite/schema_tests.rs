@@ -1,7 +1,6 @@
 //! The schema's versions: each one exactly what its capsaga made, and a file
 //! of every older version upgraded at open to the schema of a new one.
 
-use super::schema::migrate_to;
 use super::*;
 use crate::SCHEMA_VERSION;
 use sha2::{Digest, Sha256};
@@ -29,15 +28,7 @@ fn schema_of(c: &Connection) -> String {
 
 /// A database made by the migrations 1 to `version`, as a file at `p`.
 fn made_at(p: &std::path::Path, version: i64) -> Connection {
-    let mut c = Connection::open(p).unwrap();
-    let tx = c.transaction().unwrap();
-    migrate_to(&tx, 0, version).unwrap();
-    tx.execute_batch(&format!(
-        "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {version};"
-    ))
-    .unwrap();
-    tx.commit().unwrap();
-    c
+    super::tests::older_file(p, version, "")
 }
 
 /// SHA-256 of [`schema_of`] a database made by the migrations 1 to N, for
