@@ -51,6 +51,7 @@ mod claim;
 pub mod clock;
 mod decode;
 mod error;
+mod logic;
 mod neurons;
 mod owned;
 mod owners;
@@ -58,6 +59,7 @@ mod owners;
 pub mod postgres;
 mod records;
 mod rows;
+mod seam;
 pub mod sqlite;
 #[cfg(all(test, feature = "postgres"))]
 mod suite;

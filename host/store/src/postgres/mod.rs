@@ -36,6 +36,7 @@ mod neurons;
 pub mod owners;
 mod sagas;
 pub mod schema;
+mod seam;
 mod steps;
 mod switch;
 mod target;

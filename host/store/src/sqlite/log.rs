@@ -7,7 +7,7 @@ use super::{SqliteStore, to_json};
 use crate::records::Record;
 use async_trait::async_trait;
 use capsaga_core::wal_row::{GENESIS, StoredLogRow, row_hash};
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 /// Append one row to `wal_log`, chained to the anchored head (`wal_head`),
@@ -17,7 +17,7 @@ use serde_json::Value;
 /// table: if someone deleted the newest rows, the next row still follows the
 /// deleted ones, and the gap stays visible to `audit verify`.
 pub(super) fn append(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     saga_id: &str,
     step_seq: Option<u64>,
     record: &str,
@@ -54,7 +54,7 @@ pub(super) fn append(
 }
 
 /// Append `r` ([`crate::records`]) in the caller's transaction ([`append`]).
-pub(super) fn log_record(tx: &Transaction<'_>, r: &Record, at: &str) -> Result<(), StoreError> {
+pub(super) fn log_record(tx: &Connection, r: &Record, at: &str) -> Result<(), StoreError> {
     append(tx, &r.saga_id, r.step_seq, r.kind, &r.detail, at)
 }
 

@@ -42,6 +42,7 @@ mod neurons;
 pub mod owners;
 mod sagas;
 mod schema;
+mod seam;
 mod steps;
 mod switch;
 mod tasks;
