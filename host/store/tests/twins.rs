@@ -19,9 +19,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The most twin lines allowed (see the module's docs).
-const MAX_TWIN_LINES: usize = 4800;
+const MAX_TWIN_LINES: usize = 4741;
 /// The most shared lines allowed.
-const MAX_SHARED_LINES: usize = 666;
+const MAX_SHARED_LINES: usize = 657;
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

@@ -3,6 +3,7 @@
 //! connection (a read), given as a [`crate::seam::Tx`]. A dialect's trait
 //! implementation only opens the one or the other and calls it.
 
+pub(crate) mod audit;
 pub(crate) mod keys;
 pub(crate) mod switch;
 pub(crate) mod tasks;
