@@ -30,6 +30,11 @@
 //! [`switch`], [`owners`] (lock files); the schema and its
 //! migrations in [`schema`]; the write turn in [`turn`]; the `-wal` file's
 //! size in [`checkpoint`].
+//!
+//! The traits whose logic is written once (`crate::logic`: keys, tasks,
+//! the kill switch, traces, audit) are thin here: a write or a read opened
+//! and handed to that logic through this dialect's side of the backend
+//! seam (`seam.rs`). The migrations are numbered files in `migrations/`.
 
 mod approvals;
 mod audit;
