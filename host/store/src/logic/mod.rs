@@ -7,4 +7,5 @@ pub(crate) mod audit;
 pub(crate) mod keys;
 pub(crate) mod switch;
 pub(crate) mod tasks;
+pub(crate) mod tokens;
 pub(crate) mod traces;

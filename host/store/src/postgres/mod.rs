@@ -27,8 +27,8 @@
 //! [`approvals`], [`traces`], [`budget`], [`audit`], [`neurons`],
 //! [`tokens`], [`keys`], [`switch`], [`owners`].
 //!
-//! The traits whose logic is written once (`crate::logic`: keys, tasks,
-//! the kill switch, traces, audit) are thin here: a write or a read opened
+//! The traits whose logic is written once (`crate::logic`: keys, tokens,
+//! tasks, the kill switch, traces, audit) are thin here: a write or a read opened
 //! and handed to that logic through this dialect's side of the backend
 //! seam (`seam.rs`). The migrations are numbered files in `migrations/`.
 

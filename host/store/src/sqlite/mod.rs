@@ -31,8 +31,8 @@
 //! migrations in [`schema`]; the write turn in [`turn`]; the `-wal` file's
 //! size in [`checkpoint`].
 //!
-//! The traits whose logic is written once (`crate::logic`: keys, tasks,
-//! the kill switch, traces, audit) are thin here: a write or a read opened
+//! The traits whose logic is written once (`crate::logic`: keys, tokens,
+//! tasks, the kill switch, traces, audit) are thin here: a write or a read opened
 //! and handed to that logic through this dialect's side of the backend
 //! seam (`seam.rs`). The migrations are numbered files in `migrations/`.
 
