@@ -27,6 +27,14 @@
 //! | [`AuditStore`] | all of the above | the tables' current values, for `audit verify` ([`audit`]) |
 //! | [`OwnerStore`] | `hosts` (PostgreSQL), lock files (SQLite) | which processes own sagas and whether they are alive |
 //!
+//! One store, two dialects: what both back ends do is written once, in
+//! dialect-neutral modules (the log's records in `records`, row decoding in
+//! `decode`, step moves in `transitions`, and the store's logic in `logic`
+//! over the backend seam `seam`), and each dialect is an adapter (its SQL
+//! where it differs, its parameters, its connections and writer). Their
+//! migrations are numbered SQL files (`sqlite/migrations`,
+//! `postgres/migrations`).
+//!
 //! Invariants every implementation keeps (the SQLite one documents how):
 //! each write changes its table and appends the matching `wal_log` row in one
 //! transaction, so the two views never disagree; a BEGIN is durable before
@@ -49,17 +57,22 @@ pub mod access;
 pub mod audit;
 mod claim;
 pub mod clock;
+mod decode;
 mod error;
+mod logic;
 mod neurons;
 mod owned;
 mod owners;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod records;
 mod rows;
+mod seam;
 pub mod sqlite;
 #[cfg(all(test, feature = "postgres"))]
 mod suite;
 pub mod tasks;
+mod transitions;
 
 pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};
 pub use error::{SCHEMA_VERSION, StoreError};

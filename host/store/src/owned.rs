@@ -1,6 +1,6 @@
 //! Owned copies of borrowed write requests, for the back ends' writers.
 
-use crate::NewStep;
+use crate::{NewStep, TraceRecord};
 use capsaga_core::tool::ToolOutput;
 
 /// A [`NewStep`] a writer owns (moved to the SQLite writer thread or the
@@ -49,6 +49,46 @@ impl OwnedStep {
             preimage: self.preimage.as_ref(),
             approval: self.approval.as_deref(),
             fence: self.fence,
+        }
+    }
+}
+
+/// A [`TraceRecord`] a writer owns.
+pub(crate) struct OwnedTrace {
+    trace_id: String,
+    saga_id: Option<String>,
+    task: String,
+    outcome: String,
+    started_at: String,
+    finished_at: Option<String>,
+    wall_ms: u64,
+    json: String,
+}
+
+impl OwnedTrace {
+    pub(crate) fn of(t: &TraceRecord<'_>) -> OwnedTrace {
+        OwnedTrace {
+            trace_id: t.trace_id.to_owned(),
+            saga_id: t.saga_id.map(str::to_owned),
+            task: t.task.to_owned(),
+            outcome: t.outcome.to_owned(),
+            started_at: t.started_at.to_owned(),
+            finished_at: t.finished_at.map(str::to_owned),
+            wall_ms: t.wall_ms,
+            json: t.json.to_owned(),
+        }
+    }
+
+    pub(crate) fn view(&self) -> TraceRecord<'_> {
+        TraceRecord {
+            trace_id: &self.trace_id,
+            saga_id: self.saga_id.as_deref(),
+            task: &self.task,
+            outcome: &self.outcome,
+            started_at: &self.started_at,
+            finished_at: self.finished_at.as_deref(),
+            wall_ms: self.wall_ms,
+            json: &self.json,
         }
     }
 }

@@ -7,54 +7,16 @@
 use super::super::{
     ApprovalOpError, ApprovalRow, ApprovalStore, Approved, MIN_ID_PREFIX, NewApproval, StoreError,
 };
-use super::log::append;
+use super::log::log_record;
 use super::sagas::missing_or_fenced;
 use super::{Conn, PgStore, execute, get, i64_of, query, query_opt, to_json};
 use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
+use crate::decode::{self, APPROVAL_COLUMNS as COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::approval::{ApprovalError, ApprovalStatus, Binding};
 use capsaga_core::fsm::State;
-use serde_json::{Value, json};
-
-const COLUMNS: &str = "approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at, expires_at, replaces, note";
-
-fn decode(r: &tokio_postgres::Row) -> Result<ApprovalRow, StoreError> {
-    let json = |t: &str, what: &str| -> Result<Value, StoreError> {
-        serde_json::from_str(t).map_err(|e| StoreError::Decode(format!("approval {what}: {e}")))
-    };
-    let step_seq: i64 = get(r, 2)?;
-    let args: String = get(r, 6)?;
-    let preview: Option<String> = get(r, 9)?;
-    let status: String = get(r, 10)?;
-    let claimed_step: Option<i64> = get(r, 14)?;
-    Ok(ApprovalRow {
-        approval_id: get(r, 0)?,
-        saga_id: get(r, 1)?,
-        step_seq: u64::try_from(step_seq)
-            .map_err(|_| StoreError::Decode(format!("negative approval step {step_seq}")))?,
-        binding: Binding {
-            tool_id: get(r, 3)?,
-            tool_hash: get(r, 4)?,
-            args_hash: get(r, 5)?,
-        },
-        args: json(&args, "args")?,
-        reason: get(r, 7)?,
-        summary: get(r, 8)?,
-        preview: preview.map(|p| json(&p, "preview")).transpose()?,
-        status: ApprovalStatus::parse(&status)
-            .ok_or_else(|| StoreError::Decode(format!("unknown approval status `{status}`")))?,
-        decided_by: get(r, 11)?,
-        decided_at: get(r, 12)?,
-        claimed_saga: get(r, 13)?,
-        claimed_step: claimed_step.map(|s| s.max(0) as u64),
-        claimed_at: get(r, 15)?,
-        created_at: get(r, 16)?,
-        expires_at: get(r, 17)?,
-        replaces: get(r, 18)?,
-        note: get(r, 19)?,
-    })
-}
 
 /// `now` plus `ttl_s` seconds, in the format of `clock::now_rfc3339`.
 fn expiry(ttl_s: u64) -> String {
@@ -74,7 +36,7 @@ async fn one(c: &Conn, id: &str) -> Result<ApprovalRow, StoreError> {
     )
     .await?
     .ok_or_else(|| StoreError::Decode(format!("approval `{id}` vanished")))?;
-    decode(&row)
+    decode::approval(&row)
 }
 
 /// Retire approval `old` (pending or approved) as `status`, replaced by
@@ -105,15 +67,8 @@ async fn retire(
         return Ok(());
     };
     let (saga, step): (String, i64) = (get(&found, 0)?, get(&found, 1)?);
-    append(
-        c,
-        &saga,
-        u64::try_from(step).ok(),
-        record,
-        &json!({"approval_id": old, "replaced_by": new}),
-        at,
-    )
-    .await
+    let replaced = records::approval_replaced(&saga, u64::try_from(step).ok(), record, old, new);
+    log_record(c, &replaced, at).await
 }
 
 #[async_trait]
@@ -122,6 +77,11 @@ impl ApprovalStore for PgStore {
         let id = uuid::Uuid::new_v4().to_string();
         let at = now_rfc3339();
         let expires_at = expiry(a.ttl_s);
+        let requested = records::approval_requested(&records::Requested {
+            id: &id,
+            a,
+            expires_at: &expires_at,
+        });
         let (saga_id, binding, args, reason, summary, preview, replaces) = (
             a.saga_id.to_owned(),
             a.binding.clone(),
@@ -168,33 +128,8 @@ impl ApprovalStore for PgStore {
                     ],
                 )
                 .await?;
-                append(
-                    c,
-                    &saga_id,
-                    Some(step_seq),
-                    "APPROVAL_REQUESTED",
-                    &json!({
-                        "approval_id": id,
-                        "tool": binding.tool_id,
-                        "tool_hash": binding.tool_hash,
-                        "args_hash": binding.args_hash,
-                        "reason": reason,
-                        "summary": summary,
-                        "expires_at": expires_at,
-                        "replaces": replaced,
-                    }),
-                    &at,
-                )
-                .await?;
-                append(
-                    c,
-                    &saga_id,
-                    None,
-                    "STATE",
-                    &json!({"state": State::AwaitingApproval.as_str(), "event": "ApprovalRequested"}),
-                    &at,
-                )
-                .await?;
+                log_record(c, &requested, &at).await?;
+                log_record(c, &records::awaiting_approval(&saga_id), &at).await?;
                 one(c, &id).await
             })
         })
@@ -234,15 +169,8 @@ impl ApprovalStore for PgStore {
                             &[&current.approval_id],
                         )
                         .await?;
-                        append(
-                            c,
-                            &current.saga_id,
-                            Some(current.step_seq),
-                            "APPROVAL_EXPIRED",
-                            &json!({"approval_id": current.approval_id}),
-                            &at,
-                        )
-                        .await?;
+                        let expired = records::approval_expired(&current.saga_id, current.step_seq, &current.approval_id);
+                log_record(c, &expired, &at).await?;
                         let when = current.expires_at.clone().unwrap_or_default();
                         return Ok(Err(ApprovalError::Expired(when)));
                     }
@@ -261,15 +189,15 @@ impl ApprovalStore for PgStore {
                     } else {
                         "APPROVAL_DENIED"
                     };
-                    append(
-                        c,
-                        &current.saga_id,
-                        Some(current.step_seq),
-                        record,
-                        &json!({"approval_id": current.approval_id, "by": by, "note": note}),
-                        &at,
-                    )
-                    .await?;
+                    let decided = records::approval_decided(
+                &current.saga_id,
+                current.step_seq,
+                record,
+                &current.approval_id,
+                &by,
+                note.as_deref(),
+            );
+            log_record(c, &decided, &at).await?;
                     Ok(Ok(one(c, &current.approval_id).await?))
                 })
             })
@@ -289,7 +217,10 @@ impl ApprovalStore for PgStore {
             &[&id.to_ascii_lowercase(), &(MIN_ID_PREFIX as i32)],
         )
         .await?;
-        let rows: Vec<ApprovalRow> = rows.iter().map(decode).collect::<Result<_, _>>()?;
+        let rows: Vec<ApprovalRow> = rows
+            .iter()
+            .map(decode::approval)
+            .collect::<Result<_, _>>()?;
         match rows.len() {
             1 => rows
                 .into_iter()
@@ -314,7 +245,7 @@ impl ApprovalStore for PgStore {
         )
         .await?
         .as_ref()
-        .map(decode)
+        .map(decode::approval)
         .transpose()
     }
 
@@ -324,17 +255,14 @@ impl ApprovalStore for PgStore {
         now: &str,
         claimant: &str,
     ) -> Result<Vec<Approved>, StoreError> {
-        let cols: String = COLUMNS
-            .split(", ")
-            .map(|c| format!("a.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let cols = decode::qualified(COLUMNS, "a");
+        let ended = ENDED_STATES.as_str();
         let rule = crate::claim::may_claim("a", "$5");
         let c = self.conn().await?;
         let rows = query(
             &c,
             &format!(
-                "SELECT {cols}, s.state IN {ENDED_STATES}, s.principal FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
+                "SELECT {cols}, s.state IN {ended}, s.principal FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
                  WHERE a.tool_id = $1 AND a.tool_hash = $2 AND a.args_hash = $3 AND a.status = 'approved'
                    AND (a.expires_at IS NULL OR a.expires_at > $4) AND {rule}
                  ORDER BY a.created_at, a.ord LIMIT 64"
@@ -342,15 +270,7 @@ impl ApprovalStore for PgStore {
             &[&binding.tool_id, &binding.tool_hash, &binding.args_hash, &now, &claimant],
         )
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Approved {
-                    approval: decode(r)?,
-                    requester_ended: get::<bool>(r, 20)?,
-                    requester_principal: get::<Option<String>>(r, 21)?,
-                })
-            })
-            .collect()
+        rows.iter().map(decode::approved).collect()
     }
 
     async fn approvals(&self, all: bool) -> Result<Vec<ApprovalRow>, StoreError> {
@@ -363,6 +283,6 @@ impl ApprovalStore for PgStore {
             &[&all],
         )
         .await?;
-        rows.iter().map(decode).collect()
+        rows.iter().map(decode::approval).collect()
     }
 }

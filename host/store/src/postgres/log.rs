@@ -22,6 +22,7 @@
 use super::super::audit::ANCHOR;
 use super::super::{LogChain, LogRow, LogStore, StoreError};
 use super::{Conn, PgStore, get, query, query_opt, to_json};
+use crate::records::Record;
 use async_trait::async_trait;
 use capsaga_core::wal_row::{StoredLogRow, row_hash, row_hash_parts};
 use serde_json::{Value, json};
@@ -117,6 +118,11 @@ pub(super) async fn append(
         })
     });
     Ok(())
+}
+
+/// Append `r` ([`crate::records`]) in the caller's transaction ([`append`]).
+pub(super) async fn log_record(c: &Conn, r: &Record, at: &str) -> Result<(), StoreError> {
+    append(c, &r.saga_id, r.step_seq, r.kind, &r.detail, at).await
 }
 
 /// What a writer anchored last: each other chain's head seq.

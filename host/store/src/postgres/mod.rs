@@ -26,6 +26,11 @@
 //! One file per trait, as for SQLite: [`sagas`], [`steps`], [`log`],
 //! [`approvals`], [`traces`], [`budget`], [`audit`], [`neurons`],
 //! [`tokens`], [`keys`], [`switch`], [`owners`].
+//!
+//! The traits whose logic is written once (`crate::logic`: keys, tokens,
+//! tasks, the kill switch, traces, audit) are thin here: a write or a read opened
+//! and handed to that logic through this dialect's side of the backend
+//! seam (`seam.rs`). The migrations are numbered files in `migrations/`.
 
 mod approvals;
 mod audit;
@@ -36,6 +41,7 @@ mod neurons;
 pub mod owners;
 mod sagas;
 pub mod schema;
+mod seam;
 mod steps;
 mod switch;
 mod target;
@@ -207,6 +213,12 @@ pub(crate) fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
         .map_err(|e| StoreError::Decode(format!("column {i}: {e}")))
 }
 
+impl crate::decode::Cells for tokio_postgres::Row {
+    fn cell<T: crate::decode::Column>(&self, i: usize) -> Result<T, StoreError> {
+        get(self, i)
+    }
+}
+
 /// A `u64` stored as BIGINT.
 pub(crate) fn get_u64(r: &tokio_postgres::Row, i: usize) -> Result<u64, StoreError> {
     let v: i64 = get(r, i)?;
@@ -362,13 +374,4 @@ fn classify_connect(shown: &str, e: StoreError) -> StoreError {
 /// host's types never are).
 pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
-}
-
-/// Parse an optional stored JSON column.
-pub(crate) fn decode_json(
-    s: Option<String>,
-    what: &str,
-) -> Result<Option<serde_json::Value>, StoreError> {
-    s.map(|t| serde_json::from_str(&t).map_err(|e| StoreError::Decode(format!("{what}: {e}"))))
-        .transpose()
 }

@@ -5,13 +5,13 @@
 use super::super::{
     NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, StoreError, Transition,
 };
-use super::log::append;
+use super::log::log_record;
 use super::{Conn, PgStore, execute, get, i64_of, query, query_opt, to_json};
 use crate::clock::now_rfc3339;
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::neuron::Status;
 use capsaga_core::neuron::fitness::CallRecord;
-use serde_json::{Value, json};
 use tokio_postgres::types::ToSql;
 
 /// The columns read, with the provenance found through the turn's trace.
@@ -22,44 +22,13 @@ const SELECT: &str = "SELECT n.name, n.version, n.identity, n.runner_hash, n.sta
        WHERE t.saga_id = n.saga_id AND s.value ->> 'type' = 'thought' LIMIT 1)
     FROM neurons n";
 
-fn decode(r: &tokio_postgres::Row) -> Result<NeuronRow, StoreError> {
-    let status: String = get(r, 4)?;
-    let bad = |what: &str| StoreError::Decode(format!("neuron row: {what} (status `{status}`)"));
-    let version: i64 = get(r, 1)?;
-    let meta: String = get(r, 5)?;
-    let examples: String = get(r, 7)?;
-    let report: Option<String> = get(r, 8)?;
-    let granted: String = get(r, 9)?;
-    let step_seq: Option<i64> = get(r, 11)?;
-    Ok(NeuronRow {
-        name: get(r, 0)?,
-        version: u32::try_from(version).map_err(|_| bad("version"))?,
-        identity: get(r, 2)?,
-        runner_hash: get(r, 3)?,
-        status: Status::parse(&status).ok_or_else(|| bad("status"))?,
-        meta: serde_json::from_str(&meta).map_err(|_| bad("meta"))?,
-        source: get(r, 6)?,
-        examples: serde_json::from_str(&examples).map_err(|_| bad("examples"))?,
-        report: report.and_then(|t| serde_json::from_str(&t).ok()),
-        granted: serde_json::from_str(&granted).map_err(|_| bad("granted"))?,
-        saga_id: get(r, 10)?,
-        step_seq: step_seq.map(|s| s as u64),
-        decided_by: get(r, 12)?,
-        note: get(r, 13)?,
-        created_at: get(r, 14)?,
-        updated_at: get(r, 15)?,
-        trace_id: get(r, 16)?,
-        model: get(r, 17)?,
-    })
-}
-
 async fn many(
     c: &Conn,
     filter: &str,
     p: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<NeuronRow>, StoreError> {
     let rows = query(c, &format!("{SELECT} {filter}"), p).await?;
-    rows.iter().map(decode).collect()
+    rows.iter().map(crate::decode::neuron).collect()
 }
 
 async fn one(
@@ -68,10 +37,6 @@ async fn one(
     p: &[&(dyn ToSql + Sync)],
 ) -> Result<Option<NeuronRow>, StoreError> {
     Ok(many(c, filter, p).await?.into_iter().next())
-}
-
-async fn record(c: &Conn, name: &str, detail: &Value, at: &str) -> Result<(), StoreError> {
-    append(c, &format!("neuron:{name}"), None, "NEURON", detail, at).await
 }
 
 #[async_trait]
@@ -132,9 +97,14 @@ impl NeuronStore for PgStore {
                     ],
                 )
                 .await?;
-                let detail = json!({"name": name, "version": version, "identity": identity,
-                    "status": "proposed", "saga_id": saga_id, "step_seq": step_seq});
-                record(c, &name, &detail, &now).await?;
+                let proposed = records::neuron_proposed(
+                    &name,
+                    i64::from(version),
+                    &identity,
+                    saga_id.as_deref(),
+                    step_seq,
+                );
+                log_record(c, &proposed, &now).await?;
                 let row = one(c, "WHERE n.identity = $1", &[&identity])
                     .await?
                     .ok_or_else(|| StoreError::Decode("inserted neuron not found".into()))?;
@@ -145,6 +115,7 @@ impl NeuronStore for PgStore {
     }
 
     async fn transition_neuron(&self, t: &Transition<'_>) -> Result<NeuronRow, NeuronOpError> {
+        let version32 = t.version;
         let (name, version, to, by, note, granted, report) = (
             t.name.to_owned(),
             i64::from(t.version),
@@ -191,9 +162,7 @@ impl NeuronStore for PgStore {
                             &[&by, &note, &now, &o.name, &i64::from(o.version)],
                         )
                         .await?;
-                        let detail = json!({"name": o.name, "version": o.version, "identity": o.identity,
-                            "status": "retired", "by": by, "note": note});
-                        record(c, &o.name, &detail, &now).await?;
+                        log_record(c, &records::neuron_superseded(&o, &by, &note), &now).await?;
                     }
                 }
                 let granted_json = granted.as_ref().map(to_json);
@@ -204,9 +173,17 @@ impl NeuronStore for PgStore {
                     &[&to.as_str(), &by, &note, &granted_json, &report_json, &now, &name, &version],
                 )
                 .await?;
-                let detail = json!({"name": name, "version": version, "identity": cur.identity,
-                    "status": to.as_str(), "by": by, "note": note, "granted": granted});
-                record(c, &name, &detail, &now).await?;
+                let moved = Transition {
+                    name: &name,
+                    version: version32,
+                    to,
+                    by: &by,
+                    note: note.as_deref(),
+                    granted: granted.as_deref(),
+                    report: None,
+                };
+                let moved = records::neuron_moved(&moved, &cur.identity);
+                log_record(c, &moved, &now).await?;
                 let row = one(c, "WHERE n.name = $1 AND n.version = $2", &[&name, &version])
                     .await?
                     .ok_or_else(|| StoreError::Decode("updated neuron not found".into()))?;
@@ -228,9 +205,7 @@ impl NeuronStore for PgStore {
                 }
                 execute(c, "DELETE FROM neurons WHERE identity = $1", &[&identity]).await?;
                 let now = now_rfc3339();
-                let detail = json!({"name": cur.name, "version": cur.version, "identity": identity,
-                    "status": "removed", "by": by});
-                record(c, &cur.name, &detail, &now).await?;
+                log_record(c, &records::neuron_removed(&cur, &identity, &by), &now).await?;
                 Ok(Removed::Removed)
             })
         })

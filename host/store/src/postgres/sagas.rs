@@ -2,19 +2,18 @@
 //! plan.
 
 use super::super::{
-    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, RELEASED_WHY, SagaQuery, SagaRow,
-    SagaStore, StepStatus, StoreError,
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaQuery, SagaRow, SagaStore,
+    StepStatus, StoreError,
 };
-use super::log::append;
+use super::log::log_record;
 use super::{Conn, PgStore, execute, get, get_u64, i64_of, query, query_opt, steps};
 use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
+use crate::decode::{self, SAGA_COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::fsm::State;
-use capsaga_core::scope::Scope;
-use serde_json::{Value, json};
-
-const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner, fence, principal, released_at, scope";
+use serde_json::Value;
 
 /// The database's clock now, as `clock::now_rfc3339` writes a time (text
 /// order is time order).
@@ -23,25 +22,6 @@ const DB_NOW: &str =
 
 /// The database's clock `$3` milliseconds ago, written as [`DB_NOW`].
 const DB_AGO: &str = r#"to_char((clock_timestamp() - $3::bigint * interval '1 millisecond') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#;
-
-fn decode_saga(r: &tokio_postgres::Row) -> Result<SagaRow, StoreError> {
-    let state: String = get(r, 1)?;
-    Ok(SagaRow {
-        saga_id: get(r, 0)?,
-        state: state.parse::<State>().map_err(StoreError::Decode)?,
-        origin: get(r, 2)?,
-        label: get(r, 3)?,
-        created_at: get(r, 4)?,
-        updated_at: get(r, 5)?,
-        owner: get(r, 6)?,
-        fence: get_u64(r, 7)?,
-        principal: get(r, 8)?,
-        released_at: get(r, 9)?,
-        scope: get::<Option<String>>(r, 10)?
-            .as_deref()
-            .and_then(Scope::parse),
-    })
-}
 
 /// Why a fenced update of `saga_state` changed nothing: the saga does not
 /// exist ([`StoreError::Decode`]) or `fence` is not its token
@@ -74,7 +54,7 @@ impl PgStore {
             &[],
         )
         .await?;
-        rows.iter().map(decode_saga).collect()
+        rows.iter().map(decode::saga).collect()
     }
 }
 
@@ -82,9 +62,7 @@ impl PgStore {
 impl SagaStore for PgStore {
     async fn create_saga(&self, s: &NewSaga<'_>) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let plan_hash = s
-            .plan
-            .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
+        let record = records::saga_created(s);
         let (origin, scope) = (s.scope.origin(), s.scope.as_str());
         let (saga_id, label, owner, plan, state, principal) = (
             s.saga_id.to_owned(),
@@ -102,11 +80,7 @@ impl SagaStore for PgStore {
                     &[&saga_id, &state.as_str(), &origin, &label, &at, &owner, &plan, &i64_of(FIRST_FENCE), &principal, &scope],
                 )
                 .await?;
-                let mut detail = json!({"state": state.as_str(), "origin": origin, "scope": scope, "label": label, "plan_sha256": plan_hash});
-                if let (Some(p), Some(d)) = (&principal, detail.as_object_mut()) {
-                    d.insert("principal".into(), json!(p));
-                }
-                append(c, &saga_id, None, "STATE", &detail, &at).await
+                log_record(c, &record, &at).await
             })
         })
         .await
@@ -144,15 +118,8 @@ impl SagaStore for PgStore {
                     return Ok(None);
                 };
                 let fence = get_u64(&row, 0)?;
-                append(
-                    c,
-                    &saga_id,
-                    None,
-                    "OWNER",
-                    &json!({"owner": owner, "previous": expected, "why": why, "fence": fence}),
-                    &at,
-                )
-                .await?;
+                let taken = records::owner_taken(&saga_id, &owner, expected.as_deref(), &why, fence);
+                log_record(c, &taken, &at).await?;
                 Ok(Some(fence))
             })
         })
@@ -185,15 +152,7 @@ impl SagaStore for PgStore {
                     return Ok(None);
                 };
                 let next = get_u64(&row, 0)?;
-                append(
-                    c,
-                    &saga_id,
-                    None,
-                    "OWNER",
-                    &json!({"owner": null, "previous": owner, "why": RELEASED_WHY, "released": true, "fence": next}),
-                    &at,
-                )
-                .await?;
+                log_record(c, &records::released(&saga_id, &owner, next), &at).await?;
                 Ok(Some(next))
             })
         })
@@ -227,15 +186,8 @@ impl SagaStore for PgStore {
                     return Ok(None);
                 };
                 let fence = get_u64(&row, 0)?;
-                append(
-                    c,
-                    &saga_id,
-                    None,
-                    "OWNER",
-                    &json!({"owner": owner, "previous": null, "why": why, "fence": fence}),
-                    &at,
-                )
-                .await?;
+                let taken = records::owner_taken(&saga_id, &owner, None, &why, fence);
+                log_record(c, &taken, &at).await?;
                 Ok(Some(fence))
             })
         })
@@ -251,12 +203,7 @@ impl SagaStore for PgStore {
         extra: Option<&Value>,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let mut detail = json!({"state": state.as_str(), "event": event});
-        if let (Some(Value::Object(m)), Some(d)) = (extra, detail.as_object_mut()) {
-            for (k, v) in m {
-                d.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
+        let record = records::state_set(saga_id, state, event, extra);
         let saga_id = saga_id.to_owned();
         self.write(move |c| {
             Box::pin(async move {
@@ -278,7 +225,7 @@ impl SagaStore for PgStore {
                         step,
                     });
                 }
-                append(c, &saga_id, None, "STATE", &detail, &at).await
+                log_record(c, &record, &at).await
             })
         })
         .await
@@ -293,7 +240,7 @@ impl SagaStore for PgStore {
         )
         .await?
         .as_ref()
-        .map(decode_saga)
+        .map(decode::saga)
         .transpose()
     }
 
@@ -338,7 +285,7 @@ impl SagaStore for PgStore {
             &[&limit],
         )
         .await?;
-        rows.iter().map(decode_saga).collect()
+        rows.iter().map(decode::saga).collect()
     }
 
     async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
@@ -352,7 +299,7 @@ impl SagaStore for PgStore {
             &[&principal, &limit],
         )
         .await?;
-        rows.iter().map(decode_saga).collect()
+        rows.iter().map(decode::saga).collect()
     }
 
     async fn saga_page(
@@ -362,11 +309,7 @@ impl SagaStore for PgStore {
         limit: usize,
     ) -> Result<(Vec<SagaRow>, bool), StoreError> {
         let c = self.conn().await?;
-        let columns = SAGA_COLUMNS
-            .split(',')
-            .map(|c| format!("s.{}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let columns = decode::qualified(SAGA_COLUMNS, "s");
         let take = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let skip = i64::try_from(offset).unwrap_or(i64::MAX);
         let rows = query(
@@ -384,7 +327,7 @@ impl SagaStore for PgStore {
         .await?;
         let mut out = rows
             .iter()
-            .map(decode_saga)
+            .map(decode::saga)
             .collect::<Result<Vec<_>, _>>()?;
         let more = out.len() > limit;
         out.truncate(limit);
@@ -392,7 +335,7 @@ impl SagaStore for PgStore {
     }
 
     async fn unfinished_sagas(&self) -> Result<Vec<SagaRow>, StoreError> {
-        self.sagas_where(&format!("state NOT IN {ENDED_STATES}"))
+        self.sagas_where(&format!("state NOT IN {}", *ENDED_STATES))
             .await
     }
 

@@ -27,146 +27,7 @@ const MIGRATION_LOCK: i64 = 0x4341_5053;
 /// written by the host, JSON as text) so that the hash chain and the rows
 /// read back are the same on both back ends; `ord` columns give rows a
 /// creation order (SQLite's rowid).
-const V1: &str = r#"
-CREATE TABLE saga_state (
-    saga_id     TEXT PRIMARY KEY,
-    state       TEXT NOT NULL,
-    origin      TEXT NOT NULL,
-    label       TEXT NOT NULL DEFAULT '',
-    created_at  TEXT NOT NULL,
-    updated_at  TEXT NOT NULL,
-    owner       TEXT,
-    plan        TEXT,
-    fence       BIGINT NOT NULL DEFAULT 1,
-    ord         BIGINT GENERATED ALWAYS AS IDENTITY
-);
-CREATE INDEX saga_state_unfinished ON saga_state (created_at, ord)
-    WHERE state NOT IN ('Done', 'FailedRolledBack', 'FailedRollbackPartial');
-CREATE INDEX saga_state_created ON saga_state (created_at, ord);
-CREATE TABLE saga_steps (
-    id               BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    saga_id          TEXT NOT NULL REFERENCES saga_state(saga_id),
-    step_seq         BIGINT NOT NULL,
-    tool_id          TEXT NOT NULL,
-    tool_hash        TEXT NOT NULL,
-    grants           TEXT NOT NULL,
-    has_side_effects BOOLEAN NOT NULL,
-    idempotency_key  TEXT NOT NULL UNIQUE,
-    args             TEXT NOT NULL,
-    preimage         TEXT,
-    output           TEXT,
-    status           TEXT NOT NULL CHECK (status IN ('BEGIN','COMMIT','FAIL','COMPENSATED','COMPENSATION_FAILED')),
-    error            TEXT,
-    created_at       TEXT NOT NULL,
-    updated_at       TEXT NOT NULL,
-    fence            BIGINT NOT NULL,
-    UNIQUE (saga_id, step_seq)
-);
-CREATE INDEX saga_steps_tool_hash ON saga_steps (tool_hash);
-CREATE TABLE wal_log (
-    seq        BIGINT PRIMARY KEY,
-    saga_id    TEXT NOT NULL,
-    step_seq   BIGINT,
-    record     TEXT NOT NULL,
-    detail     TEXT NOT NULL,
-    at         TEXT NOT NULL,
-    prev_hash  TEXT NOT NULL,
-    hash       TEXT NOT NULL
-);
-CREATE INDEX wal_log_saga ON wal_log (saga_id, seq);
-CREATE TABLE wal_head (
-    id    INT PRIMARY KEY CHECK (id = 1),
-    seq   BIGINT NOT NULL,
-    hash  TEXT NOT NULL
-);
-CREATE TABLE traces (
-    trace_id     TEXT PRIMARY KEY,
-    saga_id      TEXT,
-    task         TEXT NOT NULL,
-    outcome      TEXT NOT NULL,
-    started_at   TEXT NOT NULL,
-    finished_at  TEXT,
-    wall_ms      BIGINT NOT NULL,
-    trace        TEXT NOT NULL,
-    ord          BIGINT GENERATED ALWAYS AS IDENTITY
-);
-CREATE INDEX traces_saga ON traces (saga_id, started_at);
-CREATE TABLE approvals (
-    approval_id  TEXT PRIMARY KEY,
-    saga_id      TEXT NOT NULL REFERENCES saga_state(saga_id),
-    step_seq     BIGINT NOT NULL,
-    tool_id      TEXT NOT NULL,
-    tool_hash    TEXT NOT NULL,
-    args_hash    TEXT NOT NULL,
-    args         TEXT NOT NULL,
-    reason       TEXT NOT NULL,
-    summary      TEXT NOT NULL,
-    preview      TEXT,
-    status       TEXT NOT NULL CHECK (status IN ('pending','approved','denied','claimed','stale','expired')),
-    decided_by   TEXT,
-    decided_at   TEXT,
-    claimed_saga TEXT,
-    claimed_step BIGINT,
-    claimed_at   TEXT,
-    created_at   TEXT NOT NULL,
-    expires_at   TEXT,
-    replaces     TEXT,
-    note         TEXT,
-    ord          BIGINT GENERATED ALWAYS AS IDENTITY
-);
-CREATE INDEX approvals_binding ON approvals (tool_id, tool_hash, args_hash, status);
-CREATE INDEX approvals_step ON approvals (saga_id, step_seq);
-CREATE TABLE neurons (
-    name        TEXT NOT NULL,
-    version     BIGINT NOT NULL,
-    identity    TEXT NOT NULL UNIQUE,
-    runner_hash TEXT NOT NULL,
-    status      TEXT NOT NULL CHECK (status IN ('proposed','tested','awaiting_operator','active','retired','rejected')),
-    meta        TEXT NOT NULL,
-    source      TEXT NOT NULL,
-    examples    TEXT NOT NULL,
-    report      TEXT,
-    granted     TEXT NOT NULL,
-    saga_id     TEXT,
-    step_seq    BIGINT,
-    decided_by  TEXT,
-    note        TEXT,
-    created_at  TEXT NOT NULL,
-    updated_at  TEXT NOT NULL,
-    PRIMARY KEY (name, version)
-);
-CREATE INDEX neurons_status ON neurons (status);
-CREATE TABLE budget_days (
-    day           TEXT PRIMARY KEY,
-    spent_usd     DOUBLE PRECISION NOT NULL DEFAULT 0,
-    calls         BIGINT NOT NULL DEFAULT 0,
-    input_tokens  BIGINT NOT NULL DEFAULT 0,
-    output_tokens BIGINT NOT NULL DEFAULT 0,
-    updated_at    TEXT NOT NULL
-);
-CREATE TABLE hosts (
-    owner_id      TEXT PRIMARY KEY,
-    started_at    TEXT NOT NULL,
-    expires_at    TIMESTAMPTZ NOT NULL,
-    policy_sha256 TEXT
-);
--- Fencing: a step row written with a token that is not its saga's current
--- one is refused here, whatever the writer believes (SQLSTATE CS409).
-CREATE FUNCTION capsaga_check_fence() RETURNS trigger LANGUAGE plpgsql AS $fn$
-DECLARE
-    current BIGINT;
-BEGIN
-    SELECT fence INTO current FROM saga_state WHERE saga_id = NEW.saga_id FOR SHARE;
-    IF current IS DISTINCT FROM NEW.fence THEN
-        RAISE EXCEPTION 'capsaga: fenced: saga % is at token %, the write carries %',
-            NEW.saga_id, current, NEW.fence USING ERRCODE = 'CS409';
-    END IF;
-    RETURN NEW;
-END
-$fn$;
-CREATE TRIGGER saga_steps_fence BEFORE INSERT OR UPDATE ON saga_steps
-    FOR EACH ROW EXECUTE FUNCTION capsaga_check_fence();
-"#;
+const V1: &str = include_str!("migrations/0001.sql");
 
 /// Version 2: what the SQLite store's versions 5 and 6 added (issue 24):
 /// the principal that started each saga, named tokens (the SHA-256 of
@@ -176,45 +37,7 @@ CREATE TRIGGER saga_steps_fence BEFORE INSERT OR UPDATE ON saga_steps
 /// (`TIMESTAMPTZ`, compared with `clock_timestamp()`), as the hosts' leases
 /// are: hosts whose clocks disagree still agree on which reservations
 /// count.
-const V2: &str = r#"
-ALTER TABLE saga_state ADD COLUMN principal TEXT;
-CREATE INDEX saga_state_principal ON saga_state (principal, created_at);
-CREATE TABLE tokens (
-    name          TEXT PRIMARY KEY,
-    role          TEXT NOT NULL CHECK (role IN ('client','operator')),
-    secret_sha256 TEXT NOT NULL UNIQUE CHECK (length(secret_sha256) = 64),
-    created_at    TEXT NOT NULL,
-    created_by    TEXT NOT NULL,
-    revoked_at    TEXT,
-    revoked_by    TEXT
-);
-CREATE TABLE provider_keys (
-    name        TEXT PRIMARY KEY,
-    format      TEXT NOT NULL,
-    kek_id      TEXT NOT NULL,
-    wrapped_dek BYTEA NOT NULL,
-    ciphertext  BYTEA NOT NULL,
-    last4       TEXT NOT NULL,
-    created_at  TEXT NOT NULL,
-    created_by  TEXT NOT NULL
-);
-CREATE TABLE host_switch (
-    id     INT PRIMARY KEY CHECK (id = 1),
-    mode   TEXT NOT NULL CHECK (mode IN ('running','read_only','paused')),
-    set_by TEXT,
-    set_at TEXT,
-    note   TEXT
-);
-CREATE TABLE budget_reservations (
-    id          TEXT PRIMARY KEY,
-    day         TEXT NOT NULL,
-    usd         DOUBLE PRECISION NOT NULL CHECK (usd >= 0),
-    holder      TEXT NOT NULL,
-    created_at  TEXT NOT NULL,
-    expires_at  TIMESTAMPTZ NOT NULL
-);
-CREATE INDEX budget_reservations_day ON budget_reservations (day, expires_at);
-"#;
+const V2: &str = include_str!("migrations/0002.sql");
 
 /// Version 3: one hash chain per writer (issue 25's follow-up: hosts append
 /// in parallel instead of taking turns on one head row). `wal_log.chain`
@@ -223,92 +46,36 @@ CREATE INDEX budget_reservations_day ON budget_reservations (day, expires_at);
 /// place in one order (`seq`). The rows written before stay the chain `''`
 /// (numbered 1, 2, 3... as before, verified as before), its head moved to
 /// `wal_chains`; nobody appends to it again.
-const V3: &str = r#"
-CREATE SEQUENCE wal_order AS BIGINT;
-SELECT setval('wal_order', GREATEST(MAX(seq), 1), MAX(seq) IS NOT NULL) FROM wal_log;
-ALTER TABLE wal_log ADD COLUMN chain TEXT NOT NULL DEFAULT '';
-ALTER TABLE wal_log ALTER COLUMN chain DROP DEFAULT;
-CREATE INDEX wal_log_chain ON wal_log (chain, seq);
-CREATE TABLE wal_chains (
-    chain      TEXT PRIMARY KEY,
-    seq        BIGINT NOT NULL,
-    hash       TEXT NOT NULL,
-    opened_at  TEXT NOT NULL
-);
-INSERT INTO wal_chains (chain, seq, hash, opened_at)
-    SELECT '', seq, hash, '' FROM wal_head WHERE seq > 0;
-DROP TABLE wal_head;
-"#;
+const V3: &str = include_str!("migrations/0003.sql");
 
 /// Version 4 (issue 26): `released_at` of `saga_state`, set (by the
 /// database's clock, as text like every timestamp column) while a saga
 /// continued across requests (an MCP 2026-07-28 saga handle) is released
 /// by its owner between two requests: crash recovery leaves it alone, any
 /// host claims it.
-const V4: &str = r#"
-ALTER TABLE saga_state ADD COLUMN released_at TEXT;
-"#;
+const V4: &str = include_str!("migrations/0004.sql");
 
 /// Version 5 (issue 45): `scope` of `saga_state`, the scope that opened
 /// each saga (`capsaga_core::scope::Scope`); only that scope continues,
 /// commits or rolls it back. Older sagas get the scope their origin tells
 /// for sure (a plan, a call, an MCP saga released between requests: a
 /// handle's), the others none (then only the operator acts on them).
-const V5: &str = r#"
-ALTER TABLE saga_state ADD COLUMN scope TEXT;
-UPDATE saga_state SET scope = CASE
-    WHEN origin = 'plan' THEN 'plan'
-    WHEN origin = 'call' THEN 'call'
-    WHEN origin = 'mcp' AND released_at IS NOT NULL THEN 'handle'
-END;
-"#;
+const V5: &str = include_str!("migrations/0005.sql");
 
 /// Version 6 (issue 45): what providers' reports cost beyond the hosts'
 /// estimates, per provider, model asked and UTC day, written with each
 /// settlement under the day's advisory lock; the largest ratios of the
 /// last days scale later reservations (`capsaga_core::budget::learn`).
-const V6: &str = r#"
-CREATE TABLE budget_ratios (
-    provider      TEXT NOT NULL,
-    model         TEXT NOT NULL,
-    day           TEXT NOT NULL,
-    calls         BIGINT NOT NULL DEFAULT 0,
-    reserved_usd  DOUBLE PRECISION NOT NULL DEFAULT 0,
-    charged_usd   DOUBLE PRECISION NOT NULL DEFAULT 0,
-    over_usd      DOUBLE PRECISION NOT NULL DEFAULT 0,
-    input_ratio   DOUBLE PRECISION NOT NULL DEFAULT 0,
-    output_ratio  DOUBLE PRECISION NOT NULL DEFAULT 0,
-    updated_at    TEXT NOT NULL,
-    PRIMARY KEY (provider, model, day)
-);
-CREATE INDEX budget_ratios_day ON budget_ratios (day);
-"#;
+const V6: &str = include_str!("migrations/0006.sql");
 
 /// Version 7: what the SQLite store's version 13 added (issue 47): the
 /// label of what each step brought into its saga (information flow).
-const V7: &str = r#"
-ALTER TABLE saga_steps ADD COLUMN label TEXT;
-"#;
+const V7: &str = include_str!("migrations/0007.sql");
 
 /// Migration 8 (issue 48): the tasks of the MCP tasks
 /// extension (`TaskStore`), shared by every host, so any host answers for
 /// a task and a task outlives the host that ran it.
-const V8: &str = r#"
-CREATE TABLE mcp_tasks (
-    task_id           TEXT PRIMARY KEY,
-    principal         TEXT NOT NULL,
-    saga_id           TEXT,
-    owner             TEXT,
-    status            TEXT NOT NULL CHECK (status IN ('working','input_required','completed','failed','cancelled')),
-    detail            TEXT,
-    answers           TEXT,
-    cancel_requested  BOOLEAN NOT NULL DEFAULT FALSE,
-    created_at        TEXT NOT NULL,
-    updated_at        TEXT NOT NULL,
-    version           BIGINT NOT NULL DEFAULT 1
-);
-CREATE INDEX mcp_tasks_open ON mcp_tasks (status, owner);
-"#;
+const V8: &str = include_str!("migrations/0008.sql");
 
 /// The migrations, by version, in order. Forward only: a released
 /// migration is never edited, a change is a new one. A database records each

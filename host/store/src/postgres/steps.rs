@@ -4,46 +4,18 @@
 //! (SQLSTATE `CS409`, [`StoreError::Fenced`]).
 
 use super::super::{BeginOutcome, NewStep, StepKey, StepRow, StepStatus, StepStore, StoreError};
-use super::log::append;
+use super::log::log_record;
 use super::schema::FENCED_SQLSTATE;
-use super::{Conn, PgStore, decode_json, get, get_u64, i64_of, query, query_opt, to_json};
+use super::{Conn, PgStore, get, get_u64, i64_of, query, query_opt, to_json};
 use crate::clock::now_rfc3339;
+use crate::decode::{self, STEP_COLUMNS};
 use crate::owned::OwnedStep;
+use crate::records;
+use crate::transitions::{self, HOLDING_AN_EFFECT};
 use async_trait::async_trait;
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
-use serde_json::json;
 use tokio_postgres::types::ToSql;
-
-const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at, label";
-
-fn parse_status(s: &str) -> Result<StepStatus, StoreError> {
-    StepStatus::parse(s).ok_or_else(|| StoreError::Decode(format!("unknown step status `{s}`")))
-}
-
-fn decode_step(r: &tokio_postgres::Row) -> Result<StepRow, StoreError> {
-    let grants: String = get(r, 4)?;
-    let args: String = get(r, 7)?;
-    let status: String = get(r, 10)?;
-    Ok(StepRow {
-        saga_id: get(r, 0)?,
-        step_seq: get_u64(r, 1)?,
-        tool_id: get(r, 2)?,
-        tool_hash: get(r, 3)?,
-        grants: serde_json::from_str(&grants)
-            .map_err(|e| StoreError::Decode(format!("grants: {e}")))?,
-        has_side_effects: get(r, 5)?,
-        idempotency_key: get(r, 6)?,
-        args: serde_json::from_str(&args).map_err(|e| StoreError::Decode(format!("args: {e}")))?,
-        preimage: decode_json(get(r, 8)?, "preimage")?,
-        output: decode_json(get(r, 9)?, "output")?,
-        status: parse_status(&status)?,
-        error: decode_json(get(r, 11)?, "error")?,
-        created_at: get(r, 12)?,
-        updated_at: get(r, 13)?,
-        label: decode_json(get(r, 14)?, "label")?,
-    })
-}
 
 /// The steps of a saga, by position (shared with `needs_operator`).
 pub(super) async fn steps_of(c: &Conn, saga_id: &str) -> Result<Vec<StepRow>, StoreError> {
@@ -53,7 +25,7 @@ pub(super) async fn steps_of(c: &Conn, saga_id: &str) -> Result<Vec<StepRow>, St
         &[&saga_id],
     )
     .await?;
-    rows.iter().map(decode_step).collect()
+    rows.iter().map(decode::step).collect()
 }
 
 /// The first step of `saga_id` that has no outcome (BEGIN), if any: a saga
@@ -97,7 +69,7 @@ async fn existing(c: &Conn, key: &str) -> Result<Option<BeginOutcome>, StoreErro
     else {
         return Ok(None);
     };
-    let status = parse_status(&get::<String>(&row, 0)?)?;
+    let status = decode::step_status(&get::<String>(&row, 0)?)?;
     if status != StepStatus::Commit {
         return Ok(Some(BeginOutcome::Exists(status)));
     }
@@ -125,12 +97,9 @@ async fn claim(c: &Conn, s: &NewStep<'_>, approval_id: &str, at: &str) -> Result
     if claimed != 1 {
         return Ok(false);
     }
-    append(
+    log_record(
         c,
-        s.saga_id,
-        Some(s.step_seq),
-        "APPROVAL_CLAIMED",
-        &json!({"approval_id": approval_id}),
+        &records::approval_claimed(s.saga_id, s.step_seq, approval_id),
         at,
     )
     .await?;
@@ -175,34 +144,9 @@ async fn insert_begin(
     if n == 0 {
         return Ok(false);
     }
-    append(
-        c,
-        s.saga_id,
-        Some(s.step_seq),
-        "BEGIN",
-        &json!({
-            "tool": s.tool_id,
-            "tool_hash": s.tool_hash,
-            "grants": s.grants,
-            "idempotency_key": s.idempotency_key,
-            "args": s.args,
-            "preimage": s.preimage,
-            "approval_id": s.approval,
-        }),
-        at,
-    )
-    .await?;
+    log_record(c, &records::begin(s), at).await?;
     Ok(true)
 }
-
-const HOLDING_AN_EFFECT: [StepStatus; 4] = [
-    StepStatus::Commit,
-    StepStatus::Begin,
-    StepStatus::CompensationFailed,
-    // A failed step may have changed files before failing: the host's
-    // journal restores them (issue 28).
-    StepStatus::Fail,
-];
 
 /// What a step's update records besides its status.
 enum Change {
@@ -230,19 +174,16 @@ impl PgStore {
             Box::pin(async move {
                 // One statement: the move, only from an allowed status; the
                 // reason is read only when nothing moved.
-                let (sql, value, detail) = match &change {
+                let (sql, value, moved) = match &change {
                     Change::Output(o) => (
                         "UPDATE saga_steps SET status = $3, output = $4, updated_at = $5, fence = $6 WHERE saga_id = $1 AND step_seq = $2 AND status = ANY($7)",
                         Some(to_json(o)),
-                        json!({"output": o}),
+                        records::step_moved::<_, ToolError>(&saga_id, step_seq, to.as_str(), Some(o), None),
                     ),
                     Change::Error(e) => (
                         "UPDATE saga_steps SET status = $3, error = $4, updated_at = $5, fence = $6 WHERE saga_id = $1 AND step_seq = $2 AND status = ANY($7)",
                         e.as_ref().map(to_json),
-                        match e {
-                            Some(e) => json!({"error": e}),
-                            None => json!({}),
-                        },
+                        records::step_moved::<ToolOutput, _>(&saga_id, step_seq, to.as_str(), None, e.as_ref()),
                     ),
                 };
                 let n = fenced_exec(
@@ -261,29 +202,26 @@ impl PgStore {
                     )
                     .await?;
                     return Err(match row {
-                        None => StoreError::Decode(format!("no step {step_seq} in saga `{saga_id}`")),
+                        None => transitions::no_step(&saga_id, step_seq),
                         Some(r) => {
-                            let from = parse_status(&get::<String>(&r, 0)?)?;
-                            StoreError::Decode(format!(
-                                "step {step_seq} of saga `{saga_id}` is {from}, cannot become {to}"
-                            ))
+                            let from = decode::step_status(&get::<String>(&r, 0)?)?;
+                            transitions::cannot_become(&saga_id, step_seq, from, to)
                         }
                     });
                 }
-                append(c, &saga_id, Some(step_seq), to.as_str(), &detail, &at).await
+                log_record(c, &moved, &at).await
             })
         })
         .await
     }
 
     /// Record an error on a step still in BEGIN (a retry, or in doubt),
-    /// with the log record `record` and its `detail`.
+    /// with the log record `record`.
     async fn note_on_begin(
         &self,
         key: StepKey<'_>,
         error: &ToolError,
-        record: &'static str,
-        detail: serde_json::Value,
+        record: records::Record,
         what: &'static str,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
@@ -300,11 +238,9 @@ impl PgStore {
                 )
                 .await?;
                 if n == 0 {
-                    return Err(StoreError::Decode(format!(
-                        "step {step_seq} of saga `{saga_id}` is not in BEGIN: cannot {what}"
-                    )));
+                    return Err(transitions::not_in_begin(&saga_id, step_seq, what));
                 }
-                append(c, &saga_id, Some(step_seq), record, &detail, &at).await
+                log_record(c, &record, &at).await
             })
         })
         .await
@@ -323,7 +259,7 @@ impl PgStore {
         )
         .await?
         .as_ref()
-        .map(decode_step)
+        .map(decode::step)
         .transpose()
     }
 }
@@ -398,11 +334,9 @@ impl StepStore for PgStore {
                 )
                 .await?;
                 if n == 0 {
-                    return Err(StoreError::Decode(format!(
-                        "no step {step_seq} in saga `{saga_id}`"
-                    )));
+                    return Err(transitions::no_step(&saga_id, step_seq));
                 }
-                append(c, &saga_id, Some(step_seq), "LABEL", &json!({"label": label}), &at).await
+                log_record(c, &records::label(&saga_id, step_seq, &label), &at).await
             })
         })
         .await
@@ -419,8 +353,8 @@ impl StepStore for PgStore {
     }
 
     async fn in_doubt(&self, key: StepKey<'_>, error: &ToolError) -> Result<(), StoreError> {
-        let detail = json!({"error": error});
-        self.note_on_begin(key, error, "IN_DOUBT", detail, "mark it in doubt")
+        let record = records::in_doubt(key.saga_id, key.step_seq, error);
+        self.note_on_begin(key, error, record, "mark it in doubt")
             .await
     }
 
@@ -431,9 +365,8 @@ impl StepStore for PgStore {
         delay_ms: u64,
         error: &ToolError,
     ) -> Result<(), StoreError> {
-        let detail = json!({"attempt": attempt, "delay_ms": delay_ms, "error": error});
-        self.note_on_begin(key, error, "RETRY", detail, "retry it")
-            .await
+        let record = records::retry(key.saga_id, key.step_seq, attempt, delay_ms, error);
+        self.note_on_begin(key, error, record, "retry it").await
     }
 
     async fn compensated(&self, key: StepKey<'_>) -> Result<(), StoreError> {
@@ -473,11 +406,9 @@ impl StepStore for PgStore {
                     return Err(StoreError::fenced(&saga_id, fence));
                 }
                 if !get::<bool>(&row, 1)? {
-                    return Err(StoreError::Decode(format!(
-                        "no step {step_seq} in saga `{saga_id}`"
-                    )));
+                    return Err(transitions::no_step(&saga_id, step_seq));
                 }
-                append(c, &saga_id, Some(step_seq), "FS_RESTORE", &report, &at).await
+                log_record(c, &records::fs_restore(&saga_id, step_seq, report), &at).await
             })
         })
         .await

@@ -1,43 +1,19 @@
-//! `host_switch`: the kill switch (`capsaga_core::pause`), one row shared by
-//! every host, so a pause set on one host stops all of them (each reads it
-//! at its door and its switch watcher). Each change appends a `SWITCH`
-//! record (saga id `host:switch`) to the one hash-chained log in the same
-//! transaction.
+//! `host_switch` ([`crate::logic::switch`]) on PostgreSQL: one row shared
+//! by every host (each reads it at its door and its switch watcher).
 
 use super::super::StoreError;
 use super::super::access::SwitchStore;
-use super::log::append;
-use super::{Conn, PgStore, execute, get, query_opt};
+use super::PgStore;
+use super::seam::Pg;
 use crate::clock::now_rfc3339;
+use crate::logic::switch;
 use async_trait::async_trait;
 use capsaga_core::pause::{Mode, Switch};
-use serde_json::json;
-
-async fn read(c: &Conn) -> Result<Switch, StoreError> {
-    let row = query_opt(
-        c,
-        "SELECT mode, set_by, set_at, note FROM host_switch WHERE id = 1",
-        &[],
-    )
-    .await?;
-    let Some(r) = row else {
-        return Ok(Switch::default());
-    };
-    Ok(Switch {
-        mode: get::<String>(&r, 0)?
-            .parse::<Mode>()
-            .map_err(|e| StoreError::Decode(format!("host_switch: {e}")))?,
-        by: get(&r, 1)?,
-        at: get(&r, 2)?,
-        note: get(&r, 3)?,
-    })
-}
 
 #[async_trait]
 impl SwitchStore for PgStore {
     async fn switch(&self) -> Result<Switch, StoreError> {
-        let c = self.conn().await?;
-        read(&c).await
+        switch::get(&Pg(&*self.conn().await?)).await
     }
 
     async fn set_switch(
@@ -46,28 +22,9 @@ impl SwitchStore for PgStore {
         by: &str,
         note: Option<&str>,
     ) -> Result<Switch, StoreError> {
-        let at = now_rfc3339();
-        let (by, note) = (by.to_owned(), note.map(str::to_owned));
+        let (by, note, at) = (by.to_owned(), note.map(str::to_owned), now_rfc3339());
         self.write(move |c| {
-            Box::pin(async move {
-                execute(
-                    c,
-                    "INSERT INTO host_switch (id, mode, set_by, set_at, note) VALUES (1, $1, $2, $3, $4)
-                     ON CONFLICT (id) DO UPDATE SET mode = excluded.mode, set_by = excluded.set_by, set_at = excluded.set_at, note = excluded.note",
-                    &[&mode.as_str(), &by, &at, &note],
-                )
-                .await?;
-                append(
-                    c,
-                    "host:switch",
-                    None,
-                    "SWITCH",
-                    &json!({"mode": mode.as_str(), "by": by, "note": note}),
-                    &at,
-                )
-                .await?;
-                read(c).await
-            })
+            Box::pin(async move { switch::set(&Pg(c), mode, &by, note.as_deref(), &at).await })
         })
         .await
     }

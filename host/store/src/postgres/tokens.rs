@@ -1,48 +1,13 @@
-//! `tokens`: named tokens, stored as the SHA-256 of their secret, shared by
-//! every host (a token made or revoked on one host authenticates, or stops
-//! authenticating, on all of them at their next check). Each write appends
-//! a `TOKEN` record (saga id `token:<name>`; the role and who acted, never
-//! the hash) to the one hash-chained log in the same transaction, as the
-//! SQLite store does.
+//! `tokens` ([`crate::logic::tokens`]) on PostgreSQL, shared by every host.
 
 use super::super::StoreError;
 use super::super::access::{ActiveToken, TokenOpError, TokenRow, TokenStore};
-use super::log::append;
-use super::{Conn, PgStore, execute, get, query, query_opt};
+use super::PgStore;
+use super::seam::Pg;
 use crate::clock::now_rfc3339;
+use crate::logic::tokens;
 use async_trait::async_trait;
 use capsaga_core::principal::Role;
-use serde_json::json;
-
-const COLUMNS: &str = "name, role, created_at, created_by, revoked_at, revoked_by";
-
-fn role(s: &str) -> Result<Role, StoreError> {
-    s.parse::<Role>()
-        .map_err(|_| StoreError::Decode(format!("tokens: unknown role `{s}`")))
-}
-
-fn decode(r: &tokio_postgres::Row) -> Result<TokenRow, StoreError> {
-    Ok(TokenRow {
-        name: get(r, 0)?,
-        role: role(&get::<String>(r, 1)?)?,
-        created_at: get(r, 2)?,
-        created_by: get(r, 3)?,
-        revoked_at: get(r, 4)?,
-        revoked_by: get(r, 5)?,
-    })
-}
-
-async fn one(c: &Conn, name: &str) -> Result<Option<TokenRow>, StoreError> {
-    query_opt(
-        c,
-        &format!("SELECT {COLUMNS} FROM tokens WHERE name = $1"),
-        &[&name],
-    )
-    .await?
-    .as_ref()
-    .map(decode)
-    .transpose()
-}
 
 #[async_trait]
 impl TokenStore for PgStore {
@@ -53,112 +18,33 @@ impl TokenStore for PgStore {
         secret_sha256: &[u8; 32],
         by: &str,
     ) -> Result<TokenRow, TokenOpError> {
-        let at = now_rfc3339();
-        let shown = name.to_owned();
-        let (name, by, hash) = (name.to_owned(), by.to_owned(), hex::encode(secret_sha256));
-        let out = self
-            .write(move |c| {
-                Box::pin(async move {
-                    // The unique name and hash decide between hosts racing
-                    // for one name: the loser inserts nothing.
-                    let n = execute(
-                        c,
-                        "INSERT INTO tokens (name, role, secret_sha256, created_at, created_by) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                        &[&name, &role.as_str(), &hash, &at, &by],
-                    )
-                    .await?;
-                    if n == 0 {
-                        return Ok(None);
-                    }
-                    append(
-                        c,
-                        &format!("token:{name}"),
-                        None,
-                        "TOKEN",
-                        &json!({"event": "created", "name": name, "role": role.as_str(), "by": by}),
-                        &at,
-                    )
-                    .await?;
-                    one(c, &name).await
-                })
-            })
-            .await?;
-        out.ok_or(TokenOpError::NameTaken(shown))
+        let (n, by, hash, at) = (
+            name.to_owned(),
+            by.to_owned(),
+            hex::encode(secret_sha256),
+            now_rfc3339(),
+        );
+        self.write(move |c| {
+            Box::pin(async move { tokens::create(&Pg(c), &n, role, &hash, &by, &at).await })
+        })
+        .await?
     }
 
     async fn revoke_token(&self, name: &str, by: &str) -> Result<TokenRow, TokenOpError> {
-        let at = now_rfc3339();
-        let (n, by) = (name.to_owned(), by.to_owned());
-        let found: Result<TokenRow, Option<TokenRow>> = self
-            .write(move |c| {
-                Box::pin(async move {
-                    let moved = execute(
-                        c,
-                        "UPDATE tokens SET revoked_at = $2, revoked_by = $3 WHERE name = $1 AND revoked_at IS NULL",
-                        &[&n, &at, &by],
-                    )
-                    .await?;
-                    if moved == 0 {
-                        return Ok(Err(one(c, &n).await?));
-                    }
-                    append(
-                        c,
-                        &format!("token:{n}"),
-                        None,
-                        "TOKEN",
-                        &json!({"event": "revoked", "name": n, "by": by}),
-                        &at,
-                    )
-                    .await?;
-                    Ok(one(c, &n).await?.ok_or(None))
-                })
-            })
-            .await?;
-        found.map_err(|e| match e {
-            None => TokenOpError::NotFound(name.to_string()),
-            Some(_) => TokenOpError::AlreadyRevoked(name.to_string()),
-        })
+        let (n, by, at) = (name.to_owned(), by.to_owned(), now_rfc3339());
+        self.write(move |c| Box::pin(async move { tokens::revoke(&Pg(c), &n, &by, &at).await }))
+            .await?
     }
 
     async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
-        let c = self.conn().await?;
-        let rows = query(
-            &c,
-            &format!("SELECT {COLUMNS} FROM tokens ORDER BY name"),
-            &[],
-        )
-        .await?;
-        rows.iter().map(decode).collect()
+        tokens::list(&Pg(&*self.conn().await?)).await
     }
 
     async fn active_tokens(&self) -> Result<Vec<ActiveToken>, StoreError> {
-        let c = self.conn().await?;
-        let rows = query(
-            &c,
-            "SELECT name, role, secret_sha256 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
-            &[],
-        )
-        .await?;
-        rows.iter()
-            .map(|r| {
-                let name: String = get(r, 0)?;
-                let role = role(&get::<String>(r, 1)?)?;
-                let hash: String = get(r, 2)?;
-                let mut secret_sha256 = [0u8; 32];
-                hex::decode_to_slice(&hash, &mut secret_sha256)
-                    .map_err(|_| StoreError::Decode(format!("token `{name}`: stored hash")))?;
-                Ok(ActiveToken {
-                    name,
-                    role,
-                    secret_sha256,
-                })
-            })
-            .collect()
+        tokens::active(&Pg(&*self.conn().await?)).await
     }
 
     async fn any_token_ever(&self) -> Result<bool, StoreError> {
-        let c = self.conn().await?;
-        let rows = query(&c, "SELECT EXISTS (SELECT 1 FROM tokens)", &[]).await?;
-        rows.first().map_or(Ok(false), |r| get(r, 0))
+        tokens::any_ever(&Pg(&*self.conn().await?)).await
     }
 }

@@ -13,92 +13,16 @@ use super::super::{
     ApprovalOpError, ApprovalRow, ApprovalStore, Approved, MIN_ID_PREFIX, NewApproval, StoreError,
 };
 use super::Cached;
-use super::log::append;
-use super::{SqliteStore, to_json};
+use super::log::log_record;
+use super::{SqliteStore, all, first, one, to_json};
 use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
+use crate::decode::{self, APPROVAL_COLUMNS as COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::approval::{ApprovalError, ApprovalStatus, Binding};
 use capsaga_core::fsm::State;
-use rusqlite::{OptionalExtension, Row, params};
-use serde_json::{Value, json};
-
-const COLUMNS: &str = "approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args, reason, summary, preview, status, decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at, expires_at, replaces, note";
-
-type Raw = (
-    (String, String, i64, String, String, String, String),
-    (String, String, Option<String>, String),
-    (
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<i64>,
-        Option<String>,
-        String,
-    ),
-    (Option<String>, Option<String>, Option<String>),
-);
-
-fn from_row(r: &Row<'_>) -> rusqlite::Result<Raw> {
-    Ok((
-        (
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get(3)?,
-            r.get(4)?,
-            r.get(5)?,
-            r.get(6)?,
-        ),
-        (r.get(7)?, r.get(8)?, r.get(9)?, r.get(10)?),
-        (
-            r.get(11)?,
-            r.get(12)?,
-            r.get(13)?,
-            r.get(14)?,
-            r.get(15)?,
-            r.get(16)?,
-        ),
-        (r.get(17)?, r.get(18)?, r.get(19)?),
-    ))
-}
-
-fn decode(raw: Raw) -> Result<ApprovalRow, StoreError> {
-    let ((approval_id, saga_id, step_seq, tool_id, tool_hash, args_hash, args), rest, claim, life) =
-        raw;
-    let (expires_at, replaces, note) = life;
-    let (reason, summary, preview, status) = rest;
-    let (decided_by, decided_at, claimed_saga, claimed_step, claimed_at, created_at) = claim;
-    let json = |t: &str, what: &str| -> Result<Value, StoreError> {
-        serde_json::from_str(t).map_err(|e| StoreError::Decode(format!("approval {what}: {e}")))
-    };
-    Ok(ApprovalRow {
-        step_seq: u64::try_from(step_seq)
-            .map_err(|_| StoreError::Decode(format!("negative approval step {step_seq}")))?,
-        binding: Binding {
-            tool_id,
-            tool_hash,
-            args_hash,
-        },
-        args: json(&args, "args")?,
-        preview: preview.map(|p| json(&p, "preview")).transpose()?,
-        status: ApprovalStatus::parse(&status)
-            .ok_or_else(|| StoreError::Decode(format!("unknown approval status `{status}`")))?,
-        claimed_step: claimed_step.map(|s| s.max(0) as u64),
-        approval_id,
-        saga_id,
-        reason,
-        summary,
-        decided_by,
-        decided_at,
-        claimed_saga,
-        claimed_at,
-        created_at,
-        expires_at,
-        replaces,
-        note,
-    })
-}
+use rusqlite::{OptionalExtension, params};
 
 /// `now` plus `ttl_s` seconds, RFC 3339 UTC with milliseconds (the format
 /// of `clock::now_rfc3339`, so that text order is time order).
@@ -143,14 +67,8 @@ fn retire(
         "UPDATE approvals SET status = ?2 WHERE approval_id = ?1",
         params![old, status.as_str()],
     )?;
-    append(
-        tx,
-        &saga,
-        u64::try_from(step).ok(),
-        record,
-        &json!({"approval_id": old, "replaced_by": new}),
-        at,
-    )
+    let replaced = records::approval_replaced(&saga, u64::try_from(step).ok(), record, old, new);
+    log_record(tx, &replaced, at)
 }
 
 #[async_trait]
@@ -159,6 +77,11 @@ impl ApprovalStore for SqliteStore {
         let id = uuid::Uuid::new_v4().to_string();
         let at = now_rfc3339();
         let expires_at = expiry(a.ttl_s);
+        let requested = records::approval_requested(&records::Requested {
+            id: &id,
+            a,
+            expires_at: &expires_at,
+        });
         let (saga_id, binding, args, reason, summary, preview, replaces) = (
             a.saga_id.to_owned(),
             a.binding.clone(),
@@ -203,23 +126,7 @@ impl ApprovalStore for SqliteStore {
                     a.replaces.map(|(old, _)| old)
                 ],
             )?;
-            append(
-                tx,
-                a.saga_id,
-                Some(a.step_seq),
-                "APPROVAL_REQUESTED",
-                &json!({
-                    "approval_id": id,
-                    "tool": a.binding.tool_id,
-                    "tool_hash": a.binding.tool_hash,
-                    "args_hash": a.binding.args_hash,
-                    "reason": a.reason,
-                    "summary": a.summary,
-                    "expires_at": expires_at,
-                    "replaces": a.replaces.map(|(old, _)| old),
-                }),
-                &at,
-            )?;
+            log_record(tx, &requested, &at)?;
             let n = tx.exec(
                 "UPDATE saga_state SET state = ?2, updated_at = ?3 WHERE saga_id = ?1 AND fence = ?4",
                 params![a.saga_id, State::AwaitingApproval.as_str(), at, a.fence as i64],
@@ -227,20 +134,13 @@ impl ApprovalStore for SqliteStore {
             if n == 0 {
                 return Err(super::sagas::missing_or_fenced(tx, a.saga_id, a.fence)?);
             }
-            append(
+            log_record(tx, &records::awaiting_approval(&saga_id), &at)?;
+            one(
                 tx,
-                a.saga_id,
-                None,
-                "STATE",
-                &json!({"state": State::AwaitingApproval.as_str(), "event": "ApprovalRequested"}),
-                &at,
-            )?;
-            let row = tx.row(
                 &format!("SELECT {COLUMNS} FROM approvals WHERE approval_id = ?1"),
                 params![id],
-                from_row,
-            )?;
-            decode(row)
+                |r| decode::approval(r),
+            )
         })
         .await
     }
@@ -272,14 +172,8 @@ impl ApprovalStore for SqliteStore {
                     "UPDATE approvals SET status = 'expired' WHERE approval_id = ?1",
                     params![current.approval_id],
                 )?;
-                append(
-                    tx,
-                    &current.saga_id,
-                    Some(current.step_seq),
-                    "APPROVAL_EXPIRED",
-                    &json!({"approval_id": current.approval_id}),
-                    &at,
-                )?;
+                let expired = records::approval_expired(&current.saga_id, current.step_seq, &current.approval_id);
+                log_record(tx, &expired, &at)?;
                 let when = current.expires_at.clone().unwrap_or_default();
                 return Ok(Err(ApprovalError::Expired(when)));
             }
@@ -296,20 +190,21 @@ impl ApprovalStore for SqliteStore {
             } else {
                 "APPROVAL_DENIED"
             };
-            append(
-                tx,
+            let decided = records::approval_decided(
                 &current.saga_id,
-                Some(current.step_seq),
+                current.step_seq,
                 record,
-                &json!({"approval_id": current.approval_id, "by": by, "note": note}),
-                &at,
-            )?;
-            let row = tx.row(
+                &current.approval_id,
+                by,
+                note,
+            );
+            log_record(tx, &decided, &at)?;
+            Ok(Ok(one(
+                tx,
                 &format!("SELECT {COLUMNS} FROM approvals WHERE approval_id = ?1"),
                 params![current.approval_id],
-                from_row,
-            )?;
-            Ok(Ok(decode(row)?))
+                |r| decode::approval(r),
+            )?))
         })
         .await;
         Ok(result??)
@@ -321,11 +216,12 @@ impl ApprovalStore for SqliteStore {
             return Err(ApprovalOpError::NotFound(shown));
         }
         let rows: Vec<ApprovalRow> = self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM approvals WHERE approval_id = ?1 OR (length(?1) >= ?2 AND substr(approval_id, 1, length(?1)) = ?1) LIMIT 2"
-            ))?;
-            let rows = st.query_map(params![id.to_ascii_lowercase(), MIN_ID_PREFIX as i64], from_row)?;
-            rows.map(|r| decode(r?)).collect()
+            all(
+                c,
+                &format!("SELECT {COLUMNS} FROM approvals WHERE approval_id = ?1 OR (length(?1) >= ?2 AND substr(approval_id, 1, length(?1)) = ?1) LIMIT 2"),
+                params![id.to_ascii_lowercase(), MIN_ID_PREFIX as i64],
+                |r| decode::approval(r),
+            )
         })?;
         match rows.len() {
             1 => rows
@@ -344,14 +240,12 @@ impl ApprovalStore for SqliteStore {
         step_seq: u64,
     ) -> Result<Option<ApprovalRow>, StoreError> {
         self.read(|c| {
-            c.row(
+            first(
+                c,
                 &format!("SELECT {COLUMNS} FROM approvals WHERE saga_id = ?1 AND step_seq = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1"),
                 params![saga_id, step_seq as i64],
-                from_row,
+                |r| decode::approval(r),
             )
-            .optional()?
-            .map(decode)
-            .transpose()
         })
     }
 
@@ -361,48 +255,32 @@ impl ApprovalStore for SqliteStore {
         now: &str,
         claimant: &str,
     ) -> Result<Vec<Approved>, StoreError> {
-        let cols: String = COLUMNS
-            .split(", ")
-            .map(|c| format!("a.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let cols = decode::qualified(COLUMNS, "a");
+        let ended = ENDED_STATES.as_str();
         let rule = crate::claim::may_claim("a", "?5");
         self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {cols}, s.state IN {ENDED_STATES}, s.principal FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
-                 WHERE a.tool_id = ?1 AND a.tool_hash = ?2 AND a.args_hash = ?3 AND a.status = 'approved'
-                   AND (a.expires_at IS NULL OR a.expires_at > ?4) AND {rule}
-                 ORDER BY a.created_at, a.rowid LIMIT 64"
-            ))?;
-            let rows = st.query_map(
+            all(
+                c,
+                &format!(
+                    "SELECT {cols}, s.state IN {ended}, s.principal FROM approvals a JOIN saga_state s ON s.saga_id = a.saga_id
+                     WHERE a.tool_id = ?1 AND a.tool_hash = ?2 AND a.args_hash = ?3 AND a.status = 'approved'
+                       AND (a.expires_at IS NULL OR a.expires_at > ?4) AND {rule}
+                     ORDER BY a.created_at, a.rowid LIMIT 64"
+                ),
                 params![binding.tool_id, binding.tool_hash, binding.args_hash, now, claimant],
-                |r| {
-                    Ok((
-                        from_row(r)?,
-                        r.get::<_, bool>(20)?,
-                        r.get::<_, Option<String>>(21)?,
-                    ))
-                },
-            )?;
-            rows.map(|r| {
-                let (raw, requester_ended, requester_principal) = r?;
-                Ok(Approved {
-                    approval: decode(raw)?,
-                    requester_ended,
-                    requester_principal,
-                })
-            })
-            .collect()
+                |r| decode::approved(r),
+            )
         })
     }
 
     async fn approvals(&self, all: bool) -> Result<Vec<ApprovalRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM approvals WHERE ?1 OR status = 'pending' ORDER BY created_at, rowid"
-            ))?;
-            let rows = st.query_map(params![all], from_row)?;
-            rows.map(|r| decode(r?)).collect()
+            super::all(
+                c,
+                &format!("SELECT {COLUMNS} FROM approvals WHERE ?1 OR status = 'pending' ORDER BY created_at, rowid"),
+                params![all],
+                |r| decode::approval(r),
+            )
         })
     }
 }

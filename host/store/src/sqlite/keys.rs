@@ -1,104 +1,39 @@
-//! `provider_keys`: provider keys sealed under `CAPSAGA_KEK`
-//! (`capsaga_core::sealed`): the wrapped data key and the ciphertext, the
-//! KEK's id and the last four characters, never the key. Each write
-//! appends a `KEY` record (saga id `key:<name>`; who acted and the last
-//! four, nothing sealed) to the hash-chained log in the same transaction.
+//! `provider_keys` ([`crate::logic::keys`]) on SQLite.
 
 use super::super::StoreError;
 use super::super::access::{KeyRow, KeyStore};
-use super::Cached;
 use super::SqliteStore;
-use super::log::append;
+use super::seam::Lite;
 use crate::clock::now_rfc3339;
+use crate::logic::keys;
+use crate::seam::now;
 use async_trait::async_trait;
 use capsaga_core::sealed::Sealed;
-use rusqlite::{OptionalExtension, params};
-use serde_json::json;
 
 #[async_trait]
 impl KeyStore for SqliteStore {
     async fn put_key(&self, name: &str, sealed: &Sealed, by: &str) -> Result<KeyRow, StoreError> {
-        let at = now_rfc3339();
-        let (name, by, s) = (name.to_owned(), by.to_owned(), sealed.clone());
-        self.write(move |tx| {
-            tx.exec(
-                "INSERT INTO provider_keys (name, format, kek_id, wrapped_dek, ciphertext, last4, created_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT(name) DO UPDATE SET format = excluded.format, kek_id = excluded.kek_id, wrapped_dek = excluded.wrapped_dek, ciphertext = excluded.ciphertext, last4 = excluded.last4, created_at = excluded.created_at, created_by = excluded.created_by",
-                params![name, s.format, s.kek_id, s.wrapped_dek, s.ciphertext, s.last4, at, by],
-            )?;
-            append(
-                tx,
-                &format!("key:{name}"),
-                None,
-                "KEY",
-                &json!({"event": "sealed", "name": name, "last4": s.last4, "kek_id": s.kek_id, "by": by}),
-                &at,
-            )?;
-            Ok(KeyRow {
-                name,
-                last4: s.last4,
-                kek_id: s.kek_id,
-                created_at: at,
-                created_by: by,
-            })
-        })
-        .await
+        let (name, s, by, at) = (
+            name.to_owned(),
+            sealed.clone(),
+            by.to_owned(),
+            now_rfc3339(),
+        );
+        self.write(move |tx| now(keys::put(&Lite::write(tx), &name, &s, &by, &at)))
+            .await
     }
 
     async fn sealed_key(&self, name: &str) -> Result<Option<Sealed>, StoreError> {
-        self.read(|c| {
-            Ok(c.row(
-                "SELECT format, kek_id, wrapped_dek, ciphertext, last4 FROM provider_keys WHERE name = ?1",
-                params![name],
-                |r| {
-                    Ok(Sealed {
-                        format: r.get(0)?,
-                        kek_id: r.get(1)?,
-                        wrapped_dek: r.get(2)?,
-                        ciphertext: r.get(3)?,
-                        last4: r.get(4)?,
-                    })
-                },
-            )
-            .optional()?)
-        })
+        self.read(|c| now(keys::sealed(&Lite::read(c), name)))
     }
 
     async fn keys(&self) -> Result<Vec<KeyRow>, StoreError> {
-        self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT name, last4, kek_id, created_at, created_by FROM provider_keys ORDER BY name",
-            )?;
-            let rows = st.query_map([], |r| {
-                Ok(KeyRow {
-                    name: r.get(0)?,
-                    last4: r.get(1)?,
-                    kek_id: r.get(2)?,
-                    created_at: r.get(3)?,
-                    created_by: r.get(4)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
+        self.read(|c| now(keys::list(&Lite::read(c))))
     }
 
     async fn remove_key(&self, name: &str, by: &str) -> Result<bool, StoreError> {
-        let at = now_rfc3339();
-        let (name, by) = (name.to_owned(), by.to_owned());
-        self.write(move |tx| {
-            let n = tx.exec("DELETE FROM provider_keys WHERE name = ?1", params![name])?;
-            if n > 0 {
-                append(
-                    tx,
-                    &format!("key:{name}"),
-                    None,
-                    "KEY",
-                    &json!({"event": "removed", "name": name, "by": by}),
-                    &at,
-                )?;
-            }
-            Ok(n > 0)
-        })
-        .await
+        let (name, by, at) = (name.to_owned(), by.to_owned(), now_rfc3339());
+        self.write(move |tx| now(keys::remove(&Lite::write(tx), &name, &by, &at)))
+            .await
     }
 }

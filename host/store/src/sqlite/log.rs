@@ -4,9 +4,10 @@
 use super::super::{LogRow, LogStore, StoreError};
 use super::Cached;
 use super::{SqliteStore, to_json};
+use crate::records::Record;
 use async_trait::async_trait;
 use capsaga_core::wal_row::{GENESIS, StoredLogRow, row_hash};
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 /// Append one row to `wal_log`, chained to the anchored head (`wal_head`),
@@ -16,7 +17,7 @@ use serde_json::Value;
 /// table: if someone deleted the newest rows, the next row still follows the
 /// deleted ones, and the gap stays visible to `audit verify`.
 pub(super) fn append(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     saga_id: &str,
     step_seq: Option<u64>,
     record: &str,
@@ -50,6 +51,11 @@ pub(super) fn append(
         params![seq, hash],
     )?;
     Ok(())
+}
+
+/// Append `r` ([`crate::records`]) in the caller's transaction ([`append`]).
+pub(super) fn log_record(tx: &Connection, r: &Record, at: &str) -> Result<(), StoreError> {
+    append(tx, &r.saga_id, r.step_seq, r.kind, &r.detail, at)
 }
 
 #[async_trait]

@@ -30,6 +30,11 @@
 //! [`switch`], [`owners`] (lock files); the schema and its
 //! migrations in [`schema`]; the write turn in [`turn`]; the `-wal` file's
 //! size in [`checkpoint`].
+//!
+//! The traits whose logic is written once (`crate::logic`: keys, tokens,
+//! tasks, the kill switch, traces, audit) are thin here: a write or a read opened
+//! and handed to that logic through this dialect's side of the backend
+//! seam (`seam.rs`). The migrations are numbered files in `migrations/`.
 
 mod approvals;
 mod audit;
@@ -42,6 +47,7 @@ mod neurons;
 pub mod owners;
 mod sagas;
 mod schema;
+mod seam;
 mod steps;
 mod switch;
 mod tasks;
@@ -293,6 +299,60 @@ impl Cached for Connection {
     }
 }
 
+impl crate::decode::Cells for Row<'_> {
+    fn cell<T: crate::decode::Column>(&self, i: usize) -> Result<T, StoreError> {
+        Ok(Row::get::<usize, T>(self, i)?)
+    }
+}
+
+/// Every row of the cached statement `sql`, decoded by `f`.
+///
+/// # Errors
+/// The statement's, or `f`'s.
+fn all<T>(
+    c: &Connection,
+    sql: &str,
+    params: impl Params,
+    f: impl Fn(&Row<'_>) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut st = c.prepare_cached(sql)?;
+    let mut rows = st.query(params)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(f(r)?);
+    }
+    Ok(out)
+}
+
+/// The first row of the cached statement `sql` (if any), decoded by `f`.
+///
+/// # Errors
+/// The statement's, or `f`'s.
+fn first<T>(
+    c: &Connection,
+    sql: &str,
+    params: impl Params,
+    f: impl FnOnce(&Row<'_>) -> Result<T, StoreError>,
+) -> Result<Option<T>, StoreError> {
+    let mut st = c.prepare_cached(sql)?;
+    let mut rows = st.query(params)?;
+    rows.next()?.map(f).transpose()
+}
+
+/// The first row of the cached statement `sql`, decoded by `f`; none is
+/// rusqlite's `QueryReturnedNoRows`, as `query_row` says.
+///
+/// # Errors
+/// The statement's, or `f`'s.
+fn one<T>(
+    c: &Connection,
+    sql: &str,
+    params: impl Params,
+    f: impl FnOnce(&Row<'_>) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    first(c, sql, params, f)?.ok_or_else(|| rusqlite::Error::QueryReturnedNoRows.into())
+}
+
 /// A write refused by the fencing triggers becomes [`StoreError::Fenced`];
 /// any other error is converted as usual.
 fn fenced_or(e: rusqlite::Error, saga: &str, fence: u64) -> StoreError {
@@ -310,15 +370,11 @@ fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
-/// Parse an optional stored JSON column.
-fn decode_json(s: Option<String>, what: &str) -> Result<Option<serde_json::Value>, StoreError> {
-    s.map(|t| serde_json::from_str(&t).map_err(|e| StoreError::Decode(format!("{what}: {e}"))))
-        .transpose()
-}
-
 #[cfg(test)]
 mod group_tests;
 #[cfg(test)]
 mod neuron_tests;
+#[cfg(test)]
+mod schema_tests;
 #[cfg(test)]
 mod tests;

@@ -6,14 +6,14 @@ use super::super::{
     NeuronOpError, NeuronRow, NeuronStore, NewNeuron, Removed, StoreError, Transition,
 };
 use super::Cached;
-use super::log::append;
+use super::log::log_record;
 use super::{SqliteStore, to_json};
 use crate::clock::now_rfc3339;
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::neuron::Status;
 use capsaga_core::neuron::fitness::CallRecord;
-use rusqlite::{Connection, Row, params};
-use serde_json::{Value, json};
+use rusqlite::{Connection, params};
 
 /// The columns read, with the provenance found through the turn's trace.
 const SELECT: &str = "SELECT n.name, n.version, n.identity, n.runner_hash, n.status, n.meta, n.source, n.examples, n.report, n.granted, n.saga_id, n.step_seq, n.decided_by, n.note, n.created_at, n.updated_at,
@@ -22,47 +22,14 @@ const SELECT: &str = "SELECT n.name, n.version, n.identity, n.runner_hash, n.sta
        WHERE t.saga_id = n.saga_id AND json_extract(s.value, '$.type') = 'thought' LIMIT 1)
     FROM neurons n";
 
-fn decode(r: &Row<'_>) -> rusqlite::Result<Result<NeuronRow, StoreError>> {
-    let status: String = r.get(4)?;
-    let meta: String = r.get(5)?;
-    let examples: String = r.get(7)?;
-    let report: Option<String> = r.get(8)?;
-    let granted: String = r.get(9)?;
-    let row = (|| {
-        Ok(NeuronRow {
-            name: r.get(0)?,
-            version: r.get(1)?,
-            identity: r.get(2)?,
-            runner_hash: r.get(3)?,
-            status: Status::parse(&status).ok_or(rusqlite::Error::InvalidQuery)?,
-            meta: serde_json::from_str(&meta).map_err(|_| rusqlite::Error::InvalidQuery)?,
-            source: r.get(6)?,
-            examples: serde_json::from_str(&examples).map_err(|_| rusqlite::Error::InvalidQuery)?,
-            report: report.and_then(|t| serde_json::from_str(&t).ok()),
-            granted: serde_json::from_str(&granted).map_err(|_| rusqlite::Error::InvalidQuery)?,
-            saga_id: r.get(10)?,
-            step_seq: r.get::<_, Option<i64>>(11)?.map(|s| s as u64),
-            decided_by: r.get(12)?,
-            note: r.get(13)?,
-            created_at: r.get(14)?,
-            updated_at: r.get(15)?,
-            trace_id: r.get(16)?,
-            model: r.get(17)?,
-        })
-    })();
-    Ok(row.map_err(|e: rusqlite::Error| {
-        StoreError::Decode(format!("neuron row: {e} (status `{status}`)"))
-    }))
-}
-
 fn query(
     c: &Connection,
     filter: &str,
     p: &[&dyn rusqlite::ToSql],
 ) -> Result<Vec<NeuronRow>, StoreError> {
-    let mut st = c.prepare_cached(&format!("{SELECT} {filter}"))?;
-    let rows = st.query_map(p, decode)?;
-    rows.map(|r| r?).collect()
+    super::all(c, &format!("{SELECT} {filter}"), p, |r| {
+        crate::decode::neuron(r)
+    })
 }
 
 fn one(
@@ -71,15 +38,6 @@ fn one(
     p: &[&dyn rusqlite::ToSql],
 ) -> Result<Option<NeuronRow>, StoreError> {
     Ok(query(c, filter, p)?.into_iter().next())
-}
-
-fn record(
-    tx: &rusqlite::Transaction<'_>,
-    name: &str,
-    detail: &Value,
-    at: &str,
-) -> Result<(), StoreError> {
-    append(tx, &format!("neuron:{name}"), None, "NEURON", detail, at)
 }
 
 #[async_trait]
@@ -135,9 +93,14 @@ impl NeuronStore for SqliteStore {
                     n.report.map(to_json)
                 ],
             )?;
-            let detail = json!({"name": name, "version": version, "identity": n.identity,
-                "status": "proposed", "saga_id": n.saga_id, "step_seq": n.step_seq});
-            record(tx, &name, &detail, &now)?;
+            let proposed = records::neuron_proposed(
+                &name,
+                i64::from(version),
+                n.identity,
+                n.saga_id,
+                n.step_seq,
+            );
+            log_record(tx, &proposed, &now)?;
             let row = one(tx, "WHERE n.identity = ?1", &[&n.identity])?
                 .ok_or_else(|| StoreError::Decode("inserted neuron not found".into()))?;
             Ok((row, true))
@@ -190,9 +153,7 @@ impl NeuronStore for SqliteStore {
                         "UPDATE neurons SET status = 'retired', decided_by = ?1, note = ?2, updated_at = ?3 WHERE name = ?4 AND version = ?5",
                         params![t.by, note, now, o.name, o.version],
                     )?;
-                    let detail = json!({"name": o.name, "version": o.version, "identity": o.identity,
-                        "status": "retired", "by": t.by, "note": note});
-                    record(tx, &o.name, &detail, &now)?;
+                    log_record(tx, &records::neuron_superseded(&o, t.by, &note), &now)?;
                 }
             }
             let granted = t.granted.map(|g| to_json(&g));
@@ -201,9 +162,7 @@ impl NeuronStore for SqliteStore {
                 "UPDATE neurons SET status = ?1, decided_by = ?2, note = COALESCE(?3, note), granted = COALESCE(?4, granted), report = COALESCE(?5, report), updated_at = ?6 WHERE name = ?7 AND version = ?8",
                 params![t.to.as_str(), t.by, t.note, granted, report, now, t.name, t.version],
             )?;
-            let detail = json!({"name": t.name, "version": t.version, "identity": cur.identity,
-                "status": t.to.as_str(), "by": t.by, "note": t.note, "granted": t.granted});
-            record(tx, t.name, &detail, &now)?;
+            log_record(tx, &records::neuron_moved(&t, &cur.identity), &now)?;
             let row = one(tx, "WHERE n.name = ?1 AND n.version = ?2", &[&t.name, &t.version])?
                 .ok_or_else(|| StoreError::Decode("updated neuron not found".into()))?;
             Ok(Ok(row))
@@ -223,9 +182,7 @@ impl NeuronStore for SqliteStore {
             }
             tx.exec("DELETE FROM neurons WHERE identity = ?1", params![identity])?;
             let now = now_rfc3339();
-            let detail = json!({"name": cur.name, "version": cur.version, "identity": identity,
-                "status": "removed", "by": by});
-            record(tx, &cur.name, &detail, &now)?;
+            log_record(tx, &records::neuron_removed(&cur, identity, by), &now)?;
             Ok(Removed::Removed)
         })
         .await

@@ -1,67 +1,20 @@
 //! `saga_state`: sagas, their guardrail state, owner and plan.
 
 use super::super::{
-    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, RELEASED_WHY, SagaQuery, SagaRow,
-    SagaStore, StepStatus, StoreError,
+    FIRST_FENCE, FailedCompensation, NeedsOperator, NewSaga, SagaQuery, SagaRow, SagaStore,
+    StepStatus, StoreError,
 };
 use super::Cached;
-use super::log::append;
-use super::{SqliteStore, steps};
+use super::log::log_record;
+use super::{SqliteStore, all, first, steps};
+use crate::claim::ENDED_STATES;
 use crate::clock::now_rfc3339;
+use crate::decode::{self, SAGA_COLUMNS};
+use crate::records;
 use async_trait::async_trait;
 use capsaga_core::fsm::State;
-use capsaga_core::scope::Scope;
-use rusqlite::{OptionalExtension, Row, params};
-use serde_json::{Value, json};
-
-const SAGA_COLUMNS: &str = "saga_id, state, origin, label, created_at, updated_at, owner, principal, fence, released_at, scope";
-
-type SagaRaw = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    i64,
-    Option<String>,
-    Option<String>,
-);
-
-fn saga_from_row(r: &Row<'_>) -> rusqlite::Result<SagaRaw> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-        r.get(8)?,
-        r.get(9)?,
-        r.get(10)?,
-    ))
-}
-
-fn decode_saga(t: SagaRaw) -> Result<SagaRow, StoreError> {
-    Ok(SagaRow {
-        state: t.1.parse::<State>().map_err(StoreError::Decode)?,
-        saga_id: t.0,
-        origin: t.2,
-        label: t.3,
-        created_at: t.4,
-        updated_at: t.5,
-        owner: t.6,
-        principal: t.7,
-        fence: u64::try_from(t.8)
-            .map_err(|_| StoreError::Decode(format!("negative fence {}", t.8)))?,
-        released_at: t.9,
-        scope: t.10.as_deref().and_then(Scope::parse),
-    })
-}
+use rusqlite::{OptionalExtension, params};
+use serde_json::Value;
 
 /// Why a fenced update of `saga_state` changed nothing: the saga does not
 /// exist ([`StoreError::Decode`]) or `fence` is not its token
@@ -87,11 +40,12 @@ pub(super) fn missing_or_fenced(
 impl SqliteStore {
     fn sagas_where(&self, condition: &str) -> Result<Vec<SagaRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {SAGA_COLUMNS} FROM saga_state WHERE {condition} ORDER BY created_at, rowid"
-            ))?;
-            let rows = st.query_map([], saga_from_row)?;
-            rows.map(|r| decode_saga(r?)).collect()
+            all(
+                c,
+                &format!("SELECT {SAGA_COLUMNS} FROM saga_state WHERE {condition} ORDER BY created_at, rowid"),
+                [],
+                |r| decode::saga(r),
+            )
         })
     }
 }
@@ -100,9 +54,7 @@ impl SqliteStore {
 impl SagaStore for SqliteStore {
     async fn create_saga(&self, s: &NewSaga<'_>) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let plan_hash = s
-            .plan
-            .map(|p| capsaga_core::idempotency::sha256_hex(p.as_bytes()));
+        let record = records::saga_created(s);
         let (origin, scope) = (s.scope.origin(), s.scope.as_str());
         let (saga_id, label, owner, plan, state, principal) = (
             s.saga_id.to_owned(),
@@ -117,11 +69,7 @@ impl SagaStore for SqliteStore {
                 "INSERT INTO saga_state (saga_id, state, origin, label, created_at, updated_at, owner, plan, principal, fence, scope) VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![saga_id, state.as_str(), origin, label, at, owner, plan, principal, FIRST_FENCE as i64, scope],
             )?;
-            let mut detail = json!({"state": state.as_str(), "origin": origin, "scope": scope, "label": label, "plan_sha256": plan_hash});
-            if let (Some(p), Some(d)) = (&principal, detail.as_object_mut()) {
-                d.insert("principal".into(), json!(p));
-            }
-            append(tx, &saga_id, None, "STATE", &detail, &at)
+            log_record(tx, &record, &at)
         })
         .await
     }
@@ -166,15 +114,10 @@ impl SagaStore for SqliteStore {
                 params![saga_id],
                 |r| r.get(0),
             )?;
-            append(
-                tx,
-                saga_id,
-                None,
-                "OWNER",
-                &json!({"owner": owner, "previous": expected, "why": why, "fence": fence}),
-                &at,
-            )?;
-            Ok(u64::try_from(fence).ok())
+            let fence = u64::try_from(fence).ok();
+            let taken = records::owner_taken(saga_id, owner, expected, why, fence.unwrap_or(0));
+            log_record(tx, &taken, &at)?;
+            Ok(fence)
         })
         .await
     }
@@ -198,16 +141,10 @@ impl SagaStore for SqliteStore {
             if n == 0 {
                 return Ok(None);
             }
-            let next = fence + 1;
-            append(
-                tx,
-                &saga_id,
-                None,
-                "OWNER",
-                &json!({"owner": null, "previous": owner, "why": RELEASED_WHY, "released": true, "fence": next}),
-                &at,
-            )?;
-            Ok(u64::try_from(next).ok())
+            let next = u64::try_from(fence + 1).ok();
+            let released = records::released(&saga_id, &owner, next.unwrap_or(0));
+            log_record(tx, &released, &at)?;
+            Ok(next)
         })
         .await
     }
@@ -239,15 +176,10 @@ impl SagaStore for SqliteStore {
                 params![saga_id],
                 |r| r.get(0),
             )?;
-            append(
-                tx,
-                &saga_id,
-                None,
-                "OWNER",
-                &json!({"owner": owner, "previous": null, "why": why, "fence": fence}),
-                &at,
-            )?;
-            Ok(u64::try_from(fence).ok())
+            let fence = u64::try_from(fence).ok();
+            let taken = records::owner_taken(&saga_id, &owner, None, &why, fence.unwrap_or(0));
+            log_record(tx, &taken, &at)?;
+            Ok(fence)
         })
         .await
     }
@@ -261,12 +193,7 @@ impl SagaStore for SqliteStore {
         extra: Option<&Value>,
     ) -> Result<(), StoreError> {
         let at = now_rfc3339();
-        let mut detail = json!({"state": state.as_str(), "event": event});
-        if let (Some(Value::Object(m)), Some(d)) = (extra, detail.as_object_mut()) {
-            for (k, v) in m {
-                d.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
+        let record = records::state_set(saga_id, state, event, extra);
         let saga_id = saga_id.to_owned();
         self.write(move |tx| {
             let saga_id = saga_id.as_str();
@@ -286,21 +213,19 @@ impl SagaStore for SqliteStore {
                     step,
                 });
             }
-            append(tx, saga_id, None, "STATE", &detail, &at)
+            log_record(tx, &record, &at)
         })
         .await
     }
 
     async fn saga(&self, saga_id: &str) -> Result<Option<SagaRow>, StoreError> {
         self.read(|c| {
-            c.row(
+            first(
+                c,
                 &format!("SELECT {SAGA_COLUMNS} FROM saga_state WHERE saga_id = ?1"),
                 params![saga_id],
-                saga_from_row,
+                |r| decode::saga(r),
             )
-            .optional()?
-            .map(decode_saga)
-            .transpose()
         })
     }
 
@@ -335,24 +260,23 @@ impl SagaStore for SqliteStore {
 
     async fn sagas(&self, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {SAGA_COLUMNS} FROM saga_state ORDER BY created_at DESC, rowid DESC LIMIT ?1"
-            ))?;
-            let rows = st.query_map(params![limit as i64], saga_from_row)?;
-            rows.map(|r| decode_saga(r?)).collect()
+            all(
+                c,
+                &format!("SELECT {SAGA_COLUMNS} FROM saga_state ORDER BY created_at DESC, rowid DESC LIMIT ?1"),
+                params![limit as i64],
+                |r| decode::saga(r),
+            )
         })
     }
 
     async fn sagas_of(&self, principal: &str, limit: usize) -> Result<Vec<SagaRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {SAGA_COLUMNS} FROM saga_state WHERE principal = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"
-            ))?;
-            let rows = st.query_map(
+            all(
+                c,
+                &format!("SELECT {SAGA_COLUMNS} FROM saga_state WHERE principal = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"),
                 params![principal, i64::try_from(limit).unwrap_or(i64::MAX)],
-                saga_from_row,
-            )?;
-            rows.map(|r| decode_saga(r?)).collect()
+                |r| decode::saga(r),
+            )
         })
     }
 
@@ -389,11 +313,7 @@ impl SagaStore for SqliteStore {
         } else {
             format!("WHERE {}", conds.join(" AND "))
         };
-        let columns = SAGA_COLUMNS
-            .split(',')
-            .map(|c| format!("s.{}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let columns = decode::qualified(SAGA_COLUMNS, "s");
         args.push(rusqlite::types::Value::Integer(
             i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX),
         ));
@@ -401,13 +321,12 @@ impl SagaStore for SqliteStore {
             i64::try_from(offset).unwrap_or(i64::MAX),
         ));
         self.read(|c| {
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {columns} FROM saga_state s {filter} ORDER BY s.created_at DESC, s.rowid DESC LIMIT ? OFFSET ?"
-            ))?;
-            let rows = st.query_map(rusqlite::params_from_iter(args), saga_from_row)?;
-            let mut out = rows
-                .map(|r| decode_saga(r?))
-                .collect::<Result<Vec<_>, StoreError>>()?;
+            let mut out = all(
+                c,
+                &format!("SELECT {columns} FROM saga_state s {filter} ORDER BY s.created_at DESC, s.rowid DESC LIMIT ? OFFSET ?"),
+                rusqlite::params_from_iter(args),
+                |r| decode::saga(r),
+            )?;
             let more = out.len() > limit;
             out.truncate(limit);
             Ok((out, more))
@@ -415,7 +334,7 @@ impl SagaStore for SqliteStore {
     }
 
     async fn unfinished_sagas(&self) -> Result<Vec<SagaRow>, StoreError> {
-        self.sagas_where("state NOT IN ('Done','FailedRolledBack','FailedRollbackPartial')")
+        self.sagas_where(&format!("state NOT IN {}", *ENDED_STATES))
     }
 
     async fn needs_operator(&self) -> Result<Vec<NeedsOperator>, StoreError> {

@@ -3,92 +3,26 @@
 
 use super::super::{BeginOutcome, NewStep, StepKey, StepRow, StepStatus, StepStore, StoreError};
 use super::Cached;
-use super::log::append;
-use super::{SqliteStore, decode_json, fenced_or, to_json};
+use super::log::log_record;
+use super::{SqliteStore, all, fenced_or, first, to_json};
 use crate::clock::now_rfc3339;
+use crate::decode::{self, STEP_COLUMNS};
 use crate::owned::OwnedStep;
+use crate::records;
+use crate::transitions::{self, HOLDING_AN_EFFECT};
 use async_trait::async_trait;
 use capsaga_core::error::ToolError;
 use capsaga_core::tool::ToolOutput;
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
-use serde_json::json;
-
-const STEP_COLUMNS: &str = "saga_id, step_seq, tool_id, tool_hash, grants, has_side_effects, idempotency_key, args, preimage, output, status, error, created_at, updated_at, label";
-
-struct StepRowRaw {
-    saga_id: String,
-    step_seq: i64,
-    tool_id: String,
-    tool_hash: String,
-    grants: String,
-    has_side_effects: bool,
-    idempotency_key: String,
-    args: String,
-    preimage: Option<String>,
-    output: Option<String>,
-    status: String,
-    error: Option<String>,
-    created_at: String,
-    updated_at: String,
-    label: Option<String>,
-}
-
-fn step_from_row(r: &Row<'_>) -> rusqlite::Result<StepRowRaw> {
-    Ok(StepRowRaw {
-        saga_id: r.get(0)?,
-        step_seq: r.get(1)?,
-        tool_id: r.get(2)?,
-        tool_hash: r.get(3)?,
-        grants: r.get(4)?,
-        has_side_effects: r.get(5)?,
-        idempotency_key: r.get(6)?,
-        args: r.get(7)?,
-        preimage: r.get(8)?,
-        output: r.get(9)?,
-        status: r.get(10)?,
-        error: r.get(11)?,
-        created_at: r.get(12)?,
-        updated_at: r.get(13)?,
-        label: r.get(14)?,
-    })
-}
-
-fn parse_status(s: &str) -> Result<StepStatus, StoreError> {
-    StepStatus::parse(s).ok_or_else(|| StoreError::Decode(format!("unknown step status `{s}`")))
-}
-
-impl StepRowRaw {
-    fn decode(self) -> Result<StepRow, StoreError> {
-        Ok(StepRow {
-            status: parse_status(&self.status)?,
-            step_seq: u64::try_from(self.step_seq)
-                .map_err(|_| StoreError::Decode(format!("negative step_seq {}", self.step_seq)))?,
-            grants: serde_json::from_str(&self.grants)
-                .map_err(|e| StoreError::Decode(format!("grants: {e}")))?,
-            args: serde_json::from_str(&self.args)
-                .map_err(|e| StoreError::Decode(format!("args: {e}")))?,
-            preimage: decode_json(self.preimage, "preimage")?,
-            output: decode_json(self.output, "output")?,
-            error: decode_json(self.error, "error")?,
-            label: decode_json(self.label, "label")?,
-            saga_id: self.saga_id,
-            tool_id: self.tool_id,
-            tool_hash: self.tool_hash,
-            has_side_effects: self.has_side_effects,
-            idempotency_key: self.idempotency_key,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-        })
-    }
-}
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 /// The steps of a saga, by position (shared with `needs_operator`).
 pub(super) fn steps_of(c: &Connection, saga_id: &str) -> Result<Vec<StepRow>, StoreError> {
-    let mut st = c.prepare_cached(&format!(
-        "SELECT {STEP_COLUMNS} FROM saga_steps WHERE saga_id = ?1 ORDER BY step_seq"
-    ))?;
-    let rows = st.query_map(params![saga_id], step_from_row)?;
-    rows.map(|r| r?.decode()).collect()
+    all(
+        c,
+        &format!("SELECT {STEP_COLUMNS} FROM saga_steps WHERE saga_id = ?1 ORDER BY step_seq"),
+        params![saga_id],
+        |r| decode::step(r),
+    )
 }
 
 /// The first step of `saga_id` that has no outcome (BEGIN), if any: a saga
@@ -116,7 +50,7 @@ fn existing(tx: &Transaction<'_>, key: &str) -> Result<Option<BeginOutcome>, Sto
     let Some((status, output)) = row else {
         return Ok(None);
     };
-    let status = parse_status(&status)?;
+    let status = decode::step_status(&status)?;
     if status != StepStatus::Commit {
         return Ok(Some(BeginOutcome::Exists(status)));
     }
@@ -154,12 +88,9 @@ fn claim(
     if claimed != 1 {
         return Ok(false);
     }
-    append(
+    log_record(
         tx,
-        s.saga_id,
-        Some(s.step_seq),
-        "APPROVAL_CLAIMED",
-        &json!({"approval_id": approval_id}),
+        &records::approval_claimed(s.saga_id, s.step_seq, approval_id),
         at,
     )?;
     Ok(true)
@@ -184,22 +115,7 @@ fn insert_begin(tx: &Transaction<'_>, s: &NewStep<'_>, at: &str) -> Result<(), S
         ],
     )
     .map_err(|e| fenced_or(e, s.saga_id, s.fence))?;
-    append(
-        tx,
-        s.saga_id,
-        Some(s.step_seq),
-        "BEGIN",
-        &json!({
-            "tool": s.tool_id,
-            "tool_hash": s.tool_hash,
-            "grants": s.grants,
-            "idempotency_key": s.idempotency_key,
-            "args": s.args,
-            "preimage": s.preimage,
-            "approval_id": s.approval,
-        }),
-        at,
-    )
+    log_record(tx, &records::begin(s), at)
 }
 
 impl SqliteStore {
@@ -228,13 +144,11 @@ impl SqliteStore {
                 )
                 .optional()?
                 .ok_or_else(|| {
-                    StoreError::Decode(format!("no step {step_seq} in saga `{saga_id}`"))
+                    transitions::no_step(saga_id, step_seq)
                 })?;
-            let from = parse_status(&status)?;
+            let from = decode::step_status(&status)?;
             if !allowed_from.contains(&from) {
-                return Err(StoreError::Decode(format!(
-                    "step {step_seq} of saga `{saga_id}` is {from}, cannot become {to}"
-                )));
+                return Err(transitions::cannot_become(saga_id, step_seq, from, to));
             }
             if let Some(o) = output {
                 tx.exec(
@@ -249,12 +163,8 @@ impl SqliteStore {
                 )
                 .map_err(fenced)?;
             }
-            let detail = match (output, error) {
-                (Some(o), _) => json!({"output": o}),
-                (None, Some(e)) => json!({"error": e}),
-                (None, None) => json!({}),
-            };
-            append(tx, saga_id, Some(step_seq), to.as_str(), &detail, &at)
+            let moved = records::step_moved(saga_id, step_seq, to.as_str(), output, error);
+            log_record(tx, &moved, &at)
         })
         .await
     }
@@ -265,26 +175,15 @@ impl SqliteStore {
         params: impl rusqlite::Params,
     ) -> Result<Option<StepRow>, StoreError> {
         self.read(|c| {
-            c.row(
+            first(
+                c,
                 &format!("SELECT {STEP_COLUMNS} FROM saga_steps WHERE {condition}"),
                 params,
-                step_from_row,
+                |r| decode::step(r),
             )
-            .optional()?
-            .map(StepRowRaw::decode)
-            .transpose()
         })
     }
 }
-
-const HOLDING_AN_EFFECT: [StepStatus; 4] = [
-    StepStatus::Commit,
-    StepStatus::Begin,
-    StepStatus::CompensationFailed,
-    // A failed step may have changed files before failing: the host's
-    // journal restores them (issue 28).
-    StepStatus::Fail,
-];
 
 #[async_trait]
 impl StepStore for SqliteStore {
@@ -335,11 +234,9 @@ impl StepStore for SqliteStore {
                 )
                 .map_err(|e| fenced_or(e, saga_id, fence))?;
             if n == 0 {
-                return Err(StoreError::Decode(format!(
-                    "no step {step_seq} in saga `{saga_id}`"
-                )));
+                return Err(transitions::no_step(saga_id, step_seq));
             }
-            append(tx, saga_id, Some(step_seq), "LABEL", &json!({"label": label}), &at)
+            log_record(tx, &records::label(saga_id, step_seq, &label), &at)
         })
         .await
     }
@@ -373,18 +270,10 @@ impl StepStore for SqliteStore {
             )
             .map_err(|e| fenced_or(e, saga_id, fence))?;
             if n == 0 {
-                return Err(StoreError::Decode(format!(
-                    "step {step_seq} of saga `{saga_id}` is not in BEGIN: cannot retry it"
-                )));
+                return Err(transitions::not_in_begin(saga_id, step_seq, "retry it"));
             }
-            append(
-                tx,
-                saga_id,
-                Some(step_seq),
-                "RETRY",
-                &json!({"attempt": attempt, "delay_ms": delay_ms, "error": error}),
-                &at,
-            )
+            let retry = records::retry(saga_id, step_seq, attempt, delay_ms, error);
+            log_record(tx, &retry, &at)
         })
         .await
     }
@@ -401,18 +290,9 @@ impl StepStore for SqliteStore {
             )
             .map_err(|e| fenced_or(e, saga_id, fence))?;
             if n == 0 {
-                return Err(StoreError::Decode(format!(
-                    "step {step_seq} of saga `{saga_id}` is not in BEGIN: cannot mark it in doubt"
-                )));
+                return Err(transitions::not_in_begin(saga_id, step_seq, "mark it in doubt"));
             }
-            append(
-                tx,
-                saga_id,
-                Some(step_seq),
-                "IN_DOUBT",
-                &json!({"error": error}),
-                &at,
-            )
+            log_record(tx, &records::in_doubt(saga_id, step_seq, error), &at)
         })
         .await
     }
@@ -454,11 +334,9 @@ impl StepStore for SqliteStore {
                 |r| r.get(0),
             )?;
             if n == 0 {
-                return Err(StoreError::Decode(format!(
-                    "no step {step_seq} in saga `{saga_id}`"
-                )));
+                return Err(transitions::no_step(saga_id, step_seq));
             }
-            append(tx, saga_id, Some(step_seq), "FS_RESTORE", &report, &at)
+            log_record(tx, &records::fs_restore(saga_id, step_seq, report), &at)
         })
         .await
     }

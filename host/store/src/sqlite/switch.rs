@@ -1,46 +1,19 @@
-//! `host_switch`: the kill switch (`capsaga_core::pause`), one row. Each
-//! change appends a `SWITCH` record (saga id `host:switch`) to the
-//! hash-chained log in the same transaction.
+//! `host_switch` ([`crate::logic::switch`]) on SQLite.
 
 use super::super::StoreError;
 use super::super::access::SwitchStore;
-use super::Cached;
 use super::SqliteStore;
-use super::log::append;
+use super::seam::Lite;
 use crate::clock::now_rfc3339;
+use crate::logic::switch;
+use crate::seam::now;
 use async_trait::async_trait;
 use capsaga_core::pause::{Mode, Switch};
-use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::json;
-
-/// A stored row: mode, set by, set at, note.
-type Row = (String, Option<String>, Option<String>, Option<String>);
-
-fn read(c: &Connection) -> Result<Switch, StoreError> {
-    let row: Option<Row> = c
-        .row(
-            "SELECT mode, set_by, set_at, note FROM host_switch WHERE id = 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()?;
-    let Some((mode, by, at, note)) = row else {
-        return Ok(Switch::default());
-    };
-    Ok(Switch {
-        mode: mode
-            .parse::<Mode>()
-            .map_err(|e| StoreError::Decode(format!("host_switch: {e}")))?,
-        by,
-        at,
-        note,
-    })
-}
 
 #[async_trait]
 impl SwitchStore for SqliteStore {
     async fn switch(&self) -> Result<Switch, StoreError> {
-        self.read(read)
+        self.read(|c| now(switch::get(&Lite::read(c))))
     }
 
     async fn set_switch(
@@ -49,23 +22,15 @@ impl SwitchStore for SqliteStore {
         by: &str,
         note: Option<&str>,
     ) -> Result<Switch, StoreError> {
-        let at = now_rfc3339();
-        let (by, note) = (by.to_owned(), note.map(str::to_owned));
+        let (by, note, at) = (by.to_owned(), note.map(str::to_owned), now_rfc3339());
         self.write(move |tx| {
-            tx.exec(
-                "INSERT INTO host_switch (id, mode, set_by, set_at, note) VALUES (1, ?1, ?2, ?3, ?4)
-                 ON CONFLICT(id) DO UPDATE SET mode = excluded.mode, set_by = excluded.set_by, set_at = excluded.set_at, note = excluded.note",
-                params![mode.as_str(), by, at, note],
-            )?;
-            append(
-                tx,
-                "host:switch",
-                None,
-                "SWITCH",
-                &json!({"mode": mode.as_str(), "by": by, "note": note}),
+            now(switch::set(
+                &Lite::write(tx),
+                mode,
+                &by,
+                note.as_deref(),
                 &at,
-            )?;
-            read(tx)
+            ))
         })
         .await
     }

@@ -302,7 +302,7 @@ fn busy_is_told_apart() {
 
 /// A state file at `p` exactly as capsaga of schema `version` made it
 /// (its tables, application id and version), with `rows` inserted.
-fn older_file(p: &std::path::Path, version: i64, rows: &str) -> Connection {
+pub(super) fn older_file(p: &std::path::Path, version: i64, rows: &str) -> Connection {
     let mut c = Connection::open(p).unwrap();
     let tx = c.transaction().unwrap();
     migrate_to(&tx, 0, version).unwrap();

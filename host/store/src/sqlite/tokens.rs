@@ -1,45 +1,14 @@
-//! `tokens`: named tokens, stored as the SHA-256 of their secret. Each
-//! write appends a `TOKEN` record (saga id `token:<name>`; the role and who
-//! acted, never the hash) to the hash-chained log in the same transaction.
+//! `tokens` ([`crate::logic::tokens`]) on SQLite.
 
 use super::super::StoreError;
 use super::super::access::{ActiveToken, TokenOpError, TokenRow, TokenStore};
-use super::Cached;
 use super::SqliteStore;
-use super::log::append;
+use super::seam::Lite;
 use crate::clock::now_rfc3339;
+use crate::logic::tokens;
+use crate::seam::now;
 use async_trait::async_trait;
 use capsaga_core::principal::Role;
-use rusqlite::{OptionalExtension, Row, params};
-use serde_json::json;
-
-const COLUMNS: &str = "name, role, created_at, created_by, revoked_at, revoked_by";
-
-fn role(s: &str) -> rusqlite::Result<Role> {
-    s.parse::<Role>().map_err(|_| {
-        rusqlite::Error::InvalidColumnType(1, "role".into(), rusqlite::types::Type::Text)
-    })
-}
-
-fn decode(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
-    Ok(TokenRow {
-        name: r.get(0)?,
-        role: role(&r.get::<_, String>(1)?)?,
-        created_at: r.get(2)?,
-        created_by: r.get(3)?,
-        revoked_at: r.get(4)?,
-        revoked_by: r.get(5)?,
-    })
-}
-
-fn one(c: &rusqlite::Connection, name: &str) -> Result<Option<TokenRow>, StoreError> {
-    Ok(c.row(
-        &format!("SELECT {COLUMNS} FROM tokens WHERE name = ?1"),
-        params![name],
-        decode,
-    )
-    .optional()?)
-}
 
 #[async_trait]
 impl TokenStore for SqliteStore {
@@ -50,107 +19,31 @@ impl TokenStore for SqliteStore {
         secret_sha256: &[u8; 32],
         by: &str,
     ) -> Result<TokenRow, TokenOpError> {
-        let at = now_rfc3339();
-        let shown = name.to_owned();
-        let (name, by, hash) = (name.to_owned(), by.to_owned(), hex::encode(secret_sha256));
-        let out = self
-            .write(move |tx| {
-                let taken: bool = tx.row(
-                    "SELECT EXISTS(SELECT 1 FROM tokens WHERE name = ?1 OR secret_sha256 = ?2)",
-                    params![name, hash],
-                    |r| r.get(0),
-                )?;
-                if taken {
-                    return Ok(None);
-                }
-                tx.exec(
-                    "INSERT INTO tokens (name, role, secret_sha256, created_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![name, role.as_str(), hash, at, by],
-                )?;
-                append(
-                    tx,
-                    &format!("token:{name}"),
-                    None,
-                    "TOKEN",
-                    &json!({"event": "created", "name": name, "role": role.as_str(), "by": by}),
-                    &at,
-                )?;
-                one(tx, &name)
-            })
-            .await?;
-        out.ok_or(TokenOpError::NameTaken(shown))
+        let (n, by, hash, at) = (
+            name.to_owned(),
+            by.to_owned(),
+            hex::encode(secret_sha256),
+            now_rfc3339(),
+        );
+        self.write(move |tx| now(tokens::create(&Lite::write(tx), &n, role, &hash, &by, &at)))
+            .await?
     }
 
     async fn revoke_token(&self, name: &str, by: &str) -> Result<TokenRow, TokenOpError> {
-        let at = now_rfc3339();
-        let (n, by) = (name.to_owned(), by.to_owned());
-        let found: Result<TokenRow, Option<TokenRow>> = self
-            .write(move |tx| {
-                let Some(row) = one(tx, &n)? else {
-                    return Ok(Err(None));
-                };
-                if row.revoked_at.is_some() {
-                    return Ok(Err(Some(row)));
-                }
-                tx.exec(
-                    "UPDATE tokens SET revoked_at = ?2, revoked_by = ?3 WHERE name = ?1 AND revoked_at IS NULL",
-                    params![n, at, by],
-                )?;
-                append(
-                    tx,
-                    &format!("token:{n}"),
-                    None,
-                    "TOKEN",
-                    &json!({"event": "revoked", "name": n, "by": by}),
-                    &at,
-                )?;
-                Ok(one(tx, &n)?.ok_or(None))
-            })
-            .await?;
-        found.map_err(|e| match e {
-            None => TokenOpError::NotFound(name.to_string()),
-            Some(_) => TokenOpError::AlreadyRevoked(name.to_string()),
-        })
+        let (n, by, at) = (name.to_owned(), by.to_owned(), now_rfc3339());
+        self.write(move |tx| now(tokens::revoke(&Lite::write(tx), &n, &by, &at)))
+            .await?
     }
 
     async fn tokens(&self) -> Result<Vec<TokenRow>, StoreError> {
-        self.read(|c| {
-            let mut st =
-                c.prepare_cached(&format!("SELECT {COLUMNS} FROM tokens ORDER BY name"))?;
-            let rows = st.query_map([], decode)?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
+        self.read(|c| now(tokens::list(&Lite::read(c))))
     }
 
     async fn active_tokens(&self) -> Result<Vec<ActiveToken>, StoreError> {
-        self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT name, role, secret_sha256 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
-            )?;
-            let rows = st.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    role(&r.get::<_, String>(1)?)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (name, role, hash) = row?;
-                let mut secret_sha256 = [0u8; 32];
-                hex::decode_to_slice(&hash, &mut secret_sha256)
-                    .map_err(|_| StoreError::Decode(format!("token `{name}`: stored hash")))?;
-                out.push(ActiveToken {
-                    name,
-                    role,
-                    secret_sha256,
-                });
-            }
-            Ok(out)
-        })
+        self.read(|c| now(tokens::active(&Lite::read(c))))
     }
 
     async fn any_token_ever(&self) -> Result<bool, StoreError> {
-        self.read(|c| Ok(c.row("SELECT EXISTS(SELECT 1 FROM tokens)", [], |r| r.get(0))?))
+        self.read(|c| now(tokens::any_ever(&Lite::read(c))))
     }
 }

@@ -17,6 +17,7 @@ mod hosts;
 mod neurons;
 mod pg_chains;
 mod pg_only;
+mod pg_schema;
 mod steps;
 mod tasks;
 

@@ -1,0 +1,2 @@
+
+ALTER TABLE saga_state ADD COLUMN released_at TEXT;

@@ -1,0 +1,2 @@
+
+ALTER TABLE saga_steps ADD COLUMN label TEXT;

@@ -1,0 +1,6 @@
+
+UPDATE saga_state SET scope = CASE
+    WHEN origin = 'plan' THEN 'plan'
+    WHEN origin = 'call' THEN 'call'
+    WHEN origin = 'mcp' AND released_at IS NOT NULL THEN 'handle'
+END;
