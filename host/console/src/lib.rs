@@ -29,7 +29,8 @@ pub mod routes;
 pub mod session;
 
 pub use backend::{
-    ApprovalView, Backend, BackendError, Decided, EpisodeView, HealthView, HostView, LogView,
+    ApprovalView, Backend, BackendError, Decided, EpisodeView, FlowFindingView, HealthView, HostView,
+    LogView, StepLabelView,
     NeuronAction, NeuronView, PageReq, Paged, ProposalView, SagaAction, SagaDetail, SagaFilter,
     SagaView, SignIn, StepView, TraceStepView, TraceView,
 };
