@@ -603,7 +603,8 @@ impl<'a> Turn<'a> {
         };
         let mut tr = self.tr;
         tr.saga_state = Some(final_state);
-        tr.after_untrusted = tr.final_response.is_some() && self.saga.flow().tainted();
+        let tainted = self.saga.flow().tainted();
+        tr.after_untrusted = tr.final_response.is_some() && tainted;
         tr.steps
             .push(fitness(&tr, final_state, self.saga.side_effects()));
         let host = self.door.host();
@@ -611,7 +612,7 @@ impl<'a> Turn<'a> {
         tr.finished_at = Some(now_rfc3339());
         tr.wall_time_ms = started.elapsed().as_millis() as u64;
         trace::save(&*host.store, &tr).await?;
-        super::remember::finish(host, &tr, opts, summary).await;
+        super::remember::finish(host, &tr, opts, summary, tainted).await;
         Ok(tr)
     }
 }
