@@ -47,7 +47,10 @@ pub fn finding(f: &Finding, saga: &str) -> FlowFindingView {
         .map_or(&f.provenance.origin, |t| &t.origin);
     let (source, steps) = match origin {
         Origin::Untrusted { sources } => {
-            let mut steps: Vec<u64> = sources.iter().filter_map(|l| step_of(&l.source, saga)).collect();
+            let mut steps: Vec<u64> = sources
+                .iter()
+                .filter_map(|l| step_of(&l.source, saga))
+                .collect();
             steps.dedup();
             let words: Vec<String> = sources.iter().map(|l| l.source.to_string()).collect();
             (format!("untrusted data: {}", words.join(", ")), steps)
@@ -55,12 +58,16 @@ pub fn finding(f: &Finding, saga: &str) -> FlowFindingView {
         Origin::Lookalike { of } => (
             format!(
                 "nowhere: it imitates, with lookalike characters, a value from {}",
-                of.iter().map(|l| l.source.to_string()).collect::<Vec<_>>().join(", ")
+                of.iter()
+                    .map(|l| l.source.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Vec::new(),
         ),
         Origin::Nowhere => (
-            "nowhere in the user's or operator's text (written after untrusted data was read)".into(),
+            "nowhere in the user's or operator's text (written after untrusted data was read)"
+                .into(),
             Vec::new(),
         ),
         Origin::Trusted { .. } => ("trusted".into(), Vec::new()),

@@ -150,9 +150,9 @@ async fn the_console_shows_labels_the_source_step_of_an_approval_and_an_answer_a
     assert!(!std::path::Path::new(&target).exists());
     let trace = t["trace_id"].as_str().unwrap();
     let html = page(&srv, &cookie, &format!("/console/traces/{trace}")).await;
+    assert!(html.contains("data-after-untrusted=\"true\""), "{html}");
     assert!(
-        html.contains("data-after-untrusted=\"true\""),
+        html.contains("Model answer (after untrusted data)"),
         "{html}"
     );
-    assert!(html.contains("Model answer (after untrusted data)"), "{html}");
 }

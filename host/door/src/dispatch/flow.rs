@@ -232,7 +232,11 @@ pub(super) async fn rebuild(
 
 /// The flow state of saga `row` as [`rebuild`] makes it, from the steps
 /// before `upto` only (every step when `None`).
-async fn rebuilt(host: &Host, row: &SagaRow, upto: Option<u64>) -> Result<FlowState, DispatchError> {
+async fn rebuilt(
+    host: &Host,
+    row: &SagaRow,
+    upto: Option<u64>,
+) -> Result<FlowState, DispatchError> {
     let scope = scope_of(row);
     let mut flow = fresh(host, scope);
     let who = row.principal.clone().unwrap_or_default();
@@ -244,7 +248,10 @@ async fn rebuilt(host: &Host, row: &SagaRow, upto: Option<u64>) -> Result<FlowSt
     }
     let mut steps = host.store.steps(&row.saga_id).await?;
     steps.sort_by_key(|s| s.step_seq);
-    for st in steps.into_iter().filter(|s| upto.is_none_or(|u| s.step_seq < u)) {
+    for st in steps
+        .into_iter()
+        .filter(|s| upto.is_none_or(|u| s.step_seq < u))
+    {
         let data = match (&st.output, &st.error) {
             (Some(out), _) => out.get("data").cloned().unwrap_or(Value::Null),
             (None, Some(err)) => err.get("message").cloned().unwrap_or(Value::Null),
