@@ -1,7 +1,7 @@
 //! `bad_field_path` (test component): declares malformed field labels in
 //! its `output-fields` export (issue 47): a JSON Pointer with an escape
-//! RFC 6901 does not have (`~2`), beside a good one. The host must refuse
-//! the tool at load with an error naming the path, never crash, and load
+//! RFC 6901 does not have (`~2`), beside a good one (the SDK refuses it in
+//! the guest: `meta` traps). The host must refuse the tool at load, never crash, and load
 //! the other tools. Otherwise a harmless echo of its arguments.
 
 use capsaga_sdk::prelude::*;
