@@ -579,3 +579,35 @@ async fn a_meta_that_never_returns_is_stopped_at_load_and_the_other_tools_serve(
         still_serving(&host).await;
     }
 }
+
+/// Malformed field labels in a component's `output-fields` export (issue
+/// 47): a path with an escape RFC 6901 does not have, and 100,000 labels
+/// (at most 64 are allowed). Each tool is refused at load with a load
+/// issue (never labelled half, never a crash or a hang), and the host loads
+/// and serves the other tools.
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_output_field_labels_refuse_the_tool_at_load_and_the_others_serve() {
+    let ws = TestWorkspace::new(
+        &["bad_field_path", "many_fields", "time_now"],
+        "[tools.bad_field_path]\n[tools.many_fields]\n[tools.time_now]\n",
+    );
+    let host = ws.host().await;
+    // The SDK checks its labels in the guest: its `meta` traps on a bad
+    // path and on more than 64 (the host checks the list again for
+    // components built otherwise: `capsaga_core::meta` tests).
+    for (tool, says) in [
+        ("bad_field_path", "meta trapped"),
+        ("many_fields", "meta trapped"),
+    ] {
+        assert!(host.registry.get(tool).is_none(), "{tool} loaded");
+        let issue = host
+            .registry
+            .issues
+            .iter()
+            .find(|i| i.source.contains(tool))
+            .unwrap_or_else(|| panic!("{tool}: {:?}", host.registry.issues));
+        eprintln!("{tool}: {}", issue.error);
+        assert!(issue.error.contains(says), "{tool}: {}", issue.error);
+    }
+    still_serving(&host).await;
+}

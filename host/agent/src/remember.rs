@@ -21,6 +21,7 @@ use super::options::{AgentError, TurnOptions};
 use super::provider::{ChatRequest, Message, Provider, Role, Tier};
 use super::trace::{ExecutionTrace, TraceStep};
 use capsaga_core::budget::BudgetState;
+use capsaga_core::flow::{Label, Source};
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
 use capsaga_core::untrusted::wrap;
 use capsaga_door::host::Host;
@@ -144,18 +145,30 @@ pub fn identity(hm: &HostMemory) -> Result<String, AgentError> {
     Ok(format!("{DEFAULT_IDENTITY}\n\n{core}"))
 }
 
+/// The parts of a turn memory fills before the first model call: its trace,
+/// its request to the model, and its saga, whose ledger takes what memory
+/// recalled (issue 47, [`label_recall`]).
+pub(super) struct TurnParts<'a> {
+    /// The turn's execution trace (a `Critic` step says what was loaded).
+    pub tr: &'a mut ExecutionTrace,
+    /// The request the model gets: system prompt and history are set here.
+    pub request: &'a mut ChatRequest,
+    /// The turn's saga: recalled untrusted memory enters its ledger.
+    pub saga: &'a mut capsaga_door::saga::Saga,
+}
+
 /// Before the first model call: summarise the session when it is due, then
 /// put the core memory, the retrieved block and the history into the
-/// request.
+/// request, and what was recalled into the saga's ledger.
 pub(super) async fn prepare(
-    tr: &mut ExecutionTrace,
-    request: &mut ChatRequest,
+    parts: TurnParts<'_>,
     hm: &Arc<HostMemory>,
     identity: &str,
     model: Summariser<'_>,
     task: &str,
     opts: &TurnOptions,
 ) -> Result<(), AgentError> {
+    let TurnParts { tr, request, saga } = parts;
     let mem = |e| AgentError::Memory(e);
     if let Some(saga) = &tr.saga_id {
         hm.begin_saga(saga, opts.sender());
@@ -200,6 +213,7 @@ pub(super) async fn prepare(
         ));
     }
     block.push_str(&bundle.render());
+    label_recall(saga, hm, &opts.session_id, &h, &bundle.episodes).map_err(mem)?;
     let entries: Vec<CatalogEntry<'_>> = request
         .tools
         .iter()
@@ -237,6 +251,70 @@ pub(super) async fn prepare(
         verdict: "loaded".into(),
         reason: "seed 004 §7".into(),
     });
+    Ok(())
+}
+
+/// The label words a turn's episode and session turn are recorded with.
+const TRUSTED: &str = "trusted";
+const UNTRUSTED: &str = "untrusted";
+
+/// What memory recalled for the turn enters its saga's ledger (issue 47):
+/// each recalled episode, each verbatim turn of the session and the
+/// session's summary, labelled untrusted when recorded from a turn that
+/// read untrusted data (or recorded without a label: before schema 3, or
+/// imported), as a [`Source::Memory`] item. A value the model copies from
+/// them into a side effect's key argument is then found in untrusted data,
+/// in this process or any later one. Those recorded from a turn that read
+/// nothing untrusted are left out: they vouch for nothing (a value only
+/// they hold is found nowhere).
+fn label_recall(
+    saga: &mut capsaga_door::saga::Saga,
+    hm: &HostMemory,
+    session: &str,
+    h: &SessionHistory,
+    episodes: &[capsaga_memory::Episode],
+) -> Result<(), capsaga_memory::MemoryError> {
+    let store = hm.memory.store();
+    let ids: Vec<&str> = episodes.iter().map(|e| e.episode_id.as_str()).collect();
+    let labels = store.episode_labels(&ids)?;
+    let mut add = |item: String, text: &str| {
+        saga.flow_mut().add_text(
+            Label::untrusted(Source::Memory {
+                item,
+                approved: false,
+            }),
+            text,
+        );
+    };
+    for e in episodes {
+        if labels.get(&e.episode_id).map(String::as_str) == Some(TRUSTED) {
+            continue;
+        }
+        let text = [
+            Some(e.user_message.as_str()),
+            e.final_response.as_deref(),
+            e.summary.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("\n");
+        add(format!("episode:{}", e.episode_id), &text);
+    }
+    let untrusted = store.untrusted_turns(session, None)?;
+    for t in h.turns.iter().filter(|t| untrusted.contains(&t.seq)) {
+        let text = format!(
+            "{}\n{}",
+            t.user_message,
+            t.final_response.as_deref().unwrap_or_default()
+        );
+        add(format!("session:{session}#{}", t.seq), &text);
+    }
+    if let Some(sum) = &h.summary
+        && untrusted.iter().any(|s| *s <= h.summarised_upto)
+    {
+        add(format!("session:{session}#summary"), sum);
+    }
     Ok(())
 }
 
@@ -325,14 +403,19 @@ pub(super) async fn episode_summary(
 }
 
 /// After the turn (its trace stored): record it in its session and index it
-/// as an episode when the policy indexes its outcome. Failures are logged:
-/// the turn itself is done.
+/// as an episode when the policy indexes its outcome, each labelled
+/// untrusted when the turn read untrusted data (`tainted`: its answer or
+/// summary may quote it), else trusted. Failures are logged: the turn
+/// itself is done (a turn or episode left without its label is recalled
+/// as untrusted).
 pub(super) async fn finish(
     host: &Arc<Host>,
     tr: &ExecutionTrace,
     opts: &TurnOptions,
     summary: Option<String>,
+    tainted: bool,
 ) {
+    let label = if tainted { UNTRUSTED } else { TRUSTED };
     let Some(hm) = host.memory.clone() else {
         return;
     };
@@ -350,8 +433,9 @@ pub(super) async fn finish(
             tr2.final_response.as_deref(),
             &tr2.trace_id,
         )?;
+        m.store().set_turn_label(&opts2.session_id, seq, label)?;
         if policy.indexes(tr2.outcome.as_str()) {
-            m.index_episode(&NewEpisode {
+            let e = m.index_episode(&NewEpisode {
                 trace_id: tr2.trace_id.clone(),
                 session_id: opts2.session_id.clone(),
                 sender: opts2.sender().to_string(),
@@ -364,6 +448,7 @@ pub(super) async fn finish(
                 steps: tr2.steps.len(),
                 turn_in_session: seq as usize,
             })?;
+            m.store().set_episode_label(&e.episode_id, label)?;
             // The new episode's vector, for retrieval by meaning (and any
             // left by an earlier failure).
             m.embed_pending(8)?;

@@ -139,8 +139,11 @@ async fn turn(
     let mut turn = Turn::begin(&door, provider, task, opts).await?;
     if let (Some(hm), Some(identity)) = (&host.memory, &identity)
         && let Err(e) = super::remember::prepare(
-            &mut turn.tr,
-            &mut turn.request,
+            super::remember::TurnParts {
+                tr: &mut turn.tr,
+                request: &mut turn.request,
+                saga: &mut turn.saga,
+            },
             hm,
             identity,
             model,
@@ -504,7 +507,8 @@ impl<'a> Turn<'a> {
         };
         let mut tr = self.tr;
         tr.saga_state = Some(final_state);
-        tr.after_untrusted = tr.final_response.is_some() && self.saga.flow().tainted();
+        let tainted = self.saga.flow().tainted();
+        tr.after_untrusted = tr.final_response.is_some() && tainted;
         tr.steps
             .push(fitness(&tr, final_state, self.saga.side_effects()));
         let host = self.door.host();
@@ -512,7 +516,7 @@ impl<'a> Turn<'a> {
         tr.finished_at = Some(now_rfc3339());
         tr.wall_time_ms = started.elapsed().as_millis() as u64;
         trace::save(&*host.store, &tr).await?;
-        super::remember::finish(host, &tr, opts, summary).await;
+        super::remember::finish(host, &tr, opts, summary, tainted).await;
         Ok(tr)
     }
 }

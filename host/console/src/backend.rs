@@ -114,6 +114,41 @@ pub struct ApprovalView {
     pub decided_at: Option<String>,
     /// The decider's note (untrusted: free text).
     pub note: Option<String>,
+    /// What information flow found in the call (issue 47): each argument
+    /// whose value came from untrusted data (or nowhere trusted), with the
+    /// value and its source step. Empty when the approval was not asked
+    /// for a value's provenance.
+    pub flow: Vec<FlowFindingView>,
+}
+
+/// One argument of a call that information flow holds for a human.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowFindingView {
+    /// A JSON Pointer into the arguments (`/path`), several joined by `+`
+    /// for a value split across arguments.
+    pub argument: String,
+    /// The value (untrusted: at most 120 characters).
+    pub value: String,
+    /// The sink's level (`trusted`, `identifiers`, `verbatim`).
+    pub level: String,
+    /// Where it came from, in words (`fs_read (step 0)`, `nowhere in the
+    /// user's or operator's text`): untrusted data may be quoted here.
+    pub source: String,
+    /// The steps of this saga it came from (links to the timeline).
+    pub steps: Vec<u64>,
+}
+
+/// The label of what a step brought into its saga (information flow).
+#[derive(Debug, Clone, Serialize)]
+pub struct StepLabelView {
+    /// `trusted` or `untrusted`.
+    pub integrity: String,
+    /// Its source in words (`fs_read (step 0)`).
+    pub source: String,
+    /// Fields of an untrusted output the tool and the operator vouch for.
+    pub trusted_fields: Vec<String>,
+    /// Fields the tool labels untrusted.
+    pub untrusted_fields: Vec<String>,
 }
 
 /// A saga in the list.
@@ -171,6 +206,8 @@ pub struct StepView {
     pub updated_at: String,
     /// Milliseconds from created to last update, when both parse.
     pub duration_ms: Option<u64>,
+    /// The label of its output, once the door recorded one.
+    pub label: Option<StepLabelView>,
 }
 
 /// One record of the saga's write-ahead log.
@@ -246,6 +283,9 @@ pub struct TraceView {
     pub outcome: String,
     /// The final answer (untrusted model text).
     pub final_response: Option<String>,
+    /// Whether the answer was written after untrusted data entered the
+    /// turn (it may repeat what that data said).
+    pub after_untrusted: bool,
     /// Tokens in prompts.
     pub prompt_tokens: u64,
     /// Tokens in answers.

@@ -29,9 +29,9 @@ pub mod routes;
 pub mod session;
 
 pub use backend::{
-    ApprovalView, Backend, BackendError, Decided, EpisodeView, HealthView, HostView, LogView,
-    NeuronAction, NeuronView, PageReq, Paged, ProposalView, SagaAction, SagaDetail, SagaFilter,
-    SagaView, SignIn, StepView, TraceStepView, TraceView,
+    ApprovalView, Backend, BackendError, Decided, EpisodeView, FlowFindingView, HealthView,
+    HostView, LogView, NeuronAction, NeuronView, PageReq, Paged, ProposalView, SagaAction,
+    SagaDetail, SagaFilter, SagaView, SignIn, StepLabelView, StepView, TraceStepView, TraceView,
 };
 pub use backend::{FitnessDay, SpendDay};
 pub use pages::PAGE_SIZE;

@@ -7,7 +7,8 @@
 //! else).
 
 use crate::backend::{
-    ApprovalView, HealthView, NeuronView, Paged, SagaDetail, SagaFilter, SagaView, TraceView,
+    ApprovalView, HealthView, NeuronView, Paged, SagaDetail, SagaFilter, SagaView, StepLabelView,
+    TraceView,
 };
 use maud::{DOCTYPE, Markup, html};
 
@@ -162,6 +163,7 @@ pub fn approvals(
                 (untrusted("Dry-run summary", &a.summary))
                 @if let Some(d) = &a.diff { (untrusted("Diff", d)) }
                 @if let Some((title, text)) = &a.essentials { (untrusted(title, text)) }
+                @if !a.flow.is_empty() { (flow_findings(a)) }
                 (untrusted("Arguments", &a.args))
                 @if let Some(p) = &a.preview { (untrusted("Dry-run output", p)) }
                 form method="post" action={"/console/approvals/" (a.id) "/decide"} .decide {
@@ -218,6 +220,44 @@ pub fn decided_approvals(
         (pager("/console/approvals/decided", offset, page.rows.len(), page.more))
     };
     layout("Decided approvals", Some((operator, csrf)), None, body)
+}
+
+/// The arguments information flow holds for a human: argument, value (as
+/// data), the sink's level and the source step, linked to the saga's
+/// timeline.
+fn flow_findings(a: &ApprovalView) -> Markup {
+    html! {
+        table .flow {
+            caption { "Information flow: values that came from untrusted data" }
+            thead { tr { th { "argument" } th { "value" } th { "must be" } th { "came from" } } }
+            tbody {
+                @for f in &a.flow {
+                    tr .finding data-argument=(f.argument) {
+                        td { code { (f.argument) } }
+                        td { span .untrusted { (f.value) } }
+                        td { (f.level) }
+                        td .source {
+                            span .untrusted { (f.source) }
+                            @for st in &f.steps {
+                                " " a .source-step href={"/console/sagas/" (a.saga_id) "#step-" (st)} { "step " (st) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A step's label: its integrity, source and the fields labelled apart.
+fn step_label(l: &StepLabelView) -> Markup {
+    html! {
+        p .label data-integrity=(l.integrity) {
+            "Output label: " strong { (l.integrity) } " · from " span .untrusted-inline { (l.source) }
+            @if !l.trusted_fields.is_empty() { " · trusted fields " code { (l.trusted_fields.join(", ")) } }
+            @if !l.untrusted_fields.is_empty() { " · untrusted fields " code { (l.untrusted_fields.join(", ")) } }
+        }
+    }
 }
 
 fn short(id: &str) -> &str {
@@ -280,12 +320,13 @@ pub fn saga(operator: &str, csrf: &str, d: &SagaDetail, flash: Option<&str>) -> 
         h2 { "Steps" }
         ol .steps {
             @for st in &d.steps {
-                li .step data-status=(st.status) {
+                li .step id={"step-" (st.seq)} data-status=(st.status) data-integrity=[st.label.as_ref().map(|l| l.integrity.as_str())] {
                     code { (st.tool) } " · " strong { (st.status) }
                     @if let Some(ms) = st.duration_ms { " · " (ms) " ms" }
                     " · hash " code { (short(&st.tool_hash)) }
                     " · grants " code { (st.grants.join(", ")) }
                     (untrusted("Arguments", &st.args))
+                    @if let Some(l) = &st.label { (step_label(l)) }
                     @if let Some(r) = &st.result { (untrusted("Result", r)) }
                 }
             }
@@ -310,7 +351,16 @@ pub fn trace(operator: &str, csrf: &str, t: &TraceView) -> Markup {
         p { "Outcome " strong { (t.outcome) } " · " (t.prompt_tokens) " prompt + " (t.response_tokens) " answer tokens · " (format!("{:.4}", t.cost_usd)) " USD" }
         @if let Some(s) = &t.saga_id { p { a href={"/console/sagas/" (s)} { "its saga" } } }
         (untrusted("Task", &t.task))
-        @if let Some(f) = &t.final_response { div #final-answer { (untrusted("Model answer", f)) } }
+        @if let Some(f) = &t.final_response {
+            div #final-answer data-after-untrusted=(t.after_untrusted) {
+                @if t.after_untrusted {
+                    p .after-untrusted { "Written after untrusted data entered the turn: it may repeat what that data said." }
+                    (untrusted("Model answer (after untrusted data)", f))
+                } @else {
+                    (untrusted("Model answer", f))
+                }
+            }
+        }
         ol .trace {
             @for st in &t.steps { li { strong { (st.kind) } (untrusted("Content", &st.content)) } }
         }
@@ -452,6 +502,13 @@ mod tests {
             decided_by: Some(payload.into()),
             decided_at: Some(payload.into()),
             note: Some(payload.into()),
+            flow: vec![crate::backend::FlowFindingView {
+                argument: payload.into(),
+                value: payload.into(),
+                level: payload.into(),
+                source: payload.into(),
+                steps: vec![0],
+            }],
         };
         let page = Paged {
             rows: vec![a],

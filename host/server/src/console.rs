@@ -127,7 +127,31 @@ fn approval_view(a: ApprovalRow, risk: Option<String>) -> ApprovalView {
         decided_by: a.decided_by,
         decided_at: a.decided_at,
         note: a.note,
+        flow: Vec::new(),
     }
+}
+
+/// `page` with what information flow found in each call asked about for
+/// it (`approval information flow: ...`), through the door.
+async fn with_findings(
+    door: &capsaga_door::dispatch::Dispatcher,
+    rows: &[ApprovalRow],
+    mut page: Paged<ApprovalView>,
+) -> Result<Paged<ApprovalView>, BackendError> {
+    for v in &mut page.rows {
+        if !v.reason.starts_with("information flow:") {
+            continue;
+        }
+        let Some(row) = rows.iter().find(|r| r.approval_id == v.id) else {
+            continue;
+        };
+        let found = door.approval_findings(row).await.map_err(internal)?;
+        v.flow = found
+            .iter()
+            .map(|f| super::console_flow::finding(f, &v.saga_id))
+            .collect();
+    }
+    Ok(page)
 }
 
 /// The store's kind, this host's policy hash, and the live hosts sharing
@@ -190,6 +214,7 @@ fn step_view(s: StepRow) -> StepView {
         args: pretty(&s.args),
         result,
         duration_ms: between_ms(&s.created_at, &s.updated_at),
+        label: super::console_flow::step_label(s.label.as_ref()),
         created_at: s.created_at,
         updated_at: s.updated_at,
     }
@@ -245,7 +270,8 @@ impl Backend for ConsoleBackend {
         let host = self.rest.live.host();
         let mut rows = host.store.approvals(false).await.map_err(internal)?;
         rows.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-        Ok(paged(rows, page, &host.registry))
+        let view = paged(rows.clone(), page, &host.registry);
+        with_findings(&self.rest.live.door(), &rows, view).await
     }
 
     async fn decided_approvals(&self, page: PageReq) -> Result<Paged<ApprovalView>, BackendError> {
@@ -428,6 +454,7 @@ impl Backend for ConsoleBackend {
             task: t.user_message,
             outcome: t.outcome.as_str().to_string(),
             final_response: t.final_response,
+            after_untrusted: t.after_untrusted,
             prompt_tokens: t.prompt_tokens,
             response_tokens: t.response_tokens,
             cost_usd: t.cost_usd,

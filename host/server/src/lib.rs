@@ -50,6 +50,7 @@ pub(crate) mod cluster;
 pub mod conn;
 pub mod console;
 pub mod console_data;
+pub mod console_flow;
 pub(crate) mod limits;
 pub(crate) mod live;
 pub mod mcp;

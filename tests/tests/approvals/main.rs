@@ -8,6 +8,7 @@
 
 mod agent;
 mod binding;
+mod strict;
 
 use capsaga_agent::runner::{TurnOptions, run_turn};
 use capsaga_agent::scripted::ScriptedProvider;

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod flow;
 mod memory;
 mod refused;
 mod stale;

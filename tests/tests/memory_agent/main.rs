@@ -8,6 +8,7 @@
 //! corrupt database, missing required core file).
 
 mod cli;
+mod flow;
 mod import;
 mod rest;
 mod tools;

@@ -12,6 +12,7 @@
 mod birth;
 mod code_run;
 mod files;
+mod flow;
 mod grants;
 mod hostile;
 mod list_changed;

@@ -201,3 +201,66 @@ fn records_label(turn: &Value) -> &Value {
         .find(|s| s["type"] == "action" && s["tool_name"] == "records")
         .unwrap()["flow"]["label"]
 }
+
+/// Field labels on a saga resumed from its log (issue 47): a stateless
+/// client opens a saga handle and reads the records on one server; the
+/// server stops; on a new one over the same store, every request with the
+/// handle reopens the saga and rebuilds its ledger from the log, the field
+/// labels of the version that ran included. The decisions are those of the
+/// first server: the service's id passes, a note's value and a real id a
+/// note names are refused, and the stored label is the one first written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn field_labels_hold_when_a_handles_saga_is_resumed_from_its_log_on_another_server() {
+    let ws = workspace(true);
+    let s1 = super::scoped::server(&ws).await;
+    let first = s1
+        .stateless(
+            "bob",
+            "records",
+            &json!({"path": ws.ws_path("records.json")}),
+            json!({"dev.capsaga/saga": "new"}),
+        )
+        .await;
+    assert_ne!(first["result"]["isError"], true, "{first}");
+    let handle = first["result"]["_meta"]["dev.capsaga/saga"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    let stored = |host: &capsaga_door::host::Host| {
+        let h = handle.clone();
+        let store = host.store.clone();
+        async move { store.steps(&h).await.unwrap()[0].label.clone() }
+    };
+    let label = stored(&s1.host).await.expect("a stored label");
+    assert_eq!(
+        label["fields"]["trusted"],
+        json!(["/records/*/id"]),
+        "{label}"
+    );
+    drop(s1);
+
+    let host = ws.host().await;
+    let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    o.script = Some(ws.root.join("turns.json"));
+    let srv = start(host.clone(), o).await;
+    let s2 = super::scoped::Srv {
+        host,
+        srv,
+        script: ws.root.join("turns.json"),
+    };
+    let file = |entry: &str| json!({"path": ws.ws_path("ledger.txt"), "entry": entry});
+    let ok = s2
+        .with_handle("bob", "ledger", &file("rec_7f3a9b21"), &handle)
+        .await;
+    assert_ne!(ok["result"]["isError"], true, "{ok}");
+    for entry in ["rec_0badf00d", "rec_5c6d7e8f"] {
+        let r = s2.with_handle("bob", "ledger", &file(entry), &handle).await;
+        assert_eq!(r["result"]["isError"], true, "{entry}: {r}");
+        assert!(r.to_string().contains("information flow"), "{entry}: {r}");
+    }
+    let written = ledger(&ws);
+    assert!(written.contains("rec_7f3a9b21"), "{written:?}");
+    assert!(!written.contains("rec_0badf00d"), "{written:?}");
+    assert!(!written.contains("rec_5c6d7e8f"), "{written:?}");
+    assert_eq!(stored(&s2.host).await, Some(label));
+}

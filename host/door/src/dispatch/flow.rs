@@ -226,18 +226,32 @@ pub(super) async fn rebuild(
     saga: &mut Saga,
     row: &SagaRow,
 ) -> Result<(), DispatchError> {
+    saga.flow = rebuilt(host, row, None).await?;
+    Ok(())
+}
+
+/// The flow state of saga `row` as [`rebuild`] makes it, from the steps
+/// before `upto` only (every step when `None`).
+async fn rebuilt(
+    host: &Host,
+    row: &SagaRow,
+    upto: Option<u64>,
+) -> Result<FlowState, DispatchError> {
     let scope = scope_of(row);
-    saga.flow = fresh(host, scope);
+    let mut flow = fresh(host, scope);
     let who = row.principal.clone().unwrap_or_default();
     if matches!(scope, Scope::AgentTurn | Scope::RestTurn) {
-        saga.flow.user_message(&who, &row.label);
+        flow.user_message(&who, &row.label);
     }
     if let Some(plan) = host.store.saga_plan(&row.saga_id).await? {
-        saga.flow.user_message(&who, &plan);
+        flow.user_message(&who, &plan);
     }
     let mut steps = host.store.steps(&row.saga_id).await?;
     steps.sort_by_key(|s| s.step_seq);
-    for st in steps {
+    for st in steps
+        .into_iter()
+        .filter(|s| upto.is_none_or(|u| s.step_seq < u))
+    {
         let data = match (&st.output, &st.error) {
             (Some(out), _) => out.get("data").cloned().unwrap_or(Value::Null),
             (None, Some(err)) => err.get("message").cloned().unwrap_or(Value::Null),
@@ -254,8 +268,8 @@ pub(super) async fn rebuild(
             .filter(|t| t.hash == st.tool_hash)
             .map(|t| t.meta.field_labels.clone())
             .unwrap_or_default();
-        saga.flow.record_call(&row.saga_id, st.step_seq, &st.args);
-        saga.flow.record_output(
+        flow.record_call(&row.saga_id, st.step_seq, &st.args);
+        flow.record_output(
             Source::Tool {
                 tool: st.tool_id.clone(),
                 component: st.tool_hash.clone(),
@@ -269,7 +283,45 @@ pub(super) async fn rebuild(
             &confirmed(host, &st.tool_id),
         );
     }
-    Ok(())
+    Ok(flow)
+}
+
+impl super::Dispatcher {
+    /// What information flow finds in the call approval `approval` asks
+    /// about, for the human deciding it (the console): each argument whose
+    /// value did not pass its sink, with the value and where it came from
+    /// (which tool, which step). The saga's ledger is rebuilt from its log
+    /// up to the approval's step, as a resumed saga's is, and the call
+    /// judged again under the current policy. Empty when nothing is found
+    /// (the approval was asked for another reason, or by strict mode, which
+    /// names no value) or the tool is no longer loaded.
+    ///
+    /// # Errors
+    /// The store.
+    pub async fn approval_findings(
+        &self,
+        approval: &crate::store::ApprovalRow,
+    ) -> Result<Vec<Finding>, DispatchError> {
+        let host = self.host();
+        let Some(row) = host.store.saga(&approval.saga_id).await? else {
+            return Ok(Vec::new());
+        };
+        let Some(tool) = host.registry.get(&approval.binding.tool_id) else {
+            return Ok(Vec::new());
+        };
+        let flow = rebuilt(host, &row, Some(approval.step_seq)).await?;
+        let call = FlowCall {
+            tool: &tool.meta.name,
+            neuron: is_neuron(&tool),
+            has_side_effects: tool.meta.has_side_effects,
+            args: &approval.args,
+            surface: flow.surface(),
+        };
+        Ok(match flow.judge(&call, &host.config.policy.flow) {
+            Judgement::Allow => Vec::new(),
+            Judgement::Approve { findings, .. } | Judgement::Deny { findings, .. } => findings,
+        })
+    }
 }
 
 /// The output fields the operator confirms trusted for `tool`.

@@ -17,6 +17,7 @@
 
 mod episodes;
 mod facts;
+mod labels;
 mod schema;
 mod sessions;
 mod transfer;

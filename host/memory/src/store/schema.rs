@@ -15,7 +15,10 @@ pub const APPLICATION_ID: i64 = 0x4353_4d4d;
 ///   (`valid_at`, the latest date of what it was distilled from) and the
 ///   later fact that superseded it (`superseded_by`); a proposal's
 ///   `valid_at`. A version 1 file is upgraded in place at open.
-pub const SCHEMA_VERSION: i64 = 2;
+/// - 3 (issue 47): an episode's and a session turn's `label` (`trusted`,
+///   `untrusted`: whether the turn it was recorded from read untrusted
+///   data); rows written before have none and are recalled as untrusted.
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Version 1, as the first memory databases were created (kept verbatim:
 /// a new database is created as version 1 and upgraded, so that every
@@ -124,6 +127,12 @@ UPDATE semantic_facts SET valid_at = created_at;
 ALTER TABLE fact_proposals ADD COLUMN valid_at TEXT;
 ";
 
+/// Version 2 → 3 (see [`SCHEMA_VERSION`]).
+const MIGRATE_V3: &str = "
+ALTER TABLE episodes ADD COLUMN label TEXT;
+ALTER TABLE session_turns ADD COLUMN label TEXT;
+";
+
 fn bad(reason: impl Into<String>) -> MemoryError {
     MemoryError::Database {
         path: Default::default(),
@@ -212,6 +221,9 @@ fn migrate(conn: &Connection, from: i64) -> Result<()> {
     if from < 2 {
         conn.execute_batch(MIGRATE_V2)?;
     }
+    if from < 3 {
+        conn.execute_batch(MIGRATE_V3)?;
+    }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     Ok(())
 }
@@ -274,6 +286,10 @@ mod tests {
         let f = store.fact("f-1").unwrap();
         assert_eq!(f.valid_at, "2024-12-01T00:00:00Z");
         assert_eq!(f.superseded_by, None);
+        // Version 3: no label, so recalled as untrusted.
+        assert!(store.episode_labels(&["e-a", "e-b"]).unwrap().is_empty());
+        store.set_episode_label("e-a", "trusted").unwrap();
+        assert_eq!(store.episode_labels(&["e-a"]).unwrap()["e-a"], "trusted");
         drop(store);
         assert_eq!(version(&path), SCHEMA_VERSION);
         let idx: i64 = Connection::open(&path)
