@@ -574,7 +574,6 @@ const KNOWN_LONG: &[(&str, &str, &str)] = &[
         "version_9_file_is_rebuilt_for_fewer_pages",
     ),
     ("core", "flow/decide.rs", "joined_findings"),
-    ("memory", "retrieval.rs", "rank_episodes"),
 ];
 
 /// `text` with its comments and the insides of its string and character

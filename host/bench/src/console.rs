@@ -266,6 +266,22 @@ async fn page_figures(
     Ok(pages)
 }
 
+/// The baseline page: the console's static stylesheet (no store read).
+async fn baseline_figure(
+    c: &reqwest::Client,
+    base: &str,
+    cookie: &str,
+) -> Result<PageFigure, String> {
+    let (mut b, bytes) = measure(c, base, "/console/static/console.css", cookie).await?;
+    Ok(PageFigure {
+        page: "baseline: /console/static/console.css".into(),
+        p95_ms: pct(&mut b, 0.95),
+        p50_ms: pct(&mut b, 0.5),
+        x_baseline_p95: 1.0,
+        bytes,
+    })
+}
+
 async fn run_inner(sagas: usize) -> Result<Report, String> {
     let (_dir, host) = bench_host().await?;
     let t = Instant::now();
@@ -310,15 +326,8 @@ async fn run_inner(sagas: usize) -> Result<Report, String> {
         .next()
         .map(|s| s.saga_id)
         .unwrap_or_default();
-    let (mut b, bb) = measure(&c, &base, "/console/static/console.css", &cookie).await?;
-    let base_p95 = pct(&mut b, 0.95);
-    let baseline = PageFigure {
-        page: "baseline: /console/static/console.css".into(),
-        p50_ms: pct(&mut b, 0.5),
-        p95_ms: base_p95,
-        x_baseline_p95: 1.0,
-        bytes: bb,
-    };
+    let baseline = baseline_figure(&c, &base, &cookie).await?;
+    let base_p95 = baseline.p95_ms;
     let deep = format!("/console/sagas?offset={}", sagas / 2);
     let timeline = format!("/console/sagas/{one}");
     let pages = page_figures(

@@ -35,6 +35,18 @@ fn step_of(source: &Source, saga: &str) -> Option<u64> {
     }
 }
 
+/// The sources named in words (comma-separated) and the steps of `saga`
+/// among them (in order, repeats dropped).
+fn named(sources: &[Label], saga: &str) -> (String, Vec<u64>) {
+    let mut steps: Vec<u64> = sources
+        .iter()
+        .filter_map(|l| step_of(&l.source, saga))
+        .collect();
+    steps.dedup();
+    let words: Vec<String> = sources.iter().map(|l| l.source.to_string()).collect();
+    (words.join(", "), steps)
+}
+
 /// The view of one finding of a call of saga `saga`: the origin of its
 /// first token that is not trusted (the one the approval's reason names),
 /// else of the value as a whole.
@@ -47,13 +59,8 @@ pub fn finding(f: &Finding, saga: &str) -> FlowFindingView {
         .map_or(&f.provenance.origin, |t| &t.origin);
     let (source, steps) = match origin {
         Origin::Untrusted { sources } => {
-            let mut steps: Vec<u64> = sources
-                .iter()
-                .filter_map(|l| step_of(&l.source, saga))
-                .collect();
-            steps.dedup();
-            let words: Vec<String> = sources.iter().map(|l| l.source.to_string()).collect();
-            (format!("untrusted data: {}", words.join(", ")), steps)
+            let (words, steps) = named(sources, saga);
+            (format!("untrusted data: {words}"), steps)
         }
         Origin::Lookalike { of } => (
             format!(
@@ -70,6 +77,15 @@ pub fn finding(f: &Finding, saga: &str) -> FlowFindingView {
                 .into(),
             Vec::new(),
         ),
+        Origin::Output { sources } => {
+            let (words, steps) = named(sources, saga);
+            (
+                format!(
+                    "a tool's output ({words}), not the user's, the operator's or an approval's word"
+                ),
+                steps,
+            )
+        }
         Origin::Trusted { .. } => ("trusted".into(), Vec::new()),
     };
     FlowFindingView {
