@@ -114,4 +114,36 @@ mod tests {
         assert!(step_label(Some(&json!({"integrity": "odd"}))).is_none());
         assert!(step_label(None).is_none());
     }
+
+    #[test]
+    fn a_value_only_in_a_tools_output_names_that_output_and_its_step() {
+        let listing = Label::trusted(Source::Tool {
+            tool: "list_files".into(),
+            component: String::new(),
+            saga: "s-1".into(),
+            step: 1,
+        });
+        let f = Finding {
+            argument: "/file_id".into(),
+            value: "13".into(),
+            level: capsaga_core::flow::SinkLevel::Endorsed,
+            provenance: capsaga_core::flow::Provenance {
+                origin: Origin::Output {
+                    sources: vec![listing],
+                },
+                identifiers: true,
+                copied: true,
+                tokens: Vec::new(),
+            },
+        };
+        let v = finding(&f, "s-1");
+        assert_eq!(v.level, "endorsed");
+        assert_eq!(v.steps, vec![1]);
+        assert!(
+            v.source.starts_with("a tool's output (list_files")
+                && v.source.contains("not the user's"),
+            "{}",
+            v.source
+        );
+    }
 }
