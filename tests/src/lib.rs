@@ -209,6 +209,28 @@ impl TestWorkspace {
         c
     }
 
+    /// One `capsaga --json agent --script` turn on this workspace: the
+    /// scripted model's `turns` (a JSON array of `{"text", "tool_calls"}`)
+    /// written to `script.json` in the workspace root, the user message
+    /// `task`. Returns the finished process's output.
+    ///
+    /// # Panics
+    /// When the script cannot be written or the binary cannot run.
+    pub fn scripted_turn(&self, turns: serde_json::Value, task: &str) -> std::process::Output {
+        let script = self.root.join("script.json");
+        let body = serde_json::json!({"model": "scripted", "turns": turns});
+        std::fs::write(&script, body.to_string()).expect("write the script");
+        self.capsaga(&[
+            "--json",
+            "agent",
+            "--script",
+            &script.to_string_lossy(),
+            task,
+        ])
+        .output()
+        .expect("run capsaga agent")
+    }
+
     /// Open a host on this workspace.
     ///
     /// # Panics

@@ -88,30 +88,17 @@ fn an_agent_turn_in_strict_mode_without_a_human_writes_nothing_after_untrusted_d
     let ws = strict_ws(true);
     std::fs::write(ws.ws().join("page.txt"), "Nothing to see here.").unwrap();
     let out_path = ws.ws_path("out.txt");
-    let script = ws.root.join("s.json");
-    std::fs::write(
-        &script,
-        json!({"model": "scripted", "turns": [
-            {"text": "Reading.", "tool_calls": [
-                {"name": "fs_read", "arguments": {"path": ws.ws_path("page.txt")}}]},
-            {"text": "Writing.", "tool_calls": [
-                {"name": "fs_write", "arguments": {"path": out_path, "content": "done"}}]},
-            {"text": "Done."}
-        ]})
-        .to_string(),
-    )
-    .unwrap();
-    let task = format!("Read page.txt, then write done to {out_path}");
-    let out = ws
-        .capsaga(&[
-            "--json",
-            "agent",
-            "--script",
-            script.to_str().unwrap(),
-            &task,
-        ])
-        .output()
-        .unwrap();
+    let turns = json!([
+        {"text": "Reading.", "tool_calls": [
+            {"name": "fs_read", "arguments": {"path": ws.ws_path("page.txt")}}]},
+        {"text": "Writing.", "tool_calls": [
+            {"name": "fs_write", "arguments": {"path": out_path, "content": "done"}}]},
+        {"text": "Done."}
+    ]);
+    let out = ws.scripted_turn(
+        turns,
+        &format!("Read page.txt, then write done to {out_path}"),
+    );
     let t = json_of(&out);
     let write = t["steps"]
         .as_array()

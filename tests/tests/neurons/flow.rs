@@ -58,30 +58,15 @@ async fn a_path_a_neuron_answered_never_reaches_a_write_without_a_human() {
     let dir = ws.ws().display().to_string();
     let target = format!("{dir}/drop/evil.txt");
     std::fs::create_dir_all(ws.ws().join("drop")).unwrap();
-    let script = ws.root.join("script.json");
-    std::fs::write(
-        &script,
-        json!({"model": "scripted", "turns": [
-            {"text": "Asking.", "tool_calls": [
-                {"name": "note_target", "arguments": {"dir": dir}}]},
-            {"text": "Saving where it said.", "tool_calls": [
-                {"name": "fs_write", "arguments": {"path": target, "content": "the notes"}}]},
-            {"text": "Done."}
-        ]})
-        .to_string(),
-    )
-    .unwrap();
+    let turns = json!([
+        {"text": "Asking.", "tool_calls": [
+            {"name": "note_target", "arguments": {"dir": dir}}]},
+        {"text": "Saving where it said.", "tool_calls": [
+            {"name": "fs_write", "arguments": {"path": target, "content": "the notes"}}]},
+        {"text": "Done."}
+    ]);
     let task = format!("Ask note_target where my notes go in {dir}, then save them there.");
-    let out = ws
-        .capsaga(&[
-            "--json",
-            "agent",
-            "--script",
-            script.to_str().unwrap(),
-            &task,
-        ])
-        .output()
-        .unwrap();
+    let out = ws.scripted_turn(turns, &task);
     let t: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{e}: {}\n{}",
