@@ -10,7 +10,7 @@
 //!   one transaction for the writes waiting, this writer's chain head
 //!   locked first, a savepoint per write, one durable commit for the batch.
 //! - One hash chain per writer in one shared order, anchored to each other
-//!   ([`log`]): hosts append side by side, and `capsaga audit verify`
+//!   (`log`): hosts append side by side, and `capsaga audit verify`
 //!   checks every chain, its head, the anchors and the replay in order.
 //! - Saga ownership is a lease per host in `hosts` with a fencing token per
 //!   saga ([`owners`]); a step write carrying a stale token is refused by a
@@ -21,11 +21,11 @@
 //! - A server that cannot be reached, or a connection that breaks, is
 //!   [`StoreError::Unreachable`]: the write did not happen (the server rolls
 //!   an open transaction back), nothing partial is left. The password is
-//!   never shown ([`target`]).
+//!   never shown (`target`).
 //!
-//! One file per trait, as for SQLite: [`sagas`], [`steps`], [`log`],
-//! [`approvals`], [`traces`], [`budget`], [`audit`], [`neurons`],
-//! [`tokens`], [`keys`], [`switch`], [`owners`].
+//! One file per trait, as for SQLite: `sagas`, `steps`, `log`,
+//! `approvals`, `traces`, `budget`, `audit`, `neurons`,
+//! `tokens`, `keys`, `switch`, [`owners`].
 //!
 //! The traits whose logic is written once (`crate::logic`: keys, tokens,
 //! tasks, the kill switch, traces, audit) are thin here: a write or a read opened

@@ -3,7 +3,7 @@
 //! `capsaga_schema` (PostgreSQL's DDL is transactional: a migration is whole
 //! or absent, never half done).
 //!
-//! Every host runs [`bring_up_to_date`] when it opens the store; the first
+//! Every host runs `bring_up_to_date` when it opens the store; the first
 //! takes the advisory lock and migrates, the others wait for the lock and
 //! find the schema current. A database whose `capsaga_schema` records a
 //! version newer than [`PG_SCHEMA_VERSION`] is refused (upgrade capsaga); a

@@ -2,7 +2,7 @@
 //! commit (DESIGN §8d).
 //!
 //! Every write of the store appends to the hash-chained log, and each
-//! writer has a chain of its own ([`super::log`]), whose head is one row of
+//! writer has a chain of its own (`super::log`), whose head is one row of
 //! `wal_chains` locked by every transaction that appends to it. One
 //! transaction per write would then be one durable commit at a time per
 //! host, whatever the concurrency. So each host runs one writer task: it
@@ -15,7 +15,7 @@
 //! one queues, so steps/s grows with the number of concurrent writers; the
 //! hosts' batches lock different head rows, so they run and commit side by
 //! side (PostgreSQL flushes commits that arrive together in one WAL flush).
-//! At most every [`super::log::ANCHOR_EVERY`] a batch also anchors the other
+//! At most every `super::log::ANCHOR_EVERY` a batch also anchors the other
 //! chains' heads in this one. No LISTEN/NOTIFY anywhere on this path.
 //!
 //! A broken connection (the server restarted, a network partition) fails

@@ -15,7 +15,7 @@
 //!   more `TRUNCATE` checkpoint without waiting;
 //! - capsaga itself never holds a read transaction across a tool call: a
 //!   read is one statement (or one short transaction) under the
-//!   connection's mutex, checked by [`SqliteStore::read`].
+//!   connection's mutex, checked by `SqliteStore::read`.
 
 use super::super::StoreError;
 use super::SqliteStore;

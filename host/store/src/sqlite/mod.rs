@@ -5,7 +5,7 @@
 //! - WAL journal mode and `synchronous = FULL`, so a committed transaction
 //!   survives a crash of the process or of the machine.
 //! - Every write runs in an `IMMEDIATE` transaction (the write lock is taken
-//!   before the first read), through [`SqliteStore::write`], after taking
+//!   before the first read), through `SqliteStore::write`, after taking
 //!   the write turn (`<db>.lock`, [`turn`]): concurrent processes queue for
 //!   it, each woken in turn, and one that waits longer than
 //!   [`BUSY_TIMEOUT_MS`] fails with [`StoreError::Busy`] ("busy", not
@@ -20,15 +20,15 @@
 //!   a `TRUNCATE` checkpoint past a threshold and when the store is
 //!   dropped; a read never stays open across a tool call.
 //! - Each write updates its table and appends the matching `wal_log` row,
-//!   chained to the anchored head ([`log`]), in the same transaction.
+//!   chained to the anchored head (`log`), in the same transaction.
 //! - The file is tagged with an application id; a file that is not a SQLite
 //!   database, or is another application's database, is refused with a clear
 //!   error, never silently reset.
 //!
-//! One file per trait: [`sagas`], [`steps`], [`log`], [`approvals`],
-//! [`traces`], [`budget`], [`audit`], [`neurons`], [`tokens`], [`keys`],
-//! [`switch`], [`owners`] (lock files); the schema and its
-//! migrations in [`schema`]; the write turn in [`turn`]; the `-wal` file's
+//! One file per trait: `sagas`, `steps`, `log`, `approvals`,
+//! `traces`, `budget`, `audit`, `neurons`, `tokens`, `keys`,
+//! `switch`, [`owners`] (lock files); the schema and its
+//! migrations in `schema`; the write turn in [`turn`]; the `-wal` file's
 //! size in [`checkpoint`].
 //!
 //! The traits whose logic is written once (`crate::logic`: keys, tokens,
