@@ -6,7 +6,9 @@
 
 use crate::access::{ActiveToken, KeyRow, TokenRow};
 use crate::tasks::TaskRow;
-use crate::{ApprovalRow, Approved, NeuronRow, SagaRow, StepRow, StepStatus, StoreError};
+use crate::{
+    ApprovalRow, Approved, DayRow, GapRow, NeuronRow, SagaRow, StepRow, StepStatus, StoreError,
+};
 use capsaga_core::approval::{ApprovalStatus, Binding};
 use capsaga_core::fsm::State;
 use capsaga_core::neuron::Status;
@@ -355,5 +357,40 @@ pub(crate) fn switch(r: Option<&impl Cells>) -> Result<Switch, StoreError> {
         by: r.cell(1)?,
         at: r.cell(2)?,
         note: r.cell(3)?,
+    })
+}
+
+/// A [`GapRow`] from `budget_ratios`' day, provider, model, calls,
+/// reserved_usd, charged_usd, over_usd, input_ratio, output_ratio.
+///
+/// # Errors
+/// [`StoreError::Decode`] for a negative count; the driver's.
+pub(crate) fn gap(r: &impl Cells) -> Result<GapRow, StoreError> {
+    Ok(GapRow {
+        day: r.cell(0)?,
+        provider: r.cell(1)?,
+        model: r.cell(2)?,
+        calls: r.count(3)?,
+        reserved_usd: r.cell(4)?,
+        charged_usd: r.cell(5)?,
+        over_usd: r.cell(6)?,
+        input_ratio: r.cell(7)?,
+        output_ratio: r.cell(8)?,
+    })
+}
+
+/// A [`DayRow`] from `budget_days`' day, spent_usd, calls, input_tokens,
+/// output_tokens and the day's live reservations (USD).
+///
+/// # Errors
+/// [`StoreError::Decode`] for a negative count; the driver's.
+pub(crate) fn day(r: &impl Cells) -> Result<DayRow, StoreError> {
+    Ok(DayRow {
+        day: r.cell(0)?,
+        spent_usd: r.cell(1)?,
+        calls: r.count(2)?,
+        input_tokens: r.count(3)?,
+        output_tokens: r.count(4)?,
+        reserved_usd: r.cell(5)?,
     })
 }

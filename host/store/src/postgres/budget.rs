@@ -13,8 +13,9 @@
 use super::super::{
     BudgetStore, DayRow, GapRow, Learnt, NewReservation, Reserved, StoreError, ledger_usd,
 };
-use super::{Conn, PgStore, execute, get, get_u64, i64_of, query, query_opt};
+use super::{Conn, PgStore, execute, get, i64_of, query, query_opt};
 use crate::clock::now_rfc3339;
+use crate::decode;
 use async_trait::async_trait;
 use capsaga_core::budget::learn::{Ratios, overrun};
 use capsaga_core::budget::reserve::admits;
@@ -202,21 +203,7 @@ impl BudgetStore for PgStore {
             &[&since_day],
         )
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(GapRow {
-                    day: get(r, 0)?,
-                    provider: get(r, 1)?,
-                    model: get(r, 2)?,
-                    calls: get_u64(r, 3)?,
-                    reserved_usd: get(r, 4)?,
-                    charged_usd: get(r, 5)?,
-                    over_usd: get(r, 6)?,
-                    input_ratio: get(r, 7)?,
-                    output_ratio: get(r, 8)?,
-                })
-            })
-            .collect()
+        rows.iter().map(decode::gap).collect()
     }
 
     async fn record_spend(
@@ -246,17 +233,6 @@ impl BudgetStore for PgStore {
             &[&limit],
         )
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DayRow {
-                    day: get(r, 0)?,
-                    spent_usd: get(r, 1)?,
-                    calls: get_u64(r, 2)?,
-                    input_tokens: get_u64(r, 3)?,
-                    output_tokens: get_u64(r, 4)?,
-                    reserved_usd: get(r, 5)?,
-                })
-            })
-            .collect()
+        rows.iter().map(decode::day).collect()
     }
 }

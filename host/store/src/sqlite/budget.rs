@@ -11,6 +11,7 @@ use super::super::{
 use super::Cached;
 use super::SqliteStore;
 use crate::clock::{now_rfc3339, rfc3339_after};
+use crate::decode;
 use async_trait::async_trait;
 use capsaga_core::budget::learn::{Ratios, overrun};
 use capsaga_core::budget::reserve::admits;
@@ -142,26 +143,13 @@ impl BudgetStore for SqliteStore {
 
     async fn budget_gaps(&self, since_day: &str) -> Result<Vec<GapRow>, StoreError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(
+            super::all(
+                c,
                 "SELECT day, provider, model, calls, reserved_usd, charged_usd, over_usd, input_ratio, output_ratio
                  FROM budget_ratios WHERE day >= ?1 ORDER BY day DESC, provider, model",
-            )?;
-            let rows = st
-                .query_map(params![since_day], |r| {
-                    Ok(GapRow {
-                        day: r.get(0)?,
-                        provider: r.get(1)?,
-                        model: r.get(2)?,
-                        calls: u64::try_from(r.get::<_, i64>(3)?).unwrap_or(0),
-                        reserved_usd: r.get(4)?,
-                        charged_usd: r.get(5)?,
-                        over_usd: r.get(6)?,
-                        input_ratio: r.get(7)?,
-                        output_ratio: r.get(8)?,
-                    })
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
+                params![since_day],
+                |r| decode::gap(r),
+            )
         })
     }
 
@@ -184,25 +172,15 @@ impl BudgetStore for SqliteStore {
     async fn budget_days(&self, limit: usize) -> Result<Vec<DayRow>, StoreError> {
         let now = now_rfc3339();
         self.read(|c| {
-            let mut st = c.prepare_cached(
+            super::all(
+                c,
                 "SELECT d.day, d.spent_usd, d.calls, d.input_tokens, d.output_tokens,
                    (SELECT COALESCE(SUM(r.usd), 0) FROM budget_reservations r
                      WHERE r.day = d.day AND r.expires_at > ?2)
                  FROM budget_days d ORDER BY d.day DESC LIMIT ?1",
-            )?;
-            let rows = st
-                .query_map(params![limit as i64, now], |r| {
-                    Ok(DayRow {
-                        day: r.get(0)?,
-                        spent_usd: r.get(1)?,
-                        calls: r.get::<_, i64>(2)? as u64,
-                        input_tokens: r.get::<_, i64>(3)? as u64,
-                        output_tokens: r.get::<_, i64>(4)? as u64,
-                        reserved_usd: r.get(5)?,
-                    })
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
+                params![i64::try_from(limit).unwrap_or(i64::MAX), now],
+                |r| decode::day(r),
+            )
         })
     }
 }
