@@ -3,7 +3,7 @@
 //! marker (decoded, folded); text without marker-like sequences is kept.
 #![no_main]
 
-use capsaga_core::untrusted::{
+use capsaga_untrusted::{
     contains_marker_like, count_markers, inner, neutralize_counted, wrap,
 };
 use libfuzzer_sys::fuzz_target;

@@ -12,7 +12,6 @@ use super::provider::{Message, ToolCall};
 use super::runner::{MAX_CONSECUTIVE_INVALID, Turn, truncate_result_at};
 use super::trace::{ExecutionTrace, Outcome, PolicyDecision, TraceStep, Validation};
 use capsaga_core::error::{ErrorKind, ToolError};
-use capsaga_core::untrusted;
 use capsaga_core::validate::{CallError, unknown_tool};
 use capsaga_door::dispatch::{Outcome as Step, Refusal, Submitted, Verdict};
 use capsaga_store::clock::now_rfc3339;
@@ -152,7 +151,7 @@ impl Turn<'_> {
                 } else {
                     // Not declared untrusted, still no chat-template token
                     // or marker reaches the model from a tool.
-                    let (text, n) = untrusted::neutralize_counted(&text);
+                    let (text, n) = capsaga_untrusted::neutralize_counted(&text);
                     (text, critic(format!("tool:{}", call.name), n))
                 };
                 safety = critic;
@@ -162,7 +161,7 @@ impl Turn<'_> {
                 // A tool's message may quote what an attacker chose (a
                 // planted file name, a redirect URL): it goes as data.
                 let source = format!("tool:{}", call.name);
-                let (text, n) = untrusted::error_text(
+                let (text, n) = capsaga_untrusted::error_text(
                     &source,
                     &now_rfc3339(),
                     &error.kind.to_string(),
@@ -241,7 +240,7 @@ impl Turn<'_> {
 /// safety critic step when marker-like sequences were neutralised.
 fn wrap_untrusted(tool: &str, text: &str) -> (String, Option<TraceStep>) {
     let source = format!("tool:{tool}");
-    let (wrapped, neutralised) = untrusted::wrap_counted(&source, &now_rfc3339(), text);
+    let (wrapped, neutralised) = capsaga_untrusted::wrap_counted(&source, &now_rfc3339(), text);
     (wrapped, critic(source, neutralised))
 }
 

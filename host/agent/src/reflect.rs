@@ -17,7 +17,7 @@
 
 use super::meter::Meter;
 use super::provider::{ChatRequest, Message, Provider, Tier};
-use capsaga_core::untrusted::wrap;
+use capsaga_untrusted::wrap;
 use capsaga_door::memory::HostMemory;
 use capsaga_memory::reflect::REFLECTION_PROMPT;
 use capsaga_memory::{MemoryError, Proposal, render};

@@ -23,7 +23,7 @@ use super::trace::{ExecutionTrace, TraceStep};
 use capsaga_core::budget::BudgetState;
 use capsaga_core::flow::{Label, Source};
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
-use capsaga_core::untrusted::wrap;
+use capsaga_untrusted::wrap;
 use capsaga_door::host::Host;
 use capsaga_door::memory::HostMemory;
 use capsaga_memory::core_files::quote;

@@ -35,7 +35,9 @@
 //! - [`idempotency`]: idempotency keys of saga steps.
 //! - [`error`]: the error kinds of the tool world and the tool error record.
 //! - [`tool`]: the call context and tool output records.
-//! - [`untrusted`]: the `<untrusted>` markers around content from outside.
+//! - [`output_trust`]: whose output is untrusted (the host's decision from
+//!   a tool's effective grants); the `<untrusted>` markers themselves are
+//!   the `capsaga-untrusted` crate's.
 //! - [`field`]: field labels of a tool's output (paths, checks), held by
 //!   its meta and read by `flow`.
 //! - [`flow`]: information flow (issue 47): labels of what entered a turn,
@@ -76,6 +78,7 @@ pub mod memory;
 pub mod meta;
 pub mod net_guard;
 pub mod neuron;
+pub mod output_trust;
 pub mod path_guard;
 pub mod pause;
 pub mod policy;
@@ -91,6 +94,5 @@ pub mod scrub;
 pub mod sealed;
 pub mod session_table;
 pub mod tool;
-pub mod untrusted;
 pub mod validate;
 pub mod wal_row;

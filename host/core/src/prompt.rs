@@ -11,7 +11,7 @@
 //! Block 6, the turn history, is the message list itself. Pure: the runtime's
 //! agent loop passes the catalog it built and sends the text.
 
-use crate::untrusted::UNTRUSTED_INSTRUCTION;
+use capsaga_untrusted::UNTRUSTED_INSTRUCTION;
 use std::fmt::Write as _;
 
 /// Block 1: the rules every turn runs under.

@@ -8,7 +8,7 @@
 //! prompt's structure: every line is quoted (`> `), so no line of a file
 //! can start a heading of the prompt, and every marker-like sequence
 //! (`<untrusted`, `</untrusted>`, chat-template control tokens, in any
-//! encoding) is neutralised by `capsaga_core::untrusted::neutralize`.
+//! encoding) is neutralised by `capsaga_untrusted::neutralize`.
 
 use crate::error::{MemoryError, Result};
 use std::path::{Path, PathBuf};
@@ -73,7 +73,7 @@ pub fn core_slice(memory_md: &str) -> String {
 /// `text` as quoted lines: every line (split on every Unicode line break)
 /// starts with `> `, and marker-like sequences are neutralised.
 pub fn quote(text: &str) -> String {
-    let clean = capsaga_core::untrusted::neutralize(text);
+    let clean = capsaga_untrusted::neutralize(text);
     clean
         .split([
             '\n', '\r', '\u{0B}', '\u{0C}', '\u{85}', '\u{2028}', '\u{2029}',

@@ -21,7 +21,6 @@
 use capsaga_agent::runner::truncate_result;
 use capsaga_core::error::ToolError;
 use capsaga_core::meta::Risk;
-use capsaga_core::untrusted;
 use capsaga_door::dispatch::{Outcome, Submitted};
 use capsaga_door::registry::LoadedTool;
 use capsaga_store::clock::now_rfc3339;
@@ -136,9 +135,9 @@ pub fn outcome(name: &str, saga_id: &str, s: &Submitted) -> Value {
         } => {
             let text = truncate_result(&output.data.to_string());
             let text = if untrusted_output {
-                untrusted::wrap_counted(&source, &now_rfc3339(), &text).0
+                capsaga_untrusted::wrap_counted(&source, &now_rfc3339(), &text).0
             } else {
-                untrusted::neutralize_counted(&text).0
+                capsaga_untrusted::neutralize_counted(&text).0
             };
             let structured = json!({
                 "saga_id": saga_id,
@@ -213,7 +212,7 @@ pub fn outcome(name: &str, saga_id: &str, s: &Submitted) -> Value {
 /// A tool's own error: its message may quote what an attacker chose, so it
 /// goes inside markers, as for the model.
 fn failed(source: &str, saga_id: &str, seq: u64, e: &ToolError, extra: Option<Value>) -> Value {
-    let (text, _) = untrusted::error_text(
+    let (text, _) = capsaga_untrusted::error_text(
         source,
         &now_rfc3339(),
         &e.kind.to_string(),

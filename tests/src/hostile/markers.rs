@@ -1,7 +1,7 @@
 //! Marker-injection families: content fetched or read by a tool that tries to
 //! close the `<untrusted>` wrapper early, forge a new one, or nest one
 //! (indirect prompt injection, Greshake et al. 2023), against
-//! `capsaga_core::untrusted`.
+//! `capsaga_untrusted`.
 
 use super::Family;
 use capsaga_core::check::corpus::Case;

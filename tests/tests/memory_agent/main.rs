@@ -18,7 +18,6 @@ use capsaga_agent::runner::{AgentError, TurnOptions, run_turn};
 use capsaga_agent::scripted::ScriptedProvider;
 use capsaga_agent::trace::Outcome;
 use capsaga_core::principal::{Principal, Role as PrincipalRole};
-use capsaga_core::untrusted;
 use capsaga_door::dispatch::Outcome as Step;
 use capsaga_door::host::{Host, HostError};
 use capsaga_door::memory::capsaga_memory::MemoryError;
@@ -237,7 +236,7 @@ async fn past_twenty_turns_the_older_ones_are_summarised_and_five_stay_verbatim(
     assert!(sum.messages[0].content.contains("message number 0"));
     assert!(sum.messages[0].content.contains("message number 15"));
     assert!(!sum.messages[0].content.contains("message number 16"));
-    assert_eq!(untrusted::count_markers(&sum.messages[0].content), (1, 1));
+    assert_eq!(capsaga_untrusted::count_markers(&sum.messages[0].content), (1, 1));
     // Then the turn itself: the summary in the memory block, five turns
     // verbatim, then the task.
     let turn = &seen[22];

@@ -19,7 +19,7 @@
 //!   [`crate::grant::intersect`].
 //! - [`check_args`]: JSON arguments against a JSON Schema through
 //!   [`crate::validate::ArgsValidator`] (strict JSON, duplicate keys refused).
-//! - [`check_untrusted`]: content through [`crate::untrusted::wrap`]; the
+//! - [`check_untrusted`]: content through [`capsaga_untrusted::wrap`]; the
 //!   verdict says whether marker-like text was neutralised, and reports a
 //!   guard failure ([`Decision::Escaped`]) if the wrapped text does not hold
 //!   exactly one real opening and one closing marker.
@@ -34,7 +34,7 @@ use crate::grant::intersect;
 use crate::json::canonical;
 use crate::net_guard::{DestHost, NetDenied, NetRequest, check_request, vet_addresses};
 use crate::path_guard::{Follow, FsView, candidate_roots, resolve};
-use crate::untrusted::{contains_marker_like, count_markers, inner, wrap_counted};
+use capsaga_untrusted::{contains_marker_like, count_markers, inner, wrap_counted};
 use crate::validate::{ArgsValidator, CallError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

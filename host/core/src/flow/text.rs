@@ -5,7 +5,7 @@
 //!   meaning-preserving way ([`exact_char`]): ASCII lower case, NFKC and
 //!   lower case for the rest, invisible characters dropped;
 //! - the **decoded view**: the text after the decoding layers of
-//!   [`crate::untrusted`] (HTML character references, percent-encodings,
+//!   [`capsaga_untrusted`] (HTML character references, percent-encodings,
 //!   backslash escapes, in layers), folded the same way;
 //! - for untrusted sources only, **derived texts** with no spans: the
 //!   base64 runs of the text decoded ([`base64_texts`]), and the decoded view
@@ -15,14 +15,14 @@
 //! A key built from a view is *exact*: two spellings give one key only when
 //! they name the same thing for the systems that use them (case, NFKC
 //! compatibility forms, invisible characters). The *loose* form
-//! ([`loose`]) adds the confusable skeleton of [`crate::untrusted`] and a few
+//! ([`loose`]) adds the confusable skeleton of [`capsaga_untrusted`] and a few
 //! ASCII lookalikes (`0`/`o`, `1`/`l`/`i`, `rn`/`m`, `vv`/`w`): it names
 //! what a model may read as the same text, and is used only to attribute a
 //! value to untrusted data or to flag a lookalike of a trusted value, never
 //! to trust one.
 
-use crate::untrusted::decode::decoded_units;
-use crate::untrusted::{fold, is_invisible};
+use capsaga_untrusted::decode::decoded_units;
+use capsaga_untrusted::{fold, is_invisible};
 use base64::Engine;
 use unicode_normalization::UnicodeNormalization;
 
@@ -90,7 +90,7 @@ pub(crate) fn exact(s: &str) -> String {
 }
 
 /// The loose form of an exact key: each character folded as
-/// [`crate::untrusted`] folds it for a model (confusable skeleton, marks
+/// [`capsaga_untrusted`] folds it for a model (confusable skeleton, marks
 /// dropped), then ASCII lookalikes mapped (`0`→`o`, `1`/`i`/`|`→`l`,
 /// `rn`→`m`, `vv`→`w`) when `lookalikes` is set (names, not numbers).
 pub(crate) fn loose(s: &str, lookalikes: bool) -> String {
@@ -253,7 +253,7 @@ impl View {
     }
 }
 
-/// Whether `text` holds something the decoder of [`crate::untrusted`]
+/// Whether `text` holds something the decoder of [`capsaga_untrusted`]
 /// may decode: `&` before a letter or `#`, `%` before two hex digits, `\`
 /// before `u`, `x`, `U`, an octal digit or another `\`.
 fn may_decode(text: &str) -> bool {

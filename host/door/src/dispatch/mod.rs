@@ -376,7 +376,7 @@ impl Submitted {
 
 /// Whether the output of `tool` is wrapped in `<untrusted>` markers before
 /// a model reads it, for every tool source (component, built-in, neuron):
-/// `capsaga_core::untrusted::output_is_untrusted` of its declared
+/// `capsaga_core::output_trust::output_is_untrusted` of its declared
 /// `returns-untrusted` and its effective grants (a grant reaching files,
 /// the network, a model or stored data makes it untrusted whatever it
 /// declares). A tool whose grants did not resolve is untrusted. Every
@@ -384,7 +384,7 @@ impl Submitted {
 pub fn untrusted_output(tool: &LoadedTool) -> bool {
     match &tool.grants {
         Ok(grants) => {
-            capsaga_core::untrusted::output_is_untrusted(tool.meta.returns_untrusted, grants)
+            capsaga_core::output_trust::output_is_untrusted(tool.meta.returns_untrusted, grants)
         }
         Err(_) => true,
     }

@@ -222,7 +222,7 @@ fn deny_gives_a_hint_without_markers() {
         panic!("{d:?}")
     };
     assert!(
-        !crate::untrusted::contains_marker_like(&llm_hint),
+        !capsaga_untrusted::contains_marker_like(&llm_hint),
         "{llm_hint}"
     );
     assert!(llm_hint.contains("`/to`"), "{llm_hint}");

@@ -30,11 +30,8 @@
 //! alphabet: anything else becomes `_`, so no quote (straight, curly or
 //! fullwidth), bracket or entity can end the attribute or the tag.
 
-mod decision;
-pub(crate) mod decode;
+pub mod decode;
 mod tables;
-
-pub use decision::{output_is_untrusted, reaches_outside_data};
 
 use decode::{Unit, decoded_units};
 use unicode_normalization::UnicodeNormalization;
@@ -79,7 +76,7 @@ pub const UNTRUSTED_INSTRUCTION: &str = "Content between <untrusted ...> and </u
 /// Invisible characters a model skips over when reading: format characters
 /// (general category Cf), line and paragraph separators, and characters
 /// drawn as nothing (see [`tables::INVISIBLE`]), plus the fillers below.
-pub(crate) fn is_invisible(c: char) -> bool {
+pub fn is_invisible(c: char) -> bool {
     let cp = u32::from(c);
     let in_table = tables::INVISIBLE
         .binary_search_by(|&(lo, hi)| {
@@ -111,7 +108,7 @@ const SMALL_CAPITALS: [char; 26] = [
 /// without combining marks and invisible characters. Empty for characters
 /// that read as nothing. Shared with [`crate::flow`], which matches values
 /// the way a model reads them.
-pub(crate) fn fold(c: char) -> String {
+pub fn fold(c: char) -> String {
     if is_invisible(c) || is_combining_mark(c) {
         return String::new();
     }

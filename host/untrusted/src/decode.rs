@@ -8,10 +8,10 @@ use super::tables::ENTITIES;
 /// One character of a decoding layer and the byte range of the original text
 /// it came from.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Unit {
-    pub(crate) c: char,
-    pub(crate) start: usize,
-    pub(crate) end: usize,
+pub struct Unit {
+    pub c: char,
+    pub start: usize,
+    pub end: usize,
 }
 
 /// A named character reference: the WHATWG table, exact case first, then
@@ -207,7 +207,7 @@ const MAX_LAYERS: usize = 32;
 
 /// The decoded view of `text` and whether decoding reached a fixed point
 /// within [`MAX_LAYERS`] layers.
-pub(crate) fn decoded_units(text: &str) -> (Vec<Unit>, bool) {
+pub fn decoded_units(text: &str) -> (Vec<Unit>, bool) {
     let mut u: Vec<Unit> = text
         .char_indices()
         .map(|(start, c)| Unit {
