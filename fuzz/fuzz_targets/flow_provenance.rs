@@ -13,7 +13,7 @@
 //! - adding untrusted data never takes trust away from a value.
 #![no_main]
 
-use capsaga_core::flow::{
+use capsaga_flow::{
     FlowCall, Integrity, Label, Ledger, OutputLabels, Source, Surface, decide, of_str,
 };
 use capsaga_core::policy::PolicyFile;
@@ -87,7 +87,7 @@ fuzz_target!(|data: &[u8]| {
             surface: Surface::Turn,
         };
         assert!(
-            !matches!(decide(&call, &l, &rules), capsaga_core::flow::FlowDecision::Allow),
+            !matches!(decide(&call, &l, &rules), capsaga_flow::FlowDecision::Allow),
             "{value:?}"
         );
     }

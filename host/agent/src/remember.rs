@@ -21,7 +21,7 @@ use super::options::{AgentError, TurnOptions};
 use super::provider::{ChatRequest, Message, Provider, Role, Tier};
 use super::trace::{ExecutionTrace, TraceStep};
 use capsaga_core::budget::BudgetState;
-use capsaga_core::flow::{Label, Source};
+use capsaga_flow::{Label, Source};
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
 use capsaga_untrusted::wrap;
 use capsaga_door::host::Host;

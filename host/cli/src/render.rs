@@ -110,7 +110,7 @@ pub(crate) fn log_line(r: &LogRow) -> String {
         // Information flow (issue 47): what the step brought into its saga,
         // its fields' labels, then where it came from.
         "LABEL" => match r.detail.get("label") {
-            Some(l) => match serde_json::from_value::<capsaga_core::flow::Label>(l.clone()) {
+            Some(l) => match serde_json::from_value::<capsaga_flow::Label>(l.clone()) {
                 Ok(parsed) => format!("output label: {} (from {})", label_text(l), parsed.source),
                 Err(_) => "unreadable label".into(),
             },

@@ -39,9 +39,10 @@
 //!   a tool's effective grants); the `<untrusted>` markers themselves are
 //!   the `capsaga-untrusted` crate's.
 //! - [`field`]: field labels of a tool's output (paths, checks), held by
-//!   its meta and read by `flow`.
-//! - [`flow`]: information flow (issue 47): labels of what entered a turn,
-//!   the provenance of a call's arguments, sink rules and the decision.
+//!   its meta and read by `capsaga-flow`.
+//! - [`policy::sink`]: the sink rules of information flow (what may flow
+//!   into each argument), a part of the policy; the flow itself (labels,
+//!   ledger, provenance, decision) is the `capsaga-flow` crate's.
 //! - [`check`]: one probe of one guard with its decision and reason (what
 //!   `capsaga check` prints), and corpus files of probes replayed at once.
 //! - [`providers`] (= `policy::providers`): model provider configuration and
@@ -67,7 +68,6 @@ pub mod check;
 pub mod confirm;
 pub mod error;
 pub mod field;
-pub mod flow;
 pub mod fsm;
 pub mod grant;
 pub mod idempotency;

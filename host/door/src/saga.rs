@@ -17,7 +17,7 @@
 
 use crate::store::{StepStatus, StoreError};
 use capsaga_core::error::ToolError;
-use capsaga_core::flow::{FlowState, Surface};
+use capsaga_flow::{FlowState, Surface};
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::scope::Scope;
@@ -50,7 +50,7 @@ pub struct Saga {
     /// and the plan's tool scope (`crate::dispatch::flow`).
     pub(crate) flow: FlowState,
     /// What the flow stage said about the last call submitted.
-    pub(crate) flow_note: Option<capsaga_core::flow::FlowNote>,
+    pub(crate) flow_note: Option<capsaga_flow::FlowNote>,
     /// The principal recorded with the saga (the claim of an approval
     /// another saga asked for compares it).
     pub(crate) principal: Option<String>,

@@ -5,7 +5,7 @@
 //! `Dispatcher::approval_findings`.
 
 use capsaga_console::{FlowFindingView, StepLabelView};
-use capsaga_core::flow::{Finding, Label, Origin, Source};
+use capsaga_flow::{Finding, Label, Origin, Source};
 use serde_json::Value;
 
 /// The view of a step's stored label; `None` when it has none or it does
@@ -22,8 +22,8 @@ pub fn step_label(stored: Option<&Value>) -> Option<StepLabelView> {
 
 fn integrity(l: &Label) -> &'static str {
     match l.integrity {
-        capsaga_core::flow::Integrity::Trusted => "trusted",
-        capsaga_core::flow::Integrity::Untrusted => "untrusted",
+        capsaga_flow::Integrity::Trusted => "trusted",
+        capsaga_flow::Integrity::Untrusted => "untrusted",
     }
 }
 
@@ -126,8 +126,8 @@ mod tests {
         let f = Finding {
             argument: "/file_id".into(),
             value: "13".into(),
-            level: capsaga_core::flow::SinkLevel::Endorsed,
-            provenance: capsaga_core::flow::Provenance {
+            level: capsaga_core::policy::sink::SinkLevel::Endorsed,
+            provenance: capsaga_flow::Provenance {
                 origin: Origin::Output {
                     sources: vec![listing],
                 },

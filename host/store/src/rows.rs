@@ -227,7 +227,7 @@ pub struct StepRow {
     /// RFC 3339.
     pub updated_at: String,
     /// The label of what the step brought into its saga (information flow,
-    /// issue 47: `capsaga_core::flow::Label` as JSON), once the door
+    /// issue 47: `capsaga_flow::Label` as JSON), once the door
     /// recorded it; also in the log as a `LABEL` record.
     pub label: Option<Value>,
 }

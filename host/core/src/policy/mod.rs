@@ -29,7 +29,7 @@
 //! header = "authorization"          # default
 //! prefix = "Bearer "
 //!
-//! [flow]                            # information flow (see `crate::flow::sink`)
+//! [flow]                            # information flow (see `sink::sink`)
 //! strict = false
 //!
 //! [net]                             # outgoing HTTP of all tools
@@ -162,15 +162,15 @@ pub struct ToolPolicyFile {
     /// `[fs] host_rollback`); off for a tool that manages huge files.
     #[serde(default)]
     pub host_rollback: Option<bool>,
-    /// What may flow into each argument (`crate::flow::sink`); absent: the
+    /// What may flow into each argument (`sink::sink`); absent: the
     /// defaults.
     #[serde(default)]
-    pub sinks: Option<BTreeMap<String, crate::flow::SinkLevel>>,
+    pub sinks: Option<BTreeMap<String, sink::SinkLevel>>,
     /// What a call whose argument fails its sink gets (default `approve`).
     #[serde(default)]
-    pub on_untrusted: Option<crate::flow::OnUntrusted>,
+    pub on_untrusted: Option<sink::OnUntrusted>,
     /// Output fields the tool labels trusted that the operator confirms
-    /// (`crate::flow::label`).
+    /// (`sink::label`).
     #[serde(default)]
     pub trusted_fields: Vec<String>,
 }
@@ -179,6 +179,9 @@ mod decide;
 pub mod fs;
 mod outbound;
 pub mod providers;
+pub mod sink;
+#[cfg(test)]
+mod test_rules;
 #[cfg(test)]
 mod tests;
 pub mod tool_choice;
@@ -261,7 +264,7 @@ pub struct PolicyFile {
     /// Information flow (issue 47): strict mode, the plan's scope, default
     /// sinks.
     #[serde(default)]
-    pub flow: crate::flow::FlowFile,
+    pub flow: sink::FlowFile,
 }
 
 /// Why a policy was refused.
@@ -323,7 +326,7 @@ pub enum PolicyError {
     Fs(String),
     /// A bad `[flow]` section or flow key of a tool.
     #[error("policy {0}")]
-    Flow(#[from] crate::flow::FlowError),
+    Flow(#[from] sink::FlowError),
 }
 
 /// The checked policy: grants parsed with `~` expanded.
@@ -359,7 +362,7 @@ pub struct Policy {
     /// The `[fs]` section, checked (the host's file journal).
     pub fs: fs::FsPolicy,
     /// The `[flow]` section and the tools' flow keys, checked.
-    pub flow: crate::flow::FlowRules,
+    pub flow: sink::FlowRules,
 }
 
 /// One tool's checked grants and limits.
@@ -461,7 +464,7 @@ impl PolicyFile {
             flow: self.flow.check(self.tools.iter().map(|(n, t)| {
                 (
                     n,
-                    crate::flow::sink::ToolFlowKeys {
+                    sink::ToolFlowKeys {
                         sinks: t.sinks.as_ref(),
                         on_untrusted: t.on_untrusted,
                         trusted_fields: &t.trusted_fields,

@@ -1,11 +1,11 @@
 //! Stage 4b, information flow (issue 47; the pure rules are
-//! `capsaga_core::flow`): after the policy let a call through and before
+//! `capsaga_flow`): after the policy let a call through and before
 //! any approval, the saga's plan scope and the provenance of the call's
 //! arguments under the policy's sink rules decide: run it, a human must
 //! approve it (the approval's reason names the argument, its value and the
 //! step it came from), or refuse it (`permission-denied` whose `llm-hint`
 //! says why; nothing ran, the turn goes on). Every surface's saga has its
-//! ledger ([`capsaga_core::flow::FlowState`] in [`Saga`]): agent turns,
+//! ledger ([`capsaga_flow::FlowState`] in [`Saga`]): agent turns,
 //! plans, MCP sessions and saga handles, neurons' calls.
 //!
 //! After a call reached its step, the door records it ([`record`]): the
@@ -23,7 +23,7 @@ use crate::registry::{LoadedTool, ToolSource};
 use crate::saga::Saga;
 use crate::store::{SagaRow, Scope};
 use capsaga_core::error::{ErrorKind, ToolError};
-use capsaga_core::flow::{Finding, FlowCall, FlowNote, FlowState, Judgement, Source, Surface};
+use capsaga_flow::{Finding, FlowCall, FlowNote, FlowState, Judgement, Source, Surface};
 use serde_json::Value;
 
 /// A call the stage did not refuse.
@@ -325,7 +325,7 @@ impl super::Dispatcher {
 }
 
 /// The output fields the operator confirms trusted for `tool`.
-fn confirmed(host: &Host, tool: &str) -> Vec<capsaga_core::flow::FieldPath> {
+fn confirmed(host: &Host, tool: &str) -> Vec<capsaga_flow::FieldPath> {
     host.config
         .policy
         .flow

@@ -67,7 +67,7 @@ mod validate;
 mod wal;
 
 pub use approval::{Approver, NoApprover, decider};
-pub use capsaga_core::flow::FlowNote;
+pub use capsaga_flow::FlowNote;
 pub use handles::{AbandonedEnd, Expired, Settled};
 pub use operator::{Decided, OperatorError};
 pub use recover::Recovered;

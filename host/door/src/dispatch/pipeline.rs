@@ -13,7 +13,7 @@ use crate::clock::deadline_from_now;
 use crate::registry::LoadedTool;
 use crate::saga::Saga;
 use crate::sandbox::{CallDiagnostics, SubModel};
-use capsaga_core::flow::Finding;
+use capsaga_flow::Finding;
 use capsaga_core::idempotency::step_key;
 use capsaga_core::json::canonical;
 use capsaga_core::tool::CallContext;

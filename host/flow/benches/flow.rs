@@ -17,7 +17,7 @@
 //! time of this thread (`/proc/thread-self/stat`, Linux), about a second of
 //! CPU each: the figure to compare with a step's cost.
 
-use capsaga_core::flow::{
+use capsaga_flow::{
     FlowCall, Label, Ledger, OutputLabels, Source, Surface, decide, of_number, of_str,
 };
 use capsaga_core::policy::PolicyFile;
@@ -64,7 +64,7 @@ fn turn() -> Ledger {
     l.add_json(
         Label::untrusted(tool("fs_list", 2)),
         &json!({"files": files}),
-        &OutputLabels::whole(capsaga_core::flow::Integrity::Untrusted),
+        &OutputLabels::whole(capsaga_flow::Integrity::Untrusted),
     );
     l.add_text(
         Label::untrusted(Source::Memory {

@@ -14,7 +14,7 @@
 //! |---|---|
 //! | the user's message of the turn | trusted |
 //! | the operator's files (policy, system prompt, core memory files) | trusted |
-//! | a tool result | [`crate::output_trust::output_is_untrusted`] as a whole, refined by field labels ([`OutputLabels`]) |
+//! | a tool result | [`capsaga_core::output_trust::output_is_untrusted`] as a whole, refined by field labels ([`OutputLabels`]) |
 //! | a neuron's result | untrusted |
 //! | a memory episode, an unapproved fact, a fact quoting untrusted data | untrusted |
 //! | a fact the operator approved that quotes nothing untrusted | trusted |
@@ -56,7 +56,7 @@
 //! string or a scalar at the root has no field to label and takes the
 //! whole's integrity.
 
-pub use crate::field::{
+pub use capsaga_core::field::{
     FieldLabels, FieldPath, FieldPathError, Integrity, MAX_FIELDS, MAX_PATH_BYTES, MAX_SEGMENTS,
     MAX_TRUSTED_CHARS, Segment, is_token, parse_paths, pointer,
 };
@@ -215,7 +215,7 @@ impl OutputLabels {
     }
 
     /// Combine the host's verdict on the output as a whole
-    /// (`host_untrusted`: [`crate::output_trust::output_is_untrusted`]), the
+    /// (`host_untrusted`: [`capsaga_core::output_trust::output_is_untrusted`]), the
     /// tool's `declared` field labels and the operator's `confirmed`
     /// trusted fields.
     pub fn combine(

@@ -14,7 +14,7 @@
 //! ([`text`], [`scan`]); and it decides ([`decide`]): allow, ask a human
 //! (who sees the argument, the value and the step it came from) or deny
 //! with a hint. The plan's tool scope, fixed before any data is read, is in
-//! [`crate::fsm::scope`].
+//! [`capsaga_core::fsm::scope`].
 //!
 //! The ideas come from CaMeL (Debenedetti et al. 2025: capabilities on
 //! values, a plan fixed before untrusted data is read, policies at the
@@ -63,7 +63,6 @@ pub mod label;
 pub mod ledger;
 pub mod provenance;
 pub mod scan;
-pub mod sink;
 pub mod state;
 pub mod text;
 
@@ -79,8 +78,4 @@ pub use provenance::{
     Origin, Provenance, TokenFinding, Vouch, of_number, of_number_by, of_str, of_str_by,
 };
 pub use scan::Kind;
-pub use sink::{
-    FlowError, FlowFile, FlowRules, OnUntrusted, ScopeRule, SinkLevel, ToolSinks, Widening,
-    first_party, widenings,
-};
 pub use state::{FlowNote, FlowState, Judgement};

@@ -8,7 +8,7 @@
 
 use super::super::label::{FieldLabels, FieldPath, Integrity, Label, OutputLabels, Source};
 use super::super::ledger::Ledger;
-use super::super::sink::FlowRules;
+use capsaga_core::policy::sink::FlowRules;
 use super::tests::tool;
 use super::*;
 use serde_json::{Value, json};

@@ -26,7 +26,7 @@ use super::provenance::{
     Origin, Provenance, TokenFinding, Vouch, judge, of_number, of_number_by, of_str, of_str_by,
 };
 use super::scan::{Kind, Scan, scan_str};
-use super::sink::{FlowRules, OnUntrusted, SinkLevel, ToolSinks};
+use capsaga_core::policy::sink::{FlowRules, OnUntrusted, SinkLevel, ToolSinks};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -341,7 +341,7 @@ fn describe(o: &Origin) -> String {
 /// The integrity of a tool's output given its call (label propagation, as
 /// FIDES propagates labels through tool calls): `host` is the host's
 /// verdict on the output as a whole
-/// ([`crate::output_trust::output_is_untrusted`]); a trusted output is
+/// ([`capsaga_core::output_trust::output_is_untrusted`]); a trusted output is
 /// trusted only when the call's arguments were: once untrusted data is in
 /// the context, a trusted tool called with a value the page chose (look up
 /// the account of "Evil Corp"; echo this address) returns what the page

@@ -11,8 +11,8 @@
 use super::decide::{Finding, FlowCall, FlowDecision, Surface, decide, output_integrity};
 use super::label::{FieldLabels, Integrity, Label, OutputLabels, Source};
 use super::ledger::Ledger;
-use super::sink::{FlowRules, OnUntrusted};
-use crate::fsm::scope::{Scope, ScopeError, ToolScope};
+use capsaga_core::policy::sink::{FlowRules, OnUntrusted};
+use capsaga_core::fsm::scope::{Scope, ScopeError, ToolScope};
 use serde_json::Value;
 
 /// What the door's information-flow stage said about one call, for the
@@ -161,7 +161,7 @@ impl FlowState {
     /// The plan declares its tool scope.
     ///
     /// # Errors
-    /// [`ScopeError`] (see [`crate::fsm::scope`]); the scope is unchanged.
+    /// [`ScopeError`] (see [`capsaga_core::fsm::scope`]); the scope is unchanged.
     pub fn declare<S: AsRef<str>>(
         &mut self,
         tools: impl IntoIterator<Item = S>,

@@ -8,7 +8,7 @@
 use super::super::text::View;
 use super::number::{digits_at, num, skip};
 use super::{Atom, Kind, Marks, Role};
-use crate::calendar::MONTH_NAMES as MONTHS;
+use capsaga_core::calendar::MONTH_NAMES as MONTHS;
 
 fn date_key(y: u32, m: u32, d: u32) -> Option<String> {
     ((1..=12).contains(&m) && (1..=31).contains(&d) && (1000..=9999).contains(&y))

@@ -63,7 +63,7 @@
 //! added). Narrowing applies at once; a widening is an operator action the
 //! door logs.
 
-use super::label::{FieldPath, FieldPathError, MAX_FIELDS, Segment, parse_paths};
+use crate::field::{FieldPath, FieldPathError, MAX_FIELDS, Segment, parse_paths};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

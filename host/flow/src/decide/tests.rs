@@ -3,7 +3,7 @@
 
 use super::super::label::{Label, Source};
 use super::super::ledger::Ledger;
-use super::super::sink::FlowRules;
+use capsaga_core::policy::sink::FlowRules;
 use super::*;
 use serde_json::json;
 
