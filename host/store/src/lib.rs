@@ -69,9 +69,9 @@ mod records;
 mod rows;
 mod seam;
 pub mod sqlite;
-#[cfg(all(test, feature = "postgres"))]
-mod suite;
 pub mod tasks;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 mod transitions;
 
 pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};

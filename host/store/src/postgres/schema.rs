@@ -82,7 +82,7 @@ const V8: &str = include_str!("migrations/0008.sql");
 /// version applied, and every migration this capsaga knows that is not
 /// recorded is applied, in order (a database made by a build that lacked a
 /// lower number gets it later).
-fn migrations() -> Vec<(i64, String)> {
+pub(crate) fn migrations() -> Vec<(i64, String)> {
     vec![
         (
             1,
@@ -96,31 +96,6 @@ fn migrations() -> Vec<(i64, String)> {
         (7, V7.to_string()),
         (8, V8.to_string()),
     ]
-}
-
-/// The versions of the migrations this capsaga knows, in order.
-#[cfg(test)]
-pub(crate) fn versions() -> Vec<i64> {
-    migrations().into_iter().map(|(v, _)| v).collect()
-}
-
-/// The SQL of migrations 1 to `version`, and the table that records them,
-/// for tests that need a database as an older capsaga left it.
-#[cfg(test)]
-pub(crate) fn up_to(version: usize) -> String {
-    let mut sql = String::from(
-        "CREATE TABLE capsaga_schema (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());\n",
-    );
-    for (v, m) in migrations()
-        .into_iter()
-        .filter(|(v, _)| *v <= version as i64)
-    {
-        sql.push_str(&m);
-        sql.push_str(&format!(
-            "\nINSERT INTO capsaga_schema (version) VALUES ({v});\n"
-        ));
-    }
-    sql
 }
 
 /// The SQLSTATE of a write refused by fencing.

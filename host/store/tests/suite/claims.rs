@@ -5,7 +5,7 @@
 
 use super::steps::step;
 use super::{Db, suite};
-use crate::*;
+use capsaga_store::*;
 use capsaga_core::approval::{ApprovalStatus, Binding};
 use capsaga_core::fsm::State;
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! handles on one database) reserve at once.
 
 use super::{Db, suite};
-use crate::*;
+use capsaga_store::*;
 
 const DAY: &str = "2026-12-01";
 

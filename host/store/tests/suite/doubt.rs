@@ -5,8 +5,8 @@
 
 use super::steps::{key, out, saga, step};
 use super::{Db, suite};
-use crate::audit;
-use crate::*;
+use capsaga_store::audit;
+use capsaga_store::*;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use serde_json::json;

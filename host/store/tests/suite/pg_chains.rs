@@ -5,9 +5,9 @@
 
 use super::steps::{key, out, saga, step};
 use super::{cluster, runtime};
-use crate::audit::{self, AuditReport};
-use crate::postgres::{PgOptions, PgStore};
-use crate::*;
+use capsaga_store::audit::{self, AuditReport};
+use capsaga_store::postgres::{PgOptions, PgStore};
+use capsaga_store::*;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -36,7 +36,7 @@ async fn two_chains(url: &str) -> (Arc<PgStore>, Arc<PgStore>) {
 }
 
 async fn sql(s: &PgStore, q: &str) {
-    s.conn().await.unwrap().batch_execute(q).await.unwrap();
+    capsaga_store::test_support::pg_conn(&s).await.unwrap().batch_execute(q).await.unwrap();
 }
 
 fn checks(r: &AuditReport) -> Vec<&'static str> {
@@ -217,7 +217,7 @@ fn a_one_chain_log_of_migration_2_verifies_beside_the_new_chains() {
             .unwrap();
         let driver = tokio::spawn(connection);
         client
-            .batch_execute(&crate::postgres::schema::up_to(2))
+            .batch_execute(&capsaga_store::test_support::up_to(2))
             .await
             .unwrap();
         // Three records as migration 2's writer chained them: a saga

@@ -3,9 +3,9 @@
 //! server ([`capsaga_pg_harness`]); SKIPPED without PostgreSQL.
 
 use super::{cluster, eventually, runtime};
-use crate::postgres::schema::PG_SCHEMA_VERSION;
-use crate::postgres::{PgOptions, PgStore};
-use crate::*;
+use capsaga_store::postgres::schema::PG_SCHEMA_VERSION;
+use capsaga_store::postgres::{PgOptions, PgStore};
+use capsaga_store::*;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ fn many_hosts_migrate_one_fresh_database_once() {
             o.await.unwrap().expect("every host opens");
         }
         let s = PgStore::open(&url, &PgOptions::default()).await.unwrap();
-        let conn = s.conn().await.unwrap();
+        let conn = capsaga_store::test_support::pg_conn(&s).await.unwrap();
         let versions: Vec<i64> = conn
             .query("SELECT version FROM capsaga_schema ORDER BY version", &[])
             .await
@@ -48,7 +48,7 @@ fn many_hosts_migrate_one_fresh_database_once() {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        assert_eq!(versions, crate::postgres::schema::versions());
+        assert_eq!(versions, capsaga_store::test_support::versions());
         assert_eq!(versions.last(), Some(&PG_SCHEMA_VERSION));
     });
 }
@@ -61,8 +61,8 @@ fn migration_4_sagas_get_the_scope_their_origin_tells() {
         return;
     };
     let url = c.fresh_database().unwrap();
-    let mut sql = crate::postgres::schema::up_to(4);
-    sql.push_str(crate::rows::scopeless::ROWS);
+    let mut sql = capsaga_store::test_support::up_to(4);
+    sql.push_str(capsaga_store::test_support::scopeless::ROWS);
     runtime().block_on(async {
         // As the store's own role (it must own the tables it migrates).
         let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
@@ -73,7 +73,7 @@ fn migration_4_sagas_get_the_scope_their_origin_tells() {
         drop(client);
         let _ = driver.await;
         let s = PgStore::open(&url, &PgOptions::default()).await.unwrap();
-        crate::rows::scopeless::check(&s).await;
+        capsaga_store::test_support::scopeless::check(&s).await;
     });
 }
 
@@ -274,7 +274,7 @@ fn a_lease_that_expired_is_lost_and_never_renewed() {
         }
         // Expire it behind its back (as a host cut off for longer than its
         // lease finds it): the holder learns it lost it, and never renews.
-        let conn = s.conn().await.unwrap();
+        let conn = capsaga_store::test_support::pg_conn(&s).await.unwrap();
         conn.execute(
             "UPDATE hosts SET expires_at = clock_timestamp() - interval '1 second' WHERE owner_id = $1",
             &[&id],

@@ -7,6 +7,7 @@
 //!
 //! Without PostgreSQL installed the PostgreSQL half of each test prints
 //! `SKIPPED` and returns (CI installs it: `.ci/run`).
+#![cfg(feature = "postgres")]
 
 mod access;
 mod budget;
@@ -21,9 +22,9 @@ mod pg_schema;
 mod steps;
 mod tasks;
 
-use crate::Store;
-use crate::postgres::{PgOptions, PgStore};
-use crate::sqlite::SqliteStore;
+use capsaga_store::{Store, test_support};
+use capsaga_store::postgres::{PgOptions, PgStore};
+use capsaga_store::sqlite::SqliteStore;
 use capsaga_pg_harness::Cluster;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -54,15 +55,16 @@ impl Db {
     pub async fn count_rows(&self, table: &str) -> i64 {
         let sql = format!("SELECT count(*) FROM {table}");
         match self {
-            Db::Sqlite(dir) => SqliteStore::open(&dir.path().join("state.db"))
-                .expect("the SQLite store opens")
-                .read(|c| Ok(c.query_row(&sql, [], |r| r.get(0))?))
-                .expect("a count"),
+            Db::Sqlite(dir) => test_support::sqlite_read(
+                &SqliteStore::open(&dir.path().join("state.db")).expect("the SQLite store opens"),
+                |c| Ok(c.query_row(&sql, [], |r| r.get(0))?),
+            )
+            .expect("a count"),
             Db::Postgres(url) => {
                 let s = PgStore::open(url, &options())
                     .await
                     .expect("the PostgreSQL store opens");
-                let c = s.conn().await.expect("a connection");
+                let c = test_support::pg_conn(&s).await.expect("a connection");
                 c.query_one(sql.as_str(), &[])
                     .await
                     .expect("a count")
@@ -143,14 +145,14 @@ macro_rules! suite {
             mod $name {
                 #[test]
                 fn sqlite() {
-                    let db = crate::suite::sqlite();
-                    crate::suite::runtime().block_on(super::$name(&db));
+                    let db = crate::sqlite();
+                    crate::runtime().block_on(super::$name(&db));
                 }
 
                 #[test]
                 fn postgres() {
-                    if let Some(db) = crate::suite::postgres(concat!(module_path!())) {
-                        crate::suite::runtime().block_on(super::$name(&db));
+                    if let Some(db) = crate::postgres(concat!(module_path!())) {
+                        crate::runtime().block_on(super::$name(&db));
                     }
                 }
             }

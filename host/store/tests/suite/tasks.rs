@@ -7,8 +7,8 @@
 //! ended ones are forgotten after their time, open ones never.
 
 use super::{Db, suite};
-use crate::clock::{now_rfc3339, rfc3339_after};
-use crate::*;
+use capsaga_store::clock::{now_rfc3339, rfc3339_after};
+use capsaga_store::*;
 
 fn task(id: &str, principal: &str, owner: &str) -> TaskRow {
     let at = now_rfc3339();

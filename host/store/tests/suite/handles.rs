@@ -7,7 +7,7 @@
 
 use super::steps::{key, out, saga, step};
 use super::{Db, suite};
-use crate::*;
+use capsaga_store::*;
 use serde_json::json;
 
 /// Release, a refused stale release, two concurrent claims (one wins),

@@ -2,7 +2,7 @@
 //! a pending version; shared by hosts.
 
 use super::{Db, suite};
-use crate::*;
+use capsaga_store::*;
 use capsaga_core::meta::{RawToolMeta, Risk};
 use capsaga_core::neuron::Status;
 use serde_json::json;

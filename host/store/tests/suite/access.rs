@@ -4,7 +4,7 @@
 //! a key or a pause made on one host is seen by the others.
 
 use super::{Db, suite};
-use crate::*;
+use capsaga_store::*;
 use capsaga_core::pause::Mode;
 use capsaga_core::principal::Role;
 use capsaga_core::sealed::{Fresh, Kek, open, seal};

@@ -1,7 +1,7 @@
 //! Steps, the log and fencing, on both back ends.
 
 use super::{Db, suite};
-use crate::*;
+use capsaga_store::*;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::tool::ToolOutput;

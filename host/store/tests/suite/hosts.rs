@@ -4,7 +4,7 @@
 
 use super::steps::{key, out, saga, step};
 use super::{Db, eventually, suite};
-use crate::*;
+use capsaga_store::*;
 use capsaga_core::approval::{ApprovalStatus, Binding};
 use serde_json::json;
 use std::time::Duration;
