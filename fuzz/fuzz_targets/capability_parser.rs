@@ -22,7 +22,7 @@
 use capsaga_core::capability::{
     Capability, FsAccess, FsDir, HostPattern, MemAccess, NetTarget, Place, Scheme, is_public_suffix,
 };
-use capsaga_core::net_guard::embedded_ipv4;
+use capsaga_core::ip_embedding::embedded_ipv4;
 use capsaga_core::grant::intersect;
 use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;

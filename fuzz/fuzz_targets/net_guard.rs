@@ -6,7 +6,7 @@
 //! (fullwidth, ideographic full stops, soft hyphens), ports, separators, or
 //! raw text), a set of `net:`
 //! grants, and the DNS answer for the URL's name (addresses biased towards
-//! the special-purpose blocks). `capsaga_core::net_guard::evaluate` decides,
+//! the special-purpose blocks). `capsaga_net_guard::evaluate` decides,
 //! and so does the oracle of `tests/src/hostile/net_oracle.rs`, written
 //! independently on the `url` crate and `std::net`.
 //!
@@ -22,7 +22,7 @@
 mod net_oracle;
 
 use capsaga_core::capability::Capability;
-use capsaga_core::net_guard::{DestHost, NetRequest, evaluate};
+use capsaga_net_guard::{DestHost, NetRequest, evaluate};
 use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use net_oracle::Answer;

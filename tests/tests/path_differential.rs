@@ -1,7 +1,7 @@
 //! Issue 13 item 5, one path guard: over every path family of the hostile
 //! corpus, on the real planted tree, three resolutions must agree.
 //!
-//! 1. The probe: `capsaga check path`'s verdict (`capsaga_core::check`,
+//! 1. The probe: `capsaga check path`'s verdict (`capsaga_check`,
 //!    through `capsaga_sandbox::factors::fs::resolve::confirm`, which also asks
 //!    cap-std and reports `sandbox_disagrees` when it differs).
 //! 2. The tools: `capsaga_sdk::fs::resolve_in`, what fs_read, fs_write and
@@ -14,8 +14,8 @@
 //! refuses as an escape.
 
 use capsaga_core::capability::{Capability, FsDir, Place};
-use capsaga_core::check::corpus::{Case, Env, grants_of, run_case};
-use capsaga_core::check::{Decision, Guard, PathProbe};
+use capsaga_check::corpus::{Case, Env, grants_of, run_case};
+use capsaga_check::{Decision, Guard, PathProbe};
 use capsaga_core::error::ErrorKind;
 use capsaga_core::path_guard::{Follow, RealFs};
 use capsaga_core::tool::CallContext;

@@ -1,6 +1,6 @@
 //! `capsaga check`: probe one guard with one input and print its decision and
 //! the rule behind it, or replay a corpus file of such probes
-//! (`capsaga_core::check`). A security tester probes every guard from a shell
+//! (`capsaga_check`). A security tester probes every guard from a shell
 //! without writing a component.
 //!
 //! ```text
@@ -21,12 +21,12 @@
 use super::render::{Out, clip};
 use super::{Failure, exit};
 use capsaga_core::capability::Capability;
-use capsaga_core::check::corpus::{Env, parse_corpus, replay};
-use capsaga_core::check::{
+use capsaga_check::corpus::{Env, parse_corpus, replay};
+use capsaga_check::{
     Decision, PathProbe, Verdict, check_args_of, check_capability, check_untrusted, check_url,
 };
 use capsaga_core::json::parse_strict;
-use capsaga_core::net_guard::NetRequest;
+use capsaga_net_guard::NetRequest;
 use capsaga_core::path_guard::{Follow, RealFs};
 use capsaga_core::policy::expand_home;
 use capsaga_door::config::Config;

@@ -9,8 +9,6 @@
 //! - [`grant`]: effective grants = what a tool requires ∩ what the operator grants.
 //! - [`path_guard`]: resolution of a path under a granted root, component by
 //!   component, the way cap-std does it.
-//! - [`net_guard`]: whether a guest's outgoing HTTP request may leave the host,
-//!   and to which addresses (URL, grant and address-class checks).
 //! - [`redact`]: streaming redaction of secret values in responses.
 //! - [`scrub`]: text scrubbed of secrets (known values and credential
 //!   shapes) before it leaves through a log, a span, a metric, the audit
@@ -43,8 +41,6 @@
 //! - [`policy::sink`]: the sink rules of information flow (what may flow
 //!   into each argument), a part of the policy; the flow itself (labels,
 //!   ledger, provenance, decision) is the `capsaga-flow` crate's.
-//! - [`check`]: one probe of one guard with its decision and reason (what
-//!   `capsaga check` prints), and corpus files of probes replayed at once.
 //! - [`providers`] (= `policy::providers`): model provider configuration and
 //!   the attempt order (failover, allowlists), a part of the policy.
 //! - [`budget`]: price table, cost of a call, budget caps.
@@ -64,7 +60,6 @@ pub mod approval;
 pub mod budget;
 pub mod calendar;
 pub mod capability;
-pub mod check;
 pub mod confirm;
 pub mod error;
 pub mod field;
@@ -76,7 +71,6 @@ pub mod json;
 pub mod jsonrpc;
 pub mod memory;
 pub mod meta;
-pub mod net_guard;
 pub mod neuron;
 pub mod output_trust;
 pub mod path_guard;

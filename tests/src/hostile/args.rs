@@ -3,8 +3,8 @@
 //! then JSON Schema).
 
 use super::Family;
-use capsaga_core::check::corpus::Case;
-use capsaga_core::check::{Decision, Guard};
+use capsaga_check::corpus::Case;
+use capsaga_check::{Decision, Guard};
 use capsaga_core::validate::MAX_ARGS_LEN;
 use serde_json::{Value, json};
 

@@ -5,8 +5,8 @@
 
 use super::Family;
 use super::urls::v6_embeddings;
-use capsaga_core::check::corpus::Case;
-use capsaga_core::check::{Decision, Guard};
+use capsaga_check::corpus::Case;
+use capsaga_check::{Decision, Guard};
 use std::net::Ipv4Addr;
 
 fn valid(input: impl Into<String>) -> Case {

@@ -4,8 +4,8 @@
 //! `capsaga_untrusted`.
 
 use super::Family;
-use capsaga_core::check::corpus::Case;
-use capsaga_core::check::{Decision, Guard};
+use capsaga_check::corpus::Case;
+use capsaga_check::{Decision, Guard};
 
 fn neutralised(input: impl Into<String>) -> Case {
     Case::new(Guard::Untrusted, input, Decision::Neutralised).kind("neutralised")

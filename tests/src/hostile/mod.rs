@@ -46,7 +46,7 @@ pub mod reports;
 pub mod tree;
 pub mod urls;
 
-use capsaga_core::check::corpus::Case;
+use capsaga_check::corpus::Case;
 
 /// A named, documented rule producing cases.
 #[derive(Debug, Clone)]

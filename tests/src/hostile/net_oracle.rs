@@ -6,7 +6,7 @@
 //! fetched under these grants when its name resolves to these addresses,
 //! and if so, to which host and port?
 //!
-//! It shares no code with `capsaga_core::net_guard` (only the capability
+//! It shares no code with `capsaga_net_guard` (only the capability
 //! types, which are the input), so a fuzzer comparing the two finds a bug in
 //! either. Used by the hostile-corpus test and, through `#[path]`, by the
 //! `net_guard` fuzz target.

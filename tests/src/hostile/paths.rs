@@ -3,8 +3,8 @@
 
 use super::Family;
 use super::tree::{LINKS, LinkKind};
-use capsaga_core::check::corpus::Case;
-use capsaga_core::check::{Decision, Guard};
+use capsaga_check::corpus::Case;
+use capsaga_check::{Decision, Guard};
 
 /// The grant every path family uses unless it says otherwise.
 pub const WS_GRANT: &str = "fs:write:~/ws/**";

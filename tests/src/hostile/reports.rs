@@ -5,8 +5,8 @@
 
 use super::Family;
 use super::paths::WS_GRANT;
-use capsaga_core::check::corpus::Case;
-use capsaga_core::check::{Decision, Guard};
+use capsaga_check::corpus::Case;
+use capsaga_check::{Decision, Guard};
 
 fn path(input: &str, expect: Decision, kind: &str, source: &str) -> Case {
     Case::new(Guard::Path, input, expect)

@@ -188,8 +188,8 @@ pub mod tool_choice;
 
 pub use decide::{ApprovalRule, Autonomy, Decision, decide, decide_at, offered};
 pub use outbound::{
-    NetFile, NetSettings, SecretFile, SecretSource, SecretSpec, SecretString, is_header_name,
-    is_header_value,
+    NetFile, NetSettings, SecretFile, SecretSource, SecretSpec, SecretString, forbidden_header,
+    is_header_name, is_header_value,
 };
 use outbound::{check_env, check_net, check_secrets};
 

@@ -172,7 +172,7 @@ pub(super) fn check_secrets(
         if !is_header_name(&header) {
             return Err(bad(format!("`{header}` is not a header name")));
         }
-        if let Some(why) = crate::net_guard::forbidden_header(&header, false) {
+        if let Some(why) = forbidden_header(&header, false) {
             return Err(bad(format!(
                 "header `{header}` cannot carry a secret: {why}"
             )));
@@ -262,4 +262,39 @@ pub(super) fn check_net(n: &NetFile) -> Result<NetSettings, PolicyError> {
         hosts,
         ca_files: n.ca_files.clone(),
     })
+}
+
+/// Why a header name may not be set by a guest, or `None` when it may.
+/// `name` is compared case-insensitively.
+///
+/// Refused: `Host` (the host writes it from the checked URL), routing and
+/// client-identity headers a proxy or back end may trust (`Forwarded`,
+/// `X-Forwarded-*`, `X-Real-IP`, `X-Original-URL`, `X-Rewrite-URL`,
+/// `X-Host`), hop-by-hop and framing headers (RFC 9110 §7.6.1:
+/// `Connection`, `Keep-Alive`, `Proxy-Connection`, `Proxy-Authorization`,
+/// `Proxy-Authenticate`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
+/// `HTTP2-Settings`), and in a dry run the method-override headers that
+/// would turn a GET into a write on servers that honour them.
+pub fn forbidden_header(name: &str, dry_run: bool) -> Option<&'static str> {
+    let n = name.to_ascii_lowercase();
+    match n.as_str() {
+        "host" => Some("the host sets Host from the checked URL"),
+        "forwarded" | "x-real-ip" | "x-host" | "x-original-url" | "x-rewrite-url"
+        | "x-forwarded-server" => Some("a routing or client-identity header"),
+        _ if n.starts_with("x-forwarded-") => Some("a routing or client-identity header"),
+        "connection"
+        | "keep-alive"
+        | "proxy-connection"
+        | "proxy-authorization"
+        | "proxy-authenticate"
+        | "te"
+        | "trailer"
+        | "transfer-encoding"
+        | "upgrade"
+        | "http2-settings" => Some("a hop-by-hop or framing header"),
+        "x-http-method-override" | "x-http-method" | "x-method-override" if dry_run => {
+            Some("a method override, refused in a dry run")
+        }
+        _ => None,
+    }
 }

@@ -5,8 +5,8 @@
 
 use super::Family;
 use super::capabilities::{ADDRESSES, ipv4_spellings};
-use capsaga_core::check::corpus::Case;
-use capsaga_core::check::{Decision, Guard};
+use capsaga_check::corpus::Case;
+use capsaga_check::{Decision, Guard};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 mod parser_confusion;

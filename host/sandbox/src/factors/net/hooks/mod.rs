@@ -1,5 +1,5 @@
 //! Outgoing HTTP for guests: `wasi:http/outgoing-handler` with a send-request
-//! hook that applies the net guard of `capsaga_core::net_guard` (DESIGN §3).
+//! hook that applies the net guard of `capsaga_net_guard` (DESIGN §3).
 //!
 //! For each request the hook:
 //! 1. refuses everything when the call has no `net:` grant, and caps the
@@ -32,7 +32,7 @@ use super::NetFactor;
 use crate::factors::secret::SecretFactor;
 use capsaga_core::capability::Capability;
 use capsaga_core::error::ToolError;
-use capsaga_core::net_guard::forbidden_header;
+use capsaga_core::policy::forbidden_header;
 use capsaga_core::redact::Redactor;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};

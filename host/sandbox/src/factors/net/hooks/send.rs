@@ -4,7 +4,7 @@
 use super::body::GuardedBody;
 use super::{CallNet, NetRecord, clip_url};
 use capsaga_core::capability::Scheme;
-use capsaga_core::net_guard::{
+use capsaga_net_guard::{
     DestHost, Destination, NetDenied, NetRequest, check_request, secrets_for, vet_addresses,
 };
 use http_body_util::BodyExt;

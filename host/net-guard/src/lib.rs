@@ -14,7 +14,7 @@
 //!    refuse schemes other than http/https,
 //!    userinfo, IPv6 zone ids (the parser refuses them), methods outside
 //!    GET/HEAD/POST/PUT/PATCH/DELETE/OPTIONS (GET/HEAD only in a dry run),
-//!    caller-set routing and hop-by-hop headers ([`forbidden_header`]), and
+//!    caller-set routing and hop-by-hop headers ([`capsaga_core::policy::forbidden_header`]), and
 //!    match scheme, host and port against the call's `net:` grants. An IPv6
 //!    literal that carries an IPv4 address (mapped, compatible, SIIT, NAT64,
 //!    6to4, Teredo: [`address::embedded_ipv4`]) is read as that IPv4
@@ -38,7 +38,8 @@
 pub mod address;
 mod spelling;
 
-use crate::capability::{Capability, HostPattern, NetTarget, Place, Scheme};
+use capsaga_core::capability::{Capability, HostPattern, NetTarget, Place, Scheme};
+use capsaga_core::policy::forbidden_header;
 pub use address::{
     AddressClass, Embedding, as_ipv4_if_embedded, classify, describe, embedded_ipv4,
 };
@@ -199,41 +200,6 @@ fn clip(s: &str) -> String {
         out.push_str("...");
     }
     out
-}
-
-/// Why a header name may not be set by a guest, or `None` when it may.
-/// `name` is compared case-insensitively.
-///
-/// Refused: `Host` (the host writes it from the checked URL), routing and
-/// client-identity headers a proxy or back end may trust (`Forwarded`,
-/// `X-Forwarded-*`, `X-Real-IP`, `X-Original-URL`, `X-Rewrite-URL`,
-/// `X-Host`), hop-by-hop and framing headers (RFC 9110 §7.6.1:
-/// `Connection`, `Keep-Alive`, `Proxy-Connection`, `Proxy-Authorization`,
-/// `Proxy-Authenticate`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
-/// `HTTP2-Settings`), and in a dry run the method-override headers that
-/// would turn a GET into a write on servers that honour them.
-pub fn forbidden_header(name: &str, dry_run: bool) -> Option<&'static str> {
-    let n = name.to_ascii_lowercase();
-    match n.as_str() {
-        "host" => Some("the host sets Host from the checked URL"),
-        "forwarded" | "x-real-ip" | "x-host" | "x-original-url" | "x-rewrite-url"
-        | "x-forwarded-server" => Some("a routing or client-identity header"),
-        _ if n.starts_with("x-forwarded-") => Some("a routing or client-identity header"),
-        "connection"
-        | "keep-alive"
-        | "proxy-connection"
-        | "proxy-authorization"
-        | "proxy-authenticate"
-        | "te"
-        | "trailer"
-        | "transfer-encoding"
-        | "upgrade"
-        | "http2-settings" => Some("a hop-by-hop or framing header"),
-        "x-http-method-override" | "x-http-method" | "x-method-override" if dry_run => {
-            Some("a method override, refused in a dry run")
-        }
-        _ => None,
-    }
 }
 
 /// The concrete `net:` grants among `grants`.

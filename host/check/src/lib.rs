@@ -9,16 +9,16 @@
 //! the neutralised text).
 //!
 //! - [`check_path`]: a path against `fs:` grants, through
-//!   [`crate::path_guard::resolve`] under each granted directory that
+//!   [`capsaga_core::path_guard::resolve`] under each granted directory that
 //!   contains it (a tool can use any of its preopens).
 //! - [`check_url`]: an outgoing request through the net guard
-//!   ([`crate::net_guard::check_request`] then
-//!   [`crate::net_guard::vet_addresses`] on the resolver's answer).
+//!   ([`capsaga_net_guard::check_request`] then
+//!   [`capsaga_net_guard::vet_addresses`] on the resolver's answer).
 //! - [`check_capability`]: a capability string through the grammar of
-//!   [`crate::capability`]; with grants, as a tool's requirement through
-//!   [`crate::grant::intersect`].
+//!   [`capsaga_core::capability`]; with grants, as a tool's requirement through
+//!   [`capsaga_core::grant::intersect`].
 //! - [`check_args`]: JSON arguments against a JSON Schema through
-//!   [`crate::validate::ArgsValidator`] (strict JSON, duplicate keys refused).
+//!   [`capsaga_core::validate::ArgsValidator`] (strict JSON, duplicate keys refused).
 //! - [`check_untrusted`]: content through [`capsaga_untrusted::wrap`]; the
 //!   verdict says whether marker-like text was neutralised, and reports a
 //!   guard failure ([`Decision::Escaped`]) if the wrapped text does not hold
@@ -29,13 +29,13 @@
 
 pub mod corpus;
 
-use crate::capability::{Capability, FsAccess, FsDir, Place};
-use crate::grant::intersect;
-use crate::json::canonical;
-use crate::net_guard::{DestHost, NetDenied, NetRequest, check_request, vet_addresses};
-use crate::path_guard::{Follow, FsView, candidate_roots, resolve};
+use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
+use capsaga_core::grant::intersect;
+use capsaga_core::json::canonical;
+use capsaga_net_guard::{DestHost, NetDenied, NetRequest, check_request, vet_addresses};
+use capsaga_core::path_guard::{Follow, FsView, candidate_roots, resolve};
 use capsaga_untrusted::{contains_marker_like, count_markers, inner, wrap_counted};
-use crate::validate::{ArgsValidator, CallError};
+use capsaga_core::validate::{ArgsValidator, CallError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -300,7 +300,7 @@ pub fn check_url(
 
 /// Check a capability string. Without grants: does it parse, and to what.
 /// With grants (`~` expanded): as a tool's requirement, which effective
-/// grants would the tool receive ([`crate::grant::intersect`]).
+/// grants would the tool receive ([`capsaga_core::grant::intersect`]).
 pub fn check_capability(input: &str, grants: &[Capability]) -> Verdict {
     let g = Guard::Capability;
     let cap = match Capability::parse(input) {

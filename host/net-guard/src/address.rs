@@ -25,7 +25,7 @@ use ipnet::{Ipv4Net, Ipv6Net};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-pub use crate::ip_embedding::{Embedding, embedded_ipv4};
+pub use capsaga_core::ip_embedding::{Embedding, embedded_ipv4};
 
 /// What kind of destination an address is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]

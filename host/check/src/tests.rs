@@ -1,6 +1,6 @@
 use super::corpus::{Case, Env, parse_corpus, replay};
 use super::*;
-use crate::path_guard::NoLinks;
+use capsaga_core::path_guard::NoLinks;
 
 fn caps(v: &[&str]) -> Vec<Capability> {
     v.iter().map(|s| Capability::parse(s).unwrap()).collect()

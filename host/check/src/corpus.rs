@@ -32,11 +32,11 @@ use super::{
     Decision, Guard, PathProbe, Verdict, check_args, check_capability, check_path, check_untrusted,
     check_url,
 };
-use crate::capability::Capability;
-use crate::json::parse_strict;
-use crate::net_guard::NetRequest;
-use crate::path_guard::{Follow, FsView};
-use crate::policy::expand_home;
+use capsaga_core::capability::Capability;
+use capsaga_core::json::parse_strict;
+use capsaga_net_guard::NetRequest;
+use capsaga_core::path_guard::{Follow, FsView};
+use capsaga_core::policy::expand_home;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
