@@ -1,5 +1,5 @@
 //! Provider keys an organisation brought, sealed in the state store under
-//! `CAPSAGA_KEK` (seed 003; the envelope format is `capsaga_core::sealed`).
+//! `CAPSAGA_KEK` (seed 003; the envelope format is `capsaga_secrets::sealed`).
 //!
 //! - [`seal_and_store`]: what `capsaga keys add` and `PUT /v1/keys/{name}`
 //!   do: check the name and the key, draw a data key and two nonces from
@@ -18,7 +18,7 @@
 use super::http::ApiKey;
 use super::select::Selection;
 use capsaga_core::principal::Principal;
-use capsaga_core::sealed::{self, Fresh, Kek, SealError};
+use capsaga_secrets::sealed::{self, Fresh, Kek, SealError};
 use capsaga_door::host::Host;
 use capsaga_store::{KeyRow, Store, StoreError};
 use zeroize::Zeroizing;

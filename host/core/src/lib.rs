@@ -9,10 +9,6 @@
 //! - [`grant`]: effective grants = what a tool requires ∩ what the operator grants.
 //! - [`path_guard`]: resolution of a path under a granted root, component by
 //!   component, the way cap-std does it.
-//! - [`redact`]: streaming redaction of secret values in responses.
-//! - [`scrub`]: text scrubbed of secrets (known values and credential
-//!   shapes) before it leaves through a log, a span, a metric, the audit
-//!   export or the console.
 //! - [`fsm`]: the guardrail finite-state machine of the saga, and the
 //!   operator's `fsm.toml` extra rows.
 //! - [`approval`]: human approvals bound to one exact call, claimed once.
@@ -52,7 +48,6 @@
 //! - [`session_table`]: live server sessions bounded globally and per
 //!   principal, idle ones evicted least recently used first.
 //! - [`pause`]: the operator's kill switch (running, read-only, paused).
-//! - [`sealed`]: provider keys sealed with AES-256-GCM under `CAPSAGA_KEK`.
 //! - [`wal_row`]: rows of the saga write-ahead log, stored and decoded, and
 //!   the hash chain over them.
 
@@ -79,13 +74,10 @@ pub mod policy;
 pub mod principal;
 pub mod prompt;
 pub use policy::providers;
-pub mod redact;
 pub mod retry;
 pub mod routing_headers;
 pub mod schema_load;
 pub mod scope;
-pub mod scrub;
-pub mod sealed;
 pub mod session_table;
 pub mod tool;
 pub mod validate;

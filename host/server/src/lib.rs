@@ -220,7 +220,7 @@ fn request_state_codec() -> Option<rmcp::model::RequestStateCodec> {
             format!("kek-{}", kek.id()),
             zeroize::Zeroizing::new(kek.derive_key(REQUEST_STATE_PURPOSE).to_vec()),
         ),
-        Err(capsaga_core::sealed::SealError::NoKek) => {
+        Err(capsaga_secrets::sealed::SealError::NoKek) => {
             let mut key = zeroize::Zeroizing::new(vec![0u8; 32]);
             let mut id = [0u8; 8];
             if let Err(e) = getrandom::fill(&mut key).and_then(|()| getrandom::fill(&mut id)) {

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use capsaga_agent::keys::{self, KeyError};
 use capsaga_core::pause::Mode;
 use capsaga_core::principal::Principal;
-use capsaga_core::sealed::SealError;
+use capsaga_secrets::sealed::SealError;
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! `host:switch`), so `audit verify` sees them; no record holds a secret.
 //!
 //! A token is stored as the SHA-256 of its secret, never the secret; a
-//! sealed key as its ciphertexts (`capsaga_core::sealed`) and last four
+//! sealed key as its ciphertexts (`capsaga_secrets::sealed`) and last four
 //! characters. The switch lives in the store so that every process on the
 //! state (and every host sharing a store) sees it.
 
@@ -15,7 +15,7 @@ use super::StoreError;
 use async_trait::async_trait;
 use capsaga_core::pause::{Mode, Switch};
 use capsaga_core::principal::Role;
-use capsaga_core::sealed::Sealed;
+use capsaga_secrets::sealed::Sealed;
 use serde::Serialize;
 
 /// One token as listed (its secret's hash is not part of it).
@@ -112,11 +112,11 @@ pub trait TokenStore: Send + Sync {
 /// One sealed key as listed: never the key, only its last four characters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KeyRow {
-    /// Its name (`capsaga_core::sealed::valid_key_name`).
+    /// Its name (`capsaga_secrets::sealed::valid_key_name`).
     pub name: String,
     /// The key's last four characters.
     pub last4: String,
-    /// The id of the KEK that sealed it (`capsaga_core::sealed::Kek::id`).
+    /// The id of the KEK that sealed it (`capsaga_secrets::sealed::Kek::id`).
     pub kek_id: String,
     /// RFC 3339.
     pub created_at: String,

@@ -15,7 +15,7 @@ use capsaga_core::neuron::Status;
 use capsaga_core::pause::{Mode, Switch};
 use capsaga_core::principal::Role;
 use capsaga_core::scope::Scope;
-use capsaga_core::sealed::Sealed;
+use capsaga_secrets::sealed::Sealed;
 use serde_json::Value;
 
 /// A value both drivers can read from a column.

@@ -9,7 +9,7 @@ use capsaga_core::fsm::State;
 
 use capsaga_core::pause::Mode;
 use capsaga_core::principal::Role;
-use capsaga_core::sealed::Sealed;
+use capsaga_secrets::sealed::Sealed;
 use serde::Serialize;
 use serde_json::{Value, json};
 

@@ -24,7 +24,7 @@
 //! split over two values; that is why the capture is off by default
 //! (THREAT_MODEL.md, telemetry rows).
 
-use capsaga_core::scrub::Scrubber;
+use capsaga_secrets::scrub::Scrubber;
 use serde_json::Value;
 use std::sync::OnceLock;
 

@@ -9,7 +9,7 @@
 //! (sealed or from the environment), the store's password, and each
 //! named token that authenticated a request or was just created.
 //! [`scrub`] replaces them, in their usual encodings, and every credential
-//! shape (`capsaga_core::scrub`) with `[redacted]`.
+//! shape (`capsaga_secrets::scrub`) with `[redacted]`.
 //!
 //! The sinks that apply it, each built in this crate or calling it at its
 //! one exit: the log output ([`crate::logs`]), the exported spans, their
@@ -19,7 +19,7 @@
 //! runtime, the console's responses and the command line's messages on
 //! stderr.
 
-use capsaga_core::scrub::{MIN_KNOWN_LEN, Scrubber};
+use capsaga_secrets::scrub::{MIN_KNOWN_LEN, Scrubber};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock, Mutex, RwLock};

@@ -40,7 +40,7 @@
 //! API keys are never written in the file: `api_key_env` names the
 //! environment variable holding one, or `api_key_sealed` names a key an
 //! organisation brought, sealed in the state store under `CAPSAGA_KEK`
-//! (`capsaga keys add NAME`; `crate::sealed`). A provider whose key is not
+//! (`capsaga keys add NAME`; `capsaga_secrets::sealed`). A provider whose key is not
 //! available is *declared* but not *configured*, and is skipped.
 //!
 //! The attempt order of one call ([`attempt_order`]): each source adds only
@@ -370,7 +370,7 @@ impl ProviderSection {
                             "`api_key_sealed` excludes `api_key_env` and `keyless` (one source of key)",
                         ));
                     }
-                    if !crate::sealed::valid_key_name(k) {
+                    if !capsaga_secrets::sealed::valid_key_name(k) {
                         return Err(bad(
                             "`api_key_sealed` must name a sealed key (lower-case letters, digits, `_`, `-`)",
                         ));

@@ -8,7 +8,7 @@
 use super::FactorError;
 use capsaga_core::capability::Capability;
 use capsaga_core::policy::{Policy, SecretSource, SecretString};
-use capsaga_core::redact::Redactor;
+use capsaga_secrets::redact::Redactor;
 use std::collections::BTreeMap;
 
 /// A secret ready to send.

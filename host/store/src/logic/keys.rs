@@ -1,5 +1,5 @@
 //! `provider_keys`: provider keys sealed under `CAPSAGA_KEK`
-//! (`capsaga_core::sealed`): the wrapped data key and the ciphertext, the
+//! (`capsaga_secrets::sealed`): the wrapped data key and the ciphertext, the
 //! KEK's id and the last four characters, never the key. Each write
 //! appends a `KEY` record (saga id `key:<name>`; who acted and the last
 //! four, nothing sealed) to the hash-chained log in the same transaction.
@@ -9,7 +9,7 @@ use crate::access::KeyRow;
 use crate::decode::{self, KEY_COLUMNS, SEALED_COLUMNS};
 use crate::records;
 use crate::seam::{Arg, Tx, first};
-use capsaga_core::sealed::Sealed;
+use capsaga_secrets::sealed::Sealed;
 
 /// Store `s` as the key `name` (replacing one of that name), by `by`, at
 /// `at`; logged.

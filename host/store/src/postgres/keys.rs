@@ -8,7 +8,7 @@ use super::seam::Pg;
 use crate::clock::now_rfc3339;
 use crate::logic::keys;
 use async_trait::async_trait;
-use capsaga_core::sealed::Sealed;
+use capsaga_secrets::sealed::Sealed;
 
 #[async_trait]
 impl KeyStore for PgStore {

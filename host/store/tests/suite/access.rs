@@ -7,7 +7,7 @@ use super::{Db, suite};
 use capsaga_store::*;
 use capsaga_core::pause::Mode;
 use capsaga_core::principal::Role;
-use capsaga_core::sealed::{Fresh, Kek, open, seal};
+use capsaga_secrets::sealed::{Fresh, Kek, open, seal};
 use zeroize::Zeroizing;
 
 async fn tokens_are_hashes_revoked_for_good_and_never_renamed(db: &Db) {

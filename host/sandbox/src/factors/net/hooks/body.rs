@@ -3,7 +3,7 @@
 
 use super::CallNet;
 use bytes::Bytes;
-use capsaga_core::redact::Redactor;
+use capsaga_secrets::redact::Redactor;
 use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::Arc;

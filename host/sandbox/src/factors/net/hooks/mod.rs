@@ -33,7 +33,7 @@ use crate::factors::secret::SecretFactor;
 use capsaga_core::capability::Capability;
 use capsaga_core::error::ToolError;
 use capsaga_core::policy::forbidden_header;
-use capsaga_core::redact::Redactor;
+use capsaga_secrets::redact::Redactor;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
