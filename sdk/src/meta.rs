@@ -282,7 +282,7 @@ impl Meta {
 const MAX_OUTPUT_FIELDS: usize = 64;
 
 /// What is wrong with a field path, as the host would say it at load
-/// (`capsaga_core::flow::FieldPath::parse`): `None` when it is fine.
+/// (`capsaga_core::field::FieldPath::parse`): `None` when it is fine.
 fn field_path_problem(path: &str) -> Option<&'static str> {
     if path.is_empty() {
         return Some("empty (label the whole output with returns_untrusted)");

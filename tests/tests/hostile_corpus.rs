@@ -9,9 +9,9 @@
 //! The counts of inputs and families are written to stderr directly (not
 //! through the test harness's capture), so `scripts/test` shows them.
 
-use capsaga_core::capability::Capability;
 use capsaga_check::corpus::{Case, Env, grants_of, replay, run_case};
 use capsaga_check::{Decision, Guard, Verdict};
+use capsaga_core::capability::Capability;
 use capsaga_core::json::{canonical, parse_strict};
 use capsaga_core::path_guard::RealFs;
 use capsaga_core::validate::ArgsValidator;

@@ -349,7 +349,8 @@ async fn the_grant_caps_the_answer_and_the_soft_cap_moves_to_the_cheap_tier() {
         }]
     ));
     let result = last_seen(&p, 2);
-    let data: Value = serde_json::from_str(capsaga_untrusted::inner(&result).unwrap().trim()).unwrap();
+    let data: Value =
+        serde_json::from_str(capsaga_untrusted::inner(&result).unwrap().trim()).unwrap();
     assert_eq!(data["tier"], "cheap", "{result}");
 }
 

@@ -13,9 +13,9 @@
 //! exactly the files the probe allows (the same bytes) and none of those it
 //! refuses as an escape.
 
-use capsaga_core::capability::{Capability, FsDir, Place};
 use capsaga_check::corpus::{Case, Env, grants_of, run_case};
 use capsaga_check::{Decision, Guard, PathProbe};
+use capsaga_core::capability::{Capability, FsDir, Place};
 use capsaga_core::error::ErrorKind;
 use capsaga_core::path_guard::{Follow, RealFs};
 use capsaga_core::tool::CallContext;

@@ -103,7 +103,7 @@ impl FieldIntegrity {
 /// A label on fields of a tool's JSON output (WIT `output-field`): `path` is
 /// an RFC 6901 JSON Pointer whose segment `*` stands for any array index or
 /// object key (`/events/*/id`), or a bare top-level name (`id`). The host
-/// checks the paths at load (`capsaga_core::flow::FieldLabels`).
+/// checks the paths at load (`capsaga_core::field::FieldLabels`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputField {

@@ -18,8 +18,8 @@
 use super::http::ApiKey;
 use super::select::Selection;
 use capsaga_core::principal::Principal;
-use capsaga_secrets::sealed::{self, Fresh, Kek, SealError};
 use capsaga_door::host::Host;
+use capsaga_secrets::sealed::{self, Fresh, Kek, SealError};
 use capsaga_store::{KeyRow, Store, StoreError};
 use zeroize::Zeroizing;
 

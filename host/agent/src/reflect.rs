@@ -17,10 +17,10 @@
 
 use super::meter::Meter;
 use super::provider::{ChatRequest, Message, Provider, Tier};
-use capsaga_untrusted::wrap;
 use capsaga_door::memory::HostMemory;
 use capsaga_memory::reflect::REFLECTION_PROMPT;
 use capsaga_memory::{MemoryError, Proposal, render};
+use capsaga_untrusted::wrap;
 use std::sync::Arc;
 
 /// Most output tokens of one distillation.

@@ -21,14 +21,14 @@ use super::options::{AgentError, TurnOptions};
 use super::provider::{ChatRequest, Message, Provider, Role, Tier};
 use super::trace::{ExecutionTrace, TraceStep};
 use capsaga_core::budget::BudgetState;
-use capsaga_flow::{Label, Source};
 use capsaga_core::prompt::{CatalogEntry, DEFAULT_IDENTITY, system_prompt};
-use capsaga_untrusted::wrap;
 use capsaga_door::host::Host;
 use capsaga_door::memory::HostMemory;
+use capsaga_flow::{Label, Source};
 use capsaga_memory::core_files::quote;
 use capsaga_memory::{NewEpisode, SessionHistory, needs_summary};
 use capsaga_store::clock::now_rfc3339;
+use capsaga_untrusted::wrap;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -34,9 +34,9 @@ use super::{
 };
 use capsaga_core::capability::Capability;
 use capsaga_core::json::parse_strict;
-use capsaga_net_guard::NetRequest;
 use capsaga_core::path_guard::{Follow, FsView};
 use capsaga_core::policy::expand_home;
+use capsaga_net_guard::NetRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

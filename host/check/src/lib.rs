@@ -32,10 +32,10 @@ pub mod corpus;
 use capsaga_core::capability::{Capability, FsAccess, FsDir, Place};
 use capsaga_core::grant::intersect;
 use capsaga_core::json::canonical;
-use capsaga_net_guard::{DestHost, NetDenied, NetRequest, check_request, vet_addresses};
 use capsaga_core::path_guard::{Follow, FsView, candidate_roots, resolve};
-use capsaga_untrusted::{contains_marker_like, count_markers, inner, wrap_counted};
 use capsaga_core::validate::{ArgsValidator, CallError};
+use capsaga_net_guard::{DestHost, NetDenied, NetRequest, check_request, vet_addresses};
+use capsaga_untrusted::{contains_marker_like, count_markers, inner, wrap_counted};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 

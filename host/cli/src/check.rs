@@ -20,17 +20,17 @@
 
 use super::render::{Out, clip};
 use super::{Failure, exit};
-use capsaga_core::capability::Capability;
 use capsaga_check::corpus::{Env, parse_corpus, replay};
 use capsaga_check::{
     Decision, PathProbe, Verdict, check_args_of, check_capability, check_untrusted, check_url,
 };
+use capsaga_core::capability::Capability;
 use capsaga_core::json::parse_strict;
-use capsaga_net_guard::NetRequest;
 use capsaga_core::path_guard::{Follow, RealFs};
 use capsaga_core::policy::expand_home;
 use capsaga_door::config::Config;
 use capsaga_door::host::Host;
+use capsaga_net_guard::NetRequest;
 use clap::{Args, Subcommand};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, ToSocketAddrs};

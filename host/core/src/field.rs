@@ -2,7 +2,7 @@
 //! output a tool says are trusted (a system assigned them) or untrusted
 //! (someone else wrote them), named by [`FieldPath`]s. Only the paths and
 //! their checks live here (the tool's meta holds them, `crate::meta`);
-//! what the host makes of them is `crate::flow::label`.
+//! what the host makes of them is `capsaga_flow::label`.
 //!
 //! A field is named by a [`FieldPath`]: a JSON Pointer (RFC 6901: `/a/b`,
 //! `~0` for `~`, `~1` for `/`) whose segment `*` stands for any array index

@@ -17,10 +17,10 @@
 
 use crate::store::{StepStatus, StoreError};
 use capsaga_core::error::ToolError;
-use capsaga_flow::{FlowState, Surface};
 use capsaga_core::fsm::State;
 use capsaga_core::policy::Autonomy;
 use capsaga_core::scope::Scope;
+use capsaga_flow::{FlowState, Surface};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

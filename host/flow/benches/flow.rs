@@ -1,7 +1,7 @@
 //! Information flow's cost at the door (issue 47): the goal is a provenance
 //! check under 5 % of a saga step (a step is about 0.2-1 ms on a fast
 //! disk, see the README's "A saga step"), so well under 10 µs for a typical
-//! call. Run with `cargo bench -p capsaga-core --bench flow`.
+//! call. Run with `cargo bench -p capsaga-flow --bench flow`.
 //!
 //! - `decide/*`: one call's decision against a turn's ledger (a user
 //!   message, a web page of 8 KB, a JSON tool result of 2 KB, a short
@@ -17,10 +17,10 @@
 //! time of this thread (`/proc/thread-self/stat`, Linux), about a second of
 //! CPU each: the figure to compare with a step's cost.
 
+use capsaga_core::policy::PolicyFile;
 use capsaga_flow::{
     FlowCall, Label, Ledger, OutputLabels, Source, Surface, decide, of_number, of_str,
 };
-use capsaga_core::policy::PolicyFile;
 use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
 use std::hint::black_box;

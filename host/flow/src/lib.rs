@@ -8,7 +8,7 @@
 //! guardrail and grants all say yes. What closes it: every text entering a
 //! turn carries a label ([`label`]: its source and integrity); the door
 //! keeps them in a ledger ([`ledger`]); for each argument of a call under a
-//! sink rule ([`sink`]) it computes where the value came from
+//! sink rule (the policy's, [`capsaga_core::policy::sink`]) it computes where the value came from
 //! ([`provenance`]: a trusted source, only untrusted data, or nowhere) by
 //! matching the value against the ledger the way a model reads text
 //! ([`text`], [`scan`]); and it decides ([`decide`]): allow, ask a human
@@ -30,7 +30,7 @@
 //! [`decide::decide`] costs one flag when nothing untrusted was read, else
 //! a scan of the arguments under sinks and a few hash lookups per token
 //! (single-digit microseconds for typical calls: `cargo bench -p
-//! capsaga-core --bench flow`).
+//! capsaga-flow --bench flow`).
 //!
 //! ## What matching cannot see (known limits)
 //!

@@ -11,8 +11,8 @@
 use super::decide::{Finding, FlowCall, FlowDecision, Surface, decide, output_integrity};
 use super::label::{FieldLabels, Integrity, Label, OutputLabels, Source};
 use super::ledger::Ledger;
-use capsaga_core::policy::sink::{FlowRules, OnUntrusted};
 use capsaga_core::fsm::scope::{Scope, ScopeError, ToolScope};
+use capsaga_core::policy::sink::{FlowRules, OnUntrusted};
 use serde_json::Value;
 
 /// What the door's information-flow stage said about one call, for the

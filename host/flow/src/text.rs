@@ -21,9 +21,9 @@
 //! value to untrusted data or to flag a lookalike of a trusted value, never
 //! to trust one.
 
+use base64::Engine;
 use capsaga_untrusted::decode::decoded_units;
 use capsaga_untrusted::{fold, is_invisible};
-use base64::Engine;
 use unicode_normalization::UnicodeNormalization;
 
 /// The longest text a source or a value is read to, bytes (1 MiB). Past it

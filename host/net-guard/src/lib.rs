@@ -38,11 +38,11 @@
 pub mod address;
 mod spelling;
 
-use capsaga_core::capability::{Capability, HostPattern, NetTarget, Place, Scheme};
-use capsaga_core::policy::forbidden_header;
 pub use address::{
     AddressClass, Embedding, as_ipv4_if_embedded, classify, describe, embedded_ipv4,
 };
+use capsaga_core::capability::{Capability, HostPattern, NetTarget, Place, Scheme};
+use capsaga_core::policy::forbidden_header;
 use std::net::{IpAddr, SocketAddr};
 
 /// Longest URL accepted, bytes.

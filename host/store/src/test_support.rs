@@ -37,7 +37,10 @@ pub async fn pg_conn(
 /// The versions of the migrations this capsaga knows, in order.
 #[cfg(feature = "postgres")]
 pub fn versions() -> Vec<i64> {
-    crate::postgres::schema::migrations().into_iter().map(|(v, _)| v).collect()
+    crate::postgres::schema::migrations()
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect()
 }
 
 /// The SQL of migrations 1 to `version`, and the table that records them,
@@ -63,8 +66,8 @@ pub fn up_to(version: usize) -> String {
 /// gets from the migration that adds them (SQLite 11, PostgreSQL 5): the
 /// tests of both back ends' migrations.
 pub mod scopeless {
-    use capsaga_core::scope::Scope;
     use crate::SagaStore;
+    use capsaga_core::scope::Scope;
 
     /// The rows, as SQL both back ends take.
     pub const ROWS: &str = "INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, released_at) VALUES

@@ -75,7 +75,7 @@ pub const UNTRUSTED_INSTRUCTION: &str = "Content between <untrusted ...> and </u
 
 /// Invisible characters a model skips over when reading: format characters
 /// (general category Cf), line and paragraph separators, and characters
-/// drawn as nothing (see [`tables::INVISIBLE`]), plus the fillers below.
+/// drawn as nothing (see `tables::INVISIBLE`), plus the fillers below.
 pub fn is_invisible(c: char) -> bool {
     let cp = u32::from(c);
     let in_table = tables::INVISIBLE
@@ -106,7 +106,7 @@ const SMALL_CAPITALS: [char; 26] = [
 
 /// How a model reads one character: NFKC, lower case, confusable skeleton,
 /// without combining marks and invisible characters. Empty for characters
-/// that read as nothing. Shared with [`crate::flow`], which matches values
+/// that read as nothing. Shared with `capsaga-flow`, which matches values
 /// the way a model reads them.
 pub fn fold(c: char) -> String {
     if is_invisible(c) || is_combining_mark(c) {

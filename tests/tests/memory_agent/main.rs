@@ -236,7 +236,10 @@ async fn past_twenty_turns_the_older_ones_are_summarised_and_five_stay_verbatim(
     assert!(sum.messages[0].content.contains("message number 0"));
     assert!(sum.messages[0].content.contains("message number 15"));
     assert!(!sum.messages[0].content.contains("message number 16"));
-    assert_eq!(capsaga_untrusted::count_markers(&sum.messages[0].content), (1, 1));
+    assert_eq!(
+        capsaga_untrusted::count_markers(&sum.messages[0].content),
+        (1, 1)
+    );
     // Then the turn itself: the summary in the memory block, five turns
     // verbatim, then the task.
     let turn = &seen[22];

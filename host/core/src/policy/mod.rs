@@ -29,7 +29,7 @@
 //! header = "authorization"          # default
 //! prefix = "Bearer "
 //!
-//! [flow]                            # information flow (see `sink::sink`)
+//! [flow]                            # information flow (see `sink`)
 //! strict = false
 //!
 //! [net]                             # outgoing HTTP of all tools
@@ -162,7 +162,7 @@ pub struct ToolPolicyFile {
     /// `[fs] host_rollback`); off for a tool that manages huge files.
     #[serde(default)]
     pub host_rollback: Option<bool>,
-    /// What may flow into each argument (`sink::sink`); absent: the
+    /// What may flow into each argument ([`sink`]); absent: the
     /// defaults.
     #[serde(default)]
     pub sinks: Option<BTreeMap<String, sink::SinkLevel>>,
@@ -170,7 +170,7 @@ pub struct ToolPolicyFile {
     #[serde(default)]
     pub on_untrusted: Option<sink::OnUntrusted>,
     /// Output fields the tool labels trusted that the operator confirms
-    /// (`sink::label`).
+    /// (`capsaga-flow`'s `label`).
     #[serde(default)]
     pub trusted_fields: Vec<String>,
 }

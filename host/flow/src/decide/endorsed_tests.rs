@@ -8,9 +8,9 @@
 
 use super::super::label::{FieldLabels, FieldPath, Integrity, Label, OutputLabels, Source};
 use super::super::ledger::Ledger;
-use capsaga_core::policy::sink::FlowRules;
 use super::tests::tool;
 use super::*;
+use capsaga_core::policy::sink::FlowRules;
 use serde_json::{Value, json};
 
 fn user(l: &mut Ledger, text: &str) {

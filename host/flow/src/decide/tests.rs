@@ -3,8 +3,8 @@
 
 use super::super::label::{Label, Source};
 use super::super::ledger::Ledger;
-use capsaga_core::policy::sink::FlowRules;
 use super::*;
+use capsaga_core::policy::sink::FlowRules;
 use serde_json::json;
 
 pub(super) fn tool(name: &str, step: u64) -> Source {

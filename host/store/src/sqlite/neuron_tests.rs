@@ -1,5 +1,5 @@
 //! The neuron table's migration on a real SQLite file (the neuron store's
-//! behaviour is in the shared suite, `crate::suite::neurons`, run on both
+//! behaviour is in the shared suite, `host/store/tests/suite/neurons.rs`, run on both
 //! back ends).
 
 use super::super::*;

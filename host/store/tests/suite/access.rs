@@ -4,10 +4,10 @@
 //! a key or a pause made on one host is seen by the others.
 
 use super::{Db, suite};
-use capsaga_store::*;
 use capsaga_core::pause::Mode;
 use capsaga_core::principal::Role;
 use capsaga_secrets::sealed::{Fresh, Kek, open, seal};
+use capsaga_store::*;
 use zeroize::Zeroizing;
 
 async fn tokens_are_hashes_revoked_for_good_and_never_renamed(db: &Db) {

@@ -5,9 +5,9 @@
 
 use super::steps::step;
 use super::{Db, suite};
-use capsaga_store::*;
 use capsaga_core::approval::{ApprovalStatus, Binding};
 use capsaga_core::fsm::State;
+use capsaga_store::*;
 use serde_json::json;
 
 async fn saga_of(db: &dyn Store, id: &str, principal: Option<&str>, scope: Scope) {

@@ -5,10 +5,10 @@
 
 use super::steps::{key, out, saga, step};
 use super::{Db, suite};
-use capsaga_store::audit;
-use capsaga_store::*;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
+use capsaga_store::audit;
+use capsaga_store::*;
 use serde_json::json;
 
 async fn done_is_refused_while_a_step_is_in_doubt(db: &Db) {

@@ -4,8 +4,8 @@
 
 use super::steps::{key, out, saga, step};
 use super::{Db, eventually, suite};
-use capsaga_store::*;
 use capsaga_core::approval::{ApprovalStatus, Binding};
+use capsaga_store::*;
 use serde_json::json;
 use std::time::Duration;
 

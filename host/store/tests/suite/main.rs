@@ -22,10 +22,10 @@ mod pg_schema;
 mod steps;
 mod tasks;
 
-use capsaga_store::{Store, test_support};
+use capsaga_pg_harness::Cluster;
 use capsaga_store::postgres::{PgOptions, PgStore};
 use capsaga_store::sqlite::SqliteStore;
-use capsaga_pg_harness::Cluster;
+use capsaga_store::{Store, test_support};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 

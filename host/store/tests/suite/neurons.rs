@@ -2,9 +2,9 @@
 //! a pending version; shared by hosts.
 
 use super::{Db, suite};
-use capsaga_store::*;
 use capsaga_core::meta::{RawToolMeta, Risk};
 use capsaga_core::neuron::Status;
+use capsaga_store::*;
 use serde_json::json;
 
 fn meta(name: &str, description: &str) -> RawToolMeta {

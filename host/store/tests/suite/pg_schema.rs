@@ -5,8 +5,8 @@
 
 use super::{cluster, runtime};
 use capsaga_store::postgres::schema::PG_SCHEMA_VERSION;
-use capsaga_store::test_support::up_to;
 use capsaga_store::postgres::{PgOptions, PgStore};
+use capsaga_store::test_support::up_to;
 use sha2::{Digest, Sha256};
 
 /// SHA-256 of [`up_to`]`(8)`: migrations 1 to 8 as released (main fa6d0bf,

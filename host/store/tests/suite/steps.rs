@@ -1,10 +1,10 @@
 //! Steps, the log and fencing, on both back ends.
 
 use super::{Db, suite};
-use capsaga_store::*;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::fsm::State;
 use capsaga_core::tool::ToolOutput;
+use capsaga_store::*;
 use serde_json::{Value, json};
 
 pub(crate) fn out(v: Value) -> ToolOutput {

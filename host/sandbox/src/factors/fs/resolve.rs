@@ -12,8 +12,8 @@
 //! a refusal of kind `sandbox_disagrees`, which the hostile corpus's
 //! differential test requires never to happen.
 
-use capsaga_core::capability::{Capability, FsDir, Place};
 use capsaga_check::{Decision, PathProbe, Verdict, check_path};
+use capsaga_core::capability::{Capability, FsDir, Place};
 use capsaga_core::path_guard::{Follow, FsView, candidate_roots, literally_under};
 use serde_json::json;
 use std::io;
