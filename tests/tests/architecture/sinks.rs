@@ -31,6 +31,11 @@ fn every_sink_leaves_through_the_scrubber() {
         ("telemetry", r.join("host/telemetry/src")),
         ("console", r.join("host/console/src")),
         ("core", r.join("host/core/src")),
+        ("untrusted", r.join("host/untrusted/src")),
+        ("secrets", r.join("host/secrets/src")),
+        ("net-guard", r.join("host/net-guard/src")),
+        ("flow", r.join("host/flow/src")),
+        ("check", r.join("host/check/src")),
         ("memory", r.join("host/memory/src")),
         ("guest-fs", r.join("host/guest-fs/src")),
     ];

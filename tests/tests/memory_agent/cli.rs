@@ -190,7 +190,7 @@ async fn reflection_distils_groups_into_proposals_and_a_failed_run_queues_nothin
         );
         assert!(
             seen.iter()
-                .all(|q| untrusted::count_markers(&q.messages[0].content).0 >= 1)
+                .all(|q| capsaga_untrusted::count_markers(&q.messages[0].content).0 >= 1)
         );
     }
     let ids: Vec<String> = r.proposals.iter().map(|p| p.proposal_id.clone()).collect();

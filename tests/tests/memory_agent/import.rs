@@ -316,7 +316,7 @@ async fn memory_fetch_shortens_excerpts_to_fit_the_agents_cap_instead_of_being_c
     assert_eq!(eps.len(), 5, "{text}");
     for e in eps {
         let t = e["text"].as_str().unwrap();
-        assert_eq!(untrusted::count_markers(t), (1, 1), "{t}");
+        assert_eq!(capsaga_untrusted::count_markers(t), (1, 1), "{t}");
         assert!(
             t.contains("user: Dentist story") && t.contains("agent: Reply"),
             "{t}"
