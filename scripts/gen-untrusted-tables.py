@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Generates host/core/src/untrusted/tables.rs: the character classes the
+"""Generates host/untrusted/src/tables.rs: the character classes the
 marker neutraliser reads text with, derived from the Unicode Character
 Database (Python's unicodedata) and the WHATWG HTML named character
 references (Python's html.entities.html5), so that each class is defined by
 a rule over the whole of Unicode, not by the examples someone thought of.
 
-usage: python3 scripts/gen-untrusted-tables.py > host/core/src/untrusted/tables.rs
+usage: python3 scripts/gen-untrusted-tables.py > host/untrusted/src/tables.rs
 """
 import html.entities
 import re
