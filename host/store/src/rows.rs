@@ -72,6 +72,37 @@ impl std::fmt::Display for StepStatus {
 /// ([`Scope::origin`]: `mcp`, `agent`, `plan`, `call`) is stored beside it.
 pub use capsaga_core::scope::Scope;
 
+/// Sagas as a store without scopes recorded them, and the scope each one
+/// gets from the migration that adds them (SQLite 11, PostgreSQL 5): the
+/// tests of both back ends' migrations.
+#[cfg(any(test, feature = "test-support"))]
+pub mod scopeless {
+    use crate::SagaStore;
+    use capsaga_core::scope::Scope;
+
+    /// The rows, as SQL both back ends take.
+    pub const ROWS: &str = "INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, released_at) VALUES
+        ('p', 'AwaitingApproval', 'plan', 't', 't', NULL),
+        ('c', 'Done', 'call', 't', 't', NULL),
+        ('h', 'Acting', 'mcp', 't', 't', 't'),
+        ('s', 'Acting', 'mcp', 't', 't', NULL),
+        ('a', 'Done', 'agent', 't', 't', NULL);";
+
+    /// Check the scopes `store` reads back for [`ROWS`].
+    pub async fn check(store: &dyn SagaStore) {
+        for (id, scope) in [
+            ("p", Some(Scope::Plan)),
+            ("c", Some(Scope::Call)),
+            ("h", Some(Scope::Handle)),
+            ("s", None),
+            ("a", None),
+        ] {
+            let row = store.saga(id).await.expect("the saga reads back");
+            assert_eq!(row.expect("the saga").scope, scope, "{id}");
+        }
+    }
+}
+
 /// A saga to create.
 #[derive(Debug, Clone, Copy)]
 pub struct NewSaga<'a> {

@@ -1,14 +1,16 @@
 //! What the both-backends suite (`host/store/tests/suite/`) reads past the
 //! store traits: raw connections (rows no trait reports, databases as an
-//! older capsaga left them) and the migrations' SQL. Compiled in the
-//! store's unit tests and with
-//! the `test-support` feature, which the store's own tests enable (the
-//! store is its own dev-dependency) and no product crate does (checked by
+//! older capsaga left them), the migrations' SQL and scope-less rows.
+//! Compiled in the store's unit tests and under the `test-support`
+//! feature, which the store's own tests enable (the store is its own
+//! dev-dependency) and no product crate does (checked by
 //! `tests/tests/architecture/`).
 
 use crate::StoreError;
 use crate::sqlite::SqliteStore;
 use rusqlite::Connection;
+
+pub use crate::rows::scopeless;
 
 /// Run `f` on `store`'s reading connection (see `SqliteStore::read`: no
 /// read transaction may outlive `f`).
@@ -60,34 +62,4 @@ pub fn up_to(version: usize) -> String {
         ));
     }
     sql
-}
-
-/// Sagas as a store without scopes recorded them, and the scope each one
-/// gets from the migration that adds them (SQLite 11, PostgreSQL 5): the
-/// tests of both back ends' migrations.
-pub mod scopeless {
-    use crate::SagaStore;
-    use capsaga_core::scope::Scope;
-
-    /// The rows, as SQL both back ends take.
-    pub const ROWS: &str = "INSERT INTO saga_state (saga_id, state, origin, created_at, updated_at, released_at) VALUES
-        ('p', 'AwaitingApproval', 'plan', 't', 't', NULL),
-        ('c', 'Done', 'call', 't', 't', NULL),
-        ('h', 'Acting', 'mcp', 't', 't', 't'),
-        ('s', 'Acting', 'mcp', 't', 't', NULL),
-        ('a', 'Done', 'agent', 't', 't', NULL);";
-
-    /// Check the scopes `store` reads back for [`ROWS`].
-    pub async fn check(store: &dyn SagaStore) {
-        for (id, scope) in [
-            ("p", Some(Scope::Plan)),
-            ("c", Some(Scope::Call)),
-            ("h", Some(Scope::Handle)),
-            ("s", None),
-            ("a", None),
-        ] {
-            let row = store.saga(id).await.expect("the saga reads back");
-            assert_eq!(row.expect("the saga").scope, scope, "{id}");
-        }
-    }
 }

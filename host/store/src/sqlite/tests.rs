@@ -269,9 +269,9 @@ fn version_9_file_is_rebuilt_for_fewer_pages() {
 fn version_10_sagas_get_the_scope_their_origin_tells() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("state.db");
-    drop(older_file(&p, 10, crate::test_support::scopeless::ROWS));
+    drop(older_file(&p, 10, crate::rows::scopeless::ROWS));
     let db = SqliteStore::open(&p).unwrap();
-    block(crate::test_support::scopeless::check(&db));
+    block(crate::rows::scopeless::check(&db));
 }
 
 #[test]
