@@ -36,7 +36,7 @@ async fn two_chains(url: &str) -> (Arc<PgStore>, Arc<PgStore>) {
 }
 
 async fn sql(s: &PgStore, q: &str) {
-    capsaga_store::test_support::pg_conn(&s)
+    capsaga_store::test_support::pg_conn(s)
         .await
         .unwrap()
         .batch_execute(q)
