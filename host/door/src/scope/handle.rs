@@ -100,7 +100,7 @@ pub enum HandleOutcome {
         /// The saga.
         saga_id: String,
         /// The door's answer.
-        submitted: Submitted,
+        submitted: Box<Submitted>,
         /// The handle of a saga that stays open.
         handle: Option<String>,
     },
@@ -340,7 +340,7 @@ fn ran(saga_id: String, submitted: Submitted, open: bool) -> HandleOutcome {
     let handle = open.then(|| saga_id.clone());
     HandleOutcome::Ran {
         saga_id,
-        submitted,
+        submitted: Box::new(submitted),
         handle,
     }
 }

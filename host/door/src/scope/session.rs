@@ -47,7 +47,7 @@ pub enum SessionCall {
         /// The saga it ran in.
         saga_id: String,
         /// The door's answer.
-        submitted: Submitted,
+        submitted: Box<Submitted>,
     },
     /// The client cancelled the call before it returned; the saga was
     /// settled from its log. `kept`: the call had logged nothing, and the
@@ -141,7 +141,10 @@ impl SessionSaga {
                 tracing::warn!("saga {saga_id}: rollback after a denial: {e}");
             }
         }
-        Ok(SessionCall::Ran { saga_id, submitted })
+        Ok(SessionCall::Ran {
+            saga_id,
+            submitted: Box::new(submitted),
+        })
     }
 
     /// The client's commit (`Act::Commit`) or rollback of the session's

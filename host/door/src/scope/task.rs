@@ -67,7 +67,7 @@ pub enum TaskEnd {
         /// The saga.
         saga_id: String,
         /// The door's answer.
-        submitted: Submitted,
+        submitted: Box<Submitted>,
     },
     /// The client declined the call: its approval denied, the saga rolled
     /// back.
@@ -127,7 +127,10 @@ pub async fn run_task(
         super::end::by_rule(door, saga, rule).await;
     }
     drop(hold);
-    TaskEnd::Ran { saga_id, submitted }
+    TaskEnd::Ran {
+        saga_id,
+        submitted: Box::new(submitted),
+    }
 }
 
 /// The call submitted, with the client's confirmation rounds; `Err`: how

@@ -9,7 +9,7 @@ use crate::{resources, tools};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::principal::{Principal, Role};
 use capsaga_door::dispatch::{Act, Args, Call};
-use capsaga_door::scope::{Ended, SessionCall};
+use capsaga_door::scope::SessionCall;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
     ProgressNotificationParam,
@@ -70,7 +70,7 @@ impl McpSession {
     async fn session_tool(&self, name: &str) -> Result<CallToolResponse, McpError> {
         let door = &self.state.shared.door();
         match self.state.saga.end_now(door, act_of(name)).await {
-            Ok(Some((id, ended))) => to_result(ended_result(&id, ended)),
+            Ok(Some((id, ended))) => to_result(tools::ended_result(&id, ended)),
             Ok(None) => to_result(tools::result(
                 "no saga is open in this session: nothing to do".into(),
                 false,
@@ -129,52 +129,6 @@ pub(super) fn act_of(name: &str) -> Act {
         Act::Commit
     } else {
         Act::Rollback
-    }
-}
-
-/// The tool result of `capsaga_commit` or `capsaga_rollback` of saga `id`
-/// (a session's or a handle's), as JSON. A commit of a saga parked for an
-/// approval leaves it parked (the result says so).
-pub(super) fn ended_result(id: &str, ended: Ended) -> Value {
-    let undone = |r: &capsaga_door::saga::RollbackReport| {
-        serde_json::to_value(&r.undone).unwrap_or(Value::Null)
-    };
-    match ended {
-        // Not committed: a step's outcome was never written; the saga was
-        // rolled back instead.
-        Ended::NotCommitted { error, report } => tools::result(
-            error,
-            true,
-            Some(
-                json!({"saga_id": id, "saga_state": report.final_state.to_string(),
-                "committed": false, "undone": undone(&report)}),
-            ),
-        ),
-        Ended::Parked(state) => tools::result(
-            format!(
-                "saga {id} waits for an approval: approve or deny it, call the tool again, or roll back with {}",
-                tools::ROLLBACK
-            ),
-            true,
-            Some(json!({"saga_id": id, "saga_state": state.to_string()})),
-        ),
-        Ended::Committed(state) => tools::result(
-            format!("saga {id} committed ({state})"),
-            false,
-            Some(json!({"saga_id": id, "saga_state": state.to_string()})),
-        ),
-        Ended::RolledBack(report) => tools::result(
-            format!(
-                "saga {id} rolled back: {} step(s) compensated, state {}",
-                report.undone.len(),
-                report.final_state
-            ),
-            !report.all_compensated(),
-            Some(
-                json!({"saga_id": id, "saga_state": report.final_state.to_string(),
-                "undone": undone(&report)}),
-            ),
-        ),
     }
 }
 

@@ -57,7 +57,7 @@
 use super::McpSession;
 use super::confirm;
 use super::elicit::Elicit;
-use super::handler::{act_of, ended_result, internal, to_result};
+use super::handler::{act_of, internal, to_result};
 use crate::tools;
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::principal::{Principal, Role};
@@ -213,14 +213,8 @@ impl McpSession {
                 saga_id,
                 approval_id,
                 final_state,
-            } => to_result(tools::result(
-                format!(
-                    "you declined the call: approval {approval_id} denied, saga {saga_id} rolled back (state {final_state})"
-                ),
-                true,
-                Some(json!({"saga_id": saga_id, "approval_status": "denied"})),
-            )),
-            HandleOutcome::Ended { saga_id, ended } => to_result(ended_result(&saga_id, ended)),
+            } => to_result(tools::declined_result(&approval_id, &saga_id, final_state)),
+            HandleOutcome::Ended { saga_id, ended } => to_result(tools::ended_result(&saga_id, ended)),
             HandleOutcome::NoHandle => to_result(tools::result(
                 "no saga handle: pass the handle of the saga to end (_meta \"dev.capsaga/saga\" or the argument `saga`)".into(),
                 true,

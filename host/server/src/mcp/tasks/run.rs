@@ -99,13 +99,7 @@ pub(super) async fn run_call(
             saga_id,
             approval_id,
             final_state,
-        } => complete(tools::result(
-            format!(
-                "you declined the call: approval {approval_id} denied, saga {saga_id} rolled back (state {final_state})"
-            ),
-            true,
-            Some(serde_json::json!({"saga_id": saga_id, "approval_status": "denied"})),
-        )),
+        } => complete(tools::declined_result(&approval_id, &saga_id, final_state)),
         TaskEnd::Failed(message) => failed_with(&message),
         TaskEnd::Cancelled => TaskPayload::Cancelled,
     }
