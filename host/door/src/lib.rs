@@ -27,6 +27,10 @@
 //! - [`host`]: everything above wired together, shared by `Arc`.
 //! - [`dispatch`]: the one door every tool call goes through (resolve,
 //!   validate, policy, approval, guardrail, WAL, sandbox, compensation).
+//! - [`scope`]: a saga's life across requests: the saga of an MCP
+//!   session, of a stateless request (its handle), of a task, with open,
+//!   call and close, the owner and principal checks, busy marks and
+//!   cancellation (the MCP handlers are adapters of it).
 //! - [`neurons`]: tools the agent writes for itself: the runner, `neuron_create`,
 //!   the operator's decisions, fitness.
 //! - [`memory`]: the agent's memory (the `capsaga-memory` crate, seed 004)
@@ -49,6 +53,7 @@ pub(crate) mod ownership;
 pub mod plan;
 pub mod registry;
 pub mod saga;
+pub mod scope;
 pub mod store_choice;
 pub mod switch;
 

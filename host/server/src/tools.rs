@@ -20,9 +20,12 @@
 
 use capsaga_agent::runner::truncate_result;
 use capsaga_core::error::ToolError;
+use capsaga_core::fsm::State;
 use capsaga_core::meta::Risk;
 use capsaga_door::dispatch::{Outcome, Submitted};
 use capsaga_door::registry::LoadedTool;
+use capsaga_door::saga::RollbackReport;
+use capsaga_door::scope::Ended;
 use capsaga_store::clock::now_rfc3339;
 use serde_json::{Value, json};
 
@@ -230,4 +233,60 @@ fn failed(source: &str, saga_id: &str, seq: u64, e: &ToolError, extra: Option<Va
         d.extend(x);
     }
     result(text, true, Some(json!({ "error": detail })))
+}
+
+/// The tool result of a call the client declined when asked to confirm
+/// it (a stateless retry, a task): approval `approval_id` denied, saga
+/// `saga_id` rolled back to `final_state`.
+pub fn declined_result(approval_id: &str, saga_id: &str, final_state: State) -> Value {
+    result(
+        format!(
+            "you declined the call: approval {approval_id} denied, saga {saga_id} rolled back (state {final_state})"
+        ),
+        true,
+        Some(json!({"saga_id": saga_id, "approval_status": "denied"})),
+    )
+}
+
+/// The tool result of `capsaga_commit` or `capsaga_rollback` of saga `id`
+/// (a session's or a handle's), as JSON. A commit of a saga parked for an
+/// approval leaves it parked (the result says so).
+pub fn ended_result(id: &str, ended: Ended) -> Value {
+    let undone = |r: &RollbackReport| serde_json::to_value(&r.undone).unwrap_or(Value::Null);
+    match ended {
+        // Not committed: a step's outcome was never written; the saga was
+        // rolled back instead.
+        Ended::NotCommitted { error, report } => result(
+            error,
+            true,
+            Some(
+                json!({"saga_id": id, "saga_state": report.final_state.to_string(),
+                "committed": false, "undone": undone(&report)}),
+            ),
+        ),
+        Ended::Parked(state) => result(
+            format!(
+                "saga {id} waits for an approval: approve or deny it, call the tool again, or roll back with {ROLLBACK}"
+            ),
+            true,
+            Some(json!({"saga_id": id, "saga_state": state.to_string()})),
+        ),
+        Ended::Committed(state) => result(
+            format!("saga {id} committed ({state})"),
+            false,
+            Some(json!({"saga_id": id, "saga_state": state.to_string()})),
+        ),
+        Ended::RolledBack(report) => result(
+            format!(
+                "saga {id} rolled back: {} step(s) compensated, state {}",
+                report.undone.len(),
+                report.final_state
+            ),
+            !report.all_compensated(),
+            Some(
+                json!({"saga_id": id, "saga_state": report.final_state.to_string(),
+                "undone": undone(&report)}),
+            ),
+        ),
+    }
 }

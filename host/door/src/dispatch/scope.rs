@@ -1,7 +1,8 @@
 //! One saga, one scope (issue 45 item 2): the one place where a surface
 //! opens a saga for its scope, or re-opens an existing one to continue,
-//! commit or roll it back. The seed of a saga scope with open, call and
-//! close in the door.
+//! commit or roll it back. The saga scopes over it (`crate::scope`: a
+//! session's, a stateless request's, a task's) hold a saga's life across
+//! requests with open, call and close.
 //!
 //! - [`Dispatcher::open`]: a new saga for a [`Scope`] (an MCP session, a
 //!   stateless request, a task, a REST or agent turn, a plan, a call),
@@ -27,7 +28,7 @@
 //!   settled).
 //!
 //! Every surface comes here: MCP sessions, stateless requests and tasks
-//! (`serve/mcp`), REST and agent turns (`agent/runner.rs`), plans and
+//! (through `crate::scope`), REST and agent turns (`agent/runner.rs`), plans and
 //! `capsaga call|resume|rollback|undo` (`plan.rs`, `cli/run.rs`), the
 //! console (`serve/console.rs`), the rollback of a saga parked on a
 //! denied approval (`operator.rs`) and the sweep of abandoned handles

@@ -128,7 +128,7 @@ impl ExtensionCall<'_> {
 
     /// The principal the session belongs to.
     pub fn principal(&self) -> &Principal {
-        &self.session.state.principal
+        self.session.state.saga.principal()
     }
 
     /// The server's `requestState` codec (multi round-trip requests).
@@ -151,7 +151,7 @@ impl ExtensionCall<'_> {
         Fut: std::future::Future<Output = TaskPayload> + Send + 'static,
     {
         let state = &self.session.state;
-        Tasks::spawn(&state.shared, &state.principal.name, work).await
+        Tasks::spawn(&state.shared, &state.saga.principal().name, work).await
     }
 
     /// Tell every listener (sessions, `subscriptions/listen` streams) that

@@ -2,14 +2,14 @@
 //! tools listed and called (each call a step through the door), resources
 //! read, the session's saga ended.
 
+use super::McpSession;
 use super::elicit::{Elicit, client_name, supports_elicitation};
 use super::stateless;
-use super::{McpSession, Scoped};
 use crate::{resources, tools};
 use capsaga_core::error::{ErrorKind, ToolError};
 use capsaga_core::principal::{Principal, Role};
-use capsaga_door::dispatch::{Args, Call, Scope};
-use capsaga_door::saga::Saga;
+use capsaga_door::dispatch::{Act, Args, Call};
+use capsaga_door::scope::SessionCall;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
     ProgressNotificationParam,
@@ -17,6 +17,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 pub(super) fn internal(e: impl std::fmt::Display) -> McpError {
@@ -57,120 +58,25 @@ impl McpSession {
             .get::<http::request::Parts>()
             .and_then(|p| p.extensions.get::<Principal>());
         match from_http {
-            Some(p) if p.name != self.state.principal.name => Err(McpError::invalid_request(
-                "this session belongs to another principal",
-                None,
-            )),
+            Some(p) if p.name != self.state.saga.principal().name => Err(
+                McpError::invalid_request("this session belongs to another principal", None),
+            ),
             _ => Ok(()),
         }
     }
 
+    /// `capsaga_commit` or `capsaga_rollback` (`name`) of the session's
+    /// saga (the door's `SessionSaga::end_now`).
     async fn session_tool(&self, name: &str) -> Result<CallToolResponse, McpError> {
         let door = &self.state.shared.door();
-        let taken = {
-            let mut slot = self.state.saga.lock().await;
-            self.forget_if_ended(&mut slot).await;
-            slot.take()
-        };
-        let Some(mut held) = taken else {
-            return to_result(tools::result(
+        match self.state.saga.end_now(door, act_of(name)).await {
+            Ok(Some((id, ended))) => to_result(tools::ended_result(&id, ended)),
+            Ok(None) => to_result(tools::result(
                 "no saga is open in this session: nothing to do".into(),
                 false,
                 Some(json!({"saga_id": null})),
-            ));
-        };
-        let out = self.end_saga_tool(name, &mut held.saga, door).await?;
-        if held.saga.state() == capsaga_core::fsm::State::AwaitingApproval {
-            // A parked saga stays the session's: it waits for its human.
-            *self.state.saga.lock().await = Some(held);
-        }
-        to_result(out)
-    }
-
-    /// `capsaga_commit` (`name` is [`tools::COMMIT`]) or `capsaga_rollback`
-    /// of `saga`: the tool result as JSON. A commit of a saga parked for an
-    /// approval leaves it parked (the result says so).
-    pub(super) async fn end_saga_tool(
-        &self,
-        name: &str,
-        saga: &mut Saga,
-        door: &capsaga_door::dispatch::Dispatcher,
-    ) -> Result<Value, McpError> {
-        let id = saga.id().to_string();
-        if name == tools::COMMIT {
-            let state = match door.finish(saga).await {
-                Ok(state) => state,
-                Err(e) => {
-                    let capsaga_door::dispatch::DispatchError::InDoubt { report, .. } = &e else {
-                        return Err(internal(e));
-                    };
-                    // Not committed: a step's outcome was never written;
-                    // the saga was rolled back instead.
-                    let structured = json!({"saga_id": id, "saga_state": report.final_state.to_string(),
-                        "committed": false,
-                        "undone": serde_json::to_value(&report.undone).unwrap_or(Value::Null)});
-                    return Ok(tools::result(e.to_string(), true, Some(structured)));
-                }
-            };
-            if state == capsaga_core::fsm::State::AwaitingApproval {
-                let text = format!(
-                    "saga {id} waits for an approval: approve or deny it, call the tool again, or roll back with {}",
-                    tools::ROLLBACK
-                );
-                return Ok(tools::result(
-                    text,
-                    true,
-                    Some(json!({"saga_id": id, "saga_state": state.to_string()})),
-                ));
-            }
-            Ok(tools::result(
-                format!("saga {id} committed ({state})"),
-                false,
-                Some(json!({"saga_id": id, "saga_state": state.to_string()})),
-            ))
-        } else {
-            let report = door.abort(saga).await.map_err(internal)?;
-            let ok = report.all_compensated();
-            Ok(tools::result(
-                format!(
-                    "saga {id} rolled back: {} step(s) compensated, state {}",
-                    report.undone.len(),
-                    report.final_state
-                ),
-                !ok,
-                Some(
-                    json!({"saga_id": id, "saga_state": report.final_state.to_string(),
-                    "undone": serde_json::to_value(&report.undone).unwrap_or(Value::Null)}),
-                ),
-            ))
-        }
-    }
-
-    /// Forget the session's saga when it ended elsewhere (the operator
-    /// rolled it back once the session no longer held it), or roll it back
-    /// here when it is parked on an approval an operator denied (the denial
-    /// leaves a saga the session holds to the session,
-    /// `Dispatcher::end_if_denied`): the next call starts a new one.
-    async fn forget_if_ended(&self, slot: &mut Option<Scoped>) {
-        let Some(saga) = slot.as_mut().map(|s| &mut s.saga) else {
-            return;
-        };
-        let door = self.state.shared.door();
-        match door.end_if_denied(saga).await {
-            Ok(true) => {
-                *slot = None;
-                return;
-            }
-            Ok(false) => {}
-            Err(e) => tracing::warn!("saga {}: rollback after a denial: {e}", saga.id()),
-        }
-        let host = self.state.shared.live.host();
-        let store = &host.store;
-        if let Ok(Some(row)) = store.saga(saga.id()).await
-            && row.state != saga.state()
-            && row.state.is_terminal()
-        {
-            *slot = None;
+            )),
+            Err(e) => Err(internal(e)),
         }
     }
 
@@ -184,59 +90,46 @@ impl McpSession {
         } else {
             let host = self.state.shared.live.host();
             let store = &*host.store;
-            resources::read(store, uri, &self.state.principal)
+            resources::read(store, uri, self.state.saga.principal())
                 .await
                 .map_err(internal)?
         };
         found.ok_or_else(|| no_resource(uri))
     }
+}
 
-    /// The session's saga is gone from memory mid-call (the call was
-    /// cancelled): settled from its log (`Dispatcher::settle_interrupted_held`).
-    /// A call that logged a step is a call the client aborted: the saga is
-    /// recovered as after a crash (`None`). A call that logged nothing
-    /// leaves the session's saga as it was: re-opened, and given back.
-    async fn settle_cancelled(&self, saga_id: &str, first_seq: u64) -> Option<Saga> {
-        let door = &self.state.shared.door();
-        match door.settle_interrupted_held(saga_id, first_seq).await {
-            Ok(Some(mut saga)) => {
-                door.set_autonomy(&mut saga, self.state.shared.autonomy());
-                Some(saga)
-            }
-            Ok(None) => None,
-            Err(e) => {
-                tracing::warn!("cancelled call: settling saga {saga_id}: {e}");
-                None
+/// Resolve when the client cancels the request, telling the client
+/// `message` every second meanwhile when it gave a progress `token`;
+/// `sent` counts the progress notes sent.
+async fn until_cancelled(
+    context: &RequestContext<RoleServer>,
+    token: Option<&rmcp::model::ProgressToken>,
+    message: &str,
+    sent: &AtomicU32,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            () = context.ct.cancelled() => return,
+            _ = tick.tick(), if token.is_some() => {
+                let n = f64::from(sent.load(Ordering::Relaxed));
+                if let Some(p) = token.and_then(|t| progress(t, n, message)) {
+                    let _ = context.peer.notify_progress(p).await;
+                }
+                sent.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
 }
 
-/// Run `fut` until it ends, or until the client cancels the request
-/// (`None`), telling the client `message` every second when it gave a
-/// progress `token`. Also the number of progress notes sent.
-async fn with_progress<T>(
-    fut: impl Future<Output = T>,
-    context: &RequestContext<RoleServer>,
-    token: Option<&rmcp::model::ProgressToken>,
-    message: &str,
-) -> (Option<T>, f64) {
-    let mut n = 0.0;
-    tokio::pin!(fut);
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let r = loop {
-        tokio::select! {
-            r = &mut fut => break Some(r),
-            () = context.ct.cancelled() => break None,
-            _ = tick.tick(), if token.is_some() => {
-                if let Some(p) = token.and_then(|t| progress(t, n, message)) {
-                    let _ = context.peer.notify_progress(p).await;
-                }
-                n += 1.0;
-            }
-        }
-    };
-    (r, n)
+/// `capsaga_commit` ([`tools::COMMIT`]) or `capsaga_rollback`, as the
+/// door's act.
+pub(super) fn act_of(name: &str) -> Act {
+    if name == tools::COMMIT {
+        Act::Commit
+    } else {
+        Act::Rollback
+    }
 }
 
 fn progress(
@@ -308,7 +201,7 @@ impl McpSession {
         args: Value,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let who = Principal::new(&self.state.principal.name, Role::Client);
+        let who = Principal::new(&self.state.saga.principal().name, Role::Client);
         let elicits = context
             .client_capabilities()
             .is_some_and(|c| c.elicitation.is_some());
@@ -317,27 +210,15 @@ impl McpSession {
         Ok(CallToolResponse::Task(created))
     }
 
-    /// The answer to a call the client cancelled (its future dropped): the
-    /// session's saga (`slot`, still locked) settled from its log.
-    async fn cancelled(
-        &self,
-        mut slot: tokio::sync::MutexGuard<'_, Option<Scoped>>,
-        saga_id: &str,
-        first_seq: u64,
-    ) -> Result<CallToolResponse, McpError> {
-        // Cancelled: the call's future (the tool's instance with it) is
-        // dropped; the saga is settled from its log (the session's lock
-        // and its hold on the saga kept meanwhile: no other call of the
-        // session, and no other scope, runs behind it).
-        let hold = slot.take().map(|s| s.hold);
-        let kept = self.settle_cancelled(saga_id, first_seq).await;
-        let what = if kept.is_some() {
+    /// The answer to a session's call the client cancelled (its future
+    /// dropped): its saga settled from its log by the door; `kept`: the
+    /// call had not begun.
+    fn cancelled(saga_id: &str, kept: bool) -> Result<CallToolResponse, McpError> {
+        let what = if kept {
             "the call had not begun; the session's saga goes on as it was"
         } else {
             "saga recovered from its log (whatever it had begun was compensated)"
         };
-        *slot = kept.zip(hold).map(|(saga, hold)| Scoped { saga, hold });
-        drop(slot);
         let e = ToolError::with_hint(
             ErrorKind::Timeout,
             format!("the call was cancelled; {what} (saga {saga_id})"),
@@ -383,69 +264,58 @@ impl McpSession {
         if name == tools::COMMIT || name == tools::ROLLBACK {
             return self.session_tool(&name).await;
         }
-        let door = &shared.door();
         let args = Value::Object(request.arguments.unwrap_or_default());
-        let mut slot = self.state.saga.lock().await;
-        self.forget_if_ended(&mut slot).await;
-        if slot.is_none() {
-            let label = format!("mcp session ({})", client_name(&context.peer));
-            let (mut saga, hold) = door
-                .open(&self.state.principal, Scope::Session, &label, None)
-                .await
-                .map_err(internal)?;
-            door.set_autonomy(&mut saga, shared.autonomy());
-            *slot = Some(Scoped { saga, hold });
-        }
-        let Some(saga) = slot.as_mut().map(|s| &mut s.saga) else {
-            return Err(internal("no saga"));
-        };
-        let saga_id = saga.id().to_string();
-        let first_seq = saga.next_seq();
+        self.call_in_session(&name, &args, &context).await
+    }
+
+    /// A call of a 2025-11-25 session (or stdio): a step of the session's
+    /// saga through the door's `SessionSaga::call`, with progress notes
+    /// and cancellation.
+    async fn call_in_session(
+        &self,
+        name: &str,
+        args: &Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let shared = &self.state.shared;
+        let principal = self.state.saga.principal();
         let elicit = Elicit {
             peer: context.peer.clone(),
-            who: Principal::new(&self.state.principal.name, Role::Client),
+            who: Principal::new(&principal.name, Role::Client),
             can_ask: shared.elicit_approvals && supports_elicitation(&context.peer),
         };
-        let call = Call::new(&name, Args::Value(&args)).with_approver(&elicit);
+        let call = Call::new(name, Args::Value(args)).with_approver(&elicit);
         let token = context.meta.get_progress_token();
-        let running = format!("{name}: running (saga {saga_id})");
-        let (submitted, n) =
-            with_progress(door.submit(saga, call), &context, token.as_ref(), &running).await;
-        let Some(submitted) = submitted else {
-            return self.cancelled(slot, &saga_id, first_seq).await;
+        let label = format!("mcp session ({})", client_name(&context.peer));
+        let sent = AtomicU32::new(0);
+        let interrupted = |saga_id: &str| {
+            let running = format!("{name}: running (saga {saga_id})");
+            let (token, sent) = (token.as_ref(), &sent);
+            async move { until_cancelled(context, token, &running, sent).await }
         };
-        let submitted = submitted.map_err(internal)?;
+        let door = shared.door();
+        let ran = self
+            .state
+            .saga
+            .call(&door, (&label, shared.autonomy()), call, interrupted)
+            .await
+            .map_err(internal)?;
+        let (saga_id, submitted) = match ran {
+            SessionCall::Ran { saga_id, submitted } => (saga_id, submitted),
+            SessionCall::Cancelled { saga_id, kept } => return Self::cancelled(&saga_id, kept),
+        };
+        let n = f64::from(sent.load(Ordering::Relaxed));
         if let Some(p) = token
             .as_ref()
             .and_then(|t| progress(t, n + 1.0, &format!("{name}: done")))
         {
             let _ = context.peer.notify_progress(p).await;
         }
-        let ended = matches!(
-            submitted.outcome,
-            capsaga_door::dispatch::Outcome::Failed { .. }
-        ) || matches!(
-            &submitted.outcome,
-            capsaga_door::dispatch::Outcome::AwaitingApproval {
-                denied_by: Some(_),
-                ..
-            }
-        );
-        let out = tools::outcome(&name, &saga_id, &submitted);
+        let out = tools::outcome(name, &saga_id, &submitted);
         let uri = resources::saga_uri(&saga_id);
         let watched = self.state.subscribed.lock().is_ok_and(|s| s.contains(&uri));
         if watched && let Ok(p) = serde_json::from_value(json!({ "uri": uri })) {
             let _ = context.peer.notify_resource_updated(p).await;
-        }
-        if ended {
-            // Rolled back (a failed side effect), or denied by the human:
-            // the saga is over; a denied one is rolled back now.
-            if let Some(mut held) = slot.take()
-                && held.saga.state() == capsaga_core::fsm::State::AwaitingApproval
-                && let Err(e) = door.abort(&mut held.saga).await
-            {
-                tracing::warn!("saga {saga_id}: rollback after a denial: {e}");
-            }
         }
         to_result(out)
     }

@@ -48,34 +48,13 @@ pub mod tasks;
 
 use capsaga_core::policy::Autonomy;
 use capsaga_core::principal::{Principal, Role};
-use capsaga_door::dispatch::{Dispatcher, Hold};
-use capsaga_door::saga::Saga;
+use capsaga_door::dispatch::Dispatcher;
+use capsaga_door::scope::SessionSaga;
 use std::sync::Arc;
 
-/// What happens to a session's open saga when the session ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SessionEnd {
-    /// Finish it (Done): what it committed stays (the default: a client
-    /// that never calls `capsaga_commit` keeps its work).
-    #[default]
-    Commit,
-    /// Roll it back: what it committed is compensated.
-    Rollback,
-}
-
-impl std::str::FromStr for SessionEnd {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "commit" => Ok(SessionEnd::Commit),
-            "rollback" => Ok(SessionEnd::Rollback),
-            other => Err(format!(
-                "`{}`: expected commit or rollback",
-                other.chars().take(40).collect::<String>()
-            )),
-        }
-    }
-}
+/// What happens to a session's open saga when the session ends (the
+/// door's rule: `capsaga_door::scope::SessionEnd`).
+pub use capsaga_door::scope::SessionEnd;
 
 /// What every session of one server shares.
 #[derive(Debug)]
@@ -130,13 +109,6 @@ impl McpShared {
     }
 }
 
-/// A saga and this process's hold on it (`dispatch::scope`): the saga of a
-/// session, a request or a task while it drives it.
-pub(super) struct Scoped {
-    pub saga: Saga,
-    pub hold: Hold,
-}
-
 /// One MCP session: its saga.
 #[derive(Clone)]
 pub struct McpSession {
@@ -145,12 +117,11 @@ pub struct McpSession {
 
 struct SessionState {
     shared: Arc<McpShared>,
-    /// The principal that opened the session (every later request must be
-    /// its own).
-    principal: Principal,
-    /// The session's saga, held by the session (`dispatch::scope`): no
-    /// other scope of this process continues, commits or rolls it back.
-    saga: tokio::sync::Mutex<Option<Scoped>>,
+    /// The session's saga, held by the session (the door's saga scope,
+    /// `capsaga_door::scope::SessionSaga`): no other scope of this process
+    /// continues, commits or rolls it back. Its principal is the one that
+    /// opened the session (every later request must be its own).
+    saga: SessionSaga,
     /// Resource URIs this session subscribed to.
     subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
@@ -177,8 +148,7 @@ impl McpSession {
         McpSession {
             state: Arc::new(SessionState {
                 shared,
-                principal,
-                saga: tokio::sync::Mutex::new(None),
+                saga: SessionSaga::new(principal),
                 subscribed: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             }),
         }
@@ -188,42 +158,22 @@ impl McpSession {
     /// when the client hangs up; an HTTP session's is applied when it is
     /// dropped).
     pub async fn end(&self) {
-        let saga = self.state.saga.lock().await.take();
-        if let Some(s) = saga {
-            end_saga(&self.state.shared, s.saga, Some(s.hold)).await;
-        }
+        let shared = &self.state.shared;
+        self.state
+            .saga
+            .close(&shared.door(), shared.session_end)
+            .await;
     }
 }
 
 impl Drop for SessionState {
     fn drop(&mut self) {
-        let Some(s) = self.saga.get_mut().take() else {
+        let Some(held) = self.saga.take_on_drop() else {
             return;
         };
         let shared = self.shared.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { end_saga(&shared, s.saga, Some(s.hold)).await });
+            rt.spawn(async move { held.end_by(&shared.door(), shared.session_end).await });
         }
-    }
-}
-
-/// End `saga` by the server's session-end rule, then let go of this
-/// process's `hold` on it.
-async fn end_saga(shared: &McpShared, mut saga: Saga, hold: Option<Hold>) {
-    let _hold = hold;
-    let door = &shared.door();
-    // Parked on an approval an operator denied: rolled back, whatever the
-    // rule (nothing can continue it).
-    match door.end_if_denied(&mut saga).await {
-        Ok(true) => return,
-        Ok(false) => {}
-        Err(e) => tracing::warn!("mcp session end: saga {}: {e}", saga.id()),
-    }
-    let r = match shared.session_end {
-        SessionEnd::Commit => door.finish(&mut saga).await.map(|_| ()),
-        SessionEnd::Rollback => door.abort(&mut saga).await.map(|_| ()),
-    };
-    if let Err(e) = r {
-        tracing::warn!("mcp session end: saga {}: {e}", saga.id());
     }
 }

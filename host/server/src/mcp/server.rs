@@ -149,7 +149,7 @@ impl ServerHandler for McpSession {
             self.check_caller(ctx)?;
             let host = self.state.shared.live.host();
             let store = &*host.store;
-            let mut list = resources::list(store, &self.state.principal)
+            let mut list = resources::list(store, self.state.saga.principal())
                 .await
                 .map_err(internal)?;
             if let Some(x) = &self.state.shared.extension {
@@ -236,8 +236,12 @@ impl ServerHandler for McpSession {
         let ctx = &context;
         traced("tasks/get", McpTarget::None, ctx, async {
             self.check_caller(ctx)?;
-            super::tasks::Tasks::get(&self.state.shared, &request.task_id, &self.state.principal)
-                .await
+            super::tasks::Tasks::get(
+                &self.state.shared,
+                &request.task_id,
+                self.state.saga.principal(),
+            )
+            .await
         })
         .await
     }
@@ -250,8 +254,12 @@ impl ServerHandler for McpSession {
         let ctx = &context;
         traced("tasks/cancel", McpTarget::None, ctx, async {
             self.check_caller(ctx)?;
-            super::tasks::Tasks::cancel(&self.state.shared, &request.task_id, &self.state.principal)
-                .await
+            super::tasks::Tasks::cancel(
+                &self.state.shared,
+                &request.task_id,
+                self.state.saga.principal(),
+            )
+            .await
         })
         .await
     }
@@ -267,7 +275,7 @@ impl ServerHandler for McpSession {
             super::tasks::Tasks::update(
                 &self.state.shared,
                 &request.task_id,
-                &self.state.principal,
+                self.state.saga.principal(),
                 request.input_responses,
             )
             .await
@@ -377,9 +385,10 @@ impl ServerHandler for McpSession {
             {
                 let host = self.state.shared.live.host();
                 let store = &*host.store;
-                values = resources::complete(store, uri, argument, typed, &self.state.principal)
-                    .await
-                    .map_err(internal)?;
+                values =
+                    resources::complete(store, uri, argument, typed, self.state.saga.principal())
+                        .await
+                        .map_err(internal)?;
             }
             let values = values.unwrap_or_default();
             parse(json!({"completion": {

@@ -45,20 +45,36 @@
 //!   scoped to it, and another principal's task id is answered like an
 //!   unknown one (`-32602`).
 //! - Ended tasks stay readable [`TTL`] after they ended, then are deleted.
+//!
+//! The task's saga (open, the call with its confirmation rounds, cancel,
+//! close) is the door's (`capsaga_door::scope::run_task`); this module
+//! keeps the protocol's record of the task. Against rmcp's own
+//! `task_manager` (`TaskManager`: spawn, `tasks/get|update|cancel`, TTL,
+//! in this process's memory), what capsaga adds and keeps here is what a
+//! cluster needs: the record is a row of the shared store (any host
+//! answers, a restart loses nothing), its owner is recorded and a sweep
+//! ends the tasks of a host that stopped by their saga's state, and every
+//! terminal status is a compare-and-set. What rmcp's manager would add
+//! beside that (a second, in-memory copy of the status) is what capsaga
+//! leaves out: this process keeps only each run's cancel signal and
+//! answer bell ([`Tasks`]).
 
+mod record;
 mod run;
 mod sweep;
 
 pub use run::{Asker, complete};
 pub use sweep::watch;
 
+use record::{payload_of, stored, task_of};
+
 use super::McpShared;
 use capsaga_core::principal::Principal;
 use capsaga_store::{Store, StoreError, TaskRow};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CreateTaskResult, DetailedTask, GetTaskResult, InputRequests, InputResponses, JsonObject, Task,
-    TaskPayload, TaskStatus,
+    CreateTaskResult, DetailedTask, GetTaskResult, InputRequests, InputResponses, TaskPayload,
+    TaskStatus,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -72,10 +88,9 @@ pub const MAX_TASKS: usize = 10_000;
 pub const TTL: Duration = Duration::from_secs(3600);
 /// The poll interval suggested to clients.
 pub const POLL_MS: u64 = 500;
-/// Most input rounds of one task's confirmation before it gives up
-/// (rmcp's `DEFAULT_MRTR_MAX_ROUNDS`: answers that neither accept nor
-/// decline keep asking).
-pub const MAX_ROUNDS: usize = 10;
+/// Most input rounds of one task's confirmation before it gives up (the
+/// door's rule, `capsaga_door::scope::MAX_ROUNDS`).
+pub use capsaga_door::scope::MAX_ROUNDS;
 /// How often a running task's host reads its rows for a cancel requested
 /// or answers given on another host.
 pub const WATCH: Duration = Duration::from_millis(200);
@@ -132,63 +147,6 @@ pub fn is_long(shared: &McpShared, tool: &str) -> bool {
     t.section(&host.config.policy).is_some_and(|s| {
         s.limits.deadline_ms > 10_000 || s.grants.iter().any(|g| g.kind() == "net")
     })
-}
-
-/// The stored status and detail of `payload`.
-fn stored(payload: &TaskPayload) -> (&'static str, Option<String>) {
-    match payload {
-        TaskPayload::InputRequired { input_requests } => {
-            ("input_required", serde_json::to_string(input_requests).ok())
-        }
-        TaskPayload::Completed { result } => ("completed", serde_json::to_string(result).ok()),
-        TaskPayload::Failed { error } => ("failed", serde_json::to_string(error).ok()),
-        TaskPayload::Cancelled => ("cancelled", None),
-        _ => ("working", None),
-    }
-}
-
-/// The extension's payload of a stored row.
-fn payload_of(row: &TaskRow) -> Result<TaskPayload, McpError> {
-    fn parse<T: serde::de::DeserializeOwned>(row: &TaskRow) -> Result<T, McpError> {
-        row.detail
-            .as_deref()
-            .and_then(|d| serde_json::from_str(d).ok())
-            .ok_or_else(|| {
-                McpError::internal_error(format!("task {}: a damaged record", row.task_id), None)
-            })
-    }
-    Ok(match row.status.as_str() {
-        "working" => TaskPayload::Working,
-        "input_required" => TaskPayload::InputRequired {
-            input_requests: parse::<InputRequests>(row)?,
-        },
-        "completed" => TaskPayload::Completed {
-            result: parse::<JsonObject>(row)?,
-        },
-        "failed" => TaskPayload::Failed {
-            error: parse::<JsonObject>(row)?,
-        },
-        "cancelled" => TaskPayload::Cancelled,
-        other => {
-            return Err(McpError::internal_error(
-                format!("task {}: unknown status {other:?}", row.task_id),
-                None,
-            ));
-        }
-    })
-}
-
-/// The extension's task of a stored row.
-fn task_of(row: &TaskRow, status: TaskStatus) -> Task {
-    let t = Task::new(&row.task_id, status, &row.created_at, &row.updated_at)
-        .with_ttl_ms(TTL.as_millis() as u64)
-        .with_poll_interval_ms(POLL_MS);
-    match (&row.saga_id, row.cancel_requested && !status.is_terminal()) {
-        (Some(s), false) => t.with_status_message(format!("saga {s}")),
-        (Some(s), true) => t.with_status_message(format!("saga {s}; cancel requested")),
-        (None, true) => t.with_status_message("cancel requested"),
-        (None, false) => t,
-    }
 }
 
 /// Wait until `rx` says cancelled; never when its sender is gone.
@@ -390,17 +348,16 @@ impl Tasks {
     ) -> Result<CreateTaskResult, McpError> {
         let door = shared.door();
         let label = format!("mcp task ({tool})");
-        let (mut saga, hold) = door
-            .open(who, capsaga_door::dispatch::Scope::Task, &label, None)
+        let task = capsaga_door::dispatch::Scope::Task;
+        let mut held = capsaga_door::scope::open(&door, who, task, &label, shared.autonomy())
             .await
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        door.set_autonomy(&mut saga, shared.autonomy());
-        let saga_id = saga.id().to_string();
+        let saga_id = held.saga.id().to_string();
         let (row, cancel, answered) = match Tasks::create(shared, &who.name, Some(saga_id)).await {
             Ok(x) => x,
             Err(e) => {
                 // Nothing ran: the saga ends with the task that never was.
-                if let Err(a) = door.abort(&mut saga).await {
+                if let Err(a) = door.abort(&mut held.saga).await {
                     tracing::warn!("task not created: ending its saga: {a}");
                 }
                 return Err(e);
@@ -413,7 +370,7 @@ impl Tasks {
             who: who.clone(),
             elicits,
         };
-        let work = async move { run::run_call(&asker, cancel, (saga, hold), &call).await };
+        let work = async move { run::run_call(&asker, cancel, held, &call).await };
         Ok(Tasks::launch(shared, &row, work))
     }
 

@@ -1,13 +1,16 @@
-//! A task's run in the process that started it: the call through the door
-//! in the task's saga, the client's confirmation asked through the task,
-//! and a cancel (asked on any host) that stops the call while it has not
-//! returned and recovers the saga.
+//! A task's run in the process that started it: the door's run of the
+//! task's saga (`capsaga_door::scope::run_task`), the client's
+//! confirmation asked through the task ([`Asker`] as the door's
+//! `Confirmer`), and a cancel (asked on any host) that stops the call
+//! while it has not returned.
 
+use super::super::confirm;
 use super::{McpShared, Tasks, cancelled};
 use crate::tools;
+use async_trait::async_trait;
 use capsaga_core::principal::Principal;
-use capsaga_door::dispatch::{Act, Args, Call as DoorCall, DispatchError, Hold, Submitted, Via};
-use capsaga_door::saga::Saga;
+use capsaga_door::scope::{Confirmer, Held, TaskCall, TaskEnd, run_task};
+use capsaga_store::ApprovalRow;
 use rmcp::model::{InputRequests, InputResponses, JsonObject, TaskPayload};
 use serde_json::Value;
 use std::sync::Arc;
@@ -38,6 +41,19 @@ impl Asker {
     }
 }
 
+#[async_trait]
+impl Confirmer for Asker {
+    /// The client asked through the task (its `input_required` status),
+    /// its answer read from `tasks/update`.
+    async fn confirm(&self, approval: &ApprovalRow) -> Result<Option<bool>, String> {
+        let question =
+            confirm::question(&approval.summary, &approval.reason, &approval.approval_id)
+                .map_err(|e| e.message.to_string())?;
+        let answers = self.ask(question).await;
+        Ok(confirm::answer(answers.as_ref()))
+    }
+}
+
 /// The call a task runs.
 pub(super) struct Call {
     pub name: String,
@@ -47,131 +63,45 @@ pub(super) struct Call {
     pub elicits: bool,
 }
 
-/// The work of a capsaga task: the call through the door in `saga` (held
-/// by the task while it runs); a confirmation the client may give asked
-/// through the task (see the module doc); the saga ended with the task
-/// (rolled back when it waits for an operator: nothing ran, and nothing
-/// but the task could continue it). A cancel before the call returned
-/// drops the call and recovers the saga: `cancelled`.
+/// The work of a capsaga task: the door's run of a task's saga
+/// (`capsaga_door::scope::run_task`: the call, the confirmation rounds
+/// through the task, the saga ended with the task or recovered when
+/// cancelled), as the task's payload.
 pub(super) async fn run_call(
     asker: &Asker,
     mut cancel: watch::Receiver<bool>,
-    held: (Saga, Hold),
+    held: Held,
     call: &Call,
 ) -> TaskPayload {
-    let (mut saga, hold) = held;
-    let saga_id = saga.id().to_string();
-    let submitted = {
-        let asked = submit_confirmed(asker, &mut saga, call);
-        tokio::pin!(asked);
-        tokio::select! {
-            r = &mut asked => Some(r),
-            () = cancelled(&mut cancel) => None,
-        }
-    };
-    let Some(submitted) = submitted else {
-        // The call's future is dropped (the tool's instance with it) before
-        // the saga is recovered, so nothing runs behind the recovery.
-        drop(saga);
-        drop(hold);
-        roll_back_cancelled(&asker.shared, &saga_id, &call.who).await;
-        return TaskPayload::Cancelled;
-    };
-    let submitted = match submitted {
-        Ok(s) => s,
-        Err(payload) => return payload,
-    };
-    let s = &asker.shared;
-    let door = s.door();
-    let out = tools::outcome(&call.name, &saga_id, &submitted);
-    if saga.state() == capsaga_core::fsm::State::AwaitingApproval {
-        if let Err(e) = door.abort(&mut saga).await {
-            tracing::warn!("task: ending saga {saga_id} parked for an operator: {e}");
-        }
-    } else if !saga.state().is_terminal() {
-        super::super::end_saga(s, saga, Some(hold)).await;
-    }
-    complete(out)
-}
-
-/// The call submitted, with the client's confirmation rounds; `Err`: the
-/// task's payload when it ends here (a door error, a declined call).
-async fn submit_confirmed(
-    asker: &Asker,
-    saga: &mut Saga,
-    call: &Call,
-) -> Result<Submitted, TaskPayload> {
-    use capsaga_door::dispatch::Outcome;
-    let (name, args, who) = (call.name.as_str(), &call.args, &call.who);
     let door = asker.shared.door();
-    let saga_id = saga.id().to_string();
-    let mut rounds = 0;
-    let mut submitted = door
-        .submit(saga, DoorCall::new(name, Args::Value(args)))
-        .await
-        .map_err(|e| failed(&e))?;
-    while let Outcome::AwaitingApproval {
-        approval,
-        denied_by: None,
-        ..
-    } = &submitted.outcome
-        && call.elicits
-        && door.may_confirm(name, who)
-    {
-        let question = super::super::confirm::question(
-            &approval.summary,
-            &approval.reason,
-            &approval.approval_id,
-        )
-        .map_err(|e| failed_with(&e.message))?;
-        let approval_id = approval.approval_id.clone();
-        let answers = asker.ask(question).await;
-        let Some(yes) = super::super::confirm::answer(answers.as_ref()) else {
-            rounds += 1;
-            if rounds < super::MAX_ROUNDS {
-                continue;
-            }
-            return Err(failed_with(
-                "no answer to the confirmation after the most rounds",
-            ));
-        };
-        door.confirm(&approval_id, yes, who)
-            .await
-            .map_err(|e| failed_with(&e.to_string()))?;
-        if !yes {
-            return Err(match door.abort(saga).await {
-                Ok(report) => complete(tools::result(
-                    format!(
-                        "you declined the call: approval {approval_id} denied, saga {saga_id} rolled back (state {})",
-                        report.final_state
-                    ),
-                    true,
-                    Some(serde_json::json!({"saga_id": saga_id, "approval_status": "denied"})),
-                )),
-                Err(e) => failed(&e),
-            });
+    let task = TaskCall {
+        tool: &call.name,
+        args: &call.args,
+        who: &call.who,
+        elicits: call.elicits,
+    };
+    let rule = asker.shared.session_end;
+    // Boxed: the compiler proves the run `Send` here, once, instead of
+    // through every future around it (its nesting is deep).
+    let run: std::pin::Pin<Box<dyn Future<Output = TaskEnd> + Send + '_>> = Box::pin(run_task(
+        &door,
+        held,
+        task,
+        asker,
+        cancelled(&mut cancel),
+        rule,
+    ));
+    match run.await {
+        TaskEnd::Ran { saga_id, submitted } => {
+            complete(tools::outcome(&call.name, &saga_id, &submitted))
         }
-        submitted = door
-            .submit(saga, DoorCall::new(name, Args::Value(args)))
-            .await
-            .map_err(|e| failed(&e))?;
-    }
-    Ok(submitted)
-}
-
-/// Recover a cancelled task's saga from its log, as after a crash: the
-/// step fails and what it wrote is compensated.
-async fn roll_back_cancelled(shared: &McpShared, saga_id: &str, who: &Principal) {
-    let door = shared.door();
-    match door.reopen(saga_id, Via::Task, Act::Rollback, who).await {
-        Ok((mut saga, _hold)) => {
-            if let Err(e) = door.recover(&mut saga).await {
-                tracing::warn!("cancelled task: recovering saga {saga_id}: {e}");
-            }
-        }
-        // Ended with its run (nothing to undo).
-        Err(DispatchError::Scope(capsaga_door::dispatch::ScopeError::Ended(_))) => {}
-        Err(e) => tracing::warn!("cancelled task: re-opening saga {saga_id}: {e}"),
+        TaskEnd::Declined {
+            saga_id,
+            approval_id,
+            final_state,
+        } => complete(tools::declined_result(&approval_id, &saga_id, final_state)),
+        TaskEnd::Failed(message) => failed_with(&message),
+        TaskEnd::Cancelled => TaskPayload::Cancelled,
     }
 }
 
@@ -183,10 +113,6 @@ pub fn complete(out: Value) -> TaskPayload {
     };
     result.insert("resultType".into(), "complete".into());
     TaskPayload::Completed { result }
-}
-
-fn failed(e: &DispatchError) -> TaskPayload {
-    failed_with(&e.to_string())
 }
 
 /// A failed task's payload: an internal error with `message`.
