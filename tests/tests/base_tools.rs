@@ -206,3 +206,54 @@ async fn web_search_queries_the_operators_backend() {
     }
     assert_eq!(srv.count(), 1);
 }
+
+/// The first-party components declare their outputs' field labels (issue
+/// 47), read by the host at load from the real components' `output-fields`
+/// export: a few paths of each, trusted or untrusted as
+/// docs/information-flow.md's table says.
+#[tokio::test(flavor = "multi_thread")]
+async fn first_party_tools_declare_their_field_labels() {
+    use capsaga_core::flow::Integrity::{Trusted, Untrusted};
+    let expected = [
+        ("fs_read", "/size_bytes", Trusted),
+        ("fs_read", "/content", Untrusted),
+        ("fs_list", "/entries/*/name", Trusted),
+        ("fs_list", "/path", Untrusted),
+        ("fs_glob", "/matches/*/path", Trusted),
+        ("fs_glob", "/pattern", Untrusted),
+        ("fs_write", "/written_sha256", Trusted),
+        ("fs_write", "/path", Untrusted),
+        ("fs_write", "/previous/content", Untrusted),
+        ("fs_edit", "/replacements", Trusted),
+        ("fs_edit", "/diff", Untrusted),
+        ("web_fetch", "/bytes", Trusted),
+        ("web_fetch", "/text", Untrusted),
+        ("web_search", "/results", Untrusted),
+        ("http_request", "/body", Untrusted),
+        ("shell_run", "/exit_code", Trusted),
+        ("shell_run", "/stdout", Untrusted),
+    ];
+    let mut tools: Vec<&str> = expected.iter().map(|e| e.0).collect();
+    tools.dedup();
+    let ws = TestWorkspace::new(&tools, "");
+    let host = ws.host().await;
+    for (tool, path, integrity) in expected {
+        let t = host
+            .registry
+            .get(tool)
+            .unwrap_or_else(|| panic!("{tool} not loaded"));
+        let found = t
+            .meta
+            .field_labels
+            .fields
+            .iter()
+            .find(|(p, _)| p.to_string() == path)
+            .map(|(_, i)| *i);
+        assert_eq!(
+            found,
+            Some(integrity),
+            "{tool} {path}: {:?}",
+            t.meta.field_labels
+        );
+    }
+}

@@ -10,7 +10,7 @@
 //! `capsaga` library, whose output and exit codes it shares. Nothing
 //! depends on it. Each mode is a module: `--wal` (`wal.rs`), `--group-commit`,
 //! `--pg`, `--hosts`, `--memory`, `--fs-rollback`, `--first-start`, `--otel`, `--mcp`,
-//! `--console`, and `capsaga-bench neurons` ([`neurons`]).
+//! `--console`, `--flow`, and `capsaga-bench neurons` ([`neurons`]).
 //!
 //! Without a mode: what a tool call costs, measured in one process and one
 //! run against floors measured alongside it (DESIGN §4, issue 3):
@@ -42,6 +42,7 @@ extern crate capsaga;
 
 mod console;
 mod floor;
+mod flow;
 mod fs;
 mod group;
 mod hosts;
@@ -193,6 +194,13 @@ pub struct BenchArgs {
     /// Sagas seeded for `--console`.
     #[arg(long, default_value_t = 100_000)]
     pub console_sagas: usize,
+    /// Instead: the information-flow stage's share of a saga step (issue
+    /// 47): `fs_write` of a long text through the door after `fs_read` of
+    /// 0, 1, 10 and 100 files of 4 KB (untrusted), the provenance check,
+    /// recording the output and writing its label timed apart (components
+    /// from `--tools-dir`).
+    #[arg(long)]
+    pub flow: bool,
 }
 
 /// Measured rounds of the per-call paths (after one warm-up round).
@@ -531,6 +539,9 @@ pub async fn run(out: &Out, args: &BenchArgs) -> u8 {
     }
     if args.console {
         return console::run(out, args.console_sagas).await;
+    }
+    if args.flow {
+        return flow::run(out, &args.tools_dir).await;
     }
     match run_inner(args).await {
         Ok(report) => {

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 /// Measure capsaga: a tool call against its floors by default, or one of
 /// the other benchmarks by its flag (`--wal`, `--group-commit`, `--pg`,
 /// `--hosts`, `--memory`, `--fs-rollback`, `--first-start`, `--otel`, `--mcp`,
-/// `--console`), or neurons (`capsaga-bench neurons`). Nothing is asserted:
+/// `--console`, `--flow`), or neurons (`capsaga-bench neurons`). Nothing is asserted:
 /// the figures are printed (docs/performance.md says what each means).
 #[derive(Debug, Parser)]
 #[command(

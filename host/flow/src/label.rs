@@ -202,6 +202,10 @@ pub struct OutputLabels {
     pub untrusted: Vec<FieldPath>,
     /// Scalar fields that are trusted in an untrusted output.
     pub trusted: Vec<FieldPath>,
+    /// Every path the tool declared, confirmed or not: the object keys
+    /// they name literally are the tool's schema, not data (see
+    /// `Ledger::add_output`).
+    pub declared: Vec<FieldPath>,
 }
 
 impl OutputLabels {
@@ -211,6 +215,7 @@ impl OutputLabels {
             whole: integrity,
             untrusted: Vec::new(),
             trusted: Vec::new(),
+            declared: Vec::new(),
         }
     }
 
@@ -229,11 +234,13 @@ impl OutputLabels {
             .filter(|(_, i)| *i == Integrity::Untrusted)
             .map(|(p, _)| p.clone())
             .collect();
+        let paths = declared.fields.iter().map(|(p, _)| p.clone()).collect();
         if !host_untrusted {
             return OutputLabels {
                 whole: Integrity::Trusted,
                 untrusted,
                 trusted: Vec::new(),
+                declared: paths,
             };
         }
         let trusted = declared
@@ -246,6 +253,7 @@ impl OutputLabels {
             whole: Integrity::Untrusted,
             untrusted,
             trusted,
+            declared: paths,
         }
     }
 

@@ -165,30 +165,67 @@ impl Ledger {
     }
 
     fn push(&mut self, label: Label) -> EntryId {
-        if label.integrity == Integrity::Untrusted {
-            self.tainted = true;
-        }
         self.entries.push(label);
         (self.entries.len() - 1) as EntryId
     }
 
     /// Add a text (a user's message, an operator's file, a tool's text
-    /// output) with its label.
+    /// output) with its label; an untrusted one taints the context.
     pub fn add_text(&mut self, label: Label, text: &str) -> EntryId {
         let integrity = label.integrity;
         let id = self.push(label);
+        if integrity == Integrity::Untrusted {
+            self.tainted = true;
+        }
         self.index_text(id, integrity, text, &[]);
         id
     }
 
     /// Add a tool's JSON output: `labels` gives each scalar's integrity
     /// ([`OutputLabels::combine`]); the entry's own label says the
-    /// integrity of the output as a whole (`labels.whole`).
+    /// integrity of the output as a whole (`labels.whole`). The same as
+    /// [`Ledger::add_output`] with no call arguments.
     pub fn add_json(&mut self, label: Label, value: &Value, labels: &OutputLabels) -> EntryId {
+        self.add_output(label, value, labels, &Value::Null).0
+    }
+
+    /// Add a tool's JSON output as [`Ledger::add_json`] does, for a call
+    /// with arguments `args`; also says whether untrusted data entered with
+    /// it (it then taints the context).
+    ///
+    /// Untrusted data is what someone outside may have written: a string
+    /// or a number at an untrusted place of the output, or an object key
+    /// there. Not: a string that is one of the call's own argument strings
+    /// verbatim (the tool echoing the model's value: it carries nothing the
+    /// model did not write, and a copy of it is the model's, see
+    /// `provenance`), an object key that the tool's declared field paths
+    /// name literally (`previous` and `content` of `/previous/content`: the
+    /// tool's schema, not data; a key at a `*` is data), `null` and
+    /// booleans. So an output whose untrusted parts are all absent or
+    /// echoes (a file written, whose trusted fields the operator confirmed)
+    /// leaves the context clean; its label still says what the host holds
+    /// it to be as a whole.
+    pub fn add_output(
+        &mut self,
+        label: Label,
+        value: &Value,
+        labels: &OutputLabels,
+        args: &Value,
+    ) -> (EntryId, bool) {
         let id = self.push(label);
+        let mut echoes = Vec::new();
+        strings(args, &mut echoes);
+        let mut w = Walk {
+            labels,
+            echoes: &echoes,
+            untrusted: false,
+        };
         let mut at = Vec::new();
-        self.walk(id, value, labels, &mut at);
-        id
+        self.walk(id, value, &mut w, &mut at);
+        if w.untrusted {
+            self.tainted = true;
+        }
+        (id, w.untrusted)
     }
 
     /// Record the arguments of a call the model made (`source`: a
@@ -240,21 +277,25 @@ impl Ledger {
         self.add_json(label, value, &OutputLabels::whole(Integrity::Trusted))
     }
 
-    fn walk(&mut self, id: EntryId, v: &Value, labels: &OutputLabels, at: &mut Vec<String>) {
+    fn walk(&mut self, id: EntryId, v: &Value, w: &mut Walk, at: &mut Vec<String>) {
+        let labels = w.labels;
         match v {
             Value::Object(m) => {
                 for (k, x) in m {
                     let integrity = labels.at(at, false);
+                    if integrity == Integrity::Untrusted && !declares_key(labels, at, k) {
+                        w.untrusted = true;
+                    }
                     self.index_text(id, integrity, k, &[]);
                     at.push(k.clone());
-                    self.walk(id, x, labels, at);
+                    self.walk(id, x, w, at);
                     at.pop();
                 }
             }
             Value::Array(a) => {
                 for (i, x) in a.iter().enumerate() {
                     at.push(i.to_string());
-                    self.walk(id, x, labels, at);
+                    self.walk(id, x, w, at);
                     at.pop();
                 }
             }
@@ -264,6 +305,12 @@ impl Ledger {
                 if integrity == Integrity::Trusted && labels.whole == Integrity::Untrusted {
                     self.index_whole_value(id, s, &ctx);
                 } else {
+                    if integrity == Integrity::Untrusted
+                        && !s.trim().is_empty()
+                        && !w.echoes.contains(&s.as_str())
+                    {
+                        w.untrusted = true;
+                    }
                     self.index_text(id, integrity, s, &ctx);
                 }
             }
@@ -276,7 +323,7 @@ impl Ledger {
                         Class::Field
                     } else {
                         if integrity == Integrity::Untrusted {
-                            self.tainted = true;
+                            w.untrusted = true;
                         }
                         Class::Data(integrity)
                     };
@@ -389,7 +436,6 @@ impl Ledger {
                 }
             }
             Integrity::Untrusted => {
-                self.tainted = true;
                 let raw = View::raw(text);
                 scan_view(&raw, &mut s);
                 if words {
@@ -469,6 +515,32 @@ impl Ledger {
         }
         acc.unwrap_or_default()
     }
+}
+
+/// A JSON output being added ([`Ledger::add_output`]).
+struct Walk<'a> {
+    labels: &'a OutputLabels,
+    /// The call's argument strings (echoes of them bring nothing in).
+    echoes: &'a [&'a str],
+    /// Whether untrusted data was found.
+    untrusted: bool,
+}
+
+/// Whether a path the tool declared (confirmed or not: the key's text is
+/// then the declaration's own) names the key `key` of the object at `at`
+/// literally: the key is the tool's schema, not data (a `*` there is any
+/// key, so data).
+fn declares_key(labels: &OutputLabels, at: &[String], key: &str) -> bool {
+    labels.declared.iter().any(|p| {
+        use super::label::Segment;
+        let seg = p.segments();
+        seg.len() > at.len()
+            && seg.iter().zip(at).all(|(s, a)| match s {
+                Segment::Any => true,
+                Segment::Key(k) => k == a,
+            })
+            && matches!(&seg[at.len()], Segment::Key(k) if k == key)
+    })
 }
 
 /// Every string of a JSON value: object keys and string scalars.

@@ -235,16 +235,18 @@ impl FlowState {
         };
         let whole = output_integrity(&self.ledger, host, args, self.surface);
         let labels = OutputLabels::combine(whole == Integrity::Untrusted, declared, confirmed);
-        let has_untrusted_field = !labels.untrusted.is_empty();
         let label = Label {
             source,
             integrity: labels.whole,
             fields: labels.fields(),
         };
-        if label.integrity == Integrity::Untrusted || has_untrusted_field {
+        // Only untrusted data that entered narrows the scope and taints
+        // the context (see `Ledger::add_output`: not an echo of the call's
+        // own values, nor a field absent from this output).
+        let (_, untrusted) = self.ledger.add_output(label.clone(), output, &labels, args);
+        if untrusted {
             self.scope.note_untrusted();
         }
-        self.ledger.add_json(label.clone(), output, &labels);
         label
     }
 

@@ -8,6 +8,7 @@
 
 mod agent;
 mod binding;
+mod rebuilt;
 mod strict;
 
 use capsaga_agent::runner::{TurnOptions, run_turn};

@@ -187,3 +187,56 @@ fn a_path_from_an_episode_of_a_turn_that_read_nothing_untrusted_is_not_held() {
     assert!(w[0]["error"].is_null(), "{t2}");
     assert!(std::path::Path::new(&target).exists());
 }
+
+/// `fs_write`'s trusted fields, as an operator confirms them (the tool
+/// declares them: tools/fs_write).
+const WRITE_CONFIRMED: &str = r#"
+[tools.fs_write]
+grants = ["fs:write:~/ws/**"]
+trusted_fields = ["/bytes_written", "/created", "/written_sha256", "/dry_run", "/previous/existed", "/previous/encoding", "/previous/sha256", "/previous/id/object", "/previous/id/names"]
+"#;
+
+/// A memory turn that only writes a new file has read nothing untrusted
+/// (issue 47): the real `fs_write` labels its output's fields, the
+/// operator confirms the trusted ones, and its output (the model's own path
+/// echoed, a size and a hash the tool computed) does not taint the turn, so
+/// the answer is not marked as written after untrusted data. Overwriting a
+/// file brings its old content into the context: that turn is marked.
+#[test]
+fn a_turn_that_writes_a_new_file_has_read_nothing_untrusted() {
+    if !model_installed("a_turn_that_writes_a_new_file_has_read_nothing_untrusted") {
+        return;
+    }
+    let ws = workspace(&["fs_write"], WRITE_CONFIRMED);
+    let target = format!("{}/notes-2024-05-13.txt", ws.ws().display());
+    let write = |name: &str, session: &str, content: &str| {
+        agent(
+            &ws,
+            name,
+            session,
+            &format!("Save my notes to {target}."),
+            json!([
+                {"text": "Saving.", "tool_calls": [
+                    {"name": "fs_write", "arguments": {"path": target, "content": content}}]},
+                {"text": "Saved."}
+            ]),
+        )
+    };
+    let t1 = write("one.json", "s-one", "the notes, 12345 words");
+    let w = writes(&t1);
+    assert!(w[0]["error"].is_null(), "{t1}");
+    let label = &w[0]["flow"]["label"];
+    assert_eq!(label["integrity"], "untrusted", "{label}");
+    assert!(
+        label["fields"]["trusted"]
+            .as_array()
+            .is_some_and(|f| f.contains(&json!("/written_sha256"))),
+        "the component's field labels: {label}"
+    );
+    assert_eq!(t1["after_untrusted"], false, "{t1}");
+
+    // The second write replaces the file: its old content is in the output.
+    let t2 = write("two.json", "s-two", "the notes, revised");
+    assert!(writes(&t2)[0]["error"].is_null(), "{t2}");
+    assert_eq!(t2["after_untrusted"], true, "{t2}");
+}

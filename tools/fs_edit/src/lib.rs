@@ -107,6 +107,15 @@ impl Tool for FsEdit {
         .idempotent(false)
         .dry_run(true)
         .capability("fs:write:*")
+        // Field labels: see docs/information-flow.md (first-party tools).
+        .trusted_field("/replacements")
+        .trusted_field("/dry_run")
+        .trusted_field("/previous_id/object")
+        .trusted_field("/previous_id/names")
+        .untrusted_field("/path")
+        .untrusted_field("/resolved_path")
+        .untrusted_field("/previous_content")
+        .untrusted_field("/diff")
     }
 
     fn execute(ctx: &CallContext, args: Args) -> Result<Output, ToolError> {

@@ -73,6 +73,15 @@ impl Tool for FsGlob {
         .dry_run(true)
         .returns_untrusted(true)
         .capability("fs:read:*")
+        // Field labels: see docs/information-flow.md (first-party tools).
+        .trusted_field("/matches/*/path")
+        .trusted_field("/matches/*/kind")
+        .trusted_field("/matches/*/bytes")
+        .trusted_field("/total")
+        .trusted_field("/truncated")
+        .trusted_field("/walk_stopped")
+        .untrusted_field("/root")
+        .untrusted_field("/pattern")
     }
 
     fn execute(_ctx: &CallContext, args: Args) -> Result<Output, ToolError> {

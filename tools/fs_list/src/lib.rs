@@ -97,6 +97,13 @@ impl Tool for FsList {
         .idempotent(true)
         .dry_run(true)
         .capability("fs:read:*")
+        // Field labels: see docs/information-flow.md (first-party tools).
+        .trusted_field("/entries/*/name")
+        .trusted_field("/entries/*/kind")
+        .trusted_field("/entries/*/size_bytes")
+        .trusted_field("/total_entries")
+        .trusted_field("/truncated")
+        .untrusted_field("/path")
     }
 
     fn execute(_ctx: &CallContext, args: Args) -> Result<Output, ToolError> {

@@ -72,6 +72,11 @@ impl Tool for FsRead {
         .idempotent(true)
         .dry_run(true)
         .capability("fs:read:*")
+        // Field labels: see docs/information-flow.md (first-party tools).
+        .trusted_field("/size_bytes")
+        .trusted_field("/truncated")
+        .untrusted_field("/path")
+        .untrusted_field("/content")
     }
 
     fn execute(_ctx: &CallContext, args: Args) -> Result<Output, ToolError> {

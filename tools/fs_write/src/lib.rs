@@ -145,6 +145,20 @@ impl Tool for FsWrite {
         .idempotent(true)
         .dry_run(true)
         .capability("fs:write:*")
+        // Field labels: see docs/information-flow.md (first-party tools).
+        .trusted_field("/bytes_written")
+        .trusted_field("/created")
+        .trusted_field("/written_sha256")
+        .trusted_field("/dry_run")
+        .trusted_field("/previous/existed")
+        .trusted_field("/previous/encoding")
+        .trusted_field("/previous/sha256")
+        .trusted_field("/previous/id/object")
+        .trusted_field("/previous/id/names")
+        .untrusted_field("/path")
+        .untrusted_field("/resolved_path")
+        .untrusted_field("/created_dirs")
+        .untrusted_field("/previous/content")
     }
 
     fn execute(ctx: &CallContext, args: Args) -> Result<Output, ToolError> {

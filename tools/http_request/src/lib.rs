@@ -211,6 +211,15 @@ impl Tool for HttpRequest {
         .returns_untrusted(true)
         .dry_run(true)
         .capability("net:https:*")
+        // Field labels: see docs/information-flow.md (first-party tools).
+        .trusted_field("/dry_run")
+        .untrusted_field("/method")
+        .untrusted_field("/url")
+        .untrusted_field("/status")
+        .untrusted_field("/location")
+        .untrusted_field("/content_type")
+        .untrusted_field("/body")
+        .untrusted_field("/undo")
     }
 
     fn execute(ctx: &CallContext, args: Args) -> Result<Output, ToolError> {

@@ -156,6 +156,20 @@ impl Tool for ShellRun {
         .dry_run(true)
         .capability("fs:read:*")
         .capability("fs:write:*")
+        // Field labels: see docs/information-flow.md (first-party tools).
+        .trusted_field("/exit_code")
+        .trusted_field("/steps")
+        .trusted_field("/stdout_truncated_bytes")
+        .trusted_field("/stderr_truncated_bytes")
+        .trusted_field("/applied")
+        .trusted_field("/dry_run")
+        .untrusted_field("/stdout")
+        .untrusted_field("/stderr")
+        .untrusted_field("/cwd")
+        .untrusted_field("/stopped")
+        .untrusted_field("/changes")
+        .untrusted_field("/apply_error")
+        .untrusted_field("/refused")
     }
 
     fn execute(ctx: &CallContext, args: Args) -> Result<Output, ToolError> {

@@ -87,6 +87,16 @@ impl Tool for WebFetch {
         .returns_untrusted(true)
         .idempotent(true)
         .capability("net:https:*")
+        // Field labels: see docs/information-flow.md (first-party tools).
+        .trusted_field("/bytes")
+        .trusted_field("/truncated")
+        .untrusted_field("/url")
+        .untrusted_field("/final_url")
+        .untrusted_field("/redirects")
+        .untrusted_field("/status")
+        .untrusted_field("/content_type")
+        .untrusted_field("/title")
+        .untrusted_field("/text")
     }
 
     fn execute(_ctx: &CallContext, args: Args) -> Result<Output, ToolError> {

@@ -104,6 +104,13 @@ impl Tool for WebSearch {
         .returns_untrusted(true)
         .capability("net:https:*")
         .capability(format!("env:{ENDPOINT_VAR}"))
+        // Field labels: see docs/information-flow.md (first-party tools).
+        .trusted_field("/page")
+        .trusted_field("/truncated")
+        .untrusted_field("/query")
+        .untrusted_field("/results")
+        .untrusted_field("/suggestions")
+        .untrusted_field("/answers")
     }
 
     fn execute(_ctx: &CallContext, args: Args) -> Result<Output, ToolError> {

@@ -215,7 +215,9 @@ fn scope_of(row: &SagaRow) -> Scope {
 /// Rebuild a resumed saga's flow state from its log: its label as the
 /// user's message when it is an agent turn's task, then every step that
 /// committed (or failed with a message), in order, labelled as when it ran
-/// (a tool no longer loaded is untrusted). Whatever its scope: every saga
+/// (a tool no longer loaded is untrusted), the values a human approved in
+/// a step that claimed an approval endorsed again before it (as the door
+/// endorsed them when the step ran). Whatever its scope: every saga
 /// reopened (`Dispatcher::reopen`, `capsaga resume`, a take-over) goes
 /// through it.
 ///
@@ -248,16 +250,22 @@ async fn rebuilt(
     }
     let mut steps = host.store.steps(&row.saga_id).await?;
     steps.sort_by_key(|s| s.step_seq);
+    let claims = claimed_approvals(host, &row.saga_id).await?;
     for st in steps
         .into_iter()
         .filter(|s| upto.is_none_or(|u| s.step_seq < u))
     {
+        let loaded = host.registry.get(&st.tool_id);
+        // The step claimed an approval: as the door did before it ran,
+        // the values that needed it are endorsed.
+        if let (Some(approval), Some(tool)) = (claims.get(&st.step_seq), &loaded) {
+            reendorse(host, &mut flow, &row.saga_id, approval, tool, &st);
+        }
         let data = match (&st.output, &st.error) {
             (Some(out), _) => out.get("data").cloned().unwrap_or(Value::Null),
             (None, Some(err)) => err.get("message").cloned().unwrap_or(Value::Null),
             (None, None) => continue,
         };
-        let loaded = host.registry.get(&st.tool_id);
         let untrusted = loaded
             .as_ref()
             .is_none_or(|t| super::untrusted_output(t) || is_neuron(t));
@@ -286,13 +294,59 @@ async fn rebuilt(
     Ok(flow)
 }
 
+/// The approvals the steps of saga `saga_id` claimed (their
+/// `APPROVAL_CLAIMED` records): step → approval id.
+async fn claimed_approvals(
+    host: &Host,
+    saga_id: &str,
+) -> Result<std::collections::HashMap<u64, String>, DispatchError> {
+    let log = host.store.log(Some(saga_id)).await?;
+    Ok(log
+        .into_iter()
+        .filter(|r| r.record == "APPROVAL_CLAIMED")
+        .filter_map(|r| {
+            let id = r.detail.get("approval_id")?.as_str()?.to_string();
+            Some((r.step_seq?, id))
+        })
+        .collect())
+}
+
+/// Endorse again what a human approved when step `st` claimed `approval`:
+/// the call judged on the ledger rebuilt so far (under the current
+/// policy, as [`super::Dispatcher::approval_findings`] does), and the
+/// values that needed approval endorsed as the door endorsed them
+/// ([`endorse`]). A value the current policy no longer flags is not
+/// endorsed (nothing widens); a tool no longer loaded endorses nothing.
+fn reendorse(
+    host: &Host,
+    flow: &mut FlowState,
+    saga_id: &str,
+    approval: &str,
+    tool: &LoadedTool,
+    st: &crate::store::StepRow,
+) {
+    let call = FlowCall {
+        tool: &tool.meta.name,
+        neuron: is_neuron(tool),
+        has_side_effects: tool.meta.has_side_effects,
+        args: &st.args,
+        surface: flow.surface(),
+    };
+    if let Judgement::Approve { findings, .. } = flow.judge(&call, &host.config.policy.flow) {
+        let by = format!("approval {approval}");
+        flow.endorse(&by, saga_id, st.step_seq, &findings, &st.args);
+    }
+}
+
 impl super::Dispatcher {
     /// What information flow finds in the call approval `approval` asks
     /// about, for the human deciding it (the console): each argument whose
     /// value did not pass its sink, with the value and where it came from
     /// (which tool, which step). The saga's ledger is rebuilt from its log
-    /// up to the approval's step, as a resumed saga's is, and the call
-    /// judged again under the current policy. Empty when nothing is found
+    /// up to the approval's step, as a resumed saga's is (earlier
+    /// approvals' endorsements included: a value a human already approved
+    /// is not listed again), and the call judged again under the current
+    /// policy. Empty when nothing is found
     /// (the approval was asked for another reason, or by strict mode, which
     /// names no value) or the tool is no longer loaded.
     ///
