@@ -627,7 +627,7 @@ fn faults_at_every_step_boundary_and_at_random_points_keep_the_invariants() {
 }
 
 /// `kill -SIG pid`.
-fn signal(pid: i32, sig: &str) {
+pub(super) fn signal(pid: i32, sig: &str) {
     let _ = std::process::Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(pid.to_string())

@@ -67,12 +67,15 @@ impl McpSession {
 
     async fn session_tool(&self, name: &str) -> Result<CallToolResponse, McpError> {
         let door = &self.state.shared.door();
-        let taken = {
+        let (taken, ended) = {
             let mut slot = self.state.saga.lock().await;
-            self.forget_if_ended(&mut slot).await;
-            slot.take()
+            let ended = self.forget_if_ended(&mut slot).await;
+            (slot.take(), ended)
         };
         let Some(mut held) = taken else {
+            if let Some((id, state)) = ended {
+                return to_result(ended_elsewhere(name, &id, state));
+            }
             return to_result(tools::result(
                 "no saga is open in this session: nothing to do".into(),
                 false,
@@ -123,9 +126,11 @@ impl McpSession {
                     Some(json!({"saga_id": id, "saga_state": state.to_string()})),
                 ));
             }
+            // Only a Done saga is committed: a saga this session holds in
+            // another state (ended in failure) is said so, never acknowledged.
             Ok(tools::result(
                 format!("saga {id} committed ({state})"),
-                false,
+                state != capsaga_core::fsm::State::Done,
                 Some(json!({"saga_id": id, "saga_state": state.to_string()})),
             ))
         } else {
@@ -151,15 +156,20 @@ impl McpSession {
     /// here when it is parked on an approval an operator denied (the denial
     /// leaves a saga the session holds to the session,
     /// `Dispatcher::end_if_denied`): the next call starts a new one.
-    async fn forget_if_ended(&self, slot: &mut Option<Scoped>) {
-        let Some(saga) = slot.as_mut().map(|s| &mut s.saga) else {
-            return;
-        };
+    /// Returns the saga's id and state when it ended elsewhere (e.g. a
+    /// host that recovered it while this one was paused past its lease):
+    /// the request that finds it so must say so, not carry on as if the
+    /// session's saga were its own ([`ended_elsewhere`]).
+    async fn forget_if_ended(
+        &self,
+        slot: &mut Option<Scoped>,
+    ) -> Option<(String, capsaga_core::fsm::State)> {
+        let saga = slot.as_mut().map(|s| &mut s.saga)?;
         let door = self.state.shared.door();
         match door.end_if_denied(saga).await {
             Ok(true) => {
                 *slot = None;
-                return;
+                return None;
             }
             Ok(false) => {}
             Err(e) => tracing::warn!("saga {}: rollback after a denial: {e}", saga.id()),
@@ -171,7 +181,9 @@ impl McpSession {
             && row.state.is_terminal()
         {
             *slot = None;
+            return Some((row.saga_id, row.state));
         }
+        None
     }
 
     /// The contents of the resource `uri` as `resources/read` returns them,
@@ -386,7 +398,9 @@ impl McpSession {
         let door = &shared.door();
         let args = Value::Object(request.arguments.unwrap_or_default());
         let mut slot = self.state.saga.lock().await;
-        self.forget_if_ended(&mut slot).await;
+        if let Some((id, state)) = self.forget_if_ended(&mut slot).await {
+            return to_result(ended_elsewhere(&name, &id, state));
+        }
         if slot.is_none() {
             let label = format!("mcp session ({})", client_name(&context.peer));
             let (mut saga, hold) = door
@@ -449,4 +463,29 @@ impl McpSession {
         }
         to_result(out)
     }
+}
+
+/// The answer to `name` (a tool, `capsaga_commit` or `capsaga_rollback`)
+/// when the session's saga `id` ended elsewhere in `state` (another host
+/// recovered it, an operator rolled it back): an error, unless it already
+/// ended as asked (a commit of a Done saga, a rollback of a rolled-back one).
+/// A call is not run: the next one starts a new saga.
+fn ended_elsewhere(name: &str, id: &str, state: capsaga_core::fsm::State) -> Value {
+    use capsaga_core::fsm::State;
+    let as_asked = (name == tools::COMMIT && state == State::Done)
+        || (name == tools::ROLLBACK && state == State::FailedRolledBack);
+    let what = if name == tools::COMMIT || name == tools::ROLLBACK {
+        "nothing was done now".to_string()
+    } else {
+        format!("{name} was not run; call it again to start a new saga")
+    };
+    tools::result(
+        format!(
+            "this session's saga {id} ended elsewhere ({state}: recovered by another host, or ended by an operator); {what}"
+        ),
+        !as_asked,
+        Some(
+            json!({"saga_id": id, "saga_state": state.to_string(), "committed": state == State::Done}),
+        ),
+    )
 }
