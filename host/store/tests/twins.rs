@@ -19,9 +19,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The most twin lines allowed (see the module's docs).
-const MAX_TWIN_LINES: usize = 4636;
+const MAX_TWIN_LINES: usize = 4602;
 /// The most shared lines allowed.
-const MAX_SHARED_LINES: usize = 648;
+const MAX_SHARED_LINES: usize = 647;
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

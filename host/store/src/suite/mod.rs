@@ -71,6 +71,25 @@ impl Db {
         }
     }
 
+    /// Run `sql` (the suite's own statements, never input) past the
+    /// traits and the log, as someone with write access to the database
+    /// would: to tamper with a table.
+    pub async fn tamper(&self, sql: &str) {
+        match self {
+            Db::Sqlite(dir) => rusqlite::Connection::open(dir.path().join("state.db"))
+                .expect("the file opens")
+                .execute_batch(sql)
+                .expect("the statements run"),
+            Db::Postgres(url) => {
+                let s = PgStore::open(url, &options())
+                    .await
+                    .expect("the PostgreSQL store opens");
+                let c = s.conn().await.expect("a connection");
+                c.batch_execute(sql).await.expect("the statements run");
+            }
+        }
+    }
+
     /// The SQLite file's bytes (what a thief of the file gets); `None` for
     /// PostgreSQL.
     pub fn sqlite_bytes(&self) -> Option<Vec<u8>> {
