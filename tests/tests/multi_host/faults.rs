@@ -321,9 +321,21 @@ async fn check(
                 ));
             }
             if !is_done && present {
+                // What the ledger's journal saw of it, in order: an execute
+                // after its compensate is an effect that landed late (a
+                // host woken after another compensated the step).
+                let seen: Vec<&str> = journal
+                    .iter()
+                    .filter(|l| l.ends_with(key.as_str()))
+                    .filter_map(|l| l.split(' ').next())
+                    .collect();
                 v(format!(
-                    "{entry} of {} saga {} left over",
-                    s.state, s.saga_id
+                    "{entry} of {} saga {} left over (step {} {:?}; its journal: {})",
+                    s.state,
+                    s.saga_id,
+                    step.step_seq,
+                    step.status,
+                    seen.join(", ")
                 ));
             }
         }

@@ -90,38 +90,14 @@ fn a_file_of_every_older_version_upgrades_to_the_current_schema() {
 /// it expired, as any other.
 #[test]
 fn a_task_and_a_reservation_of_a_version_14_file_are_kept_by_the_upgrade() {
-    use crate::{BudgetStore, NewReservation, Reserved, TaskStore, audit};
+    use crate::suite::{pre_upgrade_rows, pre_upgrade_rows_are_kept};
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("v14.db");
-    let at = "2026-12-01T00:00:00.000Z";
-    drop(made_at(&p, 14));
-    Connection::open(&p)
-        .unwrap()
-        .execute_batch(&format!(
-            "INSERT INTO mcp_tasks (task_id, principal, status, created_at, updated_at) VALUES ('old', 'token:bob', 'working', '{at}', '{at}');
-             INSERT INTO budget_reservations (id, day, usd, holder, created_at, expires_at) VALUES ('r', '2026-12-01', 0.5, 'p/m', '{at}', '{at}');"
-        ))
-        .unwrap();
+    drop(super::tests::older_file(
+        &p,
+        14,
+        &pre_upgrade_rows("'2026-12-01T00:00:00.000Z'"),
+    ));
     let s = SqliteStore::open(&p).unwrap();
-    super::tests::block(async {
-        assert!(audit::verify(&s, None).await.unwrap().ok());
-        let mut t = s.task("old").await.unwrap().unwrap();
-        t.status = "completed".into();
-        assert!(s.put_task(&t).await.unwrap());
-        let r = audit::verify(&s, None).await.unwrap();
-        assert!(r.ok(), "{r:?}");
-        let next = NewReservation {
-            id: "n",
-            day: "2026-12-01",
-            usd: 0.6,
-            day_hard_usd: Some(1.0),
-            ttl_ms: 60_000,
-            holder: "p/m",
-        };
-        assert!(matches!(
-            s.reserve_spend(&next).await.unwrap(),
-            Reserved::Refused { .. }
-        ));
-        assert!((s.day_spent("2026-12-01").await.unwrap() - 0.5).abs() < 1e-12);
-    });
+    super::tests::block(pre_upgrade_rows_are_kept(&s));
 }
