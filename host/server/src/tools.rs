@@ -271,9 +271,11 @@ pub fn ended_result(id: &str, ended: Ended) -> Value {
             true,
             Some(json!({"saga_id": id, "saga_state": state.to_string()})),
         ),
+        // Only a Done saga is committed: one held in another state (ended
+        // in failure) is said so, never acknowledged.
         Ended::Committed(state) => result(
             format!("saga {id} committed ({state})"),
-            false,
+            state != capsaga_core::fsm::State::Done,
             Some(json!({"saga_id": id, "saga_state": state.to_string()})),
         ),
         Ended::RolledBack(report) => result(
@@ -288,5 +290,28 @@ pub fn ended_result(id: &str, ended: Ended) -> Value {
                 "undone": undone(&report)}),
             ),
         ),
+        Ended::Elsewhere { state, as_asked } => {
+            ended_elsewhere(id, state, "nothing was done now", !as_asked)
+        }
     }
+}
+
+/// The answer when a session's saga `id` had ended elsewhere in `state`
+/// (another host recovered it, an operator rolled it back): `what` says
+/// what became of this request; an error unless `is_error` is false (it
+/// ended as the client asked).
+pub fn ended_elsewhere(
+    id: &str,
+    state: capsaga_core::fsm::State,
+    what: &str,
+    is_error: bool,
+) -> Value {
+    result(
+        format!(
+            "this session's saga {id} ended elsewhere ({state}: recovered by another host, or ended by an operator); {what}"
+        ),
+        is_error,
+        Some(json!({"saga_id": id, "saga_state": state.to_string(),
+            "committed": state == capsaga_core::fsm::State::Done})),
+    )
 }

@@ -12,7 +12,11 @@
 //!    log's records say. This catches a table edited behind the log's back
 //!    (say a COMPENSATION_FAILED step turned COMPENSATED to hide it, or an
 //!    approval turned approved without an APPROVAL_APPROVED record), and a
-//!    log whose rows were deleted while the tables kept their effect.
+//!    log whose rows were deleted while the tables kept their effect. An
+//!    MCP task row must be what its last `TASK` record pins (its status,
+//!    version and a hash of its fields): a task's status or result edited
+//!    in its table is found (rows from before SQLite schema 15 / PostgreSQL
+//!    migration 9 are not in the log and are left out).
 //!
 //! The PostgreSQL store keeps one chain per writer (a host's store
 //! opening) in one shared order (`seq`), so 1 and 2 run per chain, and a
@@ -137,6 +141,7 @@ struct Replayed {
     sagas: BTreeMap<String, (String, i64)>,
     steps: BTreeMap<(String, u64), (String, i64)>,
     approvals: BTreeMap<String, (String, i64)>,
+    tasks: BTreeMap<String, (String, i64)>,
 }
 
 fn replay(rows: &[LogRow]) -> Replayed {
@@ -157,6 +162,20 @@ fn replay(rows: &[LogRow]) -> Replayed {
             ("BEGIN" | "COMMIT" | "FAIL" | "COMPENSATED" | "COMPENSATION_FAILED", Some(step)) => {
                 r.steps
                     .insert((row.saga_id.clone(), step), (row.record.clone(), row.seq));
+            }
+            ("TASK", _) => {
+                let field = |k: &str| row.detail.get(k).and_then(|v| v.as_str());
+                if let Some(id) = field("task_id") {
+                    match (field("event"), field("row")) {
+                        (Some("forgotten"), _) => {
+                            r.tasks.remove(id);
+                        }
+                        (_, Some(pin)) => {
+                            r.tasks.insert(id.to_string(), (pin.to_string(), row.seq));
+                        }
+                        _ => {}
+                    }
+                }
             }
             ("APPROVAL_REQUESTED", _) => {
                 if let Some(id) = approval_id {
@@ -386,7 +405,11 @@ pub async fn verify(
         sagas,
         steps,
         approvals,
+        mut tasks,
     } = store.table_states().await?;
+    // A task row from before the tasks joined the log is not checked
+    // unless the log names it (then its row was marked unchained after).
+    tasks.retain(|id, pin| pin != super::UNCHAINED_TASK || replayed.tasks.contains_key(id));
     compare("saga", sagas, replayed.sagas, &mut findings);
     compare(
         "step",
@@ -399,6 +422,7 @@ pub async fn verify(
         &mut findings,
     );
     compare("approval", approvals, replayed.approvals, &mut findings);
+    compare("task", tasks, replayed.tasks, &mut findings);
     Ok(AuditReport {
         rows: rows.len(),
         chains: chains.len(),

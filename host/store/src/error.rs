@@ -21,9 +21,11 @@ use std::path::PathBuf;
 /// providers' reports cost beyond the estimates); version 13 the `label`
 /// of `saga_steps` (information flow: what each step brought into its
 /// saga); version 14 the `mcp_tasks` table (tasks of the MCP tasks
-/// extension). The PostgreSQL schema has its own numbered migrations
+/// extension); version 15 `charged` of `budget_reservations` (a
+/// reservation expired unsettled, charged to its day) and `chained` of
+/// `mcp_tasks` (a task in the hash-chained log). The PostgreSQL schema has its own numbered migrations
 /// (`postgres::schema`).
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// Why the state store could not be used.
 #[derive(Debug, thiserror::Error)]

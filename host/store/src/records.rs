@@ -345,3 +345,45 @@ pub(crate) fn neuron_removed(cur: &NeuronRow, identity: &str, by: &str) -> Recor
 fn neuron(name: &str, detail: Value) -> Record {
     of(&format!("neuron:{name}"), None, "NEURON", detail)
 }
+
+/// What the log pins of a task row (issue 48): `<status> v<version>
+/// <sha256>`, the SHA-256 over every field but the id, so a row edited
+/// behind the log's back (its status, result, answers, owner...)
+/// disagrees with its last `TASK` record in `audit verify`'s replay.
+pub(crate) fn task_pin(t: &crate::tasks::TaskRow) -> String {
+    let fields = json!([
+        t.principal,
+        t.saga_id,
+        t.owner,
+        t.status,
+        t.detail,
+        t.answers,
+        t.cancel_requested,
+        t.created_at,
+        t.updated_at,
+        t.version
+    ]);
+    let hash = capsaga_core::idempotency::sha256_hex(fields.to_string().as_bytes());
+    format!("{} v{} {hash}", t.status, t.version)
+}
+
+/// A task row created or changed (`TASK`, `event` `created` or
+/// `changed`), as it is stored now.
+pub(crate) fn task_written(t: &crate::tasks::TaskRow, event: &'static str) -> Record {
+    of(
+        &format!("task:{}", t.task_id),
+        None,
+        "TASK",
+        json!({"event": event, "task_id": t.task_id, "status": t.status, "row": task_pin(t)}),
+    )
+}
+
+/// An ended task row deleted (`TASK`, `event` `forgotten`).
+pub(crate) fn task_forgotten(task_id: &str) -> Record {
+    of(
+        &format!("task:{task_id}"),
+        None,
+        "TASK",
+        json!({"event": "forgotten", "task_id": task_id}),
+    )
+}

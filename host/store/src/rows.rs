@@ -568,4 +568,13 @@ pub struct TableStates {
     pub steps: std::collections::BTreeMap<String, String>,
     /// Approval id → status name.
     pub approvals: std::collections::BTreeMap<String, String>,
+    /// MCP task id → its row's pin (`<status> v<version> <sha256>`, as its
+    /// `TASK` records name it), or [`UNCHAINED_TASK`] for a row written
+    /// before the tasks joined the log (SQLite schema 15, PostgreSQL
+    /// migration 9).
+    pub tasks: std::collections::BTreeMap<String, String>,
 }
+
+/// [`TableStates::tasks`] of a task row from before the tasks joined the
+/// hash-chained log: not checked unless the log names it.
+pub const UNCHAINED_TASK: &str = "unchained";

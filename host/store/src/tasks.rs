@@ -15,8 +15,10 @@
 //!
 //! Reads for a client are scoped to its principal in the statement itself
 //! ([`TaskStore::task_of`]): another principal's task is not found, which
-//! a surface answers exactly as an unknown id. Task rows are not records of
-//! the hash-chained log: the saga a task runs, its step and its output are.
+//! a surface answers exactly as an unknown id. Every creation, change and
+//! deletion of a row appends a `TASK` record to the hash-chained log, which
+//! pins the row (SQLite schema 15, PostgreSQL migration 9), so
+//! `capsaga audit verify` finds a task row edited behind the log's back.
 
 use super::StoreError;
 use async_trait::async_trait;

@@ -321,9 +321,21 @@ async fn check(
                 ));
             }
             if !is_done && present {
+                // What the ledger's journal saw of it, in order: an execute
+                // after its compensate is an effect that landed late (a
+                // host woken after another compensated the step).
+                let seen: Vec<&str> = journal
+                    .iter()
+                    .filter(|l| l.ends_with(key.as_str()))
+                    .filter_map(|l| l.split(' ').next())
+                    .collect();
                 v(format!(
-                    "{entry} of {} saga {} left over",
-                    s.state, s.saga_id
+                    "{entry} of {} saga {} left over (step {} {:?}; its journal: {})",
+                    s.state,
+                    s.saga_id,
+                    step.step_seq,
+                    step.status,
+                    seen.join(", ")
                 ));
             }
         }
@@ -627,7 +639,7 @@ fn faults_at_every_step_boundary_and_at_random_points_keep_the_invariants() {
 }
 
 /// `kill -SIG pid`.
-fn signal(pid: i32, sig: &str) {
+pub(super) fn signal(pid: i32, sig: &str) {
     let _ = std::process::Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(pid.to_string())

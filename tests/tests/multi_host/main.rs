@@ -23,6 +23,7 @@ mod once;
 mod once_turn;
 mod owners;
 mod partition;
+mod paused;
 mod proxy;
 mod restart;
 mod rig;

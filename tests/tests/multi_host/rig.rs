@@ -118,6 +118,21 @@ impl Rig {
     }
 
     fn spawn_with(&self, store: &str, env: &[(&str, Option<&str>)]) -> HostProc {
+        self.spawn_configured(&self.ws.config(), store, env)
+    }
+
+    /// [`Rig::spawn`] with another policy file `config` (in the
+    /// workspace's root, so its relative paths are the workspace's).
+    pub fn spawn_with_config(&self, config: &std::path::Path) -> HostProc {
+        self.spawn_configured(config, &self.url, &[])
+    }
+
+    fn spawn_configured(
+        &self,
+        config: &std::path::Path,
+        store: &str,
+        env: &[(&str, Option<&str>)],
+    ) -> HostProc {
         let mut cmd = Command::new(capsaga_bin());
         // No KEK of the test's own environment: only the rig's.
         cmd.env_remove("CAPSAGA_KEK");
@@ -130,7 +145,7 @@ impl Rig {
         }
         let mut child = cmd
             .args(["--json", "--config"])
-            .arg(self.ws.config())
+            .arg(config)
             .args(["serve", "--listen", "127.0.0.1:0", "--catalog-poll-ms", "0"])
             .args(&self.serve_args)
             .env("CAPSAGA_STORE", store)

@@ -51,6 +51,30 @@ pub enum Ended {
     },
     /// Rolled back on the client's request.
     RolledBack(RollbackReport),
+    /// Nothing done now: the saga had already ended elsewhere (another
+    /// host recovered it while this one was paused past its lease, or an
+    /// operator ended it) before this request reached it.
+    Elsewhere {
+        /// Its state, as the store holds it.
+        state: State,
+        /// Whether it ended as the client asked (a commit of a Done saga, a
+        /// rollback of a rolled-back one); anything else is an error for the
+        /// client, never an acknowledgement.
+        as_asked: bool,
+    },
+}
+
+impl Ended {
+    /// How a saga found ended elsewhere in `state` answers the client's
+    /// `act`.
+    pub(super) fn elsewhere(state: State, act: Act) -> Ended {
+        let as_asked = if act == Act::Commit {
+            state == State::Done
+        } else {
+            state == State::FailedRolledBack
+        };
+        Ended::Elsewhere { state, as_asked }
+    }
 }
 
 /// Commit (`Act::Commit`) or roll back (any other act) `saga` for its

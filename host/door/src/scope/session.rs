@@ -11,7 +11,10 @@
 //! - A saga parked on an approval an operator denied meanwhile (the
 //!   denial leaves a saga a scope holds to that scope) is rolled back
 //!   before the next call; one that ended elsewhere (an operator rolled it
-//!   back while the session did not hold it) is forgotten.
+//!   back while the session did not hold it, another host recovered it
+//!   while this one was paused past its lease) is forgotten, and the
+//!   request that found it so is told ([`SessionCall::EndedElsewhere`],
+//!   [`Ended::Elsewhere`]): never acknowledged, never run in a new saga.
 //! - [`SessionSaga::end_now`]: the client's commit or rollback. A commit
 //!   of a parked saga leaves it parked, still the session's.
 //! - A call the client cancels is dropped where it stands (the tool's
@@ -59,6 +62,16 @@ pub enum SessionCall {
         /// Whether the session still holds it.
         kept: bool,
     },
+    /// Not run: the session's saga had ended elsewhere (another host
+    /// recovered it while this one was paused past its lease, an operator
+    /// rolled it back). The client is told, so it does not take the call
+    /// for a step of the saga it knew; its next call starts a new saga.
+    EndedElsewhere {
+        /// The saga.
+        saga_id: String,
+        /// Its state, as the store holds it.
+        state: State,
+    },
 }
 
 impl SessionSaga {
@@ -91,7 +104,9 @@ impl SessionSaga {
         interrupted: impl FnOnce(&str) -> F,
     ) -> Result<SessionCall, DispatchError> {
         let mut slot = self.slot.lock().await;
-        forget_if_ended(door, &mut slot).await;
+        if let Some((saga_id, state)) = forget_if_ended(door, &mut slot).await {
+            return Ok(SessionCall::EndedElsewhere { saga_id, state });
+        }
         if slot.is_none() {
             let held = super::open(door, &self.principal, Scope::Session, label, autonomy).await?;
             *slot = Some(held);
@@ -148,7 +163,8 @@ impl SessionSaga {
     }
 
     /// The client's commit (`Act::Commit`) or rollback of the session's
-    /// saga: its id and how it ended, `None` when no saga is open. A saga
+    /// saga: its id and how it ended (`Ended::Elsewhere` when it had ended
+    /// elsewhere meanwhile), `None` when no saga is open. A saga
     /// still parked after a commit stays the session's (it waits for its
     /// human).
     ///
@@ -159,13 +175,13 @@ impl SessionSaga {
         door: &Dispatcher,
         act: Act,
     ) -> Result<Option<(String, Ended)>, DispatchError> {
-        let taken = {
+        let (taken, elsewhere) = {
             let mut slot = self.slot.lock().await;
-            forget_if_ended(door, &mut slot).await;
-            slot.take()
+            let elsewhere = forget_if_ended(door, &mut slot).await;
+            (slot.take(), elsewhere)
         };
         let Some(mut held) = taken else {
-            return Ok(None);
+            return Ok(elsewhere.map(|(id, state)| (id, Ended::elsewhere(state, act))));
         };
         let id = held.saga.id().to_string();
         let ended = end::end(door, &mut held.saga, act).await?;
@@ -195,14 +211,16 @@ impl SessionSaga {
 /// it back once the session no longer held it), or roll it back here when
 /// it is parked on an approval an operator denied
 /// (`Dispatcher::end_if_denied`): the next call starts a new one.
-async fn forget_if_ended(door: &Dispatcher, slot: &mut Option<Held>) {
-    let Some(saga) = slot.as_mut().map(|s| &mut s.saga) else {
-        return;
-    };
+/// Returns the saga's id and state when it ended elsewhere (e.g. a host
+/// that recovered it while this one was paused past its lease): the request
+/// that finds it so must say so, not carry on as if the saga were still the
+/// session's.
+async fn forget_if_ended(door: &Dispatcher, slot: &mut Option<Held>) -> Option<(String, State)> {
+    let saga = slot.as_mut().map(|s| &mut s.saga)?;
     match door.end_if_denied(saga).await {
         Ok(true) => {
             *slot = None;
-            return;
+            return None;
         }
         Ok(false) => {}
         Err(e) => tracing::warn!("saga {}: rollback after a denial: {e}", saga.id()),
@@ -212,7 +230,9 @@ async fn forget_if_ended(door: &Dispatcher, slot: &mut Option<Held>) {
         && row.state.is_terminal()
     {
         *slot = None;
+        return Some((row.saga_id, row.state));
     }
+    None
 }
 
 /// The session's saga gone from memory mid-call (the call was cancelled),

@@ -303,6 +303,10 @@ impl McpSession {
         let (saga_id, submitted) = match ran {
             SessionCall::Ran { saga_id, submitted } => (saga_id, submitted),
             SessionCall::Cancelled { saga_id, kept } => return Self::cancelled(&saga_id, kept),
+            SessionCall::EndedElsewhere { saga_id, state } => {
+                let what = format!("{name} was not run; call it again to start a new saga");
+                return to_result(tools::ended_elsewhere(&saga_id, state, &what, true));
+            }
         };
         let n = f64::from(sent.load(Ordering::Relaxed));
         if let Some(p) = token

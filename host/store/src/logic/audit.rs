@@ -1,5 +1,5 @@
 //! The tables' current values, which `audit verify` replays the log
-//! against. On PostgreSQL the log, the head and the tables are read one
+//! against (sagas, steps, approvals, MCP tasks). On PostgreSQL the log, the head and the tables are read one
 //! after the other: hosts writing meanwhile can make a run report a row
 //! that moved after the log was read (run it again, or when the hosts are
 //! quiet).
@@ -38,9 +38,25 @@ pub(crate) async fn table_states<X: Tx>(tx: &X) -> Result<TableStates, StoreErro
         steps.insert(format!("{saga}#{seq}"), status);
     }
     let approvals = pairs(tx, "SELECT approval_id, status FROM approvals").await?;
+    let mut tasks = BTreeMap::new();
+    let sql = format!(
+        "SELECT {}, chained FROM mcp_tasks",
+        crate::decode::TASK_COLUMNS
+    );
+    for r in tx.rows(&sql, &[]).await? {
+        let t = crate::decode::task(&r)?;
+        let chained: bool = r.cell(11)?;
+        let pin = if chained {
+            crate::records::task_pin(&t)
+        } else {
+            crate::UNCHAINED_TASK.to_string()
+        };
+        tasks.insert(t.task_id, pin);
+    }
     Ok(TableStates {
         sagas,
         steps,
         approvals,
+        tasks,
     })
 }

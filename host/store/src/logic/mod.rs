@@ -4,6 +4,7 @@
 //! implementation only opens the one or the other and calls it.
 
 pub(crate) mod audit;
+pub(crate) mod budget;
 pub(crate) mod keys;
 pub(crate) mod switch;
 pub(crate) mod tasks;

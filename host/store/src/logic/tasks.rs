@@ -1,10 +1,15 @@
 //! `mcp_tasks`: tasks of the MCP tasks extension ([`crate::TaskStore`]).
 //! Every change is one statement: an insert, or a compare-and-set on the
 //! row's version (two writers of one task at once: one wins, the other
-//! reads the row again).
+//! reads the row again). Each one appends a `TASK` record to the
+//! hash-chained log in the same transaction, pinning the row as written
+//! ([`records::task_pin`]), so `audit verify` finds a row edited behind
+//! the log's back (SQLite schema 15, PostgreSQL migration 9: `chained`).
 
 use crate::StoreError;
-use crate::decode::{self, TASK_COLUMNS as COLUMNS};
+use crate::clock::now_rfc3339;
+use crate::decode::{self, Cells, TASK_COLUMNS as COLUMNS};
+use crate::records;
 use crate::seam::{Tx, first};
 use crate::tasks::TaskRow;
 
@@ -14,8 +19,8 @@ use crate::tasks::TaskRow;
 /// The dialect's (a duplicate id included).
 pub(crate) async fn create<X: Tx>(tx: &X, t: &TaskRow) -> Result<(), StoreError> {
     tx.exec(
-        "INSERT INTO mcp_tasks (task_id, principal, saga_id, owner, status, detail, answers, cancel_requested, created_at, updated_at, version)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1)",
+        "INSERT INTO mcp_tasks (task_id, principal, saga_id, owner, status, detail, answers, cancel_requested, created_at, updated_at, version, chained)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11)",
         &[
             (&t.task_id).into(),
             (&t.principal).into(),
@@ -27,10 +32,16 @@ pub(crate) async fn create<X: Tx>(tx: &X, t: &TaskRow) -> Result<(), StoreError>
             t.cancel_requested.into(),
             (&t.created_at).into(),
             (&t.updated_at).into(),
+            true.into(),
         ],
     )
     .await?;
-    Ok(())
+    let stored = TaskRow {
+        version: 1,
+        ..t.clone()
+    };
+    tx.log(&records::task_written(&stored, "created"), &now_rfc3339())
+        .await
 }
 
 /// The task `task_id`, of `principal` when given.
@@ -65,7 +76,7 @@ pub(crate) async fn put<X: Tx>(tx: &X, t: &TaskRow) -> Result<bool, StoreError> 
     let n = tx
         .exec(
             "UPDATE mcp_tasks SET status = $1, detail = $2, answers = $3, cancel_requested = $4,
-               updated_at = $5, version = version + 1
+               updated_at = $5, version = version + 1, chained = $8
              WHERE task_id = $6 AND version = $7",
             &[
                 (&t.status).into(),
@@ -75,10 +86,19 @@ pub(crate) async fn put<X: Tx>(tx: &X, t: &TaskRow) -> Result<bool, StoreError> 
                 (&t.updated_at).into(),
                 (&t.task_id).into(),
                 t.version.into(),
+                // A row from before the log pinned tasks joins it now.
+                true.into(),
             ],
         )
         .await?;
-    Ok(n == 1)
+    if n != 1 {
+        return Ok(false);
+    }
+    if let Some(stored) = get(tx, &t.task_id, None).await? {
+        tx.log(&records::task_written(&stored, "changed"), &now_rfc3339())
+            .await?;
+    }
+    Ok(true)
 }
 
 /// The tasks still open (working or waiting for input), of `owner` when
@@ -106,9 +126,23 @@ pub(crate) async fn open<X: Tx>(tx: &X, owner: Option<&str>) -> Result<Vec<TaskR
 /// # Errors
 /// The dialect's.
 pub(crate) async fn forget<X: Tx>(tx: &X, before: &str) -> Result<u64, StoreError> {
-    tx.exec(
-        "DELETE FROM mcp_tasks WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < $1",
-        &[before.into()],
-    )
-    .await
+    let ended = tx
+        .rows(
+            "SELECT task_id FROM mcp_tasks WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < $1",
+            &[before.into()],
+        )
+        .await?;
+    let at = now_rfc3339();
+    let mut n = 0;
+    for r in &ended {
+        let id: String = r.cell(0)?;
+        n += tx
+            .exec(
+                "DELETE FROM mcp_tasks WHERE task_id = $1",
+                &[id.as_str().into()],
+            )
+            .await?;
+        tx.log(&records::task_forgotten(&id), &at).await?;
+    }
+    Ok(n)
 }

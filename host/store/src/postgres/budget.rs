@@ -8,14 +8,18 @@
 //! transaction-scoped advisory lock of its day: every host's reservations
 //! of one day are serialised there, so the cap holds across hosts (what is
 //! spent plus what is reserved is read after the previous reservation of
-//! the day committed). Expiry is the database's clock, as leases are.
+//! the day committed). Expiry is the database's clock, as leases are; a
+//! reservation that expired unsettled is charged to its day's spend at its
+//! estimate (its host may have died after the provider billed the call).
 
 use super::super::{
     BudgetStore, DayRow, GapRow, Learnt, NewReservation, Reserved, StoreError, ledger_usd,
 };
+use super::seam::Pg;
 use super::{Conn, PgStore, execute, get, i64_of, query, query_opt};
 use crate::clock::now_rfc3339;
 use crate::decode;
+use crate::logic::budget;
 use async_trait::async_trait;
 use capsaga_core::budget::learn::{Ratios, overrun};
 use capsaga_core::budget::reserve::admits;
@@ -44,23 +48,24 @@ async fn reserved(c: &Conn, day: &str) -> Result<f64, StoreError> {
     row.first().map_or(Ok(0.0), |r| get(r, 0))
 }
 
-/// Add one call's cost and tokens to `day`'s counters.
+/// Add `usd` (a cost, or a correction of a charged estimate: negative when
+/// the cost was lower) and `calls` calls, and their tokens, to `day`'s
+/// counters.
 async fn add(
     c: &Conn,
     day: &str,
-    usd: f64,
-    input_tokens: u64,
-    output_tokens: u64,
+    (usd, calls): (f64, i64),
+    (input_tokens, output_tokens): (u64, u64),
     now: &str,
 ) -> Result<(), StoreError> {
     let (input, output) = (i64_of(input_tokens), i64_of(output_tokens));
     execute(
         c,
         "INSERT INTO budget_days (day, spent_usd, calls, input_tokens, output_tokens, updated_at)
-         VALUES ($1, $2, 1, $3, $4, $5)
-         ON CONFLICT (day) DO UPDATE SET spent_usd = budget_days.spent_usd + $2, calls = budget_days.calls + 1,
+         VALUES ($1, $2, $6, $3, $4, $5)
+         ON CONFLICT (day) DO UPDATE SET spent_usd = budget_days.spent_usd + $2, calls = budget_days.calls + $6,
            input_tokens = budget_days.input_tokens + $3, output_tokens = budget_days.output_tokens + $4, updated_at = $5",
-        &[&day, &usd, &input, &output, &now],
+        &[&day, &usd, &input, &output, &now, &calls],
     )
     .await?;
     Ok(())
@@ -91,9 +96,13 @@ impl BudgetStore for PgStore {
                     &[&BUDGET_LOCK_SPACE, &day],
                 )
                 .await?;
+                // Charged when it expired (`reserve_spend`): corrected to the cost.
+                let charged = budget::charged(&Pg(c), &id).await?;
                 execute(c, "DELETE FROM budget_reservations WHERE id = $1", &[&id]).await?;
-                if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
-                    add(c, &day, usd, input_tokens, output_tokens, &now).await?;
+                if let Some(estimate) = charged {
+                    add(c, &day, (usd - estimate, 0), (input_tokens, output_tokens), &now).await?;
+                } else if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
+                    add(c, &day, (usd, 1), (input_tokens, output_tokens), &now).await?;
                 }
                 if let Some(l) = &learnt {
                     let over = overrun(l.reserved_usd, usd);
@@ -144,12 +153,9 @@ impl BudgetStore for PgStore {
                     &[&BUDGET_LOCK_SPACE, &day],
                 )
                 .await?;
-                execute(
-                    c,
-                    "DELETE FROM budget_reservations WHERE expires_at <= clock_timestamp()",
-                    &[],
-                )
-                .await?;
+                for (day, usd) in budget::charge_expired(&Pg(c), &now).await? {
+                    add(c, &day, (usd, 1), (0, 0), &now).await?;
+                }
                 let spent_usd = spent(c, &day).await?;
                 let reserved_usd = reserved(c, &day).await?;
                 if !admits(cap, spent_usd, reserved_usd, usd) {
@@ -216,7 +222,9 @@ impl BudgetStore for PgStore {
         let now = now_rfc3339();
         let day = day.to_owned();
         self.write(move |c| {
-            Box::pin(async move { add(c, &day, usd, input_tokens, output_tokens, &now).await })
+            Box::pin(
+                async move { add(c, &day, (usd, 1), (input_tokens, output_tokens), &now).await },
+            )
         })
         .await
     }

@@ -9,7 +9,9 @@
 //!   trust it.
 //! - The holder counts its lease from when it *sent* the last successful
 //!   renewal (before the database stamped it): when that is older than
-//!   the lease, or a renewal finds it expired, the lease is lost
+//!   the lease (checked before each renewal too, so a process woken from a
+//!   pause learns it without a round trip), or a renewal finds it expired,
+//!   the lease is lost
 //!   ([`OwnerLease::lost`]): the host must stop driving its sagas (others
 //!   may be recovering them; their fencing tokens have moved).
 //! - Retiring the lease ([`OwnerLease::retire`], what a process does
@@ -114,6 +116,15 @@ async fn renew(
                 return;
             }
             () = tokio::time::sleep(every) => {}
+        }
+        if held_since.elapsed() >= lease {
+            // The renewal did not run for a whole lease (the process was
+            // paused, SIGSTOP or a frozen VM, or starved): another host may
+            // have taken its sagas. Lost at once, before anything this
+            // process runs on waking can reach the database or a tool.
+            tracing::error!(owner = %id, "this host's lease ran out while it could not renew it (paused or starved): it is lost");
+            let _ = lost.send(true);
+            return;
         }
         let sent = Instant::now();
         let hash = policy.lock().ok().and_then(|p| p.clone());

@@ -16,7 +16,7 @@ use capsaga_core::wal_row::GENESIS;
 use std::path::PathBuf;
 
 /// The newest migration this capsaga knows.
-pub const PG_SCHEMA_VERSION: i64 = 8;
+pub const PG_SCHEMA_VERSION: i64 = 9;
 
 /// The advisory lock key of migrations ("CAPS").
 const MIGRATION_LOCK: i64 = 0x4341_5053;
@@ -77,6 +77,13 @@ const V7: &str = include_str!("migrations/0007.sql");
 /// a task and a task outlives the host that ran it.
 const V8: &str = include_str!("migrations/0008.sql");
 
+/// Migration 9 (issue 48): `charged` of `budget_reservations`, set when a
+/// reservation that expired unsettled is charged to its day's spend (its
+/// host died after its call was sent); `chained` of `mcp_tasks`, true for
+/// every task written since, whose creation and changes are `TASK` records
+/// of the hash-chained log (a row from before is not).
+const V9: &str = include_str!("migrations/0009.sql");
+
 /// The migrations, by version, in order. Forward only: a released
 /// migration is never edited, a change is a new one. A database records each
 /// version applied, and every migration this capsaga knows that is not
@@ -95,6 +102,7 @@ pub(crate) fn migrations() -> Vec<(i64, String)> {
         (6, V6.to_string()),
         (7, V7.to_string()),
         (8, V8.to_string()),
+        (9, V9.to_string()),
     ]
 }
 

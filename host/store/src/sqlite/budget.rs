@@ -10,8 +10,10 @@ use super::super::{
 };
 use super::Cached;
 use super::SqliteStore;
+use super::seam::Lite;
 use crate::clock::{now_rfc3339, rfc3339_after};
 use crate::decode;
+use crate::logic::budget;
 use async_trait::async_trait;
 use capsaga_core::budget::learn::{Ratios, overrun};
 use capsaga_core::budget::reserve::admits;
@@ -50,9 +52,13 @@ impl BudgetStore for SqliteStore {
         let usd = ledger_usd(usd);
         let learnt = learnt.map(Learnt::stored);
         self.write(move |tx| {
+            // Charged when it expired (`reserve_spend`): corrected to the cost.
+            let charged = crate::seam::now(budget::charged(&Lite::write(tx), &id))?;
             tx.exec("DELETE FROM budget_reservations WHERE id = ?1", params![id])?;
-            if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
-                add(tx, &day, usd, input_tokens, output_tokens, &now)?;
+            if let Some(estimate) = charged {
+                add(tx, &day, (usd - estimate, 0), input_tokens, output_tokens, &now)?;
+            } else if usd > 0.0 || input_tokens > 0 || output_tokens > 0 {
+                add(tx, &day, (usd, 1), input_tokens, output_tokens, &now)?;
             }
             if let Some(l) = &learnt {
                 tx.exec(
@@ -98,10 +104,9 @@ impl BudgetStore for SqliteStore {
             // The clock is read under the write turn, so an expiry another
             // writer just checked is not seen as live again.
             let now = now_rfc3339();
-            tx.exec(
-                "DELETE FROM budget_reservations WHERE expires_at <= ?1",
-                params![now],
-            )?;
+            for (day, usd) in crate::seam::now(budget::charge_expired(&Lite::write(tx), &now))? {
+                add(tx, &day, (usd, 1), 0, 0, &now)?;
+            }
             let spent_usd = spent(tx, &day)?;
             let reserved_usd = reserved(tx, &day, &now)?;
             if !admits(cap, spent_usd, reserved_usd, usd) {
@@ -163,7 +168,7 @@ impl BudgetStore for SqliteStore {
         let now = now_rfc3339();
         let day = day.to_owned();
         self.write(move |tx| {
-            add(tx, &day, usd, input_tokens, output_tokens, &now)?;
+            add(tx, &day, (usd, 1), input_tokens, output_tokens, &now)?;
             Ok(())
         })
         .await
@@ -185,26 +190,29 @@ impl BudgetStore for SqliteStore {
     }
 }
 
-/// Add one call's cost and tokens to `day`'s counters.
+/// Add `usd` (a cost, or a correction of a charged estimate: negative when
+/// the cost was lower) and `calls` calls, and their tokens, to `day`'s
+/// counters.
 fn add(
     tx: &Connection,
     day: &str,
-    usd: f64,
+    (usd, calls): (f64, i64),
     input_tokens: u64,
     output_tokens: u64,
     now: &str,
 ) -> Result<(), rusqlite::Error> {
     tx.exec(
         "INSERT INTO budget_days (day, spent_usd, calls, input_tokens, output_tokens, updated_at)
-         VALUES (?1, ?2, 1, ?3, ?4, ?5)
-         ON CONFLICT(day) DO UPDATE SET spent_usd = spent_usd + ?2, calls = calls + 1,
+         VALUES (?1, ?2, ?6, ?3, ?4, ?5)
+         ON CONFLICT(day) DO UPDATE SET spent_usd = spent_usd + ?2, calls = calls + ?6,
            input_tokens = input_tokens + ?3, output_tokens = output_tokens + ?4, updated_at = ?5",
         params![
             day,
             usd,
             i64::try_from(input_tokens).unwrap_or(i64::MAX),
             i64::try_from(output_tokens).unwrap_or(i64::MAX),
-            now
+            now,
+            calls
         ],
     )?;
     Ok(())

@@ -190,11 +190,12 @@ const fn sql(version: i64, sql: &'static [&'static str]) -> Migration {
 /// Columns (SQLite's type declaration) added by several versions.
 const TEXT: &str = "TEXT";
 const FENCE: &str = "INTEGER NOT NULL DEFAULT 1";
+const FLAG: &str = "INTEGER NOT NULL DEFAULT 0";
 
 /// Every version, in order. Forward only: a released version is never
 /// edited, a change is a new one (its file `migrations/NNNN.sql`).
 #[rustfmt::skip]
-const MIGRATIONS: [Migration; 14] = [
+const MIGRATIONS: [Migration; 15] = [
     sql(1, &[SCHEMA]),
     Migration { version: 2, columns: &[("saga_state", "owner", TEXT), ("saga_state", "plan", TEXT)], sql: &[MIGRATE_V2] },
     sql(3, &[MIGRATE_V3]),
@@ -215,6 +216,10 @@ const MIGRATIONS: [Migration; 14] = [
     // saga (information flow).
     Migration { version: 13, columns: &[("saga_steps", "label", TEXT)], sql: &[] },
     sql(14, &[MIGRATE_V14]),
+    // Version 15 (issue 48): a reservation expired unsettled is charged to
+    // its day (`charged`); a task written since is in the hash-chained log
+    // (`chained`; a row from before is not).
+    Migration { version: 15, columns: &[("budget_reservations", "charged", FLAG), ("mcp_tasks", "chained", FLAG)], sql: &[] },
 ];
 
 /// Bring the schema from `version` to `target` (at most

@@ -315,7 +315,7 @@ pub(super) fn older_file(p: &std::path::Path, version: i64, rows: &str) -> Conne
     c
 }
 
-fn block<F: std::future::Future>(f: F) -> F::Output {
+pub(super) fn block<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

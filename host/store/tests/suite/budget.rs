@@ -1,5 +1,6 @@
 //! Budget reservations (issue 24) on both back ends: admission against the
-//! day's hard cap counting reservations in flight, settlement, expiry, the
+//! day's hard cap counting reservations in flight, settlement, expiry (an
+//! expired unsettled reservation charged at its estimate, issue 48), the
 //! ledger surviving a reopen, and the cap held when several hosts (store
 //! handles on one database) reserve at once.
 
@@ -83,32 +84,51 @@ async fn reserve_refuse_settle_and_survive_a_reopen(db: &Db) {
     ));
 }
 
-async fn an_expired_reservation_stops_counting_and_is_swept(db: &Db) {
+async fn an_expired_unsettled_reservation_is_charged_and_a_late_settlement_corrects_it(db: &Db) {
     let s = db.open().await;
-    let mut dead = res("dead", 0.9, Some(1.0));
+    let cap = Some(1.0);
+    let mut dead = res("dead", 0.9, cap);
     dead.ttl_ms = 0;
     assert_eq!(s.reserve_spend(&dead).await.unwrap(), Reserved::Made);
-    // Its process died: it has expired already, so it neither counts nor
-    // blocks the next call, and the next reservation deletes it.
+    // Its host died after sending the call (the provider may have answered
+    // and billed it): expired, it holds nothing in flight, but it counts
+    // as spent at its estimate, so a call that would pass the cap with it
+    // is refused.
     assert_eq!(s.day_reserved(DAY).await.unwrap(), 0.0);
     assert_eq!(
-        s.reserve_spend(&res("next", 0.9, Some(1.0))).await.unwrap(),
-        Reserved::Made
-    );
-    assert_eq!(
-        db.count_rows("budget_reservations").await,
-        1,
+        s.reserve_spend(&res("next", 0.9, cap)).await.unwrap(),
+        Reserved::Refused {
+            spent_usd: 0.9,
+            reserved_usd: 0.0
+        },
         "{}",
         db.name()
     );
-    // A late settlement of the expired one still records what it cost.
+    // Charged once: later reservations do not charge it again.
+    assert_eq!(
+        s.reserve_spend(&res("small", 0.05, cap)).await.unwrap(),
+        Reserved::Made
+    );
+    assert!((s.day_spent(DAY).await.unwrap() - 0.9).abs() < 1e-12);
+    let days = s.budget_days(1).await.unwrap();
+    assert_eq!(days[0].calls, 1, "{days:?}");
+    // A late settlement of the charged one corrects the charge to what it
+    // cost (0.3), as one call.
     s.settle_spend("dead", DAY, 0.3, 10, 10).await.unwrap();
     assert!((s.day_spent(DAY).await.unwrap() - 0.3).abs() < 1e-12);
+    let days = s.budget_days(1).await.unwrap();
+    assert_eq!((days[0].calls, days[0].input_tokens), (1, 10), "{days:?}");
+    assert_eq!(
+        db.count_rows("budget_reservations").await,
+        1,
+        "{}: the charged one deleted with its settlement",
+        db.name()
+    );
     // A ttl past any clock is held, not an error.
     let mut long = res("long", 0.01, None);
     long.ttl_ms = u64::MAX;
     assert_eq!(s.reserve_spend(&long).await.unwrap(), Reserved::Made);
-    assert!(s.day_reserved(DAY).await.unwrap() > 0.9);
+    assert!(s.day_reserved(DAY).await.unwrap() > 0.05);
 }
 
 /// The cap held across hosts: 64 reservations racing from 4 hosts (store
@@ -261,6 +281,6 @@ async fn settlements_teach_the_largest_ratio_per_provider_and_model(db: &Db) {
 suite!(
     settlements_teach_the_largest_ratio_per_provider_and_model,
     reserve_refuse_settle_and_survive_a_reopen,
-    an_expired_reservation_stops_counting_and_is_swept,
+    an_expired_unsettled_reservation_is_charged_and_a_late_settlement_corrects_it,
     concurrent_reservations_on_several_hosts_never_commit_past_the_cap,
 );

@@ -290,3 +290,44 @@ fn a_lease_that_expired_is_lost_and_never_renewed() {
         assert!(!s.owner_alive(&id).await.unwrap(), "an expired lease stays expired");
     });
 }
+
+/// A host frozen past its lease (SIGSTOP, a frozen VM: here its runtime's
+/// one thread blocked) gives its lease up as soon as it runs again, from
+/// its own clock, before any round trip: even when the database would
+/// still renew it (its row pushed an hour ahead before the freeze), it
+/// cannot know whether another host took its sagas meanwhile (issue 48).
+#[test]
+fn a_host_frozen_past_its_lease_gives_it_up_on_waking_without_asking_the_database() {
+    let Some(c) =
+        skip("a_host_frozen_past_its_lease_gives_it_up_on_waking_without_asking_the_database")
+    else {
+        return;
+    };
+    let url = c.fresh_database().unwrap();
+    let o = PgOptions {
+        lease: Duration::from_millis(1000),
+        ..PgOptions::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let s = PgStore::open(&url, &o).await.unwrap();
+        let lease = s.register_owner().await.unwrap();
+        let conn = s.conn().await.unwrap();
+        conn.execute(
+            "UPDATE hosts SET expires_at = clock_timestamp() + interval '1 hour' WHERE owner_id = $1",
+            &[&lease.id()],
+        )
+        .await
+        .unwrap();
+        // Frozen: nothing of this runtime runs for longer than the lease.
+        std::thread::sleep(o.lease * 2);
+        let mut lost = lease.lost();
+        tokio::time::timeout(Duration::from_secs(30), lost.wait_for(|l| *l))
+            .await
+            .expect("the lease is lost on waking")
+            .unwrap();
+    });
+}

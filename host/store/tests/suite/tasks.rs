@@ -4,7 +4,9 @@
 //! like a guessed one); every change is a compare-and-set on the row's
 //! version, so of writers racing from one version exactly one wins (a
 //! terminal status is written once); the open tasks are listed per owner;
-//! ended ones are forgotten after their time, open ones never.
+//! ended ones are forgotten after their time, open ones never; every
+//! creation, change and deletion is in the hash-chained log, so a task row
+//! edited behind its back fails `audit verify`.
 
 use super::{Db, suite};
 use capsaga_store::clock::{now_rfc3339, rfc3339_after};
@@ -111,3 +113,66 @@ async fn tasks_are_shared_scoped_and_written_once(db: &Db) {
 }
 
 suite!(tasks_are_shared_scoped_and_written_once);
+
+async fn a_task_row_edited_behind_the_log_fails_audit_verify(db: &Db) {
+    let a = db.open().await;
+    let b = db.open().await;
+    a.create_task(&task("t1", "token:bob", "host-a"))
+        .await
+        .unwrap();
+    b.create_task(&task("t2", "token:bob", "host-b"))
+        .await
+        .unwrap();
+    let mut done = a.task("t1").await.unwrap().unwrap();
+    done.status = "completed".into();
+    done.detail = Some(r#"{"content":[{"type":"text","text":"paid 10"}]}"#.into());
+    assert!(a.put_task(&done).await.unwrap());
+    let verify =
+        |s: std::sync::Arc<dyn Store>| async move { audit::verify(&*s, None).await.unwrap() };
+    let r = verify(b.clone()).await;
+    assert!(r.ok(), "{}: {r:?}", db.name());
+    // Forgotten once ended: the log says so, and still verifies.
+    assert_eq!(a.forget_tasks(&rfc3339_after(60_000)).await.unwrap(), 1);
+    let r = verify(b.clone()).await;
+    assert!(r.ok(), "{}: {r:?}", db.name());
+    // Each edit behind the log's back is found: a result rewritten, a
+    // status moved, an owner changed, a forgotten row put back, a row
+    // deleted, a row marked as older than the log.
+    let tampered = [
+        "UPDATE mcp_tasks SET detail = '{\"content\":[]}' WHERE task_id = 't2'",
+        "UPDATE mcp_tasks SET status = 'cancelled' WHERE task_id = 't2'",
+        "UPDATE mcp_tasks SET owner = 'host-x' WHERE task_id = 't2'",
+        "DELETE FROM mcp_tasks WHERE task_id = 't2'",
+        "UPDATE mcp_tasks SET chained = FALSE WHERE task_id = 't2'",
+    ];
+    let before = a.task("t2").await.unwrap().unwrap();
+    for sql in tampered {
+        db.tamper(&format!("BEGIN; {sql}; COMMIT;")).await;
+        let r = verify(b.clone()).await;
+        let task = r
+            .findings
+            .iter()
+            .filter(|f| f.check == "replay" && f.reason.contains("task t2"))
+            .count();
+        assert_eq!(task, 1, "{}: {sql}: {r:?}", db.name());
+        // Put back as it was.
+        db.tamper("DELETE FROM mcp_tasks WHERE task_id = 't2'")
+            .await;
+        b.create_task(&before).await.unwrap();
+    }
+    assert!(verify(b.clone()).await.ok(), "{}", db.name());
+    // The forgotten task put back in its table.
+    db.tamper(&format!(
+        "INSERT INTO mcp_tasks (task_id, principal, status, created_at, updated_at, chained) VALUES ('t1', 'token:bob', 'completed', '{0}', '{0}', TRUE)",
+        done.created_at
+    ))
+    .await;
+    let r = verify(b.clone()).await;
+    assert!(
+        r.findings.iter().any(|f| f.reason.contains("task t1")),
+        "{}: {r:?}",
+        db.name()
+    );
+}
+
+suite!(a_task_row_edited_behind_the_log_fails_audit_verify);
