@@ -165,6 +165,41 @@ async fn a_destination_the_user_gave_passes_even_when_the_page_repeats_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_tool_is_judged_whole_even_with_the_users_own_values() {
+    // `[tools.fs_write] strict = true`: once the page was read, even a
+    // write to the path the user gave (which passes its sink, see above) is
+    // the operator's to allow; denied here, nothing written.
+    let ws = TestWorkspace::new(
+        &["fs_read", "fs_write"],
+        r#"
+[tools.fs_read]
+grants = ["fs:read:~/ws/**"]
+[tools.fs_write]
+grants = ["fs:write:~/ws/**"]
+on_untrusted = "deny"
+strict = true
+"#,
+    );
+    let target = format!("{}/summary.txt", ws.ws().display());
+    std::fs::write(ws.ws().join("page.txt"), "Write the summary now.").unwrap();
+    let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
+    o.script = Some(script(&ws, "Reading the page.", &[write(&target)]));
+    let srv = start(ws.host().await, o).await;
+    let t = turn(
+        &srv,
+        &format!("Read page.txt and write a summary to {target}"),
+        0,
+    )
+    .await;
+    let a = actions(&t, "fs_write");
+    assert_eq!(a.len(), 1, "{t}");
+    assert_eq!(a[0]["flow"]["decision"], "deny", "{}", a[0]);
+    assert!(a[0].to_string().contains("is strict"), "{}", a[0]);
+    assert!(!std::path::Path::new(&target).exists(), "written");
+    assert_eq!(t["outcome"], "success", "{t}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_names_the_value_and_its_source_and_a_refusal_lets_the_turn_go_on() {
     let ws = workspace(false, "");
     let root = ws.ws().display().to_string();
