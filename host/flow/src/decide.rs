@@ -6,8 +6,12 @@
 //!
 //! 1. nothing untrusted in the ledger → **allow**: no data can have steered
 //!    the model (the cheap case: one flag);
-//! 2. strict mode and a side-effecting call → `on_untrusted` (every side
-//!    effect needs a human once untrusted data was read);
+//! 2. the call itself, whatever its values → `on_untrusted`: `[flow]
+//!    strict` and a side effect (every side effect needs a human once
+//!    untrusted data was read), a tool's `strict = true`, or a
+//!    side-effecting call of a turn with no value to trace (no argument, or
+//!    only booleans: a read that marks what it returns read), unless the
+//!    tool's `strict = false` (see `judged_whole`);
 //! 3. every scalar of the arguments under a sink is judged at its level
 //!    (`sink`), and so are identifiers that only appear when the
 //!    arguments under sinks of level `identifiers` or `trusted` are read
@@ -385,16 +389,58 @@ pub fn output_integrity(
     }
 }
 
+/// Whether a call's arguments carry a value the host can trace: a string
+/// or a number anywhere, or a key of an object inside an argument (the
+/// arguments' own names are the schema's).
+fn traceable(v: &Value, top: bool) -> bool {
+    match v {
+        Value::Object(m) => (!top && !m.is_empty()) || m.values().any(|x| traceable(x, false)),
+        Value::Array(a) => a.iter().any(|x| traceable(x, false)),
+        Value::String(_) | Value::Number(_) => true,
+        Value::Bool(_) | Value::Null => false,
+    }
+}
+
+/// Why the call itself needs `on_untrusted` (untrusted data is in the
+/// ledger), whatever its values: `[flow] strict` and a side effect;
+/// `[tools.<name>] strict = true`; or, unless `strict = false`, a
+/// side-effecting call of a turn that carries no value to trace (a read
+/// that marks what it returns read): nothing ties it to the user's request
+/// rather than to a text the model read. An MCP session's client holds
+/// inputs the host never sees, as for values found nowhere: only the
+/// explicit rules apply there.
+fn judged_whole(call: &FlowCall, rules: &FlowRules, sinks: &ToolSinks) -> Option<String> {
+    if rules.strict && call.has_side_effects {
+        return Some(
+            "strict mode: untrusted data is in the context, every side effect needs a human"
+                .to_string(),
+        );
+    }
+    match sinks.strict {
+        Some(true) => Some(format!(
+            "`{}` is strict: untrusted data is in the context, every call of it needs a human",
+            call.tool
+        )),
+        None if call.has_side_effects
+            && call.surface == Surface::Turn
+            && !traceable(call.args, true) =>
+        {
+            Some(format!(
+                "`{}` has side effects and no argument to trace: untrusted data is in the context, so nothing shows the user asked for this call rather than a text the model read",
+                call.tool
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// Decide one call (see the module documentation).
 pub fn decide(call: &FlowCall, ledger: &Ledger, rules: &FlowRules) -> FlowDecision {
     if !ledger.has_untrusted() {
         return FlowDecision::Allow;
     }
     let sinks = rules.for_tool(call.tool, call.neuron, call.has_side_effects);
-    if rules.strict && call.has_side_effects {
-        let reason =
-            "strict mode: untrusted data is in the context, every side effect needs a human"
-                .to_string();
+    if let Some(reason) = judged_whole(call, rules, &sinks) {
         return match sinks.on_untrusted {
             OnUntrusted::Approve => FlowDecision::Approve {
                 reason,
@@ -402,7 +448,7 @@ pub fn decide(call: &FlowCall, ledger: &Ledger, rules: &FlowRules) -> FlowDecisi
             },
             OnUntrusted::Deny => FlowDecision::Deny {
                 llm_hint: format!(
-                    "`{}` has side effects and this turn has read untrusted data; the operator's strict mode refuses it. Tell the user what you would do and let them do it.",
+                    "`{}` has side effects and this turn has read untrusted data; the operator's policy refuses it. Tell the user what you would do and let them do it.",
                     call.tool
                 ),
                 reason,
@@ -483,6 +529,8 @@ pub fn decide(call: &FlowCall, ledger: &Ledger, rules: &FlowRules) -> FlowDecisi
     }
 }
 
+#[cfg(test)]
+mod call_tests;
 #[cfg(test)]
 mod endorsed_tests;
 #[cfg(test)]

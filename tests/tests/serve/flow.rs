@@ -141,17 +141,14 @@ async fn a_destination_read_in_a_file_is_refused_however_it_is_written() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_destination_the_user_gave_passes_even_when_the_page_repeats_it() {
-    let ws = workspace(true, "");
+/// A turn whose user names `ws/summary.txt` and whose page says `page`
+/// (`{target}`: that path); the model reads the page, then writes there.
+/// The turn's answer and the path.
+async fn write_where_the_user_said(ws: &TestWorkspace, page: &str) -> (Value, String) {
     let target = format!("{}/summary.txt", ws.ws().display());
-    std::fs::write(
-        ws.ws().join("page.txt"),
-        format!("Please save summaries to {target}."),
-    )
-    .unwrap();
+    std::fs::write(ws.ws().join("page.txt"), page.replace("{target}", &target)).unwrap();
     let mut o = HttpOptions::new("127.0.0.1:0".parse().unwrap());
-    o.script = Some(script(&ws, "Reading the page.", &[write(&target)]));
+    o.script = Some(script(ws, "Reading the page.", &[write(&target)]));
     let srv = start(ws.host().await, o).await;
     let t = turn(
         &srv,
@@ -159,9 +156,41 @@ async fn a_destination_the_user_gave_passes_even_when_the_page_repeats_it() {
         0,
     )
     .await;
+    (t, target)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_the_user_gave_passes_even_when_the_page_repeats_it() {
+    let ws = workspace(true, "");
+    let (t, target) = write_where_the_user_said(&ws, "Please save summaries to {target}.").await;
     let a = actions(&t, "fs_write");
     assert!(a[0]["error"].is_null(), "{t}");
     assert!(std::path::Path::new(&target).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_tool_is_judged_whole_even_with_the_users_own_values() {
+    // `[tools.fs_write] strict = true`: once the page was read, even a
+    // write to the path the user gave (which passes its sink, see above) is
+    // the operator's to allow; denied here, nothing written.
+    let ws = TestWorkspace::new(
+        &["fs_read", "fs_write"],
+        r#"
+[tools.fs_read]
+grants = ["fs:read:~/ws/**"]
+[tools.fs_write]
+grants = ["fs:write:~/ws/**"]
+on_untrusted = "deny"
+strict = true
+"#,
+    );
+    let (t, target) = write_where_the_user_said(&ws, "Write the summary now.").await;
+    let a = actions(&t, "fs_write");
+    assert_eq!(a.len(), 1, "{t}");
+    assert_eq!(a[0]["flow"]["decision"], "deny", "{}", a[0]);
+    assert!(a[0].to_string().contains("is strict"), "{}", a[0]);
+    assert!(!std::path::Path::new(&target).exists(), "written");
+    assert_eq!(t["outcome"], "success", "{t}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -173,6 +173,11 @@ pub struct ToolPolicyFile {
     /// (`capsaga-flow`'s `label`).
     #[serde(default)]
     pub trusted_fields: Vec<String>,
+    /// Whether every call is judged once untrusted data was read, whatever
+    /// its arguments (`crate::flow::sink`; absent: only calls carrying no
+    /// value to trace).
+    #[serde(default)]
+    pub strict: Option<bool>,
 }
 
 mod decide;
@@ -468,6 +473,7 @@ impl PolicyFile {
                         sinks: t.sinks.as_ref(),
                         on_untrusted: t.on_untrusted,
                         trusted_fields: &t.trusted_fields,
+                        strict: t.strict,
                     },
                 )
             }))?,

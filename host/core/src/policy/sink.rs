@@ -17,6 +17,10 @@
 //!
 //! [tools.calendar]
 //! trusted_fields = ["/events/*/id"]   # confirms the tool's own field label
+//!
+//! [tools.get_unread_emails]
+//! strict = true               # once untrusted data is in the context, every
+//!                             # call needs a human (false: never judged)
 //! ```
 //!
 //! A sink's key is a field path of the call's arguments (`label`: a bare
@@ -56,6 +60,14 @@
 //! gave no `sinks` (an explicit `sinks = {}` turns them off, a widening),
 //! neurons get `[flow] neurons` (default: every argument `trusted`), and
 //! every other side-effecting tool `default_sink` on every argument.
+//!
+//! **The call itself.** Sinks judge values; a side effect that takes no
+//! value (a read that marks the mail it returns read, a "sync now") has
+//! nothing to judge, and the host cannot tell whether the user asked for
+//! it or a text the model read did. Such a call (no argument, or only
+//! booleans and nulls) gets `on_untrusted` once untrusted data is in the
+//! context of a turn, as in strict mode; `strict = true` does that for
+//! every call of a tool, `strict = false` for none.
 //!
 //! **Narrowing and widening.** [`widenings`] lists what a new rule set lets
 //! through that the old one did not (strict mode off, scope no longer
@@ -159,6 +171,8 @@ pub struct ToolFlowKeys<'a> {
     pub on_untrusted: Option<OnUntrusted>,
     /// `trusted_fields`.
     pub trusted_fields: &'a [String],
+    /// `strict` (see [`ToolSinks::strict`]).
+    pub strict: Option<bool>,
 }
 
 /// Why a `[flow]` section or a tool's flow keys were refused.
@@ -183,6 +197,12 @@ pub struct ToolSinks {
     pub on_untrusted: OnUntrusted,
     /// Output fields the operator confirms trusted (see `label`).
     pub trusted_fields: Vec<FieldPath>,
+    /// `[tools.<name>] strict`: whether the call itself is judged, whatever
+    /// its arguments (see `decide`): `Some(true)`, every call once
+    /// untrusted data is in the context; `Some(false)`, never; `None` (the
+    /// default), only a side-effecting call that carries no value the host
+    /// can trace (no argument, or only booleans and nulls).
+    pub strict: Option<bool>,
 }
 
 impl ToolSinks {
@@ -280,6 +300,7 @@ fn neuron_default(on_untrusted: OnUntrusted) -> ToolSinks {
         sinks: vec![(FieldPath::everything(), SinkLevel::Trusted)],
         on_untrusted,
         trusted_fields: Vec::new(),
+        strict: None,
     }
 }
 
@@ -298,12 +319,16 @@ impl FlowFile {
                 sinks: sinks_of("flow.neurons", map)?,
                 on_untrusted: neurons_on,
                 trusted_fields: Vec::new(),
+                strict: None,
             },
             None => neuron_default(neurons_on),
         };
         let mut out = BTreeMap::new();
         for (name, keys) in tools {
-            if keys.sinks.is_none() && keys.on_untrusted.is_none() && keys.trusted_fields.is_empty()
+            if keys.sinks.is_none()
+                && keys.on_untrusted.is_none()
+                && keys.trusted_fields.is_empty()
+                && keys.strict.is_none()
             {
                 continue;
             }
@@ -324,6 +349,7 @@ impl FlowFile {
                         sinks,
                         on_untrusted: keys.on_untrusted.unwrap_or_default(),
                         trusted_fields,
+                        strict: keys.strict,
                     },
                     keys.sinks.is_some(),
                 ),
@@ -420,6 +446,7 @@ impl FlowRules {
         let trusted_fields = own
             .map(|(t, _)| t.trusted_fields.clone())
             .unwrap_or_default();
+        let strict = own.and_then(|(t, _)| t.strict);
         if let Some((t, true)) = own {
             return t.clone();
         }
@@ -428,6 +455,7 @@ impl FlowRules {
             if let Some(o) = on_untrusted {
                 n.on_untrusted = o;
             }
+            n.strict = strict;
             return n;
         }
         let sinks = match first_party(tool) {
@@ -439,6 +467,7 @@ impl FlowRules {
             sinks,
             on_untrusted: on_untrusted.unwrap_or_default(),
             trusted_fields,
+            strict,
         }
     }
 }
@@ -479,6 +508,28 @@ fn compare(section: &str, old: &ToolSinks, new: &ToolSinks, out: &mut Vec<Wideni
         if !old.trusted_fields.contains(p) {
             w(format!("output field `{p}` confirmed trusted"));
         }
+    }
+    // `true` judges every call, the default only untraceable ones, `false`
+    // none: each step down lets more through.
+    let rank = |s: Option<bool>| match s {
+        Some(true) => 2,
+        None => 1,
+        Some(false) => 0,
+    };
+    if rank(new.strict) < rank(old.strict) {
+        w(format!(
+            "strict changed from {} to {}",
+            strict_name(old.strict),
+            strict_name(new.strict)
+        ));
+    }
+}
+
+fn strict_name(s: Option<bool>) -> &'static str {
+    match s {
+        Some(true) => "true",
+        Some(false) => "false",
+        None => "the default (calls with nothing to trace)",
     }
 }
 

@@ -19,6 +19,7 @@ struct Tool {
     on_untrusted: Option<OnUntrusted>,
     #[serde(default)]
     trusted_fields: Vec<String>,
+    strict: Option<bool>,
 }
 
 /// Why a text was refused.
@@ -43,6 +44,7 @@ pub(crate) fn rules(text: &str) -> Result<FlowRules, RulesError> {
                     sinks: t.sinks.as_ref(),
                     on_untrusted: t.on_untrusted,
                     trusted_fields: &t.trusted_fields,
+                    strict: t.strict,
                 },
             )
         }))

@@ -255,3 +255,45 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_tools_strict_key_is_parsed_and_turning_it_down_widens() {
+    let on = rules("[tools.get_unread_emails]\nstrict = true\n").unwrap();
+    assert_eq!(
+        on.for_tool("get_unread_emails", false, true).strict,
+        Some(true)
+    );
+    // Kept beside the operator's own sinks, and for a neuron.
+    let with_sinks = rules("[tools.t]\nsinks = {}\nstrict = true\n").unwrap();
+    assert_eq!(with_sinks.for_tool("t", false, true).strict, Some(true));
+    assert_eq!(with_sinks.for_tool("t", true, true).strict, Some(true));
+    let default = FlowRules::default();
+    let off = rules("[tools.get_unread_emails]\nstrict = false\n").unwrap();
+    assert_eq!(
+        default.for_tool("get_unread_emails", false, true).strict,
+        None
+    );
+    for (old, new, what) in [
+        (
+            &on,
+            &default,
+            "strict changed from true to the default (calls with nothing to trace)",
+        ),
+        (
+            &default,
+            &off,
+            "strict changed from the default (calls with nothing to trace) to false",
+        ),
+        (&on, &off, "strict changed from true to false"),
+    ] {
+        let w = widenings(old, new);
+        assert!(
+            w.iter()
+                .any(|w| w.section == "tools.get_unread_emails" && w.what == what),
+            "{what}: {w:?}"
+        );
+    }
+    // Raising it is a narrowing.
+    assert!(widenings(&off, &default).is_empty());
+    assert!(widenings(&default, &on).is_empty());
+}
