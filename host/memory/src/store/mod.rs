@@ -21,8 +21,10 @@ mod labels;
 mod schema;
 mod sessions;
 mod transfer;
+mod vectors;
 
-pub use episodes::EpisodeQuery;
+pub use episodes::{EpisodeQuery, MatchedText};
+pub use vectors::{ScopeVectors, VECTOR_CACHE_BYTES};
 
 use crate::error::{MemoryError, Result};
 use rusqlite::{Connection, OpenFlags};
@@ -48,6 +50,8 @@ pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
     dim: usize,
+    /// The vectors searches scan, held between searches.
+    vectors: Mutex<vectors::VectorCache>,
 }
 
 impl std::fmt::Debug for Store {
@@ -98,6 +102,7 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
             dim,
+            vectors: Mutex::new(vectors::VectorCache::default()),
         })
     }
 
