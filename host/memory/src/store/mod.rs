@@ -22,9 +22,11 @@ mod schema;
 mod sessions;
 mod transfer;
 mod vectors;
+mod words;
 
-pub use episodes::{EpisodeQuery, MatchedText};
+pub use episodes::EpisodeQuery;
 pub use vectors::{ScopeVectors, VECTOR_CACHE_BYTES};
+pub use words::MatchedText;
 
 use crate::error::{MemoryError, Result};
 use rusqlite::{Connection, OpenFlags};
