@@ -117,7 +117,7 @@ pub(super) fn big_import(model: &Arc<MiniLm>, n: usize) -> Result<Value, String>
 
 /// CPU milliseconds per exchange since `before` (`None` where CPU time is
 /// not read).
-fn cpu_ms_each(before: Option<f64>, exchanges: usize) -> Option<f64> {
+fn cpu_ms_each(before: Option<f64>, exchanges: u64) -> Option<f64> {
     Some((super::cpu_s()? - before?) * 1000.0 / exchanges.max(1) as f64)
 }
 
