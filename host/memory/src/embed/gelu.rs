@@ -14,16 +14,16 @@ use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Result, Shape, T
 fn erf(x: f32) -> f32 {
     let x = x.clamp(-4.0, 4.0);
     let x2 = x * x;
-    let mut p = x2 * -2.726_142_3e-10 + 2.770_681_4e-8;
+    let mut p = x2 * -2.726_142_4e-10 + 2.770_681_5e-8;
     p = x2 * p - 2.101_024e-6;
-    p = x2 * p - 5.692_506_4e-5;
-    p = x2 * p - 7.349_906_3e-4;
-    p = x2 * p - 2.954_599_8e-3;
+    p = x2 * p - 5.692_506_2e-5;
+    p = x2 * p - 7.349_906_4e-4;
+    p = x2 * p - 2.954_6e-3;
     p = x2 * p - 1.609_603_3e-2;
     let p = x * p;
-    let mut q = x2 * -1.456_607_2e-5 - 2.133_740_6e-4;
+    let mut q = x2 * -1.456_607_15e-5 - 2.133_740_5e-4;
     q = x2 * q - 1.682_827e-3;
-    q = x2 * q - 7.373_329_2e-3;
+    q = x2 * q - 7.373_329_3e-3;
     q = x2 * q - 1.426_473_9e-2;
     p / q
 }

@@ -60,8 +60,8 @@ impl ScopeVectors {
                 // vectorises.
                 let mut acc = [0f32; 8];
                 for (c, x) in row.chunks_exact(8).zip(q.chunks_exact(8)) {
-                    for k in 0..8 {
-                        acc[k] += f32::from(c[k]) * x[k];
+                    for ((a, c), x) in acc.iter_mut().zip(c).zip(x) {
+                        *a += f32::from(*c) * x;
                     }
                 }
                 let tail = row.len() / 8 * 8;
@@ -80,8 +80,8 @@ impl ScopeVectors {
         let (x, y) = (self.row(a), self.row(b));
         let mut acc = [0i32; 8];
         for (u, v) in x.chunks_exact(8).zip(y.chunks_exact(8)) {
-            for k in 0..8 {
-                acc[k] += i32::from(u[k]) * i32::from(v[k]);
+            for ((a, u), v) in acc.iter_mut().zip(u).zip(v) {
+                *a += i32::from(*u) * i32::from(*v);
             }
         }
         let tail = x.len() / 8 * 8;
