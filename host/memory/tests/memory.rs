@@ -663,11 +663,11 @@ fn one_recall_embeds_the_query_once_for_facts_and_episodes() {
         common::model(),
         std::sync::atomic::AtomicUsize::new(0),
     ));
-    let m = Memory::open(
-        MemoryConfig::new(d.path().join("episodes.db"), ws),
-        counting.clone(),
-    )
-    .unwrap();
+    // Every fact given (the seed's threshold of 0.7 is the score's, not
+    // what this test is about).
+    let mut cfg = MemoryConfig::new(d.path().join("episodes.db"), ws);
+    cfg.fact_threshold = 0.0;
+    let m = Memory::open(cfg, counting.clone()).unwrap();
     m.index_episode(&ep(
         "t1",
         "s1",
