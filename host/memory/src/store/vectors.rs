@@ -111,11 +111,17 @@ impl ScopeVectors {
     }
 }
 
-/// The cached scopes: key (namespace, sender, limit) → (the scope's
-/// version when read, when last used, its vectors).
+/// A cached scope: (namespace, sender, limit).
+type ScopeKey = (String, Option<String>, usize);
+
+/// A cached scope's entry: the scope's version when read, when it was
+/// last used, its vectors.
+type ScopeEntry = (i64, u64, Arc<ScopeVectors>);
+
+/// The cached scopes.
 #[derive(Default)]
 pub(super) struct VectorCache {
-    scopes: HashMap<(String, Option<String>, usize), (i64, u64, Arc<ScopeVectors>)>,
+    scopes: HashMap<ScopeKey, ScopeEntry>,
     clock: u64,
 }
 
