@@ -273,6 +273,9 @@ fn index_traces(m: &Memory, r: &mut Rng, words: &Words) -> Result<(Vec<f64>, Vec
     Ok((idx, idx_embed))
 }
 
+/// Three series of milliseconds.
+type Timings = (Vec<f64>, Vec<f64>, Vec<f64>);
+
 /// 300 retrievals: the turn's bundle (embedding its query), then the same
 /// searches with the query's vector given, then those again with the
 /// vectors held in memory dropped first (each search reads its sender's
@@ -284,7 +287,7 @@ fn retrieve(
     queries: &[&str],
     r: &mut Rng,
     words: &Words,
-) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>), String> {
+) -> Result<Timings, String> {
     let now = jiff::Timestamp::now();
     let (mut bundle, mut no_embed, mut cold) = (Vec::new(), Vec::new(), Vec::new());
     let qv: Vec<Vec<f32>> = queries
