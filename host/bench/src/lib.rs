@@ -136,6 +136,16 @@ pub struct BenchArgs {
     /// `host/memory/tests/data/retrieval`).
     #[arg(long, value_name = "DIR")]
     pub retrieval_sets: Option<PathBuf>,
+    /// Which of the retrieval sets `--memory` imports and measures
+    /// (comma-separated among `tuned`, `holdout`, `validation`; `none`:
+    /// none, for the search and import figures alone).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tuned,holdout,validation",
+        value_name = "SETS"
+    )]
+    pub memory_sets: Vec<String>,
     /// With `--memory`: also import this many generated exchanges (e.g.
     /// 100000) and report the time (0: only the sets' imports).
     #[arg(long, default_value_t = 0, value_name = "N")]
@@ -398,6 +408,34 @@ pub(crate) fn rss() -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
+/// The machine's load average over the last minute (Linux:
+/// `/proc/loadavg`; NaN elsewhere), reported beside timings.
+pub(crate) fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// CPU time of this process so far, user and system, seconds (Linux:
+/// `/proc/self/stat`; `None` elsewhere): a figure that a loaded machine
+/// changes less than the wall clock.
+pub(crate) fn cpu_s() -> Option<f64> {
+    #[cfg(target_os = "linux")]
+    {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // After the command's closing parenthesis the fields start at the
+        // third; utime and stime are the 14th and 15th.
+        let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        Some(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
 async fn peak_memory(path: &Path) -> Result<Option<PeakMemory>, String> {
     let Ok(bytes) = std::fs::read(path) else {
         return Ok(None);
@@ -517,7 +555,13 @@ pub async fn run(out: &Out, args: &BenchArgs) -> u8 {
             .retrieval_sets
             .clone()
             .unwrap_or_else(capsaga_memory::eval::shipped_dir);
-        return memory::run(out, &args.model_dir, &sets, args.import_exchanges).await;
+        let names: Vec<String> = args
+            .memory_sets
+            .iter()
+            .filter(|n| n.as_str() != "none")
+            .cloned()
+            .collect();
+        return memory::run(out, &args.model_dir, &sets, &names, args.import_exchanges).await;
     }
     if args.fs_rollback {
         return fs::run(out, &args.fs_churn).await;

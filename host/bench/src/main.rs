@@ -44,6 +44,17 @@ fn main() -> ExitCode {
     // SAFETY: the first statement of `main`: no other thread exists yet
     // that could read the environment at the same time.
     unsafe { capsaga::process::fix_model_threads() };
+    // `--memory --import-exchanges N` measures the import as `capsaga
+    // memory import` runs it: candle's pool off (`CANDLE_NUM_THREADS=1`,
+    // read once by candle, so for the whole run), one embedding thread per
+    // CPU (`capsaga_memory::embed::import_workers`). The run's other
+    // embedding figures are then those of one thread.
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none()
+        && std::env::args().any(|a| a.starts_with("--import-exchanges"))
+    {
+        // SAFETY: as above, still before any other thread exists.
+        unsafe { std::env::set_var("CANDLE_NUM_THREADS", "1") };
+    }
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

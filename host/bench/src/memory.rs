@@ -5,7 +5,9 @@
 //!   normalisation overhead); goal ≤ 10 ms p50 on 2 cores;
 //! - retrieval over 100k episodes and 10k facts: the turn's whole bundle
 //!   (query embedding, the sender's latest episodes, FTS5 matches, fact
-//!   scores) and the same without the embedding; goal p95 ≤ 20 ms;
+//!   scores) and the same without the embedding; goal p95 ≤ 20 ms; and
+//!   the same searches with the sender's vectors read from SQLite each
+//!   time (the cache dropped before each: the baseline of the same run);
 //! - indexing a trace as an episode (importance, FTS5 entry); goal ≤ 5 ms;
 //!   and with its vector (embedded after the index, off the 5 ms);
 //! - resident memory after loading the model and after the 100k index;
@@ -125,10 +127,16 @@ impl Words {
 }
 
 /// Run it and print the report.
-pub(crate) async fn run(out: &Out, model_dir: &Path, sets: &Path, import_n: usize) -> u8 {
+pub(crate) async fn run(
+    out: &Out,
+    model_dir: &Path,
+    sets: &Path,
+    names: &[String],
+    import_n: usize,
+) -> u8 {
     match tokio::task::spawn_blocking({
-        let (d, s) = (model_dir.to_path_buf(), sets.to_path_buf());
-        move || measure(&d, &s, import_n)
+        let (d, s, n) = (model_dir.to_path_buf(), sets.to_path_buf(), names.to_vec());
+        move || measure(&d, &s, &n, import_n)
     })
     .await
     {
@@ -265,17 +273,23 @@ fn index_traces(m: &Memory, r: &mut Rng, words: &Words) -> Result<(Vec<f64>, Vec
     Ok((idx, idx_embed))
 }
 
+/// Three series of milliseconds.
+type Timings = (Vec<f64>, Vec<f64>, Vec<f64>);
+
 /// 300 retrievals: the turn's bundle (embedding its query), then the same
-/// searches with the query's vector given: milliseconds of each.
+/// searches with the query's vector given, then those again with the
+/// vectors held in memory dropped first (each search reads its sender's
+/// vectors from SQLite, as before issue 49's cache: the baseline of the
+/// same run): milliseconds of each.
 fn retrieve(
     m: &Memory,
     model: &MiniLm,
     queries: &[&str],
     r: &mut Rng,
     words: &Words,
-) -> Result<(Vec<f64>, Vec<f64>), String> {
+) -> Result<Timings, String> {
     let now = jiff::Timestamp::now();
-    let (mut bundle, mut no_embed) = (Vec::new(), Vec::new());
+    let (mut bundle, mut no_embed, mut cold) = (Vec::new(), Vec::new(), Vec::new());
     let qv: Vec<Vec<f32>> = queries
         .iter()
         .map(|q| model.embed_one(q))
@@ -287,25 +301,29 @@ fn retrieve(
         let t = Instant::now();
         m.bundle_for_turn(&sender, &q).map_err(|e| e.to_string())?;
         bundle.push(ms(t));
-        let t = Instant::now();
-        m.search_episodes_vec(
-            "default",
-            Some(&sender),
-            &q,
-            Some(&qv[i % qv.len()]),
-            5,
-            3,
-            now,
-        )
-        .map_err(|e| e.to_string())?;
-        m.search_facts_vec(&["default"], &qv[i % qv.len()], 5, 0.7, now)
-            .map_err(|e| e.to_string())?;
-        no_embed.push(ms(t));
+        // The turn's searches with the query's vector given: milliseconds.
+        let searches = || -> Result<f64, String> {
+            let v = &qv[i % qv.len()];
+            let t = Instant::now();
+            m.search_episodes_vec("default", Some(&sender), &q, Some(v), 5, 3, now)
+                .map_err(|e| e.to_string())?;
+            m.search_facts_vec(&["default"], v, 5, 0.7, now)
+                .map_err(|e| e.to_string())?;
+            Ok(ms(t))
+        };
+        no_embed.push(searches()?);
+        m.store().drop_vector_cache().map_err(|e| e.to_string())?;
+        cold.push(searches()?);
     }
-    Ok((bundle, no_embed))
+    Ok((bundle, no_embed, cold))
 }
 
-fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json::Value, String> {
+fn measure(
+    model_dir: &Path,
+    sets: &Path,
+    names: &[String],
+    import_n: usize,
+) -> Result<serde_json::Value, String> {
     let rss0 = super::rss().map(|r| r.0).unwrap_or(0);
     let t = Instant::now();
     let model = Arc::new(MiniLm::load(model_dir).map_err(|e| e.to_string())?);
@@ -339,9 +357,12 @@ fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json:
     let reopen_ms = ms(t);
     let rss_index = super::rss().map(|r| r.0).unwrap_or(0);
 
-    let (mut bundle, mut no_embed) = retrieve(&m, &model, &queries, &mut r, &words)?;
+    let load_before = super::load_average();
+    let (mut bundle, mut no_embed, mut cold) = retrieve(&m, &model, &queries, &mut r, &words)?;
     let (b50, b95) = (pct(&mut bundle, 0.5), pct(&mut bundle, 0.95));
     let (n50, n95) = (pct(&mut no_embed, 0.5), pct(&mut no_embed, 0.95));
+    let (c50, c95) = (pct(&mut cold, 0.5), pct(&mut cold, 0.95));
+    let load_after = super::load_average();
 
     // Indexing a trace (FTS5 entry), then its vector.
     let (mut idx, mut idx_embed) = index_traces(&m, &mut r, &words)?;
@@ -351,8 +372,14 @@ fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json:
 
     // Quality and import, then the f32 reference.
     let mut quality = serde_json::Map::new();
-    for name in memory_quality::SETS {
-        quality.insert(name.into(), memory_quality::set(&model, sets, name)?);
+    for name in names {
+        if !memory_quality::SETS.contains(&name.as_str()) {
+            return Err(format!(
+                "--memory-sets: no set `{name}` (the sets: {})",
+                memory_quality::SETS.join(", ")
+            ));
+        }
+        quality.insert(name.clone(), memory_quality::set(&model, sets, name)?);
     }
     quality.insert("goal".into(), json!(0.95));
     let big = if import_n > 0 {
@@ -370,6 +397,9 @@ fn measure(model_dir: &Path, sets: &Path, import_n: usize) -> Result<serde_json:
         "fill": {"episodes": EPISODES, "facts": FACTS, "episodes_s": episodes_s, "facts_s": facts_s, "reopen_ms": reopen_ms},
         "bundle_ms": {"p50": b50, "p95": b95},
         "retrieval_without_embedding_ms": {"p50": n50, "p95": n95, "goal_p95": 20.0},
+        "retrieval_vectors_from_sqlite_ms": {"p50": c50, "p95": c95},
+        "retrieval_held_over_sqlite": {"p50": n50 / c50.max(1e-9), "p95": n95 / c95.max(1e-9)},
+        "load_average_1m": {"before_retrieval": load_before, "after_retrieval": load_after},
         "bundle_over_retrieval": b50 / n50.max(1e-9),
         "index_trace_ms": {"p50": i50, "p95": i95, "goal": 5.0, "with_vector_p50": ie50},
         "rss_mb": {"start": mb(rss0), "model": mb(rss_model), "with_index": mb(rss_index)},
@@ -448,6 +478,15 @@ fn print(r: &serde_json::Value) {
         "  retrieval, no embedding        p50 {:.2} ms  p95 {:.2} ms   (goal p95 <= 20 ms)",
         f("/retrieval_without_embedding_ms/p50"),
         f("/retrieval_without_embedding_ms/p95")
+    );
+    outln!(
+        "  the same, vectors from SQLite  p50 {:.2} ms  p95 {:.2} ms   held / from SQLite = {:.2}x p50, {:.2}x p95 (load average {:.1} -> {:.1})",
+        f("/retrieval_vectors_from_sqlite_ms/p50"),
+        f("/retrieval_vectors_from_sqlite_ms/p95"),
+        f("/retrieval_held_over_sqlite/p50"),
+        f("/retrieval_held_over_sqlite/p95"),
+        f("/load_average_1m/before_retrieval"),
+        f("/load_average_1m/after_retrieval")
     );
     outln!(
         "  turn bundle (with embedding)   p50 {:.2} ms  p95 {:.2} ms   bundle / retrieval = {:.2}x",

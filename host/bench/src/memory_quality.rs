@@ -45,9 +45,10 @@ fn evaluation(e: &Evaluation) -> Value {
 pub(super) fn set(model: &Arc<MiniLm>, dir: &Path, name: &str) -> Result<Value, String> {
     let set = RetrievalSet::load(dir, name).map_err(|e| e.to_string())?;
     let (_d, m) = fresh(model)?;
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), super::cpu_s());
     let report = set.index(&m, "default").map_err(|e| e.to_string())?;
     let import_s = t.elapsed().as_secs_f64();
+    let cpu_ms = cpu_ms_each(cpu, report.exchanges);
     let t = Instant::now();
     let ours = set.recall_at(&m, "default", 5).map_err(|e| e.to_string())?;
     let search_ms = t.elapsed().as_secs_f64() * 1000.0 / set.questions.len().max(1) as f64;
@@ -56,6 +57,7 @@ pub(super) fn set(model: &Arc<MiniLm>, dir: &Path, name: &str) -> Result<Value, 
         "exchanges": report.exchanges,
         "import_s": import_s,
         "import_per_s": report.exchanges as f64 / import_s.max(1e-9),
+        "import_cpu_ms_per_exchange": cpu_ms,
         "search_with_embedding_ms_mean": search_ms,
         "memory": evaluation(&ours),
         "bm25_sessions": evaluation(&bm25),
@@ -95,18 +97,28 @@ pub(super) fn big_import(model: &Arc<MiniLm>, n: usize) -> Result<Value, String>
         w.flush().map_err(|e| e.to_string())?;
     }
     let f = std::fs::File::open(&path).map_err(|e| e.to_string())?;
-    let t = Instant::now();
+    let (t, cpu, load) = (Instant::now(), super::cpu_s(), super::load_average());
     let r = m
         .import(&mut std::io::BufReader::new(f), "default", &mut |_| {})
         .map_err(|e| e.to_string())?;
     let secs = t.elapsed().as_secs_f64();
+    let cpu_ms = cpu_ms_each(cpu, r.exchanges);
     Ok(json!({
         "exchanges": r.exchanges,
         "added": r.added,
         "seconds": secs,
         "per_s": r.exchanges as f64 / secs.max(1e-9),
+        "cpu_ms_per_exchange": cpu_ms,
+        "workers": m.config().import_workers,
+        "load_average_1m": {"before": load, "after": super::load_average()},
         "goal_100k_s": 600.0,
     }))
+}
+
+/// CPU milliseconds per exchange since `before` (`None` where CPU time is
+/// not read).
+fn cpu_ms_each(before: Option<f64>, exchanges: u64) -> Option<f64> {
+    Some((super::cpu_s()? - before?) * 1000.0 / exchanges.max(1) as f64)
 }
 
 /// The quality lines of the report.
@@ -124,6 +136,9 @@ pub(super) fn print(r: &Value) {
         "distinct"
     );
     for name in SETS {
+        if r.pointer(&format!("/retrieval_sets/{name}")).is_none() {
+            continue;
+        }
         for (who, key) in [("memory", "memory"), ("BM25 ", "bm25_sessions")] {
             let e = r.pointer(&format!("/retrieval_sets/{name}/{key}"));
             let kinds: Vec<String> = KINDS
@@ -146,21 +161,26 @@ pub(super) fn print(r: &Value) {
         }
         let s = r.pointer(&format!("/retrieval_sets/{name}"));
         outln!(
-            "    {:<8} import {:.0} exchanges in {:.1} s = {:.0}/s (100k at this rate: {:.1} min, goal <= 10); search with embedding {:.1} ms mean",
+            "    {:<8} import {:.0} exchanges in {:.1} s = {:.0}/s, {:.1} ms of CPU each (100k at this rate: {:.1} min, goal <= 10); search with embedding {:.1} ms mean",
             name,
             f(s.and_then(|s| s.get("exchanges"))),
             f(s.and_then(|s| s.get("import_s"))),
             f(s.and_then(|s| s.get("import_per_s"))),
+            f(s.and_then(|s| s.get("import_cpu_ms_per_exchange"))),
             100_000.0 / f(s.and_then(|s| s.get("import_per_s"))) / 60.0,
             f(s.and_then(|s| s.get("search_with_embedding_ms_mean")))
         );
     }
     if let Some(b) = r.get("big_import").filter(|b| !b.is_null()) {
         outln!(
-            "  import of {:.0} generated exchanges   {:.1} s = {:.0}/s   (goal: 100k <= 600 s)",
+            "  import of {:.0} generated exchanges   {:.1} s = {:.0}/s, {:.1} ms of CPU each on {:.0} threads (load average {:.1} -> {:.1})   (goal: 100k <= 600 s)",
             f(b.get("exchanges")),
             f(b.get("seconds")),
-            f(b.get("per_s"))
+            f(b.get("per_s")),
+            f(b.get("cpu_ms_per_exchange")),
+            f(b.get("workers")),
+            f(b.pointer("/load_average_1m/before")),
+            f(b.pointer("/load_average_1m/after"))
         );
     }
 }

@@ -239,9 +239,23 @@ fn search(
     limit: usize,
 ) -> Result<u8, Failure> {
     let m = &hm.memory;
-    let facts = m.search_facts(&[ns], query, limit, 0.0).map_err(failure)?;
-    let eps = m
-        .search_episodes(ns, sender, query, 0, limit, jiff::Timestamp::now())
+    // One recall: the query embedded once for facts and episodes, ranked
+    // as a turn and `memory_fetch` rank them.
+    let capsaga_memory::Bundle {
+        facts,
+        episodes: eps,
+    } = m
+        .recall(&capsaga_memory::RecallQuery {
+            namespace: ns,
+            sender,
+            message: query,
+            facts: limit,
+            fact_threshold: 0.0,
+            relevant: limit,
+            recent: 0,
+            reinforce: false,
+            now: jiff::Timestamp::now(),
+        })
         .map_err(failure)?;
     if out.json {
         out.json(&json!({"facts": facts, "episodes": eps}));

@@ -6,7 +6,7 @@
 //! usage: recall_probe MODEL_DIR SETS_DIR SET DB [KIND]
 //!
 //! The ranking's parameters may be overridden for a trial: `SAME`,
-//! `CHANGE`, `POOL`, `LAMBDA`, `BM25` ([`capsaga_memory::rank::Params`]);
+//! `CHANGE`, `SHARED`, `POOL`, `LAMBDA`, `BM25` ([`capsaga_memory::rank::Params`]);
 //! `QUIET` prints the recall and BM25's only. Build it in release
 //! (`cargo build --release -p capsaga-memory --example recall_probe`).
 
@@ -30,6 +30,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(v) = env("CHANGE") {
         cfg.rank.change_subject = v as f32;
+    }
+    if let Some(v) = env("SHARED") {
+        cfg.rank.change_shared_word = v as f32;
     }
     if let Some(v) = env("POOL") {
         cfg.rank.later_pool = v as usize;

@@ -213,16 +213,10 @@ impl RetrievalSet {
             let Ok((s, xs)) = line.and_then(|l| crate::transfer::format::parse(&l)) else {
                 continue;
             };
-            let mut bag: HashMap<String, u32> = HashMap::new();
-            let mut len = 0;
-            for x in &xs {
-                for text in [x.user.as_str(), x.answer.as_deref().unwrap_or("")] {
-                    for w in score::words(text) {
-                        *bag.entry(w.to_lowercase()).or_default() += 1;
-                        len += 1;
-                    }
-                }
-            }
+            let (bag, len) = score::bag(
+                xs.iter()
+                    .flat_map(|x| [x.user.as_str(), x.answer.as_deref().unwrap_or("")]),
+            );
             out.entry(s.sender)
                 .or_default()
                 .push((s.session_id, bag, len));
@@ -233,23 +227,11 @@ impl RetrievalSet {
 
 /// The sessions of `docs` ranked by BM25 for `terms` (ties by session id).
 fn bm25(docs: &[SessionBag], terms: &[String]) -> Vec<String> {
-    let (k1, b) = (1.2_f64, 0.75_f64);
-    let n = docs.len() as f64;
-    let avg = docs.iter().map(|d| f64::from(d.2)).sum::<f64>() / n.max(1.0);
-    let mut scored: Vec<(f64, &str)> = docs
-        .iter()
-        .map(|(id, bag, len)| {
-            let s: f64 = terms
-                .iter()
-                .map(|t| {
-                    let df = docs.iter().filter(|d| d.1.contains_key(t)).count() as f64;
-                    let tf = f64::from(*bag.get(t).unwrap_or(&0));
-                    let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                    idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * f64::from(*len) / avg))
-                })
-                .sum();
-            (s, id.as_str())
-        })
+    let bags: Vec<score::Bag> = docs.iter().map(|(_, b, l)| (b.clone(), *l)).collect();
+    let scores = score::bm25(&bags, bags.len(), terms);
+    let mut scored: Vec<(f64, &str)> = scores
+        .into_iter()
+        .zip(docs.iter().map(|d| d.0.as_str()))
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
     scored.into_iter().map(|(_, id)| id.to_string()).collect()

@@ -43,6 +43,7 @@ mod semantic;
 
 pub use embed::{Embedder, MiniLm};
 pub use error::{MemoryError, Result};
+pub use retrieval::RecallQuery;
 pub use store::{EpisodeQuery, Store};
 pub use types::{Episode, Fact, NewEpisode, Proposal, SessionHistory, SessionTurn};
 
@@ -338,25 +339,17 @@ impl Memory {
     /// # Errors
     /// [`MemoryError::Embed`], [`MemoryError::Sql`].
     pub fn bundle_for_turn(&self, sender: &str, message: &str) -> Result<Bundle> {
-        let now = Timestamp::now();
-        let ns = self.cfg.namespace.as_str();
-        let episodes = self.search_episodes(
-            ns,
-            Some(sender),
+        self.recall(&RecallQuery {
+            namespace: &self.cfg.namespace,
+            sender: Some(sender),
             message,
-            self.cfg.recent_n,
-            self.cfg.relevant_k,
-            now,
-        )?;
-        let facts = if self.index.read().map(|i| i.is_empty()).unwrap_or(true) {
-            Vec::new()
-        } else {
-            let facts =
-                self.search_facts(&[ns], message, self.cfg.fact_top_m, self.cfg.fact_threshold)?;
-            self.access(&facts)?;
-            facts
-        };
-        Ok(Bundle { facts, episodes })
+            facts: self.cfg.fact_top_m,
+            fact_threshold: self.cfg.fact_threshold,
+            relevant: self.cfg.relevant_k,
+            recent: self.cfg.recent_n,
+            reinforce: true,
+            now: Timestamp::now(),
+        })
     }
 
     /// Record a finished turn in its session; returns its position.

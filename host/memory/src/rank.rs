@@ -61,6 +61,9 @@ pub struct Candidate {
     /// The words of its user message that carry a value
     /// ([`crate::supersede::values`]).
     pub values: BTreeSet<String>,
+    /// The words of its user message that name things
+    /// ([`crate::supersede::subject_words`]).
+    pub subject: BTreeSet<String>,
 }
 
 /// The ranking's weights (see the module's documentation).
@@ -76,6 +79,11 @@ pub struct Params {
     /// ("I moved the dentist to Thursday" shares few words with "the
     /// dentist is on Tuesday").
     pub change_subject: f32,
+    /// The same, when the later exchange says that something changed and
+    /// names a thing the earlier one names (a word of both
+    /// [`Candidate::subject`]s: "the *dentist* moved me to June" after
+    /// "my *dentist* appointment is on March 3rd").
+    pub change_shared_word: f32,
     /// How many of the most relevant candidates the later-value rule
     /// compares pairwise.
     pub later_pool: usize,
@@ -90,6 +98,7 @@ impl Default for Params {
             w_window: 0.35,
             same_subject: 0.6,
             change_subject: 0.5,
+            change_shared_word: 0.25,
             later_pool: 40,
             mmr_lambda: 0.85,
         }
@@ -133,7 +142,8 @@ fn better(cands: &[Candidate], score: &[f64], a: usize, b: usize) -> Ordering {
 /// Whether the later candidate `i` gives a new value of the subject of
 /// the earlier `j`: both of one sender, and either `i` says that
 /// something changed and their cosine is at least
-/// [`Params::change_subject`], or their cosine is at least
+/// [`Params::change_subject`] (or [`Params::change_shared_word`] when
+/// the two name a thing in common), or their cosine is at least
 /// [`Params::same_subject`] and their values differ
 /// ([`crate::supersede::values_disagree`]). The cosine alone is not
 /// enough: two exchanges on one topic that neither state a change nor
@@ -148,7 +158,9 @@ fn same_subject(cands: &[Candidate], i: usize, j: usize, p: &Params) -> bool {
     let Some(c) = cos(a, b) else {
         return false;
     };
-    (a.states_change && c >= p.change_subject)
+    (a.states_change
+        && (c >= p.change_subject
+            || (c >= p.change_shared_word && !a.subject.is_disjoint(&b.subject))))
         || (c >= p.same_subject && crate::supersede::values_disagree(&b.values, &a.values))
 }
 
@@ -286,6 +298,7 @@ mod tests {
             // Each statement its own value (so that two of one subject
             // disagree), unless a test says otherwise.
             values: BTreeSet::from([format!("v-{session}")]),
+            subject: BTreeSet::new(),
         }
     }
 
@@ -394,6 +407,28 @@ mod tests {
         assert_eq!(sessions(&c, &rank(&c, &p, 3)), ["jan", "feb", "mar"]);
         c[1].states_change = true;
         assert_eq!(sessions(&c, &rank(&c, &p, 3)), ["mar", "jan", "feb"]);
+    }
+
+    #[test]
+    fn a_stated_change_naming_the_same_thing_is_linked_at_a_lower_cosine_still() {
+        // Cosine 0.35: under the change threshold, over the shared-word one.
+        let mut c = vec![
+            cand("jan", 100, 0.70, &[1.0, 0.0, 0.0]),
+            cand("mar", 300, 0.30, &[0.35, 0.937, 0.0]),
+            cand("feb", 200, 0.50, &[0.0, 0.0, 1.0]),
+        ];
+        c[1].states_change = true;
+        let p = Params {
+            mmr_lambda: 1.0,
+            ..Params::default()
+        };
+        assert_eq!(sessions(&c, &rank(&c, &p, 3)), ["jan", "feb", "mar"]);
+        c[0].subject = BTreeSet::from(["dentist".to_string(), "rossi".to_string()]);
+        c[1].subject = BTreeSet::from(["dentist".to_string()]);
+        assert_eq!(sessions(&c, &rank(&c, &p, 3)), ["mar", "jan", "feb"]);
+        // Naming the same thing without saying that it changed: no link.
+        c[1].states_change = false;
+        assert_eq!(sessions(&c, &rank(&c, &p, 3)), ["jan", "feb", "mar"]);
     }
 
     #[test]

@@ -156,6 +156,52 @@ impl Memory {
         Ok(scored)
     }
 
+    /// One recall (issue 46): facts and episodes for `q.message`, the
+    /// message embedded **once** and its vector used by both searches. What
+    /// a turn is given ([`Memory::bundle_for_turn`]), what the agent's
+    /// `memory_fetch` and `capsaga memory search` answer: one ranking for
+    /// the three. The facts returned are reinforced (seed 004 `access`)
+    /// when `q.reinforce`. Nothing is embedded when neither search needs
+    /// the vector (no fact wanted or none stored, no relevant episode
+    /// wanted).
+    ///
+    /// # Errors
+    /// [`MemoryError::Embed`], [`MemoryError::Sql`].
+    pub fn recall(&self, q: &RecallQuery<'_>) -> Result<crate::Bundle> {
+        let facts_wanted = q.facts > 0
+            && !self
+                .index
+                .read()
+                .map_err(|_| MemoryError::Sql("fact index lock poisoned".into()))?
+                .is_empty();
+        let vector = if facts_wanted || q.relevant > 0 {
+            Some(self.embedder.embed_one(q.message)?)
+        } else {
+            None
+        };
+        let facts = match &vector {
+            Some(v) if facts_wanted => {
+                let f =
+                    self.search_facts_vec(&[q.namespace], v, q.facts, q.fact_threshold, q.now)?;
+                if q.reinforce {
+                    self.access(&f)?;
+                }
+                f
+            }
+            _ => Vec::new(),
+        };
+        let episodes = self.search_episodes_vec(
+            q.namespace,
+            q.sender,
+            q.message,
+            vector.as_deref(),
+            q.recent,
+            q.relevant,
+            q.now,
+        )?;
+        Ok(crate::Bundle { facts, episodes })
+    }
+
     /// Episodes for a message (see [`Memory::search_episodes_vec`]), the
     /// message embedded here.
     ///
@@ -242,20 +288,16 @@ impl Memory {
         let query = query.as_deref();
         // By meaning: the scope's vectors, read once into one matrix.
         let scan = match query {
-            Some(q) => Scan::new(&self.store, namespace, sender, q, dim)?,
+            Some(q) => Scan::new(&self.store, namespace, sender, q)?,
             None => Scan::default(),
         };
-        let mut ids: Vec<&str> = scan.pool().map(|r| scan.ids[r].as_str()).collect();
+        let mut ids: Vec<&str> = scan.pool().map(|r| scan.id(r)).collect();
         for r in scan.later_neighbours(&self.cfg.rank) {
-            ids.push(scan.ids[r].as_str());
+            ids.push(scan.id(r));
         }
-        // By words.
-        let words = match score::fts_query(message) {
-            Some(f) => self
-                .store
-                .match_scores(namespace, sender, &f, FUSION_POOL)?,
-            None => Vec::new(),
-        };
+        // By words: BM25 over the sender's own episodes (see
+        // [`Memory::words_of`]).
+        let words = self.words_of(namespace, sender, message)?;
         for (id, _) in &words {
             if !ids.contains(&id.as_str()) {
                 ids.push(id);
@@ -295,12 +337,66 @@ impl Memory {
                 states_change: crate::supersede::states_change(&e.user_message),
                 sender: e.sender.clone(),
                 values: crate::supersede::values(&e.user_message),
+                subject: crate::supersede::subject_words(&e.user_message),
             });
             episodes.push(e);
         }
         let order = rank::rank(&cands, &self.cfg.rank, k);
         let mut rows: Vec<Option<Episode>> = episodes.into_iter().map(Some).collect();
         Ok(order.into_iter().filter_map(|i| rows[i].take()).collect())
+    }
+
+    /// The [`FUSION_POOL`] best episodes for the words of `message`,
+    /// best first (equal scores by id): `(episode id, BM25 score)`. For a
+    /// sender, BM25 over the sender's own episodes (their matches read
+    /// from FTS5 unranked, the [`SEMANTIC_SCAN`] latest, scored here in a
+    /// collection of the sender's episodes): a sender's words are ranked
+    /// by how rare they are in that sender's history, and FTS5's
+    /// `bm25()`, which walks every term's posting list over the whole
+    /// database at each query, is not asked. For a namespace, FTS5's
+    /// ranking.
+    fn words_of(
+        &self,
+        namespace: &str,
+        sender: Option<&str>,
+        message: &str,
+    ) -> Result<Vec<(String, f64)>> {
+        let Some(f) = score::fts_query(message) else {
+            return Ok(Vec::new());
+        };
+        let Some(sender) = sender else {
+            return self.store.match_scores(namespace, None, &f, FUSION_POOL);
+        };
+        let (docs, n) = self
+            .store
+            .sender_matches(namespace, sender, &f, SEMANTIC_SCAN)?;
+        let bags: Vec<score::Bag> = docs
+            .iter()
+            .map(|d| {
+                score::bag(
+                    [
+                        Some(d.user_message.as_str()),
+                        d.final_response.as_deref(),
+                        d.summary.as_deref(),
+                    ]
+                    .into_iter()
+                    .flatten(),
+                )
+            })
+            .collect();
+        let terms: Vec<String> = score::query_terms(message)
+            .into_iter()
+            .take(score::MAX_QUERY_TERMS)
+            .collect();
+        let scores = score::bm25(&bags, n, &terms);
+        let mut out: Vec<(String, f64)> = docs
+            .into_iter()
+            .zip(scores)
+            .map(|(d, s)| (d.episode_id, s))
+            .collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out.truncate(FUSION_POOL);
+        Ok(out)
     }
 
     /// Embed up to `limit` episodes that have no vector yet (new ones: the
@@ -334,44 +430,44 @@ impl Memory {
     }
 }
 
+/// What one [`Memory::recall`] asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct RecallQuery<'a> {
+    /// The namespace searched (facts and episodes).
+    pub namespace: &'a str,
+    /// Whose episodes (`None`: the namespace's, every sender's).
+    pub sender: Option<&'a str>,
+    /// The message or question.
+    pub message: &'a str,
+    /// Most facts returned (0: none searched).
+    pub facts: usize,
+    /// Least fact score returned.
+    pub fact_threshold: f32,
+    /// Most episodes by relevance ([`Memory::rank_episodes`]).
+    pub relevant: usize,
+    /// The sender's latest episodes added after them (not among them).
+    pub recent: usize,
+    /// Whether the facts returned count as accesses.
+    pub reinforce: bool,
+    /// When the question is asked (for "last week", and fact recency).
+    pub now: Timestamp,
+}
+
 /// The vectors of a search's scope (at most [`SEMANTIC_SCAN`], newest
-/// first) in one contiguous matrix of unit rows, their ids, and their
-/// cosines to the query, read once per search.
+/// first; held in memory by the store between searches:
+/// [`crate::store::ScopeVectors`]) and their cosines to the query.
 #[derive(Default)]
 struct Scan {
-    dim: usize,
-    ids: Vec<String>,
-    matrix: Vec<f32>,
+    vs: std::sync::Arc<crate::store::ScopeVectors>,
     /// Rows by cosine to the query, best first (ties by id).
     order: Vec<usize>,
 }
 
 impl Scan {
-    fn new(
-        store: &crate::Store,
-        namespace: &str,
-        sender: Option<&str>,
-        q: &[f32],
-        dim: usize,
-    ) -> Result<Scan> {
-        let mut ids = Vec::new();
-        let mut matrix = Vec::new();
-        store.each_episode_vector(namespace, sender, SEMANTIC_SCAN, |id, blob| {
-            if blob.len() != dim * 4 {
-                return Err(MemoryError::Dimension {
-                    what: format!("episode {id}"),
-                    expected: dim,
-                    found: blob.len() / 4,
-                });
-            }
-            matrix.extend(
-                blob.chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-            );
-            ids.push(id.to_string());
-            Ok(())
-        })?;
-        let sims: Vec<f32> = matrix.chunks_exact(dim).map(|v| score::dot(q, v)).collect();
+    fn new(store: &crate::Store, namespace: &str, sender: Option<&str>, q: &[f32]) -> Result<Scan> {
+        let vs = store.scan_vectors(namespace, sender, SEMANTIC_SCAN)?;
+        let sims = vs.dots(q);
+        let ids = &vs.ids;
         let mut order: Vec<usize> = (0..ids.len()).collect();
         let by = |a: &usize, b: &usize| {
             sims[*b]
@@ -385,16 +481,11 @@ impl Scan {
         } else {
             order.sort_unstable_by(by);
         }
-        Ok(Scan {
-            dim,
-            ids,
-            matrix,
-            order,
-        })
+        Ok(Scan { vs, order })
     }
 
-    fn row(&self, r: usize) -> &[f32] {
-        &self.matrix[r * self.dim..(r + 1) * self.dim]
+    fn id(&self, r: usize) -> &str {
+        &self.vs.ids[r]
     }
 
     /// The [`FUSION_POOL`] rows nearest the query, best first.
@@ -403,34 +494,31 @@ impl Scan {
     }
 
     /// The rows past the pool that are near one of the [`LINK_SEEDS`]
-    /// best (a cosine at least the ranking's lower subject threshold), the
+    /// best (a cosine at least the ranking's lowest subject threshold), the
     /// [`LINK_EXTRA`] nearest (ties by id): the candidates a change of
     /// value said in other words brings (see [`rank`]).
     fn later_neighbours(&self, p: &rank::Params) -> Vec<usize> {
-        let least = p.same_subject.min(p.change_subject);
+        let least = p
+            .same_subject
+            .min(p.change_subject)
+            .min(p.change_shared_word);
         if self.order.len() <= FUSION_POOL || least > 1.0 {
             return Vec::new();
         }
-        let seeds: Vec<&[f32]> = self
-            .order
-            .iter()
-            .take(LINK_SEEDS)
-            .map(|&r| self.row(r))
-            .collect();
+        let seeds: Vec<usize> = self.order.iter().take(LINK_SEEDS).copied().collect();
         let mut near: Vec<(f32, usize)> = self.order[FUSION_POOL..]
             .iter()
             .filter_map(|&r| {
-                let v = self.row(r);
                 let best = seeds
                     .iter()
-                    .map(|s| score::dot(s, v))
+                    .map(|&s| self.vs.dot_rows(s, r))
                     .fold(f32::NEG_INFINITY, f32::max);
                 (best >= least).then_some((best, r))
             })
             .collect();
         near.sort_by(|a, b| {
             b.0.total_cmp(&a.0)
-                .then_with(|| self.ids[a.1].cmp(&self.ids[b.1]))
+                .then_with(|| self.id(a.1).cmp(self.id(b.1)))
         });
         near.into_iter().take(LINK_EXTRA).map(|(_, r)| r).collect()
     }

@@ -140,6 +140,53 @@ pub fn words(text: &str) -> impl Iterator<Item = &str> {
         .filter(|w| !w.is_empty())
 }
 
+/// A document for [`bm25`]: each word's count (lower-cased) and its
+/// length in words.
+pub type Bag = (std::collections::HashMap<String, u32>, u32);
+
+/// The bag of words of `texts` (lower-cased [`words`]).
+pub fn bag<'a>(texts: impl IntoIterator<Item = &'a str>) -> Bag {
+    let mut bag = std::collections::HashMap::new();
+    let mut len = 0;
+    for t in texts {
+        for w in words(t) {
+            *bag.entry(w.to_lowercase()).or_insert(0) += 1;
+            len += 1;
+        }
+    }
+    (bag, len)
+}
+
+/// The BM25 score (k1 = 1.2, b = 0.75, as FTS5's `bm25()`) of each of
+/// `docs` for `terms`, in a collection of `n` documents (at least
+/// `docs.len()`) of which `docs` are every one holding a term: a term's
+/// document count is read from `docs`, the average length too.
+pub fn bm25(docs: &[Bag], n: usize, terms: &[String]) -> Vec<f64> {
+    let (k1, b) = (1.2_f64, 0.75_f64);
+    let n = n.max(docs.len()) as f64;
+    let avg = docs.iter().map(|d| f64::from(d.1)).sum::<f64>() / (docs.len().max(1) as f64);
+    let idf: Vec<f64> = terms
+        .iter()
+        .map(|t| {
+            let df = docs.iter().filter(|d| d.0.contains_key(t)).count() as f64;
+            ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+        })
+        .collect();
+    docs.iter()
+        .map(|(bag, len)| {
+            let norm = k1 * (1.0 - b + b * f64::from(*len) / avg.max(1e-9));
+            terms
+                .iter()
+                .zip(&idf)
+                .map(|(t, idf)| {
+                    let tf = f64::from(*bag.get(t).unwrap_or(&0));
+                    idf * tf * (k1 + 1.0) / (tf + norm)
+                })
+                .sum()
+        })
+        .collect()
+}
+
 /// Most terms put in one FTS5 query.
 pub const MAX_QUERY_TERMS: usize = 32;
 
@@ -185,6 +232,20 @@ pub fn fts_query(message: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bm25_reads_rarity_in_the_collection_it_is_given() {
+        let docs = [bag(["my dentist is Dr Rossi"]), bag(["the dentist moved"])];
+        let terms = ["dentist".to_string(), "rossi".to_string()];
+        // Two documents of a sender's thousand hold "dentist": rare there.
+        let many = bm25(&docs, 1000, &terms);
+        // The same two as the whole collection: "dentist" is in every one.
+        let alone = bm25(&docs, 2, &terms);
+        assert!(many[1] > alone[1] * 5.0, "{many:?} {alone:?}");
+        // The rarer word counts more; a document without a term scores 0.
+        assert!(many[0] > many[1]);
+        assert_eq!(bm25(&[bag(["nothing here"])], 10, &terms), [0.0]);
+    }
 
     #[test]
     fn importance_is_the_seed_formula_and_bounded() {

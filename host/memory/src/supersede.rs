@@ -159,16 +159,61 @@ const CHANGE_PAIRS: &[(&str, &str)] = &[
     ("turned", "out"),
 ];
 
-/// Whether `text` says that something changed (see [`CHANGE_WORDS`]): a
-/// hint that a later statement replaces an earlier one even when the two
-/// share few words, so that retrieval links them at a lower cosine
-/// ([`crate::rank::Params::change_subject`]).
+/// Words that open a question when it has no question mark ("how do I
+/// change my password"), lower-cased.
+const QUESTION_OPENERS: &[&str] = &[
+    "how", "what", "why", "which", "who", "when", "where", "should", "can", "could", "is", "are",
+    "do", "does", "would", "will", "any",
+];
+
+/// The clauses of `text` that state something: its clauses (split at
+/// `.`, `!`, `?`, `;`, `,` and line ends) without the questions (those
+/// ending with `?` or opening with a word of [`QUESTION_OPENERS`]), so
+/// that "I moved the dentist to Thursday, can you remind me?" still
+/// states a change.
+fn statements(text: &str) -> impl Iterator<Item = &str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if matches!(c, '.' | '!' | '?' | ';' | ',' | '\n') {
+            out.push((&text[start..i], c == '?'));
+            start = i + c.len_utf8();
+        }
+    }
+    out.push((&text[start..], false));
+    out.into_iter().filter_map(|(s, asked)| {
+        let first = crate::score::words(s).next()?.to_lowercase();
+        (!asked && !QUESTION_OPENERS.contains(&first.as_str())).then_some(s)
+    })
+}
+
+/// Whether `text` says that something changed (see [`CHANGE_WORDS`]) in
+/// a sentence that states it: a hint that a later statement replaces an
+/// earlier one even when the two share few words, so that retrieval links
+/// them at a lower cosine ([`crate::rank::Params::change_subject`]). A
+/// question is not a change ("How do I change my address with the
+/// bank?" asks about the subject of "My address is Via Po 27" without
+/// giving it a new value): linking such questions to the statement they
+/// are near was the rule's commonest false link.
 pub fn states_change(text: &str) -> bool {
-    let words: Vec<String> = crate::score::words(text).map(str::to_lowercase).collect();
-    words.iter().any(|w| CHANGE_WORDS.contains(&w.as_str()))
-        || words
-            .windows(2)
-            .any(|p| CHANGE_PAIRS.contains(&(p[0].as_str(), p[1].as_str())))
+    statements(text).any(|s| {
+        let words: Vec<String> = crate::score::words(s).map(str::to_lowercase).collect();
+        words.iter().any(|w| CHANGE_WORDS.contains(&w.as_str()))
+            || words
+                .windows(2)
+                .any(|p| CHANGE_PAIRS.contains(&(p[0].as_str(), p[1].as_str())))
+    })
+}
+
+/// The words of `text` that name things, lower-cased: its words past
+/// the stop words ([`crate::score::query_terms`]), less the words of
+/// change ([`CHANGE_WORDS`]) and those shorter than three letters. Two
+/// statements that share one are about a thing in common ("the dentist").
+pub fn subject_words(text: &str) -> BTreeSet<String> {
+    crate::score::query_terms(text)
+        .into_iter()
+        .filter(|w| w.chars().count() >= 3 && !CHANGE_WORDS.contains(&w.as_str()))
+        .collect()
 }
 
 /// A statement for [`superseded`].
@@ -256,6 +301,9 @@ mod tests {
             "Irene took over my team.",
             "I no longer work at Acme.",
             "Going to Lima instead.",
+            // A change stated beside a question.
+            "I moved the dentist to Thursday. Can you remind me?",
+            "I moved the dentist to Thursday, can you remind me?",
         ] {
             assert!(states_change(t), "{t}");
         }
@@ -267,6 +315,11 @@ mod tests {
             "Nowhere is better than Snowdon.",
             // "new" is too often not a change.
             "I need suggestions for a new year's resolution.",
+            // A question about changing is not a change.
+            "How do I change my address with the bank?",
+            "Is it hard to move abroad at twenty?",
+            "how do i cancel a subscription",
+            "Any tips to change a bike inner tube?",
         ] {
             assert!(!states_change(t), "{t}");
         }

@@ -80,6 +80,7 @@ fn the_later_value_ranks_first_by_the_exchanges_dates_not_the_import_order() {
         rank::Params {
             same_subject: 2.0,
             change_subject: 2.0,
+            change_shared_word: 2.0,
             ..rank::Params::default()
         },
     );

@@ -162,21 +162,22 @@ impl BuiltinTool for MemoryFetch {
         let sender = reader_of(&mem, &*self.store, &ctx.saga_id).await?;
         let reinforce = !ctx.dry_run;
         let (facts, episodes) = tokio::task::spawn_blocking(move || {
-            let m = &mem.memory;
-            let now = jiff::Timestamp::now();
-            let q = m.embedder().embed_one(&query)?;
-            let facts = m.search_facts_vec(&[&ns], &q, limit, 0.0, now)?;
-            // Facts returned to the model count as accesses (seed 004
-            // `access`), except in a dry run.
-            if reinforce {
-                m.access(&facts)?;
-            }
-            // Only the reader's own episodes; none without a reader.
-            let eps = match &sender {
-                Some(s) => m.search_episodes_vec(&ns, Some(s), &query, Some(&q), 0, limit, now)?,
-                None => Vec::new(),
-            };
-            Ok::<_, MemoryError>((facts, eps))
+            // One recall, the query embedded once (as a turn's and
+            // `capsaga memory search`'s). Facts returned to the model count
+            // as accesses (seed 004 `access`), except in a dry run. Only the
+            // reader's own episodes; none without a reader.
+            let b = mem.memory.recall(&capsaga_memory::RecallQuery {
+                namespace: &ns,
+                sender: sender.as_deref(),
+                message: &query,
+                facts: limit,
+                fact_threshold: 0.0,
+                relevant: if sender.is_some() { limit } else { 0 },
+                recent: 0,
+                reinforce,
+                now: jiff::Timestamp::now(),
+            })?;
+            Ok::<_, MemoryError>((b.facts, b.episodes))
         })
         .await
         .map_err(join_error)?

@@ -167,7 +167,7 @@ impl Layer {
         let attended = self
             .attention_norm
             .forward(&(self.attention_out.forward(context)? + x)?)?;
-        let inner = self.intermediate.forward(&attended)?.gelu_erf()?;
+        let inner = super::gelu::gelu_erf(&self.intermediate.forward(&attended)?)?;
         self.output_norm
             .forward(&(self.output.forward(&inner)? + &attended)?)
     }

@@ -21,6 +21,7 @@ use std::sync::Mutex;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 mod encoder;
+mod gelu;
 
 pub use encoder::Precision;
 

@@ -30,7 +30,7 @@ fn ns_token(namespace: &str) -> String {
     format!("n{}", hash16(namespace))
 }
 
-fn sender_token(namespace: &str, sender: &str) -> String {
+pub(super) fn sender_token(namespace: &str, sender: &str) -> String {
     format!("k{}", hash16(&format!("{namespace}\n{sender}")))
 }
 

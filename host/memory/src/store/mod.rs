@@ -21,8 +21,12 @@ mod labels;
 mod schema;
 mod sessions;
 mod transfer;
+mod vectors;
+mod words;
 
 pub use episodes::EpisodeQuery;
+pub use vectors::{ScopeVectors, VECTOR_CACHE_BYTES};
+pub use words::MatchedText;
 
 use crate::error::{MemoryError, Result};
 use rusqlite::{Connection, OpenFlags};
@@ -48,6 +52,8 @@ pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
     dim: usize,
+    /// The vectors searches scan, held between searches.
+    vectors: Mutex<vectors::VectorCache>,
 }
 
 impl std::fmt::Debug for Store {
@@ -98,6 +104,7 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
             dim,
+            vectors: Mutex::new(vectors::VectorCache::default()),
         })
     }
 

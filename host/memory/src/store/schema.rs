@@ -18,7 +18,13 @@ pub const APPLICATION_ID: i64 = 0x4353_4d4d;
 /// - 3 (issue 47): an episode's and a session turn's `label` (`trusted`,
 ///   `untrusted`: whether the turn it was recorded from read untrusted
 ///   data); rows written before have none and are recalled as untrusted.
-pub const SCHEMA_VERSION: i64 = 3;
+/// - 4 (issue 49): a version per namespace and sender of what a search
+///   reads of their episodes (`episode_versions`, kept by triggers on every
+///   insert, delete and change of an episode's vector, archived flag,
+///   sender, namespace or date), so that the sender's vectors are held in
+///   memory between searches and read again only after a change, by any
+///   connection ([`super::Store::episode_vectors`]).
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Version 1, as the first memory databases were created (kept verbatim:
 /// a new database is created as version 1 and upgraded, so that every
@@ -133,6 +139,31 @@ ALTER TABLE episodes ADD COLUMN label TEXT;
 ALTER TABLE session_turns ADD COLUMN label TEXT;
 ";
 
+/// Version 3 → 4 (see [`SCHEMA_VERSION`]). Every scope starts at version
+/// 1; an upsert in a trigger bumps the scope of each row written.
+const MIGRATE_V4: &str = "
+CREATE TABLE episode_versions (
+    namespace TEXT NOT NULL,
+    sender    TEXT NOT NULL,
+    v         INTEGER NOT NULL,
+    PRIMARY KEY (namespace, sender)
+) WITHOUT ROWID;
+INSERT INTO episode_versions (namespace, sender, v)
+    SELECT DISTINCT namespace, sender, 1 FROM episodes;
+CREATE TRIGGER episode_versions_ai AFTER INSERT ON episodes BEGIN
+    INSERT INTO episode_versions (namespace, sender, v) VALUES (new.namespace, new.sender, 1)
+        ON CONFLICT (namespace, sender) DO UPDATE SET v = v + 1;
+END;
+CREATE TRIGGER episode_versions_ad AFTER DELETE ON episodes BEGIN
+    UPDATE episode_versions SET v = v + 1 WHERE namespace = old.namespace AND sender = old.sender;
+END;
+CREATE TRIGGER episode_versions_au AFTER UPDATE OF embedding, archived, namespace, sender, started_at ON episodes BEGIN
+    UPDATE episode_versions SET v = v + 1 WHERE namespace = old.namespace AND sender = old.sender;
+    INSERT INTO episode_versions (namespace, sender, v) VALUES (new.namespace, new.sender, 1)
+        ON CONFLICT (namespace, sender) DO UPDATE SET v = v + 1;
+END;
+";
+
 fn bad(reason: impl Into<String>) -> MemoryError {
     MemoryError::Database {
         path: Default::default(),
@@ -223,6 +254,9 @@ fn migrate(conn: &Connection, from: i64) -> Result<()> {
     }
     if from < 3 {
         conn.execute_batch(MIGRATE_V3)?;
+    }
+    if from < 4 {
+        conn.execute_batch(MIGRATE_V4)?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     Ok(())
