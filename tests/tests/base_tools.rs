@@ -213,7 +213,7 @@ async fn web_search_queries_the_operators_backend() {
 /// docs/information-flow.md's table says.
 #[tokio::test(flavor = "multi_thread")]
 async fn first_party_tools_declare_their_field_labels() {
-    use capsaga_core::flow::Integrity::{Trusted, Untrusted};
+    use capsaga_flow::Integrity::{Trusted, Untrusted};
     let expected = [
         ("fs_read", "/size_bytes", Trusted),
         ("fs_read", "/content", Untrusted),

@@ -315,7 +315,7 @@ fn a_host_frozen_past_its_lease_gives_it_up_on_waking_without_asking_the_databas
     rt.block_on(async {
         let s = PgStore::open(&url, &o).await.unwrap();
         let lease = s.register_owner().await.unwrap();
-        let conn = s.conn().await.unwrap();
+        let conn = capsaga_store::test_support::pg_conn(&s).await.unwrap();
         conn.execute(
             "UPDATE hosts SET expires_at = clock_timestamp() + interval '1 hour' WHERE owner_id = $1",
             &[&lease.id()],
