@@ -73,6 +73,8 @@ pub mod tasks;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 mod transitions;
+#[cfg(any(test, feature = "test-support"))]
+mod upgrade_fixture;
 
 pub use access::{ActiveToken, KeyRow, KeyStore, SwitchStore, TokenOpError, TokenRow, TokenStore};
 pub use error::{SCHEMA_VERSION, StoreError};

@@ -90,7 +90,7 @@ fn a_file_of_every_older_version_upgrades_to_the_current_schema() {
 /// it expired, as any other.
 #[test]
 fn a_task_and_a_reservation_of_a_version_14_file_are_kept_by_the_upgrade() {
-    use crate::test_support::{pre_upgrade_rows, pre_upgrade_rows_are_kept};
+    use crate::upgrade_fixture::{pre_upgrade_rows, pre_upgrade_rows_are_kept};
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("v14.db");
     drop(super::tests::older_file(
