@@ -24,9 +24,9 @@
 //! falls on all alike; figures are medians.
 
 use super::render::Out;
-use capsaga_flow::{FlowCall, FlowState, Source};
 use capsaga_door::dispatch::{Args, Call, Dispatcher, Outcome, Scope, untrusted_output};
 use capsaga_door::host::Host;
+use capsaga_flow::{FlowCall, FlowState, Source};
 use capsaga_store::StepKey;
 use serde::Serialize;
 use serde_json::{Value, json};
