@@ -30,7 +30,7 @@
 //!    the secrets, the net guard, the flow, the probes) depend on no I/O,
 //!    Wasmtime or server crate;
 //! 10. only the store's own tests turn on its `test-support` feature (what
-//!    its both-backends suite reads past the traits).
+//!     its both-backends suite reads past the traits).
 //!
 //! Each rule is also run against a planted violation, so that a scanner that
 //! finds nothing cannot pass.
