@@ -40,12 +40,14 @@
 #[macro_use]
 extern crate capsaga;
 
+mod cold;
 mod console;
 mod floor;
 mod flow;
 mod fs;
 mod group;
 mod hosts;
+mod machine;
 mod mcp;
 mod memory;
 mod memory_quality;
@@ -61,7 +63,9 @@ use capsaga::render::{self, Out};
 use capsaga_core::policy::Limits;
 use capsaga_core::tool::CallContext;
 use capsaga_sandbox::{Bindings, CallRequest, Op, Sandbox, SandboxConfig};
+use cold::{cold_start, peak_memory};
 use floor::*;
+pub(crate) use machine::{cpu_s, load_average, machine, rss};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -346,163 +350,6 @@ impl Paths {
 /// Median over the rounds of `a[round] / b[round]`.
 fn paired_ratio(a: &[f64], b: &[f64]) -> f64 {
     median(a.iter().zip(b).map(|(x, y)| x / y).collect())
-}
-
-async fn cold_start(bytes: &[u8]) -> Result<ColdStart, String> {
-    let dir = std::env::temp_dir().join(format!("capsaga-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cached = SandboxConfig {
-        compiled_cache: Some(dir.join("compiled")),
-        ..SandboxConfig::default()
-    };
-    let result = async {
-        let (mut without, mut with, mut compile, mut load) = (vec![], vec![], vec![], vec![]);
-        // Fill the cache once.
-        let s = Sandbox::with_config(&cached).map_err(|e| e.to_string())?;
-        s.prepare_cached(bytes).map_err(|e| e.to_string())?;
-        drop(s);
-        for _ in 0..5 {
-            let t0 = Instant::now();
-            let s = Sandbox::with_config(&SandboxConfig::default()).map_err(|e| e.to_string())?;
-            let t1 = Instant::now();
-            s.prepare(bytes).map_err(|e| e.to_string())?;
-            without.push(t0.elapsed());
-            compile.push(t1.elapsed());
-            drop(s);
-
-            let t0 = Instant::now();
-            let s = Sandbox::with_config(&cached).map_err(|e| e.to_string())?;
-            let t1 = Instant::now();
-            let (_, outcome) = s.prepare_cached(bytes).map_err(|e| e.to_string())?;
-            with.push(t0.elapsed());
-            load.push(t1.elapsed());
-            if outcome != capsaga_sandbox::CacheOutcome::Hit {
-                return Err(format!("the compiled cache was not hit: {outcome:?}"));
-            }
-        }
-        Ok(ColdStart {
-            without_cache_ms: median_ms(without),
-            with_cache_ms: median_ms(with),
-            compile_ms: median_ms(compile),
-            cache_load_ms: median_ms(load),
-        })
-    }
-    .await;
-    let _ = std::fs::remove_dir_all(&dir);
-    result
-}
-
-/// `VmRSS` and `VmHWM` (peak) of this process, bytes, from /proc.
-pub(crate) fn rss() -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))?
-            .split_whitespace()
-            .nth(1)?
-            .parse::<u64>()
-            .ok()
-            .map(|kb| kb * 1024)
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-/// The machine's load average over the last minute (Linux:
-/// `/proc/loadavg`; NaN elsewhere), reported beside timings.
-pub(crate) fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
-}
-
-/// CPU time of this process so far, user and system, seconds (Linux:
-/// `/proc/self/stat`; `None` elsewhere): a figure that a loaded machine
-/// changes less than the wall clock.
-pub(crate) fn cpu_s() -> Option<f64> {
-    #[cfg(target_os = "linux")]
-    {
-        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-        // After the command's closing parenthesis the fields start at the
-        // third; utime and stime are the 14th and 15th.
-        let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-        Some(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
-}
-
-async fn peak_memory(path: &Path) -> Result<Option<PeakMemory>, String> {
-    let Ok(bytes) = std::fs::read(path) else {
-        return Ok(None);
-    };
-    let sandbox = Sandbox::with_config(&SandboxConfig::default()).map_err(|e| e.to_string())?;
-    let prepared = sandbox.prepare(&bytes).map_err(|e| e.to_string())?;
-    let limits = Limits::DEFAULT;
-    let ctx = CallContext {
-        saga_id: "bench".into(),
-        step_seq: 0,
-        idempotency_key: "bench".into(),
-        deadline_ms: u64::MAX,
-        dry_run: false,
-    };
-    // Reset the peak (Linux ≥ 4.0); without it the figure is the process's
-    // lifetime peak and is reported as such.
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    let Some((before, _)) = rss() else {
-        return Ok(None);
-    };
-    let (res, _) = sandbox
-        .call(CallRequest {
-            tool: "big_output",
-            prepared: &prepared,
-            bindings: &Bindings::default(),
-            limits: &limits,
-            ctx: &ctx,
-            args_json: r#"{"mb":100}"#,
-            op: &Op::Execute,
-        })
-        .await;
-    let Some((_, peak)) = rss() else {
-        return Ok(None);
-    };
-    let mb = |b: u64| b as f64 / 1e6;
-    Ok(Some(PeakMemory {
-        rss_before_mb: mb(before),
-        peak_rss_mb: mb(peak),
-        growth_mb: mb(peak.saturating_sub(before)),
-        memory_cap_mb: mb(limits.memory_bytes),
-        error: match res {
-            Ok(_) => "none (the output was accepted)".into(),
-            Err(e) => format!("{}: {}", render::kind_name(e.kind), e.message),
-        },
-    }))
-}
-
-pub(crate) fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    let build = if cfg!(debug_assertions) {
-        "debug build"
-    } else {
-        "release build"
-    };
-    format!("{cpus} x {cpu}, Linux {kernel}, {build}")
 }
 
 /// A benchmark's report `r` on `out` (JSON, or text by `print`), or its
